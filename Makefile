@@ -1,0 +1,115 @@
+# pgdl -- deep learning as SQL.  PGXS build; see README.md.
+
+EXTENSION   = pgdl
+EXTVERSION  = 0.1.0
+MODULE_big  = pgdl
+
+PG_CONFIG  ?= /usr/lib/postgresql/15/bin/pg_config
+BLAS_CFLAGS ?= $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS  ?= $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH  ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+
+NN_SRCS     = $(sort $(wildcard src/nn/*.c)) $(sort $(wildcard kernels/cpu/*.c))
+GLUE_SRCS   = $(sort $(wildcard src/*.c))
+
+ifeq ($(WITH_CUDA),1)
+CUDA_OBJS   = kernels/cuda/backend_cuda.o
+CUDA_LIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+PG_CPPFLAGS += -DPGDL_WITH_CUDA
+# PGXS would want LLVM bitcode for the .cu object too; there is none to make.
+override with_llvm = no
+else
+CUDA_OBJS   = kernels/cuda/cuda_stub.o
+CUDA_LIBS   =
+endif
+
+OBJS        = $(GLUE_SRCS:.c=.o) $(NN_SRCS:.c=.o) $(CUDA_OBJS)
+DATA_built  = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
+EXTRA_CLEAN = $(DATA_built) extension/$(EXTENSION).control build kernels/cuda/*.o
+
+SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lm
+PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels $(BLAS_CFLAGS)
+PG_CFLAGS   += -O3 -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+
+REGRESS      = $(patsubst regress/sql/%.sql,%,$(sort $(wildcard regress/sql/*.sql)))
+REGRESS_OPTS = --inputdir=regress --outputdir=regress --load-extension=$(EXTENSION)
+PROVE_TESTS  = $(sort $(wildcard regress/t/*.pl))
+EXTRA_CLEAN += tmp_check
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# TAP tests (PostgreSQL::Test::Cluster; run as a non-root user).  A target of its
+# own rather than TAP_TESTS = 1, which would add them to installcheck (pg_regress
+# may run as root, PostgreSQL::Test::Cluster may not) and defines no
+# prove_installcheck target under PGXS.
+prove_installcheck:
+	rm -rf '$(CURDIR)'/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+	  PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+	  $(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(PROVE_TESTS)
+
+.PHONY: prove_installcheck
+
+# The control file lives in extension/; PGXS installs $(EXTENSION).control from the top.
+all: $(EXTENSION).control
+$(EXTENSION).control: extension/$(EXTENSION).control
+	cp $< $@
+EXTRA_CLEAN += $(EXTENSION).control
+
+# The install script is assembled from its parts in sql/parts, in name order.
+$(DATA_built): $(sort $(wildcard sql/parts/*.sql))
+	cat $^ > $@
+
+kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
+	$(NVCC) -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Ikernels -c $< -o $@
+
+# ---------------------------------------------------------------------------
+# The engine alone: unit tests and benchmarks, no server.
+# ---------------------------------------------------------------------------
+NN_CC      ?= $(CC)
+NN_CFLAGS  ?= -O3 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing
+NN_CPPFLAGS = -Isrc -Ikernels $(BLAS_CFLAGS)
+UNIT_SRCS   = $(sort $(wildcard regress/unit/*.c))
+PYTHON     ?= /usr/bin/python3
+
+build/%/cuda.o: kernels/cuda/cuda_stub.c kernels/backend.h
+	@mkdir -p $(dir $@)
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $< -o $@
+
+build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) build/%/cuda.o
+	@mkdir -p $(dir $@)/obj
+	for f in $(NN_SRCS); do \
+	  $(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $$f -o $(dir $@)/obj/$$(echo $$f | tr / _ | sed 's/\.c$$/.o/') || exit 1; \
+	done
+	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o
+
+build/%/unit_tests: $(UNIT_SRCS) regress/unit/unit.h build/%/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) -lm -o $@
+
+regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
+	@mkdir -p regress/unit/fixtures
+	$(PYTHON) $< regress/unit/fixtures
+	touch $@
+
+fixtures: regress/unit/fixtures/.stamp
+
+# make unit: every engine test.  make unit-asan: the same under AddressSanitizer
+# (UBSan too), with the slow exhaustive checks trimmed.
+unit: build/release/unit_tests fixtures
+	build/release/unit_tests regress/unit/fixtures
+
+unit-asan: VARIANT_CFLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+unit-asan: build/asan/unit_tests fixtures
+	ASAN_OPTIONS=detect_leaks=1 PGDL_UNIT_FAST=1 build/asan/unit_tests regress/unit/fixtures
+
+build/release/engine_bench: bench/engine.c bench/fmnist.h build/release/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) -Ibench bench/engine.c build/release/nn.a $(BLAS_LIBS) -lz -lm -o $@
+
+bench-engine: build/release/engine_bench
+	bench/engine.sh build/release/engine_bench
+
+.PHONY: unit unit-asan fixtures bench-engine

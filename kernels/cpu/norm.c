@@ -1,0 +1,128 @@
+/*
+ * norm.c -- batch normalization, forward and backward.
+ *
+ * Statistics are accumulated in double: with a few hundred thousand values per
+ * channel a float sum loses digits that torch (which uses Welford in float with
+ * pairwise blocks) keeps.
+ */
+#include <math.h>
+#include <stddef.h>
+
+#include "cpu/cpu.h"
+
+void
+nn_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
+					 const float *gamma, const float *beta,
+					 float *running_mean, float *running_var,
+					 float eps, float momentum, bool training, float *saved)
+{
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = 0; c < channels; c++)
+	{
+		float		mean,
+					invstd;
+
+		if (training)
+		{
+			double		sum = 0.0,
+						sq = 0.0,
+						var;
+
+			for (int i = 0; i < n; i++)
+			{
+				const float *p = x + ((int64_t) i * channels + c) * plane;
+
+				for (int j = 0; j < plane; j++)
+					sum += p[j];
+			}
+			sum /= (double) count;
+			for (int i = 0; i < n; i++)
+			{
+				const float *p = x + ((int64_t) i * channels + c) * plane;
+
+				for (int j = 0; j < plane; j++)
+				{
+					double		d = p[j] - sum;
+
+					sq += d * d;
+				}
+			}
+			var = sq / (double) count;
+			mean = (float) sum;
+			invstd = (float) (1.0 / sqrt(var + eps));
+			saved[c] = mean;
+			saved[channels + c] = invstd;
+			running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+			running_var[c] = (1.0f - momentum) * running_var[c] +
+				momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+		}
+		else
+		{
+			mean = running_mean[c];
+			invstd = 1.0f / sqrtf(running_var[c] + eps);
+		}
+
+		{
+			float		scale = gamma[c] * invstd;
+			float		shift = beta[c] - mean * scale;
+
+			for (int i = 0; i < n; i++)
+			{
+				const float *restrict p = x + ((int64_t) i * channels + c) * plane;
+				float	   *restrict q = y + ((int64_t) i * channels + c) * plane;
+
+				for (int j = 0; j < plane; j++)
+					q[j] = p[j] * scale + shift;
+			}
+		}
+	}
+}
+
+void
+nn_batchnorm_backward(const float *x, const float *dy, float *dx,
+					  int n, int channels, int plane,
+					  const float *gamma, float *dgamma, float *dbeta,
+					  const float *saved)
+{
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = 0; c < channels; c++)
+	{
+		float		mean = saved[c];
+		float		invstd = saved[channels + c];
+		double		sum_dy = 0.0,
+					sum_dy_xhat = 0.0;
+		float		k1,
+					k2;
+
+		for (int i = 0; i < n; i++)
+		{
+			const float *p = x + ((int64_t) i * channels + c) * plane;
+			const float *g = dy + ((int64_t) i * channels + c) * plane;
+
+			for (int j = 0; j < plane; j++)
+			{
+				sum_dy += g[j];
+				sum_dy_xhat += (double) g[j] * ((p[j] - mean) * invstd);
+			}
+		}
+		dgamma[c] = (float) sum_dy_xhat;
+		dbeta[c] = (float) sum_dy;
+		if (dx == NULL)
+			continue;
+		/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+		k1 = (float) (sum_dy / (double) count);
+		k2 = (float) (sum_dy_xhat / (double) count);
+		for (int i = 0; i < n; i++)
+		{
+			const float *restrict p = x + ((int64_t) i * channels + c) * plane;
+			const float *restrict g = dy + ((int64_t) i * channels + c) * plane;
+			float	   *restrict d = dx + ((int64_t) i * channels + c) * plane;
+			float		gi = gamma[c] * invstd;
+
+			for (int j = 0; j < plane; j++)
+				d[j] = gi * (g[j] - k1 - (p[j] - mean) * invstd * k2);
+		}
+	}
+}

@@ -1,0 +1,126 @@
+/*
+ * pool.c -- max and average pooling over planes, no padding.
+ */
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+void
+nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
+				   int h, int w, int k, int stride, int oh, int ow)
+{
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *src = x + p * h * w;
+		float	   *dst = y + p * oh * ow;
+		int32_t    *arg = argmax + p * oh * ow;
+
+		if (k == 2 && stride == 2)
+		{
+			for (int oy = 0; oy < oh; oy++)
+			{
+				const float *r0 = src + 2 * oy * w;
+				const float *r1 = r0 + w;
+
+				for (int ox = 0; ox < ow; ox++)
+				{
+					/* first maximum wins, as in torch */
+					int			i = 2 * oy * w + 2 * ox;
+					float		best = r0[2 * ox];
+					int			at = i;
+
+					if (r0[2 * ox + 1] > best)
+						best = r0[2 * ox + 1], at = i + 1;
+					if (r1[2 * ox] > best)
+						best = r1[2 * ox], at = i + w;
+					if (r1[2 * ox + 1] > best)
+						best = r1[2 * ox + 1], at = i + w + 1;
+					dst[oy * ow + ox] = best;
+					arg[oy * ow + ox] = at;
+				}
+			}
+			continue;
+		}
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++)
+			{
+				int			at = oy * stride * w + ox * stride;
+				float		best = src[at];
+
+				for (int ky = 0; ky < k; ky++)
+					for (int kx = 0; kx < k; kx++)
+					{
+						int			i = (oy * stride + ky) * w + ox * stride + kx;
+
+						if (src[i] > best)
+							best = src[i], at = i;
+					}
+				dst[oy * ow + ox] = best;
+				arg[oy * ow + ox] = at;
+			}
+	}
+}
+
+void
+nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					int64_t planes, int h, int w, int oh, int ow)
+{
+	memset(dx, 0, sizeof(float) * planes * h * w);
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *g = dy + p * oh * ow;
+		const int32_t *arg = argmax + p * oh * ow;
+		float	   *d = dx + p * h * w;
+
+		for (int i = 0; i < oh * ow; i++)
+			d[arg[i]] += g[i];
+	}
+}
+
+void
+nn_avgpool_forward(const float *x, float *y, int64_t planes,
+				   int h, int w, int k, int stride, int oh, int ow)
+{
+	float		scale = 1.0f / (float) (k * k);
+
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *src = x + p * h * w;
+		float	   *dst = y + p * oh * ow;
+
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++)
+			{
+				float		s = 0.0f;
+
+				for (int ky = 0; ky < k; ky++)
+					for (int kx = 0; kx < k; kx++)
+						s += src[(oy * stride + ky) * w + ox * stride + kx];
+				dst[oy * ow + ox] = s * scale;
+			}
+	}
+}
+
+void
+nn_avgpool_backward(const float *dy, float *dx, int64_t planes,
+					int h, int w, int k, int stride, int oh, int ow)
+{
+	float		scale = 1.0f / (float) (k * k);
+
+	memset(dx, 0, sizeof(float) * planes * h * w);
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *g = dy + p * oh * ow;
+		float	   *d = dx + p * h * w;
+
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++)
+			{
+				float		v = g[oy * ow + ox] * scale;
+
+				for (int ky = 0; ky < k; ky++)
+					for (int kx = 0; kx < k; kx++)
+						d[(oy * stride + ky) * w + ox * stride + kx] += v;
+			}
+	}
+}

@@ -1,0 +1,258 @@
+/*
+ * test_serialize.c -- the model format: round trips, and untrusted bytes.
+ *
+ * Corrupt blobs must give an error, never a crash or a read past the end (the
+ * sanitizer run checks the latter).  Blobs whose checksum was recomputed after
+ * tampering reach the length and spec checks behind the checksum.
+ */
+#include "test_util.h"
+#include "unit.h"
+
+static NnModel *
+trained_model(const NnSpec *s, int steps)
+{
+	NnError		err;
+	NnOptim		o;
+	NnModel    *m = nn_model_create(s, 7, &err);
+	int			n = 4;
+	float	   *x = test_normal(n * nn_model_input_size(m), 3, 1.0f);
+	float	   *y = test_targets(s->loss, n, nn_model_output_size(m), 4);
+
+	nn_optim_defaults(&o, NN_OPT_ADAM);
+	nn_model_set_optim(m, &o, &err);
+	for (int i = 0; i < steps; i++)
+		nn_model_train_step(m, x, y, n, NULL, &err);
+	free(x);
+	free(y);
+	return m;
+}
+
+static void
+small_spec(NnSpec *s)
+{
+	spec_begin(s, 3, 1, 4, 4, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(s, 2, 3, 1, 1);
+	spec_add(s, NN_BATCHNORM);
+	spec_add(s, NN_RELU);
+	spec_pool(s, NN_MAXPOOL2D, 2);
+	spec_dense(s, 3);
+}
+
+static uint8_t *
+serialize(const NnModel *m, size_t *len)
+{
+	uint8_t    *buf;
+
+	*len = nn_model_serialized_size(m);
+	buf = malloc(*len);
+	nn_model_serialize(m, buf);
+	return buf;
+}
+
+static void
+reseal(uint8_t *buf, size_t len)
+{
+	uint32_t	crc = nn_crc32(0, buf, len - 4);
+
+	for (int i = 0; i < 4; i++)
+		buf[len - 4 + i] = (uint8_t) (crc >> (8 * i));
+}
+
+UNIT_TEST(serialize_round_trip)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len,
+				len2;
+	uint8_t    *a,
+			   *b;
+
+	small_spec(&s);
+	m = trained_model(&s, 3);
+	a = serialize(m, &len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back == NULL)
+		return;
+	b = serialize(back, &len2);
+	CHECK(len == len2 && memcmp(a, b, len) == 0);
+	CHECK(back->step == 3 && back->optim.type == NN_OPT_ADAM && back->seed == 7);
+	CHECK(memcmp(back->params, m->params, sizeof(float) * m->n_params) == 0);
+	CHECK(memcmp(back->buffers, m->buffers, sizeof(float) * m->n_buffers) == 0);
+	CHECK(back->n_opt_state == 2 * m->n_params);
+
+	/* the copy trains on exactly as the original does */
+	{
+		float	   *x = test_normal(4 * 16, 8, 1.0f);
+		float	   *y = test_targets(s.loss, 4, 3, 9);
+
+		CHECK(nn_model_train_step(m, x, y, 4, NULL, &err));
+		CHECK(nn_model_train_step(back, x, y, 4, NULL, &err));
+		CHECK(memcmp(back->params, m->params, sizeof(float) * m->n_params) == 0);
+		free(x);
+		free(y);
+	}
+	free(a);
+	free(b);
+	nn_model_free(m);
+	nn_model_free(back);
+}
+
+UNIT_TEST(serialize_untrained_model_without_optimizer)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len;
+	uint8_t    *a;
+
+	spec_reference_mlp(&s);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	CHECK(len > 4 * (size_t) m->n_params);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back)
+		CHECK(back->optim.type == 0 && back->n_opt_state == 0);
+	free(a);
+	nn_model_free(m);
+	nn_model_free(back);
+}
+
+UNIT_TEST(serialize_truncated)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+
+	small_spec(&s);
+	m = trained_model(&s, 1);
+	a = serialize(m, &len);
+	for (size_t cut = 0; cut < len; cut++)
+	{
+		/* a fresh allocation of exactly `cut` bytes, so ASan sees any over-read */
+		uint8_t    *t = malloc(cut ? cut : 1);
+		NnModel    *back;
+
+		memcpy(t, a, cut);
+		back = nn_model_deserialize(t, cut, &err);
+		CHECK_MSG(back == NULL, "a blob cut to %zu of %zu bytes was accepted", cut, len);
+		nn_model_free(back);
+		/* the same cut with a valid length field and checksum */
+		if (cut >= 24)
+		{
+			for (int i = 0; i < 8; i++)
+				t[12 + i] = (uint8_t) ((uint64_t) cut >> (8 * i));
+			reseal(t, cut);
+			back = nn_model_deserialize(t, cut, &err);
+			CHECK_MSG(back == NULL, "a resealed blob cut to %zu of %zu bytes was accepted", cut, len);
+			nn_model_free(back);
+		}
+		free(t);
+	}
+	free(a);
+	nn_model_free(m);
+}
+
+UNIT_TEST(serialize_every_byte_flip)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+	int			flips[] = {0x01, 0x80, 0xff};
+
+	small_spec(&s);
+	m = trained_model(&s, 1);
+	a = serialize(m, &len);
+	for (size_t i = 0; i < len; i++)
+		for (int f = 0; f < (unit_fast ? 1 : 3); f++)
+		{
+			NnModel    *back;
+
+			a[i] ^= flips[f];
+			back = nn_model_deserialize(a, len, &err);
+			CHECK_MSG(back == NULL, "flipping byte %zu with %#x was not detected", i, flips[f]);
+			nn_model_free(back);
+			a[i] ^= flips[f];
+		}
+	free(a);
+	nn_model_free(m);
+}
+
+/* Offsets into the blob of small_spec's model. */
+#define OFF_NDIM		20
+#define OFF_N_LAYERS	36
+#define OFF_LAYER0		44
+#define LAYER_SIZE		44
+
+static void
+put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t) (v >> (8 * i));
+}
+
+static void
+expect_rejected(const uint8_t *orig, size_t len, size_t off, uint32_t value, const char *what,
+				const char *expect)
+{
+	uint8_t    *t = malloc(len);
+	NnError		err;
+	NnModel    *back;
+
+	memcpy(t, orig, len);
+	put32(t + off, value);
+	reseal(t, len);
+	back = nn_model_deserialize(t, len, &err);
+	CHECK_MSG(back == NULL, "%s was accepted", what);
+	if (back == NULL && expect)
+		CHECK_MSG(strstr(err.msg, expect) != NULL, "%s: error \"%s\" lacks \"%s\"", what, err.msg, expect);
+	nn_model_free(back);
+	free(t);
+}
+
+UNIT_TEST(serialize_hostile_sizes)
+{
+	NnSpec		s;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+	size_t		state;
+
+	small_spec(&s);
+	m = trained_model(&s, 1);
+	a = serialize(m, &len);
+	state = OFF_LAYER0 + (size_t) s.n_layers * LAYER_SIZE;
+
+	expect_rejected(a, len, OFF_N_LAYERS, 1000000000u, "a billion layers", "layers");
+	expect_rejected(a, len, OFF_N_LAYERS, 0, "zero layers", "layers");
+	expect_rejected(a, len, OFF_NDIM, 2, "a 2-d input", "input");
+	expect_rejected(a, len, OFF_NDIM + 4, 0x7fffffff, "a huge input", "input");
+	/* layer 0 is the conv2d: its filters, then kernel */
+	expect_rejected(a, len, OFF_LAYER0 + 8, 0x40000000u, "a billion filters", "filters");
+	expect_rejected(a, len, OFF_LAYER0 + 12, 0, "kernel 0", "kernel");
+	expect_rejected(a, len, OFF_LAYER0, 999, "an unknown layer type", "unknown layer type");
+	/* declared parameter count (low and high word) that disagrees with the spec */
+	expect_rejected(a, len, state + 16, 0xffffffffu, "4 billion parameters", "parameters");
+	expect_rejected(a, len, state + 20, 0xffffffffu, "2^64 parameters", "parameters");
+	expect_rejected(a, len, state + 16, (uint32_t) m->n_params - 1, "one parameter fewer", "parameters");
+	/* the magic and version are checked before the checksum is even read */
+	expect_rejected(a, len, 8, 2, "format version 2", "version");
+	{
+		NnError		err;
+		uint8_t		junk[64];
+
+		memset(junk, 0xab, sizeof(junk));
+		CHECK(nn_model_deserialize(junk, sizeof(junk), &err) == NULL);
+		CHECK(nn_model_deserialize(a, 0, &err) == NULL);
+	}
+	free(a);
+	nn_model_free(m);
+}

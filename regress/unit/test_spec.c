@@ -1,0 +1,202 @@
+/*
+ * test_spec.c -- validation names the layer and field at fault; shapes and costs.
+ */
+#include "test_util.h"
+#include "unit.h"
+
+static void
+expect_invalid(const NnSpec *s, int layer, const char *field, const char *text)
+{
+	NnError		err;
+	NnModel    *m = nn_model_create(s, 1, &err);
+
+	CHECK_MSG(m == NULL, "spec expected to fail on %s was accepted", field);
+	nn_model_free(m);
+	if (m != NULL)
+		return;
+	CHECK_MSG(err.layer == layer, "error names layer %d, expected %d (%s)", err.layer, layer, err.msg);
+	CHECK_MSG(strcmp(err.field, field) == 0, "error names field \"%s\", expected \"%s\" (%s)",
+			  err.field, field, err.msg);
+	CHECK_MSG(strstr(err.msg, text) != NULL, "error \"%s\" lacks \"%s\"", err.msg, text);
+}
+
+UNIT_TEST(spec_errors_name_layer_and_field)
+{
+	NnSpec		s;
+
+	spec_begin(&s, 1, 10, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 0);
+	expect_invalid(&s, 0, "units", "layers[0]: dense: \"units\" must be between 1");
+
+	spec_begin(&s, 1, 10, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 5);
+	spec_conv(&s, 4, 3, 1, 1);
+	expect_invalid(&s, 1, "type", "conv2d needs a [channels, height, width] input");
+
+	spec_begin(&s, 3, 1, 5, 5, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(&s, 4, 7, 1, 0);
+	expect_invalid(&s, 0, "kernel", "does not fit");
+
+	spec_begin(&s, 3, 1, 5, 5, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(&s, 4, 3, 1, 3);
+	expect_invalid(&s, 0, "padding", "\"padding\" must be between 0 and 2");
+
+	spec_begin(&s, 3, 1, 5, 5, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(&s, 4, 3, 0, 1);
+	expect_invalid(&s, 0, "stride", "\"stride\"");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_DROPOUT)->rate = 1.0f;
+	expect_invalid(&s, 0, "rate", "below 1");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_LEAKY_RELU)->alpha = NAN;
+	expect_invalid(&s, 0, "alpha", "alpha");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_BATCHNORM)->eps = 0.0f;
+	expect_invalid(&s, 0, "eps", "positive");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 1);
+	expect_invalid(&s, -1, "loss", "at least 2 outputs");
+
+	spec_begin(&s, 1, 4, 1, 1, 0);
+	spec_dense(&s, 3);
+	expect_invalid(&s, -1, "loss", "unknown");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	expect_invalid(&s, -1, "layers", "between 1 and 256");
+
+	spec_begin(&s, 2, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 3);
+	expect_invalid(&s, -1, "input", "1 dimension");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, 77);
+	expect_invalid(&s, 0, "type", "unknown layer type");
+}
+
+UNIT_TEST(spec_rejects_absurd_sizes_before_allocating)
+{
+	NnSpec		s;
+
+	/* 2^20 x 2^20 weights: the limit on parameters, not malloc, must refuse it */
+	spec_begin(&s, 1, NN_MAX_DIM, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, NN_MAX_DIM);
+	expect_invalid(&s, 0, "units", "more than");
+
+	spec_begin(&s, 3, 65536, 1024, 1024, NN_LOSS_MSE);
+	spec_dense(&s, 2);
+	expect_invalid(&s, -1, "input", "exceeds the limit");
+
+	spec_begin(&s, 3, 1, 1024, 1024, NN_LOSS_MSE);
+	spec_conv(&s, 65536, 3, 1, 1);
+	expect_invalid(&s, 0, "type", "exceeds the limit");
+}
+
+UNIT_TEST(spec_shapes_and_cost)
+{
+	NnSpec		s;
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnCost		per[NN_MAX_LAYERS],
+				total;
+	NnError		err;
+
+	spec_reference_cnn(&s);
+	CHECK(nn_spec_validate(&s, shape, &err));
+	CHECK(shape[1].c == 16 && shape[1].h == 28 && shape[1].w == 28);
+	CHECK(shape[3].c == 16 && shape[3].h == 14);
+	CHECK(shape[6].c == 32 && shape[6].h == 7 && shape[6].w == 7);
+	CHECK(shape[7].ndim == 1 && shape[7].c == 32 * 7 * 7);
+	CHECK(shape[8].c == 10);
+	CHECK(nn_spec_cost(&s, per, &total, &err));
+	CHECK(per[0].params == 16 * 9 + 16);
+	CHECK(per[3].params == 32 * 16 * 9 + 32);
+	CHECK(per[7].params == 1568 * 10 + 10);
+	CHECK(total.params == 160 + 4640 + 15690);
+	/* conv2: 2 * (16 * 9) * (32 * 14 * 14) multiply-adds, plus bias */
+	CHECK(per[3].flops_forward == 2LL * 144 * 32 * 196 + 32 * 196);
+	/* training adds the weight gradient and the bias sum, and the input gradient but for layer 0 */
+	CHECK(per[0].flops_train == 2 * per[0].flops_forward);
+	CHECK(per[3].flops_train == per[3].flops_forward + 2 * (2LL * 144 * 32 * 196) + 32 * 196);
+	CHECK(total.flops_train > 2 * total.flops_forward);
+
+	spec_reference_mlp(&s);
+	CHECK(nn_spec_cost(&s, NULL, &total, &err));
+	CHECK(total.params == 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10);
+	CHECK(nn_spec_output_size(&s) == 10);
+}
+
+UNIT_TEST(spec_names_round_trip)
+{
+	for (int t = 1; t < NN_LAYER_TYPE_MAX; t++)
+		CHECK(nn_layer_type_from_name(nn_layer_type_name(t)) == (NnLayerType) t);
+	for (int t = 1; t < NN_LOSS_MAX; t++)
+		CHECK(nn_loss_from_name(nn_loss_name(t)) == (NnLoss) t);
+	for (int t = 1; t < NN_OPT_MAX; t++)
+		CHECK(nn_optim_from_name(nn_optim_name(t)) == (NnOptType) t);
+	CHECK(nn_layer_type_from_name("conv3d") == 0);
+	CHECK(nn_loss_from_name("hinge") == 0);
+	CHECK(nn_optim_from_name("rmsprop") == 0);
+}
+
+UNIT_TEST(train_loss_falls)
+{
+	NnSpec		s;
+	NnError		err;
+	NnOptim		o;
+	NnModel    *m;
+	int			n = 64;
+	float	   *x,
+			   *y;
+	double		first = 0.0,
+				last = 0.0;
+
+	/* a learnable task: the class is the index of the largest of 4 inputs */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 16);
+	spec_add(&s, NN_RELU);
+	spec_dense(&s, 4);
+	m = nn_model_create(&s, 2, &err);
+	x = test_normal(n * 4, 31, 1.0f);
+	y = malloc(sizeof(float) * n);
+	for (int i = 0; i < n; i++)
+	{
+		int			best = 0;
+
+		for (int j = 1; j < 4; j++)
+			if (x[i * 4 + j] > x[i * 4 + best])
+				best = j;
+		y[i] = (float) best;
+	}
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.lr = 0.1f;
+	o.momentum = 0.9f;
+	CHECK(nn_model_set_optim(m, &o, &err));
+	for (int epoch = 0; epoch < 200; epoch++)
+	{
+		NnBatchStats st = {0};
+
+		CHECK(nn_model_train_step(m, x, y, n, &st, &err));
+		if (epoch == 0)
+			first = st.loss_sum / n;
+		last = st.loss_sum / n;
+	}
+	CHECK_MSG(last < 0.3 * first, "loss went from %g to %g", first, last);
+	{
+		NnBatchStats st = {0};
+
+		CHECK(nn_model_evaluate(m, x, y, n, &st, &err));
+		CHECK_MSG(st.correct >= 0.9 * n, "accuracy %lld of %d", (long long) st.correct, n);
+	}
+	/* a bad label is an error, not an out-of-bounds index */
+	y[3] = 4.0f;
+	CHECK(!nn_model_train_step(m, x, y, n, NULL, &err));
+	CHECK(strstr(err.msg, "class label 4") != NULL);
+	y[3] = 0.5f;
+	CHECK(!nn_model_evaluate(m, x, y, n, NULL, &err));
+	nn_model_free(m);
+	free(x);
+	free(y);
+}

@@ -1,0 +1,108 @@
+/* test_util.h -- small helpers shared by the engine tests. */
+#ifndef PGDL_TEST_UTIL_H
+#define PGDL_TEST_UTIL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/nn.h"
+
+static inline void
+spec_begin(NnSpec *s, int ndim, int c, int h, int w, NnLoss loss)
+{
+	memset(s, 0, sizeof(*s));
+	s->input_ndim = ndim;
+	s->input[0] = c;
+	s->input[1] = ndim == 3 ? h : 0;
+	s->input[2] = ndim == 3 ? w : 0;
+	s->loss = loss;
+}
+
+static inline NnLayerSpec *
+spec_add(NnSpec *s, NnLayerType type)
+{
+	NnLayerSpec *l = &s->layers[s->n_layers++];
+
+	nn_layer_defaults(l, type);
+	return l;
+}
+
+static inline void
+spec_dense(NnSpec *s, int units)
+{
+	spec_add(s, NN_DENSE)->units = units;
+}
+
+static inline void
+spec_conv(NnSpec *s, int filters, int kernel, int stride, int padding)
+{
+	NnLayerSpec *l = spec_add(s, NN_CONV2D);
+
+	l->filters = filters;
+	l->kernel = kernel;
+	l->stride = stride;
+	l->padding = padding;
+}
+
+static inline void
+spec_pool(NnSpec *s, NnLayerType type, int kernel)
+{
+	spec_add(s, type)->kernel = kernel;
+}
+
+/* The reference models of design.md. */
+static inline void
+spec_reference_mlp(NnSpec *s)
+{
+	spec_begin(s, 1, 784, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(s, 512);
+	spec_add(s, NN_RELU);
+	spec_dense(s, 256);
+	spec_add(s, NN_RELU);
+	spec_dense(s, 10);
+}
+
+static inline void
+spec_reference_cnn(NnSpec *s)
+{
+	spec_begin(s, 3, 1, 28, 28, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(s, 16, 3, 1, 1);
+	spec_add(s, NN_RELU);
+	spec_pool(s, NN_MAXPOOL2D, 2);
+	spec_conv(s, 32, 3, 1, 1);
+	spec_add(s, NN_RELU);
+	spec_pool(s, NN_MAXPOOL2D, 2);
+	spec_add(s, NN_FLATTEN);
+	spec_dense(s, 10);
+}
+
+/* Deterministic test data: normal values, and targets to match a loss. */
+static inline float *
+test_normal(int64_t n, uint64_t seed, float scale)
+{
+	float	   *x = malloc(sizeof(float) * (n > 0 ? n : 1));
+
+	for (int64_t i = 0; i < n; i++)
+		x[i] = scale * nn_rng_normal(seed, 7, i);
+	return x;
+}
+
+static inline float *
+test_targets(NnLoss loss, int n, int64_t outputs, uint64_t seed)
+{
+	int64_t		count = loss == NN_LOSS_CROSS_ENTROPY ? n : n * outputs;
+	float	   *y = malloc(sizeof(float) * count);
+
+	for (int64_t i = 0; i < count; i++)
+	{
+		float		u = nn_rng_uniform(seed, 11, i);
+
+		if (loss == NN_LOSS_CROSS_ENTROPY)
+			y[i] = (float) (int) (u * outputs);
+		else
+			y[i] = loss == NN_LOSS_BCE ? u : 2.0f * u - 1.0f;
+	}
+	return y;
+}
+
+#endif

@@ -1,0 +1,399 @@
+/*
+ * layers.c -- forward and backward of each layer type, in the order the math is
+ * written: forward(out <- in, params), backward(din, dparams <- dout, in, out).
+ *
+ * Every parameter gradient is overwritten (not accumulated) by the one layer
+ * that owns it, so nothing needs zeroing between steps.  din may be NULL when
+ * nobody needs the gradient with respect to the layer's input.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/cpu.h"
+#include "nn_internal.h"
+
+static void
+conv_geom(const NnModel *m, int i, NnConvGeom *g)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+
+	g->c = m->shape[i].c;
+	g->h = m->shape[i].h;
+	g->w = m->shape[i].w;
+	g->k = l->kernel;
+	g->stride = l->stride;
+	g->pad = l->padding;
+	g->oh = m->shape[i + 1].h;
+	g->ow = m->shape[i + 1].w;
+}
+
+static int
+pool_stride(const NnLayerSpec *l)
+{
+	return l->stride > 0 ? l->stride : l->kernel;
+}
+
+int
+nn_conv_chunk(const NnModel *m, int i, int batch)
+{
+	int64_t		per_image = (int64_t) m->shape[i].c * m->spec.layers[i].kernel *
+		m->spec.layers[i].kernel * m->shape[i + 1].h * m->shape[i + 1].w;
+	int64_t		chunk = NN_CONV_CHUNK_FLOATS / per_image;
+
+	if (chunk < 1)
+		chunk = 1;
+	if (chunk > batch)
+		chunk = batch;
+	return (int) chunk;
+}
+
+int64_t
+nn_layer_scratch_floats(const NnModel *m, int i, int batch)
+{
+	if (m->spec.layers[i].type == NN_CONV2D)
+	{
+		int64_t		chunk = nn_conv_chunk(m, i, batch);
+		int64_t		plane = (int64_t) m->shape[i + 1].h * m->shape[i + 1].w;
+		int64_t		kk = (int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel;
+
+		return chunk * plane * (kk + m->shape[i + 1].c);
+	}
+	return 0;
+}
+
+int64_t
+nn_layer_aux_floats(const NnModel *m, int i, int batch)
+{
+	switch (m->spec.layers[i].type)
+	{
+		case NN_MAXPOOL2D:
+			return (int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]);	/* int32 argmax */
+		case NN_BATCHNORM:
+			return 2 * (int64_t) m->shape[i].c;
+		default:
+			return 0;
+	}
+}
+
+void
+nn_layer_init_params(NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	float	   *p = m->params + m->param_off[i];
+	int64_t		fan_in,
+				fan_out,
+				n_weights;
+	uint64_t	seed = m->seed ^ NN_RNG_INIT_SALT;
+
+	switch (l->type)
+	{
+		case NN_DENSE:
+			fan_in = NN_SHAPE_SIZE(m->shape[i]);
+			fan_out = l->units;
+			n_weights = fan_in * fan_out;
+			break;
+		case NN_CONV2D:
+			fan_in = (int64_t) m->shape[i].c * l->kernel * l->kernel;
+			fan_out = (int64_t) l->filters * l->kernel * l->kernel;
+			n_weights = fan_in * l->filters;
+			break;
+		case NN_BATCHNORM:
+			for (int c = 0; c < m->shape[i].c; c++)
+			{
+				p[c] = 1.0f;
+				p[m->shape[i].c + c] = 0.0f;
+				m->buffers[m->buffer_off[i] + c] = 0.0f;
+				m->buffers[m->buffer_off[i] + m->shape[i].c + c] = 1.0f;
+			}
+			return;
+		default:
+			return;
+	}
+
+	if (l->init == NN_INIT_GLOROT)
+	{
+		float		limit = sqrtf(6.0f / (float) (fan_in + fan_out));
+
+		for (int64_t j = 0; j < n_weights; j++)
+			p[j] = (2.0f * nn_rng_uniform(seed, i, j) - 1.0f) * limit;
+	}
+	else
+	{
+		float		std = sqrtf(2.0f / (float) fan_in);
+
+		for (int64_t j = 0; j < n_weights; j++)
+			p[j] = std * nn_rng_normal(seed, i, j);
+	}
+	memset(p + n_weights, 0, sizeof(float) * (m->param_len[i] - n_weights));
+}
+
+/* The dropout keep-mask is recomputed in backward from the same counters. */
+static inline bool
+dropout_keep(const NnModel *m, int i, int64_t element, float rate)
+{
+	return nn_rng_uniform(m->seed ^ NN_RNG_DROPOUT_SALT,
+						  (uint64_t) m->step * NN_MAX_LAYERS + i, element) >= rate;
+}
+
+void
+nn_layer_forward(NnModel *m, int i, const float *in, int n, bool training)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	const NnBackend *be = m->be;
+	const float *p = m->params + m->param_off[i];
+	float	   *out = m->out[i];
+	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
+	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
+	int64_t		count = (int64_t) n * out_size;
+
+	switch (l->type)
+	{
+		case NN_DENSE:
+			be->gemm(false, true, n, l->units, (int) in_size, 1.0f, in, (int) in_size,
+					 p, (int) in_size, 0.0f, out, l->units);
+			be->bias_add_rows(out, p + in_size * l->units, n, l->units);
+			break;
+
+		case NN_CONV2D:
+			{
+				NnConvGeom	g;
+				int			chunk = nn_conv_chunk(m, i, n);
+				int			plane = m->shape[i + 1].h * m->shape[i + 1].w;
+				int			kk;
+				float	   *col = m->scratch;
+				float	   *tmp;
+
+				conv_geom(m, i, &g);
+				kk = g.c * g.k * g.k;
+				tmp = col + (int64_t) kk * chunk * plane;
+				for (int s = 0; s < n; s += chunk)
+				{
+					int			c = n - s < chunk ? n - s : chunk;
+
+					nn_im2col(in + s * in_size, c, &g, col);
+					be->gemm(false, false, l->filters, c * plane, kk, 1.0f, p, kk,
+							 col, c * plane, 0.0f, tmp, c * plane);
+					nn_cnhw_to_nchw(tmp, out + s * out_size, c, l->filters, plane,
+									p + (int64_t) kk * l->filters);
+				}
+				break;
+			}
+
+		case NN_MAXPOOL2D:
+			nn_maxpool_forward(in, out, (int32_t *) m->aux[i], (int64_t) n * m->shape[i].c,
+							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
+							   m->shape[i + 1].h, m->shape[i + 1].w);
+			break;
+
+		case NN_AVGPOOL2D:
+			nn_avgpool_forward(in, out, (int64_t) n * m->shape[i].c,
+							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
+							   m->shape[i + 1].h, m->shape[i + 1].w);
+			break;
+
+		case NN_GLOBAL_AVGPOOL:
+			{
+				int			plane = m->shape[i].h * m->shape[i].w;
+
+				for (int64_t j = 0; j < count; j++)
+				{
+					const float *src = in + j * plane;
+					float		s = 0.0f;
+
+					for (int k = 0; k < plane; k++)
+						s += src[k];
+					out[j] = s / (float) plane;
+				}
+				break;
+			}
+
+		case NN_FLATTEN:
+			memcpy(out, in, sizeof(float) * count);
+			break;
+
+		case NN_RELU:
+			be->relu_forward(in, out, count);
+			break;
+		case NN_LEAKY_RELU:
+			be->leaky_relu_forward(in, out, count, l->alpha);
+			break;
+		case NN_SIGMOID:
+			be->sigmoid_forward(in, out, count);
+			break;
+		case NN_TANH:
+			be->tanh_forward(in, out, count);
+			break;
+
+		case NN_DROPOUT:
+			if (!training || l->rate == 0.0f)
+			{
+				memcpy(out, in, sizeof(float) * count);
+				break;
+			}
+			{
+				float		scale = 1.0f / (1.0f - l->rate);
+
+				for (int64_t j = 0; j < count; j++)
+					out[j] = dropout_keep(m, i, j, l->rate) ? in[j] * scale : 0.0f;
+			}
+			break;
+
+		case NN_BATCHNORM:
+			{
+				int			channels = m->shape[i].c;
+
+				nn_batchnorm_forward(in, out, n, channels, m->shape[i].h * m->shape[i].w,
+									 p, p + channels,
+									 m->buffers + m->buffer_off[i],
+									 m->buffers + m->buffer_off[i] + channels,
+									 l->eps, l->momentum, training, m->aux[i]);
+				break;
+			}
+
+		default:
+			break;
+	}
+}
+
+void
+nn_layer_backward(NnModel *m, int i, const float *in, int n, float *din)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	const NnBackend *be = m->be;
+	const float *p = m->params + m->param_off[i];
+	float	   *dp = m->grads + m->param_off[i];
+	const float *out = m->out[i];
+	const float *dout = m->dout[i];
+	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
+	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
+	int64_t		count = (int64_t) n * out_size;
+
+	switch (l->type)
+	{
+		case NN_DENSE:
+			be->gemm(true, false, l->units, (int) in_size, n, 1.0f, dout, l->units,
+					 in, (int) in_size, 0.0f, dp, (int) in_size);
+			memset(dp + in_size * l->units, 0, sizeof(float) * l->units);
+			be->col_sum(dout, dp + in_size * l->units, n, l->units);
+			if (din)
+				be->gemm(false, false, n, (int) in_size, l->units, 1.0f, dout, l->units,
+						 p, (int) in_size, 0.0f, din, (int) in_size);
+			break;
+
+		case NN_CONV2D:
+			{
+				NnConvGeom	g;
+				int			chunk = nn_conv_chunk(m, i, n);
+				int			plane = m->shape[i + 1].h * m->shape[i + 1].w;
+				int			kk;
+				float	   *col = m->scratch;
+				float	   *tmp;
+				float	   *db;
+
+				conv_geom(m, i, &g);
+				kk = g.c * g.k * g.k;
+				tmp = col + (int64_t) kk * chunk * plane;
+				db = dp + (int64_t) kk * l->filters;
+				if (din)
+					memset(din, 0, sizeof(float) * n * in_size);
+				for (int s = 0; s < n; s += chunk)
+				{
+					int			c = n - s < chunk ? n - s : chunk;
+
+					nn_nchw_to_cnhw(dout + s * out_size, tmp, c, l->filters, plane);
+					nn_im2col(in + s * in_size, c, &g, col);
+					be->gemm(false, true, l->filters, kk, c * plane, 1.0f, tmp, c * plane,
+							 col, c * plane, s == 0 ? 0.0f : 1.0f, dp, kk);
+					if (din)
+					{
+						be->gemm(true, false, kk, c * plane, l->filters, 1.0f, p, kk,
+								 tmp, c * plane, 0.0f, col, c * plane);
+						nn_col2im(col, c, &g, din + s * in_size);
+					}
+				}
+				memset(db, 0, sizeof(float) * l->filters);
+				be->plane_sum(dout, db, n, l->filters, plane);
+				break;
+			}
+
+		case NN_MAXPOOL2D:
+			if (din)
+				nn_maxpool_backward(dout, (const int32_t *) m->aux[i], din,
+									(int64_t) n * m->shape[i].c, m->shape[i].h, m->shape[i].w,
+									m->shape[i + 1].h, m->shape[i + 1].w);
+			break;
+
+		case NN_AVGPOOL2D:
+			if (din)
+				nn_avgpool_backward(dout, din, (int64_t) n * m->shape[i].c,
+									m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
+									m->shape[i + 1].h, m->shape[i + 1].w);
+			break;
+
+		case NN_GLOBAL_AVGPOOL:
+			if (din)
+			{
+				int			plane = m->shape[i].h * m->shape[i].w;
+
+				for (int64_t j = 0; j < count; j++)
+				{
+					float		g = dout[j] / (float) plane;
+
+					for (int k = 0; k < plane; k++)
+						din[j * plane + k] = g;
+				}
+			}
+			break;
+
+		case NN_FLATTEN:
+			if (din)
+				memcpy(din, dout, sizeof(float) * count);
+			break;
+
+		case NN_RELU:
+			if (din)
+				be->relu_backward(out, dout, din, count);
+			break;
+		case NN_LEAKY_RELU:
+			if (din)
+				be->leaky_relu_backward(out, dout, din, count, l->alpha);
+			break;
+		case NN_SIGMOID:
+			if (din)
+				be->sigmoid_backward(out, dout, din, count);
+			break;
+		case NN_TANH:
+			if (din)
+				be->tanh_backward(out, dout, din, count);
+			break;
+
+		case NN_DROPOUT:
+			if (!din)
+				break;
+			if (l->rate == 0.0f)
+			{
+				memcpy(din, dout, sizeof(float) * count);
+				break;
+			}
+			{
+				float		scale = 1.0f / (1.0f - l->rate);
+
+				for (int64_t j = 0; j < count; j++)
+					din[j] = dropout_keep(m, i, j, l->rate) ? dout[j] * scale : 0.0f;
+			}
+			break;
+
+		case NN_BATCHNORM:
+			{
+				int			channels = m->shape[i].c;
+
+				nn_batchnorm_backward(in, dout, din, n, channels, m->shape[i].h * m->shape[i].w,
+									  p, dp, dp + channels, m->aux[i]);
+				break;
+			}
+
+		default:
+			break;
+	}
+}

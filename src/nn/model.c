@@ -1,0 +1,459 @@
+/*
+ * model.c -- a model: validated spec, parameters, optimizer state, workspace;
+ * and the training step built from the layers.
+ *
+ * Parameters, gradients and running statistics share one allocation sized at
+ * creation; activations and their gradients share another sized by
+ * nn_model_reserve.  A training step allocates nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "nn_internal.h"
+
+static bool
+safe_floats(int64_t n, size_t *bytes)
+{
+	if (n < 0 || (uint64_t) n > SIZE_MAX / sizeof(float))
+		return false;
+	*bytes = (size_t) n * sizeof(float);
+	return true;
+}
+
+/* Validate the spec, lay the parameters out and allocate them (uninitialized). */
+NnModel *
+nn_model_alloc(const NnSpec *spec, NnError *err)
+{
+	NnModel    *m;
+	int64_t		off = 0,
+				boff = 0;
+	size_t		bytes;
+
+	m = calloc(1, sizeof(NnModel));
+	if (m == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	memcpy(&m->spec, spec, sizeof(NnSpec));
+	/* unused layer slots stay zero, so that equal specs serialize identically */
+	if (spec->n_layers >= 0 && spec->n_layers < NN_MAX_LAYERS)
+		memset(&m->spec.layers[spec->n_layers], 0,
+			   sizeof(NnLayerSpec) * (NN_MAX_LAYERS - spec->n_layers));
+	m->be = nn_backend_cpu();
+	if (!nn_spec_validate(&m->spec, m->shape, err))
+	{
+		free(m);
+		return NULL;
+	}
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		const NnLayerSpec *l = &m->spec.layers[i];
+		int64_t		in = NN_SHAPE_SIZE(m->shape[i]);
+
+		m->param_off[i] = off;
+		m->buffer_off[i] = boff;
+		switch (l->type)
+		{
+			case NN_DENSE:
+				m->param_len[i] = in * l->units + l->units;
+				break;
+			case NN_CONV2D:
+				m->param_len[i] = (int64_t) l->filters * m->shape[i].c * l->kernel * l->kernel + l->filters;
+				break;
+			case NN_BATCHNORM:
+				m->param_len[i] = 2 * (int64_t) m->shape[i].c;
+				m->buffer_len[i] = 2 * (int64_t) m->shape[i].c;
+				break;
+			default:
+				break;
+		}
+		off += m->param_len[i];
+		boff += m->buffer_len[i];
+	}
+	m->n_params = off;
+	m->n_buffers = boff;
+	if (!safe_floats(2 * off + boff, &bytes) || (m->params = m->be->alloc(bytes)) == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory allocating %lld parameters", (long long) off);
+		free(m);
+		return NULL;
+	}
+	memset(m->params, 0, bytes);
+	m->grads = m->params + off;
+	m->buffers = m->grads + off;
+	return m;
+}
+
+NnModel *
+nn_model_create(const NnSpec *spec, uint64_t seed, NnError *err)
+{
+	NnModel    *m = nn_model_alloc(spec, err);
+
+	if (m == NULL)
+		return NULL;
+	m->seed = seed;
+	for (int i = 0; i < m->spec.n_layers; i++)
+		nn_layer_init_params(m, i);
+	return m;
+}
+
+void
+nn_model_free(NnModel *m)
+{
+	if (m == NULL)
+		return;
+	m->be->release(m->params);
+	m->be->release(m->opt_state);
+	m->be->release(m->work);
+	free(m);
+}
+
+NnModel *
+nn_model_clone(const NnModel *src, NnError *err)
+{
+	NnModel    *m = nn_model_alloc(&src->spec, err);
+
+	if (m == NULL)
+		return NULL;
+	m->seed = src->seed;
+	m->step = src->step;
+	memcpy(m->params, src->params, sizeof(float) * (2 * src->n_params + src->n_buffers));
+	if (src->optim.type != 0)
+	{
+		if (!nn_model_set_optim(m, &src->optim, err))
+		{
+			nn_model_free(m);
+			return NULL;
+		}
+		if (src->n_opt_state > 0)
+			memcpy(m->opt_state, src->opt_state, sizeof(float) * src->n_opt_state);
+	}
+	return m;
+}
+
+int64_t
+nn_model_input_size(const NnModel *m)
+{
+	return NN_SHAPE_SIZE(m->shape[0]);
+}
+
+int64_t
+nn_model_output_size(const NnModel *m)
+{
+	return NN_SHAPE_SIZE(m->shape[m->spec.n_layers]);
+}
+
+int64_t
+nn_model_target_size(const NnModel *m)
+{
+	return m->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : nn_model_output_size(m);
+}
+
+/*
+ * Size the workspace for batches of up to `batch` examples.  Called before
+ * training starts (and by a step that finds its batch too large), never per step
+ * in steady state.
+ */
+bool
+nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
+{
+	int			L = m->spec.n_layers;
+	int64_t		total = 0,
+				scratch = 0;
+	int64_t		out_off[NN_MAX_LAYERS],
+				aux_off[NN_MAX_LAYERS];
+	int64_t		aux_end;
+	size_t		bytes;
+	float	   *work;
+
+	if (batch < 1 || batch > NN_MAX_BATCH)
+	{
+		nn_error_set(err, -1, "batch_size", "batch size must be between 1 and %d, got %d",
+					 NN_MAX_BATCH, (int) batch);
+		return false;
+	}
+	if (batch <= m->batch_cap && (!m->want_dinput || m->dinput != NULL))
+		return true;
+
+	/* outputs and their gradients, 16-float aligned so each starts on a cache line */
+	for (int i = 0; i < L; i++)
+	{
+		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
+		int64_t		aux = (nn_layer_aux_floats(m, i, batch) + 15) & ~(int64_t) 15;
+		int64_t		s = nn_layer_scratch_floats(m, i, batch);
+
+		out_off[i] = total;
+		total += 2 * n;
+		aux_off[i] = total;
+		total += aux;
+		if (s > scratch)
+			scratch = s;
+	}
+	aux_end = total;
+	scratch = (scratch + 15) & ~(int64_t) 15;
+	total += scratch + ((batch + 15) & ~15);	/* im2col; per-example losses */
+	if (m->want_dinput)
+		total += (int64_t) batch * nn_model_input_size(m);
+
+	if (!safe_floats(total, &bytes) || (work = m->be->alloc(bytes)) == NULL)
+	{
+		nn_error_set(err, -1, "batch_size", "out of memory reserving a workspace for batches of %d", (int) batch);
+		return false;
+	}
+	m->be->release(m->work);
+	m->work = work;
+	for (int i = 0; i < L; i++)
+	{
+		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
+
+		m->out[i] = work + out_off[i];
+		m->dout[i] = work + out_off[i] + n;
+		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + aux_off[i] : NULL;
+	}
+	m->scratch = work + aux_end;
+	m->row_loss = m->scratch + scratch;
+	m->dinput = m->want_dinput ? m->row_loss + ((batch + 15) & ~15) : NULL;
+	m->batch_cap = batch;
+	m->last_input = NULL;
+	m->last_n = 0;
+	return true;
+}
+
+/*
+ * Adopt an optimizer.  State is kept when the type stays the same (a new
+ * learning rate, say), and started afresh when it changes.
+ */
+bool
+nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
+{
+	int64_t		n_state;
+	size_t		bytes;
+
+	if (!nn_optim_validate(opt, err))
+		return false;
+	n_state = opt->type == NN_OPT_SGD ? (opt->momentum > 0.0f ? m->n_params : 0) : 2 * m->n_params;
+	if (opt->type != m->optim.type || n_state != m->n_opt_state)
+	{
+		float	   *state = NULL;
+
+		if (n_state > 0)
+		{
+			if (!safe_floats(n_state, &bytes) || (state = m->be->alloc(bytes)) == NULL)
+			{
+				nn_error_set(err, -1, "optimizer", "out of memory allocating optimizer state");
+				return false;
+			}
+			memset(state, 0, bytes);
+		}
+		m->be->release(m->opt_state);
+		m->opt_state = state;
+		m->n_opt_state = n_state;
+	}
+	m->optim = *opt;
+	return true;
+}
+
+const float *
+nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
+{
+	const float *in = x;
+
+	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
+		return NULL;
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		nn_layer_forward(m, i, in, n, training);
+		in = m->out[i];
+	}
+	m->last_input = x;
+	m->last_n = n;
+	return in;
+}
+
+/*
+ * The loss of the last forward pass against targets y; writes the gradient of
+ * the mean loss into the last layer's dout.  Cross-entropy targets are class
+ * indices and are checked here, before any of them is used as an index.
+ */
+bool
+nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
+{
+	int			L = m->spec.n_layers;
+	int64_t		k = nn_model_output_size(m);
+	const float *z = m->out[L - 1];
+	float	   *dz = m->dout[L - 1];
+	double		loss_sum = 0.0;
+	int64_t		correct = 0;
+
+	if (m->last_input == NULL || n != m->last_n)
+	{
+		nn_error_set(err, -1, "", "loss called without a matching forward pass");
+		return false;
+	}
+
+	switch (m->spec.loss)
+	{
+		case NN_LOSS_CROSS_ENTROPY:
+			for (int r = 0; r < n; r++)
+			{
+				float		label = y[r];
+
+				if (!(label >= 0.0f && label < (float) k && label == floorf(label)))
+				{
+					nn_error_set(err, -1, "y", "class label %g of example %d is not an integer between 0 and %lld",
+								 (double) label, r, (long long) k - 1);
+					return false;
+				}
+			}
+			m->be->softmax_xent(z, y, dz, m->row_loss, n, (int) k, 1.0f / (float) n);
+			for (int r = 0; r < n; r++)
+			{
+				const float *row = z + (int64_t) r * k;
+				int			best = 0;
+
+				for (int c = 1; c < k; c++)
+					if (row[c] > row[best])
+						best = c;
+				correct += best == (int) y[r];
+				loss_sum += m->row_loss[r];
+			}
+			break;
+
+		case NN_LOSS_MSE:
+			{
+				float		scale = 2.0f / (float) ((double) n * k);
+
+				for (int r = 0; r < n; r++)
+				{
+					double		s = 0.0;
+
+					for (int64_t c = 0; c < k; c++)
+					{
+						float		d = z[r * k + c] - y[r * k + c];
+
+						s += (double) d * d;
+						dz[r * k + c] = d * scale;
+					}
+					loss_sum += s / (double) k;
+				}
+				break;
+			}
+
+		case NN_LOSS_BCE:
+			{
+				/* on logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss */
+				float		scale = 1.0f / (float) ((double) n * k);
+
+				for (int r = 0; r < n; r++)
+				{
+					double		s = 0.0;
+					bool		all_right = true;
+
+					for (int64_t c = 0; c < k; c++)
+					{
+						float		zi = z[r * k + c];
+						float		t = y[r * k + c];
+						float		sig = 1.0f / (1.0f + expf(-zi));
+
+						s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
+						dz[r * k + c] = (sig - t) * scale;
+						all_right &= (zi > 0.0f) == (t > 0.5f);
+					}
+					loss_sum += s / (double) k;
+					correct += all_right;
+				}
+				break;
+			}
+
+		default:
+			nn_error_set(err, -1, "loss", "unknown loss");
+			return false;
+	}
+
+	if (stats)
+	{
+		stats->loss_sum += loss_sum;
+		stats->correct += correct;
+		stats->n += n;
+	}
+	return true;
+}
+
+void
+nn_model_backward(NnModel *m)
+{
+	int			n = m->last_n;
+
+	for (int i = m->spec.n_layers - 1; i >= 0; i--)
+	{
+		const float *in = i == 0 ? m->last_input : m->out[i - 1];
+		float	   *din = i > 0 ? m->dout[i - 1] : m->dinput;
+
+		nn_layer_backward(m, i, in, n, din);
+	}
+}
+
+void
+nn_model_update(NnModel *m)
+{
+	const NnOptim *o = &m->optim;
+
+	m->step++;
+	if (o->type == NN_OPT_SGD)
+		m->be->sgd_update(m->params, m->grads, m->opt_state, m->n_params,
+						  o->lr, o->momentum, o->weight_decay, o->nesterov);
+	else
+		m->be->adam_update(m->params, m->grads, m->opt_state, m->opt_state + m->n_params,
+						   m->n_params, o->lr, o->beta1, o->beta2, o->eps,
+						   o->weight_decay, o->type == NN_OPT_ADAMW, m->step);
+}
+
+static bool
+check_batch(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
+{
+	if (x == NULL || y == NULL)
+	{
+		nn_error_set(err, -1, "", "missing input or targets");
+		return false;
+	}
+	if (n > m->batch_cap || (m->want_dinput && m->dinput == NULL))
+		return nn_model_reserve(m, n, err);
+	if (n < 1)
+	{
+		nn_error_set(err, -1, "batch_size", "a batch needs at least one example");
+		return false;
+	}
+	return true;
+}
+
+bool
+nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
+					NnBatchStats *stats, NnError *err)
+{
+	if (m->optim.type == 0)
+	{
+		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
+		return false;
+	}
+	if (!check_batch(m, x, y, n, err))
+		return false;
+	nn_model_forward(m, x, n, true);
+	if (!nn_model_loss(m, y, n, stats, err))
+		return false;
+	nn_model_backward(m);
+	nn_model_update(m);
+	return true;
+}
+
+bool
+nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
+				  NnBatchStats *stats, NnError *err)
+{
+	if (!check_batch(m, x, y, n, err))
+		return false;
+	nn_model_forward(m, x, n, false);
+	return nn_model_loss(m, y, n, stats, err);
+}

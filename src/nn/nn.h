@@ -1,0 +1,222 @@
+/*
+ * nn.h -- pgdl's numerical engine: specs, models, training, serialization, cost.
+ *
+ * No PostgreSQL header may be included here or anywhere under src/nn and kernels/:
+ * the engine builds, is unit-tested and is benchmarked on its own.
+ *
+ * Tensors are float32, NCHW, one example after another.  A spec is a sequence of
+ * layers; every layer reads the output of the layer before it (the "input" of
+ * layer 0 is the example).  Residual adds will give a layer a second input; the
+ * per-layer output/gradient buffers below are laid out so that this is an
+ * addition, not a rewrite.
+ */
+#ifndef PGDL_NN_H
+#define PGDL_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NN_MAX_LAYERS		256
+#define NN_MAX_DIM			(1 << 20)	/* any one of C, H, W, units */
+#define NN_MAX_KERNEL		64
+#define NN_MAX_CHANNELS		65536
+#define NN_MAX_ACT_PER_EX	((int64_t) 1 << 26) /* floats of one layer's output per example */
+#define NN_MAX_PARAMS		((int64_t) 1 << 28) /* 1 GiB of float32 */
+#define NN_MAX_BATCH		65536
+#define NN_MAX_CLASSES		NN_MAX_DIM
+
+typedef enum NnLayerType
+{
+	NN_DENSE = 1,
+	NN_CONV2D,
+	NN_MAXPOOL2D,
+	NN_AVGPOOL2D,
+	NN_GLOBAL_AVGPOOL,
+	NN_FLATTEN,
+	NN_RELU,
+	NN_LEAKY_RELU,
+	NN_SIGMOID,
+	NN_TANH,
+	NN_DROPOUT,
+	NN_BATCHNORM,
+	NN_LAYER_TYPE_MAX			/* keep last */
+} NnLayerType;
+
+typedef enum NnInit
+{
+	NN_INIT_DEFAULT = 0,		/* He for dense/conv2d */
+	NN_INIT_HE,					/* normal, std = sqrt(2 / fan_in) */
+	NN_INIT_GLOROT				/* uniform, limit = sqrt(6 / (fan_in + fan_out)) */
+} NnInit;
+
+typedef enum NnLoss
+{
+	NN_LOSS_CROSS_ENTROPY = 1,	/* softmax fused; targets are class indices */
+	NN_LOSS_MSE,				/* targets: one float per output */
+	NN_LOSS_BCE,				/* sigmoid fused (on logits); targets in [0, 1] */
+	NN_LOSS_MAX
+} NnLoss;
+
+typedef struct NnLayerSpec
+{
+	NnLayerType type;
+	int32_t		units;			/* dense */
+	int32_t		filters;		/* conv2d */
+	int32_t		kernel;			/* conv2d, pools: window size */
+	int32_t		stride;			/* conv2d (default 1), pools (default = kernel) */
+	int32_t		padding;		/* conv2d */
+	NnInit		init;			/* dense, conv2d */
+	float		alpha;			/* leaky_relu negative slope */
+	float		rate;			/* dropout probability of zeroing */
+	float		eps;			/* batchnorm */
+	float		momentum;		/* batchnorm running-stat update, as in PyTorch */
+} NnLayerSpec;
+
+typedef struct NnSpec
+{
+	int32_t		input_ndim;		/* 1: [features]; 3: [C, H, W] */
+	int32_t		input[3];
+	int32_t		n_layers;
+	NnLoss		loss;
+	NnLayerSpec layers[NN_MAX_LAYERS];
+} NnSpec;
+
+typedef struct NnShape
+{
+	int32_t		ndim;			/* 1 or 3 */
+	int32_t		c, h, w;		/* ndim 1: c = features, h = w = 1 */
+} NnShape;
+
+#define NN_SHAPE_SIZE(s) ((int64_t) (s).c * (s).h * (s).w)
+
+/* Errors name the layer (or -1 for the spec as a whole) and the field at fault. */
+typedef struct NnError
+{
+	int			layer;
+	char		field[32];
+	char		msg[256];
+} NnError;
+
+typedef enum NnOptType
+{
+	NN_OPT_SGD = 1,
+	NN_OPT_ADAM,
+	NN_OPT_ADAMW,
+	NN_OPT_MAX
+} NnOptType;
+
+/* Semantics follow torch.optim (SGD with dampening 0, Adam, AdamW). */
+typedef struct NnOptim
+{
+	NnOptType	type;
+	float		lr;
+	float		momentum;		/* sgd */
+	bool		nesterov;		/* sgd */
+	float		weight_decay;	/* L2 for sgd/adam, decoupled for adamw */
+	float		beta1, beta2, eps;	/* adam, adamw */
+} NnOptim;
+
+typedef struct NnCost
+{
+	int64_t		params;
+	int64_t		flops_forward;	/* per example */
+	int64_t		flops_train;	/* per example: forward + backward + update */
+	int64_t		act_floats;		/* output floats per example kept for backward */
+} NnCost;
+
+struct NnBackend;
+
+typedef struct NnModel
+{
+	NnSpec		spec;
+	NnShape		shape[NN_MAX_LAYERS + 1];	/* shape[0]: input; shape[i + 1]: output of layer i */
+	int64_t		param_off[NN_MAX_LAYERS];	/* offset of the layer's first parameter */
+	int64_t		param_len[NN_MAX_LAYERS];
+	int64_t		buffer_off[NN_MAX_LAYERS];	/* batchnorm running mean, then var */
+	int64_t		buffer_len[NN_MAX_LAYERS];
+	int64_t		n_params;
+	int64_t		n_buffers;
+	float	   *params;			/* one allocation: params | grads | buffers */
+	float	   *grads;
+	float	   *buffers;
+	float	   *opt_state;		/* sgd: momentum (n_params); adam: m | v */
+	int64_t		n_opt_state;
+	NnOptim		optim;			/* what opt_state belongs to; type 0 = none yet */
+	int64_t		step;			/* optimizer steps taken; also the dropout counter */
+	uint64_t	seed;
+
+	/* Workspace for up to batch_cap examples; grown only by nn_model_reserve. */
+	int32_t		batch_cap;
+	float	   *work;			/* one allocation, pointers below point into it */
+	float	   *out[NN_MAX_LAYERS];	/* output of layer i, [batch, shape[i+1]] */
+	float	   *dout[NN_MAX_LAYERS];	/* gradient w.r.t. out[i] */
+	float	   *aux[NN_MAX_LAYERS];	/* per-layer saved state: argmax, batch mean/invstd */
+	float	   *scratch;		/* im2col columns and the like */
+	float	   *row_loss;		/* per-example losses of the last batch */
+	float	   *dinput;			/* gradient w.r.t. the input when want_dinput */
+	bool		want_dinput;
+	const float *last_input;	/* input of the last forward pass, for backward */
+	int32_t		last_n;
+	const struct NnBackend *be;
+} NnModel;
+
+/* Result of one training step or evaluation. */
+typedef struct NnBatchStats
+{
+	double		loss_sum;		/* sum over examples of the per-example loss */
+	int64_t		correct;		/* cross_entropy: argmax == label; bce: (p > .5) == t */
+	int64_t		n;
+} NnBatchStats;
+
+/* spec.c */
+extern const char *nn_layer_type_name(NnLayerType type);
+extern NnLayerType nn_layer_type_from_name(const char *name);	/* 0 when unknown */
+extern const char *nn_loss_name(NnLoss loss);
+extern NnLoss nn_loss_from_name(const char *name);
+extern const char *nn_optim_name(NnOptType type);
+extern NnOptType nn_optim_from_name(const char *name);
+extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
+extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
+extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
+extern bool nn_optim_validate(const NnOptim *opt, NnError *err);
+extern bool nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err);
+extern int64_t nn_spec_output_size(const NnSpec *spec);	/* after validation */
+extern void nn_error_set(NnError *err, int layer, const char *field, const char *fmt,...)
+			__attribute__((format(printf, 4, 5)));
+
+/* model.c */
+extern NnModel *nn_model_create(const NnSpec *spec, uint64_t seed, NnError *err);
+extern NnModel *nn_model_clone(const NnModel *m, NnError *err);
+extern void nn_model_free(NnModel *m);
+extern bool nn_model_reserve(NnModel *m, int32_t batch, NnError *err);
+extern bool nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err);
+extern int64_t nn_model_input_size(const NnModel *m);
+extern int64_t nn_model_output_size(const NnModel *m);
+extern int64_t nn_model_target_size(const NnModel *m);	/* floats of y per example */
+extern const float *nn_model_forward(NnModel *m, const float *x, int32_t n, bool training);
+extern bool nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err);
+extern void nn_model_backward(NnModel *m);
+extern void nn_model_update(NnModel *m);
+extern bool nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
+								NnBatchStats *stats, NnError *err);
+extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
+							  NnBatchStats *stats, NnError *err);
+
+/* serialize.c */
+#define NN_FORMAT_MAGIC		"PGDLMDL1"
+#define NN_FORMAT_VERSION	1
+extern size_t nn_model_serialized_size(const NnModel *m);
+extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
+extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);
+extern uint32_t nn_crc32(uint32_t crc, const uint8_t *data, size_t len);
+
+/* rng.c: counter-based, so a value depends on (seed, stream, counter) only */
+extern uint64_t nn_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter);
+extern float nn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);	/* [0, 1) */
+extern float nn_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* threads used by the CPU backend's BLAS calls (default 1) */
+extern void nn_set_blas_threads(int threads);
+
+#endif							/* PGDL_NN_H */

@@ -1,0 +1,47 @@
+/*
+ * rng.c -- a counter-based random generator.
+ *
+ * Each value is a pure function of (seed, stream, counter), so initialization
+ * and dropout masks never depend on the order in which threads or workers ask
+ * for them.  The mixer is SplitMix64's finalizer applied twice with the stream
+ * folded in between; it passes the usual avalanche tests and is plenty for
+ * initialization and dropout (this is not a cryptographic generator).
+ */
+#include <math.h>
+
+#include "nn.h"
+
+static inline uint64_t
+mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+uint64_t
+nn_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	uint64_t	key = mix64(seed + UINT64_C(0x9e3779b97f4a7c15) * (stream + 1));
+
+	return mix64(key ^ (counter * UINT64_C(0xd1b54a32d192ed03) + UINT64_C(0x632be59bd9b4e019)));
+}
+
+float
+nn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	/* top 24 bits: exactly representable, strictly below 1 */
+	return (float) (nn_rng_u64(seed, stream, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+float
+nn_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	/* Box-Muller on two values derived from this counter alone */
+	uint64_t	r1 = nn_rng_u64(seed, stream, 2 * counter);
+	uint64_t	r2 = nn_rng_u64(seed, stream, 2 * counter + 1);
+	double		u1 = ((double) (r1 >> 11) + 1.0) * (1.0 / 9007199254740993.0);	/* (0, 1] */
+	double		u2 = (double) (r2 >> 11) * (1.0 / 9007199254740992.0);
+
+	return (float) (sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}

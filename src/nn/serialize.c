@@ -1,0 +1,401 @@
+/*
+ * serialize.c -- the versioned binary model format.
+ *
+ *   "PGDLMDL1"  u32 format version  u64 total length
+ *   spec:       i32 input_ndim, input[3], n_layers, loss;
+ *               per layer i32 type, units, filters, kernel, stride, padding, init,
+ *                         f32 alpha, rate, eps, momentum
+ *   state:      u64 seed, i64 step
+ *               u64 n_params,  f32[n_params]
+ *               u64 n_buffers, f32[n_buffers]
+ *               optimizer: i32 type, f32 lr, momentum, i32 nesterov, f32 weight_decay,
+ *                          beta1, beta2, eps
+ *               u64 n_opt_state, f32[n_opt_state]
+ *   u32 CRC-32 of everything before it
+ *
+ * All little-endian.  Blobs come from users: the reader checks the length and
+ * checksum first, then every count against what the validated spec implies and
+ * against the bytes that remain, before it allocates or copies anything.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_internal.h"
+
+#define HEADER_BYTES	(8 + 4 + 8)
+#define LAYER_BYTES		(11 * 4)
+#define OPTIM_BYTES		(8 * 4)
+
+static uint32_t crc_table[256];
+static bool crc_ready;
+
+uint32_t
+nn_crc32(uint32_t crc, const uint8_t *data, size_t len)
+{
+	if (!crc_ready)
+	{
+		for (uint32_t i = 0; i < 256; i++)
+		{
+			uint32_t	c = i;
+
+			for (int k = 0; k < 8; k++)
+				c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+			crc_table[i] = c;
+		}
+		crc_ready = true;
+	}
+	crc = ~crc;
+	for (size_t i = 0; i < len; i++)
+		crc = crc_table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+/* ---- writing ---- */
+
+typedef struct Writer
+{
+	uint8_t    *p;
+} Writer;
+
+static void
+put_u32(Writer *w, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		*w->p++ = (uint8_t) (v >> (8 * i));
+}
+
+static void
+put_u64(Writer *w, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		*w->p++ = (uint8_t) (v >> (8 * i));
+}
+
+static void
+put_f32(Writer *w, float f)
+{
+	uint32_t	v;
+
+	memcpy(&v, &f, 4);
+	put_u32(w, v);
+}
+
+static void
+put_floats(Writer *w, const float *f, int64_t n)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (n > 0)
+		memcpy(w->p, f, (size_t) n * 4);
+	w->p += (size_t) n * 4;
+#else
+	for (int64_t i = 0; i < n; i++)
+		put_f32(w, f[i]);
+#endif
+}
+
+size_t
+nn_model_serialized_size(const NnModel *m)
+{
+	return HEADER_BYTES + 6 * 4 + (size_t) m->spec.n_layers * LAYER_BYTES +
+		8 + 8 + 8 + (size_t) m->n_params * 4 + 8 + (size_t) m->n_buffers * 4 +
+		OPTIM_BYTES + 8 + (size_t) m->n_opt_state * 4 + 4;
+}
+
+void
+nn_model_serialize(const NnModel *m, uint8_t *buf)
+{
+	Writer		w = {buf};
+	size_t		total = nn_model_serialized_size(m);
+	const NnSpec *s = &m->spec;
+	const NnOptim *o = &m->optim;
+
+	memcpy(w.p, NN_FORMAT_MAGIC, 8);
+	w.p += 8;
+	put_u32(&w, NN_FORMAT_VERSION);
+	put_u64(&w, total);
+
+	put_u32(&w, (uint32_t) s->input_ndim);
+	for (int d = 0; d < 3; d++)
+		put_u32(&w, (uint32_t) s->input[d]);
+	put_u32(&w, (uint32_t) s->n_layers);
+	put_u32(&w, (uint32_t) s->loss);
+	for (int i = 0; i < s->n_layers; i++)
+	{
+		const NnLayerSpec *l = &s->layers[i];
+
+		put_u32(&w, (uint32_t) l->type);
+		put_u32(&w, (uint32_t) l->units);
+		put_u32(&w, (uint32_t) l->filters);
+		put_u32(&w, (uint32_t) l->kernel);
+		put_u32(&w, (uint32_t) l->stride);
+		put_u32(&w, (uint32_t) l->padding);
+		put_u32(&w, (uint32_t) l->init);
+		put_f32(&w, l->alpha);
+		put_f32(&w, l->rate);
+		put_f32(&w, l->eps);
+		put_f32(&w, l->momentum);
+	}
+
+	put_u64(&w, m->seed);
+	put_u64(&w, (uint64_t) m->step);
+	put_u64(&w, (uint64_t) m->n_params);
+	put_floats(&w, m->params, m->n_params);
+	put_u64(&w, (uint64_t) m->n_buffers);
+	put_floats(&w, m->buffers, m->n_buffers);
+	put_u32(&w, (uint32_t) o->type);
+	put_f32(&w, o->lr);
+	put_f32(&w, o->momentum);
+	put_u32(&w, o->nesterov ? 1 : 0);
+	put_f32(&w, o->weight_decay);
+	put_f32(&w, o->beta1);
+	put_f32(&w, o->beta2);
+	put_f32(&w, o->eps);
+	put_u64(&w, (uint64_t) m->n_opt_state);
+	put_floats(&w, m->opt_state, m->n_opt_state);
+	put_u32(&w, nn_crc32(0, buf, total - 4));
+}
+
+/* ---- reading ---- */
+
+typedef struct Reader
+{
+	const uint8_t *p;
+	const uint8_t *end;
+} Reader;
+
+static bool
+have(const Reader *r, uint64_t bytes)
+{
+	return (uint64_t) (r->end - r->p) >= bytes;
+}
+
+static uint32_t
+get_u32(Reader *r)
+{
+	uint32_t	v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t) r->p[i] << (8 * i);
+	r->p += 4;
+	return v;
+}
+
+static uint64_t
+get_u64(Reader *r)
+{
+	uint64_t	v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t) r->p[i] << (8 * i);
+	r->p += 8;
+	return v;
+}
+
+static float
+get_f32(Reader *r)
+{
+	uint32_t	v = get_u32(r);
+	float		f;
+
+	memcpy(&f, &v, 4);
+	return f;
+}
+
+static void
+get_floats(Reader *r, float *dst, int64_t n)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (n > 0)
+		memcpy(dst, r->p, (size_t) n * 4);
+	r->p += (size_t) n * 4;
+#else
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = get_f32(r);
+#endif
+}
+
+/* Read a count that must equal what the spec implies and fit in what is left. */
+static bool
+get_count(Reader *r, int64_t expected, const char *what, NnError *err)
+{
+	uint64_t	n;
+
+	if (!have(r, 8))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated before the %s", what);
+		return false;
+	}
+	n = get_u64(r);
+	if (n != (uint64_t) expected)
+	{
+		nn_error_set(err, -1, "", "model blob declares %llu %s, its spec implies %lld",
+					 (unsigned long long) n, what, (long long) expected);
+		return false;
+	}
+	if (!have(r, n * 4))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated in the %s", what);
+		return false;
+	}
+	return true;
+}
+
+NnModel *
+nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
+{
+	Reader		r = {buf, buf + len};
+	NnSpec	   *spec;
+	NnModel    *m;
+	NnOptim		opt;
+	uint32_t	version,
+				n_layers;
+	uint64_t	total,
+				seed,
+				step;
+
+	if (len < HEADER_BYTES + 4 || memcmp(buf, NN_FORMAT_MAGIC, 8) != 0)
+	{
+		nn_error_set(err, -1, "", "not a pgdl model (bad magic or too short: %zu bytes)", len);
+		return NULL;
+	}
+	r.p += 8;
+	version = get_u32(&r);
+	if (version != NN_FORMAT_VERSION)
+	{
+		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads version %d)",
+					 version, NN_FORMAT_VERSION);
+		return NULL;
+	}
+	total = get_u64(&r);
+	if (total != len)
+	{
+		nn_error_set(err, -1, "", "model blob is %zu bytes, its header says %llu", len,
+					 (unsigned long long) total);
+		return NULL;
+	}
+	{
+		Reader		tail = {buf + len - 4, buf + len};
+
+		if (get_u32(&tail) != nn_crc32(0, buf, len - 4))
+		{
+			nn_error_set(err, -1, "", "model blob is corrupt (checksum mismatch)");
+			return NULL;
+		}
+	}
+	r.end = buf + len - 4;		/* the checksum is not part of the content */
+
+	if (!have(&r, 6 * 4))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated in the spec");
+		return NULL;
+	}
+	spec = calloc(1, sizeof(NnSpec));
+	if (spec == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	spec->input_ndim = (int32_t) get_u32(&r);
+	for (int d = 0; d < 3; d++)
+		spec->input[d] = (int32_t) get_u32(&r);
+	n_layers = get_u32(&r);
+	spec->loss = (NnLoss) get_u32(&r);
+	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(&r, (uint64_t) n_layers * LAYER_BYTES))
+	{
+		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
+		free(spec);
+		return NULL;
+	}
+	spec->n_layers = (int32_t) n_layers;
+	for (uint32_t i = 0; i < n_layers; i++)
+	{
+		NnLayerSpec *l = &spec->layers[i];
+
+		l->type = (NnLayerType) get_u32(&r);
+		l->units = (int32_t) get_u32(&r);
+		l->filters = (int32_t) get_u32(&r);
+		l->kernel = (int32_t) get_u32(&r);
+		l->stride = (int32_t) get_u32(&r);
+		l->padding = (int32_t) get_u32(&r);
+		l->init = (NnInit) get_u32(&r);
+		l->alpha = get_f32(&r);
+		l->rate = get_f32(&r);
+		l->eps = get_f32(&r);
+		l->momentum = get_f32(&r);
+	}
+
+	/* validates the spec and sizes the parameters before anything large is allocated */
+	m = nn_model_alloc(spec, err);
+	free(spec);
+	if (m == NULL)
+		return NULL;
+
+	if (!have(&r, 16))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
+		goto fail;
+	}
+	seed = get_u64(&r);
+	step = get_u64(&r);
+	if (step > INT64_MAX)
+	{
+		nn_error_set(err, -1, "", "model blob declares an invalid step count");
+		goto fail;
+	}
+	m->seed = seed;
+	m->step = (int64_t) step;
+	if (!get_count(&r, m->n_params, "parameters", err))
+		goto fail;
+	get_floats(&r, m->params, m->n_params);
+	if (!get_count(&r, m->n_buffers, "running statistics", err))
+		goto fail;
+	get_floats(&r, m->buffers, m->n_buffers);
+
+	if (!have(&r, OPTIM_BYTES))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated in the optimizer");
+		goto fail;
+	}
+	memset(&opt, 0, sizeof(opt));
+	opt.type = (NnOptType) get_u32(&r);
+	opt.lr = get_f32(&r);
+	opt.momentum = get_f32(&r);
+	{
+		uint32_t	nesterov = get_u32(&r);
+
+		if (nesterov > 1)
+		{
+			nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
+			goto fail;
+		}
+		opt.nesterov = nesterov == 1;
+	}
+	opt.weight_decay = get_f32(&r);
+	opt.beta1 = get_f32(&r);
+	opt.beta2 = get_f32(&r);
+	opt.eps = get_f32(&r);
+	if (opt.type != 0)
+	{
+		if (!nn_model_set_optim(m, &opt, err))
+			goto fail;
+	}
+	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
+			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
+	{
+		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
+		goto fail;
+	}
+	if (!get_count(&r, m->n_opt_state, "optimizer state values", err))
+		goto fail;
+	get_floats(&r, m->opt_state, m->n_opt_state);
+	if (r.p != r.end)
+	{
+		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r.end - r.p));
+		goto fail;
+	}
+	return m;
+
+fail:
+	nn_model_free(m);
+	return NULL;
+}
