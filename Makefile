@@ -10,6 +10,8 @@ BLAS_LIBS  ?= $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CUDA_HOME  ?= /usr/local/cuda
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH  ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# --fmad=false: multiply and add rounded apart, as on the CPU, so the two backends agree
+NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Ikernels
 
 NN_SRCS     = $(sort $(wildcard src/nn/*.c)) $(sort $(wildcard kernels/cpu/*.c))
 GLUE_SRCS   = $(sort $(wildcard src/*.c))
@@ -65,7 +67,7 @@ $(DATA_built): $(sort $(wildcard sql/parts/*.sql))
 	cat $^ > $@
 
 kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
-	$(NVCC) -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Ikernels -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 # ---------------------------------------------------------------------------
 # The engine alone: unit tests and benchmarks, no server.
@@ -75,10 +77,22 @@ NN_CFLAGS  ?= -O3 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-
 NN_CPPFLAGS = -Isrc -Ikernels $(BLAS_CFLAGS)
 UNIT_SRCS   = $(sort $(wildcard regress/unit/*.c))
 PYTHON     ?= /usr/bin/python3
+# a CUDA build of the engine lives apart, so the two never mix objects
+VARIANT_SUFFIX = $(if $(filter 1,$(WITH_CUDA)),-cuda,)
+REL        = build/release$(VARIANT_SUFFIX)
+ASAN       = build/asan$(VARIANT_SUFFIX)
 
+ifeq ($(WITH_CUDA),1)
+build/%/cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+NN_LIBS = $(CUDA_LIBS)
+else
 build/%/cuda.o: kernels/cuda/cuda_stub.c kernels/backend.h
 	@mkdir -p $(dir $@)
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $< -o $@
+NN_LIBS =
+endif
 
 build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) build/%/cuda.o
 	@mkdir -p $(dir $@)/obj
@@ -87,8 +101,8 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	done
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o
 
-build/%/unit_tests: $(UNIT_SRCS) regress/unit/unit.h build/%/nn.a
-	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) -lm -o $@
+build/%/unit_tests: $(UNIT_SRCS) $(wildcard regress/unit/*.h) build/%/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
 	@mkdir -p regress/unit/fixtures
@@ -99,15 +113,15 @@ fixtures: regress/unit/fixtures/.stamp
 
 # make unit: every engine test.  make unit-asan: the same under AddressSanitizer
 # (UBSan too), with the slow exhaustive checks trimmed.
-unit: build/release/unit_tests fixtures
-	build/release/unit_tests regress/unit/fixtures
+unit: $(REL)/unit_tests fixtures
+	$(REL)/unit_tests regress/unit/fixtures
 
 unit-asan: VARIANT_CFLAGS = -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-unit-asan: build/asan/unit_tests fixtures
-	ASAN_OPTIONS=detect_leaks=1 PGDL_UNIT_FAST=1 build/asan/unit_tests regress/unit/fixtures
+unit-asan: $(ASAN)/unit_tests fixtures
+	ASAN_OPTIONS=detect_leaks=1 PGDL_UNIT_FAST=1 $(ASAN)/unit_tests regress/unit/fixtures
 
 build/release/engine_bench: bench/engine.c bench/fmnist.h build/release/nn.a
-	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) -Ibench bench/engine.c build/release/nn.a $(BLAS_LIBS) -lz -lm -o $@
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) -Ibench bench/engine.c build/release/nn.a $(BLAS_LIBS) $(NN_LIBS) -lz -lm -o $@
 
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench

@@ -14,6 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C"
+{
+#endif
+
 typedef struct NnBackend
 {
 	const char *name;
@@ -38,7 +43,10 @@ typedef struct NnBackend
 	/* db[c] += sum over i, p of dy[(i * channels + c) * plane + p] */
 	void		(*plane_sum) (const float *dy, float *db, int n, int channels, int plane);
 
-	/* Activations.  Backward takes the forward output y (all four are functions of it). */
+	/*
+	 * Activations.  Backward takes the forward output y (all four are functions
+	 * of it).  Both directions may run in place: y == x, dx == dy.
+	 */
 	void		(*relu_forward) (const float *x, float *y, int64_t n);
 	void		(*relu_backward) (const float *y, const float *dy, float *dx, int64_t n);
 	void		(*leaky_relu_forward) (const float *x, float *y, int64_t n, float alpha);
@@ -72,5 +80,9 @@ extern const NnBackend *nn_backend_cpu(void);
  * CUDA", ...).  Never aborts the process when there is no GPU.
  */
 extern const NnBackend *nn_backend_cuda(char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif							/* PGDL_BACKEND_H */

@@ -106,67 +106,106 @@ cpu_plane_sum(const float *restrict dy, float *restrict db, int n, int channels,
 		for (int c = 0; c < channels; c++)
 		{
 			const float *restrict p = dy + ((size_t) i * channels + c) * plane;
+			float		part[8] = {0};
 			float		s = 0.0f;
+			int			j = 0;
 
-			for (int j = 0; j < plane; j++)
+			/* eight running sums: a fixed order that the compiler can vectorize */
+			for (; j + 8 <= plane; j += 8)
+				for (int k = 0; k < 8; k++)
+					part[k] += p[j + k];
+			for (; j < plane; j++)
 				s += p[j];
+			for (int k = 0; k < 8; k++)
+				s += part[k];
 			db[c] += s;
 		}
 }
 
+/*
+ * Activations may run in place (y == x, dx == dy): each element is read before
+ * it is written, at the same index, so there is no loop-carried dependence
+ * (ivdep saves the vectorizer's run-time overlap checks, which would send the
+ * in-place case down the scalar path).  Loads are unconditional so that the
+ * selects vectorize instead of branching.
+ */
 static void
-cpu_relu_forward(const float *restrict x, float *restrict y, int64_t n)
+cpu_relu_forward(const float *x, float *y, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+	{
+		float		v = x[i];
+
+		y[i] = v > 0.0f ? v : 0.0f;
+	}
 }
 
 static void
-cpu_relu_backward(const float *restrict y, const float *restrict dy, float *restrict dx, int64_t n)
+cpu_relu_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+	{
+		float		g = dy[i];
+
+		dx[i] = y[i] > 0.0f ? g : 0.0f;
+	}
 }
 
 static void
-cpu_leaky_relu_forward(const float *restrict x, float *restrict y, int64_t n, float alpha)
+cpu_leaky_relu_forward(const float *x, float *y, int64_t n, float alpha)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		y[i] = x[i] > 0.0f ? x[i] : x[i] * alpha;
+	{
+		float		v = x[i];
+
+		y[i] = v > 0.0f ? v : v * alpha;
+	}
 }
 
 static void
-cpu_leaky_relu_backward(const float *restrict y, const float *restrict dy, float *restrict dx,
+cpu_leaky_relu_backward(const float *y, const float *dy, float *dx,
 						int64_t n, float alpha)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		dx[i] = y[i] > 0.0f ? dy[i] : dy[i] * alpha;
+	{
+		float		g = dy[i];
+
+		dx[i] = y[i] > 0.0f ? g : g * alpha;
+	}
 }
 
 static void
-cpu_sigmoid_forward(const float *restrict x, float *restrict y, int64_t n)
+cpu_sigmoid_forward(const float *x, float *y, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
 		y[i] = 1.0f / (1.0f + expf(-x[i]));
 }
 
 static void
-cpu_sigmoid_backward(const float *restrict y, const float *restrict dy, float *restrict dx, int64_t n)
+cpu_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
 		dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
 static void
-cpu_tanh_forward(const float *restrict x, float *restrict y, int64_t n)
+cpu_tanh_forward(const float *x, float *y, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
 		y[i] = tanhf(x[i]);
 }
 
 static void
-cpu_tanh_backward(const float *restrict y, const float *restrict dy, float *restrict dx, int64_t n)
+cpu_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
+#pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
 		dx[i] = dy[i] * (1.0f - y[i] * y[i]);
 }
@@ -209,13 +248,25 @@ cpu_sgd_update(float *restrict p, const float *restrict g, float *restrict buf, 
 			p[i] -= lr * (g[i] + weight_decay * p[i]);
 		return;
 	}
+	if (nesterov)
+	{
+		for (int64_t i = 0; i < n; i++)
+		{
+			float		d = g[i] + weight_decay * p[i];
+			float		b = momentum * buf[i] + d;
+
+			buf[i] = b;
+			p[i] -= lr * (d + momentum * b);
+		}
+		return;
+	}
 	for (int64_t i = 0; i < n; i++)
 	{
 		float		d = g[i] + weight_decay * p[i];
 		float		b = momentum * buf[i] + d;
 
 		buf[i] = b;
-		p[i] -= lr * (nesterov ? d + momentum * b : b);
+		p[i] -= lr * b;
 	}
 }
 

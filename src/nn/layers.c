@@ -5,6 +5,11 @@
  * Every parameter gradient is overwritten (not accumulated) by the one layer
  * that owns it, so nothing needs zeroing between steps.  din may be NULL when
  * nobody needs the gradient with respect to the layer's input.
+ *
+ * A call covers examples [first, first + n) of the batch: `in` and `din` point
+ * at example `first`, and the layer finds its own output, gradient and saved
+ * state at the same offset.  Only batchnorm needs the whole batch at once; the
+ * others may be called chunk by chunk (see model.c), in example order.
  */
 #include <math.h>
 #include <string.h>
@@ -46,6 +51,36 @@ nn_conv_chunk(const NnModel *m, int i, int batch)
 	if (chunk > batch)
 		chunk = batch;
 	return (int) chunk;
+}
+
+/* Layers that treat examples independently and are cheap enough to run a few images at a time. */
+bool
+nn_layer_chunkable(const NnModel *m, int i)
+{
+	NnLayerType t = m->spec.layers[i].type;
+
+	/* batchnorm needs the batch's statistics; dense wants the whole batch for its gemm */
+	return t != NN_BATCHNORM && t != NN_DENSE;
+}
+
+static bool
+backward_reads_own_output(NnLayerType t)
+{
+	return t == NN_RELU || t == NN_LEAKY_RELU || t == NN_SIGMOID || t == NN_TANH;
+}
+
+/*
+ * Elementwise layers overwrite their input when the layer before them does not
+ * need its own output in backward (and the input is not the caller's data):
+ * one buffer fewer to stream through memory, in both directions.
+ */
+bool
+nn_layer_in_place(const NnModel *m, int i)
+{
+	NnLayerType t = m->spec.layers[i].type;
+
+	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) &&
+		!backward_reads_own_output(m->spec.layers[i - 1].type);
 }
 
 int64_t
@@ -137,15 +172,15 @@ dropout_keep(const NnModel *m, int i, int64_t element, float rate)
 }
 
 void
-nn_layer_forward(NnModel *m, int i, const float *in, int n, bool training)
+nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool training)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 	const NnBackend *be = m->be;
 	const float *p = m->params + m->param_off[i];
-	float	   *out = m->out[i];
 	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
 	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
 	int64_t		count = (int64_t) n * out_size;
+	float	   *out = m->out[i] + first * out_size;
 
 	switch (l->type)
 	{
@@ -181,7 +216,7 @@ nn_layer_forward(NnModel *m, int i, const float *in, int n, bool training)
 			}
 
 		case NN_MAXPOOL2D:
-			nn_maxpool_forward(in, out, (int32_t *) m->aux[i], (int64_t) n * m->shape[i].c,
+			nn_maxpool_forward(in, out, (int32_t *) m->aux[i] + first * out_size, (int64_t) n * m->shape[i].c,
 							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
 							   m->shape[i + 1].h, m->shape[i + 1].w);
 			break;
@@ -228,14 +263,15 @@ nn_layer_forward(NnModel *m, int i, const float *in, int n, bool training)
 		case NN_DROPOUT:
 			if (!training || l->rate == 0.0f)
 			{
-				memcpy(out, in, sizeof(float) * count);
+				if (out != in)
+					memcpy(out, in, sizeof(float) * count);
 				break;
 			}
 			{
 				float		scale = 1.0f / (1.0f - l->rate);
 
 				for (int64_t j = 0; j < count; j++)
-					out[j] = dropout_keep(m, i, j, l->rate) ? in[j] * scale : 0.0f;
+					out[j] = dropout_keep(m, i, first * out_size + j, l->rate) ? in[j] * scale : 0.0f;
 			}
 			break;
 
@@ -257,17 +293,17 @@ nn_layer_forward(NnModel *m, int i, const float *in, int n, bool training)
 }
 
 void
-nn_layer_backward(NnModel *m, int i, const float *in, int n, float *din)
+nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 	const NnBackend *be = m->be;
 	const float *p = m->params + m->param_off[i];
 	float	   *dp = m->grads + m->param_off[i];
-	const float *out = m->out[i];
-	const float *dout = m->dout[i];
 	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
 	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
 	int64_t		count = (int64_t) n * out_size;
+	const float *out = m->out[i] + first * out_size;
+	const float *dout = m->dout[i] + first * out_size;
 
 	switch (l->type)
 	{
@@ -304,7 +340,7 @@ nn_layer_backward(NnModel *m, int i, const float *in, int n, float *din)
 					nn_nchw_to_cnhw(dout + s * out_size, tmp, c, l->filters, plane);
 					nn_im2col(in + s * in_size, c, &g, col);
 					be->gemm(false, true, l->filters, kk, c * plane, 1.0f, tmp, c * plane,
-							 col, c * plane, s == 0 ? 0.0f : 1.0f, dp, kk);
+							 col, c * plane, first + s == 0 ? 0.0f : 1.0f, dp, kk);
 					if (din)
 					{
 						be->gemm(true, false, kk, c * plane, l->filters, 1.0f, p, kk,
@@ -312,14 +348,15 @@ nn_layer_backward(NnModel *m, int i, const float *in, int n, float *din)
 						nn_col2im(col, c, &g, din + s * in_size);
 					}
 				}
-				memset(db, 0, sizeof(float) * l->filters);
+				if (first == 0)
+					memset(db, 0, sizeof(float) * l->filters);
 				be->plane_sum(dout, db, n, l->filters, plane);
 				break;
 			}
 
 		case NN_MAXPOOL2D:
 			if (din)
-				nn_maxpool_backward(dout, (const int32_t *) m->aux[i], din,
+				nn_maxpool_backward(dout, (const int32_t *) m->aux[i] + first * out_size, din,
 									(int64_t) n * m->shape[i].c, m->shape[i].h, m->shape[i].w,
 									m->shape[i + 1].h, m->shape[i + 1].w);
 			break;
@@ -373,14 +410,15 @@ nn_layer_backward(NnModel *m, int i, const float *in, int n, float *din)
 				break;
 			if (l->rate == 0.0f)
 			{
-				memcpy(din, dout, sizeof(float) * count);
+				if (din != dout)
+					memcpy(din, dout, sizeof(float) * count);
 				break;
 			}
 			{
 				float		scale = 1.0f / (1.0f - l->rate);
 
 				for (int64_t j = 0; j < count; j++)
-					din[j] = dropout_keep(m, i, j, l->rate) ? dout[j] * scale : 0.0f;
+					din[j] = dropout_keep(m, i, first * out_size + j, l->rate) ? dout[j] * scale : 0.0f;
 			}
 			break;
 

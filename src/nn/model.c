@@ -186,7 +186,8 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 		int64_t		s = nn_layer_scratch_floats(m, i, batch);
 
 		out_off[i] = total;
-		total += 2 * n;
+		if (!nn_layer_in_place(m, i))
+			total += 2 * n;
 		aux_off[i] = total;
 		total += aux;
 		if (s > scratch)
@@ -209,8 +210,16 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 	{
 		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
 
-		m->out[i] = work + out_off[i];
-		m->dout[i] = work + out_off[i] + n;
+		if (nn_layer_in_place(m, i))
+		{
+			m->out[i] = m->out[i - 1];
+			m->dout[i] = m->dout[i - 1];
+		}
+		else
+		{
+			m->out[i] = work + out_off[i];
+			m->dout[i] = work + out_off[i] + n;
+		}
 		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + aux_off[i] : NULL;
 	}
 	m->scratch = work + aux_end;
@@ -256,21 +265,65 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 	return true;
 }
 
+/*
+ * The end (exclusive) of the run of chunkable layers starting at i, and the
+ * number of images to push through it at a time.
+ */
+static int
+segment_end(const NnModel *m, int i, int n, int *chunk)
+{
+	int			j = i;
+	int64_t		per_image = 0;
+
+	while (j < m->spec.n_layers && nn_layer_chunkable(m, j))
+	{
+		if (!nn_layer_in_place(m, j))
+			per_image += 2 * NN_SHAPE_SIZE(m->shape[j + 1]);
+		per_image += nn_layer_scratch_floats(m, j, 1);
+		j++;
+	}
+	*chunk = per_image > 0 ? (int) (NN_SEGMENT_CHUNK_FLOATS / per_image) : n;
+	if (*chunk < 1)
+		*chunk = 1;
+	if (*chunk > n)
+		*chunk = n;
+	return j;
+}
+
+static inline const float *
+layer_input(const NnModel *m, int i)
+{
+	return i == 0 ? m->last_input : m->out[i - 1];
+}
+
 const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
 {
-	const float *in = x;
-
 	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
 		return NULL;
-	for (int i = 0; i < m->spec.n_layers; i++)
-	{
-		nn_layer_forward(m, i, in, n, training);
-		in = m->out[i];
-	}
 	m->last_input = x;
 	m->last_n = n;
-	return in;
+	for (int i = 0; i < m->spec.n_layers;)
+	{
+		int			chunk,
+					end = segment_end(m, i, n, &chunk);
+
+		if (end == i)
+		{
+			nn_layer_forward(m, i, layer_input(m, i), 0, n, training);
+			i++;
+			continue;
+		}
+		for (int s = 0; s < n; s += chunk)
+		{
+			int			c = n - s < chunk ? n - s : chunk;
+
+			for (int k = i; k < end; k++)
+				nn_layer_forward(m, k, layer_input(m, k) + s * NN_SHAPE_SIZE(m->shape[k]), s, c, training);
+		}
+		i = end;
+	}
+	return m->out[m->spec.n_layers - 1];
 }
 
 /*
@@ -382,17 +435,54 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 	return true;
 }
 
+static inline float *
+layer_din(const NnModel *m, int i)
+{
+	return i > 0 ? m->dout[i - 1] : m->dinput;
+}
+
 void
 nn_model_backward(NnModel *m)
 {
 	int			n = m->last_n;
+	int			starts[NN_MAX_LAYERS + 1];
+	int			n_segments = 0;
 
-	for (int i = m->spec.n_layers - 1; i >= 0; i--)
+	/* the segments of the forward pass, walked backwards */
+	for (int i = 0; i < m->spec.n_layers; n_segments++)
 	{
-		const float *in = i == 0 ? m->last_input : m->out[i - 1];
-		float	   *din = i > 0 ? m->dout[i - 1] : m->dinput;
+		int			chunk,
+					end = segment_end(m, i, n, &chunk);
 
-		nn_layer_backward(m, i, in, n, din);
+		starts[n_segments] = i;
+		i = end > i ? end : i + 1;
+	}
+	starts[n_segments] = m->spec.n_layers;
+
+	for (int g = n_segments - 1; g >= 0; g--)
+	{
+		int			i = starts[g],
+					end = starts[g + 1],
+					chunk;
+
+		if (end == i + 1 && !nn_layer_chunkable(m, i))
+		{
+			nn_layer_backward(m, i, layer_input(m, i), 0, n, layer_din(m, i));
+			continue;
+		}
+		segment_end(m, i, n, &chunk);
+		for (int s = 0; s < n; s += chunk)
+		{
+			int			c = n - s < chunk ? n - s : chunk;
+
+			for (int k = end - 1; k >= i; k--)
+			{
+				int64_t		in_off = s * NN_SHAPE_SIZE(m->shape[k]);
+				float	   *din = layer_din(m, k);
+
+				nn_layer_backward(m, k, layer_input(m, k) + in_off, s, c, din ? din + in_off : NULL);
+			}
+		}
 	}
 }
 

@@ -17,6 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C"
+{
+#endif
+
 #define NN_MAX_LAYERS		256
 #define NN_MAX_DIM			(1 << 20)	/* any one of C, H, W, units */
 #define NN_MAX_KERNEL		64
@@ -161,7 +166,7 @@ typedef struct NnModel
 	const struct NnBackend *be;
 } NnModel;
 
-/* Result of one training step or evaluation. */
+/* Totals over batches: nn_model_loss, _train_step and _evaluate ADD into it; zero it first. */
 typedef struct NnBatchStats
 {
 	double		loss_sum;		/* sum over examples of the per-example loss */
@@ -218,5 +223,9 @@ extern float nn_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 
 /* threads used by the CPU backend's BLAS calls (default 1) */
 extern void nn_set_blas_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif							/* PGDL_NN_H */

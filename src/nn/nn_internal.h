@@ -9,6 +9,13 @@
 /* Floats of im2col columns a convolution works on at a time: about 1 MiB, L2-sized. */
 #define NN_CONV_CHUNK_FLOATS	((int64_t) 1 << 18)
 
+/*
+ * Floats of activations a run of per-example layers (conv, pool, activations)
+ * keeps live per chunk of images: the chunk goes through the whole run while
+ * it is still in L2, instead of each layer streaming the batch through memory.
+ */
+#define NN_SEGMENT_CHUNK_FLOATS	((int64_t) 1 << 18)
+
 /* Salts that keep the random streams of initialization and dropout apart. */
 #define NN_RNG_INIT_SALT		UINT64_C(0x696e6974)	/* "init" */
 #define NN_RNG_DROPOUT_SALT		UINT64_C(0x64726f70)	/* "drop" */
@@ -18,8 +25,10 @@ extern int	nn_conv_chunk(const NnModel *m, int layer, int batch);
 extern int64_t nn_layer_scratch_floats(const NnModel *m, int layer, int batch);
 extern int64_t nn_layer_aux_floats(const NnModel *m, int layer, int batch);
 extern void nn_layer_init_params(NnModel *m, int layer);
-extern void nn_layer_forward(NnModel *m, int layer, const float *in, int n, bool training);
-extern void nn_layer_backward(NnModel *m, int layer, const float *in, int n, float *din);
+extern void nn_layer_forward(NnModel *m, int layer, const float *in, int first, int n, bool training);
+extern void nn_layer_backward(NnModel *m, int layer, const float *in, int first, int n, float *din);
+extern bool nn_layer_chunkable(const NnModel *m, int layer);
+extern bool nn_layer_in_place(const NnModel *m, int layer);
 
 /* model.c */
 extern NnModel *nn_model_alloc(const NnSpec *spec, NnError *err);
