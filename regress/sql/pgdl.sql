@@ -1,0 +1,58 @@
+-- The extension itself: version, CUDA status, settings, documentation.
+-- pg_regress --load-extension=pgdl has created it; this session has not loaded
+-- the library yet, so the first call to a pgdl function does.
+
+-- version() answers and agrees with the control file
+SELECT pgdl.version() LIKE 'pgdl ' || extversion || ' (engine format %, blas: %, cuda: %)' AS version_matches
+  FROM pg_extension WHERE extname = 'pgdl';
+SELECT default_version = installed_version AS control_default_installed
+  FROM pg_available_extensions WHERE name = 'pgdl';
+SELECT extnamespace::regnamespace AS schema, extrelocatable
+  FROM pg_extension WHERE extname = 'pgdl';
+
+-- cuda_status() gives a reason when CUDA cannot be used (no GPU in the tests)
+SELECT pgdl.cuda_status() LIKE 'available: %'
+    OR pgdl.cuda_status() LIKE 'pgdl was built without CUDA support%'
+    OR pgdl.cuda_status() LIKE 'no device: %' AS cuda_status_known;
+
+-- pgdl.blas_threads
+SHOW pgdl.blas_threads;
+SET pgdl.blas_threads = 2;
+SHOW pgdl.blas_threads;
+SELECT pgdl.cuda_status() IS NOT NULL AS engine_used_with_2_threads;
+RESET pgdl.blas_threads;
+SHOW pgdl.blas_threads;
+SELECT pgdl.cuda_status() IS NOT NULL AS engine_used_with_1_thread;
+SET pgdl.blas_threads = 0;
+SET pgdl.blas_threads = 65;
+SHOW pgdl.blas_threads;
+SELECT name, setting, unit, context, vartype, min_val, max_val, boot_val
+  FROM pg_settings WHERE name LIKE 'pgdl.%' ORDER BY name;
+
+-- the pgdl. prefix is reserved: no made-up pgdl settings
+SET pgdl.foo = 1;
+SHOW pgdl.foo;
+
+-- every function of the extension carries a comment
+SELECT count(*) > 0 AS has_functions
+  FROM pg_depend
+ WHERE classid = 'pg_proc'::regclass AND refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pgdl') AND deptype = 'e';
+SELECT objid::regprocedure AS function_without_comment
+  FROM pg_depend
+ WHERE classid = 'pg_proc'::regclass AND refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pgdl') AND deptype = 'e'
+   AND obj_description(objid, 'pg_proc') IS NULL
+ ORDER BY 1;
+
+-- the functions' declared properties
+SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'pgdl' AND p.proname IN ('version', 'cuda_status')
+ ORDER BY p.proname;
+
+-- drop and create again: CREATE EXTENSION makes schema pgdl when it is missing
+DROP EXTENSION pgdl;
+DROP SCHEMA IF EXISTS pgdl;
+CREATE EXTENSION pgdl;
+SELECT pgdl.version() LIKE 'pgdl %' AS version_after_recreate;
