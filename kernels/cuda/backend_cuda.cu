@@ -1,0 +1,711 @@
+/*
+ * backend_cuda.cu -- the CUDA backend: cuBLAS for gemm, small kernels elsewhere.
+ *
+ * Every function mirrors its twin in kernels/cpu/backend_cpu.c, written with the
+ * same float formulas in the same order so that the two agree to ~1e-5
+ * relative (regress/unit/test_cuda.c checks it).  Reductions accumulate in
+ * double and need no atomics, so they are deterministic.
+ *
+ * The Makefile compiles this file with --fmad=false: no multiply-add is fused,
+ * so each product is rounded as on the CPU (costs nothing measurable here, the
+ * kernels are bound by memory; cuBLAS is not affected).
+ *
+ * Everything runs on the legacy default stream of the current device; copies
+ * are synchronous.  Initialization never aborts: without a usable device
+ * nn_backend_cuda() returns NULL and a reason starting "no device:".  After
+ * that the table's functions cannot return errors, so the first one is kept
+ * for nn_cuda_last_error().
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C"
+{
+#include "backend.h"
+#include "cuda/cuda_backend.h"
+}
+
+#define BLOCK 256				/* threads per block for elementwise kernels */
+#define MAX_GRID 65535			/* grid-stride loops cover the rest */
+#define COL_TILE 32				/* col_sum: columns per block (one warp wide) */
+#define COL_ROWS 16				/* col_sum: row lanes per block */
+
+static NnBackend cuda_backend;
+static const NnBackend *cuda_ready;	/* &cuda_backend once initialized */
+static char cuda_init_reason[256];
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static cublasHandle_t cuda_blas;
+
+static bool cuda_failed;
+static char cuda_error[512];
+
+/* ---------------------------------------------------------------------------
+ * Error bookkeeping
+ * ------------------------------------------------------------------------- */
+
+static void cuda_record(const char *fmt,...) __attribute__((format(printf, 1, 2)));
+
+static void
+cuda_record(const char *fmt,...)
+{
+	va_list		ap;
+
+	if (cuda_failed)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(cuda_error, sizeof(cuda_error), fmt, ap);
+	va_end(ap);
+	cuda_failed = true;
+}
+
+static void
+cuda_check(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		cuda_record("%s failed: %s", what, cudaGetErrorString(e));
+}
+
+/* After a kernel launch: a bad configuration or a missing image shows here. */
+static void
+cuda_launched(const char *kernel)
+{
+	cudaError_t e = cudaGetLastError();
+
+	if (e != cudaSuccess)
+		cuda_record("kernel %s did not launch: %s", kernel, cudaGetErrorString(e));
+}
+
+extern "C" const char *
+nn_cuda_last_error(void)
+{
+	return cuda_failed ? cuda_error : NULL;
+}
+
+static unsigned
+grid_for(int64_t work, int per_block)
+{
+	int64_t		blocks = (work + per_block - 1) / per_block;
+
+	if (blocks > MAX_GRID)
+		blocks = MAX_GRID;
+	return blocks < 1 ? 1u : (unsigned) blocks;
+}
+
+#define GRID_STRIDE(i, n) \
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+		 i += (int64_t) gridDim.x * blockDim.x)
+
+/* ---------------------------------------------------------------------------
+ * Memory
+ * ------------------------------------------------------------------------- */
+
+static void *
+cuda_alloc(size_t bytes)
+{
+	void	   *p = NULL;
+
+	/* cudaMalloc(0) may hand back NULL, which would read as a failure */
+	if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+	{
+		/* out of memory is not sticky: clear it so later checks don't see it */
+		(void) cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void
+cuda_release(void *ptr)
+{
+	if (ptr)
+		cuda_check(cudaFree(ptr), "cudaFree");
+}
+
+static void
+cuda_upload(void *dst, const void *host_src, size_t bytes)
+{
+	if (bytes)
+		cuda_check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice),
+				   "cudaMemcpy (upload)");
+}
+
+static void
+cuda_download(void *host_dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		cuda_check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost),
+				   "cudaMemcpy (download)");
+}
+
+static void
+cuda_synchronize(void)
+{
+	cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+/* ---------------------------------------------------------------------------
+ * gemm
+ * ------------------------------------------------------------------------- */
+
+/* C = beta * C for a row-major m x n block (the k == 0 case of gemm). */
+__global__ void
+scale_rows_kernel(float *c, int m, int n, int ldc, float beta)
+{
+	GRID_STRIDE(i, (int64_t) m * n)
+	{
+		int64_t		r = i / n;
+		float	   *cell = c + r * ldc + (i - r * n);
+
+		*cell = beta == 0.0f ? 0.0f : beta * *cell;
+	}
+}
+
+static void
+cuda_gemm(bool trans_a, bool trans_b, int m, int n, int k,
+		  float alpha, const float *a, int lda, const float *b, int ldb,
+		  float beta, float *c, int ldc)
+{
+	cublasStatus_t st;
+
+	if (m <= 0 || n <= 0)
+		return;
+	if (k <= 0)
+	{
+		scale_rows_kernel<<<grid_for((int64_t) m * n, BLOCK), BLOCK>>>(c, m, n, ldc, beta);
+		cuda_launched("scale_rows");
+		return;
+	}
+
+	/*
+	 * cuBLAS is column-major, and a row-major matrix read column-major is its
+	 * transpose: C^T = op(B)^T op(A)^T, so pass B first and swap m and n.
+	 */
+	st = cublasSgemm(cuda_blas,
+					 trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+					 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+					 n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		cuda_record("cublasSgemm (m=%d n=%d k=%d) failed: %s",
+					m, n, k, cublasGetStatusString(st));
+}
+
+/* ---------------------------------------------------------------------------
+ * Bias and its gradient
+ * ------------------------------------------------------------------------- */
+
+__global__ void
+bias_add_rows_kernel(float *y, const float *bias, int64_t total, int cols)
+{
+	GRID_STRIDE(i, total)
+		y[i] += bias[i % cols];
+}
+
+static void
+cuda_bias_add_rows(float *y, const float *bias, int rows, int cols)
+{
+	int64_t		total = (int64_t) rows * cols;
+
+	if (rows <= 0 || cols <= 0)
+		return;
+	bias_add_rows_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, cols);
+	cuda_launched("bias_add_rows");
+}
+
+__global__ void
+bias_add_planes_kernel(float *y, const float *bias, int64_t total, int channels, int plane)
+{
+	GRID_STRIDE(i, total)
+		y[i] += bias[(i / plane) % channels];
+}
+
+static void
+cuda_bias_add_planes(float *y, const float *bias, int n, int channels, int plane)
+{
+	int64_t		total = (int64_t) n * channels * plane;
+
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	bias_add_planes_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, channels, plane);
+	cuda_launched("bias_add_planes");
+}
+
+/*
+ * Each block owns COL_TILE adjacent columns: a warp reads one row's slice of
+ * them (coalesced), COL_ROWS warps stride down the rows, and a tree in shared
+ * memory adds the COL_ROWS partial sums.
+ */
+__global__ void
+col_sum_kernel(const float *dy, float *db, int rows, int cols)
+{
+	__shared__ double part[COL_ROWS][COL_TILE + 1];
+	int			tx = threadIdx.x;
+	int			ty = threadIdx.y;
+
+	for (int64_t c0 = (int64_t) blockIdx.x * COL_TILE; c0 < cols;
+		 c0 += (int64_t) gridDim.x * COL_TILE)
+	{
+		int64_t		c = c0 + tx;
+		double		s = 0.0;
+
+		if (c < cols)
+			for (int64_t r = ty; r < rows; r += COL_ROWS)
+				s += dy[r * cols + c];
+		part[ty][tx] = s;
+		__syncthreads();
+		for (int h = COL_ROWS / 2; h > 0; h >>= 1)
+		{
+			if (ty < h)
+				part[ty][tx] += part[ty + h][tx];
+			__syncthreads();
+		}
+		if (ty == 0 && c < cols)
+			db[c] = (float) ((double) db[c] + part[0][tx]);
+		__syncthreads();
+	}
+}
+
+static void
+cuda_col_sum(const float *dy, float *db, int rows, int cols)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	col_sum_kernel<<<grid_for(cols, COL_TILE), dim3(COL_TILE, COL_ROWS)>>>(dy, db, rows, cols);
+	cuda_launched("col_sum");
+}
+
+/* One block per channel; its threads walk the n planes of that channel. */
+__global__ void
+plane_sum_kernel(const float *dy, float *db, int n, int channels, int plane)
+{
+	__shared__ double part[BLOCK];
+	int64_t		per_channel = (int64_t) n * plane;
+
+	for (int64_t c = blockIdx.x; c < channels; c += gridDim.x)
+	{
+		double		s = 0.0;
+
+		for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x)
+		{
+			int64_t		i = j / plane;
+			int64_t		p = j - i * plane;
+
+			s += dy[(i * channels + c) * plane + p];
+		}
+		part[threadIdx.x] = s;
+		__syncthreads();
+		for (int h = BLOCK / 2; h > 0; h >>= 1)
+		{
+			if ((int) threadIdx.x < h)
+				part[threadIdx.x] += part[threadIdx.x + h];
+			__syncthreads();
+		}
+		if (threadIdx.x == 0)
+			db[c] = (float) ((double) db[c] + part[0]);
+		__syncthreads();
+	}
+}
+
+static void
+cuda_plane_sum(const float *dy, float *db, int n, int channels, int plane)
+{
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	plane_sum_kernel<<<grid_for(channels, 1), BLOCK>>>(dy, db, n, channels, plane);
+	cuda_launched("plane_sum");
+}
+
+/* ---------------------------------------------------------------------------
+ * Activations (backward from the forward output y)
+ * ------------------------------------------------------------------------- */
+
+__global__ void
+relu_forward_kernel(const float *x, float *y, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void
+relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void
+leaky_relu_forward_kernel(const float *x, float *y, int64_t n, float alpha)
+{
+	GRID_STRIDE(i, n)
+		y[i] = x[i] > 0.0f ? x[i] : x[i] * alpha;
+}
+
+__global__ void
+leaky_relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n, float alpha)
+{
+	GRID_STRIDE(i, n)
+		dx[i] = y[i] > 0.0f ? dy[i] : dy[i] * alpha;
+}
+
+__global__ void
+sigmoid_forward_kernel(const float *x, float *y, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+__global__ void
+sigmoid_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+}
+
+__global__ void
+tanh_forward_kernel(const float *x, float *y, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = tanhf(x[i]);
+}
+
+__global__ void
+tanh_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+
+static void
+cuda_relu_forward(const float *x, float *y, int64_t n)
+{
+	if (n <= 0)
+		return;
+	relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
+	cuda_launched("relu_forward");
+}
+
+static void
+cuda_relu_backward(const float *y, const float *dy, float *dx, int64_t n)
+{
+	if (n <= 0)
+		return;
+	relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
+	cuda_launched("relu_backward");
+}
+
+static void
+cuda_leaky_relu_forward(const float *x, float *y, int64_t n, float alpha)
+{
+	if (n <= 0)
+		return;
+	leaky_relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n, alpha);
+	cuda_launched("leaky_relu_forward");
+}
+
+static void
+cuda_leaky_relu_backward(const float *y, const float *dy, float *dx, int64_t n, float alpha)
+{
+	if (n <= 0)
+		return;
+	leaky_relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n, alpha);
+	cuda_launched("leaky_relu_backward");
+}
+
+static void
+cuda_sigmoid_forward(const float *x, float *y, int64_t n)
+{
+	if (n <= 0)
+		return;
+	sigmoid_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
+	cuda_launched("sigmoid_forward");
+}
+
+static void
+cuda_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n)
+{
+	if (n <= 0)
+		return;
+	sigmoid_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
+	cuda_launched("sigmoid_backward");
+}
+
+static void
+cuda_tanh_forward(const float *x, float *y, int64_t n)
+{
+	if (n <= 0)
+		return;
+	tanh_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
+	cuda_launched("tanh_forward");
+}
+
+static void
+cuda_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
+{
+	if (n <= 0)
+		return;
+	tanh_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
+	cuda_launched("tanh_backward");
+}
+
+/* ---------------------------------------------------------------------------
+ * Softmax cross-entropy: one warp per row
+ * ------------------------------------------------------------------------- */
+
+__device__ static float
+warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+__device__ static float
+warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__global__ void
+softmax_xent_kernel(const float *logits, const float *labels, float *dlogits,
+					float *loss, int rows, int classes, float scale)
+{
+	int			lane = threadIdx.x & 31;
+	int64_t		warp = ((int64_t) blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int64_t		warps = ((int64_t) gridDim.x * blockDim.x) >> 5;
+
+	/* the whole warp shares a row, so the shuffles below never diverge */
+	for (int64_t r = warp; r < rows; r += warps)
+	{
+		const float *z = logits + r * classes;
+		float	   *dz = dlogits + r * classes;
+		int			label = (int) labels[r];
+		float		zmax = -INFINITY;
+		float		sum = 0.0f;
+		float		inv;
+
+		for (int c = lane; c < classes; c += 32)
+			zmax = z[c] > zmax ? z[c] : zmax;
+		zmax = warp_max(zmax);
+		for (int c = lane; c < classes; c += 32)
+		{
+			float		e = expf(z[c] - zmax);
+
+			dz[c] = e;
+			sum += e;
+		}
+		sum = warp_sum(sum);
+		inv = scale / sum;
+		for (int c = lane; c < classes; c += 32)
+			dz[c] = dz[c] * inv - (c == label ? scale : 0.0f);
+		if (lane == 0)
+		{
+			/* labels are validated by the caller; never read outside the row */
+			loss[r] = label >= 0 && label < classes ? -(z[label] - zmax - logf(sum)) : NAN;
+		}
+	}
+}
+
+static void
+cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
+				  float *loss, int rows, int classes, float scale)
+{
+	if (rows <= 0 || classes <= 0)
+		return;
+	softmax_xent_kernel<<<grid_for((int64_t) rows * 32, BLOCK), BLOCK>>>(logits, labels, dlogits,
+																		 loss, rows, classes, scale);
+	cuda_launched("softmax_xent");
+}
+
+/* ---------------------------------------------------------------------------
+ * Optimizers
+ * ------------------------------------------------------------------------- */
+
+__global__ void
+sgd_plain_kernel(float *p, const float *g, int64_t n, float lr, float weight_decay)
+{
+	GRID_STRIDE(i, n)
+		p[i] -= lr * (g[i] + weight_decay * p[i]);
+}
+
+__global__ void
+sgd_momentum_kernel(float *p, const float *g, float *buf, int64_t n, float lr,
+					float momentum, float weight_decay, bool nesterov)
+{
+	GRID_STRIDE(i, n)
+	{
+		float		d = g[i] + weight_decay * p[i];
+		float		b = momentum * buf[i] + d;
+
+		buf[i] = b;
+		p[i] -= lr * (nesterov ? d + momentum * b : b);
+	}
+}
+
+static void
+cuda_sgd_update(float *p, const float *g, float *buf, int64_t n,
+				float lr, float momentum, float weight_decay, bool nesterov)
+{
+	if (n <= 0)
+		return;
+	if (momentum == 0.0f)
+	{
+		sgd_plain_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, n, lr, weight_decay);
+		cuda_launched("sgd_update");
+		return;
+	}
+	sgd_momentum_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, buf, n, lr, momentum,
+													   weight_decay, nesterov);
+	cuda_launched("sgd_update");
+}
+
+__global__ void
+adam_kernel(float *p, const float *g, float *m, float *v, int64_t n,
+			float beta1, float beta2, float one_minus_b1, float one_minus_b2,
+			float eps, float l2, float shrink, float step_size, float bc2_sqrt)
+{
+	GRID_STRIDE(i, n)
+	{
+		float		pi = p[i] * shrink;
+		float		d = g[i] + l2 * pi;
+		float		mi = m[i] * beta1 + one_minus_b1 * d;
+		float		vi = v[i] * beta2 + one_minus_b2 * d * d;
+
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = pi - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+	}
+}
+
+static void
+cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
+				 float lr, float beta1, float beta2, float eps,
+				 float weight_decay, bool decoupled, int64_t step)
+{
+	/* as torch (and the CPU twin): bias corrections in double, applied as floats */
+	float		step_size = (float) (lr / (1.0 - pow(beta1, (double) step)));
+	float		bc2_sqrt = (float) sqrt(1.0 - pow(beta2, (double) step));
+	float		one_minus_b1 = (float) (1.0 - beta1);
+	float		one_minus_b2 = (float) (1.0 - beta2);
+	float		l2 = decoupled ? 0.0f : weight_decay;
+	float		shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
+
+	if (n <= 0)
+		return;
+	adam_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, m, v, n, beta1, beta2,
+											   one_minus_b1, one_minus_b2, eps, l2,
+											   shrink, step_size, bc2_sqrt);
+	cuda_launched("adam_update");
+}
+
+/* ---------------------------------------------------------------------------
+ * Initialization
+ * ------------------------------------------------------------------------- */
+
+static void
+cuda_init(void)
+{
+	int			count = 0;
+	int			device = 0;
+	cudaError_t e;
+	cudaFuncAttributes attr;
+	cudaDeviceProp prop;
+	cublasStatus_t st;
+
+	e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: cudaGetDeviceCount failed: %s", cudaGetErrorString(e));
+		return;
+	}
+	if (count == 0)
+	{
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: cudaGetDeviceCount found no CUDA device");
+		return;
+	}
+
+	/* create the context now, so that a busy or prohibited GPU fails here */
+	if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+		(e = cudaFree(NULL)) != cudaSuccess ||
+		(e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: cannot initialize CUDA device %d: %s",
+				 device, cudaGetErrorString(e));
+		return;
+	}
+
+	/* a GPU this build has neither code nor PTX for fails at the first launch */
+	e = cudaFuncGetAttributes(&attr, relu_forward_kernel);
+	if (e != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: device %d (%.64s, sm_%d%d) cannot run this build's kernels: %s",
+				 device, prop.name, prop.major, prop.minor, cudaGetErrorString(e));
+		return;
+	}
+
+	st = cublasCreate(&cuda_blas);
+	if (st != CUBLAS_STATUS_SUCCESS)
+	{
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: cuBLAS cannot start: cublasCreate failed: %s", cublasGetStatusString(st));
+		return;
+	}
+	/* no TF32 tensor-core shortcuts: results must match the CPU to ~1e-5 */
+	st = cublasSetMathMode(cuda_blas, CUBLAS_DEFAULT_MATH);
+	if (st != CUBLAS_STATUS_SUCCESS)
+	{
+		cublasDestroy(cuda_blas);
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: cuBLAS cannot start: cublasSetMathMode failed: %s", cublasGetStatusString(st));
+		return;
+	}
+
+	cuda_backend.name = "cuda";
+	cuda_backend.alloc = cuda_alloc;
+	cuda_backend.release = cuda_release;
+	cuda_backend.upload = cuda_upload;
+	cuda_backend.download = cuda_download;
+	cuda_backend.synchronize = cuda_synchronize;
+	cuda_backend.gemm = cuda_gemm;
+	cuda_backend.bias_add_rows = cuda_bias_add_rows;
+	cuda_backend.bias_add_planes = cuda_bias_add_planes;
+	cuda_backend.col_sum = cuda_col_sum;
+	cuda_backend.plane_sum = cuda_plane_sum;
+	cuda_backend.relu_forward = cuda_relu_forward;
+	cuda_backend.relu_backward = cuda_relu_backward;
+	cuda_backend.leaky_relu_forward = cuda_leaky_relu_forward;
+	cuda_backend.leaky_relu_backward = cuda_leaky_relu_backward;
+	cuda_backend.sigmoid_forward = cuda_sigmoid_forward;
+	cuda_backend.sigmoid_backward = cuda_sigmoid_backward;
+	cuda_backend.tanh_forward = cuda_tanh_forward;
+	cuda_backend.tanh_backward = cuda_tanh_backward;
+	cuda_backend.softmax_xent = cuda_softmax_xent;
+	cuda_backend.sgd_update = cuda_sgd_update;
+	cuda_backend.adam_update = cuda_adam_update;
+	cuda_ready = &cuda_backend;
+}
+
+extern "C" const NnBackend *
+nn_backend_cuda(char *err, size_t errlen)
+{
+	/* tried once per process; later calls give the same answer */
+	pthread_once(&cuda_once, cuda_init);
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s", cuda_ready ? "" : cuda_init_reason);
+	return cuda_ready;
+}
