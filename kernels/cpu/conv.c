@@ -140,3 +140,20 @@ nn_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
 			memcpy(dst + ((int64_t) f * n + i) * plane,
 				   src + ((int64_t) i * channels + f) * plane, sizeof(float) * plane);
 }
+
+void
+nn_bias_relu_planes(float *restrict y, const float *restrict bias, int channels, int plane)
+{
+	for (int c = 0; c < channels; c++)
+	{
+		float	   *restrict p = y + (int64_t) c * plane;
+		float		b = bias[c];
+
+		for (int j = 0; j < plane; j++)
+		{
+			float		v = p[j] + b;
+
+			p[j] = v > 0.0f ? v : 0.0f;
+		}
+	}
+}

@@ -26,13 +26,16 @@ extern void nn_col2im(const float *col, int n, const NnConvGeom *g, float *dx);
 /* dst[i][f][p] = src[f][i * plane + p] (+ bias[f]): channel-major to NCHW and back */
 extern void nn_cnhw_to_nchw(const float *src, float *dst, int n, int channels, int plane,
 							const float *bias);
+/* y[c][p] = max(y[c][p] + bias[c], 0) for one image */
+extern void nn_bias_relu_planes(float *y, const float *bias, int channels, int plane);
 extern void nn_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane);
 
 /* Pooling over planes of h x w (planes = examples * channels), no padding. */
 extern void nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 							   int h, int w, int k, int stride, int oh, int ow);
-extern void nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-								int64_t planes, int h, int w, int oh, int ow);
+/* relu_mask: the pooled output, when a relu before the pool is fused in (see layers.c) */
+extern void nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_mask,
+								float *dx, int64_t planes, int h, int w, int oh, int ow);
 extern void nn_avgpool_forward(const float *x, float *y, int64_t planes,
 							   int h, int w, int k, int stride, int oh, int ow);
 extern void nn_avgpool_backward(const float *dy, float *dx, int64_t planes,

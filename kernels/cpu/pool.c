@@ -62,9 +62,36 @@ nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 }
 
 void
-nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					int64_t planes, int h, int w, int oh, int ow)
+nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_mask,
+					float *dx, int64_t planes, int h, int w, int oh, int ow)
 {
+	if (h == 2 * oh && w == 2 * ow)
+	{
+		/* 2x2 windows that tile the plane: every dx is written once, no memset */
+		for (int64_t p = 0; p < planes; p++)
+		{
+			const float *g = dy + p * oh * ow;
+			const int32_t *arg = argmax + p * oh * ow;
+			float	   *d = dx + p * h * w;
+
+			for (int oy = 0; oy < oh; oy++)
+				for (int ox = 0; ox < ow; ox++)
+				{
+					int			at = arg[oy * ow + ox];
+					int			i = 2 * oy * w + 2 * ox;
+					float		v = g[oy * ow + ox];
+
+					if (relu_mask && !(relu_mask[p * oh * ow + oy * ow + ox] > 0.0f))
+						v = 0.0f;
+
+					d[i] = at == i ? v : 0.0f;
+					d[i + 1] = at == i + 1 ? v : 0.0f;
+					d[i + w] = at == i + w ? v : 0.0f;
+					d[i + w + 1] = at == i + w + 1 ? v : 0.0f;
+				}
+		}
+		return;
+	}
 	memset(dx, 0, sizeof(float) * planes * h * w);
 	for (int64_t p = 0; p < planes; p++)
 	{
@@ -73,7 +100,8 @@ nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 		float	   *d = dx + p * h * w;
 
 		for (int i = 0; i < oh * ow; i++)
-			d[arg[i]] += g[i];
+			if (!relu_mask || relu_mask[p * oh * ow + i] > 0.0f)
+				d[arg[i]] += g[i];
 	}
 }
 

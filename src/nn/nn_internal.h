@@ -14,7 +14,7 @@
  * keeps live per chunk of images: the chunk goes through the whole run while
  * it is still in L2, instead of each layer streaming the batch through memory.
  */
-#define NN_SEGMENT_CHUNK_FLOATS	((int64_t) 1 << 18)
+#define NN_SEGMENT_CHUNK_FLOATS	((int64_t) 1 << 16)
 
 /* Salts that keep the random streams of initialization and dropout apart. */
 #define NN_RNG_INIT_SALT		UINT64_C(0x696e6974)	/* "init" */
