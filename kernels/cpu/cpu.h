@@ -30,12 +30,16 @@ extern void nn_cnhw_to_nchw(const float *src, float *dst, int n, int channels, i
 extern void nn_bias_relu_planes(float *y, const float *bias, int channels, int plane);
 extern void nn_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane);
 
-/* Pooling over planes of h x w (planes = examples * channels), no padding. */
+/*
+ * Pooling over planes of h x w (planes = examples * channels), no padding.
+ * relu_before: the input went through a relu fused into this pool (see
+ * src/nn/layers.c); a window whose maximum is not positive gets argmax -1, so
+ * that backward passes it no gradient, as the relu would not have.
+ */
 extern void nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-							   int h, int w, int k, int stride, int oh, int ow);
-/* relu_mask: the pooled output, when a relu before the pool is fused in (see layers.c) */
-extern void nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_mask,
-								float *dx, int64_t planes, int h, int w, int oh, int ow);
+							   int h, int w, int k, int stride, int oh, int ow, bool relu_before);
+extern void nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+								int64_t planes, int h, int w, int oh, int ow);
 extern void nn_avgpool_forward(const float *x, float *y, int64_t planes,
 							   int h, int w, int k, int stride, int oh, int ow);
 extern void nn_avgpool_backward(const float *dy, float *dx, int64_t planes,

@@ -7,7 +7,7 @@
 
 void
 nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-				   int h, int w, int k, int stride, int oh, int ow)
+				   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
 {
 	for (int64_t p = 0; p < planes; p++)
 	{
@@ -36,7 +36,7 @@ nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 					if (r1[2 * ox + 1] > best)
 						best = r1[2 * ox + 1], at = i + w + 1;
 					dst[oy * ow + ox] = best;
-					arg[oy * ow + ox] = at;
+					arg[oy * ow + ox] = relu_before && !(best > 0.0f) ? -1 : at;
 				}
 			}
 			continue;
@@ -56,14 +56,14 @@ nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 							best = src[i], at = i;
 					}
 				dst[oy * ow + ox] = best;
-				arg[oy * ow + ox] = at;
+				arg[oy * ow + ox] = relu_before && !(best > 0.0f) ? -1 : at;
 			}
 	}
 }
 
 void
-nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_mask,
-					float *dx, int64_t planes, int h, int w, int oh, int ow)
+nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					int64_t planes, int h, int w, int oh, int ow)
 {
 	if (h == 2 * oh && w == 2 * ow)
 	{
@@ -81,9 +81,6 @@ nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_ma
 					int			i = 2 * oy * w + 2 * ox;
 					float		v = g[oy * ow + ox];
 
-					if (relu_mask && !(relu_mask[p * oh * ow + oy * ow + ox] > 0.0f))
-						v = 0.0f;
-
 					d[i] = at == i ? v : 0.0f;
 					d[i + 1] = at == i + 1 ? v : 0.0f;
 					d[i + w] = at == i + w ? v : 0.0f;
@@ -100,7 +97,7 @@ nn_maxpool_backward(const float *dy, const int32_t *argmax, const float *relu_ma
 		float	   *d = dx + p * h * w;
 
 		for (int i = 0; i < oh * ow; i++)
-			if (!relu_mask || relu_mask[p * oh * ow + i] > 0.0f)
+			if (arg[i] >= 0)
 				d[arg[i]] += g[i];
 	}
 }

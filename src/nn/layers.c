@@ -86,9 +86,9 @@ nn_layer_in_place(const NnModel *m, int i)
 /*
  * Two fusions for the most common CNN pattern, conv2d -> relu -> maxpool2d,
  * each saving a pass over the largest activations: the convolution applies the
- * relu as it adds its bias, and max pooling's backward masks its gradient with
- * the relu (the window's maximum is positive exactly when the relu passed the
- * element it came from).  Only for an in-place relu, whose input and output,
+ * relu as it adds its bias, and max pooling drops the gradient of windows whose
+ * maximum is not positive (exactly those where the relu would have blocked the
+ * element the maximum came from), so the relu's backward has nothing left to do.  Only for an in-place relu, whose input and output,
  * and their gradients, are the same buffers.
  */
 static bool
@@ -245,7 +245,8 @@ nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool trai
 		case NN_MAXPOOL2D:
 			nn_maxpool_forward(in, out, (int32_t *) m->aux[i] + first * out_size, (int64_t) n * m->shape[i].c,
 							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
-							   m->shape[i + 1].h, m->shape[i + 1].w);
+							   m->shape[i + 1].h, m->shape[i + 1].w,
+							   i > 0 && relu_fused_into_pool(m, i - 1));
 			break;
 
 		case NN_AVGPOOL2D:
@@ -389,8 +390,7 @@ nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *d
 
 		case NN_MAXPOOL2D:
 			if (din)
-				nn_maxpool_backward(dout, (const int32_t *) m->aux[i] + first * out_size,
-									i > 0 && relu_fused_into_pool(m, i - 1) ? out : NULL, din,
+				nn_maxpool_backward(dout, (const int32_t *) m->aux[i] + first * out_size, din,
 									(int64_t) n * m->shape[i].c, m->shape[i].h, m->shape[i].w,
 									m->shape[i + 1].h, m->shape[i + 1].w);
 			break;
