@@ -1,0 +1,457 @@
+/*
+ * engine.c -- pgdl's engine alone vs PyTorch: one epoch of Fashion-MNIST.
+ *
+ * Trains the reference MLP (784-512-256-10, ReLU) and CNN (conv3x3x16 pad 1,
+ * relu, maxpool 2, conv3x3x32 pad 1, relu, maxpool 2, dense 10) of
+ * docs/benchmarks.md with SGD (momentum 0.9), cross_entropy, batch 128, one
+ * BLAS thread, timing the training loop only, then evaluates on the test set.
+ * It also measures single-thread sgemm in the same process: the best of several
+ * 1024^3 products, and the shapes of the MLP's own products.
+ * bench/engine_torch.py does the same with PyTorch, in the same data order;
+ * bench/engine.sh runs both and prints the ratios.
+ *
+ * Output, one line per model (machine-readable, key=value):
+ *   pgdl mlp images_per_s=... train_s=... test_acc=... gflops=... peak_fraction=...
+ *
+ * Usage: engine_bench [--model mlp|cnn|all] [--epochs N] [--limit N]
+ *                     [--batch N] [--lr X] [--seed N] [--no-peak]
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn/nn.h"
+#include "fmnist.h"
+
+/* OpenBLAS extras, when the BLAS is OpenBLAS (weak: absent elsewhere). */
+extern char *openblas_get_corename(void) __attribute__((weak));
+extern int	openblas_get_num_threads(void) __attribute__((weak));
+
+typedef struct Options
+{
+	const char *model;
+	int			epochs;
+	int			limit;
+	int			batch;
+	float		lr;
+	float		momentum;
+	uint64_t	seed;
+	bool		peak;
+} Options;
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+static void
+usage(const char *prog)
+{
+	fprintf(stderr,
+			"usage: %s [--model mlp|cnn|all] [--epochs N] [--limit N] [--batch N]\n"
+			"          [--lr X] [--seed N] [--no-peak]\n", prog);
+	exit(2);
+}
+
+static long
+parse_long(const char *prog, const char *opt, const char *s, long lo, long hi)
+{
+	char	   *end;
+	long		v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+	{
+		fprintf(stderr, "%s: %s: bad value \"%s\" (%ld..%ld)\n", prog, opt, s, lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
+static void
+parse_args(int argc, char **argv, Options *o)
+{
+	o->model = "all";
+	o->epochs = 1;
+	o->limit = 0;
+	o->batch = 128;
+	o->lr = 0.01f;
+	o->momentum = 0.9f;
+	o->seed = 42;
+	o->peak = true;
+
+	for (int i = 1; i < argc; i++)
+	{
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(a, "--no-peak") == 0)
+		{
+			o->peak = false;
+			continue;
+		}
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || v == NULL)
+			usage(argv[0]);
+		if (strcmp(a, "--model") == 0)
+		{
+			if (strcmp(v, "mlp") != 0 && strcmp(v, "cnn") != 0 && strcmp(v, "all") != 0)
+				usage(argv[0]);
+			o->model = v;
+		}
+		else if (strcmp(a, "--epochs") == 0)
+			o->epochs = (int) parse_long(argv[0], a, v, 1, 1000);
+		else if (strcmp(a, "--limit") == 0)
+			o->limit = (int) parse_long(argv[0], a, v, 0, FMNIST_TRAIN_N);
+		else if (strcmp(a, "--batch") == 0)
+			o->batch = (int) parse_long(argv[0], a, v, 1, NN_MAX_BATCH);
+		else if (strcmp(a, "--seed") == 0)
+			o->seed = (uint64_t) parse_long(argv[0], a, v, 0, 0x7fffffffL);
+		else if (strcmp(a, "--lr") == 0)
+		{
+			char	   *end;
+
+			o->lr = strtof(v, &end);
+			if (end == v || *end != '\0' || !(o->lr > 0))
+				usage(argv[0]);
+		}
+		else
+			usage(argv[0]);
+		i++;
+	}
+}
+
+/* splitmix64 Fisher-Yates; bench/engine_torch.py's splitmix64_perm() is the same. */
+static void
+shuffle_perm(int32_t *perm, int32_t n, uint64_t seed)
+{
+	uint64_t	state = seed;
+
+	for (int32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (int32_t i = n - 1; i > 0; i--)
+	{
+		uint64_t	z;
+		int32_t		j,
+					t;
+
+		state += 0x9E3779B97F4A7C15ULL;
+		z = state;
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+		z ^= z >> 31;
+		j = (int32_t) (z % (uint64_t) (i + 1));
+		t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+}
+
+static void
+build_spec(const char *name, NnSpec *spec)
+{
+	int			l = 0;
+
+	memset(spec, 0, sizeof(*spec));
+	spec->loss = NN_LOSS_CROSS_ENTROPY;
+	if (strcmp(name, "mlp") == 0)
+	{
+		spec->input_ndim = 1;
+		spec->input[0] = FMNIST_PIXELS;
+		nn_layer_defaults(&spec->layers[l], NN_DENSE);
+		spec->layers[l++].units = 512;
+		nn_layer_defaults(&spec->layers[l++], NN_RELU);
+		nn_layer_defaults(&spec->layers[l], NN_DENSE);
+		spec->layers[l++].units = 256;
+		nn_layer_defaults(&spec->layers[l++], NN_RELU);
+		nn_layer_defaults(&spec->layers[l], NN_DENSE);
+		spec->layers[l++].units = FMNIST_CLASSES;
+	}
+	else
+	{
+		spec->input_ndim = 3;
+		spec->input[0] = 1;
+		spec->input[1] = FMNIST_ROWS;
+		spec->input[2] = FMNIST_COLS;
+		nn_layer_defaults(&spec->layers[l], NN_CONV2D);
+		spec->layers[l].filters = 16;
+		spec->layers[l].kernel = 3;
+		spec->layers[l++].padding = 1;
+		nn_layer_defaults(&spec->layers[l++], NN_RELU);
+		nn_layer_defaults(&spec->layers[l], NN_MAXPOOL2D);
+		spec->layers[l++].kernel = 2;
+		nn_layer_defaults(&spec->layers[l], NN_CONV2D);
+		spec->layers[l].filters = 32;
+		spec->layers[l].kernel = 3;
+		spec->layers[l++].padding = 1;
+		nn_layer_defaults(&spec->layers[l++], NN_RELU);
+		nn_layer_defaults(&spec->layers[l], NN_MAXPOOL2D);
+		spec->layers[l++].kernel = 2;
+		nn_layer_defaults(&spec->layers[l], NN_DENSE);	/* flattens its input */
+		spec->layers[l++].units = FMNIST_CLASSES;
+	}
+	spec->n_layers = l;
+}
+
+static float *
+alloc_floats(size_t n)
+{
+	float	   *p = malloc(n * sizeof(float));
+
+	if (p == NULL)
+	{
+		fprintf(stderr, "out of memory (%zu floats)\n", n);
+		exit(1);
+	}
+	return p;
+}
+
+static void
+fill_rand(float *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = nn_rng_uniform(seed, 0, i) - 0.5f;
+}
+
+/*
+ * Best time of reps runs of C = op(A) op(B), row-major, C m x n, inner k.
+ * Returns GFLOP/s.
+ */
+static double
+time_sgemm(bool ta, bool tb, int m, int n, int k, int reps)
+{
+	float	   *a = alloc_floats((size_t) m * k);
+	float	   *b = alloc_floats((size_t) k * n);
+	float	   *c = alloc_floats((size_t) m * n);
+	double		best = 1e30;
+
+	fill_rand(a, (size_t) m * k, 1);
+	fill_rand(b, (size_t) k * n, 2);
+	for (int r = 0; r < reps; r++)
+	{
+		double		t = now_s();
+
+		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+					m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+		t = now_s() - t;
+		if (t < best)
+			best = t;
+	}
+	free(a);
+	free(b);
+	free(c);
+	return 2.0 * m * n * k / best / 1e9;
+}
+
+/*
+ * The MLP's own products at batch B, with weights stored [out, in] (as in
+ * PyTorch): forward Y = X W^T, input gradient dX = dY W, weight gradient
+ * dW = dY^T X.  Prints each and returns the rate of the whole set, weighted
+ * by FLOPs (a ceiling for the MLP's training throughput on this BLAS).
+ */
+static double
+mlp_gemm_rates(int batch)
+{
+	static const int dims[3][2] = {{784, 512}, {512, 256}, {256, 10}};
+	double		flops = 0,
+				secs = 0;
+
+	printf("pgdl gemm");
+	for (int l = 0; l < 3; l++)
+	{
+		int			in = dims[l][0],
+					out = dims[l][1];
+		struct
+		{
+			const char *what;
+			bool		ta,
+						tb;
+			int			m,
+						n,
+						k;
+		}			g[3] = {
+			{"fwd", false, true, batch, out, in},
+			{"dx", false, false, batch, in, out},
+			{"dw", true, false, out, in, batch},
+		};
+
+		for (int i = 0; i < 3; i++)
+		{
+			double		f,
+						rate;
+
+			if (l == 0 && i == 1)
+				continue;		/* no gradient for the input */
+			rate = time_sgemm(g[i].ta, g[i].tb, g[i].m, g[i].n, g[i].k, 20);
+			f = 2.0 * g[i].m * g[i].n * g[i].k;
+			flops += f;
+			secs += f / (rate * 1e9);
+			printf(" %s%d_%dx%dx%d=%.1f", g[i].what, l + 1, g[i].m, g[i].n, g[i].k, rate);
+		}
+	}
+	printf(" mlp_set=%.1f\n", flops / secs / 1e9);
+	return flops / secs / 1e9;
+}
+
+static void
+die_err(const char *what, const NnError *err)
+{
+	fprintf(stderr, "engine_bench: %s: layer %d, %s: %s\n", what, err->layer, err->field, err->msg);
+	exit(1);
+}
+
+static void
+run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_train,
+		  const FmnistSet *test, double peak)
+{
+	NnSpec		spec;
+	NnCost		cost;
+	NnError		err;
+	NnOptim		opt;
+	NnModel    *m;
+	NnBatchStats st = {0},		/* the engine adds to these */
+				ts = {0};
+	int32_t    *perm;
+	float	   *xs,
+			   *ys;
+	double		t0,
+				train_s,
+				ips,
+				gflops;
+	int64_t		seen,
+				test_n;
+
+	memset(&err, 0, sizeof(err));
+	build_spec(name, &spec);
+	if (!nn_spec_cost(&spec, NULL, &cost, &err))
+		die_err("nn_spec_cost", &err);
+	m = nn_model_create(&spec, o->seed, &err);
+	if (m == NULL)
+		die_err("nn_model_create", &err);
+	if (!nn_model_reserve(m, o->batch, &err))
+		die_err("nn_model_reserve", &err);
+	nn_optim_defaults(&opt, NN_OPT_SGD);
+	opt.lr = o->lr;
+	opt.momentum = o->momentum;
+	if (!nn_model_set_optim(m, &opt, &err))
+		die_err("nn_model_set_optim", &err);
+
+	/* The training set in one fixed shuffled order, prepared before timing. */
+	perm = malloc(sizeof(int32_t) * n_train);
+	xs = alloc_floats((size_t) n_train * FMNIST_PIXELS);
+	ys = alloc_floats((size_t) n_train);
+	if (perm == NULL)
+	{
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	shuffle_perm(perm, n_train, o->seed);
+	for (int32_t i = 0; i < n_train; i++)
+	{
+		memcpy(xs + (size_t) i * FMNIST_PIXELS, train->images + (size_t) perm[i] * FMNIST_PIXELS,
+			   sizeof(float) * FMNIST_PIXELS);
+		ys[i] = train->labels[perm[i]];
+	}
+
+	t0 = now_s();
+	for (int e = 0; e < o->epochs; e++)
+	{
+		for (int32_t i = 0; i < n_train; i += o->batch)
+		{
+			int32_t		n = n_train - i < o->batch ? n_train - i : o->batch;
+
+			if (!nn_model_train_step(m, xs + (size_t) i * FMNIST_PIXELS, ys + i, n, &st, &err))
+				die_err("nn_model_train_step", &err);
+		}
+	}
+	train_s = now_s() - t0;
+	seen = st.n;
+
+	for (int32_t i = 0; i < test->n; i += o->batch)
+	{
+		int32_t		n = test->n - i < o->batch ? test->n - i : o->batch;
+
+		if (!nn_model_evaluate(m, test->images + (size_t) i * FMNIST_PIXELS, test->labels + i, n,
+							   &ts, &err))
+			die_err("nn_model_evaluate", &err);
+	}
+	test_n = ts.n;
+
+	if (seen != (int64_t) n_train * o->epochs || test_n != test->n)
+	{
+		fprintf(stderr, "engine_bench: stats count %lld/%lld examples (expected %lld/%d)\n",
+				(long long) seen, (long long) test_n, (long long) n_train * o->epochs, test->n);
+		exit(1);
+	}
+
+	ips = (double) seen / train_s;
+	gflops = ips * (double) cost.flops_train / 1e9;
+	printf("pgdl %s images_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d lr=%g "
+		   "train_loss=%.4f train_acc=%.4f test_acc=%.4f params=%lld flops_train_per_ex=%lld "
+		   "gflops=%.2f peak_gflops=%.2f peak_fraction=%.3f\n",
+		   name, ips, train_s, o->epochs, n_train, o->batch, (double) o->lr,
+		   st.loss_sum / (double) seen, (double) st.correct / (double) seen,
+		   (double) ts.correct / (double) test_n, (long long) cost.params,
+		   (long long) cost.flops_train, gflops, peak, peak > 0 ? gflops / peak : 0.0);
+	fflush(stdout);
+
+	free(perm);
+	free(xs);
+	free(ys);
+	nn_model_free(m);
+}
+
+int
+main(int argc, char **argv)
+{
+	Options		o;
+	FmnistSet	train,
+				test;
+	char		errbuf[512];
+	int32_t		n_train;
+	double		peak = 0;
+	const char *ct = getenv("OPENBLAS_CORETYPE");
+	const char *l2 = getenv("OPENBLAS_L2_SIZE");
+
+	parse_args(argc, argv, &o);
+	nn_set_blas_threads(1);
+
+	if (!fmnist_load(NULL, "train", &train, errbuf, sizeof(errbuf)) ||
+		!fmnist_load(NULL, "test", &test, errbuf, sizeof(errbuf)))
+	{
+		fprintf(stderr, "engine_bench: %s\n", errbuf);
+		return 1;
+	}
+	n_train = o.limit > 0 && o.limit < train.n ? o.limit : train.n;
+
+	if (o.peak)
+	{
+		/* warm up, then the best of several runs */
+		(void) time_sgemm(false, false, 1024, 1024, 1024, 2);
+		peak = time_sgemm(false, false, 1024, 1024, 1024, 8);
+	}
+	printf("pgdl info blas_core=%s blas_threads=%d OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s "
+		   "sgemm_1024_gflops=%.2f\n",
+		   openblas_get_corename ? openblas_get_corename() : "unknown",
+		   openblas_get_num_threads ? openblas_get_num_threads() : -1,
+		   ct ? ct : "unset", l2 ? l2 : "unset", peak);
+	if (o.peak && strcmp(o.model, "cnn") != 0)
+		(void) mlp_gemm_rates(o.batch);
+	fflush(stdout);
+
+	if (strcmp(o.model, "mlp") == 0 || strcmp(o.model, "all") == 0)
+		run_model("mlp", &o, &train, n_train, &test, peak);
+	if (strcmp(o.model, "cnn") == 0 || strcmp(o.model, "all") == 0)
+		run_model("cnn", &o, &train, n_train, &test, peak);
+
+	fmnist_free(&train);
+	fmnist_free(&test);
+	return 0;
+}
