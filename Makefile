@@ -127,3 +127,6 @@ bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
 .PHONY: unit unit-asan fixtures bench-engine
+
+# PGXS tracks no header dependencies; rebuild every object when a header changes.
+$(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)

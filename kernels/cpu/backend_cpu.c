@@ -15,10 +15,19 @@
 
 extern void openblas_set_num_threads(int num_threads);
 
+static bool blas_threads_chosen = false;
+
+/*
+ * The caller decides parallelism (a worker per core, or one backend per
+ * query), so BLAS runs on one thread unless told otherwise.  The first model
+ * created applies the default; nothing touches BLAS before that, so a process
+ * that forks later (the postmaster) never holds an initialized thread pool.
+ */
 void
 nn_set_blas_threads(int threads)
 {
 	openblas_set_num_threads(threads < 1 ? 1 : threads);
+	blas_threads_chosen = true;
 }
 
 static void *
@@ -324,5 +333,7 @@ static const NnBackend cpu_backend = {
 const NnBackend *
 nn_backend_cpu(void)
 {
+	if (!blas_threads_chosen)
+		nn_set_blas_threads(1);
 	return &cpu_backend;
 }
