@@ -33,6 +33,7 @@ void
 _PG_init(void)
 {
 	pgdl_guc_init();
+	pgdl_model_io_init();
 }
 
 void

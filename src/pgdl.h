@@ -6,6 +6,10 @@
 #ifndef PGDL_H
 #define PGDL_H
 
+#include "nn/nn.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
+
 /* Keep in step with extension/pgdl.control; regress/sql/pgdl.sql checks it. */
 #define PGDL_VERSION		"0.1.0"
 
@@ -23,5 +27,101 @@ extern void pgdl_guc_init(void);
  * thread pool started there can hang the backends forked from it.
  */
 extern void pgdl_engine_prepare(void);
+
+/* spec_json.c: the one place that maps jsonb to the engine */
+
+/* How to train: the optimizer and the minibatch size (config jsonb). */
+typedef struct PgdlTrainConfig
+{
+	NnOptim		optim;
+	int32		batch_size;		/* examples per optimizer step; default 128 */
+	int64		seed;			/* initialization, order of partitions; default 42 */
+} PgdlTrainConfig;
+
+/* Errors are ereport(ERROR)s that name the layer and the field at fault. */
+extern void pgdl_spec_from_jsonb(Jsonb *spec, NnSpec *out);
+extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
+extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
+extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
+
+/* model_io.c: models as bytea, models by id or name (cached), datasets */
+
+extern void pgdl_model_io_init(void);
+
+/* What a packed dataset's rows mean; from pgdl.datasets. */
+typedef struct PgdlDataset
+{
+	int64		id;
+	Oid			packed;			/* the packed table */
+	bool		classification;
+	int32		n_features;
+	int32		n_targets;		/* floats of y per example: 1 for classes */
+	int32		n_classes;		/* 0 for regression */
+	int32		partitions;		/* the packed table's parts are 0 .. partitions - 1 */
+	char	  **classes;		/* class i's value as text */
+	Oid			label_type;
+	float		scale;			/* x * scale, when mean == NULL */
+	float	   *mean;			/* else (x - mean) / std, per feature */
+	float	   *std;
+} PgdlDataset;
+
+/* A stored or given model, ready to run. */
+typedef struct PgdlModel
+{
+	int64		id;				/* 0 when given as bytea */
+	NnModel    *nn;
+	PgdlDataset *dataset;		/* NULL when unknown (a bare bytea, or no dataset) */
+} PgdlModel;
+
+/*
+ * Models by id or name come from a per-backend cache, which a trigger on
+ * pgdl.models (and pgdl.datasets) flushes when a row changes.  They belong to
+ * the cache: use them within the current call, never free them, and do not
+ * train them (nn_model_clone first).  A model from bytea lives until `owner`
+ * is reset.
+ */
+extern PgdlModel *pgdl_model_by_id(int64 id);
+extern PgdlModel *pgdl_model_by_name(const char *name);
+extern PgdlModel *pgdl_model_from_bytea(bytea *blob, MemoryContext owner);
+extern PgdlDataset *pgdl_dataset_by_id(int64 id);
+extern PgdlDataset *pgdl_dataset_by_packed(Oid packed);	/* ereport if not a packed table */
+
+/* The engine allocates with malloc; these tie its models to PostgreSQL's memory and errors. */
+extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
+extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */
+extern void pgdl_model_free_with(NnModel *model, MemoryContext owner);
+
+/* x (n rows of raw features) to what the model was trained on, in place. */
+extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+
+/* float4[] arguments: a 1-d, NULL-free array's data and length, or an error naming `what`. */
+extern float *pgdl_float4_array(ArrayType *array, const char *what, int64 *length);
+
+/* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
+
+typedef struct PgdlTrainState
+{
+	NnModel    *model;			/* owned; freed when `cxt` is reset */
+	PgdlTrainConfig config;
+	NnBatchStats stats;			/* since the state began */
+	int64		examples;		/* weight of this model in an average */
+	MemoryContext cxt;
+} PgdlTrainState;
+
+extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
+										MemoryContext cxt);
+extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+
+/* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
+
+typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n);
+
+/* Every buffer of partition `part` (or of all, part order, when part < 0). */
+extern void pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg);
+/* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
+extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
+/* The model's input and output agree with the dataset, or an error says how not. */
+extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
 
 #endif							/* PGDL_H */

@@ -135,3 +135,23 @@ UNIT_TEST(determinism_initializers)
 	}
 	nn_model_free(m);
 }
+
+UNIT_TEST(determinism_permutation)
+{
+	int32_t		a[50],
+				b[50],
+				c[50];
+	bool		seen[50] = {false};
+
+	nn_rng_permutation(7, NN_EPOCH_ORDER_STREAM(0), 50, a);
+	nn_rng_permutation(7, NN_EPOCH_ORDER_STREAM(0), 50, b);
+	nn_rng_permutation(7, NN_EPOCH_ORDER_STREAM(1), 50, c);
+	CHECK(memcmp(a, b, sizeof(a)) == 0);
+	CHECK(memcmp(a, c, sizeof(a)) != 0);
+	for (int i = 0; i < 50; i++)
+	{
+		CHECK(a[i] >= 0 && a[i] < 50 && !seen[a[i]]);
+		if (a[i] >= 0 && a[i] < 50)
+			seen[a[i]] = true;
+	}
+}

@@ -220,6 +220,10 @@ extern uint32_t nn_crc32(uint32_t crc, const uint8_t *data, size_t len);
 extern uint64_t nn_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter);
 extern float nn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);	/* [0, 1) */
 extern float nn_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
+extern void nn_rng_permutation(uint64_t seed, uint64_t stream, int32_t n, int32_t *out);
+
+/* The order in which a model with this seed visits n partitions in an epoch. */
+#define NN_EPOCH_ORDER_STREAM(epoch) (UINT64_C(0x65706f6368) + (uint64_t) (epoch))
 
 /* threads used by the CPU backend's BLAS calls (default 1) */
 extern void nn_set_blas_threads(int threads);

@@ -45,3 +45,23 @@ nn_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter)
 
 	return (float) (sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
+
+/*
+ * A permutation of 0..n-1 fixed by (seed, stream): Fisher-Yates on the
+ * counter-based generator.  Used wherever an order must be reproducible, such
+ * as the order in which a model visits partitions in an epoch.
+ */
+void
+nn_rng_permutation(uint64_t seed, uint64_t stream, int32_t n, int32_t *out)
+{
+	for (int32_t i = 0; i < n; i++)
+		out[i] = i;
+	for (int32_t i = n - 1; i > 0; i--)
+	{
+		int32_t		j = (int32_t) (nn_rng_u64(seed, stream, (uint64_t) i) % (uint64_t) (i + 1));
+		int32_t		t = out[i];
+
+		out[i] = out[j];
+		out[j] = t;
+	}
+}

@@ -1,0 +1,107 @@
+-- The catalog: datasets (packed tables), architectures, models, runs and their metrics.
+-- Rows are the extension's configuration data, so pg_dump keeps them.
+
+CREATE TABLE pgdl.datasets (
+	id bigserial PRIMARY KEY,
+	packed regclass NOT NULL UNIQUE,		-- the LIST-partitioned table pgdl.pack wrote
+	source text NOT NULL,					-- the table it was packed from, as named then
+	features text NOT NULL,					-- the feature column(s), as given
+	label text NOT NULL,
+	task text NOT NULL CHECK (task IN ('classification', 'regression')),
+	n_features integer NOT NULL CHECK (n_features > 0),
+	n_targets integer NOT NULL CHECK (n_targets > 0),	-- 1 for classes; outputs for regression
+	classes text[],							-- class values, index i = class i; NULL for regression
+	label_type regtype NOT NULL,			-- type of the source label column
+	normalization jsonb NOT NULL,			-- {"scale": s} or {"mean": [...], "std": [...]}
+	n_rows bigint NOT NULL,
+	n_buffers integer NOT NULL,
+	buffer_rows integer NOT NULL,
+	partitions integer NOT NULL,
+	seed bigint NOT NULL,
+	reference bigint REFERENCES pgdl.datasets ON DELETE SET NULL,	-- dataset whose classes and normalization were reused
+	created timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE pgdl.architectures (
+	id bigserial PRIMARY KEY,
+	name text NOT NULL UNIQUE,
+	spec jsonb NOT NULL,					-- validated by pgdl.add_architecture
+	created timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE pgdl.runs (
+	id bigserial PRIMARY KEY,
+	kind text NOT NULL,						-- 'fit'
+	dataset bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
+	validation bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
+	architecture bigint REFERENCES pgdl.architectures ON DELETE SET NULL,
+	config jsonb NOT NULL,
+	epochs integer NOT NULL,
+	status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'failed', 'cancelled')),
+	started timestamptz NOT NULL DEFAULT now(),
+	finished timestamptz
+);
+
+CREATE TABLE pgdl.models (
+	id bigserial PRIMARY KEY,
+	name text UNIQUE,
+	architecture bigint REFERENCES pgdl.architectures ON DELETE SET NULL,
+	spec jsonb NOT NULL,
+	config jsonb,
+	dataset bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
+	run bigint REFERENCES pgdl.runs ON DELETE SET NULL,
+	weights bytea NOT NULL,					-- engine model format: spec, parameters, optimizer state
+	metrics jsonb,							-- of the last epoch
+	parent bigint REFERENCES pgdl.models ON DELETE SET NULL,
+	created timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE pgdl.models ALTER COLUMN weights SET STORAGE EXTERNAL;
+
+CREATE TABLE pgdl.run_metrics (
+	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
+	model bigint,							-- filled in when the model is stored
+	epoch integer NOT NULL,
+	train_loss double precision,
+	train_accuracy double precision,
+	validation_loss double precision,
+	validation_accuracy double precision,
+	seconds double precision,
+	images_per_second double precision,
+	PRIMARY KEY (run, epoch)
+);
+
+COMMENT ON TABLE pgdl.datasets IS 'packed training data written by pgdl.pack: shape, classes, normalization';
+COMMENT ON TABLE pgdl.architectures IS 'named, validated network specs (jsonb) for pgdl.fit';
+COMMENT ON TABLE pgdl.models IS 'trained models: spec, configuration, weights (engine format), metrics, lineage';
+COMMENT ON TABLE pgdl.runs IS 'training runs: what was trained on what, and how it ended';
+COMMENT ON TABLE pgdl.run_metrics IS 'per-epoch training and validation metrics of each run';
+
+SELECT pg_catalog.pg_extension_config_dump('pgdl.datasets', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.datasets_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.architectures', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.architectures_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.runs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.runs_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.models', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.models_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.run_metrics', '');
+
+-- Backends cache deserialized models and datasets; a change to either table
+-- flushes every backend's cache (a relcache invalidation of the table).
+CREATE FUNCTION pgdl.catalog_changed() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'pgdl_catalog_changed'
+	LANGUAGE C;
+COMMENT ON FUNCTION pgdl.catalog_changed() IS
+	'trigger: flushes the per-backend cache of models and datasets when pgdl.models or pgdl.datasets changes';
+
+CREATE TRIGGER models_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.models
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.datasets
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+
+-- Users train, store and share models: the catalog is theirs to read and write.
+GRANT USAGE ON SCHEMA pgdl TO PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs,
+	pgdl.run_metrics TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
+	pgdl.runs_id_seq TO PUBLIC;

@@ -1,0 +1,164 @@
+/*
+ * catalog.c -- architectures and cost estimates.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "pgdl.h"
+
+PG_FUNCTION_INFO_V1(pgdl_add_architecture);
+Datum
+pgdl_add_architecture(PG_FUNCTION_ARGS)
+{
+	text	   *name = PG_GETARG_TEXT_PP(0);
+	Jsonb	   *spec_json = PG_GETARG_JSONB_P(1);
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+	Oid			argtypes[2] = {TEXTOID, JSONBOID};
+	Datum		values[2];
+	int64		id;
+	bool		isnull;
+
+	pgdl_spec_from_jsonb(spec_json, spec);
+	if (VARSIZE_ANY_EXHDR(name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("an architecture needs a non-empty name")));
+	values[0] = PointerGetDatum(name);
+	values[1] = JsonbPGetDatum(pgdl_spec_to_jsonb(spec));
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT 1 FROM pgdl.architectures WHERE name = $1", 1, argtypes, values,
+							  NULL, false, 1) == SPI_OK_SELECT && SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("architecture \"%s\" already exists", text_to_cstring(name)),
+				 errhint("Choose another name, or delete the old one from pgdl.architectures.")));
+	if (SPI_execute_with_args("INSERT INTO pgdl.architectures (name, spec) VALUES ($1, $2) RETURNING id",
+							  2, argtypes, values, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not insert into pgdl.architectures");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	PG_RETURN_INT64(id);
+}
+
+/* A freshly initialized model, with the configuration's seed and optimizer: where pgdl.train starts. */
+PG_FUNCTION_INFO_V1(pgdl_init_model);
+Datum
+pgdl_init_model(PG_FUNCTION_ARGS)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+	PgdlTrainConfig config;
+	NnModel    *model;
+	NnError		err;
+
+	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
+	pgdl_engine_prepare();
+	model = nn_model_create(spec, (uint64) config.seed, &err);
+	if (model == NULL)
+		pgdl_report_nn_error("model spec", &err);
+	pgdl_model_free_with(model, CurrentMemoryContext);
+	if (!nn_model_set_optim(model, &config.optim, &err))
+		pgdl_report_nn_error("training configuration", &err);
+	PG_RETURN_BYTEA_P(pgdl_model_serialize(model));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_validate_spec);
+Datum
+pgdl_validate_spec(PG_FUNCTION_ARGS)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+
+	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	PG_RETURN_JSONB_P(pgdl_spec_to_jsonb(spec));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_validate_config);
+Datum
+pgdl_validate_config(PG_FUNCTION_ARGS)
+{
+	PgdlTrainConfig config;
+
+	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(0), &config);
+	PG_RETURN_JSONB_P(pgdl_config_to_jsonb(&config));
+}
+
+/*
+ * Parameters, FLOPs and memory, from the spec alone (nothing is allocated).
+ * Memory per batch counts parameters, gradients and optimizer state, plus the
+ * activations and their gradients for a batch; im2col scratch is left out, so
+ * it is a lower bound for convolutional networks.
+ */
+PG_FUNCTION_INFO_V1(pgdl_estimate);
+Datum
+pgdl_estimate(PG_FUNCTION_ARGS)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+	PgdlTrainConfig config;
+	NnCost		total;
+	NnError		err;
+	TupleDesc	desc;
+	Datum		values[6];
+	bool		nulls[6] = {false};
+	int64		opt_floats;
+	int64		input;
+
+	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
+	if (!nn_spec_cost(spec, NULL, &total, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	opt_floats = config.optim.type == NN_OPT_SGD ? (config.optim.momentum > 0 ? total.params : 0) : 2 * total.params;
+	input = spec->input[0] * (int64) (spec->input_ndim == 3 ? spec->input[1] * spec->input[2] : 1);
+	values[0] = Int64GetDatum(total.params);
+	values[1] = Int64GetDatum(total.flops_forward);
+	values[2] = Int64GetDatum(total.flops_train);
+	values[3] = Int64GetDatum(4 * total.act_floats);
+	values[4] = Int32GetDatum(config.batch_size);
+	values[5] = Int64GetDatum(4 * (2 * total.params + opt_floats +
+								   (int64) config.batch_size * (2 * total.act_floats + input)));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_estimate_layers);
+Datum
+pgdl_estimate_layers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnCost	   *per = palloc(sizeof(NnCost) * NN_MAX_LAYERS);
+	NnError		err;
+
+	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	if (!nn_spec_validate(spec, shape, &err) || !nn_spec_cost(spec, per, NULL, &err))
+		pgdl_report_nn_error("model spec", &err);
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < spec->n_layers; i++)
+	{
+		Datum		values[7];
+		bool		nulls[7] = {false};
+		Datum		dims[3];
+		int			nd = shape[i + 1].ndim == 3 ? 3 : 1;
+
+		dims[0] = Int32GetDatum(shape[i + 1].c);
+		dims[1] = Int32GetDatum(shape[i + 1].h);
+		dims[2] = Int32GetDatum(shape[i + 1].w);
+		values[0] = Int32GetDatum(i);
+		values[1] = CStringGetTextDatum(nn_layer_type_name(spec->layers[i].type));
+		values[2] = PointerGetDatum(construct_array(dims, nd, INT4OID, 4, true, TYPALIGN_INT));
+		values[3] = Int64GetDatum(per[i].params);
+		values[4] = Int64GetDatum(per[i].flops_forward);
+		values[5] = Int64GetDatum(per[i].flops_train);
+		values[6] = Int64GetDatum(4 * per[i].act_floats);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}

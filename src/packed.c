@@ -1,0 +1,160 @@
+/*
+ * packed.c -- reading the packed tables pgdl.pack writes:
+ *   (part integer, buffer_id integer, n integer, x real[], y real[])
+ * x holds n examples of n_features, y n class indices or n * n_targets targets.
+ *
+ * Training, evaluation and (later) the model hopper all read buffers through
+ * here, in buffer_id order within a partition, so that a model sees its data in
+ * the same order whoever reads it.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "pgdl.h"
+
+#define FETCH_ROWS 16
+
+void
+pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
+{
+	char	   *relname;
+	char	   *query;
+	Portal		portal;
+	Oid			argtypes[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(part)};
+	MemoryContext per_batch;
+	MemoryContext old;
+
+	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(ds->packed)),
+										 get_rel_name(ds->packed));
+	query = part >= 0 ?
+		psprintf("SELECT x, y, n, buffer_id FROM %s WHERE part = $1 ORDER BY buffer_id", relname) :
+		psprintf("SELECT x, y, n, buffer_id FROM %s ORDER BY part, buffer_id", relname);
+
+	per_batch = AllocSetContextCreate(CurrentMemoryContext, "pgdl packed scan", ALLOCSET_DEFAULT_SIZES);
+	SPI_connect();
+	portal = SPI_cursor_open_with_args(NULL, query, part >= 0 ? 1 : 0, argtypes, values, NULL, true, 0);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(per_batch);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		xnull,
+						ynull,
+						nnull,
+						bnull;
+			Datum		xd = SPI_getbinval(tup, desc, 1, &xnull);
+			Datum		yd = SPI_getbinval(tup, desc, 2, &ynull);
+			Datum		nd = SPI_getbinval(tup, desc, 3, &nnull);
+			int32		buffer_id = DatumGetInt32(SPI_getbinval(tup, desc, 4, &bnull));
+			int32		n;
+			int64		xlen,
+						ylen;
+			float	   *x,
+					   *y;
+
+			CHECK_FOR_INTERRUPTS();
+			if (xnull || ynull || nnull)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("buffer %d of packed table %s has NULL data", buffer_id, relname)));
+			n = DatumGetInt32(nd);
+			x = pgdl_float4_array(DatumGetArrayTypeP(xd), "x", &xlen);
+			y = pgdl_float4_array(DatumGetArrayTypeP(yd), "y", &ylen);
+			if (n < 1 || n > NN_MAX_BATCH || xlen != (int64) n * ds->n_features || ylen != (int64) n * ds->n_targets)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_CORRUPTED),
+						 errmsg("buffer %d of packed table %s is inconsistent", buffer_id, relname),
+						 errdetail("It says n = %d and holds %lld features and %lld targets; the dataset has %d features and %d targets per example.",
+								   n, (long long) xlen, (long long) ylen, ds->n_features, ds->n_targets)));
+			fn(arg, x, y, n);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(per_batch);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	MemoryContextDelete(per_batch);
+}
+
+void
+pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds)
+{
+	int64		in = spec->input[0] * (int64) (spec->input_ndim == 3 ? spec->input[1] * spec->input[2] : 1);
+	int64		out = nn_spec_output_size(spec);
+
+	if (in != ds->n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("model input does not match the dataset"),
+				 errdetail("The model takes %lld features per example; the dataset has %d.",
+						   (long long) in, ds->n_features)));
+	if (ds->classification)
+	{
+		if (spec->loss != NN_LOSS_CROSS_ENTROPY)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("loss %s does not suit a classification dataset", nn_loss_name(spec->loss)),
+					 errhint("Use \"loss\": \"cross_entropy\" with one output per class.")));
+		if (out != ds->n_classes)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("model output does not match the dataset"),
+					 errdetail("The model has %lld outputs; the dataset has %d classes.",
+							   (long long) out, ds->n_classes)));
+	}
+	else
+	{
+		if (spec->loss == NN_LOSS_CROSS_ENTROPY)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("loss cross_entropy does not suit a regression dataset"),
+					 errhint("Use \"loss\": \"mse\" (or \"binary_cross_entropy\" for targets in [0, 1]).")));
+		if (out != ds->n_targets)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("model output does not match the dataset"),
+					 errdetail("The model has %lld outputs; the dataset has %d targets per example.",
+							   (long long) out, ds->n_targets)));
+	}
+}
+
+typedef struct EvalArg
+{
+	NnModel    *model;
+	NnBatchStats *stats;
+} EvalArg;
+
+static void
+evaluate_buffer(void *arg, const float *x, const float *y, int32 n)
+{
+	EvalArg    *ea = arg;
+	NnError		err;
+
+	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("cannot evaluate the model on this buffer"),
+				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+}
+
+void
+pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
+{
+	EvalArg		ea = {model, stats};
+
+	pgdl_check_model_fits(&model->spec, ds);
+	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea);
+}

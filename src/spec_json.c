@@ -1,0 +1,466 @@
+/*
+ * spec_json.c -- the description language: jsonb <-> engine spec and training
+ * configuration.
+ *
+ *   {"input": [1, 28, 28],
+ *    "layers": [{"type": "conv2d", "filters": 16, "kernel": 3, "padding": 1}, {"type": "relu"}, ...],
+ *    "loss": "cross_entropy"}
+ *
+ *   {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 128, "seed": 42}
+ *
+ * Layer types take pgdl's names or the ONNX operator's (Gemm, Conv, MaxPool,
+ * ...), so that ONNX import and export are a mapping.  Unknown keys are errors,
+ * not silently ignored: a misspelt "paddding" would otherwise train a different
+ * network.  Ranges and shapes are checked by the engine's one validator.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "common/shortest_dec.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "pgdl.h"
+
+static const struct
+{
+	const char *name;
+	NnLayerType type;
+}			onnx_names[] = {
+	{"Gemm", NN_DENSE},
+	{"Conv", NN_CONV2D},
+	{"MaxPool", NN_MAXPOOL2D},
+	{"AveragePool", NN_AVGPOOL2D},
+	{"GlobalAveragePool", NN_GLOBAL_AVGPOOL},
+	{"Flatten", NN_FLATTEN},
+	{"Relu", NN_RELU},
+	{"LeakyRelu", NN_LEAKY_RELU},
+	{"Sigmoid", NN_SIGMOID},
+	{"Tanh", NN_TANH},
+	{"Dropout", NN_DROPOUT},
+	{"BatchNormalization", NN_BATCHNORM},
+};
+
+/* The keys each layer type accepts besides "type". */
+static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
+	[NN_DENSE] = {"units", "init"},
+	[NN_CONV2D] = {"filters", "kernel", "stride", "padding", "init"},
+	[NN_MAXPOOL2D] = {"size", "kernel", "stride"},
+	[NN_AVGPOOL2D] = {"size", "kernel", "stride"},
+	[NN_LEAKY_RELU] = {"alpha"},
+	[NN_DROPOUT] = {"rate"},
+	[NN_BATCHNORM] = {"eps", "momentum"},
+};
+
+static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
+static const char *const config_keys[] = {
+	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
+	"batch_size", "seed", NULL
+};
+
+static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
+
+/* The shortest decimal that reads back as the same float: 0.1, not 0.100000001. */
+static const char *
+float_text(float f)
+{
+	static char buf[FLOAT_SHORTEST_DECIMAL_LEN];
+
+	float_to_shortest_decimal_buf(f, buf);
+	return buf;
+}
+
+static void
+spec_error(const char *what, const char *path, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid %s at %s", what, path),
+			 errdetail("%s", detail)));
+}
+
+void
+pgdl_report_nn_error(const char *what, const NnError *err)
+{
+	char		path[64];
+	char		detail[300];
+
+	if (err->layer >= 0)
+		snprintf(path, sizeof(path), "layers[%d]%s%s", err->layer,
+				 err->field[0] ? "." : "", err->field);
+	else
+		snprintf(path, sizeof(path), "%s", err->field[0] ? err->field : "top level");
+	/*
+	 * The engine says 'layers[2]: conv2d: "kernel" must be ...': the path is
+	 * in errmsg already, and the rest reads as 'For conv2d, "kernel" must be
+	 * ...'.
+	 */
+	{
+		const char *msg = err->msg;
+		const char *colon;
+
+		if (strncmp(msg, "layers[", 7) == 0 && (colon = strstr(msg, "]: ")) != NULL)
+			msg = colon + 3;
+		colon = strstr(msg, ": ");
+		if (colon && colon > msg && strchr(msg, ' ') > colon)
+			snprintf(detail, sizeof(detail), "For %.*s, %s.", (int) (colon - msg), msg, colon + 2);
+		else
+		{
+			snprintf(detail, sizeof(detail), "%s.", msg);
+			detail[0] = pg_toupper((unsigned char) detail[0]);
+		}
+	}
+	spec_error(what, path, detail);
+}
+
+static JsonbValue *
+get_key(JsonbContainer *obj, const char *key)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
+}
+
+/* Reject keys other than `extra` and those in `allowed` (at most n, NULL-terminated if fewer). */
+static void
+check_keys(JsonbContainer *obj, const char *const *allowed, int n, const char *extra,
+		   const char *what, const char *path)
+{
+	JsonbIterator *it = JsonbIteratorInit(obj);
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			depth = 0;
+
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		ok = false;
+		char	   *key;
+
+		if (tok == WJB_BEGIN_OBJECT)
+			depth++;
+		if (tok != WJB_KEY || depth != 1)
+			continue;
+		key = pnstrdup(v.val.string.val, v.val.string.len);
+		if (extra && strcmp(key, extra) == 0)
+			continue;
+		for (int i = 0; i < n && allowed[i] != NULL; i++)
+			ok |= strcmp(key, allowed[i]) == 0;
+		if (!ok)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid %s at %s%s%s", what, path, path[0] ? "." : "", key),
+					 errdetail("Key \"%s\" is not known here.", key)));
+	}
+}
+
+static double
+get_number(JsonbValue *v, const char *what, const char *path)
+{
+	if (v->type != jbvNumeric)
+		spec_error(what, path, "Expected a number.");
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+}
+
+static int32
+get_int(JsonbValue *v, const char *what, const char *path)
+{
+	double		d = get_number(v, what, path);
+
+	if (d != floor(d) || d < PG_INT32_MIN || d > PG_INT32_MAX)
+		spec_error(what, path, "Expected an integer.");
+	return (int32) d;
+}
+
+static char *
+get_string(JsonbValue *v, const char *what, const char *path)
+{
+	if (v->type != jbvString)
+		spec_error(what, path, "Expected a string.");
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+static JsonbContainer *
+get_container(JsonbValue *v, bool array, const char *what, const char *path)
+{
+	if (v->type != jbvBinary ||
+		(array ? !JsonContainerIsArray(v->val.binary.data) : !JsonContainerIsObject(v->val.binary.data)))
+		spec_error(what, path, array ? "Expected an array." : "Expected an object.");
+	return v->val.binary.data;
+}
+
+static NnLayerType
+layer_type(const char *name)
+{
+	NnLayerType t = nn_layer_type_from_name(name);
+
+	for (int i = 0; t == 0 && i < lengthof(onnx_names); i++)
+		if (strcmp(name, onnx_names[i].name) == 0)
+			t = onnx_names[i].type;
+	return t;
+}
+
+static void
+parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
+{
+	char		path[64];
+	char		field[80];
+	JsonbValue *v;
+	NnLayerType type;
+	const char *const *keys;
+
+	snprintf(path, sizeof(path), "layers[%d]", i);
+	v = get_key(obj, "type");
+	if (v == NULL)
+	{
+		snprintf(field, sizeof(field), "%s.type", path);
+		spec_error("model spec", field, "Every layer needs a \"type\".");
+	}
+	snprintf(field, sizeof(field), "%s.type", path);
+	type = layer_type(get_string(v, "model spec", field));
+	if (type == 0)
+		spec_error("model spec", field,
+				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
+							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.",
+							get_string(v, "model spec", field)));
+	nn_layer_defaults(l, type);
+	keys = layer_keys[type];
+	check_keys(obj, keys, lengthof(layer_keys[0]), "type", "model spec", path);
+
+#define INT_FIELD(key, member) \
+	if ((v = get_key(obj, key)) != NULL) \
+	{ \
+		snprintf(field, sizeof(field), "%s.%s", path, key); \
+		l->member = get_int(v, "model spec", field); \
+	}
+#define FLOAT_FIELD(key, member) \
+	if ((v = get_key(obj, key)) != NULL) \
+	{ \
+		snprintf(field, sizeof(field), "%s.%s", path, key); \
+		l->member = (float) get_number(v, "model spec", field); \
+	}
+
+	INT_FIELD("units", units);
+	INT_FIELD("filters", filters);
+	INT_FIELD("kernel", kernel);
+	INT_FIELD("size", kernel);
+	INT_FIELD("stride", stride);
+	INT_FIELD("padding", padding);
+	FLOAT_FIELD("alpha", alpha);
+	FLOAT_FIELD("rate", rate);
+	FLOAT_FIELD("eps", eps);
+	FLOAT_FIELD("momentum", momentum);
+	if ((v = get_key(obj, "init")) != NULL)
+	{
+		char	   *init;
+
+		snprintf(field, sizeof(field), "%s.init", path);
+		init = get_string(v, "model spec", field);
+		if (strcmp(init, "he") == 0)
+			l->init = NN_INIT_HE;
+		else if (strcmp(init, "glorot") == 0)
+			l->init = NN_INIT_GLOROT;
+		else
+			spec_error("model spec", field, "Expected \"he\" or \"glorot\".");
+	}
+	if (get_key(obj, "size") && get_key(obj, "kernel"))
+		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
+}
+
+void
+pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
+{
+	JsonbContainer *root = &jb->root;
+	JsonbValue *v;
+	JsonbContainer *arr;
+	NnError		err;
+	int			n;
+
+	memset(spec, 0, sizeof(NnSpec));
+	if (!JsonContainerIsObject(root))
+		spec_error("model spec", "top level", "A spec is an object with \"input\", \"layers\" and \"loss\".");
+	check_keys(root, spec_keys, lengthof(spec_keys), NULL, "model spec", "");
+
+	if ((v = get_key(root, "input")) == NULL)
+		spec_error("model spec", "input", "The spec needs an \"input\" shape: [features] or [channels, height, width].");
+	arr = get_container(v, true, "model spec", "input");
+	n = JsonContainerSize(arr);
+	if (n != 1 && n != 3)
+		spec_error("model spec", "input",
+				   psprintf("\"input\" must have 1 dimension [features] or 3 [channels, height, width], got %d.", n));
+	spec->input_ndim = n;
+	for (int d = 0; d < n; d++)
+		spec->input[d] = get_int(getIthJsonbValueFromContainer(arr, d), "model spec", psprintf("input[%d]", d));
+
+	if ((v = get_key(root, "layers")) == NULL)
+		spec_error("model spec", "layers", "The spec needs a \"layers\" array.");
+	arr = get_container(v, true, "model spec", "layers");
+	n = JsonContainerSize(arr);
+	if (n < 1 || n > NN_MAX_LAYERS)
+		spec_error("model spec", "layers", psprintf("\"layers\" must hold between 1 and %d layers, got %d.",
+													NN_MAX_LAYERS, n));
+	spec->n_layers = n;
+	for (int i = 0; i < n; i++)
+	{
+		char		path[32];
+
+		snprintf(path, sizeof(path), "layers[%d]", i);
+		parse_layer(get_container(getIthJsonbValueFromContainer(arr, i), false, "model spec", path),
+					i, &spec->layers[i]);
+	}
+
+	spec->loss = NN_LOSS_CROSS_ENTROPY;
+	if ((v = get_key(root, "loss")) != NULL)
+	{
+		char	   *loss = get_string(v, "model spec", "loss");
+
+		spec->loss = nn_loss_from_name(loss);
+		if (spec->loss == 0)
+			spec_error("model spec", "loss",
+					   psprintf("Unknown loss \"%s\"; known: cross_entropy, mse, binary_cross_entropy.", loss));
+	}
+
+	if (!nn_spec_validate(spec, NULL, &err))
+		pgdl_report_nn_error("model spec", &err);
+}
+
+Jsonb *
+pgdl_spec_to_jsonb(const NnSpec *spec)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"input\": [%d", spec->input[0]);
+	for (int d = 1; d < spec->input_ndim; d++)
+		appendStringInfo(&buf, ", %d", spec->input[d]);
+	appendStringInfoString(&buf, "], \"layers\": [");
+	for (int i = 0; i < spec->n_layers; i++)
+	{
+		const NnLayerSpec *l = &spec->layers[i];
+
+		appendStringInfo(&buf, "%s{\"type\": \"%s\"", i ? ", " : "", nn_layer_type_name(l->type));
+		switch (l->type)
+		{
+			case NN_DENSE:
+				appendStringInfo(&buf, ", \"units\": %d", l->units);
+				break;
+			case NN_CONV2D:
+				appendStringInfo(&buf, ", \"filters\": %d, \"kernel\": %d, \"stride\": %d, \"padding\": %d",
+								 l->filters, l->kernel, l->stride, l->padding);
+				break;
+			case NN_MAXPOOL2D:
+			case NN_AVGPOOL2D:
+				appendStringInfo(&buf, ", \"size\": %d, \"stride\": %d", l->kernel,
+								 l->stride > 0 ? l->stride : l->kernel);
+				break;
+			case NN_LEAKY_RELU:
+				appendStringInfo(&buf, ", \"alpha\": %s", float_text(l->alpha));
+				break;
+			case NN_DROPOUT:
+				appendStringInfo(&buf, ", \"rate\": %s", float_text(l->rate));
+				break;
+			case NN_BATCHNORM:
+				appendStringInfo(&buf, ", \"eps\": %s", float_text(l->eps));
+				appendStringInfo(&buf, ", \"momentum\": %s", float_text(l->momentum));
+				break;
+			default:
+				break;
+		}
+		if ((l->type == NN_DENSE || l->type == NN_CONV2D) && l->init != NN_INIT_DEFAULT)
+			appendStringInfo(&buf, ", \"init\": \"%s\"", l->init == NN_INIT_GLOROT ? "glorot" : "he");
+		appendStringInfoChar(&buf, '}');
+	}
+	appendStringInfo(&buf, "], \"loss\": \"%s\"}", nn_loss_name(spec->loss));
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+void
+pgdl_config_from_jsonb(Jsonb *jb, PgdlTrainConfig *cfg)
+{
+	JsonbContainer *root = &jb->root;
+	JsonbValue *v;
+	NnOptType	type = NN_OPT_SGD;
+	NnError		err;
+
+	if (!JsonContainerIsObject(root))
+		spec_error("training configuration", "top level", "A configuration is an object such as {\"optimizer\": \"sgd\", \"lr\": 0.01}.");
+	check_keys(root, config_keys, lengthof(config_keys), NULL, "training configuration", "");
+
+	if ((v = get_key(root, "optimizer")) != NULL)
+	{
+		char	   *name = get_string(v, "training configuration", "optimizer");
+
+		type = nn_optim_from_name(name);
+		if (type == 0)
+			spec_error("training configuration", "optimizer",
+					   psprintf("Unknown optimizer \"%s\"; known: sgd, adam, adamw.", name));
+	}
+	memset(cfg, 0, sizeof(*cfg));
+	nn_optim_defaults(&cfg->optim, type);
+	cfg->batch_size = 128;
+	cfg->seed = 42;
+
+#define CONFIG_FLOAT(key, member) \
+	if ((v = get_key(root, key)) != NULL) \
+		cfg->optim.member = (float) get_number(v, "training configuration", key);
+
+	CONFIG_FLOAT("lr", lr);
+	CONFIG_FLOAT("momentum", momentum);
+	CONFIG_FLOAT("weight_decay", weight_decay);
+	CONFIG_FLOAT("beta1", beta1);
+	CONFIG_FLOAT("beta2", beta2);
+	CONFIG_FLOAT("eps", eps);
+	if ((v = get_key(root, "nesterov")) != NULL)
+	{
+		if (v->type != jbvBool)
+			spec_error("training configuration", "nesterov", "Expected true or false.");
+		cfg->optim.nesterov = v->val.boolean;
+	}
+	if ((v = get_key(root, "batch_size")) != NULL)
+	{
+		cfg->batch_size = get_int(v, "training configuration", "batch_size");
+		if (cfg->batch_size < 1 || cfg->batch_size > NN_MAX_BATCH)
+			spec_error("training configuration", "batch_size",
+					   psprintf("\"batch_size\" must be between 1 and %d, got %d.", NN_MAX_BATCH, cfg->batch_size));
+	}
+	if ((v = get_key(root, "seed")) != NULL)
+	{
+		double		seed = get_number(v, "training configuration", "seed");
+
+		if (seed != floor(seed) || seed < 0 || seed > 9007199254740992.0)
+			spec_error("training configuration", "seed", "Expected a non-negative integer below 2^53.");
+		cfg->seed = (int64) seed;
+	}
+	if (!nn_optim_validate(&cfg->optim, &err))
+		pgdl_report_nn_error("training configuration", &err);
+}
+
+Jsonb *
+pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
+{
+	StringInfoData buf;
+	const NnOptim *o = &cfg->optim;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "{\"optimizer\": \"%s\"", nn_optim_name(o->type));
+	appendStringInfo(&buf, ", \"lr\": %s", float_text(o->lr));
+	if (o->type == NN_OPT_SGD)
+	{
+		appendStringInfo(&buf, ", \"momentum\": %s", float_text(o->momentum));
+		appendStringInfo(&buf, ", \"nesterov\": %s", o->nesterov ? "true" : "false");
+	}
+	else
+	{
+		appendStringInfo(&buf, ", \"beta1\": %s", float_text(o->beta1));
+		appendStringInfo(&buf, ", \"beta2\": %s", float_text(o->beta2));
+		appendStringInfo(&buf, ", \"eps\": %s", float_text(o->eps));
+	}
+	appendStringInfo(&buf, ", \"weight_decay\": %s", float_text(o->weight_decay));
+	appendStringInfo(&buf, ", \"batch_size\": %d, \"seed\": " INT64_FORMAT "}", cfg->batch_size, cfg->seed);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}

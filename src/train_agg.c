@@ -1,0 +1,290 @@
+/*
+ * train_agg.c -- training as an aggregate.
+ *
+ *   SELECT pgdl.train(x, y, n, model, config ORDER BY buffer_id) FROM packed WHERE part = 2;
+ *
+ * The state is the model with its optimizer state; the transition runs the
+ * minibatch steps of one packed buffer; the combine function averages models
+ * weighted by the examples each has seen (data parallelism: PostgreSQL's
+ * parallel aggregation, or Citus pushing the aggregate to its nodes); the final
+ * function returns the model blob.  pgdl.fit runs the same steps through
+ * pgdl_train_buffer without the aggregate's serialization between sub-epochs.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "pgdl.h"
+
+PgdlTrainState *
+pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cxt)
+{
+	PgdlTrainState *state = MemoryContextAllocZero(cxt, sizeof(PgdlTrainState));
+	NnError		err;
+
+	state->model = model;
+	state->config = *config;
+	state->cxt = cxt;
+	if (!nn_model_set_optim(model, &config->optim, &err) ||
+		!nn_model_reserve(model, config->batch_size, &err))
+		pgdl_report_nn_error("training configuration", &err);
+	return state;
+}
+
+void
+pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n)
+{
+	NnModel    *m = state->model;
+	int64		in = nn_model_input_size(m);
+	int64		tgt = nn_model_target_size(m);
+	int32		batch = state->config.batch_size;
+	NnError		err;
+
+	for (int32 s = 0; s < n; s += batch)
+	{
+		int32		c = n - s < batch ? n - s : batch;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!nn_model_train_step(m, x + s * in, y + s * tgt, c, &state->stats, &err))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("cannot train on this buffer"),
+					 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+	}
+	state->examples += n;
+}
+
+/* The model's own optimizer, or the defaults, when no configuration is given. */
+static void
+default_config(const NnModel *m, PgdlTrainConfig *config)
+{
+	Jsonb	   *empty = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+
+	pgdl_config_from_jsonb(empty, config);
+	if (m->optim.type != 0)
+		config->optim = m->optim;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_train_transition);
+Datum
+pgdl_train_transition(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	PgdlTrainState *state = PG_ARGISNULL(0) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(0);
+	int64		xlen,
+				ylen;
+	float	   *x,
+			   *y;
+	int32		n;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "pgdl_train_transition called in non-aggregate context");
+	if (PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.train needs non-NULL x, y and n")));
+
+	if (state == NULL)
+	{
+		NnModel    *model;
+		PgdlTrainConfig config;
+		MemoryContext old;
+
+		if (PG_ARGISNULL(4))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("pgdl.train needs a model to start from"),
+					 errhint("Pass a model blob, e.g. (SELECT weights FROM pgdl.models WHERE id = 1).")));
+		pgdl_engine_prepare();
+		old = MemoryContextSwitchTo(aggcxt);
+		model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(4));
+		pgdl_model_free_with(model, aggcxt);
+		if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+			pgdl_config_from_jsonb(PG_GETARG_JSONB_P(5), &config);
+		else
+			default_config(model, &config);
+		state = pgdl_train_begin(model, &config, aggcxt);
+		MemoryContextSwitchTo(old);
+	}
+
+	n = PG_GETARG_INT32(3);
+	x = pgdl_float4_array(PG_GETARG_ARRAYTYPE_P(1), "x", &xlen);
+	y = pgdl_float4_array(PG_GETARG_ARRAYTYPE_P(2), "y", &ylen);
+	if (n < 1 || n > NN_MAX_BATCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d, got %d", NN_MAX_BATCH, n)));
+	if (xlen != n * nn_model_input_size(state->model))
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("x does not hold %d examples", n),
+				 errdetail("Expected %lld values (%d examples of %lld features), found %lld.",
+						   (long long) (n * nn_model_input_size(state->model)), n,
+						   (long long) nn_model_input_size(state->model), (long long) xlen)));
+	if (ylen != n * nn_model_target_size(state->model))
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("y does not hold %d examples", n),
+				 errdetail("Expected %lld values (%d examples of %lld targets), found %lld.",
+						   (long long) (n * nn_model_target_size(state->model)), n,
+						   (long long) nn_model_target_size(state->model), (long long) ylen)));
+	pgdl_train_buffer(state, x, y, n);
+	PG_RETURN_POINTER(state);
+}
+
+/* a (aggcxt) = weighted average of a and b */
+static void
+average_into(PgdlTrainState *a, const PgdlTrainState *b)
+{
+	NnModel    *ma = a->model;
+	const NnModel *mb = b->model;
+	double		total = (double) a->examples + (double) b->examples;
+	float		wa,
+				wb;
+
+	if (ma->n_params != mb->n_params || ma->n_buffers != mb->n_buffers ||
+		ma->n_opt_state != mb->n_opt_state || memcmp(&ma->spec, &mb->spec, sizeof(NnSpec)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("cannot average models of different architectures")));
+	wa = total > 0 ? (float) (a->examples / total) : 0.5f;
+	wb = 1.0f - wa;
+	for (int64 i = 0; i < ma->n_params; i++)
+		ma->params[i] = wa * ma->params[i] + wb * mb->params[i];
+	for (int64 i = 0; i < ma->n_buffers; i++)
+		ma->buffers[i] = wa * ma->buffers[i] + wb * mb->buffers[i];
+	for (int64 i = 0; i < ma->n_opt_state; i++)
+		ma->opt_state[i] = wa * ma->opt_state[i] + wb * mb->opt_state[i];
+	ma->step = Max(ma->step, mb->step);
+	a->examples += b->examples;
+	a->stats.loss_sum += b->stats.loss_sum;
+	a->stats.correct += b->stats.correct;
+	a->stats.n += b->stats.n;
+}
+
+static PgdlTrainState *
+copy_state(const PgdlTrainState *src, MemoryContext cxt)
+{
+	NnError		err;
+	NnModel    *m = nn_model_clone(src->model, &err);
+	PgdlTrainState *state;
+
+	if (m == NULL)
+		pgdl_report_nn_error("model", &err);
+	pgdl_model_free_with(m, cxt);
+	state = MemoryContextAlloc(cxt, sizeof(PgdlTrainState));
+	*state = *src;
+	state->model = m;
+	state->cxt = cxt;
+	return state;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_train_combine);
+Datum
+pgdl_train_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	PgdlTrainState *a = PG_ARGISNULL(0) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(0);
+	PgdlTrainState *b = PG_ARGISNULL(1) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(1);
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "pgdl_train_combine called in non-aggregate context");
+	if (b == NULL)
+		PG_RETURN_POINTER(a);
+	if (a == NULL)
+		PG_RETURN_POINTER(copy_state(b, aggcxt));
+	average_into(a, b);
+	PG_RETURN_POINTER(a);
+}
+
+/* Serialized state: the counters, the configuration, then the model blob. */
+typedef struct TrainStateHeader
+{
+	int64		examples;
+	double		loss_sum;
+	int64		correct;
+	int64		n;
+	int32		batch_size;
+	int64		seed;
+} TrainStateHeader;
+
+PG_FUNCTION_INFO_V1(pgdl_train_serial);
+Datum
+pgdl_train_serial(PG_FUNCTION_ARGS)
+{
+	PgdlTrainState *state = (PgdlTrainState *) PG_GETARG_POINTER(0);
+	TrainStateHeader h;
+	size_t		model_size = nn_model_serialized_size(state->model);
+	bytea	   *out;
+
+	if (model_size + sizeof(h) > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("model is too large to pass between parallel workers")));
+	memset(&h, 0, sizeof(h));
+	h.examples = state->examples;
+	h.loss_sum = state->stats.loss_sum;
+	h.correct = state->stats.correct;
+	h.n = state->stats.n;
+	h.batch_size = state->config.batch_size;
+	h.seed = state->config.seed;
+	out = palloc(VARHDRSZ + sizeof(h) + model_size);
+	SET_VARSIZE(out, VARHDRSZ + sizeof(h) + model_size);
+	memcpy(VARDATA(out), &h, sizeof(h));
+	nn_model_serialize(state->model, (uint8_t *) VARDATA(out) + sizeof(h));
+	PG_RETURN_BYTEA_P(out);
+}
+
+PG_FUNCTION_INFO_V1(pgdl_train_deserial);
+Datum
+pgdl_train_deserial(PG_FUNCTION_ARGS)
+{
+	bytea	   *in = PG_GETARG_BYTEA_PP(0);
+	MemoryContext aggcxt;
+	TrainStateHeader h;
+	NnModel    *m;
+	NnError		err;
+	PgdlTrainState *state;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		elog(ERROR, "pgdl_train_deserial called in non-aggregate context");
+	if (VARSIZE_ANY_EXHDR(in) < sizeof(h))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("invalid pgdl.train state")));
+	memcpy(&h, VARDATA_ANY(in), sizeof(h));
+	pgdl_engine_prepare();
+	m = nn_model_deserialize((const uint8_t *) VARDATA_ANY(in) + sizeof(h),
+							 VARSIZE_ANY_EXHDR(in) - sizeof(h), &err);
+	if (m == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("invalid pgdl.train state"),
+				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+	pgdl_model_free_with(m, aggcxt);
+	state = MemoryContextAllocZero(aggcxt, sizeof(PgdlTrainState));
+	state->model = m;
+	state->examples = h.examples;
+	state->stats.loss_sum = h.loss_sum;
+	state->stats.correct = h.correct;
+	state->stats.n = h.n;
+	state->config.optim = m->optim;
+	state->config.batch_size = h.batch_size;
+	state->config.seed = h.seed;
+	state->cxt = aggcxt;
+	PG_RETURN_POINTER(state);
+}
+
+PG_FUNCTION_INFO_V1(pgdl_train_final);
+Datum
+pgdl_train_final(PG_FUNCTION_ARGS)
+{
+	PgdlTrainState *state = PG_ARGISNULL(0) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(0);
+
+	if (state == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_BYTEA_P(pgdl_model_serialize(state->model));
+}
