@@ -126,7 +126,11 @@ build/release/engine_bench: bench/engine.c bench/fmnist.h build/release/nn.a
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
-.PHONY: unit unit-asan fixtures bench-engine
+# SQL path vs engine vs PyTorch, and pack time; needs pgdl installed (make install).
+bench-sql: build/release/engine_bench
+	bench/sql.sh build/release/engine_bench
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql
 
 # PGXS tracks no header dependencies; rebuild every object when a header changes.
 $(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)

@@ -185,3 +185,9 @@ SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', 100000);
 RESET statement_timeout;
 \set VERBOSITY default
 SELECT count(*) AS runs_left_running FROM pgdl.runs WHERE status = 'running';
+
+-- dropping a packed table removes its dataset row; models keep their weights
+SELECT count(*) AS toy_one_datasets FROM pgdl.datasets WHERE packed = 'toy_one'::regclass;
+DROP TABLE toy_one;
+SELECT count(*) AS datasets_of_toy_rows FROM pgdl.datasets WHERE source = 'toy_rows';
+SELECT count(*) AS orphaned_models_kept FROM pgdl.models WHERE id = :one_epoch AND dataset IS NULL;

@@ -1,0 +1,81 @@
+#!/bin/bash
+# bench/demo.sh -- pgdl's main job, from a fresh Debian 12 machine to trained models:
+# installs the packages, builds and installs pgdl, starts a private PostgreSQL
+# (unless PGHOST/PGDATABASE name one), loads Fashion-MNIST with COPY, packs it,
+# trains design.md's reference MLP (5 epochs) and CNN (2 epochs) with pgdl.fit,
+# evaluates both on the 10,000 test images and predicts a few of them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+
+echo "== installing packages and pgdl"
+bash .ci/install-deps
+make -s -j"$(nproc)" >/dev/null
+"${sudo[@]}" make -s install >/dev/null
+
+# shellcheck source=bench/pg_private.sh
+. bench/pg_private.sh
+pg_private_start
+psql() { command psql -qX -v ON_ERROR_STOP=1 "$@"; }
+
+echo "== loading Fashion-MNIST with COPY"
+start=$SECONDS
+load_fmnist
+psql -Atc "SELECT 'train: ' || count(*) FROM fmnist_train" -c "SELECT 'test:  ' || count(*) FROM fmnist_test"
+echo "   ($((SECONDS - start)) s)"
+
+echo "== packing (shuffled, 128-row buffers, 4 partitions, pixels scaled to [0, 1])"
+psql <<'SQL'
+CREATE EXTENSION IF NOT EXISTS pgdl;
+-- a rerun starts over (dropping a packed table also drops its pgdl.datasets row)
+DELETE FROM pgdl.models WHERE name IN ('fmnist_mlp', 'fmnist_cnn');
+DELETE FROM pgdl.architectures WHERE name IN ('fmnist_mlp', 'fmnist_cnn');
+DROP TABLE IF EXISTS fmnist_train_packed, fmnist_test_packed;
+\timing on
+SELECT pgdl.pack('fmnist_train', 'image', 'label', 'fmnist_train_packed',
+                 buffer_rows => 128, partitions => 4, seed => 42, scale => 1 / 255.0) AS train_dataset;
+SELECT pgdl.pack('fmnist_test', 'image', 'label', 'fmnist_test_packed',
+                 buffer_rows => 128, partitions => 1, reference => 'fmnist_train_packed') AS test_dataset;
+SQL
+
+echo "== training the reference MLP (784-512-256-10) for 5 epochs"
+psql <<'SQL'
+SELECT pgdl.add_architecture('fmnist_mlp', '{"input": [784], "layers": [
+  {"type": "dense", "units": 512}, {"type": "relu"},
+  {"type": "dense", "units": 256}, {"type": "relu"},
+  {"type": "dense", "units": 10}], "loss": "cross_entropy"}') AS architecture;
+\timing on
+SELECT pgdl.fit('fmnist_train_packed', 'fmnist_mlp', '{"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 128}',
+                epochs => 5, validation => 'fmnist_test_packed', name => 'fmnist_mlp') AS model_id;
+SQL
+
+echo "== training the reference CNN (conv16-pool-conv32-pool-dense10) for 2 epochs"
+psql <<'SQL'
+SELECT pgdl.add_architecture('fmnist_cnn', '{"input": [1, 28, 28], "layers": [
+  {"type": "conv2d", "filters": 16, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "size": 2},
+  {"type": "conv2d", "filters": 32, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "size": 2},
+  {"type": "flatten"}, {"type": "dense", "units": 10}], "loss": "cross_entropy"}') AS architecture;
+\timing on
+SELECT pgdl.fit('fmnist_train_packed', 'fmnist_cnn', '{"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 128}',
+                epochs => 2, validation => 'fmnist_test_packed', name => 'fmnist_cnn') AS model_id;
+SQL
+
+echo "== test accuracy (10,000 images)"
+psql <<'SQL'
+SELECT m.name AS model, round(e.loss::numeric, 4) AS test_loss, round(e.accuracy::numeric, 4) AS test_accuracy, e.n
+  FROM pgdl.models m, LATERAL pgdl.evaluate(m.id, 'fmnist_test_packed') e
+ WHERE m.name IN ('fmnist_mlp', 'fmnist_cnn') ORDER BY m.name DESC;
+SELECT r.run, r.epoch, round(r.train_loss::numeric, 4) AS train_loss, round(r.validation_accuracy::numeric, 4) AS validation_accuracy,
+       round(r.images_per_second) AS images_per_second
+  FROM pgdl.run_metrics r JOIN pgdl.models m ON m.run = r.run
+ WHERE m.name IN ('fmnist_mlp', 'fmnist_cnn') ORDER BY r.run, r.epoch;
+SQL
+
+echo "== a few predictions (0 T-shirt, 1 Trouser, 2 Pullover, 3 Dress, 4 Coat, 5 Sandal, 6 Shirt, 7 Sneaker, 8 Bag, 9 Ankle boot)"
+psql <<'SQL'
+SELECT id, label, pgdl.predict_class('fmnist_cnn', image) AS cnn_says, pgdl.predict_class('fmnist_mlp', image) AS mlp_says
+  FROM fmnist_test ORDER BY id LIMIT 8;
+SQL
+echo "== done"

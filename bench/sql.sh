@@ -1,0 +1,75 @@
+#!/bin/bash
+# bench/sql.sh -- one epoch of Fashion-MNIST through SQL (pgdl.fit on a packed
+# table) against the engine alone (bench/engine.c) and PyTorch, in one run, one
+# thread each, plus the time pgdl.pack takes for the 60,000 training rows.
+#
+# Usage: bench/sql.sh PATH_TO_engine_bench   (make bench-sql builds and runs it)
+# Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE,
+# or none (a private server is started).  ROUNDS (default 2): each side runs that
+# many times and its best images/s counts.
+# The last lines are always
+#   mlp: sql/engine = X
+#   mlp: sql/pytorch = Y
+#   cnn: sql/pytorch = Z
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BIN=${1:?usage: bench/sql.sh PATH_TO_engine_bench}
+ROUNDS=${ROUNDS:-2}
+PYTHON=${PYTHON:-/usr/bin/python3}
+
+# shellcheck source=bench/pg_private.sh
+. "$HERE/pg_private.sh"
+pg_private_start
+psql() { command psql -qX -v ON_ERROR_STOP=1 "$@"; }
+
+echo "== bench/sql: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}"
+load_fmnist
+psql -c "CREATE EXTENSION IF NOT EXISTS pgdl" -c "DROP TABLE IF EXISTS bench_train_packed"
+pack_s=$(psql -At <<'SQL'
+SELECT clock_timestamp() AS t0 \gset
+SELECT pgdl.pack('fmnist_train', 'image', 'label', 'bench_train_packed',
+                 buffer_rows => 128, partitions => 4, seed => 42, scale => 1 / 255.0) IS NOT NULL AS packed \gset
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 2);
+SQL
+)
+echo "pack: 60000 rows in $pack_s s"
+
+mlp='{"input": [784], "layers": [{"type": "dense", "units": 512}, {"type": "relu"}, {"type": "dense", "units": 256}, {"type": "relu"}, {"type": "dense", "units": 10}]}'
+cnn='{"input": [1, 28, 28], "layers": [{"type": "conv2d", "filters": 16, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "size": 2}, {"type": "conv2d", "filters": 32, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "maxpool2d", "size": 2}, {"type": "flatten"}, {"type": "dense", "units": 10}]}'
+config='{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 128}'
+
+best() { sort -g | tail -n 1; }
+sql_ips()
+{
+	psql -At -c "SET client_min_messages = warning" -c "
+		SELECT round(images_per_second) FROM pgdl.run_metrics
+		 WHERE run = (SELECT run FROM pgdl.models WHERE id = pgdl.fit('bench_train_packed', '$1'::jsonb, '$config', 1))"
+}
+field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+declare -A sql eng torch
+for model in mlp cnn; do
+	spec=${!model}
+	s=() e=() t=()
+	for ((r = 1; r <= ROUNDS; r++)); do
+		s+=("$(sql_ips "$spec")")
+		e+=("$("$BIN" --model "$model" --no-peak | grep "^pgdl $model " | field images_per_s)")
+		t+=("$("$PYTHON" "$HERE/engine_torch.py" --model "$model" | grep "^pytorch $model " | field images_per_s)")
+		echo "$model round $r: sql ${s[-1]}  engine ${e[-1]}  pytorch ${t[-1]} images/s"
+	done
+	sql[$model]=$(printf '%s\n' "${s[@]}" | best)
+	eng[$model]=$(printf '%s\n' "${e[@]}" | best)
+	torch[$model]=$(printf '%s\n' "${t[@]}" | best)
+done
+psql -c "DROP TABLE bench_train_packed"
+
+echo "== best of $ROUNDS rounds, images/s (one epoch, one thread)"
+printf '%-5s %10s %10s %10s\n' model sql engine pytorch
+for model in mlp cnn; do
+	printf '%-5s %10.0f %10.0f %10.0f\n' "$model" "${sql[$model]}" "${eng[$model]}" "${torch[$model]}"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+echo "cnn: sql/engine = $(ratio "${sql[cnn]}" "${eng[cnn]}")"
+echo "mlp: sql/engine = $(ratio "${sql[mlp]}" "${eng[mlp]}")"
+echo "mlp: sql/pytorch = $(ratio "${sql[mlp]}" "${torch[mlp]}")"
+echo "cnn: sql/pytorch = $(ratio "${sql[cnn]}" "${torch[cnn]}")"
