@@ -38,7 +38,7 @@ typedef struct CachedModel
 } CachedModel;
 
 static MemoryContext cache_cxt = NULL;
-static CachedModel cached_models[MODEL_CACHE_SIZE];
+static CachedModel *cached_models[MODEL_CACHE_SIZE];	/* in cache_cxt */
 static int	n_cached_models = 0;
 static List *cached_datasets = NIL;	/* of PgdlDataset *, in cache_cxt */
 static uint64 use_clock = 0;
@@ -57,7 +57,7 @@ retire_cache(void)
 	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
 	for (int i = 0; i < n_cached_models; i++)
-		retired_models = lappend(retired_models, cached_models[i].model.nn);
+		retired_models = lappend(retired_models, cached_models[i]->model.nn);
 	n_cached_models = 0;
 	cached_datasets = NIL;
 	if (cache_cxt)
@@ -372,24 +372,32 @@ pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 
 /* ---- stored models ---- */
 
+/*
+ * A new entry.  An evicted entry is not reused or freed: a caller may still
+ * hold it, so it is retired like a flushed one.
+ */
 static CachedModel *
 cache_slot(void)
 {
 	int			victim = 0;
+	CachedModel *entry = MemoryContextAllocZero(cache_context(), sizeof(CachedModel));
 
 	if (n_cached_models < MODEL_CACHE_SIZE)
-		return &cached_models[n_cached_models++];
+	{
+		cached_models[n_cached_models++] = entry;
+		return entry;
+	}
 	for (int i = 1; i < MODEL_CACHE_SIZE; i++)
-		if (cached_models[i].last_used < cached_models[victim].last_used)
+		if (cached_models[i]->last_used < cached_models[victim]->last_used)
 			victim = i;
-	/* evicted, but perhaps still in use by the caller's caller: retire it */
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		retired_models = lappend(retired_models, cached_models[victim].model.nn);
+		retired_models = lappend(retired_models, cached_models[victim]->model.nn);
 		MemoryContextSwitchTo(old);
 	}
-	return &cached_models[victim];
+	cached_models[victim] = entry;
+	return entry;
 }
 
 static PgdlModel *
@@ -447,7 +455,6 @@ load_model(int64 id, const char *name)
 	nn = pgdl_model_deserialize(blob);
 	pfree(blob);
 	slot = cache_slot();
-	memset(slot, 0, sizeof(CachedModel));
 	slot->model.id = model_id;
 	slot->model.nn = nn;
 	slot->name = model_name ? MemoryContextStrdup(cache_context(), model_name) : NULL;
@@ -470,10 +477,10 @@ PgdlModel *
 pgdl_model_by_id(int64 id)
 {
 	for (int i = 0; i < n_cached_models; i++)
-		if (cached_models[i].model.id == id)
+		if (cached_models[i]->model.id == id)
 		{
-			cached_models[i].last_used = ++use_clock;
-			return &cached_models[i].model;
+			cached_models[i]->last_used = ++use_clock;
+			return &cached_models[i]->model;
 		}
 	return load_model(id, NULL);
 }
@@ -482,10 +489,10 @@ PgdlModel *
 pgdl_model_by_name(const char *name)
 {
 	for (int i = 0; i < n_cached_models; i++)
-		if (cached_models[i].name && strcmp(cached_models[i].name, name) == 0)
+		if (cached_models[i]->name && strcmp(cached_models[i]->name, name) == 0)
 		{
-			cached_models[i].last_used = ++use_clock;
-			return &cached_models[i].model;
+			cached_models[i]->last_used = ++use_clock;
+			return &cached_models[i]->model;
 		}
 	return load_model(0, name);
 }

@@ -23,7 +23,8 @@
 void
 pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 {
-	char	   *relname;
+	char	   *relname;		/* for messages */
+	char	   *qualified;
 	char	   *query;
 	Portal		portal;
 	Oid			argtypes[1] = {INT4OID};
@@ -31,11 +32,15 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 	MemoryContext per_batch;
 	MemoryContext old;
 
-	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(ds->packed)),
-										 get_rel_name(ds->packed));
+	relname = get_rel_name(ds->packed);
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("packed table of dataset " INT64_FORMAT " does not exist", ds->id)));
+	qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(ds->packed)), relname);
 	query = part >= 0 ?
-		psprintf("SELECT x, y, n, buffer_id FROM %s WHERE part = $1 ORDER BY buffer_id", relname) :
-		psprintf("SELECT x, y, n, buffer_id FROM %s ORDER BY part, buffer_id", relname);
+		psprintf("SELECT x, y, n, buffer_id FROM %s WHERE part = $1 ORDER BY buffer_id", qualified) :
+		psprintf("SELECT x, y, n, buffer_id FROM %s ORDER BY part, buffer_id", qualified);
 
 	per_batch = AllocSetContextCreate(CurrentMemoryContext, "pgdl packed scan", ALLOCSET_DEFAULT_SIZES);
 	SPI_connect();
@@ -59,6 +64,7 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 			Datum		nd = SPI_getbinval(tup, desc, 3, &nnull);
 			int32		buffer_id = DatumGetInt32(SPI_getbinval(tup, desc, 4, &bnull));
 			int32		n;
+			char		what[64];
 			int64		xlen,
 						ylen;
 			float	   *x,
@@ -68,16 +74,20 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 			if (xnull || ynull || nnull)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("buffer %d of packed table %s has NULL data", buffer_id, relname)));
+						 errmsg("buffer %d of packed table \"%s\" has NULL values", buffer_id, relname),
+						 errdetail("Columns n, x and y must not be NULL.")));
 			n = DatumGetInt32(nd);
-			x = pgdl_float4_array(DatumGetArrayTypeP(xd), "x", &xlen);
-			y = pgdl_float4_array(DatumGetArrayTypeP(yd), "y", &ylen);
+			snprintf(what, sizeof(what), "x of buffer %d", buffer_id);
+			x = pgdl_float4_array(DatumGetArrayTypeP(xd), what, &xlen);
+			snprintf(what, sizeof(what), "y of buffer %d", buffer_id);
+			y = pgdl_float4_array(DatumGetArrayTypeP(yd), what, &ylen);
 			if (n < 1 || n > NN_MAX_BATCH || xlen != (int64) n * ds->n_features || ylen != (int64) n * ds->n_targets)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("buffer %d of packed table %s is inconsistent", buffer_id, relname),
-						 errdetail("It says n = %d and holds %lld features and %lld targets; the dataset has %d features and %d targets per example.",
-								   n, (long long) xlen, (long long) ylen, ds->n_features, ds->n_targets)));
+						 errmsg("buffer %d of packed table \"%s\" has the wrong size", buffer_id, relname),
+						 errdetail("It holds %d examples, %lld values of x and %lld of y; expected %lld and %lld.",
+								   n, (long long) xlen, (long long) ylen,
+								   (long long) n * ds->n_features, (long long) n * ds->n_targets)));
 			fn(arg, x, y, n);
 		}
 		MemoryContextSwitchTo(old);
@@ -101,13 +111,15 @@ pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds)
 				 errmsg("model input does not match the dataset"),
 				 errdetail("The model takes %lld features per example; the dataset has %d.",
 						   (long long) in, ds->n_features)));
+	if (ds->classification && spec->loss == NN_LOSS_BCE && out == 1 && ds->n_classes == 2)
+		return;					/* a binary classifier: one logit, targets 0 and 1 */
 	if (ds->classification)
 	{
 		if (spec->loss != NN_LOSS_CROSS_ENTROPY)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("loss %s does not suit a classification dataset", nn_loss_name(spec->loss)),
-					 errhint("Use \"loss\": \"cross_entropy\" with one output per class.")));
+					 errhint("Use \"loss\": \"cross_entropy\" with one output per class, or \"binary_cross_entropy\" with one output for two classes.")));
 		if (out != ds->n_classes)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -146,7 +158,7 @@ evaluate_buffer(void *arg, const float *x, const float *y, int32 n)
 	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("cannot evaluate the model on this buffer"),
+				 errmsg("cannot evaluate the model on a buffer of this dataset"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
 }
 

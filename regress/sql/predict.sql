@@ -1,0 +1,330 @@
+-- Inference: pgdl.predict, predict_class, predict_batch, evaluate,
+-- model_weights and model_from_weights.  The models are built from hand-chosen
+-- weights (no training), so that every number below can be checked by hand;
+-- the comments give the arithmetic.  Ids of catalog rows are kept in psql
+-- variables, since other tests may have used the sequences.
+
+-- floats to 5 decimals: exp() and BLAS may round the last bit differently
+-- elsewhere (every value below is at least 8e-7 away from a rounding boundary)
+CREATE FUNCTION pg_temp.r5(real[]) RETURNS numeric[] LANGUAGE sql IMMUTABLE
+	AS $$ SELECT array_agg(round(v::float8::numeric, 5) ORDER BY i) FROM unnest($1) WITH ORDINALITY u(v, i) $$;
+
+-- a softmax classifier: z = W x + b, W = [[1, 2], [3, 4]], b = [0.5, -0.5]
+\set ce_spec '{"input": [2], "layers": [{"type": "dense", "units": 2}], "loss": "cross_entropy"}'
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}') AS ce_blob \gset
+-- x = [1, 1]: z = [3.5, 6.5], softmax = [1, e^3] / (1 + e^3)
+SELECT pg_temp.r5(pgdl.predict(:'ce_blob'::bytea, '{1,1}')) AS probabilities;
+-- x = [1, -1]: z = [-0.5, -1.5], softmax = [e, 1] / (1 + e)
+SELECT pg_temp.r5(pgdl.predict(:'ce_blob'::bytea, ARRAY[1, -1])) AS probabilities;
+-- a blob has no dataset: its class is the index, as text
+SELECT pgdl.predict_class(:'ce_blob'::bytea, '{1,1}') AS class_1,
+       pgdl.predict_class(:'ce_blob'::bytea, '{1,-1}') AS class_0;
+
+-- a regression model: raw outputs, z = [x1 - x3, 2 (x1 + x2 + x3) + 1]
+\set mse_spec '{"input": [3], "layers": [{"type": "dense", "units": 2}], "loss": "mse"}'
+SELECT pgdl.model_from_weights(:'mse_spec', '{1,0,-1,2,2,2,0,1}') AS mse_blob \gset
+SELECT pgdl.predict(:'mse_blob'::bytea, '{1,2,3}') AS outputs;
+
+-- a binary classifier: one logit z = x1 - x2, probability sigmoid(z)
+\set bce_spec '{"input": [2], "layers": [{"type": "dense", "units": 1}], "loss": "binary_cross_entropy"}'
+SELECT pgdl.model_from_weights(:'bce_spec', '{1,-1,0}') AS bce_blob \gset
+SELECT pg_temp.r5(pgdl.predict(:'bce_blob'::bytea, '{2,0}')) AS sigmoid_2,
+       pg_temp.r5(pgdl.predict(:'bce_blob'::bytea, '{0,2}')) AS sigmoid_minus_2;
+SELECT pgdl.predict_class(:'bce_blob'::bytea, '{2,0}') AS class_1,
+       pgdl.predict_class(:'bce_blob'::bytea, '{0,2}') AS class_0;
+
+-- batchnorm in inference uses the running statistics (buffers: mean [1, 0], var [1, 9]),
+-- gamma [2, 1], beta [0, 1], eps 1e-5: x = [3, 4] -> dense (identity) ->
+-- [2 (3 - 1) / sqrt(1 + 1e-5), (4 - 0) / sqrt(9 + 1e-5) + 1] -> relu
+\set bn_spec '{"input": [2], "layers": [{"type": "dense", "units": 2}, {"type": "batchnorm"}, {"type": "relu"}], "loss": "mse"}'
+SELECT pgdl.model_from_weights(:'bn_spec', '{1,0,0,1,0,0,2,1,0,1}', '{1,0,1,9}') AS bn_blob \gset
+SELECT pg_temp.r5(pgdl.predict(:'bn_blob'::bytea, '{3,4}')) AS with_statistics,
+       pg_temp.r5(pgdl.predict(:'bn_blob'::bytea, '{-1,4}')) AS relu_clips;
+-- without buffers: mean 0, var 1 (PyTorch's initial running statistics):
+-- [2 * 3 / sqrt(1 + 1e-5), 4 / sqrt(1 + 1e-5) + 1]
+SELECT pg_temp.r5(pgdl.predict(pgdl.model_from_weights(:'bn_spec', '{1,0,0,1,0,0,2,1,0,1}'), '{3,4}'))
+       AS initial_statistics;
+
+-- STRICT: NULL in, NULL out
+SELECT pgdl.predict(:'ce_blob'::bytea, NULL) IS NULL AS null_x,
+       pgdl.predict(NULL::bytea, '{1,1}') IS NULL AS null_model,
+       pgdl.predict_class(NULL::bigint, '{1,1}') IS NULL AS null_id;
+
+-- several blobs in one statement: each row runs its own model
+SELECT k, pg_temp.r5(pgdl.predict(b, '{1,1}')) AS outputs
+  FROM (VALUES (1, :'ce_blob'::bytea), (2, :'bce_blob'::bytea), (3, :'ce_blob'::bytea)) v(k, b)
+ ORDER BY k;
+
+-- in PL/pgSQL, where one expression is evaluated again with new values
+CREATE TEMP TABLE pred_blobs AS
+	SELECT * FROM (VALUES (1, :'ce_blob'::bytea), (2, :'bce_blob'::bytea), (3, :'ce_blob'::bytea)) v(k, b);
+DO $$
+DECLARE
+	r record;
+	p real[];
+BEGIN
+	FOR r IN SELECT * FROM pred_blobs ORDER BY k LOOP
+		p := pgdl.predict(r.b, '{1,1}');
+		RAISE NOTICE 'blob %: % outputs', r.k, cardinality(p);
+	END LOOP;
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- model_weights: every tensor, PyTorch's names and shapes, layer = index in the spec
+-- ---------------------------------------------------------------------------
+SELECT * FROM pgdl.model_weights(:'ce_blob'::bytea);
+SELECT * FROM pgdl.model_weights(:'bn_blob'::bytea);
+-- conv2d: weight [filters, channels, kernel, kernel]; layers without parameters have no rows
+\set conv_spec '{"input": [1, 3, 3], "layers": [{"type": "conv2d", "filters": 2, "kernel": 2}, {"type": "relu"}, {"type": "flatten"}, {"type": "dense", "units": 2}], "loss": "cross_entropy"}'
+SELECT pgdl.model_from_weights(:'conv_spec',
+		ARRAY(SELECT ((i * 7) % 11 - 5) / 4.0 FROM generate_series(1, 28) i)::real[]) AS conv_blob \gset
+SELECT layer, name, shape, cardinality("values") AS n_values FROM pgdl.model_weights(:'conv_blob'::bytea);
+-- as PyTorch's Conv2d(1, 2, 2), ReLU, Flatten, Linear(8, 2) with these weights:
+-- logits [-0.61875, -0.2625]
+SELECT pg_temp.r5(pgdl.predict(:'conv_blob'::bytea, '{-0.1,0.2,-0.3,0.4,-0.5,0.6,-0.7,0.8,-0.9}'))
+       AS conv_probabilities;
+
+-- round trip: model_from_weights(spec, the parameters in model_weights order, the
+-- running statistics) gives the same blob, and so the same predictions
+CREATE FUNCTION pg_temp.params(blob bytea, running boolean) RETURNS real[] LANGUAGE sql
+	AS $$ SELECT array_agg(v ORDER BY w.i, u.j)
+	        FROM pgdl.model_weights(blob) WITH ORDINALITY w(layer, name, shape, vals, i),
+	             unnest(w.vals) WITH ORDINALITY u(v, j)
+	       WHERE (w.name LIKE 'running_%') = running $$;
+SELECT pgdl.model_from_weights(:'conv_spec', pg_temp.params(:'conv_blob', false)) = :'conv_blob'::bytea
+       AS conv_round_trip;
+SELECT pgdl.model_from_weights(:'bn_spec', pg_temp.params(:'bn_blob', false), pg_temp.params(:'bn_blob', true))
+       = :'bn_blob'::bytea AS bn_round_trip;
+-- the seed is part of the model (dropout), not of its weights
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}', seed => 7) = :'ce_blob'::bytea AS same_with_other_seed,
+       pgdl.predict(pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}', seed => 7), '{1,1}')
+       = pgdl.predict(:'ce_blob'::bytea, '{1,1}') AS same_predictions;
+
+-- ---------------------------------------------------------------------------
+-- stored models: by id and by name, normalized with their dataset
+-- ---------------------------------------------------------------------------
+-- a hand-made packed table of two partitions; x is already normalized
+CREATE TABLE pred_packed (part integer, buffer_id integer, n integer, x real[], y real[])
+	PARTITION BY LIST (part);
+CREATE TABLE pred_packed_0 PARTITION OF pred_packed FOR VALUES IN (0);
+CREATE TABLE pred_packed_1 PARTITION OF pred_packed FOR VALUES IN (1);
+INSERT INTO pred_packed VALUES (0, 0, 2, '{2,0,0,1}', '{0,1}'), (1, 1, 1, '{1,3}', '{0}');
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes,
+						   label_type, normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+	VALUES ('pred_packed', 'pred_source', 'f', 'label', 'classification', 2, 1, '{cat,dog}',
+			'text', '{"mean": [1, 2], "std": [2, 4]}', 3, 2, 2, 2, 42)
+	RETURNING id AS ds_id \gset
+
+-- the identity network z = x on dataset pred_packed: raw x = [5, 6] is normalized
+-- to [(5 - 1) / 2, (6 - 2) / 4] = [2, 1], so class 0 ("cat"), where the raw
+-- features would have said class 1
+\set id_spec '{"input": [2], "layers": [{"type": "dense", "units": 2}], "loss": "cross_entropy"}'
+INSERT INTO pgdl.models (name, spec, weights, dataset)
+	VALUES ('pred_identity', :'id_spec', pgdl.model_from_weights(:'id_spec', '{1,0,0,1,0,0}'), :ds_id)
+	RETURNING id AS identity_id \gset
+INSERT INTO pgdl.models (name, spec, weights)
+	VALUES ('pred_mse', :'mse_spec', :'mse_blob')
+	RETURNING id AS mse_id \gset
+
+SELECT pgdl.predict_class(:identity_id, '{5,6}') AS by_id,
+       pgdl.predict_class('pred_identity', '{5,6}') AS by_name,
+       pgdl.predict_class(pgdl.model_from_weights(:'id_spec', '{1,0,0,1,0,0}'), '{5,6}') AS blob_not_normalized;
+-- softmax([2, 1]) = [e, 1] / (1 + e)
+SELECT pg_temp.r5(pgdl.predict(:identity_id, '{5,6}')) AS by_id,
+       pg_temp.r5(pgdl.predict('pred_identity', '{5,6}')) AS by_name;
+-- raw [1, 10] -> [0, 2]: "dog"
+SELECT pgdl.predict_class('pred_identity', '{1,10}') AS dog;
+-- a model without a dataset: features as given, classes as indices
+SELECT pgdl.predict(:mse_id, '{1,2,3}') AS by_id, pgdl.predict('pred_mse', '{1,2,3}') AS by_name;
+-- one call site, many rows: the cached model serves them all
+-- [i, 10 - i] -> [(i - 1) / 2, (8 - i) / 4]: dog up to 3, then cat
+SELECT i, pgdl.predict_class('pred_identity', ARRAY[i, 10 - i]) AS class
+  FROM generate_series(1, 5) i ORDER BY i;
+
+-- model_weights by id and by name
+SELECT * FROM pgdl.model_weights(:identity_id);
+SELECT layer, name, "values" FROM pgdl.model_weights('pred_mse');
+
+-- ---------------------------------------------------------------------------
+-- evaluate: mean loss and accuracy over every buffer of a packed table
+-- ---------------------------------------------------------------------------
+-- z = x: [2, 0] label 0, [0, 1] label 1 (both right), [1, 3] label 0 (wrong);
+-- loss = (log(1 + e^-2) + log(1 + e^-1) + log(1 + e^2)) / 3
+SELECT round(loss::numeric, 5) AS loss, round(accuracy::numeric, 5) AS accuracy, n
+  FROM pgdl.evaluate(:identity_id, 'pred_packed');
+SELECT round(loss::numeric, 5) AS loss, round(accuracy::numeric, 5) AS accuracy, n
+  FROM pgdl.evaluate('pred_identity', 'pred_packed');
+-- a single binary output on two classes: z = x1 - x2 = 2 (label 0), -1 (label 1), -2 (label 0);
+-- loss = (2 + log(1 + e^-2) + 1 + log(1 + e^-1) + log(1 + e^-2)) / 3, one right
+SELECT round(loss::numeric, 5) AS loss, round(accuracy::numeric, 5) AS accuracy, n
+  FROM pgdl.evaluate(:'bce_blob'::bytea, 'pred_packed');
+
+-- regression: z = [x1 - x3, 2 (x1 + x2 + x3) + 1]; example 1 exact, example 2 off by 1 in both
+CREATE TABLE pred_reg (part integer, buffer_id integer, n integer, x real[], y real[])
+	PARTITION BY LIST (part);
+CREATE TABLE pred_reg_0 PARTITION OF pred_reg FOR VALUES IN (0);
+INSERT INTO pred_reg VALUES (0, 0, 2, '{1,2,3,0,0,0}', '{-2,13,1,0}');
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes,
+						   label_type, normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+	VALUES ('pred_reg', 'pred_source', 'f', 'target', 'regression', 3, 2, NULL,
+			'real[]', '{"scale": 1}', 2, 1, 2, 1, 42);
+SELECT loss, accuracy, n FROM pgdl.evaluate('pred_mse', 'pred_reg');
+-- an empty packed table: no examples, no loss
+BEGIN;
+DELETE FROM pred_reg;
+SELECT loss, accuracy, n FROM pgdl.evaluate('pred_mse', 'pred_reg');
+ROLLBACK;
+
+-- ---------------------------------------------------------------------------
+-- predict_batch: a table, batch_size rows per forward pass
+-- ---------------------------------------------------------------------------
+CREATE TABLE pred_source (id integer, f real[], f8 double precision[], fi integer[], label text);
+INSERT INTO pred_source VALUES
+	(1, '{5,6}', '{5,6}', '{5,6}', 'cat'),
+	(2, '{1,10}', '{1,10}', '{1,10}', 'dog'),
+	(3, NULL, NULL, NULL, NULL),
+	(4, '{3,10}', '{3,10}', '{3,10}', 'dog'),
+	(NULL, '{9,2}', '{9,2}', '{9,2}', 'cat');
+-- [5, 6] -> [2, 1]: cat, e / (1 + e); [1, 10] -> [0, 2]: dog, e^2 / (1 + e^2);
+-- [3, 10] -> [1, 2]: dog, e / (1 + e); [9, 2] -> [4, 0]: cat, e^4 / (1 + e^4)
+SELECT id, class, round(probability::numeric, 5) AS probability
+  FROM pgdl.predict_batch(:identity_id, 'pred_source', 'id', 'f', 2) ORDER BY id;
+-- by name, double precision[] and integer[] features, the default batch size
+SELECT id, class, round(probability::numeric, 5) AS probability
+  FROM pgdl.predict_batch('pred_identity', 'pred_source', 'id', 'f8') ORDER BY id;
+SELECT count(*) AS rows_differing
+  FROM pgdl.predict_batch('pred_identity', 'pred_source', 'id', 'fi', 1) b
+  JOIN pred_source s ON s.id = b.id
+ WHERE b.class IS DISTINCT FROM pgdl.predict_class('pred_identity', s.f);
+-- a blob: class indices, features not normalized
+SELECT id, class, round(probability::numeric, 5) AS probability
+  FROM pgdl.predict_batch(:'bce_blob'::bytea, 'pred_source', 'id', 'f', 3) ORDER BY id;
+-- an empty table
+CREATE TABLE pred_source_empty (id bigint, f real[]);
+SELECT count(*) AS no_rows FROM pgdl.predict_batch('pred_identity', 'pred_source_empty', 'id', 'f');
+
+-- ---------------------------------------------------------------------------
+-- a stored model that changes is seen by the next call in the same session
+-- ---------------------------------------------------------------------------
+SELECT pgdl.predict_class('pred_identity', '{5,6}') AS before_update;
+-- swap the outputs: z = [x2, x1]
+UPDATE pgdl.models SET weights = pgdl.model_from_weights(:'id_spec', '{0,1,1,0,0,0}')
+ WHERE name = 'pred_identity';
+SELECT pgdl.predict_class('pred_identity', '{5,6}') AS after_update_by_name,
+       pgdl.predict_class(:identity_id, '{5,6}') AS after_update_by_id;
+SELECT round(accuracy::numeric, 5) AS accuracy_after_update FROM pgdl.evaluate(:identity_id, 'pred_packed');
+-- the dataset's classes too
+UPDATE pgdl.datasets SET classes = '{chat,chien}' WHERE id = :ds_id;
+SELECT pgdl.predict_class('pred_identity', '{5,6}') AS after_dataset_update;
+-- and a rename
+UPDATE pgdl.models SET name = 'pred_renamed' WHERE name = 'pred_identity';
+SELECT pgdl.predict_class('pred_renamed', '{5,6}') AS renamed;
+SELECT pgdl.predict_class('pred_identity', '{5,6}');
+-- within a transaction, too
+BEGIN;
+UPDATE pgdl.models SET weights = pgdl.model_from_weights(:'id_spec', '{1,0,0,1,0,0}')
+ WHERE name = 'pred_renamed';
+SELECT pgdl.predict_class('pred_renamed', '{5,6}') AS in_transaction;
+ROLLBACK;
+SELECT pgdl.predict_class('pred_renamed', '{5,6}') AS after_rollback;
+
+-- ---------------------------------------------------------------------------
+-- errors
+-- ---------------------------------------------------------------------------
+-- x of the wrong length, with NULLs, of more than one dimension, empty
+SELECT pgdl.predict(:'ce_blob'::bytea, '{1,2,3}');
+SELECT pgdl.predict_class('pred_renamed', '{1}');
+SELECT pgdl.predict(:'ce_blob'::bytea, '{1,NULL}');
+SELECT pgdl.predict(:'ce_blob'::bytea, '{{1,2},{3,4}}');
+SELECT pgdl.predict(:'ce_blob'::bytea, '{}');
+-- unknown models, corrupt blobs
+SELECT pgdl.predict(9223372036854775807, '{1,1}');
+SELECT pgdl.predict('no_such_model', '{1,1}');
+SELECT pgdl.predict('\x00'::bytea, '{1,1}');
+SELECT pgdl.predict_class(substring(:'ce_blob'::bytea FROM 1 FOR 40), '{1,1}');
+SELECT * FROM pgdl.model_weights('\x0102'::bytea);
+SELECT * FROM pgdl.evaluate(9223372036854775807, 'pred_packed');
+-- classes of a model that has none
+SELECT pgdl.predict_class('pred_mse', '{1,2,3}');
+SELECT pgdl.predict_class(pgdl.model_from_weights(
+	'{"input": [2], "layers": [{"type": "dense", "units": 2}], "loss": "binary_cross_entropy"}',
+	'{1,0,0,1,0,0}'), '{1,2}');
+SELECT * FROM pgdl.predict_batch('pred_mse', 'pred_source', 'id', 'f');
+
+-- predict_batch: columns and batch size
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'label', 'f');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'label');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'nope');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'f', 0);
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'f', 65537);
+BEGIN;
+INSERT INTO pred_source (id, f) VALUES (7, '{1,2,3}');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'f');
+ROLLBACK;
+BEGIN;
+INSERT INTO pred_source (id, f) VALUES (NULL, '{1}');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'f');
+ROLLBACK;
+BEGIN;
+INSERT INTO pred_source (id, f) VALUES (8, '{1,NULL}');
+SELECT * FROM pgdl.predict_batch('pred_renamed', 'pred_source', 'id', 'f');
+ROLLBACK;
+
+-- evaluate: tables that are not packed, or do not fit the model
+SELECT * FROM pgdl.evaluate('pred_renamed', 'pred_source');
+SELECT * FROM pgdl.evaluate(:'mse_blob'::bytea, 'pred_packed');
+SELECT * FROM pgdl.evaluate(pgdl.model_from_weights(
+	'{"input": [2], "layers": [{"type": "dense", "units": 3}], "loss": "cross_entropy"}',
+	'{1,0,0,1,0,0,0,0,0}'), 'pred_packed');
+SELECT * FROM pgdl.evaluate(pgdl.model_from_weights(
+	'{"input": [2], "layers": [{"type": "dense", "units": 1}], "loss": "mse"}', '{1,1,0}'), 'pred_packed');
+SELECT * FROM pgdl.evaluate(pgdl.model_from_weights(
+	'{"input": [3], "layers": [{"type": "dense", "units": 2}], "loss": "cross_entropy"}',
+	'{1,0,0,0,1,0,0,0}'), 'pred_reg');
+SELECT * FROM pgdl.evaluate(pgdl.model_from_weights(
+	'{"input": [3], "layers": [{"type": "dense", "units": 1}], "loss": "mse"}', '{1,1,1,0}'), 'pred_reg');
+-- evaluate: broken buffers
+BEGIN;
+INSERT INTO pred_packed VALUES (1, 2, 2, '{1,2,3}', '{0,1}');
+SELECT * FROM pgdl.evaluate('pred_renamed', 'pred_packed');
+ROLLBACK;
+BEGIN;
+INSERT INTO pred_packed VALUES (1, 2, 1, '{1,2}', '{5}');
+SELECT * FROM pgdl.evaluate('pred_renamed', 'pred_packed');
+ROLLBACK;
+BEGIN;
+INSERT INTO pred_packed VALUES (1, 2, 1, NULL, '{0}');
+SELECT * FROM pgdl.evaluate('pred_renamed', 'pred_packed');
+ROLLBACK;
+BEGIN;
+INSERT INTO pred_packed VALUES (1, 2, 1, '{1,NULL}', '{0}');
+SELECT * FROM pgdl.evaluate('pred_renamed', 'pred_packed');
+ROLLBACK;
+
+-- model_from_weights: lengths, values, spec
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3}');
+SELECT pgdl.model_from_weights(:'bn_spec', '{1,0,0,1,0,0,2,1,0,1}', '{1,0,4}');
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}', '{1}');
+SELECT length(pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}', '{}')) > 0 AS empty_buffers_fine;
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,NaN,0.5,-0.5}');
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,Infinity,-0.5}');
+SELECT pgdl.model_from_weights(:'bn_spec', '{1,0,0,1,0,0,2,1,0,1}', '{1,0,4,-16}');
+SELECT pgdl.model_from_weights(:'ce_spec', '{{1,2,3},{4,0.5,-0.5}}');
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,NULL,-0.5}');
+SELECT pgdl.model_from_weights('{"input": [2], "layers": [{"type": "dense", "units": 0}]}', '{}');
+SELECT pgdl.model_from_weights(:'ce_spec', '{1,2,3,4,0.5,-0.5}', seed => -1);
+SELECT pgdl.model_from_weights(NULL, '{1}') IS NULL AS null_spec,
+       pgdl.model_from_weights(:'ce_spec', NULL) IS NULL AS null_params;
+
+-- the functions' declared properties
+SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparallel
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'pgdl'
+   AND p.proname IN ('predict', 'predict_class', 'predict_batch', 'evaluate', 'model_weights', 'model_from_weights')
+ ORDER BY p.proname, p.oid::regprocedure::text;
+
+-- clean up
+DELETE FROM pgdl.models WHERE id IN (:identity_id, :mse_id);
+DELETE FROM pgdl.datasets WHERE packed IN ('pred_packed'::regclass, 'pred_reg'::regclass);
+DROP TABLE pred_packed, pred_reg, pred_source, pred_source_empty;

@@ -1,0 +1,124 @@
+-- Inference: predictions for one example or a table, evaluation on a packed
+-- table, and a model's weights in and out as arrays.
+--
+-- Every function that takes a model takes it three ways: by id (bigint, a row of
+-- pgdl.models), by name (text) or as an engine blob (bytea, e.g. the result of
+-- pgdl.train or pgdl.model_from_weights).  The three overloads share one C
+-- function.  Stored models normalize raw features with their dataset; a blob has
+-- no dataset: its features are used as given and its classes are indices.
+
+-- pgdl.predict
+
+CREATE FUNCTION pgdl.predict(model bigint, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.predict(model text, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.predict(model bytea, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, real[]) IS
+	'outputs of stored model (by id) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
+COMMENT ON FUNCTION pgdl.predict(text, real[]) IS
+	'outputs of stored model (by name) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
+COMMENT ON FUNCTION pgdl.predict(bytea, real[]) IS
+	'outputs of a model blob for one example (features not normalized): class probabilities, sigmoids or values';
+
+-- pgdl.predict_class
+
+CREATE FUNCTION pgdl.predict_class(model bigint, x real[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.predict_class(model text, x real[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.predict_class(model bytea, x real[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.predict_class(bigint, real[]) IS
+	'most likely class of one example under stored classifier (by id), as the label value of its dataset';
+COMMENT ON FUNCTION pgdl.predict_class(text, real[]) IS
+	'most likely class of one example under stored classifier (by name), as the label value of its dataset';
+COMMENT ON FUNCTION pgdl.predict_class(bytea, real[]) IS
+	'most likely class of one example under a classifier blob, as the class index (a blob has no dataset)';
+
+-- pgdl.predict_batch
+
+CREATE FUNCTION pgdl.predict_batch(model bigint, source regclass, id_column text, features_column text,
+								   batch_size integer DEFAULT 256)
+	RETURNS TABLE (id bigint, class text, probability real)
+	AS 'MODULE_PATHNAME', 'pgdl_predict_batch'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 1000;
+CREATE FUNCTION pgdl.predict_batch(model text, source regclass, id_column text, features_column text,
+								   batch_size integer DEFAULT 256)
+	RETURNS TABLE (id bigint, class text, probability real)
+	AS 'MODULE_PATHNAME', 'pgdl_predict_batch'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 1000;
+CREATE FUNCTION pgdl.predict_batch(model bytea, source regclass, id_column text, features_column text,
+								   batch_size integer DEFAULT 256)
+	RETURNS TABLE (id bigint, class text, probability real)
+	AS 'MODULE_PATHNAME', 'pgdl_predict_batch'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE ROWS 1000;
+
+COMMENT ON FUNCTION pgdl.predict_batch(bigint, regclass, text, text, integer) IS
+	'class and its probability for every row of a table under stored classifier (by id), batch_size rows per forward pass';
+COMMENT ON FUNCTION pgdl.predict_batch(text, regclass, text, text, integer) IS
+	'class and its probability for every row of a table under stored classifier (by name), batch_size rows per forward pass';
+COMMENT ON FUNCTION pgdl.predict_batch(bytea, regclass, text, text, integer) IS
+	'class index and its probability for every row of a table under a classifier blob, batch_size rows per forward pass';
+
+-- pgdl.evaluate
+
+CREATE FUNCTION pgdl.evaluate(model bigint, packed regclass,
+							  OUT loss double precision, OUT accuracy double precision, OUT n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.evaluate(model text, packed regclass,
+							  OUT loss double precision, OUT accuracy double precision, OUT n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.evaluate(model bytea, packed regclass,
+							  OUT loss double precision, OUT accuracy double precision, OUT n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.evaluate(bigint, regclass) IS
+	'mean loss and accuracy (NULL for mse) of stored model (by id) over every buffer of a packed table';
+COMMENT ON FUNCTION pgdl.evaluate(text, regclass) IS
+	'mean loss and accuracy (NULL for mse) of stored model (by name) over every buffer of a packed table';
+COMMENT ON FUNCTION pgdl.evaluate(bytea, regclass) IS
+	'mean loss and accuracy (NULL for mse) of a model blob over every buffer of a packed table';
+
+-- pgdl.model_weights, pgdl.model_from_weights
+
+CREATE FUNCTION pgdl.model_weights(model bigint)
+	RETURNS TABLE (layer integer, name text, shape integer[], "values" real[])
+	AS 'MODULE_PATHNAME', 'pgdl_model_weights'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.model_weights(model text)
+	RETURNS TABLE (layer integer, name text, shape integer[], "values" real[])
+	AS 'MODULE_PATHNAME', 'pgdl_model_weights'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.model_weights(model bytea)
+	RETURNS TABLE (layer integer, name text, shape integer[], "values" real[])
+	AS 'MODULE_PATHNAME', 'pgdl_model_weights'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.model_weights(bigint) IS
+	'parameter tensors of stored model (by id) in order, named and shaped as in PyTorch''s state_dict';
+COMMENT ON FUNCTION pgdl.model_weights(text) IS
+	'parameter tensors of stored model (by name) in order, named and shaped as in PyTorch''s state_dict';
+COMMENT ON FUNCTION pgdl.model_weights(bytea) IS
+	'parameter tensors of a model blob in order, named and shaped as in PyTorch''s state_dict';
+
+CREATE FUNCTION pgdl.model_from_weights(spec jsonb, params real[], buffers real[] DEFAULT NULL,
+										seed bigint DEFAULT 42)
+	RETURNS bytea
+	AS 'MODULE_PATHNAME', 'pgdl_model_from_weights'
+	LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.model_from_weights(jsonb, real[], real[], bigint) IS
+	'model blob from a spec and its parameters (and batchnorm running statistics), concatenated in pgdl.model_weights order';
