@@ -1,0 +1,1505 @@
+/*
+ * pack.c -- pgdl.pack: a source table to shuffled minibatch buffers in a
+ * LIST-partitioned table, registered in pgdl.datasets.
+ *
+ * The work runs in this order, so that every error about the arguments or the
+ * data is raised before anything is created (and the caller's transaction
+ * rolls back the rest):
+ *
+ *   1. check the arguments, find the columns and their types, read the
+ *      reference dataset, check that the output's names are free;
+ *   2. read the whole source once, in its physical order, into memory:
+ *      features as float32, labels as they are;
+ *   3. compute the classes (or map to the reference's) and the normalization;
+ *   4. shuffle the row order once (seeded Fisher-Yates on nn_rng_u64);
+ *   5. create the packed table, write buffer after buffer through one prepared
+ *      INSERT, and register the dataset.
+ *
+ * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
+ * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
+ * with mean and std stored as the float32 values used here.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/varlena.h"
+
+#include "nn/nn.h"
+#include "pgdl.h"
+
+#define PACK_MAX_BUFFER_ROWS	65536	/* NN_MAX_BATCH: one buffer is at most one step */
+#define PACK_MAX_PARTITIONS		1024
+#define PACK_FETCH_ROWS			1000	/* rows per SPI cursor fetch */
+#define PACK_CHUNK_BYTES		(32 * 1024 * 1024)	/* feature storage grows by this much */
+
+/*
+ * nn_rng_u64's stream for the shuffle ("pack"), so that a seed used for the
+ * shuffle and for a model's initialization draws unrelated numbers.
+ */
+#define PACK_SHUFFLE_STREAM		UINT64_C(0x7061636b)
+
+/* How a number of a feature or label column becomes a float. */
+typedef enum PackNumKind
+{
+	PACK_INT2,
+	PACK_INT4,
+	PACK_INT8,
+	PACK_FLOAT4,
+	PACK_FLOAT8,
+	PACK_NUMERIC,
+	PACK_TEXT,					/* labels only */
+	PACK_OTHER
+} PackNumKind;
+
+typedef struct PackColumn
+{
+	char	   *name;			/* as found in the relation */
+	int			position;		/* 1-based in the cursor's SELECT list */
+	Oid			type;			/* the column's type */
+	PackNumKind kind;			/* of the column, or of its elements (array mode) */
+} PackColumn;
+
+/* What a packed dataset was made with, when it is used as the reference. */
+typedef struct PackReference
+{
+	int64		id;
+	char	   *name;			/* the packed table, for messages */
+	bool		classification;
+	int32		n_features;
+	int			n_classes;
+	char	  **classes;
+	Datum		normalization;	/* jsonb, copied as it is */
+	double		scale;
+	float	   *mean;			/* NULL unless standardized */
+	float	   *std;
+} PackReference;
+
+/* The source, read into memory. */
+typedef struct PackData
+{
+	/* what is read */
+	bool		array_mode;		/* features: one array column */
+	int			n_cols;			/* feature columns */
+	PackColumn *cols;
+	PackColumn	label;
+	bool		classification;
+	int32		n_features;		/* -1 until the first row (array mode) */
+
+	/* rows kept, their features in chunks of chunk_rows rows each */
+	int64		n_rows;
+	int64		n_read;			/* rows of the source seen, kept or skipped */
+	int64		n_skipped;
+	int64		chunk_rows;		/* rows per chunk (PACK_CHUNK_BYTES of them) */
+	int64		first_rows;		/* rows allocated in chunk 0, which grows up to chunk_rows */
+	float	  **chunks;
+	int			n_chunks;
+	int			max_chunks;
+
+	/* each kept row's label: one of these, by the label's kind */
+	int64		label_cap;
+	int64	   *label_int;
+	char	  **label_text;
+	float	   *label_float;
+
+	/* per feature, for the overflow check of the normalization */
+	float	   *fmin;
+	float	   *fmax;
+
+	MemoryContext cxt;			/* where what is kept lives */
+} PackData;
+
+/* The normalization applied while writing. */
+typedef struct PackNorm
+{
+	float		scale;			/* when mean == NULL */
+	float	   *mean;
+	float	   *std;
+	char	   *json;			/* as stored in pgdl.datasets, unless copied from a reference */
+} PackNorm;
+
+static inline float *
+PackRow(const PackData *data, int64 row)
+{
+	return data->chunks[row / data->chunk_rows] + (row % data->chunk_rows) * data->n_features;
+}
+
+static PackNumKind
+PackKindOf(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+			return PACK_INT2;
+		case INT4OID:
+			return PACK_INT4;
+		case INT8OID:
+			return PACK_INT8;
+		case FLOAT4OID:
+			return PACK_FLOAT4;
+		case FLOAT8OID:
+			return PACK_FLOAT8;
+		case NUMERICOID:
+			return PACK_NUMERIC;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			return PACK_TEXT;
+		default:
+			return PACK_OTHER;
+	}
+}
+
+static inline bool
+PackKindIsNumeric(PackNumKind kind)
+{
+	return kind <= PACK_NUMERIC;
+}
+
+static inline double
+PackNumberOf(Datum d, PackNumKind kind)
+{
+	switch (kind)
+	{
+		case PACK_INT2:
+			return DatumGetInt16(d);
+		case PACK_INT4:
+			return DatumGetInt32(d);
+		case PACK_INT8:
+			return (double) DatumGetInt64(d);
+		case PACK_FLOAT4:
+			return DatumGetFloat4(d);
+		case PACK_FLOAT8:
+			return DatumGetFloat8(d);
+		case PACK_NUMERIC:
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+		default:
+			elog(ERROR, "pgdl.pack: unexpected value kind %d", (int) kind);
+			return 0;
+	}
+}
+
+/*
+ * Finds column `name` of `relid` (or errors, naming it) and records its type.
+ */
+static void
+PackFindColumn(Oid relid, const char *relname, const char *name, int position, PackColumn *col)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+
+	if (attnum <= 0)			/* InvalidAttrNumber, or a system column */
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, relname)));
+	col->name = pstrdup(name);
+	col->position = position;
+	col->type = get_atttype(relid, attnum);
+}
+
+#define PACK_FEATURE_TYPES_DETAIL \
+	"Features are one column of type real[], double precision[], smallint[], integer[], bigint[] or numeric[], " \
+	"or a comma-separated list of columns of types smallint, integer, bigint, real, double precision or numeric."
+
+/*
+ * The feature columns: one array column, or a list of numeric columns.  Names
+ * follow SQL's rules for identifiers (folded to lower case unless quoted).
+ */
+static void
+PackFindFeatures(Oid relid, const char *relname, const char *features, PackData *data)
+{
+	char	   *raw = pstrdup(features);
+	List	   *names;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid feature column list \"%s\"", features),
+				 errhint("Give one column name, or column names separated by commas.")));
+
+	data->n_cols = list_length(names);
+	if (data->n_cols > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many feature columns: %d", data->n_cols),
+				 errdetail("A list of feature columns has at most %d names.", MaxHeapAttributeNumber),
+				 errhint("Put the features in one array column.")));
+	data->cols = palloc0(sizeof(PackColumn) * data->n_cols);
+	foreach(lc, names)
+	{
+		PackColumn *col = &data->cols[i];
+		Oid			elemtype;
+
+		PackFindColumn(relid, relname, (char *) lfirst(lc), i + 1, col);
+		elemtype = get_element_type(getBaseType(col->type));
+		if (OidIsValid(elemtype) && data->n_cols == 1)
+		{
+			data->array_mode = true;
+			col->kind = PackKindOf(elemtype);
+		}
+		else if (OidIsValid(elemtype))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("feature column \"%s\" is an array, which cannot be part of a list of feature columns",
+							col->name),
+					 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+		else
+			col->kind = PackKindOf(col->type);
+
+		if (!PackKindIsNumeric(col->kind))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("feature column \"%s\" has type %s, which is not numeric",
+							col->name, format_type_be(col->type)),
+					 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+		i++;
+	}
+	data->n_features = data->array_mode ? -1 : data->n_cols;
+}
+
+static void
+PackFindLabel(Oid relid, const char *relname, const char *label, int position, PackData *data)
+{
+	char	   *raw = pstrdup(label);
+	List	   *names;
+
+	if (!SplitIdentifierString(raw, ',', &names) || list_length(names) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid label column name \"%s\"", label),
+				 errhint("Give the name of one column.")));
+
+	PackFindColumn(relid, relname, (char *) linitial(names), position, &data->label);
+	data->label.kind = PackKindOf(data->label.type);
+	switch (data->label.kind)
+	{
+		case PACK_INT2:
+		case PACK_INT4:
+		case PACK_INT8:
+		case PACK_TEXT:
+			data->classification = true;
+			break;
+		case PACK_FLOAT4:
+		case PACK_FLOAT8:
+		case PACK_NUMERIC:
+			data->classification = false;
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("label column \"%s\" has type %s, which cannot be a label",
+							data->label.name, format_type_be(data->label.type)),
+					 errdetail("An integer or text label is a class (classification); "
+							   "a real, double precision or numeric label is a target value (regression).")));
+	}
+}
+
+/* text[] to C strings */
+static char **
+PackTextArray(ArrayType *arr, int *count)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **out;
+
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, count);
+	out = palloc(sizeof(char *) * Max(*count, 1));
+	for (int i = 0; i < *count; i++)
+	{
+		if (nulls[i])
+			elog(ERROR, "pgdl.pack: NULL class in the reference dataset");
+		out[i] = TextDatumGetCString(elems[i]);
+	}
+	return out;
+}
+
+/* real[] to floats; *count elements */
+static float *
+PackFloatArrayCopy(ArrayType *arr, int *count)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	float	   *out;
+
+	deconstruct_array(arr, FLOAT4OID, sizeof(float4), true, TYPALIGN_INT, &elems, &nulls, count);
+	out = palloc(sizeof(float) * Max(*count, 1));
+	for (int i = 0; i < *count; i++)
+	{
+		if (nulls[i])
+			elog(ERROR, "pgdl.pack: NULL in the reference dataset's normalization");
+		out[i] = DatumGetFloat4(elems[i]);
+	}
+	return out;
+}
+
+/*
+ * The dataset packed into `packed`, from pgdl.datasets, or an error.  Values
+ * are copied into `cxt`.  Runs inside SPI.
+ */
+static void
+PackReadReference(Oid packed, MemoryContext cxt, PackReference *ref)
+{
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1] = {ObjectIdGetDatum(packed)};
+	MemoryContext old;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	bool		isnull;
+	int			ret;
+
+	/*
+	 * The normalization is read back with float4 casts: mean and std were
+	 * written as the shortest text of each float32, so this gives the very
+	 * values the reference was packed with.
+	 */
+	ret = SPI_execute_with_args(
+								"SELECT d.id, d.task = 'classification', d.n_features, d.classes, d.normalization,"
+								" pg_catalog.jsonb_extract_path_text(d.normalization, 'scale')::pg_catalog.float8,"
+								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
+								"   pg_catalog.jsonb_extract_path(d.normalization, 'mean')) WITH ORDINALITY AS m(e, i) ORDER BY i),"
+								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
+								"   pg_catalog.jsonb_extract_path(d.normalization, 'std')) WITH ORDINALITY AS s(e, i) ORDER BY i),"
+								" pg_catalog.jsonb_exists(d.normalization, 'mean')"
+								" FROM pgdl.datasets d WHERE d.packed = $1",
+								1, argtypes, args, NULL, true, 2);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgdl.pack: reading pgdl.datasets failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" is not a packed dataset", get_rel_name(packed)),
+				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
+
+	desc = SPI_tuptable->tupdesc;
+	tuple = SPI_tuptable->vals[0];
+	old = MemoryContextSwitchTo(cxt);
+
+	ref->name = get_rel_name(packed);
+	ref->id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
+	ref->classification = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
+	ref->n_features = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
+	if (ref->classification)
+	{
+		Datum		d = SPI_getbinval(tuple, desc, 4, &isnull);
+
+		if (isnull)
+			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has no classes", ref->id);
+		ref->classes = PackTextArray(DatumGetArrayTypeP(d), &ref->n_classes);
+	}
+	ref->normalization = PointerGetDatum(PG_DETOAST_DATUM_COPY(SPI_getbinval(tuple, desc, 5, &isnull)));
+
+	if (DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull)))
+	{
+		int			n_mean,
+					n_std;
+
+		ref->mean = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 7, &isnull)), &n_mean);
+		ref->std = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 8, &isnull)), &n_std);
+		if (n_mean != ref->n_features || n_std != ref->n_features)
+			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has %d means and %d standard deviations for %d features",
+				 ref->id, n_mean, n_std, ref->n_features);
+		ref->scale = 1.0;
+	}
+	else
+	{
+		Datum		d = SPI_getbinval(tuple, desc, 6, &isnull);
+
+		ref->scale = isnull ? 1.0 : DatumGetFloat8(d);
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* The first row sets the number of features of an array column. */
+static void
+PackSetFeatureCount(PackData *data, int32 n, int32 buffer_rows, const PackReference *ref)
+{
+	Size		bytes;
+
+	data->n_features = n;
+
+	/* A buffer's x is one real[]: at most MaxArraySize elements. */
+	if ((int64) n * Min(buffer_rows, PACK_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a buffer of %d rows of %d features is too large", buffer_rows, n),
+				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
+				 errhint("Use a smaller buffer_rows.")));
+
+	if (ref != NULL && ref->n_features != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d features, but reference dataset \"%s\" has %d", n, ref->name, ref->n_features),
+				 errdetail("A dataset packed with a reference must have the reference's features.")));
+
+	bytes = mul_size((Size) n, sizeof(float));
+	data->chunk_rows = Max(1, PACK_CHUNK_BYTES / bytes);
+	data->fmin = MemoryContextAlloc(data->cxt, sizeof(float) * n);
+	data->fmax = MemoryContextAlloc(data->cxt, sizeof(float) * n);
+	for (int j = 0; j < n; j++)
+	{
+		data->fmin[j] = FLT_MAX;
+		data->fmax[j] = -FLT_MAX;
+	}
+}
+
+/*
+ * Room for one more row: its features' slot in the chunks, and its label's.
+ * The row is kept once PackKeepRow counts it; until then the next row reuses
+ * the slot.
+ */
+static float *
+PackNewRow(PackData *data)
+{
+	int64		c = data->n_rows / data->chunk_rows;
+	Size		row_bytes = mul_size((Size) data->n_features, sizeof(float));
+
+	if (c >= data->n_chunks)
+	{
+		/* chunk 0 starts small, so that a small source takes little memory */
+		int64		rows = c == 0 ? Min(data->chunk_rows, 64) : data->chunk_rows;
+
+		if (data->n_chunks == data->max_chunks)
+		{
+			data->max_chunks = data->max_chunks == 0 ? 16 : data->max_chunks * 2;
+			data->chunks = data->chunks == NULL
+				? MemoryContextAlloc(data->cxt, sizeof(float *) * data->max_chunks)
+				: repalloc(data->chunks, sizeof(float *) * data->max_chunks);
+		}
+		data->chunks[data->n_chunks++] = MemoryContextAllocHuge(data->cxt, mul_size((Size) rows, row_bytes));
+		if (c == 0)
+			data->first_rows = rows;
+	}
+	else if (c == 0 && data->n_rows >= data->first_rows)
+	{
+		data->first_rows = Min(data->chunk_rows, 2 * data->first_rows);
+		data->chunks[0] = repalloc_huge(data->chunks[0], mul_size((Size) data->first_rows, row_bytes));
+	}
+	if (data->n_rows >= data->label_cap)
+	{
+		int64		cap = data->label_cap == 0 ? 1024 : data->label_cap * 2;
+		Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *)
+			: data->classification ? sizeof(int64) : sizeof(float);
+		void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text
+			: data->classification ? (void *) data->label_int : (void *) data->label_float;
+		void	   *grown = old == NULL
+			? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
+			: repalloc_huge(old, mul_size((Size) cap, esize));
+
+		if (data->label.kind == PACK_TEXT)
+			data->label_text = grown;
+		else if (data->classification)
+			data->label_int = grown;
+		else
+			data->label_float = grown;
+		data->label_cap = cap;
+	}
+	return PackRow(data, data->n_rows);
+}
+
+static void
+PackNonFinite(const char *what, const char *column, int64 row, int element)
+{
+	if (element > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s column \"%s\" has a NaN, infinite or out-of-range value in row " INT64_FORMAT ", element %d",
+						what, column, row, element),
+				 errdetail("Values must be finite and within the range of real (float4).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("%s column \"%s\" has a NaN, infinite or out-of-range value in row " INT64_FORMAT,
+					what, column, row),
+			 errdetail("Values must be finite and within the range of real (float4).")));
+}
+
+/*
+ * A NULL where a value must be: an error naming the column and the row, or
+ * false (skip the row) when nulls => 'skip'.
+ */
+static bool
+PackNull(bool skip, const char *what, const char *column, int64 row, int element)
+{
+	if (skip)
+		return false;
+	if (element > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s column \"%s\" has a NULL element in row " INT64_FORMAT ", element %d",
+						what, column, row, element),
+				 errhint("Use nulls => 'skip' to leave out rows with NULL values.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("%s column \"%s\" is NULL in row " INT64_FORMAT, what, column, row),
+			 errhint("Use nulls => 'skip' to leave out rows with NULL values.")));
+	return false;
+}
+
+/*
+ * The features of one row, from an array column, into `out` (allocated when
+ * the row count is known).  Returns false to skip the row.
+ */
+static bool
+PackArrayRow(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
+			 const PackReference *ref, float **out)
+{
+	const PackColumn *col = &data->cols[0];
+	ArrayType  *arr = DatumGetArrayTypeP(d);
+	int			n;
+	float	   *x;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature array \"%s\" has %d dimensions in row " INT64_FORMAT,
+						col->name, ARR_NDIM(arr), row),
+				 errdetail("Feature arrays must be one-dimensional; the layout of an image is the model's \"input\" shape."),
+				 errhint("Flatten the array, for example with ARRAY(SELECT unnest(a)).")));
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature array \"%s\" is empty in row " INT64_FORMAT, col->name, row)));
+	if (data->n_features < 0)
+		PackSetFeatureCount(data, n, buffer_rows, ref);
+	else if (n != data->n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("expected %d features, found %d in row " INT64_FORMAT " of \"%s\"",
+						data->n_features, n, row, col->name),
+				 errdetail("Every row's feature array must have as many elements as the first %s.",
+						   ref != NULL ? "reference's rows" : "row's")));
+
+	if (array_contains_nulls(arr))
+	{
+		const bits8 *bitmap = ARR_NULLBITMAP(arr);
+
+		for (int i = 0; i < n; i++)
+			if ((bitmap[i / 8] & (1 << (i % 8))) == 0)
+				return PackNull(skip, "feature", col->name, row, i + 1);
+	}
+
+	x = PackNewRow(data);
+	switch (col->kind)
+	{
+		case PACK_FLOAT4:
+			memcpy(x, ARR_DATA_PTR(arr), sizeof(float) * n);
+			break;
+		case PACK_FLOAT8:
+			{
+				const double *v = (const double *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					x[i] = (float) v[i];
+				break;
+			}
+		case PACK_INT2:
+			{
+				const int16 *v = (const int16 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					x[i] = (float) v[i];
+				break;
+			}
+		case PACK_INT4:
+			{
+				const int32 *v = (const int32 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					x[i] = (float) v[i];
+				break;
+			}
+		case PACK_INT8:
+			{
+				const int64 *v = (const int64 *) ARR_DATA_PTR(arr);
+
+				for (int i = 0; i < n; i++)
+					x[i] = (float) v[i];
+				break;
+			}
+		case PACK_NUMERIC:
+			{
+				Datum	   *elems;
+				int			count;
+
+				deconstruct_array(arr, NUMERICOID, -1, false, TYPALIGN_INT, &elems, NULL, &count);
+				for (int i = 0; i < n; i++)
+					x[i] = (float) PackNumberOf(elems[i], PACK_NUMERIC);
+				break;
+			}
+		default:
+			elog(ERROR, "pgdl.pack: unexpected feature kind %d", (int) col->kind);
+	}
+
+	for (int i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			PackNonFinite("feature", col->name, row, i + 1);
+	*out = x;
+	return true;
+}
+
+/* The features of one row, from a list of numeric columns.  false: skip. */
+static bool
+PackColumnsRow(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float **out)
+{
+	float	   *x;
+	float		vals[MaxTupleAttributeNumber];
+
+	for (int i = 0; i < data->n_cols; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, data->cols[i].position, &isnull);
+
+		if (isnull)
+			return PackNull(skip, "feature", data->cols[i].name, row, 0);
+		vals[i] = (float) PackNumberOf(d, data->cols[i].kind);
+		if (!isfinite(vals[i]))
+			PackNonFinite("feature", data->cols[i].name, row, 0);
+	}
+
+	x = PackNewRow(data);
+	memcpy(x, vals, sizeof(float) * data->n_cols);
+	*out = x;
+	return true;
+}
+
+/* The row in the last slot PackNewRow gave is kept. */
+static void
+PackKeepRow(PackData *data, const float *x)
+{
+	for (int j = 0; j < data->n_features; j++)
+	{
+		if (x[j] < data->fmin[j])
+			data->fmin[j] = x[j];
+		if (x[j] > data->fmax[j])
+			data->fmax[j] = x[j];
+	}
+	data->n_rows++;
+}
+
+/*
+ * Reads the whole source, in the order of a plain sequential scan, into
+ * `data` (allocated in data->cxt).  Errors name the column and the
+ * row (1-based, counting every row of the source).
+ */
+static void
+PackReadSource(const char *source_sql, PackData *data, bool skip, int32 buffer_rows,
+			   const PackReference *ref)
+{
+	StringInfoData sql;
+	SPIPlanPtr	plan;
+	Portal		portal;
+	MemoryContext rowcxt;
+	int			guc_level;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int i = 0; i < data->n_cols; i++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->cols[i].name));
+	appendStringInfo(&sql, "%s FROM %s", quote_identifier(data->label.name), source_sql);
+
+	/*
+	 * The order rows are read in must not depend on other sessions: no
+	 * synchronized scan that starts where another scan is.  The plan is
+	 * prepared without CURSOR_OPT_PARALLEL_OK, so it is never a parallel scan
+	 * either.
+	 */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
+	plan = SPI_prepare_cursor(sql.data, 0, NULL, 0);
+	if (plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare_cursor failed: %s", SPI_result_code_string(SPI_result));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack rows", ALLOCSET_DEFAULT_SIZES);
+	if (!data->array_mode)
+		PackSetFeatureCount(data, data->n_cols, buffer_rows, ref);
+
+	for (;;)
+	{
+		SPITupleTable *tt;
+
+		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, PACK_FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		tt = SPI_tuptable;
+
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tuple = tt->vals[r];
+			int64		row = ++data->n_read;
+			float	   *x = NULL;
+			bool		isnull;
+			bool		kept;
+			Datum		d;
+			MemoryContext old;
+
+			CHECK_FOR_INTERRUPTS();
+
+			/* detoasted values live in rowcxt, what is kept in data->cxt */
+			old = MemoryContextSwitchTo(rowcxt);
+			if (data->array_mode)
+			{
+				d = SPI_getbinval(tuple, tt->tupdesc, 1, &isnull);
+				kept = isnull ? PackNull(skip, "feature", data->cols[0].name, row, 0)
+					: PackArrayRow(data, d, row, skip, buffer_rows, ref, &x);
+			}
+			else
+				kept = PackColumnsRow(data, tuple, tt->tupdesc, row, skip, &x);
+
+			if (kept)
+			{
+				d = SPI_getbinval(tuple, tt->tupdesc, data->label.position, &isnull);
+				if (isnull)
+					kept = PackNull(skip, "label", data->label.name, row, 0);
+			}
+			if (kept)
+			{
+				switch (data->label.kind)
+				{
+					case PACK_INT2:
+						data->label_int[data->n_rows] = DatumGetInt16(d);
+						break;
+					case PACK_INT4:
+						data->label_int[data->n_rows] = DatumGetInt32(d);
+						break;
+					case PACK_INT8:
+						data->label_int[data->n_rows] = DatumGetInt64(d);
+						break;
+					case PACK_TEXT:
+						data->label_text[data->n_rows] = MemoryContextStrdup(data->cxt, TextDatumGetCString(d));
+						break;
+					default:
+						{
+							float		v = (float) PackNumberOf(d, data->label.kind);
+
+							if (!isfinite(v))
+								PackNonFinite("label", data->label.name, row, 0);
+							data->label_float[data->n_rows] = v;
+							break;
+						}
+				}
+				PackKeepRow(data, x);
+			}
+			else
+				data->n_skipped++;
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowcxt);
+		}
+		SPI_freetuptable(tt);
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+	MemoryContextDelete(rowcxt);
+	AtEOXact_GUC(true, guc_level);
+}
+
+static int
+PackCmpInt64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Byte order (the "C" collation): the same classes whatever the database's locale. */
+static int
+PackCmpString(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+typedef struct PackClassRef
+{
+	const char *value;
+	int			index;
+} PackClassRef;
+
+static int
+PackCmpClassRef(const void *a, const void *b)
+{
+	return strcmp(((const PackClassRef *) a)->value, ((const PackClassRef *) b)->value);
+}
+
+/*
+ * Class indices of every row (as floats, y's format) and the class list:
+ * the distinct label values sorted, or the reference's classes.
+ */
+static float *
+PackClasses(PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+{
+	int64		n = data->n_rows;
+	bool		is_text = data->label.kind == PACK_TEXT;
+	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
+	void	   *distinct = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) n, esize));
+	int64		n_distinct = 0;
+	char	  **distinct_text;
+	int		   *distinct_class;
+	float	   *y;
+
+	/* distinct values, sorted */
+	memcpy(distinct, is_text ? (void *) data->label_text : (void *) data->label_int, (Size) n * esize);
+	qsort(distinct, (size_t) n, esize, is_text ? PackCmpString : PackCmpInt64);
+	for (int64 i = 0; i < n; i++)
+	{
+		bool		same;
+
+		CHECK_FOR_INTERRUPTS();
+		if (is_text)
+			same = n_distinct > 0 && strcmp(((char **) distinct)[i], ((char **) distinct)[n_distinct - 1]) == 0;
+		else
+			same = n_distinct > 0 && ((int64 *) distinct)[i] == ((int64 *) distinct)[n_distinct - 1];
+		if (same)
+			continue;
+		if (is_text)
+			((char **) distinct)[n_distinct] = ((char **) distinct)[i];
+		else
+			((int64 *) distinct)[n_distinct] = ((int64 *) distinct)[i];
+		n_distinct++;
+	}
+	if (ref == NULL && n_distinct > NN_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label column \"%s\" has " INT64_FORMAT " distinct values, more than the %d classes allowed",
+						data->label.name, n_distinct, NN_MAX_CLASSES),
+				 errhint("For a numeric target, use a real or double precision label (regression).")));
+
+	/* their text, and their class */
+	distinct_text = palloc(sizeof(char *) * n_distinct);
+	distinct_class = palloc(sizeof(int) * n_distinct);
+	for (int64 i = 0; i < n_distinct; i++)
+	{
+		distinct_text[i] = is_text ? ((char **) distinct)[i]
+			: psprintf(INT64_FORMAT, ((int64 *) distinct)[i]);
+		distinct_class[i] = (int) i;
+	}
+	if (ref != NULL)
+	{
+		PackClassRef *sorted = palloc(sizeof(PackClassRef) * Max(ref->n_classes, 1));
+
+		for (int k = 0; k < ref->n_classes; k++)
+		{
+			sorted[k].value = ref->classes[k];
+			sorted[k].index = k;
+		}
+		qsort(sorted, ref->n_classes, sizeof(PackClassRef), PackCmpClassRef);
+		for (int64 i = 0; i < n_distinct; i++)
+		{
+			PackClassRef key = {distinct_text[i], 0};
+			PackClassRef *hit = bsearch(&key, sorted, ref->n_classes, sizeof(PackClassRef), PackCmpClassRef);
+
+			if (hit == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("label value \"%s\" is not one of the classes of reference dataset \"%s\"",
+								distinct_text[i], ref->name),
+						 errdetail("The reference dataset has %d classes; a model trained on it cannot predict other values.",
+								   ref->n_classes)));
+			distinct_class[i] = hit->index;
+		}
+		*classes_out = ref->classes;
+		*n_classes_out = ref->n_classes;
+	}
+	else
+	{
+		*classes_out = distinct_text;
+		*n_classes_out = (int) n_distinct;
+	}
+
+	/* every row's class */
+	y = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) n, sizeof(float)));
+	for (int64 r = 0; r < n; r++)
+	{
+		void	   *hit;
+
+		if ((r & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		hit = is_text
+			? bsearch(&data->label_text[r], distinct, (size_t) n_distinct, esize, PackCmpString)
+			: bsearch(&data->label_int[r], distinct, (size_t) n_distinct, esize, PackCmpInt64);
+		Assert(hit != NULL);
+		y[r] = (float) distinct_class[((char *) hit - (char *) distinct) / esize];
+	}
+	return y;
+}
+
+/* A float as JSON: its shortest exact text (finite values only). */
+static void
+PackAppendFloat(StringInfo buf, float v)
+{
+	char		tmp[32];
+
+	float_to_shortest_decimal_buf(v, tmp);
+	appendStringInfoString(buf, tmp);
+}
+
+/*
+ * Per-feature mean and standard deviation (population: divided by n), in
+ * double over the float32 features, stored as float32; a std of 0 becomes 1.
+ */
+static void
+PackStandardize(const PackData *data, PackNorm *norm)
+{
+	int32		nf = data->n_features;
+	double	   *sum = palloc0(sizeof(double) * nf);
+	double	   *ssq = palloc0(sizeof(double) * nf);
+	StringInfoData json;
+
+	norm->mean = palloc(sizeof(float) * nf);
+	norm->std = palloc(sizeof(float) * nf);
+
+	for (int64 r = 0; r < data->n_rows; r++)
+	{
+		const float *x = PackRow(data, r);
+
+		CHECK_FOR_INTERRUPTS();
+		for (int j = 0; j < nf; j++)
+			sum[j] += x[j];
+	}
+	for (int j = 0; j < nf; j++)
+		norm->mean[j] = (float) (sum[j] / (double) data->n_rows);
+	for (int64 r = 0; r < data->n_rows; r++)
+	{
+		const float *x = PackRow(data, r);
+
+		CHECK_FOR_INTERRUPTS();
+		for (int j = 0; j < nf; j++)
+		{
+			double		dev = (double) x[j] - (double) norm->mean[j];
+
+			ssq[j] += dev * dev;
+		}
+	}
+	for (int j = 0; j < nf; j++)
+	{
+		float		s = (float) sqrt(ssq[j] / (double) data->n_rows);
+
+		norm->std[j] = (s > 0 && isfinite(s)) ? s : 1.0f;
+	}
+
+	initStringInfo(&json);
+	appendStringInfoString(&json, "{\"mean\": [");
+	for (int j = 0; j < nf; j++)
+	{
+		if (j > 0)
+			appendStringInfoString(&json, ", ");
+		PackAppendFloat(&json, norm->mean[j]);
+	}
+	appendStringInfoString(&json, "], \"std\": [");
+	for (int j = 0; j < nf; j++)
+	{
+		if (j > 0)
+			appendStringInfoString(&json, ", ");
+		PackAppendFloat(&json, norm->std[j]);
+	}
+	appendStringInfoString(&json, "]}");
+	norm->json = json.data;
+}
+
+static inline float
+PackNormalize(const PackNorm *norm, int j, float v)
+{
+	return norm->mean != NULL ? (v - norm->mean[j]) / norm->std[j] : v * norm->scale;
+}
+
+/*
+ * Normalized features must stay finite.  The normalization is monotonic in x,
+ * so each feature's smallest and largest values decide.
+ */
+static void
+PackCheckNormalized(const PackData *data, const PackNorm *norm)
+{
+	for (int j = 0; j < data->n_features; j++)
+	{
+		if (!isfinite(PackNormalize(norm, j, data->fmin[j])) ||
+			!isfinite(PackNormalize(norm, j, data->fmax[j])))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("normalized feature %d is out of the range of real", j + 1),
+					 errdetail("Its values from %g to %g become infinite once normalized.",
+							   data->fmin[j], data->fmax[j])));
+	}
+}
+
+/* The output's schema and names, checked to be free. */
+typedef struct PackOutput
+{
+	char	   *schema;
+	char	   *name;
+	char	   *qualified;		/* quoted, for SQL */
+	Oid			namespace;
+} PackOutput;
+
+static void
+PackCheckOutput(const char *output, int partitions, PackOutput *out)
+{
+	List	   *names = stringToQualifiedNameList(output);
+	RangeVar   *rv = makeRangeVarFromNameList(names);
+	Oid			nsp = RangeVarGetCreationNamespace(rv);
+	char		suffix[16];
+
+	out->namespace = nsp;
+	out->schema = get_namespace_name(nsp);
+	out->name = rv->relname;
+	out->qualified = quote_qualified_identifier(out->schema, out->name);
+
+	snprintf(suffix, sizeof(suffix), "_p%d", partitions - 1);
+	if (strlen(out->name) + strlen(suffix) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("output name \"%s\" is too long", out->name),
+				 errdetail("Its partitions are named %s_p0 to %s%s, and names have at most %d bytes.",
+						   out->name, out->name, suffix, NAMEDATALEN - 1)));
+
+	for (int k = -1; k < partitions; k++)
+	{
+		char	   *name = k < 0 ? out->name : psprintf("%s_p%d", out->name, k);
+
+		if (OidIsValid(get_relname_relid(name, nsp)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists", quote_qualified_identifier(out->schema, name)),
+					 k < 0 ? errhint("Drop it, or choose another output name.")
+					 : errdetail("pgdl.pack would create it as partition %d of \"%s\".", k, out->name)));
+	}
+}
+
+static void
+PackExec(const char *sql, int expected)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret != expected)
+		elog(ERROR, "pgdl.pack: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+/* The packed table and its partitions. */
+static void
+PackCreateTable(const PackOutput *out, int partitions)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TABLE %s (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,"
+					 " x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id))"
+					 " PARTITION BY LIST (part)", out->qualified);
+	PackExec(sql.data, SPI_OK_UTILITY);
+
+	/* before the partitions, which take their columns' storage from it */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
+					 out->qualified);
+	PackExec(sql.data, SPI_OK_UTILITY);
+
+	for (int k = 0; k < partitions; k++)
+	{
+		char	   *part = psprintf("%s_p%d", out->name, k);
+
+		CHECK_FOR_INTERRUPTS();
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE TABLE %s PARTITION OF %s FOR VALUES IN (%d)",
+						 quote_qualified_identifier(out->schema, part), out->qualified, k);
+		PackExec(sql.data, SPI_OK_UTILITY);
+	}
+}
+
+/* An empty 1-d real[] of n elements, to be filled in place. */
+static ArrayType *
+PackNewFloatArray(int n)
+{
+	Size		bytes = add_size(ARR_OVERHEAD_NONULLS(1), mul_size((Size) n, sizeof(float)));
+	ArrayType  *arr;
+
+	if (bytes > MaxAllocSize)
+		elog(ERROR, "pgdl.pack: array of %d floats is too large", n);
+	arr = (ArrayType *) palloc(bytes);
+	SET_VARSIZE(arr, bytes);
+	arr->ndim = 1;
+	arr->dataoffset = 0;
+	arr->elemtype = FLOAT4OID;
+	*ARR_DIMS(arr) = n;
+	*ARR_LBOUND(arr) = 1;
+	return arr;
+}
+
+/*
+ * Buffer b: rows perm[b * buffer_rows ...] normalized, in partition
+ * b % partitions.  One prepared INSERT for all buffers.
+ */
+static void
+PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
+				 const int64 *perm, const float *y_all, int n_targets,
+				 int32 buffer_rows, int32 partitions, int32 n_buffers)
+{
+	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
+	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
+							   out->qualified);
+	SPIPlanPtr	plan = SPI_prepare(sql, 5, types);
+	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
+												 ALLOCSET_DEFAULT_SIZES);
+	int32		nf = data->n_features;
+
+	if (plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+
+	for (int32 b = 0; b < n_buffers; b++)
+	{
+		int64		first = (int64) b * buffer_rows;
+		int32		n = (int32) Min((int64) buffer_rows, data->n_rows - first);
+		MemoryContext old = MemoryContextSwitchTo(bufcxt);
+		ArrayType  *x = PackNewFloatArray(n * nf);
+		ArrayType  *y = PackNewFloatArray(n * n_targets);
+		float	   *xd = (float *) ARR_DATA_PTR(x);
+		float	   *yd = (float *) ARR_DATA_PTR(y);
+		Datum		values[5];
+		int			ret;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int32 i = 0; i < n; i++)
+		{
+			int64		r = perm[first + i];
+			const float *src = PackRow(data, r);
+			float	   *dst = xd + (int64) i * nf;
+
+			if (norm->mean != NULL)
+				for (int j = 0; j < nf; j++)
+					dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
+			else if (norm->scale != 1.0f)
+				for (int j = 0; j < nf; j++)
+					dst[j] = src[j] * norm->scale;
+			else
+				memcpy(dst, src, sizeof(float) * nf);
+			memcpy(yd + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
+		}
+
+		values[0] = Int32GetDatum(b % partitions);
+		values[1] = Int32GetDatum(b);
+		values[2] = Int32GetDatum(n);
+		values[3] = PointerGetDatum(x);
+		values[4] = PointerGetDatum(y);
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", b, SPI_result_code_string(ret));
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(bufcxt);
+	}
+	SPI_freeplan(plan);
+	MemoryContextDelete(bufcxt);
+}
+
+/* Registers the dataset; its id. */
+static int64
+PackRegister(const PackOutput *out, Oid source, const char *features, const char *label,
+			 const PackData *data, char **classes, int n_classes, int n_targets,
+			 Datum normalization, int32 n_buffers, int32 buffer_rows, int32 partitions,
+			 int64 seed, const PackReference *ref)
+{
+	Oid			types[16] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
+	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		values[16];
+	char		nulls[16];
+	Oid			packed = get_relname_relid(out->name, out->namespace);
+	bool		isnull;
+	int			ret;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = ObjectIdGetDatum(packed);
+	values[1] = DirectFunctionCall1(regclassout, ObjectIdGetDatum(source));
+	values[1] = CStringGetTextDatum(DatumGetCString(values[1]));
+	values[2] = CStringGetTextDatum(features);
+	values[3] = CStringGetTextDatum(label);
+	values[4] = CStringGetTextDatum(data->classification ? "classification" : "regression");
+	values[5] = Int32GetDatum(data->n_features);
+	values[6] = Int32GetDatum(n_targets);
+	if (data->classification)
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * Max(n_classes, 1));
+
+		for (int k = 0; k < n_classes; k++)
+			elems[k] = CStringGetTextDatum(classes[k]);
+		values[7] = PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
+	}
+	else
+	{
+		values[7] = (Datum) 0;
+		nulls[7] = 'n';
+	}
+	values[8] = ObjectIdGetDatum(data->label.type);
+	values[9] = normalization;
+	values[10] = Int64GetDatum(data->n_rows);
+	values[11] = Int32GetDatum(n_buffers);
+	values[12] = Int32GetDatum(buffer_rows);
+	values[13] = Int32GetDatum(partitions);
+	values[14] = Int64GetDatum(seed);
+	if (ref != NULL)
+		values[15] = Int64GetDatum(ref->id);
+	else
+	{
+		values[15] = (Datum) 0;
+		nulls[15] = 'n';
+	}
+
+	ret = SPI_execute_with_args("INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+								16, types, values, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "pgdl.pack: registering the dataset failed: %s", SPI_result_code_string(ret));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+static void
+PackRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_pack);
+Datum
+pgdl_pack(PG_FUNCTION_ARGS)
+{
+	Oid			source;
+	char	   *features;
+	char	   *label;
+	char	   *output;
+	int32		buffer_rows;
+	int32		partitions;
+	int64		seed;
+	bool		has_scale = !PG_ARGISNULL(7);
+	double		scale = has_scale ? PG_GETARG_FLOAT8(7) : 1.0;
+	bool		standardize;
+	char	   *nulls;
+	bool		skip;
+	bool		has_ref = !PG_ARGISNULL(10);
+	char	   *relname;
+	char	   *source_sql;
+	MemoryContext packcxt;
+	MemoryContext old;
+	PackReference ref;
+	PackData	data;
+	PackOutput	out;
+	PackNorm	norm;
+	float	   *y;
+	char	  **classes = NULL;
+	int			n_classes = 0;
+	int			n_targets = 1;
+	int64		n_buffers64;
+	int64	   *perm;
+	Datum		normalization;
+	int64		id;
+
+	pgdl_engine_prepare();
+
+	PackRequireArg(fcinfo, 0, "source");
+	PackRequireArg(fcinfo, 1, "features");
+	PackRequireArg(fcinfo, 2, "label");
+	PackRequireArg(fcinfo, 3, "output");
+	PackRequireArg(fcinfo, 4, "buffer_rows");
+	PackRequireArg(fcinfo, 5, "partitions");
+	PackRequireArg(fcinfo, 6, "seed");
+	PackRequireArg(fcinfo, 8, "standardize");
+	PackRequireArg(fcinfo, 9, "nulls");
+
+	source = PG_GETARG_OID(0);
+	features = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	label = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	output = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	buffer_rows = PG_GETARG_INT32(4);
+	partitions = PG_GETARG_INT32(5);
+	seed = PG_GETARG_INT64(6);
+	standardize = PG_GETARG_BOOL(8);
+	nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
+
+	/* the arguments alone */
+	if (buffer_rows < 1 || buffer_rows > PACK_MAX_BUFFER_ROWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("buffer_rows must be between 1 and %d, not %d", PACK_MAX_BUFFER_ROWS, buffer_rows),
+				 errdetail("A buffer is at most one training step's minibatch.")));
+	if (partitions < 1 || partitions > PACK_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be between 1 and %d, not %d", PACK_MAX_PARTITIONS, partitions)));
+	if (strcmp(nulls, "error") == 0)
+		skip = false;
+	else if (strcmp(nulls, "skip") == 0)
+		skip = true;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid nulls value \"%s\"", nulls),
+				 errhint("Use 'error' (the default) or 'skip'.")));
+	if (has_scale && standardize)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot both be given"),
+				 errdetail("Features are either multiplied by scale or standardized per feature, not both.")));
+	if (has_scale && (!isfinite(scale) || scale == 0 || !isfinite((float) scale) || (float) scale == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale must be a finite number other than zero, not %g", scale)));
+	if (has_ref && (has_scale || standardize))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference is normalized as the reference was."),
+				 errhint("Leave scale and standardize out.")));
+
+	packcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(packcxt);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgdl.pack: SPI_connect failed");
+	MemoryContextSwitchTo(packcxt);
+
+	/* the columns, the reference, the output's names */
+	relname = get_rel_name(source);
+	if (relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", source)));
+	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(source)), relname);
+
+	memset(&data, 0, sizeof(data));
+	data.cxt = packcxt;
+	PackFindFeatures(source, relname, features, &data);
+	PackFindLabel(source, relname, label, data.n_cols + 1, &data);
+
+	memset(&ref, 0, sizeof(ref));
+	if (has_ref)
+	{
+		PackReadReference(PG_GETARG_OID(10), packcxt, &ref);
+		if (ref.classification != data.classification)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("label \"%s\" is a %s label, but reference dataset \"%s\" is a %s dataset",
+							data.label.name, data.classification ? "classification" : "regression",
+							ref.name, ref.classification ? "classification" : "regression")));
+		if (!data.array_mode && data.n_features != ref.n_features)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("source has %d features, but reference dataset \"%s\" has %d",
+							data.n_features, ref.name, ref.n_features),
+					 errdetail("A dataset packed with a reference must have the reference's features.")));
+	}
+
+	PackCheckOutput(output, partitions, &out);
+
+	/* the data: every error about it comes from here, before anything is created */
+	PackReadSource(source_sql, &data, skip, buffer_rows, has_ref ? &ref : NULL);
+	if (data.n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("pgdl.pack skipped " INT64_FORMAT " of " INT64_FORMAT " rows that had NULL values",
+						data.n_skipped, data.n_read)));
+	if (data.n_rows == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 data.n_read == 0
+				 ? errmsg("source \"%s\" has no rows", relname)
+				 : errmsg("every row of source \"%s\" has a NULL value", relname),
+				 errdetail("There is nothing to pack.")));
+
+	n_buffers64 = (data.n_rows + buffer_rows - 1) / buffer_rows;
+	if (n_buffers64 > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("source has too many rows for buffers of %d rows", buffer_rows),
+				 errhint("Use a larger buffer_rows.")));
+	/*
+	 * An empty partition would give the worker that owns it nothing to train
+	 * on, and a model hopping through it no step: refuse rather than create one.
+	 */
+	if (partitions > n_buffers64)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("more partitions (%d) than buffers (" INT64_FORMAT ")", partitions, n_buffers64),
+				 errdetail("Every partition needs at least one buffer; " INT64_FORMAT " rows in buffers of up to %d rows fill " INT64_FORMAT ".",
+						   data.n_rows, buffer_rows, n_buffers64),
+				 errhint("Use partitions => " INT64_FORMAT " or fewer, or a smaller buffer_rows.", n_buffers64)));
+
+	/* classes and targets */
+	if (data.classification)
+		y = PackClasses(&data, has_ref ? &ref : NULL, &classes, &n_classes);
+	else
+		y = data.label_float;
+
+	/* normalization */
+	memset(&norm, 0, sizeof(norm));
+	norm.scale = 1.0f;
+	if (has_ref)
+	{
+		norm.scale = (float) ref.scale;
+		norm.mean = ref.mean;
+		norm.std = ref.std;
+		normalization = ref.normalization;
+	}
+	else
+	{
+		if (standardize)
+			PackStandardize(&data, &norm);
+		else
+		{
+			char		tmp[32];
+
+			norm.scale = (float) scale;
+			double_to_shortest_decimal_buf(scale, tmp);
+			norm.json = psprintf("{\"scale\": %s}", tmp);
+		}
+		normalization = DirectFunctionCall1(jsonb_in, CStringGetDatum(norm.json));
+	}
+	PackCheckNormalized(&data, &norm);
+
+	/* the order: Fisher-Yates, swap i with j uniform in [0, i], from the end */
+	perm = MemoryContextAllocHuge(packcxt, mul_size((Size) data.n_rows, sizeof(int64)));
+	for (int64 i = 0; i < data.n_rows; i++)
+		perm[i] = i;
+	for (int64 i = data.n_rows - 1; i > 0; i--)
+	{
+		uint64		j = nn_rng_u64((uint64) seed, PACK_SHUFFLE_STREAM, (uint64) i) % (uint64) (i + 1);
+		int64		t = perm[i];
+
+		if ((i & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+
+	/* nothing was created before this point */
+	PackCreateTable(&out, partitions);
+	PackWriteBuffers(&out, &data, &norm, perm, y, n_targets, buffer_rows, partitions, (int32) n_buffers64);
+	id = PackRegister(&out, source, features, label, &data, classes, n_classes, n_targets, normalization,
+					  (int32) n_buffers64, buffer_rows, partitions, seed, has_ref ? &ref : NULL);
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "pgdl.pack: SPI_finish failed");
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(packcxt);
+
+	PG_RETURN_INT64(id);
+}
