@@ -41,9 +41,11 @@ config='{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 128}'
 best() { sort -g | tail -n 1; }
 sql_ips()
 {
-	psql -At -c "SET client_min_messages = warning" -c "
-		SELECT round(images_per_second) FROM pgdl.run_metrics
-		 WHERE run = (SELECT run FROM pgdl.models WHERE id = pgdl.fit('bench_train_packed', '$1'::jsonb, '$config', 1))"
+	psql -At <<SQL
+SET client_min_messages = warning;
+SELECT pgdl.fit('bench_train_packed', '$1'::jsonb, '$config', 1) AS model \gset
+SELECT round(r.images_per_second) FROM pgdl.run_metrics r JOIN pgdl.models m ON m.run = r.run WHERE m.id = :model;
+SQL
 }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 

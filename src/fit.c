@@ -24,10 +24,76 @@
 
 #define MAX_EPOCHS 100000
 
-static void
-train_buffer_cb(void *arg, const float *x, const float *y, int32 n)
+/*
+ * Buffers read in the first epoch are kept for the next ones, within
+ * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
+ * about a tenth of a training step of the reference MLP.
+ */
+typedef struct CachedBuffer
 {
-	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
+	float	   *x;
+	float	   *y;
+	int32		n;
+} CachedBuffer;
+
+typedef struct EpochReader
+{
+	PgdlTrainState *state;
+	MemoryContext cache_cxt;
+	List	  **parts;			/* per partition: CachedBuffers, when all of it is kept */
+	bool	   *complete;		/* the partition's buffers are all in parts[] */
+	int32		current;
+	int64		budget;			/* bytes left */
+} EpochReader;
+
+static void
+train_and_keep(void *arg, const float *x, const float *y, int32 n)
+{
+	EpochReader *r = arg;
+	int64		in = nn_model_input_size(r->state->model);
+	int64		tgt = nn_model_target_size(r->state->model);
+	int64		bytes = (int64) n * (in + tgt) * sizeof(float);
+
+	pgdl_train_buffer(r->state, x, y, n);
+	if (r->complete[r->current] && bytes <= r->budget)
+	{
+		MemoryContext old = MemoryContextSwitchTo(r->cache_cxt);
+		CachedBuffer *b = palloc(sizeof(CachedBuffer));
+
+		b->x = MemoryContextAllocHuge(r->cache_cxt, n * in * sizeof(float));
+		b->y = MemoryContextAllocHuge(r->cache_cxt, n * tgt * sizeof(float));
+		memcpy(b->x, x, n * in * sizeof(float));
+		memcpy(b->y, y, n * tgt * sizeof(float));
+		b->n = n;
+		r->parts[r->current] = lappend(r->parts[r->current], b);
+		MemoryContextSwitchTo(old);
+		r->budget -= bytes;
+	}
+	else
+		r->complete[r->current] = false;
+}
+
+/* One sub-epoch: partition `part` from memory when kept, else from its table. */
+static void
+train_partition(EpochReader *r, const PgdlDataset *ds, int32 part, bool first_visit)
+{
+	ListCell   *lc;
+
+	if (!first_visit && r->complete[part])
+	{
+		foreach(lc, r->parts[part])
+		{
+			CachedBuffer *b = lfirst(lc);
+
+			pgdl_train_buffer(r->state, b->x, b->y, b->n);
+		}
+		return;
+	}
+	r->current = part;
+	r->complete[part] = first_visit;	/* a partition is kept whole or not at all */
+	pgdl_packed_scan(ds, part, train_and_keep, r);
+	if (!r->complete[part])
+		r->parts[part] = NIL;	/* its memory stays charged; rare, and freed with the run */
 }
 
 static void
@@ -77,6 +143,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	NnError		err;
 	PgdlTrainState *state;
 	int32	   *order;
+	EpochReader reader;
 	int64		run_id,
 				model_id;
 	StringInfoData metrics;
@@ -117,6 +184,11 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	pgdl_model_free_with(model, fitcxt);
 	state = pgdl_train_begin(model, &config, fitcxt);
 	order = palloc(sizeof(int32) * Max(ds->partitions, 1));
+	reader.state = state;
+	reader.cache_cxt = fitcxt;
+	reader.parts = palloc0(sizeof(List *) * Max(ds->partitions, 1));
+	reader.complete = palloc0(sizeof(bool) * Max(ds->partitions, 1));
+	reader.budget = (int64) pgdl_train_cache_mem * 1024;
 	MemoryContextSwitchTo(old);
 
 	{
@@ -156,7 +228,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		memset(&state->stats, 0, sizeof(NnBatchStats));
 		INSTR_TIME_SET_CURRENT(start);
 		for (int32 k = 0; k < partitions; k++)
-			pgdl_packed_scan(ds, order[k], train_buffer_cb, state);
+			train_partition(&reader, ds, order[k], e == 0);
 		INSTR_TIME_SET_CURRENT(duration);
 		INSTR_TIME_SUBTRACT(duration, start);
 		seconds = INSTR_TIME_GET_DOUBLE(duration);

@@ -6,11 +6,14 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "utils/guc.h"
 
 #include "pgdl.h"
 
 int			pgdl_blas_threads = 1;
+int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 
 void
 pgdl_guc_init(void)
@@ -23,6 +26,16 @@ pgdl_guc_init(void)
 							1, 1, 64,
 							PGC_USERSET,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.train_cache_mem",
+							"Memory a training run may use to keep packed buffers between epochs.",
+							"pgdl.fit reads each buffer from its table in the first epoch and keeps "
+							"it in memory for later epochs while this budget allows; 0 reads every epoch.",
+							&pgdl_train_cache_mem,
+							256 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgdl");

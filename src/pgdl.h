@@ -15,6 +15,7 @@
 
 /* guc.c */
 extern int	pgdl_blas_threads;
+extern int	pgdl_train_cache_mem;
 
 extern void pgdl_guc_init(void);
 

@@ -113,6 +113,14 @@ SELECT pgdl.fit('toy_packed', 'toy_mlp', :'cfg', 3) AS fit_a \gset
 SELECT pgdl.fit('toy_packed', 'toy_mlp', :'cfg', 3) AS fit_b \gset
 SELECT a.weights = b.weights AS refit_identical
   FROM pgdl.models a, pgdl.models b WHERE a.id = :fit_a AND b.id = :fit_b;
+-- later epochs train on buffers kept in memory: the same bytes as rereading them
+SET pgdl.train_cache_mem = 0;
+SELECT pgdl.fit('toy_packed', 'toy_mlp', :'cfg', 3) AS fit_c \gset
+SET pgdl.train_cache_mem = '1kB';
+SELECT pgdl.fit('toy_packed', 'toy_mlp', :'cfg', 3) AS fit_d \gset
+RESET pgdl.train_cache_mem;
+SELECT a.weights = c.weights AS cached_equals_reread, a.weights = d.weights AS partly_cached_equals_reread
+  FROM pgdl.models a, pgdl.models c, pgdl.models d WHERE a.id = :fit_a AND c.id = :fit_c AND d.id = :fit_d;
 
 -- a real run: the loss falls and accuracy ends far above chance (0.25)
 SELECT pgdl.fit('toy_packed', 'toy_mlp', '{"lr": 0.1, "momentum": 0.9, "batch_size": 32}', 30,
