@@ -47,27 +47,21 @@ typedef struct EpochReader
 } EpochReader;
 
 static void
-train_and_keep(void *arg, const float *x, const float *y, int32 n)
+train_and_keep(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
 	EpochReader *r = arg;
-	int64		in = nn_model_input_size(r->state->model);
-	int64		tgt = nn_model_target_size(r->state->model);
-	int64		bytes = (int64) n * (in + tgt) * sizeof(float);
 
 	pgdl_train_buffer(r->state, x, y, n);
-	if (r->complete[r->current] && bytes <= r->budget)
+	if (kept && r->complete[r->current])
 	{
 		MemoryContext old = MemoryContextSwitchTo(r->cache_cxt);
 		CachedBuffer *b = palloc(sizeof(CachedBuffer));
 
-		b->x = MemoryContextAllocHuge(r->cache_cxt, n * in * sizeof(float));
-		b->y = MemoryContextAllocHuge(r->cache_cxt, n * tgt * sizeof(float));
-		memcpy(b->x, x, n * in * sizeof(float));
-		memcpy(b->y, y, n * tgt * sizeof(float));
+		b->x = (float *) x;
+		b->y = (float *) y;
 		b->n = n;
 		r->parts[r->current] = lappend(r->parts[r->current], b);
 		MemoryContextSwitchTo(old);
-		r->budget -= bytes;
 	}
 	else
 		r->complete[r->current] = false;
@@ -91,7 +85,7 @@ train_partition(EpochReader *r, const PgdlDataset *ds, int32 part, bool first_vi
 	}
 	r->current = part;
 	r->complete[part] = first_visit;	/* a partition is kept whole or not at all */
-	pgdl_packed_scan(ds, part, train_and_keep, r);
+	pgdl_packed_scan(ds, part, train_and_keep, r, first_visit ? r->cache_cxt : NULL, &r->budget);
 	if (!r->complete[part])
 		r->parts[part] = NIL;	/* its memory stays charged; rare, and freed with the run */
 }

@@ -21,7 +21,8 @@
 #define FETCH_ROWS 16
 
 void
-pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
+pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
+				 MemoryContext keep_cxt, int64 *keep_bytes)
 {
 	char	   *relname;		/* for messages */
 	char	   *qualified;
@@ -69,6 +70,7 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 						ylen;
 			float	   *x,
 					   *y;
+			bool		kept = false;
 
 			CHECK_FOR_INTERRUPTS();
 			if (xnull || ynull || nnull)
@@ -77,10 +79,18 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 						 errmsg("buffer %d of packed table \"%s\" has NULL values", buffer_id, relname),
 						 errdetail("Columns n, x and y must not be NULL.")));
 			n = DatumGetInt32(nd);
+			if (keep_cxt && n > 0 && n <= NN_MAX_BATCH &&
+				(int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float) <= *keep_bytes)
+			{
+				/* detoast straight into the keeper's memory: no second copy */
+				MemoryContextSwitchTo(keep_cxt);
+				kept = true;
+			}
+			/* kept arrays must not point into the fetched tuple (small ones are inline) */
 			snprintf(what, sizeof(what), "x of buffer %d", buffer_id);
-			x = pgdl_float4_array(DatumGetArrayTypeP(xd), what, &xlen);
+			x = pgdl_float4_array(kept ? DatumGetArrayTypePCopy(xd) : DatumGetArrayTypeP(xd), what, &xlen);
 			snprintf(what, sizeof(what), "y of buffer %d", buffer_id);
-			y = pgdl_float4_array(DatumGetArrayTypeP(yd), what, &ylen);
+			y = pgdl_float4_array(kept ? DatumGetArrayTypePCopy(yd) : DatumGetArrayTypeP(yd), what, &ylen);
 			if (n < 1 || n > NN_MAX_BATCH || xlen != (int64) n * ds->n_features || ylen != (int64) n * ds->n_targets)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
@@ -88,7 +98,12 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg)
 						 errdetail("It holds %d examples, %lld values of x and %lld of y; expected %lld and %lld.",
 								   n, (long long) xlen, (long long) ylen,
 								   (long long) n * ds->n_features, (long long) n * ds->n_targets)));
-			fn(arg, x, y, n);
+			if (kept)
+			{
+				MemoryContextSwitchTo(per_batch);
+				*keep_bytes -= (int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float);
+			}
+			fn(arg, x, y, n, kept);
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(per_batch);
@@ -150,7 +165,7 @@ typedef struct EvalArg
 } EvalArg;
 
 static void
-evaluate_buffer(void *arg, const float *x, const float *y, int32 n)
+evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
 	EvalArg    *ea = arg;
 	NnError		err;
@@ -168,5 +183,5 @@ pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
 	EvalArg		ea = {model, stats};
 
 	pgdl_check_model_fits(&model->spec, ds);
-	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea);
+	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea, NULL, NULL);
 }

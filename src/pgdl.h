@@ -116,10 +116,16 @@ extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float
 
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
-typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n);
+/* kept: x and y live in the scan's keep context, for the caller to hold on to */
+typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n, bool kept);
 
-/* Every buffer of partition `part` (or of all, part order, when part < 0). */
-extern void pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg);
+/*
+ * Every buffer of partition `part` (or of all, part order, when part < 0).
+ * With keep_cxt, buffers are read into it (rather than into memory freed after
+ * the call) while *keep_bytes allows, which it is charged.
+ */
+extern void pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
+							 MemoryContext keep_cxt, int64 *keep_bytes);
 /* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
 /* The model's input and output agree with the dataset, or an error says how not. */
