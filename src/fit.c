@@ -90,8 +90,8 @@ train_partition(EpochReader *r, const PgdlDataset *ds, int32 part, bool first_vi
 		r->parts[part] = NIL;	/* its memory stays charged; rare, and freed with the run */
 }
 
-static void
-check_same_classes(const PgdlDataset *train, const PgdlDataset *valid, Oid validation)
+void
+pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation)
 {
 	bool		same = train->classification == valid->classification &&
 		train->n_features == valid->n_features && train->n_targets == valid->n_targets &&
@@ -152,7 +152,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	if (OidIsValid(validation))
 	{
 		vds = pgdl_dataset_by_packed(validation);
-		check_same_classes(ds, vds, validation);
+		pgdl_check_same_dataset_shape(ds, vds, validation);
 	}
 
 	SPI_connect();

@@ -7,6 +7,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <unistd.h>
 
 #include "utils/guc.h"
 
@@ -14,6 +15,8 @@
 
 int			pgdl_blas_threads = 1;
 int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
+int			pgdl_max_workers = 2;
+int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 
 void
 pgdl_guc_init(void)
@@ -34,6 +37,29 @@ pgdl_guc_init(void)
 							"it in memory for later epochs while this budget allows; 0 reads every epoch.",
 							&pgdl_train_cache_mem,
 							256 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/* one worker per core by default: a worker is one BLAS thread */
+	{
+		long		cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		pgdl_max_workers = cores < 1 ? 1 : (cores > 64 ? 64 : (int) cores);
+	}
+	DefineCustomIntVariable("pgdl.max_workers",
+							"Background workers pgdl.fit_multiple starts when not told how many.",
+							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes.",
+							&pgdl_max_workers,
+							pgdl_max_workers, 1, 64,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgdl.worker_cache_mem",
+							"Memory each pgdl.fit_multiple worker may use to keep its partitions' buffers.",
+							"Buffers beyond it are read from the packed table at every visit.",
+							&pgdl_worker_cache_mem,
+							512 * 1024, 0, MAX_KILOBYTES,
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);

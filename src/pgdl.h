@@ -16,6 +16,8 @@
 /* guc.c */
 extern int	pgdl_blas_threads;
 extern int	pgdl_train_cache_mem;
+extern int	pgdl_max_workers;
+extern int	pgdl_worker_cache_mem;
 
 extern void pgdl_guc_init(void);
 
@@ -128,6 +130,9 @@ extern void pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn,
 							 MemoryContext keep_cxt, int64 *keep_bytes);
 /* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
+/* fit.c: a validation set has the training set's features, task and classes. */
+extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation);
+
 /* The model's input and output agree with the dataset, or an error says how not. */
 extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
 

@@ -31,7 +31,7 @@ CREATE TABLE pgdl.architectures (
 
 CREATE TABLE pgdl.runs (
 	id bigserial PRIMARY KEY,
-	kind text NOT NULL,						-- 'fit'
+	kind text NOT NULL,						-- 'fit' or 'fit_multiple'
 	dataset bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
 	validation bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
 	architecture bigint REFERENCES pgdl.architectures ON DELETE SET NULL,
@@ -59,6 +59,7 @@ ALTER TABLE pgdl.models ALTER COLUMN weights SET STORAGE EXTERNAL;
 
 CREATE TABLE pgdl.run_metrics (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
+	config bigint,							-- pgdl.configs.id in a pgdl.fit_multiple run
 	model bigint,							-- filled in when the model is stored
 	epoch integer NOT NULL,
 	train_loss double precision,
@@ -67,7 +68,8 @@ CREATE TABLE pgdl.run_metrics (
 	validation_accuracy double precision,
 	seconds double precision,
 	images_per_second double precision,
-	PRIMARY KEY (run, epoch)
+	decision text,							-- successive halving: 'continue' or 'stop' at a rung
+	UNIQUE NULLS NOT DISTINCT (run, config, epoch)
 );
 
 COMMENT ON TABLE pgdl.datasets IS 'packed training data written by pgdl.pack: shape, classes, normalization';
@@ -120,3 +122,34 @@ COMMENT ON FUNCTION pgdl.forget_dropped_datasets() IS
 	'event trigger: removes the pgdl.datasets rows of dropped packed tables';
 CREATE EVENT TRIGGER pgdl_forget_dropped_datasets ON sql_drop
 	EXECUTE FUNCTION pgdl.forget_dropped_datasets();
+
+-- Configuration sets for model selection (pgdl.grid_search, pgdl.random_search, or rows by hand).
+CREATE TABLE pgdl.configs (
+	id bigserial PRIMARY KEY,
+	set_name text NOT NULL,
+	architecture bigint NOT NULL REFERENCES pgdl.architectures ON DELETE CASCADE,
+	config jsonb NOT NULL,					-- a training configuration, stored in canonical form
+	created timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (set_name, architecture, config)
+);
+COMMENT ON TABLE pgdl.configs IS
+	'configuration sets for pgdl.fit_multiple: an architecture and a training configuration per row';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.configs', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.configs_id_seq', '');
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.configs TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgdl.configs_id_seq TO PUBLIC;
+
+-- Every model of a pgdl.fit_multiple run after every epoch, each in its own committed transaction,
+-- so that pgdl.resume can continue a cancelled or crashed run.
+CREATE TABLE pgdl.checkpoints (
+	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
+	config bigint NOT NULL,					-- pgdl.configs.id
+	epoch integer NOT NULL,
+	weights bytea NOT NULL,
+	created timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (run, config, epoch)
+);
+ALTER TABLE pgdl.checkpoints ALTER COLUMN weights SET STORAGE EXTERNAL;
+COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, for pgdl.resume';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.checkpoints', '');
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.checkpoints TO PUBLIC;

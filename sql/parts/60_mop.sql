@@ -1,0 +1,19 @@
+-- Model hopper parallelism: many configurations trained at once by background workers.
+
+CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism); stores the models and returns the leaderboard';
+
+CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.resume(bigint, integer) IS
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint';

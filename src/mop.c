@@ -1,0 +1,776 @@
+/*
+ * mop.c -- pgdl.fit_multiple and pgdl.resume: the leader of a model hopper run.
+ *
+ * The leader validates every configuration before anything starts, lays the
+ * models out in a DSM segment (shm_toc, as test_shm_mq does), starts dynamic
+ * background workers (worker.c) as the calling user, and waits on its latch
+ * until every model is done, a worker fails, or it is cancelled, in which case
+ * it stops the workers before it reports the error.  The trained models are
+ * stored in pgdl.models in the caller's transaction; the run, the per-epoch
+ * metrics and the checkpoints are committed by the workers as they go, so that
+ * pgdl.resume can continue a run that was cancelled or crashed.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/latch.h"
+#include "storage/shm_toc.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/wait_event.h"
+
+#include "mop.h"
+
+/* A configuration of the set, ready to run. */
+typedef struct MopConfig
+{
+	int64		config_id;
+	int64		arch_id;
+	char	   *arch_name;
+	NnSpec	   *spec;
+	Jsonb	   *spec_json;
+	PgdlTrainConfig config;
+	Jsonb	   *config_json;
+	bytea	   *start;			/* the model to start from: new, or a checkpoint */
+	int32		start_epoch;
+	bool		stopped;		/* resume: stopped at a rung before */
+	bool		has_metrics;	/* resume: the last epoch's metrics below */
+	double		metrics[4];		/* train loss, accuracy, validation loss, accuracy */
+	bool		has_validation;
+	double		cost;
+} MopConfig;
+
+typedef struct MopRun
+{
+	char	   *set_name;
+	PgdlDataset *ds;
+	PgdlDataset *vds;
+	int32		epochs;
+	int32		workers;
+	int32		eta;
+	char	   *strategy;
+	char	   *name_prefix;
+	int64		run_id;			/* resume: the run to continue; 0: a new run */
+	List	   *configs;		/* of MopConfig * */
+} MopRun;
+
+int32
+mop_next_partition(const MopModel *m, int32 n_partitions)
+{
+	int32		order[MOP_MAX_PARTITIONS];
+
+	nn_rng_permutation((uint64) m->config.seed, NN_EPOCH_ORDER_STREAM(m->epoch), n_partitions, order);
+	return order[m->visit];
+}
+
+bool
+mop_is_rung(const MopShared *shared, int32 epoch)
+{
+	/* the rungs are epochs / eta^k for k >= 1, before the last epoch */
+	if (shared->eta < 2)
+		return false;
+	for (int64 r = shared->epochs / shared->eta; r >= 1; r /= shared->eta)
+		if (r == epoch && epoch < shared->epochs)
+			return true;
+	return false;
+}
+
+static double
+rank_key(const MopModel *m)
+{
+	return m->has_validation ? m->validation_loss : m->train_loss;
+}
+
+bool
+mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
+{
+	int32		waiting = 0,
+				keep;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+
+		decided[i] = stopped[i] = false;
+		if (m->state == MOP_STOPPED || m->state == MOP_DONE)
+			continue;
+		if (m->state != MOP_RUNG || m->epoch != epoch)
+			return false;
+		waiting++;
+	}
+	keep = (waiting + shared->eta - 1) / shared->eta;
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		int32		better = 0;
+
+		if (m->state != MOP_RUNG)
+			continue;
+		/* rank by loss, ties by position in the set: deterministic */
+		for (int j = 0; j < shared->n_models; j++)
+		{
+			MopModel   *o = &shared->models[j];
+
+			if (o->state == MOP_RUNG &&
+				(rank_key(o) < rank_key(m) || (rank_key(o) == rank_key(m) && j < i)))
+				better++;
+		}
+		decided[i] = true;
+		stopped[i] = better >= keep;
+	}
+	for (int i = 0; i < shared->n_models; i++)
+		if (decided[i])
+			shared->models[i].state = stopped[i] ? MOP_STOPPED : MOP_IDLE;
+	return true;
+}
+
+/* ---- the configurations ---- */
+
+static void
+load_configs(MopRun *run)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(run->set_name)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT c.id, a.id, a.name, a.spec, c.config FROM pgdl.configs c "
+							  "JOIN pgdl.architectures a ON a.id = c.architecture "
+							  "WHERE c.set_name = $1 ORDER BY c.id",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.configs");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("configuration set \"%s\" is empty or does not exist", run->set_name),
+				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
+	if (SPI_processed > MOP_MAX_MODELS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
+						run->set_name, SPI_processed, MOP_MAX_MODELS)));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		MopConfig  *c = palloc0(sizeof(MopConfig));
+
+		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		c->arch_id = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
+		c->arch_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
+		c->spec_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		c->config_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
+		run->configs = lappend(run->configs, c);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+}
+
+/* Every configuration is checked, and its starting model made, before any worker starts. */
+static void
+prepare_configs(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		NnCost		cost;
+		NnError		err;
+
+		c->spec = palloc(sizeof(NnSpec));
+		PG_TRY();
+		{
+			pgdl_spec_from_jsonb(c->spec_json, c->spec);
+			pgdl_config_from_jsonb(c->config_json, &c->config);
+			pgdl_check_model_fits(c->spec, run->ds);
+		}
+		PG_CATCH();
+		{
+			errcontext("configuration " INT64_FORMAT " (architecture \"%s\")", c->config_id, c->arch_name);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		if (!nn_spec_cost(c->spec, NULL, &cost, &err))
+			pgdl_report_nn_error("model spec", &err);
+		c->cost = (double) cost.flops_train;
+		if (c->start == NULL)
+		{
+			NnModel    *m = nn_model_create(c->spec, (uint64) c->config.seed, &err);
+
+			if (m == NULL)
+				pgdl_report_nn_error("model spec", &err);
+			pgdl_model_free_with(m, CurrentMemoryContext);
+			if (!nn_model_set_optim(m, &c->config.optim, &err))
+				pgdl_report_nn_error("training configuration", &err);
+			c->start = pgdl_model_serialize(m);
+		}
+	}
+}
+
+/* ---- running ---- */
+
+static void
+stop_workers(BackgroundWorkerHandle **handles, int n)
+{
+	for (int w = 0; w < n; w++)
+		if (handles[w])
+			TerminateBackgroundWorker(handles[w]);
+}
+
+/* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
+static void
+wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+{
+	for (;;)
+	{
+		bool		all_done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		SpinLockAcquire(&shared->mutex);
+		for (int i = 0; i < shared->n_models; i++)
+			if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
+				all_done = false;
+		SpinLockRelease(&shared->mutex);
+		if (shared->failed_worker >= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("pgdl worker %d failed: %s", shared->failed_worker, shared->error)));
+		if (all_done)
+			return;
+		for (int w = 0; w < n_workers; w++)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handles[w], &pid) == BGWH_STOPPED && !shared->workers[w].finished)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("pgdl worker %d (pid %d) exited unexpectedly", w, (int) shared->workers[w].pid),
+						 errhint("See the server log; the run can continue from its last epoch with pgdl.resume(" INT64_FORMAT ").",
+								 shared->run_id)));
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+static int
+compare_leaderboard(const void *a, const void *b)
+{
+	const MopModel *x = *(MopModel *const *) a;
+	const MopModel *y = *(MopModel *const *) b;
+	double		kx = x->has_validation ? x->validation_loss : x->train_loss;
+	double		ky = y->has_validation ? y->validation_loss : y->train_loss;
+
+	/* models that went further first, then by loss */
+	if (x->epoch != y->epoch)
+		return x->epoch > y->epoch ? -1 : 1;
+	if (kx != ky)
+		return kx < ky ? -1 : 1;
+	return x->config_id < y->config_id ? -1 : 1;
+}
+
+/* Store the models, finish the run, return the leaderboard. */
+static void
+store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
+{
+	MopModel  **order = palloc(sizeof(MopModel *) * shared->n_models);
+	int64	   *model_ids = palloc0(sizeof(int64) * shared->n_models);
+	ListCell   *lc;
+	int			i = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		MopModel   *m = &shared->models[i];
+		Oid			types[8] = {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID};
+		Datum		values[8];
+		char		nulls[8] = {run->name_prefix ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+		bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+		StringInfoData metrics;
+		bool		isnull;
+		Oid			utypes[3] = {INT8OID, INT8OID, INT8OID};
+		Datum		uvalues[3];
+
+		SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
+		memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+		initStringInfo(&metrics);
+		appendStringInfo(&metrics, "{\"epoch\": %d, \"train_loss\": %.9g", m->epoch, m->train_loss);
+		if (run->ds->classification)
+			appendStringInfo(&metrics, ", \"train_accuracy\": %.9g", m->train_accuracy);
+		if (m->has_validation)
+		{
+			appendStringInfo(&metrics, ", \"validation_loss\": %.9g", m->validation_loss);
+			if (run->ds->classification)
+				appendStringInfo(&metrics, ", \"validation_accuracy\": %.9g", m->validation_accuracy);
+		}
+		appendStringInfo(&metrics, ", \"stopped\": %s}", m->state == MOP_STOPPED ? "true" : "false");
+
+		values[0] = run->name_prefix ?
+			CStringGetTextDatum(psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id)) : (Datum) 0;
+		values[1] = Int64GetDatum(c->arch_id);
+		values[2] = JsonbPGetDatum(c->spec_json);
+		values[3] = JsonbPGetDatum(pgdl_config_to_jsonb(&c->config));
+		values[4] = Int64GetDatum(run->ds->id);
+		values[5] = Int64GetDatum(shared->run_id);
+		values[6] = PointerGetDatum(blob);
+		values[7] = DirectFunctionCall1(jsonb_in, CStringGetDatum(metrics.data));
+		if (SPI_execute_with_args("INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics) "
+								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+								  8, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not store a model of run " INT64_FORMAT, shared->run_id);
+		model_ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		uvalues[0] = Int64GetDatum(model_ids[i]);
+		uvalues[1] = Int64GetDatum(shared->run_id);
+		uvalues[2] = Int64GetDatum(c->config_id);
+		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2 AND config = $3",
+								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not link the metrics of run " INT64_FORMAT, shared->run_id);
+		order[i] = m;
+		i++;
+	}
+	{
+		Oid			types[1] = {INT8OID};
+		Datum		values[1] = {Int64GetDatum(shared->run_id)};
+
+		if (SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = now() WHERE id = $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not finish run " INT64_FORMAT, shared->run_id);
+	}
+	SPI_finish();
+
+	qsort(order, shared->n_models, sizeof(MopModel *), compare_leaderboard);
+	for (int r = 0; r < shared->n_models; r++)
+	{
+		MopModel   *m = order[r];
+		int			k = m - shared->models;
+		MopConfig  *c = list_nth(run->configs, k);
+		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+		Datum		values[11];
+		bool		nulls[11] = {false};
+
+		values[0] = Int32GetDatum(r + 1);
+		values[1] = Int64GetDatum(model_ids[k]);
+		values[2] = Int64GetDatum(c->config_id);
+		values[3] = CStringGetTextDatum(c->arch_name);
+		values[4] = JsonbPGetDatum(pgdl_config_to_jsonb(&c->config));
+		values[5] = Int32GetDatum(m->epoch);
+		values[6] = Float8GetDatum(m->train_loss);
+		values[7] = Float8GetDatum(m->train_accuracy);
+		nulls[7] = !run->ds->classification;
+		values[8] = Float8GetDatum(m->validation_loss);
+		nulls[8] = !m->has_validation;
+		values[9] = Float8GetDatum(m->validation_accuracy);
+		nulls[9] = !m->has_validation || !run->ds->classification;
+		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/*
+ * A run stopped while models waited at a rung: put them back at the rung and
+ * decide it now, as the last of them would have.
+ */
+static void
+resume_pending_rung(MopShared *shared)
+{
+	bool	   *decided = palloc(sizeof(bool) * shared->n_models);
+	bool	   *stopped = palloc(sizeof(bool) * shared->n_models);
+	int32		epoch = -1;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+
+		if (m->state == MOP_IDLE && m->epoch > 0 && mop_is_rung(shared, m->epoch))
+		{
+			m->state = MOP_RUNG;
+			epoch = m->epoch;
+		}
+	}
+	if (epoch < 0 || !mop_decide_rung(shared, epoch, decided, stopped))
+		return;
+	SPI_connect();
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
+		Datum		values[4];
+
+		if (!decided[i])
+			continue;
+		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
+		values[1] = Int64GetDatum(shared->run_id);
+		values[2] = Int64GetDatum(shared->models[i].config_id);
+		values[3] = Int32GetDatum(epoch);
+		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
+								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record a decision of run " INT64_FORMAT, shared->run_id);
+	}
+	SPI_finish();
+}
+
+static void
+mop_execute(FunctionCallInfo fcinfo, MopRun *run)
+{
+	int			n_models = list_length(run->configs);
+	Size		blob_total = 0;
+	shm_toc_estimator e;
+	Size		segsize;
+	dsm_segment *seg;
+	shm_toc    *toc;
+	MopShared  *shared;
+	char	   *blobs;
+	BackgroundWorkerHandle **handles;
+	volatile int launched = 0;
+	ListCell   *lc;
+	int			i;
+
+	foreach(lc, run->configs)
+		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
+
+	shm_toc_initialize_estimator(&e);
+	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));
+	shm_toc_estimate_chunk(&e, blob_total);
+	shm_toc_estimate_keys(&e, 2);
+	segsize = shm_toc_estimate(&e);
+	seg = dsm_create(segsize, 0);
+	toc = shm_toc_create(MOP_MAGIC, dsm_segment_address(seg), segsize);
+	shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
+	memset(shared, 0, MOP_SHARED_SIZE(n_models));
+	blobs = shm_toc_allocate(toc, blob_total);
+	shm_toc_insert(toc, MOP_KEY_SHARED, shared);
+	shm_toc_insert(toc, MOP_KEY_BLOBS, blobs);
+
+	SpinLockInit(&shared->mutex);
+	shared->magic = MOP_MAGIC;
+	shared->database = MyDatabaseId;
+	shared->user = GetUserId();
+	shared->dataset_id = run->ds->id;
+	shared->validation_id = run->vds ? run->vds->id : 0;
+	shared->run_id = run->run_id;
+	shared->n_models = n_models;
+	shared->n_partitions = run->ds->partitions;
+	shared->epochs = run->epochs;
+	shared->eta = run->eta;
+	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
+	shared->leader = MyProc;
+	shared->failed_worker = -1;
+	snprintf(shared->run_config, sizeof(shared->run_config),
+			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d%s%s%s}",
+			 run->set_name, run->strategy, run->eta, run->workers,
+			 run->name_prefix ? ", \"name_prefix\": \"" : "", run->name_prefix ? run->name_prefix : "",
+			 run->name_prefix ? "\"" : "");
+
+	i = 0;
+	blob_total = 0;
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		MopModel   *m = &shared->models[i++];
+
+		m->config_id = c->config_id;
+		m->config = c->config;
+		m->cost = c->cost;
+		m->epoch = c->start_epoch;
+		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
+		if (c->has_metrics)
+		{
+			m->train_loss = c->metrics[0];
+			m->train_accuracy = c->metrics[1];
+			m->validation_loss = c->metrics[2];
+			m->validation_accuracy = c->metrics[3];
+			m->has_validation = c->has_validation;
+		}
+		m->blob_offset = blob_total;
+		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
+		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
+		blob_total += MAXALIGN(m->blob_len);
+	}
+
+	resume_pending_rung(shared);
+
+	handles = palloc0(sizeof(BackgroundWorkerHandle *) * run->workers);
+	PG_TRY();
+	{
+		for (int w = 0; w < run->workers; w++)
+		{
+			BackgroundWorker worker;
+
+			memset(&worker, 0, sizeof(worker));
+			worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+			worker.bgw_start_time = BgWorkerStart_ConsistentState;
+			worker.bgw_restart_time = BGW_NEVER_RESTART;
+			snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
+			snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgdl_mop_worker_main");
+			snprintf(worker.bgw_name, BGW_MAXLEN, "pgdl worker %d for pid %d", w, MyProcPid);
+			snprintf(worker.bgw_type, BGW_MAXLEN, "pgdl worker");
+			worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+			worker.bgw_notify_pid = MyProcPid;
+			memcpy(worker.bgw_extra, &w, sizeof(int));
+			if (!RegisterDynamicBackgroundWorker(&worker, &handles[w]))
+				break;
+			launched++;
+		}
+		if (launched == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("could not start any pgdl worker"),
+					 errhint("Raise max_worker_processes (it also bounds parallel query workers), or wait for other workers to finish.")));
+		if (launched < run->workers)
+			ereport(NOTICE,
+					(errmsg("started %d of %d pgdl workers", launched, run->workers),
+					 errhint("Raise max_worker_processes to run them all.")));
+		shared->n_workers = launched;
+		pg_write_barrier();
+		shared->go = true;
+		for (int w = 0; w < launched; w++)
+		{
+			pid_t		pid;
+
+			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+						 errmsg("pgdl worker %d could not start", w),
+						 errhint("See the server log.")));
+		}
+		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
+		wait_for_run(shared, handles, launched);
+		for (int w = 0; w < launched; w++)
+			(void) WaitForBackgroundWorkerShutdown(handles[w]);
+	}
+	PG_CATCH();
+	{
+		shared->abort = true;
+		stop_workers(handles, launched);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	store_models(fcinfo, run, shared, blobs);
+	dsm_detach(seg);
+}
+
+static void
+check_isolation(void)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("pgdl.fit_multiple and pgdl.resume need READ COMMITTED isolation"),
+				 errdetail("Their workers commit checkpoints that the calling transaction must see.")));
+}
+
+static void
+set_strategy(MopRun *run, const char *strategy, int32 eta)
+{
+	if (strcmp(strategy, "all") == 0)
+		run->eta = 0;
+	else if (strcmp(strategy, "hyperband") == 0 || strcmp(strategy, "successive_halving") == 0)
+	{
+		if (eta < 2 || eta > 100)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("eta must be between 2 and 100, got %d", eta)));
+		run->eta = eta;
+	}
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown strategy \"%s\"", strategy),
+				 errhint("Use 'all' (every configuration for every epoch) or 'hyperband' (successive halving).")));
+	run->strategy = pstrdup(strategy);
+}
+
+static void
+set_workers(MopRun *run, int32 workers)
+{
+	if (workers < 1 || workers > MOP_MAX_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers must be between 1 and %d, got %d", MOP_MAX_WORKERS, workers)));
+	if (workers > run->ds->partitions)
+	{
+		ereport(NOTICE,
+				(errmsg("using %d workers, one per partition of the packed table", run->ds->partitions),
+				 errhint("A worker owns whole partitions; pack with more partitions to use more workers.")));
+		workers = run->ds->partitions;
+	}
+	run->workers = workers;
+}
+
+/*
+ * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix)
+ */
+PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
+Datum
+pgdl_fit_multiple(PG_FUNCTION_ARGS)
+{
+	MopRun	   *run = palloc0(sizeof(MopRun));
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(6))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source, configs, epochs, strategy and eta must not be NULL")));
+	check_isolation();
+	pgdl_engine_prepare();
+	run->set_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	run->epochs = PG_GETARG_INT32(2);
+	if (run->epochs < 1 || run->epochs > 100000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epochs must be between 1 and 100000, got %d", run->epochs)));
+	run->ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
+	if (run->ds->partitions > MOP_MAX_PARTITIONS)
+		elog(ERROR, "too many partitions");
+	if (!PG_ARGISNULL(3))
+	{
+		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
+		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
+	}
+	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4));
+	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
+	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
+	load_configs(run);
+	prepare_configs(run);
+	mop_execute(fcinfo, run);
+	return (Datum) 0;
+}
+
+/*
+ * resume(run_id [, workers]): continue a pgdl.fit_multiple run from each model's
+ * last checkpoint.  The models end with the bytes an uninterrupted run gives.
+ */
+PG_FUNCTION_INFO_V1(pgdl_resume);
+Datum
+pgdl_resume(PG_FUNCTION_ARGS)
+{
+	int64		run_id = PG_GETARG_INT64(0);
+	MopRun	   *run = palloc0(sizeof(MopRun));
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(run_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	Jsonb	   *cfg;
+	int64		dataset_id,
+				validation_id;
+	bool		isnull;
+	char	   *status;
+	ListCell   *lc;
+	int32		workers;
+
+	check_isolation();
+	pgdl_engine_prepare();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
+							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("run " INT64_FORMAT " does not exist", run_id)));
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		Datum		d;
+
+		if (strcmp(TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull)), "fit_multiple") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("run " INT64_FORMAT " is not a pgdl.fit_multiple run", run_id)));
+		status = TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull));
+		d = SPI_getbinval(tup, desc, 3, &isnull);
+		dataset_id = isnull ? 0 : DatumGetInt64(d);
+		d = SPI_getbinval(tup, desc, 4, &isnull);
+		validation_id = isnull ? 0 : DatumGetInt64(d);
+		cfg = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
+		run->epochs = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	if (strcmp(status, "finished") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run " INT64_FORMAT " has finished", run_id)));
+	if (dataset_id == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the packed table of run " INT64_FORMAT " no longer exists", run_id)));
+	run->run_id = run_id;
+	run->ds = pgdl_dataset_by_id(dataset_id);
+	run->vds = validation_id ? pgdl_dataset_by_id(validation_id) : NULL;
+	{
+		JsonbValue	k,
+				   *v;
+
+#define CFG(key) (k.type = jbvString, k.val.string.val = key, k.val.string.len = strlen(key), \
+				  findJsonbValueFromContainer(&cfg->root, JB_FOBJECT, &k))
+		v = CFG("set");
+		run->set_name = v ? pnstrdup(v->val.string.val, v->val.string.len) : "";
+		v = CFG("strategy");
+		run->strategy = v ? pnstrdup(v->val.string.val, v->val.string.len) : "all";
+		v = CFG("eta");
+		run->eta = v ? DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric))) : 0;
+		v = CFG("workers");
+		workers = v ? DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric))) : 1;
+		v = CFG("name_prefix");
+		run->name_prefix = v ? pnstrdup(v->val.string.val, v->val.string.len) : NULL;
+	}
+	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers);
+	load_configs(run);
+
+	/* each model's last checkpoint, and whether it was stopped at a rung */
+	SPI_connect();
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		Oid			ctypes[2] = {INT8OID, INT8OID};
+		Datum		cvalues[2] = {Int64GetDatum(run_id), Int64GetDatum(c->config_id)};
+
+		if (SPI_execute_with_args("SELECT epoch, weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 "
+								  "ORDER BY epoch DESC LIMIT 1", 2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT &&
+			SPI_processed == 1)
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			c->start_epoch = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			c->start = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+			MemoryContextSwitchTo(old);
+		}
+		if (SPI_execute_with_args("SELECT 1 FROM pgdl.run_metrics WHERE run = $1 AND config = $2 AND decision = 'stop'",
+								  2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+			c->stopped = true;
+		if (c->start_epoch > 0 &&
+			SPI_execute_with_args("SELECT train_loss, train_accuracy, validation_loss, validation_accuracy "
+								  "FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
+								  2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		{
+			for (int f = 0; f < 4; f++)
+			{
+				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, f + 1, &isnull);
+
+				c->metrics[f] = isnull ? 0 : DatumGetFloat8(d);
+				if (f == 2)
+					c->has_validation = !isnull;
+			}
+			c->has_metrics = true;
+		}
+	}
+	SPI_finish();
+	prepare_configs(run);
+	mop_execute(fcinfo, run);
+	return (Datum) 0;
+}

@@ -1,0 +1,116 @@
+/*
+ * mop.h -- model hopper parallelism: what the leader (mop.c) and its
+ * background workers (worker.c) share in a DSM segment.
+ *
+ * Worker w owns partitions p with p % n_workers == w and keeps their buffers in
+ * memory.  Models hop: a model's slot holds its serialized state; a worker takes
+ * an idle model whose next partition (in the model's seeded visiting order) is
+ * one of its own, trains it on that partition, writes it back and releases it.
+ * A model is therefore never trained by two workers at once, visits every
+ * partition once per epoch in the same order as pgdl.fit, and ends with the
+ * same bytes whatever the number of workers or the timing.
+ */
+#ifndef PGDL_MOP_H
+#define PGDL_MOP_H
+
+#include "storage/dsm.h"
+#include "storage/proc.h"
+#include "storage/spin.h"
+
+#include "pgdl.h"
+
+#define MOP_MAGIC			0x70676d70	/* "pgmp" */
+#define MOP_MAX_WORKERS		64
+#define MOP_MAX_MODELS		1024
+#define MOP_MAX_PARTITIONS	1024
+
+/* shm_toc keys */
+#define MOP_KEY_SHARED		1
+#define MOP_KEY_BLOBS		2
+
+typedef enum MopModelState
+{
+	MOP_IDLE = 0,				/* waiting for a worker that owns its next partition */
+	MOP_BUSY,					/* being trained or evaluated by `worker` */
+	MOP_RUNG,					/* successive halving: waiting for the others to reach the rung */
+	MOP_DONE,					/* trained for all its epochs */
+	MOP_STOPPED					/* stopped early by successive halving */
+} MopModelState;
+
+typedef struct MopModel
+{
+	int64		config_id;
+	PgdlTrainConfig config;
+	double		cost;			/* training FLOPs per example: heavier models start first */
+	MopModelState state;
+	int32		epoch;			/* epochs completed */
+	int32		visit;			/* partitions visited in the current epoch */
+	int32		worker;			/* when busy */
+	int32		partition;		/* when busy */
+	Size		blob_offset;	/* in the blob area */
+	Size		blob_len;
+	/* the current epoch, summed over its sub-epochs */
+	double		loss_sum;
+	int64		correct;
+	int64		n;
+	double		seconds;
+	/* the last completed epoch */
+	double		train_loss;
+	double		train_accuracy;
+	double		validation_loss;
+	double		validation_accuracy;
+	bool		has_validation;
+} MopModel;
+
+typedef struct MopWorker
+{
+	pid_t		pid;
+	PGPROC	   *proc;
+	bool		finished;		/* exited normally */
+	int64		examples;		/* trained, for progress */
+	double		busy_seconds;
+} MopWorker;
+
+typedef struct MopShared
+{
+	slock_t		mutex;
+	uint32		magic;
+	Oid			database;
+	Oid			user;
+	int64		dataset_id;
+	int64		validation_id;	/* 0: none */
+	int64		run_id;			/* the pgdl.runs row, inserted by worker 0 */
+	int32		n_models;
+	int32		n_workers;
+	int32		n_partitions;
+	int32		epochs;
+	int32		eta;			/* successive halving; 0: train every model for all epochs */
+	int64		cache_bytes;	/* per worker, for buffers */
+	PGPROC	   *leader;
+	bool		go;				/* workers may start: n_workers is final */
+	bool		abort;
+	int32		failed_worker;	/* -1: none */
+	char		error[512];
+	char		run_config[2048];	/* pgdl.runs.config, as JSON text */
+	MopWorker	workers[MOP_MAX_WORKERS];
+	MopModel	models[FLEXIBLE_ARRAY_MEMBER];
+} MopShared;
+
+#define MOP_SHARED_SIZE(n_models) (offsetof(MopShared, models) + sizeof(MopModel) * (n_models))
+
+/* mop.c: scheduling rules both sides apply */
+
+/* The partition a model visits next, from its seed, epoch and visit. */
+extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
+/* Successive halving: is the end of `epoch` a rung? */
+extern bool mop_is_rung(const MopShared *shared, int32 epoch);
+/*
+ * With the mutex held: when every running model waits at the rung `epoch`, keep
+ * the best 1/eta and stop the rest; decided[i]/stopped[i] say what happened.
+ */
+extern bool mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped);
+
+/* worker.c */
+extern PGDLLEXPORT void pgdl_mop_worker_main(Datum main_arg);
+
+#endif							/* PGDL_MOP_H */

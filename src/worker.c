@@ -1,0 +1,530 @@
+/*
+ * worker.c -- a model hopper background worker.
+ *
+ * Attaches the run's DSM segment, connects as the caller to the caller's
+ * database (so it reads only what the caller may read), loads the buffers of
+ * the partitions it owns, then loops: take an idle model whose next partition is
+ * its own, train it there, put it back; at the end of a model's epoch, evaluate
+ * it and checkpoint it in a transaction of its own.  Signal handling follows
+ * worker_spi: SIGTERM ends the worker, the latch wakes it.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "portability/instr_time.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shm_toc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+
+#include "mop.h"
+
+/* A partition's buffers, in buffer_id order, when all of them are in memory. */
+typedef struct HeldBuffer
+{
+	float	   *x;
+	float	   *y;
+	int32		n;
+} HeldBuffer;
+
+typedef struct HeldPartition
+{
+	List	   *buffers;
+	bool		complete;
+} HeldPartition;
+
+static MopShared *shared;
+static char *blobs;
+static int	me;
+static MemoryContext data_cxt;
+static int64 budget;
+static PgdlDataset train_ds;
+static PgdlDataset valid_ds;
+static HeldPartition *held;		/* per partition (only owned ones used) */
+static HeldPartition held_validation;
+static bool validation_loaded = false;
+
+static void
+wake_everyone(void)
+{
+	for (int w = 0; w < shared->n_workers; w++)
+		if (shared->workers[w].proc && w != me)
+			SetLatch(&shared->workers[w].proc->procLatch);
+	if (shared->leader)
+		SetLatch(&shared->leader->procLatch);
+}
+
+static void
+hold_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	HeldPartition *hp = arg;
+
+	if (kept && hp->complete)
+	{
+		MemoryContext old = MemoryContextSwitchTo(data_cxt);
+		HeldBuffer *b = palloc(sizeof(HeldBuffer));
+
+		b->x = (float *) x;
+		b->y = (float *) y;
+		b->n = n;
+		hp->buffers = lappend(hp->buffers, b);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		hp->complete = false;
+}
+
+/* Read a partition (or the whole validation set, part -1) into memory, as far as the budget goes. */
+static void
+load(const PgdlDataset *ds, int32 part, HeldPartition *hp)
+{
+	hp->buffers = NIL;
+	hp->complete = true;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_packed_scan(ds, part, hold_buffer, hp, data_cxt, &budget);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	if (!hp->complete)
+		hp->buffers = NIL;		/* streamed every time; what was read stays charged */
+}
+
+typedef struct ScanArg
+{
+	PgdlTrainState *train;
+	NnModel    *model;
+	NnBatchStats *stats;
+} ScanArg;
+
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	pgdl_train_buffer(((ScanArg *) arg)->train, x, y, n);
+}
+
+static void
+evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	ScanArg    *sa = arg;
+	NnError		err;
+
+	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("cannot evaluate a model on the validation set"),
+				 errdetail("%s.", err.msg)));
+}
+
+/* Run fn over a partition: from memory, or from its table in a transaction. */
+static void
+for_each_buffer(const PgdlDataset *ds, int32 part, HeldPartition *hp, PgdlBufferFn fn, void *arg)
+{
+	ListCell   *lc;
+
+	if (hp->complete)
+	{
+		foreach(lc, hp->buffers)
+		{
+			HeldBuffer *b = lfirst(lc);
+
+			fn(arg, b->x, b->y, b->n, true);
+		}
+		return;
+	}
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_packed_scan(ds, part, fn, arg, NULL, NULL);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+static void
+run_sql(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expected)
+{
+	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (ret != expected)
+		elog(ERROR, "pgdl worker: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+/* Worker 0 records the run; the others wait for its id. */
+static void
+create_run(const char *run_config)
+{
+	Oid			types[4] = {INT8OID, INT8OID, JSONBOID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', shared->validation_id ? ' ' : 'n', ' ', ' '};
+	bool		isnull;
+	int64		id;
+
+	values[0] = Int64GetDatum(shared->dataset_id);
+	values[1] = Int64GetDatum(shared->validation_id);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(run_config));
+	values[3] = Int32GetDatum(shared->epochs);
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	run_sql("INSERT INTO pgdl.runs (kind, dataset, validation, config, epochs) "
+			"VALUES ('fit_multiple', $1, $2, $3, $4) RETURNING id", 4, types, values, nulls,
+			SPI_OK_INSERT_RETURNING);
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	SpinLockAcquire(&shared->mutex);
+	shared->run_id = id;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+}
+
+static void
+record_decisions(int32 epoch, const bool *stopped, const bool *decided)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
+		Datum		values[4];
+
+		if (!decided[i])
+			continue;
+		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
+		values[1] = Int64GetDatum(shared->run_id);
+		values[2] = Int64GetDatum(shared->models[i].config_id);
+		values[3] = Int32GetDatum(epoch);
+		run_sql("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
+				4, types, values, NULL, SPI_OK_UPDATE);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* The end of model i's epoch: evaluate, record, checkpoint; then release it. */
+static void
+finish_epoch(int i, NnModel *nn)
+{
+	MopModel   *m = &shared->models[i];
+	NnBatchStats vstats = {0};
+	int32		epoch = m->epoch + 1;
+	double		train_loss = m->n ? m->loss_sum / m->n : 0;
+	double		train_acc = m->n ? (double) m->correct / m->n : 0;
+	bool		classification = train_ds.classification;
+	bool		*stopped = NULL,
+			   *decided = NULL;
+	bool		rung_done = false;
+
+	if (shared->validation_id)
+	{
+		ScanArg		sa = {NULL, nn, &vstats};
+
+		if (!validation_loaded)
+		{
+			load(&valid_ds, -1, &held_validation);
+			validation_loaded = true;
+		}
+		for_each_buffer(&valid_ds, -1, &held_validation, evaluate_cb, &sa);
+	}
+
+	/* wait for worker 0's run row */
+	for (;;)
+	{
+		int64		run_id;
+
+		SpinLockAcquire(&shared->mutex);
+		run_id = shared->run_id;
+		SpinLockRelease(&shared->mutex);
+		if (run_id)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	{
+		Oid			types[9] = {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID,
+		FLOAT8OID, FLOAT8OID};
+		Datum		values[9];
+		char		nulls[9] = {' ', ' ', ' ', ' ', classification ? ' ' : 'n',
+			vstats.n ? ' ' : 'n', vstats.n && classification ? ' ' : 'n', ' ', ' '};
+		Oid			ctypes[4] = {INT8OID, INT8OID, INT4OID, BYTEAOID};
+		Datum		cvalues[4];
+		bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+
+		values[0] = Int64GetDatum(shared->run_id);
+		values[1] = Int64GetDatum(m->config_id);
+		values[2] = Int32GetDatum(epoch);
+		values[3] = Float8GetDatum(train_loss);
+		values[4] = Float8GetDatum(train_acc);
+		values[5] = Float8GetDatum(vstats.n ? vstats.loss_sum / vstats.n : 0);
+		values[6] = Float8GetDatum(vstats.n ? (double) vstats.correct / vstats.n : 0);
+		values[7] = Float8GetDatum(m->seconds);
+		values[8] = Float8GetDatum(m->seconds > 0 ? m->n / m->seconds : 0);
+		run_sql("INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
+				"validation_loss, validation_accuracy, seconds, images_per_second) "
+				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9, types, values, nulls, SPI_OK_INSERT);
+
+		SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
+		memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+		cvalues[0] = Int64GetDatum(shared->run_id);
+		cvalues[1] = Int64GetDatum(m->config_id);
+		cvalues[2] = Int32GetDatum(epoch);
+		cvalues[3] = PointerGetDatum(blob);
+		run_sql("INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
+				4, ctypes, cvalues, NULL, SPI_OK_INSERT);
+	}
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	stopped = palloc0(sizeof(bool) * shared->n_models);
+	decided = palloc0(sizeof(bool) * shared->n_models);
+	SpinLockAcquire(&shared->mutex);
+	m->epoch = epoch;
+	m->visit = 0;
+	m->train_loss = train_loss;
+	m->train_accuracy = train_acc;
+	m->has_validation = vstats.n > 0;
+	m->validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
+	m->validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
+	m->loss_sum = 0;
+	m->correct = 0;
+	m->n = 0;
+	m->seconds = 0;
+	if (epoch >= shared->epochs)
+		m->state = MOP_DONE;
+	else if (mop_is_rung(shared, epoch))
+	{
+		m->state = MOP_RUNG;
+		rung_done = mop_decide_rung(shared, epoch, decided, stopped);
+	}
+	else
+		m->state = MOP_IDLE;
+	SpinLockRelease(&shared->mutex);
+	if (rung_done)
+		record_decisions(epoch, stopped, decided);
+	wake_everyone();
+}
+
+/* Take the heaviest idle model whose next partition is ours; -1 if none. */
+static int
+take_model(bool *all_finished)
+{
+	int			best = -1;
+
+	*all_finished = true;
+	SpinLockAcquire(&shared->mutex);
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		int32		p;
+
+		if (m->state != MOP_DONE && m->state != MOP_STOPPED)
+			*all_finished = false;
+		if (m->state != MOP_IDLE)
+			continue;
+		p = mop_next_partition(m, shared->n_partitions);
+		if (p % shared->n_workers != me)
+			continue;
+		if (best < 0 || m->cost > shared->models[best].cost)
+			best = i;
+	}
+	if (best >= 0)
+	{
+		MopModel   *m = &shared->models[best];
+
+		m->state = MOP_BUSY;
+		m->worker = me;
+		m->partition = mop_next_partition(m, shared->n_partitions);
+	}
+	SpinLockRelease(&shared->mutex);
+	return best;
+}
+
+static void
+train_model(int i, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	NnError		err;
+	NnModel    *nn;
+	PgdlTrainState *state;
+	ScanArg		sa;
+	instr_time	start,
+				elapsed;
+	MemoryContext old = MemoryContextSwitchTo(step_cxt);
+	bool		epoch_done;
+
+	INSTR_TIME_SET_CURRENT(start);
+	nn = nn_model_deserialize((const uint8_t *) blobs + m->blob_offset, m->blob_len, &err);
+	if (nn == NULL)
+		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " is corrupt: %s", m->config_id, err.msg);
+	pgdl_model_free_with(nn, step_cxt);
+	state = pgdl_train_begin(nn, &m->config, step_cxt);
+	sa.train = state;
+	for_each_buffer(&train_ds, m->partition, &held[m->partition], train_cb, &sa);
+	if (nn_model_serialized_size(nn) != m->blob_len)
+		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
+	nn_model_serialize(nn, (uint8_t *) blobs + m->blob_offset);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+
+	SpinLockAcquire(&shared->mutex);
+	m->loss_sum += state->stats.loss_sum;
+	m->correct += state->stats.correct;
+	m->n += state->stats.n;
+	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
+	m->visit++;
+	epoch_done = m->visit == shared->n_partitions;
+	if (!epoch_done)
+		m->state = MOP_IDLE;
+	shared->workers[me].examples += state->stats.n;
+	shared->workers[me].busy_seconds += INSTR_TIME_GET_DOUBLE(elapsed);
+	SpinLockRelease(&shared->mutex);
+
+	if (epoch_done)
+		finish_epoch(i, nn);
+	else
+		wake_everyone();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(step_cxt);
+}
+
+void
+pgdl_mop_worker_main(Datum main_arg)
+{
+	dsm_segment *seg;
+	shm_toc    *toc;
+	MemoryContext step_cxt;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int));
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl worker");
+	seg = dsm_attach(DatumGetUInt32(main_arg));
+	if (seg == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl worker could not attach to its run's shared memory")));
+	toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(seg));
+	if (toc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl worker found bad shared memory")));
+	shared = shm_toc_lookup(toc, MOP_KEY_SHARED, false);
+	blobs = shm_toc_lookup(toc, MOP_KEY_BLOBS, false);
+
+	SpinLockAcquire(&shared->mutex);
+	shared->workers[me].pid = MyProcPid;
+	shared->workers[me].proc = MyProc;
+	SpinLockRelease(&shared->mutex);
+
+	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
+	pgstat_report_appname("pgdl worker");
+
+	PG_TRY();
+	{
+		data_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker data", ALLOCSET_DEFAULT_SIZES);
+		step_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker step", ALLOCSET_DEFAULT_SIZES);
+		budget = shared->cache_bytes;
+
+		/* the leader says go once it knows how many workers it got */
+		while (!shared->go && !shared->abort)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (shared->abort)
+			proc_exit(0);
+
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgdl_engine_prepare();
+		train_ds = *pgdl_dataset_by_id(shared->dataset_id);
+		train_ds.classes = NULL;
+		train_ds.mean = train_ds.std = NULL;
+		if (shared->validation_id)
+		{
+			valid_ds = *pgdl_dataset_by_id(shared->validation_id);
+			valid_ds.classes = NULL;
+			valid_ds.mean = valid_ds.std = NULL;
+		}
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+
+		if (me == 0 && shared->run_id == 0)
+			create_run(shared->run_config);
+
+		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
+		held = MemoryContextAllocZero(data_cxt, sizeof(HeldPartition) * shared->n_partitions);
+		for (int p = me; p < shared->n_partitions; p += shared->n_workers)
+			load(&train_ds, p, &held[p]);
+
+		pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
+		for (;;)
+		{
+			bool		all_finished;
+			int			i;
+
+			CHECK_FOR_INTERRUPTS();
+			if (shared->abort)
+				break;
+			i = take_model(&all_finished);
+			if (i >= 0)
+			{
+				train_model(i, step_cxt);
+				continue;
+			}
+			if (all_finished)
+				break;
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		SpinLockAcquire(&shared->mutex);
+		if (shared->failed_worker < 0)
+		{
+			shared->failed_worker = me;
+			snprintf(shared->error, sizeof(shared->error), "%s", edata->message);
+		}
+		shared->abort = true;
+		SpinLockRelease(&shared->mutex);
+		wake_everyone();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	SpinLockAcquire(&shared->mutex);
+	shared->workers[me].finished = true;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+	dsm_detach(seg);
+	proc_exit(0);
+}
