@@ -52,6 +52,7 @@ static PgdlDataset valid_ds;
 static HeldPartition *held;		/* per partition (only owned ones used) */
 static HeldPartition held_validation;
 static bool validation_loaded = false;
+static dsm_segment *my_segment;
 
 static void
 wake_everyone(void)
@@ -162,24 +163,37 @@ run_sql(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls
 static void
 create_run(const char *run_config)
 {
-	Oid			types[4] = {INT8OID, INT8OID, JSONBOID, INT4OID};
-	Datum		values[4];
-	char		nulls[4] = {' ', shared->validation_id ? ' ' : 'n', ' ', ' '};
+	Oid			types[5] = {INT8OID, INT8OID, JSONBOID, INT4OID, INT8OID};
+	Datum		values[5];
+	char		nulls[5] = {' ', shared->validation_id ? ' ' : 'n', ' ', ' ', ' '};
 	bool		isnull;
-	int64		id;
+	int64		id = shared->run_id;
 
 	values[0] = Int64GetDatum(shared->dataset_id);
 	values[1] = Int64GetDatum(shared->validation_id);
 	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(run_config));
 	values[3] = Int32GetDatum(shared->epochs);
+	values[4] = Int64GetDatum((int64) dsm_segment_handle(my_segment));
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	run_sql("INSERT INTO pgdl.runs (kind, dataset, validation, config, epochs) "
-			"VALUES ('fit_multiple', $1, $2, $3, $4) RETURNING id", 4, types, values, nulls,
-			SPI_OK_INSERT_RETURNING);
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (id == 0)
+	{
+		run_sql("INSERT INTO pgdl.runs (kind, dataset, validation, config, epochs, progress_handle) "
+				"VALUES ('fit_multiple', $1, $2, $3, $4, $5) RETURNING id", 5, types, values, nulls,
+				SPI_OK_INSERT_RETURNING);
+		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	else
+	{
+		/* a resumed run: running again, with new shared memory */
+		Oid			utypes[2] = {INT8OID, INT8OID};
+		Datum		uvalues[2] = {values[4], Int64GetDatum(id)};
+
+		run_sql("UPDATE pgdl.runs SET status = 'running', finished = NULL, progress_handle = $1 WHERE id = $2",
+				2, utypes, uvalues, NULL, SPI_OK_UPDATE);
+	}
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -420,7 +434,7 @@ pgdl_mop_worker_main(Datum main_arg)
 	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int));
 
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl worker");
-	seg = dsm_attach(DatumGetUInt32(main_arg));
+	seg = my_segment = dsm_attach(DatumGetUInt32(main_arg));
 	if (seg == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -473,7 +487,7 @@ pgdl_mop_worker_main(Datum main_arg)
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 
-		if (me == 0 && shared->run_id == 0)
+		if (me == 0)
 			create_run(shared->run_config);
 
 		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");

@@ -39,7 +39,8 @@ CREATE TABLE pgdl.runs (
 	epochs integer NOT NULL,
 	status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'failed', 'cancelled')),
 	started timestamptz NOT NULL DEFAULT now(),
-	finished timestamptz
+	finished timestamptz,
+	progress_handle bigint					-- fit_multiple: the run's shared memory, for pgdl.progress
 );
 
 CREATE TABLE pgdl.models (

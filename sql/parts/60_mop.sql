@@ -17,3 +17,17 @@ CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL)
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.resume(bigint, integer) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint';
+
+CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
+		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,
+		OUT images_per_second double precision, OUT seconds_left double precision,
+		OUT last_loss double precision)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'pgdl_progress' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION pgdl.progress_rows() IS
+	'the models of pgdl.fit_multiple runs in flight, read from the runs'' shared memory; see the view pgdl.progress';
+
+CREATE VIEW pgdl.progress AS SELECT * FROM pgdl.progress_rows();
+COMMENT ON VIEW pgdl.progress IS
+	'pgdl.fit_multiple runs in flight: per model, its state, epoch, partition and worker, images/s and estimated seconds left';
+GRANT SELECT ON pgdl.progress TO PUBLIC;
