@@ -3,7 +3,8 @@
 # installs the packages, builds and installs pgdl, starts a private PostgreSQL
 # (unless PGHOST/PGDATABASE name one), loads Fashion-MNIST with COPY, packs it,
 # trains design.md's reference MLP (5 epochs) and CNN (2 epochs) with pgdl.fit,
-# evaluates both on the 10,000 test images and predicts a few of them.
+# evaluates both on the 10,000 test images, predicts a few of them, and runs a
+# small model selection (8 configurations at once on 2 background workers).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -77,5 +78,16 @@ echo "== a few predictions (0 T-shirt, 1 Trouser, 2 Pullover, 3 Dress, 4 Coat, 5
 psql <<'SQL'
 SELECT id, label, pgdl.predict_class('fmnist_cnn', image) AS cnn_says, pgdl.predict_class('fmnist_mlp', image) AS mlp_says
   FROM fmnist_test ORDER BY id LIMIT 8;
+SQL
+echo "== model selection: 8 configurations of the MLP trained at once by 2 background workers (1 epoch)"
+psql <<'SQL'
+DELETE FROM pgdl.configs WHERE set_name = 'fmnist_demo';
+SELECT pgdl.grid_search('fmnist_demo', ARRAY['fmnist_mlp'],
+  '{"optimizer": ["sgd", "adam"], "lr": [0.001, 0.01], "batch_size": [64, 128], "momentum": 0.9}') AS configurations;
+\timing on
+SELECT rank, config_json->>'optimizer' AS optimizer, config_json->>'lr' AS lr, config_json->>'batch_size' AS batch,
+       round(validation_loss::numeric, 4) AS validation_loss, round(validation_accuracy::numeric, 4) AS validation_accuracy
+  FROM pgdl.fit_multiple('fmnist_train_packed', 'fmnist_demo', epochs => 1, validation => 'fmnist_test_packed',
+                         workers => 2);
 SQL
 echo "== done"
