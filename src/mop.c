@@ -136,6 +136,26 @@ mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
 	return true;
 }
 
+void
+mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped)
+{
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
+		Datum		values[4];
+
+		if (!decided[i])
+			continue;
+		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
+		values[1] = Int64GetDatum(shared->run_id);
+		values[2] = Int64GetDatum(shared->models[i].config_id);
+		values[3] = Int32GetDatum(epoch);
+		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
+								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record a decision of run " INT64_FORMAT, shared->run_id);
+	}
+}
+
 /* ---- the configurations ---- */
 
 static void
@@ -407,21 +427,7 @@ resume_pending_rung(MopShared *shared)
 	if (epoch < 0 || !mop_decide_rung(shared, epoch, decided, stopped))
 		return;
 	SPI_connect();
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
-		Datum		values[4];
-
-		if (!decided[i])
-			continue;
-		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
-		values[1] = Int64GetDatum(shared->run_id);
-		values[2] = Int64GetDatum(shared->models[i].config_id);
-		values[3] = Int32GetDatum(epoch);
-		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
-								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not record a decision of run " INT64_FORMAT, shared->run_id);
-	}
+	mop_record_decisions(shared, epoch, decided, stopped);
 	SPI_finish();
 }
 

@@ -109,6 +109,8 @@ extern bool mop_is_rung(const MopShared *shared, int32 epoch);
  * the best 1/eta and stop the rest; decided[i]/stopped[i] say what happened.
  */
 extern bool mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped);
+/* The decisions into pgdl.run_metrics.decision; needs an SPI connection. */
+extern void mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped);
 
 /* worker.c */
 extern PGDLLEXPORT void pgdl_mop_worker_main(Datum main_arg);

@@ -210,20 +210,7 @@ record_decisions(int32 epoch, const bool *stopped, const bool *decided)
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
-		Datum		values[4];
-
-		if (!decided[i])
-			continue;
-		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
-		values[1] = Int64GetDatum(shared->run_id);
-		values[2] = Int64GetDatum(shared->models[i].config_id);
-		values[3] = Int32GetDatum(epoch);
-		run_sql("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
-				4, types, values, NULL, SPI_OK_UPDATE);
-	}
+	mop_record_decisions(shared, epoch, decided, stopped);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
