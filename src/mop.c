@@ -476,6 +476,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared->eta = run->eta;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->leader = MyProc;
+	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
 	snprintf(shared->run_config, sizeof(shared->run_config),
 			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d%s%s%s}",

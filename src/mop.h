@@ -87,6 +87,7 @@ typedef struct MopShared
 	int32		eta;			/* successive halving; 0: train every model for all epochs */
 	int64		cache_bytes;	/* per worker, for buffers */
 	PGPROC	   *leader;
+	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start: n_workers is final */
 	bool		abort;
 	int32		failed_worker;	/* -1: none */

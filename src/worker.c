@@ -19,6 +19,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/procarray.h"
 #include "storage/shm_toc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -491,6 +492,11 @@ pgdl_mop_worker_main(Datum main_arg)
 			CHECK_FOR_INTERRUPTS();
 			if (shared->abort)
 				break;
+			if (BackendPidGetProc(shared->leader_pid) == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_ADMIN_SHUTDOWN),
+						 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
+								me, (int) shared->leader_pid)));
 			i = take_model(&all_finished);
 			if (i >= 0)
 			{
