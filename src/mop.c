@@ -25,6 +25,7 @@
 #include "storage/latch.h"
 #include "storage/shm_toc.h"
 #include "utils/builtins.h"
+#include "utils/acl.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -244,12 +245,21 @@ prepare_configs(MopRun *run)
 
 /* ---- running ---- */
 
+/*
+ * Stop the workers and wait until they are gone, so that no checkpoint of theirs
+ * commits after the call has failed (a pgdl.resume right after must not race it).
+ */
 static void
 stop_workers(BackgroundWorkerHandle **handles, int n)
 {
+	HOLD_INTERRUPTS();
 	for (int w = 0; w < n; w++)
 		if (handles[w])
 			TerminateBackgroundWorker(handles[w]);
+	for (int w = 0; w < n; w++)
+		if (handles[w])
+			(void) WaitForBackgroundWorkerShutdown(handles[w]);
+	RESUME_INTERRUPTS();
 }
 
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
@@ -268,7 +278,7 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		SpinLockRelease(&shared->mutex);
 		if (shared->failed_worker >= 0)
 			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
+					(errcode(shared->error_code ? shared->error_code : ERRCODE_INTERNAL_ERROR),
 					 errmsg("pgdl worker %d failed: %s", shared->failed_worker, shared->error)));
 		if (all_done)
 			return;
@@ -277,11 +287,18 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 			pid_t		pid;
 
 			if (GetBackgroundWorkerPid(handles[w], &pid) == BGWH_STOPPED && !shared->workers[w].finished)
+			{
+				if (shared->run_id)
+					ereport(ERROR,
+							(errcode(ERRCODE_INTERNAL_ERROR),
+							 errmsg("pgdl worker %d (pid %d) exited unexpectedly", w, (int) shared->workers[w].pid),
+							 errhint("See the server log; the run can continue from its last epoch with pgdl.resume(" INT64_FORMAT ").",
+									 shared->run_id)));
 				ereport(ERROR,
 						(errcode(ERRCODE_INTERNAL_ERROR),
 						 errmsg("pgdl worker %d (pid %d) exited unexpectedly", w, (int) shared->workers[w].pid),
-						 errhint("See the server log; the run can continue from its last epoch with pgdl.resume(" INT64_FORMAT ").",
-								 shared->run_id)));
+						 errhint("See the server log.")));
+			}
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
@@ -369,7 +386,7 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 		Oid			types[1] = {INT8OID};
 		Datum		values[1] = {Int64GetDatum(shared->run_id)};
 
-		if (SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = now() WHERE id = $1",
+		if (SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = clock_timestamp() WHERE id = $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not finish run " INT64_FORMAT, shared->run_id);
 	}
@@ -466,7 +483,10 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	SpinLockInit(&shared->mutex);
 	shared->magic = MOP_MAGIC;
 	shared->database = MyDatabaseId;
-	shared->user = GetUserId();
+	shared->user = GetAuthenticatedUserId();
+	shared->outer_user = GetOuterUserId();
+	shared->outer_is_superuser = superuser_arg(shared->outer_user);
+	GetUserIdAndSecContext(&shared->current_user, &shared->sec_context);
 	shared->dataset_id = run->ds->id;
 	shared->validation_id = run->vds ? run->vds->id : 0;
 	shared->run_id = run->run_id;

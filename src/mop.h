@@ -76,7 +76,11 @@ typedef struct MopShared
 	slock_t		mutex;
 	uint32		magic;
 	Oid			database;
-	Oid			user;
+	Oid			user;			/* the authenticated user: workers log in as it */
+	Oid			outer_user;		/* then take the caller's role, as parallel workers do */
+	bool		outer_is_superuser;
+	Oid			current_user;
+	int			sec_context;
 	int64		dataset_id;
 	int64		validation_id;	/* 0: none */
 	int64		run_id;			/* the pgdl.runs row, inserted by worker 0 */
@@ -91,6 +95,7 @@ typedef struct MopShared
 	bool		go;				/* workers may start: n_workers is final */
 	bool		abort;
 	int32		failed_worker;	/* -1: none */
+	int			error_code;		/* its SQLSTATE */
 	char		error[512];
 	char		run_config[2048];	/* pgdl.runs.config, as JSON text */
 	MopWorker	workers[MOP_MAX_WORKERS];

@@ -440,7 +440,10 @@ pgdl_mop_worker_main(Datum main_arg)
 	shared->workers[me].proc = MyProc;
 	SpinLockRelease(&shared->mutex);
 
+	/* log in as the caller's session user, then become the role it runs as */
 	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
+	SetCurrentRoleId(shared->outer_user, shared->outer_is_superuser);
+	SetUserIdAndSecContext(shared->current_user, shared->sec_context);
 	pgstat_report_appname("pgdl worker");
 
 	PG_TRY();
@@ -519,6 +522,7 @@ pgdl_mop_worker_main(Datum main_arg)
 		if (shared->failed_worker < 0)
 		{
 			shared->failed_worker = me;
+			shared->error_code = edata->sqlerrcode;
 			snprintf(shared->error, sizeof(shared->error), "%s", edata->message);
 		}
 		shared->abort = true;

@@ -1,0 +1,440 @@
+# pgdl.fit_multiple and pgdl.resume: the model hopper's background workers.
+#
+# The same models, bit for bit, whatever the number of workers and whether the
+# run went straight through, was cancelled or crashed and was resumed; the
+# leaderboard, metrics and checkpoints a run leaves; cancel and statement_timeout
+# stop every worker; too few worker slots; workers see only what the caller may
+# read.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $EPOCHS      = 5;      # the grid's runs
+my $LONG_EPOCHS = 300;    # the run that is cancelled or crashed: about 2 s here
+
+my $node = PostgreSQL::Test::Cluster->new('mop');
+$node->init;
+# restart_after_crash: PostgreSQL::Test::Cluster turns it off; the kill -9 test
+# below needs the postmaster to come back on its own.
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\nrestart_after_crash = on\n");
+$node->start;
+
+# ---------------------------------------------------------------------------
+# Helpers.  Every wait is bounded.
+# ---------------------------------------------------------------------------
+
+# Runs $sql until it answers 't' (errors, as while the node restarts, are
+# retried) or $secs pass; returns whether it answered.
+sub poll_until
+{
+	my ($sql, $secs) = @_;
+	my $deadline = time + $secs;
+	while (time < $deadline)
+	{
+		# psql can die writing to a server that is not up yet
+		my ($ret, $out) = eval { $node->psql('postgres', $sql) };
+		return 1 if defined $ret && $ret == 0 && $out eq 't';
+		usleep(20_000);
+	}
+	diag("poll_until gave up after ${secs}s: $sql");
+	return 0;
+}
+
+# Starts psql on some SQL commands (one -c each) without waiting for it; $app
+# names the session in pg_stat_activity.
+sub start_psql
+{
+	my ($app, $user, @commands) = @_;
+	my %bg = (stdout => '', stderr => '');
+	$bg{h} = IPC::Run::start(
+		[
+			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr('postgres') . " application_name=$app user=$user",
+			map { ('-c', $_) } @commands
+		],
+		'<', \undef, '>', \$bg{stdout}, '2>', \$bg{stderr});
+	return \%bg;
+}
+
+# Waits up to $secs for a started psql to exit; returns its exit code, or undef
+# (after killing it) if it did not exit in time.
+sub finish_psql
+{
+	my ($bg, $secs) = @_;
+	my $deadline = time + $secs;
+	while ($bg->{h}->pumpable && time < $deadline)
+	{
+		$bg->{h}->pump_nb;
+		usleep(10_000);
+	}
+	if ($bg->{h}->pumpable)
+	{
+		$bg->{h}->kill_kill;
+		return undef;
+	}
+	$bg->{h}->finish;
+	return $bg->{h}->result(0);
+}
+
+sub workers_gone_within
+{
+	my ($secs) = @_;
+	return poll_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgdl worker'", $secs);
+}
+
+# config:md5(weights) of the models a leaderboard table names, in config order.
+sub model_digests
+{
+	my ($table) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(l.config || ':' || md5(m.weights), ' ' ORDER BY l.config)
+		   FROM $table l JOIN pgdl.models m ON m.id = l.model");
+}
+
+sub run_of
+{
+	my ($table) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT DISTINCT m.run FROM $table l JOIN pgdl.models m ON m.id = l.model");
+}
+
+# A finished run has one metrics row and one checkpoint per (config, epoch), for
+# every configuration of its set and every epoch, and nothing else.
+sub check_run_rows
+{
+	my ($run, $set, $epochs, $what) = @_;
+	my $expected = "SELECT c.id, e FROM pgdl.configs c, generate_series(1, $epochs) e WHERE c.set_name = '$set'";
+	is( $node->safe_psql(
+			'postgres', qq{
+		SELECT (SELECT count(*) FROM pgdl.run_metrics WHERE run = $run) = (SELECT count(*) FROM ($expected) x)
+		   AND NOT EXISTS (($expected) EXCEPT ALL SELECT config, epoch FROM pgdl.run_metrics WHERE run = $run)
+		   AND (SELECT count(*) FROM pgdl.checkpoints WHERE run = $run) = (SELECT count(*) FROM ($expected) x)
+		   AND NOT EXISTS (($expected) EXCEPT ALL SELECT config, epoch FROM pgdl.checkpoints WHERE run = $run)
+		   AND (SELECT status FROM pgdl.runs WHERE id = $run) = 'finished'}),
+		't',
+		"$what: one metrics row and one checkpoint per (config, epoch); the run is finished");
+}
+
+# ---------------------------------------------------------------------------
+# Data: 2,500 points of 16 features from sin(); the class is two sign tests on
+# sums of features, which a small MLP learns to ~97%.  2,000 train in 4
+# partitions, 500 validation packed against them.
+# ---------------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION pgdl;
+CREATE TABLE points AS
+SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
+  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
+          FROM generate_series(1, 2500) i, generate_series(1, 16) j GROUP BY i) s;
+CREATE TABLE train_rows AS SELECT * FROM points WHERE i <= 2000;
+CREATE TABLE valid_rows AS SELECT * FROM points WHERE i > 2000;
+SELECT pgdl.pack('train_rows', 'x', 'label', 'train_packed', buffer_rows => 50, partitions => 4, seed => 7);
+SELECT pgdl.pack('valid_rows', 'x', 'label', 'valid_packed', buffer_rows => 100, partitions => 1,
+                 reference => 'train_packed');
+SELECT pgdl.add_architecture('small', '{"input": [16], "layers": [{"type": "dense", "units": 32},
+  {"type": "relu"}, {"type": "dense", "units": 4}]}');
+SELECT pgdl.add_architecture('wide', '{"input": [16], "layers": [{"type": "dense", "units": 64},
+  {"type": "relu"}, {"type": "dense", "units": 32}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
+-- grid: 2 architectures x 3 training configurations
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'grid', a.id, c::jsonb
+  FROM pgdl.architectures a,
+       unnest(ARRAY['{"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "batch_size": 25, "seed": 1}',
+                    '{"optimizer": "sgd", "lr": 0.02, "momentum": 0.9, "batch_size": 50, "seed": 2}',
+                    '{"optimizer": "adam", "lr": 0.005, "batch_size": 25, "seed": 3}']) c
+ ORDER BY a.name, c;
+-- long: many small steps per epoch, small checkpoints
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'long', a.id, c::jsonb
+  FROM pgdl.architectures a,
+       unnest(ARRAY['{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 2, "seed": 11}',
+                    '{"optimizer": "adam", "lr": 0.0005, "batch_size": 2, "seed": 12}']) c
+ WHERE a.name = 'small' ORDER BY c;
+});
+is($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.configs WHERE set_name = 'grid'"),
+	'6', 'the grid has 6 configurations');
+is($node->safe_psql('postgres', "SELECT count(DISTINCT label) FROM train_rows"), '4', 'four classes');
+
+# ---------------------------------------------------------------------------
+# 1, 2 and 4 workers, and pgdl.fit of each configuration: the same bytes.
+# ---------------------------------------------------------------------------
+for my $w (1, 2, 4)
+{
+	$node->safe_psql('postgres',
+		"CREATE TABLE lb_w$w AS SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', $EPOCHS, 'valid_packed', workers => $w)"
+	);
+}
+$node->safe_psql(
+	'postgres', qq{
+SET client_min_messages = warning;
+CREATE TABLE lb_fit AS
+SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'valid_packed') AS model
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
+ WHERE c.set_name = 'grid' ORDER BY c.id;
+});
+
+my %digests = map { $_ => model_digests("lb_$_") } qw(w1 w2 w4 fit);
+my $n_digests = () = $digests{w1} =~ /:[0-9a-f]{32}/g;
+is($n_digests, 6, '1 worker: 6 models stored');
+is($digests{w2},  $digests{w1}, '2 workers: the same models as 1 worker, bit for bit');
+is($digests{w4},  $digests{w1}, '4 workers: the same models as 1 worker, bit for bit');
+is($digests{fit}, $digests{w1}, 'pgdl.fit of each configuration: the same models as fit_multiple');
+
+my %run = map { $_ => run_of("lb_w$_") } (1, 2, 4);
+ok($run{1} =~ /^\d+$/ && $run{2} =~ /^\d+$/ && $run{4} =~ /^\d+$/
+	  && $run{1} != $run{2} && $run{2} != $run{4},
+	'each fit_multiple call is one run of its own');
+
+# ---------------------------------------------------------------------------
+# The leaderboard, the metrics and the checkpoints.
+# ---------------------------------------------------------------------------
+for my $w (1, 2, 4)
+{
+	my $workers = $w == 1 ? '1 worker' : "$w workers";
+	is( $node->safe_psql(
+			'postgres', qq{
+		SELECT array_agg(rank ORDER BY rank) = (SELECT array_agg(g) FROM generate_series(1, 6) g)
+		   AND bool_and(epochs = $EPOCHS AND NOT stopped)
+		   AND bool_and(validation_loss IS NOT NULL AND validation_accuracy BETWEEN 0 AND 1)
+		   AND array_agg(config ORDER BY config) = (SELECT array_agg(id ORDER BY id) FROM pgdl.configs WHERE set_name = 'grid')
+		   AND (SELECT count(*) FROM pgdl.models WHERE run = $run{$w}) = 6
+		  FROM lb_w$w}),
+		't',
+		"$workers: the leaderboard ranks the 6 models of the run 1..6 after $EPOCHS epochs");
+	is( $node->safe_psql(
+			'postgres', qq{
+		SELECT bool_and(prev <= validation_loss) FROM
+		  (SELECT validation_loss, lag(validation_loss) OVER (ORDER BY rank) AS prev FROM lb_w$w) s
+		 WHERE prev IS NOT NULL}),
+		't',
+		"$workers: the leaderboard is sorted by validation loss");
+	is( $node->safe_psql(
+			'postgres', qq{
+		SELECT count(*) = 6 AND bool_and(l.validation_loss = r.validation_loss AND l.train_loss = r.train_loss
+		                                 AND r.model = l.model AND a.name = l.architecture)
+		  FROM lb_w$w l JOIN pgdl.run_metrics r ON r.run = $run{$w} AND r.config = l.config AND r.epoch = $EPOCHS
+		  JOIN pgdl.configs c ON c.id = l.config JOIN pgdl.architectures a ON a.id = c.architecture}),
+		't',
+		"$workers: the leaderboard shows each model's last-epoch metrics, linked to its model");
+	check_run_rows($run{$w}, 'grid', $EPOCHS, "$workers");
+}
+is( $node->safe_psql('postgres',
+		"SELECT count(DISTINCT o) FROM (SELECT string_agg(config::text, ',' ORDER BY rank) AS o FROM lb_w1 UNION ALL
+		   SELECT string_agg(config::text, ',' ORDER BY rank) FROM lb_w2 UNION ALL
+		   SELECT string_agg(config::text, ',' ORDER BY rank) FROM lb_w4) s"),
+	'1',
+	'the three leaderboards rank the configurations alike');
+cmp_ok(
+	$node->safe_psql('postgres', 'SELECT max(validation_accuracy) FROM lb_w1'),
+	'>', 0.9, 'the best model learned the classes');
+
+# ---------------------------------------------------------------------------
+# Workers connect as the calling user.
+# ---------------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE alice LOGIN;
+CREATE ROLE bob LOGIN;
+GRANT CREATE ON SCHEMA public TO alice, bob;
+CREATE TABLE alice_rows AS SELECT * FROM train_rows WHERE i <= 800;
+ALTER TABLE alice_rows OWNER TO alice;
+});
+$node->safe_psql(
+	'postgres', q{
+SELECT pgdl.pack('alice_rows', 'x', 'label', 'alice_packed', buffer_rows => 50, partitions => 2, seed => 5);
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'alice_set', id, '{"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 10, "seed": 21}'
+  FROM pgdl.architectures WHERE name = 'small';
+CREATE TABLE alice_lb AS SELECT * FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2);
+}, extra_params => [ '-U', 'alice' ]);
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM alice_lb l JOIN pgdl.models m ON m.id = l.model WHERE m.metrics->>'epoch' = '3'"),
+	'1',
+	'the owner of a packed table runs fit_multiple on it');
+
+# While a run is in flight, its workers are sessions of the calling user.
+{
+	my $bg = start_psql('mop_alice', 'alice', "SET statement_timeout = '20s'",
+		"SELECT count(*) FROM pgdl.fit_multiple('alice_packed', 'alice_set', 100000, workers => 2)");
+	ok( poll_until(
+			"SELECT count(*) = 2 AND bool_and(usename = 'alice') FROM pg_stat_activity WHERE backend_type = 'pgdl worker'",
+			10),
+		'both workers of a run started by alice are sessions of alice');
+	$node->safe_psql('postgres',
+		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'mop_alice'");
+	isnt(finish_psql($bg, 10), 0, "alice's long run ends when cancelled");
+	ok(workers_gone_within(5), "alice's workers are gone");
+}
+
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SELECT count(*) FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2)",
+	extra_params => [ '-U', 'bob' ]);
+isnt($ret, 0, 'a user who may not read the packed table cannot train on it');
+like($err, qr/permission denied/, '... and is told it is a permission error');
+ok(workers_gone_within(2), '... and no worker is left behind');
+
+$node->safe_psql('postgres', 'GRANT SELECT ON alice_packed TO bob', extra_params => [ '-U', 'alice' ]);
+$node->safe_psql('postgres',
+	"CREATE TABLE bob_lb AS SELECT * FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2)",
+	extra_params => [ '-U', 'bob' ]);
+is(model_digests('bob_lb'), model_digests('alice_lb'),
+	'granted SELECT, the same user trains the same model as the owner');
+
+# SET ROLE to a role that may not log in: the session's privileges are those of
+# the role, and so should the workers' be.
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE team NOLOGIN;
+GRANT team TO bob;
+GRANT SELECT ON train_packed, valid_packed TO team;
+});
+# Workers log in as the session user and then take the current role, as
+# parallel workers do, so a NOLOGIN role reached by SET ROLE works.
+($ret, $out, $err) = $node->psql('postgres',
+	"SET ROLE team; SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'grid', 1, workers => 2)",
+	extra_params => [ '-U', 'bob' ]);
+is($ret, 0, 'fit_multiple under SET ROLE to a NOLOGIN role runs') or diag($err);
+ok(workers_gone_within(2), 'no worker is left behind after SET ROLE');
+
+# ---------------------------------------------------------------------------
+# statement_timeout stops the run and every worker.
+# ---------------------------------------------------------------------------
+{
+	my $start = time;
+	my $timed_out = 0;
+	($ret, $out, $err) = $node->psql(
+		'postgres',
+		"SET statement_timeout = '500ms';
+		 SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', 100000, 'valid_packed', workers => 2);",
+		timeout   => 30,
+		timed_out => \$timed_out);
+	my $elapsed = time - $start;
+	ok(!$timed_out && $ret != 0, 'fit_multiple under statement_timeout = 500ms fails');
+	like($err, qr/canceling statement due to statement timeout/, '... with the timeout error');
+	cmp_ok($elapsed, '<', 5, '... promptly');
+	ok(workers_gone_within(2), '... and leaves no worker behind');
+}
+
+# ---------------------------------------------------------------------------
+# Cancel, then resume: the models of an uninterrupted run.
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres',
+	"CREATE TABLE lb_long AS SELECT * FROM pgdl.fit_multiple('train_packed', 'long', $LONG_EPOCHS, 'valid_packed', workers => 2)"
+);
+my $long_digests = model_digests('lb_long');
+check_run_rows(run_of('lb_long'), 'long', $LONG_EPOCHS, 'the uninterrupted long run');
+
+# Starts the long run in the background and waits for its first checkpoint;
+# returns the psql handle and the run id.
+sub start_long_run
+{
+	my ($app) = @_;
+	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
+	my $bg = start_psql($app, 'postgres',
+		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', $LONG_EPOCHS, 'valid_packed', workers => 2)");
+	ok(poll_until("SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 20),
+		"$app: the run checkpoints its first epoch");
+	my $run = $node->safe_psql('postgres', "SELECT max(run) FROM pgdl.checkpoints WHERE run > $before");
+	return ($bg, $run);
+}
+
+{
+	my ($bg, $run) = start_long_run('mop_cancel');
+	my $start = time;
+	is($node->safe_psql('postgres',
+			"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'mop_cancel'"),
+		't', 'cancel the leader');
+	my $rc = finish_psql($bg, 10);
+	my $elapsed = time - $start;
+	ok(defined $rc && $rc != 0, 'the cancelled fit_multiple fails');
+	like($bg->{stderr}, qr/canceling statement due to user request/, '... with the cancel error');
+	cmp_ok($elapsed, '<', 3, '... within a few seconds');
+	ok(workers_gone_within(2), '... and within 2 seconds no pgdl worker is left');
+	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"),
+		'<', 2 * $LONG_EPOCHS, 'the cancelled run stopped before its end');
+	is($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.models WHERE run = $run"),
+		'0', 'the cancelled run stored no model');
+
+	$node->safe_psql('postgres', "CREATE TABLE lb_cancel_resumed AS SELECT * FROM pgdl.resume($run)");
+	is(run_of('lb_cancel_resumed'), $run, 'pgdl.resume continues the same run');
+	is(model_digests('lb_cancel_resumed'), $long_digests,
+		'cancelled and resumed: the same models as the uninterrupted run, bit for bit');
+	check_run_rows($run, 'long', $LONG_EPOCHS, 'cancelled and resumed');
+	($ret, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM pgdl.resume($run)");
+	like($err, qr/run $run has finished/, 'a finished run cannot be resumed');
+}
+
+# ---------------------------------------------------------------------------
+# kill -9 of a worker, then resume.
+#
+# When a child of the postmaster dies of a signal, the postmaster cannot know
+# what it left half-done in shared memory: it sends SIGQUIT to every other
+# backend (the leader included, whose client sees its connection end), waits
+# for them, reinitializes shared memory and replays the WAL from the last
+# checkpoint (crash recovery, restart_after_crash = on), then accepts
+# connections again.  What was committed survives: the run row and the
+# per-epoch metrics and checkpoints that the workers committed one epoch at a
+# time; the leader's uncommitted work is lost.  pgdl.resume starts from there.
+# ---------------------------------------------------------------------------
+my $killed_pid;
+{
+	my ($bg, $run) = start_long_run('mop_crash');
+	$killed_pid = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'pgdl worker' ORDER BY pid LIMIT 1");
+	like($killed_pid, qr/^\d+$/, 'a worker of the run is in pg_stat_activity');
+	is(kill('KILL', $killed_pid), 1, 'kill -9 the worker');
+	my $rc = finish_psql($bg, 30);
+	ok(defined $rc && $rc != 0, 'fit_multiple fails when a worker is killed, without hanging');
+	like(
+		$bg->{stderr},
+		qr/server closed the connection unexpectedly|terminating connection because of crash|connection to server was lost/,
+		'... because the crash restart ends the leader too');
+	ok(poll_until('SELECT true', 60), 'the node comes back after the crash restart');
+	ok(workers_gone_within(2), 'no pgdl worker survives the crash restart');
+	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"),
+		'<', 2 * $LONG_EPOCHS, 'the crashed run stopped before its end');
+
+	$node->safe_psql('postgres',
+		"CREATE TABLE lb_crash_resumed AS SELECT * FROM pgdl.resume($run, workers => 4)");
+	is(model_digests('lb_crash_resumed'), $long_digests,
+		'crashed and resumed with 4 workers: the same models as the uninterrupted run, bit for bit');
+	check_run_rows($run, 'long', $LONG_EPOCHS, 'crashed and resumed');
+}
+
+# ---------------------------------------------------------------------------
+# Too few background worker slots.
+# ---------------------------------------------------------------------------
+# max_worker_processes = 1 and the logical replication launcher holds that slot:
+# no pgdl worker can start, and the error says which setting to raise.
+$node->append_conf('postgresql.conf', "max_worker_processes = 1\nmax_parallel_workers = 0\n");
+$node->restart;
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'grid', $EPOCHS, 'valid_packed', workers => 2)");
+isnt($ret, 0, 'no free worker slot: fit_multiple fails');
+like($err, qr/could not start any pgdl worker/, '... saying no worker could start');
+like($err, qr/HINT:.*max_worker_processes/, '... with a hint about max_worker_processes');
+
+# One free slot: the run goes on with one worker, says so, and ends with the
+# same models.
+$node->append_conf('postgresql.conf', "max_logical_replication_workers = 0\n");
+$node->restart;
+($ret, $out, $err) = $node->psql('postgres',
+	"CREATE TABLE lb_one_slot AS SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', $EPOCHS, 'valid_packed', workers => 2)"
+);
+is($ret, 0, 'one free worker slot: fit_multiple with workers => 2 runs');
+like($err, qr/NOTICE:  started 1 of 2 pgdl workers/, '... and notices it started 1 of 2 workers');
+is(model_digests('lb_one_slot'), $digests{w1}, '... and stores the same models');
+
+$node->stop;
+my $log = slurp_file($node->logfile);
+unlike($log, qr/PANIC/, 'no PANIC');
+my @signalled = $log =~ /\(PID (\d+)\) was terminated by signal/g;
+is_deeply(\@signalled, [$killed_pid], 'the only process killed by a signal is the worker this test killed');
+
+done_testing();
