@@ -346,6 +346,11 @@ sub start_long_run
 
 {
 	my ($bg, $run) = start_long_run('mop_cancel');
+	# pgdl.progress reads the run's shared memory while it trains
+	is( $node->safe_psql('postgres',
+			"SELECT count(*) = 2 AND bool_and(epoch >= 1 AND state IN ('waiting', 'training', 'done')) "
+			  . "FROM pgdl.progress WHERE run = $run"),
+		't', 'pgdl.progress shows both models of the run in flight');
 	my $start = time;
 	is($node->safe_psql('postgres',
 			"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'mop_cancel'"),
