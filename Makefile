@@ -73,7 +73,8 @@ kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kern
 # The engine alone: unit tests and benchmarks, no server.
 # ---------------------------------------------------------------------------
 NN_CC      ?= $(CC)
-NN_CFLAGS  ?= -O3 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing
+# -fno-math-errno: sqrtf and friends set no errno, so the loops around them vectorize
+NN_CFLAGS  ?= -O3 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing -fno-math-errno
 NN_CPPFLAGS = -Isrc -Ikernels $(BLAS_CFLAGS)
 UNIT_SRCS   = $(sort $(wildcard regress/unit/*.c))
 PYTHON     ?= /usr/bin/python3
@@ -130,7 +131,11 @@ bench-engine: build/release/engine_bench
 bench-sql: build/release/engine_bench
 	bench/sql.sh build/release/engine_bench
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql
+# Model selection: fit_multiple with 1 and 2 workers vs PyTorch after a psycopg export (about 9 minutes).
+bench-mop:
+	bench/mop.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
