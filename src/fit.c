@@ -182,7 +182,8 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	reader.cache_cxt = fitcxt;
 	reader.parts = palloc0(sizeof(List *) * Max(ds->partitions, 1));
 	reader.complete = palloc0(sizeof(bool) * Max(ds->partitions, 1));
-	reader.budget = (int64) pgdl_train_cache_mem * 1024;
+	/* with one epoch there is no later epoch to keep buffers for */
+	reader.budget = epochs > 1 ? (int64) pgdl_train_cache_mem * 1024 : 0;
 	MemoryContextSwitchTo(old);
 
 	{
