@@ -256,3 +256,21 @@ UNIT_TEST(serialize_hostile_sizes)
 	free(a);
 	nn_model_free(m);
 }
+
+UNIT_TEST(serialize_crc32_known_values)
+{
+	/* the standard check value of CRC-32/ISO-HDLC, and lengths around the 8-byte stride */
+	const uint8_t digits[] = "123456789";
+	uint8_t		buf[37];
+	uint32_t	whole,
+				parts;
+
+	CHECK(nn_crc32(0, digits, 9) == 0xCBF43926u);
+	CHECK(nn_crc32(0, digits, 0) == 0);
+	for (int i = 0; i < 37; i++)
+		buf[i] = (uint8_t) (i * 37 + 11);
+	/* incremental use over odd splits equals one pass */
+	whole = nn_crc32(0, buf, 37);
+	parts = nn_crc32(nn_crc32(nn_crc32(0, buf, 3), buf + 3, 13), buf + 16, 21);
+	CHECK(whole == parts);
+}

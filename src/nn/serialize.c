@@ -26,27 +26,53 @@
 #define LAYER_BYTES		(11 * 4)
 #define OPTIM_BYTES		(8 * 4)
 
-static uint32_t crc_table[256];
+/*
+ * CRC-32 (IEEE), slicing by 8: eight table lookups per 8 bytes instead of one
+ * per byte.  Models hop between workers as serialized blobs, so this runs over
+ * every parameter twice per hop.
+ */
+static uint32_t crc_table[8][256];
 static bool crc_ready;
+
+static void
+crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++)
+	{
+		uint32_t	c = i;
+
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+	crc_ready = true;
+}
 
 uint32_t
 nn_crc32(uint32_t crc, const uint8_t *data, size_t len)
 {
 	if (!crc_ready)
-	{
-		for (uint32_t i = 0; i < 256; i++)
-		{
-			uint32_t	c = i;
-
-			for (int k = 0; k < 8; k++)
-				c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-			crc_table[i] = c;
-		}
-		crc_ready = true;
-	}
+		crc_init();
 	crc = ~crc;
-	for (size_t i = 0; i < len; i++)
-		crc = crc_table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+	while (len >= 8)
+	{
+		uint32_t	lo = crc ^ ((uint32_t) data[0] | (uint32_t) data[1] << 8 |
+								(uint32_t) data[2] << 16 | (uint32_t) data[3] << 24);
+		uint32_t	hi = (uint32_t) data[4] | (uint32_t) data[5] << 8 |
+			(uint32_t) data[6] << 16 | (uint32_t) data[7] << 24;
+
+		crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+			crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+			crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+			crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+		data += 8;
+		len -= 8;
+	}
+	while (len--)
+		crc = crc_table[0][(crc ^ *data++) & 0xff] ^ (crc >> 8);
 	return ~crc;
 }
 
