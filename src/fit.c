@@ -29,65 +29,10 @@
  * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
  * about a tenth of a training step of the reference MLP.
  */
-typedef struct CachedBuffer
-{
-	float	   *x;
-	float	   *y;
-	int32		n;
-} CachedBuffer;
-
-typedef struct EpochReader
-{
-	PgdlTrainState *state;
-	MemoryContext cache_cxt;
-	List	  **parts;			/* per partition: CachedBuffers, when all of it is kept */
-	bool	   *complete;		/* the partition's buffers are all in parts[] */
-	int32		current;
-	int64		budget;			/* bytes left */
-} EpochReader;
-
 static void
-train_and_keep(void *arg, const float *x, const float *y, int32 n, bool kept)
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
-	EpochReader *r = arg;
-
-	pgdl_train_buffer(r->state, x, y, n);
-	if (kept && r->complete[r->current])
-	{
-		MemoryContext old = MemoryContextSwitchTo(r->cache_cxt);
-		CachedBuffer *b = palloc(sizeof(CachedBuffer));
-
-		b->x = (float *) x;
-		b->y = (float *) y;
-		b->n = n;
-		r->parts[r->current] = lappend(r->parts[r->current], b);
-		MemoryContextSwitchTo(old);
-	}
-	else
-		r->complete[r->current] = false;
-}
-
-/* One sub-epoch: partition `part` from memory when kept, else from its table. */
-static void
-train_partition(EpochReader *r, const PgdlDataset *ds, int32 part, bool first_visit)
-{
-	ListCell   *lc;
-
-	if (!first_visit && r->complete[part])
-	{
-		foreach(lc, r->parts[part])
-		{
-			CachedBuffer *b = lfirst(lc);
-
-			pgdl_train_buffer(r->state, b->x, b->y, b->n);
-		}
-		return;
-	}
-	r->current = part;
-	r->complete[part] = first_visit;	/* a partition is kept whole or not at all */
-	pgdl_packed_scan(ds, part, train_and_keep, r, first_visit ? r->cache_cxt : NULL, &r->budget);
-	if (!r->complete[part])
-		r->parts[part] = NIL;	/* its memory stays charged; rare, and freed with the run */
+	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
 }
 
 void
@@ -137,7 +82,8 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	NnError		err;
 	PgdlTrainState *state;
 	int32	   *order;
-	EpochReader reader;
+	PgdlHeldPartition *held;
+	int64		budget;
 	int64		run_id,
 				model_id;
 	StringInfoData metrics;
@@ -178,12 +124,9 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	pgdl_model_free_with(model, fitcxt);
 	state = pgdl_train_begin(model, &config, fitcxt);
 	order = palloc(sizeof(int32) * Max(ds->partitions, 1));
-	reader.state = state;
-	reader.cache_cxt = fitcxt;
-	reader.parts = palloc0(sizeof(List *) * Max(ds->partitions, 1));
-	reader.complete = palloc0(sizeof(bool) * Max(ds->partitions, 1));
+	held = palloc0(sizeof(PgdlHeldPartition) * Max(ds->partitions, 1));
 	/* with one epoch there is no later epoch to keep buffers for */
-	reader.budget = epochs > 1 ? (int64) pgdl_train_cache_mem * 1024 : 0;
+	budget = epochs > 1 ? (int64) pgdl_train_cache_mem * 1024 : 0;
 	MemoryContextSwitchTo(old);
 
 	{
@@ -223,7 +166,12 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		memset(&state->stats, 0, sizeof(NnBatchStats));
 		INSTR_TIME_SET_CURRENT(start);
 		for (int32 k = 0; k < partitions; k++)
-			train_partition(&reader, ds, order[k], e == 0);
+		{
+			if (e == 0)
+				pgdl_packed_hold(ds, order[k], &held[order[k]], fitcxt, &budget, train_cb, state);
+			else
+				pgdl_packed_foreach(ds, order[k], &held[order[k]], train_cb, state);
+		}
 		INSTR_TIME_SET_CURRENT(duration);
 		INSTR_TIME_SUBTRACT(duration, start);
 		seconds = INSTR_TIME_GET_DOUBLE(duration);

@@ -114,6 +114,68 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 	MemoryContextDelete(per_batch);
 }
 
+typedef struct HoldArg
+{
+	PgdlHeldPartition *held;
+	MemoryContext keep_cxt;
+	PgdlBufferFn fn;
+	void	   *arg;
+} HoldArg;
+
+static void
+hold_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	HoldArg    *ha = arg;
+
+	if (ha->fn)
+		ha->fn(ha->arg, x, y, n, kept);
+	if (kept && ha->held->complete)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ha->keep_cxt);
+		PgdlHeldBuffer *b = palloc(sizeof(PgdlHeldBuffer));
+
+		b->x = (float *) x;
+		b->y = (float *) y;
+		b->n = n;
+		ha->held->buffers = lappend(ha->held->buffers, b);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		ha->held->complete = false;
+}
+
+void
+pgdl_packed_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartition *held,
+				 MemoryContext keep_cxt, int64 *budget, PgdlBufferFn fn, void *arg)
+{
+	HoldArg		ha = {held, keep_cxt, fn, arg};
+
+	held->buffers = NIL;
+	held->complete = true;
+	pgdl_packed_scan(ds, part, hold_buffer, &ha, keep_cxt, budget);
+	if (!held->complete)
+		held->buffers = NIL;	/* what was read stays charged; rare, and freed with keep_cxt */
+}
+
+void
+pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *held,
+					PgdlBufferFn fn, void *arg)
+{
+	ListCell   *lc;
+
+	if (!held->complete)
+	{
+		pgdl_packed_scan(ds, part, fn, arg, NULL, NULL);
+		return;
+	}
+	foreach(lc, held->buffers)
+	{
+		PgdlHeldBuffer *b = lfirst(lc);
+
+		fn(arg, b->x, b->y, b->n, true);
+	}
+}
+
 void
 pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds)
 {

@@ -7,6 +7,7 @@
 #define PGDL_H
 
 #include "nn/nn.h"
+#include "nodes/pg_list.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
 
@@ -128,6 +129,31 @@ typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n
  */
 extern void pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 							 MemoryContext keep_cxt, int64 *keep_bytes);
+/*
+ * A partition's buffers kept in memory between visits (pgdl.fit's later epochs,
+ * a model hopper worker's own partitions).  A partition is kept whole or not at
+ * all: when the budget runs out part way, it is read from its table every time.
+ */
+typedef struct PgdlHeldPartition
+{
+	List	   *buffers;		/* of PgdlHeldBuffer, in buffer_id order */
+	bool		complete;		/* buffers holds the whole partition */
+} PgdlHeldPartition;
+
+typedef struct PgdlHeldBuffer
+{
+	float	   *x;
+	float	   *y;
+	int32		n;
+} PgdlHeldBuffer;
+
+/* Read partition `part` (all, when < 0), keeping it in keep_cxt within *budget; fn (if any) sees every buffer. */
+extern void pgdl_packed_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartition *held,
+							 MemoryContext keep_cxt, int64 *budget, PgdlBufferFn fn, void *arg);
+/* fn over a partition: from memory when held whole, else from its table (needs a transaction). */
+extern void pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *held,
+								PgdlBufferFn fn, void *arg);
+
 /* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
 /* fit.c: a validation set has the training set's features, task and classes. */

@@ -29,20 +29,6 @@
 
 #include "mop.h"
 
-/* A partition's buffers, in buffer_id order, when all of them are in memory. */
-typedef struct HeldBuffer
-{
-	float	   *x;
-	float	   *y;
-	int32		n;
-} HeldBuffer;
-
-typedef struct HeldPartition
-{
-	List	   *buffers;
-	bool		complete;
-} HeldPartition;
-
 static MopShared *shared;
 static char *blobs;
 static int	me;
@@ -50,8 +36,8 @@ static MemoryContext data_cxt;
 static int64 budget;
 static PgdlDataset train_ds;
 static PgdlDataset valid_ds;
-static HeldPartition *held;		/* per partition (only owned ones used) */
-static HeldPartition held_validation;
+static PgdlHeldPartition *held;	/* per partition (only owned ones used) */
+static PgdlHeldPartition held_validation;
 static bool validation_loaded = false;
 static dsm_segment *my_segment;
 
@@ -65,40 +51,16 @@ wake_everyone(void)
 		SetLatch(&shared->leader->procLatch);
 }
 
-static void
-hold_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
-{
-	HeldPartition *hp = arg;
-
-	if (kept && hp->complete)
-	{
-		MemoryContext old = MemoryContextSwitchTo(data_cxt);
-		HeldBuffer *b = palloc(sizeof(HeldBuffer));
-
-		b->x = (float *) x;
-		b->y = (float *) y;
-		b->n = n;
-		hp->buffers = lappend(hp->buffers, b);
-		MemoryContextSwitchTo(old);
-	}
-	else
-		hp->complete = false;
-}
-
 /* Read a partition (or the whole validation set, part -1) into memory, as far as the budget goes. */
 static void
-load(const PgdlDataset *ds, int32 part, HeldPartition *hp)
+load(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp)
 {
-	hp->buffers = NIL;
-	hp->complete = true;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_packed_scan(ds, part, hold_buffer, hp, data_cxt, &budget);
+	pgdl_packed_hold(ds, part, hp, data_cxt, &budget, NULL, NULL);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	if (!hp->complete)
-		hp->buffers = NIL;		/* streamed every time; what was read stays charged */
 }
 
 typedef struct ScanArg
@@ -129,24 +91,17 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 
 /* Run fn over a partition: from memory, or from its table in a transaction. */
 static void
-for_each_buffer(const PgdlDataset *ds, int32 part, HeldPartition *hp, PgdlBufferFn fn, void *arg)
+for_each_buffer(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp, PgdlBufferFn fn, void *arg)
 {
-	ListCell   *lc;
-
 	if (hp->complete)
 	{
-		foreach(lc, hp->buffers)
-		{
-			HeldBuffer *b = lfirst(lc);
-
-			fn(arg, b->x, b->y, b->n, true);
-		}
+		pgdl_packed_foreach(ds, part, hp, fn, arg);
 		return;
 	}
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_packed_scan(ds, part, fn, arg, NULL, NULL);
+	pgdl_packed_foreach(ds, part, hp, fn, arg);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -482,7 +437,7 @@ pgdl_mop_worker_main(Datum main_arg)
 			create_run(shared->run_config);
 
 		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
-		held = MemoryContextAllocZero(data_cxt, sizeof(HeldPartition) * shared->n_partitions);
+		held = MemoryContextAllocZero(data_cxt, sizeof(PgdlHeldPartition) * shared->n_partitions);
 		for (int p = me; p < shared->n_partitions; p += shared->n_workers)
 			load(&train_ds, p, &held[p]);
 
