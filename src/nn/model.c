@@ -304,12 +304,12 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
  * number of images to push through it at a time.
  */
 static int
-segment_end(const NnModel *m, int i, int n, int *chunk)
+segment_end(const NnModel *m, int i, int upto, int n, int *chunk)
 {
 	int			j = i;
 	int64_t		per_image = 0;
 
-	while (j < m->spec.n_layers && nn_layer_chunkable(m, j))
+	while (j < upto && nn_layer_chunkable(m, j))
 	{
 		if (!nn_layer_in_place(m, j))
 			per_image += 2 * NN_SHAPE_SIZE(m->shape[j + 1]);
@@ -330,29 +330,44 @@ layer_input(const NnModel *m, int i)
 	return i == 0 ? m->last_input : m->out[i - 1];
 }
 
-static const float *forward_pass(NnModel *m, const float *x, int32_t n, bool training);
+static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training);
 
 const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
 {
 	unsigned int fp = fp_enter();
-	const float *out = forward_pass(m, x, n, training);
+	const float *out = forward_pass(m, x, n, m->spec.n_layers, training);
 
 	fp_leave(fp);
 	return out;
 }
 
+const float *
+nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto)
+{
+	unsigned int fp;
+	const float *out;
+
+	if (upto < 1 || upto > m->spec.n_layers)
+		return NULL;
+	fp = fp_enter();
+	out = forward_pass(m, x, n, upto, false);
+	fp_leave(fp);
+	return out;
+}
+
+/* Layers [0, upto): a model cut after layer upto - 1 runs exactly these steps. */
 static const float *
-forward_pass(NnModel *m, const float *x, int32_t n, bool training)
+forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 {
 	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
 		return NULL;
 	m->last_input = x;
 	m->last_n = n;
-	for (int i = 0; i < m->spec.n_layers;)
+	for (int i = 0; i < upto;)
 	{
 		int			chunk,
-					end = segment_end(m, i, n, &chunk);
+					end = segment_end(m, i, upto, n, &chunk);
 
 		if (end == i)
 		{
@@ -369,7 +384,7 @@ forward_pass(NnModel *m, const float *x, int32_t n, bool training)
 		}
 		i = end;
 	}
-	return m->out[m->spec.n_layers - 1];
+	return m->out[upto - 1];
 }
 
 /*
@@ -498,7 +513,7 @@ nn_model_backward(NnModel *m)
 	for (int i = 0; i < m->spec.n_layers; n_segments++)
 	{
 		int			chunk,
-					end = segment_end(m, i, n, &chunk);
+					end = segment_end(m, i, m->spec.n_layers, n, &chunk);
 
 		starts[n_segments] = i;
 		i = end > i ? end : i + 1;
@@ -516,7 +531,7 @@ nn_model_backward(NnModel *m)
 			nn_layer_backward(m, i, layer_input(m, i), 0, n, layer_din(m, i));
 			continue;
 		}
-		segment_end(m, i, n, &chunk);
+		segment_end(m, i, m->spec.n_layers, n, &chunk);
 		for (int s = 0; s < n; s += chunk)
 		{
 			int			c = n - s < chunk ? n - s : chunk;
@@ -580,7 +595,7 @@ nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
 		unsigned int fp = fp_enter();
 		bool		ok;
 
-		forward_pass(m, x, n, true);
+		forward_pass(m, x, n, m->spec.n_layers, true);
 		ok = nn_model_loss(m, y, n, stats, err);
 		if (ok)
 		{
@@ -602,7 +617,7 @@ nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 		unsigned int fp = fp_enter();
 		bool		ok;
 
-		forward_pass(m, x, n, false);
+		forward_pass(m, x, n, m->spec.n_layers, false);
 		ok = nn_model_loss(m, y, n, stats, err);
 		fp_leave(fp);
 		return ok;

@@ -200,6 +200,8 @@ extern int64_t nn_model_input_size(const NnModel *m);
 extern int64_t nn_model_output_size(const NnModel *m);
 extern int64_t nn_model_target_size(const NnModel *m);	/* floats of y per example */
 extern const float *nn_model_forward(NnModel *m, const float *x, int32_t n, bool training);
+/* Inference through layers [0, upto) only: layer upto - 1's output, as a model cut there computes it. */
+extern const float *nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto);
 extern bool nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err);
 extern void nn_model_backward(NnModel *m);
 extern void nn_model_update(NnModel *m);
@@ -207,6 +209,19 @@ extern bool nn_model_train_step(NnModel *m, const float *x, const float *y, int3
 								NnBatchStats *stats, NnError *err);
 extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 							  NnBatchStats *stats, NnError *err);
+
+/*
+ * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
+ * [from, to) with their parameters and running statistics; the join is prefix
+ * then rest, with the rest's optimizer state (zeros for the frozen parameters).
+ */
+#define NN_FROZEN_CHUNK		256	/* examples per forward pass of a frozen prefix */
+extern NnModel *nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err);
+extern NnModel *nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err);
+extern bool nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src, int src_from,
+								 int count, NnError *err);
+/* Inference-mode outputs of n examples into out, NN_FROZEN_CHUNK at a time: the same bytes for any caller. */
+extern bool nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float *out, NnError *err);
 
 /* serialize.c */
 #define NN_FORMAT_MAGIC		"PGDLMDL1"

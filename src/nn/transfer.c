@@ -1,0 +1,169 @@
+/*
+ * transfer.c -- transfer learning: a network cut into a frozen prefix and a
+ * trainable rest, and the two joined back into one model.
+ *
+ * The frozen prefix runs in inference mode (batchnorm on its running
+ * statistics, dropout off), in fixed chunks of examples, so that its output for
+ * a buffer is the same bytes whether it is computed once and kept (a feature
+ * cache) or recomputed for every configuration and epoch.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn_internal.h"
+
+/* The spec of layers [from, to) of m, taking m's shape[from] as its input. */
+static void
+slice_spec(const NnModel *m, int from, int to, NnSpec *out)
+{
+	const NnShape *in = &m->shape[from];
+
+	memset(out, 0, sizeof(*out));
+	out->input_ndim = in->ndim;
+	out->input[0] = in->c;
+	out->input[1] = in->ndim == 3 ? in->h : 0;
+	out->input[2] = in->ndim == 3 ? in->w : 0;
+	out->loss = m->spec.loss;
+	out->n_layers = to - from;
+	memcpy(out->layers, &m->spec.layers[from], sizeof(NnLayerSpec) * (to - from));
+}
+
+bool
+nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src, int src_from, int count,
+					 NnError *err)
+{
+	if (dst_from < 0 || src_from < 0 || count < 0 ||
+		dst_from + count > dst->spec.n_layers || src_from + count > src->spec.n_layers)
+	{
+		nn_error_set(err, -1, "layers", "layers out of range");
+		return false;
+	}
+	for (int i = 0; i < count; i++)
+	{
+		int			d = dst_from + i,
+					s = src_from + i;
+
+		if (dst->spec.layers[d].type != src->spec.layers[s].type ||
+			dst->param_len[d] != src->param_len[s] || dst->buffer_len[d] != src->buffer_len[s])
+		{
+			nn_error_set(err, d, "type", "layer %d does not match layer %d of the source model", d, s);
+			return false;
+		}
+		memcpy(dst->params + dst->param_off[d], src->params + src->param_off[s],
+			   sizeof(float) * dst->param_len[d]);
+		memcpy(dst->buffers + dst->buffer_off[d], src->buffers + src->buffer_off[s],
+			   sizeof(float) * dst->buffer_len[d]);
+	}
+	return true;
+}
+
+NnModel *
+nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
+{
+	NnSpec	   *spec;
+	NnModel    *out;
+
+	if (from < 0 || to > m->spec.n_layers || from >= to)
+	{
+		nn_error_set(err, -1, "layers", "cannot take layers %d to %d of a model of %d layers",
+					 from, to, m->spec.n_layers);
+		return NULL;
+	}
+	spec = malloc(sizeof(NnSpec));
+	if (spec == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	slice_spec(m, from, to, spec);
+	out = nn_model_alloc(spec, err);
+	free(spec);
+	if (out == NULL)
+		return NULL;
+	out->seed = seed;
+	if (!nn_model_copy_layers(out, 0, m, from, to - from, err))
+	{
+		nn_model_free(out);
+		return NULL;
+	}
+	return out;
+}
+
+NnModel *
+nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
+{
+	NnSpec	   *spec;
+	NnModel    *m;
+	int			k = prefix->spec.n_layers;
+
+	if (k + rest->spec.n_layers > NN_MAX_LAYERS)
+	{
+		nn_error_set(err, -1, "layers", "the joined model has more than %d layers", NN_MAX_LAYERS);
+		return NULL;
+	}
+	if (prefix->shape[k].ndim != rest->shape[0].ndim || NN_SHAPE_SIZE(prefix->shape[k]) != NN_SHAPE_SIZE(rest->shape[0]) ||
+		prefix->shape[k].c != rest->shape[0].c)
+	{
+		nn_error_set(err, -1, "input", "the rest's input does not match the prefix's output");
+		return NULL;
+	}
+	spec = malloc(sizeof(NnSpec));
+	if (spec == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	memcpy(spec, &prefix->spec, sizeof(NnSpec));
+	memcpy(&spec->layers[k], rest->spec.layers, sizeof(NnLayerSpec) * rest->spec.n_layers);
+	spec->n_layers = k + rest->spec.n_layers;
+	spec->loss = rest->spec.loss;
+	m = nn_model_alloc(spec, err);
+	free(spec);
+	if (m == NULL)
+		return NULL;
+	m->seed = rest->seed;
+	m->step = rest->step;
+	if (!nn_model_copy_layers(m, 0, prefix, 0, k, err) ||
+		!nn_model_copy_layers(m, k, rest, 0, rest->spec.n_layers, err))
+	{
+		nn_model_free(m);
+		return NULL;
+	}
+	/* the rest's optimizer state, slice by slice, after zeros for the frozen parameters */
+	if (rest->optim.type != 0)
+	{
+		int64_t		slices = rest->n_params ? rest->n_opt_state / rest->n_params : 0;
+		int64_t		frozen = m->n_params - rest->n_params;
+
+		if (!nn_model_set_optim(m, &rest->optim, err))
+		{
+			nn_model_free(m);
+			return NULL;
+		}
+		for (int64_t s = 0; s < slices && m->n_opt_state == slices * m->n_params; s++)
+			memcpy(m->opt_state + s * m->n_params + frozen, rest->opt_state + s * rest->n_params,
+				   sizeof(float) * rest->n_params);
+	}
+	return m;
+}
+
+bool
+nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float *out, NnError *err)
+{
+	int64_t		in_size = nn_model_input_size(m);
+	int64_t		out_size = nn_model_output_size(m);
+
+	if (!nn_model_reserve(m, n < NN_FROZEN_CHUNK ? n : NN_FROZEN_CHUNK, err))
+		return false;
+	for (int32_t first = 0; first < n; first += NN_FROZEN_CHUNK)
+	{
+		int32_t		rows = n - first < NN_FROZEN_CHUNK ? n - first : NN_FROZEN_CHUNK;
+		const float *z = nn_model_forward(m, x + (int64_t) first * in_size, rows, false);
+
+		memcpy(out + (int64_t) first * out_size, z, sizeof(float) * rows * out_size);
+	}
+	/* the model keeps no pointer into the caller's memory */
+	m->last_input = NULL;
+	m->last_n = 0;
+	return true;
+}
