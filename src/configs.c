@@ -84,6 +84,49 @@ config_context_callback(void *arg)
 		errcontext("%s configuration %s", c->function, json);
 }
 
+/*
+ * A configuration validated and in canonical form: the optimizer's keys with
+ * defaults filled in, and the transfer keys (base_model, freeze, head) as given,
+ * after checking that the base model exists and the head fits it.
+ */
+static Jsonb *
+canonical_form(Jsonb *config, PgdlTrainConfig *parsed)
+{
+	Jsonb	   *canonical;
+	Jsonb	   *transfer;
+
+	pgdl_config_from_jsonb_transfer(config, parsed);
+	canonical = pgdl_config_to_jsonb(parsed);
+	transfer = pgdl_transfer_keys(config);
+	if (transfer == NULL)
+		return canonical;
+	{
+		PgdlTransfer t;
+
+		pgdl_transfer_prepare(config, (uint64) parsed->seed, &t);
+	}
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(canonical), JsonbPGetDatum(transfer)));
+}
+
+/* An architecture and a base model are two ways to give the network: a configuration uses one. */
+static void
+check_network_given_once(bool has_architecture, Jsonb *config)
+{
+	bool		transfer = pgdl_config_has_transfer(config);
+
+	if (has_architecture && transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a configuration with a base model takes no architecture"),
+				 errdetail("Its network is the base model's first layers (\"freeze\") and its \"head\" or remaining layers."),
+				 errhint("Leave architecture NULL (pgdl.grid_search and pgdl.random_search: architectures => '{}').")));
+	if (!has_architecture && !transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("a configuration needs an architecture or a base model"),
+				 errhint("Name an architecture, or give \"base_model\" and \"freeze\" in the configuration.")));
+}
+
 /* The canonical form of a configuration, or an error naming the key (and, in context, the configuration). */
 static Jsonb *
 canonical_config(Jsonb *config, const char *function, int sample)
@@ -96,9 +139,9 @@ canonical_config(Jsonb *config, const char *function, int sample)
 	callback.arg = &ctx;
 	callback.previous = error_context_stack;
 	error_context_stack = &callback;
-	pgdl_config_from_jsonb(config, &parsed);
+	config = canonical_form(config, &parsed);
 	error_context_stack = callback.previous;
-	return pgdl_config_to_jsonb(&parsed);
+	return config;
 }
 
 static void
@@ -149,9 +192,11 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 	{
 		PgdlTrainConfig parsed;
 		Datum		canonical;
+		bool		arch_null;
 
-		pgdl_config_from_jsonb(DatumGetJsonbP(d), &parsed);
-		canonical = JsonbPGetDatum(pgdl_config_to_jsonb(&parsed));
+		(void) heap_getattr(tuple, SPI_fnumber(desc, "architecture"), desc, &arch_null);
+		check_network_given_once(!arch_null, DatumGetJsonbP(d));
+		canonical = JsonbPGetDatum(canonical_form(DatumGetJsonbP(d), &parsed));
 		tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &config_col, &canonical, &isnull);
 	}
 	return PointerGetDatum(tuple);
@@ -159,8 +204,9 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 
 /* The ids of the named architectures, in the order given; an error for an unknown name. */
 static int64 *
-architecture_ids(ArrayType *names, int *n)
+architecture_ids(ArrayType *names, int *n, Jsonb *params)
 {
+	bool		transfer = pgdl_config_has_transfer(params);
 	Datum	   *elems;
 	bool	   *nulls;
 	int64	   *ids;
@@ -172,9 +218,24 @@ architecture_ids(ArrayType *names, int *n)
 				 errmsg("architectures must be a one-dimensional array")));
 	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
 	if (*n == 0)
+	{
+		/* configurations with a base model: one "architecture", NULL */
+		if (transfer)
+		{
+			*n = 1;
+			return palloc0(sizeof(int64));
+		}
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("architectures must name at least one architecture")));
+				 errmsg("architectures must name at least one architecture"),
+				 errhint("Pass an empty array only for configurations with a \"base_model\".")));
+	}
+	if (transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("configurations with a base model take no architecture"),
+				 errdetail("Their network is the base model's first layers (\"freeze\") and a \"head\" or its remaining layers."),
+				 errhint("Pass architectures => '{}'.")));
 	ids = palloc(sizeof(int64) * *n);
 	SPI_connect();
 	for (int i = 0; i < *n; i++)
@@ -308,12 +369,14 @@ insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *conf
 		for (int c = 0; c < n_configs; c++)
 		{
 			Datum		values[3];
+			int64		id = cross ? arch[a] : arch[c];
+			char		nulls[3] = {' ', id ? ' ' : 'n', ' '};
 
 			CHECK_FOR_INTERRUPTS();
 			values[0] = PointerGetDatum(set_name);
-			values[1] = Int64GetDatum(cross ? arch[a] : arch[c]);
+			values[1] = Int64GetDatum(id);
 			values[2] = JsonbPGetDatum(configs[c]);
-			if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT)
+			if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT)
 				elog(ERROR, "could not insert into pgdl.configs");
 			added += SPI_processed;
 		}
@@ -344,7 +407,7 @@ pgdl_grid_search(PG_FUNCTION_ARGS)
 	Jsonb	  **configs;
 
 	check_set_name(set_name);
-	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch);
+	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, params);
 	keys = search_keys(params, "parameter grid", &n_keys);
 
 	/* the size of the grid, counted in double so that no product overflows */
@@ -586,7 +649,7 @@ pgdl_random_search(PG_FUNCTION_ARGS)
 	int64	   *sample_arch;
 
 	check_set_name(set_name);
-	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch);
+	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, space);
 	keys = search_keys(space, "search space", &n_keys);
 	for (int k = 0; k < n_keys; k++)
 	{

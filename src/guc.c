@@ -17,6 +17,8 @@ int			pgdl_blas_threads = 1;
 int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 int			pgdl_max_workers = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
+int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
+double		pgdl_cpu_gflops = 20.0;
 
 void
 pgdl_guc_init(void)
@@ -63,6 +65,24 @@ pgdl_guc_init(void)
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.feature_cache_budget",
+							"Storage all feature caches (materialized views in schema pgdl_cache) may take together.",
+							"pgdl.fit_multiple recomputes a frozen prefix rather than cache its features beyond it; "
+							"0 never caches.",
+							&pgdl_feature_cache_budget,
+							4 * 1024 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomRealVariable("pgdl.cpu_gflops",
+							 "Billions of floating-point operations per second one worker runs, for plans.",
+							 "pgdl.explain_fit_multiple and the feature cache planner turn FLOPs into seconds with it.",
+							 &pgdl_cpu_gflops,
+							 20.0, 0.001, 1e6,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgdl");
 }

@@ -257,9 +257,9 @@ load_dataset(int64 id, Oid packed)
 	argtypes[0] = id ? INT8OID : OIDOID;
 	values[0] = id ? Int64GetDatum(id) : ObjectIdGetDatum(packed);
 	ret = SPI_execute_with_args(id ?
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions "
+								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
 								"FROM pgdl.datasets WHERE id = $1" :
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions "
+								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
 								"FROM pgdl.datasets WHERE packed = $1::oid::regclass",
 								1, argtypes, values, NULL, true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1)
@@ -298,6 +298,7 @@ load_dataset(int64 id, Oid packed)
 		}
 		ds->label_type = DatumGetObjectId(SPI_getbinval(tup, desc, 7, &isnull));
 		ds->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
+		ds->n_rows_hint = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
 		norm = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 8, &isnull));
 		k.type = jbvString;
 		k.val.string.val = "scale";

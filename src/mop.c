@@ -51,6 +51,8 @@ typedef struct MopConfig
 	double		metrics[4];		/* train loss, accuracy, validation loss, accuracy */
 	bool		has_validation;
 	double		cost;
+	PgdlTransfer *transfer;		/* when it starts from a base model */
+	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
 } MopConfig;
 
 typedef struct MopRun
@@ -64,7 +66,9 @@ typedef struct MopRun
 	char	   *strategy;
 	char	   *name_prefix;
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
+	char	   *cache_mode;		/* feature caches: auto, on, off */
 	List	   *configs;		/* of MopConfig * */
+	PgdlCachePlan *plan;
 } MopRun;
 
 int32
@@ -168,7 +172,7 @@ load_configs(MopRun *run)
 
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT c.id, a.id, a.name, a.spec, c.config FROM pgdl.configs c "
-							  "JOIN pgdl.architectures a ON a.id = c.architecture "
+							  "LEFT JOIN pgdl.architectures a ON a.id = c.architecture "
 							  "WHERE c.set_name = $1 ORDER BY c.id",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pgdl.configs");
@@ -190,10 +194,17 @@ load_configs(MopRun *run)
 		MemoryContext old = MemoryContextSwitchTo(caller);
 		MopConfig  *c = palloc0(sizeof(MopConfig));
 
+		Datum		d;
+
 		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		c->arch_id = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-		c->arch_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
-		c->spec_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		d = SPI_getbinval(tup, desc, 2, &isnull);
+		/* a configuration with a base model has no architecture: its network comes from the base */
+		if (!isnull)
+		{
+			c->arch_id = DatumGetInt64(d);
+			c->arch_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
+			c->spec_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		}
 		c->config_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
 		run->configs = lappend(run->configs, c);
 		MemoryContextSwitchTo(old);
@@ -216,19 +227,42 @@ prepare_configs(MopRun *run)
 		c->spec = palloc(sizeof(NnSpec));
 		PG_TRY();
 		{
-			pgdl_spec_from_jsonb(c->spec_json, c->spec);
-			pgdl_config_from_jsonb(c->config_json, &c->config);
+			pgdl_config_from_jsonb_transfer(c->config_json, &c->config);
+			if (pgdl_config_has_transfer(c->config_json))
+			{
+				c->transfer = palloc(sizeof(PgdlTransfer));
+				pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
+				c->spec = c->transfer->spec;
+				c->spec_json = pgdl_spec_to_jsonb(c->spec);
+				c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);
+			}
+			else if (c->spec_json == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_NOT_NULL_VIOLATION),
+						 errmsg("configuration has neither an architecture nor a base model")));
+			else
+				pgdl_spec_from_jsonb(c->spec_json, c->spec);
 			pgdl_check_model_fits(c->spec, run->ds);
 		}
 		PG_CATCH();
 		{
-			errcontext("configuration " INT64_FORMAT " (architecture \"%s\")", c->config_id, c->arch_name);
+			errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
+					   c->arch_name ? c->arch_name : "a base model");
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		if (!nn_spec_cost(c->spec, NULL, &cost, &err))
+		/* what the workers run per example: the trainable layers (a recomputed prefix adds its forward pass) */
+		if (!nn_spec_cost(c->transfer ? &c->transfer->rest->spec : c->spec, NULL, &cost, &err))
 			pgdl_report_nn_error("model spec", &err);
 		c->cost = (double) cost.flops_train;
+		if (c->start == NULL && c->transfer)
+		{
+			NnModel    *m = c->transfer->rest;
+
+			if (!nn_model_set_optim(m, &c->config.optim, &err))
+				pgdl_report_nn_error("training configuration", &err);
+			c->start = pgdl_model_serialize(m);
+		}
 		if (c->start == NULL)
 		{
 			NnModel    *m = nn_model_create(c->spec, (uint64) c->config.seed, &err);
@@ -241,6 +275,30 @@ prepare_configs(MopRun *run)
 			c->start = pgdl_model_serialize(m);
 		}
 	}
+}
+
+/* Group the configurations that share a frozen prefix, and decide what to cache. */
+static void
+plan_caches(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	PgdlTransfer **transfers = palloc0(sizeof(PgdlTransfer *) * n);
+	int		   *group_of = palloc(sizeof(int) * n);
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, run->configs)
+		transfers[i++] = ((MopConfig *) lfirst(lc))->transfer;
+	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
+								run->cache_mode, group_of);
+	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the configurations have %d different frozen prefixes, more than %d",
+						run->plan->n_groups, MOP_MAX_SOURCES - 1)));
+	i = 0;
+	foreach(lc, run->configs)
+		((MopConfig *) lfirst(lc))->source = group_of[i++] + 1;
 }
 
 /* ---- running ---- */
@@ -321,6 +379,18 @@ compare_leaderboard(const void *a, const void *b)
 	return x->config_id < y->config_id ? -1 : 1;
 }
 
+/* The canonical configuration, with its base model, freeze and head as given. */
+static Jsonb *
+config_with_transfer(const MopConfig *c)
+{
+	Jsonb	   *config = pgdl_config_to_jsonb(&c->config);
+	Jsonb	   *keys = c->transfer ? pgdl_transfer_keys(c->config_json) : NULL;
+
+	if (keys == NULL)
+		return config;
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(config), JsonbPGetDatum(keys)));
+}
+
 /* Store the models, finish the run, return the leaderboard. */
 static void
 store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
@@ -336,17 +406,24 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 	{
 		MopConfig  *c = lfirst(lc);
 		MopModel   *m = &shared->models[i];
-		Oid			types[8] = {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID};
-		Datum		values[8];
-		char		nulls[8] = {run->name_prefix ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
-		bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+		Oid			types[9] = {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID};
+		Datum		values[9];
+		char		nulls[9] = {run->name_prefix ? ' ' : 'n', c->arch_id ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ', ' ',
+		c->transfer ? ' ' : 'n'};
+		bytea	   *blob;
 		StringInfoData metrics;
 		bool		isnull;
 		Oid			utypes[3] = {INT8OID, INT8OID, INT8OID};
 		Datum		uvalues[3];
 
-		SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
-		memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+		if (c->transfer)
+			blob = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
+		else
+		{
+			blob = palloc(VARHDRSZ + m->blob_len);
+			SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
+			memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+		}
 		initStringInfo(&metrics);
 		appendStringInfo(&metrics, "{\"epoch\": %d, \"train_loss\": %.9g", m->epoch, m->train_loss);
 		if (run->ds->classification)
@@ -363,14 +440,15 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 			CStringGetTextDatum(psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id)) : (Datum) 0;
 		values[1] = Int64GetDatum(c->arch_id);
 		values[2] = JsonbPGetDatum(c->spec_json);
-		values[3] = JsonbPGetDatum(pgdl_config_to_jsonb(&c->config));
+		values[3] = JsonbPGetDatum(config_with_transfer(c));
 		values[4] = Int64GetDatum(run->ds->id);
 		values[5] = Int64GetDatum(shared->run_id);
 		values[6] = PointerGetDatum(blob);
 		values[7] = DirectFunctionCall1(jsonb_in, CStringGetDatum(metrics.data));
-		if (SPI_execute_with_args("INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics) "
-								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-								  8, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+		values[8] = Int64GetDatum(c->transfer ? c->transfer->base_id : 0);
+		if (SPI_execute_with_args("INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent) "
+								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+								  9, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not store a model of run " INT64_FORMAT, shared->run_id);
 		model_ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		uvalues[0] = Int64GetDatum(model_ids[i]);
@@ -406,7 +484,7 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 		values[1] = Int64GetDatum(model_ids[k]);
 		values[2] = Int64GetDatum(c->config_id);
 		values[3] = CStringGetTextDatum(c->arch_name);
-		values[4] = JsonbPGetDatum(pgdl_config_to_jsonb(&c->config));
+		values[4] = JsonbPGetDatum(config_with_transfer(c));
 		values[5] = Int32GetDatum(m->epoch);
 		values[6] = Float8GetDatum(m->train_loss);
 		values[7] = Float8GetDatum(m->train_accuracy);
@@ -464,21 +542,36 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	ListCell   *lc;
 	int			i;
 
+	PgdlCachePlan *plan = run->plan;
+	bytea	  **prefixes = palloc0(sizeof(bytea *) * (plan->n_groups + 1));
+	char	   *plan_sql;
+
 	foreach(lc, run->configs)
 		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
+	/* the frozen prefixes that workers recompute travel as blobs too */
+	for (int g = 0; g < plan->n_groups; g++)
+		if (plan->groups[g].action == PGDL_CACHE_RECOMPUTE)
+		{
+			prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
+			blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
+		}
 
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));
 	shm_toc_estimate_chunk(&e, blob_total);
-	shm_toc_estimate_keys(&e, 2);
+	shm_toc_estimate_chunk(&e, plan->sql.len + 1);
+	shm_toc_estimate_keys(&e, 3);
 	segsize = shm_toc_estimate(&e);
 	seg = dsm_create(segsize, 0);
 	toc = shm_toc_create(MOP_MAGIC, dsm_segment_address(seg), segsize);
 	shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
 	memset(shared, 0, MOP_SHARED_SIZE(n_models));
 	blobs = shm_toc_allocate(toc, blob_total);
+	plan_sql = shm_toc_allocate(toc, plan->sql.len + 1);
+	memcpy(plan_sql, plan->sql.data, plan->sql.len + 1);
 	shm_toc_insert(toc, MOP_KEY_SHARED, shared);
 	shm_toc_insert(toc, MOP_KEY_BLOBS, blobs);
+	shm_toc_insert(toc, MOP_KEY_PLAN, plan_sql);
 
 	SpinLockInit(&shared->mutex);
 	shared->magic = MOP_MAGIC;
@@ -498,9 +591,10 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
+	shared->caches_ready = plan->sql.len == 0;
 	snprintf(shared->run_config, sizeof(shared->run_config),
-			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d%s%s%s}",
-			 run->set_name, run->strategy, run->eta, run->workers,
+			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d, \"feature_cache\": \"%s\"%s%s%s}",
+			 run->set_name, run->strategy, run->eta, run->workers, run->cache_mode,
 			 run->name_prefix ? ", \"name_prefix\": \"" : "", run->name_prefix ? run->name_prefix : "",
 			 run->name_prefix ? "\"" : "");
 
@@ -513,6 +607,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 
 		m->config_id = c->config_id;
 		m->config = c->config;
+		m->source = c->source;
 		m->cost = c->cost;
 		m->epoch = c->start_epoch;
 		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
@@ -528,6 +623,28 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
 		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
 		blob_total += MAXALIGN(m->blob_len);
+	}
+
+	/* source 0: the packed tables as they are; then one per frozen prefix */
+	shared->n_sources = plan->n_groups + 1;
+	shared->sources[0].n_features = run->ds->n_features;
+	for (int g = 0; g < plan->n_groups; g++)
+	{
+		PgdlCacheGroup *grp = &plan->groups[g];
+		MopSource  *src = &shared->sources[g + 1];
+
+		src->n_features = (int32) grp->feature_floats;
+		src->cached = grp->action != PGDL_CACHE_RECOMPUTE;
+		for (int s = 0; s < 2 && src->cached; s++)
+			if (grp->side[s].view)
+				strlcpy(src->view[s], grp->side[s].view, sizeof(src->view[s]));
+		if (prefixes[g])
+		{
+			src->prefix_offset = blob_total;
+			src->prefix_len = VARSIZE_ANY_EXHDR(prefixes[g]);
+			memcpy(blobs + src->prefix_offset, VARDATA_ANY(prefixes[g]), src->prefix_len);
+			blob_total += MAXALIGN(src->prefix_len);
+		}
 	}
 
 	resume_pending_rung(shared);
@@ -625,6 +742,17 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 }
 
 static void
+set_cache_mode(MopRun *run, const char *mode)
+{
+	if (strcmp(mode, "auto") != 0 && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown feature_cache mode \"%s\"", mode),
+				 errhint("Use 'auto' (the planner decides), 'on' (cache every frozen prefix within pgdl.feature_cache_budget) or 'off' (recompute them).")));
+	run->cache_mode = pstrdup(mode);
+}
+
+static void
 set_workers(MopRun *run, int32 workers)
 {
 	if (workers < 1 || workers > MOP_MAX_WORKERS)
@@ -641,20 +769,17 @@ set_workers(MopRun *run, int32 workers)
 	run->workers = workers;
 }
 
-/*
- * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix)
- */
-PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
-Datum
-pgdl_fit_multiple(PG_FUNCTION_ARGS)
+/* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
+static MopRun *
+setup_run(FunctionCallInfo fcinfo)
 {
 	MopRun	   *run = palloc0(sizeof(MopRun));
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(6))
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(6) ||
+		PG_ARGISNULL(8))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source, configs, epochs, strategy and eta must not be NULL")));
-	check_isolation();
+				 errmsg("source, configs, epochs, strategy, eta and feature_cache must not be NULL")));
 	pgdl_engine_prepare();
 	run->set_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	run->epochs = PG_GETARG_INT32(2);
@@ -673,9 +798,117 @@ pgdl_fit_multiple(PG_FUNCTION_ARGS)
 	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4));
 	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
 	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
+	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
 	load_configs(run);
 	prepare_configs(run);
+	plan_caches(run);
+	return run;
+}
+
+/*
+ * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix, feature_cache)
+ */
+PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
+Datum
+pgdl_fit_multiple(PG_FUNCTION_ARGS)
+{
+	MopRun	   *run;
+
+	check_isolation();
+	run = setup_run(fcinfo);
 	mop_execute(fcinfo, run);
+	return (Datum) 0;
+}
+
+/*
+ * explain_fit_multiple(the arguments of fit_multiple): what fit_multiple would
+ * do, without doing it: a row per group of configurations that share a frozen
+ * prefix (cache to reuse, build, refresh or rebuild, or recompute), a row for
+ * the configurations trained from scratch, and a total, with predicted compute,
+ * storage and time.
+ */
+PG_FUNCTION_INFO_V1(pgdl_explain_fit_multiple);
+Datum
+pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
+{
+	MopRun	   *run = setup_run(fcinfo);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	PgdlCachePlan *plan = run->plan;
+	double		rate = pgdl_cpu_gflops * 1e9;
+	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
+	double	   *train_flops = palloc0(sizeof(double) * (plan->n_groups + 1));
+	int		   *configs = palloc0(sizeof(int) * (plan->n_groups + 1));
+	double		total_flops = 0,
+				total_seconds = 0,
+				total_bytes = 0,
+				prefix_seconds = 0;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	/* training the trainable layers: every configuration, every epoch, spread over the workers */
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		train_flops[c->source] += c->cost * run->ds->n_rows_hint * run->epochs;
+		configs[c->source]++;
+	}
+	for (int g = -1; g < plan->n_groups; g++)
+	{
+		Datum		values[14];
+		bool		nulls[14] = {false};
+		PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
+		double		flops = train_flops[g + 1] + (grp ? grp->compute_flops : 0);
+		double		seconds = train_flops[g + 1] / rate / run->workers + (grp ? grp->seconds : 0);
+
+		if (grp == NULL && configs[0] == 0)
+			continue;
+		values[0] = Int32GetDatum(g + 1);
+		values[1] = ObjectIdGetDatum(run->ds->packed);
+		values[2] = Int64GetDatum(grp ? grp->base_id : 0);
+		nulls[2] = grp == NULL;
+		values[3] = Int32GetDatum(grp ? grp->depth : 0);
+		nulls[3] = grp == NULL;
+		values[4] = Int32GetDatum(configs[g + 1]);
+		values[5] = CStringGetTextDatum(grp ? pgdl_cache_action_name(grp->action) : "train");
+		nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
+		if (!nulls[6])
+			values[6] = CStringGetTextDatum(grp->side[0].view);
+		nulls[7] = nulls[6] || !run->vds;
+		if (!nulls[7])
+			values[7] = CStringGetTextDatum(grp->side[1].view);
+		nulls[8] = grp == NULL || grp->staged_from < 0;
+		if (!nulls[8])
+			values[8] = CStringGetTextDatum(plan->groups[grp->staged_from].side[0].view);
+		values[9] = Float8GetDatum(flops / 1e9);
+		values[10] = Float8GetDatum(grp && grp->action != PGDL_CACHE_RECOMPUTE ? grp->bytes / 1048576.0 : 0);
+		values[11] = Float8GetDatum(seconds);
+		values[12] = CStringGetTextDatum(grp ? grp->reason : "configurations without a base model train on the packed table");
+		values[13] = Float8GetDatum(grp ? grp->prefix_flops * examples / 1e9 : 0);
+		nulls[13] = grp == NULL;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		total_flops += flops;
+		total_seconds += seconds;
+		if (grp)
+			prefix_seconds += grp->seconds;
+		if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
+			total_bytes += grp->bytes;
+	}
+	{
+		Datum		values[14];
+		bool		nulls[14] = {true, false, true, true, false, false, true, true, true, false, false, false, false, true};
+
+		values[1] = ObjectIdGetDatum(run->ds->packed);
+		values[4] = Int32GetDatum(list_length(run->configs));
+		values[5] = CStringGetTextDatum("total");
+		values[9] = Float8GetDatum(total_flops / 1e9);
+		values[10] = Float8GetDatum(total_bytes / 1048576.0);
+		values[11] = Float8GetDatum(total_seconds);
+		values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
+												  run->workers, plan->used_bytes / 1048576.0, plan->budget_bytes / 1048576.0));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	(void) prefix_seconds;
 	return (Datum) 0;
 }
 
@@ -755,6 +988,8 @@ pgdl_resume(PG_FUNCTION_ARGS)
 		workers = v ? DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric))) : 1;
 		v = CFG("name_prefix");
 		run->name_prefix = v ? pnstrdup(v->val.string.val, v->val.string.len) : NULL;
+		v = CFG("feature_cache");
+		run->cache_mode = v ? pnstrdup(v->val.string.val, v->val.string.len) : "auto";
 	}
 	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers);
 	load_configs(run);
@@ -798,6 +1033,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 	prepare_configs(run);
+	plan_caches(run);
 	mop_execute(fcinfo, run);
 	return (Datum) 0;
 }

@@ -23,10 +23,12 @@
 #define MOP_MAX_WORKERS		64
 #define MOP_MAX_MODELS		1024
 #define MOP_MAX_PARTITIONS	1024
+#define MOP_MAX_SOURCES		65	/* the packed tables, and one per frozen prefix */
 
 /* shm_toc keys */
 #define MOP_KEY_SHARED		1
 #define MOP_KEY_BLOBS		2
+#define MOP_KEY_PLAN		3	/* SQL that builds or refreshes the run's feature caches */
 
 typedef enum MopModelState
 {
@@ -37,9 +39,24 @@ typedef enum MopModelState
 	MOP_STOPPED					/* stopped early by successive halving */
 } MopModelState;
 
+/*
+ * What a model trains on: source 0 is the packed tables; a configuration with
+ * a frozen prefix reads that prefix's feature caches, or runs the prefix (kept
+ * as a blob) over the packed tables at every visit.
+ */
+typedef struct MopSource
+{
+	bool		cached;
+	char		view[2][2 * NAMEDATALEN + 8];	/* training, validation cache views */
+	int32		n_features;		/* x per example, as the trainable layers see it */
+	Size		prefix_offset;	/* recomputed: the prefix in the blob area */
+	Size		prefix_len;		/* 0: none */
+} MopSource;
+
 typedef struct MopModel
 {
 	int64		config_id;
+	int32		source;			/* index into MopShared.sources */
 	PgdlTrainConfig config;
 	double		cost;			/* training FLOPs per example: heavier models start first */
 	MopModelState state;
@@ -93,6 +110,9 @@ typedef struct MopShared
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start: n_workers is final */
+	bool		caches_ready;	/* worker 0 ran the plan's SQL */
+	int32		n_sources;
+	MopSource	sources[MOP_MAX_SOURCES];
 	bool		abort;
 	int32		failed_worker;	/* -1: none */
 	int			error_code;		/* its SQLSTATE */

@@ -7,6 +7,7 @@
 #define PGDL_H
 
 #include "nn/nn.h"
+#include "lib/stringinfo.h"
 #include "nodes/pg_list.h"
 #include "utils/array.h"
 #include "utils/jsonb.h"
@@ -19,6 +20,8 @@ extern int	pgdl_blas_threads;
 extern int	pgdl_train_cache_mem;
 extern int	pgdl_max_workers;
 extern int	pgdl_worker_cache_mem;
+extern int	pgdl_feature_cache_budget;	/* kB */
+extern double pgdl_cpu_gflops;
 
 extern void pgdl_guc_init(void);
 
@@ -45,7 +48,10 @@ typedef struct PgdlTrainConfig
 /* Errors are ereport(ERROR)s that name the layer and the field at fault. */
 extern void pgdl_spec_from_jsonb(Jsonb *spec, NnSpec *out);
 extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
+/* Refuses the transfer learning keys; the _transfer form ignores them (feature_cache.c reads them). */
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
+extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
+extern bool pgdl_config_has_transfer(Jsonb *config);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
 
@@ -63,6 +69,7 @@ typedef struct PgdlDataset
 	int32		n_targets;		/* floats of y per example: 1 for classes */
 	int32		n_classes;		/* 0 for regression */
 	int32		partitions;		/* the packed table's parts are 0 .. partitions - 1 */
+	int64		n_rows_hint;	/* examples when packed (the planner's estimate) */
 	char	  **classes;		/* class i's value as text */
 	Oid			label_type;
 	float		scale;			/* x * scale, when mean == NULL */
@@ -161,5 +168,89 @@ extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDa
 
 /* The model's input and output agree with the dataset, or an error says how not. */
 extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
+
+/* feature_cache.c: transfer learning and materialized feature layers */
+
+/* A configuration that starts from a stored model with its first `freeze` layers frozen. */
+typedef struct PgdlTransfer
+{
+	int64		base_id;
+	char	   *base_name;		/* as the configuration names it */
+	int32		freeze;
+	NnModel    *prefix;			/* the frozen layers; NULL when freeze is 0 */
+	NnModel    *rest;			/* what trains: the head, or the base's other layers */
+	NnSpec	   *spec;			/* the whole network, as it is stored */
+	int64		dataset;		/* the base model's dataset, 0 if none */
+	char		hash[65];		/* SHA-256 of the prefix (spec and weights), hex */
+} PgdlTransfer;
+
+/* Resolve base_model, freeze and head of a configuration (rest seeded with seed); ereports what is wrong. */
+extern void pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *out);
+/* The transfer keys of a configuration as an object, or NULL when it has none. */
+extern Jsonb *pgdl_transfer_keys(Jsonb *config);
+/* The whole model: the frozen prefix, then the trained rest (a serialized engine model). */
+extern bytea *pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len);
+extern void pgdl_prefix_hash(const NnModel *prefix, char *hex);
+
+typedef enum PgdlCacheAction
+{
+	PGDL_CACHE_RECOMPUTE = 0,	/* the prefix runs for every configuration and epoch */
+	PGDL_CACHE_REUSE,			/* a valid cache exists */
+	PGDL_CACHE_BUILD,			/* a new cache */
+	PGDL_CACHE_REFRESH,			/* a stale cache of the same weights: its source changed */
+	PGDL_CACHE_REBUILD			/* a stale cache of other weights: dropped and built anew */
+} PgdlCacheAction;
+
+typedef struct PgdlCacheSide	/* a group's cache of one packed table */
+{
+	const PgdlDataset *ds;
+	char	   *version;		/* pgdl.packed_version of its packed table now */
+	PgdlCacheAction action;
+	int64		cache_id;		/* the pgdl.feature_cache row found, or 0 */
+	char	   *old_view;		/* its view */
+	double		existing_bytes;
+	char	   *view;			/* the view to read (qualified, quoted) */
+	double		bytes;			/* predicted storage */
+} PgdlCacheSide;
+
+/* Configurations that share a frozen prefix (its weights' hash and depth). */
+typedef struct PgdlCacheGroup
+{
+	int64		base_id;
+	char	   *base_name;
+	int32		depth;
+	char		hash[65];
+	NnModel    *prefix;			/* a member configuration's */
+	int32		n_configs;
+	int64		feature_floats; /* per example */
+	double		prefix_flops;	/* forward, per example */
+	int			staged_from;	/* group computed from, or -1 */
+	PgdlCacheAction action;
+	char	   *reason;
+	PgdlCacheSide side[2];		/* the training set, the validation set */
+	double		bytes;			/* predicted storage of both */
+	double		recompute_seconds;
+	double		materialize_seconds;
+	double		seconds;		/* of the chosen way */
+	double		compute_flops;	/* of the chosen way */
+} PgdlCacheGroup;
+
+typedef struct PgdlCachePlan
+{
+	int			n_groups;
+	PgdlCacheGroup *groups;		/* shallower first */
+	StringInfoData sql;			/* builds, refreshes and bookkeeping, run in a transaction of its own */
+	double		budget_bytes;
+	double		used_bytes;		/* by every registered cache before the run */
+} PgdlCachePlan;
+
+/*
+ * Group transfers[0 .. n) (NULL: not a transfer configuration) and decide per
+ * group; group_of[i] is configuration i's group, or -1.  mode: auto, on, off.
+ */
+extern PgdlCachePlan *pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid,
+									  PgdlTransfer **transfers, int n, int32 epochs, int32 workers,
+									  const char *mode, int *group_of);
+extern const char *pgdl_cache_action_name(PgdlCacheAction action);
 
 #endif							/* PGDL_H */

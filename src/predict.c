@@ -444,6 +444,44 @@ PredictFloatArray(const float *v, int64 n)
 	return a;
 }
 
+/* ---- pgdl.features: the output of a network's first layers ---- */
+
+PG_FUNCTION_INFO_V1(pgdl_features);
+Datum
+pgdl_features(PG_FUNCTION_ARGS)
+{
+	PredictCallSite *site = PredictCallSiteGet(fcinfo);
+	int32		layer = PG_GETARG_INT32(1);
+	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(2);	/* detoasted before the model is resolved */
+	int64		length;
+	const float *xraw = pgdl_float4_array(xa, "x", &length);
+	PgdlModel  *model;
+	NnModel    *m;
+	NnError		err;
+	const float *x;
+	const float *z;
+
+	pgdl_engine_prepare();
+	model = PredictModelArg(fcinfo, site);
+	m = model->nn;
+	if (layer < 1 || layer > m->spec.n_layers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("layer must be between 1 and %d, got %d", m->spec.n_layers, layer),
+				 errdetail("pgdl.features returns the output of the model's first `layer` layers.")));
+	PredictCheckDataset(m, model->dataset);
+	x = PredictFeatures(m, model->dataset, xraw, length, NULL);
+	if (!nn_model_reserve(m, 1, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+	z = nn_model_forward_upto(m, x, 1, layer);
+	m->last_input = NULL;
+	m->last_n = 0;
+	PG_RETURN_ARRAYTYPE_P(PredictFloatArray(z, NN_SHAPE_SIZE(m->shape[layer])));
+}
+
 /* ---- pgdl.predict, pgdl.predict_class: one example ---- */
 
 PG_FUNCTION_INFO_V1(pgdl_predict);

@@ -58,8 +58,11 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-	"batch_size", "seed", NULL
+	"batch_size", "seed", "base_model", "freeze", "head", NULL
 };
+
+/* Keys of transfer learning, which only pgdl.fit_multiple's configurations take. */
+static const char *const transfer_keys[] = {"base_model", "freeze", "head"};
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
 
@@ -379,8 +382,30 @@ pgdl_spec_to_jsonb(const NnSpec *spec)
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
+bool
+pgdl_config_has_transfer(Jsonb *jb)
+{
+	if (!JsonContainerIsObject(&jb->root))
+		return false;
+	for (int i = 0; i < lengthof(transfer_keys); i++)
+		if (get_key(&jb->root, transfer_keys[i]) != NULL)
+			return true;
+	return false;
+}
+
 void
 pgdl_config_from_jsonb(Jsonb *jb, PgdlTrainConfig *cfg)
+{
+	if (pgdl_config_has_transfer(jb))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("transfer learning keys (base_model, freeze, head) are only taken by configuration sets"),
+				 errhint("Add the configuration to pgdl.configs (architecture NULL) and train it with pgdl.fit_multiple().")));
+	pgdl_config_from_jsonb_transfer(jb, cfg);
+}
+
+void
+pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 {
 	JsonbContainer *root = &jb->root;
 	JsonbValue *v;

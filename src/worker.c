@@ -31,15 +31,27 @@
 
 static MopShared *shared;
 static char *blobs;
+static char *plan_sql;
 static int	me;
 static MemoryContext data_cxt;
 static int64 budget;
-static PgdlDataset train_ds;
-static PgdlDataset valid_ds;
-static PgdlHeldPartition *held;	/* per partition (only owned ones used) */
-static PgdlHeldPartition held_validation;
-static bool validation_loaded = false;
 static dsm_segment *my_segment;
+
+/* A MopSource as this worker reads it. */
+typedef struct WorkerSource
+{
+	bool		used;			/* some model trains on it */
+	PgdlDataset train;			/* the packed table, or a cache view read as one */
+	PgdlDataset valid;
+	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
+	PgdlHeldPartition *held_validation;
+	bool	   *validation_loaded;
+	NnModel    *prefix;			/* recomputed for every buffer, or NULL */
+	float	   *features;		/* the prefix's outputs for a buffer */
+	int32		features_cap;	/* examples */
+} WorkerSource;
+
+static WorkerSource *sources;
 
 static void
 wake_everyone(void)
@@ -68,12 +80,39 @@ typedef struct ScanArg
 	PgdlTrainState *train;
 	NnModel    *model;
 	NnBatchStats *stats;
+	WorkerSource *src;
 } ScanArg;
+
+/* x as the trainable layers see it: the buffer itself, or its frozen prefix's outputs. */
+static const float *
+source_input(WorkerSource *src, const float *x, int32 n)
+{
+	NnError		err;
+
+	if (src->prefix == NULL)
+		return x;
+	if (n > src->features_cap)
+	{
+		if (src->features)
+			pfree(src->features);
+		src->features = MemoryContextAlloc(data_cxt,
+										   mul_size((Size) n, mul_size(nn_model_output_size(src->prefix), sizeof(float))));
+		src->features_cap = n;
+	}
+	if (!nn_model_forward_frozen(src->prefix, x, n, src->features, &err))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("%s.", err.msg)));
+	return src->features;
+}
 
 static void
 train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
-	pgdl_train_buffer(((ScanArg *) arg)->train, x, y, n);
+	ScanArg    *sa = arg;
+
+	pgdl_train_buffer(sa->train, source_input(sa->src, x, n), y, n);
 }
 
 static void
@@ -82,6 +121,7 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	ScanArg    *sa = arg;
 	NnError		err;
 
+	x = source_input(sa->src, x, n);
 	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -181,21 +221,22 @@ finish_epoch(int i, NnModel *nn)
 	int32		epoch = m->epoch + 1;
 	double		train_loss = m->n ? m->loss_sum / m->n : 0;
 	double		train_acc = m->n ? (double) m->correct / m->n : 0;
-	bool		classification = train_ds.classification;
+	WorkerSource *src = &sources[m->source];
+	bool		classification = src->train.classification;
 	bool		*stopped = NULL,
 			   *decided = NULL;
 	bool		rung_done = false;
 
 	if (shared->validation_id)
 	{
-		ScanArg		sa = {NULL, nn, &vstats};
+		ScanArg		sa = {NULL, nn, &vstats, src};
 
-		if (!validation_loaded)
+		if (!*src->validation_loaded)
 		{
-			load(&valid_ds, -1, &held_validation);
-			validation_loaded = true;
+			load(&src->valid, -1, src->held_validation);
+			*src->validation_loaded = true;
 		}
-		for_each_buffer(&valid_ds, -1, &held_validation, evaluate_cb, &sa);
+		for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
 	}
 
 	/* wait for worker 0's run row */
@@ -337,7 +378,8 @@ train_model(int i, MemoryContext step_cxt)
 	pgdl_model_free_with(nn, step_cxt);
 	state = pgdl_train_begin(nn, &m->config, step_cxt);
 	sa.train = state;
-	for_each_buffer(&train_ds, m->partition, &held[m->partition], train_cb, &sa);
+	sa.src = &sources[m->source];
+	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
 	if (nn_model_serialized_size(nn) != m->blob_len)
 		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
 	nn_model_serialize(nn, (uint8_t *) blobs + m->blob_offset);
@@ -365,6 +407,114 @@ train_model(int i, MemoryContext step_cxt)
 	MemoryContextReset(step_cxt);
 }
 
+/* Worker 0 builds, refreshes and records the run's feature caches before anyone trains. */
+static void
+build_caches(const char *sql)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: building feature caches");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "pgdl worker: building the feature caches failed");
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	SpinLockAcquire(&shared->mutex);
+	shared->caches_ready = true;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+}
+
+static PgdlDataset
+dataset_copy(int64 id)
+{
+	PgdlDataset ds = *pgdl_dataset_by_id(id);
+
+	/* the cache owns these; workers need only shapes and the table */
+	ds.classes = NULL;
+	ds.mean = ds.std = NULL;
+	return ds;
+}
+
+/* A cache view read as a packed table: its x are the prefix's outputs, already as the model wants them. */
+static PgdlDataset
+cache_dataset(const PgdlDataset *ds, const char *view, int32 n_features)
+{
+	PgdlDataset c = *ds;
+
+	c.packed = DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(view)));
+	c.n_features = n_features;
+	return c;
+}
+
+/* The sources this worker's models train on, with their tables and prefixes. */
+static void
+open_sources(void)
+{
+	PgdlDataset train_ds,
+				valid_ds;
+	MemoryContext old;
+
+	memset(&valid_ds, 0, sizeof(valid_ds));
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_engine_prepare();
+	train_ds = dataset_copy(shared->dataset_id);
+	if (shared->validation_id)
+		valid_ds = dataset_copy(shared->validation_id);
+	old = MemoryContextSwitchTo(data_cxt);
+	sources = palloc0(sizeof(WorkerSource) * shared->n_sources);
+	for (int i = 0; i < shared->n_models; i++)
+		if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
+			sources[shared->models[i].source].used = true;
+	for (int s = 0; s < shared->n_sources; s++)
+	{
+		MopSource  *ms = &shared->sources[s];
+		WorkerSource *src = &sources[s];
+
+		if (s > 0 && src->used && !ms->cached)
+			sources[0].used = true; /* its buffers are source 0's */
+	}
+	for (int s = 0; s < shared->n_sources; s++)
+	{
+		MopSource  *ms = &shared->sources[s];
+		WorkerSource *src = &sources[s];
+
+		if (s == 0 || !ms->cached)
+		{
+			src->train = train_ds;
+			src->valid = valid_ds;
+			src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
+			src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
+			src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
+		}
+		else
+		{
+			src->train = cache_dataset(&train_ds, ms->view[0], ms->n_features);
+			if (shared->validation_id)
+				src->valid = cache_dataset(&valid_ds, ms->view[1], ms->n_features);
+			src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
+			src->held_validation = palloc0(sizeof(PgdlHeldPartition));
+			src->validation_loaded = palloc0(sizeof(bool));
+		}
+		if (ms->prefix_len > 0)
+		{
+			NnError		err;
+
+			src->prefix = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
+			if (src->prefix == NULL)
+				elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
+			pgdl_model_free_with(src->prefix, data_cxt);
+		}
+	}
+	MemoryContextSwitchTo(old);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
 void
 pgdl_mop_worker_main(Datum main_arg)
 {
@@ -389,6 +539,7 @@ pgdl_mop_worker_main(Datum main_arg)
 				 errmsg("pgdl worker found bad shared memory")));
 	shared = shm_toc_lookup(toc, MOP_KEY_SHARED, false);
 	blobs = shm_toc_lookup(toc, MOP_KEY_BLOBS, false);
+	plan_sql = shm_toc_lookup(toc, MOP_KEY_PLAN, false);
 
 	SpinLockAcquire(&shared->mutex);
 	shared->workers[me].pid = MyProcPid;
@@ -417,29 +568,32 @@ pgdl_mop_worker_main(Datum main_arg)
 		if (shared->abort)
 			proc_exit(0);
 
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		pgdl_engine_prepare();
-		train_ds = *pgdl_dataset_by_id(shared->dataset_id);
-		train_ds.classes = NULL;
-		train_ds.mean = train_ds.std = NULL;
-		if (shared->validation_id)
-		{
-			valid_ds = *pgdl_dataset_by_id(shared->validation_id);
-			valid_ds.classes = NULL;
-			valid_ds.mean = valid_ds.std = NULL;
-		}
-		PopActiveSnapshot();
-		CommitTransactionCommand();
-
 		if (me == 0)
+		{
 			create_run(shared->run_config);
+			if (!shared->caches_ready)
+				build_caches(plan_sql);
+		}
+		while (!shared->caches_ready)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+			if (shared->abort)
+				proc_exit(0);
+		}
+		open_sources();
 
 		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
-		held = MemoryContextAllocZero(data_cxt, sizeof(PgdlHeldPartition) * shared->n_partitions);
-		for (int p = me; p < shared->n_partitions; p += shared->n_workers)
-			load(&train_ds, p, &held[p]);
+		for (int s = 0; s < shared->n_sources; s++)
+		{
+			WorkerSource *src = &sources[s];
+
+			if (!src->used || (s > 0 && src->prefix))
+				continue;		/* a recomputing source reads source 0's buffers */
+			for (int p = me; p < shared->n_partitions; p += shared->n_workers)
+				load(&src->train, p, &src->held[p]);
+		}
 
 		pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
 		for (;;)

@@ -128,13 +128,14 @@ CREATE EVENT TRIGGER pgdl_forget_dropped_datasets ON sql_drop
 CREATE TABLE pgdl.configs (
 	id bigserial PRIMARY KEY,
 	set_name text NOT NULL,
-	architecture bigint NOT NULL REFERENCES pgdl.architectures ON DELETE CASCADE,
+	architecture bigint REFERENCES pgdl.architectures ON DELETE CASCADE,	-- NULL: the network comes from config's base_model
 	config jsonb NOT NULL,					-- a training configuration, stored in canonical form
 	created timestamptz NOT NULL DEFAULT now(),
-	UNIQUE (set_name, architecture, config)
+	UNIQUE NULLS NOT DISTINCT (set_name, architecture, config),
+	CHECK ((architecture IS NULL) = (config ? 'base_model'))
 );
 COMMENT ON TABLE pgdl.configs IS
-	'configuration sets for pgdl.fit_multiple: an architecture and a training configuration per row';
+	'configuration sets for pgdl.fit_multiple: an architecture (or a base model in the configuration) and a training configuration per row';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.configs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.configs_id_seq', '');
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.configs TO PUBLIC;

@@ -1,0 +1,195 @@
+-- Transfer learning and materialized feature layers: configurations that freeze the first layers of a
+-- stored base model share those layers' outputs, kept in materialized views in schema pgdl_cache.
+
+CREATE SCHEMA pgdl_cache;
+COMMENT ON SCHEMA pgdl_cache IS
+	'feature caches of pgdl.fit_multiple: materialized views of frozen layers'' outputs, owned by the users who built them';
+-- Workers build caches as the calling user, who owns them; nobody else is granted anything on them.
+GRANT USAGE, CREATE ON SCHEMA pgdl_cache TO PUBLIC;
+
+CREATE TABLE pgdl.feature_cache (
+	id bigserial PRIMARY KEY,
+	dataset bigint NOT NULL REFERENCES pgdl.datasets ON DELETE CASCADE,
+	source regclass NOT NULL,				-- the packed table whose buffers it holds the features of
+	base_model bigint,						-- the model whose first `depth` layers computed them
+	base_hash text NOT NULL,				-- SHA-256 of those layers (spec and weights): pgdl.prefix_hash
+	depth integer NOT NULL CHECK (depth > 0),
+	staged_from bigint REFERENCES pgdl.feature_cache ON DELETE SET NULL,	-- computed from this shallower cache
+	view regclass NOT NULL UNIQUE,			-- the materialized view in pgdl_cache
+	owner regrole NOT NULL DEFAULT current_user::text::regrole,
+	rows bigint NOT NULL,
+	bytes bigint NOT NULL,
+	created timestamptz NOT NULL DEFAULT now(),
+	refreshed timestamptz NOT NULL DEFAULT now(),
+	last_used timestamptz NOT NULL DEFAULT now(),
+	source_version text NOT NULL,			-- pgdl.packed_version(source) when it was computed
+	valid boolean NOT NULL DEFAULT true		-- false once its base model changed (its source: see source_version)
+);
+CREATE INDEX ON pgdl.feature_cache (dataset, depth);
+COMMENT ON TABLE pgdl.feature_cache IS
+	'feature caches: per packed table and frozen prefix of a base model, the materialized view of its outputs, its size, use and validity';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache_id_seq', '');
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.feature_cache TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgdl.feature_cache_id_seq TO PUBLIC;
+
+-- Staleness.  A cache records the version of its packed table (a hash of its rows' ctid and xmin, which
+-- every INSERT, UPDATE, DELETE, TRUNCATE and re-pack changes) and is stale when the table's differs;
+-- pgdl.fit_multiple checks before it uses a cache, so no trigger goes on users' tables.  A change to a
+-- base model's weights marks its caches stale at once.
+CREATE FUNCTION pgdl.packed_version(packed regclass) RETURNS text
+	LANGUAGE plpgsql STABLE STRICT SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	v text;
+BEGIN
+	EXECUTE format('SELECT md5(coalesce(string_agg(tableoid::text || ctid::text || xmin::text, '','' '
+				   'ORDER BY tableoid, ctid), '''')) FROM %s', packed) INTO v;
+	RETURN v;
+END
+$$;
+COMMENT ON FUNCTION pgdl.packed_version(regclass) IS
+	'the version of a packed table: it changes with any change to its rows; feature caches of another version are stale';
+
+CREATE FUNCTION pgdl.base_model_changed() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	UPDATE pgdl.feature_cache SET valid = false WHERE base_model = OLD.id AND valid;
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgdl.base_model_changed() IS
+	'trigger on pgdl.models: marks the feature caches computed by a model stale when its weights change or it is deleted';
+CREATE TRIGGER models_feature_cache AFTER UPDATE OF weights OR DELETE ON pgdl.models
+	FOR EACH ROW EXECUTE FUNCTION pgdl.base_model_changed();
+
+-- A dropped cache view takes its row with it.
+CREATE FUNCTION pgdl.forget_dropped_caches() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	DELETE FROM pgdl.feature_cache f
+	 USING pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = f.view::oid;
+END
+$$;
+COMMENT ON FUNCTION pgdl.forget_dropped_caches() IS
+	'event trigger: removes the pgdl.feature_cache rows of dropped cache views';
+CREATE EVENT TRIGGER pgdl_forget_dropped_caches ON sql_drop
+	EXECUTE FUNCTION pgdl.forget_dropped_caches();
+
+-- What cache views are made of.
+
+CREATE FUNCTION pgdl.prefix_hash(model bigint, layers integer) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_prefix_hash_sql' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.prefix_hash(bigint, integer) IS
+	'SHA-256 (hex) of a stored model''s first layers, spec and weights: equal for equal frozen prefixes, the key of feature caches';
+
+CREATE FUNCTION pgdl.cache_features(base bigint, from_layer integer, to_layer integer, base_hash text,
+		x real[], n integer) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_cache_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.cache_features(bigint, integer, integer, text, real[], integer) IS
+	'internal, the rows of feature cache views: layers [from_layer, to_layer) of a base model on a buffer of n examples; an error if the base''s first to_layer layers no longer hash to base_hash';
+
+-- pgdl.features: the output of a network's first layers.
+
+CREATE FUNCTION pgdl.features(model bigint, layer integer, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.features(model text, layer integer, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.features(model bytea, layer integer, x real[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.features(bigint, integer, real[]) IS
+	'outputs of the first `layer` layers of stored model (by id) for one example (raw features, normalized as for pgdl.predict), in inference mode';
+COMMENT ON FUNCTION pgdl.features(text, integer, real[]) IS
+	'outputs of the first `layer` layers of stored model (by name) for one example (raw features, normalized as for pgdl.predict), in inference mode';
+COMMENT ON FUNCTION pgdl.features(bytea, integer, real[]) IS
+	'outputs of the first `layer` layers of a model blob for one example (features used as given), in inference mode';
+
+CREATE FUNCTION pgdl.features(model bigint, layer integer, source regclass)
+	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
+$$
+DECLARE
+	h text;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d WHERE d.packed = source) THEN
+		RAISE EXCEPTION 'relation "%" is not a packed table', source
+			USING ERRCODE = 'wrong_object_type', HINT = 'Pack a table with pgdl.pack() first.';
+	END IF;
+	h := pgdl.prefix_hash(model, layer);
+	RETURN QUERY EXECUTE format(
+		'SELECT part, buffer_id, n, pgdl.cache_features($1, 0, $2, $3, x, n), y FROM %s ORDER BY part, buffer_id',
+		source) USING model, layer, h;
+END
+$$;
+CREATE FUNCTION pgdl.features(model text, layer integer, source regclass)
+	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
+$$
+DECLARE
+	id bigint;
+BEGIN
+	SELECT m.id INTO id FROM pgdl.models m WHERE m.name = model;
+	IF id IS NULL THEN
+		RAISE EXCEPTION 'model "%" does not exist', model USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN QUERY SELECT * FROM pgdl.features(id, layer, source);
+END
+$$;
+COMMENT ON FUNCTION pgdl.features(bigint, integer, regclass) IS
+	'the batch form: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
+COMMENT ON FUNCTION pgdl.features(text, integer, regclass) IS
+	'the batch form: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
+
+-- Planning and housekeeping.
+
+CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto')
+	RETURNS TABLE ("group" integer, source regclass, base_model bigint, freeze integer, configs integer,
+				   action text, cache text, validation_cache text, staged_from text, gflops double precision,
+				   storage_mb double precision, predicted_seconds double precision, reason text,
+				   prefix_gflops_per_pass double precision)
+	AS 'MODULE_PATHNAME', 'pgdl_explain_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text) IS
+	'the plan of pgdl.fit_multiple with the same arguments, without running it: per group of configurations sharing a frozen prefix, the feature cache to reuse, build, refresh or rebuild (or recompute), with predicted compute, storage and time';
+
+CREATE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pgdl.feature_cache f WHERE f.view = cache) THEN
+		RAISE EXCEPTION '"%" is not a feature cache', cache
+			USING ERRCODE = 'wrong_object_type', HINT = 'The caches are listed in pgdl.feature_cache.';
+	END IF;
+	-- deeper caches computed from it go with it
+	EXECUTE format('DROP MATERIALIZED VIEW %s CASCADE', cache);
+END
+$$;
+COMMENT ON FUNCTION pgdl.drop_feature_cache(regclass) IS
+	'drops a feature cache view (and the caches staged from it) and its pgdl.feature_cache row';
+
+CREATE FUNCTION pgdl.cleanup_feature_cache(unused_for interval DEFAULT '7 days') RETURNS integer
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	c record;
+	dropped integer := 0;
+BEGIN
+	FOR c IN SELECT f.view FROM pgdl.feature_cache f
+			  WHERE f.owner = current_user::text::regrole AND (NOT f.valid OR f.last_used < now() - unused_for)
+			  ORDER BY f.depth DESC
+	LOOP
+		-- an earlier CASCADE may have taken it already
+		IF EXISTS (SELECT 1 FROM pgdl.feature_cache f WHERE f.view = c.view) THEN
+			EXECUTE format('DROP MATERIALIZED VIEW %s CASCADE', c.view);
+			dropped := dropped + 1;
+		END IF;
+	END LOOP;
+	RETURN dropped;
+END
+$$;
+COMMENT ON FUNCTION pgdl.cleanup_feature_cache(interval) IS
+	'drops the caller''s feature caches that are stale or unused for the given interval; returns how many';
