@@ -752,6 +752,17 @@ set_cache_mode(MopRun *run, const char *mode)
 	run->cache_mode = pstrdup(mode);
 }
 
+/* Workers read as the caller; say so before anything starts rather than from a worker. */
+static void
+check_can_read(const PgdlDataset *ds)
+{
+	if (pg_class_aclcheck(ds->packed, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(ds->packed)),
+				 errdetail("pgdl.fit_multiple reads the packed table as the calling user.")));
+}
+
 static void
 set_workers(MopRun *run, int32 workers)
 {
@@ -799,6 +810,9 @@ setup_run(FunctionCallInfo fcinfo)
 	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
 	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
 	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
+	check_can_read(run->ds);
+	if (run->vds)
+		check_can_read(run->vds);
 	load_configs(run);
 	prepare_configs(run);
 	plan_caches(run);

@@ -107,24 +107,24 @@ COMMENT ON FUNCTION pgdl.features(text, integer, real[]) IS
 COMMENT ON FUNCTION pgdl.features(bytea, integer, real[]) IS
 	'outputs of the first `layer` layers of a model blob for one example (features used as given), in inference mode';
 
-CREATE FUNCTION pgdl.features(model bigint, layer integer, source regclass)
+CREATE FUNCTION pgdl.features_batch(model bigint, layer integer, source regclass)
 	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
 	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
 $$
 DECLARE
 	h text;
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d WHERE d.packed = source) THEN
-		RAISE EXCEPTION 'relation "%" is not a packed table', source
+	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d WHERE d.packed = features_batch.source) THEN
+		RAISE EXCEPTION 'relation "%" is not a packed table', features_batch.source
 			USING ERRCODE = 'wrong_object_type', HINT = 'Pack a table with pgdl.pack() first.';
 	END IF;
 	h := pgdl.prefix_hash(model, layer);
 	RETURN QUERY EXECUTE format(
 		'SELECT part, buffer_id, n, pgdl.cache_features($1, 0, $2, $3, x, n), y FROM %s ORDER BY part, buffer_id',
-		source) USING model, layer, h;
+		features_batch.source) USING model, layer, h;
 END
 $$;
-CREATE FUNCTION pgdl.features(model text, layer integer, source regclass)
+CREATE FUNCTION pgdl.features_batch(model text, layer integer, source regclass)
 	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
 	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
 $$
@@ -135,20 +135,20 @@ BEGIN
 	IF id IS NULL THEN
 		RAISE EXCEPTION 'model "%" does not exist', model USING ERRCODE = 'undefined_object';
 	END IF;
-	RETURN QUERY SELECT * FROM pgdl.features(id, layer, source);
+	RETURN QUERY SELECT * FROM pgdl.features_batch(id, layer, features_batch.source);
 END
 $$;
-COMMENT ON FUNCTION pgdl.features(bigint, integer, regclass) IS
-	'the batch form: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
-COMMENT ON FUNCTION pgdl.features(text, integer, regclass) IS
-	'the batch form: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
+COMMENT ON FUNCTION pgdl.features_batch(bigint, integer, regclass) IS
+	'pgdl.features over a packed table: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
+COMMENT ON FUNCTION pgdl.features_batch(text, integer, regclass) IS
+	'pgdl.features over a packed table: per buffer of a packed table (part, buffer_id, n, y as packed), the outputs of stored model''s first `layer` layers, as a feature cache holds them';
 
 -- Planning and housekeeping.
 
 CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
 		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto')
-	RETURNS TABLE ("group" integer, source regclass, base_model bigint, freeze integer, configs integer,
+	RETURNS TABLE ("group" integer, source regclass, base_model bigint, frozen_layers integer, configs integer,
 				   action text, cache text, validation_cache text, staged_from text, gflops double precision,
 				   storage_mb double precision, predicted_seconds double precision, reason text,
 				   prefix_gflops_per_pass double precision)
