@@ -40,6 +40,8 @@
 #define CACHE_WRITE_BYTES_PER_SECOND	(150.0 * 1024 * 1024)	/* materialized view, TOAST and WAL */
 #define CACHE_READ_BYTES_PER_SECOND		(400.0 * 1024 * 1024)
 
+#define PGDL_ADVISORY_LOCK_SPACE		0x7067646c	/* "pgdl" */
+
 /* ---- configurations with a base model ---- */
 
 static JsonbValue *
@@ -531,19 +533,19 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 
 	if (s->action == PGDL_CACHE_REBUILD)
 		appendStringInfo(sql, "DROP MATERIALIZED VIEW IF EXISTS %s CASCADE;\n", s->old_view);
+	/* a run that built the same cache meanwhile (same name) is waited for and its cache refreshed */
 	appendStringInfo(sql,
-					 "CREATE MATERIALIZED VIEW %s AS SELECT part, buffer_id, n,"
+					 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s AS SELECT part, buffer_id, n,"
 					 " pgdl.cache_features(" INT64_FORMAT ", %d, %d, '%s', x, n) AS x, y FROM %s WITH NO DATA;\n",
 					 s->view, g->base_id, first, g->depth, g->hash, source);
 	appendStringInfo(sql, "ALTER MATERIALIZED VIEW %s ALTER COLUMN x SET STORAGE EXTERNAL,"
 					 " ALTER COLUMN y SET STORAGE EXTERNAL;\n", s->view);
 	appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", s->view);
-	appendStringInfo(sql, "CREATE INDEX ON %s (part, buffer_id);\n", s->view);
 	appendStringInfo(sql,
 					 "INSERT INTO pgdl.feature_cache (dataset, source, base_model, base_hash, depth, staged_from, view,"
 					 " source_version, rows, bytes)"
 					 " SELECT " INT64_FORMAT ", %u, " INT64_FORMAT ", '%s', %d, %s, '%s'::regclass, '%s', count(*),"
-					 " pg_total_relation_size('%s') FROM %s;\n",
+					 " pg_total_relation_size('%s') FROM %s ON CONFLICT (view) DO NOTHING;\n",
 					 s->ds->id, s->ds->packed, g->base_id, g->hash, g->depth,
 					 from ? psprintf("(SELECT id FROM pgdl.feature_cache WHERE view = '%s'::regclass)", from->side[side].view) : "NULL",
 					 s->view, s->version, s->view, s->view);
@@ -751,6 +753,16 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 		}
 	}
 	SPI_finish();
+	if (plan->sql.len > 0)
+	{
+		/* one build at a time per database: a concurrent run's cache is seen once it commits */
+		StringInfoData locked;
+
+		initStringInfo(&locked);
+		appendStringInfo(&locked, "SELECT pg_advisory_xact_lock(%d, 1);\n%s", PGDL_ADVISORY_LOCK_SPACE,
+						 plan->sql.data);
+		plan->sql = locked;
+	}
 	return plan;
 }
 

@@ -1,0 +1,185 @@
+# Feature caches under pgdl.fit_multiple's background workers.
+#
+# Over many epochs, heads trained on cached features are the bytes of heads
+# trained with the frozen prefix recomputed; a run cancelled after its caches
+# were built resumes from its checkpoints, reuses the caches and ends with the
+# models of an uninterrupted run; two runs that build the same cache at once
+# both succeed and leave one cache.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+
+my $LONG_EPOCHS = 400;    # the run that is cancelled: about 2 s here
+
+my $node = PostgreSQL::Test::Cluster->new('cache');
+$node->init;
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+$node->start;
+
+# Runs $sql until it answers 't' or $secs pass; returns whether it answered.
+sub poll_until
+{
+	my ($sql, $secs) = @_;
+	my $deadline = time + $secs;
+	while (time < $deadline)
+	{
+		my ($ret, $out) = $node->psql('postgres', $sql);
+		return 1 if $ret == 0 && $out eq 't';
+		usleep(20_000);
+	}
+	diag("poll_until gave up after ${secs}s: $sql");
+	return 0;
+}
+
+# Starts psql on some SQL without waiting for it; $app names the session.
+sub start_psql
+{
+	my ($app, @commands) = @_;
+	my %bg = (stdout => '', stderr => '');
+	$bg{h} = IPC::Run::start(
+		[
+			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
+			'-d', $node->connstr('postgres') . " application_name=$app",
+			map { ('-c', $_) } @commands
+		],
+		'<', \undef, '>', \$bg{stdout}, '2>', \$bg{stderr});
+	return \%bg;
+}
+
+# Waits up to $secs for a started psql; returns its exit code, or undef (after killing it).
+sub finish_psql
+{
+	my ($bg, $secs) = @_;
+	my $deadline = time + $secs;
+	while ($bg->{h}->pumpable && time < $deadline)
+	{
+		$bg->{h}->pump_nb;
+		usleep(10_000);
+	}
+	if ($bg->{h}->pumpable)
+	{
+		$bg->{h}->kill_kill;
+		return undef;
+	}
+	$bg->{h}->finish;
+	return $bg->{h}->result(0);
+}
+
+# config:md5(weights) of the models a leaderboard table names, in config order.
+sub model_digests
+{
+	my ($table) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(l.config || ':' || md5(m.weights), ' ' ORDER BY l.config)
+		   FROM $table l JOIN pgdl.models m ON m.id = l.model");
+}
+
+sub drop_caches
+{
+	$node->safe_psql('postgres', 'SELECT pgdl.cleanup_feature_cache(\'0 seconds\')');
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.feature_cache'), '0', 'no caches left');
+}
+
+# ---------------------------------------------------------------------------
+# Data: 2,000 points of 16 features, 4 partitions, 500 validation points; a base
+# MLP; four heads on two frozen depths (the deeper cache staged from the other).
+# ---------------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION pgdl;
+CREATE TABLE points AS
+SELECT i, x, ((x[1] + x[2] > x[3] + x[4])::int * 2 + (x[5] > x[6])::int) AS label
+  FROM generate_series(1, 2500) i,
+       LATERAL (SELECT array_agg(sin(i * k * 0.37 + k)::real ORDER BY k) AS x FROM generate_series(1, 16) k) f;
+CREATE TABLE train_points AS SELECT * FROM points WHERE i <= 2000;
+CREATE TABLE valid_points AS SELECT * FROM points WHERE i > 2000;
+SELECT pgdl.pack('train_points', 'x', 'label', 'train_packed', buffer_rows => 50, partitions => 4);
+SELECT pgdl.pack('valid_points', 'x', 'label', 'valid_packed', buffer_rows => 100,
+                 partitions => 1, reference => 'train_packed');
+SELECT pgdl.fit('train_packed', '{"input": [16], "layers": [{"type": "dense", "units": 32}, {"type": "batchnorm"},
+  {"type": "relu"}, {"type": "dense", "units": 32}, {"type": "relu"}, {"type": "dense", "units": 4}]}'::jsonb,
+  '{"optimizer": "adam", "lr": 0.01}', 3, name => 'base');
+SELECT pgdl.grid_search('heads', '{}', '{"base_model": "base", "freeze": [3, 5], "lr": [0.05, 0.02],
+  "head": [[{"type": "dense", "units": 16}, {"type": "relu"}, {"type": "dense", "units": 4}]],
+  "momentum": 0.9, "batch_size": 25}');
+});
+
+# ---------------------------------------------------------------------------
+# Cached and recomputed, many epochs: the same bytes.
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres',
+	"CREATE TABLE lb_on AS SELECT * FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'on')"
+);
+my $digests = model_digests('lb_on');
+is( $node->safe_psql('postgres', 'SELECT count(*) || \' \' || bool_and(valid) || \' \' || count(staged_from) FROM pgdl.feature_cache'),
+	'4 true 2', 'the run built four caches (training and validation at two depths), two of them staged');
+is($node->safe_psql('postgres', 'SELECT min(validation_accuracy) > 0.6 FROM lb_on'), 't', 'every head learned');
+$node->safe_psql('postgres',
+	"CREATE TABLE lb_off AS SELECT * FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'off')"
+);
+is(model_digests('lb_off'), $digests, "$LONG_EPOCHS epochs on cached features: the models of the recomputed prefix, bit for bit");
+
+# ---------------------------------------------------------------------------
+# Cancel after the caches are built, then resume: the caches are reused and the
+# models are those of an uninterrupted run.
+# ---------------------------------------------------------------------------
+drop_caches();
+{
+	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
+	my $bg = start_psql('cache_cancel',
+		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'on')"
+	);
+	ok(poll_until("SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 30),
+		'the run checkpoints its first epoch');
+	my $run = $node->safe_psql('postgres', "SELECT max(run) FROM pgdl.checkpoints WHERE run > $before");
+	is( $node->safe_psql('postgres',
+			"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cache_cancel'"),
+		't', 'cancel the leader');
+	my $rc = finish_psql($bg, 30);
+	ok(defined $rc && $rc != 0, 'the cancelled run fails');
+	ok(poll_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgdl worker'", 20),
+		'its workers are gone');
+	is($node->safe_psql('postgres', 'SELECT count(*) || \' \' || bool_and(valid) FROM pgdl.feature_cache'),
+		'4 true', 'the caches it built stay, committed and valid');
+	my $created = $node->safe_psql('postgres', 'SELECT string_agg(created::text, \',\' ORDER BY id) FROM pgdl.feature_cache');
+	$node->safe_psql('postgres', "CREATE TABLE lb_resumed AS SELECT * FROM pgdl.resume($run)");
+	is(model_digests('lb_resumed'), $digests, 'cancelled and resumed: the models of the uninterrupted run, bit for bit');
+	is($node->safe_psql('postgres', 'SELECT string_agg(created::text, \',\' ORDER BY id) FROM pgdl.feature_cache'),
+		$created, 'the resumed run reused the caches');
+	is( $node->safe_psql('postgres', 'SELECT bool_and(last_used > created) FROM pgdl.feature_cache'),
+		't', '... and marked them used');
+}
+
+# ---------------------------------------------------------------------------
+# Two runs that build the same caches at once: both succeed, one set of caches.
+# ---------------------------------------------------------------------------
+drop_caches();
+{
+	my @bg = map {
+		start_psql("cache_race_$_",
+			"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'heads', 2, 'valid_packed', workers => 1, feature_cache => 'on')"
+		)
+	} (1, 2);
+	is(finish_psql($bg[0], 60), 0, 'the first of two concurrent runs succeeds');
+	is(finish_psql($bg[1], 60), 0, 'the second succeeds too') or diag($bg[1]->{stderr});
+	is( $node->safe_psql('postgres',
+			'SELECT count(*) || \' \' || count(DISTINCT (dataset, depth)) || \' \' || bool_and(valid) FROM pgdl.feature_cache'),
+		'4 4 true', 'one cache per packed table and depth');
+}
+
+# The caches depend on pgdl: dropping the extension names them; CASCADE takes them.
+my ($ret, $out, $err) = $node->psql('postgres', 'DROP EXTENSION pgdl');
+like($err, qr/materialized view pgdl_cache\.\S+ depends on function pgdl\.cache_features/,
+	'DROP EXTENSION names the caches that depend on it');
+$node->safe_psql('postgres', 'DROP EXTENSION pgdl CASCADE');
+is( $node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'pgdl_cache') + (SELECT count(*) FROM pg_matviews)"),
+	'0', 'DROP EXTENSION ... CASCADE removes pgdl_cache and its caches');
+
+$node->stop;
+done_testing();
