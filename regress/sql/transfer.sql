@@ -80,7 +80,7 @@ CREATE FUNCTION tl_plan(mode text, epochs integer DEFAULT 2) RETURNS TABLE (
 LANGUAGE sql AS $$
   SELECT "group", frozen_layers, configs, action, regexp_replace(cache, '_[0-9a-f]{8}', '_<hash>'),
          regexp_replace(validation_cache, '_[0-9a-f]{8}', '_<hash>'), regexp_replace(staged_from, '_[0-9a-f]{8}', '_<hash>'),
-         round(storage_mb::numeric, 3), regexp_replace(reason, '[0-9]+\.[0-9]+ s', '<t> s', 'g')
+         round(storage_mb::numeric, 3), regexp_replace(reason, '[0-9]+\.[0-9]+', '<n>', 'g')
     FROM pgdl.explain_fit_multiple('tl_packed', 'tl_set', epochs, 'tl_valid', feature_cache => mode)
 $$;
 SELECT * FROM tl_plan('on');
