@@ -135,7 +135,11 @@ bench-sql: build/release/engine_bench
 bench-mop:
 	bench/mop.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop
+# Transfer learning: 8 heads on a frozen CNN base, fit_multiple with and without feature caches (about 2 minutes).
+bench-cache:
+	bench/cache.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cache
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

@@ -609,6 +609,9 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 		m->config = c->config;
 		m->source = c->source;
 		m->cost = c->cost;
+		/* a recomputed prefix is part of every visit's work: it counts for "heaviest first" */
+		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
+			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
 		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
 		if (c->has_metrics)
