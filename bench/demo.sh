@@ -3,8 +3,9 @@
 # installs the packages, builds and installs pgdl, starts a private PostgreSQL
 # (unless PGHOST/PGDATABASE name one), loads Fashion-MNIST with COPY, packs it,
 # trains design.md's reference MLP (5 epochs) and CNN (2 epochs) with pgdl.fit,
-# evaluates both on the 10,000 test images, predicts a few of them, and runs a
-# small model selection (8 configurations at once on 2 background workers).
+# evaluates both on the 10,000 test images, predicts a few of them, runs a
+# small model selection (8 configurations at once on 2 background workers), and
+# trains 4 heads on the CNN's frozen convolutions through one feature cache.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,10 +31,10 @@ echo "   ($((SECONDS - start)) s)"
 echo "== packing (shuffled, 128-row buffers, 4 partitions, pixels scaled to [0, 1])"
 psql <<'SQL'
 CREATE EXTENSION IF NOT EXISTS pgdl;
--- a rerun starts over (dropping a packed table also drops its pgdl.datasets row)
+-- a rerun starts over (dropping a packed table also drops its pgdl.datasets row and its feature caches)
 DELETE FROM pgdl.models WHERE name IN ('fmnist_mlp', 'fmnist_cnn');
 DELETE FROM pgdl.architectures WHERE name IN ('fmnist_mlp', 'fmnist_cnn');
-DROP TABLE IF EXISTS fmnist_train_packed, fmnist_test_packed;
+DROP TABLE IF EXISTS fmnist_train_packed, fmnist_test_packed CASCADE;
 \timing on
 SELECT pgdl.pack('fmnist_train', 'image', 'label', 'fmnist_train_packed',
                  buffer_rows => 128, partitions => 4, seed => 42, scale => 1 / 255.0) AS train_dataset;
@@ -89,5 +90,22 @@ SELECT rank, config_json->>'optimizer' AS optimizer, config_json->>'lr' AS lr, c
        round(validation_loss::numeric, 4) AS validation_loss, round(validation_accuracy::numeric, 4) AS validation_accuracy
   FROM pgdl.fit_multiple('fmnist_train_packed', 'fmnist_demo', epochs => 1, validation => 'fmnist_test_packed',
                          workers => 2);
+SQL
+echo "== transfer learning: 4 heads on the CNN's frozen convolutions, sharing one feature cache (2 epochs)"
+psql <<'SQL'
+DELETE FROM pgdl.configs WHERE set_name = 'fmnist_heads';
+SELECT pgdl.grid_search('fmnist_heads', '{}', '{"base_model": "fmnist_cnn", "freeze": "flatten",
+  "head": [[{"type": "dense", "units": 10}], [{"type": "dense", "units": 64}, {"type": "relu"}, {"type": "dense", "units": 10}]],
+  "lr": [0.01, 0.05], "momentum": 0.9}') AS configurations;
+SELECT "group", frozen_layers, configs, action, cache, round(storage_mb::numeric, 1) AS storage_mb,
+       round(predicted_seconds::numeric, 1) AS predicted_seconds, reason
+  FROM pgdl.explain_fit_multiple('fmnist_train_packed', 'fmnist_heads', 2, 'fmnist_test_packed', workers => 2);
+\timing on
+SELECT rank, jsonb_array_length(config_json->'head') AS head_layers, config_json->>'lr' AS lr,
+       round(validation_loss::numeric, 4) AS validation_loss, round(validation_accuracy::numeric, 4) AS validation_accuracy
+  FROM pgdl.fit_multiple('fmnist_train_packed', 'fmnist_heads', epochs => 2, validation => 'fmnist_test_packed',
+                         workers => 2);
+\timing off
+SELECT view, rows, pg_size_pretty(bytes) AS size, valid FROM pgdl.feature_cache ORDER BY id;
 SQL
 echo "== done"

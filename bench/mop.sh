@@ -31,25 +31,7 @@ SET=bench_mop
 
 # shellcheck source=bench/pg_private.sh
 . "$HERE/pg_private.sh"
-if [ -n "${KEEP_PG:-}" ]; then
-	pg_private_stop() {
-		[ -n "${PG_PRIVATE_DIR:-}" ] && "${PG_PRIVATE_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_PRIVATE_DIR/data" -m fast -w stop >/dev/null 2>&1
-		echo "kept $PG_PRIVATE_DIR (server.log)"
-	}
-fi
-pg_private_start
-psql() { command psql -qX -v ON_ERROR_STOP=1 "$@"; }
-
-cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-echo "== bench/mop: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, ${cpu:-unknown CPU}, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}"
-load_fmnist
-train=fmnist_train
-if [ "$LIMIT" -gt 0 ]; then
-	psql -c "DROP TABLE IF EXISTS fmnist_train_sub" \
-		-c "CREATE TABLE fmnist_train_sub AS SELECT * FROM fmnist_train WHERE id < $LIMIT ORDER BY id"
-	train=fmnist_train_sub
-fi
-n_train=$(psql -Atc "SELECT count(*) FROM $train")
+bench_start mop
 echo "data: $n_train training images ($train), 10000 test images, $EPOCHS epochs"
 
 psql <<SQL

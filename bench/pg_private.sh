@@ -51,3 +51,31 @@ load_fmnist()
 			psql -qX -v ON_ERROR_STOP=1 -c "COPY fmnist_$split FROM STDIN WITH (FORMAT binary)"
 	done
 }
+
+# The start the model selection benchmarks share: a server (with KEEP_PG=1 a private one's directory and
+# server.log are kept), a quiet psql, a header line naming the machine, Fashion-MNIST, and $train: the
+# training table, or its first LIMIT images when LIMIT > 0, with $n_train rows.
+bench_start()
+{
+	local name=$1 cpu
+	if [ -n "${KEEP_PG:-}" ]; then
+		pg_private_stop()
+		{
+			[ -n "${PG_PRIVATE_DIR:-}" ] && "${PG_PRIVATE_AS[@]}" "$PG_BIN/pg_ctl" -D "$PG_PRIVATE_DIR/data" -m fast -w stop >/dev/null 2>&1
+			echo "kept $PG_PRIVATE_DIR (server.log)"
+		}
+	fi
+	pg_private_start
+	psql() { command psql -qX -v ON_ERROR_STOP=1 "$@"; }
+
+	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+	echo "== bench/$name: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, ${cpu:-unknown CPU}, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-unset}"
+	load_fmnist
+	train=fmnist_train
+	if [ "${LIMIT:-0}" -gt 0 ]; then
+		psql -c "DROP TABLE IF EXISTS fmnist_train_sub" \
+			-c "CREATE TABLE fmnist_train_sub AS SELECT * FROM fmnist_train WHERE id < $LIMIT ORDER BY id"
+		train=fmnist_train_sub
+	fi
+	n_train=$(psql -Atc "SELECT count(*) FROM $train")
+}
