@@ -700,8 +700,9 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 			else
 				freed += side->existing_bytes, new_bytes += side->bytes;
 		}
-		grp->recompute_seconds = grp->prefix_flops * examples * uses / rate;
-		grp->materialize_seconds = compute / rate + write / CACHE_WRITE_BYTES_PER_SECOND +
+		/* the workers share recomputing; a build runs in parallel on their cores */
+		grp->recompute_seconds = grp->prefix_flops * examples * uses / rate / workers;
+		grp->materialize_seconds = compute / rate / workers + write / CACHE_WRITE_BYTES_PER_SECOND +
 			all_bytes / CACHE_READ_BYTES_PER_SECOND;
 		grp->bytes = all_bytes;
 

@@ -18,7 +18,7 @@ int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 int			pgdl_max_workers = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
-double		pgdl_cpu_gflops = 20.0;
+double		pgdl_cpu_gflops = 40.0;
 
 void
 pgdl_guc_init(void)
@@ -79,7 +79,7 @@ pgdl_guc_init(void)
 							 "Billions of floating-point operations per second one worker runs, for plans.",
 							 "pgdl.explain_fit_multiple and the feature cache planner turn FLOPs into seconds with it.",
 							 &pgdl_cpu_gflops,
-							 20.0, 0.001, 1e6,
+							 40.0, 0.001, 1e6,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
