@@ -212,6 +212,45 @@ load_configs(MopRun *run)
 	SPI_finish();
 }
 
+/*
+ * A checkpoint of a configuration with frozen layers is the whole model: its
+ * frozen layers must still be the base model's (else the run would go on with
+ * other features than it started with), and training goes on from the rest.
+ */
+static bytea *
+split_checkpoint(MopRun *run, MopConfig *c)
+{
+	PgdlTransfer *t = c->transfer;
+	NnModel    *whole = pgdl_model_deserialize(c->start);
+	NnModel    *prefix,
+			   *rest;
+	NnError		err;
+	char		hash[65];
+
+	pgdl_model_free_with(whole, CurrentMemoryContext);
+	if (whole->spec.n_layers != t->spec->n_layers)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("the checkpoint of configuration " INT64_FORMAT " does not match its network", c->config_id)));
+	prefix = nn_model_slice(whole, 0, t->freeze, 0, &err);
+	if (prefix == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(prefix, CurrentMemoryContext);
+	pgdl_prefix_hash(prefix, hash);
+	if (strcmp(hash, t->hash) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the base model of configuration " INT64_FORMAT " changed since run " INT64_FORMAT " started",
+						c->config_id, run->run_id),
+				 errdetail("Its first %d layers are not those the run's checkpoints were trained on.", t->freeze),
+				 errhint("Restore the base model's weights, or start a new run with pgdl.fit_multiple().")));
+	rest = nn_model_slice_trained(whole, t->freeze, &err);
+	if (rest == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(rest, CurrentMemoryContext);
+	return pgdl_model_serialize(rest);
+}
+
 /* Every configuration is checked, and its starting model made, before any worker starts. */
 static void
 prepare_configs(MopRun *run)
@@ -255,6 +294,8 @@ prepare_configs(MopRun *run)
 		if (!nn_spec_cost(c->transfer ? &c->transfer->rest->spec : c->spec, NULL, &cost, &err))
 			pgdl_report_nn_error("model spec", &err);
 		c->cost = (double) cost.flops_train;
+		if (c->start != NULL && c->transfer && c->transfer->prefix)
+			c->start = split_checkpoint(run, c);
 		if (c->start == NULL && c->transfer)
 		{
 			NnModel    *m = c->transfer->rest;
@@ -548,13 +589,12 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 
 	foreach(lc, run->configs)
 		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
-	/* the frozen prefixes that workers recompute travel as blobs too */
+	/* the frozen prefixes travel as blobs too: workers recompute them or join them to checkpoints */
 	for (int g = 0; g < plan->n_groups; g++)
-		if (plan->groups[g].action == PGDL_CACHE_RECOMPUTE)
-		{
-			prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
-			blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
-		}
+	{
+		prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
+		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
+	}
 
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));

@@ -42,15 +42,16 @@ typedef enum MopModelState
 /*
  * What a model trains on: source 0 is the packed tables; a configuration with
  * a frozen prefix reads that prefix's feature caches, or runs the prefix (kept
- * as a blob) over the packed tables at every visit.
+ * as a blob) over the packed tables at every visit.  Checkpoints are whole
+ * models: the prefix joined to the trained layers.
  */
 typedef struct MopSource
 {
 	bool		cached;
 	char		view[2][2 * NAMEDATALEN + 8];	/* training, validation cache views */
 	int32		n_features;		/* x per example, as the trainable layers see it */
-	Size		prefix_offset;	/* recomputed: the prefix in the blob area */
-	Size		prefix_len;		/* 0: none */
+	Size		prefix_offset;	/* the frozen prefix in the blob area */
+	Size		prefix_len;		/* 0: none (source 0) */
 } MopSource;
 
 typedef struct MopModel

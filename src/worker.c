@@ -46,7 +46,8 @@ typedef struct WorkerSource
 	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
 	PgdlHeldPartition *held_validation;
 	bool	   *validation_loaded;
-	NnModel    *prefix;			/* recomputed for every buffer, or NULL */
+	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
+	NnModel    *prefix;			/* the same, when recomputed for every buffer; else NULL */
 	float	   *features;		/* the prefix's outputs for a buffer */
 	int32		features_cap;	/* examples */
 } WorkerSource;
@@ -267,6 +268,7 @@ finish_epoch(int i, NnModel *nn)
 		Oid			ctypes[4] = {INT8OID, INT8OID, INT4OID, BYTEAOID};
 		Datum		cvalues[4];
 		bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+		NnError		err;
 
 		values[0] = Int64GetDatum(shared->run_id);
 		values[1] = Int64GetDatum(m->config_id);
@@ -283,6 +285,16 @@ finish_epoch(int i, NnModel *nn)
 
 		SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
 		memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+		if (src->frozen)
+		{
+			/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
+			NnModel    *joined = nn_model_join(src->frozen, nn, &err);
+
+			if (joined == NULL)
+				elog(ERROR, "pgdl worker: could not join a model to its frozen layers: %s", err.msg);
+			pgdl_model_free_with(joined, CurrentMemoryContext);
+			blob = pgdl_model_serialize(joined);
+		}
 		cvalues[0] = Int64GetDatum(shared->run_id);
 		cvalues[1] = Int64GetDatum(m->config_id);
 		cvalues[2] = Int32GetDatum(epoch);
@@ -504,10 +516,12 @@ open_sources(void)
 		{
 			NnError		err;
 
-			src->prefix = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
-			if (src->prefix == NULL)
+			src->frozen = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
+			if (src->frozen == NULL)
 				elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
-			pgdl_model_free_with(src->prefix, data_cxt);
+			pgdl_model_free_with(src->frozen, data_cxt);
+			if (!ms->cached)
+				src->prefix = src->frozen;
 		}
 	}
 	MemoryContextSwitchTo(old);

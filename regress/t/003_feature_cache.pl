@@ -2,8 +2,9 @@
 #
 # Over many epochs, heads trained on cached features are the bytes of heads
 # trained with the frozen prefix recomputed; a run cancelled after its caches
-# were built resumes from its checkpoints, reuses the caches and ends with the
-# models of an uninterrupted run; two runs that build the same cache at once
+# were built resumes from its checkpoints (whole models), reuses the caches and
+# ends with the models of an uninterrupted run, and refuses to resume when the
+# base model's frozen layers changed; two runs that build the same cache at once
 # both succeed and leave one cache.
 use strict;
 use warnings;
@@ -126,7 +127,7 @@ is(model_digests('lb_off'), $digests, "$LONG_EPOCHS epochs on cached features: t
 
 # ---------------------------------------------------------------------------
 # Cancel after the caches are built, then resume: the caches are reused and the
-# models are those of an uninterrupted run.
+# models are those of an uninterrupted run; not while the base model differs.
 # ---------------------------------------------------------------------------
 drop_caches();
 {
@@ -147,12 +148,27 @@ drop_caches();
 	is($node->safe_psql('postgres', 'SELECT count(*) || \' \' || bool_and(valid) FROM pgdl.feature_cache'),
 		'4 true', 'the caches it built stay, committed and valid');
 	my $created = $node->safe_psql('postgres', 'SELECT string_agg(created::text, \',\' ORDER BY id) FROM pgdl.feature_cache');
+	is( $node->safe_psql('postgres',
+			"SELECT bool_and(array_length(pgdl.predict(c.weights, p.x), 1) = 4) FROM pgdl.checkpoints c,
+			        (SELECT x FROM points LIMIT 1) p WHERE c.run = $run"),
+		't', 'its checkpoints are whole models, frozen layers included');
+
+	# the base changes: resuming would train on other features than the run started with
+	$node->safe_psql('postgres', q{
+		CREATE TABLE base_weights AS SELECT weights FROM pgdl.models WHERE name = 'base';
+		SELECT pgdl.fit('train_packed', (SELECT spec FROM pgdl.models WHERE name = 'base'), '{"seed": 9}', 1, name => 'other');
+		UPDATE pgdl.models SET weights = (SELECT weights FROM pgdl.models WHERE name = 'other') WHERE name = 'base'});
+	my ($ret, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM pgdl.resume($run)");
+	like($err, qr/the base model of configuration \d+ changed since run $run started/,
+		'resume refuses a base model whose frozen layers changed');
+	$node->safe_psql('postgres', 'UPDATE pgdl.models SET weights = (SELECT weights FROM base_weights) WHERE name = \'base\'');
+
 	$node->safe_psql('postgres', "CREATE TABLE lb_resumed AS SELECT * FROM pgdl.resume($run)");
 	is(model_digests('lb_resumed'), $digests, 'cancelled and resumed: the models of the uninterrupted run, bit for bit');
 	is($node->safe_psql('postgres', 'SELECT string_agg(created::text, \',\' ORDER BY id) FROM pgdl.feature_cache'),
 		$created, 'the resumed run reused the caches');
-	is( $node->safe_psql('postgres', 'SELECT bool_and(last_used > created) FROM pgdl.feature_cache'),
-		't', '... and marked them used');
+	is( $node->safe_psql('postgres', 'SELECT bool_and(last_used > created) AND bool_and(valid) FROM pgdl.feature_cache'),
+		't', '... refreshed them (the base was updated, to the same weights) and marked them used');
 }
 
 # ---------------------------------------------------------------------------

@@ -124,6 +124,21 @@ UNIT_TEST(transfer_join_keeps_weights_and_optimizer_state)
 				 sizeof(float) * rest->n_params) == 0);
 	CHECK(memcmp(joined->opt_state + joined->n_params + joined->param_off[5], rest->opt_state + rest->n_params,
 				 sizeof(float) * rest->n_params) == 0);
+	/* and cut again, the rest comes back byte for byte (a checkpoint of a joined model resumes exactly) */
+	{
+		NnModel    *again = nn_model_slice_trained(joined, 5, &err);
+		size_t		la = nn_model_serialized_size(rest),
+					lb = nn_model_serialized_size(again);
+		uint8_t    *a = malloc(la),
+				   *b = malloc(lb);
+
+		nn_model_serialize(rest, a);
+		nn_model_serialize(again, b);
+		CHECK(la == lb && memcmp(a, b, la) == 0);
+		free(a);
+		free(b);
+		nn_model_free(again);
+	}
 	/* a rest that does not fit the prefix's output is refused */
 	{
 		NnModel    *wrong = nn_model_slice(m, 7, 9, 0, &err);

@@ -218,6 +218,8 @@ extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_
 #define NN_FROZEN_CHUNK		256	/* examples per forward pass of a frozen prefix */
 extern NnModel *nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err);
 extern NnModel *nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err);
+/* Layers [from, end) with their optimizer state, step and seed: what nn_model_join joined as the rest. */
+extern NnModel *nn_model_slice_trained(const NnModel *m, int from, NnError *err);
 extern bool nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src, int src_from,
 								 int count, NnError *err);
 /* Inference-mode outputs of n examples into out, NN_FROZEN_CHUNK at a time: the same bytes for any caller. */

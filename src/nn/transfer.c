@@ -90,6 +90,32 @@ nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
 }
 
 NnModel *
+nn_model_slice_trained(const NnModel *m, int from, NnError *err)
+{
+	NnModel    *out = nn_model_slice(m, from, m->spec.n_layers, m->seed, err);
+
+	if (out == NULL)
+		return NULL;
+	out->step = m->step;
+	/* the optimizer state of the layers taken, slice by slice: the inverse of nn_model_join */
+	if (m->optim.type != 0)
+	{
+		int64_t		slices = m->n_params ? m->n_opt_state / m->n_params : 0;
+		int64_t		first = m->n_params - out->n_params;
+
+		if (!nn_model_set_optim(out, &m->optim, err))
+		{
+			nn_model_free(out);
+			return NULL;
+		}
+		for (int64_t s = 0; s < slices && out->n_opt_state == slices * out->n_params; s++)
+			memcpy(out->opt_state + s * out->n_params, m->opt_state + s * m->n_params + first,
+				   sizeof(float) * out->n_params);
+	}
+	return out;
+}
+
+NnModel *
 nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 {
 	NnSpec	   *spec;
