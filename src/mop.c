@@ -897,8 +897,7 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 	int		   *configs = palloc0(sizeof(int) * (plan->n_groups + 1));
 	double		total_flops = 0,
 				total_seconds = 0,
-				total_bytes = 0,
-				prefix_seconds = 0;
+				total_bytes = 0;
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -946,8 +945,6 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		total_flops += flops;
 		total_seconds += seconds;
-		if (grp)
-			prefix_seconds += grp->seconds;
 		if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
 			total_bytes += grp->bytes;
 	}
@@ -965,7 +962,6 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 												  run->workers, plan->used_bytes / 1048576.0, plan->budget_bytes / 1048576.0));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
-	(void) prefix_seconds;
 	return (Datum) 0;
 }
 
