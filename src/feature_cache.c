@@ -442,6 +442,10 @@ cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *take
 	char		base[NAMEDATALEN];
 
 	snprintf(base, sizeof(base), "%.32s_k%d_%.8s", rel ? rel : "dataset", depth, hash);
+	/* a plain name whatever the table's: lower-case letters, digits and underscores */
+	for (char *c = base; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+			*c = (*c >= 'A' && *c <= 'Z') ? *c - 'A' + 'a' : '_';
 	for (int i = 0;; i++)
 	{
 		char	   *name = i == 0 ? pstrdup(base) : psprintf("%s_%d", base, i);
@@ -478,10 +482,17 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 	values[2] = CStringGetTextDatum(g->hash);
 	values[3] = Int64GetDatum(g->base_id);
 	/* the caller's own caches only: nobody reads another user's features */
-	if (SPI_execute_with_args("SELECT id, view::text, base_hash = $3, valid, bytes, source_version FROM pgdl.feature_cache "
-							  "WHERE dataset = $1 AND depth = $2 AND owner = current_user::regrole "
-							  "AND (base_hash = $3 OR base_model = $4) "
-							  "ORDER BY base_hash = $3 DESC, valid DESC, id DESC LIMIT 1",
+	/*
+	 * The catalog is writable by all: trust only rows whose view is a
+	 * materialized view in pgdl_cache that the caller owns.
+	 */
+	if (SPI_execute_with_args("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version "
+							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
+							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = current_user::regrole "
+							  "AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace "
+							  "AND c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) "
+							  "AND (f.base_hash = $3 OR f.base_model = $4) "
+							  "ORDER BY f.base_hash = $3 DESC, f.valid DESC, f.id DESC LIMIT 1",
 							  4, types, values, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
@@ -530,6 +541,7 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 	const char *source = from ? from->side[side].view :
 		quote_qualified_identifier(get_namespace_name(get_rel_namespace(s->ds->packed)), get_rel_name(s->ds->packed));
 	int32		first = from ? from->depth : 0;
+	char	   *view_literal = quote_literal_cstr(s->view);
 
 	if (s->action == PGDL_CACHE_REBUILD)
 		appendStringInfo(sql, "DROP MATERIALIZED VIEW IF EXISTS %s CASCADE;\n", s->old_view);
@@ -544,11 +556,12 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 	appendStringInfo(sql,
 					 "INSERT INTO pgdl.feature_cache (dataset, source, base_model, base_hash, depth, staged_from, view,"
 					 " source_version, rows, bytes)"
-					 " SELECT " INT64_FORMAT ", %u, " INT64_FORMAT ", '%s', %d, %s, '%s'::regclass, '%s', count(*),"
-					 " pg_total_relation_size('%s') FROM %s ON CONFLICT (view) DO NOTHING;\n",
+					 " SELECT " INT64_FORMAT ", %u, " INT64_FORMAT ", '%s', %d, %s, %s::regclass, %s, count(*),"
+					 " pg_total_relation_size(%s) FROM %s ON CONFLICT (view) DO NOTHING;\n",
 					 s->ds->id, s->ds->packed, g->base_id, g->hash, g->depth,
-					 from ? psprintf("(SELECT id FROM pgdl.feature_cache WHERE view = '%s'::regclass)", from->side[side].view) : "NULL",
-					 s->view, s->version, s->view, s->view);
+					 from ? psprintf("(SELECT id FROM pgdl.feature_cache WHERE view = %s::regclass)",
+									 quote_literal_cstr(from->side[side].view)) : "NULL",
+					 view_literal, quote_literal_cstr(s->version), view_literal, s->view);
 }
 
 static void
@@ -565,9 +578,9 @@ append_side_sql(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheGroup *f
 		case PGDL_CACHE_REFRESH:
 			appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", s->view);
 			appendStringInfo(sql,
-							 "UPDATE pgdl.feature_cache SET valid = true, last_used = now(), refreshed = now(), source_version = '%s',"
-							 " rows = (SELECT count(*) FROM %s), bytes = pg_total_relation_size('%s') WHERE id = " INT64_FORMAT ";\n",
-							 s->version, s->view, s->view, s->cache_id);
+							 "UPDATE pgdl.feature_cache SET valid = true, last_used = now(), refreshed = now(), source_version = %s,"
+							 " rows = (SELECT count(*) FROM %s), bytes = pg_total_relation_size(%s) WHERE id = " INT64_FORMAT ";\n",
+							 quote_literal_cstr(s->version), s->view, quote_literal_cstr(s->view), s->cache_id);
 			break;
 		case PGDL_CACHE_BUILD:
 		case PGDL_CACHE_REBUILD:

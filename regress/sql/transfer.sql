@@ -217,3 +217,16 @@ REVOKE SELECT ON tl_rows FROM regress_tl_alice;
 DELETE FROM pgdl.models WHERE run IN (SELECT id FROM pgdl.runs WHERE dataset IS NULL);
 DROP ROLE regress_tl_alice;
 DROP ROLE regress_tl_bob;
+
+-- the catalog is writable by all, but a row pointing elsewhere than at a cache of one's own is ignored:
+-- neither refreshed, dropped nor cleaned up
+CREATE MATERIALIZED VIEW tl_not_a_cache AS SELECT 1 AS one;
+INSERT INTO pgdl.feature_cache (dataset, source, base_model, base_hash, depth, view, source_version, rows, bytes, valid)
+SELECT d.id, d.packed, m.id, 'forged', 3, 'tl_not_a_cache', 'forged', 1, 1, false
+  FROM pgdl.datasets d, pgdl.models m WHERE d.packed = 'tl_packed'::regclass AND m.name = 'tl_base';
+SELECT "group", action FROM tl_plan('on') WHERE "group" = 1;
+SELECT pgdl.drop_feature_cache('tl_not_a_cache');
+SELECT pgdl.cleanup_feature_cache('0 seconds') AS dropped;
+SELECT count(*) AS still_there FROM tl_not_a_cache;
+DELETE FROM pgdl.feature_cache WHERE base_hash = 'forged';
+DROP MATERIALIZED VIEW tl_not_a_cache;

@@ -160,7 +160,9 @@ CREATE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pgdl.feature_cache f WHERE f.view = cache) THEN
+	-- the catalog is writable by all: only materialized views in pgdl_cache are caches
+	IF NOT EXISTS (SELECT 1 FROM pgdl.feature_cache f JOIN pg_class c ON c.oid = f.view
+				    WHERE f.view = cache AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace) THEN
 		RAISE EXCEPTION '"%" is not a feature cache', cache
 			USING ERRCODE = 'wrong_object_type', HINT = 'The caches are listed in pgdl.feature_cache.';
 	END IF;
@@ -178,8 +180,10 @@ DECLARE
 	c record;
 	dropped integer := 0;
 BEGIN
-	FOR c IN SELECT f.view FROM pgdl.feature_cache f
+	FOR c IN SELECT f.view FROM pgdl.feature_cache f JOIN pg_class r ON r.oid = f.view
 			  WHERE f.owner = current_user::text::regrole AND (NOT f.valid OR f.last_used < now() - unused_for)
+			    AND r.relkind = 'm' AND r.relnamespace = 'pgdl_cache'::regnamespace
+				AND r.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
 			  ORDER BY f.depth DESC
 	LOOP
 		-- an earlier CASCADE may have taken it already
