@@ -230,3 +230,11 @@ SELECT pgdl.cleanup_feature_cache('0 seconds') AS dropped;
 SELECT count(*) AS still_there FROM tl_not_a_cache;
 DELETE FROM pgdl.feature_cache WHERE base_hash = 'forged';
 DROP MATERIALIZED VIEW tl_not_a_cache;
+
+-- any table name: cache names are plain, and names are quoted wherever they go
+SELECT pgdl.pack('tl_rows', 'x', 'label', '"Odd''Name; x"', buffer_rows => 64, partitions => 2) > 0 AS packed;
+SELECT count(*) AS trained FROM pgdl.fit_multiple('"Odd''Name; x"', 'tl_one', 1, feature_cache => 'on');
+SELECT regexp_replace(view::text, '_[0-9a-f]{8}$', '_<hash>') AS view FROM pgdl.feature_cache
+ WHERE source = '"Odd''Name; x"'::regclass;
+DROP TABLE "Odd'Name; x" CASCADE;
+SELECT count(*) AS caches_left FROM pgdl.feature_cache;
