@@ -308,7 +308,8 @@ typedef struct CacheFeaturesState
 	int32		from,
 				to;
 	char		hash[65];
-	NnModel    *layers;			/* base layers [from, to) */
+	NnModel    *layers;			/* base layers [from, to), freed when cxt is reset */
+	MemoryContext cxt;
 } CacheFeaturesState;
 
 /*
@@ -335,7 +336,8 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 	NnError		err;
 
 	pgdl_engine_prepare();
-	if (st == NULL || st->base_id != base_id || st->from != from || st->to != to || strcmp(st->hash, hash) != 0)
+	if (st == NULL || st->layers == NULL || st->base_id != base_id || st->from != from || st->to != to ||
+		strcmp(st->hash, hash) != 0)
 	{
 		PgdlModel  *base = pgdl_model_by_id(base_id);
 		NnModel    *whole;
@@ -345,8 +347,8 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 		if (from < 0 || to <= from || to > base->nn->spec.n_layers)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("layers %d to %d are not a range of model " INT64_FORMAT "'s %d layers",
-							from, to, base_id, base->nn->spec.n_layers)));
+					 errmsg("layers %d to %d are not a range of the base model's %d layers",
+							from, to, base->nn->spec.n_layers)));
 		whole = nn_model_slice(base->nn, 0, to, 0, &err);
 		if (whole == NULL)
 			pgdl_report_nn_error("base model", &err);
@@ -360,21 +362,23 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 					 errhint("Drop the cache with pgdl.drop_feature_cache(); pgdl.fit_multiple builds a new one when it needs it.")));
 		old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
 		if (st == NULL)
+		{
 			st = palloc0(sizeof(CacheFeaturesState));
-		if (st->layers)
-			nn_model_free(st->layers);
+			st->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "pgdl cache_features", ALLOCSET_SMALL_SIZES);
+		}
+		MemoryContextReset(st->cxt);	/* frees the layers of another base or range */
 		st->layers = NULL;
+		st->base_id = 0;		/* no key until the layers are there */
 		fcinfo->flinfo->fn_extra = st;
-		st->base_id = base_id;
-		st->from = from;
-		st->to = to;
-		strlcpy(st->hash, hash, sizeof(st->hash));
 		MemoryContextSwitchTo(old);
 		st->layers = nn_model_slice(whole, from, to, 0, &err);
 		if (st->layers == NULL)
 			pgdl_report_nn_error("base model", &err);
-		/* lives as long as the call site: freed with fn_mcxt */
-		pgdl_model_free_with(st->layers, fcinfo->flinfo->fn_mcxt);
+		pgdl_model_free_with(st->layers, st->cxt);
+		st->base_id = base_id;
+		st->from = from;
+		st->to = to;
+		strlcpy(st->hash, hash, sizeof(st->hash));
 	}
 	if (n < 1 || n > NN_MAX_BATCH || length != (int64) n * nn_model_input_size(st->layers))
 		ereport(ERROR,
@@ -797,8 +801,7 @@ pgdl_prefix_hash_sql(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("layer must be between 1 and %d, got %d", model->nn->spec.n_layers, layers),
-				 errdetail("A prefix of model " INT64_FORMAT " is its first 1 to %d layers.", model->id,
-						   model->nn->spec.n_layers)));
+				 errdetail("A prefix of a model is its first 1 to %d layers.", model->nn->spec.n_layers)));
 	prefix = nn_model_slice(model->nn, 0, layers, 0, &err);
 	if (prefix == NULL)
 		pgdl_report_nn_error("model", &err);

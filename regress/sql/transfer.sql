@@ -42,6 +42,13 @@ SELECT count(*) AS buffers, sum(n) AS examples, bool_and(array_length(x, 1) = n 
        bool_and(array_length(y, 1) = n) AS labels
   FROM pgdl.features_batch('tl_base', 3, 'tl_packed');
 SELECT count(*) FROM pgdl.features_batch('tl_base', 3, 'tl_rows');
+-- cache_features, what cache views are made of, checks what it is given
+SELECT pgdl.cache_features(id, 3, 2, pgdl.prefix_hash(id, 3), '{1, 2, 3, 4}', 1) FROM pgdl.models WHERE name = 'tl_base';
+SELECT pgdl.cache_features(id, 0, 3, pgdl.prefix_hash(id, 3), '{1, 2, 3}', 1) FROM pgdl.models WHERE name = 'tl_base';
+SELECT pgdl.cache_features(id, 0, 3, pgdl.prefix_hash(id, 3), '{1, 2, 3, 4}', 0) FROM pgdl.models WHERE name = 'tl_base';
+SELECT array_length(pgdl.cache_features(id, 0, 3, pgdl.prefix_hash(id, 3), '{1, 2, 3, 4, 5, 6, 7, 8}', 2), 1)
+  FROM pgdl.models WHERE name = 'tl_base';
+SELECT pgdl.prefix_hash(id, 0) FROM pgdl.models WHERE name = 'tl_base';
 
 -- configurations with a base model: no architecture; errors name the key
 INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ('tl_bad', NULL, '{"base_model": "nope", "freeze": 1}');
