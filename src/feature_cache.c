@@ -490,7 +490,8 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 	 * The catalog is writable by all: trust only rows whose view is a
 	 * materialized view in pgdl_cache that the caller owns.
 	 */
-	if (SPI_execute_with_args("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version "
+	if (SPI_execute_with_args("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
+							  "f.staged_from IS NOT NULL "
 							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
 							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = current_user::regrole "
 							  "AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace "
@@ -505,6 +506,7 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 		bool		same = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
 		bool		valid = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
 		char	   *version = SPI_getvalue(tup, desc, 6);
+		bool		staged = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
 
 		/* the packed table changed since: stale */
 		valid &= strcmp(version, s->version) == 0;
@@ -512,8 +514,16 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 		s->cache_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		s->old_view = SPI_getvalue(tup, desc, 2);
 		s->existing_bytes = (double) DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
-		s->action = !same ? PGDL_CACHE_REBUILD : valid ? PGDL_CACHE_REUSE : PGDL_CACHE_REFRESH;
-		s->view = s->action == PGDL_CACHE_REBUILD ? NULL : s->old_view;
+
+		/*
+		 * A stale cache computed from a shallower one is built again rather
+		 * than refreshed: a refresh would read the shallower cache, which may be
+		 * stale too.
+		 */
+		s->action = !same ? PGDL_CACHE_REBUILD : valid ? PGDL_CACHE_REUSE :
+			staged ? PGDL_CACHE_REBUILD : PGDL_CACHE_REFRESH;
+		/* rebuilt with other weights, it gets a name with their hash; else it keeps its own */
+		s->view = s->action == PGDL_CACHE_REBUILD && !same ? NULL : s->old_view;
 	}
 	else
 		s->action = PGDL_CACHE_BUILD;

@@ -155,6 +155,17 @@ SELECT count(*) AS configs, count(*) FILTER (WHERE m1.weights = m2.weights) AS s
 SELECT count(*) AS caches, bool_and(valid) AS valid, bool_and(source_version = pgdl.packed_version(source)) AS current
   FROM pgdl.feature_cache;
 
+-- a stale cache staged from a shallower one is built again, not refreshed from that (stale) one
+SELECT pgdl.grid_search('tl_deep', '{}', '{"base_model": "tl_base", "freeze": "relu_2",
+  "head": [[{"type": "dense", "units": 4}]], "lr": 0.1, "batch_size": 8}') AS added;
+UPDATE tl_packed SET x = array_fill(0.25::real, ARRAY[n * 4]) WHERE part = 2 AND buffer_id = (SELECT min(buffer_id) FROM tl_packed WHERE part = 2);
+SELECT action, staged_from IS NULL AS from_the_packed_table
+  FROM pgdl.explain_fit_multiple('tl_packed', 'tl_deep', 1, feature_cache => 'on') WHERE "group" = 1;
+CREATE TABLE tl_deep_on AS SELECT * FROM pgdl.fit_multiple('tl_packed', 'tl_deep', 1, feature_cache => 'on');
+CREATE TABLE tl_deep_off AS SELECT * FROM pgdl.fit_multiple('tl_packed', 'tl_deep', 1, feature_cache => 'off');
+SELECT m1.weights = m2.weights AS same_bytes
+  FROM tl_deep_on a JOIN pgdl.models m1 ON m1.id = a.model, tl_deep_off b JOIN pgdl.models m2 ON m2.id = b.model;
+
 -- a change to the base model's weights marks its caches stale; the same weights again are refreshed,
 -- other weights are rebuilt, and a cache view refuses to compute with weights it was not defined for
 UPDATE pgdl.models SET weights = weights WHERE name = 'tl_base';
