@@ -578,11 +578,21 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 					 view_literal, quote_literal_cstr(s->version), view_literal, s->view);
 }
 
-static void
-append_side_sql(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
+/*
+ * The work on one cache, in a transaction of its own: builds and refreshes of a
+ * view wait for any other run's on the same view (it then finds it built).
+ */
+static char *
+side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 {
 	const PgdlCacheSide *s = &g->side[side];
+	StringInfoData buf;
+	StringInfo	sql = &buf;
 
+	initStringInfo(sql);
+	if (s->action != PGDL_CACHE_REUSE)
+		appendStringInfo(sql, "SELECT pg_advisory_xact_lock(%d, hashtext(%s));\n", PGDL_ADVISORY_LOCK_SPACE,
+						 quote_literal_cstr(s->view));
 	switch (s->action)
 	{
 		case PGDL_CACHE_REUSE:
@@ -603,6 +613,7 @@ append_side_sql(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheGroup *f
 		case PGDL_CACHE_RECOMPUTE:
 			break;
 	}
+	return sql->data;
 }
 
 PgdlCachePlan *
@@ -616,7 +627,7 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 
 	plan->groups = palloc0(sizeof(PgdlCacheGroup) * Max(n, 1));
 	plan->budget_bytes = (double) pgdl_feature_cache_budget * 1024.0;
-	initStringInfo(&plan->sql);
+	plan->tasks = NIL;
 
 	/* group by the prefix's hash and depth (the source is the run's) */
 	for (int i = 0; i < n; i++)
@@ -774,23 +785,23 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 		}
 		else
 		{
+			PgdlCacheGroup *from = grp->staged_from >= 0 ? &plan->groups[grp->staged_from] : NULL;
+
 			grp->seconds = grp->materialize_seconds;
 			grp->compute_flops = compute;
 			for (int s = 0; s < (valid ? 2 : 1); s++)
-				append_side_sql(&plan->sql, grp, grp->staged_from >= 0 ? &plan->groups[grp->staged_from] : NULL, s);
+			{
+				PgdlCacheTask *task = palloc0(sizeof(PgdlCacheTask));
+
+				task->sql = side_task_sql(grp, from, s);
+				/* a staged cache is computed once the one it reads is there */
+				task->depends = from ? from->side[s].task : -1;
+				grp->side[s].task = list_length(plan->tasks);
+				plan->tasks = lappend(plan->tasks, task);
+			}
 		}
 	}
 	SPI_finish();
-	if (plan->sql.len > 0)
-	{
-		/* one build at a time per database: a concurrent run's cache is seen once it commits */
-		StringInfoData locked;
-
-		initStringInfo(&locked);
-		appendStringInfo(&locked, "SELECT pg_advisory_xact_lock(%d, 1);\n%s", PGDL_ADVISORY_LOCK_SPACE,
-						 plan->sql.data);
-		plan->sql = locked;
-	}
 	return plan;
 }
 

@@ -586,6 +586,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	PgdlCachePlan *plan = run->plan;
 	bytea	  **prefixes = palloc0(sizeof(bytea *) * (plan->n_groups + 1));
 	char	   *plan_sql;
+	Size		plan_len = 1;
 
 	foreach(lc, run->configs)
 		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
@@ -599,7 +600,9 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));
 	shm_toc_estimate_chunk(&e, blob_total);
-	shm_toc_estimate_chunk(&e, plan->sql.len + 1);
+	foreach(lc, plan->tasks)
+		plan_len = add_size(plan_len, strlen(((PgdlCacheTask *) lfirst(lc))->sql) + 1);
+	shm_toc_estimate_chunk(&e, plan_len);
 	shm_toc_estimate_keys(&e, 3);
 	segsize = shm_toc_estimate(&e);
 	seg = dsm_create(segsize, 0);
@@ -607,8 +610,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
 	memset(shared, 0, MOP_SHARED_SIZE(n_models));
 	blobs = shm_toc_allocate(toc, blob_total);
-	plan_sql = shm_toc_allocate(toc, plan->sql.len + 1);
-	memcpy(plan_sql, plan->sql.data, plan->sql.len + 1);
+	plan_sql = shm_toc_allocate(toc, plan_len);
 	shm_toc_insert(toc, MOP_KEY_SHARED, shared);
 	shm_toc_insert(toc, MOP_KEY_BLOBS, blobs);
 	shm_toc_insert(toc, MOP_KEY_PLAN, plan_sql);
@@ -631,7 +633,25 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
-	shared->caches_ready = plan->sql.len == 0;
+	/* the feature cache tasks, their SQL in the plan area */
+	if (list_length(plan->tasks) > MOP_MAX_TASKS)
+		elog(ERROR, "too many feature cache tasks");
+	{
+		Size		off = 0;
+
+		foreach(lc, plan->tasks)
+		{
+			PgdlCacheTask *task = lfirst(lc);
+			MopTask    *t = &shared->tasks[shared->n_tasks++];
+			Size		len = strlen(task->sql) + 1;
+
+			t->sql_offset = off;
+			t->depends = task->depends;
+			t->state = MOP_TASK_PENDING;
+			memcpy(plan_sql + off, task->sql, len);
+			off += len;
+		}
+	}
 	snprintf(shared->run_config, sizeof(shared->run_config),
 			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d, \"feature_cache\": \"%s\"%s%s%s}",
 			 run->set_name, run->strategy, run->eta, run->workers, run->cache_mode,

@@ -28,7 +28,8 @@
 /* shm_toc keys */
 #define MOP_KEY_SHARED		1
 #define MOP_KEY_BLOBS		2
-#define MOP_KEY_PLAN		3	/* SQL that builds or refreshes the run's feature caches */
+#define MOP_KEY_PLAN		3	/* the SQL of the run's feature cache tasks */
+#define MOP_MAX_TASKS		(2 * MOP_MAX_SOURCES)
 
 typedef enum MopModelState
 {
@@ -53,6 +54,21 @@ typedef struct MopSource
 	Size		prefix_offset;	/* the frozen prefix in the blob area */
 	Size		prefix_len;		/* 0: none (source 0) */
 } MopSource;
+
+/* A feature cache's build, refresh or reuse: any worker runs it before training starts. */
+typedef enum MopTaskState
+{
+	MOP_TASK_PENDING = 0,
+	MOP_TASK_RUNNING,
+	MOP_TASK_DONE
+} MopTaskState;
+
+typedef struct MopTask
+{
+	Size		sql_offset;		/* in the plan area, NUL-terminated */
+	int32		depends;		/* a task to wait for, or -1 */
+	MopTaskState state;
+} MopTask;
 
 typedef struct MopModel
 {
@@ -111,7 +127,8 @@ typedef struct MopShared
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start: n_workers is final */
-	bool		caches_ready;	/* worker 0 ran the plan's SQL */
+	int32		n_tasks;
+	MopTask		tasks[MOP_MAX_TASKS];
 	int32		n_sources;
 	MopSource	sources[MOP_MAX_SOURCES];
 	bool		abort;

@@ -211,7 +211,15 @@ typedef struct PgdlCacheSide	/* a group's cache of one packed table */
 	double		existing_bytes;
 	char	   *view;			/* the view to read (qualified, quoted) */
 	double		bytes;			/* predicted storage */
+	int			task;			/* its PgdlCacheTask, when materialized */
 } PgdlCacheSide;
+
+/* SQL a worker runs in a transaction of its own before training: a build, refresh or reuse of a cache. */
+typedef struct PgdlCacheTask
+{
+	char	   *sql;
+	int			depends;		/* the task that must be done first (a staged cache's source), or -1 */
+} PgdlCacheTask;
 
 /* Configurations that share a frozen prefix (its weights' hash and depth). */
 typedef struct PgdlCacheGroup
@@ -239,7 +247,7 @@ typedef struct PgdlCachePlan
 {
 	int			n_groups;
 	PgdlCacheGroup *groups;		/* shallower first */
-	StringInfoData sql;			/* builds, refreshes and bookkeeping, run in a transaction of its own */
+	List	   *tasks;			/* of PgdlCacheTask *, each cache's work, shallower first */
 	double		budget_bytes;
 	double		used_bytes;		/* by every registered cache before the run */
 } PgdlCachePlan;

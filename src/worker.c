@@ -419,24 +419,65 @@ train_model(int i, MemoryContext step_cxt)
 	MemoryContextReset(step_cxt);
 }
 
-/* Worker 0 builds, refreshes and records the run's feature caches before anyone trains. */
+/* One feature cache task, in a transaction of its own. */
 static void
-build_caches(const char *sql)
+run_task(const char *sql)
 {
-	pgstat_report_activity(STATE_RUNNING, "pgdl worker: building feature caches");
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_execute(sql, false, 0) < 0)
-		elog(ERROR, "pgdl worker: building the feature caches failed");
+		elog(ERROR, "pgdl worker: a feature cache task failed");
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	SpinLockAcquire(&shared->mutex);
-	shared->caches_ready = true;
-	SpinLockRelease(&shared->mutex);
-	wake_everyone();
+}
+
+/*
+ * The workers build, refresh and record the run's feature caches before anyone
+ * trains, each taking the next task whose source is there.
+ */
+static void
+run_cache_tasks(void)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: building feature caches");
+	for (;;)
+	{
+		int			take = -1;
+		bool		all_done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		if (shared->abort)
+			proc_exit(0);
+		SpinLockAcquire(&shared->mutex);
+		for (int t = 0; t < shared->n_tasks; t++)
+		{
+			MopTask    *task = &shared->tasks[t];
+
+			if (task->state != MOP_TASK_DONE)
+				all_done = false;
+			if (take < 0 && task->state == MOP_TASK_PENDING &&
+				(task->depends < 0 || shared->tasks[task->depends].state == MOP_TASK_DONE))
+				take = t;
+		}
+		if (take >= 0)
+			shared->tasks[take].state = MOP_TASK_RUNNING;
+		SpinLockRelease(&shared->mutex);
+		if (all_done)
+			return;
+		if (take >= 0)
+		{
+			run_task(plan_sql + shared->tasks[take].sql_offset);
+			SpinLockAcquire(&shared->mutex);
+			shared->tasks[take].state = MOP_TASK_DONE;
+			SpinLockRelease(&shared->mutex);
+			wake_everyone();
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
 }
 
 static PgdlDataset
@@ -583,19 +624,8 @@ pgdl_mop_worker_main(Datum main_arg)
 			proc_exit(0);
 
 		if (me == 0)
-		{
 			create_run(shared->run_config);
-			if (!shared->caches_ready)
-				build_caches(plan_sql);
-		}
-		while (!shared->caches_ready)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-			if (shared->abort)
-				proc_exit(0);
-		}
+		run_cache_tasks();
 		open_sources();
 
 		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");

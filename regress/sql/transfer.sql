@@ -111,7 +111,7 @@ SELECT r1.architecture, r1.config_json->>'lr' AS lr, m1.weights = m2.weights AS 
  WHERE r1.mode = 'on' ORDER BY r1.config;
 SELECT regexp_replace(view::text, '_[0-9a-f]{8}', '_<hash>') AS view, source, depth, rows, valid,
        staged_from IS NOT NULL AS staged, owner = current_user::regrole AS mine
-  FROM pgdl.feature_cache ORDER BY id;
+  FROM pgdl.feature_cache ORDER BY depth, source::text;
 
 -- the stored model is the whole network: its frozen layers are the base's, it predicts from raw features
 SELECT jsonb_array_length(m.spec->'layers') AS layers, m.architecture IS NULL AS no_architecture,
@@ -190,7 +190,7 @@ SELECT count(*) AS caches, bool_and(valid) AS valid,
 
 -- dropping: one cache (the caches staged from it go with it), then a cleanup of unused ones
 SELECT pgdl.drop_feature_cache(view) FROM pgdl.feature_cache WHERE depth = 3 AND source = 'tl_packed'::regclass;
-SELECT depth, source FROM pgdl.feature_cache ORDER BY id;
+SELECT depth, source FROM pgdl.feature_cache ORDER BY depth, source::text;
 SELECT pgdl.drop_feature_cache('tl_rows');
 SELECT pgdl.cleanup_feature_cache('1 hour') AS dropped_recent;
 SELECT pgdl.cleanup_feature_cache('0 seconds') AS dropped;
