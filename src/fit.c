@@ -253,7 +253,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		uvalues[1] = Int64GetDatum(run_id);
 		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2", 2, utypes, uvalues,
 								  NULL, false, 0) != SPI_OK_UPDATE ||
-			SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = now() WHERE id = $2",
+			SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = clock_timestamp() WHERE id = $2",
 								  2, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the end of run " INT64_FORMAT, run_id);
 	}

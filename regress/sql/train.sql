@@ -199,3 +199,6 @@ SELECT count(*) AS toy_one_datasets FROM pgdl.datasets WHERE packed = 'toy_one':
 DROP TABLE toy_one;
 SELECT count(*) AS datasets_of_toy_rows FROM pgdl.datasets WHERE source = 'toy_rows';
 SELECT count(*) AS orphaned_models_kept FROM pgdl.models WHERE id = :one_epoch AND dataset IS NULL;
+
+-- a finished run records when it finished, not when its transaction started
+SELECT bool_and(finished > started) AS timed FROM pgdl.runs WHERE kind = 'fit' AND status = 'finished';
