@@ -254,5 +254,15 @@ SELECT pgdl.pack('tl_rows', 'x', 'label', '"Odd''Name; x"', buffer_rows => 64, p
 SELECT count(*) AS trained FROM pgdl.fit_multiple('"Odd''Name; x"', 'tl_one', 1, feature_cache => 'on');
 SELECT regexp_replace(view::text, '_[0-9a-f]{8}$', '_<hash>') AS view FROM pgdl.feature_cache
  WHERE source = '"Odd''Name; x"'::regclass;
+-- dropping the packed table takes its caches (CASCADE: the views depend on it); packed again, it gets new ones
+DO $$
+BEGIN
+  DROP TABLE "Odd'Name; x";
+EXCEPTION WHEN dependent_objects_still_exist THEN
+  RAISE WARNING 'the packed table has caches: DROP TABLE ... CASCADE';
+END $$;
 DROP TABLE "Odd'Name; x" CASCADE;
 SELECT count(*) AS caches_left FROM pgdl.feature_cache;
+SELECT pgdl.pack('tl_rows', 'x', 'label', '"Odd''Name; x"', buffer_rows => 64, partitions => 2) > 0 AS repacked;
+SELECT action FROM pgdl.explain_fit_multiple('"Odd''Name; x"', 'tl_one', 1, feature_cache => 'on') WHERE "group" = 1;
+DROP TABLE "Odd'Name; x";
