@@ -44,17 +44,6 @@
 
 /* ---- configurations with a base model ---- */
 
-static JsonbValue *
-config_key(Jsonb *config, const char *key)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	return findJsonbValueFromContainer(&config->root, JB_FOBJECT, &k);
-}
-
 static void
 transfer_error(const char *key, const char *detail) pg_attribute_noreturn();
 
@@ -121,18 +110,31 @@ pgdl_prefix_hash(const NnModel *prefix, char *hex)
 	pfree(blob);
 }
 
+/* Keys of transfer learning, which only pgdl.fit_multiple's configurations take. */
+static const char *const transfer_keys[] = {"base_model", "freeze", "head"};
+
+bool
+pgdl_config_has_transfer(Jsonb *config)
+{
+	if (!JsonContainerIsObject(&config->root))
+		return false;
+	for (int i = 0; i < lengthof(transfer_keys); i++)
+		if (pgdl_jsonb_key(&config->root, transfer_keys[i]) != NULL)
+			return true;
+	return false;
+}
+
 Jsonb *
 pgdl_transfer_keys(Jsonb *config)
 {
 	StringInfoData buf;
-	const char *keys[] = {"base_model", "freeze", "head"};
 	bool		any = false;
 
 	initStringInfo(&buf);
 	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < lengthof(keys); i++)
+	for (int i = 0; i < lengthof(transfer_keys); i++)
 	{
-		JsonbValue *v = config_key(config, keys[i]);
+		JsonbValue *v = pgdl_jsonb_key(&config->root, transfer_keys[i]);
 		char	   *text;
 
 		if (v == NULL)
@@ -145,7 +147,7 @@ pgdl_transfer_keys(Jsonb *config)
 
 			text = JsonbToCString(NULL, &scalar->root, VARSIZE(scalar));
 		}
-		appendStringInfo(&buf, "%s\"%s\": %s", any ? ", " : "", keys[i], text);
+		appendStringInfo(&buf, "%s\"%s\": %s", any ? ", " : "", transfer_keys[i], text);
 		any = true;
 	}
 	appendStringInfoChar(&buf, '}');
@@ -158,7 +160,7 @@ pgdl_transfer_keys(Jsonb *config)
 static PgdlModel *
 transfer_base(Jsonb *config, int64 *id_out, char **name_out)
 {
-	JsonbValue *v = config_key(config, "base_model");
+	JsonbValue *v = pgdl_jsonb_key(&config->root, "base_model");
 	PgdlModel  *base;
 
 	if (v == NULL)
@@ -196,7 +198,7 @@ pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *t)
 	b = base->nn;				/* the cache's: copied from below, before any query */
 	n_layers = b->spec.n_layers;
 
-	v = config_key(config, "freeze");
+	v = pgdl_jsonb_key(&config->root, "freeze");
 	if (v == NULL)
 		transfer_error("freeze", "A configuration with \"base_model\" says how many of its layers to freeze (\"freeze\": 4), or through which layer (\"freeze\": \"flatten\").");
 	if (v->type == jbvNumeric)
@@ -219,7 +221,7 @@ pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *t)
 	else
 		transfer_error("freeze", "Expected a number of layers or a layer name.");
 
-	head = config_key(config, "head");
+	head = pgdl_jsonb_key(&config->root, "head");
 	if (head != NULL && !(head->type == jbvBinary && JsonContainerIsArray(head->val.binary.data)))
 		transfer_error("head", "Expected an array of layers, as in a model spec's \"layers\".");
 	if (head == NULL && t->freeze == n_layers)
@@ -285,7 +287,6 @@ pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len)
 	NnError		err;
 	NnModel    *rest = nn_model_deserialize(rest_blob, rest_len, &err);
 	NnModel    *joined;
-	bytea	   *out;
 
 	if (rest == NULL)
 		elog(ERROR, "trained model is corrupt: %s", err.msg);
@@ -296,8 +297,7 @@ pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len)
 	if (joined == NULL)
 		pgdl_report_nn_error("model", &err);
 	pgdl_model_free_with(joined, CurrentMemoryContext);
-	out = pgdl_model_serialize(joined);
-	return out;
+	return pgdl_model_serialize(joined);
 }
 
 /* ---- pgdl.cache_features: the rows of a cache view ---- */
@@ -616,6 +616,18 @@ side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 	return sql->data;
 }
 
+/* The group of frozen layers of this depth and hash, or plan->n_groups if there is none yet. */
+static int
+find_group(const PgdlCachePlan *plan, const PgdlTransfer *t)
+{
+	int			g;
+
+	for (g = 0; g < plan->n_groups; g++)
+		if (plan->groups[g].depth == t->freeze && strcmp(plan->groups[g].hash, t->hash) == 0)
+			break;
+	return g;
+}
+
 PgdlCachePlan *
 pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer **transfers, int n,
 				int32 epochs, int32 workers, const char *mode, int *group_of)
@@ -635,12 +647,9 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 		PgdlTransfer *t = transfers[i];
 		int			g;
 
-		group_of[i] = -1;
 		if (t == NULL || t->prefix == NULL)
 			continue;
-		for (g = 0; g < plan->n_groups; g++)
-			if (plan->groups[g].depth == t->freeze && strcmp(plan->groups[g].hash, t->hash) == 0)
-				break;
+		g = find_group(plan, t);
 		if (g == plan->n_groups)
 		{
 			PgdlCacheGroup *grp = &plan->groups[plan->n_groups++];
@@ -659,30 +668,14 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 			grp->staged_from = -1;
 		}
 		plan->groups[g].n_configs++;
-		group_of[i] = g;
 	}
-	if (plan->n_groups == 0)
-		return plan;
 
 	/* shallower first: a deeper cache may be computed from one of them */
-	{
-		PgdlCacheGroup *sorted = palloc(sizeof(PgdlCacheGroup) * plan->n_groups);
-		int		   *old_index = palloc(sizeof(int) * plan->n_groups);
-
-		memcpy(sorted, plan->groups, sizeof(PgdlCacheGroup) * plan->n_groups);
-		for (int g = 0; g < plan->n_groups; g++)
-			sorted[g].n_configs = g;	/* remember where it came from */
-		qsort(sorted, plan->n_groups, sizeof(PgdlCacheGroup), compare_groups);
-		for (int g = 0; g < plan->n_groups; g++)
-		{
-			old_index[sorted[g].n_configs] = g;
-			sorted[g].n_configs = plan->groups[sorted[g].n_configs].n_configs;
-		}
-		for (int i = 0; i < n; i++)
-			if (group_of[i] >= 0)
-				group_of[i] = old_index[group_of[i]];
-		plan->groups = sorted;
-	}
+	qsort(plan->groups, plan->n_groups, sizeof(PgdlCacheGroup), compare_groups);
+	for (int i = 0; i < n; i++)
+		group_of[i] = transfers[i] && transfers[i]->prefix ? find_group(plan, transfers[i]) : -1;
+	if (plan->n_groups == 0)
+		return plan;
 
 	/* the plan outlives SPI: allocate in the caller's context */
 	{

@@ -1046,11 +1046,9 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	run->ds = pgdl_dataset_by_id(dataset_id);
 	run->vds = validation_id ? pgdl_dataset_by_id(validation_id) : NULL;
 	{
-		JsonbValue	k,
-				   *v;
+		JsonbValue *v;
 
-#define CFG(key) (k.type = jbvString, k.val.string.val = key, k.val.string.len = strlen(key), \
-				  findJsonbValueFromContainer(&cfg->root, JB_FOBJECT, &k))
+#define CFG(key) pgdl_jsonb_key(&cfg->root, key)
 		v = CFG("set");
 		run->set_name = v ? pnstrdup(v->val.string.val, v->val.string.len) : "";
 		v = CFG("strategy");

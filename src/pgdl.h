@@ -51,9 +51,10 @@ extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
 /* Refuses the transfer learning keys; the _transfer form ignores them (feature_cache.c reads them). */
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
 extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
-extern bool pgdl_config_has_transfer(Jsonb *config);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
+/* The value of key in a jsonb object, or NULL. */
+extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
 
 /* model_io.c: models as bytea, models by id or name (cached), datasets */
 
@@ -186,6 +187,8 @@ typedef struct PgdlTransfer
 
 /* Resolve base_model, freeze and head of a configuration (rest seeded with seed); ereports what is wrong. */
 extern void pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *out);
+/* Does a configuration name base_model, freeze or head? */
+extern bool pgdl_config_has_transfer(Jsonb *config);
 /* The transfer keys of a configuration as an object, or NULL when it has none. */
 extern Jsonb *pgdl_transfer_keys(Jsonb *config);
 /* The whole model: the frozen prefix, then the trained rest (a serialized engine model). */

@@ -61,9 +61,6 @@ static const char *const config_keys[] = {
 	"batch_size", "seed", "base_model", "freeze", "head", NULL
 };
 
-/* Keys of transfer learning, which only pgdl.fit_multiple's configurations take. */
-static const char *const transfer_keys[] = {"base_model", "freeze", "head"};
-
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
 
 /* The shortest decimal that reads back as the same float: 0.1, not 0.100000001. */
@@ -119,8 +116,8 @@ pgdl_report_nn_error(const char *what, const NnError *err)
 	spec_error(what, path, detail);
 }
 
-static JsonbValue *
-get_key(JsonbContainer *obj, const char *key)
+JsonbValue *
+pgdl_jsonb_key(JsonbContainer *obj, const char *key)
 {
 	JsonbValue	k;
 
@@ -218,7 +215,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	const char *const *keys;
 
 	snprintf(path, sizeof(path), "layers[%d]", i);
-	v = get_key(obj, "type");
+	v = pgdl_jsonb_key(obj, "type");
 	if (v == NULL)
 	{
 		snprintf(field, sizeof(field), "%s.type", path);
@@ -236,13 +233,13 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	check_keys(obj, keys, lengthof(layer_keys[0]), "type", "model spec", path);
 
 #define INT_FIELD(key, member) \
-	if ((v = get_key(obj, key)) != NULL) \
+	if ((v = pgdl_jsonb_key(obj, key)) != NULL) \
 	{ \
 		snprintf(field, sizeof(field), "%s.%s", path, key); \
 		l->member = get_int(v, "model spec", field); \
 	}
 #define FLOAT_FIELD(key, member) \
-	if ((v = get_key(obj, key)) != NULL) \
+	if ((v = pgdl_jsonb_key(obj, key)) != NULL) \
 	{ \
 		snprintf(field, sizeof(field), "%s.%s", path, key); \
 		l->member = (float) get_number(v, "model spec", field); \
@@ -258,7 +255,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	FLOAT_FIELD("rate", rate);
 	FLOAT_FIELD("eps", eps);
 	FLOAT_FIELD("momentum", momentum);
-	if ((v = get_key(obj, "init")) != NULL)
+	if ((v = pgdl_jsonb_key(obj, "init")) != NULL)
 	{
 		char	   *init;
 
@@ -271,7 +268,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 		else
 			spec_error("model spec", field, "Expected \"he\" or \"glorot\".");
 	}
-	if (get_key(obj, "size") && get_key(obj, "kernel"))
+	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
 }
 
@@ -289,7 +286,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 		spec_error("model spec", "top level", "A spec is an object with \"input\", \"layers\" and \"loss\".");
 	check_keys(root, spec_keys, lengthof(spec_keys), NULL, "model spec", "");
 
-	if ((v = get_key(root, "input")) == NULL)
+	if ((v = pgdl_jsonb_key(root, "input")) == NULL)
 		spec_error("model spec", "input", "The spec needs an \"input\" shape: [features] or [channels, height, width].");
 	arr = get_container(v, true, "model spec", "input");
 	n = JsonContainerSize(arr);
@@ -300,7 +297,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 	for (int d = 0; d < n; d++)
 		spec->input[d] = get_int(getIthJsonbValueFromContainer(arr, d), "model spec", psprintf("input[%d]", d));
 
-	if ((v = get_key(root, "layers")) == NULL)
+	if ((v = pgdl_jsonb_key(root, "layers")) == NULL)
 		spec_error("model spec", "layers", "The spec needs a \"layers\" array.");
 	arr = get_container(v, true, "model spec", "layers");
 	n = JsonContainerSize(arr);
@@ -318,7 +315,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 	}
 
 	spec->loss = NN_LOSS_CROSS_ENTROPY;
-	if ((v = get_key(root, "loss")) != NULL)
+	if ((v = pgdl_jsonb_key(root, "loss")) != NULL)
 	{
 		char	   *loss = get_string(v, "model spec", "loss");
 
@@ -382,17 +379,6 @@ pgdl_spec_to_jsonb(const NnSpec *spec)
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
 }
 
-bool
-pgdl_config_has_transfer(Jsonb *jb)
-{
-	if (!JsonContainerIsObject(&jb->root))
-		return false;
-	for (int i = 0; i < lengthof(transfer_keys); i++)
-		if (get_key(&jb->root, transfer_keys[i]) != NULL)
-			return true;
-	return false;
-}
-
 void
 pgdl_config_from_jsonb(Jsonb *jb, PgdlTrainConfig *cfg)
 {
@@ -416,7 +402,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		spec_error("training configuration", "top level", "A configuration is an object such as {\"optimizer\": \"sgd\", \"lr\": 0.01}.");
 	check_keys(root, config_keys, lengthof(config_keys), NULL, "training configuration", "");
 
-	if ((v = get_key(root, "optimizer")) != NULL)
+	if ((v = pgdl_jsonb_key(root, "optimizer")) != NULL)
 	{
 		char	   *name = get_string(v, "training configuration", "optimizer");
 
@@ -431,7 +417,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	cfg->seed = 42;
 
 #define CONFIG_FLOAT(key, member) \
-	if ((v = get_key(root, key)) != NULL) \
+	if ((v = pgdl_jsonb_key(root, key)) != NULL) \
 		cfg->optim.member = (float) get_number(v, "training configuration", key);
 
 	CONFIG_FLOAT("lr", lr);
@@ -440,20 +426,20 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	CONFIG_FLOAT("beta1", beta1);
 	CONFIG_FLOAT("beta2", beta2);
 	CONFIG_FLOAT("eps", eps);
-	if ((v = get_key(root, "nesterov")) != NULL)
+	if ((v = pgdl_jsonb_key(root, "nesterov")) != NULL)
 	{
 		if (v->type != jbvBool)
 			spec_error("training configuration", "nesterov", "Expected true or false.");
 		cfg->optim.nesterov = v->val.boolean;
 	}
-	if ((v = get_key(root, "batch_size")) != NULL)
+	if ((v = pgdl_jsonb_key(root, "batch_size")) != NULL)
 	{
 		cfg->batch_size = get_int(v, "training configuration", "batch_size");
 		if (cfg->batch_size < 1 || cfg->batch_size > NN_MAX_BATCH)
 			spec_error("training configuration", "batch_size",
 					   psprintf("\"batch_size\" must be between 1 and %d, got %d.", NN_MAX_BATCH, cfg->batch_size));
 	}
-	if ((v = get_key(root, "seed")) != NULL)
+	if ((v = pgdl_jsonb_key(root, "seed")) != NULL)
 	{
 		double		seed = get_number(v, "training configuration", "seed");
 

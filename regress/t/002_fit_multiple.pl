@@ -8,11 +8,14 @@
 use strict;
 use warnings;
 
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+use Time::HiRes qw(time);
+
+use FindBin;
+use lib $FindBin::RealBin;
+use PgdlTest;
 
 my $EPOCHS      = 5;      # the grid's runs
 my $LONG_EPOCHS = 300;    # the run that is cancelled or crashed: about 2 s here
@@ -25,76 +28,8 @@ $node->append_conf('postgresql.conf', "max_worker_processes = 16\nrestart_after_
 $node->start;
 
 # ---------------------------------------------------------------------------
-# Helpers.  Every wait is bounded.
+# Helpers (and PgdlTest's).  Every wait is bounded.
 # ---------------------------------------------------------------------------
-
-# Runs $sql until it answers 't' (errors, as while the node restarts, are
-# retried) or $secs pass; returns whether it answered.
-sub poll_until
-{
-	my ($sql, $secs) = @_;
-	my $deadline = time + $secs;
-	while (time < $deadline)
-	{
-		# psql can die writing to a server that is not up yet
-		my ($ret, $out) = eval { $node->psql('postgres', $sql) };
-		return 1 if defined $ret && $ret == 0 && $out eq 't';
-		usleep(20_000);
-	}
-	diag("poll_until gave up after ${secs}s: $sql");
-	return 0;
-}
-
-# Starts psql on some SQL commands (one -c each) without waiting for it; $app
-# names the session in pg_stat_activity.
-sub start_psql
-{
-	my ($app, $user, @commands) = @_;
-	my %bg = (stdout => '', stderr => '');
-	$bg{h} = IPC::Run::start(
-		[
-			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres') . " application_name=$app user=$user",
-			map { ('-c', $_) } @commands
-		],
-		'<', \undef, '>', \$bg{stdout}, '2>', \$bg{stderr});
-	return \%bg;
-}
-
-# Waits up to $secs for a started psql to exit; returns its exit code, or undef
-# (after killing it) if it did not exit in time.
-sub finish_psql
-{
-	my ($bg, $secs) = @_;
-	my $deadline = time + $secs;
-	while ($bg->{h}->pumpable && time < $deadline)
-	{
-		$bg->{h}->pump_nb;
-		usleep(10_000);
-	}
-	if ($bg->{h}->pumpable)
-	{
-		$bg->{h}->kill_kill;
-		return undef;
-	}
-	$bg->{h}->finish;
-	return $bg->{h}->result(0);
-}
-
-sub workers_gone_within
-{
-	my ($secs) = @_;
-	return poll_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgdl worker'", $secs);
-}
-
-# config:md5(weights) of the models a leaderboard table names, in config order.
-sub model_digests
-{
-	my ($table) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT string_agg(l.config || ':' || md5(m.weights), ' ' ORDER BY l.config)
-		   FROM $table l JOIN pgdl.models m ON m.id = l.model");
-}
 
 sub run_of
 {
@@ -179,7 +114,7 @@ SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'vali
  WHERE c.set_name = 'grid' ORDER BY c.id;
 });
 
-my %digests = map { $_ => model_digests("lb_$_") } qw(w1 w2 w4 fit);
+my %digests = map { $_ => model_digests($node, "lb_$_") } qw(w1 w2 w4 fit);
 my $n_digests = () = $digests{w1} =~ /:[0-9a-f]{32}/g;
 is($n_digests, 6, '1 worker: 6 models stored');
 is($digests{w2},  $digests{w1}, '2 workers: the same models as 1 worker, bit for bit');
@@ -260,16 +195,16 @@ is( $node->safe_psql('postgres',
 
 # While a run is in flight, its workers are sessions of the calling user.
 {
-	my $bg = start_psql('mop_alice', 'alice', "SET statement_timeout = '20s'",
+	my $bg = start_psql($node, 'mop_alice', 'alice', "SET statement_timeout = '20s'",
 		"SELECT count(*) FROM pgdl.fit_multiple('alice_packed', 'alice_set', 100000, workers => 2)");
-	ok( poll_until(
+	ok( poll_until($node, 
 			"SELECT count(*) = 2 AND bool_and(usename = 'alice') FROM pg_stat_activity WHERE backend_type = 'pgdl worker'",
 			10),
 		'both workers of a run started by alice are sessions of alice');
 	$node->safe_psql('postgres',
 		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'mop_alice'");
 	isnt(finish_psql($bg, 10), 0, "alice's long run ends when cancelled");
-	ok(workers_gone_within(5), "alice's workers are gone");
+	ok(workers_gone_within($node, 5), "alice's workers are gone");
 }
 
 my ($ret, $out, $err) = $node->psql('postgres',
@@ -277,13 +212,13 @@ my ($ret, $out, $err) = $node->psql('postgres',
 	extra_params => [ '-U', 'bob' ]);
 isnt($ret, 0, 'a user who may not read the packed table cannot train on it');
 like($err, qr/permission denied/, '... and is told it is a permission error');
-ok(workers_gone_within(2), '... and no worker is left behind');
+ok(workers_gone_within($node, 2), '... and no worker is left behind');
 
 $node->safe_psql('postgres', 'GRANT SELECT ON alice_packed TO bob', extra_params => [ '-U', 'alice' ]);
 $node->safe_psql('postgres',
 	"CREATE TABLE bob_lb AS SELECT * FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2)",
 	extra_params => [ '-U', 'bob' ]);
-is(model_digests('bob_lb'), model_digests('alice_lb'),
+is(model_digests($node, 'bob_lb'), model_digests($node, 'alice_lb'),
 	'granted SELECT, the same user trains the same model as the owner');
 
 # SET ROLE to a role that may not log in: the session's privileges are those of
@@ -300,7 +235,7 @@ GRANT SELECT ON train_packed, valid_packed TO team;
 	"SET ROLE team; SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'grid', 1, workers => 2)",
 	extra_params => [ '-U', 'bob' ]);
 is($ret, 0, 'fit_multiple under SET ROLE to a NOLOGIN role runs') or diag($err);
-ok(workers_gone_within(2), 'no worker is left behind after SET ROLE');
+ok(workers_gone_within($node, 2), 'no worker is left behind after SET ROLE');
 
 # ---------------------------------------------------------------------------
 # statement_timeout stops the run and every worker.
@@ -318,7 +253,7 @@ ok(workers_gone_within(2), 'no worker is left behind after SET ROLE');
 	ok(!$timed_out && $ret != 0, 'fit_multiple under statement_timeout = 500ms fails');
 	like($err, qr/canceling statement due to statement timeout/, '... with the timeout error');
 	cmp_ok($elapsed, '<', 5, '... promptly');
-	ok(workers_gone_within(2), '... and leaves no worker behind');
+	ok(workers_gone_within($node, 2), '... and leaves no worker behind');
 }
 
 # ---------------------------------------------------------------------------
@@ -327,7 +262,7 @@ ok(workers_gone_within(2), 'no worker is left behind after SET ROLE');
 $node->safe_psql('postgres',
 	"CREATE TABLE lb_long AS SELECT * FROM pgdl.fit_multiple('train_packed', 'long', $LONG_EPOCHS, 'valid_packed', workers => 2)"
 );
-my $long_digests = model_digests('lb_long');
+my $long_digests = model_digests($node, 'lb_long');
 check_run_rows(run_of('lb_long'), 'long', $LONG_EPOCHS, 'the uninterrupted long run');
 
 # Starts the long run in the background and waits for its first checkpoint;
@@ -336,9 +271,9 @@ sub start_long_run
 {
 	my ($app) = @_;
 	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
-	my $bg = start_psql($app, 'postgres',
+	my $bg = start_psql($node, $app, 'postgres',
 		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', $LONG_EPOCHS, 'valid_packed', workers => 2)");
-	ok(poll_until("SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 20),
+	ok(poll_until($node, "SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 20),
 		"$app: the run checkpoints its first epoch");
 	my $run = $node->safe_psql('postgres', "SELECT max(run) FROM pgdl.checkpoints WHERE run > $before");
 	return ($bg, $run);
@@ -360,7 +295,7 @@ sub start_long_run
 	ok(defined $rc && $rc != 0, 'the cancelled fit_multiple fails');
 	like($bg->{stderr}, qr/canceling statement due to user request/, '... with the cancel error');
 	cmp_ok($elapsed, '<', 3, '... within a few seconds');
-	ok(workers_gone_within(2), '... and within 2 seconds no pgdl worker is left');
+	ok(workers_gone_within($node, 2), '... and within 2 seconds no pgdl worker is left');
 	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"),
 		'<', 2 * $LONG_EPOCHS, 'the cancelled run stopped before its end');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.models WHERE run = $run"),
@@ -368,7 +303,7 @@ sub start_long_run
 
 	$node->safe_psql('postgres', "CREATE TABLE lb_cancel_resumed AS SELECT * FROM pgdl.resume($run)");
 	is(run_of('lb_cancel_resumed'), $run, 'pgdl.resume continues the same run');
-	is(model_digests('lb_cancel_resumed'), $long_digests,
+	is(model_digests($node, 'lb_cancel_resumed'), $long_digests,
 		'cancelled and resumed: the same models as the uninterrupted run, bit for bit');
 	check_run_rows($run, 'long', $LONG_EPOCHS, 'cancelled and resumed');
 	($ret, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM pgdl.resume($run)");
@@ -400,14 +335,14 @@ my $killed_pid;
 		$bg->{stderr},
 		qr/server closed the connection unexpectedly|terminating connection because of crash|connection to server was lost/,
 		'... because the crash restart ends the leader too');
-	ok(poll_until('SELECT true', 60), 'the node comes back after the crash restart');
-	ok(workers_gone_within(2), 'no pgdl worker survives the crash restart');
+	ok(poll_until($node, 'SELECT true', 60), 'the node comes back after the crash restart');
+	ok(workers_gone_within($node, 2), 'no pgdl worker survives the crash restart');
 	cmp_ok($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"),
 		'<', 2 * $LONG_EPOCHS, 'the crashed run stopped before its end');
 
 	$node->safe_psql('postgres',
 		"CREATE TABLE lb_crash_resumed AS SELECT * FROM pgdl.resume($run, workers => 4)");
-	is(model_digests('lb_crash_resumed'), $long_digests,
+	is(model_digests($node, 'lb_crash_resumed'), $long_digests,
 		'crashed and resumed with 4 workers: the same models as the uninterrupted run, bit for bit');
 	check_run_rows($run, 'long', $LONG_EPOCHS, 'crashed and resumed');
 }
@@ -434,7 +369,7 @@ $node->restart;
 );
 is($ret, 0, 'one free worker slot: fit_multiple with workers => 2 runs');
 like($err, qr/NOTICE:  started 1 of 2 pgdl workers/, '... and notices it started 1 of 2 workers');
-is(model_digests('lb_one_slot'), $digests{w1}, '... and stores the same models');
+is(model_digests($node, 'lb_one_slot'), $digests{w1}, '... and stores the same models');
 
 $node->stop;
 my $log = slurp_file($node->logfile);

@@ -9,11 +9,13 @@
 use strict;
 use warnings;
 
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time usleep);
+
+use FindBin;
+use lib $FindBin::RealBin;
+use PgdlTest;
 
 my $LONG_EPOCHS = 400;    # the run that is cancelled: about 2 s here
 
@@ -21,64 +23,6 @@ my $node = PostgreSQL::Test::Cluster->new('cache');
 $node->init;
 $node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
 $node->start;
-
-# Runs $sql until it answers 't' or $secs pass; returns whether it answered.
-sub poll_until
-{
-	my ($sql, $secs) = @_;
-	my $deadline = time + $secs;
-	while (time < $deadline)
-	{
-		my ($ret, $out) = $node->psql('postgres', $sql);
-		return 1 if $ret == 0 && $out eq 't';
-		usleep(20_000);
-	}
-	diag("poll_until gave up after ${secs}s: $sql");
-	return 0;
-}
-
-# Starts psql on some SQL without waiting for it; $app names the session.
-sub start_psql
-{
-	my ($app, @commands) = @_;
-	my %bg = (stdout => '', stderr => '');
-	$bg{h} = IPC::Run::start(
-		[
-			$node->installed_command('psql'), '-XAtq', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres') . " application_name=$app",
-			map { ('-c', $_) } @commands
-		],
-		'<', \undef, '>', \$bg{stdout}, '2>', \$bg{stderr});
-	return \%bg;
-}
-
-# Waits up to $secs for a started psql; returns its exit code, or undef (after killing it).
-sub finish_psql
-{
-	my ($bg, $secs) = @_;
-	my $deadline = time + $secs;
-	while ($bg->{h}->pumpable && time < $deadline)
-	{
-		$bg->{h}->pump_nb;
-		usleep(10_000);
-	}
-	if ($bg->{h}->pumpable)
-	{
-		$bg->{h}->kill_kill;
-		return undef;
-	}
-	$bg->{h}->finish;
-	return $bg->{h}->result(0);
-}
-
-# config:md5(weights) of the models a leaderboard table names, in config order.
-sub model_digests
-{
-	my ($table) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT string_agg(l.config || ':' || md5(m.weights), ' ' ORDER BY l.config)
-		   FROM $table l JOIN pgdl.models m ON m.id = l.model");
-}
 
 sub drop_caches
 {
@@ -116,14 +60,14 @@ SELECT pgdl.grid_search('heads', '{}', '{"base_model": "base", "freeze": [3, 5],
 $node->safe_psql('postgres',
 	"CREATE TABLE lb_on AS SELECT * FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'on')"
 );
-my $digests = model_digests('lb_on');
+my $digests = model_digests($node, 'lb_on');
 is( $node->safe_psql('postgres', 'SELECT count(*) || \' \' || bool_and(valid) || \' \' || count(staged_from) FROM pgdl.feature_cache'),
 	'4 true 2', 'the run built four caches (training and validation at two depths), two of them staged');
 is($node->safe_psql('postgres', 'SELECT min(validation_accuracy) > 0.6 FROM lb_on'), 't', 'every head learned');
 $node->safe_psql('postgres',
 	"CREATE TABLE lb_off AS SELECT * FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'off')"
 );
-is(model_digests('lb_off'), $digests, "$LONG_EPOCHS epochs on cached features: the models of the recomputed prefix, bit for bit");
+is(model_digests($node, 'lb_off'), $digests, "$LONG_EPOCHS epochs on cached features: the models of the recomputed prefix, bit for bit");
 
 # ---------------------------------------------------------------------------
 # Cancel after the caches are built, then resume: the caches are reused and the
@@ -132,10 +76,10 @@ is(model_digests('lb_off'), $digests, "$LONG_EPOCHS epochs on cached features: t
 drop_caches();
 {
 	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
-	my $bg = start_psql('cache_cancel',
+	my $bg = start_psql($node, 'cache_cancel', 'postgres',
 		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'heads', $LONG_EPOCHS, 'valid_packed', workers => 2, feature_cache => 'on')"
 	);
-	ok(poll_until("SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 30),
+	ok(poll_until($node, "SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run > $before)", 30),
 		'the run checkpoints its first epoch');
 	my $run = $node->safe_psql('postgres', "SELECT max(run) FROM pgdl.checkpoints WHERE run > $before");
 	is( $node->safe_psql('postgres',
@@ -143,7 +87,7 @@ drop_caches();
 		't', 'cancel the leader');
 	my $rc = finish_psql($bg, 30);
 	ok(defined $rc && $rc != 0, 'the cancelled run fails');
-	ok(poll_until("SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgdl worker'", 20),
+	ok(poll_until($node, "SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'pgdl worker'", 20),
 		'its workers are gone');
 	is($node->safe_psql('postgres', 'SELECT count(*) || \' \' || bool_and(valid) FROM pgdl.feature_cache'),
 		'4 true', 'the caches it built stay, committed and valid');
@@ -165,7 +109,7 @@ drop_caches();
 	$node->safe_psql('postgres', 'UPDATE pgdl.models SET weights = (SELECT weights FROM base_weights) WHERE name = \'base\'');
 
 	$node->safe_psql('postgres', "CREATE TABLE lb_resumed AS SELECT * FROM pgdl.resume($run)");
-	is(model_digests('lb_resumed'), $digests, 'cancelled and resumed: the models of the uninterrupted run, bit for bit');
+	is(model_digests($node, 'lb_resumed'), $digests, 'cancelled and resumed: the models of the uninterrupted run, bit for bit');
 	# updating the base, even to the same weights, made the caches stale: the run refreshed the
 	# ones computed from the packed tables, and built the staged ones again
 	is( $node->safe_psql('postgres',
@@ -182,7 +126,7 @@ drop_caches();
 drop_caches();
 {
 	my @bg = map {
-		start_psql("cache_race_$_",
+		start_psql($node, "cache_race_$_", 'postgres',
 			"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'heads', 2, 'valid_packed', workers => 1, feature_cache => 'on')"
 		)
 	} (1, 2);

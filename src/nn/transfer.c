@@ -57,6 +57,26 @@ nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src, int src_fro
 	return true;
 }
 
+/*
+ * src's optimizer, and `count` parameters' worth of its state from src_first
+ * into dst's at dst_first, slice by slice (sgd: momentum; adam: m, then v).
+ */
+static bool
+copy_optim_state(NnModel *dst, int64_t dst_first, const NnModel *src, int64_t src_first, int64_t count,
+				 NnError *err)
+{
+	int64_t		slices = src->n_params ? src->n_opt_state / src->n_params : 0;
+
+	if (src->optim.type == 0)
+		return true;
+	if (!nn_model_set_optim(dst, &src->optim, err))
+		return false;
+	for (int64_t s = 0; s < slices && dst->n_opt_state == slices * dst->n_params; s++)
+		memcpy(dst->opt_state + s * dst->n_params + dst_first, src->opt_state + s * src->n_params + src_first,
+			   sizeof(float) * count);
+	return true;
+}
+
 NnModel *
 nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
 {
@@ -97,20 +117,11 @@ nn_model_slice_trained(const NnModel *m, int from, NnError *err)
 	if (out == NULL)
 		return NULL;
 	out->step = m->step;
-	/* the optimizer state of the layers taken, slice by slice: the inverse of nn_model_join */
-	if (m->optim.type != 0)
+	/* the optimizer state of the layers taken: the inverse of nn_model_join */
+	if (!copy_optim_state(out, 0, m, m->n_params - out->n_params, out->n_params, err))
 	{
-		int64_t		slices = m->n_params ? m->n_opt_state / m->n_params : 0;
-		int64_t		first = m->n_params - out->n_params;
-
-		if (!nn_model_set_optim(out, &m->optim, err))
-		{
-			nn_model_free(out);
-			return NULL;
-		}
-		for (int64_t s = 0; s < slices && out->n_opt_state == slices * out->n_params; s++)
-			memcpy(out->opt_state + s * out->n_params, m->opt_state + s * m->n_params + first,
-				   sizeof(float) * out->n_params);
+		nn_model_free(out);
+		return NULL;
 	}
 	return out;
 }
@@ -149,26 +160,13 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 		return NULL;
 	m->seed = rest->seed;
 	m->step = rest->step;
+	/* the rest's optimizer state after zeros for the frozen parameters */
 	if (!nn_model_copy_layers(m, 0, prefix, 0, k, err) ||
-		!nn_model_copy_layers(m, k, rest, 0, rest->spec.n_layers, err))
+		!nn_model_copy_layers(m, k, rest, 0, rest->spec.n_layers, err) ||
+		!copy_optim_state(m, m->n_params - rest->n_params, rest, 0, rest->n_params, err))
 	{
 		nn_model_free(m);
 		return NULL;
-	}
-	/* the rest's optimizer state, slice by slice, after zeros for the frozen parameters */
-	if (rest->optim.type != 0)
-	{
-		int64_t		slices = rest->n_params ? rest->n_opt_state / rest->n_params : 0;
-		int64_t		frozen = m->n_params - rest->n_params;
-
-		if (!nn_model_set_optim(m, &rest->optim, err))
-		{
-			nn_model_free(m);
-			return NULL;
-		}
-		for (int64_t s = 0; s < slices && m->n_opt_state == slices * m->n_params; s++)
-			memcpy(m->opt_state + s * m->n_params + frozen, rest->opt_state + s * rest->n_params,
-				   sizeof(float) * rest->n_params);
 	}
 	return m;
 }
