@@ -30,7 +30,7 @@ endif
 OBJS        = $(GLUE_SRCS:.c=.o) $(NN_SRCS:.c=.o) $(CUDA_OBJS)
 DATA_built  = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
-EXTRA_CLEAN = $(DATA_built) extension/$(EXTENSION).control build kernels/cuda/*.o
+EXTRA_CLEAN = $(DATA_built) build kernels/cuda/*.o
 
 SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lm
 PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels $(BLAS_CFLAGS)

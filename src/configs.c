@@ -32,9 +32,6 @@
 
 #include "pgdl.h"
 
-/* The most configurations one call may add: more is a mistake, not a search. */
-#define MAX_CONFIGS		10000
-
 /* Which optimizers a key applies to; keys not listed apply to all. */
 static const struct
 {
@@ -429,11 +426,11 @@ pgdl_grid_search(PG_FUNCTION_ARGS)
 		}
 		total *= key->n_values;
 	}
-	if (total > MAX_CONFIGS)
+	if (total > PGDL_MAX_CONFIGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the parameter grid has %.0f configurations, more than the limit of %d", total,
-						MAX_CONFIGS),
+						PGDL_MAX_CONFIGS),
 				 errhint("Try fewer values, or sample the space with pgdl.random_search.")));
 	n_combos = (int) (total / n_arch);
 
@@ -622,7 +619,6 @@ draw(const SearchKey *key, uint64 seed, int i, JsonbValue *out)
 	out->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric, Float8GetDatum(x)));
 }
 
-#define MAX_SAMPLES		MAX_CONFIGS
 
 /*
  * pgdl.random_search(set_name, architectures, space, n, seed): n samples of
@@ -656,10 +652,10 @@ pgdl_random_search(PG_FUNCTION_ARGS)
 		parse_distribution(&keys[k]);
 		keys[k].stream = key_stream(keys[k].name);
 	}
-	if (n < 1 || n > MAX_SAMPLES)
+	if (n < 1 || n > PGDL_MAX_CONFIGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("n must be between 1 and %d, got %d", MAX_SAMPLES, n)));
+				 errmsg("n must be between 1 and %d, got %d", PGDL_MAX_CONFIGS, n)));
 
 	drawn = palloc(sizeof(JsonbValue) * Max(n_keys, 1));
 	chosen = palloc(sizeof(JsonbValue *) * Max(n_keys, 1));

@@ -22,7 +22,6 @@
 
 #include "pgdl.h"
 
-#define MAX_EPOCHS 100000
 
 /*
  * Buffers read in the first epoch are kept for the next ones, within
@@ -88,10 +87,10 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 				model_id;
 	StringInfoData metrics;
 
-	if (epochs < 1 || epochs > MAX_EPOCHS)
+	if (epochs < 1 || epochs > PGDL_MAX_EPOCHS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("epochs must be between 1 and %d, got %d", MAX_EPOCHS, epochs)));
+				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, epochs)));
 	pgdl_config_from_jsonb(config_json, &config);
 	ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(spec, ds);
@@ -158,7 +157,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		Datum		values[8];
 		char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
-		if (ds->partitions < 1 || ds->partitions > 1024)
+		if (ds->partitions < 1 || ds->partitions > PGDL_MAX_PARTITIONS)
 			elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", ds->id, ds->partitions);
 		partitions = ds->partitions;
 		nn_rng_permutation((uint64) config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, order);

@@ -74,7 +74,7 @@ typedef struct MopRun
 int32
 mop_next_partition(const MopModel *m, int32 n_partitions)
 {
-	int32		order[MOP_MAX_PARTITIONS];
+	int32		order[PGDL_MAX_PARTITIONS];
 
 	nn_rng_permutation((uint64) m->config.seed, NN_EPOCH_ORDER_STREAM(m->epoch), n_partitions, order);
 	return order[m->visit];
@@ -181,11 +181,11 @@ load_configs(MopRun *run)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("configuration set \"%s\" is empty or does not exist", run->set_name),
 				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
-	if (SPI_processed > MOP_MAX_MODELS)
+	if (SPI_processed > PGDL_MAX_MODELS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
-						run->set_name, SPI_processed, MOP_MAX_MODELS)));
+						run->set_name, SPI_processed, PGDL_MAX_MODELS)));
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
@@ -829,10 +829,10 @@ check_can_read(const PgdlDataset *ds)
 static void
 set_workers(MopRun *run, int32 workers)
 {
-	if (workers < 1 || workers > MOP_MAX_WORKERS)
+	if (workers < 1 || workers > PGDL_MAX_WORKERS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("workers must be between 1 and %d, got %d", MOP_MAX_WORKERS, workers)));
+				 errmsg("workers must be between 1 and %d, got %d", PGDL_MAX_WORKERS, workers)));
 	if (workers > run->ds->partitions)
 	{
 		ereport(NOTICE,
@@ -857,12 +857,12 @@ setup_run(FunctionCallInfo fcinfo)
 	pgdl_engine_prepare();
 	run->set_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	run->epochs = PG_GETARG_INT32(2);
-	if (run->epochs < 1 || run->epochs > 100000)
+	if (run->epochs < 1 || run->epochs > PGDL_MAX_EPOCHS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("epochs must be between 1 and 100000, got %d", run->epochs)));
+				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, run->epochs)));
 	run->ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
-	if (run->ds->partitions > MOP_MAX_PARTITIONS)
+	if (run->ds->partitions > PGDL_MAX_PARTITIONS)
 		elog(ERROR, "too many partitions");
 	if (!PG_ARGISNULL(3))
 	{

@@ -20,9 +20,6 @@
 #include "pgdl.h"
 
 #define MOP_MAGIC			0x70676d70	/* "pgmp" */
-#define MOP_MAX_WORKERS		64
-#define MOP_MAX_MODELS		1024
-#define MOP_MAX_PARTITIONS	1024
 #define MOP_MAX_SOURCES		65	/* the packed tables, and one per frozen prefix */
 
 /* shm_toc keys */
@@ -136,7 +133,7 @@ typedef struct MopShared
 	int			error_code;		/* its SQLSTATE */
 	char		error[512];
 	char		run_config[2048];	/* pgdl.runs.config, as JSON text */
-	MopWorker	workers[MOP_MAX_WORKERS];
+	MopWorker	workers[PGDL_MAX_WORKERS];
 	MopModel	models[FLEXIBLE_ARRAY_MEMBER];
 } MopShared;
 

@@ -44,8 +44,6 @@
 #include "nn/nn.h"
 #include "pgdl.h"
 
-#define PACK_MAX_BUFFER_ROWS	65536	/* NN_MAX_BATCH: one buffer is at most one step */
-#define PACK_MAX_PARTITIONS		1024
 #define PACK_FETCH_ROWS			1000	/* rows per SPI cursor fetch */
 #define PACK_CHUNK_BYTES		(32 * 1024 * 1024)	/* feature storage grows by this much */
 
@@ -435,7 +433,7 @@ PackSetFeatureCount(PackData *data, int32 n, int32 buffer_rows, const PackRefere
 	data->n_features = n;
 
 	/* A buffer's x is one real[]: at most MaxArraySize elements. */
-	if ((int64) n * Min(buffer_rows, PACK_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+	if ((int64) n * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a buffer of %d rows of %d features is too large", buffer_rows, n),
@@ -1337,15 +1335,15 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
 
 	/* the arguments alone */
-	if (buffer_rows < 1 || buffer_rows > PACK_MAX_BUFFER_ROWS)
+	if (buffer_rows < 1 || buffer_rows > PGDL_MAX_BUFFER_ROWS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("buffer_rows must be between 1 and %d, not %d", PACK_MAX_BUFFER_ROWS, buffer_rows),
+				 errmsg("buffer_rows must be between 1 and %d, not %d", PGDL_MAX_BUFFER_ROWS, buffer_rows),
 				 errdetail("A buffer is at most one training step's minibatch.")));
-	if (partitions < 1 || partitions > PACK_MAX_PARTITIONS)
+	if (partitions < 1 || partitions > PGDL_MAX_PARTITIONS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partitions must be between 1 and %d, not %d", PACK_MAX_PARTITIONS, partitions)));
+				 errmsg("partitions must be between 1 and %d, not %d", PGDL_MAX_PARTITIONS, partitions)));
 	if (strcmp(nulls, "error") == 0)
 		skip = false;
 	else if (strcmp(nulls, "skip") == 0)

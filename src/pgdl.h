@@ -15,6 +15,18 @@
 /* Keep in step with extension/pgdl.control; regress/sql/pgdl.sql checks it. */
 #define PGDL_VERSION		"0.1.0"
 
+/*
+ * Limits on SQL arguments, defined once for every function that checks them.
+ * A packed buffer is at most one training step, and MOP's shared memory is
+ * laid out for at most PGDL_MAX_WORKERS, _MODELS and _PARTITIONS.
+ */
+#define PGDL_MAX_EPOCHS			100000
+#define PGDL_MAX_PARTITIONS		1024
+#define PGDL_MAX_BUFFER_ROWS	NN_MAX_BATCH
+#define PGDL_MAX_WORKERS		64
+#define PGDL_MAX_MODELS			1024	/* configurations in one fit_multiple run */
+#define PGDL_MAX_CONFIGS		10000	/* one grid or random search: more is a mistake, not a search */
+
 /* guc.c */
 extern int	pgdl_blas_threads;
 extern int	pgdl_train_cache_mem;

@@ -66,7 +66,7 @@ pgdl_progress(PG_FUNCTION_ARGS)
 		toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(seg));
 		shared = toc ? shm_toc_lookup(toc, MOP_KEY_SHARED, true) : NULL;
 		if (shared == NULL || shared->magic != MOP_MAGIC || shared->run_id != runs[r] ||
-			shared->n_models < 1 || shared->n_models > MOP_MAX_MODELS)
+			shared->n_models < 1 || shared->n_models > PGDL_MAX_MODELS)
 		{
 			if (attached_here)
 				dsm_detach(seg);
@@ -99,7 +99,7 @@ pgdl_progress(PG_FUNCTION_ARGS)
 			values[4] = Int32GetDatum(m->visit);
 			values[5] = Int32GetDatum(m->partition);
 			nulls[5] = m->state != MOP_BUSY;
-			values[6] = Int32GetDatum(w >= 0 && w < MOP_MAX_WORKERS ? copy->workers[w].pid : 0);
+			values[6] = Int32GetDatum(w >= 0 && w < PGDL_MAX_WORKERS ? copy->workers[w].pid : 0);
 			nulls[6] = m->state != MOP_BUSY;
 			values[7] = Float8GetDatum(rate);
 			nulls[7] = rate <= 0;
