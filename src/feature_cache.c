@@ -386,22 +386,7 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 				 errmsg("buffer of %d examples has %lld values of x; the frozen layers take " INT64_FORMAT " per example",
 						n, (long long) length, nn_model_input_size(st->layers))));
 	out_size = nn_model_output_size(st->layers);
-	{
-		Size		bytes = mul_size((Size) n, mul_size((Size) out_size, sizeof(float)));
-
-		if (add_size(bytes, ARR_OVERHEAD_NONULLS(1)) > MaxAllocSize)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("the features of a buffer of %d examples would take more than 1 GB", n),
-					 errhint("Pack with fewer rows per buffer.")));
-		result = (ArrayType *) palloc0(ARR_OVERHEAD_NONULLS(1) + bytes);
-		SET_VARSIZE(result, ARR_OVERHEAD_NONULLS(1) + bytes);
-		result->ndim = 1;
-		result->dataoffset = 0;
-		result->elemtype = FLOAT4OID;
-		ARR_DIMS(result)[0] = (int) (n * out_size);
-		ARR_LBOUND(result)[0] = 1;
-	}
+	result = pgdl_float4_array_new((int64) n * out_size);
 	if (!nn_model_forward_frozen(st->layers, x, n, (float *) ARR_DATA_PTR(result), &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

@@ -191,26 +191,6 @@ pgdl_model_from_bytea(bytea *blob, MemoryContext owner)
 	return pm;
 }
 
-float *
-pgdl_float4_array(ArrayType *array, const char *what, int64 *length)
-{
-	if (ARR_ELEMTYPE(array) != FLOAT4OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("%s must be a real[] array", what)));
-	if (ARR_NDIM(array) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s must be a one-dimensional array", what),
-				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
-	if (ARR_HASNULL(array) && array_contains_nulls(array))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not contain NULL values", what)));
-	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
-	return (float *) ARR_DATA_PTR(array);
-}
-
 /* ---- datasets ---- */
 
 static float *

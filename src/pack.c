@@ -1122,25 +1122,6 @@ PackCreateTable(const PackOutput *out, int partitions)
 	}
 }
 
-/* An empty 1-d real[] of n elements, to be filled in place. */
-static ArrayType *
-PackNewFloatArray(int n)
-{
-	Size		bytes = add_size(ARR_OVERHEAD_NONULLS(1), mul_size((Size) n, sizeof(float)));
-	ArrayType  *arr;
-
-	if (bytes > MaxAllocSize)
-		elog(ERROR, "pgdl.pack: array of %d floats is too large", n);
-	arr = (ArrayType *) palloc(bytes);
-	SET_VARSIZE(arr, bytes);
-	arr->ndim = 1;
-	arr->dataoffset = 0;
-	arr->elemtype = FLOAT4OID;
-	*ARR_DIMS(arr) = n;
-	*ARR_LBOUND(arr) = 1;
-	return arr;
-}
-
 /*
  * Buffer b: rows perm[b * buffer_rows ...] normalized, in partition
  * b % partitions.  One prepared INSERT for all buffers.
@@ -1166,8 +1147,8 @@ PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *no
 		int64		first = (int64) b * buffer_rows;
 		int32		n = (int32) Min((int64) buffer_rows, data->n_rows - first);
 		MemoryContext old = MemoryContextSwitchTo(bufcxt);
-		ArrayType  *x = PackNewFloatArray(n * nf);
-		ArrayType  *y = PackNewFloatArray(n * n_targets);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * nf);
+		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
 		float	   *xd = (float *) ARR_DATA_PTR(x);
 		float	   *yd = (float *) ARR_DATA_PTR(y);
 		Datum		values[5];

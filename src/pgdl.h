@@ -119,8 +119,13 @@ extern void pgdl_model_free_with(NnModel *model, MemoryContext owner);
 /* x (n rows of raw features) to what the model was trained on, in place. */
 extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
 
-/* float4[] arguments: a 1-d, NULL-free array's data and length, or an error naming `what`. */
+/* arrays.c: real[] in and out */
+
+/* A real[] argument's data and length: 1-d and NULL-free, or an error naming `what`. */
 extern float *pgdl_float4_array(ArrayType *array, const char *what, int64 *length);
+/* A zeroed 1-d real[] of n values to fill in place (ARR_DATA_PTR), or a size error. */
+extern ArrayType *pgdl_float4_array_new(int64 n);
+extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 
 /* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
 

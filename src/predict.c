@@ -412,38 +412,6 @@ PredictClassName(const PgdlDataset *ds, int index)
 	return pstrdup(ds->classes[index]);
 }
 
-/* A real[] of n floats. */
-static ArrayType *
-PredictFloatArray(const float *v, int64 n)
-{
-	Size		bytes;
-	Size		total;
-	ArrayType  *a;
-
-	if (n == 0)
-		return construct_empty_array(FLOAT4OID);
-	if (n > MaxArraySize)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("array of " INT64_FORMAT " values is too large", n)));
-	bytes = mul_size((Size) n, sizeof(float));
-	total = add_size(ARR_OVERHEAD_NONULLS(1), bytes);
-	if (!AllocSizeIsValid(total))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("array of " INT64_FORMAT " values is too large", n),
-				 errdetail("An array holds at most 1 GB.")));
-	a = palloc0(total);
-	SET_VARSIZE(a, total);
-	a->ndim = 1;
-	a->dataoffset = 0;
-	a->elemtype = FLOAT4OID;
-	ARR_DIMS(a)[0] = (int) n;
-	ARR_LBOUND(a)[0] = 1;
-	memcpy(ARR_DATA_PTR(a), v, bytes);
-	return a;
-}
-
 /* ---- pgdl.features: the output of a network's first layers ---- */
 
 PG_FUNCTION_INFO_V1(pgdl_features);
@@ -479,7 +447,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 	z = nn_model_forward_upto(m, x, 1, layer);
 	m->last_input = NULL;
 	m->last_n = 0;
-	PG_RETURN_ARRAYTYPE_P(PredictFloatArray(z, NN_SHAPE_SIZE(m->shape[layer])));
+	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(z, NN_SHAPE_SIZE(m->shape[layer])));
 }
 
 /* ---- pgdl.predict, pgdl.predict_class: one example ---- */
@@ -508,7 +476,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	k = nn_model_output_size(m);
 	out = palloc(sizeof(float) * k);
 	PredictTransform(m->spec.loss, z, k, out);
-	PG_RETURN_ARRAYTYPE_P(PredictFloatArray(out, k));
+	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
 }
 
 PG_FUNCTION_INFO_V1(pgdl_predict_class);
@@ -858,7 +826,7 @@ pgdl_model_weights(PG_FUNCTION_ARGS)
 			values[0] = Int32GetDatum(i);
 			values[1] = CStringGetTextDatum(t[j].name);
 			values[2] = PointerGetDatum(construct_array(dims, t[j].ndim, INT4OID, sizeof(int32), true, TYPALIGN_INT));
-			values[3] = PointerGetDatum(PredictFloatArray(base + t[j].offset, PredictTensorSize(&t[j])));
+			values[3] = PointerGetDatum(pgdl_float4_array_from(base + t[j].offset, PredictTensorSize(&t[j])));
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 			MemoryContextSwitchTo(callcxt);
 			MemoryContextReset(rowcxt);
