@@ -32,8 +32,6 @@
 
 #define PGDL_ADVISORY_LOCK_SPACE		0x7067646c	/* "pgdl" */
 
-/* ---- the planner ---- */
-
 static const char *const action_names[] = {
 	[PGDL_CACHE_RECOMPUTE] = "recompute",
 	[PGDL_CACHE_REUSE] = "reuse",
@@ -59,6 +57,8 @@ spi_int8(const char *sql, int nargs, Oid *types, Datum *values)
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
 }
+
+/* ---- a group's cache of one packed table: what there is ---- */
 
 /* A free name in pgdl_cache for the cache of `ds` at `depth`. */
 static char *
@@ -88,25 +88,36 @@ cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *take
 	}
 }
 
-/* Look up a cache of (ds, depth) for the group: reuse, refresh or rebuild it, or build one. */
-static void
-plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
+/* pgdl.packed_version of a packed table now. */
+static char *
+packed_version(Oid packed)
+{
+	Oid			types[1] = {OIDOID};
+	Datum		values[1] = {ObjectIdGetDatum(packed)};
+
+	if (SPI_execute_with_args("SELECT pgdl.packed_version($1)", 1, types, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the version of packed table %u", packed);
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/*
+ * The caller's cache of (ds, depth) for the group, if there is one: the side
+ * reuses, refreshes or rebuilds it.  false: there is none.
+ */
+static bool
+find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 {
 	Oid			types[4] = {INT8OID, INT4OID, TEXTOID, INT8OID};
-	Datum		values[4];
-	PgdlCacheSide *s = &g->side[side];
-	Oid			vtypes[1] = {OIDOID};
-	Datum		vvalues[1] = {ObjectIdGetDatum(ds->packed)};
+	Datum		values[4] = {Int64GetDatum(ds->id), Int32GetDatum(g->depth), CStringGetTextDatum(g->hash),
+	Int64GetDatum(g->base_id)};
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	bool		same,
+				valid,
+				staged;
 
-	s->ds = ds;
-	if (SPI_execute_with_args("SELECT pgdl.packed_version($1)", 1, vtypes, vvalues, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "could not read the version of packed table %u", ds->packed);
-	s->version = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	values[0] = Int64GetDatum(ds->id);
-	values[1] = Int32GetDatum(g->depth);
-	values[2] = CStringGetTextDatum(g->hash);
-	values[3] = Int64GetDatum(g->base_id);
 	/* the caller's own caches only: nobody reads another user's features */
 	/*
 	 * The catalog is writable by all: trust only rows whose view is a
@@ -120,34 +131,40 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 							  "AND c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) "
 							  "AND (f.base_hash = $3 OR f.base_model = $4) "
 							  "ORDER BY f.base_hash = $3 DESC, f.valid DESC, f.id DESC LIMIT 1",
-							  4, types, values, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		bool		same = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
-		bool		valid = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
-		char	   *version = SPI_getvalue(tup, desc, 6);
-		bool		staged = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+							  4, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		return false;
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	same = DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull));
+	valid = DatumGetBool(SPI_getbinval(tup, desc, 4, &isnull));
+	staged = DatumGetBool(SPI_getbinval(tup, desc, 7, &isnull));
+	/* the packed table changed since: stale */
+	valid &= strcmp(SPI_getvalue(tup, desc, 6), s->version) == 0;
 
-		/* the packed table changed since: stale */
-		valid &= strcmp(version, s->version) == 0;
+	s->cache_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+	s->old_view = SPI_getvalue(tup, desc, 2);
+	s->existing_bytes = (double) DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+	/*
+	 * A stale cache computed from a shallower one is built again rather than
+	 * refreshed: a refresh would read the shallower cache, which may be stale
+	 * too.
+	 */
+	s->action = !same ? PGDL_CACHE_REBUILD : valid ? PGDL_CACHE_REUSE :
+		staged ? PGDL_CACHE_REBUILD : PGDL_CACHE_REFRESH;
+	/* rebuilt with other weights, it gets a name with their hash; else it keeps its own */
+	s->view = s->action == PGDL_CACHE_REBUILD && !same ? NULL : s->old_view;
+	return true;
+}
 
-		s->cache_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		s->old_view = SPI_getvalue(tup, desc, 2);
-		s->existing_bytes = (double) DatumGetInt64(SPI_getbinval(tup, desc, 5, &isnull));
+/* The group's cache of ds: reuse, refresh or rebuild the one there is, or build one. */
+static void
+plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
+{
+	PgdlCacheSide *s = &g->side[side];
 
-		/*
-		 * A stale cache computed from a shallower one is built again rather
-		 * than refreshed: a refresh would read the shallower cache, which may be
-		 * stale too.
-		 */
-		s->action = !same ? PGDL_CACHE_REBUILD : valid ? PGDL_CACHE_REUSE :
-			staged ? PGDL_CACHE_REBUILD : PGDL_CACHE_REFRESH;
-		/* rebuilt with other weights, it gets a name with their hash; else it keeps its own */
-		s->view = s->action == PGDL_CACHE_REBUILD && !same ? NULL : s->old_view;
-	}
-	else
+	s->ds = ds;
+	s->version = packed_version(ds->packed);
+	if (!find_cache(g, ds, s))
 		s->action = PGDL_CACHE_BUILD;
 	if (s->view == NULL)
 	{
@@ -157,18 +174,7 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 	s->bytes = (double) ds->n_rows_hint * (g->feature_floats + ds->n_targets) * sizeof(float);
 }
 
-static int
-compare_groups(const void *a, const void *b)
-{
-	const PgdlCacheGroup *x = a;
-	const PgdlCacheGroup *y = b;
-
-	if (x->base_id != y->base_id)
-		return x->base_id < y->base_id ? -1 : 1;
-	if (x->depth != y->depth)
-		return x->depth < y->depth ? -1 : 1;
-	return strcmp(x->hash, y->hash);
-}
+/* ---- the SQL of the work on a cache ---- */
 
 static void
 append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, const PgdlCacheGroup *from,
@@ -238,6 +244,21 @@ side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 	return sql->data;
 }
 
+/* ---- grouping and deciding ---- */
+
+static int
+compare_groups(const void *a, const void *b)
+{
+	const PgdlCacheGroup *x = a;
+	const PgdlCacheGroup *y = b;
+
+	if (x->base_id != y->base_id)
+		return x->base_id < y->base_id ? -1 : 1;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return strcmp(x->hash, y->hash);
+}
+
 /* The group of frozen layers of this depth and hash, or plan->n_groups if there is none yet. */
 static int
 find_group(const PgdlCachePlan *plan, const PgdlTransfer *t)
@@ -250,20 +271,29 @@ find_group(const PgdlCachePlan *plan, const PgdlTransfer *t)
 	return g;
 }
 
-PgdlCachePlan *
-pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer **transfers, int n,
-				int32 epochs, int32 workers, const char *mode, int *group_of)
+/* A group for the frozen prefix of t, with no configuration yet and nothing decided. */
+static void
+init_group(PgdlCacheGroup *grp, const PgdlTransfer *t)
 {
-	PgdlCachePlan *plan = palloc0(sizeof(PgdlCachePlan));
-	double		rate = pgdl_cpu_gflops * 1e9;
-	List	   *taken = NIL;
-	double		used = 0;
+	NnCost		cost;
+	NnError		err;
 
-	plan->groups = palloc0(sizeof(PgdlCacheGroup) * Max(n, 1));
-	plan->budget_bytes = (double) pgdl_feature_cache_budget * 1024.0;
-	plan->tasks = NIL;
+	grp->base_id = t->base_id;
+	grp->base_name = t->base_name;
+	grp->depth = t->freeze;
+	strlcpy(grp->hash, t->hash, sizeof(grp->hash));
+	grp->prefix = t->prefix;
+	grp->feature_floats = nn_model_output_size(t->prefix);
+	if (!nn_spec_cost(&t->prefix->spec, NULL, &cost, &err))
+		pgdl_report_nn_error("base model", &err);
+	grp->prefix_flops = (double) cost.flops_forward;
+	grp->staged_from = -1;
+}
 
-	/* group by the prefix's hash and depth (the source is the run's) */
+/* Group the configurations by their prefix's hash and depth (the source is the run's), shallower first. */
+static void
+group_transfers(PgdlCachePlan *plan, PgdlTransfer **transfers, int n, int *group_of)
+{
 	for (int i = 0; i < n; i++)
 	{
 		PgdlTransfer *t = transfers[i];
@@ -273,149 +303,200 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 			continue;
 		g = find_group(plan, t);
 		if (g == plan->n_groups)
-		{
-			PgdlCacheGroup *grp = &plan->groups[plan->n_groups++];
-			NnCost		cost;
-			NnError		err;
-
-			grp->base_id = t->base_id;
-			grp->base_name = t->base_name;
-			grp->depth = t->freeze;
-			strlcpy(grp->hash, t->hash, sizeof(grp->hash));
-			grp->prefix = t->prefix;
-			grp->feature_floats = nn_model_output_size(t->prefix);
-			if (!nn_spec_cost(&t->prefix->spec, NULL, &cost, &err))
-				pgdl_report_nn_error("base model", &err);
-			grp->prefix_flops = (double) cost.flops_forward;
-			grp->staged_from = -1;
-		}
+			init_group(&plan->groups[plan->n_groups++], t);
 		plan->groups[g].n_configs++;
 	}
-
 	/* shallower first: a deeper cache may be computed from one of them */
 	qsort(plan->groups, plan->n_groups, sizeof(PgdlCacheGroup), compare_groups);
 	for (int i = 0; i < n; i++)
 		group_of[i] = transfers[i] && transfers[i]->prefix ? find_group(plan, transfers[i]) : -1;
+}
+
+/* What the planner knows while it goes through the groups, shallower first. */
+typedef struct Planner
+{
+	PgdlCachePlan *plan;
+	const PgdlDataset *train;
+	const PgdlDataset *valid;	/* or NULL */
+	int32		epochs;
+	int32		workers;
+	const char *mode;			/* auto, on, off */
+	double		rate;			/* FLOP/s of one worker */
+	double		used;			/* bytes of every registered cache, with the groups decided so far */
+	List	   *taken;			/* view names given to the groups so far */
+} Planner;
+
+/* What materializing a group's caches takes: its figures, side by side. */
+typedef struct GroupWork
+{
+	double		examples;		/* the training and validation sets' */
+	double		uses;			/* configurations x epochs */
+	double		build_flops;	/* per example: the prefix, or what a staged cache adds */
+	double		compute;		/* flops of the builds and refreshes */
+	double		write;			/* bytes they write */
+	double		new_bytes;		/* storage they take */
+	double		freed;			/* storage of the caches they replace */
+	double		all_bytes;		/* storage of the group's caches */
+	bool		any_work;		/* a side is not reused as it is */
+} GroupWork;
+
+/* Stage group g from the deepest shallower group of the same base that will be materialized. */
+static void
+stage_group(PgdlCachePlan *plan, int g, GroupWork *w)
+{
+	PgdlCacheGroup *grp = &plan->groups[g];
+
+	w->build_flops = grp->prefix_flops;
+	for (int h = g - 1; h >= 0; h--)
+	{
+		PgdlCacheGroup *o = &plan->groups[h];
+
+		if (o->base_id == grp->base_id && o->depth < grp->depth && o->action != PGDL_CACHE_RECOMPUTE)
+		{
+			grp->staged_from = h;
+			w->build_flops = grp->prefix_flops - o->prefix_flops;
+			break;
+		}
+	}
+}
+
+/* The cost of both ways: recomputing the prefix every epoch, or materializing it once. */
+static void
+cost_group(const Planner *p, PgdlCacheGroup *grp, GroupWork *w)
+{
+	for (int s = 0; s < (p->valid ? 2 : 1); s++)
+	{
+		PgdlCacheSide *side = &grp->side[s];
+
+		w->all_bytes += side->bytes;
+		if (side->action == PGDL_CACHE_REUSE)
+			continue;
+		w->any_work = true;
+		w->compute += w->build_flops * side->ds->n_rows_hint;
+		w->write += side->bytes;
+		if (side->action == PGDL_CACHE_BUILD)
+			w->new_bytes += side->bytes;
+		else
+			w->freed += side->existing_bytes, w->new_bytes += side->bytes;
+	}
+	/* the workers share recomputing; a build runs in parallel on their cores */
+	grp->recompute_seconds = grp->prefix_flops * w->examples * w->uses / p->rate / p->workers;
+	grp->materialize_seconds = w->compute / p->rate / p->workers + w->write / CACHE_WRITE_BYTES_PER_SECOND +
+		w->all_bytes / CACHE_READ_BYTES_PER_SECOND;
+	grp->bytes = w->all_bytes;
+}
+
+/* Recompute or materialize, and why; a materialized group's storage counts against the budget. */
+static void
+decide_group(Planner *p, PgdlCacheGroup *grp, const GroupWork *w)
+{
+	double		budget = p->plan->budget_bytes;
+
+	if (strcmp(p->mode, "off") == 0)
+	{
+		grp->action = PGDL_CACHE_RECOMPUTE;
+		grp->reason = "feature caching is off for this run";
+	}
+	else if (!w->any_work)
+	{
+		grp->action = PGDL_CACHE_REUSE;
+		grp->reason = "a valid cache exists";
+	}
+	else if (p->used - w->freed + w->new_bytes > budget)
+	{
+		grp->action = PGDL_CACHE_RECOMPUTE;
+		grp->reason = psprintf("the cache would need %.1f MB and pgdl.feature_cache_budget leaves %.1f MB",
+							   w->new_bytes / 1048576.0, Max(budget - p->used + w->freed, 0) / 1048576.0);
+	}
+	else if (strcmp(p->mode, "on") != 0 && grp->materialize_seconds >= grp->recompute_seconds)
+	{
+		grp->action = PGDL_CACHE_RECOMPUTE;
+		grp->reason = psprintf("recomputing (%.2f s) is cheaper than materializing (%.2f s) for %d configuration(s) x %d epoch(s)",
+							   grp->recompute_seconds, grp->materialize_seconds, grp->n_configs, p->epochs);
+	}
+	else
+	{
+		/* the group's action is its training side's; the validation side follows */
+		grp->action = grp->side[0].action;
+		p->used += w->new_bytes - w->freed;
+		grp->reason = strcmp(p->mode, "on") == 0 ? "feature caching is on for this run" :
+			psprintf("materializing (%.2f s) is cheaper than recomputing (%.2f s) for %d configuration(s) x %d epoch(s)",
+					 grp->materialize_seconds, grp->recompute_seconds, grp->n_configs, p->epochs);
+	}
+}
+
+/* The decision's consequences: its time and work, and a task per cache to materialize. */
+static void
+apply_decision(Planner *p, PgdlCacheGroup *grp, const GroupWork *w)
+{
+	PgdlCachePlan *plan = p->plan;
+	PgdlCacheGroup *from;
+
+	if (grp->action == PGDL_CACHE_RECOMPUTE)
+	{
+		grp->staged_from = -1;
+		grp->seconds = grp->recompute_seconds;
+		grp->compute_flops = grp->prefix_flops * w->examples * w->uses;
+		for (int s = 0; s < 2; s++)
+			grp->side[s].action = PGDL_CACHE_RECOMPUTE;
+		return;
+	}
+	from = grp->staged_from >= 0 ? &plan->groups[grp->staged_from] : NULL;
+	grp->seconds = grp->materialize_seconds;
+	grp->compute_flops = w->compute;
+	for (int s = 0; s < (p->valid ? 2 : 1); s++)
+	{
+		PgdlCacheTask *task = palloc0(sizeof(PgdlCacheTask));
+
+		task->sql = side_task_sql(grp, from, s);
+		/* a staged cache is computed once the one it reads is there */
+		task->depends = from ? from->side[s].task : -1;
+		grp->side[s].task = list_length(plan->tasks);
+		plan->tasks = lappend(plan->tasks, task);
+	}
+}
+
+/* Look up group g's caches, weigh materializing against recomputing, and decide. */
+static void
+plan_group(Planner *p, int g)
+{
+	PgdlCacheGroup *grp = &p->plan->groups[g];
+	GroupWork	w = {0};
+
+	w.examples = (double) p->train->n_rows_hint + (p->valid ? p->valid->n_rows_hint : 0);
+	w.uses = (double) grp->n_configs * p->epochs;
+	plan_side(grp, 0, p->train, &p->taken);
+	if (p->valid)
+		plan_side(grp, 1, p->valid, &p->taken);
+	stage_group(p->plan, g, &w);
+	cost_group(p, grp, &w);
+	decide_group(p, grp, &w);
+	apply_decision(p, grp, &w);
+}
+
+PgdlCachePlan *
+pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer **transfers, int n,
+				int32 epochs, int32 workers, const char *mode, int *group_of)
+{
+	PgdlCachePlan *plan = palloc0(sizeof(PgdlCachePlan));
+	Planner		p = {.plan = plan, .train = train, .valid = valid, .epochs = epochs, .workers = workers,
+	.mode = mode, .rate = pgdl_cpu_gflops * 1e9};
+	MemoryContext caller = CurrentMemoryContext;
+
+	plan->groups = palloc0(sizeof(PgdlCacheGroup) * Max(n, 1));
+	plan->budget_bytes = (double) pgdl_feature_cache_budget * 1024.0;
+	plan->tasks = NIL;
+	group_transfers(plan, transfers, n, group_of);
 	if (plan->n_groups == 0)
 		return plan;
 
 	/* the plan outlives SPI: allocate in the caller's context */
-	{
-		MemoryContext caller = CurrentMemoryContext;
-
-		SPI_connect();
-		MemoryContextSwitchTo(caller);
-	}
-	used = (double) spi_int8("SELECT coalesce(sum(bytes), 0)::int8 FROM pgdl.feature_cache", 0, NULL, NULL);
-	plan->used_bytes = used;
+	SPI_connect();
+	MemoryContextSwitchTo(caller);
+	p.used = (double) spi_int8("SELECT coalesce(sum(bytes), 0)::int8 FROM pgdl.feature_cache", 0, NULL, NULL);
+	plan->used_bytes = p.used;
 	for (int g = 0; g < plan->n_groups; g++)
-	{
-		PgdlCacheGroup *grp = &plan->groups[g];
-		double		examples = (double) train->n_rows_hint + (valid ? valid->n_rows_hint : 0);
-		double		uses = (double) grp->n_configs * epochs;
-		double		build_flops = grp->prefix_flops;
-		double		new_bytes = 0,
-					freed = 0,
-					write = 0,
-					compute = 0,
-					all_bytes = 0;
-		bool		any_work = false;
-
-		plan_side(grp, 0, train, &taken);
-		if (valid)
-			plan_side(grp, 1, valid, &taken);
-
-		/* stage from the deepest shallower group of the same base that will be materialized */
-		for (int h = g - 1; h >= 0; h--)
-		{
-			PgdlCacheGroup *o = &plan->groups[h];
-
-			if (o->base_id == grp->base_id && o->depth < grp->depth && o->action != PGDL_CACHE_RECOMPUTE)
-			{
-				grp->staged_from = h;
-				build_flops = grp->prefix_flops - o->prefix_flops;
-				break;
-			}
-		}
-
-		for (int s = 0; s < (valid ? 2 : 1); s++)
-		{
-			PgdlCacheSide *side = &grp->side[s];
-
-			all_bytes += side->bytes;
-			if (side->action == PGDL_CACHE_REUSE)
-				continue;
-			any_work = true;
-			compute += build_flops * side->ds->n_rows_hint;
-			write += side->bytes;
-			if (side->action == PGDL_CACHE_BUILD)
-				new_bytes += side->bytes;
-			else
-				freed += side->existing_bytes, new_bytes += side->bytes;
-		}
-		/* the workers share recomputing; a build runs in parallel on their cores */
-		grp->recompute_seconds = grp->prefix_flops * examples * uses / rate / workers;
-		grp->materialize_seconds = compute / rate / workers + write / CACHE_WRITE_BYTES_PER_SECOND +
-			all_bytes / CACHE_READ_BYTES_PER_SECOND;
-		grp->bytes = all_bytes;
-
-		if (strcmp(mode, "off") == 0)
-		{
-			grp->action = PGDL_CACHE_RECOMPUTE;
-			grp->reason = "feature caching is off for this run";
-		}
-		else if (!any_work)
-		{
-			grp->action = PGDL_CACHE_REUSE;
-			grp->reason = "a valid cache exists";
-		}
-		else if (used - freed + new_bytes > plan->budget_bytes)
-		{
-			grp->action = PGDL_CACHE_RECOMPUTE;
-			grp->reason = psprintf("the cache would need %.1f MB and pgdl.feature_cache_budget leaves %.1f MB",
-								   new_bytes / 1048576.0, Max(plan->budget_bytes - used + freed, 0) / 1048576.0);
-		}
-		else if (strcmp(mode, "on") != 0 && grp->materialize_seconds >= grp->recompute_seconds)
-		{
-			grp->action = PGDL_CACHE_RECOMPUTE;
-			grp->reason = psprintf("recomputing (%.2f s) is cheaper than materializing (%.2f s) for %d configuration(s) x %d epoch(s)",
-								   grp->recompute_seconds, grp->materialize_seconds, grp->n_configs, epochs);
-		}
-		else
-		{
-			/* the group's action is its training side's; the validation side follows */
-			grp->action = grp->side[0].action;
-			used += new_bytes - freed;
-			grp->reason = strcmp(mode, "on") == 0 ? "feature caching is on for this run" :
-				psprintf("materializing (%.2f s) is cheaper than recomputing (%.2f s) for %d configuration(s) x %d epoch(s)",
-						 grp->materialize_seconds, grp->recompute_seconds, grp->n_configs, epochs);
-		}
-		if (grp->action == PGDL_CACHE_RECOMPUTE)
-		{
-			grp->staged_from = -1;
-			grp->seconds = grp->recompute_seconds;
-			grp->compute_flops = grp->prefix_flops * examples * uses;
-			for (int s = 0; s < 2; s++)
-				grp->side[s].action = PGDL_CACHE_RECOMPUTE;
-		}
-		else
-		{
-			PgdlCacheGroup *from = grp->staged_from >= 0 ? &plan->groups[grp->staged_from] : NULL;
-
-			grp->seconds = grp->materialize_seconds;
-			grp->compute_flops = compute;
-			for (int s = 0; s < (valid ? 2 : 1); s++)
-			{
-				PgdlCacheTask *task = palloc0(sizeof(PgdlCacheTask));
-
-				task->sql = side_task_sql(grp, from, s);
-				/* a staged cache is computed once the one it reads is there */
-				task->depends = from ? from->side[s].task : -1;
-				grp->side[s].task = list_length(plan->tasks);
-				plan->tasks = lappend(plan->tasks, task);
-			}
-		}
-	}
+		plan_group(&p, g);
 	SPI_finish();
 	return plan;
 }
