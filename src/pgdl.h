@@ -57,13 +57,35 @@ typedef struct PgdlTrainConfig
 	int64		seed;			/* initialization, order of partitions; default 42 */
 } PgdlTrainConfig;
 
+/*
+ * A configuration's transfer learning keys, as given and checked for type;
+ * their ranges depend on the base model, which transfer.c looks up.
+ */
+typedef struct PgdlTransferKeys
+{
+	char	   *base_name;		/* "base_model" as a name, or NULL */
+	int64		base_id;		/* "base_model" as an id, when base_name is NULL */
+	bool		freeze_given;
+	char	   *freeze_layer;	/* "freeze" as a layer name, or NULL */
+	int32		freeze_count;	/* "freeze" as a number of layers: -1 if not a whole number of 0 .. NN_MAX_LAYERS */
+	JsonbContainer *head;		/* "head": an array of layers, or NULL */
+} PgdlTransferKeys;
+
 /* Errors are ereport(ERROR)s that name the layer and the field at fault. */
 extern void pgdl_spec_from_jsonb(Jsonb *spec, NnSpec *out);
 extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
-/* Refuses the transfer learning keys; the _transfer form ignores them (feature_cache.c reads them). */
+/* Refuses the transfer learning keys; the _transfer form ignores them (see pgdl_transfer_keys_from_jsonb). */
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
 extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+/* Does a configuration name base_model, freeze or head? */
+extern bool pgdl_config_has_transfer(Jsonb *config);
+/* The transfer keys of a configuration as an object, or NULL when it has none. */
+extern Jsonb *pgdl_transfer_keys(Jsonb *config);
+/* The transfer keys of a configuration that has some; base_model is required. */
+extern void pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *out);
+/* A head's spec: "head"'s layers on inputs of shape `in`, with the base model's loss. */
+extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *out);
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
 /* The value of key in a jsonb object, or NULL. */
 extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
@@ -187,7 +209,7 @@ extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDa
 /* The model's input and output agree with the dataset, or an error says how not. */
 extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
 
-/* feature_cache.c: transfer learning and materialized feature layers */
+/* transfer.c: configurations that start from a stored model's first layers, frozen */
 
 /* A configuration that starts from a stored model with its first `freeze` layers frozen. */
 typedef struct PgdlTransfer
@@ -204,13 +226,12 @@ typedef struct PgdlTransfer
 
 /* Resolve base_model, freeze and head of a configuration (rest seeded with seed); ereports what is wrong. */
 extern void pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *out);
-/* Does a configuration name base_model, freeze or head? */
-extern bool pgdl_config_has_transfer(Jsonb *config);
-/* The transfer keys of a configuration as an object, or NULL when it has none. */
-extern Jsonb *pgdl_transfer_keys(Jsonb *config);
 /* The whole model: the frozen prefix, then the trained rest (a serialized engine model). */
 extern bytea *pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len);
+/* SHA-256 (hex, 65 bytes with the NUL) of a slice's spec and weights: what feature caches are keyed by. */
 extern void pgdl_prefix_hash(const NnModel *prefix, char *hex);
+
+/* feature_cache.c: the planner of materialized feature layers (pgdl.feature_cache) */
 
 typedef enum PgdlCacheAction
 {

@@ -8,6 +8,11 @@
  *
  *   {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 128, "seed": 42}
  *
+ * A configuration of pgdl.fit_multiple may also start from a stored model:
+ * {"base_model": "name" or id, "freeze": 3 or "flatten", "head": [layers]}.
+ * They are read here into a PgdlTransferKeys; transfer.c resolves them against
+ * the base model.
+ *
  * Layer types take pgdl's names or the ONNX operator's (Gemm, Conv, MaxPool,
  * ...), so that ONNX import and export are a mapping.  Unknown keys are errors,
  * not silently ignored: a misspelt "paddding" would otherwise train a different
@@ -56,9 +61,13 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
+
+/* Keys of transfer learning, which only pgdl.fit_multiple's configurations take. */
+#define TRANSFER_KEYS "base_model", "freeze", "head"
+static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-	"batch_size", "seed", "base_model", "freeze", "head", NULL
+	"batch_size", "seed", TRANSFER_KEYS, NULL
 };
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
@@ -194,15 +203,38 @@ get_container(JsonbValue *v, bool array, const char *what, const char *path)
 	return v->val.binary.data;
 }
 
+/* A layer's "type", by pgdl's name or the ONNX operator's; `field` is its path. */
 static NnLayerType
-layer_type(const char *name)
+parse_layer_type(JsonbContainer *obj, const char *field)
 {
-	NnLayerType t = nn_layer_type_from_name(name);
+	JsonbValue *v = pgdl_jsonb_key(obj, "type");
+	char	   *name;
+	NnLayerType type;
 
-	for (int i = 0; t == 0 && i < lengthof(onnx_names); i++)
+	if (v == NULL)
+		spec_error("model spec", field, "Every layer needs a \"type\".");
+	name = get_string(v, "model spec", field);
+	type = nn_layer_type_from_name(name);
+	for (int i = 0; type == 0 && i < lengthof(onnx_names); i++)
 		if (strcmp(name, onnx_names[i].name) == 0)
-			t = onnx_names[i].type;
-	return t;
+			type = onnx_names[i].type;
+	if (type == 0)
+		spec_error("model spec", field,
+				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
+							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.", name));
+	return type;
+}
+
+static NnInit
+parse_init(JsonbValue *v, const char *field)
+{
+	char	   *init = get_string(v, "model spec", field);
+
+	if (strcmp(init, "he") == 0)
+		return NN_INIT_HE;
+	if (strcmp(init, "glorot") != 0)
+		spec_error("model spec", field, "Expected \"he\" or \"glorot\".");
+	return NN_INIT_GLOROT;
 }
 
 static void
@@ -212,25 +244,12 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	char		field[80];
 	JsonbValue *v;
 	NnLayerType type;
-	const char *const *keys;
 
 	snprintf(path, sizeof(path), "layers[%d]", i);
-	v = pgdl_jsonb_key(obj, "type");
-	if (v == NULL)
-	{
-		snprintf(field, sizeof(field), "%s.type", path);
-		spec_error("model spec", field, "Every layer needs a \"type\".");
-	}
 	snprintf(field, sizeof(field), "%s.type", path);
-	type = layer_type(get_string(v, "model spec", field));
-	if (type == 0)
-		spec_error("model spec", field,
-				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
-							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.",
-							get_string(v, "model spec", field)));
+	type = parse_layer_type(obj, field);
 	nn_layer_defaults(l, type);
-	keys = layer_keys[type];
-	check_keys(obj, keys, lengthof(layer_keys[0]), "type", "model spec", path);
+	check_keys(obj, layer_keys[type], lengthof(layer_keys[0]), "type", "model spec", path);
 
 #define INT_FIELD(key, member) \
 	if ((v = pgdl_jsonb_key(obj, key)) != NULL) \
@@ -257,19 +276,31 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	FLOAT_FIELD("momentum", momentum);
 	if ((v = pgdl_jsonb_key(obj, "init")) != NULL)
 	{
-		char	   *init;
-
 		snprintf(field, sizeof(field), "%s.init", path);
-		init = get_string(v, "model spec", field);
-		if (strcmp(init, "he") == 0)
-			l->init = NN_INIT_HE;
-		else if (strcmp(init, "glorot") == 0)
-			l->init = NN_INIT_GLOROT;
-		else
-			spec_error("model spec", field, "Expected \"he\" or \"glorot\".");
+		l->init = parse_init(v, field);
 	}
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
+}
+
+/* spec->layers from a "layers" array (a model spec's, or a configuration's "head"). */
+static void
+parse_layers(JsonbContainer *arr, NnSpec *spec)
+{
+	int			n = JsonContainerSize(arr);
+
+	if (n < 1 || n > NN_MAX_LAYERS)
+		spec_error("model spec", "layers", psprintf("\"layers\" must hold between 1 and %d layers, got %d.",
+													NN_MAX_LAYERS, n));
+	spec->n_layers = n;
+	for (int i = 0; i < n; i++)
+	{
+		char		path[32];
+
+		snprintf(path, sizeof(path), "layers[%d]", i);
+		parse_layer(get_container(getIthJsonbValueFromContainer(arr, i), false, "model spec", path),
+					i, &spec->layers[i]);
+	}
 }
 
 void
@@ -299,20 +330,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 
 	if ((v = pgdl_jsonb_key(root, "layers")) == NULL)
 		spec_error("model spec", "layers", "The spec needs a \"layers\" array.");
-	arr = get_container(v, true, "model spec", "layers");
-	n = JsonContainerSize(arr);
-	if (n < 1 || n > NN_MAX_LAYERS)
-		spec_error("model spec", "layers", psprintf("\"layers\" must hold between 1 and %d layers, got %d.",
-													NN_MAX_LAYERS, n));
-	spec->n_layers = n;
-	for (int i = 0; i < n; i++)
-	{
-		char		path[32];
-
-		snprintf(path, sizeof(path), "layers[%d]", i);
-		parse_layer(get_container(getIthJsonbValueFromContainer(arr, i), false, "model spec", path),
-					i, &spec->layers[i]);
-	}
+	parse_layers(get_container(v, true, "model spec", "layers"), spec);
 
 	spec->loss = NN_LOSS_CROSS_ENTROPY;
 	if ((v = pgdl_jsonb_key(root, "loss")) != NULL)
@@ -474,4 +492,102 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	appendStringInfo(&buf, ", \"weight_decay\": %s", float_text(o->weight_decay));
 	appendStringInfo(&buf, ", \"batch_size\": %d, \"seed\": " INT64_FORMAT "}", cfg->batch_size, cfg->seed);
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+}
+
+/* ---- transfer learning keys: base_model, freeze, head ---- */
+
+bool
+pgdl_config_has_transfer(Jsonb *config)
+{
+	if (!JsonContainerIsObject(&config->root))
+		return false;
+	for (int i = 0; i < lengthof(transfer_keys); i++)
+		if (pgdl_jsonb_key(&config->root, transfer_keys[i]) != NULL)
+			return true;
+	return false;
+}
+
+Jsonb *
+pgdl_transfer_keys(Jsonb *config)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *object;
+	bool		any = false;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < lengthof(transfer_keys); i++)
+	{
+		JsonbValue *v = pgdl_jsonb_key(&config->root, transfer_keys[i]);
+		JsonbValue	key;
+
+		if (v == NULL)
+			continue;
+		key.type = jbvString;
+		key.val.string.val = (char *) transfer_keys[i];
+		key.val.string.len = strlen(transfer_keys[i]);
+		pushJsonbValue(&state, WJB_KEY, &key);
+		pushJsonbValue(&state, WJB_VALUE, v);
+		any = true;
+	}
+	object = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return any ? JsonbValueToJsonb(object) : NULL;
+}
+
+void
+pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *keys)
+{
+	JsonbValue *v = pgdl_jsonb_key(&config->root, "base_model");
+
+	memset(keys, 0, sizeof(*keys));
+	if (v == NULL)
+		spec_error("training configuration", "freeze",
+				   "\"freeze\" and \"head\" need \"base_model\", the stored model to start from.");
+	if (v->type == jbvString)
+		keys->base_name = get_string(v, "training configuration", "base_model");
+	else if (v->type == jbvNumeric)
+		keys->base_id = DatumGetInt64(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
+	else
+		spec_error("training configuration", "base_model",
+				   "Expected the name (a string) or id (an integer) of a model in pgdl.models.");
+
+	if ((v = pgdl_jsonb_key(&config->root, "freeze")) != NULL)
+	{
+		keys->freeze_given = true;
+		if (v->type == jbvNumeric)
+		{
+			double		k = get_number(v, "training configuration", "freeze");
+
+			keys->freeze_count = k == floor(k) && k >= 0 && k <= NN_MAX_LAYERS ? (int32) k : -1;
+		}
+		else if (v->type == jbvString)
+			keys->freeze_layer = get_string(v, "training configuration", "freeze");
+		else
+			spec_error("training configuration", "freeze", "Expected a number of layers or a layer name.");
+	}
+
+	if ((v = pgdl_jsonb_key(&config->root, "head")) != NULL)
+	{
+		if (!(v->type == jbvBinary && JsonContainerIsArray(v->val.binary.data)))
+			spec_error("training configuration", "head", "Expected an array of layers, as in a model spec's \"layers\".");
+		keys->head = v->val.binary.data;
+	}
+}
+
+void
+pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *spec)
+{
+	NnError		err;
+
+	memset(spec, 0, sizeof(NnSpec));
+	spec->input_ndim = in->ndim == 3 ? 3 : 1;
+	spec->input[0] = in->c;
+	if (in->ndim == 3)
+	{
+		spec->input[1] = in->h;
+		spec->input[2] = in->w;
+	}
+	parse_layers(layers, spec);
+	spec->loss = loss;
+	if (!nn_spec_validate(spec, NULL, &err))
+		pgdl_report_nn_error("model spec", &err);
 }
