@@ -23,7 +23,6 @@
 #include <math.h>
 
 #include "common/shortest_dec.h"
-#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -71,16 +70,6 @@ static const char *const config_keys[] = {
 };
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
-
-/* The shortest decimal that reads back as the same float: 0.1, not 0.100000001. */
-static const char *
-float_text(float f)
-{
-	static char buf[FLOAT_SHORTEST_DECIMAL_LEN];
-
-	float_to_shortest_decimal_buf(f, buf);
-	return buf;
-}
 
 static void
 spec_error(const char *what, const char *path, const char *detail)
@@ -347,54 +336,140 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 		pgdl_report_nn_error("model spec", &err);
 }
 
+/* ---- jsonb out: built by pushJsonbValue, never printed and parsed back ---- */
+
+static void
+push_key(JsonbParseState **state, const char *key)
+{
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	pushJsonbValue(state, WJB_KEY, &k);
+}
+
+/* A key and its value; or an array's element when key is NULL. */
+static void
+push_value(JsonbParseState **state, const char *key, JsonbValue *v)
+{
+	if (key == NULL)
+		pushJsonbValue(state, WJB_ELEM, v);
+	else
+	{
+		push_key(state, key);
+		pushJsonbValue(state, WJB_VALUE, v);
+	}
+}
+
+static void
+push_string(JsonbParseState **state, const char *key, const char *s)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) s;
+	v.val.string.len = strlen(s);
+	push_value(state, key, &v);
+}
+
+static void
+push_int(JsonbParseState **state, const char *key, int64 i)
+{
+	JsonbValue	v;
+
+	v.type = jbvNumeric;
+	v.val.numeric = int64_to_numeric(i);
+	push_value(state, key, &v);
+}
+
+/*
+ * As the shortest decimal that reads back as the same float: 0.1, not
+ * 0.100000001.  Stored configurations are UNIQUE on this form.
+ */
+static void
+push_float(JsonbParseState **state, const char *key, float f)
+{
+	char		text[FLOAT_SHORTEST_DECIMAL_LEN];
+	JsonbValue	v;
+
+	if (!isfinite(f))
+		elog(ERROR, "pgdl: \"%s\" is %g, which jsonb cannot hold", key, (double) f);
+	float_to_shortest_decimal_buf(f, text);
+	v.type = jbvNumeric;
+	v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+														ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	push_value(state, key, &v);
+}
+
+static void
+push_bool(JsonbParseState **state, const char *key, bool b)
+{
+	JsonbValue	v;
+
+	v.type = jbvBool;
+	v.val.boolean = b;
+	push_value(state, key, &v);
+}
+
+/* A layer with every field its type takes, so that one network is one spec. */
+static void
+push_layer(JsonbParseState **state, const NnLayerSpec *l)
+{
+	pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
+	push_string(state, "type", nn_layer_type_name(l->type));
+	switch (l->type)
+	{
+		case NN_DENSE:
+			push_int(state, "units", l->units);
+			break;
+		case NN_CONV2D:
+			push_int(state, "filters", l->filters);
+			push_int(state, "kernel", l->kernel);
+			push_int(state, "stride", l->stride);
+			push_int(state, "padding", l->padding);
+			break;
+		case NN_MAXPOOL2D:
+		case NN_AVGPOOL2D:
+			push_int(state, "size", l->kernel);
+			push_int(state, "stride", l->stride > 0 ? l->stride : l->kernel);
+			break;
+		case NN_LEAKY_RELU:
+			push_float(state, "alpha", l->alpha);
+			break;
+		case NN_DROPOUT:
+			push_float(state, "rate", l->rate);
+			break;
+		case NN_BATCHNORM:
+			push_float(state, "eps", l->eps);
+			push_float(state, "momentum", l->momentum);
+			break;
+		default:
+			break;
+	}
+	if ((l->type == NN_DENSE || l->type == NN_CONV2D) && l->init != NN_INIT_DEFAULT)
+		push_string(state, "init", l->init == NN_INIT_GLOROT ? "glorot" : "he");
+	pushJsonbValue(state, WJB_END_OBJECT, NULL);
+}
+
 Jsonb *
 pgdl_spec_to_jsonb(const NnSpec *spec)
 {
-	StringInfoData buf;
+	JsonbParseState *state = NULL;
 
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "{\"input\": [%d", spec->input[0]);
-	for (int d = 1; d < spec->input_ndim; d++)
-		appendStringInfo(&buf, ", %d", spec->input[d]);
-	appendStringInfoString(&buf, "], \"layers\": [");
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	push_key(&state, "input");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int d = 0; d < spec->input_ndim; d++)
+		push_int(&state, NULL, spec->input[d]);
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	push_key(&state, "layers");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < spec->n_layers; i++)
-	{
-		const NnLayerSpec *l = &spec->layers[i];
-
-		appendStringInfo(&buf, "%s{\"type\": \"%s\"", i ? ", " : "", nn_layer_type_name(l->type));
-		switch (l->type)
-		{
-			case NN_DENSE:
-				appendStringInfo(&buf, ", \"units\": %d", l->units);
-				break;
-			case NN_CONV2D:
-				appendStringInfo(&buf, ", \"filters\": %d, \"kernel\": %d, \"stride\": %d, \"padding\": %d",
-								 l->filters, l->kernel, l->stride, l->padding);
-				break;
-			case NN_MAXPOOL2D:
-			case NN_AVGPOOL2D:
-				appendStringInfo(&buf, ", \"size\": %d, \"stride\": %d", l->kernel,
-								 l->stride > 0 ? l->stride : l->kernel);
-				break;
-			case NN_LEAKY_RELU:
-				appendStringInfo(&buf, ", \"alpha\": %s", float_text(l->alpha));
-				break;
-			case NN_DROPOUT:
-				appendStringInfo(&buf, ", \"rate\": %s", float_text(l->rate));
-				break;
-			case NN_BATCHNORM:
-				appendStringInfo(&buf, ", \"eps\": %s", float_text(l->eps));
-				appendStringInfo(&buf, ", \"momentum\": %s", float_text(l->momentum));
-				break;
-			default:
-				break;
-		}
-		if ((l->type == NN_DENSE || l->type == NN_CONV2D) && l->init != NN_INIT_DEFAULT)
-			appendStringInfo(&buf, ", \"init\": \"%s\"", l->init == NN_INIT_GLOROT ? "glorot" : "he");
-		appendStringInfoChar(&buf, '}');
-	}
-	appendStringInfo(&buf, "], \"loss\": \"%s\"}", nn_loss_name(spec->loss));
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+		push_layer(&state, &spec->layers[i]);
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	push_string(&state, "loss", nn_loss_name(spec->loss));
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
 void
@@ -469,29 +544,31 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		pgdl_report_nn_error("training configuration", &err);
 }
 
+/* The optimizer's keys with defaults filled in: those of the others are left out. */
 Jsonb *
 pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 {
-	StringInfoData buf;
+	JsonbParseState *state = NULL;
 	const NnOptim *o = &cfg->optim;
 
-	initStringInfo(&buf);
-	appendStringInfo(&buf, "{\"optimizer\": \"%s\"", nn_optim_name(o->type));
-	appendStringInfo(&buf, ", \"lr\": %s", float_text(o->lr));
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	push_string(&state, "optimizer", nn_optim_name(o->type));
+	push_float(&state, "lr", o->lr);
 	if (o->type == NN_OPT_SGD)
 	{
-		appendStringInfo(&buf, ", \"momentum\": %s", float_text(o->momentum));
-		appendStringInfo(&buf, ", \"nesterov\": %s", o->nesterov ? "true" : "false");
+		push_float(&state, "momentum", o->momentum);
+		push_bool(&state, "nesterov", o->nesterov);
 	}
 	else
 	{
-		appendStringInfo(&buf, ", \"beta1\": %s", float_text(o->beta1));
-		appendStringInfo(&buf, ", \"beta2\": %s", float_text(o->beta2));
-		appendStringInfo(&buf, ", \"eps\": %s", float_text(o->eps));
+		push_float(&state, "beta1", o->beta1);
+		push_float(&state, "beta2", o->beta2);
+		push_float(&state, "eps", o->eps);
 	}
-	appendStringInfo(&buf, ", \"weight_decay\": %s", float_text(o->weight_decay));
-	appendStringInfo(&buf, ", \"batch_size\": %d, \"seed\": " INT64_FORMAT "}", cfg->batch_size, cfg->seed);
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(buf.data)));
+	push_float(&state, "weight_decay", o->weight_decay);
+	push_int(&state, "batch_size", cfg->batch_size);
+	push_int(&state, "seed", cfg->seed);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
 /* ---- transfer learning keys: base_model, freeze, head ---- */
@@ -518,15 +595,10 @@ pgdl_transfer_keys(Jsonb *config)
 	for (int i = 0; i < lengthof(transfer_keys); i++)
 	{
 		JsonbValue *v = pgdl_jsonb_key(&config->root, transfer_keys[i]);
-		JsonbValue	key;
 
 		if (v == NULL)
 			continue;
-		key.type = jbvString;
-		key.val.string.val = (char *) transfer_keys[i];
-		key.val.string.len = strlen(transfer_keys[i]);
-		pushJsonbValue(&state, WJB_KEY, &key);
-		pushJsonbValue(&state, WJB_VALUE, v);
+		push_value(&state, transfer_keys[i], v);
 		any = true;
 	}
 	object = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
