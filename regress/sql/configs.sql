@@ -225,6 +225,32 @@ SELECT NULL, id, '{}' FROM pgdl.architectures WHERE name = 'cfg_mlp';
 \set VERBOSITY default
 SELECT count(*) AS hand_rows FROM cfg WHERE set_name = 'hand';
 
+--
+-- the canonical form is built as jsonb, not printed
+--
+
+-- numbers are the shortest decimal that reads back as the same float (as float4 prints it), and
+-- a canonical form is its own canonical form, byte for byte
+SELECT count(*) AS configs,
+       bool_and(config->>'lr' = (config->>'lr')::float4::text) AS lr_shortest,
+       bool_and(config->>'momentum' = (config->>'momentum')::float4::text) AS momentum_shortest,
+       bool_and(pgdl.validate_config(config)::text = config::text) AS fixed_point
+  FROM cfg WHERE set_name IN ('bounds', 'random_dropped');
+SELECT count(*) AS configs, bool_and(pgdl.validate_config(config)::text = config::text) AS fixed_point
+  FROM cfg WHERE set_name IN ('reference', 'random', 'random_wd', 'dropped', 'hand');
+
+-- quotes and backslashes in keys and values stay text: the context shows them escaped
+SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"l\"r\\": [0.1]}');
+SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"optimizer": ["sgd", "ad\"am\\"]}');
+SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"optimizer": {"choice": ["\"},{\\"]}}', 1);
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'e', id, '{"optimizer": "sgd\", \"lr\": 0.1"}' FROM pgdl.architectures WHERE name = 'cfg_mlp';
+SELECT count(*) AS stored_by_errors FROM cfg WHERE set_name = 'e';
+-- and in a set's name, which is stored as given
+SELECT pgdl.grid_search(E'q"uo\\te', ARRAY['cfg_mlp'], '{"lr": [0.1, 0.2]}') AS added;
+SELECT set_name, set_name = E'q"uo\\te' AS as_given, count(*) FROM cfg WHERE set_name LIKE 'q%' GROUP BY 1;
+DELETE FROM pgdl.configs WHERE set_name = E'q"uo\\te';
+
 -- dropping an architecture takes its configurations with it
 SELECT set_name, count(*) FROM cfg GROUP BY 1 ORDER BY 1;
 CREATE TEMP TABLE cfg_arch AS SELECT id FROM pgdl.architectures WHERE name IN ('cfg_mlp', 'cfg_cnn');

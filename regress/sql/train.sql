@@ -202,3 +202,21 @@ SELECT count(*) AS orphaned_models_kept FROM pgdl.models WHERE id = :one_epoch A
 
 -- a finished run records when it finished, not when its transaction started
 SELECT bool_and(finished > started) AS timed FROM pgdl.runs WHERE kind = 'fit' AND status = 'finished';
+
+-- a spec in canonical form is its own canonical form, byte for byte
+SELECT pgdl.validate_spec(spec)::text = spec::text AS fixed_point FROM pgdl.architectures WHERE name = 'toy_mlp';
+SELECT pgdl.validate_spec(s)::text = pgdl.validate_spec(pgdl.validate_spec(s))::text AS fixed_point,
+       pgdl.validate_spec(s)->'layers'->1 AS leaky_relu
+  FROM (VALUES ('{"input": [1, 8, 8], "layers": [{"type": "batchnorm", "eps": 0.001, "momentum": 0.3},
+    {"type": "leaky_relu", "alpha": 0.3333333333}, {"type": "dropout", "rate": 0.7},
+    {"type": "avgpool2d", "size": 2}, {"type": "Flatten"}, {"type": "Gemm", "units": 2, "init": "he"}],
+    "loss": "mse"}'::jsonb)) v(s);
+
+-- a base model's name with quotes and backslashes is a string of the canonical configuration
+SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', 1, name => E'toy "quoted" \\ model') > 0 AS fitted;
+SELECT pgdl.grid_search('toy_quoted', '{}', jsonb_build_object('base_model', E'toy "quoted" \\ model', 'freeze', 1))
+  AS added;
+SELECT config->>'base_model' = E'toy "quoted" \\ model' AS round_trip, config
+  FROM pgdl.configs WHERE set_name = 'toy_quoted';
+SELECT pgdl.grid_search('toy_quoted', '{}', '{"base_model": "toy \"quoted\\ model", "freeze": 1}');
+DELETE FROM pgdl.configs WHERE set_name = 'toy_quoted';
