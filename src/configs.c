@@ -383,32 +383,15 @@ insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *conf
 }
 
 /*
- * pgdl.grid_search(set_name, architectures, params): every combination of
- * the values in params' arrays (scalars are fixed), for each architecture.
- * Keys vary in name order, the first slowest, values in the order given.
+ * The number of combinations of the grid's values, each key's n_values set;
+ * counted in double so that no product overflows, and at most the limit
+ * together with the architectures.
  */
-PG_FUNCTION_INFO_V1(pgdl_grid_search);
-Datum
-pgdl_grid_search(PG_FUNCTION_ARGS)
+static int
+grid_size(SearchKey *keys, int n_keys, int n_arch)
 {
-	text	   *set_name = PG_GETARG_TEXT_PP(0);
-	Jsonb	   *params = PG_GETARG_JSONB_P(2);
-	int64	   *arch;
-	int			n_arch;
-	SearchKey  *keys;
-	int			n_keys;
-	double		total;
-	int			n_combos;
-	int		   *idx;
-	const JsonbValue **chosen;
-	Jsonb	  **configs;
+	double		total = n_arch;
 
-	check_set_name(set_name);
-	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, params);
-	keys = search_keys(params, "parameter grid", &n_keys);
-
-	/* the size of the grid, counted in double so that no product overflows */
-	total = n_arch;
 	for (int k = 0; k < n_keys; k++)
 	{
 		SearchKey  *key = &keys[k];
@@ -432,7 +415,33 @@ pgdl_grid_search(PG_FUNCTION_ARGS)
 				 errmsg("the parameter grid has %.0f configurations, more than the limit of %d", total,
 						PGDL_MAX_CONFIGS),
 				 errhint("Try fewer values, or sample the space with pgdl.random_search.")));
-	n_combos = (int) (total / n_arch);
+	return (int) (total / n_arch);
+}
+
+/*
+ * pgdl.grid_search(set_name, architectures, params): every combination of
+ * the values in params' arrays (scalars are fixed), for each architecture.
+ * Keys vary in name order, the first slowest, values in the order given.
+ */
+PG_FUNCTION_INFO_V1(pgdl_grid_search);
+Datum
+pgdl_grid_search(PG_FUNCTION_ARGS)
+{
+	text	   *set_name = PG_GETARG_TEXT_PP(0);
+	Jsonb	   *params = PG_GETARG_JSONB_P(2);
+	int64	   *arch;
+	int			n_arch;
+	SearchKey  *keys;
+	int			n_keys;
+	int			n_combos;
+	int		   *idx;
+	const JsonbValue **chosen;
+	Jsonb	  **configs;
+
+	check_set_name(set_name);
+	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, params);
+	keys = search_keys(params, "parameter grid", &n_keys);
+	n_combos = grid_size(keys, n_keys, n_arch);
 
 	/* every combination, validated before anything is stored */
 	idx = palloc0(sizeof(int) * Max(n_keys, 1));
@@ -468,23 +477,16 @@ get_bound(JsonbContainer *arr, int i, const char *key)
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
 }
 
-/* Reads a space's value for one key: a distribution object, or a scalar used as is. */
-static void
-parse_distribution(SearchKey *key)
+/* The one key of a space's distribution object, and its argument in *arg. */
+static char *
+distribution_name(const SearchKey *key, JsonbValue *arg)
 {
-	JsonbContainer *obj;
+	JsonbContainer *obj = key->fixed.val.binary.data;
 	JsonbIterator *it;
 	JsonbValue	v;
-	JsonbValue	arg = {0};
 	char	   *name = NULL;
 	JsonbIteratorToken tok;
 
-	if (key->fixed.type != jbvBinary)
-	{
-		key->dist = DIST_FIXED;
-		return;
-	}
-	obj = key->fixed.val.binary.data;
 	if (JsonContainerIsArray(obj))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -502,46 +504,40 @@ parse_distribution(SearchKey *key)
 		if (tok == WJB_KEY)
 			name = pnstrdup(v.val.string.val, v.val.string.len);
 		else if (tok == WJB_VALUE)
-			arg = v;
+			*arg = v;
 	}
-	if (strcmp(name, "choice") == 0)
-		key->dist = DIST_CHOICE;
-	else if (strcmp(name, "uniform") == 0)
-		key->dist = DIST_UNIFORM;
-	else if (strcmp(name, "log_uniform") == 0)
-		key->dist = DIST_LOG_UNIFORM;
-	else if (strcmp(name, "int") == 0)
-		key->dist = DIST_INT;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
-				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", name)));
+	return name;
+}
 
-	if ((arg.type != jbvBinary || !JsonContainerIsArray(arg.val.binary.data)) && key->dist == DIST_CHOICE)
+static void
+parse_choice(SearchKey *key, const JsonbValue *arg)
+{
+	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", key->name),
 				 errdetail("\"choice\" takes an array of values.")));
-	if (key->dist == DIST_CHOICE)
-	{
-		key->values = arg.val.binary.data;
-		key->n_values = JsonContainerSize(key->values);
-		if (key->n_values == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid search space at %s", key->name),
-					 errdetail("\"choice\" needs at least one value.")));
-		return;
-	}
-	if (arg.type != jbvBinary || !JsonContainerIsArray(arg.val.binary.data) ||
-		JsonContainerSize(arg.val.binary.data) != 2)
+	key->values = arg->val.binary.data;
+	key->n_values = JsonContainerSize(key->values);
+	if (key->n_values == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", key->name),
+				 errdetail("\"choice\" needs at least one value.")));
+}
+
+/* uniform, log_uniform and int: [low, high] */
+static void
+parse_bounds(SearchKey *key, const char *name, const JsonbValue *arg)
+{
+	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data) ||
+		JsonContainerSize(arg->val.binary.data) != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", key->name),
 				 errdetail("\"%s\" takes an array [low, high].", name)));
-	key->lo = get_bound(arg.val.binary.data, 0, key->name);
-	key->hi = get_bound(arg.val.binary.data, 1, key->name);
+	key->lo = get_bound(arg->val.binary.data, 0, key->name);
+	key->hi = get_bound(arg->val.binary.data, 1, key->name);
 	if (key->lo > key->hi)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -559,6 +555,38 @@ parse_distribution(SearchKey *key)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", key->name),
 				 errdetail("\"int\" takes integer bounds of at most 2^53 in magnitude.")));
+}
+
+/* Reads a space's value for one key: a distribution object, or a scalar used as is. */
+static void
+parse_distribution(SearchKey *key)
+{
+	JsonbValue	arg = {0};
+	char	   *name;
+
+	if (key->fixed.type != jbvBinary)
+	{
+		key->dist = DIST_FIXED;
+		return;
+	}
+	name = distribution_name(key, &arg);
+	if (strcmp(name, "choice") == 0)
+		key->dist = DIST_CHOICE;
+	else if (strcmp(name, "uniform") == 0)
+		key->dist = DIST_UNIFORM;
+	else if (strcmp(name, "log_uniform") == 0)
+		key->dist = DIST_LOG_UNIFORM;
+	else if (strcmp(name, "int") == 0)
+		key->dist = DIST_INT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", key->name),
+				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", name)));
+	if (key->dist == DIST_CHOICE)
+		parse_choice(key, &arg);
+	else
+		parse_bounds(key, name, &arg);
 }
 
 /* A stream of the generator per key, from its name alone (FNV-1a), so keys draw independently. */
