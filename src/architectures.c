@@ -1,5 +1,7 @@
 /*
- * catalog.c -- architectures and cost estimates.
+ * architectures.c -- networks as SQL sees them (sql/parts/25_architectures.sql):
+ * specs and configurations validated, named specs stored in pgdl.architectures,
+ * their cost estimated, and a new model made from them for pgdl.train.
  */
 #include "postgres.h"
 
