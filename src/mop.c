@@ -94,7 +94,7 @@ mop_is_rung(const MopShared *shared, int32 epoch)
 static double
 rank_key(const MopModel *m)
 {
-	return m->has_validation ? m->validation_loss : m->train_loss;
+	return m->last.has_validation ? m->last.validation_loss : m->last.train_loss;
 }
 
 bool
@@ -468,13 +468,9 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	rec.run = shared->run_id;
 	rec.config_id = c->config_id;
 	rec.parent = c->transfer ? c->transfer->base_id : 0;
+	rec.last = m->last;
 	rec.last.epoch = m->epoch;
 	rec.last.classification = run->ds->classification;
-	rec.last.train_loss = m->train_loss;
-	rec.last.train_accuracy = m->train_accuracy;
-	rec.last.has_validation = m->has_validation;
-	rec.last.validation_loss = m->validation_loss;
-	rec.last.validation_accuracy = m->validation_accuracy;
 	rec.selection = true;
 	rec.stopped = m->state == MOP_STOPPED;
 	return pgdl_run_store_model(&rec);
@@ -504,13 +500,13 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 		values[3] = CStringGetTextDatum(c->arch_name);
 		values[4] = JsonbPGetDatum(config_with_transfer(c));
 		values[5] = Int32GetDatum(m->epoch);
-		values[6] = Float8GetDatum(m->train_loss);
-		values[7] = Float8GetDatum(m->train_accuracy);
+		values[6] = Float8GetDatum(m->last.train_loss);
+		values[7] = Float8GetDatum(m->last.train_accuracy);
 		nulls[7] = !run->ds->classification;
-		values[8] = Float8GetDatum(m->validation_loss);
-		nulls[8] = !m->has_validation;
-		values[9] = Float8GetDatum(m->validation_accuracy);
-		nulls[9] = !m->has_validation || !run->ds->classification;
+		values[8] = Float8GetDatum(m->last.validation_loss);
+		nulls[8] = !m->last.has_validation;
+		values[9] = Float8GetDatum(m->last.validation_accuracy);
+		nulls[9] = !m->last.has_validation || !run->ds->classification;
 		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -680,13 +676,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->epoch = c->start_epoch;
 		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
 		if (c->has_metrics)
-		{
-			m->train_loss = c->last.train_loss;
-			m->train_accuracy = c->last.train_accuracy;
-			m->validation_loss = c->last.validation_loss;
-			m->validation_accuracy = c->last.validation_accuracy;
-			m->has_validation = c->last.has_validation;
-		}
+			m->last = c->last;
 		m->blob_offset = off;
 		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
 		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
@@ -1192,7 +1182,6 @@ read_run(MopRun *run, int64 run_id)
 static void
 read_resume_points(MopRun *run)
 {
-	PgdlRunRecord rec = {.id = run->run_id, .epochs = run->epochs};
 	ListCell   *lc;
 
 	foreach(lc, run->configs)
@@ -1200,7 +1189,7 @@ read_resume_points(MopRun *run)
 		MopConfig  *c = lfirst(lc);
 		PgdlResumePoint point;
 
-		pgdl_run_resume_point(&rec, c->config_id, &point);
+		pgdl_run_resume_point(run->run_id, c->config_id, run->epochs, &point);
 		c->start_epoch = point.epoch;
 		c->start = point.weights;
 		c->stopped = point.stopped;

@@ -86,12 +86,7 @@ typedef struct MopModel
 	int64		correct;
 	int64		n;
 	double		seconds;
-	/* the last completed epoch */
-	double		train_loss;
-	double		train_accuracy;
-	double		validation_loss;
-	double		validation_accuracy;
-	bool		has_validation;
+	PgdlEpochMetrics last;		/* of the last completed epoch, once epoch > 0 */
 } MopModel;
 
 typedef struct MopWorker

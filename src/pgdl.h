@@ -275,7 +275,8 @@ extern int64 pgdl_run_store_model(const PgdlModelRecord *model);
 extern void pgdl_run_finish(int64 run, PgdlRunStatus status);
 /* false: no such run; ERRCODE_DATA_CORRUPTED if the row is not valid. */
 extern bool pgdl_run_read(int64 run, PgdlRunRecord *out);
-extern void pgdl_run_resume_point(const PgdlRunRecord *run, int64 config_id, PgdlResumePoint *out);
+/* Configuration config_id's point in run; ERRCODE_DATA_CORRUPTED if its checkpoint is not within 1 .. epochs. */
+extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out);
 /* The runs in flight that recorded their shared memory: ids and handles, palloc'd; returns how many. */
 extern int64 pgdl_run_list_running(int64 **runs, int64 **handles);
 

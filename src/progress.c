@@ -84,7 +84,7 @@ put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
 	/* the model's own rate; with no rate yet, no estimate */
 	values[8] = Float8GetDatum(rate > 0 && left > 0 ? left / rate : 0);
 	nulls[8] = rate <= 0 || per_epoch == 0;
-	values[9] = Float8GetDatum(m->has_validation ? m->validation_loss : m->train_loss);
+	values[9] = Float8GetDatum(m->last.has_validation ? m->last.validation_loss : m->last.train_loss);
 	nulls[9] = m->epoch == 0;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }

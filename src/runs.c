@@ -206,7 +206,7 @@ static Statement running_runs = {
 	"AND progress_handle IS NOT NULL ORDER BY id", 0, {InvalidOid}
 };
 
-/* Run a statement (within SPI_connect) and check what it did; NULL values are 0 ids. */
+/* Run a statement (within SPI_connect), prepared on first use, and check what it did. */
 static void
 execute(Statement *st, Datum *values, const char *nulls, int expected)
 {
@@ -465,10 +465,11 @@ read_last_metrics(Datum *key, PgdlEpochMetrics *m)
 	return true;
 }
 
+/* epochs: the run's, which a checkpoint's epoch must be within */
 void
-pgdl_run_resume_point(const PgdlRunRecord *run, int64 config_id, PgdlResumePoint *out)
+pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out)
 {
-	Datum		key[2] = {Int64GetDatum(run->id), Int64GetDatum(config_id)};
+	Datum		key[2] = {Int64GetDatum(run), Int64GetDatum(config_id)};
 	MemoryContext caller = CurrentMemoryContext;
 	bool		isnull;
 
@@ -482,12 +483,12 @@ pgdl_run_resume_point(const PgdlRunRecord *run, int64 config_id, PgdlResumePoint
 		out->epoch = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		out->weights = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 		MemoryContextSwitchTo(old);
-		if (out->epoch < 1 || out->epoch > run->epochs)
+		if (out->epoch < 1 || out->epoch > epochs)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("the checkpoint of configuration " INT64_FORMAT " in run " INT64_FORMAT " is not valid",
-							config_id, run->id),
-					 errdetail("Its epoch %d is not between 1 and the run's %d.", out->epoch, run->epochs)));
+							config_id, run),
+					 errdetail("Its epoch %d is not between 1 and the run's %d.", out->epoch, epochs)));
 	}
 	execute(&was_stopped, key, NULL, SPI_OK_SELECT);
 	out->stopped = SPI_processed > 0;

@@ -256,11 +256,7 @@ advance_model(int i, const PgdlEpochMetrics *metrics, bool *decided, bool *stopp
 
 	m->epoch = epoch;
 	m->visit = 0;
-	m->train_loss = metrics->train_loss;
-	m->train_accuracy = metrics->train_accuracy;
-	m->has_validation = metrics->has_validation;
-	m->validation_loss = metrics->validation_loss;
-	m->validation_accuracy = metrics->validation_accuracy;
+	m->last = *metrics;
 	m->loss_sum = 0;
 	m->correct = 0;
 	m->n = 0;
