@@ -196,6 +196,7 @@ evaluate(int i, NnModel *nn, NnBatchStats *vstats)
 	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
 }
 
+/* Worker 0 may not have recorded the run yet: metrics and checkpoints need its id. */
 static void
 wait_for_run_row(void)
 {
