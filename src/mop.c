@@ -47,9 +47,8 @@ typedef struct MopConfig
 	bytea	   *start;			/* the model to start from: new, or a checkpoint */
 	int32		start_epoch;
 	bool		stopped;		/* resume: stopped at a rung before */
-	bool		has_metrics;	/* resume: the last epoch's metrics below */
-	double		metrics[4];		/* train loss, accuracy, validation loss, accuracy */
-	bool		has_validation;
+	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
+	PgdlEpochMetrics last;
 	double		cost;
 	PgdlTransfer *transfer;		/* when it starts from a base model */
 	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
@@ -95,7 +94,7 @@ mop_is_rung(const MopShared *shared, int32 epoch)
 static double
 rank_key(const MopModel *m)
 {
-	return m->has_validation ? m->validation_loss : m->train_loss;
+	return m->last.has_validation ? m->last.validation_loss : m->last.train_loss;
 }
 
 bool
@@ -145,20 +144,8 @@ void
 mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped)
 {
 	for (int i = 0; i < shared->n_models; i++)
-	{
-		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT4OID};
-		Datum		values[4];
-
-		if (!decided[i])
-			continue;
-		values[0] = CStringGetTextDatum(stopped[i] ? "stop" : "continue");
-		values[1] = Int64GetDatum(shared->run_id);
-		values[2] = Int64GetDatum(shared->models[i].config_id);
-		values[3] = Int32GetDatum(epoch);
-		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET decision = $1 WHERE run = $2 AND config = $3 AND epoch = $4",
-								  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not record a decision of run " INT64_FORMAT, shared->run_id);
-	}
+		if (decided[i])
+			pgdl_run_record_decision(shared->run_id, shared->models[i].config_id, epoch, stopped[i]);
 }
 
 /* ---- the configurations ---- */
@@ -213,25 +200,32 @@ load_configs(MopRun *run)
 }
 
 /*
- * A checkpoint of a configuration with frozen layers is the whole model: its
- * frozen layers must still be the base model's (else the run would go on with
- * other features than it started with), and training goes on from the rest.
+ * A checkpoint is read back from the catalog: it must be a model of the
+ * configuration's network (else workers would train a model on buffers of
+ * another shape).  Of a configuration with frozen layers it is the whole
+ * model: its frozen layers must still be the base model's (else the run would
+ * go on with other features than it started with), and training goes on from
+ * the rest.
  */
 static bytea *
-split_checkpoint(MopRun *run, MopConfig *c)
+checked_checkpoint(MopRun *run, MopConfig *c)
 {
-	PgdlTransfer *t = c->transfer;
 	NnModel    *whole = pgdl_model_deserialize(c->start);
+	PgdlTransfer *t = c->transfer;
 	NnModel    *prefix,
 			   *rest;
 	NnError		err;
 	char		hash[65];
 
 	pgdl_model_free_with(whole, CurrentMemoryContext);
-	if (whole->spec.n_layers != t->spec->n_layers)
+	if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(pgdl_spec_to_jsonb(&whole->spec)),
+										  JsonbPGetDatum(pgdl_spec_to_jsonb(c->spec)))))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("the checkpoint of configuration " INT64_FORMAT " does not match its network", c->config_id)));
+				 errmsg("the checkpoint of configuration " INT64_FORMAT " does not match its network", c->config_id),
+				 errdetail("Its spec differs from the configuration's.")));
+	if (t == NULL || t->prefix == NULL)
+		return c->start;
 	prefix = nn_model_slice(whole, 0, t->freeze, 0, &err);
 	if (prefix == NULL)
 		pgdl_report_nn_error("checkpoint", &err);
@@ -251,6 +245,62 @@ split_checkpoint(MopRun *run, MopConfig *c)
 	return pgdl_model_serialize(rest);
 }
 
+/* The configuration's network: its architecture's spec, or its base model's with a head. */
+static void
+resolve_network(MopRun *run, MopConfig *c)
+{
+	c->spec = palloc(sizeof(NnSpec));
+	PG_TRY();
+	{
+		pgdl_config_from_jsonb_transfer(c->config_json, &c->config);
+		if (pgdl_config_has_transfer(c->config_json))
+		{
+			c->transfer = palloc(sizeof(PgdlTransfer));
+			pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
+			c->spec = c->transfer->spec;
+			c->spec_json = pgdl_spec_to_jsonb(c->spec);
+			c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);
+		}
+		else if (c->spec_json == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("configuration has neither an architecture nor a base model")));
+		else
+			pgdl_spec_from_jsonb(c->spec_json, c->spec);
+		pgdl_check_model_fits(c->spec, run->ds);
+	}
+	PG_CATCH();
+	{
+		errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
+				   c->arch_name ? c->arch_name : "a base model");
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* The model a configuration starts from: its checkpoint, its base model's trainable layers, or a new one. */
+static bytea *
+starting_model(MopRun *run, MopConfig *c)
+{
+	NnModel    *m;
+	NnError		err;
+
+	if (c->start != NULL)
+		return checked_checkpoint(run, c);
+	if (c->transfer)
+		m = c->transfer->rest;
+	else
+	{
+		m = nn_model_create(c->spec, (uint64) c->config.seed, &err);
+		if (m == NULL)
+			pgdl_report_nn_error("model spec", &err);
+		pgdl_model_free_with(m, CurrentMemoryContext);
+	}
+	if (!nn_model_set_optim(m, &c->config.optim, &err))
+		pgdl_report_nn_error("training configuration", &err);
+	return pgdl_model_serialize(m);
+}
+
 /* Every configuration is checked, and its starting model made, before any worker starts. */
 static void
 prepare_configs(MopRun *run)
@@ -263,58 +313,12 @@ prepare_configs(MopRun *run)
 		NnCost		cost;
 		NnError		err;
 
-		c->spec = palloc(sizeof(NnSpec));
-		PG_TRY();
-		{
-			pgdl_config_from_jsonb_transfer(c->config_json, &c->config);
-			if (pgdl_config_has_transfer(c->config_json))
-			{
-				c->transfer = palloc(sizeof(PgdlTransfer));
-				pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
-				c->spec = c->transfer->spec;
-				c->spec_json = pgdl_spec_to_jsonb(c->spec);
-				c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);
-			}
-			else if (c->spec_json == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_NOT_NULL_VIOLATION),
-						 errmsg("configuration has neither an architecture nor a base model")));
-			else
-				pgdl_spec_from_jsonb(c->spec_json, c->spec);
-			pgdl_check_model_fits(c->spec, run->ds);
-		}
-		PG_CATCH();
-		{
-			errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
-					   c->arch_name ? c->arch_name : "a base model");
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
+		resolve_network(run, c);
 		/* what the workers run per example: the trainable layers (a recomputed prefix adds its forward pass) */
 		if (!nn_spec_cost(c->transfer ? &c->transfer->rest->spec : c->spec, NULL, &cost, &err))
 			pgdl_report_nn_error("model spec", &err);
 		c->cost = (double) cost.flops_train;
-		if (c->start != NULL && c->transfer && c->transfer->prefix)
-			c->start = split_checkpoint(run, c);
-		if (c->start == NULL && c->transfer)
-		{
-			NnModel    *m = c->transfer->rest;
-
-			if (!nn_model_set_optim(m, &c->config.optim, &err))
-				pgdl_report_nn_error("training configuration", &err);
-			c->start = pgdl_model_serialize(m);
-		}
-		if (c->start == NULL)
-		{
-			NnModel    *m = nn_model_create(c->spec, (uint64) c->config.seed, &err);
-
-			if (m == NULL)
-				pgdl_report_nn_error("model spec", &err);
-			pgdl_model_free_with(m, CurrentMemoryContext);
-			if (!nn_model_set_optim(m, &c->config.optim, &err))
-				pgdl_report_nn_error("training configuration", &err);
-			c->start = pgdl_model_serialize(m);
-		}
+		c->start = starting_model(run, c);
 	}
 }
 
@@ -404,19 +408,27 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 	}
 }
 
+/* Lower first; NaN last, so that the order is total (qsort needs one). */
+static int
+compare_loss(double a, double b)
+{
+	if (isnan(a) || isnan(b))
+		return (isnan(a) ? 1 : 0) - (isnan(b) ? 1 : 0);
+	return a < b ? -1 : (a > b ? 1 : 0);
+}
+
 static int
 compare_leaderboard(const void *a, const void *b)
 {
 	const MopModel *x = *(MopModel *const *) a;
 	const MopModel *y = *(MopModel *const *) b;
-	double		kx = x->has_validation ? x->validation_loss : x->train_loss;
-	double		ky = y->has_validation ? y->validation_loss : y->train_loss;
+	int			by_loss = compare_loss(rank_key(x), rank_key(y));
 
 	/* models that went further first, then by loss */
 	if (x->epoch != y->epoch)
 		return x->epoch > y->epoch ? -1 : 1;
-	if (kx != ky)
-		return kx < ky ? -1 : 1;
+	if (by_loss != 0)
+		return by_loss;
 	return x->config_id < y->config_id ? -1 : 1;
 }
 
@@ -432,92 +444,53 @@ config_with_transfer(const MopConfig *c)
 	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(config), JsonbPGetDatum(keys)));
 }
 
-/* Store the models, finish the run, return the leaderboard. */
-static void
-store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
+/* Model k of the run (the whole model, frozen layers included) into pgdl.models; returns its id. */
+static int64
+store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 {
+	MopConfig  *c = list_nth(run->configs, k);
+	MopModel   *m = &shared->models[k];
+	PgdlModelRecord rec = {0};
+
+	if (c->transfer)
+		rec.weights = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
+	else
+	{
+		rec.weights = palloc(VARHDRSZ + m->blob_len);
+		SET_VARSIZE(rec.weights, VARHDRSZ + m->blob_len);
+		memcpy(VARDATA(rec.weights), blobs + m->blob_offset, m->blob_len);
+	}
+	rec.name = run->name_prefix ? psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id) : NULL;
+	rec.architecture = c->arch_id;
+	rec.spec = c->spec_json;
+	rec.config = config_with_transfer(c);
+	rec.dataset = run->ds->id;
+	rec.run = shared->run_id;
+	rec.config_id = c->config_id;
+	rec.parent = c->transfer ? c->transfer->base_id : 0;
+	rec.last = m->last;
+	rec.last.epoch = m->epoch;
+	rec.last.classification = run->ds->classification;
+	rec.selection = true;
+	rec.stopped = m->state == MOP_STOPPED;
+	return pgdl_run_store_model(&rec);
+}
+
+/* The leaderboard: models that went further first, then by loss. */
+static void
+put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const int64 *model_ids)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MopModel  **order = palloc(sizeof(MopModel *) * shared->n_models);
-	int64	   *model_ids = palloc0(sizeof(int64) * shared->n_models);
-	ListCell   *lc;
-	int			i = 0;
 
-	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	foreach(lc, run->configs)
-	{
-		MopConfig  *c = lfirst(lc);
-		MopModel   *m = &shared->models[i];
-		Oid			types[9] = {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID};
-		Datum		values[9];
-		char		nulls[9] = {run->name_prefix ? ' ' : 'n', c->arch_id ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ', ' ',
-		c->transfer ? ' ' : 'n'};
-		bytea	   *blob;
-		StringInfoData metrics;
-		bool		isnull;
-		Oid			utypes[3] = {INT8OID, INT8OID, INT8OID};
-		Datum		uvalues[3];
-
-		if (c->transfer)
-			blob = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
-		else
-		{
-			blob = palloc(VARHDRSZ + m->blob_len);
-			SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
-			memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
-		}
-		initStringInfo(&metrics);
-		appendStringInfo(&metrics, "{\"epoch\": %d, \"train_loss\": %.9g", m->epoch, m->train_loss);
-		if (run->ds->classification)
-			appendStringInfo(&metrics, ", \"train_accuracy\": %.9g", m->train_accuracy);
-		if (m->has_validation)
-		{
-			appendStringInfo(&metrics, ", \"validation_loss\": %.9g", m->validation_loss);
-			if (run->ds->classification)
-				appendStringInfo(&metrics, ", \"validation_accuracy\": %.9g", m->validation_accuracy);
-		}
-		appendStringInfo(&metrics, ", \"stopped\": %s}", m->state == MOP_STOPPED ? "true" : "false");
-
-		values[0] = run->name_prefix ?
-			CStringGetTextDatum(psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id)) : (Datum) 0;
-		values[1] = Int64GetDatum(c->arch_id);
-		values[2] = JsonbPGetDatum(c->spec_json);
-		values[3] = JsonbPGetDatum(config_with_transfer(c));
-		values[4] = Int64GetDatum(run->ds->id);
-		values[5] = Int64GetDatum(shared->run_id);
-		values[6] = PointerGetDatum(blob);
-		values[7] = DirectFunctionCall1(jsonb_in, CStringGetDatum(metrics.data));
-		values[8] = Int64GetDatum(c->transfer ? c->transfer->base_id : 0);
-		if (SPI_execute_with_args("INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent) "
-								  "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-								  9, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "could not store a model of run " INT64_FORMAT, shared->run_id);
-		model_ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		uvalues[0] = Int64GetDatum(model_ids[i]);
-		uvalues[1] = Int64GetDatum(shared->run_id);
-		uvalues[2] = Int64GetDatum(c->config_id);
-		if (SPI_execute_with_args("UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2 AND config = $3",
-								  3, utypes, uvalues, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not link the metrics of run " INT64_FORMAT, shared->run_id);
-		order[i] = m;
-		i++;
-	}
-	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(shared->run_id)};
-
-		if (SPI_execute_with_args("UPDATE pgdl.runs SET status = 'finished', finished = clock_timestamp() WHERE id = $1",
-								  1, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "could not finish run " INT64_FORMAT, shared->run_id);
-	}
-	SPI_finish();
-
+	for (int i = 0; i < shared->n_models; i++)
+		order[i] = &shared->models[i];
 	qsort(order, shared->n_models, sizeof(MopModel *), compare_leaderboard);
 	for (int r = 0; r < shared->n_models; r++)
 	{
 		MopModel   *m = order[r];
 		int			k = m - shared->models;
 		MopConfig  *c = list_nth(run->configs, k);
-		ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 		Datum		values[11];
 		bool		nulls[11] = {false};
 
@@ -527,16 +500,29 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 		values[3] = CStringGetTextDatum(c->arch_name);
 		values[4] = JsonbPGetDatum(config_with_transfer(c));
 		values[5] = Int32GetDatum(m->epoch);
-		values[6] = Float8GetDatum(m->train_loss);
-		values[7] = Float8GetDatum(m->train_accuracy);
+		values[6] = Float8GetDatum(m->last.train_loss);
+		values[7] = Float8GetDatum(m->last.train_accuracy);
 		nulls[7] = !run->ds->classification;
-		values[8] = Float8GetDatum(m->validation_loss);
-		nulls[8] = !m->has_validation;
-		values[9] = Float8GetDatum(m->validation_accuracy);
-		nulls[9] = !m->has_validation || !run->ds->classification;
+		values[8] = Float8GetDatum(m->last.validation_loss);
+		nulls[8] = !m->last.has_validation;
+		values[9] = Float8GetDatum(m->last.validation_accuracy);
+		nulls[9] = !m->last.has_validation || !run->ds->classification;
 		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+/* Store the models, finish the run, return the leaderboard. */
+static void
+store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
+{
+	int64	   *model_ids = palloc0(sizeof(int64) * shared->n_models);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int k = 0; k < shared->n_models; k++)
+		model_ids[k] = store_model(run, shared, blobs, k);
+	pgdl_run_finish(shared->run_id, PGDL_RUN_FINISHED);
+	put_leaderboard(fcinfo, run, shared, model_ids);
 }
 
 /*
@@ -560,61 +546,69 @@ resume_pending_rung(MopShared *shared)
 			epoch = m->epoch;
 		}
 	}
-	if (epoch < 0 || !mop_decide_rung(shared, epoch, decided, stopped))
-		return;
-	SPI_connect();
-	mop_record_decisions(shared, epoch, decided, stopped);
-	SPI_finish();
+	if (epoch >= 0 && mop_decide_rung(shared, epoch, decided, stopped))
+		mop_record_decisions(shared, epoch, decided, stopped);
 }
 
-static void
-mop_execute(FunctionCallInfo fcinfo, MopRun *run)
+/* A run's DSM segment, as the leader lays it out (mop.h). */
+typedef struct MopSegment
 {
-	int			n_models = list_length(run->configs);
-	Size		blob_total = 0;
-	shm_toc_estimator e;
-	Size		segsize;
 	dsm_segment *seg;
-	shm_toc    *toc;
 	MopShared  *shared;
-	char	   *blobs;
-	BackgroundWorkerHandle **handles;
-	volatile int launched = 0;
-	ListCell   *lc;
-	int			i;
+	char	   *blobs;			/* the models, then the frozen prefixes */
+	char	   *plan_sql;		/* the feature cache tasks' SQL */
+} MopSegment;
 
-	PgdlCachePlan *plan = run->plan;
-	bytea	  **prefixes = palloc0(sizeof(bytea *) * (plan->n_groups + 1));
-	char	   *plan_sql;
-	Size		plan_len = 1;
+/* The pgdl.runs.config of a fit_multiple run: how pgdl.resume continues it. */
+static Jsonb *
+run_config_jsonb(const MopRun *run)
+{
+	JsonbParseState *state = NULL;
 
-	foreach(lc, run->configs)
-		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
-	/* the frozen prefixes travel as blobs too: workers recompute them or join them to checkpoints */
-	for (int g = 0; g < plan->n_groups; g++)
-	{
-		prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
-		blob_total = add_size(blob_total, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
-	}
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(&state, "set", run->set_name);
+	pgdl_jsonb_put_string(&state, "strategy", run->strategy);
+	pgdl_jsonb_put_int(&state, "eta", run->eta);
+	pgdl_jsonb_put_int(&state, "workers", run->workers);
+	pgdl_jsonb_put_string(&state, "feature_cache", run->cache_mode);
+	if (run->name_prefix)
+		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* The segment: shared state for n models, blob_len bytes of blobs, plan_len of task SQL, the run's config. */
+static void
+create_segment(int n_models, Size blob_len, Size plan_len, Jsonb *run_config, MopSegment *out)
+{
+	shm_toc_estimator e;
+	Size		size;
+	shm_toc    *toc;
+	Jsonb	   *config_copy;
 
 	shm_toc_initialize_estimator(&e);
 	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));
-	shm_toc_estimate_chunk(&e, blob_total);
-	foreach(lc, plan->tasks)
-		plan_len = add_size(plan_len, strlen(((PgdlCacheTask *) lfirst(lc))->sql) + 1);
+	shm_toc_estimate_chunk(&e, blob_len);
 	shm_toc_estimate_chunk(&e, plan_len);
-	shm_toc_estimate_keys(&e, 3);
-	segsize = shm_toc_estimate(&e);
-	seg = dsm_create(segsize, 0);
-	toc = shm_toc_create(MOP_MAGIC, dsm_segment_address(seg), segsize);
-	shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
-	memset(shared, 0, MOP_SHARED_SIZE(n_models));
-	blobs = shm_toc_allocate(toc, blob_total);
-	plan_sql = shm_toc_allocate(toc, plan_len);
-	shm_toc_insert(toc, MOP_KEY_SHARED, shared);
-	shm_toc_insert(toc, MOP_KEY_BLOBS, blobs);
-	shm_toc_insert(toc, MOP_KEY_PLAN, plan_sql);
+	shm_toc_estimate_chunk(&e, VARSIZE(run_config));
+	shm_toc_estimate_keys(&e, 4);
+	size = shm_toc_estimate(&e);
+	out->seg = dsm_create(size, 0);
+	toc = shm_toc_create(MOP_MAGIC, dsm_segment_address(out->seg), size);
+	out->shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
+	memset(out->shared, 0, MOP_SHARED_SIZE(n_models));
+	out->blobs = shm_toc_allocate(toc, blob_len);
+	out->plan_sql = shm_toc_allocate(toc, plan_len);
+	config_copy = shm_toc_allocate(toc, VARSIZE(run_config));
+	memcpy(config_copy, run_config, VARSIZE(run_config));
+	shm_toc_insert(toc, MOP_KEY_SHARED, out->shared);
+	shm_toc_insert(toc, MOP_KEY_BLOBS, out->blobs);
+	shm_toc_insert(toc, MOP_KEY_PLAN, out->plan_sql);
+	shm_toc_insert(toc, MOP_KEY_RUN_CONFIG, config_copy);
+}
 
+static void
+init_shared(MopShared *shared, const MopRun *run)
+{
 	SpinLockInit(&shared->mutex);
 	shared->magic = MOP_MAGIC;
 	shared->database = MyDatabaseId;
@@ -625,7 +619,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared->dataset_id = run->ds->id;
 	shared->validation_id = run->vds ? run->vds->id : 0;
 	shared->run_id = run->run_id;
-	shared->n_models = n_models;
+	shared->n_models = list_length(run->configs);
 	shared->n_partitions = run->ds->partitions;
 	shared->epochs = run->epochs;
 	shared->eta = run->eta;
@@ -633,33 +627,40 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
-	/* the feature cache tasks, their SQL in the plan area */
+}
+
+/* The feature cache tasks, their SQL one after another in the plan area. */
+static void
+copy_tasks(MopShared *shared, char *plan_sql, const PgdlCachePlan *plan)
+{
+	Size		off = 0;
+	ListCell   *lc;
+
 	if (list_length(plan->tasks) > MOP_MAX_TASKS)
 		elog(ERROR, "too many feature cache tasks");
+	foreach(lc, plan->tasks)
 	{
-		Size		off = 0;
+		PgdlCacheTask *task = lfirst(lc);
+		MopTask    *t = &shared->tasks[shared->n_tasks++];
+		Size		len = strlen(task->sql) + 1;
 
-		foreach(lc, plan->tasks)
-		{
-			PgdlCacheTask *task = lfirst(lc);
-			MopTask    *t = &shared->tasks[shared->n_tasks++];
-			Size		len = strlen(task->sql) + 1;
-
-			t->sql_offset = off;
-			t->depends = task->depends;
-			t->state = MOP_TASK_PENDING;
-			memcpy(plan_sql + off, task->sql, len);
-			off += len;
-		}
+		t->sql_offset = off;
+		t->depends = task->depends;
+		t->state = MOP_TASK_PENDING;
+		memcpy(plan_sql + off, task->sql, len);
+		off += len;
 	}
-	snprintf(shared->run_config, sizeof(shared->run_config),
-			 "{\"set\": \"%s\", \"strategy\": \"%s\", \"eta\": %d, \"workers\": %d, \"feature_cache\": \"%s\"%s%s%s}",
-			 run->set_name, run->strategy, run->eta, run->workers, run->cache_mode,
-			 run->name_prefix ? ", \"name_prefix\": \"" : "", run->name_prefix ? run->name_prefix : "",
-			 run->name_prefix ? "\"" : "");
+}
 
-	i = 0;
-	blob_total = 0;
+/* Each configuration's model slot, its starting model in the blob area; returns the bytes used. */
+static Size
+copy_models(MopShared *shared, char *blobs, const MopRun *run)
+{
+	const PgdlCachePlan *plan = run->plan;
+	Size		off = 0;
+	ListCell   *lc;
+	int			i = 0;
+
 	foreach(lc, run->configs)
 	{
 		MopConfig  *c = lfirst(lc);
@@ -675,20 +676,21 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 		m->epoch = c->start_epoch;
 		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
 		if (c->has_metrics)
-		{
-			m->train_loss = c->metrics[0];
-			m->train_accuracy = c->metrics[1];
-			m->validation_loss = c->metrics[2];
-			m->validation_accuracy = c->metrics[3];
-			m->has_validation = c->has_validation;
-		}
-		m->blob_offset = blob_total;
+			m->last = c->last;
+		m->blob_offset = off;
 		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
 		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
-		blob_total += MAXALIGN(m->blob_len);
+		off += MAXALIGN(m->blob_len);
 	}
+	return off;
+}
 
-	/* source 0: the packed tables as they are; then one per frozen prefix */
+/* Source 0: the packed tables as they are; then one per frozen prefix, its blob after the models'. */
+static void
+copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea **prefixes)
+{
+	const PgdlCachePlan *plan = run->plan;
+
 	shared->n_sources = plan->n_groups + 1;
 	shared->sources[0].n_features = run->ds->n_features;
 	for (int g = 0; g < plan->n_groups; g++)
@@ -701,47 +703,57 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 		for (int s = 0; s < 2 && src->cached; s++)
 			if (grp->side[s].view)
 				strlcpy(src->view[s], grp->side[s].view, sizeof(src->view[s]));
-		if (prefixes[g])
-		{
-			src->prefix_offset = blob_total;
-			src->prefix_len = VARSIZE_ANY_EXHDR(prefixes[g]);
-			memcpy(blobs + src->prefix_offset, VARDATA_ANY(prefixes[g]), src->prefix_len);
-			blob_total += MAXALIGN(src->prefix_len);
-		}
+		src->prefix_offset = off;
+		src->prefix_len = VARSIZE_ANY_EXHDR(prefixes[g]);
+		memcpy(blobs + src->prefix_offset, VARDATA_ANY(prefixes[g]), src->prefix_len);
+		off += MAXALIGN(src->prefix_len);
 	}
+}
 
-	resume_pending_rung(shared);
+/* Register up to n workers on the segment; returns how many were. */
+static int
+register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
+{
+	for (int w = 0; w < n; w++)
+	{
+		BackgroundWorker worker;
 
-	handles = palloc0(sizeof(BackgroundWorkerHandle *) * run->workers);
+		memset(&worker, 0, sizeof(worker));
+		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+		worker.bgw_start_time = BgWorkerStart_ConsistentState;
+		worker.bgw_restart_time = BGW_NEVER_RESTART;
+		snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgdl_mop_worker_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "pgdl worker %d for pid %d", w, MyProcPid);
+		snprintf(worker.bgw_type, BGW_MAXLEN, "pgdl worker");
+		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+		worker.bgw_notify_pid = MyProcPid;
+		memcpy(worker.bgw_extra, &w, sizeof(int));
+		if (!RegisterDynamicBackgroundWorker(&worker, &handles[w]))
+			return w;
+	}
+	return n;
+}
+
+/* Start the workers, let them go, and wait until the run is done; on any error, stop them first. */
+static void
+run_workers(MopSegment *s, int wanted)
+{
+	MopShared  *shared = s->shared;
+	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * wanted);
+
 	PG_TRY();
 	{
-		for (int w = 0; w < run->workers; w++)
-		{
-			BackgroundWorker worker;
+		int			launched = register_workers(s->seg, wanted, handles);
 
-			memset(&worker, 0, sizeof(worker));
-			worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-			worker.bgw_start_time = BgWorkerStart_ConsistentState;
-			worker.bgw_restart_time = BGW_NEVER_RESTART;
-			snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
-			snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgdl_mop_worker_main");
-			snprintf(worker.bgw_name, BGW_MAXLEN, "pgdl worker %d for pid %d", w, MyProcPid);
-			snprintf(worker.bgw_type, BGW_MAXLEN, "pgdl worker");
-			worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-			worker.bgw_notify_pid = MyProcPid;
-			memcpy(worker.bgw_extra, &w, sizeof(int));
-			if (!RegisterDynamicBackgroundWorker(&worker, &handles[w]))
-				break;
-			launched++;
-		}
 		if (launched == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("could not start any pgdl worker"),
 					 errhint("Raise max_worker_processes (it also bounds parallel query workers), or wait for other workers to finish.")));
-		if (launched < run->workers)
+		if (launched < wanted)
 			ereport(NOTICE,
-					(errmsg("started %d of %d pgdl workers", launched, run->workers),
+					(errmsg("started %d of %d pgdl workers", launched, wanted),
 					 errhint("Raise max_worker_processes to run them all.")));
 		shared->n_workers = launched;
 		pg_write_barrier();
@@ -764,13 +776,45 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	PG_CATCH();
 	{
 		shared->abort = true;
-		stop_workers(handles, launched);
+		/* every handle registered, however far the launch got */
+		stop_workers(handles, wanted);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
 
-	store_models(fcinfo, run, shared, blobs);
-	dsm_detach(seg);
+/* Run the prepared configurations with background workers, store the models, return the leaderboard. */
+static void
+mop_execute(FunctionCallInfo fcinfo, MopRun *run)
+{
+	PgdlCachePlan *plan = run->plan;
+	bytea	  **prefixes = palloc0(sizeof(bytea *) * (plan->n_groups + 1));
+	Size		blob_len = 0;
+	Size		plan_len = 1;
+	Size		used;
+	MopSegment	s;
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+		blob_len = add_size(blob_len, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
+	/* the frozen prefixes travel as blobs too: workers recompute them or join them to checkpoints */
+	for (int g = 0; g < plan->n_groups; g++)
+	{
+		prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
+		blob_len = add_size(blob_len, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
+	}
+	foreach(lc, plan->tasks)
+		plan_len = add_size(plan_len, strlen(((PgdlCacheTask *) lfirst(lc))->sql) + 1);
+
+	create_segment(list_length(run->configs), blob_len, plan_len, run_config_jsonb(run), &s);
+	init_shared(s.shared, run);
+	copy_tasks(s.shared, s.plan_sql, plan);
+	used = copy_models(s.shared, s.blobs, run);
+	copy_sources(s.shared, s.blobs, used, run, prefixes);
+	resume_pending_rung(s.shared);
+	run_workers(&s, run->workers);
+	store_models(fcinfo, run, s.shared, s.blobs);
+	dsm_detach(s.seg);
 }
 
 static void
@@ -783,17 +827,32 @@ check_isolation(void)
 				 errdetail("Their workers commit checkpoints that the calling transaction must see.")));
 }
 
+#define MIN_ETA 2
+#define MAX_ETA 100
+
+static bool
+is_halving(const char *strategy)
+{
+	return strcmp(strategy, "hyperband") == 0 || strcmp(strategy, "successive_halving") == 0;
+}
+
+static bool
+is_cache_mode(const char *mode)
+{
+	return strcmp(mode, "auto") == 0 || strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0;
+}
+
 static void
 set_strategy(MopRun *run, const char *strategy, int32 eta)
 {
 	if (strcmp(strategy, "all") == 0)
 		run->eta = 0;
-	else if (strcmp(strategy, "hyperband") == 0 || strcmp(strategy, "successive_halving") == 0)
+	else if (is_halving(strategy))
 	{
-		if (eta < 2 || eta > 100)
+		if (eta < MIN_ETA || eta > MAX_ETA)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("eta must be between 2 and 100, got %d", eta)));
+					 errmsg("eta must be between %d and %d, got %d", MIN_ETA, MAX_ETA, eta)));
 		run->eta = eta;
 	}
 	else
@@ -807,7 +866,7 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 static void
 set_cache_mode(MopRun *run, const char *mode)
 {
-	if (strcmp(mode, "auto") != 0 && strcmp(mode, "on") != 0 && strcmp(mode, "off") != 0)
+	if (!is_cache_mode(mode))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown feature_cache mode \"%s\"", mode),
@@ -824,6 +883,17 @@ check_can_read(const PgdlDataset *ds)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", get_rel_name(ds->packed)),
 				 errdetail("pgdl.fit_multiple reads the packed table as the calling user.")));
+}
+
+/* Shared memory and visiting orders are laid out for at most PGDL_MAX_PARTITIONS. */
+static void
+check_partitions(const PgdlDataset *ds)
+{
+	if (ds->partitions < 1 || ds->partitions > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("dataset " INT64_FORMAT " has %d partitions, not between 1 and %d",
+						ds->id, ds->partitions, PGDL_MAX_PARTITIONS)));
 }
 
 static void
@@ -862,8 +932,7 @@ setup_run(FunctionCallInfo fcinfo)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, run->epochs)));
 	run->ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
-	if (run->ds->partitions > PGDL_MAX_PARTITIONS)
-		elog(ERROR, "too many partitions");
+	check_partitions(run->ds);
 	if (!PG_ARGISNULL(3))
 	{
 		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
@@ -897,6 +966,78 @@ pgdl_fit_multiple(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* What explain_fit_multiple adds up over its rows. */
+typedef struct ExplainTotals
+{
+	double		flops;
+	double		seconds;
+	double		bytes;
+} ExplainTotals;
+
+#define EXPLAIN_COLUMNS 14
+
+/* Group g's row (g = -1: the configurations without a frozen prefix), given their training FLOPs. */
+static void
+explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, double train_flops,
+			  ExplainTotals *totals)
+{
+	const PgdlCachePlan *plan = run->plan;
+	const PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
+	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
+	double		flops = train_flops + (grp ? grp->compute_flops : 0);
+	double		seconds = train_flops / (pgdl_cpu_gflops * 1e9) / run->workers + (grp ? grp->seconds : 0);
+	Datum		values[EXPLAIN_COLUMNS];
+	bool		nulls[EXPLAIN_COLUMNS] = {false};
+
+	values[0] = Int32GetDatum(g + 1);
+	values[1] = ObjectIdGetDatum(run->ds->packed);
+	values[2] = Int64GetDatum(grp ? grp->base_id : 0);
+	nulls[2] = grp == NULL;
+	values[3] = Int32GetDatum(grp ? grp->depth : 0);
+	nulls[3] = grp == NULL;
+	values[4] = Int32GetDatum(n_configs);
+	values[5] = CStringGetTextDatum(grp ? pgdl_cache_action_name(grp->action) : "train");
+	nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
+	if (!nulls[6])
+		values[6] = CStringGetTextDatum(grp->side[0].view);
+	nulls[7] = nulls[6] || !run->vds;
+	if (!nulls[7])
+		values[7] = CStringGetTextDatum(grp->side[1].view);
+	nulls[8] = grp == NULL || grp->staged_from < 0;
+	if (!nulls[8])
+		values[8] = CStringGetTextDatum(plan->groups[grp->staged_from].side[0].view);
+	values[9] = Float8GetDatum(flops / 1e9);
+	values[10] = Float8GetDatum(grp && grp->action != PGDL_CACHE_RECOMPUTE ? grp->bytes / 1048576.0 : 0);
+	values[11] = Float8GetDatum(seconds);
+	values[12] = CStringGetTextDatum(grp ? grp->reason : "configurations without a base model train on the packed table");
+	values[13] = Float8GetDatum(grp ? grp->prefix_flops * examples / 1e9 : 0);
+	nulls[13] = grp == NULL;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	totals->flops += flops;
+	totals->seconds += seconds;
+	if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
+		totals->bytes += grp->bytes;
+}
+
+static void
+explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *totals)
+{
+	Datum		values[EXPLAIN_COLUMNS];
+	bool		nulls[EXPLAIN_COLUMNS] = {true, false, true, true, false, false, true, true, true, false, false,
+	false, false, true};
+
+	values[1] = ObjectIdGetDatum(run->ds->packed);
+	values[4] = Int32GetDatum(list_length(run->configs));
+	values[5] = CStringGetTextDatum("total");
+	values[9] = Float8GetDatum(totals->flops / 1e9);
+	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
+	values[11] = Float8GetDatum(totals->seconds);
+	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
+											  run->workers, run->plan->used_bytes / 1048576.0,
+											  run->plan->budget_bytes / 1048576.0));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 /*
  * explain_fit_multiple(the arguments of fit_multiple): what fit_multiple would
  * do, without doing it: a row per group of configurations that share a frozen
@@ -910,14 +1051,10 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 {
 	MopRun	   *run = setup_run(fcinfo);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	PgdlCachePlan *plan = run->plan;
-	double		rate = pgdl_cpu_gflops * 1e9;
-	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
-	double	   *train_flops = palloc0(sizeof(double) * (plan->n_groups + 1));
-	int		   *configs = palloc0(sizeof(int) * (plan->n_groups + 1));
-	double		total_flops = 0,
-				total_seconds = 0,
-				total_bytes = 0;
+	int			n_groups = run->plan->n_groups;
+	double	   *train_flops = palloc0(sizeof(double) * (n_groups + 1));
+	int		   *configs = palloc0(sizeof(int) * (n_groups + 1));
+	ExplainTotals totals = {0};
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
@@ -929,60 +1066,136 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 		train_flops[c->source] += c->cost * run->ds->n_rows_hint * run->epochs;
 		configs[c->source]++;
 	}
-	for (int g = -1; g < plan->n_groups; g++)
-	{
-		Datum		values[14];
-		bool		nulls[14] = {false};
-		PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
-		double		flops = train_flops[g + 1] + (grp ? grp->compute_flops : 0);
-		double		seconds = train_flops[g + 1] / rate / run->workers + (grp ? grp->seconds : 0);
-
-		if (grp == NULL && configs[0] == 0)
-			continue;
-		values[0] = Int32GetDatum(g + 1);
-		values[1] = ObjectIdGetDatum(run->ds->packed);
-		values[2] = Int64GetDatum(grp ? grp->base_id : 0);
-		nulls[2] = grp == NULL;
-		values[3] = Int32GetDatum(grp ? grp->depth : 0);
-		nulls[3] = grp == NULL;
-		values[4] = Int32GetDatum(configs[g + 1]);
-		values[5] = CStringGetTextDatum(grp ? pgdl_cache_action_name(grp->action) : "train");
-		nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
-		if (!nulls[6])
-			values[6] = CStringGetTextDatum(grp->side[0].view);
-		nulls[7] = nulls[6] || !run->vds;
-		if (!nulls[7])
-			values[7] = CStringGetTextDatum(grp->side[1].view);
-		nulls[8] = grp == NULL || grp->staged_from < 0;
-		if (!nulls[8])
-			values[8] = CStringGetTextDatum(plan->groups[grp->staged_from].side[0].view);
-		values[9] = Float8GetDatum(flops / 1e9);
-		values[10] = Float8GetDatum(grp && grp->action != PGDL_CACHE_RECOMPUTE ? grp->bytes / 1048576.0 : 0);
-		values[11] = Float8GetDatum(seconds);
-		values[12] = CStringGetTextDatum(grp ? grp->reason : "configurations without a base model train on the packed table");
-		values[13] = Float8GetDatum(grp ? grp->prefix_flops * examples / 1e9 : 0);
-		nulls[13] = grp == NULL;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		total_flops += flops;
-		total_seconds += seconds;
-		if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
-			total_bytes += grp->bytes;
-	}
-	{
-		Datum		values[14];
-		bool		nulls[14] = {true, false, true, true, false, false, true, true, true, false, false, false, false, true};
-
-		values[1] = ObjectIdGetDatum(run->ds->packed);
-		values[4] = Int32GetDatum(list_length(run->configs));
-		values[5] = CStringGetTextDatum("total");
-		values[9] = Float8GetDatum(total_flops / 1e9);
-		values[10] = Float8GetDatum(total_bytes / 1048576.0);
-		values[11] = Float8GetDatum(total_seconds);
-		values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
-												  run->workers, plan->used_bytes / 1048576.0, plan->budget_bytes / 1048576.0));
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
+	for (int g = -1; g < n_groups; g++)
+		if (g >= 0 || configs[0] > 0)
+			explain_group(rsinfo, run, g, configs[g + 1], train_flops[g + 1], &totals);
+	explain_total(rsinfo, run, &totals);
 	return (Datum) 0;
+}
+
+/* ---- resume ---- */
+
+static void
+bad_run_config(int64 run_id, const char *key, const char *expected) pg_attribute_noreturn();
+
+static void
+bad_run_config(int64 run_id, const char *key, const char *expected)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("run " INT64_FORMAT " has an invalid configuration", run_id),
+			 errdetail("Key \"%s\" of its pgdl.runs.config must be %s.", key, expected)));
+}
+
+/* A string of the run's config; dflt when the key is absent (or null, when dflt is NULL). */
+static char *
+run_config_string(int64 run_id, Jsonb *cfg, const char *key, const char *dflt)
+{
+	JsonbValue *v = pgdl_jsonb_key(&cfg->root, key);
+
+	if (v == NULL || (v->type == jbvNull && dflt == NULL))
+		return (char *) dflt;
+	if (v->type != jbvString)
+		bad_run_config(run_id, key, "a string");
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* An integer of the run's config within [min, max]; dflt when the key is absent. */
+static int32
+run_config_int(int64 run_id, Jsonb *cfg, const char *key, int32 min, int32 max, int32 dflt)
+{
+	JsonbValue *v = pgdl_jsonb_key(&cfg->root, key);
+	bool		error = false;
+	int32		i;
+
+	if (v == NULL)
+		return dflt;
+	if (v->type == jbvNumeric)
+	{
+		i = numeric_int4_opt_error(v->val.numeric, &error);
+		if (!error && i >= min && i <= max &&
+			DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(v->val.numeric),
+											 NumericGetDatum(int64_to_numeric(i)))))
+			return i;
+	}
+	bad_run_config(run_id, key, psprintf("an integer between %d and %d", min, max));
+}
+
+/*
+ * The run's settings back from its pgdl.runs.config (run_config_jsonb), every
+ * value checked: the row may have been changed since.  Returns its workers.
+ */
+static int32
+run_config_from_jsonb(MopRun *run, Jsonb *cfg)
+{
+	int64		id = run->run_id;
+	bool		halving;
+
+	run->set_name = run_config_string(id, cfg, "set", NULL);
+	if (run->set_name == NULL)
+		bad_run_config(id, "set", "the name of a configuration set");
+	run->strategy = run_config_string(id, cfg, "strategy", "all");
+	halving = is_halving(run->strategy);
+	if (!halving && strcmp(run->strategy, "all") != 0)
+		bad_run_config(id, "strategy", "'all', 'hyperband' or 'successive_halving'");
+	run->eta = run_config_int(id, cfg, "eta", halving ? MIN_ETA : 0, MAX_ETA, 0);
+	if (!halving)
+		run->eta = 0;			/* 'all' has no rungs */
+	run->name_prefix = run_config_string(id, cfg, "name_prefix", NULL);
+	run->cache_mode = run_config_string(id, cfg, "feature_cache", "auto");
+	if (!is_cache_mode(run->cache_mode))
+		bad_run_config(id, "feature_cache", "'auto', 'on' or 'off'");
+	return run_config_int(id, cfg, "workers", 1, PGDL_MAX_WORKERS, 1);
+}
+
+/* The run to continue, checked; returns the workers it ran with. */
+static int32
+read_run(MopRun *run, int64 run_id)
+{
+	PgdlRunRecord rec;
+
+	if (!pgdl_run_read(run_id, &rec))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("run " INT64_FORMAT " does not exist", run_id)));
+	if (strcmp(rec.kind, "fit_multiple") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("run " INT64_FORMAT " is not a pgdl.fit_multiple run", run_id)));
+	if (rec.status == PGDL_RUN_FINISHED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run " INT64_FORMAT " has finished", run_id)));
+	if (rec.dataset == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the packed table of run " INT64_FORMAT " no longer exists", run_id)));
+	run->run_id = run_id;
+	run->epochs = rec.epochs;
+	run->ds = pgdl_dataset_by_id(rec.dataset);
+	check_partitions(run->ds);
+	run->vds = rec.validation ? pgdl_dataset_by_id(rec.validation) : NULL;
+	return run_config_from_jsonb(run, rec.config);
+}
+
+/* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
+static void
+read_resume_points(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		PgdlResumePoint point;
+
+		pgdl_run_resume_point(run->run_id, c->config_id, run->epochs, &point);
+		c->start_epoch = point.epoch;
+		c->start = point.weights;
+		c->stopped = point.stopped;
+		c->has_metrics = point.has_metrics;
+		c->last = point.metrics;
+	}
 }
 
 /*
@@ -993,116 +1206,20 @@ PG_FUNCTION_INFO_V1(pgdl_resume);
 Datum
 pgdl_resume(PG_FUNCTION_ARGS)
 {
-	int64		run_id = PG_GETARG_INT64(0);
 	MopRun	   *run = palloc0(sizeof(MopRun));
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(run_id)};
-	MemoryContext caller = CurrentMemoryContext;
-	Jsonb	   *cfg;
-	int64		dataset_id,
-				validation_id;
-	bool		isnull;
-	char	   *status;
-	ListCell   *lc;
 	int32		workers;
 
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be NULL")));
 	check_isolation();
 	pgdl_engine_prepare();
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
-							  1, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("run " INT64_FORMAT " does not exist", run_id)));
-	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		MemoryContext old = MemoryContextSwitchTo(caller);
-		Datum		d;
-
-		if (strcmp(TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull)), "fit_multiple") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("run " INT64_FORMAT " is not a pgdl.fit_multiple run", run_id)));
-		status = TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull));
-		d = SPI_getbinval(tup, desc, 3, &isnull);
-		dataset_id = isnull ? 0 : DatumGetInt64(d);
-		d = SPI_getbinval(tup, desc, 4, &isnull);
-		validation_id = isnull ? 0 : DatumGetInt64(d);
-		cfg = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
-		run->epochs = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	if (strcmp(status, "finished") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("run " INT64_FORMAT " has finished", run_id)));
-	if (dataset_id == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the packed table of run " INT64_FORMAT " no longer exists", run_id)));
-	run->run_id = run_id;
-	run->ds = pgdl_dataset_by_id(dataset_id);
-	run->vds = validation_id ? pgdl_dataset_by_id(validation_id) : NULL;
-	{
-		JsonbValue *v;
-
-#define CFG(key) pgdl_jsonb_key(&cfg->root, key)
-		v = CFG("set");
-		run->set_name = v ? pnstrdup(v->val.string.val, v->val.string.len) : "";
-		v = CFG("strategy");
-		run->strategy = v ? pnstrdup(v->val.string.val, v->val.string.len) : "all";
-		v = CFG("eta");
-		run->eta = v ? DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric))) : 0;
-		v = CFG("workers");
-		workers = v ? DatumGetInt32(DirectFunctionCall1(numeric_int4, NumericGetDatum(v->val.numeric))) : 1;
-		v = CFG("name_prefix");
-		run->name_prefix = v ? pnstrdup(v->val.string.val, v->val.string.len) : NULL;
-		v = CFG("feature_cache");
-		run->cache_mode = v ? pnstrdup(v->val.string.val, v->val.string.len) : "auto";
-	}
+	workers = read_run(run, PG_GETARG_INT64(0));
+	/* workers NULL: as many as the run had */
 	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers);
 	load_configs(run);
-
-	/* each model's last checkpoint, and whether it was stopped at a rung */
-	SPI_connect();
-	foreach(lc, run->configs)
-	{
-		MopConfig  *c = lfirst(lc);
-		Oid			ctypes[2] = {INT8OID, INT8OID};
-		Datum		cvalues[2] = {Int64GetDatum(run_id), Int64GetDatum(c->config_id)};
-
-		if (SPI_execute_with_args("SELECT epoch, weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 "
-								  "ORDER BY epoch DESC LIMIT 1", 2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT &&
-			SPI_processed == 1)
-		{
-			MemoryContext old = MemoryContextSwitchTo(caller);
-
-			c->start_epoch = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			c->start = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-			MemoryContextSwitchTo(old);
-		}
-		if (SPI_execute_with_args("SELECT 1 FROM pgdl.run_metrics WHERE run = $1 AND config = $2 AND decision = 'stop'",
-								  2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-			c->stopped = true;
-		if (c->start_epoch > 0 &&
-			SPI_execute_with_args("SELECT train_loss, train_accuracy, validation_loss, validation_accuracy "
-								  "FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
-								  2, ctypes, cvalues, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
-		{
-			for (int f = 0; f < 4; f++)
-			{
-				Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, f + 1, &isnull);
-
-				c->metrics[f] = isnull ? 0 : DatumGetFloat8(d);
-				if (f == 2)
-					c->has_validation = !isnull;
-			}
-			c->has_metrics = true;
-		}
-	}
-	SPI_finish();
+	read_resume_points(run);
 	prepare_configs(run);
 	plan_caches(run);
 	mop_execute(fcinfo, run);

@@ -26,6 +26,7 @@
 #define MOP_KEY_SHARED		1
 #define MOP_KEY_BLOBS		2
 #define MOP_KEY_PLAN		3	/* the SQL of the run's feature cache tasks */
+#define MOP_KEY_RUN_CONFIG	4	/* pgdl.runs.config (jsonb), for worker 0 to record */
 #define MOP_MAX_TASKS		(2 * MOP_MAX_SOURCES)
 
 typedef enum MopModelState
@@ -85,12 +86,7 @@ typedef struct MopModel
 	int64		correct;
 	int64		n;
 	double		seconds;
-	/* the last completed epoch */
-	double		train_loss;
-	double		train_accuracy;
-	double		validation_loss;
-	double		validation_accuracy;
-	bool		has_validation;
+	PgdlEpochMetrics last;		/* of the last completed epoch, once epoch > 0 */
 } MopModel;
 
 typedef struct MopWorker
@@ -132,7 +128,6 @@ typedef struct MopShared
 	int32		failed_worker;	/* -1: none */
 	int			error_code;		/* its SQLSTATE */
 	char		error[512];
-	char		run_config[2048];	/* pgdl.runs.config, as JSON text */
 	MopWorker	workers[PGDL_MAX_WORKERS];
 	MopModel	models[FLEXIBLE_ARRAY_MEMBER];
 } MopShared;
@@ -150,7 +145,7 @@ extern bool mop_is_rung(const MopShared *shared, int32 epoch);
  * the best 1/eta and stop the rest; decided[i]/stopped[i] say what happened.
  */
 extern bool mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped);
-/* The decisions into pgdl.run_metrics.decision; needs an SPI connection. */
+/* The decisions into pgdl.run_metrics.decision; needs a transaction. */
 extern void mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped);
 
 /* worker.c */

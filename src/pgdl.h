@@ -209,6 +209,105 @@ extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDa
 /* The model's input and output agree with the dataset, or an error says how not. */
 extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
 
+/* architectures.c: named network specs (pgdl.architectures), their validation and cost */
+
+/* The stored spec of architecture `name` and its id, or an error saying it does not exist. */
+extern Jsonb *pgdl_architecture_by_name(const char *name, int64 *id);
+
+/*
+ * runs.c: the run record -- pgdl.runs, pgdl.run_metrics, pgdl.models and
+ * pgdl.checkpoints.  Each call connects to SPI itself; callers need only a
+ * transaction.  Ids of 0 mean none (NULL in the catalog).
+ */
+
+typedef enum PgdlRunStatus
+{
+	PGDL_RUN_RUNNING = 0,
+	PGDL_RUN_FINISHED,
+	PGDL_RUN_FAILED,
+	PGDL_RUN_CANCELLED
+} PgdlRunStatus;
+
+/* One epoch of one model, as pgdl.run_metrics and pgdl.models.metrics hold it. */
+typedef struct PgdlEpochMetrics
+{
+	int32		epoch;			/* 1-based */
+	double		train_loss;
+	double		train_accuracy; /* when classification */
+	double		validation_loss;	/* when has_validation */
+	double		validation_accuracy;	/* when has_validation and classification */
+	double		seconds;
+	double		images_per_second;
+	bool		classification;
+	bool		has_validation;
+} PgdlEpochMetrics;
+
+/* A trained model for pgdl.models. */
+typedef struct PgdlModelRecord
+{
+	const char *name;			/* NULL: none */
+	int64		architecture;	/* 0: a spec given as jsonb, or a base model's network */
+	Jsonb	   *spec;
+	Jsonb	   *config;
+	int64		dataset;
+	int64		run;
+	int64		config_id;		/* its pgdl.configs row in a fit_multiple run; 0 in a fit run */
+	int64		parent;			/* the base model it started from; 0: none */
+	bytea	   *weights;
+	PgdlEpochMetrics last;		/* its last epoch: pgdl.models.metrics */
+	bool		selection;		/* trained in a model selection: metrics say whether it was stopped */
+	bool		stopped;
+} PgdlModelRecord;
+
+/* A pgdl.runs row, checked: a known status, epochs in range, an object as config. */
+typedef struct PgdlRunRecord
+{
+	int64		id;
+	char	   *kind;			/* 'fit' or 'fit_multiple' */
+	PgdlRunStatus status;
+	int64		dataset;		/* 0: its packed table was dropped */
+	int64		validation;		/* 0: none, or dropped */
+	Jsonb	   *config;
+	int32		epochs;
+} PgdlRunRecord;
+
+/* Where a model of a fit_multiple run stands, for pgdl.resume. */
+typedef struct PgdlResumePoint
+{
+	int32		epoch;			/* of its last checkpoint (1 .. the run's epochs); 0: none */
+	bytea	   *weights;		/* that checkpoint (not yet checked against the network); NULL: none */
+	bool		stopped;		/* successive halving stopped it at a rung */
+	bool		has_metrics;	/* metrics: losses and accuracies of its last recorded epoch */
+	PgdlEpochMetrics metrics;
+} PgdlResumePoint;
+
+/* kind: 'fit' or 'fit_multiple'; progress_handle: the run's DSM segment, for pgdl.progress. */
+extern int64 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architecture,
+							Jsonb *config, int32 epochs, int64 progress_handle);
+/* A resumed run: running again, with new shared memory. */
+extern void pgdl_run_restart(int64 run, int64 progress_handle);
+extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
+/* Successive halving's decision at a rung, on that epoch's metrics row. */
+extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop);
+extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);
+/* An error if a model already has this name. */
+extern void pgdl_run_check_model_name(const char *name);
+/* Insert the model and link its run's metrics rows (its configuration's) to it; returns its id. */
+extern int64 pgdl_run_store_model(const PgdlModelRecord *model);
+extern void pgdl_run_finish(int64 run, PgdlRunStatus status);
+/* false: no such run; ERRCODE_DATA_CORRUPTED if the row is not valid. */
+extern bool pgdl_run_read(int64 run, PgdlRunRecord *out);
+/* Configuration config_id's point in run; ERRCODE_DATA_CORRUPTED if its checkpoint is not within 1 .. epochs. */
+extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out);
+/* The runs in flight that recorded their shared memory: ids and handles, palloc'd; returns how many. */
+extern int64 pgdl_run_list_running(int64 **runs, int64 **handles);
+
+/* Building jsonb objects (after pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL)); NaN and infinities are null. */
+extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
+extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
+extern void pgdl_jsonb_put_float(JsonbParseState **state, const char *key, double value);
+extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
 /* transfer.c: configurations that start from a stored model's first layers, frozen */
 
 /* A configuration that starts from a stored model with its first `freeze` layers frozen. */

@@ -8,7 +8,6 @@
  */
 #include "postgres.h"
 
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "storage/shm_toc.h"
@@ -21,6 +20,75 @@ static const char *const state_names[] = {
 	[MOP_DONE] = "done", [MOP_STOPPED] = "stopped"
 };
 
+/*
+ * A copy of run `run`'s shared state, taken under its spinlock, or NULL when
+ * its segment is gone (the run ended without saying so: crashed or cancelled)
+ * or is not that run's.
+ */
+static MopShared *
+copy_run(int64 run, dsm_handle handle)
+{
+	dsm_segment *seg = dsm_find_mapping(handle);
+	bool		attached_here = false;
+	shm_toc    *toc;
+	MopShared  *shared;
+	MopShared  *copy = NULL;
+
+	if (seg == NULL)
+	{
+		seg = dsm_attach(handle);
+		if (seg == NULL)
+			return NULL;
+		attached_here = true;
+	}
+	toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(seg));
+	shared = toc ? shm_toc_lookup(toc, MOP_KEY_SHARED, true) : NULL;
+	if (shared != NULL && shared->magic == MOP_MAGIC && shared->run_id == run &&
+		shared->n_models >= 1 && shared->n_models <= PGDL_MAX_MODELS)
+	{
+		Size		size = MOP_SHARED_SIZE(shared->n_models);
+
+		copy = palloc(size);
+		SpinLockAcquire(&shared->mutex);
+		memcpy(copy, shared, size);
+		SpinLockRelease(&shared->mutex);
+	}
+	if (attached_here)
+		dsm_detach(seg);
+	return copy;
+}
+
+static void
+put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
+{
+	Datum		values[10];
+	bool		nulls[10] = {false};
+	int			w = m->worker;
+	double		rate = m->seconds > 0 ? m->n / m->seconds : 0;
+	int64		per_epoch = m->visit > 0 ? m->n * run->n_partitions / m->visit : 0;
+	int64		left = 0;
+
+	if (m->state != MOP_DONE && m->state != MOP_STOPPED)
+		left = per_epoch * (run->epochs - m->epoch) - m->n;
+	values[0] = Int64GetDatum(run->run_id);
+	values[1] = Int64GetDatum(m->config_id);
+	values[2] = CStringGetTextDatum(state_names[m->state]);
+	values[3] = Int32GetDatum(Min(m->epoch + 1, run->epochs));
+	values[4] = Int32GetDatum(m->visit);
+	values[5] = Int32GetDatum(m->partition);
+	nulls[5] = m->state != MOP_BUSY;
+	values[6] = Int32GetDatum(w >= 0 && w < PGDL_MAX_WORKERS ? run->workers[w].pid : 0);
+	nulls[6] = m->state != MOP_BUSY;
+	values[7] = Float8GetDatum(rate);
+	nulls[7] = rate <= 0;
+	/* the model's own rate; with no rate yet, no estimate */
+	values[8] = Float8GetDatum(rate > 0 && left > 0 ? left / rate : 0);
+	nulls[8] = rate <= 0 || per_epoch == 0;
+	values[9] = Float8GetDatum(m->last.has_validation ? m->last.validation_loss : m->last.train_loss);
+	nulls[9] = m->epoch == 0;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 PG_FUNCTION_INFO_V1(pgdl_progress);
 Datum
 pgdl_progress(PG_FUNCTION_ARGS)
@@ -28,88 +96,16 @@ pgdl_progress(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int64	   *runs;
 	int64	   *handles;
-	uint64		n_runs;
+	int64		n_runs;
 
 	InitMaterializedSRF(fcinfo, 0);
-	SPI_connect();
-	if (SPI_execute("SELECT id, progress_handle FROM pgdl.runs WHERE status = 'running' "
-					"AND progress_handle IS NOT NULL ORDER BY id", true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pgdl.runs");
-	n_runs = SPI_processed;
-	runs = palloc(sizeof(int64) * (n_runs + 1));
-	handles = palloc(sizeof(int64) * (n_runs + 1));
-	for (uint64 r = 0; r < n_runs; r++)
+	n_runs = pgdl_run_list_running(&runs, &handles);
+	for (int64 r = 0; r < n_runs; r++)
 	{
-		bool		isnull;
+		MopShared  *copy = copy_run(runs[r], (dsm_handle) handles[r]);
 
-		runs[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-		handles[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
-	}
-	SPI_finish();
-
-	for (uint64 r = 0; r < n_runs; r++)
-	{
-		dsm_segment *seg = dsm_find_mapping((dsm_handle) handles[r]);
-		bool		attached_here = false;
-		shm_toc    *toc;
-		MopShared  *shared;
-		MopShared  *copy;
-		Size		size;
-
-		if (seg == NULL)
-		{
-			seg = dsm_attach((dsm_handle) handles[r]);
-			if (seg == NULL)
-				continue;		/* the run ended without saying so: crashed or cancelled */
-			attached_here = true;
-		}
-		toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(seg));
-		shared = toc ? shm_toc_lookup(toc, MOP_KEY_SHARED, true) : NULL;
-		if (shared == NULL || shared->magic != MOP_MAGIC || shared->run_id != runs[r] ||
-			shared->n_models < 1 || shared->n_models > PGDL_MAX_MODELS)
-		{
-			if (attached_here)
-				dsm_detach(seg);
-			continue;
-		}
-		size = MOP_SHARED_SIZE(shared->n_models);
-		copy = palloc(size);
-		SpinLockAcquire(&shared->mutex);
-		memcpy(copy, shared, size);
-		SpinLockRelease(&shared->mutex);
-		if (attached_here)
-			dsm_detach(seg);
-
-		for (int i = 0; i < copy->n_models; i++)
-		{
-			MopModel   *m = &copy->models[i];
-			Datum		values[10];
-			bool		nulls[10] = {false};
-			int			w = m->worker;
-			double		rate = m->seconds > 0 ? m->n / m->seconds : 0;
-			int64		per_epoch = m->visit > 0 ? m->n * copy->n_partitions / m->visit : 0;
-			int64		left = 0;
-
-			if (m->state != MOP_DONE && m->state != MOP_STOPPED)
-				left = per_epoch * (copy->epochs - m->epoch) - m->n;
-			values[0] = Int64GetDatum(copy->run_id);
-			values[1] = Int64GetDatum(m->config_id);
-			values[2] = CStringGetTextDatum(state_names[m->state]);
-			values[3] = Int32GetDatum(Min(m->epoch + 1, copy->epochs));
-			values[4] = Int32GetDatum(m->visit);
-			values[5] = Int32GetDatum(m->partition);
-			nulls[5] = m->state != MOP_BUSY;
-			values[6] = Int32GetDatum(w >= 0 && w < PGDL_MAX_WORKERS ? copy->workers[w].pid : 0);
-			nulls[6] = m->state != MOP_BUSY;
-			values[7] = Float8GetDatum(rate);
-			nulls[7] = rate <= 0;
-			/* the model's own rate; with no rate yet, no estimate */
-			values[8] = Float8GetDatum(rate > 0 && left > 0 ? left / rate : 0);
-			nulls[8] = rate <= 0 || per_epoch == 0;
-			values[9] = Float8GetDatum(m->has_validation ? m->validation_loss : m->train_loss);
-			nulls[9] = m->epoch == 0;
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+		for (int i = 0; copy != NULL && i < copy->n_models; i++)
+			put_model(rsinfo, copy, &copy->models[i]);
 	}
 	return (Datum) 0;
 }

@@ -11,7 +11,6 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -36,6 +35,7 @@ static int	me;
 static MemoryContext data_cxt;
 static int64 budget;
 static dsm_segment *my_segment;
+static Jsonb *run_config;		/* pgdl.runs.config, in the segment */
 
 /* A MopSource as this worker reads it. */
 typedef struct WorkerSource
@@ -147,51 +147,21 @@ for_each_buffer(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp, PgdlBu
 	CommitTransactionCommand();
 }
 
-static void
-run_sql(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expected)
-{
-	int			ret = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (ret != expected)
-		elog(ERROR, "pgdl worker: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
-}
-
 /* Worker 0 records the run; the others wait for its id. */
 static void
-create_run(const char *run_config)
+create_run(void)
 {
-	Oid			types[5] = {INT8OID, INT8OID, JSONBOID, INT4OID, INT8OID};
-	Datum		values[5];
-	char		nulls[5] = {' ', shared->validation_id ? ' ' : 'n', ' ', ' ', ' '};
-	bool		isnull;
 	int64		id = shared->run_id;
+	int64		handle = (int64) dsm_segment_handle(my_segment);
 
-	values[0] = Int64GetDatum(shared->dataset_id);
-	values[1] = Int64GetDatum(shared->validation_id);
-	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(run_config));
-	values[3] = Int32GetDatum(shared->epochs);
-	values[4] = Int64GetDatum((int64) dsm_segment_handle(my_segment));
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (id == 0)
-	{
-		run_sql("INSERT INTO pgdl.runs (kind, dataset, validation, config, epochs, progress_handle) "
-				"VALUES ('fit_multiple', $1, $2, $3, $4, $5) RETURNING id", 5, types, values, nulls,
-				SPI_OK_INSERT_RETURNING);
-		id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	}
+		id = pgdl_run_begin("fit_multiple", shared->dataset_id, shared->validation_id, 0, run_config,
+							shared->epochs, handle);
 	else
-	{
-		/* a resumed run: running again, with new shared memory */
-		Oid			utypes[2] = {INT8OID, INT8OID};
-		Datum		uvalues[2] = {values[4], Int64GetDatum(id)};
-
-		run_sql("UPDATE pgdl.runs SET status = 'running', finished = NULL, progress_handle = $1 WHERE id = $2",
-				2, utypes, uvalues, NULL, SPI_OK_UPDATE);
-	}
-	SPI_finish();
+		pgdl_run_restart(id, handle);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	SpinLockAcquire(&shared->mutex);
@@ -205,42 +175,31 @@ record_decisions(int32 epoch, const bool *stopped, const bool *decided)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	mop_record_decisions(shared, epoch, decided, stopped);
-	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
 
-/* The end of model i's epoch: evaluate, record, checkpoint; then release it. */
+/* Loss and accuracy of model i on the validation set. */
 static void
-finish_epoch(int i, NnModel *nn)
+evaluate(int i, NnModel *nn, NnBatchStats *vstats)
 {
-	MopModel   *m = &shared->models[i];
-	NnBatchStats vstats = {0};
-	int32		epoch = m->epoch + 1;
-	double		train_loss = m->n ? m->loss_sum / m->n : 0;
-	double		train_acc = m->n ? (double) m->correct / m->n : 0;
-	WorkerSource *src = &sources[m->source];
-	bool		classification = src->train.classification;
-	bool		*stopped = NULL,
-			   *decided = NULL;
-	bool		rung_done = false;
+	WorkerSource *src = &sources[shared->models[i].source];
+	ScanArg		sa = {NULL, nn, vstats, src};
 
-	if (shared->validation_id)
+	if (!*src->validation_loaded)
 	{
-		ScanArg		sa = {NULL, nn, &vstats, src};
-
-		if (!*src->validation_loaded)
-		{
-			load(&src->valid, -1, src->held_validation);
-			*src->validation_loaded = true;
-		}
-		for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
+		load(&src->valid, -1, src->held_validation);
+		*src->validation_loaded = true;
 	}
+	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
+}
 
-	/* wait for worker 0's run row */
+/* Worker 0 may not have recorded the run yet: metrics and checkpoints need its id. */
+static void
+wait_for_run_row(void)
+{
 	for (;;)
 	{
 		int64		run_id;
@@ -249,73 +208,56 @@ finish_epoch(int i, NnModel *nn)
 		run_id = shared->run_id;
 		SpinLockRelease(&shared->mutex);
 		if (run_id)
-			break;
+			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
 
+/* Model i's metrics and checkpoint of the epoch it finished, committed together. */
+static void
+record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
+{
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
+	bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+
+	SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
+	memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+	if (src->frozen)
+	{
+		/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
+		NnError		err;
+		NnModel    *joined = nn_model_join(src->frozen, nn, &err);
+
+		if (joined == NULL)
+			elog(ERROR, "pgdl worker: could not join a model to its frozen layers: %s", err.msg);
+		pgdl_model_free_with(joined, CurrentMemoryContext);
+		blob = pgdl_model_serialize(joined);
+	}
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	{
-		Oid			types[9] = {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID,
-		FLOAT8OID, FLOAT8OID};
-		Datum		values[9];
-		char		nulls[9] = {' ', ' ', ' ', ' ', classification ? ' ' : 'n',
-			vstats.n ? ' ' : 'n', vstats.n && classification ? ' ' : 'n', ' ', ' '};
-		Oid			ctypes[4] = {INT8OID, INT8OID, INT4OID, BYTEAOID};
-		Datum		cvalues[4];
-		bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
-		NnError		err;
-
-		values[0] = Int64GetDatum(shared->run_id);
-		values[1] = Int64GetDatum(m->config_id);
-		values[2] = Int32GetDatum(epoch);
-		values[3] = Float8GetDatum(train_loss);
-		values[4] = Float8GetDatum(train_acc);
-		values[5] = Float8GetDatum(vstats.n ? vstats.loss_sum / vstats.n : 0);
-		values[6] = Float8GetDatum(vstats.n ? (double) vstats.correct / vstats.n : 0);
-		values[7] = Float8GetDatum(m->seconds);
-		values[8] = Float8GetDatum(m->seconds > 0 ? m->n / m->seconds : 0);
-		run_sql("INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-				"validation_loss, validation_accuracy, seconds, images_per_second) "
-				"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)", 9, types, values, nulls, SPI_OK_INSERT);
-
-		SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
-		memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
-		if (src->frozen)
-		{
-			/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
-			NnModel    *joined = nn_model_join(src->frozen, nn, &err);
-
-			if (joined == NULL)
-				elog(ERROR, "pgdl worker: could not join a model to its frozen layers: %s", err.msg);
-			pgdl_model_free_with(joined, CurrentMemoryContext);
-			blob = pgdl_model_serialize(joined);
-		}
-		cvalues[0] = Int64GetDatum(shared->run_id);
-		cvalues[1] = Int64GetDatum(m->config_id);
-		cvalues[2] = Int32GetDatum(epoch);
-		cvalues[3] = PointerGetDatum(blob);
-		run_sql("INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
-				4, ctypes, cvalues, NULL, SPI_OK_INSERT);
-	}
-	SPI_finish();
+	pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
+	pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+}
 
-	stopped = palloc0(sizeof(bool) * shared->n_models);
-	decided = palloc0(sizeof(bool) * shared->n_models);
-	SpinLockAcquire(&shared->mutex);
+/*
+ * With the mutex held: model i goes on to its next epoch, is done, or waits at
+ * a rung (and decides it, when it is the last there).  True if it decided.
+ */
+static bool
+advance_model(int i, const PgdlEpochMetrics *metrics, bool *decided, bool *stopped)
+{
+	MopModel   *m = &shared->models[i];
+	int32		epoch = metrics->epoch;
+
 	m->epoch = epoch;
 	m->visit = 0;
-	m->train_loss = train_loss;
-	m->train_accuracy = train_acc;
-	m->has_validation = vstats.n > 0;
-	m->validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
-	m->validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
+	m->last = *metrics;
 	m->loss_sum = 0;
 	m->correct = 0;
 	m->n = 0;
@@ -325,13 +267,44 @@ finish_epoch(int i, NnModel *nn)
 	else if (mop_is_rung(shared, epoch))
 	{
 		m->state = MOP_RUNG;
-		rung_done = mop_decide_rung(shared, epoch, decided, stopped);
+		return mop_decide_rung(shared, epoch, decided, stopped);
 	}
 	else
 		m->state = MOP_IDLE;
+	return false;
+}
+
+/* The end of model i's epoch: evaluate, record, checkpoint; then release it. */
+static void
+finish_epoch(int i, NnModel *nn)
+{
+	MopModel   *m = &shared->models[i];
+	NnBatchStats vstats = {0};
+	PgdlEpochMetrics metrics = {0};
+	bool	   *stopped = palloc0(sizeof(bool) * shared->n_models);
+	bool	   *decided = palloc0(sizeof(bool) * shared->n_models);
+	bool		rung_done;
+
+	if (shared->validation_id)
+		evaluate(i, nn, &vstats);
+	metrics.epoch = m->epoch + 1;
+	metrics.classification = sources[m->source].train.classification;
+	metrics.train_loss = m->n ? m->loss_sum / m->n : 0;
+	metrics.train_accuracy = m->n ? (double) m->correct / m->n : 0;
+	metrics.has_validation = vstats.n > 0;
+	metrics.validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
+	metrics.validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
+	metrics.seconds = m->seconds;
+	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
+
+	wait_for_run_row();
+	record_epoch(i, nn, &metrics);
+
+	SpinLockAcquire(&shared->mutex);
+	rung_done = advance_model(i, &metrics, decided, stopped);
 	SpinLockRelease(&shared->mutex);
 	if (rung_done)
-		record_decisions(epoch, stopped, decided);
+		record_decisions(metrics.epoch, stopped, decided);
 	wake_everyone();
 }
 
@@ -502,6 +475,43 @@ cache_dataset(const PgdlDataset *ds, const char *view, int32 n_features)
 	return c;
 }
 
+/* Source s: the packed tables (source 0's buffers, when recomputing a prefix) or a prefix's cache views. */
+static void
+open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
+{
+	MopSource  *ms = &shared->sources[s];
+	WorkerSource *src = &sources[s];
+
+	if (s == 0 || !ms->cached)
+	{
+		src->train = *train_ds;
+		src->valid = *valid_ds;
+		src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
+		src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
+		src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
+	}
+	else
+	{
+		src->train = cache_dataset(train_ds, ms->view[0], ms->n_features);
+		if (shared->validation_id)
+			src->valid = cache_dataset(valid_ds, ms->view[1], ms->n_features);
+		src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
+		src->held_validation = palloc0(sizeof(PgdlHeldPartition));
+		src->validation_loaded = palloc0(sizeof(bool));
+	}
+	if (ms->prefix_len > 0)
+	{
+		NnError		err;
+
+		src->frozen = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
+		if (src->frozen == NULL)
+			elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
+		pgdl_model_free_with(src->frozen, data_cxt);
+		if (!ms->cached)
+			src->prefix = src->frozen;
+	}
+}
+
 /* The sources this worker's models train on, with their tables and prefixes. */
 static void
 open_sources(void)
@@ -523,71 +533,28 @@ open_sources(void)
 	for (int i = 0; i < shared->n_models; i++)
 		if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
 			sources[shared->models[i].source].used = true;
-	for (int s = 0; s < shared->n_sources; s++)
-	{
-		MopSource  *ms = &shared->sources[s];
-		WorkerSource *src = &sources[s];
-
-		if (s > 0 && src->used && !ms->cached)
+	for (int s = 1; s < shared->n_sources; s++)
+		if (sources[s].used && !shared->sources[s].cached)
 			sources[0].used = true; /* its buffers are source 0's */
-	}
 	for (int s = 0; s < shared->n_sources; s++)
-	{
-		MopSource  *ms = &shared->sources[s];
-		WorkerSource *src = &sources[s];
-
-		if (s == 0 || !ms->cached)
-		{
-			src->train = train_ds;
-			src->valid = valid_ds;
-			src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
-			src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
-			src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
-		}
-		else
-		{
-			src->train = cache_dataset(&train_ds, ms->view[0], ms->n_features);
-			if (shared->validation_id)
-				src->valid = cache_dataset(&valid_ds, ms->view[1], ms->n_features);
-			src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
-			src->held_validation = palloc0(sizeof(PgdlHeldPartition));
-			src->validation_loaded = palloc0(sizeof(bool));
-		}
-		if (ms->prefix_len > 0)
-		{
-			NnError		err;
-
-			src->frozen = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
-			if (src->frozen == NULL)
-				elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
-			pgdl_model_free_with(src->frozen, data_cxt);
-			if (!ms->cached)
-				src->prefix = src->frozen;
-		}
-	}
+		open_source(s, &train_ds, &valid_ds);
 	MemoryContextSwitchTo(old);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
 
-void
-pgdl_mop_worker_main(Datum main_arg)
+/* The run's shared memory: the DSM segment the leader made, its table of contents. */
+static void
+attach(Datum main_arg)
 {
-	dsm_segment *seg;
 	shm_toc    *toc;
-	MemoryContext step_cxt;
 
-	pqsignal(SIGTERM, die);
-	BackgroundWorkerUnblockSignals();
-	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int));
-
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl worker");
-	seg = my_segment = dsm_attach(DatumGetUInt32(main_arg));
-	if (seg == NULL)
+	my_segment = dsm_attach(DatumGetUInt32(main_arg));
+	if (my_segment == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pgdl worker could not attach to its run's shared memory")));
-	toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(seg));
+	toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(my_segment));
 	if (toc == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -595,11 +562,106 @@ pgdl_mop_worker_main(Datum main_arg)
 	shared = shm_toc_lookup(toc, MOP_KEY_SHARED, false);
 	blobs = shm_toc_lookup(toc, MOP_KEY_BLOBS, false);
 	plan_sql = shm_toc_lookup(toc, MOP_KEY_PLAN, false);
+	run_config = shm_toc_lookup(toc, MOP_KEY_RUN_CONFIG, false);
 
 	SpinLockAcquire(&shared->mutex);
 	shared->workers[me].pid = MyProcPid;
 	shared->workers[me].proc = MyProc;
 	SpinLockRelease(&shared->mutex);
+}
+
+/* The leader says go once it knows how many workers it got. */
+static void
+wait_for_go(void)
+{
+	while (!shared->go && !shared->abort)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (shared->abort)
+		proc_exit(0);
+}
+
+/* This worker's partitions of every source a model trains on, into memory as the budget allows. */
+static void
+load_partitions(void)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
+	for (int s = 0; s < shared->n_sources; s++)
+	{
+		WorkerSource *src = &sources[s];
+
+		if (!src->used || (s > 0 && src->prefix))
+			continue;			/* a recomputing source reads source 0's buffers */
+		for (int p = me; p < shared->n_partitions; p += shared->n_workers)
+			load(&src->train, p, &src->held[p]);
+	}
+}
+
+/* Train models that come to this worker's partitions until every model is done or the run stops. */
+static void
+train_models(MemoryContext step_cxt)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
+	for (;;)
+	{
+		bool		all_finished;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (shared->abort)
+			return;
+		if (BackendPidGetProc(shared->leader_pid) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_ADMIN_SHUTDOWN),
+					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
+							me, (int) shared->leader_pid)));
+		i = take_model(&all_finished);
+		if (i >= 0)
+		{
+			train_model(i, step_cxt);
+			continue;
+		}
+		if (all_finished)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* The first worker to fail tells the leader why, and every worker stops. */
+static void
+report_failure(void)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	SpinLockAcquire(&shared->mutex);
+	if (shared->failed_worker < 0)
+	{
+		shared->failed_worker = me;
+		shared->error_code = edata->sqlerrcode;
+		snprintf(shared->error, sizeof(shared->error), "%s", edata->message);
+	}
+	shared->abort = true;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+}
+
+void
+pgdl_mop_worker_main(Datum main_arg)
+{
+	MemoryContext step_cxt;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int));
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl worker");
+	attach(main_arg);
 
 	/* log in as the caller's session user, then become the role it runs as */
 	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
@@ -612,75 +674,17 @@ pgdl_mop_worker_main(Datum main_arg)
 		data_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker data", ALLOCSET_DEFAULT_SIZES);
 		step_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker step", ALLOCSET_DEFAULT_SIZES);
 		budget = shared->cache_bytes;
-
-		/* the leader says go once it knows how many workers it got */
-		while (!shared->go && !shared->abort)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
-		if (shared->abort)
-			proc_exit(0);
-
+		wait_for_go();
 		if (me == 0)
-			create_run(shared->run_config);
+			create_run();
 		run_cache_tasks();
 		open_sources();
-
-		pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
-		for (int s = 0; s < shared->n_sources; s++)
-		{
-			WorkerSource *src = &sources[s];
-
-			if (!src->used || (s > 0 && src->prefix))
-				continue;		/* a recomputing source reads source 0's buffers */
-			for (int p = me; p < shared->n_partitions; p += shared->n_workers)
-				load(&src->train, p, &src->held[p]);
-		}
-
-		pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
-		for (;;)
-		{
-			bool		all_finished;
-			int			i;
-
-			CHECK_FOR_INTERRUPTS();
-			if (shared->abort)
-				break;
-			if (BackendPidGetProc(shared->leader_pid) == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_ADMIN_SHUTDOWN),
-						 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
-								me, (int) shared->leader_pid)));
-			i = take_model(&all_finished);
-			if (i >= 0)
-			{
-				train_model(i, step_cxt);
-				continue;
-			}
-			if (all_finished)
-				break;
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+		load_partitions();
+		train_models(step_cxt);
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		SpinLockAcquire(&shared->mutex);
-		if (shared->failed_worker < 0)
-		{
-			shared->failed_worker = me;
-			shared->error_code = edata->sqlerrcode;
-			snprintf(shared->error, sizeof(shared->error), "%s", edata->message);
-		}
-		shared->abort = true;
-		SpinLockRelease(&shared->mutex);
-		wake_everyone();
+		report_failure();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -689,6 +693,6 @@ pgdl_mop_worker_main(Datum main_arg)
 	shared->workers[me].finished = true;
 	SpinLockRelease(&shared->mutex);
 	wake_everyone();
-	dsm_detach(seg);
+	dsm_detach(my_segment);
 	proc_exit(0);
 }

@@ -70,6 +70,28 @@ CREATE TABLE mop_named AS
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 1, name_prefix => 'mop_');
 SELECT count(*) AS named FROM mop_named f JOIN pgdl.models m ON m.id = f.model WHERE m.name = 'mop_' || f.config;
 
+-- a model's metrics are its last epoch's, the numbers of pgdl.run_metrics, and say whether it was stopped
+SELECT count(*) AS models,
+       bool_and((m.metrics->>'train_loss')::float8 = r.train_loss
+                AND (m.metrics->>'train_accuracy')::float8 = r.train_accuracy
+                AND (m.metrics->>'validation_loss')::float8 = r.validation_loss
+                AND (m.metrics->>'validation_accuracy')::float8 = r.validation_accuracy
+                AND m.metrics->'stopped' = 'false' AND r.model = m.id) AS metrics_match
+  FROM mop_results x JOIN pgdl.models m ON m.id = x.model
+  JOIN pgdl.run_metrics r ON r.run = m.run AND r.config = x.config AND r.epoch = (m.metrics->>'epoch')::int;
+
+-- quotes and backslashes in a name prefix or a set name are taken literally
+CREATE TABLE mop_quoted AS
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 1, name_prefix => 'x", "set": "bob_set');
+SELECT r.config->>'set' AS set, r.config->>'name_prefix' AS name_prefix, count(*) AS models
+  FROM mop_quoted q JOIN pgdl.models m ON m.id = q.model JOIN pgdl.runs r ON r.id = m.run
+ WHERE m.name = 'x", "set": "bob_set' || q.config GROUP BY 1, 2;
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'mop "quoted" \set', id, '{"lr": 0.1, "batch_size": 8}' FROM pgdl.architectures WHERE name = 'mop_small';
+SELECT rank, epochs FROM pgdl.fit_multiple('mop_packed', 'mop "quoted" \set', 1, workers => 1, name_prefix => 'q\"');
+SELECT r.config->>'set' AS set, r.config->>'name_prefix' AS name_prefix, m.name LIKE 'q\\"%' AS named
+  FROM pgdl.runs r JOIN pgdl.models m ON m.run = r.id WHERE r.id = (SELECT max(id) FROM pgdl.runs);
+
 -- more workers than partitions: one per partition, with a NOTICE
 SET client_min_messages = notice;
 SELECT count(*) FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 6);
@@ -83,6 +105,16 @@ SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 0);
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, strategy => 'genetic');
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, strategy => 'hyperband', eta => 1);
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, NULL, NULL, NULL);
+-- NULL in any other argument: an error, or the default (validation, workers, name_prefix)
+SELECT * FROM pgdl.fit_multiple(NULL, 'mop_set');
+SELECT * FROM pgdl.fit_multiple('mop_packed', NULL);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', NULL);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, eta => NULL);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, feature_cache => NULL);
+SELECT * FROM pgdl.explain_fit_multiple('mop_packed', NULL);
+SELECT count(*) AS trained_with_defaults
+  FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, NULL, NULL, name_prefix => NULL);
+SELECT * FROM pgdl.resume(NULL);
 INSERT INTO pgdl.configs (set_name, architecture, config)
 VALUES ('mop_bad', pgdl.add_architecture('mop_five', '{"input": [5], "layers": [{"type": "dense", "units": 4}]}'),
         '{"lr": 0.1}');
@@ -109,3 +141,60 @@ EXCEPTION WHEN OTHERS THEN
 	RAISE WARNING '%', regexp_replace(SQLERRM, '[0-9]+', 'N');
 END
 $$;
+
+-- A forged pgdl.runs row is a clear error, never a crash.  mop_try runs a
+-- statement and says how it failed (ids, which depend on the tests before, as N).
+CREATE FUNCTION mop_try(sql text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	state text;
+	msg text;
+	detail text;
+BEGIN
+	EXECUTE sql;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL;
+	RETURN state || ': ' || regexp_replace(msg, '[0-9]+', 'N', 'g') || coalesce(' -- ' || nullif(detail, ''), '');
+END
+$$;
+INSERT INTO pgdl.runs (id, kind, dataset, config, epochs)
+SELECT 900000 + k, 'fit_multiple', d.id, c::jsonb, CASE WHEN k = 14 THEN 0 ELSE 2 END
+  FROM pgdl.datasets d, unnest(ARRAY[
+         '{"set": 123}',
+         '{"set": "mop_set", "eta": "x"}',
+         '{"set": "mop_set", "workers": "x"}',
+         '{"set": "mop_set", "strategy": 1}',
+         '{"set": "mop_set", "name_prefix": 5}',
+         '{"set": "mop_set", "feature_cache": true}',
+         '{"set": "mop_set", "feature_cache": "always"}',
+         '{"set": "mop_set", "strategy": "genetic"}',
+         '{"set": "mop_set", "strategy": "hyperband", "eta": 1}',
+         '{"set": "mop_set", "workers": 1e30}',
+         '{"set": "mop_set", "workers": 1.5}',
+         '{"strategy": "all"}',
+         '[1, 2]',
+         '{"set": "mop_set"}']) WITH ORDINALITY AS t(c, k)
+ WHERE d.packed = 'mop_packed'::regclass;
+SELECT id - 900000 AS forged, config, epochs, mop_try(format('SELECT * FROM pgdl.resume(%s)', id)) AS resume
+  FROM pgdl.runs WHERE id > 900000 ORDER BY id;
+DELETE FROM pgdl.runs WHERE id > 900000;
+
+-- a checkpoint out of the run's epochs, or not a model of its configuration's network, is refused
+CREATE TABLE mop_ck AS SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 1);
+SELECT DISTINCT m.run AS ck_run FROM mop_ck c JOIN pgdl.models m ON m.id = c.model \gset
+CREATE TABLE mop_ck_saved AS SELECT * FROM pgdl.checkpoints WHERE run = :ck_run;
+UPDATE pgdl.runs SET status = 'running', epochs = 2 WHERE id = :ck_run;
+UPDATE pgdl.checkpoints SET epoch = 3 WHERE run = :ck_run AND config = (SELECT max(config) FROM mop_ck);
+SELECT mop_try(format('SELECT * FROM pgdl.resume(%s)', :ck_run)) AS epoch_3_of_2;
+UPDATE pgdl.checkpoints SET epoch = 1 WHERE run = :ck_run;
+UPDATE pgdl.checkpoints SET weights = pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 8},
+  {"type": "relu"}, {"type": "dense", "units": 4}]}') WHERE run = :ck_run AND config = (SELECT min(config) FROM mop_ck);
+SELECT mop_try(format('SELECT * FROM pgdl.resume(%s)', :ck_run)) AS other_network;
+UPDATE pgdl.checkpoints SET weights = '\x00' WHERE run = :ck_run AND config = (SELECT min(config) FROM mop_ck);
+SELECT mop_try(format('SELECT * FROM pgdl.resume(%s)', :ck_run)) AS not_a_model;
+-- restored, the run goes on (workers NULL: as many as it had) to its second epoch
+UPDATE pgdl.checkpoints k SET weights = s.weights FROM mop_ck_saved s
+ WHERE k.run = s.run AND k.config = s.config AND k.epoch = s.epoch;
+SELECT count(*) AS models, bool_and(epochs = 2) AS second_epoch FROM pgdl.resume(:ck_run, NULL);
+SELECT status FROM pgdl.runs WHERE id = :ck_run;
+DROP FUNCTION mop_try(text);

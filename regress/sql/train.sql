@@ -136,6 +136,14 @@ SELECT count(*) AS epochs, count(*) FILTER (WHERE model = :toy_id) AS linked,
        (array_agg(train_loss ORDER BY epoch))[30] < 0.5 * (array_agg(train_loss ORDER BY epoch))[1] AS loss_fell
   FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :toy_id);
 
+-- the model's metrics are its last epoch's, the same numbers as pgdl.run_metrics
+SELECT array(SELECT jsonb_object_keys(m.metrics) ORDER BY 1) AS keys,
+       (m.metrics->>'train_loss')::float8 = r.train_loss AND (m.metrics->>'train_accuracy')::float8 = r.train_accuracy
+       AND (m.metrics->>'validation_loss')::float8 = r.validation_loss
+       AND (m.metrics->>'validation_accuracy')::float8 = r.validation_accuracy AS metrics_match
+  FROM pgdl.models m JOIN pgdl.run_metrics r ON r.run = m.run AND r.epoch = (m.metrics->>'epoch')::int
+ WHERE m.id = :toy_id;
+
 -- a jsonb spec instead of an architecture name
 SELECT pgdl.fit('toy_packed', '{"input": [4], "layers": [{"type": "dense", "units": 4}]}'::jsonb,
                 '{"optimizer": "adam", "lr": 0.05}', 2) > 0 AS fitted_from_spec;
@@ -150,6 +158,12 @@ SELECT pgdl.fit('toy_packed', '{"input": [5], "layers": [{"type": "dense", "unit
 SELECT pgdl.fit('toy_packed', '{"input": [4], "layers": [{"type": "dense", "units": 3}]}'::jsonb);
 SELECT pgdl.fit('toy_packed', '{"input": [4], "layers": [{"type": "dense", "units": 4}], "loss": "mse"}'::jsonb);
 SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', 1, NULL::regclass, NULL) > 0 AS null_validation_and_name_are_fine;
+SELECT pgdl.fit('toy_packed', NULL::text);
+SELECT pgdl.fit(NULL::regclass, 'toy_mlp');
+SELECT pgdl.fit('toy_packed', 'toy_mlp', NULL);
+SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', NULL);
+SELECT pgdl.fit('toy_packed', NULL::jsonb);
+SELECT pgdl.fit('toy_packed', '{"input": [4], "layers": [{"type": "dense", "units": 4}]}'::jsonb, NULL);
 UPDATE pgdl.datasets SET classes = '{a,b,c,d}' WHERE packed = 'toy_one'::regclass;
 SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', 1, validation => 'toy_one');
 UPDATE pgdl.datasets SET classes = '{0,1,2,3}' WHERE packed = 'toy_one'::regclass;

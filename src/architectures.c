@@ -1,5 +1,7 @@
 /*
- * catalog.c -- architectures and cost estimates.
+ * architectures.c -- networks as SQL sees them (sql/parts/25_architectures.sql):
+ * specs and configurations validated, named specs stored in pgdl.architectures,
+ * their cost estimated, and a new model made from them for pgdl.train.
  */
 #include "postgres.h"
 
@@ -11,6 +13,29 @@
 #include "utils/jsonb.h"
 
 #include "pgdl.h"
+
+Jsonb *
+pgdl_architecture_by_name(const char *name, int64 *id)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+	MemoryContext caller = CurrentMemoryContext;
+	Jsonb	   *spec;
+	bool		isnull;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT id, spec FROM pgdl.architectures WHERE name = $1", 1, types, values,
+							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("architecture \"%s\" does not exist", name),
+				 errhint("Store one with pgdl.add_architecture(name, spec), or pass the spec as jsonb.")));
+	*id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	MemoryContextSwitchTo(caller);
+	spec = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_finish();
+	return spec;
+}
 
 PG_FUNCTION_INFO_V1(pgdl_add_architecture);
 Datum
