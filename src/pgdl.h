@@ -90,6 +90,19 @@ extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attrib
 /* The value of key in a jsonb object, or NULL. */
 extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
 
+/*
+ * Building jsonb, one value at a time after pushJsonbValue(state,
+ * WJB_BEGIN_OBJECT or WJB_BEGIN_ARRAY): key is the object's key, or NULL for
+ * an array element.  Numbers are the shortest decimal that reads back as the
+ * same float4 or float8; a float8 that is not finite is null.
+ */
+extern void pgdl_jsonb_put_key(JsonbParseState **state, const char *key);
+extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
+extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
+extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
+extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
+extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
 /* model_io.c: models as bytea, models by id or name (cached), datasets */
 
 extern void pgdl_model_io_init(void);
@@ -302,11 +315,6 @@ extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, Pgdl
 /* The runs in flight that recorded their shared memory: ids and handles, palloc'd; returns how many. */
 extern int64 pgdl_run_list_running(int64 **runs, int64 **handles);
 
-/* Building jsonb objects (after pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL)); NaN and infinities are null. */
-extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
-extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
-extern void pgdl_jsonb_put_float(JsonbParseState **state, const char *key, double value);
-extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
 
 /* transfer.c: configurations that start from a stored model's first layers, frozen */
 

@@ -29,83 +29,6 @@ static const char *const status_names[] = {
 	[PGDL_RUN_FAILED] = "failed", [PGDL_RUN_CANCELLED] = "cancelled"
 };
 
-/* ---- jsonb ---- */
-
-static void
-put_key(JsonbParseState **state, const char *key)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	(void) pushJsonbValue(state, WJB_KEY, &k);
-}
-
-static void
-put_numeric(JsonbParseState **state, const char *key, Numeric n)
-{
-	JsonbValue	v;
-
-	v.type = jbvNumeric;
-	v.val.numeric = n;
-	put_key(state, key);
-	(void) pushJsonbValue(state, WJB_VALUE, &v);
-}
-
-void
-pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value)
-{
-	JsonbValue	v;
-
-	v.type = jbvString;
-	v.val.string.val = (char *) value;
-	v.val.string.len = strlen(value);
-	put_key(state, key);
-	(void) pushJsonbValue(state, WJB_VALUE, &v);
-}
-
-void
-pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value)
-{
-	put_numeric(state, key, int64_to_numeric(value));
-}
-
-/*
- * The shortest decimal that reads back as the same double, so that a model's
- * metrics equal its run's float8 columns.  JSON has no NaN or infinity: they
- * are null for now (a diverged model is to be recorded as such, not as null).
- */
-void
-pgdl_jsonb_put_float(JsonbParseState **state, const char *key, double value)
-{
-	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
-	JsonbValue	v;
-
-	if (isnan(value) || isinf(value))
-	{
-		v.type = jbvNull;
-		put_key(state, key);
-		(void) pushJsonbValue(state, WJB_VALUE, &v);
-		return;
-	}
-	double_to_shortest_decimal_buf(value, buf);
-	put_numeric(state, key, DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
-																ObjectIdGetDatum(InvalidOid),
-																Int32GetDatum(-1))));
-}
-
-void
-pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value)
-{
-	JsonbValue	v;
-
-	v.type = jbvBool;
-	v.val.boolean = value;
-	put_key(state, key);
-	(void) pushJsonbValue(state, WJB_VALUE, &v);
-}
-
 /* A model's pgdl.models.metrics: its last epoch, and in a model selection whether it was stopped early. */
 static Jsonb *
 metrics_jsonb(const PgdlModelRecord *rec)
@@ -115,14 +38,14 @@ metrics_jsonb(const PgdlModelRecord *rec)
 
 	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	pgdl_jsonb_put_int(&state, "epoch", m->epoch);
-	pgdl_jsonb_put_float(&state, "train_loss", m->train_loss);
+	pgdl_jsonb_put_float8(&state, "train_loss", m->train_loss);
 	if (m->classification)
-		pgdl_jsonb_put_float(&state, "train_accuracy", m->train_accuracy);
+		pgdl_jsonb_put_float8(&state, "train_accuracy", m->train_accuracy);
 	if (m->has_validation)
 	{
-		pgdl_jsonb_put_float(&state, "validation_loss", m->validation_loss);
+		pgdl_jsonb_put_float8(&state, "validation_loss", m->validation_loss);
 		if (m->classification)
-			pgdl_jsonb_put_float(&state, "validation_accuracy", m->validation_accuracy);
+			pgdl_jsonb_put_float8(&state, "validation_accuracy", m->validation_accuracy);
 	}
 	if (rec->selection)
 		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);

@@ -338,78 +338,110 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 
 /* ---- jsonb out: built by pushJsonbValue, never printed and parsed back ---- */
 
-static void
-push_key(JsonbParseState **state, const char *key)
+/* ---- building jsonb: one value at a time, after pushJsonbValue(state, WJB_BEGIN_OBJECT/ARRAY) ---- */
+
+void
+pgdl_jsonb_put_key(JsonbParseState **state, const char *key)
 {
 	JsonbValue	k;
 
 	k.type = jbvString;
 	k.val.string.val = (char *) key;
 	k.val.string.len = strlen(key);
-	pushJsonbValue(state, WJB_KEY, &k);
+	(void) pushJsonbValue(state, WJB_KEY, &k);
 }
 
 /* A key and its value; or an array's element when key is NULL. */
 static void
-push_value(JsonbParseState **state, const char *key, JsonbValue *v)
+put_value(JsonbParseState **state, const char *key, JsonbValue *v)
 {
 	if (key == NULL)
-		pushJsonbValue(state, WJB_ELEM, v);
+		(void) pushJsonbValue(state, WJB_ELEM, v);
 	else
 	{
-		push_key(state, key);
-		pushJsonbValue(state, WJB_VALUE, v);
+		pgdl_jsonb_put_key(state, key);
+		(void) pushJsonbValue(state, WJB_VALUE, v);
 	}
 }
 
 static void
-push_string(JsonbParseState **state, const char *key, const char *s)
+put_decimal(JsonbParseState **state, const char *key, const char *text)
+{
+	JsonbValue	v;
+
+	v.type = jbvNumeric;
+	v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
+														ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	put_value(state, key, &v);
+}
+
+void
+pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value)
 {
 	JsonbValue	v;
 
 	v.type = jbvString;
-	v.val.string.val = (char *) s;
-	v.val.string.len = strlen(s);
-	push_value(state, key, &v);
+	v.val.string.val = (char *) value;
+	v.val.string.len = strlen(value);
+	put_value(state, key, &v);
 }
 
-static void
-push_int(JsonbParseState **state, const char *key, int64 i)
+void
+pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value)
 {
 	JsonbValue	v;
 
 	v.type = jbvNumeric;
-	v.val.numeric = int64_to_numeric(i);
-	push_value(state, key, &v);
+	v.val.numeric = int64_to_numeric(value);
+	put_value(state, key, &v);
 }
 
 /*
  * As the shortest decimal that reads back as the same float: 0.1, not
- * 0.100000001.  Stored configurations are UNIQUE on this form.
+ * 0.100000001.  Stored configurations are UNIQUE on this form, so a value
+ * that is not finite here is a bug, not an input.
  */
-static void
-push_float(JsonbParseState **state, const char *key, float f)
+void
+pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value)
 {
 	char		text[FLOAT_SHORTEST_DECIMAL_LEN];
-	JsonbValue	v;
 
-	if (!isfinite(f))
-		elog(ERROR, "pgdl: \"%s\" is %g, which jsonb cannot hold", key, (double) f);
-	float_to_shortest_decimal_buf(f, text);
-	v.type = jbvNumeric;
-	v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
-														ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-	push_value(state, key, &v);
+	if (!isfinite(value))
+		elog(ERROR, "pgdl: \"%s\" is %g, which jsonb cannot hold", key ? key : "element", (double) value);
+	float_to_shortest_decimal_buf(value, text);
+	put_decimal(state, key, text);
 }
 
-static void
-push_bool(JsonbParseState **state, const char *key, bool b)
+/*
+ * The shortest decimal that reads back as the same double, so that a model's
+ * metrics equal its run's float8 columns.  JSON has no NaN or infinity: they
+ * are null.
+ */
+void
+pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value)
+{
+	char		text[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+	if (!isfinite(value))
+	{
+		JsonbValue	v;
+
+		v.type = jbvNull;
+		put_value(state, key, &v);
+		return;
+	}
+	double_to_shortest_decimal_buf(value, text);
+	put_decimal(state, key, text);
+}
+
+void
+pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value)
 {
 	JsonbValue	v;
 
 	v.type = jbvBool;
-	v.val.boolean = b;
-	push_value(state, key, &v);
+	v.val.boolean = value;
+	put_value(state, key, &v);
 }
 
 /* A layer with every field its type takes, so that one network is one spec. */
@@ -417,38 +449,38 @@ static void
 push_layer(JsonbParseState **state, const NnLayerSpec *l)
 {
 	pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
-	push_string(state, "type", nn_layer_type_name(l->type));
+	pgdl_jsonb_put_string(state, "type", nn_layer_type_name(l->type));
 	switch (l->type)
 	{
 		case NN_DENSE:
-			push_int(state, "units", l->units);
+			pgdl_jsonb_put_int(state, "units", l->units);
 			break;
 		case NN_CONV2D:
-			push_int(state, "filters", l->filters);
-			push_int(state, "kernel", l->kernel);
-			push_int(state, "stride", l->stride);
-			push_int(state, "padding", l->padding);
+			pgdl_jsonb_put_int(state, "filters", l->filters);
+			pgdl_jsonb_put_int(state, "kernel", l->kernel);
+			pgdl_jsonb_put_int(state, "stride", l->stride);
+			pgdl_jsonb_put_int(state, "padding", l->padding);
 			break;
 		case NN_MAXPOOL2D:
 		case NN_AVGPOOL2D:
-			push_int(state, "size", l->kernel);
-			push_int(state, "stride", l->stride > 0 ? l->stride : l->kernel);
+			pgdl_jsonb_put_int(state, "size", l->kernel);
+			pgdl_jsonb_put_int(state, "stride", l->stride > 0 ? l->stride : l->kernel);
 			break;
 		case NN_LEAKY_RELU:
-			push_float(state, "alpha", l->alpha);
+			pgdl_jsonb_put_float4(state, "alpha", l->alpha);
 			break;
 		case NN_DROPOUT:
-			push_float(state, "rate", l->rate);
+			pgdl_jsonb_put_float4(state, "rate", l->rate);
 			break;
 		case NN_BATCHNORM:
-			push_float(state, "eps", l->eps);
-			push_float(state, "momentum", l->momentum);
+			pgdl_jsonb_put_float4(state, "eps", l->eps);
+			pgdl_jsonb_put_float4(state, "momentum", l->momentum);
 			break;
 		default:
 			break;
 	}
 	if ((l->type == NN_DENSE || l->type == NN_CONV2D) && l->init != NN_INIT_DEFAULT)
-		push_string(state, "init", l->init == NN_INIT_GLOROT ? "glorot" : "he");
+		pgdl_jsonb_put_string(state, "init", l->init == NN_INIT_GLOROT ? "glorot" : "he");
 	pushJsonbValue(state, WJB_END_OBJECT, NULL);
 }
 
@@ -458,17 +490,17 @@ pgdl_spec_to_jsonb(const NnSpec *spec)
 	JsonbParseState *state = NULL;
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	push_key(&state, "input");
+	pgdl_jsonb_put_key(&state, "input");
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int d = 0; d < spec->input_ndim; d++)
-		push_int(&state, NULL, spec->input[d]);
+		pgdl_jsonb_put_int(&state, NULL, spec->input[d]);
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	push_key(&state, "layers");
+	pgdl_jsonb_put_key(&state, "layers");
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < spec->n_layers; i++)
 		push_layer(&state, &spec->layers[i]);
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-	push_string(&state, "loss", nn_loss_name(spec->loss));
+	pgdl_jsonb_put_string(&state, "loss", nn_loss_name(spec->loss));
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
@@ -552,22 +584,22 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	const NnOptim *o = &cfg->optim;
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	push_string(&state, "optimizer", nn_optim_name(o->type));
-	push_float(&state, "lr", o->lr);
+	pgdl_jsonb_put_string(&state, "optimizer", nn_optim_name(o->type));
+	pgdl_jsonb_put_float4(&state, "lr", o->lr);
 	if (o->type == NN_OPT_SGD)
 	{
-		push_float(&state, "momentum", o->momentum);
-		push_bool(&state, "nesterov", o->nesterov);
+		pgdl_jsonb_put_float4(&state, "momentum", o->momentum);
+		pgdl_jsonb_put_bool(&state, "nesterov", o->nesterov);
 	}
 	else
 	{
-		push_float(&state, "beta1", o->beta1);
-		push_float(&state, "beta2", o->beta2);
-		push_float(&state, "eps", o->eps);
+		pgdl_jsonb_put_float4(&state, "beta1", o->beta1);
+		pgdl_jsonb_put_float4(&state, "beta2", o->beta2);
+		pgdl_jsonb_put_float4(&state, "eps", o->eps);
 	}
-	push_float(&state, "weight_decay", o->weight_decay);
-	push_int(&state, "batch_size", cfg->batch_size);
-	push_int(&state, "seed", cfg->seed);
+	pgdl_jsonb_put_float4(&state, "weight_decay", o->weight_decay);
+	pgdl_jsonb_put_int(&state, "batch_size", cfg->batch_size);
+	pgdl_jsonb_put_int(&state, "seed", cfg->seed);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
@@ -598,7 +630,7 @@ pgdl_transfer_keys(Jsonb *config)
 
 		if (v == NULL)
 			continue;
-		push_value(&state, transfer_keys[i], v);
+		put_value(&state, transfer_keys[i], v);
 		any = true;
 	}
 	object = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
