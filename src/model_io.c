@@ -1,6 +1,6 @@
 /*
  * model_io.c -- models between the engine and PostgreSQL: bytea blobs, the
- * per-backend cache of stored models and datasets, float4[] arguments.
+ * per-backend cache of stored models and datasets (read by datasets.c).
  *
  * The engine allocates with malloc.  Every engine model the glue holds is
  * either in the cache (freed when the cache is flushed) or tied to a memory
@@ -21,10 +21,8 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
-#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/numeric.h"
 
 #include "pgdl.h"
 
@@ -193,109 +191,27 @@ pgdl_model_from_bytea(bytea *blob, MemoryContext owner)
 
 /* ---- datasets ---- */
 
-static float *
-jsonb_float_array(JsonbContainer *obj, const char *key, int n, MemoryContext cxt)
-{
-	JsonbValue	k;
-	JsonbValue *v;
-	float	   *out;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	v = findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
-	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data) ||
-		JsonContainerSize(v->val.binary.data) != n)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("pgdl.datasets has an invalid normalization"),
-				 errdetail("\"%s\" must be an array of %d numbers.", key, n)));
-	out = MemoryContextAlloc(cxt, sizeof(float) * n);
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue *e = getIthJsonbValueFromContainer(v->val.binary.data, i);
-
-		if (e->type != jbvNumeric)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("pgdl.datasets has an invalid normalization")));
-		out[i] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(e->val.numeric)));
-	}
-	return out;
-}
-
-/* Load a dataset row by id (or by packed table when id is 0) into the cache. */
+/*
+ * Read a dataset row by id (or by packed table when id is 0) into the cache.
+ * Its memory joins the cache only once the row has passed every check, so
+ * that a corrupted row leaks nothing into the long-lived cache.
+ */
 static PgdlDataset *
 load_dataset(int64 id, Oid packed)
 {
-	PgdlDataset *ds = NULL;
-	Oid			argtypes[1];
-	Datum		values[1];
-	int			ret;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl dataset", ALLOCSET_SMALL_SIZES);
+	PgdlDataset *ds = pgdl_dataset_read(id, packed, cxt);
+	MemoryContext old;
 
-	SPI_connect();
-	argtypes[0] = id ? INT8OID : OIDOID;
-	values[0] = id ? Int64GetDatum(id) : ObjectIdGetDatum(packed);
-	ret = SPI_execute_with_args(id ?
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
-								"FROM pgdl.datasets WHERE id = $1" :
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
-								"FROM pgdl.datasets WHERE packed = $1::oid::regclass",
-								1, argtypes, values, NULL, true, 1);
-	if (ret == SPI_OK_SELECT && SPI_processed == 1)
+	if (ds == NULL)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		MemoryContext cxt = cache_context();
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		char	   *task;
-		Datum		classes;
-		Jsonb	   *norm;
-		JsonbValue	k;
-		JsonbValue *scale;
-
-		ds = palloc0(sizeof(PgdlDataset));
-		ds->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		ds->packed = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-		task = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
-		ds->classification = strcmp(task, "classification") == 0;
-		ds->n_features = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-		ds->n_targets = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
-		classes = SPI_getbinval(tup, desc, 6, &isnull);
-		if (!isnull)
-		{
-			Datum	   *elems;
-			bool	   *nulls;
-			int			n;
-
-			deconstruct_array(DatumGetArrayTypeP(classes), TEXTOID, -1, false, TYPALIGN_INT,
-							  &elems, &nulls, &n);
-			ds->n_classes = n;
-			ds->classes = palloc(sizeof(char *) * (n > 0 ? n : 1));
-			for (int i = 0; i < n; i++)
-				ds->classes[i] = nulls[i] ? pstrdup("") : TextDatumGetCString(elems[i]);
-		}
-		ds->label_type = DatumGetObjectId(SPI_getbinval(tup, desc, 7, &isnull));
-		ds->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
-		ds->n_rows_hint = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
-		norm = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 8, &isnull));
-		k.type = jbvString;
-		k.val.string.val = "scale";
-		k.val.string.len = 5;
-		scale = findJsonbValueFromContainer(&norm->root, JB_FOBJECT, &k);
-		if (scale && scale->type == jbvNumeric)
-			ds->scale = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8,
-																   NumericGetDatum(scale->val.numeric)));
-		else
-		{
-			ds->mean = jsonb_float_array(&norm->root, "mean", ds->n_features, cxt);
-			ds->std = jsonb_float_array(&norm->root, "std", ds->n_features, cxt);
-		}
-		cached_datasets = lappend(cached_datasets, ds);
-		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		return NULL;
 	}
-	SPI_finish();
+	MemoryContextSetParent(cxt, cache_context());
+	old = MemoryContextSwitchTo(cache_context());
+	cached_datasets = lappend(cached_datasets, ds);
+	MemoryContextSwitchTo(old);
 	return ds;
 }
 
@@ -332,23 +248,6 @@ pgdl_dataset_by_packed(Oid packed)
 				 errmsg("\"%s\" is not a packed dataset", get_rel_name(packed) ? get_rel_name(packed) : "?"),
 				 errhint("Make one with pgdl.pack().")));
 	return ds;
-}
-
-void
-pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
-{
-	int			nf = ds->n_features;
-
-	if (ds->mean == NULL)
-	{
-		if (ds->scale != 1.0f)
-			for (int64 i = 0; i < rows * nf; i++)
-				x[i] *= ds->scale;
-		return;
-	}
-	for (int64 r = 0; r < rows; r++)
-		for (int j = 0; j < nf; j++)
-			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
 }
 
 /* ---- stored models ---- */

@@ -309,119 +309,30 @@ PackFindLabel(Oid relid, const char *relname, const char *label, int position, P
 	}
 }
 
-/* text[] to C strings */
-static char **
-PackTextArray(ArrayType *arr, int *count)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	char	  **out;
-
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, count);
-	out = palloc(sizeof(char *) * Max(*count, 1));
-	for (int i = 0; i < *count; i++)
-	{
-		if (nulls[i])
-			elog(ERROR, "pgdl.pack: NULL class in the reference dataset");
-		out[i] = TextDatumGetCString(elems[i]);
-	}
-	return out;
-}
-
-/* real[] to floats; *count elements */
-static float *
-PackFloatArrayCopy(ArrayType *arr, int *count)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	float	   *out;
-
-	deconstruct_array(arr, FLOAT4OID, sizeof(float4), true, TYPALIGN_INT, &elems, &nulls, count);
-	out = palloc(sizeof(float) * Max(*count, 1));
-	for (int i = 0; i < *count; i++)
-	{
-		if (nulls[i])
-			elog(ERROR, "pgdl.pack: NULL in the reference dataset's normalization");
-		out[i] = DatumGetFloat4(elems[i]);
-	}
-	return out;
-}
-
 /*
- * The dataset packed into `packed`, from pgdl.datasets, or an error.  Values
- * are copied into `cxt`.  Runs inside SPI.
+ * The dataset packed into `packed`, from pgdl.datasets (checked by
+ * pgdl_dataset_read), or an error.  Values are allocated in `cxt`.
  */
 static void
 PackReadReference(Oid packed, MemoryContext cxt, PackReference *ref)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(packed)};
-	MemoryContext old;
-	TupleDesc	desc;
-	HeapTuple	tuple;
-	bool		isnull;
-	int			ret;
+	PgdlDataset *ds = pgdl_dataset_read(0, packed, cxt);
 
-	/*
-	 * The normalization is read back with float4 casts: mean and std were
-	 * written as the shortest text of each float32, so this gives the very
-	 * values the reference was packed with.
-	 */
-	ret = SPI_execute_with_args(
-								"SELECT d.id, d.task = 'classification', d.n_features, d.classes, d.normalization,"
-								" pg_catalog.jsonb_extract_path_text(d.normalization, 'scale')::pg_catalog.float8,"
-								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
-								"   pg_catalog.jsonb_extract_path(d.normalization, 'mean')) WITH ORDINALITY AS m(e, i) ORDER BY i),"
-								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
-								"   pg_catalog.jsonb_extract_path(d.normalization, 'std')) WITH ORDINALITY AS s(e, i) ORDER BY i),"
-								" pg_catalog.jsonb_exists(d.normalization, 'mean')"
-								" FROM pgdl.datasets d WHERE d.packed = $1",
-								1, argtypes, args, NULL, true, 2);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pgdl.pack: reading pgdl.datasets failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0)
+	if (ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" is not a packed dataset", get_rel_name(packed)),
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
-
-	desc = SPI_tuptable->tupdesc;
-	tuple = SPI_tuptable->vals[0];
-	old = MemoryContextSwitchTo(cxt);
-
-	ref->name = get_rel_name(packed);
-	ref->id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	ref->classification = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
-	ref->n_features = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-	if (ref->classification)
-	{
-		Datum		d = SPI_getbinval(tuple, desc, 4, &isnull);
-
-		if (isnull)
-			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has no classes", ref->id);
-		ref->classes = PackTextArray(DatumGetArrayTypeP(d), &ref->n_classes);
-	}
-	ref->normalization = PointerGetDatum(PG_DETOAST_DATUM_COPY(SPI_getbinval(tuple, desc, 5, &isnull)));
-
-	if (DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull)))
-	{
-		int			n_mean,
-					n_std;
-
-		ref->mean = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 7, &isnull)), &n_mean);
-		ref->std = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 8, &isnull)), &n_std);
-		if (n_mean != ref->n_features || n_std != ref->n_features)
-			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has %d means and %d standard deviations for %d features",
-				 ref->id, n_mean, n_std, ref->n_features);
-		ref->scale = 1.0;
-	}
-	else
-	{
-		Datum		d = SPI_getbinval(tuple, desc, 6, &isnull);
-
-		ref->scale = isnull ? 1.0 : DatumGetFloat8(d);
-	}
-	MemoryContextSwitchTo(old);
+	ref->name = MemoryContextStrdup(cxt, get_rel_name(packed));
+	ref->id = ds->id;
+	ref->classification = ds->classification;
+	ref->n_features = ds->n_features;
+	ref->n_classes = ds->n_classes;
+	ref->classes = ds->classes;
+	ref->normalization = JsonbPGetDatum(ds->normalization);
+	ref->scale = ds->scale;
+	ref->mean = ds->mean;
+	ref->std = ds->std;
 }
 
 /* The first row sets the number of features of an array column. */

@@ -68,11 +68,8 @@ extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attrib
 /* The value of key in a jsonb object, or NULL. */
 extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
 
-/* model_io.c: models as bytea, models by id or name (cached), datasets */
+/* datasets.c: what a packed table's rows mean, from its pgdl.datasets row */
 
-extern void pgdl_model_io_init(void);
-
-/* What a packed dataset's rows mean; from pgdl.datasets. */
 typedef struct PgdlDataset
 {
 	int64		id;
@@ -88,7 +85,23 @@ typedef struct PgdlDataset
 	float		scale;			/* x * scale, when mean == NULL */
 	float	   *mean;			/* else (x - mean) / std, per feature */
 	float	   *std;
+	Jsonb	   *normalization;	/* as stored: a dataset packed with this one as reference copies it */
 } PgdlDataset;
+
+/*
+ * The row of dataset `id` (or, when id is 0, of packed table `packed`), every
+ * value checked (ERRCODE_DATA_CORRUPTED naming the column), allocated in cxt;
+ * NULL when there is none.  Uncached: pgdl_dataset_by_id and _by_packed cache.
+ */
+extern PgdlDataset *pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt);
+/* A deep copy in CurrentMemoryContext, that outlives the cache entry it was made from. */
+extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
+/* x (n rows of raw features) to what the model was trained on, in place. */
+extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+
+/* model_io.c: models as bytea, models by id or name (cached), datasets (cached) */
+
+extern void pgdl_model_io_init(void);
 
 /* A stored or given model, ready to run. */
 typedef struct PgdlModel
@@ -115,9 +128,6 @@ extern PgdlDataset *pgdl_dataset_by_packed(Oid packed);	/* ereport if not a pack
 extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
 extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */
 extern void pgdl_model_free_with(NnModel *model, MemoryContext owner);
-
-/* x (n rows of raw features) to what the model was trained on, in place. */
-extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
 
 /* arrays.c: real[] in and out */
 
