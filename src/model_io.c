@@ -19,6 +19,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "nodes/primnodes.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -280,22 +281,25 @@ cache_slot(void)
 	return entry;
 }
 
-static PgdlModel *
-load_model(int64 id, const char *name)
+/* What the cache keeps of a pgdl.models row. */
+typedef struct ModelRow
+{
+	int64		id;
+	char	   *name;			/* NULL when the model has none */
+	bytea	   *weights;
+	int64		dataset;		/* 0 when none */
+} ModelRow;
+
+/* The row of model `id` (or named `name` when id is 0), copied into the current context, or an error. */
+static void
+read_model_row(int64 id, const char *name, ModelRow *row)
 {
 	Oid			argtypes[1] = {id ? INT8OID : TEXTOID};
-	Datum		values[1];
-	int			ret;
-	bytea	   *blob = NULL;
-	int64		model_id = 0,
-				dataset_id = 0;
-	char	   *model_name = NULL;
-	CachedModel *slot;
-	NnModel    *nn;
-
+	Datum		values[1] = {id ? Int64GetDatum(id) : CStringGetTextDatum(name)};
 	MemoryContext caller = CurrentMemoryContext;
+	int			ret;
 
-	values[0] = id ? Int64GetDatum(id) : CStringGetTextDatum(name);
+	memset(row, 0, sizeof(ModelRow));
 	SPI_connect();
 	ret = SPI_execute_with_args(id ?
 								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1" :
@@ -309,40 +313,49 @@ load_model(int64 id, const char *name)
 		Datum		d;
 		MemoryContext spi = MemoryContextSwitchTo(caller);	/* outlive SPI_finish */
 
-		model_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		row->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		d = SPI_getbinval(tup, desc, 2, &isnull);
 		if (!isnull)
-			model_name = TextDatumGetCString(d);
+			row->name = TextDatumGetCString(d);
 		d = SPI_getbinval(tup, desc, 3, &isnull);
-		blob = DatumGetByteaPCopy(d);
+		if (!isnull)
+			row->weights = DatumGetByteaPCopy(d);
 		d = SPI_getbinval(tup, desc, 4, &isnull);
-		dataset_id = isnull ? 0 : DatumGetInt64(d);
+		row->dataset = isnull ? 0 : DatumGetInt64(d);
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
-	if (blob == NULL)
-	{
-		if (id)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("model " INT64_FORMAT " does not exist", id)));
+	if (row->weights != NULL)
+		return;
+	if (id)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name)));
-	}
+				 errmsg("model " INT64_FORMAT " does not exist", id)));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("model \"%s\" does not exist", name)));
+}
 
+static PgdlModel *
+load_model(int64 id, const char *name)
+{
+	ModelRow	row;
+	CachedModel *slot;
+	NnModel    *nn;
+
+	read_model_row(id, name, &row);
 	(void) cache_context();
-	nn = pgdl_model_deserialize(blob);
-	pfree(blob);
+	nn = pgdl_model_deserialize(row.weights);
+	pfree(row.weights);
 	slot = cache_slot();
-	slot->model.id = model_id;
+	slot->model.id = row.id;
 	slot->model.nn = nn;
-	slot->name = model_name ? MemoryContextStrdup(cache_context(), model_name) : NULL;
+	slot->name = row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
 	slot->last_used = ++use_clock;
-	/* a missing dataset row must not leave a half-filled slot behind */
+	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
 	PG_TRY();
 	{
-		slot->model.dataset = dataset_id ? pgdl_dataset_by_id(dataset_id) : NULL;
+		slot->model.dataset = row.dataset ? pgdl_dataset_by_id(row.dataset) : NULL;
 	}
 	PG_CATCH();
 	{
@@ -375,4 +388,142 @@ pgdl_model_by_name(const char *name)
 			return &cached_models[i]->model;
 		}
 	return load_model(0, name);
+}
+
+/* ---- the model argument of a SQL function ---- */
+
+/* How a call site names its model (the type of argument 0). */
+typedef enum ModelArgKind
+{
+	MODEL_BY_ID,
+	MODEL_BY_NAME,
+	MODEL_BY_BLOB
+} ModelArgKind;
+
+/* Per call site state, in fn_extra. */
+typedef struct ModelArgSite
+{
+	ModelArgKind kind;
+	bool		blob_is_const;	/* argument 0 is a Const of the query: never changes */
+	MemoryContext blob_cxt;		/* owns blob_model (and blob); child of fn_mcxt */
+	PgdlModel  *blob_model;		/* the last blob's model, or NULL */
+	bytea	   *blob;			/* that blob's bytes, to recognize it again */
+} ModelArgSite;
+
+/* Which type argument 0 has is read once per call site, from the function's pg_proc row. */
+static ModelArgSite *
+model_arg_site(FunctionCallInfo fcinfo)
+{
+	ModelArgSite *site = (ModelArgSite *) fcinfo->flinfo->fn_extra;
+	Oid		   *argtypes;
+	int			nargs;
+
+	if (site != NULL)
+		return site;
+
+	site = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(ModelArgSite));
+	get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	if (nargs < 1)
+		elog(ERROR, "function %u takes no model argument", fcinfo->flinfo->fn_oid);
+	switch (argtypes[0])
+	{
+		case INT8OID:
+			site->kind = MODEL_BY_ID;
+			break;
+		case TEXTOID:
+			site->kind = MODEL_BY_NAME;
+			break;
+		case BYTEAOID:
+			site->kind = MODEL_BY_BLOB;
+			break;
+		default:
+			elog(ERROR, "unexpected model argument type %u", argtypes[0]);
+	}
+	pfree(argtypes);
+
+	if (site->kind == MODEL_BY_BLOB && fcinfo->flinfo->fn_expr != NULL &&
+		IsA(fcinfo->flinfo->fn_expr, FuncExpr))
+	{
+		List	   *args = ((FuncExpr *) fcinfo->flinfo->fn_expr)->args;
+
+		site->blob_is_const = args != NIL && IsA(linitial(args), Const);
+	}
+	fcinfo->flinfo->fn_extra = site;
+	return site;
+}
+
+/* The model of a blob, kept per call site and recognized by its bytes. */
+static PgdlModel *
+model_of_blob(FunctionCallInfo fcinfo, ModelArgSite *site)
+{
+	bytea	   *blob = PG_GETARG_BYTEA_PP(0);
+
+	if (site->blob_model != NULL &&
+		(site->blob_is_const ||
+		 (VARSIZE_ANY_EXHDR(blob) == VARSIZE_ANY_EXHDR(site->blob) &&
+		  memcmp(VARDATA_ANY(blob), VARDATA_ANY(site->blob), VARSIZE_ANY_EXHDR(blob)) == 0)))
+		return site->blob_model;
+
+	/* a different blob: drop the last one's model (its context frees it) */
+	site->blob_model = NULL;
+	site->blob = NULL;
+	if (site->blob_cxt != NULL)
+		MemoryContextDelete(site->blob_cxt);
+	site->blob_cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "pgdl model argument",
+										   ALLOCSET_SMALL_SIZES);
+	site->blob_model = pgdl_model_from_bytea(blob, site->blob_cxt);
+	if (!site->blob_is_const)
+	{
+		Size		size = VARSIZE_ANY(blob);
+
+		site->blob = MemoryContextAlloc(site->blob_cxt, size);
+		memcpy(site->blob, blob, size);
+	}
+	return site->blob_model;
+}
+
+PgdlModel *
+pgdl_model_arg(FunctionCallInfo fcinfo)
+{
+	ModelArgSite *site = model_arg_site(fcinfo);
+
+	switch (site->kind)
+	{
+		case MODEL_BY_ID:
+			return pgdl_model_by_id(PG_GETARG_INT64(0));
+		case MODEL_BY_NAME:
+			return pgdl_model_by_name(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		case MODEL_BY_BLOB:
+			break;
+	}
+	return model_of_blob(fcinfo, site);
+}
+
+PgdlModel *
+pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner)
+{
+	PgdlModel  *copy = MemoryContextAllocZero(owner, sizeof(PgdlModel));
+	MemoryContext old;
+	PgdlModel  *model;
+	NnError		err;
+
+	if (PG_ARGISNULL(0))
+		elog(ERROR, "model argument is NULL");
+	if (model_arg_site(fcinfo)->kind == MODEL_BY_BLOB)
+		return pgdl_model_from_bytea(PG_GETARG_BYTEA_PP(0), owner);	/* already the caller's */
+
+	old = MemoryContextSwitchTo(owner);
+	model = pgdl_model_arg(fcinfo);
+	copy->id = model->id;
+	copy->nn = nn_model_clone(model->nn, &err);
+	if (copy->nn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Copying the model failed: %s.", err.msg)));
+	pgdl_model_free_with(copy->nn, owner);
+	if (model->dataset != NULL)
+		copy->dataset = pgdl_dataset_copy(model->dataset);
+	MemoryContextSwitchTo(old);
+	return copy;
 }
