@@ -158,41 +158,18 @@ read_classes(const DatasetRow *row, PgdlDataset *ds)
 	pfree(sorted);
 }
 
-/* A JSON number as a double, NaN when it is not a number. */
-static double
-json_double(const JsonbValue *v)
-{
-	char	   *text;
-	double		d;
-
-	if (v == NULL || v->type != jbvNumeric || numeric_is_nan(v->val.numeric) ||
-		numeric_is_inf(v->val.numeric))
-		return NAN;
-	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
-	d = strtod(text, NULL);
-	pfree(text);
-	return d;
-}
-
 /*
- * A JSON number as a float, parsed straight from its text (as float4in does,
- * not rounded through a double): pgdl.pack stored the shortest text of each
- * float, so this gives back the very values it normalized with.  NaN when it
- * is not a number; infinite when it is out of range.
+ * A JSON number's text, or NULL when v is not a finite number.  pgdl.pack
+ * stored the shortest text of each value, so strtof (as float4in does, not
+ * rounding through a double) and strtod give back the very values it used.
  */
-static float
-json_float(const JsonbValue *v)
+static char *
+json_number_text(const JsonbValue *v)
 {
-	char	   *text;
-	float		f;
-
 	if (v == NULL || v->type != jbvNumeric || numeric_is_nan(v->val.numeric) ||
 		numeric_is_inf(v->val.numeric))
-		return NAN;
-	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
-	f = strtof(text, NULL);
-	pfree(text);
-	return f;
+		return NULL;
+	return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
 }
 
 /* normalization's "mean" or "std": an array of n_features finite numbers (positive for std). */
@@ -211,9 +188,9 @@ read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, in
 	out = palloc(sizeof(float) * n);
 	for (int32 i = 0; i < n; i++)
 	{
-		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
+		char	   *text = json_number_text(getIthJsonbValueFromContainer(arr, i));
 
-		out[i] = json_float(e);
+		out[i] = text ? strtof(text, NULL) : NAN;
 		if (!isfinite(out[i]) || (positive && !(out[i] > 0.0f)))
 			corrupted(row->id, "normalization", "has an invalid \"%s\" (element %d): it must be an array of %d %s",
 					  key, i + 1, n, must);
@@ -242,7 +219,8 @@ read_normalization(const DatasetRow *row, PgdlDataset *ds)
 	std = pgdl_jsonb_key(&norm->root, "std");
 	if (scale != NULL && mean == NULL && std == NULL)
 	{
-		double		s = json_double(scale);
+		char	   *text = json_number_text(scale);
+		double		s = text ? strtod(text, NULL) : NAN;
 
 		if (!isfinite(s) || s == 0 || !isfinite((float) s) || (float) s == 0)
 			corrupted(row->id, "normalization", "has an invalid \"scale\": it must be a finite number other than zero");

@@ -1,6 +1,7 @@
 /*
  * model_io.c -- models between the engine and PostgreSQL: bytea blobs, the
- * per-backend cache of stored models and datasets (read by datasets.c).
+ * per-backend cache of stored models and datasets (read by datasets.c), and
+ * the model argument of SQL functions (an id, a name or a blob).
  *
  * The engine allocates with malloc.  Every engine model the glue holds is
  * either in the cache (freed when the cache is flushed) or tied to a memory

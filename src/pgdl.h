@@ -99,7 +99,7 @@ extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
 /* x (n rows of raw features) to what the model was trained on, in place. */
 extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
 
-/* model_io.c: models as bytea, models by id or name (cached), datasets (cached) */
+/* model_io.c: models as bytea, by id or name (cached), as a SQL function's argument; datasets (cached) */
 
 extern void pgdl_model_io_init(void);
 

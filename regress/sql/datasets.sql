@@ -3,7 +3,7 @@
 -- given to pack) reads it through one reader that checks every value: a row
 -- that pgdl.pack could not have written gives ERRCODE_DATA_CORRUPTED (XX001)
 -- with a detail naming the column, never a crash.  Each forgery below is made
--- as a superuser in a savepoint that is rolled back.  Tables are named ds_*.
+-- as a superuser and rolled back.  Tables are named ds_*.
 
 CREATE TABLE ds_src (id integer, f real[], lab text, target real);
 INSERT INTO ds_src
@@ -54,157 +54,79 @@ BEGIN
 	RETURN QUERY SELECT DISTINCT r FROM unnest(results) r;
 END $$;
 
+-- Changes dataset `packed` by `change` (an UPDATE's SET list), reads it back,
+-- and rolls the change back.
+CREATE FUNCTION pg_temp.forged(packed text, change text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+	results text[];
+BEGIN
+	BEGIN
+		EXECUTE format('UPDATE pgdl.datasets SET %s WHERE packed = %L::regclass', change, packed);
+		results := ARRAY(SELECT pg_temp.read_back(packed));
+		RAISE EXCEPTION USING ERRCODE = 'PD001', MESSAGE = 'roll back';
+	EXCEPTION WHEN SQLSTATE 'PD001' THEN
+		NULL;
+	END;
+	RETURN QUERY SELECT unnest(results);
+END $$;
+
 -- as pgdl.pack wrote them
 SELECT pg_temp.read_back('ds_cls') AS classification;
 SELECT pg_temp.read_back('ds_reg') AS regression;
 
 BEGIN;
--- task
-SAVEPOINT forged;
-ALTER TABLE pgdl.datasets DROP CONSTRAINT datasets_task_check;
-UPDATE pgdl.datasets SET task = 'clustering' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS task;
-ROLLBACK TO forged;
+-- the table's CHECK constraints would refuse some forgeries: drop them until ROLLBACK
+ALTER TABLE pgdl.datasets DROP CONSTRAINT datasets_task_check, DROP CONSTRAINT datasets_n_features_check,
+	DROP CONSTRAINT datasets_n_targets_check;
+SELECT pg_temp.forged('ds_cls', $$task = 'clustering'$$) AS task;
 
 -- n_features, n_targets, partitions, n_rows out of range
-SAVEPOINT forged;
-ALTER TABLE pgdl.datasets DROP CONSTRAINT datasets_n_features_check;
-UPDATE pgdl.datasets SET n_features = 0 WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS n_features_zero;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET n_features = 2147483647 WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS n_features_huge;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET n_targets = 2 WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS n_targets_of_classes;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-ALTER TABLE pgdl.datasets DROP CONSTRAINT datasets_n_targets_check;
-UPDATE pgdl.datasets SET n_targets = -1 WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS n_targets_negative;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET partitions = 0 WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS partitions_zero;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET partitions = 1025 WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS partitions_too_many;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET n_rows = -1 WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS n_rows_negative;
-ROLLBACK TO forged;
+SELECT pg_temp.forged('ds_cls', 'n_features = 0') AS n_features_zero;
+SELECT pg_temp.forged('ds_cls', 'n_features = 2147483647') AS n_features_huge;
+SELECT pg_temp.forged('ds_cls', 'n_targets = 2') AS n_targets_of_classes;
+SELECT pg_temp.forged('ds_reg', 'n_targets = -1') AS n_targets_negative;
+SELECT pg_temp.forged('ds_cls', 'partitions = 0') AS partitions_zero;
+SELECT pg_temp.forged('ds_reg', 'partitions = 1025') AS partitions_too_many;
+SELECT pg_temp.forged('ds_cls', 'n_rows = -1') AS n_rows_negative;
 
 -- classes: present exactly for classification, a 1-d array of distinct, non-NULL values
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = NULL WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS classes_null;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = '{}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS classes_empty;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = '{{a,b},{c,d}}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS classes_2d;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = '{a,NULL}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS classes_with_null;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = '{b,a,b}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS classes_twice;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET classes = '{a}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS classes_of_regression;
-ROLLBACK TO forged;
+SELECT pg_temp.forged('ds_cls', 'classes = NULL') AS classes_null;
+SELECT pg_temp.forged('ds_cls', $$classes = '{}'$$) AS classes_empty;
+SELECT pg_temp.forged('ds_cls', $$classes = '{{a,b},{c,d}}'$$) AS classes_2d;
+SELECT pg_temp.forged('ds_cls', $$classes = '{a,NULL}'$$) AS classes_with_null;
+SELECT pg_temp.forged('ds_cls', $$classes = '{b,a,b}'$$) AS classes_twice;
+SELECT pg_temp.forged('ds_reg', $$classes = '{a}'$$) AS classes_of_regression;
 
 -- normalization: an object with a "scale", or a "mean" and a "std" of n_features numbers
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '[0.5]' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS normalization_array;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '0.5' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS normalization_scalar;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS normalization_empty;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": "0.5"}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS scale_text;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": 0}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS scale_zero;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": 1e-50}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS scale_zero_as_real;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": 1e300}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS scale_infinite_as_real;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": 1e400}' WHERE id = :reg_id;
-SELECT pg_temp.read_back('ds_reg') AS scale_infinite;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"scale": 1, "mean": [0, 0, 0], "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS scale_and_mean;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0, 0]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS no_std;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": 0, "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS mean_not_array;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0], "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS mean_too_short;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, "0", 0], "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS mean_text;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, null, 0], "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS mean_null;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0, 1e39], "std": [1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS mean_infinite_as_real;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0, 0], "std": [1, 0, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS std_zero;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0, 0], "std": [1, 1, -2]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS std_negative;
-ROLLBACK TO forged;
-SAVEPOINT forged;
-UPDATE pgdl.datasets SET normalization = '{"mean": [0, 0, 0], "std": [1, 1, 1, 1]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS std_too_long;
-ROLLBACK TO forged;
+SELECT pg_temp.forged('ds_reg', $$normalization = '[0.5]'$$) AS normalization_array;
+SELECT pg_temp.forged('ds_reg', $$normalization = '0.5'$$) AS normalization_scalar;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{}'$$) AS normalization_empty;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{"scale": "0.5"}'$$) AS scale_text;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{"scale": 0}'$$) AS scale_zero;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{"scale": 1e-50}'$$) AS scale_zero_as_real;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{"scale": 1e300}'$$) AS scale_infinite_as_real;
+SELECT pg_temp.forged('ds_reg', $$normalization = '{"scale": 1e400}'$$) AS scale_infinite;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"scale": 1, "mean": [0, 0, 0], "std": [1, 1, 1]}'$$)
+       AS scale_and_mean;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0, 0]}'$$) AS no_std;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": 0, "std": [1, 1, 1]}'$$) AS mean_not_array;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0], "std": [1, 1, 1]}'$$) AS mean_too_short;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, "0", 0], "std": [1, 1, 1]}'$$) AS mean_text;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, null, 0], "std": [1, 1, 1]}'$$) AS mean_null;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0, 1e39], "std": [1, 1, 1]}'$$)
+       AS mean_infinite_as_real;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0, 0], "std": [1, 0, 1]}'$$) AS std_zero;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0, 0], "std": [1, 1, -2]}'$$) AS std_negative;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [0, 0, 0], "std": [1, 1, 1, 1]}'$$) AS std_too_long;
+
 -- a hand-written normalization that pgdl.pack could have written is used
-SAVEPOINT forged;
+SELECT pg_temp.forged('ds_cls', $$normalization = '{"mean": [1, 2, 3], "std": [2, 4, 8]}'$$) AS valid_by_hand;
+SAVEPOINT by_hand;
 UPDATE pgdl.datasets SET normalization = '{"mean": [1, 2, 3], "std": [2, 4, 8]}' WHERE id = :cls_id;
-SELECT pg_temp.read_back('ds_cls') AS valid_by_hand;
 -- x = [1, 2, 3] is normalized to [0, 0, 0]: z = b = [0, 0], probabilities [0.5, 0.5]
 SELECT pgdl.predict('ds_cls_model', '{1,2,3}') AS normalized;
-ROLLBACK TO forged;
-COMMIT;
+ROLLBACK TO by_hand;
+ROLLBACK;
 
 -- the constraints are back, and the rows read as before
 SELECT count(*) AS constraints FROM pg_constraint WHERE conrelid = 'pgdl.datasets'::regclass AND contype = 'c';
