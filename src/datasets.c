@@ -156,6 +156,10 @@ read_classes(const DatasetRow *row, PgdlDataset *ds)
 		if (strcmp(sorted[i - 1], sorted[i]) == 0)
 			corrupted(row->id, "classes", "has the class \"%s\" twice", sorted[i]);
 	pfree(sorted);
+	pfree(elems);
+	pfree(nulls);
+	if ((Pointer) arr != DatumGetPointer(d))
+		pfree(arr);				/* a detoasted copy */
 }
 
 /*
@@ -191,6 +195,8 @@ read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, in
 		char	   *text = json_number_text(getIthJsonbValueFromContainer(arr, i));
 
 		out[i] = text ? strtof(text, NULL) : NAN;
+		if (text)
+			pfree(text);		/* the dataset may live in the cache: keep only what it needs */
 		if (!isfinite(out[i]) || (positive && !(out[i] > 0.0f)))
 			corrupted(row->id, "normalization", "has an invalid \"%s\" (element %d): it must be an array of %d %s",
 					  key, i + 1, n, must);
