@@ -1,6 +1,7 @@
 /*
  * model_io.c -- models between the engine and PostgreSQL: bytea blobs, the
- * per-backend cache of stored models and datasets, float4[] arguments.
+ * per-backend cache of stored models and datasets (read by datasets.c), and
+ * the model argument of SQL functions (an id, a name or a blob).
  *
  * The engine allocates with malloc.  Every engine model the glue holds is
  * either in the cache (freed when the cache is flushed) or tied to a memory
@@ -19,12 +20,11 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "nodes/primnodes.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
-#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/numeric.h"
 
 #include "pgdl.h"
 
@@ -193,109 +193,27 @@ pgdl_model_from_bytea(bytea *blob, MemoryContext owner)
 
 /* ---- datasets ---- */
 
-static float *
-jsonb_float_array(JsonbContainer *obj, const char *key, int n, MemoryContext cxt)
-{
-	JsonbValue	k;
-	JsonbValue *v;
-	float	   *out;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	v = findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
-	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data) ||
-		JsonContainerSize(v->val.binary.data) != n)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("pgdl.datasets has an invalid normalization"),
-				 errdetail("\"%s\" must be an array of %d numbers.", key, n)));
-	out = MemoryContextAlloc(cxt, sizeof(float) * n);
-	for (int i = 0; i < n; i++)
-	{
-		JsonbValue *e = getIthJsonbValueFromContainer(v->val.binary.data, i);
-
-		if (e->type != jbvNumeric)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("pgdl.datasets has an invalid normalization")));
-		out[i] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(e->val.numeric)));
-	}
-	return out;
-}
-
-/* Load a dataset row by id (or by packed table when id is 0) into the cache. */
+/*
+ * Read a dataset row by id (or by packed table when id is 0) into the cache.
+ * Its memory joins the cache only once the row has passed every check, so
+ * that a corrupted row leaks nothing into the long-lived cache.
+ */
 static PgdlDataset *
 load_dataset(int64 id, Oid packed)
 {
-	PgdlDataset *ds = NULL;
-	Oid			argtypes[1];
-	Datum		values[1];
-	int			ret;
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl dataset", ALLOCSET_SMALL_SIZES);
+	PgdlDataset *ds = pgdl_dataset_read(id, packed, cxt);
+	MemoryContext old;
 
-	SPI_connect();
-	argtypes[0] = id ? INT8OID : OIDOID;
-	values[0] = id ? Int64GetDatum(id) : ObjectIdGetDatum(packed);
-	ret = SPI_execute_with_args(id ?
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
-								"FROM pgdl.datasets WHERE id = $1" :
-								"SELECT id, packed::oid, task, n_features, n_targets, classes, label_type::oid, normalization, partitions, n_rows "
-								"FROM pgdl.datasets WHERE packed = $1::oid::regclass",
-								1, argtypes, values, NULL, true, 1);
-	if (ret == SPI_OK_SELECT && SPI_processed == 1)
+	if (ds == NULL)
 	{
-		HeapTuple	tup = SPI_tuptable->vals[0];
-		TupleDesc	desc = SPI_tuptable->tupdesc;
-		bool		isnull;
-		MemoryContext cxt = cache_context();
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-		char	   *task;
-		Datum		classes;
-		Jsonb	   *norm;
-		JsonbValue	k;
-		JsonbValue *scale;
-
-		ds = palloc0(sizeof(PgdlDataset));
-		ds->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-		ds->packed = DatumGetObjectId(SPI_getbinval(tup, desc, 2, &isnull));
-		task = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
-		ds->classification = strcmp(task, "classification") == 0;
-		ds->n_features = DatumGetInt32(SPI_getbinval(tup, desc, 4, &isnull));
-		ds->n_targets = DatumGetInt32(SPI_getbinval(tup, desc, 5, &isnull));
-		classes = SPI_getbinval(tup, desc, 6, &isnull);
-		if (!isnull)
-		{
-			Datum	   *elems;
-			bool	   *nulls;
-			int			n;
-
-			deconstruct_array(DatumGetArrayTypeP(classes), TEXTOID, -1, false, TYPALIGN_INT,
-							  &elems, &nulls, &n);
-			ds->n_classes = n;
-			ds->classes = palloc(sizeof(char *) * (n > 0 ? n : 1));
-			for (int i = 0; i < n; i++)
-				ds->classes[i] = nulls[i] ? pstrdup("") : TextDatumGetCString(elems[i]);
-		}
-		ds->label_type = DatumGetObjectId(SPI_getbinval(tup, desc, 7, &isnull));
-		ds->partitions = DatumGetInt32(SPI_getbinval(tup, desc, 9, &isnull));
-		ds->n_rows_hint = DatumGetInt64(SPI_getbinval(tup, desc, 10, &isnull));
-		norm = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 8, &isnull));
-		k.type = jbvString;
-		k.val.string.val = "scale";
-		k.val.string.len = 5;
-		scale = findJsonbValueFromContainer(&norm->root, JB_FOBJECT, &k);
-		if (scale && scale->type == jbvNumeric)
-			ds->scale = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8,
-																   NumericGetDatum(scale->val.numeric)));
-		else
-		{
-			ds->mean = jsonb_float_array(&norm->root, "mean", ds->n_features, cxt);
-			ds->std = jsonb_float_array(&norm->root, "std", ds->n_features, cxt);
-		}
-		cached_datasets = lappend(cached_datasets, ds);
-		MemoryContextSwitchTo(old);
+		MemoryContextDelete(cxt);
+		return NULL;
 	}
-	SPI_finish();
+	MemoryContextSetParent(cxt, cache_context());
+	old = MemoryContextSwitchTo(cache_context());
+	cached_datasets = lappend(cached_datasets, ds);
+	MemoryContextSwitchTo(old);
 	return ds;
 }
 
@@ -334,23 +252,6 @@ pgdl_dataset_by_packed(Oid packed)
 	return ds;
 }
 
-void
-pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
-{
-	int			nf = ds->n_features;
-
-	if (ds->mean == NULL)
-	{
-		if (ds->scale != 1.0f)
-			for (int64 i = 0; i < rows * nf; i++)
-				x[i] *= ds->scale;
-		return;
-	}
-	for (int64 r = 0; r < rows; r++)
-		for (int j = 0; j < nf; j++)
-			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
-}
-
 /* ---- stored models ---- */
 
 /*
@@ -381,22 +282,25 @@ cache_slot(void)
 	return entry;
 }
 
-static PgdlModel *
-load_model(int64 id, const char *name)
+/* What the cache keeps of a pgdl.models row. */
+typedef struct ModelRow
+{
+	int64		id;
+	char	   *name;			/* NULL when the model has none */
+	bytea	   *weights;
+	int64		dataset;		/* 0 when none */
+} ModelRow;
+
+/* The row of model `id` (or named `name` when id is 0), copied into the current context, or an error. */
+static void
+read_model_row(int64 id, const char *name, ModelRow *row)
 {
 	Oid			argtypes[1] = {id ? INT8OID : TEXTOID};
-	Datum		values[1];
-	int			ret;
-	bytea	   *blob = NULL;
-	int64		model_id = 0,
-				dataset_id = 0;
-	char	   *model_name = NULL;
-	CachedModel *slot;
-	NnModel    *nn;
-
+	Datum		values[1] = {id ? Int64GetDatum(id) : CStringGetTextDatum(name)};
 	MemoryContext caller = CurrentMemoryContext;
+	int			ret;
 
-	values[0] = id ? Int64GetDatum(id) : CStringGetTextDatum(name);
+	memset(row, 0, sizeof(ModelRow));
 	SPI_connect();
 	ret = SPI_execute_with_args(id ?
 								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1" :
@@ -410,40 +314,49 @@ load_model(int64 id, const char *name)
 		Datum		d;
 		MemoryContext spi = MemoryContextSwitchTo(caller);	/* outlive SPI_finish */
 
-		model_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		row->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 		d = SPI_getbinval(tup, desc, 2, &isnull);
 		if (!isnull)
-			model_name = TextDatumGetCString(d);
+			row->name = TextDatumGetCString(d);
 		d = SPI_getbinval(tup, desc, 3, &isnull);
-		blob = DatumGetByteaPCopy(d);
+		if (!isnull)
+			row->weights = DatumGetByteaPCopy(d);
 		d = SPI_getbinval(tup, desc, 4, &isnull);
-		dataset_id = isnull ? 0 : DatumGetInt64(d);
+		row->dataset = isnull ? 0 : DatumGetInt64(d);
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
-	if (blob == NULL)
-	{
-		if (id)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("model " INT64_FORMAT " does not exist", id)));
+	if (row->weights != NULL)
+		return;
+	if (id)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("model \"%s\" does not exist", name)));
-	}
+				 errmsg("model " INT64_FORMAT " does not exist", id)));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("model \"%s\" does not exist", name)));
+}
 
+static PgdlModel *
+load_model(int64 id, const char *name)
+{
+	ModelRow	row;
+	CachedModel *slot;
+	NnModel    *nn;
+
+	read_model_row(id, name, &row);
 	(void) cache_context();
-	nn = pgdl_model_deserialize(blob);
-	pfree(blob);
+	nn = pgdl_model_deserialize(row.weights);
+	pfree(row.weights);
 	slot = cache_slot();
-	slot->model.id = model_id;
+	slot->model.id = row.id;
 	slot->model.nn = nn;
-	slot->name = model_name ? MemoryContextStrdup(cache_context(), model_name) : NULL;
+	slot->name = row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
 	slot->last_used = ++use_clock;
-	/* a missing dataset row must not leave a half-filled slot behind */
+	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
 	PG_TRY();
 	{
-		slot->model.dataset = dataset_id ? pgdl_dataset_by_id(dataset_id) : NULL;
+		slot->model.dataset = row.dataset ? pgdl_dataset_by_id(row.dataset) : NULL;
 	}
 	PG_CATCH();
 	{
@@ -476,4 +389,142 @@ pgdl_model_by_name(const char *name)
 			return &cached_models[i]->model;
 		}
 	return load_model(0, name);
+}
+
+/* ---- the model argument of a SQL function ---- */
+
+/* How a call site names its model (the type of argument 0). */
+typedef enum ModelArgKind
+{
+	MODEL_BY_ID,
+	MODEL_BY_NAME,
+	MODEL_BY_BLOB
+} ModelArgKind;
+
+/* Per call site state, in fn_extra. */
+typedef struct ModelArgSite
+{
+	ModelArgKind kind;
+	bool		blob_is_const;	/* argument 0 is a Const of the query: never changes */
+	MemoryContext blob_cxt;		/* owns blob_model (and blob); child of fn_mcxt */
+	PgdlModel  *blob_model;		/* the last blob's model, or NULL */
+	bytea	   *blob;			/* that blob's bytes, to recognize it again */
+} ModelArgSite;
+
+/* Which type argument 0 has is read once per call site, from the function's pg_proc row. */
+static ModelArgSite *
+model_arg_site(FunctionCallInfo fcinfo)
+{
+	ModelArgSite *site = (ModelArgSite *) fcinfo->flinfo->fn_extra;
+	Oid		   *argtypes;
+	int			nargs;
+
+	if (site != NULL)
+		return site;
+
+	site = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(ModelArgSite));
+	get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	if (nargs < 1)
+		elog(ERROR, "function %u takes no model argument", fcinfo->flinfo->fn_oid);
+	switch (argtypes[0])
+	{
+		case INT8OID:
+			site->kind = MODEL_BY_ID;
+			break;
+		case TEXTOID:
+			site->kind = MODEL_BY_NAME;
+			break;
+		case BYTEAOID:
+			site->kind = MODEL_BY_BLOB;
+			break;
+		default:
+			elog(ERROR, "unexpected model argument type %u", argtypes[0]);
+	}
+	pfree(argtypes);
+
+	if (site->kind == MODEL_BY_BLOB && fcinfo->flinfo->fn_expr != NULL &&
+		IsA(fcinfo->flinfo->fn_expr, FuncExpr))
+	{
+		List	   *args = ((FuncExpr *) fcinfo->flinfo->fn_expr)->args;
+
+		site->blob_is_const = args != NIL && IsA(linitial(args), Const);
+	}
+	fcinfo->flinfo->fn_extra = site;
+	return site;
+}
+
+/* The model of a blob, kept per call site and recognized by its bytes. */
+static PgdlModel *
+model_of_blob(FunctionCallInfo fcinfo, ModelArgSite *site)
+{
+	bytea	   *blob = PG_GETARG_BYTEA_PP(0);
+
+	if (site->blob_model != NULL &&
+		(site->blob_is_const ||
+		 (VARSIZE_ANY_EXHDR(blob) == VARSIZE_ANY_EXHDR(site->blob) &&
+		  memcmp(VARDATA_ANY(blob), VARDATA_ANY(site->blob), VARSIZE_ANY_EXHDR(blob)) == 0)))
+		return site->blob_model;
+
+	/* a different blob: drop the last one's model (its context frees it) */
+	site->blob_model = NULL;
+	site->blob = NULL;
+	if (site->blob_cxt != NULL)
+		MemoryContextDelete(site->blob_cxt);
+	site->blob_cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "pgdl model argument",
+										   ALLOCSET_SMALL_SIZES);
+	site->blob_model = pgdl_model_from_bytea(blob, site->blob_cxt);
+	if (!site->blob_is_const)
+	{
+		Size		size = VARSIZE_ANY(blob);
+
+		site->blob = MemoryContextAlloc(site->blob_cxt, size);
+		memcpy(site->blob, blob, size);
+	}
+	return site->blob_model;
+}
+
+PgdlModel *
+pgdl_model_arg(FunctionCallInfo fcinfo)
+{
+	ModelArgSite *site = model_arg_site(fcinfo);
+
+	switch (site->kind)
+	{
+		case MODEL_BY_ID:
+			return pgdl_model_by_id(PG_GETARG_INT64(0));
+		case MODEL_BY_NAME:
+			return pgdl_model_by_name(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+		case MODEL_BY_BLOB:
+			break;
+	}
+	return model_of_blob(fcinfo, site);
+}
+
+PgdlModel *
+pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner)
+{
+	PgdlModel  *copy = MemoryContextAllocZero(owner, sizeof(PgdlModel));
+	MemoryContext old;
+	PgdlModel  *model;
+	NnError		err;
+
+	if (PG_ARGISNULL(0))
+		elog(ERROR, "model argument is NULL");
+	if (model_arg_site(fcinfo)->kind == MODEL_BY_BLOB)
+		return pgdl_model_from_bytea(PG_GETARG_BYTEA_PP(0), owner);	/* already the caller's */
+
+	old = MemoryContextSwitchTo(owner);
+	model = pgdl_model_arg(fcinfo);
+	copy->id = model->id;
+	copy->nn = nn_model_clone(model->nn, &err);
+	if (copy->nn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Copying the model failed: %s.", err.msg)));
+	pgdl_model_free_with(copy->nn, owner);
+	if (model->dataset != NULL)
+		copy->dataset = pgdl_dataset_copy(model->dataset);
+	MemoryContextSwitchTo(old);
+	return copy;
 }

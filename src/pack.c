@@ -36,6 +36,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
@@ -52,6 +53,24 @@
  * shuffle and for a model's initialization draws unrelated numbers.
  */
 #define PACK_SHUFFLE_STREAM		UINT64_C(0x7061636b)
+
+/* The arguments of pgdl.pack, checked. */
+typedef struct PackArgs
+{
+	Oid			source;
+	char	   *features;
+	char	   *label;
+	char	   *output;
+	int32		buffer_rows;
+	int32		partitions;
+	int64		seed;
+	bool		has_scale;
+	double		scale;
+	bool		standardize;
+	char	   *nulls;			/* 'error' or 'skip' */
+	bool		skip;			/* nulls => 'skip' */
+	Oid			reference;		/* InvalidOid when none */
+} PackArgs;
 
 /* How a number of a feature or label column becomes a float. */
 typedef enum PackNumKind
@@ -74,25 +93,19 @@ typedef struct PackColumn
 	PackNumKind kind;			/* of the column, or of its elements (array mode) */
 } PackColumn;
 
-/* What a packed dataset was made with, when it is used as the reference. */
+/* The dataset given as reference (NULL when none), and its packed table's name for messages. */
 typedef struct PackReference
 {
-	int64		id;
-	char	   *name;			/* the packed table, for messages */
-	bool		classification;
-	int32		n_features;
-	int			n_classes;
-	char	  **classes;
-	Datum		normalization;	/* jsonb, copied as it is */
-	double		scale;
-	float	   *mean;			/* NULL unless standardized */
-	float	   *std;
+	const PgdlDataset *ds;
+	char	   *name;
 } PackReference;
 
 /* The source, read into memory. */
 typedef struct PackData
 {
 	/* what is read */
+	char	   *relname;		/* the source, for messages */
+	char	   *source_sql;		/* the source, qualified and quoted */
 	bool		array_mode;		/* features: one array column */
 	int			n_cols;			/* feature columns */
 	PackColumn *cols;
@@ -129,17 +142,105 @@ typedef struct PackNorm
 	float		scale;			/* when mean == NULL */
 	float	   *mean;
 	float	   *std;
-	char	   *json;			/* as stored in pgdl.datasets, unless copied from a reference */
+	Jsonb	   *jsonb;			/* as stored in pgdl.datasets */
 } PackNorm;
 
+/* The output's schema and names, checked to be free. */
+typedef struct PackOutput
+{
+	char	   *schema;
+	char	   *name;
+	char	   *qualified;		/* quoted, for SQL */
+	Oid			namespace;
+} PackOutput;
+
+/* ---- arguments ---- */
+
+static void
+require_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+}
+
+static void
+read_args(FunctionCallInfo fcinfo, PackArgs *args)
+{
+	require_arg(fcinfo, 0, "source");
+	require_arg(fcinfo, 1, "features");
+	require_arg(fcinfo, 2, "label");
+	require_arg(fcinfo, 3, "output");
+	require_arg(fcinfo, 4, "buffer_rows");
+	require_arg(fcinfo, 5, "partitions");
+	require_arg(fcinfo, 6, "seed");
+	require_arg(fcinfo, 8, "standardize");
+	require_arg(fcinfo, 9, "nulls");
+
+	args->source = PG_GETARG_OID(0);
+	args->features = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	args->label = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	args->output = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	args->buffer_rows = PG_GETARG_INT32(4);
+	args->partitions = PG_GETARG_INT32(5);
+	args->seed = PG_GETARG_INT64(6);
+	args->has_scale = !PG_ARGISNULL(7);
+	args->scale = args->has_scale ? PG_GETARG_FLOAT8(7) : 1.0;
+	args->standardize = PG_GETARG_BOOL(8);
+	args->nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
+	args->reference = PG_ARGISNULL(10) ? InvalidOid : PG_GETARG_OID(10);
+}
+
+/* The arguments alone, before any table is looked at (and nulls read as skip). */
+static void
+check_args(PackArgs *args)
+{
+	bool		has_ref = OidIsValid(args->reference);
+
+	if (args->buffer_rows < 1 || args->buffer_rows > PGDL_MAX_BUFFER_ROWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("buffer_rows must be between 1 and %d, not %d", PGDL_MAX_BUFFER_ROWS, args->buffer_rows),
+				 errdetail("A buffer is at most one training step's minibatch.")));
+	if (args->partitions < 1 || args->partitions > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be between 1 and %d, not %d", PGDL_MAX_PARTITIONS, args->partitions)));
+	if (strcmp(args->nulls, "error") != 0 && strcmp(args->nulls, "skip") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid nulls value \"%s\"", args->nulls),
+				 errhint("Use 'error' (the default) or 'skip'.")));
+	args->skip = strcmp(args->nulls, "skip") == 0;
+	if (args->has_scale && args->standardize)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot both be given"),
+				 errdetail("Features are either multiplied by scale or standardized per feature, not both.")));
+	if (args->has_scale && (!isfinite(args->scale) || args->scale == 0 ||
+							!isfinite((float) args->scale) || (float) args->scale == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale must be a finite number other than zero, not %g", args->scale)));
+	if (has_ref && (args->has_scale || args->standardize))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference is normalized as the reference was."),
+				 errhint("Leave scale and standardize out.")));
+}
+
+/* ---- columns ---- */
+
 static inline float *
-PackRow(const PackData *data, int64 row)
+row_features(const PackData *data, int64 row)
 {
 	return data->chunks[row / data->chunk_rows] + (row % data->chunk_rows) * data->n_features;
 }
 
 static PackNumKind
-PackKindOf(Oid type)
+kind_of(Oid type)
 {
 	switch (getBaseType(type))
 	{
@@ -165,13 +266,13 @@ PackKindOf(Oid type)
 }
 
 static inline bool
-PackKindIsNumeric(PackNumKind kind)
+kind_is_numeric(PackNumKind kind)
 {
 	return kind <= PACK_NUMERIC;
 }
 
 static inline double
-PackNumberOf(Datum d, PackNumKind kind)
+number_of(Datum d, PackNumKind kind)
 {
 	switch (kind)
 	{
@@ -197,7 +298,7 @@ PackNumberOf(Datum d, PackNumKind kind)
  * Finds column `name` of `relid` (or errors, naming it) and records its type.
  */
 static void
-PackFindColumn(Oid relid, const char *relname, const char *name, int position, PackColumn *col)
+find_column(Oid relid, const char *relname, const char *name, int position, PackColumn *col)
 {
 	AttrNumber	attnum = get_attnum(relid, name);
 
@@ -214,12 +315,40 @@ PackFindColumn(Oid relid, const char *relname, const char *name, int position, P
 	"Features are one column of type real[], double precision[], smallint[], integer[], bigint[] or numeric[], " \
 	"or a comma-separated list of columns of types smallint, integer, bigint, real, double precision or numeric."
 
+/* One feature column's kind: of its elements when it is the only column and an array. */
+static void
+feature_kind(PackData *data, PackColumn *col)
+{
+	Oid			elemtype = get_element_type(getBaseType(col->type));
+
+	if (OidIsValid(elemtype) && data->n_cols == 1)
+	{
+		data->array_mode = true;
+		col->kind = kind_of(elemtype);
+	}
+	else if (OidIsValid(elemtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("feature column \"%s\" is an array, which cannot be part of a list of feature columns",
+						col->name),
+				 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+	else
+		col->kind = kind_of(col->type);
+
+	if (!kind_is_numeric(col->kind))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("feature column \"%s\" has type %s, which is not numeric",
+						col->name, format_type_be(col->type)),
+				 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+}
+
 /*
  * The feature columns: one array column, or a list of numeric columns.  Names
  * follow SQL's rules for identifiers (folded to lower case unless quoted).
  */
 static void
-PackFindFeatures(Oid relid, const char *relname, const char *features, PackData *data)
+find_features(Oid relid, const char *features, PackData *data)
 {
 	char	   *raw = pstrdup(features);
 	List	   *names;
@@ -242,38 +371,15 @@ PackFindFeatures(Oid relid, const char *relname, const char *features, PackData 
 	data->cols = palloc0(sizeof(PackColumn) * data->n_cols);
 	foreach(lc, names)
 	{
-		PackColumn *col = &data->cols[i];
-		Oid			elemtype;
-
-		PackFindColumn(relid, relname, (char *) lfirst(lc), i + 1, col);
-		elemtype = get_element_type(getBaseType(col->type));
-		if (OidIsValid(elemtype) && data->n_cols == 1)
-		{
-			data->array_mode = true;
-			col->kind = PackKindOf(elemtype);
-		}
-		else if (OidIsValid(elemtype))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("feature column \"%s\" is an array, which cannot be part of a list of feature columns",
-							col->name),
-					 errdetail(PACK_FEATURE_TYPES_DETAIL)));
-		else
-			col->kind = PackKindOf(col->type);
-
-		if (!PackKindIsNumeric(col->kind))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("feature column \"%s\" has type %s, which is not numeric",
-							col->name, format_type_be(col->type)),
-					 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+		find_column(relid, data->relname, (char *) lfirst(lc), i + 1, &data->cols[i]);
+		feature_kind(data, &data->cols[i]);
 		i++;
 	}
 	data->n_features = data->array_mode ? -1 : data->n_cols;
 }
 
 static void
-PackFindLabel(Oid relid, const char *relname, const char *label, int position, PackData *data)
+find_label(Oid relid, const char *label, int position, PackData *data)
 {
 	char	   *raw = pstrdup(label);
 	List	   *names;
@@ -284,8 +390,8 @@ PackFindLabel(Oid relid, const char *relname, const char *label, int position, P
 				 errmsg("invalid label column name \"%s\"", label),
 				 errhint("Give the name of one column.")));
 
-	PackFindColumn(relid, relname, (char *) linitial(names), position, &data->label);
-	data->label.kind = PackKindOf(data->label.type);
+	find_column(relid, data->relname, (char *) linitial(names), position, &data->label);
+	data->label.kind = kind_of(data->label.type);
 	switch (data->label.kind)
 	{
 		case PACK_INT2:
@@ -309,124 +415,58 @@ PackFindLabel(Oid relid, const char *relname, const char *label, int position, P
 	}
 }
 
-/* text[] to C strings */
-static char **
-PackTextArray(ArrayType *arr, int *count)
+/* The source relation, its feature columns and its label column. */
+static void
+find_source(const PackArgs *args, PackData *data)
 {
-	Datum	   *elems;
-	bool	   *nulls;
-	char	  **out;
-
-	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, count);
-	out = palloc(sizeof(char *) * Max(*count, 1));
-	for (int i = 0; i < *count; i++)
-	{
-		if (nulls[i])
-			elog(ERROR, "pgdl.pack: NULL class in the reference dataset");
-		out[i] = TextDatumGetCString(elems[i]);
-	}
-	return out;
-}
-
-/* real[] to floats; *count elements */
-static float *
-PackFloatArrayCopy(ArrayType *arr, int *count)
-{
-	Datum	   *elems;
-	bool	   *nulls;
-	float	   *out;
-
-	deconstruct_array(arr, FLOAT4OID, sizeof(float4), true, TYPALIGN_INT, &elems, &nulls, count);
-	out = palloc(sizeof(float) * Max(*count, 1));
-	for (int i = 0; i < *count; i++)
-	{
-		if (nulls[i])
-			elog(ERROR, "pgdl.pack: NULL in the reference dataset's normalization");
-		out[i] = DatumGetFloat4(elems[i]);
-	}
-	return out;
+	data->relname = get_rel_name(args->source);
+	if (data->relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", args->source)));
+	data->source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
+												  data->relname);
+	find_features(args->source, args->features, data);
+	find_label(args->source, args->label, data->n_cols + 1, data);
 }
 
 /*
- * The dataset packed into `packed`, from pgdl.datasets, or an error.  Values
- * are copied into `cxt`.  Runs inside SPI.
+ * The dataset packed into `packed`, from pgdl.datasets (checked by
+ * pgdl_dataset_read, allocated in cxt), which must match the source's task
+ * and features.
  */
 static void
-PackReadReference(Oid packed, MemoryContext cxt, PackReference *ref)
+read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReference *ref)
 {
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1] = {ObjectIdGetDatum(packed)};
-	MemoryContext old;
-	TupleDesc	desc;
-	HeapTuple	tuple;
-	bool		isnull;
-	int			ret;
+	char	   *name = get_rel_name(packed);
 
-	/*
-	 * The normalization is read back with float4 casts: mean and std were
-	 * written as the shortest text of each float32, so this gives the very
-	 * values the reference was packed with.
-	 */
-	ret = SPI_execute_with_args(
-								"SELECT d.id, d.task = 'classification', d.n_features, d.classes, d.normalization,"
-								" pg_catalog.jsonb_extract_path_text(d.normalization, 'scale')::pg_catalog.float8,"
-								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
-								"   pg_catalog.jsonb_extract_path(d.normalization, 'mean')) WITH ORDINALITY AS m(e, i) ORDER BY i),"
-								" ARRAY(SELECT e::pg_catalog.float4 FROM pg_catalog.jsonb_array_elements_text("
-								"   pg_catalog.jsonb_extract_path(d.normalization, 'std')) WITH ORDINALITY AS s(e, i) ORDER BY i),"
-								" pg_catalog.jsonb_exists(d.normalization, 'mean')"
-								" FROM pgdl.datasets d WHERE d.packed = $1",
-								1, argtypes, args, NULL, true, 2);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pgdl.pack: reading pgdl.datasets failed: %s", SPI_result_code_string(ret));
-	if (SPI_processed == 0)
+	ref->ds = pgdl_dataset_read(0, packed, cxt);
+	if (ref->ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" is not a packed dataset", get_rel_name(packed)),
+				 errmsg("relation \"%s\" is not a packed dataset", name ? name : "?"),
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
+	ref->name = MemoryContextStrdup(cxt, name ? name : "?");
 
-	desc = SPI_tuptable->tupdesc;
-	tuple = SPI_tuptable->vals[0];
-	old = MemoryContextSwitchTo(cxt);
-
-	ref->name = get_rel_name(packed);
-	ref->id = DatumGetInt64(SPI_getbinval(tuple, desc, 1, &isnull));
-	ref->classification = DatumGetBool(SPI_getbinval(tuple, desc, 2, &isnull));
-	ref->n_features = DatumGetInt32(SPI_getbinval(tuple, desc, 3, &isnull));
-	if (ref->classification)
-	{
-		Datum		d = SPI_getbinval(tuple, desc, 4, &isnull);
-
-		if (isnull)
-			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has no classes", ref->id);
-		ref->classes = PackTextArray(DatumGetArrayTypeP(d), &ref->n_classes);
-	}
-	ref->normalization = PointerGetDatum(PG_DETOAST_DATUM_COPY(SPI_getbinval(tuple, desc, 5, &isnull)));
-
-	if (DatumGetBool(SPI_getbinval(tuple, desc, 9, &isnull)))
-	{
-		int			n_mean,
-					n_std;
-
-		ref->mean = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 7, &isnull)), &n_mean);
-		ref->std = PackFloatArrayCopy(DatumGetArrayTypeP(SPI_getbinval(tuple, desc, 8, &isnull)), &n_std);
-		if (n_mean != ref->n_features || n_std != ref->n_features)
-			elog(ERROR, "pgdl.pack: dataset " INT64_FORMAT " has %d means and %d standard deviations for %d features",
-				 ref->id, n_mean, n_std, ref->n_features);
-		ref->scale = 1.0;
-	}
-	else
-	{
-		Datum		d = SPI_getbinval(tuple, desc, 6, &isnull);
-
-		ref->scale = isnull ? 1.0 : DatumGetFloat8(d);
-	}
-	MemoryContextSwitchTo(old);
+	if (ref->ds->classification != data->classification)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("label \"%s\" is a %s label, but reference dataset \"%s\" is a %s dataset",
+						data->label.name, data->classification ? "classification" : "regression",
+						ref->name, ref->ds->classification ? "classification" : "regression")));
+	if (!data->array_mode && data->n_features != ref->ds->n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d features, but reference dataset \"%s\" has %d",
+						data->n_features, ref->name, ref->ds->n_features),
+				 errdetail("A dataset packed with a reference must have the reference's features.")));
 }
+
+/* ---- reading the source ---- */
 
 /* The first row sets the number of features of an array column. */
 static void
-PackSetFeatureCount(PackData *data, int32 n, int32 buffer_rows, const PackReference *ref)
+set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReference *ref)
 {
 	Size		bytes;
 
@@ -440,10 +480,11 @@ PackSetFeatureCount(PackData *data, int32 n, int32 buffer_rows, const PackRefere
 				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
 				 errhint("Use a smaller buffer_rows.")));
 
-	if (ref != NULL && ref->n_features != n)
+	if (ref->ds != NULL && ref->ds->n_features != n)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("source has %d features, but reference dataset \"%s\" has %d", n, ref->name, ref->n_features),
+				 errmsg("source has %d features, but reference dataset \"%s\" has %d", n, ref->name,
+						ref->ds->n_features),
 				 errdetail("A dataset packed with a reference must have the reference's features.")));
 
 	bytes = mul_size((Size) n, sizeof(float));
@@ -457,13 +498,35 @@ PackSetFeatureCount(PackData *data, int32 n, int32 buffer_rows, const PackRefere
 	}
 }
 
+/* Room for the label of row data->n_rows: the label array of the label's kind, doubled when full. */
+static void
+grow_labels(PackData *data)
+{
+	int64		cap = data->label_cap == 0 ? 1024 : data->label_cap * 2;
+	Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *)
+		: data->classification ? sizeof(int64) : sizeof(float);
+	void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text
+		: data->classification ? (void *) data->label_int : (void *) data->label_float;
+	void	   *grown = old == NULL
+		? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
+		: repalloc_huge(old, mul_size((Size) cap, esize));
+
+	if (data->label.kind == PACK_TEXT)
+		data->label_text = grown;
+	else if (data->classification)
+		data->label_int = grown;
+	else
+		data->label_float = grown;
+	data->label_cap = cap;
+}
+
 /*
  * Room for one more row: its features' slot in the chunks, and its label's.
- * The row is kept once PackKeepRow counts it; until then the next row reuses
+ * The row is kept once keep_row counts it; until then the next row reuses
  * the slot.
  */
 static float *
-PackNewRow(PackData *data)
+new_row(PackData *data)
 {
 	int64		c = data->n_rows / data->chunk_rows;
 	Size		row_bytes = mul_size((Size) data->n_features, sizeof(float));
@@ -490,29 +553,12 @@ PackNewRow(PackData *data)
 		data->chunks[0] = repalloc_huge(data->chunks[0], mul_size((Size) data->first_rows, row_bytes));
 	}
 	if (data->n_rows >= data->label_cap)
-	{
-		int64		cap = data->label_cap == 0 ? 1024 : data->label_cap * 2;
-		Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *)
-			: data->classification ? sizeof(int64) : sizeof(float);
-		void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text
-			: data->classification ? (void *) data->label_int : (void *) data->label_float;
-		void	   *grown = old == NULL
-			? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
-			: repalloc_huge(old, mul_size((Size) cap, esize));
-
-		if (data->label.kind == PACK_TEXT)
-			data->label_text = grown;
-		else if (data->classification)
-			data->label_int = grown;
-		else
-			data->label_float = grown;
-		data->label_cap = cap;
-	}
-	return PackRow(data, data->n_rows);
+		grow_labels(data);
+	return row_features(data, data->n_rows);
 }
 
 static void
-PackNonFinite(const char *what, const char *column, int64 row, int element)
+non_finite(const char *what, const char *column, int64 row, int element)
 {
 	if (element > 0)
 		ereport(ERROR,
@@ -532,7 +578,7 @@ PackNonFinite(const char *what, const char *column, int64 row, int element)
  * false (skip the row) when nulls => 'skip'.
  */
 static bool
-PackNull(bool skip, const char *what, const char *column, int64 row, int element)
+null_value(bool skip, const char *what, const char *column, int64 row, int element)
 {
 	if (skip)
 		return false;
@@ -549,18 +595,12 @@ PackNull(bool skip, const char *what, const char *column, int64 row, int element
 	return false;
 }
 
-/*
- * The features of one row, from an array column, into `out` (allocated when
- * the row count is known).  Returns false to skip the row.
- */
-static bool
-PackArrayRow(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
-			 const PackReference *ref, float **out)
+/* A feature array's shape: one dimension, not empty, as many elements as the first row's. */
+static void
+check_feature_array(PackData *data, ArrayType *arr, int64 row, int32 buffer_rows, const PackReference *ref)
 {
 	const PackColumn *col = &data->cols[0];
-	ArrayType  *arr = DatumGetArrayTypeP(d);
 	int			n;
-	float	   *x;
 
 	if (ARR_NDIM(arr) > 1)
 		ereport(ERROR,
@@ -575,62 +615,41 @@ PackArrayRow(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("feature array \"%s\" is empty in row " INT64_FORMAT, col->name, row)));
 	if (data->n_features < 0)
-		PackSetFeatureCount(data, n, buffer_rows, ref);
+		set_feature_count(data, n, buffer_rows, ref);
 	else if (n != data->n_features)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("expected %d features, found %d in row " INT64_FORMAT " of \"%s\"",
 						data->n_features, n, row, col->name),
 				 errdetail("Every row's feature array must have as many elements as the first %s.",
-						   ref != NULL ? "reference's rows" : "row's")));
+						   ref->ds != NULL ? "reference's rows" : "row's")));
+}
 
-	if (array_contains_nulls(arr))
-	{
-		const bits8 *bitmap = ARR_NULLBITMAP(arr);
-
-		for (int i = 0; i < n; i++)
-			if ((bitmap[i / 8] & (1 << (i % 8))) == 0)
-				return PackNull(skip, "feature", col->name, row, i + 1);
-	}
-
-	x = PackNewRow(data);
-	switch (col->kind)
+/* The n NULL-free elements of a numeric array, of kind `kind`, as floats into x. */
+static void
+array_to_floats(ArrayType *arr, PackNumKind kind, int n, float *x)
+{
+	switch (kind)
 	{
 		case PACK_FLOAT4:
 			memcpy(x, ARR_DATA_PTR(arr), sizeof(float) * n);
 			break;
 		case PACK_FLOAT8:
-			{
-				const double *v = (const double *) ARR_DATA_PTR(arr);
-
-				for (int i = 0; i < n; i++)
-					x[i] = (float) v[i];
-				break;
-			}
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const double *) ARR_DATA_PTR(arr))[i];
+			break;
 		case PACK_INT2:
-			{
-				const int16 *v = (const int16 *) ARR_DATA_PTR(arr);
-
-				for (int i = 0; i < n; i++)
-					x[i] = (float) v[i];
-				break;
-			}
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int16 *) ARR_DATA_PTR(arr))[i];
+			break;
 		case PACK_INT4:
-			{
-				const int32 *v = (const int32 *) ARR_DATA_PTR(arr);
-
-				for (int i = 0; i < n; i++)
-					x[i] = (float) v[i];
-				break;
-			}
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int32 *) ARR_DATA_PTR(arr))[i];
+			break;
 		case PACK_INT8:
-			{
-				const int64 *v = (const int64 *) ARR_DATA_PTR(arr);
-
-				for (int i = 0; i < n; i++)
-					x[i] = (float) v[i];
-				break;
-			}
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int64 *) ARR_DATA_PTR(arr))[i];
+			break;
 		case PACK_NUMERIC:
 			{
 				Datum	   *elems;
@@ -638,23 +657,48 @@ PackArrayRow(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 
 				deconstruct_array(arr, NUMERICOID, -1, false, TYPALIGN_INT, &elems, NULL, &count);
 				for (int i = 0; i < n; i++)
-					x[i] = (float) PackNumberOf(elems[i], PACK_NUMERIC);
+					x[i] = (float) number_of(elems[i], PACK_NUMERIC);
 				break;
 			}
 		default:
-			elog(ERROR, "pgdl.pack: unexpected feature kind %d", (int) col->kind);
+			elog(ERROR, "pgdl.pack: unexpected feature kind %d", (int) kind);
+	}
+}
+
+/*
+ * The features of one row, from an array column, into `out` (allocated when
+ * the row count is known).  Returns false to skip the row.
+ */
+static bool
+array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
+		  const PackReference *ref, float **out)
+{
+	const PackColumn *col = &data->cols[0];
+	ArrayType  *arr = DatumGetArrayTypeP(d);
+	float	   *x;
+
+	check_feature_array(data, arr, row, buffer_rows, ref);
+	if (array_contains_nulls(arr))
+	{
+		const bits8 *bitmap = ARR_NULLBITMAP(arr);
+
+		for (int i = 0; i < data->n_features; i++)
+			if ((bitmap[i / 8] & (1 << (i % 8))) == 0)
+				return null_value(skip, "feature", col->name, row, i + 1);
 	}
 
-	for (int i = 0; i < n; i++)
+	x = new_row(data);
+	array_to_floats(arr, col->kind, data->n_features, x);
+	for (int i = 0; i < data->n_features; i++)
 		if (!isfinite(x[i]))
-			PackNonFinite("feature", col->name, row, i + 1);
+			non_finite("feature", col->name, row, i + 1);
 	*out = x;
 	return true;
 }
 
 /* The features of one row, from a list of numeric columns.  false: skip. */
 static bool
-PackColumnsRow(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float **out)
+columns_row(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float **out)
 {
 	float	   *x;
 	float		vals[MaxTupleAttributeNumber];
@@ -665,21 +709,51 @@ PackColumnsRow(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool 
 		Datum		d = SPI_getbinval(tuple, desc, data->cols[i].position, &isnull);
 
 		if (isnull)
-			return PackNull(skip, "feature", data->cols[i].name, row, 0);
-		vals[i] = (float) PackNumberOf(d, data->cols[i].kind);
+			return null_value(skip, "feature", data->cols[i].name, row, 0);
+		vals[i] = (float) number_of(d, data->cols[i].kind);
 		if (!isfinite(vals[i]))
-			PackNonFinite("feature", data->cols[i].name, row, 0);
+			non_finite("feature", data->cols[i].name, row, 0);
 	}
 
-	x = PackNewRow(data);
+	x = new_row(data);
 	memcpy(x, vals, sizeof(float) * data->n_cols);
 	*out = x;
 	return true;
 }
 
-/* The row in the last slot PackNewRow gave is kept. */
+/* The label of the row in the last slot new_row gave. */
 static void
-PackKeepRow(PackData *data, const float *x)
+store_label(PackData *data, Datum d, int64 row)
+{
+	switch (data->label.kind)
+	{
+		case PACK_INT2:
+			data->label_int[data->n_rows] = DatumGetInt16(d);
+			break;
+		case PACK_INT4:
+			data->label_int[data->n_rows] = DatumGetInt32(d);
+			break;
+		case PACK_INT8:
+			data->label_int[data->n_rows] = DatumGetInt64(d);
+			break;
+		case PACK_TEXT:
+			data->label_text[data->n_rows] = MemoryContextStrdup(data->cxt, TextDatumGetCString(d));
+			break;
+		default:
+			{
+				float		v = (float) number_of(d, data->label.kind);
+
+				if (!isfinite(v))
+					non_finite("label", data->label.name, row, 0);
+				data->label_float[data->n_rows] = v;
+				break;
+			}
+	}
+}
+
+/* The row in the last slot new_row gave is kept. */
+static void
+keep_row(PackData *data, const float *x)
 {
 	for (int j = 0; j < data->n_features; j++)
 	{
@@ -691,46 +765,90 @@ PackKeepRow(PackData *data, const float *x)
 	data->n_rows++;
 }
 
-/*
- * Reads the whole source, in the order of a plain sequential scan, into
- * `data` (allocated in data->cxt).  Errors name the column and the
- * row (1-based, counting every row of the source).
- */
+/* One row of the source: kept, or skipped for a NULL (nulls => 'skip'). */
 static void
-PackReadSource(const char *source_sql, PackData *data, bool skip, int32 buffer_rows,
-			   const PackReference *ref)
+read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffer_rows,
+		 const PackReference *ref)
+{
+	int64		row = ++data->n_read;
+	float	   *x = NULL;
+	bool		isnull;
+	bool		kept;
+	Datum		d;
+
+	if (data->array_mode)
+	{
+		d = SPI_getbinval(tuple, desc, 1, &isnull);
+		kept = isnull ? null_value(skip, "feature", data->cols[0].name, row, 0)
+			: array_row(data, d, row, skip, buffer_rows, ref, &x);
+	}
+	else
+		kept = columns_row(data, tuple, desc, row, skip, &x);
+
+	if (kept)
+	{
+		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+		if (isnull)
+			kept = null_value(skip, "label", data->label.name, row, 0);
+	}
+	if (kept)
+	{
+		store_label(data, d, row);
+		keep_row(data, x);
+	}
+	else
+		data->n_skipped++;
+}
+
+/*
+ * A cursor over the feature and label columns of the whole source, in the
+ * order of a plain sequential scan.
+ */
+static Portal
+open_source(const PackData *data, SPIPlanPtr *plan)
 {
 	StringInfoData sql;
-	SPIPlanPtr	plan;
-	Portal		portal;
-	MemoryContext rowcxt;
-	int			guc_level;
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
 	for (int i = 0; i < data->n_cols; i++)
 		appendStringInfo(&sql, "%s, ", quote_identifier(data->cols[i].name));
-	appendStringInfo(&sql, "%s FROM %s", quote_identifier(data->label.name), source_sql);
+	appendStringInfo(&sql, "%s FROM %s", quote_identifier(data->label.name), data->source_sql);
+
+	/*
+	 * The plan is prepared without CURSOR_OPT_PARALLEL_OK, so it is never a
+	 * parallel scan, whose order would depend on timing.
+	 */
+	*plan = SPI_prepare_cursor(sql.data, 0, NULL, 0);
+	if (*plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare_cursor failed: %s", SPI_result_code_string(SPI_result));
+	return SPI_cursor_open(NULL, *plan, NULL, NULL, true);
+}
+
+/*
+ * Reads the whole source into `data` (allocated in data->cxt).  Errors name
+ * the column and the row (1-based, counting every row of the source).
+ */
+static void
+read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *ref)
+{
+	SPIPlanPtr	plan;
+	Portal		portal;
+	MemoryContext rowcxt;
+	int			guc_level;
 
 	/*
 	 * The order rows are read in must not depend on other sessions: no
-	 * synchronized scan that starts where another scan is.  The plan is
-	 * prepared without CURSOR_OPT_PARALLEL_OK, so it is never a parallel scan
-	 * either.
+	 * synchronized scan that starts where another scan is.
 	 */
 	guc_level = NewGUCNestLevel();
 	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-
-	plan = SPI_prepare_cursor(sql.data, 0, NULL, 0);
-	if (plan == NULL)
-		elog(ERROR, "pgdl.pack: SPI_prepare_cursor failed: %s", SPI_result_code_string(SPI_result));
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	portal = open_source(data, &plan);
 
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack rows", ALLOCSET_DEFAULT_SIZES);
 	if (!data->array_mode)
-		PackSetFeatureCount(data, data->n_cols, buffer_rows, ref);
-
+		set_feature_count(data, data->n_cols, buffer_rows, ref);
 	for (;;)
 	{
 		SPITupleTable *tt;
@@ -740,66 +858,13 @@ PackReadSource(const char *source_sql, PackData *data, bool skip, int32 buffer_r
 		if (SPI_processed == 0)
 			break;
 		tt = SPI_tuptable;
-
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
-			HeapTuple	tuple = tt->vals[r];
-			int64		row = ++data->n_read;
-			float	   *x = NULL;
-			bool		isnull;
-			bool		kept;
-			Datum		d;
-			MemoryContext old;
+			/* detoasted values live in rowcxt, what is kept in data->cxt */
+			MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
 			CHECK_FOR_INTERRUPTS();
-
-			/* detoasted values live in rowcxt, what is kept in data->cxt */
-			old = MemoryContextSwitchTo(rowcxt);
-			if (data->array_mode)
-			{
-				d = SPI_getbinval(tuple, tt->tupdesc, 1, &isnull);
-				kept = isnull ? PackNull(skip, "feature", data->cols[0].name, row, 0)
-					: PackArrayRow(data, d, row, skip, buffer_rows, ref, &x);
-			}
-			else
-				kept = PackColumnsRow(data, tuple, tt->tupdesc, row, skip, &x);
-
-			if (kept)
-			{
-				d = SPI_getbinval(tuple, tt->tupdesc, data->label.position, &isnull);
-				if (isnull)
-					kept = PackNull(skip, "label", data->label.name, row, 0);
-			}
-			if (kept)
-			{
-				switch (data->label.kind)
-				{
-					case PACK_INT2:
-						data->label_int[data->n_rows] = DatumGetInt16(d);
-						break;
-					case PACK_INT4:
-						data->label_int[data->n_rows] = DatumGetInt32(d);
-						break;
-					case PACK_INT8:
-						data->label_int[data->n_rows] = DatumGetInt64(d);
-						break;
-					case PACK_TEXT:
-						data->label_text[data->n_rows] = MemoryContextStrdup(data->cxt, TextDatumGetCString(d));
-						break;
-					default:
-						{
-							float		v = (float) PackNumberOf(d, data->label.kind);
-
-							if (!isfinite(v))
-								PackNonFinite("label", data->label.name, row, 0);
-							data->label_float[data->n_rows] = v;
-							break;
-						}
-				}
-				PackKeepRow(data, x);
-			}
-			else
-				data->n_skipped++;
+			read_row(data, tt->vals[r], tt->tupdesc, skip, buffer_rows, ref);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(rowcxt);
 		}
@@ -811,8 +876,53 @@ PackReadSource(const char *source_sql, PackData *data, bool skip, int32 buffer_r
 	AtEOXact_GUC(true, guc_level);
 }
 
+/* What was read: a NOTICE of the rows skipped, an error when none is left. */
+static void
+report_rows(const PackData *data)
+{
+	if (data->n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("pgdl.pack skipped " INT64_FORMAT " of " INT64_FORMAT " rows that had NULL values",
+						data->n_skipped, data->n_read)));
+	if (data->n_rows == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 data->n_read == 0
+				 ? errmsg("source \"%s\" has no rows", data->relname)
+				 : errmsg("every row of source \"%s\" has a NULL value", data->relname),
+				 errdetail("There is nothing to pack.")));
+}
+
+/* How many buffers the rows fill; every partition must get one. */
+static int32
+count_buffers(const PackData *data, const PackArgs *args)
+{
+	int64		n_buffers = (data->n_rows + args->buffer_rows - 1) / args->buffer_rows;
+
+	if (n_buffers > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("source has too many rows for buffers of %d rows", args->buffer_rows),
+				 errhint("Use a larger buffer_rows.")));
+
+	/*
+	 * An empty partition would give the worker that owns it nothing to train
+	 * on, and a model hopping through it no step: refuse rather than create one.
+	 */
+	if (args->partitions > n_buffers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("more partitions (%d) than buffers (" INT64_FORMAT ")", args->partitions, n_buffers),
+				 errdetail("Every partition needs at least one buffer; " INT64_FORMAT " rows in buffers of up to %d rows fill " INT64_FORMAT ".",
+						   data->n_rows, args->buffer_rows, n_buffers),
+				 errhint("Use partitions => " INT64_FORMAT " or fewer, or a smaller buffer_rows.", n_buffers)));
+	return (int32) n_buffers;
+}
+
+/* ---- classes ---- */
+
 static int
-PackCmpInt64(const void *a, const void *b)
+cmp_int64(const void *a, const void *b)
 {
 	int64		x = *(const int64 *) a;
 	int64		y = *(const int64 *) b;
@@ -822,7 +932,7 @@ PackCmpInt64(const void *a, const void *b)
 
 /* Byte order (the "C" collation): the same classes whatever the database's locale. */
 static int
-PackCmpString(const void *a, const void *b)
+cmp_string(const void *a, const void *b)
 {
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
@@ -834,30 +944,23 @@ typedef struct PackClassRef
 } PackClassRef;
 
 static int
-PackCmpClassRef(const void *a, const void *b)
+cmp_class_ref(const void *a, const void *b)
 {
 	return strcmp(((const PackClassRef *) a)->value, ((const PackClassRef *) b)->value);
 }
 
-/*
- * Class indices of every row (as floats, y's format) and the class list:
- * the distinct label values sorted, or the reference's classes.
- */
-static float *
-PackClasses(PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+/* The labels' distinct values, sorted (int64 or char *, by the label's kind); how many. */
+static int64
+distinct_labels(const PackData *data, void **distinct_out)
 {
 	int64		n = data->n_rows;
 	bool		is_text = data->label.kind == PACK_TEXT;
 	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
 	void	   *distinct = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) n, esize));
 	int64		n_distinct = 0;
-	char	  **distinct_text;
-	int		   *distinct_class;
-	float	   *y;
 
-	/* distinct values, sorted */
 	memcpy(distinct, is_text ? (void *) data->label_text : (void *) data->label_int, (Size) n * esize);
-	qsort(distinct, (size_t) n, esize, is_text ? PackCmpString : PackCmpInt64);
+	qsort(distinct, (size_t) n, esize, is_text ? cmp_string : cmp_int64);
 	for (int64 i = 0; i < n; i++)
 	{
 		bool		same;
@@ -875,7 +978,55 @@ PackClasses(PackData *data, const PackReference *ref, char ***classes_out, int *
 			((int64 *) distinct)[n_distinct] = ((int64 *) distinct)[i];
 		n_distinct++;
 	}
-	if (ref == NULL && n_distinct > NN_MAX_CLASSES)
+	*distinct_out = distinct;
+	return n_distinct;
+}
+
+/* Each distinct value's class in the reference, or an error naming a value it lacks. */
+static void
+reference_classes(const PackReference *ref, char **distinct_text, int64 n_distinct, int *distinct_class)
+{
+	int			n_classes = ref->ds->n_classes;
+	PackClassRef *sorted = palloc(sizeof(PackClassRef) * Max(n_classes, 1));
+
+	for (int k = 0; k < n_classes; k++)
+	{
+		sorted[k].value = ref->ds->classes[k];
+		sorted[k].index = k;
+	}
+	qsort(sorted, n_classes, sizeof(PackClassRef), cmp_class_ref);
+	for (int64 i = 0; i < n_distinct; i++)
+	{
+		PackClassRef key = {distinct_text[i], 0};
+		PackClassRef *hit = bsearch(&key, sorted, n_classes, sizeof(PackClassRef), cmp_class_ref);
+
+		if (hit == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("label value \"%s\" is not one of the classes of reference dataset \"%s\"",
+							distinct_text[i], ref->name),
+					 errdetail("The reference dataset has %d classes; a model trained on it cannot predict other values.",
+							   n_classes)));
+		distinct_class[i] = hit->index;
+	}
+}
+
+/*
+ * Class indices of every row (as floats, y's format) and the class list:
+ * the distinct label values sorted, or the reference's classes.
+ */
+static float *
+make_classes(const PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+{
+	bool		is_text = data->label.kind == PACK_TEXT;
+	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
+	void	   *distinct;
+	int64		n_distinct = distinct_labels(data, &distinct);
+	char	  **distinct_text;
+	int		   *distinct_class;
+	float	   *y;
+
+	if (ref->ds == NULL && n_distinct > NN_MAX_CLASSES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("label column \"%s\" has " INT64_FORMAT " distinct values, more than the %d classes allowed",
@@ -891,32 +1042,11 @@ PackClasses(PackData *data, const PackReference *ref, char ***classes_out, int *
 			: psprintf(INT64_FORMAT, ((int64 *) distinct)[i]);
 		distinct_class[i] = (int) i;
 	}
-	if (ref != NULL)
+	if (ref->ds != NULL)
 	{
-		PackClassRef *sorted = palloc(sizeof(PackClassRef) * Max(ref->n_classes, 1));
-
-		for (int k = 0; k < ref->n_classes; k++)
-		{
-			sorted[k].value = ref->classes[k];
-			sorted[k].index = k;
-		}
-		qsort(sorted, ref->n_classes, sizeof(PackClassRef), PackCmpClassRef);
-		for (int64 i = 0; i < n_distinct; i++)
-		{
-			PackClassRef key = {distinct_text[i], 0};
-			PackClassRef *hit = bsearch(&key, sorted, ref->n_classes, sizeof(PackClassRef), PackCmpClassRef);
-
-			if (hit == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("label value \"%s\" is not one of the classes of reference dataset \"%s\"",
-								distinct_text[i], ref->name),
-						 errdetail("The reference dataset has %d classes; a model trained on it cannot predict other values.",
-								   ref->n_classes)));
-			distinct_class[i] = hit->index;
-		}
-		*classes_out = ref->classes;
-		*n_classes_out = ref->n_classes;
+		reference_classes(ref, distinct_text, n_distinct, distinct_class);
+		*classes_out = ref->ds->classes;
+		*n_classes_out = ref->ds->n_classes;
 	}
 	else
 	{
@@ -925,30 +1055,53 @@ PackClasses(PackData *data, const PackReference *ref, char ***classes_out, int *
 	}
 
 	/* every row's class */
-	y = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) n, sizeof(float)));
-	for (int64 r = 0; r < n; r++)
+	y = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) data->n_rows, sizeof(float)));
+	for (int64 r = 0; r < data->n_rows; r++)
 	{
 		void	   *hit;
 
 		if ((r & 4095) == 0)
 			CHECK_FOR_INTERRUPTS();
 		hit = is_text
-			? bsearch(&data->label_text[r], distinct, (size_t) n_distinct, esize, PackCmpString)
-			: bsearch(&data->label_int[r], distinct, (size_t) n_distinct, esize, PackCmpInt64);
+			? bsearch(&data->label_text[r], distinct, (size_t) n_distinct, esize, cmp_string)
+			: bsearch(&data->label_int[r], distinct, (size_t) n_distinct, esize, cmp_int64);
 		Assert(hit != NULL);
 		y[r] = (float) distinct_class[((char *) hit - (char *) distinct) / esize];
 	}
 	return y;
 }
 
-/* A float as JSON: its shortest exact text (finite values only). */
-static void
-PackAppendFloat(StringInfo buf, float v)
-{
-	char		tmp[32];
+/* ---- normalization ---- */
 
-	float_to_shortest_decimal_buf(v, tmp);
-	appendStringInfoString(buf, tmp);
+/* {"scale": s}, s as the shortest text of the double given. */
+static Jsonb *
+scale_jsonb(double scale)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_float8(&state, "scale", scale);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* {"mean": [...], "std": [...]}, each float as its shortest text, so that it reads back exactly. */
+static Jsonb *
+standardize_jsonb(const float *mean, const float *std, int32 nf)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int which = 0; which < 2; which++)
+	{
+		const float *v = which == 0 ? mean : std;
+
+		pgdl_jsonb_put_key(&state, which == 0 ? "mean" : "std");
+		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+		for (int j = 0; j < nf; j++)
+			pgdl_jsonb_put_float4(&state, NULL, v[j]);
+		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
 /*
@@ -956,19 +1109,18 @@ PackAppendFloat(StringInfo buf, float v)
  * double over the float32 features, stored as float32; a std of 0 becomes 1.
  */
 static void
-PackStandardize(const PackData *data, PackNorm *norm)
+standardize(const PackData *data, PackNorm *norm)
 {
 	int32		nf = data->n_features;
 	double	   *sum = palloc0(sizeof(double) * nf);
 	double	   *ssq = palloc0(sizeof(double) * nf);
-	StringInfoData json;
 
 	norm->mean = palloc(sizeof(float) * nf);
 	norm->std = palloc(sizeof(float) * nf);
 
 	for (int64 r = 0; r < data->n_rows; r++)
 	{
-		const float *x = PackRow(data, r);
+		const float *x = row_features(data, r);
 
 		CHECK_FOR_INTERRUPTS();
 		for (int j = 0; j < nf; j++)
@@ -978,7 +1130,7 @@ PackStandardize(const PackData *data, PackNorm *norm)
 		norm->mean[j] = (float) (sum[j] / (double) data->n_rows);
 	for (int64 r = 0; r < data->n_rows; r++)
 	{
-		const float *x = PackRow(data, r);
+		const float *x = row_features(data, r);
 
 		CHECK_FOR_INTERRUPTS();
 		for (int j = 0; j < nf; j++)
@@ -994,28 +1146,33 @@ PackStandardize(const PackData *data, PackNorm *norm)
 
 		norm->std[j] = (s > 0 && isfinite(s)) ? s : 1.0f;
 	}
+	norm->jsonb = standardize_jsonb(norm->mean, norm->std, nf);
+}
 
-	initStringInfo(&json);
-	appendStringInfoString(&json, "{\"mean\": [");
-	for (int j = 0; j < nf; j++)
+/* The normalization: the reference's, the features' mean and std, or a scale (1 by default). */
+static void
+make_normalization(const PackArgs *args, const PackData *data, const PackReference *ref, PackNorm *norm)
+{
+	memset(norm, 0, sizeof(PackNorm));
+	norm->scale = 1.0f;
+	if (ref->ds != NULL)
 	{
-		if (j > 0)
-			appendStringInfoString(&json, ", ");
-		PackAppendFloat(&json, norm->mean[j]);
+		norm->scale = ref->ds->scale;
+		norm->mean = ref->ds->mean;
+		norm->std = ref->ds->std;
+		norm->jsonb = ref->ds->normalization;
 	}
-	appendStringInfoString(&json, "], \"std\": [");
-	for (int j = 0; j < nf; j++)
+	else if (args->standardize)
+		standardize(data, norm);
+	else
 	{
-		if (j > 0)
-			appendStringInfoString(&json, ", ");
-		PackAppendFloat(&json, norm->std[j]);
+		norm->scale = (float) args->scale;
+		norm->jsonb = scale_jsonb(args->scale);
 	}
-	appendStringInfoString(&json, "]}");
-	norm->json = json.data;
 }
 
 static inline float
-PackNormalize(const PackNorm *norm, int j, float v)
+normalized(const PackNorm *norm, int j, float v)
 {
 	return norm->mean != NULL ? (v - norm->mean[j]) / norm->std[j] : v * norm->scale;
 }
@@ -1025,12 +1182,12 @@ PackNormalize(const PackNorm *norm, int j, float v)
  * so each feature's smallest and largest values decide.
  */
 static void
-PackCheckNormalized(const PackData *data, const PackNorm *norm)
+check_normalized(const PackData *data, const PackNorm *norm)
 {
 	for (int j = 0; j < data->n_features; j++)
 	{
-		if (!isfinite(PackNormalize(norm, j, data->fmin[j])) ||
-			!isfinite(PackNormalize(norm, j, data->fmax[j])))
+		if (!isfinite(normalized(norm, j, data->fmin[j])) ||
+			!isfinite(normalized(norm, j, data->fmax[j])))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("normalized feature %d is out of the range of real", j + 1),
@@ -1039,17 +1196,31 @@ PackCheckNormalized(const PackData *data, const PackNorm *norm)
 	}
 }
 
-/* The output's schema and names, checked to be free. */
-typedef struct PackOutput
+/* The order of the rows: Fisher-Yates, swap i with j uniform in [0, i], from the end. */
+static int64 *
+shuffle(int64 n_rows, int64 seed, MemoryContext cxt)
 {
-	char	   *schema;
-	char	   *name;
-	char	   *qualified;		/* quoted, for SQL */
-	Oid			namespace;
-} PackOutput;
+	int64	   *perm = MemoryContextAllocHuge(cxt, mul_size((Size) n_rows, sizeof(int64)));
+
+	for (int64 i = 0; i < n_rows; i++)
+		perm[i] = i;
+	for (int64 i = n_rows - 1; i > 0; i--)
+	{
+		uint64		j = nn_rng_u64((uint64) seed, PACK_SHUFFLE_STREAM, (uint64) i) % (uint64) (i + 1);
+		int64		t = perm[i];
+
+		if ((i & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	return perm;
+}
+
+/* ---- writing ---- */
 
 static void
-PackCheckOutput(const char *output, int partitions, PackOutput *out)
+check_output(const char *output, int partitions, PackOutput *out)
 {
 	List	   *names = stringToQualifiedNameList(output);
 	RangeVar   *rv = makeRangeVarFromNameList(names);
@@ -1083,17 +1254,17 @@ PackCheckOutput(const char *output, int partitions, PackOutput *out)
 }
 
 static void
-PackExec(const char *sql, int expected)
+exec_utility(const char *sql)
 {
 	int			ret = SPI_execute(sql, false, 0);
 
-	if (ret != expected)
+	if (ret != SPI_OK_UTILITY)
 		elog(ERROR, "pgdl.pack: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
 }
 
 /* The packed table and its partitions. */
 static void
-PackCreateTable(const PackOutput *out, int partitions)
+create_table(const PackOutput *out, int partitions)
 {
 	StringInfoData sql;
 
@@ -1102,13 +1273,13 @@ PackCreateTable(const PackOutput *out, int partitions)
 					 "CREATE TABLE %s (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,"
 					 " x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id))"
 					 " PARTITION BY LIST (part)", out->qualified);
-	PackExec(sql.data, SPI_OK_UTILITY);
+	exec_utility(sql.data);
 
 	/* before the partitions, which take their columns' storage from it */
 	resetStringInfo(&sql);
 	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
 					 out->qualified);
-	PackExec(sql.data, SPI_OK_UTILITY);
+	exec_utility(sql.data);
 
 	for (int k = 0; k < partitions; k++)
 	{
@@ -1118,7 +1289,32 @@ PackCreateTable(const PackOutput *out, int partitions)
 		resetStringInfo(&sql);
 		appendStringInfo(&sql, "CREATE TABLE %s PARTITION OF %s FOR VALUES IN (%d)",
 						 quote_qualified_identifier(out->schema, part), out->qualified, k);
-		PackExec(sql.data, SPI_OK_UTILITY);
+		exec_utility(sql.data);
+	}
+}
+
+/* Rows perm[first .. first + n) normalized into x, their targets into y. */
+static void
+fill_buffer(const PackData *data, const PackNorm *norm, const int64 *perm, const float *y_all,
+			int n_targets, int64 first, int32 n, float *x, float *y)
+{
+	int32		nf = data->n_features;
+
+	for (int32 i = 0; i < n; i++)
+	{
+		int64		r = perm[first + i];
+		const float *src = row_features(data, r);
+		float	   *dst = x + (int64) i * nf;
+
+		if (norm->mean != NULL)
+			for (int j = 0; j < nf; j++)
+				dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
+		else if (norm->scale != 1.0f)
+			for (int j = 0; j < nf; j++)
+				dst[j] = src[j] * norm->scale;
+		else
+			memcpy(dst, src, sizeof(float) * nf);
+		memcpy(y + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
 	}
 }
 
@@ -1127,9 +1323,9 @@ PackCreateTable(const PackOutput *out, int partitions)
  * b % partitions.  One prepared INSERT for all buffers.
  */
 static void
-PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
-				 const int64 *perm, const float *y_all, int n_targets,
-				 int32 buffer_rows, int32 partitions, int32 n_buffers)
+write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
+			  const int64 *perm, const float *y_all, int n_targets,
+			  int32 buffer_rows, int32 partitions, int32 n_buffers)
 {
 	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
 	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
@@ -1137,7 +1333,6 @@ PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *no
 	SPIPlanPtr	plan = SPI_prepare(sql, 5, types);
 	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
 												 ALLOCSET_DEFAULT_SIZES);
-	int32		nf = data->n_features;
 
 	if (plan == NULL)
 		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -1147,31 +1342,14 @@ PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *no
 		int64		first = (int64) b * buffer_rows;
 		int32		n = (int32) Min((int64) buffer_rows, data->n_rows - first);
 		MemoryContext old = MemoryContextSwitchTo(bufcxt);
-		ArrayType  *x = pgdl_float4_array_new((int64) n * nf);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * data->n_features);
 		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
-		float	   *xd = (float *) ARR_DATA_PTR(x);
-		float	   *yd = (float *) ARR_DATA_PTR(y);
 		Datum		values[5];
 		int			ret;
 
 		CHECK_FOR_INTERRUPTS();
-		for (int32 i = 0; i < n; i++)
-		{
-			int64		r = perm[first + i];
-			const float *src = PackRow(data, r);
-			float	   *dst = xd + (int64) i * nf;
-
-			if (norm->mean != NULL)
-				for (int j = 0; j < nf; j++)
-					dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
-			else if (norm->scale != 1.0f)
-				for (int j = 0; j < nf; j++)
-					dst[j] = src[j] * norm->scale;
-			else
-				memcpy(dst, src, sizeof(float) * nf);
-			memcpy(yd + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
-		}
-
+		fill_buffer(data, norm, perm, y_all, n_targets, first, n,
+					(float *) ARR_DATA_PTR(x), (float *) ARR_DATA_PTR(y));
 		values[0] = Int32GetDatum(b % partitions);
 		values[1] = Int32GetDatum(b);
 		values[2] = Int32GetDatum(n);
@@ -1187,57 +1365,50 @@ PackWriteBuffers(const PackOutput *out, const PackData *data, const PackNorm *no
 	MemoryContextDelete(bufcxt);
 }
 
+/* classes as a text[] */
+static Datum
+classes_array(char **classes, int n_classes)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n_classes, 1));
+
+	for (int k = 0; k < n_classes; k++)
+		elems[k] = CStringGetTextDatum(classes[k]);
+	return PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
 /* Registers the dataset; its id. */
 static int64
-PackRegister(const PackOutput *out, Oid source, const char *features, const char *label,
-			 const PackData *data, char **classes, int n_classes, int n_targets,
-			 Datum normalization, int32 n_buffers, int32 buffer_rows, int32 partitions,
-			 int64 seed, const PackReference *ref)
+register_dataset(const PackOutput *out, const PackArgs *args, const PackData *data,
+				 char **classes, int n_classes, int n_targets, Jsonb *normalization,
+				 int32 n_buffers, const PackReference *ref)
 {
 	Oid			types[16] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
 	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID};
 	Datum		values[16];
 	char		nulls[16];
-	Oid			packed = get_relname_relid(out->name, out->namespace);
 	bool		isnull;
 	int			ret;
 
 	memset(nulls, ' ', sizeof(nulls));
-	values[0] = ObjectIdGetDatum(packed);
-	values[1] = DirectFunctionCall1(regclassout, ObjectIdGetDatum(source));
-	values[1] = CStringGetTextDatum(DatumGetCString(values[1]));
-	values[2] = CStringGetTextDatum(features);
-	values[3] = CStringGetTextDatum(label);
+	values[0] = ObjectIdGetDatum(get_relname_relid(out->name, out->namespace));
+	values[1] = CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(regclassout,
+																	   ObjectIdGetDatum(args->source))));
+	values[2] = CStringGetTextDatum(args->features);
+	values[3] = CStringGetTextDatum(args->label);
 	values[4] = CStringGetTextDatum(data->classification ? "classification" : "regression");
 	values[5] = Int32GetDatum(data->n_features);
 	values[6] = Int32GetDatum(n_targets);
-	if (data->classification)
-	{
-		Datum	   *elems = palloc(sizeof(Datum) * Max(n_classes, 1));
-
-		for (int k = 0; k < n_classes; k++)
-			elems[k] = CStringGetTextDatum(classes[k]);
-		values[7] = PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
-	}
-	else
-	{
-		values[7] = (Datum) 0;
-		nulls[7] = 'n';
-	}
+	values[7] = data->classification ? classes_array(classes, n_classes) : (Datum) 0;
+	nulls[7] = data->classification ? ' ' : 'n';
 	values[8] = ObjectIdGetDatum(data->label.type);
-	values[9] = normalization;
+	values[9] = JsonbPGetDatum(normalization);
 	values[10] = Int64GetDatum(data->n_rows);
 	values[11] = Int32GetDatum(n_buffers);
-	values[12] = Int32GetDatum(buffer_rows);
-	values[13] = Int32GetDatum(partitions);
-	values[14] = Int64GetDatum(seed);
-	if (ref != NULL)
-		values[15] = Int64GetDatum(ref->id);
-	else
-	{
-		values[15] = (Datum) 0;
-		nulls[15] = 'n';
-	}
+	values[12] = Int32GetDatum(args->buffer_rows);
+	values[13] = Int32GetDatum(args->partitions);
+	values[14] = Int64GetDatum(args->seed);
+	values[15] = ref->ds != NULL ? Int64GetDatum(ref->ds->id) : (Datum) 0;
+	nulls[15] = ref->ds != NULL ? ' ' : 'n';
 
 	ret = SPI_execute_with_args("INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
 								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
@@ -1250,230 +1421,56 @@ PackRegister(const PackOutput *out, Oid source, const char *features, const char
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
-static void
-PackRequireArg(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", name)));
-}
-
 PG_FUNCTION_INFO_V1(pgdl_pack);
 Datum
 pgdl_pack(PG_FUNCTION_ARGS)
 {
-	Oid			source;
-	char	   *features;
-	char	   *label;
-	char	   *output;
-	int32		buffer_rows;
-	int32		partitions;
-	int64		seed;
-	bool		has_scale = !PG_ARGISNULL(7);
-	double		scale = has_scale ? PG_GETARG_FLOAT8(7) : 1.0;
-	bool		standardize;
-	char	   *nulls;
-	bool		skip;
-	bool		has_ref = !PG_ARGISNULL(10);
-	char	   *relname;
-	char	   *source_sql;
-	MemoryContext packcxt;
-	MemoryContext old;
-	PackReference ref;
+	PackArgs	args;
+	PackReference ref = {NULL, NULL};
 	PackData	data;
 	PackOutput	out;
 	PackNorm	norm;
+	MemoryContext packcxt;
+	MemoryContext old;
 	float	   *y;
 	char	  **classes = NULL;
 	int			n_classes = 0;
 	int			n_targets = 1;
-	int64		n_buffers64;
+	int32		n_buffers;
 	int64	   *perm;
-	Datum		normalization;
 	int64		id;
 
 	pgdl_engine_prepare();
-
-	PackRequireArg(fcinfo, 0, "source");
-	PackRequireArg(fcinfo, 1, "features");
-	PackRequireArg(fcinfo, 2, "label");
-	PackRequireArg(fcinfo, 3, "output");
-	PackRequireArg(fcinfo, 4, "buffer_rows");
-	PackRequireArg(fcinfo, 5, "partitions");
-	PackRequireArg(fcinfo, 6, "seed");
-	PackRequireArg(fcinfo, 8, "standardize");
-	PackRequireArg(fcinfo, 9, "nulls");
-
-	source = PG_GETARG_OID(0);
-	features = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	label = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	output = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	buffer_rows = PG_GETARG_INT32(4);
-	partitions = PG_GETARG_INT32(5);
-	seed = PG_GETARG_INT64(6);
-	standardize = PG_GETARG_BOOL(8);
-	nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
-
-	/* the arguments alone */
-	if (buffer_rows < 1 || buffer_rows > PGDL_MAX_BUFFER_ROWS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("buffer_rows must be between 1 and %d, not %d", PGDL_MAX_BUFFER_ROWS, buffer_rows),
-				 errdetail("A buffer is at most one training step's minibatch.")));
-	if (partitions < 1 || partitions > PGDL_MAX_PARTITIONS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("partitions must be between 1 and %d, not %d", PGDL_MAX_PARTITIONS, partitions)));
-	if (strcmp(nulls, "error") == 0)
-		skip = false;
-	else if (strcmp(nulls, "skip") == 0)
-		skip = true;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid nulls value \"%s\"", nulls),
-				 errhint("Use 'error' (the default) or 'skip'.")));
-	if (has_scale && standardize)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scale and standardize cannot both be given"),
-				 errdetail("Features are either multiplied by scale or standardized per feature, not both.")));
-	if (has_scale && (!isfinite(scale) || scale == 0 || !isfinite((float) scale) || (float) scale == 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scale must be a finite number other than zero, not %g", scale)));
-	if (has_ref && (has_scale || standardize))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("scale and standardize cannot be given with a reference"),
-				 errdetail("A dataset packed with a reference is normalized as the reference was."),
-				 errhint("Leave scale and standardize out.")));
+	read_args(fcinfo, &args);
+	check_args(&args);
 
 	packcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(packcxt);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgdl.pack: SPI_connect failed");
 	MemoryContextSwitchTo(packcxt);
 
 	/* the columns, the reference, the output's names */
-	relname = get_rel_name(source);
-	if (relname == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", source)));
-	source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(source)), relname);
-
 	memset(&data, 0, sizeof(data));
 	data.cxt = packcxt;
-	PackFindFeatures(source, relname, features, &data);
-	PackFindLabel(source, relname, label, data.n_cols + 1, &data);
-
-	memset(&ref, 0, sizeof(ref));
-	if (has_ref)
-	{
-		PackReadReference(PG_GETARG_OID(10), packcxt, &ref);
-		if (ref.classification != data.classification)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("label \"%s\" is a %s label, but reference dataset \"%s\" is a %s dataset",
-							data.label.name, data.classification ? "classification" : "regression",
-							ref.name, ref.classification ? "classification" : "regression")));
-		if (!data.array_mode && data.n_features != ref.n_features)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("source has %d features, but reference dataset \"%s\" has %d",
-							data.n_features, ref.name, ref.n_features),
-					 errdetail("A dataset packed with a reference must have the reference's features.")));
-	}
-
-	PackCheckOutput(output, partitions, &out);
+	find_source(&args, &data);
+	if (OidIsValid(args.reference))
+		read_reference(args.reference, &data, packcxt, &ref);
+	check_output(args.output, args.partitions, &out);
 
 	/* the data: every error about it comes from here, before anything is created */
-	PackReadSource(source_sql, &data, skip, buffer_rows, has_ref ? &ref : NULL);
-	if (data.n_skipped > 0)
-		ereport(NOTICE,
-				(errmsg("pgdl.pack skipped " INT64_FORMAT " of " INT64_FORMAT " rows that had NULL values",
-						data.n_skipped, data.n_read)));
-	if (data.n_rows == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA),
-				 data.n_read == 0
-				 ? errmsg("source \"%s\" has no rows", relname)
-				 : errmsg("every row of source \"%s\" has a NULL value", relname),
-				 errdetail("There is nothing to pack.")));
-
-	n_buffers64 = (data.n_rows + buffer_rows - 1) / buffer_rows;
-	if (n_buffers64 > PG_INT32_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("source has too many rows for buffers of %d rows", buffer_rows),
-				 errhint("Use a larger buffer_rows.")));
-	/*
-	 * An empty partition would give the worker that owns it nothing to train
-	 * on, and a model hopping through it no step: refuse rather than create one.
-	 */
-	if (partitions > n_buffers64)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("more partitions (%d) than buffers (" INT64_FORMAT ")", partitions, n_buffers64),
-				 errdetail("Every partition needs at least one buffer; " INT64_FORMAT " rows in buffers of up to %d rows fill " INT64_FORMAT ".",
-						   data.n_rows, buffer_rows, n_buffers64),
-				 errhint("Use partitions => " INT64_FORMAT " or fewer, or a smaller buffer_rows.", n_buffers64)));
-
-	/* classes and targets */
-	if (data.classification)
-		y = PackClasses(&data, has_ref ? &ref : NULL, &classes, &n_classes);
-	else
-		y = data.label_float;
-
-	/* normalization */
-	memset(&norm, 0, sizeof(norm));
-	norm.scale = 1.0f;
-	if (has_ref)
-	{
-		norm.scale = (float) ref.scale;
-		norm.mean = ref.mean;
-		norm.std = ref.std;
-		normalization = ref.normalization;
-	}
-	else
-	{
-		if (standardize)
-			PackStandardize(&data, &norm);
-		else
-		{
-			char		tmp[32];
-
-			norm.scale = (float) scale;
-			double_to_shortest_decimal_buf(scale, tmp);
-			norm.json = psprintf("{\"scale\": %s}", tmp);
-		}
-		normalization = DirectFunctionCall1(jsonb_in, CStringGetDatum(norm.json));
-	}
-	PackCheckNormalized(&data, &norm);
-
-	/* the order: Fisher-Yates, swap i with j uniform in [0, i], from the end */
-	perm = MemoryContextAllocHuge(packcxt, mul_size((Size) data.n_rows, sizeof(int64)));
-	for (int64 i = 0; i < data.n_rows; i++)
-		perm[i] = i;
-	for (int64 i = data.n_rows - 1; i > 0; i--)
-	{
-		uint64		j = nn_rng_u64((uint64) seed, PACK_SHUFFLE_STREAM, (uint64) i) % (uint64) (i + 1);
-		int64		t = perm[i];
-
-		if ((i & 4095) == 0)
-			CHECK_FOR_INTERRUPTS();
-		perm[i] = perm[j];
-		perm[j] = t;
-	}
+	read_source(&data, args.skip, args.buffer_rows, &ref);
+	report_rows(&data);
+	n_buffers = count_buffers(&data, &args);
+	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
+	make_normalization(&args, &data, &ref, &norm);
+	check_normalized(&data, &norm);
+	perm = shuffle(data.n_rows, args.seed, packcxt);
 
 	/* nothing was created before this point */
-	PackCreateTable(&out, partitions);
-	PackWriteBuffers(&out, &data, &norm, perm, y, n_targets, buffer_rows, partitions, (int32) n_buffers64);
-	id = PackRegister(&out, source, features, label, &data, classes, n_classes, n_targets, normalization,
-					  (int32) n_buffers64, buffer_rows, partitions, seed, has_ref ? &ref : NULL);
+	create_table(&out, args.partitions);
+	write_buffers(&out, &data, &norm, perm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
+	id = register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");

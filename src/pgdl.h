@@ -103,11 +103,8 @@ extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, floa
 extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
 extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
 
-/* model_io.c: models as bytea, models by id or name (cached), datasets */
+/* datasets.c: what a packed table's rows mean, from its pgdl.datasets row */
 
-extern void pgdl_model_io_init(void);
-
-/* What a packed dataset's rows mean; from pgdl.datasets. */
 typedef struct PgdlDataset
 {
 	int64		id;
@@ -123,7 +120,23 @@ typedef struct PgdlDataset
 	float		scale;			/* x * scale, when mean == NULL */
 	float	   *mean;			/* else (x - mean) / std, per feature */
 	float	   *std;
+	Jsonb	   *normalization;	/* as stored: a dataset packed with this one as reference copies it */
 } PgdlDataset;
+
+/*
+ * The row of dataset `id` (or, when id is 0, of packed table `packed`), every
+ * value checked (ERRCODE_DATA_CORRUPTED naming the column), allocated in cxt;
+ * NULL when there is none.  Uncached: pgdl_dataset_by_id and _by_packed cache.
+ */
+extern PgdlDataset *pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt);
+/* A deep copy in CurrentMemoryContext, that outlives the cache entry it was made from. */
+extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
+/* x (n rows of raw features) to what the model was trained on, in place. */
+extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+
+/* model_io.c: models as bytea, by id or name (cached), as a SQL function's argument; datasets (cached) */
+
+extern void pgdl_model_io_init(void);
 
 /* A stored or given model, ready to run. */
 typedef struct PgdlModel
@@ -146,13 +159,41 @@ extern PgdlModel *pgdl_model_from_bytea(bytea *blob, MemoryContext owner);
 extern PgdlDataset *pgdl_dataset_by_id(int64 id);
 extern PgdlDataset *pgdl_dataset_by_packed(Oid packed);	/* ereport if not a packed table */
 
+/*
+ * The model that argument 0 of a SQL function names: an id (bigint), a name
+ * (text) or an engine blob (bytea), whichever its pg_proc row declares.
+ * pgdl_model_arg gives the cache's model (a blob's is kept per call site):
+ * use it before any query runs, model loads or lock is taken, since any of
+ * them may retire it.  pgdl_model_arg_copy gives a clone and a dataset copy
+ * that belong to `owner` and stay valid whatever runs meanwhile.
+ */
+extern PgdlModel *pgdl_model_arg(FunctionCallInfo fcinfo);
+extern PgdlModel *pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner);
+
 /* The engine allocates with malloc; these tie its models to PostgreSQL's memory and errors. */
 extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
 extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */
 extern void pgdl_model_free_with(NnModel *model, MemoryContext owner);
 
-/* x (n rows of raw features) to what the model was trained on, in place. */
-extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+/* model_exchange.c: weights in and out (pgdl.model_weights, pgdl.model_from_weights; ONNX next) */
+
+#define PGDL_TENSOR_MAX_DIMS	4
+#define PGDL_LAYER_MAX_TENSORS	4
+
+/* One parameter tensor of a layer, named and shaped as PyTorch's state_dict has it. */
+typedef struct PgdlTensor
+{
+	int			layer;
+	const char *name;			/* the state_dict suffix: "weight", "bias", "running_mean", ... */
+	int			ndim;
+	int			shape[PGDL_TENSOR_MAX_DIMS];
+	int64		offset;			/* in the model's params, or in its buffers */
+	bool		buffer;			/* a running statistic, not a trained parameter */
+} PgdlTensor;
+
+/* The tensors of layer i into t[PGDL_LAYER_MAX_TENSORS], in state_dict order; how many. */
+extern int	pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t);
+extern int64 pgdl_tensor_size(const PgdlTensor *t);
 
 /* arrays.c: real[] in and out */
 

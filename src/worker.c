@@ -461,6 +461,7 @@ dataset_copy(int64 id)
 	/* the cache owns these; workers need only shapes and the table */
 	ds.classes = NULL;
 	ds.mean = ds.std = NULL;
+	ds.normalization = NULL;
 	return ds;
 }
 

@@ -1,0 +1,357 @@
+/*
+ * datasets.c -- what a packed table's rows mean: its pgdl.datasets row (task,
+ * shape, classes, normalization), read and checked, and the normalization
+ * applied to features at prediction time.
+ *
+ * pgdl.pack writes these rows; everything else reads them through
+ * pgdl_dataset_read.  The catalog is ordinary data that its owners (and
+ * superusers) may change, so the reader trusts nothing in a row: a value that
+ * pgdl.pack could not have written is an ERRCODE_DATA_CORRUPTED error that
+ * names the column, never a crash or a model fed wrong numbers.
+ *
+ * The cache of datasets (pgdl_dataset_by_id, _by_packed) lives in
+ * model_io.c with the cache of models, which it shares an invalidation with.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+
+#include "pgdl.h"
+
+/* The columns read, in this order (1-based, as SPI counts them). */
+#define DATASET_COLUMNS \
+	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
+	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows FROM pgdl.datasets"
+
+enum
+{
+	COL_ID = 1,
+	COL_PACKED,
+	COL_TASK,
+	COL_N_FEATURES,
+	COL_N_TARGETS,
+	COL_CLASSES,
+	COL_LABEL_TYPE,
+	COL_NORMALIZATION,
+	COL_PARTITIONS,
+	COL_N_ROWS
+};
+
+/* One row, as SPI returned it, and the id that names it in errors. */
+typedef struct DatasetRow
+{
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	int64		id;
+} DatasetRow;
+
+static void corrupted(int64 id, const char *column, const char *fmt,...)
+			pg_attribute_printf(3, 4) pg_attribute_noreturn();
+
+/* A value of the row that pgdl.pack could not have written: `fmt` says what it must be. */
+static void
+corrupted(int64 id, const char *column, const char *fmt,...)
+{
+	StringInfoData what;
+	va_list		args;
+
+	initStringInfo(&what);
+	for (;;)
+	{
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&what, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&what, needed);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("dataset " INT64_FORMAT " in pgdl.datasets is corrupted", id),
+			 errdetail("Column \"%s\" %s.", column, what.data),
+			 errhint("Pack the source again with pgdl.pack().")));
+}
+
+static Datum
+get_column(const DatasetRow *row, int col, bool *isnull)
+{
+	return SPI_getbinval(row->tuple, row->desc, col, isnull);
+}
+
+/* A column that must not be NULL. */
+static Datum
+required_column(const DatasetRow *row, int col)
+{
+	bool		isnull;
+	Datum		d = get_column(row, col, &isnull);
+
+	if (isnull)
+		corrupted(row->id, SPI_fname(row->desc, col), "is NULL");
+	return d;
+}
+
+static int32
+int32_column(const DatasetRow *row, int col, int32 min, int32 max)
+{
+	int32		v = DatumGetInt32(required_column(row, col));
+
+	if (v < min || v > max)
+		corrupted(row->id, SPI_fname(row->desc, col), "is %d, not between %d and %d", v, min, max);
+	return v;
+}
+
+/* Byte order: a class value's equality does not depend on the collation. */
+static int
+compare_strings(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* The classes of a classification dataset: a 1-d text[] of distinct, non-NULL values. */
+static void
+read_classes(const DatasetRow *row, PgdlDataset *ds)
+{
+	bool		isnull;
+	Datum		d = get_column(row, COL_CLASSES, &isnull);
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **sorted;
+	int			n;
+
+	if (isnull)
+		corrupted(row->id, "classes", "is NULL, but a classification dataset has classes");
+	arr = DatumGetArrayTypeP(d);
+	if (ARR_NDIM(arr) != 1 || ARR_ELEMTYPE(arr) != TEXTOID)
+		corrupted(row->id, "classes", "must be a one-dimensional text[] array with at least one class");
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n > NN_MAX_CLASSES)
+		corrupted(row->id, "classes", "has %d classes, more than %d", n, NN_MAX_CLASSES);
+	ds->n_classes = n;
+	ds->classes = palloc(sizeof(char *) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			corrupted(row->id, "classes", "has a NULL class (element %d)", i + 1);
+		ds->classes[i] = TextDatumGetCString(elems[i]);
+	}
+
+	/* a label value must name one class: pgdl.pack maps values to classes by bsearch */
+	sorted = palloc(sizeof(char *) * n);
+	memcpy(sorted, ds->classes, sizeof(char *) * n);
+	qsort(sorted, n, sizeof(char *), compare_strings);
+	for (int i = 1; i < n; i++)
+		if (strcmp(sorted[i - 1], sorted[i]) == 0)
+			corrupted(row->id, "classes", "has the class \"%s\" twice", sorted[i]);
+	pfree(sorted);
+	pfree(elems);
+	pfree(nulls);
+	if ((Pointer) arr != DatumGetPointer(d))
+		pfree(arr);				/* a detoasted copy */
+}
+
+/*
+ * A JSON number's text, or NULL when v is not a finite number.  pgdl.pack
+ * stored the shortest text of each value, so strtof (as float4in does, not
+ * rounding through a double) and strtod give back the very values it used.
+ */
+static char *
+json_number_text(const JsonbValue *v)
+{
+	if (v == NULL || v->type != jbvNumeric || numeric_is_nan(v->val.numeric) ||
+		numeric_is_inf(v->val.numeric))
+		return NULL;
+	return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+}
+
+/* normalization's "mean" or "std": an array of n_features finite numbers (positive for std). */
+static float *
+read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, int32 n, bool positive)
+{
+	const char *must = positive ? "finite numbers greater than zero" : "finite numbers";
+	JsonbContainer *arr;
+	float	   *out;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data) ||
+		JsonContainerSize(v->val.binary.data) != (uint32) n)
+		corrupted(row->id, "normalization", "has an invalid \"%s\": it must be an array of %d %s",
+				  key, n, must);
+	arr = v->val.binary.data;
+	out = palloc(sizeof(float) * n);
+	for (int32 i = 0; i < n; i++)
+	{
+		char	   *text = json_number_text(getIthJsonbValueFromContainer(arr, i));
+
+		out[i] = text ? strtof(text, NULL) : NAN;
+		if (text)
+			pfree(text);		/* the dataset may live in the cache: keep only what it needs */
+		if (!isfinite(out[i]) || (positive && !(out[i] > 0.0f)))
+			corrupted(row->id, "normalization", "has an invalid \"%s\" (element %d): it must be an array of %d %s",
+					  key, i + 1, n, must);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return out;
+}
+
+/*
+ * {"scale": s}: features times s (finite and not zero, as a double and as a
+ * float), or {"mean": [...], "std": [...]}: (x - mean) / std per feature.
+ */
+static void
+read_normalization(const DatasetRow *row, PgdlDataset *ds)
+{
+	Jsonb	   *norm = DatumGetJsonbPCopy(required_column(row, COL_NORMALIZATION));
+	JsonbValue *scale;
+	JsonbValue *mean;
+	JsonbValue *std;
+
+	if (JB_ROOT_IS_SCALAR(norm) || !JB_ROOT_IS_OBJECT(norm))
+		corrupted(row->id, "normalization", "is not a JSON object");
+	ds->normalization = norm;
+	scale = pgdl_jsonb_key(&norm->root, "scale");
+	mean = pgdl_jsonb_key(&norm->root, "mean");
+	std = pgdl_jsonb_key(&norm->root, "std");
+	if (scale != NULL && mean == NULL && std == NULL)
+	{
+		char	   *text = json_number_text(scale);
+		double		s = text ? strtod(text, NULL) : NAN;
+
+		if (!isfinite(s) || s == 0 || !isfinite((float) s) || (float) s == 0)
+			corrupted(row->id, "normalization", "has an invalid \"scale\": it must be a finite number other than zero");
+		ds->scale = (float) s;
+		return;
+	}
+	if (scale != NULL || mean == NULL || std == NULL)
+		corrupted(row->id, "normalization", "must have either \"scale\" or \"mean\" and \"std\"");
+	ds->scale = 1.0f;
+	ds->mean = read_float_array(row, mean, "mean", ds->n_features, false);
+	ds->std = read_float_array(row, std, "std", ds->n_features, true);
+}
+
+/* The row's values into a new dataset, every one checked (in the current memory context). */
+static PgdlDataset *
+dataset_from_row(const DatasetRow *row)
+{
+	PgdlDataset *ds = palloc0(sizeof(PgdlDataset));
+	char	   *task;
+	int64		n_rows;
+
+	ds->id = row->id;
+	ds->packed = DatumGetObjectId(required_column(row, COL_PACKED));
+	task = TextDatumGetCString(required_column(row, COL_TASK));
+	if (strcmp(task, "classification") != 0 && strcmp(task, "regression") != 0)
+		corrupted(row->id, "task", "is \"%s\", neither \"classification\" nor \"regression\"", task);
+	ds->classification = strcmp(task, "classification") == 0;
+	ds->n_features = int32_column(row, COL_N_FEATURES, 1, (int32) MaxArraySize);
+	ds->n_targets = int32_column(row, COL_N_TARGETS, 1, (int32) MaxArraySize);
+	if (ds->classification && ds->n_targets != 1)
+		corrupted(row->id, "n_targets", "is %d, but a classification dataset has 1 target (the class)",
+				  ds->n_targets);
+	if (ds->classification)
+		read_classes(row, ds);
+	else
+	{
+		bool		isnull;
+
+		(void) get_column(row, COL_CLASSES, &isnull);
+		if (!isnull)
+			corrupted(row->id, "classes", "is not NULL, but a regression dataset has no classes");
+	}
+	ds->label_type = DatumGetObjectId(required_column(row, COL_LABEL_TYPE));
+	read_normalization(row, ds);
+	ds->partitions = int32_column(row, COL_PARTITIONS, 1, PGDL_MAX_PARTITIONS);
+	n_rows = DatumGetInt64(required_column(row, COL_N_ROWS));
+	if (n_rows < 0)
+		corrupted(row->id, "n_rows", "is " INT64_FORMAT ", which is negative", n_rows);
+	ds->n_rows_hint = n_rows;
+	return ds;
+}
+
+PgdlDataset *
+pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt)
+{
+	Oid			argtypes[1] = {id ? INT8OID : OIDOID};
+	Datum		values[1] = {id ? Int64GetDatum(id) : ObjectIdGetDatum(packed)};
+	PgdlDataset *ds = NULL;
+	int			ret;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args(id ? DATASET_COLUMNS " WHERE id = $1"
+								: DATASET_COLUMNS " WHERE packed = $1::pg_catalog.oid::pg_catalog.regclass",
+								1, argtypes, values, NULL, true, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "reading pgdl.datasets failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		DatasetRow	row;
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		row.tuple = SPI_tuptable->vals[0];
+		row.desc = SPI_tuptable->tupdesc;
+		row.id = DatumGetInt64(required_column(&row, COL_ID));
+		ds = dataset_from_row(&row);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return ds;
+}
+
+PgdlDataset *
+pgdl_dataset_copy(const PgdlDataset *ds)
+{
+	PgdlDataset *copy = palloc(sizeof(PgdlDataset));
+
+	memcpy(copy, ds, sizeof(PgdlDataset));
+	if (ds->classes != NULL)
+	{
+		copy->classes = palloc(sizeof(char *) * Max(ds->n_classes, 1));
+		for (int i = 0; i < ds->n_classes; i++)
+			copy->classes[i] = pstrdup(ds->classes[i]);
+	}
+	if (ds->mean != NULL)
+	{
+		copy->mean = palloc(sizeof(float) * ds->n_features);
+		memcpy(copy->mean, ds->mean, sizeof(float) * ds->n_features);
+	}
+	if (ds->std != NULL)
+	{
+		copy->std = palloc(sizeof(float) * ds->n_features);
+		memcpy(copy->std, ds->std, sizeof(float) * ds->n_features);
+	}
+	if (ds->normalization != NULL)
+	{
+		copy->normalization = palloc(VARSIZE(ds->normalization));
+		memcpy(copy->normalization, ds->normalization, VARSIZE(ds->normalization));
+	}
+	return copy;
+}
+
+void
+pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
+{
+	int			nf = ds->n_features;
+
+	if (ds->mean == NULL)
+	{
+		if (ds->scale != 1.0f)
+			for (int64 i = 0; i < rows * nf; i++)
+				x[i] *= ds->scale;
+		return;
+	}
+	for (int64 r = 0; r < rows; r++)
+		for (int j = 0; j < nf; j++)
+			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
+}
