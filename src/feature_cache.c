@@ -46,13 +46,32 @@ pgdl_cache_action_name(PgdlCacheAction action)
 	return action_names[action];
 }
 
+/*
+ * The plan outlives the planner's SPI connection, so it is allocated in the
+ * caller's context.  Every SPI call returns in SPI's own procedure context,
+ * which SPI_finish frees: each query switches back to the plan's context.
+ */
+static MemoryContext plan_cxt;
+
+/* One row of a read-only query, or false; SPI_tuptable holds it until the next query. */
+static bool
+plan_query(const char *sql, int nargs, Oid *types, Datum *values)
+{
+	bool		found;
+
+	found = SPI_execute_with_args(sql, nargs, types, values, NULL, true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1;
+	MemoryContextSwitchTo(plan_cxt);
+	return found;
+}
+
 static int64
 spi_int8(const char *sql, int nargs, Oid *types, Datum *values)
 {
 	bool		isnull;
 	Datum		d;
 
-	if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+	if (!plan_query(sql, nargs, types, values))
 		return 0;
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	return isnull ? 0 : DatumGetInt64(d);
@@ -95,8 +114,7 @@ packed_version(Oid packed)
 	Oid			types[1] = {OIDOID};
 	Datum		values[1] = {ObjectIdGetDatum(packed)};
 
-	if (SPI_execute_with_args("SELECT pgdl.packed_version($1)", 1, types, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+	if (!plan_query("SELECT pgdl.packed_version($1)", 1, types, values))
 		elog(ERROR, "could not read the version of packed table %u", packed);
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
@@ -123,7 +141,7 @@ find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 	 * The catalog is writable by all: trust only rows whose view is a
 	 * materialized view in pgdl_cache that the caller owns.
 	 */
-	if (SPI_execute_with_args("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
+	if (!plan_query("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
 							  "f.staged_from IS NOT NULL "
 							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
 							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = current_user::regrole "
@@ -131,7 +149,7 @@ find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 							  "AND c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) "
 							  "AND (f.base_hash = $3 OR f.base_model = $4) "
 							  "ORDER BY f.base_hash = $3 DESC, f.valid DESC, f.id DESC LIMIT 1",
-							  4, types, values, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+							  4, types, values))
 		return false;
 	tup = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
@@ -490,9 +508,9 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 	if (plan->n_groups == 0)
 		return plan;
 
-	/* the plan outlives SPI: allocate in the caller's context */
+	plan_cxt = caller;
 	SPI_connect();
-	MemoryContextSwitchTo(caller);
+	MemoryContextSwitchTo(plan_cxt);
 	p.used = (double) spi_int8("SELECT coalesce(sum(bytes), 0)::int8 FROM pgdl.feature_cache", 0, NULL, NULL);
 	plan->used_bytes = p.used;
 	for (int g = 0; g < plan->n_groups; g++)
