@@ -109,21 +109,6 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.datasets, pgdl.architectures, pgdl.
 GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
 	pgdl.runs_id_seq TO PUBLIC;
 
--- A dropped packed table takes its pgdl.datasets row with it.
-CREATE FUNCTION pgdl.forget_dropped_datasets() RETURNS event_trigger
-	LANGUAGE plpgsql AS
-$$
-BEGIN
-	DELETE FROM pgdl.datasets d
-	 USING pg_event_trigger_dropped_objects() o
-	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
-END
-$$;
-COMMENT ON FUNCTION pgdl.forget_dropped_datasets() IS
-	'event trigger: removes the pgdl.datasets rows of dropped packed tables';
-CREATE EVENT TRIGGER pgdl_forget_dropped_datasets ON sql_drop
-	EXECUTE FUNCTION pgdl.forget_dropped_datasets();
-
 -- Configuration sets for model selection (pgdl.grid_search, pgdl.random_search, or rows by hand).
 CREATE TABLE pgdl.configs (
 	id bigserial PRIMARY KEY,

@@ -64,20 +64,25 @@ COMMENT ON FUNCTION pgdl.base_model_changed() IS
 CREATE TRIGGER models_feature_cache AFTER UPDATE OF weights OR DELETE ON pgdl.models
 	FOR EACH ROW EXECUTE FUNCTION pgdl.base_model_changed();
 
--- A dropped cache view takes its row with it.
-CREATE FUNCTION pgdl.forget_dropped_caches() RETURNS event_trigger
+-- A dropped packed table takes its pgdl.datasets row with it, a dropped cache view its
+-- pgdl.feature_cache row, whoever drops them: as the extension's owner, since the rows need not be
+-- the dropping role's.
+CREATE FUNCTION pgdl.forget_dropped_relations() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
+	DELETE FROM pgdl.datasets d
+	 USING pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
 	DELETE FROM pgdl.feature_cache f
 	 USING pg_event_trigger_dropped_objects() o
 	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = f.view::oid;
 END
 $$;
-COMMENT ON FUNCTION pgdl.forget_dropped_caches() IS
-	'event trigger: removes the pgdl.feature_cache rows of dropped cache views';
-CREATE EVENT TRIGGER pgdl_forget_dropped_caches ON sql_drop
-	EXECUTE FUNCTION pgdl.forget_dropped_caches();
+COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
+	'event trigger: removes the pgdl.datasets rows of dropped packed tables and the pgdl.feature_cache rows of dropped cache views';
+CREATE EVENT TRIGGER pgdl_forget_dropped_relations ON sql_drop
+	EXECUTE FUNCTION pgdl.forget_dropped_relations();
 
 -- What cache views are made of.
 
