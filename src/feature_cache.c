@@ -669,7 +669,7 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 		SPI_connect();
 		MemoryContextSwitchTo(caller);
 	}
-	used = (double) spi_int8("SELECT coalesce(sum(bytes), 0)::int8 FROM pgdl.feature_cache", 0, NULL, NULL);
+	used = (double) spi_int8("SELECT pgdl.feature_cache_bytes()", 0, NULL, NULL);
 	plan->used_bytes = used;
 	for (int g = 0; g < plan->n_groups; g++)
 	{

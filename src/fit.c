@@ -106,7 +106,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1] = {PointerGetDatum(name)};
 
-		if (SPI_execute_with_args("SELECT 1 FROM pgdl.models WHERE name = $1", 1, types, values,
+		if (SPI_execute_with_args("SELECT 1 FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, types, values,
 								  NULL, true, 1) == SPI_OK_SELECT && SPI_processed > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -279,7 +279,7 @@ pgdl_fit(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("source, config and epochs must not be NULL")));
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT id, spec FROM pgdl.architectures WHERE name = $1", 1, types, values,
+	if (SPI_execute_with_args("SELECT id, spec FROM pgdl.architectures WHERE id = (SELECT pgdl.architecture_id($1))", 1, types, values,
 							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
