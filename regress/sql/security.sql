@@ -267,8 +267,10 @@ VALUES ('regress_sec_bob', :alice_run, :alice_config, 7, '\x00');
 SET session_replication_role = DEFAULT;
 UPDATE pgdl.runs SET status = 'cancelled' WHERE id = :alice_run;
 SELECT count(*) AS resumed FROM pgdl.resume(:alice_run, workers => 1);
--- and it ends with the models of the run it resumed
-SELECT count(*) AS models, count(DISTINCT md5(weights)) AS distinct_weights FROM pgdl.models WHERE run = :alice_run;
+-- and it ends with the models of the run it resumed, which are the run owner's
+SELECT count(*) AS models, count(DISTINCT md5(weights)) AS distinct_weights,
+       bool_and(owner = 'regress_sec_alice'::regrole) AS hers
+  FROM pgdl.models WHERE run = :alice_run;
 DELETE FROM pgdl.checkpoints WHERE owner = 'regress_sec_bob'::regrole;
 
 -- ---------------------------------------------------------------------------

@@ -38,8 +38,9 @@ $$;
 COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 	'whether a pgdl.models acl grants the current role (or PUBLIC) the use of the model';
 
--- A run's metrics and checkpoints belong to the run's owner, whoever writes them (a member of the
--- owning role resuming its run, a superuser): so "the checkpoints of run r" are always its owner's.
+-- What a run writes (its metrics, checkpoints and models) belongs to the run's owner, whoever writes it
+-- (a member of the owning role resuming its run, a superuser): so "the checkpoints of run r" are
+-- always its owner's.  A model keeps its owner when it is given away later (INSERT only).
 CREATE FUNCTION pgdl.owned_by_run() RETURNS trigger
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
 $$
@@ -55,11 +56,13 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgdl.owned_by_run() IS
-	'trigger on pgdl.run_metrics and pgdl.checkpoints: a row belongs to the owner of its run';
+	'trigger on pgdl.run_metrics, pgdl.checkpoints and pgdl.models: a row a run writes belongs to the owner of the run';
 CREATE TRIGGER run_metrics_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.run_metrics
 	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
 CREATE TRIGGER checkpoints_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.checkpoints
 	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
+CREATE TRIGGER models_owner BEFORE INSERT ON pgdl.models
+	FOR EACH ROW WHEN (NEW.run IS NOT NULL) EXECUTE FUNCTION pgdl.owned_by_run();
 
 -- ---- Row-level security ----
 --
