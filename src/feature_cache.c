@@ -478,7 +478,7 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 	if (SPI_execute_with_args("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
 							  "f.staged_from IS NOT NULL "
 							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
-							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = current_user::regrole "
+							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = quote_ident(current_user)::regrole "
 							  "AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace "
 							  "AND c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) "
 							  "AND (f.base_hash = $3 OR f.base_model = $4) "

@@ -231,6 +231,13 @@ SELECT pgdl.predict_class(:alice_model, '{0.9, 0.8, 0.1, 0.2}') AS dave_predicts
 SELECT pgdl.add_architecture('dave_arch', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}') > 0 AS added;
 SELECT owner::text FROM pgdl.architectures;
 RESET ROLE;
+GRANT SELECT ON sec_bob_packed TO "regress_sec_Dave";
+SET ROLE "regress_sec_Dave";
+SELECT pgdl.grid_search('dave_set', '{}', jsonb_build_object('base_model', :alice_model, 'freeze', 2,
+  'head', '[[{"type": "dense", "units": 2}]]'::jsonb)) AS added;
+SELECT count(*) AS trained FROM pgdl.fit_multiple('sec_bob_packed', 'dave_set', 1, workers => 1, feature_cache => 'on');
+SELECT owner::text FROM pgdl.feature_cache;
+RESET ROLE;
 SET ROLE regress_sec_alice;
 SELECT pgdl.revoke_model(:alice_model, 'PUBLIC');
 RESET ROLE;
@@ -252,9 +259,9 @@ SELECT name, owner::text FROM pgdl.architectures WHERE name LIKE 'carol%' ORDER 
 RESET ROLE;
 
 SET ROLE regress_sec_admin;
-SELECT count(DISTINCT owner) AS model_owners, count(*) = (SELECT count(*) FROM pgdl.models WHERE owner::text LIKE 'regress\_sec%')
-  FROM pgdl.models WHERE owner::text LIKE 'regress\_sec%';
-SELECT count(*) AS datasets FROM pgdl.datasets WHERE owner::text LIKE 'regress\_sec%';
+SELECT count(DISTINCT owner) AS model_owners, count(*) = (SELECT count(*) FROM pgdl.models WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%')
+  FROM pgdl.models WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
+SELECT count(*) AS datasets FROM pgdl.datasets WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------
@@ -278,16 +285,16 @@ DELETE FROM pgdl.checkpoints WHERE owner = 'regress_sec_bob'::regrole;
 -- ---------------------------------------------------------------------------
 DROP TABLE sec_alice_packed, sec_alice_rows, sec_alice_before, sec_bob_packed, sec_bob_rows, sec_rows CASCADE;
 DROP FUNCTION sec_try(text);
-DELETE FROM pgdl.models WHERE owner::text LIKE 'regress\_sec%';
-DELETE FROM pgdl.runs WHERE owner::text LIKE 'regress\_sec%';
-DELETE FROM pgdl.configs WHERE owner::text LIKE 'regress\_sec%';
-DELETE FROM pgdl.architectures WHERE owner::text LIKE 'regress\_sec%';
+DELETE FROM pgdl.models WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
+DELETE FROM pgdl.runs WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
+DELETE FROM pgdl.configs WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
+DELETE FROM pgdl.architectures WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
 SELECT count(*) AS rows_left FROM (
   SELECT owner FROM pgdl.datasets UNION ALL SELECT owner FROM pgdl.architectures UNION ALL
   SELECT owner FROM pgdl.models UNION ALL SELECT owner FROM pgdl.runs UNION ALL
   SELECT owner FROM pgdl.run_metrics UNION ALL SELECT owner FROM pgdl.configs UNION ALL
   SELECT owner FROM pgdl.checkpoints UNION ALL SELECT owner FROM pgdl.feature_cache) o
- WHERE owner::text LIKE 'regress\_sec%';
+ WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
 SELECT count(*) AS cache_views_left FROM pg_class WHERE relnamespace = 'pgdl_cache'::regnamespace;
 REVOKE CREATE ON SCHEMA public FROM regress_sec_alice, regress_sec_bob;
 DROP ROLE regress_sec_alice, regress_sec_bob, regress_sec_carol, regress_sec_admin, "regress_sec_Dave";
