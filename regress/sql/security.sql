@@ -264,6 +264,13 @@ SELECT count(DISTINCT owner) AS model_owners, count(*) = (SELECT count(*) FROM p
 SELECT count(*) AS datasets FROM pgdl.datasets WHERE pg_get_userbyid(owner) LIKE 'regress\_sec%';
 RESET ROLE;
 
+-- a change to her model's weights marks every cache computed from it stale, whoever built it
+SELECT owner::text, valid FROM pgdl.feature_cache WHERE base_model = :alice_model ORDER BY owner::text COLLATE "C";
+SET ROLE regress_sec_alice;
+WITH u AS (UPDATE pgdl.models SET weights = weights WHERE id = :alice_model RETURNING 1) SELECT count(*) AS updated FROM u;
+RESET ROLE;
+SELECT owner::text, valid FROM pgdl.feature_cache WHERE base_model = :alice_model ORDER BY owner::text COLLATE "C";
+
 -- ---------------------------------------------------------------------------
 -- The resume path reads only the run owner's checkpoints, even for a caller (a superuser) whom
 -- row-level security does not restrict, and whose triggers could be off
