@@ -4,8 +4,9 @@
 -- rules hold in the catalog: a role sees and changes the rows of the roles it is a member of, and sees
 -- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
 -- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
--- too, so these rules are the only ones: no function of pgdl reads the catalog with other rights,
--- except the triggers named below that must touch other roles' rows.
+-- too, so these rules are the only ones: nothing of pgdl reads the catalog with other rights but the
+-- three SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
+-- base_model_changed, forget_dropped_relations, feature_cache_bytes).
 
 -- The administrators of the catalog.  A role is not part of an extension: DROP EXTENSION leaves it.
 DO $$
@@ -40,7 +41,7 @@ COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 
 -- What a run writes (its metrics, checkpoints and models) belongs to the run's owner, whoever writes it
 -- (a member of the owning role resuming its run, a superuser): so "the checkpoints of run r" are
--- always its owner's.  A model keeps its owner when it is given away later (INSERT only).
+-- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only.
 CREATE FUNCTION pgdl.owned_by_run() RETURNS trigger
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
 $$
