@@ -24,7 +24,7 @@ pgdl_architecture_by_name(const char *name, int64 *id)
 	bool		isnull;
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT id, spec FROM pgdl.architectures WHERE name = $1", 1, types, values,
+	if (SPI_execute_with_args("SELECT id, spec FROM pgdl.architectures WHERE id = (SELECT pgdl.architecture_id($1))", 1, types, values,
 							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -57,7 +57,7 @@ pgdl_add_architecture(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(name);
 	values[1] = JsonbPGetDatum(pgdl_spec_to_jsonb(spec));
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT 1 FROM pgdl.architectures WHERE name = $1", 1, argtypes, values,
+	if (SPI_execute_with_args("SELECT 1 FROM pgdl.architectures WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, argtypes, values,
 							  NULL, false, 1) == SPI_OK_SELECT && SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),

@@ -243,7 +243,7 @@ architecture_ids(ArrayType *names, int *n, Jsonb *params)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("architectures must not contain NULL")));
-		if (SPI_execute_with_args("SELECT id FROM pgdl.architectures WHERE name = $1", 1, types, &elems[i],
+		if (SPI_execute_with_args("SELECT id FROM pgdl.architectures WHERE id = (SELECT pgdl.architecture_id($1))", 1, types, &elems[i],
 								  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -358,7 +358,7 @@ insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *conf
 
 	SPI_connect();
 	plan = SPI_prepare("INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
-					   "ON CONFLICT (set_name, architecture, config) DO NOTHING", 3, types);
+					   "ON CONFLICT (owner, set_name, architecture, config) DO NOTHING", 3, types);
 	if (plan == NULL)
 		elog(ERROR, "could not prepare insert into pgdl.configs: %s", SPI_result_code_string(SPI_result));
 	for (int a = 0; a < (cross ? n_arch : 1); a++)

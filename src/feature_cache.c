@@ -144,7 +144,7 @@ find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 	if (!plan_query("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
 							  "f.staged_from IS NOT NULL "
 							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
-							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = current_user::regrole "
+							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = quote_ident(current_user)::regrole "
 							  "AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace "
 							  "AND c.relowner = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user) "
 							  "AND (f.base_hash = $3 OR f.base_model = $4) "
@@ -511,7 +511,7 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 	plan_cxt = caller;
 	SPI_connect();
 	MemoryContextSwitchTo(plan_cxt);
-	p.used = (double) spi_int8("SELECT coalesce(sum(bytes), 0)::int8 FROM pgdl.feature_cache", 0, NULL, NULL);
+	p.used = (double) spi_int8("SELECT pgdl.feature_cache_bytes()", 0, NULL, NULL);
 	plan->used_bytes = p.used;
 	for (int g = 0; g < plan->n_groups; g++)
 		plan_group(&p, g);

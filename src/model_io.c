@@ -10,7 +10,9 @@
  * The cache is flushed by a relcache invalidation of pgdl.models or
  * pgdl.datasets, which a statement trigger on those tables raises: a backend
  * sees a changed model at its next command (its own changes) or transaction
- * (others' changes), and never serves stale weights.
+ * (others' changes), and never serves stale weights.  It holds what one role
+ * may see: a lookup as another role (SET ROLE, SECURITY DEFINER), or a change
+ * of role memberships or of a cached packed table's privileges, flushes it too.
  */
 #include "postgres.h"
 
@@ -20,11 +22,14 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "nodes/primnodes.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "pgdl.h"
 
@@ -33,7 +38,7 @@
 typedef struct CachedModel
 {
 	PgdlModel	model;
-	char	   *name;			/* NULL when the model has none */
+	char	   *name;			/* looked up by name: what the name means to cache_role; else NULL */
 	uint64		last_used;
 } CachedModel;
 
@@ -42,6 +47,7 @@ static CachedModel *cached_models[MODEL_CACHE_SIZE];	/* in cache_cxt */
 static int	n_cached_models = 0;
 static List *cached_datasets = NIL;	/* of PgdlDataset *, in cache_cxt */
 static uint64 use_clock = 0;
+static Oid	cache_role = InvalidOid;	/* what one role may see another may not: the cache is one role's */
 
 /*
  * Invalidation can arrive whenever a lock is taken, in the middle of a call
@@ -91,8 +97,35 @@ static Oid	datasets_relid = InvalidOid;
 static void
 catalog_invalidated(Datum arg, Oid relid)
 {
+	ListCell   *lc;
+
 	if (relid == InvalidOid || relid == models_relid || relid == datasets_relid)
 		retire_cache();
+	/* a GRANT or REVOKE on a packed table changes who may read its dataset */
+	foreach(lc, cached_datasets)
+		if (((PgdlDataset *) lfirst(lc))->packed == relid)
+		{
+			retire_cache();
+			break;
+		}
+}
+
+/* Role memberships decide which rows a role sees. */
+static void
+memberships_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	retire_cache();
+}
+
+/* The cache holds what the current role may see: a new role (SET ROLE, SECURITY DEFINER) starts it over. */
+static void
+check_cache_role(void)
+{
+	if (cache_role != GetUserId())
+	{
+		retire_cache();
+		cache_role = GetUserId();
+	}
 }
 
 static MemoryContext
@@ -113,6 +146,7 @@ void
 pgdl_model_io_init(void)
 {
 	CacheRegisterRelcacheCallback(catalog_invalidated, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, memberships_changed, (Datum) 0);
 	RegisterXactCallback(free_retired, NULL);
 }
 
@@ -223,6 +257,8 @@ pgdl_dataset_by_id(int64 id)
 	ListCell   *lc;
 	PgdlDataset *ds;
 
+	check_cache_role();
+
 	foreach(lc, cached_datasets)
 		if (((PgdlDataset *) lfirst(lc))->id == id)
 			return lfirst(lc);
@@ -240,10 +276,18 @@ pgdl_dataset_by_packed(Oid packed)
 	ListCell   *lc;
 	PgdlDataset *ds;
 
+	check_cache_role();
+
 	foreach(lc, cached_datasets)
 		if (((PgdlDataset *) lfirst(lc))->packed == packed)
 			return lfirst(lc);
 	ds = load_dataset(0, packed);
+	/* a dataset's row is hidden from those who may not read its packed table: say why */
+	if (ds == NULL && pg_class_aclcheck(packed, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(packed) ? get_rel_name(packed) : "?"),
+				 errdetail("pgdl reads a packed table, and its row in pgdl.datasets, as the calling user.")));
 	if (ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -304,7 +348,7 @@ read_model_row(int64 id, const char *name, ModelRow *row)
 	SPI_connect();
 	ret = SPI_execute_with_args(id ?
 								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1" :
-								"SELECT id, name, weights, dataset FROM pgdl.models WHERE name = $1",
+								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))",
 								1, argtypes, values, NULL, true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1)
 	{
@@ -351,7 +395,7 @@ load_model(int64 id, const char *name)
 	slot = cache_slot();
 	slot->model.id = row.id;
 	slot->model.nn = nn;
-	slot->name = row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
+	slot->name = name && row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
 	slot->last_used = ++use_clock;
 	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
 	PG_TRY();
@@ -370,6 +414,7 @@ load_model(int64 id, const char *name)
 PgdlModel *
 pgdl_model_by_id(int64 id)
 {
+	check_cache_role();
 	for (int i = 0; i < n_cached_models; i++)
 		if (cached_models[i]->model.id == id)
 		{
@@ -382,6 +427,7 @@ pgdl_model_by_id(int64 id)
 PgdlModel *
 pgdl_model_by_name(const char *name)
 {
+	check_cache_role();
 	for (int i = 0; i < n_cached_models; i++)
 		if (cached_models[i]->name && strcmp(cached_models[i]->name, name) == 0)
 		{

@@ -153,15 +153,15 @@ mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, 
 static void
 load_configs(MopRun *run)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1] = {CStringGetTextDatum(run->set_name)};
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(run->set_name), Int64GetDatum(run->run_id)};
 	MemoryContext caller = CurrentMemoryContext;
 
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT c.id, a.id, a.name, a.spec, c.config FROM pgdl.configs c "
 							  "LEFT JOIN pgdl.architectures a ON a.id = c.architecture "
-							  "WHERE c.set_name = $1 ORDER BY c.id",
-							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
+							  "WHERE c.set_name = $1 AND c.owner = (SELECT pgdl.config_set_owner($1, $2)) ORDER BY c.id",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pgdl.configs");
 	if (SPI_processed == 0)
 		ereport(ERROR,

@@ -105,14 +105,15 @@ static Statement link_config_metrics = {
 	3, {INT8OID, INT8OID, INT8OID}
 };
 static Statement model_named = {
-	"SELECT 1 FROM pgdl.models WHERE name = $1", 1, {TEXTOID}
+	"SELECT 1 FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, {TEXTOID}
 };
 static Statement select_run = {
 	"SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
 	1, {INT8OID}
 };
 static Statement last_checkpoint = {
-	"SELECT epoch, weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
+	"SELECT epoch, weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 "
+	"AND owner = (SELECT owner FROM pgdl.runs WHERE id = $1) ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
 static Statement was_stopped = {

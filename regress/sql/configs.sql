@@ -199,7 +199,7 @@ SELECT 'hand', id, '{"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "batch_size
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'hand', id, '{"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "batch_size": 128}'
   FROM pgdl.architectures WHERE name = 'cfg_mlp'
-    ON CONFLICT (set_name, architecture, config) DO NOTHING;
+    ON CONFLICT (owner, set_name, architecture, config) DO NOTHING;
 -- an update is validated and canonicalized too
 UPDATE pgdl.configs SET config = '{"lr": 0.2, "momentum": 0.9}' WHERE set_name = 'hand' AND config->>'optimizer' = 'sgd';
 SELECT n, architecture, config FROM cfg WHERE set_name = 'hand' ORDER BY n;

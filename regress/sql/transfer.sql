@@ -198,21 +198,28 @@ SELECT count(*) AS caches FROM pgdl.feature_cache;
 SELECT count(*) AS views_left FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = 'pgdl_cache' AND c.relkind = 'm';
 
--- privileges: caches belong to the user who built them; nobody reads another's cached features
+-- privileges: caches belong to the user who built them; nobody reads another's cached features.
+-- The base model is shared with both; each makes a set of their own (sets belong to their owners).
 CREATE ROLE regress_tl_alice;
 CREATE ROLE regress_tl_bob;
 GRANT CREATE ON SCHEMA public TO regress_tl_alice;
 GRANT SELECT ON tl_rows TO regress_tl_alice;
+SELECT pgdl.grant_model('tl_base', 'regress_tl_alice'), pgdl.grant_model('tl_base', 'regress_tl_bob');
+SET ROLE regress_tl_bob;
+SELECT pgdl.grid_search('tl_one', '{}', '{"base_model": "tl_base", "freeze": 2, "head": [[{"type": "dense", "units": 4}]]}');
+RESET ROLE;
 SET ROLE regress_tl_alice;
+SELECT pgdl.grid_search('tl_one', '{}', '{"base_model": "tl_base", "freeze": 2, "head": [[{"type": "dense", "units": 4}]]}');
 SELECT pgdl.pack('tl_rows', 'x', 'label', 'tl_alice_packed', buffer_rows => 32, partitions => 2) > 0 AS packed;
 SELECT count(*) AS rows FROM pgdl.fit_multiple('tl_alice_packed', 'tl_one', 1, feature_cache => 'on');
 SELECT owner::text, depth FROM pgdl.feature_cache;
 RESET ROLE;
 SET ROLE regress_tl_bob;
+SELECT count(*) AS caches_bob_sees FROM pgdl.feature_cache;
 DO $$
 DECLARE v regclass;
 BEGIN
-  SELECT view INTO v FROM pgdl.feature_cache;
+  SELECT c.oid INTO v FROM pg_class c WHERE c.relnamespace = 'pgdl_cache'::regnamespace AND c.relkind = 'm';
   EXECUTE format('SELECT count(*) FROM %s', v);
 EXCEPTION WHEN insufficient_privilege THEN
   RAISE WARNING 'bob may not read alice''s cache';
@@ -233,6 +240,9 @@ RESET ROLE;
 REVOKE CREATE ON SCHEMA public FROM regress_tl_alice;
 REVOKE SELECT ON tl_rows FROM regress_tl_alice;
 DELETE FROM pgdl.models WHERE run IN (SELECT id FROM pgdl.runs WHERE dataset IS NULL);
+DELETE FROM pgdl.runs WHERE owner::text LIKE 'regress\_tl\_%';
+DELETE FROM pgdl.configs WHERE owner::text LIKE 'regress\_tl\_%';
+SELECT pgdl.revoke_model('tl_base', 'regress_tl_alice'), pgdl.revoke_model('tl_base', 'regress_tl_bob');
 DROP ROLE regress_tl_alice;
 DROP ROLE regress_tl_bob;
 

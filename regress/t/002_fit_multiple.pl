@@ -170,7 +170,8 @@ cmp_ok(
 	'>', 0.9, 'the best model learned the classes');
 
 # ---------------------------------------------------------------------------
-# Workers connect as the calling user.
+# Workers connect as the calling user.  Architectures and configuration sets
+# belong to their owners: alice and bob each get a copy of 'small'.
 # ---------------------------------------------------------------------------
 $node->safe_psql(
 	'postgres', q{
@@ -179,6 +180,8 @@ CREATE ROLE bob LOGIN;
 GRANT CREATE ON SCHEMA public TO alice, bob;
 CREATE TABLE alice_rows AS SELECT * FROM train_rows WHERE i <= 800;
 ALTER TABLE alice_rows OWNER TO alice;
+INSERT INTO pgdl.architectures (owner, name, spec)
+SELECT r, a.name, a.spec FROM pgdl.architectures a, unnest('{alice, bob}'::regrole[]) r WHERE a.name = 'small';
 });
 $node->safe_psql(
 	'postgres', q{
@@ -215,11 +218,19 @@ like($err, qr/permission denied/, '... and is told it is a permission error');
 ok(workers_gone_within($node, 2), '... and no worker is left behind');
 
 $node->safe_psql('postgres', 'GRANT SELECT ON alice_packed TO bob', extra_params => [ '-U', 'alice' ]);
-$node->safe_psql('postgres',
-	"CREATE TABLE bob_lb AS SELECT * FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2)",
-	extra_params => [ '-U', 'bob' ]);
-is(model_digests($node, 'bob_lb'), model_digests($node, 'alice_lb'),
-	'granted SELECT, the same user trains the same model as the owner');
+$node->safe_psql(
+	'postgres', q{
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'alice_set', id, '{"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "batch_size": 10, "seed": 21}'
+  FROM pgdl.architectures WHERE name = 'small';
+CREATE TABLE bob_lb AS SELECT * FROM pgdl.fit_multiple('alice_packed', 'alice_set', 3, workers => 2);
+}, extra_params => [ '-U', 'bob' ]);
+my $weights_sql = 'SELECT string_agg(md5(m.weights), \' \' ORDER BY l.rank) FROM %s l JOIN pgdl.models m ON m.id = l.model';
+is( $node->safe_psql('postgres', sprintf($weights_sql, 'bob_lb')),
+	$node->safe_psql('postgres', sprintf($weights_sql, 'alice_lb')),
+	'granted SELECT, another user trains, on a set of his own, the same model as the owner');
+is($node->safe_psql('postgres', "SELECT string_agg(owner::text, ',' ORDER BY owner::text) FROM pgdl.configs WHERE set_name = 'alice_set'"),
+	'alice,bob', '... and the set name is one set each');
 
 # SET ROLE to a role that may not log in: the session's privileges are those of
 # the role, and so should the workers' be.
@@ -228,6 +239,15 @@ $node->safe_psql(
 CREATE ROLE team NOLOGIN;
 GRANT team TO bob;
 GRANT SELECT ON train_packed, valid_packed TO team;
+-- the grid as team's own
+INSERT INTO pgdl.architectures (owner, name, spec)
+SELECT 'team', a.name, a.spec FROM pgdl.architectures a
+ WHERE a.id IN (SELECT architecture FROM pgdl.configs WHERE set_name = 'grid');
+INSERT INTO pgdl.configs (owner, set_name, architecture, config)
+SELECT 'team', c.set_name, t.id, c.config
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
+  JOIN pgdl.architectures t ON t.owner = 'team'::regrole AND t.name = a.name
+ WHERE c.set_name = 'grid' ORDER BY c.id;
 });
 # Workers log in as the session user and then take the current role, as
 # parallel workers do, so a NOLOGIN role reached by SET ROLE works.

@@ -1,8 +1,11 @@
 -- The catalog: datasets (packed tables), architectures, models, runs and their metrics.
--- Rows are the extension's configuration data, so pg_dump keeps them.
+-- Rows are the extension's configuration data, so pg_dump keeps them.  Every row has an owner, the
+-- role that wrote it; row-level security (70_owners.sql) shows and lets change only what the current
+-- role owns or was granted.
 
 CREATE TABLE pgdl.datasets (
 	id bigserial PRIMARY KEY,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	packed regclass NOT NULL UNIQUE,		-- the LIST-partitioned table pgdl.pack wrote
 	source text NOT NULL,					-- the table it was packed from, as named then
 	features text NOT NULL,					-- the feature column(s), as given
@@ -24,13 +27,16 @@ CREATE TABLE pgdl.datasets (
 
 CREATE TABLE pgdl.architectures (
 	id bigserial PRIMARY KEY,
-	name text NOT NULL UNIQUE,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	name text NOT NULL,
 	spec jsonb NOT NULL,					-- validated by pgdl.add_architecture
-	created timestamptz NOT NULL DEFAULT now()
+	created timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (owner, name)
 );
 
 CREATE TABLE pgdl.runs (
 	id bigserial PRIMARY KEY,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	kind text NOT NULL,						-- 'fit' or 'fit_multiple'
 	dataset bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
 	validation bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
@@ -45,7 +51,8 @@ CREATE TABLE pgdl.runs (
 
 CREATE TABLE pgdl.models (
 	id bigserial PRIMARY KEY,
-	name text UNIQUE,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	name text,
 	architecture bigint REFERENCES pgdl.architectures ON DELETE SET NULL,
 	spec jsonb NOT NULL,
 	config jsonb,
@@ -54,12 +61,16 @@ CREATE TABLE pgdl.models (
 	weights bytea NOT NULL,					-- engine model format: spec, parameters, optimizer state
 	metrics jsonb,							-- of the last epoch
 	parent bigint REFERENCES pgdl.models ON DELETE SET NULL,
-	created timestamptz NOT NULL DEFAULT now()
+	acl aclitem[],							-- who else may use it: pgdl.grant_model
+	created timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (owner, name)
 );
+CREATE INDEX ON pgdl.models (dataset);		-- who may read a dataset's row: 70_owners.sql
 ALTER TABLE pgdl.models ALTER COLUMN weights SET STORAGE EXTERNAL;
 
 CREATE TABLE pgdl.run_metrics (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	config bigint,							-- pgdl.configs.id in a pgdl.fit_multiple run
 	model bigint,							-- filled in when the model is stored
 	epoch integer NOT NULL,
@@ -102,36 +113,22 @@ CREATE TRIGGER models_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pg
 CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.datasets
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
--- Users train, store and share models: the catalog is theirs to read and write.
+-- Users train, store and share models: the catalog is theirs to read and write, each their own rows.
 GRANT USAGE ON SCHEMA pgdl TO PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs,
 	pgdl.run_metrics TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
 	pgdl.runs_id_seq TO PUBLIC;
 
--- A dropped packed table takes its pgdl.datasets row with it.
-CREATE FUNCTION pgdl.forget_dropped_datasets() RETURNS event_trigger
-	LANGUAGE plpgsql AS
-$$
-BEGIN
-	DELETE FROM pgdl.datasets d
-	 USING pg_event_trigger_dropped_objects() o
-	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
-END
-$$;
-COMMENT ON FUNCTION pgdl.forget_dropped_datasets() IS
-	'event trigger: removes the pgdl.datasets rows of dropped packed tables';
-CREATE EVENT TRIGGER pgdl_forget_dropped_datasets ON sql_drop
-	EXECUTE FUNCTION pgdl.forget_dropped_datasets();
-
 -- Configuration sets for model selection (pgdl.grid_search, pgdl.random_search, or rows by hand).
 CREATE TABLE pgdl.configs (
 	id bigserial PRIMARY KEY,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	set_name text NOT NULL,
 	architecture bigint REFERENCES pgdl.architectures ON DELETE CASCADE,	-- NULL: the network comes from config's base_model
 	config jsonb NOT NULL,					-- a training configuration, stored in canonical form
 	created timestamptz NOT NULL DEFAULT now(),
-	UNIQUE NULLS NOT DISTINCT (set_name, architecture, config),
+	UNIQUE NULLS NOT DISTINCT (owner, set_name, architecture, config),
 	CHECK ((architecture IS NULL) = (config ? 'base_model'))
 );
 COMMENT ON TABLE pgdl.configs IS
@@ -145,6 +142,7 @@ GRANT USAGE ON SEQUENCE pgdl.configs_id_seq TO PUBLIC;
 -- so that pgdl.resume can continue a cancelled or crashed run.
 CREATE TABLE pgdl.checkpoints (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	config bigint NOT NULL,					-- pgdl.configs.id
 	epoch integer NOT NULL,
 	weights bytea NOT NULL,

@@ -16,7 +16,7 @@ CREATE TABLE pgdl.feature_cache (
 	depth integer NOT NULL CHECK (depth > 0),
 	staged_from bigint REFERENCES pgdl.feature_cache ON DELETE SET NULL,	-- computed from this shallower cache
 	view regclass NOT NULL UNIQUE,			-- the materialized view in pgdl_cache
-	owner regrole NOT NULL DEFAULT current_user::text::regrole,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	rows bigint NOT NULL,
 	bytes bigint NOT NULL,
 	created timestamptz NOT NULL DEFAULT now(),
@@ -32,6 +32,14 @@ SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache_id_seq', '');
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.feature_cache TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.feature_cache_id_seq TO PUBLIC;
+
+-- The storage of every role's caches, for pgdl.feature_cache_budget, which is for all of them: as the
+-- extension's owner, since row-level security shows each role only its own.
+CREATE FUNCTION pgdl.feature_cache_bytes() RETURNS bigint
+	LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ SELECT coalesce(sum(f.bytes), 0)::bigint FROM pgdl.feature_cache f $$;
+COMMENT ON FUNCTION pgdl.feature_cache_bytes() IS
+	'bytes that all feature caches (every role''s) take, against pgdl.feature_cache_budget';
 
 -- Staleness.  A cache records the version of its packed table (a hash of its rows' ctid and xmin, which
 -- every INSERT, UPDATE, DELETE, TRUNCATE and re-pack changes) and is stale when the table's differs;
@@ -64,20 +72,25 @@ COMMENT ON FUNCTION pgdl.base_model_changed() IS
 CREATE TRIGGER models_feature_cache AFTER UPDATE OF weights OR DELETE ON pgdl.models
 	FOR EACH ROW EXECUTE FUNCTION pgdl.base_model_changed();
 
--- A dropped cache view takes its row with it.
-CREATE FUNCTION pgdl.forget_dropped_caches() RETURNS event_trigger
+-- A dropped packed table takes its pgdl.datasets row with it, a dropped cache view its
+-- pgdl.feature_cache row, whoever drops them: as the extension's owner, since the rows need not be
+-- the dropping role's (70_owners.sql).
+CREATE FUNCTION pgdl.forget_dropped_relations() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
+	DELETE FROM pgdl.datasets d
+	 USING pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
 	DELETE FROM pgdl.feature_cache f
 	 USING pg_event_trigger_dropped_objects() o
 	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = f.view::oid;
 END
 $$;
-COMMENT ON FUNCTION pgdl.forget_dropped_caches() IS
-	'event trigger: removes the pgdl.feature_cache rows of dropped cache views';
-CREATE EVENT TRIGGER pgdl_forget_dropped_caches ON sql_drop
-	EXECUTE FUNCTION pgdl.forget_dropped_caches();
+COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
+	'event trigger: removes the pgdl.datasets rows of dropped packed tables and the pgdl.feature_cache rows of dropped cache views';
+CREATE EVENT TRIGGER pgdl_forget_dropped_relations ON sql_drop
+	EXECUTE FUNCTION pgdl.forget_dropped_relations();
 
 -- What cache views are made of.
 
@@ -131,7 +144,7 @@ $$
 DECLARE
 	id bigint;
 BEGIN
-	SELECT m.id INTO id FROM pgdl.models m WHERE m.name = model;
+	id := pgdl.model_id(model);
 	IF id IS NULL THEN
 		RAISE EXCEPTION 'model "%" does not exist', model USING ERRCODE = 'undefined_object';
 	END IF;
@@ -181,7 +194,7 @@ DECLARE
 	dropped integer := 0;
 BEGIN
 	FOR c IN SELECT f.view FROM pgdl.feature_cache f JOIN pg_class r ON r.oid = f.view
-			  WHERE f.owner = current_user::text::regrole AND (NOT f.valid OR f.last_used < now() - unused_for)
+			  WHERE f.owner = quote_ident(current_user)::regrole AND (NOT f.valid OR f.last_used < now() - unused_for)
 			    AND r.relkind = 'm' AND r.relnamespace = 'pgdl_cache'::regnamespace
 				AND r.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)
 			  ORDER BY f.depth DESC

@@ -1,0 +1,238 @@
+-- Owners, sharing and row-level security (see docs/security.md).
+--
+-- Every catalog row has an owner, the role that wrote it.  Row-level security makes PostgreSQL's usual
+-- rules hold in the catalog: a role sees and changes the rows of the roles it is a member of, and sees
+-- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
+-- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
+-- too, so these rules are the only ones: nothing of pgdl reads the catalog with other rights but the
+-- three SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
+-- base_model_changed, forget_dropped_relations, feature_cache_bytes).
+
+-- The administrators of the catalog.  A role is not part of an extension: DROP EXTENSION leaves it.
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgdl_admin') THEN
+		CREATE ROLE pgdl_admin NOLOGIN;
+		COMMENT ON ROLE pgdl_admin IS
+			'pgdl: its members see and change every row of the pgdl catalog, whoever owns it (made by CREATE EXTENSION pgdl, left by DROP EXTENSION)';
+	END IF;
+END
+$$;
+
+-- Who acts as an owner; written once for every policy.  SQL functions without SET, so that the
+-- planner inlines them; every name is qualified.
+CREATE FUNCTION pgdl.acts_as(owner regrole) RETURNS boolean
+	LANGUAGE sql STABLE PARALLEL SAFE AS
+$$
+SELECT pg_catalog.pg_has_role($1, 'MEMBER')
+	OR coalesce(pg_catalog.pg_has_role(pg_catalog.to_regrole('pgdl_admin'), 'MEMBER'), false)
+$$;
+COMMENT ON FUNCTION pgdl.acts_as(regrole) IS
+	'whether the current role acts as the owner of a catalog row: a member of the owning role or of pgdl_admin';
+
+CREATE FUNCTION pgdl.granted(acl aclitem[]) RETURNS boolean
+	LANGUAGE sql STABLE PARALLEL SAFE AS
+$$
+SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
+				WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+$$;
+COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
+	'whether a pgdl.models acl grants the current role (or PUBLIC) the use of the model';
+
+-- What a run writes (its metrics, checkpoints and models) belongs to the run's owner, whoever writes it
+-- (a member of the owning role resuming its run, a superuser): so "the checkpoints of run r" are
+-- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only.
+CREATE FUNCTION pgdl.owned_by_run() RETURNS trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	run_owner regrole;
+BEGIN
+	-- a run the writer may not see leaves the row as written, for the policy to refuse
+	SELECT r.owner INTO run_owner FROM pgdl.runs r WHERE r.id = NEW.run;
+	IF FOUND THEN
+		NEW.owner := run_owner;
+	END IF;
+	RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION pgdl.owned_by_run() IS
+	'trigger on pgdl.run_metrics, pgdl.checkpoints and pgdl.models: a row a run writes belongs to the owner of the run';
+CREATE TRIGGER run_metrics_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.run_metrics
+	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
+CREATE TRIGGER checkpoints_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.checkpoints
+	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
+CREATE TRIGGER models_owner BEFORE INSERT ON pgdl.models
+	FOR EACH ROW WHEN (NEW.run IS NOT NULL) EXECUTE FUNCTION pgdl.owned_by_run();
+
+-- ---- Row-level security ----
+--
+-- The owners: every command.  A row written must be the writer's (or a role's it is a member of),
+-- and what it points at in the catalog must be the writer's to use.
+ALTER TABLE pgdl.datasets ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.architectures ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.models ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.run_metrics ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.configs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.checkpoints ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.feature_cache ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY owners ON pgdl.datasets USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.architectures USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.runs USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.models USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.feature_cache USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.configs USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND (architecture IS NULL OR
+			EXISTS (SELECT 1 FROM pgdl.architectures a WHERE a.id = configs.architecture)));
+-- nobody writes into another role's run: its checkpoints are what pgdl.resume trains on
+CREATE POLICY owners ON pgdl.run_metrics USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND
+			EXISTS (SELECT 1 FROM pgdl.runs r WHERE r.id = run_metrics.run AND r.owner = run_metrics.owner));
+CREATE POLICY owners ON pgdl.checkpoints USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND
+			EXISTS (SELECT 1 FROM pgdl.runs r WHERE r.id = checkpoints.run AND r.owner = checkpoints.owner));
+
+-- Who else reads.  A model: those it was granted to.  A dataset (classes, normalization, size): those
+-- who may read its packed table, and those granted a model its owner trained on it, since predicting
+-- with the model needs them.
+CREATE POLICY grantees ON pgdl.models FOR SELECT USING (pgdl.granted(acl));
+CREATE POLICY readers ON pgdl.datasets FOR SELECT
+	USING (pg_catalog.has_table_privilege(packed::oid, 'SELECT') OR
+		   EXISTS (SELECT 1 FROM pgdl.models m
+					WHERE m.dataset = datasets.id AND pg_catalog.pg_has_role(m.owner, datasets.owner, 'MEMBER')));
+
+COMMENT ON POLICY owners ON pgdl.datasets IS 'the owner of a dataset (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY readers ON pgdl.datasets IS
+	'those who may SELECT the packed table, or use a model the dataset''s owner trained on it, read the dataset';
+COMMENT ON POLICY owners ON pgdl.architectures IS 'the owner of an architecture (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY owners ON pgdl.runs IS 'the owner of a run (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY owners ON pgdl.models IS 'the owner of a model (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY grantees ON pgdl.models IS 'those a model was granted to (pgdl.grant_model) read it';
+COMMENT ON POLICY owners ON pgdl.feature_cache IS 'the owner of a feature cache (or pgdl_admin) reads and changes its row';
+COMMENT ON POLICY owners ON pgdl.configs IS
+	'the owner of a configuration (or pgdl_admin) reads and changes it; its architecture must be one the writer may use';
+COMMENT ON POLICY owners ON pgdl.run_metrics IS
+	'the owner of a run (or pgdl_admin) reads and changes its metrics; nobody writes metrics into another role''s run';
+COMMENT ON POLICY owners ON pgdl.checkpoints IS
+	'the owner of a run (or pgdl_admin) reads and changes its checkpoints; nobody writes checkpoints into another role''s run';
+
+-- ---- Names ----
+--
+-- A model, architecture or configuration set named by the current role is its own, else the only one
+-- of that name it may use; several, none its own, is an error; none is NULL (as to_regclass), for the
+-- caller's own "does not exist".
+CREATE FUNCTION pgdl.resolve_name(kind text, name text, ids bigint[], owners regrole[], hint text)
+	RETURNS bigint
+	LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	me regrole := quote_ident(current_user)::regrole;
+BEGIN
+	FOR i IN 1 .. coalesce(cardinality(ids), 0) LOOP
+		IF owners[i] = me THEN
+			RETURN ids[i];
+		END IF;
+	END LOOP;
+	IF cardinality(ids) > 1 THEN
+		RAISE EXCEPTION '% "%" is ambiguous', kind, name
+			USING ERRCODE = 'ambiguous_alias',
+				  DETAIL = format('You have none of that name, and these roles have one you may use: %s.',
+								  array_to_string(owners::text[], ', ')),
+				  HINT = hint;
+	END IF;
+	RETURN ids[1];
+END
+$$;
+COMMENT ON FUNCTION pgdl.resolve_name(text, text, bigint[], regrole[], text) IS
+	'internal, the rule of names: of the rows of a name the current role may use (ids, their owners), its own, else the only one; NULL if none, an error if several';
+
+CREATE FUNCTION pgdl.model_id(name text) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT pgdl.resolve_name('model', $1, array_agg(m.id ORDER BY m.id), array_agg(m.owner ORDER BY m.id),
+						 'Give the model''s id (pgdl.models.id), or SET ROLE to its owner.')
+  FROM pgdl.models m WHERE m.name = $1
+$$;
+COMMENT ON FUNCTION pgdl.model_id(text) IS
+	'the id of the model a name means to the current role: its own, else the only one of that name it may use; NULL if none';
+
+CREATE FUNCTION pgdl.architecture_id(name text) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT pgdl.resolve_name('architecture', $1, array_agg(a.id ORDER BY a.id), array_agg(a.owner ORDER BY a.id),
+						 'Store one of your own with pgdl.add_architecture(), or SET ROLE to its owner.')
+  FROM pgdl.architectures a WHERE a.name = $1
+$$;
+COMMENT ON FUNCTION pgdl.architecture_id(text) IS
+	'the id of the architecture a name means to the current role: its own, else the only one of that name it may use; NULL if none';
+
+-- A set is the rows of one owner with one set name; a run's set is its owner's.
+CREATE FUNCTION pgdl.config_set_owner(set_name text, run bigint DEFAULT NULL) RETURNS regrole
+	LANGUAGE sql STABLE PARALLEL SAFE AS
+$$
+SELECT CASE WHEN coalesce($2, 0) <> 0 THEN (SELECT r.owner FROM pgdl.runs r WHERE r.id = $2)
+	   ELSE (SELECT pgdl.resolve_name('configuration set', $1, array_agg(s.o::oid::bigint ORDER BY s.o),
+									  array_agg(s.o ORDER BY s.o),
+									  'SET ROLE to the owner of the set you mean, or make a set of your own.')::oid::regrole
+			   FROM (SELECT DISTINCT c.owner AS o FROM pgdl.configs c WHERE c.set_name = $1) s)
+	   END
+$$;
+COMMENT ON FUNCTION pgdl.config_set_owner(text, bigint) IS
+	'whose configuration set a name means to the current role: its own, else the only one of that name it may use (NULL if none); with a run, the run''s owner';
+
+-- ---- Sharing ----
+--
+-- A granted model can be used (predict, evaluate, features, a base model) and not changed: the
+-- grantees policy lets it be read, and only the owners policy lets it be written.  Grants are
+-- aclitems, USAGE, granted by the model's owner.
+CREATE FUNCTION pgdl.set_model_grant(model bigint, model_label text, role text, shared boolean)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	to_role oid;
+	model_owner regrole;
+BEGIN
+	to_role := CASE WHEN lower(role) = 'public' THEN 0 ELSE role::regrole::oid END;
+	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';
+	END IF;
+	IF NOT pgdl.acts_as(model_owner) THEN
+		RAISE EXCEPTION 'must be owner of model %', model_label
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = format('Model %s belongs to %s, who may grant and revoke its use.', model_label, model_owner);
+	END IF;
+	UPDATE pgdl.models m
+	   SET acl = nullif(ARRAY(SELECT i FROM unnest(m.acl) i
+							   WHERE (SELECT a.grantee FROM aclexplode(ARRAY[i]) a) <> to_role) ||
+						CASE WHEN shared THEN ARRAY[makeaclitem(to_role, model_owner, 'USAGE', false)]
+							 ELSE '{}'::aclitem[] END, '{}')
+	 WHERE m.id = model;
+END
+$$;
+COMMENT ON FUNCTION pgdl.set_model_grant(bigint, text, text, boolean) IS
+	'internal, pgdl.grant_model and pgdl.revoke_model: adds or removes a role''s USAGE in a model''s acl';
+
+CREATE FUNCTION pgdl.grant_model(model bigint, role text) RETURNS void
+	LANGUAGE sql VOLATILE STRICT AS
+$$ SELECT pgdl.set_model_grant($1, $1::text, $2, true) $$;
+CREATE FUNCTION pgdl.grant_model(model text, role text) RETURNS void
+	LANGUAGE sql VOLATILE STRICT AS
+$$ SELECT pgdl.set_model_grant(pgdl.model_id($1), format('"%s"', $1), $2, true) $$;
+CREATE FUNCTION pgdl.revoke_model(model bigint, role text) RETURNS void
+	LANGUAGE sql VOLATILE STRICT AS
+$$ SELECT pgdl.set_model_grant($1, $1::text, $2, false) $$;
+CREATE FUNCTION pgdl.revoke_model(model text, role text) RETURNS void
+	LANGUAGE sql VOLATILE STRICT AS
+$$ SELECT pgdl.set_model_grant(pgdl.model_id($1), format('"%s"', $1), $2, false) $$;
+COMMENT ON FUNCTION pgdl.grant_model(bigint, text) IS
+	'lets a role (or PUBLIC) use stored model (by id): predict, evaluate, features, base model; not change it. Only its owner grants';
+COMMENT ON FUNCTION pgdl.grant_model(text, text) IS
+	'lets a role (or PUBLIC) use stored model (by name): predict, evaluate, features, base model; not change it. Only its owner grants';
+COMMENT ON FUNCTION pgdl.revoke_model(bigint, text) IS
+	'takes back from a role (or PUBLIC) the use of stored model (by id) that pgdl.grant_model gave';
+COMMENT ON FUNCTION pgdl.revoke_model(text, text) IS
+	'takes back from a role (or PUBLIC) the use of stored model (by name) that pgdl.grant_model gave';
