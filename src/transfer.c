@@ -326,6 +326,12 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 	ArrayType  *result;
 	NnError		err;
 
+	/* checked before the model is looked up, and never echoed: it may be anything */
+	if (strlen(hash) != 64 || strspn(hash, "0123456789abcdef") != 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("base_hash is not a prefix hash"),
+				 errdetail("A prefix hash is 64 lower-case hexadecimal digits, as pgdl.prefix_hash() gives.")));
 	pgdl_engine_prepare();
 	if (st == NULL || st->layers == NULL || st->base_id != base_id || st->from != from || st->to != to ||
 		strcmp(st->hash, hash) != 0)

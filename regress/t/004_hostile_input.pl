@@ -1,0 +1,937 @@
+# No crash on any input (issue 10): a sweep generated from pg_proc.
+#
+# Every function of the extension in schema pgdl is called, as an ordinary role,
+# with its arguments valid (that call must succeed), with NULL in each argument
+# position (the others valid), and with hostile values in each position: per
+# type, empty, wrong-length, 2-D and NULL-holding arrays, NaN and infinities,
+# zero, negative and extreme sizes, 10 MB strings, jsonb and bytea, names with
+# quotes, backslashes and format directives, every key of a valid spec or
+# configuration given a value of the wrong type, truncated and corrupted model
+# blobs, relations that are not packed tables, dropped or belong to another
+# role, and catalog rows forged by hand (a run, a model, a dataset, an
+# architecture).  Aggregates are swept through their own call, serially and as a
+# parallel aggregate (the support functions taking `internal` cannot be called
+# from SQL); trigger functions are called directly and pgdl.configs_validate is
+# also fired by writes of hostile rows.  Each PARALLEL SAFE function's valid call
+# also runs in a parallel worker, and each IMMUTABLE one answers the same twice.
+#
+# Each call runs in a subtransaction that is rolled back, under statement_timeout.
+# It must succeed or fail with a clear error: an SQLSTATE other than XX000 (and no
+# syntax error in SQL pgdl builds), message + detail and hint each under 300 bytes
+# and a context that does not echo a large input (a 10 MB input is never echoed),
+# within the timeout, and the server must never restart.  One test per function
+# and case group (its valid call, its NULL arguments, each argument's hostile
+# values); every outcome, SQLSTATE included, is written to the test's log.
+use strict;
+use warnings;
+
+use B;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+use FindBin;
+use lib $FindBin::RealBin;
+use PgdlTest;
+
+my $TIMEOUT_S = 10;             # per call
+my $MAX_ERROR_BYTES = 300;      # message + detail; hint
+my $MAX_CONTEXT_EXTRA = 4096;   # context beyond the statement the sweep itself ran
+my $TEN_MB = 10_000_000;
+
+my $node = PostgreSQL::Test::Cluster->new('hostile');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', qq{
+max_worker_processes = 16
+# a crash is recorded and the sweep goes on
+restart_after_crash = on
+# ERRORs stay out of the server log: a message that echoes a 10 MB input is a
+# failure here, not 10 MB of log.  Crashes are logged at LOG.
+log_min_messages = log
+});
+$node->start;
+
+# ---------------------------------------------------------------------------
+# Fixture: roles, a tiny table packed twice, an architecture, a model, two
+# configuration sets (one of transfer configurations, whose feature cache is
+# built), another role's objects, and catalog rows forged by hand.
+# ---------------------------------------------------------------------------
+my $SPEC = {
+	input  => [4],
+	layers => [
+		{ type => 'dense', units => 8 },
+		{ type => 'batchnorm' },
+		{ type => 'relu' },
+		{ type => 'dense', units => 3 }
+	]
+};
+my $CONFIG = {
+	lr           => 0.1,
+	batch_size   => 8,
+	optimizer    => 'sgd',
+	momentum     => 0.9,
+	seed         => 7,
+	weight_decay => 0.0001
+};
+my $GRID = { lr => [ 0.1, 0.2 ], batch_size => 8 };
+my $SPACE = {
+	lr         => { uniform => [ 0.01, 0.1 ] },
+	batch_size => { int     => [ 4, 16 ] },
+	optimizer  => { choice  => [ 'sgd', 'adam' ] }
+};
+
+my $json = JSON::PP->new->canonical;
+sub sql_literal { my ($s) = @_; $s =~ s/'/''/g; return "'$s'"; }
+sub jsonb_sql { return sql_literal($json->encode($_[0])) . '::jsonb'; }
+
+my $spec_sql = jsonb_sql($SPEC);
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION pgdl;
+CREATE ROLE sweeper LOGIN;
+CREATE ROLE sweep_other LOGIN;
+GRANT CREATE ON SCHEMA public TO sweeper, sweep_other;
+
+-- Runs one generated call in a subtransaction that is always rolled back and
+-- answers one line:
+--   id|ok|the first column of the first row
+--   id|timeout
+--   id|badcall|why the call itself does not parse (a bug of this test)
+--   id|error|SQLSTATE|bytes of message + detail|bytes of hint|bytes of context beyond the call|message
+CREATE FUNCTION public.sweep_try(id integer, q text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+	r text;
+	st text;
+	m text;
+	d text;
+	h text;
+	c text;
+BEGIN
+	IF q ~* '^\s*(SELECT|INSERT|UPDATE|DELETE)' THEN
+		BEGIN
+			EXECUTE 'PREPARE sweep_check AS ' || q;
+			EXECUTE 'DEALLOCATE sweep_check';
+		EXCEPTION
+			WHEN OTHERS THEN
+				GET STACKED DIAGNOSTICS m = MESSAGE_TEXT;
+				RETURN id || '|badcall|' || regexp_replace(left(m, 200), '[\n\r|]', ' ', 'g');
+		END;
+	END IF;
+	BEGIN
+		IF q ~* '^\s*SELECT' THEN
+			EXECUTE q INTO r;
+		ELSE
+			EXECUTE q;
+		END IF;
+		RAISE EXCEPTION 'sweep: roll back' USING ERRCODE = 'SWEEP', DETAIL = coalesce(r, '<NULL>');
+	EXCEPTION
+		WHEN query_canceled THEN
+			RETURN id || '|timeout';
+		WHEN OTHERS THEN
+			GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL,
+				h = PG_EXCEPTION_HINT, c = PG_EXCEPTION_CONTEXT;
+			IF st = 'SWEEP' THEN
+				RETURN id || '|ok|' || left(d, 100);
+			END IF;
+			RETURN concat_ws('|', id, 'error', st, octet_length(m) + octet_length(d), octet_length(h),
+							 octet_length(c) - octet_length(q),
+							 regexp_replace(left(m, 160) || CASE WHEN d <> '' THEN ' DETAIL: ' || left(d, 120) ELSE '' END,
+											'[\n\r|]', ' ', 'g'));
+	END;
+END
+$f$;
+});
+
+$node->safe_psql(
+	'postgres', q{
+SET client_min_messages = warning;
+SET ROLE sweep_other;
+CREATE TABLE sweep_other_points AS
+SELECT i AS id, ARRAY[sin(i)::real, cos(i)::real, sin(2 * i)::real, cos(3 * i)::real] AS x, i % 3 AS label
+  FROM generate_series(1, 48) i;
+SELECT pgdl.pack('sweep_other_points', 'x', 'label', 'sweep_other_packed', buffer_rows => 16, partitions => 2);
+SELECT pgdl.add_architecture('sweep_other_arch', '{"input": [4], "layers": [{"type": "dense", "units": 3}]}');
+SELECT pgdl.fit('sweep_other_packed', 'sweep_other_arch', '{"lr": 0.1}', 1, name => 'sweep_other_model');
+SELECT pgdl.grid_search('sweep_other_set', ARRAY['sweep_other_arch'], '{"lr": [0.1]}');
+});
+
+$node->safe_psql(
+	'postgres', qq{
+SET client_min_messages = warning;
+SET ROLE sweeper;
+CREATE TABLE sweep_points AS
+SELECT i AS id, ARRAY[sin(i)::real, cos(i)::real, sin(2 * i)::real, cos(3 * i)::real] AS x, i % 3 AS label
+  FROM generate_series(1, 64) i;
+CREATE TABLE sweep_forged_table AS SELECT * FROM sweep_points;
+SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_packed', buffer_rows => 16, partitions => 2);
+SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_valid', buffer_rows => 32, partitions => 1,
+				 reference => 'sweep_packed');
+SELECT pgdl.add_architecture('sweep_arch', $spec_sql);
+SELECT pgdl.fit('sweep_packed', 'sweep_arch', '{"lr": 0.1, "batch_size": 8}', 1, 'sweep_valid', name => 'sweep_model');
+SELECT pgdl.grid_search('sweep_set', ARRAY['sweep_arch'], '{"lr": [0.1, 0.05], "batch_size": 8}');
+SELECT pgdl.grid_search('sweep_heads', '{}',
+	'{"base_model": "sweep_model", "freeze": 3, "head": [[{"type": "dense", "units": 3}]], "batch_size": 8}');
+SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_set', 1, 'sweep_valid', workers => 2);
+SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_heads', 1, 'sweep_valid', workers => 2,
+									   feature_cache => 'on');
+
+-- valid values the calls refer to
+CREATE TABLE sweep_fix AS
+SELECT m.id AS model_id, m.weights AS blob,
+	   pgdl.init_model('{"input": [7], "layers": [{"type": "dense", "units": 2}]}') AS other_blob,
+	   (SELECT array_agg(v ORDER BY w.i, u.j)
+		  FROM pgdl.model_weights(m.weights) WITH ORDINALITY w(layer, name, shape, vals, i),
+			   unnest(w.vals) WITH ORDINALITY u(v, j) WHERE w.name NOT LIKE 'running_%') AS params,
+	   (SELECT array_agg(v ORDER BY w.i, u.j)
+		  FROM pgdl.model_weights(m.weights) WITH ORDINALITY w(layer, name, shape, vals, i),
+			   unnest(w.vals) WITH ORDINALITY u(v, j) WHERE w.name LIKE 'running_%') AS buffers,
+	   pgdl.prefix_hash(m.id, 3) AS hash,
+	   (SELECT f.view FROM pgdl.feature_cache f ORDER BY f.id LIMIT 1) AS cache,
+	   0::oid AS dropped,
+	   (SELECT d.id FROM pgdl.datasets d WHERE d.packed = 'sweep_packed'::regclass) AS dataset
+  FROM pgdl.models m WHERE m.name = 'sweep_model';
+CREATE TABLE sweep_dropped ();
+UPDATE sweep_fix SET dropped = 'sweep_dropped'::regclass;
+DROP TABLE sweep_dropped;
+CREATE TABLE sweep_runs (label text PRIMARY KEY, id bigint);
+});
+
+# Forged catalog rows, written by the sweeping role where the catalog lets it and
+# by a superuser where it does not.
+my $forge = q{
+SET client_min_messages = warning;
+DO $forge$
+DECLARE
+	base jsonb := '{"eta": 0, "set": "sweep_set", "workers": 2, "strategy": "all", "feature_cache": "auto"}';
+	mine bigint := (SELECT dataset FROM sweep_fix);
+	theirs bigint := (SELECT id FROM pgdl.datasets WHERE packed = 'sweep_other_packed'::regclass);
+	c record;
+	run_id bigint;
+BEGIN
+	FOR c IN SELECT * FROM (VALUES
+			('cancelled', 'fit_multiple', mine, '{}'::jsonb, 1), ('set 123', 'fit_multiple', mine, '{"set": 123}', 1),
+			('eta "x"', 'fit_multiple', mine, '{"eta": "x"}', 1), ('workers "x"', 'fit_multiple', mine, '{"workers": "x"}', 1),
+			('strategy 1', 'fit_multiple', mine, '{"strategy": 1}', 1),
+			('name_prefix 5', 'fit_multiple', mine, '{"name_prefix": 5}', 1),
+			('feature_cache []', 'fit_multiple', mine, '{"feature_cache": []}', 1),
+			('eta 1e300', 'fit_multiple', mine, '{"eta": 1e300}', 1), ('workers -1', 'fit_multiple', mine, '{"workers": -1}', 1),
+			('set of another role', 'fit_multiple', mine, '{"set": "sweep_other_set"}', 1),
+			('no such set', 'fit_multiple', mine, '{"set": "no_such_set"}', 1),
+			('epochs -1', 'fit_multiple', mine, '{}', -1), ('epochs INT_MAX', 'fit_multiple', mine, '{}', 2147483647),
+			('a pgdl.fit run', 'fit', mine, '{}', 1),
+			('dataset of another role', 'fit_multiple', theirs, '{}', 1),
+			('config []', 'fit_multiple', mine, NULL, 1)) v(label, kind, dataset, patch, epochs)
+	LOOP
+		INSERT INTO pgdl.runs (kind, dataset, config, epochs, status)
+		VALUES (c.kind, c.dataset, coalesce(base || c.patch, '[]'), c.epochs, 'cancelled') RETURNING id INTO run_id;
+		INSERT INTO sweep_runs VALUES (c.label, run_id);
+	END LOOP;
+END
+$forge$;
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+						   normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+VALUES ('sweep_forged_table', 'sweep_points', 'x', 'label', 'classification', 4, 1, '{a}', 'integer',
+		'{"mean": "x", "std": 5}', 64, 4, 16, 100000, 42);
+INSERT INTO pgdl.models (name, spec, weights, dataset)
+SELECT 'sweep_forged_truncated', m.spec, substring(m.weights for length(m.weights) / 2), m.dataset
+  FROM pgdl.models m WHERE m.name = 'sweep_model'
+UNION ALL
+SELECT 'sweep_forged_random', m.spec, decode(repeat(md5('sweep'), 16), 'hex'), m.dataset
+  FROM pgdl.models m WHERE m.name = 'sweep_model'
+UNION ALL
+SELECT 'sweep_forged_spec', '{"input": "x"}', m.weights, m.dataset FROM pgdl.models m WHERE m.name = 'sweep_model'
+UNION ALL
+SELECT 'sweep_forged_shape', m.spec, f.other_blob, m.dataset FROM pgdl.models m, sweep_fix f WHERE m.name = 'sweep_model'
+UNION ALL
+SELECT 'sweep_forged_dataset', m.spec, m.weights, d.id
+  FROM pgdl.models m, pgdl.datasets d WHERE m.name = 'sweep_model' AND d.packed = 'sweep_forged_table'::regclass;
+INSERT INTO pgdl.architectures (name, spec) VALUES ('sweep_forged_arch', '{"input": [4], "layers": 5}');
+};
+my ($forge_ret, $forge_out, $forge_err) =
+  $node->psql('postgres', "BEGIN; SET ROLE sweeper; $forge COMMIT;", on_error_stop => 1);
+if ($forge_ret != 0)
+{
+	note("the sweeping role may not forge catalog rows ($forge_err); a superuser forges them");
+	$node->safe_psql('postgres', "BEGIN; $forge COMMIT;");
+}
+is($node->safe_psql('postgres', 'SELECT count(*) FROM sweep_runs'), '16', 'the forged runs are in place');
+
+# ---------------------------------------------------------------------------
+# Values: the valid one of each argument, and the hostile ones of each type.
+# ---------------------------------------------------------------------------
+my $model_id = '(SELECT model_id FROM sweep_fix)';
+my $blob     = '(SELECT blob FROM sweep_fix)';
+my $x_sql    = q{'{0.1,0.2,0.3,0.4}'};
+
+# by "function.argument", "argument:type" or "argument"
+my %VALID = (
+	'spec'                         => $spec_sql,
+	'config:jsonb'                 => jsonb_sql($CONFIG),
+	'params:jsonb'                 => jsonb_sql($GRID),
+	'params:real[]'                => '(SELECT params FROM sweep_fix)',
+	'buffers'                      => '(SELECT buffers FROM sweep_fix)',
+	'space'                        => jsonb_sql($SPACE),
+	'add_architecture.name'        => q{'sweep_new_arch'},
+	'fit.name'                     => q{'sweep_fit_model'},
+	'source'                       => q{'sweep_packed'},
+	'pack.source'                  => q{'sweep_points'},
+	'predict_batch.source'         => q{'sweep_points'},
+	'features'                     => q{'x'},
+	'label'                        => q{'label'},
+	'output'                       => q{'sweep_out'},
+	'buffer_rows'                  => '16',
+	'partitions'                   => '2',
+	'seed'                         => '42',
+	'scale'                        => 'NULL',
+	'standardize'                  => 'false',
+	'nulls'                        => q{'error'},
+	'reference'                    => 'NULL',
+	'x'                            => $x_sql,
+	'train.x'                      => 'x',    # columns of the packed table
+	'train.y'                      => 'y',
+	'train.n'                      => 'n',
+	'train.model'                  => $blob,
+	'cache_features.n'             => '1',
+	'model:bigint'                 => $model_id,
+	'model:text'                   => q{'sweep_model'},
+	'model:bytea'                  => $blob,
+	'architecture:text'            => q{'sweep_arch'},
+	'architectures'                => q{ARRAY['sweep_arch']},
+	'epochs'                       => '1',
+	'validation'                   => q{'sweep_valid'},
+	'id_column'                    => q{'id'},
+	'features_column'              => q{'x'},
+	'batch_size'                   => '16',
+	'packed'                       => q{'sweep_packed'},
+	'set_name'                     => q{'sweep_new_set'},
+	'random_search.n'              => '3',
+	'configs'                      => q{'sweep_set'},
+	'explain_fit_multiple.configs' => q{'sweep_heads'},
+	'workers'                      => '2',
+	'strategy'                     => q{'all'},
+	'eta'                          => '3',
+	'name_prefix'                  => q{'sweep_mm'},
+	'feature_cache'                => q{'auto'},
+	'run'                          => q{(SELECT id FROM sweep_runs WHERE label = 'cancelled')},
+	'layers'                       => '3',
+	'layer'                        => '3',
+	'base'                         => $model_id,
+	'from_layer'                   => '0',
+	'to_layer'                     => '3',
+	'base_hash'                    => '(SELECT hash FROM sweep_fix)',
+	'cache'                        => '(SELECT cache FROM sweep_fix)',
+	'unused_for'                   => q{'7 days'},);
+
+sub blob_with_byte
+{
+	my ($offset) = @_;
+	return "set_byte($blob, least($offset, length($blob) - 1), 255 - get_byte($blob, least($offset, length($blob) - 1)))";
+}
+
+my %HOSTILE = (
+	'text' => [
+		[ q{''}           => q{''} ],
+		[ '10 MB'         => "repeat('n', $TEN_MB)" ],
+		[ '200 bytes'     => q{repeat('l', 200)} ],
+		[ q{with '}       => q{'sweep''s'} ],
+		[ q{with "}       => q{'sweep"s'} ],
+		[ q{with \\}      => q{'sweep\s'} ],
+		[ q{with ' " \\}  => q{'sw"e''e\p'} ],
+		[ 'format string' => q{'%s%n%d%%'} ],
+		[ 'one space'     => q{' '} ],
+	],
+	'integer' => [
+		[ 0         => '0' ],
+		[ -1        => '-1' ],
+		[ 'INT_MAX' => '2147483647' ],
+		[ 'INT_MIN' => '-2147483648' ],
+	],
+	'bigint' => [
+		[ 0           => '0' ],
+		[ -1          => '-1' ],
+		[ 'INT64_MAX' => '9223372036854775807' ],
+		[ 'INT64_MIN' => '-9223372036854775808' ],
+	],
+	'double precision' => [
+		[ NaN         => q{'NaN'} ],
+		[ Infinity    => q{'Infinity'} ],
+		[ '-Infinity' => q{'-Infinity'} ],
+		[ 0           => '0' ],
+		[ -1          => '-1' ],
+		[ '1e308'     => '1e308' ],
+	],
+	'boolean' => [ [ true => 'true' ] ],
+	'jsonb'   => [],    # generated from each argument's valid value: %JSON_VARIANTS
+	'real[]'  => [
+		[ '{}'             => q{'{}'} ],
+		[ '3 values'       => q{'{0.1,0.2,0.3}'} ],
+		[ '5 values'       => q{'{0.1,0.2,0.3,0.4,0.5}'} ],
+		[ 'a NULL'         => q{'{0.1,NULL,0.3,0.4}'} ],
+		[ '2-D'            => q{'{{0.1,0.2},{0.3,0.4}}'} ],
+		[ 'NaN'            => q{'{NaN,0.2,0.3,0.4}'} ],
+		[ 'infinities'     => q{'{Infinity,-Infinity,0.3,0.4}'} ],
+		[ 'lower bound 0'  => q{'[0:3]={0.1,0.2,0.3,0.4}'} ],
+		[ '10 MB'          => 'array_fill(0.5::real, ARRAY[2621440])' ],
+	],
+	'bytea' => [
+		[ 'empty'              => q{''} ],
+		[ 'one byte'           => q{'\x00'} ],
+		[ '64 random bytes'    => q{decode(repeat(md5('sweep'), 4), 'hex')} ],
+		[ 'blob cut in half'   => "substring($blob for length($blob) / 2)" ],
+		[ 'blob less a byte'   => "substring($blob for length($blob) - 1)" ],
+		[ 'blob and a byte'    => "$blob || '\\x00'::bytea" ],
+		(map { [ "blob with byte $_ flipped" => blob_with_byte($_) ] } (0, 4, 8, 12, 16, 24, 32, 48, 64, 100)),
+		[ 'blob of 7 inputs'   => '(SELECT other_blob FROM sweep_fix)' ],
+		[ '10 MB'              => "decode(repeat('5a', $TEN_MB), 'hex')" ],
+	],
+	'regclass' => [
+		[ 'a table not packed'       => q{'sweep_points'} ],
+		[ 'a partition'              => q{'sweep_packed_p0'} ],
+		[ 'pg_class'                 => q{'pg_class'} ],
+		[ 'a view'                   => q{'pg_stat_activity'} ],
+		[ 'pgdl.models'              => q{'pgdl.models'} ],
+		[ 'a dropped table'          => '(SELECT dropped FROM sweep_fix)::oid' ],
+		[ 'oid 0'                    => '0::oid' ],
+		[ "another role's table"     => q{'sweep_other_points'} ],
+		[ "another role's packed"    => q{'sweep_other_packed'} ],
+		[ 'a forged dataset'         => q{'sweep_forged_table'} ],
+		[ 'a feature cache view'     => '(SELECT cache FROM sweep_fix)::oid' ],
+		[ 'the validation set'       => q{'sweep_valid'} ],
+	],
+	'text[]' => [
+		[ '{}'                  => q{'{}'} ],
+		[ '{NULL}'              => q{'{NULL}'} ],
+		[ q{{''}}               => q{ARRAY['']} ],
+		[ 'a 10 MB name'        => "ARRAY[repeat('a', $TEN_MB)]" ],
+		[ 'an unknown name'     => q{ARRAY['no_such_arch']} ],
+		[ 'a name twice'        => q{ARRAY['sweep_arch', 'sweep_arch']} ],
+		[ '2-D'                 => q{'{{sweep_arch},{sweep_arch}}'} ],
+		[ q{a name with ' " \\} => q{ARRAY['sw"e''e\p']} ],
+		[ "another role's"      => q{ARRAY['sweep_other_arch']} ],
+		[ 'a forged one'        => q{ARRAY['sweep_forged_arch']} ],
+	],
+	'interval' => [
+		[ 0                 => q{'0'} ],
+		[ '-100 years'      => q{'-100 years'} ],
+		[ '178000000 years' => q{'178000000 years'} ],
+	],);
+
+# another role's model, and models whose rows were forged
+my @hostile_models = qw(sweep_other_model sweep_forged_truncated sweep_forged_random sweep_forged_spec
+  sweep_forged_shape sweep_forged_dataset);
+my %EXTRA = (
+	'model:text'   => [ map { [ $_ => sql_literal($_) ] } @hostile_models ],
+	'model:bigint' => [ map { [ $_ => "(SELECT id FROM pgdl.models WHERE name = '$_')" ] } @hostile_models ],
+	'base:bigint'  => [ map { [ $_ => "(SELECT id FROM pgdl.models WHERE name = '$_')" ] } @hostile_models ],
+	'configs:text' => [
+		[ "another role's set"   => q{'sweep_other_set'} ],
+		[ 'transfer set'         => q{'sweep_heads'} ],
+		[ 'the plain set'        => q{'sweep_set'} ],
+		[ 'an architecture name' => q{'sweep_arch'} ],
+	],
+	'architecture:text' => [
+		[ "another role's"   => q{'sweep_other_arch'} ],
+		[ 'a forged spec'    => q{'sweep_forged_arch'} ],
+	],
+	'strategy:text'      => [ [ 'successive_halving' => q{'successive_halving'} ] ],
+	# a buffer's worth (n examples) of hostile features and labels
+	'train.x' => [
+		[ 'n x 4 NaN'          => q{array_fill('NaN'::real, ARRAY[n * 4])} ],
+		[ 'n x 4 Infinity'     => q{array_fill('Infinity'::real, ARRAY[n * 4])} ],
+		[ 'n x 4 of 3e38'      => q{array_fill(3e38::real, ARRAY[n * 4])} ],
+	],
+	'train.y' => [
+		[ 'class 7 of 3'  => q{array_fill(7::real, ARRAY[n])} ],
+		[ 'class -1'      => q{array_fill(-1::real, ARRAY[n])} ],
+		[ 'class 0.5'     => q{array_fill(0.5::real, ARRAY[n])} ],
+		[ 'class NaN'     => q{array_fill('NaN'::real, ARRAY[n])} ],
+		[ 'class 1e30'    => q{array_fill(1e30::real, ARRAY[n])} ],
+	],
+	'feature_cache:text' => [ [ on => q{'on'} ], [ off => q{'off'} ] ],
+	'run:bigint'         => [],                # the forged runs, below
+);
+
+my @run_labels = split /\n/,
+  $node->safe_psql('postgres', q{SELECT label FROM sweep_runs WHERE label <> 'cancelled' ORDER BY label});
+$EXTRA{'run:bigint'} =
+  [ map { [ "forged run: $_" => '(SELECT id FROM sweep_runs WHERE label = ' . sql_literal($_) . ')' ] } @run_labels ];
+
+# ---------------------------------------------------------------------------
+# jsonb: generic values, 10 MB ones, and each key of the valid value given a
+# value of the wrong type (arrays: their first two elements).
+# ---------------------------------------------------------------------------
+sub is_number
+{
+	my ($v) = @_;
+	my $flags = B::svref_2object(\$v)->FLAGS;
+	return ($flags & (B::SVp_IOK | B::SVp_NOK)) && !($flags & B::SVp_POK);
+}
+
+sub clone_with
+{
+	my ($v, $path, $new) = @_;
+	return $new unless @$path;
+	my ($k, @rest) = @$path;
+	if (ref $v eq 'HASH')
+	{
+		my %c = %$v;
+		$c{$k} = clone_with($v->{$k}, \@rest, $new);
+		return \%c;
+	}
+	my @c = @$v;
+	$c[$k] = clone_with($v->[$k], \@rest, $new);
+	return \@c;
+}
+
+sub json_variants
+{
+	my ($valid) = @_;
+	my $valid_sql = jsonb_sql($valid);
+	my @out = (
+		[ '{}'              => q{'{}'} ],
+		[ '[]'              => q{'[]'} ],
+		[ 'null'            => q{'null'} ],
+		[ '"x"'             => q{'"x"'} ],
+		[ '1'               => q{'1'} ],
+		[ '1000 deep'       => q{('{"a": ' || repeat('[', 1000) || repeat(']', 1000) || '}')} ],
+		[ 'a 10 MB value'   => "$valid_sql || jsonb_build_object('sweep_pad', repeat('j', $TEN_MB))" ],
+		[ 'a 10 MB key'     => "$valid_sql || jsonb_build_object(repeat('k', $TEN_MB), 1)" ],
+		[ 'an unknown key'  => jsonb_sql({ %$valid, sweep_unknown => 1 }) ],
+	);
+	my $walk;
+	$walk = sub {
+		my ($v, $path) = @_;
+		my $at = join('.', @$path);
+		my @wrong;
+		if (ref $v eq 'HASH')
+		{
+			@wrong = ([ '[]' => [] ], [ '"x"' => 'x' ], [ '{}' => {} ]);
+		}
+		elsif (ref $v eq 'ARRAY')
+		{
+			@wrong = ([ '{}' => {} ], [ '[]' => [] ], [ '[null]' => [undef] ], [ '"x"' => 'x' ]);
+		}
+		elsif (is_number($v))
+		{
+			@wrong = ([ '"x"' => 'x' ], [ -1 => -1 ], [ '1e300' => 1e300 ], [ '2147483648' => 2147483648 ],
+				[ '0.5' => 0.5 ], [ 'null' => undef ]);
+		}
+		else
+		{
+			@wrong = ([ 5 => 5 ], [ '""' => '' ], [ '"no_such"' => 'no_such' ], [ 'null' => undef ]);
+			push @out,
+			  [ "$at: a 10 MB string" =>
+				  "jsonb_set($valid_sql, '{" . join(',', @$path) . "}', to_jsonb(repeat('t', $TEN_MB)))" ];
+		}
+		push @out, [ "$at: $_->[0]" => jsonb_sql(clone_with($valid, $path, $_->[1])) ] for @wrong;
+		if (ref $v eq 'HASH')
+		{
+			$walk->($v->{$_}, [ @$path, $_ ]) for sort keys %$v;
+		}
+		elsif (ref $v eq 'ARRAY')
+		{
+			$walk->($v->[$_], [ @$path, $_ ]) for grep { $_ < 2 } 0 .. $#$v;
+		}
+	};
+	$walk->($valid->{$_}, [$_]) for sort keys %$valid;
+	return \@out;
+}
+
+my %JSON_VARIANTS = (
+	'spec'          => json_variants($SPEC),
+	'config:jsonb'  => json_variants($CONFIG),
+	'params:jsonb'  => json_variants($GRID),
+	'space'         => json_variants($SPACE),);
+
+# ---------------------------------------------------------------------------
+# The functions, from pg_proc.
+# ---------------------------------------------------------------------------
+my @functions;
+for my $line (
+	split /\n/,
+	$node->safe_psql(
+		'postgres', q{
+SELECT p.oid::regprocedure, p.proname, p.prokind, p.provolatile, p.proisstrict, p.proparallel,
+	   p.prorettype::regtype,
+	   (SELECT string_agg(coalesce(nullif(a.n, ''), '$' || a.i) || ' ' || format_type(a.t, NULL), ', ' ORDER BY a.i)
+		  FROM unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]), p.proargmodes, p.proargnames)
+			   WITH ORDINALITY a(t, m, n, i)
+		 WHERE coalesce(a.m, 'i') IN ('i', 'b', 'v')),
+	   'internal'::regtype = ANY (p.proargtypes),
+	   (SELECT string_agg(a.aggfnoid::regprocedure::text, ' ') FROM pg_aggregate a
+		 WHERE p.oid IN (a.aggtransfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn, a.aggfinalfn))
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+   AND d.refclassid = 'pg_extension'::regclass AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pgdl')
+ WHERE p.pronamespace = 'pgdl'::regnamespace
+ ORDER BY p.proname, p.oid}))
+{
+	my ($sig, $name, $kind, $volatility, $strict, $parallel, $rettype, $args, $internal, $agg_of) =
+	  split /\|/, $line, -1;
+	my @args = map { /^(\S+) (.+)$/ ? { name => $1, type => $2 } : die "cannot read argument \"$_\"" }
+	  grep { $_ ne '' } split /, /, $args;
+	$_->{name} =~ s/^"(.*)"$/$1/ for @args;
+	push @functions,
+	  {
+		sig        => $sig,
+		name       => $name,
+		kind       => $kind,
+		volatility => $volatility,
+		strict     => $strict,
+		parallel   => $parallel,
+		rettype    => $rettype,
+		args       => \@args,
+		internal   => $internal eq 't',
+		agg_of     => $agg_of
+	  };
+}
+cmp_ok(scalar(@functions), '>=', 50, 'pg_proc lists the functions of pgdl');
+note(sprintf('%-100s %s', $_->{sig}, "strict=$_->{strict} volatility=$_->{volatility} parallel=$_->{parallel}"))
+  for @functions;
+
+sub lookup
+{
+	my ($map, $f, $arg) = @_;
+	for my $key ("$f->{name}.$arg->{name}", "$arg->{name}:$arg->{type}", $arg->{name})
+	{
+		return $map->{$key} if exists $map->{$key};
+	}
+	return undef;
+}
+
+sub valid_value
+{
+	my ($f, $arg) = @_;
+	my $v = lookup(\%VALID, $f, $arg);
+	die "no valid value for $f->{sig} argument $arg->{name} $arg->{type}" unless defined $v;
+	return $v;
+}
+
+sub call_sql
+{
+	my ($f, $values, $parallel) = @_;
+	my @typed = map { "($values->[$_])::$f->{args}[$_]{type}" } 0 .. $#$values;
+	if ($f->{kind} eq 'a')
+	{
+		# a parallel aggregate has no ORDER BY; the serial one reads buffers in order
+		my $order = $parallel ? '' : ' ORDER BY part, buffer_id';
+		return "SELECT md5(pgdl.$f->{name}(" . join(', ', @typed) . "$order)) FROM sweep_packed";
+	}
+	# trigger functions cannot be called in FROM
+	return "SELECT pgdl.$f->{name}() IS NULL" if $f->{rettype} =~ /trigger/;
+	return "SELECT md5(array_agg(f::text)::text) FROM pgdl.$f->{name}(" . join(', ', @typed) . ') f';
+}
+
+# The cases of one function: [group, label, sql, pre, post, expect].
+sub cases_of
+{
+	my ($f) = @_;
+	my @valid = map { valid_value($f, $_) } @{ $f->{args} };
+	my @cases;
+	my $trigger = $f->{rettype} =~ /trigger/;
+	push @cases, { group => 'valid call', label => 'valid', sql => call_sql($f, \@valid), valid => !$trigger };
+	return @cases if $trigger;
+
+	for my $i (0 .. $#valid)
+	{
+		my @v = @valid;
+		$v[$i] = 'NULL';
+		push @cases, { group => 'NULL arguments', label => "NULL $f->{args}[$i]{name}", sql => call_sql($f, \@v) };
+	}
+	for my $i (0 .. $#valid)
+	{
+		my $arg = $f->{args}[$i];
+		my @values = (
+			@{ $HOSTILE{ $arg->{type} } // die "no hostile values of type $arg->{type}" },
+			@{ lookup(\%EXTRA,         $f, $arg) // [] },
+			@{ lookup(\%JSON_VARIANTS, $f, $arg) // ($arg->{type} eq 'jsonb' ? die "no jsonb variants for $arg->{name}" : []) });
+		for my $h (@values)
+		{
+			my @v = @valid;
+			$v[$i] = $h->[1];
+			push @cases,
+			  {
+				group => "hostile $arg->{name} ($arg->{type})",
+				label => "$arg->{name} = $h->[0]",
+				sql   => call_sql($f, \@v)
+			  };
+		}
+	}
+	if ($f->{parallel} eq 's')
+	{
+		my $set = q{SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+			THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false);};
+		my $reset = q{RESET ALL; SET client_min_messages = warning; } . "SET statement_timeout = '${TIMEOUT_S}s';";
+		push @cases,
+		  {
+			group => 'PARALLEL SAFE: valid call in a parallel worker',
+			label => 'valid, in a parallel worker',
+			sql   => call_sql($f, \@valid),
+			pre   => $set,
+			post  => $reset,
+			valid => 1
+		  };
+		if ($f->{kind} eq 'a')
+		{
+			my $par = q{SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
+				SET max_parallel_workers_per_gather = 2; SET parallel_leader_participation = off;};
+			for my $i (-1 .. $#valid)
+			{
+				my @v = @valid;
+				$v[$i] = 'NULL' if $i >= 0;
+				push @cases,
+				  {
+					group => 'parallel aggregate (combine, serial, deserial)',
+					label => $i < 0 ? 'valid, partial aggregates combined' : "NULL $f->{args}[$i]{name}",
+					sql   => call_sql($f, \@v, 1),
+					pre   => $par,
+					post  => $reset,
+					valid => $i < 0
+				  };
+			}
+			# a few hostile values of the first argument (x) and the last (the model, or its configuration)
+			my @hostile = ((map { [ 0, $_ ] } @{ $HOSTILE{'real[]'} }[ 0 .. 4 ]),
+				(map { [ $#valid, $_ ] } @{ lookup(\%JSON_VARIANTS, $f, $f->{args}[-1]) // $HOSTILE{bytea} }[ 0 .. 3 ]));
+			for my $h (@hostile)
+			{
+				my ($i, $label, $value) = ($h->[0], @{ $h->[1] });
+				my @v = @valid;
+				$v[$i] = $value;
+				push @cases,
+				  {
+					group => 'parallel aggregate (combine, serial, deserial)',
+					label => "$f->{args}[$i]{name} = $label",
+					sql   => call_sql($f, \@v, 1),
+					pre   => $par,
+					post  => $reset
+				  };
+			}
+		}
+	}
+	if ($f->{volatility} eq 'i' && $f->{kind} eq 'f')
+	{
+		my $q = call_sql($f, \@valid);
+		push @cases,
+		  {
+			group  => 'IMMUTABLE: the same answer twice',
+			label  => 'valid, twice',
+			sql    => "SELECT (($q) IS NOT DISTINCT FROM ($q))::text",
+			valid  => 1,
+			expect => 'true'
+		  };
+	}
+	return @cases;
+}
+
+# Trigger functions fired by writes: valid ones, and hostile rows for the
+# trigger that validates them.
+sub trigger_cases
+{
+	my ($f) = @_;
+	my %fired_by = (
+		catalog_changed => [
+			[ 'UPDATE pgdl.models' => q{UPDATE pgdl.models SET name = name WHERE name = 'sweep_model'} ],
+			[ 'INSERT INTO pgdl.models' => q{INSERT INTO pgdl.models (name, spec, weights)
+				SELECT 'sweep_copy', spec, weights FROM pgdl.models WHERE name = 'sweep_model'} ],
+		],
+		base_model_changed => [
+			[ 'UPDATE of weights' => q{UPDATE pgdl.models SET weights = weights WHERE name = 'sweep_model'} ],
+			[ 'DELETE of a base model' => q{DELETE FROM pgdl.models WHERE name = 'sweep_model'} ],
+		],
+		forget_dropped_datasets => [ [ 'DROP of a packed table' => 'DROP TABLE sweep_valid CASCADE' ] ],
+		forget_dropped_caches   => [ [ 'DROP of a cache view' => 'DROP TABLE sweep_packed CASCADE' ] ],);
+	my @cases = map { { group => 'fired by writes', label => $_->[0], sql => $_->[1], valid => 1 } }
+	  @{ $fired_by{ $f->{name} } // [] };
+	return @cases unless $f->{name} eq 'configs_validate';
+
+	my $arch = q{(SELECT id FROM pgdl.architectures WHERE name = 'sweep_arch')};
+	my $insert = sub {
+		my ($set, $a, $config) = @_;
+		return "INSERT INTO pgdl.configs (set_name, architecture, config) VALUES (($set)::text, ($a)::bigint, ($config)::jsonb)";
+	};
+	push @cases,
+	  { group => 'fired by writes', label => 'a valid row', sql => $insert->(q{'sweep_t'}, $arch, jsonb_sql($CONFIG)), valid => 1 };
+	push @cases,
+	  { group => 'fired by hostile rows', label => "set_name = $_->[0]", sql => $insert->($_->[1], $arch, jsonb_sql($CONFIG)) }
+	  for @{ $HOSTILE{text} }, [ NULL => 'NULL' ];
+	push @cases,
+	  { group => 'fired by hostile rows', label => "architecture = $_->[0]", sql => $insert->(q{'sweep_t'}, $_->[1], jsonb_sql($CONFIG)) }
+	  for @{ $HOSTILE{bigint} }, [ NULL => 'NULL' ];
+	push @cases, { group => 'fired by hostile rows', label => "config = $_->[0]", sql => $insert->(q{'sweep_t'}, $arch, $_->[1]) }
+	  for @{ $JSON_VARIANTS{'config:jsonb'} }, [ NULL => 'NULL' ];
+	# transfer configurations: no architecture
+	push @cases,
+	  { group => 'fired by writes', label => 'a valid transfer row',
+		sql => $insert->(q{'sweep_t'}, 'NULL', q{'{"base_model": "sweep_model", "freeze": 3}'}), valid => 1 };
+	push @cases, { group => 'fired by hostile rows', label => "config = $_->[0]", sql => $insert->(q{'sweep_t'}, 'NULL', $_->[1]) }
+	  for [ 'base_model that does not exist' => q{'{"base_model": "no_such_model"}'} ],
+	  [ 'base_model of 10 MB'       => "jsonb_build_object('base_model', repeat('b', $TEN_MB))" ],
+	  [ 'base_model 0'              => q{'{"base_model": 0}'} ],
+	  [ 'base_model -1'             => q{'{"base_model": -1}'} ],
+	  [ 'base_model 1e300'          => q{'{"base_model": 1e300}'} ],
+	  [ 'base_model []'             => q{'{"base_model": []}'} ],
+	  [ "another role's base_model" => q{'{"base_model": "sweep_other_model", "freeze": 0}'} ],
+	  [ 'freeze INT_MAX'            => q{'{"base_model": "sweep_model", "freeze": 2147483647}'} ],
+	  [ 'freeze -1'                 => q{'{"base_model": "sweep_model", "freeze": -1}'} ],
+	  [ 'freeze "no_such_layer"'    => q{'{"base_model": "sweep_model", "freeze": "no_such_layer"}'} ],
+	  [ 'head of the wrong type'    => q{'{"base_model": "sweep_model", "freeze": 3, "head": 5}'} ],
+	  [ 'head of a 10 MB layer type' => "jsonb_build_object('base_model', 'sweep_model', 'freeze', 3, 'head', jsonb_build_array(jsonb_build_object('type', repeat('t', $TEN_MB))))" ];
+	push @cases,
+	  { group => 'fired by hostile rows', label => 'UPDATE to config "x"',
+		sql => q{UPDATE pgdl.configs SET config = '"x"' WHERE set_name = 'sweep_set'} };
+	return @cases;
+}
+
+# ---------------------------------------------------------------------------
+# Running: one psql session per function; a call that takes the server down is
+# recorded, the server is waited for, and the function's other calls go on.
+# ---------------------------------------------------------------------------
+my $restarts_re = qr/terminated by signal|all server processes terminated|PANIC/;
+
+sub run_cases
+{
+	my (@cases) = @_;
+	my @todo = @cases;
+	my %result;
+	while (@todo)
+	{
+		my $script = "SET client_min_messages = warning;\nSET statement_timeout = '${TIMEOUT_S}s';\n";
+		for my $c (@todo)
+		{
+			$script .= "$c->{pre}\n" if $c->{pre};
+			$script .= "SELECT sweep_try($c->{id}, \$sweep\$$c->{sql}\$sweep\$);\n";
+			$script .= "$c->{post}\n" if $c->{post};
+		}
+		my $log_at = -s $node->logfile;
+		my ($timed_out, $out, $err) = (0, '', '');
+		$node->psql(
+			'postgres', $script,
+			stdout       => \$out,
+			stderr       => \$err,
+			extra_params => [ '-U', 'sweeper' ],
+			on_error_stop => 1,
+			timeout      => 60 + 2 * $TIMEOUT_S * @todo,
+			timed_out    => \$timed_out);
+		for my $line (split /\n/, $out)
+		{
+			next unless $line =~ /^(\d+)\|(ok|timeout|badcall|error)\|?(.*)$/;
+			my ($id, $status, $rest) = ($1, $2, $3);
+			if ($status eq 'error')
+			{
+				my ($state, $bytes, $hint, $ctx, $msg) = split /\|/, $rest, 5;
+				$result{$id} =
+				  { status => 'error', state => $state, bytes => $bytes, hint => $hint, ctx => $ctx, msg => $msg };
+			}
+			else
+			{
+				$result{$id} = { status => $status, value => $rest };
+			}
+		}
+		my @missing = grep { !exists $result{ $_->{id} } } @todo;
+		last unless @missing;
+
+		# the first call without an answer ended the session
+		my $first = shift @missing;
+		poll_until($node, 'SELECT true', 120) or BAIL_OUT('the server did not come back');
+		my $log = slurp_file($node->logfile, $log_at);
+		my ($why) = $err =~ /^(.*(?:ERROR|FATAL|closed|lost|terminat).*)$/m;
+		$result{ $first->{id} } = {
+			status => $log =~ $restarts_re ? 'crash' : 'lost',
+			msg    => ($timed_out ? 'psql timed out; ' : '') . ($why // $err)
+		};
+		@todo = @missing;
+	}
+	return \%result;
+}
+
+# Why a call's outcome is not acceptable, or undef.
+sub verdict
+{
+	my ($case, $r) = @_;
+	return "the server crashed and restarted: $r->{msg}" if $r->{status} eq 'crash';
+	return "the session ended: $r->{msg}" if $r->{status} eq 'lost';
+	return "no answer within ${TIMEOUT_S}s" if $r->{status} eq 'timeout';
+	return "the generated call does not parse (a bug of this test): $r->{value}" if $r->{status} eq 'badcall';
+	if ($r->{status} eq 'error')
+	{
+		return "internal error (XX000): $r->{msg}" if $r->{state} eq 'XX000';
+		# the call parsed: a syntax error is in SQL that pgdl built
+		return "pgdl ran malformed SQL ($r->{state}): $r->{msg}" if $r->{state} eq '42601';
+		return "a valid call failed ($r->{state}): $r->{msg}" if $case->{valid};
+		return "a message and detail of $r->{bytes} bytes ($r->{state}): " . substr($r->{msg}, 0, 100)
+		  if $r->{bytes} >= $MAX_ERROR_BYTES;
+		return "a hint of $r->{hint} bytes ($r->{state}): " . substr($r->{msg}, 0, 100)
+		  if $r->{hint} >= $MAX_ERROR_BYTES;
+		return "a context of $r->{ctx} bytes beyond the call ($r->{state}): " . substr($r->{msg}, 0, 100)
+		  if $r->{ctx} > $MAX_CONTEXT_EXTRA;
+		return undef;
+	}
+	return "answered \"$r->{value}\", expected \"$case->{expect}\""
+	  if defined $case->{expect} && $r->{value} ne $case->{expect};
+	return undef;
+}
+
+# A session that lives through the sweep: a crash of any backend ends it.
+my $watcher = $node->background_psql('postgres');
+my $watcher_pid = $watcher->query_safe('SELECT pg_backend_pid()');
+my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+my $log_start = -s $node->logfile;
+my $t0 = time;
+my $next_id = 1;
+my (%states, @failures);
+for my $f (@functions)
+{
+	if ($f->{internal})
+	{
+		ok($f->{agg_of} ne '', "$f->{sig}: takes internal, swept through the aggregate $f->{agg_of}")
+		  or diag('a function with an internal argument cannot be called from SQL; nothing calls this one');
+		next;
+	}
+	my @cases = (cases_of($f), trigger_cases($f));
+	$_->{id} = $next_id++ for @cases;
+	my $ft = time;
+	my $results = run_cases(@cases);
+	my (@groups, %bad);
+	for my $c (@cases)
+	{
+		push @groups, $c->{group} unless grep { $_ eq $c->{group} } @groups;
+		my $r = $results->{ $c->{id} };
+		my $why = verdict($c, $r);
+		my $outcome = $r->{status} eq 'error' ? "ERROR $r->{state}" : $r->{status};
+		$states{$outcome}++;
+		note("$f->{sig} | $c->{label} | $outcome" . ($r->{status} eq 'error' ? " | $r->{msg}" : ''));
+		if ($why)
+		{
+			push @{ $bad{ $c->{group} } }, "$c->{label}: $why";
+			push @failures, "$f->{sig} | $c->{label} | $why";
+		}
+	}
+	for my $g (@groups)
+	{
+		my $n = grep { $_->{group} eq $g } @cases;
+		ok(!$bad{$g}, "$f->{sig}: $g ($n calls)") or diag(join("\n", @{ $bad{$g} }));
+	}
+	note(sprintf('%s: %d calls in %.1fs', $f->{sig}, scalar(@cases), time - $ft));
+}
+note(sprintf('%d calls in %.0fs', $next_id - 1, time - $t0));
+note("outcomes: " . join(', ', map { "$_ x$states{$_}" } sort keys %states));
+note("failures:\n" . join("\n", @failures)) if @failures;
+
+# ---------------------------------------------------------------------------
+# The server never restarted.
+# ---------------------------------------------------------------------------
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'), $started, 'the postmaster never restarted');
+my $still = eval { $watcher->query_safe('SELECT pg_backend_pid()') };
+is($still, $watcher_pid, 'a session opened before the sweep is still connected: the server never restarted');
+eval { $watcher->quit };
+my @restarts = grep { /$restarts_re/ } split /\n/, slurp_file($node->logfile, $log_start);
+ok(!@restarts, 'no server process crashed during the sweep') or diag(join("\n", @restarts));
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 'sweep_model'}),
+	'1', 'the fixture is intact after the sweep');
+
+$node->stop;
+done_testing();
