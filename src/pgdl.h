@@ -205,18 +205,35 @@ extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 
 /* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
 
+/*
+ * Training diverges when a step's loss is NaN or infinite (that step is not
+ * applied), or when the weights are after a buffer's steps (checked once per
+ * buffer: a pass over the parameters, a small fraction of one step's work).
+ * Either way training stops at that point, the same in pgdl.fit, in a model
+ * hopper worker and in the aggregate.
+ */
+typedef enum PgdlDivergence
+{
+	PGDL_HEALTHY = 0,
+	PGDL_DIVERGED_LOSS,			/* the loss of step model->step + 1 was not finite */
+	PGDL_DIVERGED_WEIGHTS		/* the weights were not finite after step model->step */
+} PgdlDivergence;
+
 typedef struct PgdlTrainState
 {
 	NnModel    *model;			/* owned; freed when `cxt` is reset */
 	PgdlTrainConfig config;
-	NnBatchStats stats;			/* since the state began */
+	NnBatchStats stats;			/* since the state began; of applied steps only */
 	int64		examples;		/* weight of this model in an average */
+	PgdlDivergence diverged;	/* once set, pgdl_train_buffer trains no more */
 	MemoryContext cxt;
 } PgdlTrainState;
 
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+/* An errdetail saying where a diverged state stopped. */
+extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
@@ -282,7 +299,11 @@ typedef enum PgdlRunStatus
 	PGDL_RUN_CANCELLED
 } PgdlRunStatus;
 
-/* One epoch of one model, as pgdl.run_metrics and pgdl.models.metrics hold it. */
+/*
+ * One epoch of one model, as pgdl.run_metrics and pgdl.models.metrics hold it.
+ * The epoch a model diverged in is its last; its losses are of the steps
+ * applied (NaN, stored as NULL, when there were none) and it has no validation.
+ */
 typedef struct PgdlEpochMetrics
 {
 	int32		epoch;			/* 1-based */
@@ -294,6 +315,8 @@ typedef struct PgdlEpochMetrics
 	double		images_per_second;
 	bool		classification;
 	bool		has_validation;
+	bool		diverged;		/* training stopped in this epoch: see PgdlDivergence */
+	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 } PgdlEpochMetrics;
 
 /* A trained model for pgdl.models. */
