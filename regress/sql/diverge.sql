@@ -3,6 +3,8 @@
 -- pgdl.resume), the others train as if it were not there; NaN and infinite
 -- features are errors at prediction time.
 SET client_min_messages = warning;
+-- (what this test adds to the catalog is removed at its end: the tests after it count runs)
+SELECT coalesce(max(id), 0) AS dv_first_run FROM pgdl.runs \gset
 
 CREATE TABLE dv_rows AS
 SELECT i, ARRAY[sin(i), cos(i), sin(2 * i), cos(3 * i)]::real[] AS x,
@@ -149,3 +151,14 @@ UPDATE dv_valid SET x[6] = 'Infinity' WHERE buffer_id = 1;
 SELECT * FROM pgdl.evaluate('dv_good', 'dv_valid');
 UPDATE dv_valid v SET x = k.x FROM dv_forged_keep k WHERE v.buffer_id = k.buffer_id;
 SELECT n > 0 AS evaluated FROM pgdl.evaluate('dv_good', 'dv_valid');
+
+-- leave nothing behind
+DELETE FROM pgdl.models WHERE run > :dv_first_run;
+DELETE FROM pgdl.runs WHERE id > :dv_first_run;
+DELETE FROM pgdl.configs WHERE set_name IN ('dv_mixed', 'dv_healthy');
+DELETE FROM pgdl.architectures WHERE name = 'dv_mlp';
+DROP TABLE dv_rows, dv_packed, dv_valid, dv_reg, dv_reg_packed, dv_scaled, dv_lb, dv_lb_healthy, dv_fits, dv_sh,
+           dv_sh_healthy, dv_r1, dv_r2, dv_straight, dv_rows_bad, dv_forged_keep;
+SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :dv_first_run) AS runs,
+       (SELECT count(*) FROM pgdl.models WHERE name LIKE 'dv\_%' OR run > :dv_first_run) AS models,
+       (SELECT count(*) FROM pgdl.datasets WHERE packed::text LIKE 'dv\_%') AS datasets;
