@@ -354,7 +354,7 @@ typedef struct PgdlResumePoint
 	int32		epoch;			/* of its last checkpoint (1 .. the run's epochs); 0: none */
 	bytea	   *weights;		/* that checkpoint (not yet checked against the network); NULL: none */
 	bool		stopped;		/* successive halving stopped it at a rung */
-	bool		has_metrics;	/* metrics: losses and accuracies of its last recorded epoch */
+	bool		has_metrics;	/* metrics: losses, accuracies and state (diverged) of its last recorded epoch */
 	PgdlEpochMetrics metrics;
 } PgdlResumePoint;
 
