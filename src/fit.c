@@ -133,6 +133,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, state);
 		else
 			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, state);
+		pgdl_train_check_weights(state);
 	}
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);

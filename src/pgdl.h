@@ -206,11 +206,13 @@ extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 /* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
 
 /*
- * Training diverges when a step's loss is NaN or infinite (that step is not
- * applied), or when the weights are after a buffer's steps (checked once per
- * buffer: a pass over the parameters, a small fraction of one step's work).
- * Either way training stops at that point, the same in pgdl.fit, in a model
- * hopper worker and in the aggregate.
+ * Training diverges when a step's loss is NaN or infinite (checked at every
+ * step, which is then not applied), or when the weights are (an update that
+ * overflowed while the loss was finite).  The weights are checked after each
+ * sub-epoch (a partition's buffers), where pgdl.fit and a model hopper worker
+ * both stand between two partitions: a pass over the parameters, nothing
+ * beside a partition's steps (after each buffer it cost up to 7% of training
+ * a 535k-parameter MLP on 16-row buffers).  Either way training stops there.
  */
 typedef enum PgdlDivergence
 {
@@ -232,6 +234,8 @@ typedef struct PgdlTrainState
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+/* At the end of a sub-epoch: marks the state diverged if the weights are not all finite. */
+extern void pgdl_train_check_weights(PgdlTrainState *state);
 /* An errdetail saying where a diverged state stopped. */
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 

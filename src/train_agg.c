@@ -64,8 +64,24 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 		}
 	}
 	state->examples += n;
-	if (!nn_model_params_finite(m))
+}
+
+void
+pgdl_train_check_weights(PgdlTrainState *state)
+{
+	if (!state->diverged && !nn_model_params_finite(state->model))
 		state->diverged = PGDL_DIVERGED_WEIGHTS;
+}
+
+static void
+report_aggregate_divergence(const PgdlTrainState *state)
+{
+	/* a blob has no place for a status: say so rather than return a model that went wrong */
+	ereport(ERROR,
+			(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+			 errmsg("pgdl.train diverged"),
+			 pgdl_train_divergence_detail(state),
+			 errhint("Lower the learning rate; pgdl.fit stores a diverged model with its status.")));
 }
 
 int
@@ -154,13 +170,8 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 						   (long long) (n * nn_model_target_size(state->model)), n,
 						   (long long) nn_model_target_size(state->model), (long long) ylen)));
 	pgdl_train_buffer(state, x, y, n);
-	/* a blob has no place for a status: say so rather than return a model that went wrong */
 	if (state->diverged)
-		ereport(ERROR,
-				(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
-				 errmsg("pgdl.train diverged"),
-				 pgdl_train_divergence_detail(state),
-				 errhint("Lower the learning rate; pgdl.fit stores a diverged model with its status.")));
+		report_aggregate_divergence(state);
 	PG_RETURN_POINTER(state);
 }
 
@@ -312,8 +323,17 @@ Datum
 pgdl_train_final(PG_FUNCTION_ARGS)
 {
 	PgdlTrainState *state = PG_ARGISNULL(0) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(0);
+	PgdlTrainState checked;
 
 	if (state == NULL)
 		PG_RETURN_NULL();
+	/*
+	 * The aggregate's input is its sub-epoch: its weights are checked here, on
+	 * a copy (a final function leaves the state alone).
+	 */
+	checked = *state;
+	pgdl_train_check_weights(&checked);
+	if (checked.diverged)
+		report_aggregate_divergence(&checked);
 	PG_RETURN_BYTEA_P(pgdl_model_serialize(state->model));
 }

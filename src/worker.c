@@ -384,6 +384,7 @@ train_model(int i, MemoryContext step_cxt)
 	sa.train = state;
 	sa.src = &sources[m->source];
 	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
+	pgdl_train_check_weights(state);
 	if (nn_model_serialized_size(nn) != m->blob_len)
 		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
 	nn_model_serialize(nn, (uint8_t *) blobs + m->blob_offset);

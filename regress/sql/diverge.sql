@@ -33,17 +33,20 @@ SELECT pgdl.fit('dv_packed', 'dv_mlp', '{"lr": 0.1, "batch_size": 4}', 2) AS dv_
 SELECT m.metrics ? 'diverged' AS has_diverged_key, array_agg(r.state ORDER BY r.epoch) AS states
   FROM pgdl.models m JOIN pgdl.run_metrics r ON r.run = m.run WHERE m.id = :dv_ok GROUP BY m.metrics;
 
--- weights that overflow while the loss is still finite: found after the buffer (one step here)
+-- weights that overflow while the loss is still finite: found after the partition (one step here)
 CREATE TABLE dv_reg AS SELECT i, ARRAY[sin(i), cos(i)]::real[] AS x, (100 + 50 * sin(3 * i))::real AS target
-  FROM generate_series(1, 32) i;
+  FROM generate_series(1, 16) i;
 SELECT pgdl.pack('dv_reg', 'x', 'target', 'dv_reg_packed', buffer_rows => 8, partitions => 2) > 0 AS packed;
 SELECT pgdl.fit('dv_reg_packed', '{"input": [2], "layers": [{"type": "dense", "units": 1}], "loss": "mse"}'::jsonb,
                 '{"lr": 1e37, "batch_size": 8}', 2) AS dv_reg_fit \gset
 SELECT metrics->'diverged' AS diverged, metrics->'steps' AS steps FROM pgdl.models WHERE id = :dv_reg_fit;
 
--- the aggregate has no place for a status: an error
+-- the aggregate has no place for a status: an error, at the step (loss) or at its end (weights)
 SELECT pgdl.train(x, y, n, pgdl.init_model(spec, '{"lr": 1e30, "batch_size": 4}') ORDER BY buffer_id)
   FROM dv_packed, pgdl.architectures WHERE name = 'dv_mlp';
+SELECT pgdl.train(x, y, n, pgdl.init_model('{"input": [2], "layers": [{"type": "dense", "units": 1}], "loss": "mse"}',
+                                           '{"lr": 1e37, "batch_size": 8}') ORDER BY buffer_id)
+  FROM dv_reg_packed WHERE part = 0;
 
 -- pgdl.fit_multiple: one diverging configuration among healthy ones (ids from 900001, so that the
 -- WARNING that names the configuration does not depend on the tests before)
@@ -87,6 +90,20 @@ SELECT r.status, count(*) AS metrics, count(*) FILTER (WHERE x.state = 'diverged
        count(*) FILTER (WHERE x.model IS NOT NULL) AS linked
   FROM pgdl.runs r JOIN pgdl.run_metrics x ON x.run = r.id
  WHERE r.id = (SELECT DISTINCT m.run FROM dv_lb l JOIN pgdl.models m ON m.id = l.model) GROUP BY r.status;
+
+-- the weights check in the model hopper: at the same place, the same bytes as pgdl.fit's
+SELECT pgdl.add_architecture('dv_lin', '{"input": [2], "layers": [{"type": "dense", "units": 1}], "loss": "mse"}') > 0
+    AS added;
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'dv_reg_set', id, c::jsonb
+  FROM pgdl.architectures, unnest(ARRAY['{"lr": 1e37, "batch_size": 8}', '{"lr": 0.001, "batch_size": 8}']) c
+ WHERE name = 'dv_lin';
+SET client_min_messages = error;
+CREATE TABLE dv_reg_lb AS SELECT * FROM pgdl.fit_multiple('dv_reg_packed', 'dv_reg_set', 2, workers => 2);
+SET client_min_messages = warning;
+SELECT l.rank, l.config_json->>'lr' AS lr, l.epochs, l.diverged, m.metrics->'steps' AS steps,
+       CASE WHEN l.diverged THEN m.weights = (SELECT weights FROM pgdl.models WHERE id = :dv_reg_fit) END AS same_as_fit
+  FROM dv_reg_lb l JOIN pgdl.models m ON m.id = l.model ORDER BY l.rank;
 
 -- successive halving (eta 2, 4 epochs: rungs after epochs 1 and 2): the diverged model is never
 -- promoted and takes no place; the healthy ones are decided as in a run without it.  With one
@@ -155,10 +172,10 @@ SELECT n > 0 AS evaluated FROM pgdl.evaluate('dv_good', 'dv_valid');
 -- leave nothing behind
 DELETE FROM pgdl.models WHERE run > :dv_first_run;
 DELETE FROM pgdl.runs WHERE id > :dv_first_run;
-DELETE FROM pgdl.configs WHERE set_name IN ('dv_mixed', 'dv_healthy');
-DELETE FROM pgdl.architectures WHERE name = 'dv_mlp';
+DELETE FROM pgdl.configs WHERE set_name IN ('dv_mixed', 'dv_healthy', 'dv_reg_set');
+DELETE FROM pgdl.architectures WHERE name IN ('dv_mlp', 'dv_lin');
 DROP TABLE dv_rows, dv_packed, dv_valid, dv_reg, dv_reg_packed, dv_scaled, dv_lb, dv_lb_healthy, dv_fits, dv_sh,
-           dv_sh_healthy, dv_r1, dv_r2, dv_straight, dv_rows_bad, dv_forged_keep;
+           dv_sh_healthy, dv_r1, dv_r2, dv_straight, dv_rows_bad, dv_forged_keep, dv_reg_lb;
 SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :dv_first_run) AS runs,
        (SELECT count(*) FROM pgdl.models WHERE name LIKE 'dv\_%' OR run > :dv_first_run) AS models,
        (SELECT count(*) FROM pgdl.datasets WHERE packed::text LIKE 'dv\_%') AS datasets;
