@@ -124,7 +124,8 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	nn_rng_permutation((uint64) f->config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, f->order);
 	memset(&state->stats, 0, sizeof(NnBatchStats));
 	INSTR_TIME_SET_CURRENT(start);
-	for (int32 k = 0; k < partitions; k++)
+	/* a model that diverged is not trained further, nor evaluated */
+	for (int32 k = 0; k < partitions && !state->diverged; k++)
 	{
 		int32		p = f->order[k];
 
@@ -132,19 +133,23 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, state);
 		else
 			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, state);
+		pgdl_train_check_weights(state);
 	}
 	INSTR_TIME_SET_CURRENT(duration);
 	INSTR_TIME_SUBTRACT(duration, start);
-	if (state->stats.n == 0)
+	if (state->stats.n == 0 && !state->diverged)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA),
 				 errmsg("packed table \"%s\" has no buffers", get_rel_name(f->ds->packed))));
-	if (f->vds)
+	if (f->vds && !state->diverged)
 		pgdl_packed_evaluate(f->model, f->vds, &vstats);
 
 	memset(m, 0, sizeof(*m));
 	m->epoch = e + 1;
 	m->classification = f->ds->classification;
+	m->diverged = state->diverged != PGDL_HEALTHY;
+	m->steps = m->diverged ? f->model->step : 0;
+	/* a model may diverge at the first step of an epoch: then no loss was measured (NaN) */
 	m->train_loss = state->stats.loss_sum / state->stats.n;
 	m->train_accuracy = (double) state->stats.correct / state->stats.n;
 	m->has_validation = vstats.n > 0;
@@ -216,6 +221,15 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	{
 		fit_epoch(&f, e, &m);
 		pgdl_run_record_epoch(f.run_id, 0, &m);
+		if (m.diverged)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("training diverged in epoch %d of %d", m.epoch, epochs),
+					 pgdl_train_divergence_detail(f.state),
+					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+			break;
+		}
 		report_epoch(&m, epochs);
 	}
 	model_id = fit_store(&f, &m);

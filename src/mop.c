@@ -97,6 +97,15 @@ rank_key(const MopModel *m)
 	return m->last.has_validation ? m->last.validation_loss : m->last.train_loss;
 }
 
+/* Lower first; NaN last, so that the order is total (qsort needs one). */
+static int
+compare_loss(double a, double b)
+{
+	if (isnan(a) || isnan(b))
+		return (isnan(a) ? 1 : 0) - (isnan(b) ? 1 : 0);
+	return a < b ? -1 : (a > b ? 1 : 0);
+}
+
 bool
 mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
 {
@@ -108,7 +117,8 @@ mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
 		MopModel   *m = &shared->models[i];
 
 		decided[i] = stopped[i] = false;
-		if (m->state == MOP_STOPPED || m->state == MOP_DONE)
+		/* a model that diverged has left the bracket: it neither waits nor takes a place */
+		if (mop_finished(m->state))
 			continue;
 		if (m->state != MOP_RUNG || m->epoch != epoch)
 			return false;
@@ -126,9 +136,9 @@ mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
 		for (int j = 0; j < shared->n_models; j++)
 		{
 			MopModel   *o = &shared->models[j];
+			int			c = compare_loss(rank_key(o), rank_key(m));
 
-			if (o->state == MOP_RUNG &&
-				(rank_key(o) < rank_key(m) || (rank_key(o) == rank_key(m) && j < i)))
+			if (o->state == MOP_RUNG && (c < 0 || (c == 0 && j < i)))
 				better++;
 		}
 		decided[i] = true;
@@ -138,6 +148,19 @@ mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
 		if (decided[i])
 			shared->models[i].state = stopped[i] ? MOP_STOPPED : MOP_IDLE;
 	return true;
+}
+
+bool
+mop_decide_waiting_rung(MopShared *shared, int32 *epoch, bool *decided, bool *stopped)
+{
+	/* models wait at one rung at a time: none passes it before it is decided */
+	for (int i = 0; i < shared->n_models; i++)
+		if (shared->models[i].state == MOP_RUNG)
+		{
+			*epoch = shared->models[i].epoch;
+			return mop_decide_rung(shared, *epoch, decided, stopped);
+		}
+	return false;
 }
 
 void
@@ -218,6 +241,9 @@ checked_checkpoint(MopRun *run, MopConfig *c)
 	char		hash[65];
 
 	pgdl_model_free_with(whole, CurrentMemoryContext);
+	/* a model that diverged stays as it was: its metrics say how many steps it took */
+	if (c->has_metrics && c->last.diverged)
+		c->last.steps = whole->step;
 	if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(pgdl_spec_to_jsonb(&whole->spec)),
 										  JsonbPGetDatum(pgdl_spec_to_jsonb(c->spec)))))
 		ereport(ERROR,
@@ -376,7 +402,7 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		CHECK_FOR_INTERRUPTS();
 		SpinLockAcquire(&shared->mutex);
 		for (int i = 0; i < shared->n_models; i++)
-			if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
+			if (!mop_finished(shared->models[i].state))
 				all_done = false;
 		SpinLockRelease(&shared->mutex);
 		if (shared->failed_worker >= 0)
@@ -408,15 +434,6 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 	}
 }
 
-/* Lower first; NaN last, so that the order is total (qsort needs one). */
-static int
-compare_loss(double a, double b)
-{
-	if (isnan(a) || isnan(b))
-		return (isnan(a) ? 1 : 0) - (isnan(b) ? 1 : 0);
-	return a < b ? -1 : (a > b ? 1 : 0);
-}
-
 static int
 compare_leaderboard(const void *a, const void *b)
 {
@@ -424,7 +441,9 @@ compare_leaderboard(const void *a, const void *b)
 	const MopModel *y = *(MopModel *const *) b;
 	int			by_loss = compare_loss(rank_key(x), rank_key(y));
 
-	/* models that went further first, then by loss */
+	/* models that diverged last; then models that went further first, then by loss */
+	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
+		return x->state == MOP_DIVERGED ? 1 : -1;
 	if (x->epoch != y->epoch)
 		return x->epoch > y->epoch ? -1 : 1;
 	if (by_loss != 0)
@@ -476,7 +495,7 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	return pgdl_run_store_model(&rec);
 }
 
-/* The leaderboard: models that went further first, then by loss. */
+/* The leaderboard: models that diverged last; before them, models that went further first, then by loss. */
 static void
 put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const int64 *model_ids)
 {
@@ -491,8 +510,8 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 		MopModel   *m = order[r];
 		int			k = m - shared->models;
 		MopConfig  *c = list_nth(run->configs, k);
-		Datum		values[11];
-		bool		nulls[11] = {false};
+		Datum		values[12];
+		bool		nulls[12] = {false};
 
 		values[0] = Int32GetDatum(r + 1);
 		values[1] = Int64GetDatum(model_ids[k]);
@@ -500,14 +519,17 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 		values[3] = CStringGetTextDatum(c->arch_name);
 		values[4] = JsonbPGetDatum(config_with_transfer(c));
 		values[5] = Int32GetDatum(m->epoch);
+		/* NaN: a model that diverged at the first step of its epoch measured nothing */
 		values[6] = Float8GetDatum(m->last.train_loss);
+		nulls[6] = isnan(m->last.train_loss);
 		values[7] = Float8GetDatum(m->last.train_accuracy);
-		nulls[7] = !run->ds->classification;
+		nulls[7] = !run->ds->classification || isnan(m->last.train_accuracy);
 		values[8] = Float8GetDatum(m->last.validation_loss);
 		nulls[8] = !m->last.has_validation;
 		values[9] = Float8GetDatum(m->last.validation_accuracy);
 		nulls[9] = !m->last.has_validation || !run->ds->classification;
 		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
+		values[11] = BoolGetDatum(m->state == MOP_DIVERGED);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }
@@ -520,7 +542,20 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 
 	InitMaterializedSRF(fcinfo, 0);
 	for (int k = 0; k < shared->n_models; k++)
+	{
+		MopModel   *m = &shared->models[k];
+
 		model_ids[k] = store_model(run, shared, blobs, k);
+		if (m->state == MOP_DIVERGED)
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("configuration " INT64_FORMAT " diverged in epoch %d of %d", m->config_id,
+							m->epoch, shared->epochs),
+					 errdetail_plural("Its loss or weights became NaN or infinite after %lld step; it trained no further.",
+									  "Its loss or weights became NaN or infinite after %lld steps; it trained no further.",
+									  (unsigned long) m->last.steps, (long long) m->last.steps),
+					 errhint("Its model is stored as it was then, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+	}
 	pgdl_run_finish(shared->run_id, PGDL_RUN_FINISHED);
 	put_leaderboard(fcinfo, run, shared, model_ids);
 }
@@ -674,7 +709,10 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
-		m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
+		if (c->has_metrics && c->last.diverged)
+			m->state = MOP_DIVERGED;
+		else
+			m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
 		if (c->has_metrics)
 			m->last = c->last;
 		m->blob_offset = off;

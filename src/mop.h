@@ -35,8 +35,16 @@ typedef enum MopModelState
 	MOP_BUSY,					/* being trained or evaluated by `worker` */
 	MOP_RUNG,					/* successive halving: waiting for the others to reach the rung */
 	MOP_DONE,					/* trained for all its epochs */
-	MOP_STOPPED					/* stopped early by successive halving */
+	MOP_STOPPED,				/* stopped early by successive halving */
+	MOP_DIVERGED				/* its loss or weights became NaN or infinite: trained no more */
 } MopModelState;
+
+/* A model no worker will take again. */
+static inline bool
+mop_finished(MopModelState state)
+{
+	return state == MOP_DONE || state == MOP_STOPPED || state == MOP_DIVERGED;
+}
 
 /*
  * What a model trains on: source 0 is the packed tables; a configuration with
@@ -145,6 +153,11 @@ extern bool mop_is_rung(const MopShared *shared, int32 epoch);
  * the best 1/eta and stop the rest; decided[i]/stopped[i] say what happened.
  */
 extern bool mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped);
+/*
+ * With the mutex held, after a model diverged (it leaves the bracket): decide
+ * the rung the others wait at, if it waited only for that model; *epoch is the rung's.
+ */
+extern bool mop_decide_waiting_rung(MopShared *shared, int32 *epoch, bool *decided, bool *stopped);
 /* The decisions into pgdl.run_metrics.decision; needs a transaction. */
 extern void mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped);
 

@@ -205,18 +205,39 @@ extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 
 /* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
 
+/*
+ * Training diverges when a step's loss is NaN or infinite (checked at every
+ * step, which is then not applied), or when the weights are (an update that
+ * overflowed while the loss was finite).  The weights are checked after each
+ * sub-epoch (a partition's buffers), where pgdl.fit and a model hopper worker
+ * both stand between two partitions: a pass over the parameters, nothing
+ * beside a partition's steps (after each buffer it cost up to 7% of training
+ * a 535k-parameter MLP on 16-row buffers).  Either way training stops there.
+ */
+typedef enum PgdlDivergence
+{
+	PGDL_HEALTHY = 0,
+	PGDL_DIVERGED_LOSS,			/* the loss of step model->step + 1 was not finite */
+	PGDL_DIVERGED_WEIGHTS		/* the weights were not finite after step model->step */
+} PgdlDivergence;
+
 typedef struct PgdlTrainState
 {
 	NnModel    *model;			/* owned; freed when `cxt` is reset */
 	PgdlTrainConfig config;
-	NnBatchStats stats;			/* since the state began */
+	NnBatchStats stats;			/* since the state began; of applied steps only */
 	int64		examples;		/* weight of this model in an average */
+	PgdlDivergence diverged;	/* once set, pgdl_train_buffer trains no more */
 	MemoryContext cxt;
 } PgdlTrainState;
 
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+/* At the end of a sub-epoch: marks the state diverged if the weights are not all finite. */
+extern void pgdl_train_check_weights(PgdlTrainState *state);
+/* An errdetail saying where a diverged state stopped. */
+extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
@@ -282,7 +303,11 @@ typedef enum PgdlRunStatus
 	PGDL_RUN_CANCELLED
 } PgdlRunStatus;
 
-/* One epoch of one model, as pgdl.run_metrics and pgdl.models.metrics hold it. */
+/*
+ * One epoch of one model, as pgdl.run_metrics and pgdl.models.metrics hold it.
+ * The epoch a model diverged in is its last; its losses are of the steps
+ * applied (NaN, stored as NULL, when there were none) and it has no validation.
+ */
 typedef struct PgdlEpochMetrics
 {
 	int32		epoch;			/* 1-based */
@@ -294,6 +319,8 @@ typedef struct PgdlEpochMetrics
 	double		images_per_second;
 	bool		classification;
 	bool		has_validation;
+	bool		diverged;		/* training stopped in this epoch: see PgdlDivergence */
+	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 } PgdlEpochMetrics;
 
 /* A trained model for pgdl.models. */
@@ -331,7 +358,7 @@ typedef struct PgdlResumePoint
 	int32		epoch;			/* of its last checkpoint (1 .. the run's epochs); 0: none */
 	bytea	   *weights;		/* that checkpoint (not yet checked against the network); NULL: none */
 	bool		stopped;		/* successive halving stopped it at a rung */
-	bool		has_metrics;	/* metrics: losses and accuracies of its last recorded epoch */
+	bool		has_metrics;	/* metrics: losses, accuracies and state (diverged) of its last recorded epoch */
 	PgdlEpochMetrics metrics;
 } PgdlResumePoint;
 

@@ -93,10 +93,44 @@ check_classifier(const NnModel *m, const char *function)
 				 errhint("Use pgdl.predict() for the probability of each output instead of %s().", function)));
 }
 
+/* The first of n values that is NaN or infinite, or -1. */
+static int64
+first_nonfinite(const float *x, int64 n)
+{
+	for (int64 j = 0; j < n; j++)
+		if (!isfinite(x[j]))
+			return j;
+	return -1;
+}
+
 /*
- * x's `length` features, checked against the model and normalized with its
- * dataset, into `dst` (which may be NULL: then returns x itself when nothing
- * needs normalizing, or a palloc'd copy).
+ * A network fed NaN or infinity answers with numbers all the same (argmax picks
+ * class 0), so such a feature is an error, as it is for pgdl.pack: raw, or once
+ * normalized (a huge value divided by a small standard deviation).  `what`
+ * names the features in the message: "x", or a row of predict_batch's table.
+ */
+static void
+check_finite(const float *raw, const float *x, int64 n, const char *what)
+{
+	int64		j = first_nonfinite(x, n);
+
+	if (j < 0)
+		return;
+	if (!isfinite(raw[j]))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s has a NaN or infinite value in element " INT64_FORMAT, what, j + 1),
+				 errdetail("Features must be finite numbers.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("%s is out of range in element " INT64_FORMAT " once normalized", what, j + 1),
+			 errdetail("The model's dataset normalizes %g to a value beyond the range of real.", raw[j])));
+}
+
+/*
+ * x's `length` features, checked against the model, normalized with its
+ * dataset and checked to be finite, into `dst` (which may be NULL: then returns
+ * x itself when nothing needs normalizing, or a palloc'd copy).
  */
 static const float *
 prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 length,
@@ -111,12 +145,16 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 				 errdetail("The model takes " INT64_FORMAT " features; x has " INT64_FORMAT ".",
 						   expected, length)));
 	if (ds == NULL && dst == NULL)
+	{
+		check_finite(x, x, length, "x");
 		return x;
+	}
 	if (dst == NULL)
 		dst = palloc(sizeof(float) * length);
 	memcpy(dst, x, sizeof(float) * length);
 	if (ds != NULL)
 		pgdl_dataset_normalize(ds, dst, 1);
+	check_finite(x, dst, length, "x");
 	return dst;
 }
 
@@ -364,6 +402,7 @@ batch_query(Oid relid, const char *id_column, const char *features_column)
 typedef struct PredictBatch
 {
 	PgdlModel  *model;			/* the caller's copy */
+	const char *column;			/* of the features, for messages */
 	int32		size;			/* rows per batch */
 	int64		n_in;			/* features per example */
 	int64		k;				/* outputs per example */
@@ -374,9 +413,10 @@ typedef struct PredictBatch
 } PredictBatch;
 
 static void
-batch_init(PredictBatch *b, PgdlModel *model, int32 size)
+batch_init(PredictBatch *b, PgdlModel *model, const char *column, int32 size)
 {
 	b->model = model;
+	b->column = column;
 	b->size = size;
 	b->n_in = nn_model_input_size(model->nn);
 	b->k = nn_model_output_size(model->nn);
@@ -387,7 +427,19 @@ batch_init(PredictBatch *b, PgdlModel *model, int32 size)
 	b->x_null = palloc(sizeof(bool) * size);
 }
 
-/* The fetched rows into the batch; how many have features (NULL features give a NULL class). */
+/* The features of fetched row r, for messages. */
+static char *
+row_name(const PredictBatch *b, uint64 r)
+{
+	if (b->id_null[r])
+		return psprintf("features column \"%s\" in the row with a NULL id", b->column);
+	return psprintf("features column \"%s\" in the row with id " INT64_FORMAT, b->column, b->ids[r]);
+}
+
+/*
+ * The fetched rows into the batch, normalized and checked to be finite; how
+ * many have features (NULL features give a NULL class).
+ */
 static int
 batch_read(PredictBatch *b, SPITupleTable *tuptable, uint64 rows)
 {
@@ -416,6 +468,10 @@ batch_read(PredictBatch *b, SPITupleTable *tuptable, uint64 rows)
 					 errdetail("The model takes " INT64_FORMAT " features; the row with id " INT64_FORMAT " has " INT64_FORMAT ".",
 							   b->n_in, b->ids[r], length)));
 		memcpy(b->x + n * b->n_in, f, sizeof(float) * b->n_in);
+		if (b->model->dataset != NULL)
+			pgdl_dataset_normalize(b->model->dataset, b->x + n * b->n_in, 1);
+		if (first_nonfinite(b->x + n * b->n_in, b->n_in) >= 0)
+			check_finite(f, b->x + n * b->n_in, b->n_in, row_name(b, r));
 		n++;
 	}
 	return n;
@@ -472,11 +528,7 @@ batch_scan(PredictBatch *b, const char *query, MemoryContext batchcxt, ReturnSet
 		old = MemoryContextSwitchTo(batchcxt);
 		n = batch_read(b, SPI_tuptable, rows);
 		if (n > 0)
-		{
-			if (b->model->dataset != NULL)
-				pgdl_dataset_normalize(b->model->dataset, b->x, n);
 			z = forward(b->model->nn, b->x, n);
-		}
 		batch_put(b, rows, z, rsinfo);
 		SPI_freetuptable(SPI_tuptable);
 		MemoryContextSwitchTo(old);
@@ -515,7 +567,7 @@ pgdl_predict_batch(PG_FUNCTION_ARGS)
 	check_classifier(model->nn, "pgdl.predict_batch");
 	check_dataset(model->nn, model->dataset);
 	query = batch_query(relid, id_column, features_column);
-	batch_init(&batch, model, batch_size);
+	batch_init(&batch, model, features_column, batch_size);
 	batch_scan(&batch, query,
 			   AllocSetContextCreate(callcxt, "pgdl predict_batch rows", ALLOCSET_DEFAULT_SIZES),
 			   (ReturnSetInfo *) fcinfo->resultinfo);

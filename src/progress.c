@@ -17,7 +17,7 @@
 
 static const char *const state_names[] = {
 	[MOP_IDLE] = "waiting", [MOP_BUSY] = "training", [MOP_RUNG] = "at rung",
-	[MOP_DONE] = "done", [MOP_STOPPED] = "stopped"
+	[MOP_DONE] = "done", [MOP_STOPPED] = "stopped", [MOP_DIVERGED] = "diverged"
 };
 
 /*
@@ -68,7 +68,7 @@ put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
 	int64		per_epoch = m->visit > 0 ? m->n * run->n_partitions / m->visit : 0;
 	int64		left = 0;
 
-	if (m->state != MOP_DONE && m->state != MOP_STOPPED)
+	if (!mop_finished(m->state))
 		left = per_epoch * (run->epochs - m->epoch) - m->n;
 	values[0] = Int64GetDatum(run->run_id);
 	values[1] = Int64GetDatum(m->config_id);

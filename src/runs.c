@@ -19,6 +19,7 @@
 #include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
@@ -29,7 +30,11 @@ static const char *const status_names[] = {
 	[PGDL_RUN_FAILED] = "failed", [PGDL_RUN_CANCELLED] = "cancelled"
 };
 
-/* A model's pgdl.models.metrics: its last epoch, and in a model selection whether it was stopped early. */
+/*
+ * A model's pgdl.models.metrics: its last epoch, in a model selection whether
+ * it was stopped early, and "diverged": true with the steps its weights took
+ * when training diverged (the key is absent otherwise).
+ */
 static Jsonb *
 metrics_jsonb(const PgdlModelRecord *rec)
 {
@@ -49,6 +54,11 @@ metrics_jsonb(const PgdlModelRecord *rec)
 	}
 	if (rec->selection)
 		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);
+	if (m->diverged)
+	{
+		pgdl_jsonb_put_bool(&state, "diverged", true);
+		pgdl_jsonb_put_int(&state, "steps", m->steps);
+	}
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
@@ -78,9 +88,9 @@ static Statement finish_run = {
 };
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-	"validation_loss, validation_accuracy, seconds, images_per_second) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-	9, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID}
+	"validation_loss, validation_accuracy, seconds, images_per_second, state) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+	10, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -121,7 +131,7 @@ static Statement was_stopped = {
 	2, {INT8OID, INT8OID}
 };
 static Statement last_metrics = {
-	"SELECT train_loss, train_accuracy, validation_loss, validation_accuracy "
+	"SELECT train_loss, train_accuracy, validation_loss, validation_accuracy, state = 'diverged' "
 	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
@@ -209,12 +219,16 @@ pgdl_run_finish(int64 run, PgdlRunStatus status)
 	SPI_finish();
 }
 
+/* NaN: nothing was measured (a model that diverged at the first step of an epoch) */
+#define MEASURED(v) (isnan(v) ? 'n' : ' ')
+
 void
 pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 {
-	Datum		values[9];
-	char		nulls[9] = {' ', ID_NULL(config_id), ' ', ' ', m->classification ? ' ' : 'n',
-		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' '};
+	Datum		values[10];
+	char		nulls[10] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+		m->classification ? MEASURED(m->train_accuracy) : 'n',
+		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' '};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -225,6 +239,7 @@ pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 	values[6] = Float8GetDatum(m->validation_accuracy);
 	values[7] = Float8GetDatum(m->seconds);
 	values[8] = Float8GetDatum(m->images_per_second);
+	values[9] = CStringGetTextDatum(m->diverged ? "diverged" : "ok");
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();
@@ -365,12 +380,13 @@ pgdl_run_read(int64 run, PgdlRunRecord *out)
 	return true;
 }
 
-/* Its last epoch's metrics; NULL columns read as 0 (as nothing was measured). */
+/* Its last epoch's metrics; NULL columns read as NaN (nothing was measured), as they were written. */
 static bool
 read_last_metrics(Datum *key, PgdlEpochMetrics *m)
 {
 	double		v[4];
-	bool		isnull[4];
+	bool		isnull[5];
+	Datum		diverged;
 
 	execute(&last_metrics, key, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
@@ -379,13 +395,15 @@ read_last_metrics(Datum *key, PgdlEpochMetrics *m)
 	{
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, f + 1, &isnull[f]);
 
-		v[f] = isnull[f] ? 0 : DatumGetFloat8(d);
+		v[f] = isnull[f] ? get_float8_nan() : DatumGetFloat8(d);
 	}
+	diverged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull[4]);
 	m->train_loss = v[0];
 	m->train_accuracy = v[1];
 	m->validation_loss = v[2];
 	m->validation_accuracy = v[3];
 	m->has_validation = !isnull[2];
+	m->diverged = !isnull[4] && DatumGetBool(diverged);
 	return true;
 }
 

@@ -43,18 +43,56 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 	int32		batch = state->config.batch_size;
 	NnError		err;
 
+	if (state->diverged)
+		return;
 	for (int32 s = 0; s < n; s += batch)
 	{
 		int32		c = n - s < batch ? n - s : batch;
+		bool		finite;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!nn_model_train_step(m, x + s * in, y + s * tgt, c, &state->stats, &err))
+		if (!nn_model_train_step_finite(m, x + s * in, y + s * tgt, c, &state->stats, &finite, &err))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_EXCEPTION),
 					 errmsg("cannot train on this buffer"),
 					 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+		if (!finite)
+		{
+			state->diverged = PGDL_DIVERGED_LOSS;
+			state->examples += s;
+			return;
+		}
 	}
 	state->examples += n;
+}
+
+void
+pgdl_train_check_weights(PgdlTrainState *state)
+{
+	if (!state->diverged && !nn_model_params_finite(state->model))
+		state->diverged = PGDL_DIVERGED_WEIGHTS;
+}
+
+static void
+report_aggregate_divergence(const PgdlTrainState *state)
+{
+	/* a blob has no place for a status: say so rather than return a model that went wrong */
+	ereport(ERROR,
+			(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+			 errmsg("pgdl.train diverged"),
+			 pgdl_train_divergence_detail(state),
+			 errhint("Lower the learning rate; pgdl.fit stores a diverged model with its status.")));
+}
+
+int
+pgdl_train_divergence_detail(const PgdlTrainState *state)
+{
+	long long	step = (long long) state->model->step;
+
+	if (state->diverged == PGDL_DIVERGED_LOSS)
+		return errdetail("The loss of step %lld was NaN or infinite; training stopped before that step.",
+						 step + 1);
+	return errdetail("The weights were NaN or infinite after step %lld; training stopped there.", step);
 }
 
 /* The model's own optimizer, or the defaults, when no configuration is given. */
@@ -132,6 +170,8 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 						   (long long) (n * nn_model_target_size(state->model)), n,
 						   (long long) nn_model_target_size(state->model), (long long) ylen)));
 	pgdl_train_buffer(state, x, y, n);
+	if (state->diverged)
+		report_aggregate_divergence(state);
 	PG_RETURN_POINTER(state);
 }
 
@@ -283,8 +323,17 @@ Datum
 pgdl_train_final(PG_FUNCTION_ARGS)
 {
 	PgdlTrainState *state = PG_ARGISNULL(0) ? NULL : (PgdlTrainState *) PG_GETARG_POINTER(0);
+	PgdlTrainState checked;
 
 	if (state == NULL)
 		PG_RETURN_NULL();
+	/*
+	 * The aggregate's input is its sub-epoch: its weights are checked here, on
+	 * a copy (a final function leaves the state alone).
+	 */
+	checked = *state;
+	pgdl_train_check_weights(&checked);
+	if (checked.diverged)
+		report_aggregate_divergence(&checked);
 	PG_RETURN_BYTEA_P(pgdl_model_serialize(state->model));
 }

@@ -22,6 +22,7 @@
 #include "storage/shm_toc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
@@ -113,6 +114,9 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
 	ScanArg    *sa = arg;
 
+	/* the rest of the partition, once the model diverged: nothing to train, no prefix to run */
+	if (sa->train->diverged)
+		return;
 	pgdl_train_buffer(sa->train, source_input(sa->src, x, n), y, n);
 }
 
@@ -246,11 +250,12 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 }
 
 /*
- * With the mutex held: model i goes on to its next epoch, is done, or waits at
- * a rung (and decides it, when it is the last there).  True if it decided.
+ * With the mutex held: model i goes on to its next epoch, is done, diverged, or
+ * waits at a rung; when it was the last model a rung waited for, it decides
+ * the rung.  True if it decided; *rung is then the rung's epoch.
  */
 static bool
-advance_model(int i, const PgdlEpochMetrics *metrics, bool *decided, bool *stopped)
+advance_model(int i, const PgdlEpochMetrics *metrics, int32 *rung, bool *decided, bool *stopped)
 {
 	MopModel   *m = &shared->models[i];
 	int32		epoch = metrics->epoch;
@@ -262,6 +267,12 @@ advance_model(int i, const PgdlEpochMetrics *metrics, bool *decided, bool *stopp
 	m->correct = 0;
 	m->n = 0;
 	m->seconds = 0;
+	*rung = epoch;
+	if (metrics->diverged)
+	{
+		m->state = MOP_DIVERGED;
+		return mop_decide_waiting_rung(shared, rung, decided, stopped);
+	}
 	if (epoch >= shared->epochs)
 		m->state = MOP_DONE;
 	else if (mop_is_rung(shared, epoch))
@@ -274,9 +285,12 @@ advance_model(int i, const PgdlEpochMetrics *metrics, bool *decided, bool *stopp
 	return false;
 }
 
-/* The end of model i's epoch: evaluate, record, checkpoint; then release it. */
+/*
+ * The end of model i's epoch, or of its training when it diverged: evaluate
+ * (unless it diverged), record, checkpoint; then release it.
+ */
 static void
-finish_epoch(int i, NnModel *nn)
+finish_epoch(int i, NnModel *nn, bool diverged)
 {
 	MopModel   *m = &shared->models[i];
 	NnBatchStats vstats = {0};
@@ -284,13 +298,18 @@ finish_epoch(int i, NnModel *nn)
 	bool	   *stopped = palloc0(sizeof(bool) * shared->n_models);
 	bool	   *decided = palloc0(sizeof(bool) * shared->n_models);
 	bool		rung_done;
+	int32		rung;
+	/* a model that diverged at the first step of its epoch measured nothing */
+	double		none = diverged ? get_float8_nan() : 0;
 
-	if (shared->validation_id)
+	if (shared->validation_id && !diverged)
 		evaluate(i, nn, &vstats);
 	metrics.epoch = m->epoch + 1;
 	metrics.classification = sources[m->source].train.classification;
-	metrics.train_loss = m->n ? m->loss_sum / m->n : 0;
-	metrics.train_accuracy = m->n ? (double) m->correct / m->n : 0;
+	metrics.diverged = diverged;
+	metrics.steps = diverged ? nn->step : 0;
+	metrics.train_loss = m->n ? m->loss_sum / m->n : none;
+	metrics.train_accuracy = m->n ? (double) m->correct / m->n : none;
 	metrics.has_validation = vstats.n > 0;
 	metrics.validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
 	metrics.validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
@@ -301,10 +320,10 @@ finish_epoch(int i, NnModel *nn)
 	record_epoch(i, nn, &metrics);
 
 	SpinLockAcquire(&shared->mutex);
-	rung_done = advance_model(i, &metrics, decided, stopped);
+	rung_done = advance_model(i, &metrics, &rung, decided, stopped);
 	SpinLockRelease(&shared->mutex);
 	if (rung_done)
-		record_decisions(metrics.epoch, stopped, decided);
+		record_decisions(rung, stopped, decided);
 	wake_everyone();
 }
 
@@ -321,7 +340,7 @@ take_model(bool *all_finished)
 		MopModel   *m = &shared->models[i];
 		int32		p;
 
-		if (m->state != MOP_DONE && m->state != MOP_STOPPED)
+		if (!mop_finished(m->state))
 			*all_finished = false;
 		if (m->state != MOP_IDLE)
 			continue;
@@ -365,6 +384,7 @@ train_model(int i, MemoryContext step_cxt)
 	sa.train = state;
 	sa.src = &sources[m->source];
 	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
+	pgdl_train_check_weights(state);
 	if (nn_model_serialized_size(nn) != m->blob_len)
 		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
 	nn_model_serialize(nn, (uint8_t *) blobs + m->blob_offset);
@@ -377,7 +397,8 @@ train_model(int i, MemoryContext step_cxt)
 	m->n += state->stats.n;
 	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
 	m->visit++;
-	epoch_done = m->visit == shared->n_partitions;
+	/* a model that diverged stops here: its epoch ends with what it trained */
+	epoch_done = m->visit == shared->n_partitions || state->diverged;
 	if (!epoch_done)
 		m->state = MOP_IDLE;
 	shared->workers[me].examples += state->stats.n;
@@ -385,7 +406,7 @@ train_model(int i, MemoryContext step_cxt)
 	SpinLockRelease(&shared->mutex);
 
 	if (epoch_done)
-		finish_epoch(i, nn);
+		finish_epoch(i, nn, state->diverged != PGDL_HEALTHY);
 	else
 		wake_everyone();
 	MemoryContextSwitchTo(old);
@@ -532,7 +553,7 @@ open_sources(void)
 	old = MemoryContextSwitchTo(data_cxt);
 	sources = palloc0(sizeof(WorkerSource) * shared->n_sources);
 	for (int i = 0; i < shared->n_models; i++)
-		if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
+		if (!mop_finished(shared->models[i].state))
 			sources[shared->models[i].source].used = true;
 	for (int s = 1; s < shared->n_sources; s++)
 		if (sources[s].used && !shared->sources[s].cached)

@@ -81,6 +81,7 @@ CREATE TABLE pgdl.run_metrics (
 	seconds double precision,
 	images_per_second double precision,
 	decision text,							-- successive halving: 'continue' or 'stop' at a rung
+	state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged')),	-- 'diverged': training stopped in this epoch
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch)
 );
 

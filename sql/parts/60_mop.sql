@@ -5,7 +5,8 @@ CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer 
 		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto')
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
-				   validation_loss double precision, validation_accuracy double precision, stopped boolean)
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text) IS
 	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); stores the models and returns the leaderboard';
@@ -13,7 +14,8 @@ COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer
 CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
-				   validation_loss double precision, validation_accuracy double precision, stopped boolean)
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.resume(bigint, integer) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint';

@@ -623,3 +623,68 @@ nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 		return ok;
 	}
 }
+
+/*
+ * Divergence.  A step whose loss is NaN or infinite would write NaN into every
+ * parameter it updates, so it is not applied; the caller stops training there.
+ * The check costs one comparison per step, and a healthy step runs exactly the
+ * operations of nn_model_train_step (the same bytes).
+ */
+bool
+nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
+						   NnBatchStats *stats, bool *finite, NnError *err)
+{
+	NnBatchStats step = {0};
+	unsigned int fp;
+	bool		ok;
+
+	*finite = true;
+	if (m->optim.type == 0)
+	{
+		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
+		return false;
+	}
+	if (!check_batch(m, x, y, n, err))
+		return false;
+	fp = fp_enter();
+	forward_pass(m, x, n, m->spec.n_layers, true);
+	ok = nn_model_loss(m, y, n, &step, err);
+	*finite = !ok || isfinite(step.loss_sum);
+	if (ok && *finite)
+	{
+		nn_model_backward(m);
+		nn_model_update(m);
+	}
+	fp_leave(fp);
+	if (ok && *finite && stats)
+	{
+		/* step.loss_sum is exactly what nn_model_loss would have added */
+		stats->loss_sum += step.loss_sum;
+		stats->correct += step.correct;
+		stats->n += step.n;
+	}
+	return ok;
+}
+
+/* Weights are non-finite when an update overflowed, even if no loss was yet. */
+static bool
+floats_finite(const float *v, int64_t n)
+{
+	uint32_t	bad = 0;
+
+	/* branch-free, so that it vectorizes: NaN and infinity have every exponent bit set */
+	for (int64_t i = 0; i < n; i++)
+	{
+		uint32_t	bits;
+
+		memcpy(&bits, &v[i], sizeof(bits));
+		bad |= (bits & 0x7f800000u) == 0x7f800000u;
+	}
+	return bad == 0;
+}
+
+bool
+nn_model_params_finite(const NnModel *m)
+{
+	return floats_finite(m->params, m->n_params) && floats_finite(m->buffers, m->n_buffers);
+}

@@ -211,6 +211,17 @@ extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_
 							  NnBatchStats *stats, NnError *err);
 
 /*
+ * Divergence.  _train_step_finite is nn_model_train_step, except that a batch
+ * whose loss is NaN or infinite is not applied (no backward pass, no update,
+ * nothing added to stats) and sets *finite to false; its forward pass ran, so
+ * batchnorm's running statistics saw the batch.  _params_finite: no parameter
+ * or running statistic is NaN or infinite (m->params is host memory).
+ */
+extern bool nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
+									   NnBatchStats *stats, bool *finite, NnError *err);
+extern bool nn_model_params_finite(const NnModel *m);
+
+/*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
  * [from, to) with their parameters and running statistics; the join is prefix
  * then rest, with the rest's optimizer state (zeros for the frozen parameters).
