@@ -150,6 +150,15 @@ UNIT_TEST(memory_estimate_grows_with_the_batch)
 	CHECK(!nn_spec_memory(&s, NULL, 1, &a, &err));
 }
 
+static void
+reseal_blob(uint8_t *buf, size_t len)
+{
+	uint32_t	crc = nn_crc32(0, buf, len - 4);
+
+	for (int i = 0; i < 4; i++)
+		buf[len - 4 + i] = (uint8_t) (crc >> (8 * i));
+}
+
 /* A blob's spec and optimizer, read without deserializing, size the model it holds. */
 UNIT_TEST(memory_of_a_blob_from_its_spec)
 {
@@ -184,6 +193,25 @@ UNIT_TEST(memory_of_a_blob_from_its_spec)
 		CHECK(!nn_model_blob_spec(buf, cut, &read, &read_opt, &err));
 	buf[len / 2] ^= 1;
 	CHECK(!nn_model_blob_spec(buf, len, &read, &read_opt, &err));
+	buf[len / 2] ^= 1;
+
+	/*
+	 * A blob cut after its spec, with length and checksum to match: its spec
+	 * is still read (so its size can be refused before nn_model_deserialize
+	 * allocates for it), with no optimizer, since the reader fails before it
+	 * would allocate one.
+	 */
+	{
+		size_t		cut = len / 3;
+
+		for (int i = 0; i < 8; i++)
+			buf[12 + i] = (uint8_t) ((uint64_t) cut >> (8 * i));
+		reseal_blob(buf, cut);
+		CHECK(nn_model_blob_spec(buf, cut, &read, &read_opt, &err));
+		CHECK(memcmp(&read, &m->spec, sizeof(NnSpec)) == 0);
+		CHECK(read_opt.type == 0);
+		CHECK(nn_model_deserialize(buf, cut, &err) == NULL);
+	}
 	free(buf);
 	nn_model_free(m);
 }

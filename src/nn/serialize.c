@@ -382,34 +382,34 @@ read_optim_settings(Reader *r, NnOptim *opt, NnError *err)
  * The spec and optimizer settings of a blob, read without allocating a model:
  * what a caller needs to know what nn_model_deserialize would allocate
  * (nn_spec_memory).  Counts are skipped as the blob declares them, unchecked:
- * nn_model_deserialize checks everything.
+ * nn_model_deserialize checks everything.  A blob too short to hold the
+ * optimizer gets type 0: nn_model_deserialize fails before it would allocate
+ * optimizer state for it.
  */
 bool
 nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, NnError *err)
 {
 	Reader		r = {buf, buf + len};
+	NnError		ignored;
 
 	memset(spec, 0, sizeof(*spec));
+	memset(opt, 0, sizeof(*opt));
 	if (!read_header(&r, buf, len, err) || !read_spec(&r, spec, err))
 		return false;
 	if (!have(&r, 16))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
-		return false;
-	}
+		return true;
 	r.p += 16;					/* seed, step */
-	for (int k = 0; k < 2; k++)	/* parameters, running statistics */
+	for (int k = 0; k < 2; k++) /* parameters, running statistics */
 	{
 		uint64_t	n;
 
 		if (!have(&r, 8) || (n = get_u64(&r)) > (uint64_t) (r.end - r.p) / 4)
-		{
-			nn_error_set(err, -1, "", "model blob is truncated in the %s", k == 0 ? "parameters" : "running statistics");
-			return false;
-		}
+			return true;
 		r.p += n * 4;
 	}
-	return read_optim_settings(&r, opt, err);
+	if (!read_optim_settings(&r, opt, &ignored))
+		memset(opt, 0, sizeof(*opt));
+	return true;
 }
 
 NnModel *
