@@ -84,6 +84,7 @@ pgdl_init_model(PG_FUNCTION_ARGS)
 	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
 	pgdl_engine_prepare();
+	pgdl_check_model_memory(spec, &config.optim, 0, "the model");
 	model = nn_model_create(spec, (uint64) config.seed, &err);
 	if (model == NULL)
 		pgdl_report_nn_error("model spec", &err);
@@ -115,9 +116,9 @@ pgdl_validate_config(PG_FUNCTION_ARGS)
 
 /*
  * Parameters, FLOPs and memory, from the spec alone (nothing is allocated).
- * Memory per batch counts parameters, gradients and optimizer state, plus the
- * activations and their gradients for a batch; im2col scratch is left out, so
- * it is a lower bound for convolutional networks.
+ * The memory is what training allocates for a batch (nn_spec_memory): the
+ * model, its optimizer state and its workspace, the figure that
+ * pgdl.max_model_memory is checked against.
  */
 PG_FUNCTION_INFO_V1(pgdl_estimate);
 Datum
@@ -126,29 +127,26 @@ pgdl_estimate(PG_FUNCTION_ARGS)
 	NnSpec	   *spec = palloc(sizeof(NnSpec));
 	PgdlTrainConfig config;
 	NnCost		total;
+	NnMemory	mem;
 	NnError		err;
 	TupleDesc	desc;
 	Datum		values[6];
 	bool		nulls[6] = {false};
-	int64		opt_floats;
-	int64		input;
 
 	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
-	if (!nn_spec_cost(spec, NULL, &total, &err))
+	if (!nn_spec_cost(spec, NULL, &total, &err) ||
+		!nn_spec_memory(spec, &config.optim, config.batch_size, &mem, &err))
 		pgdl_report_nn_error("model spec", &err);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	opt_floats = config.optim.type == NN_OPT_SGD ? (config.optim.momentum > 0 ? total.params : 0) : 2 * total.params;
-	input = spec->input[0] * (int64) (spec->input_ndim == 3 ? spec->input[1] * spec->input[2] : 1);
 	values[0] = Int64GetDatum(total.params);
 	values[1] = Int64GetDatum(total.flops_forward);
 	values[2] = Int64GetDatum(total.flops_train);
 	values[3] = Int64GetDatum(4 * total.act_floats);
 	values[4] = Int32GetDatum(config.batch_size);
-	values[5] = Int64GetDatum(4 * (2 * total.params + opt_floats +
-								   (int64) config.batch_size * (2 * total.act_floats + input)));
+	values[5] = Int64GetDatum(mem.total);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

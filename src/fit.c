@@ -78,6 +78,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 	pgdl_config_from_jsonb(config_json, &f->config);
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
+	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
 	if (OidIsValid(validation))
 	{
 		f->vds = pgdl_dataset_by_packed(validation);

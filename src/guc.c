@@ -19,6 +19,7 @@ int			pgdl_max_workers = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
+int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
 
 void
 pgdl_guc_init(void)
@@ -83,6 +84,21 @@ pgdl_guc_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * A guard for a shared server, so a superuser's: each model lives in one
+	 * backend or worker, and a user who could raise the limit could take the
+	 * server's memory.  1 GB by default, as large as a stored model may be
+	 * (a bytea); GRANT SET ON PARAMETER lets a role raise it.
+	 */
+	DefineCustomIntVariable("pgdl.max_model_memory",
+							"Memory one model may take: parameters, gradients, optimizer state and the workspace for a batch.",
+							"A model, or a batch for it, that would take more is refused before anything is allocated.",
+							&pgdl_max_model_memory,
+							1024 * 1024, 64, MAX_KILOBYTES,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgdl");
 }

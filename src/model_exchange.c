@@ -188,6 +188,7 @@ pgdl_model_from_weights(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	spec = palloc0(sizeof(NnSpec));
 	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	pgdl_check_model_memory(spec, NULL, 0, "the model");
 	m = nn_model_create(spec, (uint64) seed, &err);
 	if (m == NULL)
 		pgdl_report_nn_error("model spec", &err);

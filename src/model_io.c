@@ -26,6 +26,7 @@
 #include "nodes/primnodes.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -182,6 +183,58 @@ pgdl_model_free_with(NnModel *model, MemoryContext owner)
 	MemoryContextRegisterResetCallback(owner, cb);
 }
 
+/* ---- pgdl.max_model_memory ---- */
+
+static void
+refuse_over_limit(const NnMemory *mem, int32 batch, const char *what)
+{
+	if (mem->total <= (int64) pgdl_max_model_memory * 1024)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("%s needs " INT64_FORMAT " bytes of memory, more than pgdl.max_model_memory (%s)",
+					what, mem->total, GetConfigOptionByName("pgdl.max_model_memory", NULL, false)),
+			 batch > 0 ?
+			 errdetail("Its parameters, gradients and running statistics take " INT64_FORMAT " bytes, "
+					   "its optimizer state " INT64_FORMAT " and its workspace for batches of %d examples " INT64_FORMAT ".",
+					   mem->model, mem->optim, batch, mem->workspace) :
+			 errdetail("Its parameters, gradients and running statistics take " INT64_FORMAT " bytes "
+					   "and its optimizer state " INT64_FORMAT ".", mem->model, mem->optim),
+			 errhint("Use a smaller network or batch, or ask a superuser to raise pgdl.max_model_memory.")));
+}
+
+void
+pgdl_check_model_memory(const NnSpec *spec, const NnOptim *optim, int32 batch, const char *what)
+{
+	NnMemory	mem;
+	NnError		err;
+
+	if (!nn_spec_memory(spec, optim, batch, &mem, &err))
+		pgdl_report_nn_error("model spec", &err);
+	refuse_over_limit(&mem, batch, what);
+}
+
+/* A blob the engine cannot read is left to nn_model_deserialize, which says what is wrong with it. */
+void
+pgdl_check_model_blob(const void *blob, Size len, const char *what)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+	NnOptim		optim;
+	NnMemory	mem;
+	NnError		err;
+
+	if (nn_model_blob_spec(blob, len, spec, &optim, &err) && nn_spec_memory(spec, &optim, 0, &mem, &err))
+		refuse_over_limit(&mem, 0, what);
+	pfree(spec);
+}
+
+void
+pgdl_check_model_batch(const NnModel *model, int32 batch, const char *what)
+{
+	if (batch > model->batch_cap)
+		pgdl_check_model_memory(&model->spec, model->optim.type != 0 ? &model->optim : NULL, batch, what);
+}
+
 NnModel *
 pgdl_model_deserialize(bytea *blob)
 {
@@ -189,6 +242,7 @@ pgdl_model_deserialize(bytea *blob)
 	NnModel    *m;
 
 	pgdl_engine_prepare();
+	pgdl_check_model_blob(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), "the model");
 	m = nn_model_deserialize((const uint8_t *) VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &err);
 	if (m == NULL)
 		ereport(ERROR,

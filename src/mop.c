@@ -294,6 +294,7 @@ resolve_network(MopRun *run, MopConfig *c)
 		else
 			pgdl_spec_from_jsonb(c->spec_json, c->spec);
 		pgdl_check_model_fits(c->spec, run->ds);
+		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
 	}
 	PG_CATCH();
 	{
@@ -659,6 +660,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->epochs = run->epochs;
 	shared->eta = run->eta;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
+	shared->max_model_memory = pgdl_max_model_memory;
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;

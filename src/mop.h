@@ -125,6 +125,7 @@ typedef struct MopShared
 	int32		epochs;
 	int32		eta;			/* successive halving; 0: train every model for all epochs */
 	int64		cache_bytes;	/* per worker, for buffers */
+	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start: n_workers is final */

@@ -265,6 +265,7 @@ evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 	EvalArg    *ea = arg;
 	NnError		err;
 
+	pgdl_check_model_batch(ea->model, n, "the model");
 	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),

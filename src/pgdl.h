@@ -34,6 +34,7 @@ extern int	pgdl_max_workers;
 extern int	pgdl_worker_cache_mem;
 extern int	pgdl_feature_cache_budget;	/* kB */
 extern double pgdl_cpu_gflops;
+extern int	pgdl_max_model_memory;	/* kB */
 
 extern void pgdl_guc_init(void);
 
@@ -174,6 +175,18 @@ extern PgdlModel *pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext own
 extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
 extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */
 extern void pgdl_model_free_with(NnModel *model, MemoryContext owner);
+
+/*
+ * pgdl.max_model_memory, checked before the engine allocates: a model of
+ * `spec` with optimizer `optim` (NULL: none) and a workspace for `batch`
+ * examples (0: none) that would take more is an ERRCODE_PROGRAM_LIMIT_EXCEEDED
+ * error naming `what` ("the model") and its size.  _blob sizes what
+ * nn_model_deserialize would allocate for a blob (and leaves a malformed one
+ * to it); _batch what a reserve for `batch` would add to a model.
+ */
+extern void pgdl_check_model_memory(const NnSpec *spec, const NnOptim *optim, int32 batch, const char *what);
+extern void pgdl_check_model_blob(const void *blob, Size len, const char *what);
+extern void pgdl_check_model_batch(const NnModel *model, int32 batch, const char *what);
 
 /* model_exchange.c: weights in and out (pgdl.model_weights, pgdl.model_from_weights; ONNX next) */
 

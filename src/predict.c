@@ -168,6 +168,7 @@ forward(NnModel *m, const float *x, int n)
 	NnError		err;
 	const float *z;
 
+	pgdl_check_model_batch(m, n, "the model");
 	if (!nn_model_reserve(m, n, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -293,6 +294,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 				 errdetail("pgdl.features returns the output of the model's first `layer` layers.")));
 	check_dataset(m, model->dataset);
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
+	pgdl_check_model_batch(m, 1, "the model");
 	if (!nn_model_reserve(m, 1, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -415,6 +417,7 @@ typedef struct PredictBatch
 static void
 batch_init(PredictBatch *b, PgdlModel *model, const char *column, int32 size)
 {
+	pgdl_check_model_batch(model->nn, size, "the model");
 	b->model = model;
 	b->column = column;
 	b->size = size;

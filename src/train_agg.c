@@ -28,6 +28,7 @@ pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cx
 	state->model = model;
 	state->config = *config;
 	state->cxt = cxt;
+	pgdl_check_model_memory(&model->spec, &config->optim, config->batch_size, "the model");
 	if (!nn_model_set_optim(model, &config->optim, &err) ||
 		!nn_model_reserve(model, config->batch_size, &err))
 		pgdl_report_nn_error("training configuration", &err);
@@ -297,6 +298,7 @@ pgdl_train_deserial(PG_FUNCTION_ARGS)
 				 errmsg("invalid pgdl.train state")));
 	memcpy(&h, VARDATA_ANY(in), sizeof(h));
 	pgdl_engine_prepare();
+	pgdl_check_model_blob(VARDATA_ANY(in) + sizeof(h), VARSIZE_ANY_EXHDR(in) - sizeof(h), "the model");
 	m = nn_model_deserialize((const uint8_t *) VARDATA_ANY(in) + sizeof(h),
 							 VARSIZE_ANY_EXHDR(in) - sizeof(h), &err);
 	if (m == NULL)

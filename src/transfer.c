@@ -178,6 +178,7 @@ trained_rest(const NnModel *base, int32 freeze, JsonbContainer *head, uint64 see
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
+		pgdl_check_model_memory(spec, NULL, 0, "the head");
 		rest = nn_model_create(spec, seed, &err);
 		if (rest == NULL)
 			pgdl_report_nn_error("head", &err);
@@ -341,6 +342,7 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("buffer of %d examples has %lld values of x; the frozen layers take " INT64_FORMAT " per example",
 						n, (long long) length, nn_model_input_size(st->layers))));
+	pgdl_check_model_batch(st->layers, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
 	result = pgdl_float4_array_new((int64) n * nn_model_output_size(st->layers));
 	if (!nn_model_forward_frozen(st->layers, x, n, (float *) ARR_DATA_PTR(result), &err))
 		ereport(ERROR,

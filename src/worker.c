@@ -101,6 +101,7 @@ source_input(WorkerSource *src, const float *x, int32 n)
 										   mul_size((Size) n, mul_size(nn_model_output_size(src->prefix), sizeof(float))));
 		src->features_cap = n;
 	}
+	pgdl_check_model_batch(src->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
 	if (!nn_model_forward_frozen(src->prefix, x, n, src->features, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -127,6 +128,7 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	NnError		err;
 
 	x = source_input(sa->src, x, n);
+	pgdl_check_model_batch(sa->model, n, "the model");
 	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -689,6 +691,7 @@ pgdl_mop_worker_main(Datum main_arg)
 	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
 	SetCurrentRoleId(shared->outer_user, shared->outer_is_superuser);
 	SetUserIdAndSecContext(shared->current_user, shared->sec_context);
+	SetConfigOption("pgdl.max_model_memory", psprintf("%d", shared->max_model_memory), PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("pgdl worker");
 
 	PG_TRY();

@@ -56,32 +56,23 @@ safe_floats(int64_t n, size_t *bytes)
 	return true;
 }
 
-/* Validate the spec, lay the parameters out and allocate them (uninitialized). */
-NnModel *
-nn_model_alloc(const NnSpec *spec, NnError *err)
+/*
+ * Validate the spec and lay the parameters out in m (zeroed): what
+ * nn_model_alloc allocates and nn_spec_memory counts, without allocating.
+ */
+static bool
+model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 {
-	NnModel    *m;
 	int64_t		off = 0,
 				boff = 0;
-	size_t		bytes;
 
-	m = calloc(1, sizeof(NnModel));
-	if (m == NULL)
-	{
-		nn_error_set(err, -1, "", "out of memory");
-		return NULL;
-	}
 	memcpy(&m->spec, spec, sizeof(NnSpec));
 	/* unused layer slots stay zero, so that equal specs serialize identically */
 	if (spec->n_layers >= 0 && spec->n_layers < NN_MAX_LAYERS)
 		memset(&m->spec.layers[spec->n_layers], 0,
 			   sizeof(NnLayerSpec) * (NN_MAX_LAYERS - spec->n_layers));
-	m->be = nn_backend_cpu();
 	if (!nn_spec_validate(&m->spec, m->shape, err))
-	{
-		free(m);
-		return NULL;
-	}
+		return false;
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		const NnLayerSpec *l = &m->spec.layers[i];
@@ -109,15 +100,37 @@ nn_model_alloc(const NnSpec *spec, NnError *err)
 	}
 	m->n_params = off;
 	m->n_buffers = boff;
-	if (!safe_floats(2 * off + boff, &bytes) || (m->params = m->be->alloc(bytes)) == NULL)
+	return true;
+}
+
+/* Validate the spec, lay the parameters out and allocate them (uninitialized). */
+NnModel *
+nn_model_alloc(const NnSpec *spec, NnError *err)
+{
+	NnModel    *m;
+	size_t		bytes;
+
+	m = calloc(1, sizeof(NnModel));
+	if (m == NULL)
 	{
-		nn_error_set(err, -1, "", "out of memory allocating %lld parameters", (long long) off);
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	m->be = nn_backend_cpu();
+	if (!model_layout(m, spec, err))
+	{
+		free(m);
+		return NULL;
+	}
+	if (!safe_floats(2 * m->n_params + m->n_buffers, &bytes) || (m->params = m->be->alloc(bytes)) == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory allocating %lld parameters", (long long) m->n_params);
 		free(m);
 		return NULL;
 	}
 	memset(m->params, 0, bytes);
-	m->grads = m->params + off;
-	m->buffers = m->grads + off;
+	m->grads = m->params + m->n_params;
+	m->buffers = m->grads + m->n_params;
 	return m;
 }
 
@@ -186,6 +199,47 @@ nn_model_target_size(const NnModel *m)
 	return m->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : nn_model_output_size(m);
 }
 
+/* Where each part of a workspace starts, in floats from its beginning. */
+typedef struct WorkLayout
+{
+	int64_t		out[NN_MAX_LAYERS];	/* a layer's output, then its gradient */
+	int64_t		aux[NN_MAX_LAYERS];	/* its saved state */
+	int64_t		scratch;		/* im2col columns */
+	int64_t		row_loss;		/* per-example losses */
+	int64_t		dinput;			/* the input's gradient, when wanted */
+	int64_t		total;
+} WorkLayout;
+
+/*
+ * The workspace for batches of `batch` examples: each layer's output and its
+ * gradient, 16-float aligned so each starts on a cache line, and its saved
+ * state; then the largest layer's scratch, the losses and the input's gradient.
+ */
+static void
+workspace_layout(const NnModel *m, int32_t batch, WorkLayout *w)
+{
+	int64_t		total = 0,
+				scratch = 0;
+
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
+		int64_t		s = nn_layer_scratch_floats(m, i, batch);
+
+		w->out[i] = total;
+		if (!nn_layer_in_place(m, i))
+			total += 2 * n;
+		w->aux[i] = total;
+		total += (nn_layer_aux_floats(m, i, batch) + 15) & ~(int64_t) 15;
+		if (s > scratch)
+			scratch = s;
+	}
+	w->scratch = total;
+	w->row_loss = w->scratch + ((scratch + 15) & ~(int64_t) 15);
+	w->dinput = w->row_loss + ((batch + 15) & ~15);
+	w->total = w->dinput + (m->want_dinput ? (int64_t) batch * nn_model_input_size(m) : 0);
+}
+
 /*
  * Size the workspace for batches of up to `batch` examples.  Called before
  * training starts (and by a step that finds its batch too large), never per step
@@ -194,12 +248,7 @@ nn_model_target_size(const NnModel *m)
 bool
 nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 {
-	int			L = m->spec.n_layers;
-	int64_t		total = 0,
-				scratch = 0;
-	int64_t		out_off[NN_MAX_LAYERS],
-				aux_off[NN_MAX_LAYERS];
-	int64_t		aux_end;
+	WorkLayout	w;
 	size_t		bytes;
 	float	   *work;
 
@@ -212,35 +261,15 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 	if (batch <= m->batch_cap && (!m->want_dinput || m->dinput != NULL))
 		return true;
 
-	/* outputs and their gradients, 16-float aligned so each starts on a cache line */
-	for (int i = 0; i < L; i++)
-	{
-		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
-		int64_t		aux = (nn_layer_aux_floats(m, i, batch) + 15) & ~(int64_t) 15;
-		int64_t		s = nn_layer_scratch_floats(m, i, batch);
-
-		out_off[i] = total;
-		if (!nn_layer_in_place(m, i))
-			total += 2 * n;
-		aux_off[i] = total;
-		total += aux;
-		if (s > scratch)
-			scratch = s;
-	}
-	aux_end = total;
-	scratch = (scratch + 15) & ~(int64_t) 15;
-	total += scratch + ((batch + 15) & ~15);	/* im2col; per-example losses */
-	if (m->want_dinput)
-		total += (int64_t) batch * nn_model_input_size(m);
-
-	if (!safe_floats(total, &bytes) || (work = m->be->alloc(bytes)) == NULL)
+	workspace_layout(m, batch, &w);
+	if (!safe_floats(w.total, &bytes) || (work = m->be->alloc(bytes)) == NULL)
 	{
 		nn_error_set(err, -1, "batch_size", "out of memory reserving a workspace for batches of %d", (int) batch);
 		return false;
 	}
 	m->be->release(m->work);
 	m->work = work;
-	for (int i = 0; i < L; i++)
+	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		int64_t		n = ((int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]) + 15) & ~(int64_t) 15;
 
@@ -251,18 +280,29 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 		}
 		else
 		{
-			m->out[i] = work + out_off[i];
-			m->dout[i] = work + out_off[i] + n;
+			m->out[i] = work + w.out[i];
+			m->dout[i] = work + w.out[i] + n;
 		}
-		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + aux_off[i] : NULL;
+		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + w.aux[i] : NULL;
 	}
-	m->scratch = work + aux_end;
-	m->row_loss = m->scratch + scratch;
-	m->dinput = m->want_dinput ? m->row_loss + ((batch + 15) & ~15) : NULL;
+	m->scratch = work + w.scratch;
+	m->row_loss = work + w.row_loss;
+	m->dinput = m->want_dinput ? work + w.dinput : NULL;
 	m->batch_cap = batch;
 	m->last_input = NULL;
 	m->last_n = 0;
 	return true;
+}
+
+/* sgd: a momentum buffer when it has momentum; adam, adamw: m and v */
+static int64_t
+optim_state_floats(const NnOptim *opt, int64_t n_params)
+{
+	if (opt == NULL || opt->type == 0)
+		return 0;
+	if (opt->type == NN_OPT_SGD)
+		return opt->momentum > 0.0f ? n_params : 0;
+	return 2 * n_params;
 }
 
 /*
@@ -277,7 +317,7 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 
 	if (!nn_optim_validate(opt, err))
 		return false;
-	n_state = opt->type == NN_OPT_SGD ? (opt->momentum > 0.0f ? m->n_params : 0) : 2 * m->n_params;
+	n_state = optim_state_floats(opt, m->n_params);
 	if (opt->type != m->optim.type || n_state != m->n_opt_state)
 	{
 		float	   *state = NULL;
@@ -296,6 +336,49 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 		m->n_opt_state = n_state;
 	}
 	m->optim = *opt;
+	return true;
+}
+
+/*
+ * The bytes nn_model_create (or _deserialize), nn_model_set_optim(opt) and
+ * nn_model_reserve(batch) allocate for a model of this spec, from the same
+ * layout they use; opt NULL (or of type 0) for none, batch 0 for no workspace.
+ * Allocates nothing large.
+ */
+bool
+nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *mem, NnError *err)
+{
+	NnModel    *m;
+
+	if (batch < 0 || batch > NN_MAX_BATCH)
+	{
+		nn_error_set(err, -1, "batch_size", "batch size must be between 1 and %d, got %d",
+					 NN_MAX_BATCH, (int) batch);
+		return false;
+	}
+	m = calloc(1, sizeof(NnModel));
+	if (m == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return false;
+	}
+	if (!model_layout(m, spec, err))
+	{
+		free(m);
+		return false;
+	}
+	mem->model = (int64_t) sizeof(NnModel) + 4 * (2 * m->n_params + m->n_buffers);
+	mem->optim = 4 * optim_state_floats(opt, m->n_params);
+	mem->workspace = 0;
+	if (batch > 0)
+	{
+		WorkLayout	w;
+
+		workspace_layout(m, batch, &w);
+		mem->workspace = 4 * w.total;
+	}
+	mem->total = mem->model + mem->optim + mem->workspace;
+	free(m);
 	return true;
 }
 

@@ -130,6 +130,15 @@ typedef struct NnCost
 	int64_t		act_floats;		/* output floats per example kept for backward */
 } NnCost;
 
+/* Bytes of host (or device) memory a model holds; see nn_spec_memory. */
+typedef struct NnMemory
+{
+	int64_t		model;			/* the NnModel, parameters, gradients, running statistics */
+	int64_t		optim;			/* optimizer state */
+	int64_t		workspace;		/* activations, their gradients, saved state, scratch for a batch */
+	int64_t		total;
+} NnMemory;
+
 struct NnBackend;
 
 typedef struct NnModel
@@ -196,6 +205,9 @@ extern NnModel *nn_model_clone(const NnModel *m, NnError *err);
 extern void nn_model_free(NnModel *m);
 extern bool nn_model_reserve(NnModel *m, int32_t batch, NnError *err);
 extern bool nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err);
+/* What a model of this spec allocates with optimizer opt (NULL: none) and a workspace for batch (0: none). */
+extern bool nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *mem,
+						   NnError *err);
 extern int64_t nn_model_input_size(const NnModel *m);
 extern int64_t nn_model_output_size(const NnModel *m);
 extern int64_t nn_model_target_size(const NnModel *m);	/* floats of y per example */
@@ -242,6 +254,8 @@ extern bool nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float
 extern size_t nn_model_serialized_size(const NnModel *m);
 extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
 extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);
+/* A blob's spec and optimizer settings, nothing allocated: for nn_spec_memory before deserializing. */
+extern bool nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, NnError *err);
 extern uint32_t nn_crc32(uint32_t crc, const uint8_t *data, size_t len);
 
 /* rng.c: counter-based, so a value depends on (seed, stream, counter) only */

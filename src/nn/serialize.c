@@ -266,6 +266,152 @@ get_count(Reader *r, int64_t expected, const char *what, NnError *err)
 	return true;
 }
 
+/*
+ * Magic, version, length and checksum; leaves r after the header with its end
+ * before the checksum (which is not part of the content).
+ */
+static bool
+read_header(Reader *r, const uint8_t *buf, size_t len, NnError *err)
+{
+	uint32_t	version;
+	uint64_t	total;
+	Reader		tail;
+
+	if (len < HEADER_BYTES + 4 || memcmp(buf, NN_FORMAT_MAGIC, 8) != 0)
+	{
+		nn_error_set(err, -1, "", "not a pgdl model (bad magic or too short: %zu bytes)", len);
+		return false;
+	}
+	r->p += 8;
+	version = get_u32(r);
+	if (version != NN_FORMAT_VERSION)
+	{
+		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads version %d)",
+					 version, NN_FORMAT_VERSION);
+		return false;
+	}
+	total = get_u64(r);
+	if (total != len)
+	{
+		nn_error_set(err, -1, "", "model blob is %zu bytes, its header says %llu", len,
+					 (unsigned long long) total);
+		return false;
+	}
+	tail.p = buf + len - 4;
+	tail.end = buf + len;
+	if (get_u32(&tail) != nn_crc32(0, buf, len - 4))
+	{
+		nn_error_set(err, -1, "", "model blob is corrupt (checksum mismatch)");
+		return false;
+	}
+	r->end = buf + len - 4;
+	return true;
+}
+
+/* The spec as stored; nn_model_alloc validates it. */
+static bool
+read_spec(Reader *r, NnSpec *spec, NnError *err)
+{
+	uint32_t	n_layers;
+
+	if (!have(r, 6 * 4))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated in the spec");
+		return false;
+	}
+	spec->input_ndim = (int32_t) get_u32(r);
+	for (int d = 0; d < 3; d++)
+		spec->input[d] = (int32_t) get_u32(r);
+	n_layers = get_u32(r);
+	spec->loss = (NnLoss) get_u32(r);
+	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(r, (uint64_t) n_layers * LAYER_BYTES))
+	{
+		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
+		return false;
+	}
+	spec->n_layers = (int32_t) n_layers;
+	for (uint32_t i = 0; i < n_layers; i++)
+	{
+		NnLayerSpec *l = &spec->layers[i];
+
+		l->type = (NnLayerType) get_u32(r);
+		l->units = (int32_t) get_u32(r);
+		l->filters = (int32_t) get_u32(r);
+		l->kernel = (int32_t) get_u32(r);
+		l->stride = (int32_t) get_u32(r);
+		l->padding = (int32_t) get_u32(r);
+		l->init = (NnInit) get_u32(r);
+		l->alpha = get_f32(r);
+		l->rate = get_f32(r);
+		l->eps = get_f32(r);
+		l->momentum = get_f32(r);
+	}
+	return true;
+}
+
+/* The optimizer's settings (not its state); type 0 when the blob has none. */
+static bool
+read_optim_settings(Reader *r, NnOptim *opt, NnError *err)
+{
+	uint32_t	nesterov;
+
+	if (!have(r, OPTIM_BYTES))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated in the optimizer");
+		return false;
+	}
+	memset(opt, 0, sizeof(*opt));
+	opt->type = (NnOptType) get_u32(r);
+	opt->lr = get_f32(r);
+	opt->momentum = get_f32(r);
+	nesterov = get_u32(r);
+	if (nesterov > 1)
+	{
+		nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
+		return false;
+	}
+	opt->nesterov = nesterov == 1;
+	opt->weight_decay = get_f32(r);
+	opt->beta1 = get_f32(r);
+	opt->beta2 = get_f32(r);
+	opt->eps = get_f32(r);
+	return true;
+}
+
+/*
+ * The spec and optimizer settings of a blob, read without allocating a model:
+ * what a caller needs to know what nn_model_deserialize would allocate
+ * (nn_spec_memory).  Counts are skipped as the blob declares them, unchecked:
+ * nn_model_deserialize checks everything.  A blob too short to hold the
+ * optimizer gets type 0: nn_model_deserialize fails before it would allocate
+ * optimizer state for it.
+ */
+bool
+nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, NnError *err)
+{
+	Reader		r = {buf, buf + len};
+	NnError		ignored;
+
+	memset(spec, 0, sizeof(*spec));
+	memset(opt, 0, sizeof(*opt));
+	if (!read_header(&r, buf, len, err) || !read_spec(&r, spec, err))
+		return false;
+	if (!have(&r, 16))
+		return true;
+	r.p += 16;					/* seed, step */
+	for (int k = 0; k < 2; k++) /* parameters, running statistics */
+	{
+		uint64_t	n;
+
+		if (!have(&r, 8) || (n = get_u64(&r)) > (uint64_t) (r.end - r.p) / 4)
+			return true;
+		r.p += n * 4;
+	}
+	if (!read_optim_settings(&r, opt, &ignored))
+		memset(opt, 0, sizeof(*opt));
+	return true;
+}
+
 NnModel *
 nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 {
@@ -273,85 +419,19 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	NnSpec	   *spec;
 	NnModel    *m;
 	NnOptim		opt;
-	uint32_t	version,
-				n_layers;
-	uint64_t	total,
-				seed,
+	uint64_t	seed,
 				step;
 
-	if (len < HEADER_BYTES + 4 || memcmp(buf, NN_FORMAT_MAGIC, 8) != 0)
-	{
-		nn_error_set(err, -1, "", "not a pgdl model (bad magic or too short: %zu bytes)", len);
+	if (!read_header(&r, buf, len, err))
 		return NULL;
-	}
-	r.p += 8;
-	version = get_u32(&r);
-	if (version != NN_FORMAT_VERSION)
-	{
-		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads version %d)",
-					 version, NN_FORMAT_VERSION);
-		return NULL;
-	}
-	total = get_u64(&r);
-	if (total != len)
-	{
-		nn_error_set(err, -1, "", "model blob is %zu bytes, its header says %llu", len,
-					 (unsigned long long) total);
-		return NULL;
-	}
-	{
-		Reader		tail = {buf + len - 4, buf + len};
-
-		if (get_u32(&tail) != nn_crc32(0, buf, len - 4))
-		{
-			nn_error_set(err, -1, "", "model blob is corrupt (checksum mismatch)");
-			return NULL;
-		}
-	}
-	r.end = buf + len - 4;		/* the checksum is not part of the content */
-
-	if (!have(&r, 6 * 4))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated in the spec");
-		return NULL;
-	}
 	spec = calloc(1, sizeof(NnSpec));
 	if (spec == NULL)
 	{
 		nn_error_set(err, -1, "", "out of memory");
 		return NULL;
 	}
-	spec->input_ndim = (int32_t) get_u32(&r);
-	for (int d = 0; d < 3; d++)
-		spec->input[d] = (int32_t) get_u32(&r);
-	n_layers = get_u32(&r);
-	spec->loss = (NnLoss) get_u32(&r);
-	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(&r, (uint64_t) n_layers * LAYER_BYTES))
-	{
-		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
-		free(spec);
-		return NULL;
-	}
-	spec->n_layers = (int32_t) n_layers;
-	for (uint32_t i = 0; i < n_layers; i++)
-	{
-		NnLayerSpec *l = &spec->layers[i];
-
-		l->type = (NnLayerType) get_u32(&r);
-		l->units = (int32_t) get_u32(&r);
-		l->filters = (int32_t) get_u32(&r);
-		l->kernel = (int32_t) get_u32(&r);
-		l->stride = (int32_t) get_u32(&r);
-		l->padding = (int32_t) get_u32(&r);
-		l->init = (NnInit) get_u32(&r);
-		l->alpha = get_f32(&r);
-		l->rate = get_f32(&r);
-		l->eps = get_f32(&r);
-		l->momentum = get_f32(&r);
-	}
-
-	/* validates the spec and sizes the parameters before anything large is allocated */
-	m = nn_model_alloc(spec, err);
+	/* nn_model_alloc validates the spec and sizes the parameters before anything large is allocated */
+	m = read_spec(&r, spec, err) ? nn_model_alloc(spec, err) : NULL;
 	free(spec);
 	if (m == NULL)
 		return NULL;
@@ -377,29 +457,8 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		goto fail;
 	get_floats(&r, m->buffers, m->n_buffers);
 
-	if (!have(&r, OPTIM_BYTES))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated in the optimizer");
+	if (!read_optim_settings(&r, &opt, err))
 		goto fail;
-	}
-	memset(&opt, 0, sizeof(opt));
-	opt.type = (NnOptType) get_u32(&r);
-	opt.lr = get_f32(&r);
-	opt.momentum = get_f32(&r);
-	{
-		uint32_t	nesterov = get_u32(&r);
-
-		if (nesterov > 1)
-		{
-			nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
-			goto fail;
-		}
-		opt.nesterov = nesterov == 1;
-	}
-	opt.weight_decay = get_f32(&r);
-	opt.beta1 = get_f32(&r);
-	opt.beta2 = get_f32(&r);
-	opt.eps = get_f32(&r);
 	if (opt.type != 0)
 	{
 		if (!nn_model_set_optim(m, &opt, err))
