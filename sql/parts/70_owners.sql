@@ -41,7 +41,9 @@ COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 
 -- What a run writes (its metrics, checkpoints and models) belongs to the run's owner, whoever writes it
 -- (a member of the owning role resuming its run, a superuser): so "the checkpoints of run r" are
--- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only.
+-- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only,
+-- and only for a row that names its writer as its owner (the default), so that a restore, which writes
+-- every row with its owner, keeps the models given away (all but those given to the restoring role).
 CREATE FUNCTION pgdl.owned_by_run() RETURNS trigger
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
 $$
@@ -63,7 +65,8 @@ CREATE TRIGGER run_metrics_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.r
 CREATE TRIGGER checkpoints_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.checkpoints
 	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
 CREATE TRIGGER models_owner BEFORE INSERT ON pgdl.models
-	FOR EACH ROW WHEN (NEW.run IS NOT NULL) EXECUTE FUNCTION pgdl.owned_by_run();
+	FOR EACH ROW WHEN (NEW.run IS NOT NULL AND NEW.owner = quote_ident(current_user)::regrole)
+	EXECUTE FUNCTION pgdl.owned_by_run();
 
 -- ---- Row-level security ----
 --
