@@ -206,8 +206,9 @@ $$;
 -- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
 -- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
 -- too, so these rules are the only ones: nothing of pgdl reads the catalog with other rights but the
--- three SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
--- base_model_changed, forget_dropped_relations, feature_cache_bytes).
+-- four SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
+-- base_model_changed, forget_dropped_relations, feature_cache_bytes; 20_catalog.sql:
+-- forget_deleted_rows).
 
 -- The administrators of the catalog.  A role is not part of an extension: DROP EXTENSION leaves it.
 DO $$
