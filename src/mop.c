@@ -1223,7 +1223,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 				 errmsg("run must not be NULL")));
 	check_isolation();
 	pgdl_engine_prepare();
-	/* before reading it: a run in flight is that run's, and one that finished since says so below */
+	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
 	pgdl_run_claim(PG_GETARG_INT64(0));
 	workers = read_run(run, PG_GETARG_INT64(0));
 	/* workers NULL: as many as the run had */
