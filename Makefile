@@ -1,7 +1,7 @@
 # pgdl -- deep learning as SQL.  PGXS build; see README.md.
 
 EXTENSION   = pgdl
-EXTVERSION  = 0.1.0
+EXTVERSION  = 0.2.0
 MODULE_big  = pgdl
 
 PG_CONFIG  ?= /usr/lib/postgresql/15/bin/pg_config
@@ -28,8 +28,11 @@ CUDA_LIBS   =
 endif
 
 OBJS        = $(GLUE_SRCS:.c=.o) $(NN_SRCS:.c=.o) $(CUDA_OBJS)
+# The current version's script is assembled from sql/parts; earlier versions' scripts (frozen as they
+# were released), the upgrade scripts between versions and their control files are installed as they are.
 DATA_built  = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*--*.sql))
+DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql)) \
+			  $(wildcard extension/$(EXTENSION)--*.control)
 EXTRA_CLEAN = $(DATA_built) build kernels/cuda/*.o
 
 SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lm

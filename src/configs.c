@@ -26,6 +26,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
@@ -85,6 +86,12 @@ config_context_callback(void *arg)
  * A configuration validated and in canonical form: the optimizer's keys with
  * defaults filled in, and the transfer keys (base_model, freeze, head) as given,
  * after checking that the base model exists and the head fits it.
+ *
+ * The base model is not looked up with check_function_bodies off, which is how
+ * pg_dump's scripts and pg_restore load a database: pgdl.configs may be restored
+ * before pgdl.models, as a function may be before the tables it reads.
+ * pgdl.fit_multiple checks the base model when it trains, as it must anyway
+ * (it may have been deleted or revoked since).
  */
 static Jsonb *
 canonical_form(Jsonb *config, PgdlTrainConfig *parsed)
@@ -97,6 +104,7 @@ canonical_form(Jsonb *config, PgdlTrainConfig *parsed)
 	transfer = pgdl_transfer_keys(config);
 	if (transfer == NULL)
 		return canonical;
+	if (check_function_bodies)
 	{
 		PgdlTransfer t;
 

@@ -346,6 +346,7 @@ pgdl_dataset_by_packed(Oid packed)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"%s\" is not a packed dataset", get_rel_name(packed) ? get_rel_name(packed) : "?"),
+				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) : 0,
 				 errhint("Make one with pgdl.pack().")));
 	return ds;
 }

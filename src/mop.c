@@ -396,11 +396,19 @@ stop_workers(BackgroundWorkerHandle **handles, int n)
 static void
 wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 {
+	bool		held = false;
+
 	for (;;)
 	{
 		bool		all_done = true;
 
 		CHECK_FOR_INTERRUPTS();
+		/* the run is in flight until this transaction ends (lifecycle.c); worker 0 records it first */
+		if (!held && shared->run_id)
+		{
+			pgdl_run_hold_as_leader(shared->run_id);
+			held = true;
+		}
 		SpinLockAcquire(&shared->mutex);
 		for (int i = 0; i < shared->n_models; i++)
 			if (!mop_finished(shared->models[i].state))
@@ -1255,6 +1263,8 @@ pgdl_resume(PG_FUNCTION_ARGS)
 				 errmsg("run must not be NULL")));
 	check_isolation();
 	pgdl_engine_prepare();
+	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
+	pgdl_run_claim(PG_GETARG_INT64(0));
 	workers = read_run(run, PG_GETARG_INT64(0));
 	/* workers NULL: as many as the run had */
 	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers);

@@ -445,6 +445,7 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" is not a packed dataset", name ? name : "?"),
+				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) :
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
 	ref->name = MemoryContextStrdup(cxt, name ? name : "?");
 

@@ -32,6 +32,7 @@ static int	applied_blas_threads = 0;
 void
 _PG_init(void)
 {
+	pgdl_lifecycle_init();
 	pgdl_guc_init();
 	pgdl_model_io_init();
 }

@@ -13,7 +13,7 @@
 #include "utils/jsonb.h"
 
 /* Keep in step with extension/pgdl.control; regress/sql/pgdl.sql checks it. */
-#define PGDL_VERSION		"0.1.0"
+#define PGDL_VERSION		"0.2.0"
 
 /*
  * Limits on SQL arguments, defined once for every function that checks them.
@@ -37,6 +37,23 @@ extern double pgdl_cpu_gflops;
 extern int	pgdl_max_model_memory;	/* kB */
 
 extern void pgdl_guc_init(void);
+
+/* lifecycle.c: runs in flight, checkpoints of finished runs, DROP EXTENSION */
+extern int	pgdl_keep_checkpoints;
+
+extern void pgdl_lifecycle_init(void);
+/* a run in flight: its leader (for its transaction) and its workers (for their lives) hold it */
+extern void pgdl_run_claim(int64 run);	/* pgdl.resume's leader: the run, or "in progress" */
+extern void pgdl_run_hold_as_leader(int64 run);
+extern void pgdl_run_hold_as_worker(int64 run);
+extern bool pgdl_run_in_flight(int64 run);
+extern void pgdl_run_prune_checkpoints(int64 run);	/* at the end of a finished run */
+/* for errors about a table pgdl.datasets does not know: packed before pgdl was dropped? */
+extern bool pgdl_packed_left_behind(Oid relid);
+
+#define PGDL_UNKNOWN_PACKED_DETAIL \
+	"It has the columns of a table pgdl.pack writes, but no row in pgdl.datasets: it was packed " \
+	"before pgdl was dropped, and its classes and normalization went with the extension."
 
 /* pgdl.c */
 

@@ -217,6 +217,8 @@ pgdl_run_finish(int64 run, PgdlRunStatus status)
 	SPI_connect();
 	execute(&finish_run, values, NULL, SPI_OK_UPDATE);
 	SPI_finish();
+	if (status == PGDL_RUN_FINISHED)
+		pgdl_run_prune_checkpoints(run);
 }
 
 /* NaN: nothing was measured (a model that diverged at the first step of an epoch) */

@@ -168,6 +168,8 @@ create_run(void)
 							shared->epochs, handle);
 	else
 		pgdl_run_restart(id, handle);
+	/* in flight from the moment others can see it (lifecycle.c) */
+	pgdl_run_hold_as_worker(id);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	SpinLockAcquire(&shared->mutex);
@@ -214,7 +216,10 @@ wait_for_run_row(void)
 		run_id = shared->run_id;
 		SpinLockRelease(&shared->mutex);
 		if (run_id)
+		{
+			pgdl_run_hold_as_worker(run_id);	/* before this worker writes a row of it */
 			return;
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();

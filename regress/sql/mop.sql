@@ -48,7 +48,8 @@ SELECT r.architecture, r.config_json->>'optimizer' AS optimizer, mf.weights = mm
   JOIN mop_results r ON r.config = f.config AND r.workers = 2 JOIN pgdl.models mm ON mm.id = r.model
  ORDER BY f.config;
 
--- the leaderboard is sorted by validation loss; metrics and checkpoints per model and epoch
+-- the leaderboard is sorted by validation loss; metrics per model and epoch, and of the checkpoints of a
+-- finished run the last of each model (pgdl.keep_checkpoints = 1)
 SELECT bool_and(a.validation_loss <= b.validation_loss) AS sorted
   FROM mop_results a JOIN mop_results b ON a.workers = b.workers AND b.rank = a.rank + 1;
 SELECT r.kind, r.status, r.config->>'strategy' AS strategy, r.config->>'workers' AS workers,

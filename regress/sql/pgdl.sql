@@ -54,8 +54,20 @@ SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparal
  WHERE n.nspname = 'pgdl' AND p.proname IN ('version', 'cuda_status')
  ORDER BY p.proname;
 
--- drop and create again: CREATE EXTENSION makes schema pgdl when it is missing
+-- drop and create again: the extension's schemas go with it (its notice of the packed tables it
+-- leaves lists those of the tests before: regress/t/005_upgrade.pl checks it)
+SET client_min_messages = warning;
 DROP EXTENSION pgdl;
-DROP SCHEMA IF EXISTS pgdl;
+RESET client_min_messages;
+SELECT nspname FROM pg_namespace WHERE nspname IN ('pgdl', 'pgdl_cache');
+-- a schema pgdl that is not the extension's (as pgdl 0.1.0's DROP EXTENSION left) is in the way
+CREATE SCHEMA pgdl;
+CREATE EXTENSION pgdl;
+DROP SCHEMA pgdl;
 CREATE EXTENSION pgdl;
 SELECT pgdl.version() LIKE 'pgdl %' AS version_after_recreate;
+SELECT pg_describe_object(classid, objid, objsubid) AS member_schema
+  FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e' AND classid = 'pg_namespace'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pgdl')
+ ORDER BY 1;

@@ -51,7 +51,7 @@ SELECT count(*) AS trained FROM pgdl.fit_multiple('sec_alice_packed', 'sec_trans
 -- the ids bob will aim at
 SELECT m.id AS alice_model, m.dataset AS alice_dataset, a.id AS alice_arch
   FROM pgdl.models m JOIN pgdl.architectures a ON a.id = m.architecture WHERE m.name = 'sec_model' \gset
-SELECT c.run AS alice_run, c.config AS alice_config FROM pgdl.checkpoints c LIMIT 1 \gset
+SELECT c.run AS alice_run, c.config AS alice_config FROM pgdl.checkpoints c ORDER BY c.run, c.config LIMIT 1 \gset
 CREATE TABLE sec_alice_before AS
 SELECT (SELECT md5(weights) || metrics::text FROM pgdl.models WHERE name = 'sec_model') AS model,
        (SELECT md5(string_agg(classes::text || normalization::text || partitions, ',')) FROM pgdl.datasets) AS dataset,

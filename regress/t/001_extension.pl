@@ -14,8 +14,10 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgdl'\n");
 $node->start;
 
 $node->safe_psql('postgres', 'CREATE EXTENSION pgdl');
-is($node->safe_psql('postgres', "SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = 'pgdl'"),
-	'pgdl', 'CREATE EXTENSION creates schema pgdl');
+is( $node->safe_psql(
+		'postgres', "SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
+		  WHERE classid = 'pg_namespace'::regclass AND objid = 'pgdl'::regnamespace AND deptype = 'e'"),
+	'schema pgdl', 'CREATE EXTENSION creates schema pgdl, a member of the extension');
 
 # Preloaded: the settings exist before any pgdl function is called.
 is($node->safe_psql('postgres', 'SHOW pgdl.blas_threads'), '1', 'pgdl.blas_threads defaults to 1');

@@ -24,7 +24,9 @@ my $node = PostgreSQL::Test::Cluster->new('mop');
 $node->init;
 # restart_after_crash: PostgreSQL::Test::Cluster turns it off; the kill -9 test
 # below needs the postmaster to come back on its own.
-$node->append_conf('postgresql.conf', "max_worker_processes = 16\nrestart_after_crash = on\n");
+# keep_checkpoints = -1: finished runs keep every epoch's checkpoints, which check_run_rows counts
+$node->append_conf('postgresql.conf',
+	"max_worker_processes = 16\nrestart_after_crash = on\npgdl.keep_checkpoints = -1\n");
 $node->start;
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,8 @@ my $EPOCHS = 300;    # many small steps: about 2 s, so that a cancel lands mid-r
 
 my $node = PostgreSQL::Test::Cluster->new('owners');
 $node->init;
-$node->append_conf('postgresql.conf', "max_worker_processes = 16\n");
+# keep_checkpoints = -1: finished runs keep every epoch's checkpoints, whose owners are counted
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\npgdl.keep_checkpoints = -1\n");
 $node->start;
 
 # alice works alone; team is a group role that carol acts as, by SET ROLE or

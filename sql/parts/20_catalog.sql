@@ -2,10 +2,13 @@
 -- Rows are the extension's configuration data, so pg_dump keeps them.  Every row has an owner, the
 -- role that wrote it; row-level security (70_owners.sql) shows and lets change only what the current
 -- role owns or was granted.
+--
+-- New columns go at the end of their table: an installed pgdl is upgraded by ALTER TABLE ... ADD COLUMN
+-- (sql/pgdl--A--B.sql), which appends, and regress/t/005_upgrade.pl checks that an upgraded catalog
+-- equals a fresh one, column order included.
 
 CREATE TABLE pgdl.datasets (
 	id bigserial PRIMARY KEY,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	packed regclass NOT NULL UNIQUE,		-- the LIST-partitioned table pgdl.pack wrote
 	source text NOT NULL,					-- the table it was packed from, as named then
 	features text NOT NULL,					-- the feature column(s), as given
@@ -21,22 +24,22 @@ CREATE TABLE pgdl.datasets (
 	buffer_rows integer NOT NULL,
 	partitions integer NOT NULL,
 	seed bigint NOT NULL,
-	reference bigint REFERENCES pgdl.datasets ON DELETE SET NULL,	-- dataset whose classes and normalization were reused
-	created timestamptz NOT NULL DEFAULT now()
+	reference bigint,						-- dataset whose classes and normalization were reused (see below)
+	created timestamptz NOT NULL DEFAULT now(),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole
 );
 
 CREATE TABLE pgdl.architectures (
 	id bigserial PRIMARY KEY,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	name text NOT NULL,
 	spec jsonb NOT NULL,					-- validated by pgdl.add_architecture
 	created timestamptz NOT NULL DEFAULT now(),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	UNIQUE (owner, name)
 );
 
 CREATE TABLE pgdl.runs (
 	id bigserial PRIMARY KEY,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	kind text NOT NULL,						-- 'fit' or 'fit_multiple'
 	dataset bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
 	validation bigint REFERENCES pgdl.datasets ON DELETE SET NULL,
@@ -46,12 +49,12 @@ CREATE TABLE pgdl.runs (
 	status text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'finished', 'failed', 'cancelled')),
 	started timestamptz NOT NULL DEFAULT now(),
 	finished timestamptz,
-	progress_handle bigint					-- fit_multiple: the run's shared memory, for pgdl.progress
+	progress_handle bigint,					-- fit_multiple: the run's shared memory, for pgdl.progress
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole
 );
 
 CREATE TABLE pgdl.models (
 	id bigserial PRIMARY KEY,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	name text,
 	architecture bigint REFERENCES pgdl.architectures ON DELETE SET NULL,
 	spec jsonb NOT NULL,
@@ -60,9 +63,10 @@ CREATE TABLE pgdl.models (
 	run bigint REFERENCES pgdl.runs ON DELETE SET NULL,
 	weights bytea NOT NULL,					-- engine model format: spec, parameters, optimizer state
 	metrics jsonb,							-- of the last epoch
-	parent bigint REFERENCES pgdl.models ON DELETE SET NULL,
-	acl aclitem[],							-- who else may use it: pgdl.grant_model
+	parent bigint,							-- the base model of a transfer configuration (see below)
 	created timestamptz NOT NULL DEFAULT now(),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	acl aclitem[],							-- who else may use it: pgdl.grant_model
 	UNIQUE (owner, name)
 );
 CREATE INDEX ON pgdl.models (dataset);		-- who may read a dataset's row: 70_owners.sql
@@ -70,7 +74,6 @@ ALTER TABLE pgdl.models ALTER COLUMN weights SET STORAGE EXTERNAL;
 
 CREATE TABLE pgdl.run_metrics (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	config bigint,							-- pgdl.configs.id in a pgdl.fit_multiple run
 	model bigint,							-- filled in when the model is stored
 	epoch integer NOT NULL,
@@ -81,6 +84,7 @@ CREATE TABLE pgdl.run_metrics (
 	seconds double precision,
 	images_per_second double precision,
 	decision text,							-- successive halving: 'continue' or 'stop' at a rung
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged')),	-- 'diverged': training stopped in this epoch
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch)
 );
@@ -101,6 +105,26 @@ SELECT pg_catalog.pg_extension_config_dump('pgdl.models', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.models_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.run_metrics', '');
 
+-- A row that names another row of its own table (a dataset's reference, a model's parent) does so
+-- without a foreign key: pg_dump loads the catalog's rows in the order their foreign keys allow, and a
+-- table's key to itself is a loop it warns about ("circular foreign-key constraints").  Deleting a row
+-- clears the names of it, as ON DELETE SET NULL did, in every role's rows: as the extension's owner.
+CREATE FUNCTION pgdl.forget_deleted_rows() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	EXECUTE format('UPDATE %I.%I t SET %I = NULL WHERE t.%I IN (SELECT g.id FROM gone g)',
+				   TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[0]);
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION pgdl.forget_deleted_rows() IS
+	'trigger: sets to NULL the column (the argument) of the rows that named deleted rows of the same table';
+CREATE TRIGGER datasets_reference AFTER DELETE ON pgdl.datasets REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.forget_deleted_rows('reference');
+CREATE TRIGGER models_parent AFTER DELETE ON pgdl.models REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.forget_deleted_rows('parent');
+
 -- Backends cache deserialized models and datasets; a change to either table
 -- flushes every backend's cache (a relcache invalidation of the table).
 CREATE FUNCTION pgdl.catalog_changed() RETURNS trigger
@@ -115,7 +139,6 @@ CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON 
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
 -- Users train, store and share models: the catalog is theirs to read and write, each their own rows.
-GRANT USAGE ON SCHEMA pgdl TO PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs,
 	pgdl.run_metrics TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
@@ -124,11 +147,11 @@ GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.mo
 -- Configuration sets for model selection (pgdl.grid_search, pgdl.random_search, or rows by hand).
 CREATE TABLE pgdl.configs (
 	id bigserial PRIMARY KEY,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	set_name text NOT NULL,
 	architecture bigint REFERENCES pgdl.architectures ON DELETE CASCADE,	-- NULL: the network comes from config's base_model
 	config jsonb NOT NULL,					-- a training configuration, stored in canonical form
 	created timestamptz NOT NULL DEFAULT now(),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	UNIQUE NULLS NOT DISTINCT (owner, set_name, architecture, config),
 	CHECK ((architecture IS NULL) = (config ? 'base_model'))
 );
@@ -143,11 +166,11 @@ GRANT USAGE ON SEQUENCE pgdl.configs_id_seq TO PUBLIC;
 -- so that pgdl.resume can continue a cancelled or crashed run.
 CREATE TABLE pgdl.checkpoints (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	config bigint NOT NULL,					-- pgdl.configs.id
 	epoch integer NOT NULL,
 	weights bytea NOT NULL,
 	created timestamptz NOT NULL DEFAULT now(),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	PRIMARY KEY (run, config, epoch)
 );
 ALTER TABLE pgdl.checkpoints ALTER COLUMN weights SET STORAGE EXTERNAL;

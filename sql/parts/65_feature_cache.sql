@@ -14,7 +14,7 @@ CREATE TABLE pgdl.feature_cache (
 	base_model bigint,						-- the model whose first `depth` layers computed them
 	base_hash text NOT NULL,				-- SHA-256 of those layers (spec and weights): pgdl.prefix_hash
 	depth integer NOT NULL CHECK (depth > 0),
-	staged_from bigint REFERENCES pgdl.feature_cache ON DELETE SET NULL,	-- computed from this shallower cache
+	staged_from bigint,						-- computed from this shallower cache (no foreign key: 20_catalog.sql)
 	view regclass NOT NULL UNIQUE,			-- the materialized view in pgdl_cache
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	rows bigint NOT NULL,
@@ -26,6 +26,8 @@ CREATE TABLE pgdl.feature_cache (
 	valid boolean NOT NULL DEFAULT true		-- false once its base model changed (its source: see source_version)
 );
 CREATE INDEX ON pgdl.feature_cache (dataset, depth);
+CREATE TRIGGER feature_cache_staged_from AFTER DELETE ON pgdl.feature_cache REFERENCING OLD TABLE AS gone
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.forget_deleted_rows('staged_from');
 COMMENT ON TABLE pgdl.feature_cache IS
 	'feature caches: per packed table and frozen prefix of a base model, the materialized view of its outputs, its size, use and validity';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache', '');
@@ -99,9 +101,12 @@ CREATE FUNCTION pgdl.prefix_hash(model bigint, layers integer) RETURNS text
 COMMENT ON FUNCTION pgdl.prefix_hash(bigint, integer) IS
 	'SHA-256 (hex) of a stored model''s first layers, spec and weights: equal for equal frozen prefixes, the key of feature caches';
 
+-- Row-level security on: a cache view is refreshed as its owner, who reads the base model under the
+-- catalog's policies, also when a restore (which sets row_security off) refreshes it.
 CREATE FUNCTION pgdl.cache_features(base bigint, from_layer integer, to_layer integer, base_hash text,
 		x real[], n integer) RETURNS real[]
-	AS 'MODULE_PATHNAME', 'pgdl_cache_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	AS 'MODULE_PATHNAME', 'pgdl_cache_features' LANGUAGE C STABLE STRICT PARALLEL SAFE
+	SET row_security = on;
 COMMENT ON FUNCTION pgdl.cache_features(bigint, integer, integer, text, real[], integer) IS
 	'internal, the rows of feature cache views: layers [from_layer, to_layer) of a base model on a buffer of n examples; an error if the base''s first to_layer layers no longer hash to base_hash';
 

@@ -5,8 +5,9 @@
 -- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
 -- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
 -- too, so these rules are the only ones: nothing of pgdl reads the catalog with other rights but the
--- three SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
--- base_model_changed, forget_dropped_relations, feature_cache_bytes).
+-- four SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
+-- base_model_changed, forget_dropped_relations, feature_cache_bytes; 20_catalog.sql:
+-- forget_deleted_rows).
 
 -- The administrators of the catalog.  A role is not part of an extension: DROP EXTENSION leaves it.
 DO $$
@@ -41,7 +42,9 @@ COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 
 -- What a run writes (its metrics, checkpoints and models) belongs to the run's owner, whoever writes it
 -- (a member of the owning role resuming its run, a superuser): so "the checkpoints of run r" are
--- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only.
+-- always its owner's.  A model given away later keeps its new owner: that trigger fires on INSERT only,
+-- and only for a row that names its writer as its owner (the default), so that a restore, which writes
+-- every row with its owner, keeps the models given away (all but those given to the restoring role).
 CREATE FUNCTION pgdl.owned_by_run() RETURNS trigger
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
 $$
@@ -63,7 +66,8 @@ CREATE TRIGGER run_metrics_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.r
 CREATE TRIGGER checkpoints_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.checkpoints
 	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
 CREATE TRIGGER models_owner BEFORE INSERT ON pgdl.models
-	FOR EACH ROW WHEN (NEW.run IS NOT NULL) EXECUTE FUNCTION pgdl.owned_by_run();
+	FOR EACH ROW WHEN (NEW.run IS NOT NULL AND NEW.owner = quote_ident(current_user)::regrole)
+	EXECUTE FUNCTION pgdl.owned_by_run();
 
 -- ---- Row-level security ----
 --
