@@ -470,8 +470,12 @@ CREATE EVENT TRIGGER pgdl_drop_extension ON ddl_command_start WHEN TAG IN ('DROP
 
 -- ---- 7. divergence: a model's state per epoch, and the leaderboard's diverged column ----
 
+-- Added without a default and then filled: a constant default would be kept as the column's "missing
+-- value", which a fresh install does not have (the upgrade test compares the two catalogs).
 ALTER TABLE pgdl.run_metrics
-	ADD COLUMN state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged'));	-- 'diverged': training stopped in this epoch
+	ADD COLUMN state text CHECK (state IN ('ok', 'diverged'));	-- 'diverged': training stopped in this epoch
+UPDATE pgdl.run_metrics SET state = 'ok';
+ALTER TABLE pgdl.run_metrics ALTER COLUMN state SET DEFAULT 'ok', ALTER COLUMN state SET NOT NULL;
 
 -- A function's result columns cannot change in place.
 DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text);
