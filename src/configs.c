@@ -73,7 +73,8 @@ static void
 config_context_callback(void *arg)
 {
 	ConfigContext *c = arg;
-	char	   *json = JsonbToCString(NULL, &c->config->root, VARSIZE(c->config));
+	const char *json = pgdl_clip_for_error(JsonbToCString(NULL, &c->config->root, VARSIZE(c->config)),
+										   PGDL_ECHO_VALUE_BYTES);
 
 	if (c->sample > 0)
 		errcontext("%s sample %d: %s", c->function, c->sample, json);
@@ -247,7 +248,7 @@ architecture_ids(ArrayType *names, int *n, Jsonb *params)
 								  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("architecture \"%s\" does not exist", TextDatumGetCString(elems[i])),
+					 errmsg("architecture \"%s\" does not exist", pgdl_echo(TextDatumGetCString(elems[i]))),
 					 errhint("Store one with pgdl.add_architecture(name, spec).")));
 		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}

@@ -378,7 +378,7 @@ read_model_row(int64 id, const char *name, ModelRow *row)
 				 errmsg("model " INT64_FORMAT " does not exist", id)));
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("model \"%s\" does not exist", name)));
+			 errmsg("model \"%s\" does not exist", pgdl_echo(name))));
 }
 
 static PgdlModel *

@@ -166,13 +166,13 @@ load_configs(MopRun *run)
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("configuration set \"%s\" is empty or does not exist", run->set_name),
+				 errmsg("configuration set \"%s\" is empty or does not exist", pgdl_echo(run->set_name)),
 				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
 	if (SPI_processed > PGDL_MAX_MODELS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
-						run->set_name, SPI_processed, PGDL_MAX_MODELS)));
+						pgdl_echo(run->set_name), SPI_processed, PGDL_MAX_MODELS)));
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
@@ -272,7 +272,7 @@ resolve_network(MopRun *run, MopConfig *c)
 	PG_CATCH();
 	{
 		errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
-				   c->arch_name ? c->arch_name : "a base model");
+				   c->arch_name ? pgdl_echo(c->arch_name) : "a base model");
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -858,7 +858,7 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown strategy \"%s\"", strategy),
+				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
 				 errhint("Use 'all' (every configuration for every epoch) or 'hyperband' (successive halving).")));
 	run->strategy = pstrdup(strategy);
 }
@@ -869,7 +869,7 @@ set_cache_mode(MopRun *run, const char *mode)
 	if (!is_cache_mode(mode))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown feature_cache mode \"%s\"", mode),
+				 errmsg("unknown feature_cache mode \"%s\"", pgdl_echo(mode)),
 				 errhint("Use 'auto' (the planner decides), 'on' (cache every frozen prefix within pgdl.feature_cache_budget) or 'off' (recompute them).")));
 	run->cache_mode = pstrdup(mode);
 }

@@ -210,7 +210,7 @@ check_args(PackArgs *args)
 	if (strcmp(args->nulls, "error") != 0 && strcmp(args->nulls, "skip") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid nulls value \"%s\"", args->nulls),
+				 errmsg("invalid nulls value \"%s\"", pgdl_echo(args->nulls)),
 				 errhint("Use 'error' (the default) or 'skip'.")));
 	args->skip = strcmp(args->nulls, "skip") == 0;
 	if (args->has_scale && args->standardize)
@@ -358,7 +358,7 @@ find_features(Oid relid, const char *features, PackData *data)
 	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid feature column list \"%s\"", features),
+				 errmsg("invalid feature column list \"%s\"", pgdl_echo(features)),
 				 errhint("Give one column name, or column names separated by commas.")));
 
 	data->n_cols = list_length(names);
@@ -387,7 +387,7 @@ find_label(Oid relid, const char *label, int position, PackData *data)
 	if (!SplitIdentifierString(raw, ',', &names) || list_length(names) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid label column name \"%s\"", label),
+				 errmsg("invalid label column name \"%s\"", pgdl_echo(label)),
 				 errhint("Give the name of one column.")));
 
 	find_column(relid, data->relname, (char *) linitial(names), position, &data->label);
