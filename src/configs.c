@@ -166,20 +166,29 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 	HeapTuple	tuple;
 	int			set_col;
 	int			config_col;
+	int			arch_col;
 	Datum		d;
 	bool		isnull;
 
+	/* anyone may call it, or attach it to a table of their own */
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
-		elog(ERROR, "pgdl.configs_validate must be fired BEFORE INSERT OR UPDATE FOR EACH ROW");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW")));
 
 	desc = trigdata->tg_relation->rd_att;
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	set_col = SPI_fnumber(desc, "set_name");
 	config_col = SPI_fnumber(desc, "config");
-	if (set_col <= 0 || config_col <= 0)
-		elog(ERROR, "pgdl.configs_validate needs columns set_name and config");
+	arch_col = SPI_fnumber(desc, "architecture");
+	if (set_col <= 0 || config_col <= 0 || arch_col <= 0 || SPI_gettypeid(desc, set_col) != TEXTOID ||
+		SPI_gettypeid(desc, config_col) != JSONBOID || SPI_gettypeid(desc, arch_col) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be fired by pgdl.configs"),
+				 errdetail("It needs columns set_name text, architecture bigint and config jsonb.")));
 
 	/* NULLs are left to the NOT NULL constraints, which come after BEFORE triggers */
 	d = heap_getattr(tuple, set_col, desc, &isnull);
@@ -192,7 +201,7 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 		Datum		canonical;
 		bool		arch_null;
 
-		(void) heap_getattr(tuple, SPI_fnumber(desc, "architecture"), desc, &arch_null);
+		(void) heap_getattr(tuple, arch_col, desc, &arch_null);
 		check_network_given_once(!arch_null, DatumGetJsonbP(d));
 		canonical = JsonbPGetDatum(canonical_form(DatumGetJsonbP(d), &parsed));
 		tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &config_col, &canonical, &isnull);

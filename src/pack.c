@@ -440,13 +440,18 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 {
 	char	   *name = get_rel_name(packed);
 
+	/* a dropped table (or oid 0) passes as a regclass argument */
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("reference relation with OID %u does not exist", packed)));
 	ref->ds = pgdl_dataset_read(0, packed, cxt);
 	if (ref->ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" is not a packed dataset", name ? name : "?"),
+				 errmsg("relation \"%s\" is not a packed dataset", name),
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
-	ref->name = MemoryContextStrdup(cxt, name ? name : "?");
+	ref->name = MemoryContextStrdup(cxt, name);
 
 	if (ref->ds->classification != data->classification)
 		ereport(ERROR,
