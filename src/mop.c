@@ -24,8 +24,11 @@
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
 #include "storage/shm_toc.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/acl.h"
+#include "utils/fmgrprotos.h"
+#include "utils/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -365,15 +368,84 @@ stop_workers(BackgroundWorkerHandle **handles, int n)
 	RESUME_INTERRUPTS();
 }
 
+/*
+ * A worker that waits for a lock the calling transaction holds (it updated or
+ * locked the run's row, deleted its checkpoints, locked a packed table) would
+ * wait forever, and the leader with it: a deadlock that the lock manager
+ * cannot see, since the leader waits on a latch.  So the leader looks, as the
+ * deadlock detector would, and ends it.
+ */
+static void
+check_not_blocking(const MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+{
+	for (int w = 0; w < n_workers; w++)
+	{
+		pid_t		pid;
+		ArrayType  *blockers;
+		Datum	   *pids;
+		int			n;
+
+		if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STARTED)
+			continue;
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum((int32) pid)));
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
+		for (int i = 0; i < n; i++)
+			if (DatumGetInt32(pids[i]) == MyProcPid)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+						 errmsg("pgdl worker %d waits for a lock that the calling transaction holds", w),
+						 errdetail("The transaction wrote or locked rows or tables that the run's workers write or read: "
+								   "its pgdl.runs row, pgdl.run_metrics or pgdl.checkpoints rows, or its packed tables."),
+						 errhint("Commit first, or call pgdl.fit_multiple and pgdl.resume in a transaction of their own.")));
+	}
+}
+
+/* Wait until the workers have exited (each commits its last writes first).  Cancel-safe. */
+static void
+wait_for_exit(const MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+{
+	TimestampTz last_check = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		all_exited = true;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int w = 0; w < n_workers; w++)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STOPPED)
+				all_exited = false;
+		}
+		if (all_exited)
+			return;
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(shared, handles, n_workers);
+			last_check = GetCurrentTimestamp();
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
 static void
 wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 {
+	TimestampTz last_check = GetCurrentTimestamp();
+
 	for (;;)
 	{
 		bool		all_done = true;
 
 		CHECK_FOR_INTERRUPTS();
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(shared, handles, n_workers);
+			last_check = GetCurrentTimestamp();
+		}
 		SpinLockAcquire(&shared->mutex);
 		for (int i = 0; i < shared->n_models; i++)
 			if (shared->models[i].state != MOP_DONE && shared->models[i].state != MOP_STOPPED)
@@ -770,8 +842,7 @@ run_workers(MopSegment *s, int wanted)
 		}
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
 		wait_for_run(shared, handles, launched);
-		for (int w = 0; w < launched; w++)
-			(void) WaitForBackgroundWorkerShutdown(handles[w]);
+		wait_for_exit(shared, handles, launched);
 	}
 	PG_CATCH();
 	{
