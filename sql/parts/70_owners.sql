@@ -30,11 +30,15 @@ $$;
 COMMENT ON FUNCTION pgdl.acts_as(regrole) IS
 	'whether the current role acts as the owner of a catalog row: a member of the owning role or of pgdl_admin';
 
+-- An owner may write any acl into its own rows: one aclexplode refuses (empty, 2-D, a NULL) grants
+-- nothing, rather than failing every other role's read of pgdl.models.
 CREATE FUNCTION pgdl.granted(acl aclitem[]) RETURNS boolean
 	LANGUAGE sql STABLE PARALLEL SAFE AS
 $$
-SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
-				WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+SELECT CASE WHEN pg_catalog.array_ndims($1) = 1 AND pg_catalog.array_position($1, NULL) IS NULL
+			THEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
+						  WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+			ELSE false END
 $$;
 COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 	'whether a pgdl.models acl grants the current role (or PUBLIC) the use of the model';
@@ -195,7 +199,19 @@ DECLARE
 	to_role oid;
 	model_owner regrole;
 BEGIN
+	-- a 10 MB name is not echoed whole
+	IF length(model_label) > 66 THEN
+		model_label := left(model_label, 65) || '..."';
+	END IF;
+	-- NULL would read as "no role": a revoke from every grantee
+	IF role IS NULL OR shared IS NULL THEN
+		RAISE EXCEPTION 'role and shared must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	to_role := CASE WHEN lower(role) = 'public' THEN 0 ELSE role::regrole::oid END;
+	-- regrole takes any number as an oid, and 0 or '-' as no role: only "public" means PUBLIC
+	IF lower(role) <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = to_role) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', to_role USING ERRCODE = 'undefined_object';
+	END IF;
 	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';
