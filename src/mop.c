@@ -376,7 +376,7 @@ stop_workers(BackgroundWorkerHandle **handles, int n)
  * deadlock detector would, and ends it.
  */
 static void
-check_not_blocking(const MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+check_not_blocking(BackgroundWorkerHandle **handles, int n_workers)
 {
 	for (int w = 0; w < n_workers; w++)
 	{
@@ -402,7 +402,7 @@ check_not_blocking(const MopShared *shared, BackgroundWorkerHandle **handles, in
 
 /* Wait until the workers have exited (each commits its last writes first).  Cancel-safe. */
 static void
-wait_for_exit(const MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
 {
 	TimestampTz last_check = GetCurrentTimestamp();
 
@@ -422,7 +422,7 @@ wait_for_exit(const MopShared *shared, BackgroundWorkerHandle **handles, int n_w
 			return;
 		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
 		{
-			check_not_blocking(shared, handles, n_workers);
+			check_not_blocking(handles, n_workers);
 			last_check = GetCurrentTimestamp();
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
@@ -443,7 +443,7 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		CHECK_FOR_INTERRUPTS();
 		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
 		{
-			check_not_blocking(shared, handles, n_workers);
+			check_not_blocking(handles, n_workers);
 			last_check = GetCurrentTimestamp();
 		}
 		SpinLockAcquire(&shared->mutex);
@@ -842,7 +842,7 @@ run_workers(MopSegment *s, int wanted)
 		}
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
 		wait_for_run(shared, handles, launched);
-		wait_for_exit(shared, handles, launched);
+		wait_for_exit(handles, launched);
 	}
 	PG_CATCH();
 	{
