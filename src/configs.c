@@ -414,7 +414,7 @@ grid_size(SearchKey *keys, int n_keys, int n_arch)
 			if (key->n_values == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid parameter grid at %s", key->name),
+						 errmsg("invalid parameter grid at %s", pgdl_echo(key->name)),
 						 errdetail("An array of values to try must not be empty.")));
 		}
 		total *= key->n_values;
@@ -482,7 +482,7 @@ get_bound(JsonbContainer *arr, int i, const char *key)
 	if (v->type != jbvNumeric)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key),
+				 errmsg("invalid search space at %s", pgdl_echo(key)),
 				 errdetail("Bounds must be numbers.")));
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
 }
@@ -500,13 +500,13 @@ distribution_name(const SearchKey *key, JsonbValue *arg)
 	if (JsonContainerIsArray(obj))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("Expected a distribution or a fixed value, found an array."),
 				 errhint("To draw from a list of values, write {\"choice\": [...]}.")));
 	if (JsonContainerSize(obj) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("A distribution is an object with one key: choice, uniform, log_uniform or int.")));
 	it = JsonbIteratorInit(obj);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
@@ -525,14 +525,14 @@ parse_choice(SearchKey *key, const JsonbValue *arg)
 	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"choice\" takes an array of values.")));
 	key->values = arg->val.binary.data;
 	key->n_values = JsonContainerSize(key->values);
 	if (key->n_values == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"choice\" needs at least one value.")));
 }
 
@@ -544,26 +544,26 @@ parse_bounds(SearchKey *key, const char *name, const JsonbValue *arg)
 		JsonContainerSize(arg->val.binary.data) != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"%s\" takes an array [low, high].", name)));
 	key->lo = get_bound(arg->val.binary.data, 0, key->name);
 	key->hi = get_bound(arg->val.binary.data, 1, key->name);
 	if (key->lo > key->hi)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("The low bound %g is above the high bound %g.", key->lo, key->hi)));
 	if (key->dist == DIST_LOG_UNIFORM && key->lo <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"log_uniform\" needs a positive low bound, got %g.", key->lo)));
 	if (key->dist == DIST_INT &&
 		(key->lo != floor(key->lo) || key->hi != floor(key->hi) ||
 		 fabs(key->lo) > 9007199254740992.0 || fabs(key->hi) > 9007199254740992.0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"int\" takes integer bounds of at most 2^53 in magnitude.")));
 }
 
@@ -591,8 +591,8 @@ parse_distribution(SearchKey *key)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
-				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", name)));
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", pgdl_echo(name))));
 	if (key->dist == DIST_CHOICE)
 		parse_choice(key, &arg);
 	else

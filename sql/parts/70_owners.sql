@@ -125,8 +125,8 @@ COMMENT ON POLICY owners ON pgdl.checkpoints IS
 -- ---- Names ----
 --
 -- A model, architecture or configuration set named by the current role is its own, else the only one
--- of that name it may use; several, none its own, is an error; none is NULL (as to_regclass), for the
--- caller's own "does not exist".
+-- of that name it may use; several, none its own, is an error (what it echoes cut short); none is NULL
+-- (as to_regclass), for the caller's own "does not exist".
 CREATE FUNCTION pgdl.resolve_name(kind text, name text, ids bigint[], owners regrole[], hint text)
 	RETURNS bigint
 	LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
@@ -140,11 +140,11 @@ BEGIN
 		END IF;
 	END LOOP;
 	IF cardinality(ids) > 1 THEN
-		RAISE EXCEPTION '% "%" is ambiguous', kind, name
+		RAISE EXCEPTION '% "%" is ambiguous', left(kind, 64), CASE WHEN length(name) > 64 THEN left(name, 64) || '...' ELSE name END
 			USING ERRCODE = 'ambiguous_alias',
 				  DETAIL = format('You have none of that name, and these roles have one you may use: %s.',
-								  array_to_string(owners::text[], ', ')),
-				  HINT = hint;
+								  array_to_string(owners[1:10]::text[], ', ') || CASE WHEN cardinality(owners) > 10 THEN ', ...' ELSE '' END),
+				  HINT = left(hint, 200);
 	END IF;
 	RETURN ids[1];
 END
