@@ -28,7 +28,7 @@ pgdl_architecture_by_name(const char *name, int64 *id)
 							  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("architecture \"%s\" does not exist", name),
+				 errmsg("architecture \"%s\" does not exist", pgdl_echo(name)),
 				 errhint("Store one with pgdl.add_architecture(name, spec), or pass the spec as jsonb.")));
 	*id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	MemoryContextSwitchTo(caller);
@@ -61,7 +61,7 @@ pgdl_add_architecture(PG_FUNCTION_ARGS)
 							  NULL, false, 1) == SPI_OK_SELECT && SPI_processed > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("architecture \"%s\" already exists", text_to_cstring(name)),
+				 errmsg("architecture \"%s\" already exists", pgdl_echo(text_to_cstring(name))),
 				 errhint("Choose another name, or delete the old one from pgdl.architectures.")));
 	if (SPI_execute_with_args("INSERT INTO pgdl.architectures (name, spec) VALUES ($1, $2) RETURNING id",
 							  2, argtypes, values, NULL, false, 1) != SPI_OK_INSERT_RETURNING)

@@ -74,7 +74,8 @@ static void
 config_context_callback(void *arg)
 {
 	ConfigContext *c = arg;
-	char	   *json = JsonbToCString(NULL, &c->config->root, VARSIZE(c->config));
+	const char *json = pgdl_clip_for_error(JsonbToCString(NULL, &c->config->root, VARSIZE(c->config)),
+										   PGDL_ECHO_VALUE_BYTES);
 
 	if (c->sample > 0)
 		errcontext("%s sample %d: %s", c->function, c->sample, json);
@@ -173,20 +174,29 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 	HeapTuple	tuple;
 	int			set_col;
 	int			config_col;
+	int			arch_col;
 	Datum		d;
 	bool		isnull;
 
+	/* anyone may call it, or attach it to a table of their own */
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
-		elog(ERROR, "pgdl.configs_validate must be fired BEFORE INSERT OR UPDATE FOR EACH ROW");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW")));
 
 	desc = trigdata->tg_relation->rd_att;
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	set_col = SPI_fnumber(desc, "set_name");
 	config_col = SPI_fnumber(desc, "config");
-	if (set_col <= 0 || config_col <= 0)
-		elog(ERROR, "pgdl.configs_validate needs columns set_name and config");
+	arch_col = SPI_fnumber(desc, "architecture");
+	if (set_col <= 0 || config_col <= 0 || arch_col <= 0 || SPI_gettypeid(desc, set_col) != TEXTOID ||
+		SPI_gettypeid(desc, config_col) != JSONBOID || SPI_gettypeid(desc, arch_col) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be fired by pgdl.configs"),
+				 errdetail("It needs columns set_name text, architecture bigint and config jsonb.")));
 
 	/* NULLs are left to the NOT NULL constraints, which come after BEFORE triggers */
 	d = heap_getattr(tuple, set_col, desc, &isnull);
@@ -199,7 +209,7 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 		Datum		canonical;
 		bool		arch_null;
 
-		(void) heap_getattr(tuple, SPI_fnumber(desc, "architecture"), desc, &arch_null);
+		(void) heap_getattr(tuple, arch_col, desc, &arch_null);
 		check_network_given_once(!arch_null, DatumGetJsonbP(d));
 		canonical = JsonbPGetDatum(canonical_form(DatumGetJsonbP(d), &parsed));
 		tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &config_col, &canonical, &isnull);
@@ -255,7 +265,7 @@ architecture_ids(ArrayType *names, int *n, Jsonb *params)
 								  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("architecture \"%s\" does not exist", TextDatumGetCString(elems[i])),
+					 errmsg("architecture \"%s\" does not exist", pgdl_echo(TextDatumGetCString(elems[i]))),
 					 errhint("Store one with pgdl.add_architecture(name, spec).")));
 		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
@@ -412,7 +422,7 @@ grid_size(SearchKey *keys, int n_keys, int n_arch)
 			if (key->n_values == 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid parameter grid at %s", key->name),
+						 errmsg("invalid parameter grid at %s", pgdl_echo(key->name)),
 						 errdetail("An array of values to try must not be empty.")));
 		}
 		total *= key->n_values;
@@ -480,7 +490,7 @@ get_bound(JsonbContainer *arr, int i, const char *key)
 	if (v->type != jbvNumeric)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key),
+				 errmsg("invalid search space at %s", pgdl_echo(key)),
 				 errdetail("Bounds must be numbers.")));
 	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
 }
@@ -498,13 +508,13 @@ distribution_name(const SearchKey *key, JsonbValue *arg)
 	if (JsonContainerIsArray(obj))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("Expected a distribution or a fixed value, found an array."),
 				 errhint("To draw from a list of values, write {\"choice\": [...]}.")));
 	if (JsonContainerSize(obj) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("A distribution is an object with one key: choice, uniform, log_uniform or int.")));
 	it = JsonbIteratorInit(obj);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
@@ -523,14 +533,14 @@ parse_choice(SearchKey *key, const JsonbValue *arg)
 	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"choice\" takes an array of values.")));
 	key->values = arg->val.binary.data;
 	key->n_values = JsonContainerSize(key->values);
 	if (key->n_values == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"choice\" needs at least one value.")));
 }
 
@@ -542,26 +552,26 @@ parse_bounds(SearchKey *key, const char *name, const JsonbValue *arg)
 		JsonContainerSize(arg->val.binary.data) != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"%s\" takes an array [low, high].", name)));
 	key->lo = get_bound(arg->val.binary.data, 0, key->name);
 	key->hi = get_bound(arg->val.binary.data, 1, key->name);
 	if (key->lo > key->hi)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("The low bound %g is above the high bound %g.", key->lo, key->hi)));
 	if (key->dist == DIST_LOG_UNIFORM && key->lo <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"log_uniform\" needs a positive low bound, got %g.", key->lo)));
 	if (key->dist == DIST_INT &&
 		(key->lo != floor(key->lo) || key->hi != floor(key->hi) ||
 		 fabs(key->lo) > 9007199254740992.0 || fabs(key->hi) > 9007199254740992.0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"int\" takes integer bounds of at most 2^53 in magnitude.")));
 }
 
@@ -589,8 +599,8 @@ parse_distribution(SearchKey *key)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", key->name),
-				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", name)));
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", pgdl_echo(name))));
 	if (key->dist == DIST_CHOICE)
 		parse_choice(key, &arg);
 	else

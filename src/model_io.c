@@ -390,20 +390,24 @@ typedef struct ModelRow
 	int64		dataset;		/* 0 when none */
 } ModelRow;
 
-/* The row of model `id` (or named `name` when id is 0), copied into the current context, or an error. */
+/*
+ * The row of model `id`, or of the model named `name` when by_name, copied
+ * into the current context, or an error.  Any id is looked up (0 and negative
+ * ones find no row): only by_name says "by name".
+ */
 static void
-read_model_row(int64 id, const char *name, ModelRow *row)
+read_model_row(bool by_name, int64 id, const char *name, ModelRow *row)
 {
-	Oid			argtypes[1] = {id ? INT8OID : TEXTOID};
-	Datum		values[1] = {id ? Int64GetDatum(id) : CStringGetTextDatum(name)};
+	Oid			argtypes[1] = {by_name ? TEXTOID : INT8OID};
+	Datum		values[1] = {by_name ? CStringGetTextDatum(name) : Int64GetDatum(id)};
 	MemoryContext caller = CurrentMemoryContext;
 	int			ret;
 
 	memset(row, 0, sizeof(ModelRow));
 	SPI_connect();
-	ret = SPI_execute_with_args(id ?
-								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1" :
-								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))",
+	ret = SPI_execute_with_args(by_name ?
+								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))" :
+								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1",
 								1, argtypes, values, NULL, true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1)
 	{
@@ -427,30 +431,30 @@ read_model_row(int64 id, const char *name, ModelRow *row)
 	SPI_finish();
 	if (row->weights != NULL)
 		return;
-	if (id)
+	if (!by_name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("model " INT64_FORMAT " does not exist", id)));
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
-			 errmsg("model \"%s\" does not exist", name)));
+			 errmsg("model \"%s\" does not exist", pgdl_echo(name))));
 }
 
 static PgdlModel *
-load_model(int64 id, const char *name)
+load_model(bool by_name, int64 id, const char *name)
 {
 	ModelRow	row;
 	CachedModel *slot;
 	NnModel    *nn;
 
-	read_model_row(id, name, &row);
+	read_model_row(by_name, id, name, &row);
 	(void) cache_context();
 	nn = pgdl_model_deserialize(row.weights);
 	pfree(row.weights);
 	slot = cache_slot();
 	slot->model.id = row.id;
 	slot->model.nn = nn;
-	slot->name = name && row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
+	slot->name = by_name && row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
 	slot->last_used = ++use_clock;
 	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
 	PG_TRY();
@@ -476,7 +480,7 @@ pgdl_model_by_id(int64 id)
 			cached_models[i]->last_used = ++use_clock;
 			return &cached_models[i]->model;
 		}
-	return load_model(id, NULL);
+	return load_model(false, id, NULL);
 }
 
 PgdlModel *
@@ -489,7 +493,7 @@ pgdl_model_by_name(const char *name)
 			cached_models[i]->last_used = ++use_clock;
 			return &cached_models[i]->model;
 		}
-	return load_model(0, name);
+	return load_model(true, 0, name);
 }
 
 /* ---- the model argument of a SQL function ---- */

@@ -24,8 +24,11 @@
 #include "postmaster/bgworker.h"
 #include "storage/latch.h"
 #include "storage/shm_toc.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/acl.h"
+#include "utils/fmgrprotos.h"
+#include "utils/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -189,13 +192,13 @@ load_configs(MopRun *run)
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("configuration set \"%s\" is empty or does not exist", run->set_name),
+				 errmsg("configuration set \"%s\" is empty or does not exist", pgdl_echo(run->set_name)),
 				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
 	if (SPI_processed > PGDL_MAX_MODELS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
-						run->set_name, SPI_processed, PGDL_MAX_MODELS)));
+						pgdl_echo(run->set_name), SPI_processed, PGDL_MAX_MODELS)));
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
@@ -299,7 +302,7 @@ resolve_network(MopRun *run, MopConfig *c)
 	PG_CATCH();
 	{
 		errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
-				   c->arch_name ? c->arch_name : "a base model");
+				   c->arch_name ? pgdl_echo(c->arch_name) : "a base model");
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -392,11 +395,74 @@ stop_workers(BackgroundWorkerHandle **handles, int n)
 	RESUME_INTERRUPTS();
 }
 
+/*
+ * A worker that waits for a lock the calling transaction holds (it updated or
+ * locked the run's row, deleted its checkpoints, locked a packed table) would
+ * wait forever, and the leader with it: a deadlock that the lock manager
+ * cannot see, since the leader waits on a latch.  So the leader looks, as the
+ * deadlock detector would, and ends it.
+ */
+static void
+check_not_blocking(BackgroundWorkerHandle **handles, int n_workers)
+{
+	for (int w = 0; w < n_workers; w++)
+	{
+		pid_t		pid;
+		ArrayType  *blockers;
+		Datum	   *pids;
+		int			n;
+
+		if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STARTED)
+			continue;
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum((int32) pid)));
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
+		for (int i = 0; i < n; i++)
+			if (DatumGetInt32(pids[i]) == MyProcPid)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+						 errmsg("pgdl worker %d waits for a lock that the calling transaction holds", w),
+						 errdetail("The transaction wrote or locked rows or tables that the run's workers write or read: "
+								   "its pgdl.runs row, pgdl.run_metrics or pgdl.checkpoints rows, or its packed tables."),
+						 errhint("Commit first, or call pgdl.fit_multiple and pgdl.resume in a transaction of their own.")));
+	}
+}
+
+/* Wait until the workers have exited (each commits its last writes first).  Cancel-safe. */
+static void
+wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
+{
+	TimestampTz last_check = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		all_exited = true;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int w = 0; w < n_workers; w++)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STOPPED)
+				all_exited = false;
+		}
+		if (all_exited)
+			return;
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(handles, n_workers);
+			last_check = GetCurrentTimestamp();
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
 static void
 wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 {
 	bool		held = false;
+	TimestampTz last_check = GetCurrentTimestamp();
 
 	for (;;)
 	{
@@ -408,6 +474,11 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		{
 			pgdl_run_hold_as_leader(shared->run_id);
 			held = true;
+		}
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(handles, n_workers);
+			last_check = GetCurrentTimestamp();
 		}
 		SpinLockAcquire(&shared->mutex);
 		for (int i = 0; i < shared->n_models; i++)
@@ -818,8 +889,7 @@ run_workers(MopSegment *s, int wanted)
 		}
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
 		wait_for_run(shared, handles, launched);
-		for (int w = 0; w < launched; w++)
-			(void) WaitForBackgroundWorkerShutdown(handles[w]);
+		wait_for_exit(handles, launched);
 	}
 	PG_CATCH();
 	{
@@ -906,7 +976,7 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown strategy \"%s\"", strategy),
+				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
 				 errhint("Use 'all' (every configuration for every epoch) or 'hyperband' (successive halving).")));
 	run->strategy = pstrdup(strategy);
 }
@@ -917,7 +987,7 @@ set_cache_mode(MopRun *run, const char *mode)
 	if (!is_cache_mode(mode))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown feature_cache mode \"%s\"", mode),
+				 errmsg("unknown feature_cache mode \"%s\"", pgdl_echo(mode)),
 				 errhint("Use 'auto' (the planner decides), 'on' (cache every frozen prefix within pgdl.feature_cache_budget) or 'off' (recompute them).")));
 	run->cache_mode = pstrdup(mode);
 }

@@ -210,7 +210,7 @@ check_args(PackArgs *args)
 	if (strcmp(args->nulls, "error") != 0 && strcmp(args->nulls, "skip") != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid nulls value \"%s\"", args->nulls),
+				 errmsg("invalid nulls value \"%s\"", pgdl_echo(args->nulls)),
 				 errhint("Use 'error' (the default) or 'skip'.")));
 	args->skip = strcmp(args->nulls, "skip") == 0;
 	if (args->has_scale && args->standardize)
@@ -358,7 +358,7 @@ find_features(Oid relid, const char *features, PackData *data)
 	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid feature column list \"%s\"", features),
+				 errmsg("invalid feature column list \"%s\"", pgdl_echo(features)),
 				 errhint("Give one column name, or column names separated by commas.")));
 
 	data->n_cols = list_length(names);
@@ -387,7 +387,7 @@ find_label(Oid relid, const char *label, int position, PackData *data)
 	if (!SplitIdentifierString(raw, ',', &names) || list_length(names) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid label column name \"%s\"", label),
+				 errmsg("invalid label column name \"%s\"", pgdl_echo(label)),
 				 errhint("Give the name of one column.")));
 
 	find_column(relid, data->relname, (char *) linitial(names), position, &data->label);
@@ -440,14 +440,19 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 {
 	char	   *name = get_rel_name(packed);
 
+	/* a dropped table (or oid 0) passes as a regclass argument */
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("reference relation with OID %u does not exist", packed)));
 	ref->ds = pgdl_dataset_read(0, packed, cxt);
 	if (ref->ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" is not a packed dataset", name ? name : "?"),
+				 errmsg("relation \"%s\" is not a packed dataset", name),
 				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) :
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
-	ref->name = MemoryContextStrdup(cxt, name ? name : "?");
+	ref->name = MemoryContextStrdup(cxt, name);
 
 	if (ref->ds->classification != data->classification)
 		ereport(ERROR,

@@ -65,6 +65,16 @@ extern bool pgdl_packed_left_behind(Oid relid);
  */
 extern void pgdl_engine_prepare(void);
 
+/*
+ * What an error message echoes of a string the user gave: whole up to
+ * max_bytes, else cut, with "..." and its length.  PGDL_ECHO_BYTES for a name,
+ * key or mode; PGDL_ECHO_VALUE_BYTES for a whole value (a configuration).
+ */
+#define PGDL_ECHO_BYTES			64
+#define PGDL_ECHO_VALUE_BYTES	1024
+extern const char *pgdl_clip_for_error(const char *s, int max_bytes);
+#define pgdl_echo(s) pgdl_clip_for_error((s), PGDL_ECHO_BYTES)
+
 /* spec_json.c: the one place that maps jsonb to the engine */
 
 /* How to train: the optimizer and the minibatch size (config jsonb). */

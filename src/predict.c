@@ -367,7 +367,7 @@ check_column(Oid relid, const char *column, bool features)
 	if (attnum == InvalidAttrNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist", column, get_rel_name(relid))));
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", pgdl_echo(column), get_rel_name(relid))));
 	type = getBaseType(get_atttype(relid, attnum));
 	if (!features && type != INT2OID && type != INT4OID && type != INT8OID)
 		ereport(ERROR,

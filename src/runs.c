@@ -288,7 +288,7 @@ pgdl_run_check_model_name(const char *name)
 	if (taken)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("model \"%s\" already exists", name),
+				 errmsg("model \"%s\" already exists", pgdl_echo(name)),
 				 errhint("Choose another name, or pass NULL to store the model without one.")));
 }
 

@@ -152,8 +152,8 @@ check_keys(JsonbContainer *obj, const char *const *allowed, int n, const char *e
 		if (!ok)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid %s at %s%s%s", what, path, path[0] ? "." : "", key),
-					 errdetail("Key \"%s\" is not known here.", key)));
+					 errmsg("invalid %s at %s%s%s", what, path, path[0] ? "." : "", pgdl_echo(key)),
+					 errdetail("Key \"%s\" is not known here.", pgdl_echo(key))));
 	}
 }
 
@@ -210,7 +210,7 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 	if (type == 0)
 		spec_error("model spec", field,
 				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
-							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.", name));
+							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.", pgdl_echo(name)));
 	return type;
 }
 
@@ -329,7 +329,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 		spec->loss = nn_loss_from_name(loss);
 		if (spec->loss == 0)
 			spec_error("model spec", "loss",
-					   psprintf("Unknown loss \"%s\"; known: cross_entropy, mse, binary_cross_entropy.", loss));
+					   psprintf("Unknown loss \"%s\"; known: cross_entropy, mse, binary_cross_entropy.", pgdl_echo(loss)));
 	}
 
 	if (!nn_spec_validate(spec, NULL, &err))
@@ -534,7 +534,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		type = nn_optim_from_name(name);
 		if (type == 0)
 			spec_error("training configuration", "optimizer",
-					   psprintf("Unknown optimizer \"%s\"; known: sgd, adam, adamw.", name));
+					   psprintf("Unknown optimizer \"%s\"; known: sgd, adam, adamw.", pgdl_echo(name)));
 	}
 	memset(cfg, 0, sizeof(*cfg));
 	nn_optim_defaults(&cfg->optim, type);

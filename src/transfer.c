@@ -143,7 +143,7 @@ resolve_freeze(const PgdlTransferKeys *keys, const NnSpec *base)
 		int			i = layer_by_name(base, keys->freeze_layer);
 
 		if (i < 0)
-			transfer_error("freeze", psprintf("The base model has no layer \"%s\"; layers are named by type and rank, such as \"conv2d_2\", or by type alone when it is unique.", keys->freeze_layer));
+			transfer_error("freeze", psprintf("The base model has no layer \"%s\"; layers are named by type and rank, such as \"conv2d_2\", or by type alone when it is unique.", pgdl_echo(keys->freeze_layer)));
 		freeze = i + 1;
 	}
 	else

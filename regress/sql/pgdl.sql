@@ -54,6 +54,16 @@ SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparal
  WHERE n.nspname = 'pgdl' AND p.proname IN ('version', 'cuda_status')
  ORDER BY p.proname;
 
+-- every function's labels, so that a change to one is a visible diff here: kind (f function,
+-- a aggregate), volatility (i immutable, s stable, v volatile), STRICT, parallel (s safe,
+-- r restricted, u unsafe), SECURITY DEFINER
+SELECT p.oid::regprocedure AS function, p.prokind AS kind, p.provolatile AS volatility,
+       p.proisstrict AS strict, p.proparallel AS parallel, p.prosecdef AS definer
+  FROM pg_proc p
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+   AND d.refclassid = 'pg_extension'::regclass AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'pgdl')
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
+
 -- drop and create again: the extension's schemas go with it (its notice of the packed tables it
 -- leaves lists those of the tests before: regress/t/005_upgrade.pl checks it)
 SET client_min_messages = warning;

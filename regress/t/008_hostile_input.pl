@@ -8,12 +8,16 @@
 # quotes, backslashes and format directives, every key of a valid spec or
 # configuration given a value of the wrong type, truncated and corrupted model
 # blobs, relations that are not packed tables, dropped or belong to another
-# role, and catalog rows forged by hand (a run, a model, a dataset, an
-# architecture).  Aggregates are swept through their own call, serially and as a
-# parallel aggregate (the support functions taking `internal` cannot be called
-# from SQL); trigger functions are called directly and pgdl.configs_validate is
-# also fired by writes of hostile rows.  Each PARALLEL SAFE function's valid call
-# also runs in a parallel worker, and each IMMUTABLE one answers the same twice.
+# role, roles (regrole, acl items and role names: another role, a superuser,
+# pgdl_admin, one that does not exist, oid 0), and catalog rows forged by hand (a
+# run, a model, a dataset, an architecture; another role's models of the same
+# names with acls aclexplode refuses).  Aggregates are swept through their own
+# call, serially and as a parallel aggregate (the support functions taking
+# `internal` cannot be called from SQL); trigger functions are called directly
+# and fired by writes: pgdl.configs_validate by hostile rows, pgdl.owned_by_run by
+# rows planted into another role's run, which must be refused.  Each PARALLEL SAFE
+# function's valid call also runs in a parallel worker, and each IMMUTABLE one
+# answers the same twice.
 #
 # Each call runs in a subtransaction that is rolled back, under statement_timeout.
 # It must succeed or fail with a clear error: an SQLSTATE other than XX000 (and no
@@ -200,6 +204,18 @@ DROP TABLE sweep_dropped;
 CREATE TABLE sweep_runs (label text PRIMARY KEY, id bigint);
 });
 
+# The ids of another role's rows, which row-level security hides from the
+# sweeping role: a superuser writes them down for it.
+$node->safe_psql(
+	'postgres', q{
+ALTER TABLE sweep_fix ADD other_model bigint, ADD other_run bigint, ADD other_dataset bigint;
+UPDATE sweep_fix SET other_model = (SELECT id FROM pgdl.models WHERE name = 'sweep_other_model'),
+	other_run = (SELECT id FROM pgdl.runs WHERE owner = 'sweep_other'::regrole ORDER BY id LIMIT 1),
+	other_dataset = (SELECT id FROM pgdl.datasets WHERE packed = 'sweep_other_packed'::regclass);
+});
+is($node->safe_psql('postgres', 'SELECT count(*) FROM sweep_fix WHERE num_nulls(other_model, other_run, other_dataset) = 0'),
+	'1', "another role's model, run and dataset are in place");
+
 # Forged catalog rows, written by the sweeping role where the catalog lets it and
 # by a superuser where it does not.
 my $forge = q{
@@ -208,7 +224,7 @@ DO $forge$
 DECLARE
 	base jsonb := '{"eta": 0, "set": "sweep_set", "workers": 2, "strategy": "all", "feature_cache": "auto"}';
 	mine bigint := (SELECT dataset FROM sweep_fix);
-	theirs bigint := (SELECT id FROM pgdl.datasets WHERE packed = 'sweep_other_packed'::regclass);
+	theirs bigint := (SELECT other_dataset FROM sweep_fix);
 	c record;
 	run_id bigint;
 BEGIN
@@ -260,12 +276,36 @@ if ($forge_ret != 0)
 }
 is($node->safe_psql('postgres', 'SELECT count(*) FROM sweep_runs'), '16', 'the forged runs are in place');
 
+# Another role forges the acl of models of its own named as the sweeping role's:
+# no acl it may write breaks anyone else's reads of pgdl.models (their row-level
+# security reads the acl of every row they scan).
+$node->safe_psql(
+	'postgres', q{
+SET ROLE sweep_other;
+INSERT INTO pgdl.models (name, spec, weights, acl)
+SELECT a.name, m.spec, m.weights, a.acl
+  FROM pgdl.models m,
+	   (VALUES ('sweep_model', '{}'::aclitem[]), ('sweep_forged_truncated', ARRAY[NULL::aclitem]),
+			   ('sweep_forged_random', array_fill(makeaclitem(0, 'sweep_other'::regrole, 'USAGE', false), ARRAY[2, 2])))
+	   a(name, acl)
+ WHERE m.name = 'sweep_other_model';
+});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE owner = 'sweep_other'::regrole}),
+	'4', "another role's models with forged acls are in place");
+{
+	my ($ret, $out, $err) = $node->psql('postgres',
+		q{SET ROLE sweeper; SELECT count(*) = count(*) FILTER (WHERE owner = 'sweeper'::regrole) FROM pgdl.models});
+	is($out, 't', "the sweeping role reads pgdl.models (its own rows) whatever acl another role wrote")
+	  or diag($err);
+}
+
 # ---------------------------------------------------------------------------
 # Values: the valid one of each argument, and the hostile ones of each type.
 # ---------------------------------------------------------------------------
 my $model_id = '(SELECT model_id FROM sweep_fix)';
 my $blob     = '(SELECT blob FROM sweep_fix)';
 my $x_sql    = q{'{0.1,0.2,0.3,0.4}'};
+my $model_id_array = '(SELECT ARRAY[model_id] FROM sweep_fix)';
 
 # by "function.argument", "argument:type" or "argument"
 my %VALID = (
@@ -324,7 +364,21 @@ my %VALID = (
 	'to_layer'                     => '3',
 	'base_hash'                    => '(SELECT hash FROM sweep_fix)',
 	'cache'                        => '(SELECT cache FROM sweep_fix)',
-	'unused_for'                   => q{'7 days'},);
+	'unused_for'                   => q{'7 days'},
+	# ownership and sharing (sql/parts/70_owners.sql)
+	'owner'                        => q{'sweeper'},
+	'acl'                          => q{ARRAY[makeaclitem('sweeper'::regrole, 'sweep_other'::regrole, 'USAGE', false)]},
+	'kind'                         => q{'model'},
+	'resolve_name.name'            => q{'sweep_model'},
+	'ids'                          => $model_id_array,
+	'owners'                       => q{ARRAY['sweeper'::regrole]},
+	'hint'                         => q{'Give the model''s id.'},
+	'model_id.name'                => q{'sweep_model'},
+	'architecture_id.name'         => q{'sweep_arch'},
+	'config_set_owner.set_name'    => q{'sweep_set'},
+	'model_label'                  => q{'sweep_model'},
+	'role'                         => q{'sweep_other'},
+	'shared'                       => 'true',);
 
 sub blob_with_byte
 {
@@ -418,15 +472,58 @@ my %HOSTILE = (
 		[ 0                 => q{'0'} ],
 		[ '-100 years'      => q{'-100 years'} ],
 		[ '178000000 years' => q{'178000000 years'} ],
+	],
+	'regrole' => [
+		[ 'another role'        => q{'sweep_other'} ],
+		[ 'a superuser'         => q{'postgres'} ],
+		[ 'pgdl_admin'          => q{'pgdl_admin'} ],
+		[ 'oid 0'               => '0::oid' ],
+		[ 'a nonexistent role'  => '4000000000::oid' ],
+	],
+	'regrole[]' => [
+		[ '{}'                 => q{'{}'} ],
+		[ '{NULL}'             => q{ARRAY[NULL::regrole]} ],
+		[ 'oid 0'              => q{ARRAY[0::oid::regrole]} ],
+		[ 'a nonexistent role' => q{ARRAY[4000000000::oid::regrole]} ],
+		[ 'another role'       => q{ARRAY['sweep_other'::regrole]} ],
+		[ 'two roles'          => q{ARRAY['sweep_other', 'postgres']::regrole[]} ],
+		[ '2-D'                => q{'{{sweeper},{sweep_other}}'} ],
+		[ 'lower bound 0'      => q{'[0:0]={sweeper}'} ],
+		[ '100000 roles'       => q{array_fill('sweep_other'::regrole, ARRAY[100000])} ],
+	],
+	'bigint[]' => [
+		[ '{}'                    => q{'{}'} ],
+		[ '{NULL}'                => q{'{NULL}'} ],
+		[ '{0,-1}'                => q{'{0,-1}'} ],
+		[ 'INT64 extremes'        => q{'{9223372036854775807,-9223372036854775808}'} ],
+		[ '2-D'                   => q{'{{1},{2}}'} ],
+		[ 'lower bound 0'         => q{'[0:1]={1,2}'} ],
+		[ "another role's model"  => q{(SELECT ARRAY[other_model] FROM sweep_fix)} ],
+		[ 'three ids'             => "ARRAY[1, 2] || $model_id_array" ],
+		[ '100000 ids'            => q{array_fill(1::bigint, ARRAY[100000])} ],
+	],
+	'aclitem[]' => [
+		[ '{}'                   => q{'{}'} ],
+		[ '{NULL}'               => q{ARRAY[NULL::aclitem]} ],
+		[ 'PUBLIC'               => q{ARRAY[makeaclitem(0, 'sweep_other'::regrole, 'USAGE', false)]} ],
+		[ 'a nonexistent role'   => q{ARRAY[makeaclitem(4000000000::oid, 'sweep_other'::regrole, 'USAGE', false)]} ],
+		[ 'another role'         => q{ARRAY[makeaclitem('sweep_other'::regrole, 'sweeper'::regrole, 'USAGE', false)]} ],
+		[ 'grantable'            => q{ARRAY[makeaclitem('sweeper'::regrole, 'sweeper'::regrole, 'USAGE', true)]} ],
+		[ '2-D'                  => q{array_fill(makeaclitem(0, 'sweeper'::regrole, 'USAGE', false), ARRAY[2, 2])} ],
+		[ '100000 items'         => q{array_fill(makeaclitem('sweep_other'::regrole, 'sweeper'::regrole, 'USAGE', false), ARRAY[100000])} ],
 	],);
 
 # another role's model, and models whose rows were forged
 my @hostile_models = qw(sweep_other_model sweep_forged_truncated sweep_forged_random sweep_forged_spec
   sweep_forged_shape sweep_forged_dataset);
+# by id: another role's, which its row-level security hides, is written down in sweep_fix
+my @hostile_model_ids = map {
+	[ $_ => $_ eq 'sweep_other_model' ? '(SELECT other_model FROM sweep_fix)' : "(SELECT id FROM pgdl.models WHERE name = '$_')" ]
+} @hostile_models;
 my %EXTRA = (
 	'model:text'   => [ map { [ $_ => sql_literal($_) ] } @hostile_models ],
-	'model:bigint' => [ map { [ $_ => "(SELECT id FROM pgdl.models WHERE name = '$_')" ] } @hostile_models ],
-	'base:bigint'  => [ map { [ $_ => "(SELECT id FROM pgdl.models WHERE name = '$_')" ] } @hostile_models ],
+	'model:bigint' => \@hostile_model_ids,
+	'base:bigint'  => \@hostile_model_ids,
 	'configs:text' => [
 		[ "another role's set"   => q{'sweep_other_set'} ],
 		[ 'transfer set'         => q{'sweep_heads'} ],
@@ -453,12 +550,34 @@ my %EXTRA = (
 	],
 	'feature_cache:text' => [ [ on => q{'on'} ], [ off => q{'off'} ] ],
 	'run:bigint'         => [],                # the forged runs, below
+	# a role name, as grant_model takes it
+	'role:text' => [
+		[ 'public'               => q{'public'} ],
+		[ 'PUBLIC'               => q{'PUBLIC'} ],
+		[ 'a nonexistent role'   => q{'no_such_role'} ],
+		[ 'itself'               => q{'sweeper'} ],
+		[ 'a superuser'          => q{'postgres'} ],
+		[ 'pgdl_admin'           => q{'pgdl_admin'} ],
+		[ 'a nonexistent oid'    => q{'4000000000'} ],
+		[ 'oid 0'                => q{'0'} ],
+		[ 'a quoted name'        => q{'"sweep_other"'} ],
+	],
+	'kind:text' => [ [ 'architecture' => q{'architecture'} ] ],
+	'resolve_name.name' => [ [ "another role's model" => q{'sweep_other_model'} ] ],
+	'model_id.name'     => [ map { [ $_ => sql_literal($_) ] } @hostile_models ],
+	'architecture_id.name' => [
+		[ "another role's"   => q{'sweep_other_arch'} ],
+		[ 'a forged spec'    => q{'sweep_forged_arch'} ],
+	],
+	'config_set_owner.set_name' => [ [ "another role's set" => q{'sweep_other_set'} ] ],
 );
 
 my @run_labels = split /\n/,
   $node->safe_psql('postgres', q{SELECT label FROM sweep_runs WHERE label <> 'cancelled' ORDER BY label});
-$EXTRA{'run:bigint'} =
-  [ map { [ "forged run: $_" => '(SELECT id FROM sweep_runs WHERE label = ' . sql_literal($_) . ')' ] } @run_labels ];
+$EXTRA{'run:bigint'} = [
+	(map { [ "forged run: $_" => '(SELECT id FROM sweep_runs WHERE label = ' . sql_literal($_) . ')' ] } @run_labels),
+	[ "another role's run" => '(SELECT other_run FROM sweep_fix)' ]
+];
 
 # ---------------------------------------------------------------------------
 # jsonb: generic values, 10 MB ones, and each key of the valid value given a
@@ -742,10 +861,42 @@ sub trigger_cases
 			[ 'UPDATE of weights' => q{UPDATE pgdl.models SET weights = weights WHERE name = 'sweep_model'} ],
 			[ 'DELETE of a base model' => q{DELETE FROM pgdl.models WHERE name = 'sweep_model'} ],
 		],
-		forget_dropped_datasets => [ [ 'DROP of a packed table' => 'DROP TABLE sweep_valid CASCADE' ] ],
-		forget_dropped_caches   => [ [ 'DROP of a cache view' => 'DROP TABLE sweep_packed CASCADE' ] ],);
+		forget_dropped_relations => [
+			[ 'DROP of a packed table' => 'DROP TABLE sweep_valid CASCADE' ],
+			[ 'DROP of a cache view' => 'DROP TABLE sweep_packed CASCADE' ],
+		],
+		owned_by_run => [
+			[ 'INSERT INTO pgdl.run_metrics' => q{INSERT INTO pgdl.run_metrics (run, epoch)
+				SELECT id, 7 FROM sweep_runs WHERE label = 'cancelled'} ],
+			[ 'INSERT INTO pgdl.checkpoints' => q{INSERT INTO pgdl.checkpoints (run, config, epoch, weights)
+				SELECT r.id, c.id, 7, f.blob FROM sweep_runs r, pgdl.configs c, sweep_fix f
+				 WHERE r.label = 'cancelled' AND c.set_name = 'sweep_set' LIMIT 1} ],
+			[ 'INSERT INTO pgdl.models' => q{INSERT INTO pgdl.models (name, spec, weights, run)
+				SELECT 'sweep_run_copy', m.spec, m.weights, r.id FROM pgdl.models m, sweep_runs r
+				 WHERE m.name = 'sweep_model' AND r.label = 'cancelled'} ],
+		],);
 	my @cases = map { { group => 'fired by writes', label => $_->[0], sql => $_->[1], valid => 1 } }
 	  @{ $fired_by{ $f->{name} } // [] };
+	if ($f->{name} eq 'owned_by_run')
+	{
+		# rows that name a run the writer may not write into
+		for my $run ([ "another role's run" => '(SELECT other_run FROM sweep_fix)' ], [ 'no run' => '-1' ], [ NULL => 'NULL' ])
+		{
+			push @cases,
+			  { group => 'fired by hostile rows', label => "run_metrics of $run->[0]", refused => 1,
+				sql => "INSERT INTO pgdl.run_metrics (run, epoch) VALUES (($run->[1])::bigint, 1)" };
+			push @cases,
+			  { group => 'fired by hostile rows', label => "checkpoint of $run->[0]", refused => 1,
+				sql => "INSERT INTO pgdl.checkpoints (run, config, epoch, weights) SELECT ($run->[1])::bigint, 1, 1, blob FROM sweep_fix" };
+			push @cases,
+			  { group => 'fired by hostile rows', label => "model of $run->[0], owned by another role", refused => 1,
+				sql => "INSERT INTO pgdl.models (name, spec, weights, run, owner)
+					SELECT 'sweep_planted', '{}', blob, ($run->[1])::bigint, 'sweep_other' FROM sweep_fix" };
+		}
+		push @cases,
+		  { group => 'fired by hostile rows', label => 'a metrics row moved to another role\'s run',
+			sql => 'UPDATE pgdl.run_metrics SET run = (SELECT other_run FROM sweep_fix)', refused => 1 };
+	}
 	return @cases unless $f->{name} eq 'configs_validate';
 
 	my $arch = q{(SELECT id FROM pgdl.architectures WHERE name = 'sweep_arch')};
@@ -870,6 +1021,7 @@ sub verdict
 		  if $r->{ctx} > $MAX_CONTEXT_EXTRA;
 		return undef;
 	}
+	return "succeeded: a write into another role's rows must be refused" if $case->{refused};
 	return "answered \"$r->{value}\", expected \"$case->{expect}\""
 	  if defined $case->{expect} && $r->{value} ne $case->{expect};
 	return undef;
@@ -930,7 +1082,7 @@ is($still, $watcher_pid, 'a session opened before the sweep is still connected: 
 eval { $watcher->quit };
 my @restarts = grep { /$restarts_re/ } split /\n/, slurp_file($node->logfile, $log_start);
 ok(!@restarts, 'no server process crashed during the sweep') or diag(join("\n", @restarts));
-is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 'sweep_model'}),
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 'sweep_model' AND owner = 'sweeper'::regrole}),
 	'1', 'the fixture is intact after the sweep');
 
 $node->stop;

@@ -48,13 +48,20 @@ COMMENT ON FUNCTION pgdl.feature_cache_bytes() IS
 -- pgdl.fit_multiple checks before it uses a cache, so no trigger goes on users' tables.  A change to a
 -- base model's weights marks its caches stale at once.
 CREATE FUNCTION pgdl.packed_version(packed regclass) RETURNS text
-	LANGUAGE plpgsql STABLE STRICT SET search_path = pg_catalog, pg_temp AS
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
 $$
 DECLARE
+	rel record;
 	v text;
 BEGIN
+	-- a regclass argument may be any oid: a dropped table's, or 0
+	SELECT n.nspname, c.relname INTO rel
+	  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = packed::oid;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', packed::oid USING ERRCODE = 'undefined_table';
+	END IF;
 	EXECUTE format('SELECT md5(coalesce(string_agg(tableoid::text || ctid::text || xmin::text, '','' '
-				   'ORDER BY tableoid, ctid), '''')) FROM %s', packed) INTO v;
+				   'ORDER BY tableoid, ctid), '''')) FROM %I.%I', rel.nspname, rel.relname) INTO v;
 	RETURN v;
 END
 $$;
@@ -125,6 +132,8 @@ COMMENT ON FUNCTION pgdl.features(text, integer, real[]) IS
 COMMENT ON FUNCTION pgdl.features(bytea, integer, real[]) IS
 	'outputs of the first `layer` layers of a model blob for one example (features used as given), in inference mode';
 
+-- A packed table is one with a pgdl.datasets row and a pg_class row (a forged dataset row may name a
+-- dropped table); a model name that does not exist is echoed cut, not 10 MB of it.
 CREATE FUNCTION pgdl.features_batch(model bigint, layer integer, source regclass)
 	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
 	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
@@ -132,7 +141,7 @@ $$
 DECLARE
 	h text;
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d WHERE d.packed = features_batch.source) THEN
+	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d JOIN pg_catalog.pg_class c ON c.oid = d.packed WHERE d.packed = features_batch.source) THEN
 		RAISE EXCEPTION 'relation "%" is not a packed table', features_batch.source
 			USING ERRCODE = 'wrong_object_type', HINT = 'Pack a table with pgdl.pack() first.';
 	END IF;
@@ -151,7 +160,7 @@ DECLARE
 BEGIN
 	id := pgdl.model_id(model);
 	IF id IS NULL THEN
-		RAISE EXCEPTION 'model "%" does not exist', model USING ERRCODE = 'undefined_object';
+		RAISE EXCEPTION 'model "%" does not exist', CASE WHEN length(model) > 64 THEN left(model, 64) || '...' ELSE model END USING ERRCODE = 'undefined_object';
 	END IF;
 	RETURN QUERY SELECT * FROM pgdl.features_batch(id, layer, features_batch.source);
 END
@@ -175,7 +184,7 @@ COMMENT ON FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass,
 	'the plan of pgdl.fit_multiple with the same arguments, without running it: per group of configurations sharing a frozen prefix, the feature cache to reuse, build, refresh or rebuild (or recompute), with predicted compute, storage and time';
 
 CREATE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void
-	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+	LANGUAGE plpgsql STRICT SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
 	-- the catalog is writable by all: only materialized views in pgdl_cache are caches
@@ -192,7 +201,7 @@ COMMENT ON FUNCTION pgdl.drop_feature_cache(regclass) IS
 	'drops a feature cache view (and the caches staged from it) and its pgdl.feature_cache row';
 
 CREATE FUNCTION pgdl.cleanup_feature_cache(unused_for interval DEFAULT '7 days') RETURNS integer
-	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+	LANGUAGE plpgsql STRICT SET search_path = pg_catalog, pg_temp AS
 $$
 DECLARE
 	c record;

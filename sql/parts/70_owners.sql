@@ -31,11 +31,15 @@ $$;
 COMMENT ON FUNCTION pgdl.acts_as(regrole) IS
 	'whether the current role acts as the owner of a catalog row: a member of the owning role or of pgdl_admin';
 
+-- An owner may write any acl into its own rows: one aclexplode refuses (empty, 2-D, a NULL) grants
+-- nothing, rather than failing every other role's read of pgdl.models.
 CREATE FUNCTION pgdl.granted(acl aclitem[]) RETURNS boolean
 	LANGUAGE sql STABLE PARALLEL SAFE AS
 $$
-SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
-				WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+SELECT CASE WHEN pg_catalog.array_ndims($1) = 1 AND pg_catalog.array_position($1, NULL) IS NULL
+			THEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
+						  WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+			ELSE false END
 $$;
 COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 	'whether a pgdl.models acl grants the current role (or PUBLIC) the use of the model';
@@ -125,8 +129,8 @@ COMMENT ON POLICY owners ON pgdl.checkpoints IS
 -- ---- Names ----
 --
 -- A model, architecture or configuration set named by the current role is its own, else the only one
--- of that name it may use; several, none its own, is an error; none is NULL (as to_regclass), for the
--- caller's own "does not exist".
+-- of that name it may use; several, none its own, is an error (what it echoes cut short); none is NULL
+-- (as to_regclass), for the caller's own "does not exist".
 CREATE FUNCTION pgdl.resolve_name(kind text, name text, ids bigint[], owners regrole[], hint text)
 	RETURNS bigint
 	LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
@@ -140,11 +144,11 @@ BEGIN
 		END IF;
 	END LOOP;
 	IF cardinality(ids) > 1 THEN
-		RAISE EXCEPTION '% "%" is ambiguous', kind, name
+		RAISE EXCEPTION '% "%" is ambiguous', left(kind, 64), CASE WHEN length(name) > 64 THEN left(name, 64) || '...' ELSE name END
 			USING ERRCODE = 'ambiguous_alias',
 				  DETAIL = format('You have none of that name, and these roles have one you may use: %s.',
-								  array_to_string(owners::text[], ', ')),
-				  HINT = hint;
+								  array_to_string(owners[1:10]::text[], ', ') || CASE WHEN cardinality(owners) > 10 THEN ', ...' ELSE '' END),
+				  HINT = left(hint, 200);
 	END IF;
 	RETURN ids[1];
 END
@@ -199,7 +203,19 @@ DECLARE
 	to_role oid;
 	model_owner regrole;
 BEGIN
+	-- a 10 MB name is not echoed whole
+	IF length(model_label) > 66 THEN
+		model_label := left(model_label, 65) || '..."';
+	END IF;
+	-- NULL would read as "no role": a revoke from every grantee
+	IF role IS NULL OR shared IS NULL THEN
+		RAISE EXCEPTION 'role and shared must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	to_role := CASE WHEN lower(role) = 'public' THEN 0 ELSE role::regrole::oid END;
+	-- regrole takes any number as an oid, and 0 or '-' as no role: only "public" means PUBLIC
+	IF lower(role) <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = to_role) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', to_role USING ERRCODE = 'undefined_object';
+	END IF;
 	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';
