@@ -168,14 +168,14 @@ DECLARE
 BEGIN
 	id := pgdl.model_id(model);
 	IF id IS NULL THEN
-		RAISE EXCEPTION 'model "%" does not exist', model USING ERRCODE = 'undefined_object';
+		RAISE EXCEPTION 'model "%" does not exist', CASE WHEN length(model) > 64 THEN left(model, 64) || '...' ELSE model END USING ERRCODE = 'undefined_object';
 	END IF;
 	RETURN QUERY SELECT * FROM pgdl.features_batch(id, layer, features_batch.source);
 END
 $$;
 
 CREATE OR REPLACE FUNCTION pgdl.cleanup_feature_cache(unused_for interval DEFAULT '7 days') RETURNS integer
-	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+	LANGUAGE plpgsql STRICT SET search_path = pg_catalog, pg_temp AS
 $$
 DECLARE
 	c record;
@@ -196,6 +196,60 @@ BEGIN
 	RETURN dropped;
 END
 $$;
+
+-- packed_version looks its table up first; drop_feature_cache is STRICT (as in 65_feature_cache.sql)
+CREATE OR REPLACE FUNCTION pgdl.packed_version(packed regclass) RETURNS text
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	rel record;
+	v text;
+BEGIN
+	-- a regclass argument may be any oid: a dropped table's, or 0
+	SELECT n.nspname, c.relname INTO rel
+	  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = packed::oid;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'relation with OID % does not exist', packed::oid USING ERRCODE = 'undefined_table';
+	END IF;
+	EXECUTE format('SELECT md5(coalesce(string_agg(tableoid::text || ctid::text || xmin::text, '','' '
+				   'ORDER BY tableoid, ctid), '''')) FROM %I.%I', rel.nspname, rel.relname) INTO v;
+	RETURN v;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgdl.features_batch(model bigint, layer integer, source regclass)
+	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
+$$
+DECLARE
+	h text;
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pgdl.datasets d JOIN pg_catalog.pg_class c ON c.oid = d.packed WHERE d.packed = features_batch.source) THEN
+		RAISE EXCEPTION 'relation "%" is not a packed table', features_batch.source
+			USING ERRCODE = 'wrong_object_type', HINT = 'Pack a table with pgdl.pack() first.';
+	END IF;
+	h := pgdl.prefix_hash(model, layer);
+	RETURN QUERY EXECUTE format(
+		'SELECT part, buffer_id, n, pgdl.cache_features($1, 0, $2, $3, x, n), y FROM %s ORDER BY part, buffer_id',
+		features_batch.source) USING model, layer, h;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void
+	LANGUAGE plpgsql STRICT SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	-- the catalog is writable by all: only materialized views in pgdl_cache are caches
+	IF NOT EXISTS (SELECT 1 FROM pgdl.feature_cache f JOIN pg_class c ON c.oid = f.view
+				    WHERE f.view = cache AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace) THEN
+		RAISE EXCEPTION '"%" is not a feature cache', cache
+			USING ERRCODE = 'wrong_object_type', HINT = 'The caches are listed in pgdl.feature_cache.';
+	END IF;
+	-- deeper caches computed from it go with it
+	EXECUTE format('DROP MATERIALIZED VIEW %s CASCADE', cache);
+END
+$$;
+
 
 -- ---- 5. Owners, sharing and row-level security: 70_owners.sql as it is ----
 
@@ -232,11 +286,15 @@ $$;
 COMMENT ON FUNCTION pgdl.acts_as(regrole) IS
 	'whether the current role acts as the owner of a catalog row: a member of the owning role or of pgdl_admin';
 
+-- An owner may write any acl into its own rows: one aclexplode refuses (empty, 2-D, a NULL) grants
+-- nothing, rather than failing every other role's read of pgdl.models.
 CREATE FUNCTION pgdl.granted(acl aclitem[]) RETURNS boolean
 	LANGUAGE sql STABLE PARALLEL SAFE AS
 $$
-SELECT EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
-				WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+SELECT CASE WHEN pg_catalog.array_ndims($1) = 1 AND pg_catalog.array_position($1, NULL) IS NULL
+			THEN EXISTS (SELECT 1 FROM pg_catalog.aclexplode($1) a
+						  WHERE a.grantee = 0 OR pg_catalog.pg_has_role(a.grantee, 'MEMBER'))
+			ELSE false END
 $$;
 COMMENT ON FUNCTION pgdl.granted(aclitem[]) IS
 	'whether a pgdl.models acl grants the current role (or PUBLIC) the use of the model';
@@ -326,8 +384,8 @@ COMMENT ON POLICY owners ON pgdl.checkpoints IS
 -- ---- Names ----
 --
 -- A model, architecture or configuration set named by the current role is its own, else the only one
--- of that name it may use; several, none its own, is an error; none is NULL (as to_regclass), for the
--- caller's own "does not exist".
+-- of that name it may use; several, none its own, is an error (what it echoes cut short); none is NULL
+-- (as to_regclass), for the caller's own "does not exist".
 CREATE FUNCTION pgdl.resolve_name(kind text, name text, ids bigint[], owners regrole[], hint text)
 	RETURNS bigint
 	LANGUAGE plpgsql STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
@@ -341,11 +399,11 @@ BEGIN
 		END IF;
 	END LOOP;
 	IF cardinality(ids) > 1 THEN
-		RAISE EXCEPTION '% "%" is ambiguous', kind, name
+		RAISE EXCEPTION '% "%" is ambiguous', left(kind, 64), CASE WHEN length(name) > 64 THEN left(name, 64) || '...' ELSE name END
 			USING ERRCODE = 'ambiguous_alias',
 				  DETAIL = format('You have none of that name, and these roles have one you may use: %s.',
-								  array_to_string(owners::text[], ', ')),
-				  HINT = hint;
+								  array_to_string(owners[1:10]::text[], ', ') || CASE WHEN cardinality(owners) > 10 THEN ', ...' ELSE '' END),
+				  HINT = left(hint, 200);
 	END IF;
 	RETURN ids[1];
 END
@@ -400,7 +458,19 @@ DECLARE
 	to_role oid;
 	model_owner regrole;
 BEGIN
+	-- a 10 MB name is not echoed whole
+	IF length(model_label) > 66 THEN
+		model_label := left(model_label, 65) || '..."';
+	END IF;
+	-- NULL would read as "no role": a revoke from every grantee
+	IF role IS NULL OR shared IS NULL THEN
+		RAISE EXCEPTION 'role and shared must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
 	to_role := CASE WHEN lower(role) = 'public' THEN 0 ELSE role::regrole::oid END;
+	-- regrole takes any number as an oid, and 0 or '-' as no role: only "public" means PUBLIC
+	IF lower(role) <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = to_role) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', to_role USING ERRCODE = 'undefined_object';
+	END IF;
 	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';

@@ -368,7 +368,9 @@ Datum
 pgdl_on_drop_extension(PG_FUNCTION_ARGS)
 {
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
-		elog(ERROR, "pgdl.on_drop_extension must be called as an event trigger");
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.on_drop_extension must be called as an event trigger")));
 	if (drops_pgdl(((EventTriggerData *) fcinfo->context)->parsetree))
 		report_packed_tables();
 	PG_RETURN_NULL();

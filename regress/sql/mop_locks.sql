@@ -4,6 +4,8 @@
 -- statement_timeout turns a regression into a failure rather than a hung suite.
 SET client_min_messages = warning;
 SET statement_timeout = '60s';
+-- every epoch's checkpoint is kept: the run below is turned back into one cancelled after its first epoch
+SET pgdl.keep_checkpoints = -1;
 
 CREATE TABLE lk_rows AS
 SELECT i, ARRAY[sin(i), cos(i)]::real[] AS x, i % 2 AS label FROM generate_series(1, 64) i;
@@ -53,3 +55,4 @@ DELETE FROM pgdl.runs WHERE id = :lk_run;
 DELETE FROM pgdl.configs WHERE set_name = 'lk_set';
 DELETE FROM pgdl.architectures WHERE name = 'lk_arch';
 RESET statement_timeout;
+RESET pgdl.keep_checkpoints;

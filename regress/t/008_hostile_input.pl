@@ -378,7 +378,9 @@ my %VALID = (
 	'config_set_owner.set_name'    => q{'sweep_set'},
 	'model_label'                  => q{'sweep_model'},
 	'role'                         => q{'sweep_other'},
-	'shared'                       => 'true',);
+	'shared'                       => 'true',
+	# the extension's life (sql/parts/75_lifecycle.sql)
+	'cleanup_checkpoints.keep'     => '1',);
 
 sub blob_with_byte
 {
