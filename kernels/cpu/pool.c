@@ -6,8 +6,8 @@
 #include "cpu/cpu.h"
 
 void
-nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-				   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
+					int h, int w, int k, int stride, int oh, int ow, bool relu_before)
 {
 	for (int64_t p = 0; p < planes; p++)
 	{
@@ -62,8 +62,8 @@ nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 }
 
 void
-nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					int64_t planes, int h, int w, int oh, int ow)
+cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					 int64_t planes, int h, int w, int oh, int ow)
 {
 	if (h == 2 * oh && w == 2 * ow)
 	{
@@ -103,8 +103,8 @@ nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 }
 
 void
-nn_avgpool_forward(const float *x, float *y, int64_t planes,
-				   int h, int w, int k, int stride, int oh, int ow)
+cpu_avgpool_forward(const float *x, float *y, int64_t planes,
+					int h, int w, int k, int stride, int oh, int ow)
 {
 	float		scale = 1.0f / (float) (k * k);
 
@@ -127,8 +127,8 @@ nn_avgpool_forward(const float *x, float *y, int64_t planes,
 }
 
 void
-nn_avgpool_backward(const float *dy, float *dx, int64_t planes,
-					int h, int w, int k, int stride, int oh, int ow)
+cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow)
 {
 	float		scale = 1.0f / (float) (k * k);
 
