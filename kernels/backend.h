@@ -70,13 +70,16 @@ typedef struct NnBackend
 	 * no padding.  Max pooling saves the index within its plane of each window's
 	 * first maximum in argmax; relu_before says a relu was fused into it (see
 	 * src/nn/layers.c): a window whose maximum is not positive gets argmax -1 and
-	 * no gradient, as the relu would have blocked it.  Backward overwrites dx.
+	 * no gradient, as the relu would have blocked it.  Backward overwrites dx;
+	 * max pooling's takes k and stride too, so that a backend may gather each
+	 * element's gradient from the windows that hold it rather than scatter.
 	 */
 	void		(*maxpool_forward) (const float *x, float *y, int32_t *argmax, int64_t planes,
 									int h, int w, int k, int stride, int oh, int ow,
 									bool relu_before);
 	void		(*maxpool_backward) (const float *dy, const int32_t *argmax, float *dx,
-									 int64_t planes, int h, int w, int oh, int ow);
+									 int64_t planes, int h, int w, int k, int stride,
+									 int oh, int ow);
 	void		(*avgpool_forward) (const float *x, float *y, int64_t planes,
 									int h, int w, int k, int stride, int oh, int ow);
 	void		(*avgpool_backward) (const float *dy, float *dx, int64_t planes,

@@ -63,8 +63,9 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 
 void
 cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					 int64_t planes, int h, int w, int oh, int ow)
+					 int64_t planes, int h, int w, int k, int stride, int oh, int ow)
 {
+	/* the windows' size and stride are in argmax already (the GPU twin gathers) */
 	if (h == 2 * oh && w == 2 * ow)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */

@@ -1,10 +1,12 @@
 /*
  * backend_cuda.cu -- the CUDA backend: cuBLAS for gemm, small kernels elsewhere.
  *
- * Every function mirrors its twin in kernels/cpu/backend_cpu.c, written with the
- * same float formulas in the same order so that the two agree to ~1e-5
- * relative (regress/unit/test_cuda.c checks it).  Reductions accumulate in
- * double and need no atomics, so they are deterministic.
+ * Every function mirrors its twin in kernels/cpu (backend_cpu.c, conv.c,
+ * pool.c, norm.c), written with the same float formulas in the same order so
+ * that the two agree to ~1e-5 relative (regress/unit/test_cuda.c checks it).
+ * Reductions accumulate in double through fixed trees, and the adjoints
+ * (col2im, pooling backward) gather per input element, so nothing needs
+ * atomics and every result is deterministic.
  *
  * The Makefile compiles this file with --fmad=false: no multiply-add is fused,
  * so each product is rounded as on the CPU (costs nothing measurable here, the
@@ -237,6 +239,28 @@ cuda_bias_add_planes(float *y, const float *bias, int n, int channels, int plane
 	cuda_launched("bias_add_planes");
 }
 
+__global__ void
+bias_relu_planes_kernel(float *y, const float *bias, int64_t total, int channels, int plane)
+{
+	GRID_STRIDE(i, total)
+	{
+		float		v = y[i] + bias[(i / plane) % channels];
+
+		y[i] = v > 0.0f ? v : 0.0f;
+	}
+}
+
+static void
+cuda_bias_relu_planes(float *y, const float *bias, int n, int channels, int plane)
+{
+	int64_t		total = (int64_t) n * channels * plane;
+
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	bias_relu_planes_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, channels, plane);
+	cuda_launched("bias_relu_planes");
+}
+
 /*
  * Each block owns COL_TILE adjacent columns: a warp reads one row's slice of
  * them (coalesced), COL_ROWS warps stride down the rows, and a tree in shared
@@ -320,6 +344,450 @@ cuda_plane_sum(const float *dy, float *db, int n, int channels, int plane)
 		return;
 	plane_sum_kernel<<<grid_for(channels, 1), BLOCK>>>(dy, db, n, channels, plane);
 	cuda_launched("plane_sum");
+}
+
+/* ---------------------------------------------------------------------------
+ * Convolution as gemm: im2col, its adjoint, and the channel-major transpose
+ * ------------------------------------------------------------------------- */
+
+/* One thread per column entry col[(ci * k + ki) * k + kj][img * oh * ow + oy * ow + ox]. */
+__global__ void
+im2col_kernel(const float *x, int n, NnConvGeom g, float *col)
+{
+	int64_t		plane_out = (int64_t) g.oh * g.ow;
+	int64_t		row_len = n * plane_out;
+
+	GRID_STRIDE(i, (int64_t) g.c * g.k * g.k * row_len)
+	{
+		int64_t		row = i / row_len;
+		int64_t		img = (i - row * row_len) / plane_out;
+		int			p = (int) (i - row * row_len - img * plane_out);
+		int			kj = (int) (row % g.k);
+		int			ki = (int) (row / g.k % g.k);
+		int			ci = (int) (row / g.k / g.k);
+		int			iy = p / g.ow * g.stride - g.pad + ki;
+		int			ix = p % g.ow * g.stride - g.pad + kj;
+
+		col[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ?
+			x[((img * g.c + ci) * g.h + iy) * g.w + ix] : 0.0f;
+	}
+}
+
+/*
+ * The adjoint of im2col as a gather: one thread per input element adds the
+ * column entries that sampled it, in the order (ki, kj) of the CPU twin's
+ * additions, so that no two threads write one element.
+ */
+__global__ void
+col2im_kernel(const float *col, int n, NnConvGeom g, float *dx)
+{
+	int64_t		plane_out = (int64_t) g.oh * g.ow;
+	int64_t		row_len = n * plane_out;
+
+	GRID_STRIDE(i, (int64_t) n * g.c * g.h * g.w)
+	{
+		int			ix = (int) (i % g.w);
+		int			iy = (int) (i / g.w % g.h);
+		int			ci = (int) (i / g.w / g.h % g.c);
+		int64_t		img = i / g.w / g.h / g.c;
+		float		s = dx[i];
+
+		for (int ki = 0; ki < g.k; ki++)
+		{
+			int			ty = iy + g.pad - ki;	/* oy * stride, if a window row lands here */
+
+			if (ty < 0 || ty % g.stride != 0 || ty / g.stride >= g.oh)
+				continue;
+			for (int kj = 0; kj < g.k; kj++)
+			{
+				int			tx = ix + g.pad - kj;
+
+				if (tx < 0 || tx % g.stride != 0 || tx / g.stride >= g.ow)
+					continue;
+				s += col[((int64_t) (ci * g.k + ki) * g.k + kj) * row_len + img * plane_out +
+						 (int64_t) (ty / g.stride) * g.ow + tx / g.stride];
+			}
+		}
+		dx[i] = s;
+	}
+}
+
+/* One thread per destination element dst[c][i][p] = src[i][c][p]. */
+__global__ void
+nchw_to_cnhw_kernel(const float *src, float *dst, int n, int channels, int plane)
+{
+	int64_t		per_channel = (int64_t) n * plane;
+
+	GRID_STRIDE(j, per_channel * channels)
+	{
+		int64_t		c = j / per_channel;
+		int64_t		i = (j - c * per_channel) / plane;
+		int64_t		p = j - c * per_channel - i * plane;
+
+		dst[j] = src[(i * channels + c) * plane + p];
+	}
+}
+
+static void
+cuda_im2col(const float *x, int n, const NnConvGeom *g, float *col)
+{
+	int64_t		total = (int64_t) g->c * g->k * g->k * n * g->oh * g->ow;
+
+	if (total <= 0)
+		return;
+	im2col_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, n, *g, col);
+	cuda_launched("im2col");
+}
+
+static void
+cuda_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	int64_t		total = (int64_t) n * g->c * g->h * g->w;
+
+	if (total <= 0 || g->oh <= 0 || g->ow <= 0)
+		return;
+	col2im_kernel<<<grid_for(total, BLOCK), BLOCK>>>(col, n, *g, dx);
+	cuda_launched("col2im");
+}
+
+static void
+cuda_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
+{
+	int64_t		total = (int64_t) n * channels * plane;
+
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	nchw_to_cnhw_kernel<<<grid_for(total, BLOCK), BLOCK>>>(src, dst, n, channels, plane);
+	cuda_launched("nchw_to_cnhw");
+}
+
+/* ---------------------------------------------------------------------------
+ * Pooling: forward one thread per output, backward one thread per input
+ * element gathering from the windows that hold it (no atomics)
+ * ------------------------------------------------------------------------- */
+
+/* The windows along one axis that hold input position at: [*lo, *hi]. */
+__device__ static void
+windows_holding(int at, int k, int stride, int out, int *lo, int *hi)
+{
+	*lo = at < k ? 0 : (at - k) / stride + 1;
+	*hi = at / stride < out - 1 ? at / stride : out - 1;
+}
+
+__global__ void
+maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total,
+					   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) oh * ow);
+		int			q = (int) (i - plane * oh * ow);
+		int			oy = q / ow,
+					ox = q % ow;
+		const float *src = x + plane * h * w;
+		int			at = oy * stride * w + ox * stride;
+		float		best = src[at];
+
+		/* first maximum wins, as in torch and the CPU twin */
+		for (int ky = 0; ky < k; ky++)
+			for (int kx = 0; kx < k; kx++)
+			{
+				int			j = (oy * stride + ky) * w + ox * stride + kx;
+
+				if (src[j] > best)
+					best = src[j], at = j;
+			}
+		y[i] = best;
+		argmax[i] = relu_before && !(best > 0.0f) ? -1 : at;
+	}
+}
+
+__global__ void
+maxpool_backward_kernel(const float *dy, const int32_t *argmax, float *dx, int64_t total,
+						int h, int w, int k, int stride, int oh, int ow)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) h * w);
+		int			at = (int) (i - plane * h * w);
+		const float *g = dy + plane * oh * ow;
+		const int32_t *arg = argmax + plane * oh * ow;
+		int			y0,
+					y1,
+					x0,
+					x1;
+		float		s = 0.0f;
+
+		windows_holding(at / w, k, stride, oh, &y0, &y1);
+		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		for (int oy = y0; oy <= y1; oy++)
+			for (int ox = x0; ox <= x1; ox++)
+				if (arg[oy * ow + ox] == at)
+					s += g[oy * ow + ox];
+		dx[i] = s;
+	}
+}
+
+__global__ void
+avgpool_forward_kernel(const float *x, float *y, int64_t total,
+					   int h, int w, int k, int stride, int oh, int ow, float scale)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) oh * ow);
+		int			q = (int) (i - plane * oh * ow);
+		int			oy = q / ow,
+					ox = q % ow;
+		const float *src = x + plane * h * w;
+		float		s = 0.0f;
+
+		for (int ky = 0; ky < k; ky++)
+			for (int kx = 0; kx < k; kx++)
+				s += src[(oy * stride + ky) * w + ox * stride + kx];
+		y[i] = s * scale;
+	}
+}
+
+__global__ void
+avgpool_backward_kernel(const float *dy, float *dx, int64_t total,
+						int h, int w, int k, int stride, int oh, int ow, float scale)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) h * w);
+		int			at = (int) (i - plane * h * w);
+		const float *g = dy + plane * oh * ow;
+		int			y0,
+					y1,
+					x0,
+					x1;
+		float		s = 0.0f;
+
+		windows_holding(at / w, k, stride, oh, &y0, &y1);
+		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		for (int oy = y0; oy <= y1; oy++)
+			for (int ox = x0; ox <= x1; ox++)
+				s += g[oy * ow + ox] * scale;
+		dx[i] = s;
+	}
+}
+
+static void
+cuda_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+{
+	int64_t		total = planes * oh * ow;
+
+	if (total <= 0)
+		return;
+	maxpool_forward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, y, argmax, total, h, w, k,
+															  stride, oh, ow, relu_before);
+	cuda_launched("maxpool_forward");
+}
+
+static void
+cuda_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					  int64_t planes, int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * h * w;
+
+	if (total <= 0)
+		return;
+	maxpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, argmax, dx, total, h, w, k,
+															   stride, oh, ow);
+	cuda_launched("maxpool_backward");
+}
+
+static void
+cuda_avgpool_forward(const float *x, float *y, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * oh * ow;
+
+	if (total <= 0)
+		return;
+	avgpool_forward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, y, total, h, w, k, stride,
+															  oh, ow, 1.0f / (float) (k * k));
+	cuda_launched("avgpool_forward");
+}
+
+static void
+cuda_avgpool_backward(const float *dy, float *dx, int64_t planes,
+					  int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * h * w;
+
+	if (total <= 0)
+		return;
+	avgpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, dx, total, h, w, k, stride,
+															   oh, ow, 1.0f / (float) (k * k));
+	cuda_launched("avgpool_backward");
+}
+
+/* ---------------------------------------------------------------------------
+ * Batch normalization: one block per channel, sums in double through a fixed
+ * tree in shared memory (deterministic), as plane_sum
+ * ------------------------------------------------------------------------- */
+
+/* The block's sum of v; every thread of the block calls it and gets the sum. */
+__device__ static double
+block_sum(double v, double *part)
+{
+	part[threadIdx.x] = v;
+	__syncthreads();
+	for (int h = BLOCK / 2; h > 0; h >>= 1)
+	{
+		if ((int) threadIdx.x < h)
+			part[threadIdx.x] += part[threadIdx.x + h];
+		__syncthreads();
+	}
+	v = part[0];
+	__syncthreads();			/* part is free again */
+	return v;
+}
+
+/* Where the j-th of channel c's n * plane values lives in x[n][channels][plane]. */
+__device__ static int64_t
+channel_at(int64_t j, int c, int channels, int plane)
+{
+	int64_t		i = j / plane;
+
+	return (i * channels + c) * plane + (j - i * plane);
+}
+
+__global__ void
+batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plane,
+						 const float *gamma, const float *beta,
+						 float *running_mean, float *running_var,
+						 float eps, float momentum, bool training, float *saved)
+{
+	__shared__ double part[BLOCK];
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = blockIdx.x; c < channels; c += gridDim.x)
+	{
+		float		mean,
+					invstd,
+					scale,
+					shift;
+
+		if (training)
+		{
+			double		m = 0.0,
+						sq = 0.0,
+						var;
+
+			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+				m += x[channel_at(j, c, channels, plane)];
+			m = block_sum(m, part) / (double) count;
+			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+			{
+				double		d = x[channel_at(j, c, channels, plane)] - m;
+
+				sq += d * d;
+			}
+			sq = block_sum(sq, part);
+			var = sq / (double) count;
+			mean = (float) m;
+			invstd = (float) (1.0 / sqrt(var + eps));
+			if (threadIdx.x == 0)
+			{
+				saved[c] = mean;
+				saved[channels + c] = invstd;
+				running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+				running_var[c] = (1.0f - momentum) * running_var[c] +
+					momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+			}
+		}
+		else
+		{
+			mean = running_mean[c];
+			invstd = 1.0f / sqrtf(running_var[c] + eps);
+		}
+		scale = gamma[c] * invstd;
+		shift = beta[c] - mean * scale;
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			y[at] = x[at] * scale + shift;
+		}
+	}
+}
+
+__global__ void
+batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
+						  int n, int channels, int plane,
+						  const float *gamma, float *dgamma, float *dbeta,
+						  const float *saved)
+{
+	__shared__ double part[BLOCK];
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = blockIdx.x; c < channels; c += gridDim.x)
+	{
+		float		mean = saved[c];
+		float		invstd = saved[channels + c];
+		double		sum_dy = 0.0,
+					sum_dy_xhat = 0.0;
+		float		gi = gamma[c] * invstd,
+					k1,
+					k2;
+
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			sum_dy += dy[at];
+			sum_dy_xhat += (double) dy[at] * ((x[at] - mean) * invstd);
+		}
+		sum_dy = block_sum(sum_dy, part);
+		sum_dy_xhat = block_sum(sum_dy_xhat, part);
+		if (threadIdx.x == 0)
+		{
+			dgamma[c] = (float) sum_dy_xhat;
+			dbeta[c] = (float) sum_dy;
+		}
+		if (dx == NULL)
+			continue;
+		/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+		k1 = (float) (sum_dy / (double) count);
+		k2 = (float) (sum_dy_xhat / (double) count);
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			dx[at] = gi * (dy[at] - k1 - (x[at] - mean) * invstd * k2);
+		}
+	}
+}
+
+static void
+cuda_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
+					   const float *gamma, const float *beta,
+					   float *running_mean, float *running_var,
+					   float eps, float momentum, bool training, float *saved)
+{
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	batchnorm_forward_kernel<<<grid_for(channels, 1), BLOCK>>>(x, y, n, channels, plane,
+															   gamma, beta, running_mean,
+															   running_var, eps, momentum,
+															   training, saved);
+	cuda_launched("batchnorm_forward");
+}
+
+static void
+cuda_batchnorm_backward(const float *x, const float *dy, float *dx,
+						int n, int channels, int plane,
+						const float *gamma, float *dgamma, float *dbeta,
+						const float *saved)
+{
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	batchnorm_backward_kernel<<<grid_for(channels, 1), BLOCK>>>(x, dy, dx, n, channels, plane,
+																gamma, dgamma, dbeta, saved);
+	cuda_launched("batchnorm_backward");
 }
 
 /* ---------------------------------------------------------------------------
@@ -684,8 +1152,18 @@ cuda_init(void)
 	cuda_backend.gemm = cuda_gemm;
 	cuda_backend.bias_add_rows = cuda_bias_add_rows;
 	cuda_backend.bias_add_planes = cuda_bias_add_planes;
+	cuda_backend.bias_relu_planes = cuda_bias_relu_planes;
 	cuda_backend.col_sum = cuda_col_sum;
 	cuda_backend.plane_sum = cuda_plane_sum;
+	cuda_backend.im2col = cuda_im2col;
+	cuda_backend.col2im = cuda_col2im;
+	cuda_backend.nchw_to_cnhw = cuda_nchw_to_cnhw;
+	cuda_backend.maxpool_forward = cuda_maxpool_forward;
+	cuda_backend.maxpool_backward = cuda_maxpool_backward;
+	cuda_backend.avgpool_forward = cuda_avgpool_forward;
+	cuda_backend.avgpool_backward = cuda_avgpool_backward;
+	cuda_backend.batchnorm_forward = cuda_batchnorm_forward;
+	cuda_backend.batchnorm_backward = cuda_batchnorm_backward;
 	cuda_backend.relu_forward = cuda_relu_forward;
 	cuda_backend.relu_backward = cuda_relu_backward;
 	cuda_backend.leaky_relu_forward = cuda_leaky_relu_forward;

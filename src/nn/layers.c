@@ -340,7 +340,7 @@ maxpool_backward(const LayerCall *c)
 
 	if (c->din)
 		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * s->c,
-								s->h, s->w, s[1].h, s[1].w);
+								s->h, s->w, c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
 }
 
 static void
