@@ -84,6 +84,9 @@ typedef struct NnBackend
 									int h, int w, int k, int stride, int oh, int ow);
 	void		(*avgpool_backward) (const float *dy, float *dx, int64_t planes,
 									 int h, int w, int k, int stride, int oh, int ow);
+	/* y[i] = the mean of plane i of x; backward spreads dy[i] / plane over it */
+	void		(*global_avgpool_forward) (const float *x, float *y, int64_t planes, int plane);
+	void		(*global_avgpool_backward) (const float *dy, float *dx, int64_t planes, int plane);
 
 	/*
 	 * Batch normalization of x[n][channels][plane], per channel.  Training uses

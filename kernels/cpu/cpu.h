@@ -22,6 +22,8 @@ extern void cpu_avgpool_forward(const float *x, float *y, int64_t planes,
 								int h, int w, int k, int stride, int oh, int ow);
 extern void cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
 								 int h, int w, int k, int stride, int oh, int ow);
+extern void cpu_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane);
+extern void cpu_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane);
 
 /* norm.c */
 extern void cpu_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,

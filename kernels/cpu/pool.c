@@ -1,5 +1,5 @@
 /*
- * pool.c -- max and average pooling over planes, no padding.
+ * pool.c -- max, average and global average pooling over planes, no padding.
  */
 #include <string.h>
 
@@ -148,5 +148,31 @@ cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
 					for (int kx = 0; kx < k; kx++)
 						d[(oy * stride + ky) * w + ox * stride + kx] += v;
 			}
+	}
+}
+
+void
+cpu_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
+{
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *src = x + p * plane;
+		float		s = 0.0f;
+
+		for (int k = 0; k < plane; k++)
+			s += src[k];
+		y[p] = s / (float) plane;
+	}
+}
+
+void
+cpu_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane)
+{
+	for (int64_t p = 0; p < planes; p++)
+	{
+		float		g = dy[p] / (float) plane;
+
+		for (int k = 0; k < plane; k++)
+			dx[p * plane + k] = g;
 	}
 }

@@ -572,6 +572,28 @@ avgpool_backward_kernel(const float *dy, float *dx, int64_t total,
 	}
 }
 
+/* One thread per plane, adding in the CPU twin's order: planes are small. */
+__global__ void
+global_avgpool_forward_kernel(const float *x, float *y, int64_t planes, int plane)
+{
+	GRID_STRIDE(p, planes)
+	{
+		const float *src = x + p * plane;
+		float		s = 0.0f;
+
+		for (int k = 0; k < plane; k++)
+			s += src[k];
+		y[p] = s / (float) plane;
+	}
+}
+
+__global__ void
+global_avgpool_backward_kernel(const float *dy, float *dx, int64_t total, int plane)
+{
+	GRID_STRIDE(i, total)
+		dx[i] = dy[i / plane] / (float) plane;
+}
+
 static void
 cuda_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 					 int h, int w, int k, int stride, int oh, int ow, bool relu_before)
@@ -622,6 +644,26 @@ cuda_avgpool_backward(const float *dy, float *dx, int64_t planes,
 	avgpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, dx, total, h, w, k, stride,
 															   oh, ow, 1.0f / (float) (k * k));
 	cuda_launched("avgpool_backward");
+}
+
+static void
+cuda_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
+{
+	if (planes <= 0 || plane <= 0)
+		return;
+	global_avgpool_forward_kernel<<<grid_for(planes, BLOCK), BLOCK>>>(x, y, planes, plane);
+	cuda_launched("global_avgpool_forward");
+}
+
+static void
+cuda_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane)
+{
+	int64_t		total = planes * plane;
+
+	if (total <= 0)
+		return;
+	global_avgpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, dx, total, plane);
+	cuda_launched("global_avgpool_backward");
 }
 
 /* ---------------------------------------------------------------------------
@@ -1162,6 +1204,8 @@ cuda_init(void)
 	cuda_backend.maxpool_backward = cuda_maxpool_backward;
 	cuda_backend.avgpool_forward = cuda_avgpool_forward;
 	cuda_backend.avgpool_backward = cuda_avgpool_backward;
+	cuda_backend.global_avgpool_forward = cuda_global_avgpool_forward;
+	cuda_backend.global_avgpool_backward = cuda_global_avgpool_backward;
 	cuda_backend.batchnorm_forward = cuda_batchnorm_forward;
 	cuda_backend.batchnorm_backward = cuda_batchnorm_backward;
 	cuda_backend.relu_forward = cuda_relu_forward;

@@ -406,6 +406,37 @@ check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_
 }
 
 static void
+check_global_avgpool(int64_t planes, int plane)
+{
+	size_t		in = (size_t) planes * plane;
+	float	   *x = host_random(in, -1.0f, 1.0f);
+	float	   *y = host_random(planes, 5.0f, 6.0f);
+	float	   *d_x = device_copy(x, in);
+	float	   *d_y = device_copy(y, planes);
+	char		what[96];
+
+	cpu->global_avgpool_forward(x, y, planes, plane);
+	gpu->global_avgpool_forward(d_x, d_y, planes, plane);
+	snprintf(what, sizeof(what), "global_avgpool_forward %lld planes of %d", (long long) planes, plane);
+	compare(what, y, d_y, planes, 1.0);
+
+	/* backward from the same dy over a dx of garbage */
+	for (size_t i = 0; i < in; i++)
+		x[i] = NAN;
+	gpu->upload(d_x, x, in * sizeof(float));
+	gpu->upload(d_y, y, planes * sizeof(float));
+	cpu->global_avgpool_backward(y, x, planes, plane);
+	gpu->global_avgpool_backward(d_y, d_x, planes, plane);
+	snprintf(what, sizeof(what), "global_avgpool_backward %lld planes of %d", (long long) planes, plane);
+	compare(what, x, d_x, in, 1.0);
+
+	cpu->release(x);
+	cpu->release(y);
+	gpu->release(d_x);
+	gpu->release(d_y);
+}
+
+static void
 check_pools(void)
 {
 	for (int m = 0; m < 2; m++)
@@ -419,6 +450,9 @@ check_pools(void)
 	}
 	check_pool(true, 128 * 16, 28, 28, 2, 2, true);
 	check_pool(true, 37, 13, 13, 3, 2, true);
+	check_global_avgpool(128 * 32, 49);
+	check_global_avgpool(3, 1);
+	check_global_avgpool(70001, 3);
 }
 
 /* ---------------------------------------------------------------------------
@@ -812,6 +846,8 @@ UNIT_TEST(cuda_backend_probe)
 	HAS(maxpool_backward);
 	HAS(avgpool_forward);
 	HAS(avgpool_backward);
+	HAS(global_avgpool_forward);
+	HAS(global_avgpool_backward);
 	HAS(batchnorm_forward);
 	HAS(batchnorm_backward);
 	HAS(relu_forward);

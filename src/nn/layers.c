@@ -365,35 +365,18 @@ avgpool_backward(const LayerCall *c)
 static void
 global_avgpool_forward(const LayerCall *c)
 {
-	int			plane = c->m->shape[c->i].h * c->m->shape[c->i].w;
-	int64_t		count = c->n * c->out_size;
+	const NnShape *s = &c->m->shape[c->i];
 
-	for (int64_t j = 0; j < count; j++)
-	{
-		const float *src = c->in + j * plane;
-		float		s = 0.0f;
-
-		for (int k = 0; k < plane; k++)
-			s += src[k];
-		c->out[j] = s / (float) plane;
-	}
+	c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
 }
 
 static void
 global_avgpool_backward(const LayerCall *c)
 {
-	int			plane = c->m->shape[c->i].h * c->m->shape[c->i].w;
-	int64_t		count = c->n * c->out_size;
+	const NnShape *s = &c->m->shape[c->i];
 
-	if (c->din == NULL)
-		return;
-	for (int64_t j = 0; j < count; j++)
-	{
-		float		g = c->dout[j] / (float) plane;
-
-		for (int k = 0; k < plane; k++)
-			c->din[j * plane + k] = g;
-	}
+	if (c->din)
+		c->be->global_avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h * s->w);
 }
 
 static void
