@@ -105,6 +105,21 @@ grid_for(int64_t work, int per_block)
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
 		 i += (int64_t) gridDim.x * blockDim.x)
 
+/*
+ * Launch a grid-stride kernel over work items, BLOCK threads a block, and
+ * record a failure to launch under the table entry's name.  Nothing to do
+ * when there is no work.
+ */
+template <typename... Params, typename... Args>
+static void
+launch(const char *name, int64_t work, void (*kernel) (Params...), Args... args)
+{
+	if (work <= 0)
+		return;
+	kernel<<<grid_for(work, BLOCK), BLOCK>>>(args...);
+	cuda_launched(name);
+}
+
 /* ---------------------------------------------------------------------------
  * Memory
  * ------------------------------------------------------------------------- */
@@ -217,8 +232,7 @@ cuda_bias_add_rows(float *y, const float *bias, int rows, int cols)
 
 	if (rows <= 0 || cols <= 0)
 		return;
-	bias_add_rows_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, cols);
-	cuda_launched("bias_add_rows");
+	launch("bias_add_rows", total, bias_add_rows_kernel, y, bias, total, cols);
 }
 
 __global__ void
@@ -235,8 +249,7 @@ cuda_bias_add_planes(float *y, const float *bias, int n, int channels, int plane
 
 	if (n <= 0 || channels <= 0 || plane <= 0)
 		return;
-	bias_add_planes_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, channels, plane);
-	cuda_launched("bias_add_planes");
+	launch("bias_add_planes", total, bias_add_planes_kernel, y, bias, total, channels, plane);
 }
 
 __global__ void
@@ -257,8 +270,7 @@ cuda_bias_relu_planes(float *y, const float *bias, int n, int channels, int plan
 
 	if (n <= 0 || channels <= 0 || plane <= 0)
 		return;
-	bias_relu_planes_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, channels, plane);
-	cuda_launched("bias_relu_planes");
+	launch("bias_relu_planes", total, bias_relu_planes_kernel, y, bias, total, channels, plane);
 }
 
 /*
@@ -433,10 +445,7 @@ cuda_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 {
 	int64_t		total = (int64_t) g->c * g->k * g->k * n * g->oh * g->ow;
 
-	if (total <= 0)
-		return;
-	im2col_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, n, *g, col);
-	cuda_launched("im2col");
+	launch("im2col", total, im2col_kernel, x, n, *g, col);
 }
 
 static void
@@ -446,8 +455,7 @@ cuda_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 
 	if (total <= 0 || g->oh <= 0 || g->ow <= 0)
 		return;
-	col2im_kernel<<<grid_for(total, BLOCK), BLOCK>>>(col, n, *g, dx);
-	cuda_launched("col2im");
+	launch("col2im", total, col2im_kernel, col, n, *g, dx);
 }
 
 static void
@@ -457,8 +465,7 @@ cuda_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
 
 	if (n <= 0 || channels <= 0 || plane <= 0)
 		return;
-	nchw_to_cnhw_kernel<<<grid_for(total, BLOCK), BLOCK>>>(src, dst, n, channels, plane);
-	cuda_launched("nchw_to_cnhw");
+	launch("nchw_to_cnhw", total, nchw_to_cnhw_kernel, src, dst, n, channels, plane);
 }
 
 /* ---------------------------------------------------------------------------
@@ -600,11 +607,8 @@ cuda_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 {
 	int64_t		total = planes * oh * ow;
 
-	if (total <= 0)
-		return;
-	maxpool_forward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, y, argmax, total, h, w, k,
-															  stride, oh, ow, relu_before);
-	cuda_launched("maxpool_forward");
+	launch("maxpool_forward", total, maxpool_forward_kernel, x, y, argmax, total, h, w, k,
+		   stride, oh, ow, relu_before);
 }
 
 static void
@@ -613,11 +617,8 @@ cuda_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 {
 	int64_t		total = planes * h * w;
 
-	if (total <= 0)
-		return;
-	maxpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, argmax, dx, total, h, w, k,
-															   stride, oh, ow);
-	cuda_launched("maxpool_backward");
+	launch("maxpool_backward", total, maxpool_backward_kernel, dy, argmax, dx, total, h, w, k,
+		   stride, oh, ow);
 }
 
 static void
@@ -626,11 +627,8 @@ cuda_avgpool_forward(const float *x, float *y, int64_t planes,
 {
 	int64_t		total = planes * oh * ow;
 
-	if (total <= 0)
-		return;
-	avgpool_forward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(x, y, total, h, w, k, stride,
-															  oh, ow, 1.0f / (float) (k * k));
-	cuda_launched("avgpool_forward");
+	launch("avgpool_forward", total, avgpool_forward_kernel, x, y, total, h, w, k, stride, oh,
+		   ow, 1.0f / (float) (k * k));
 }
 
 static void
@@ -639,11 +637,8 @@ cuda_avgpool_backward(const float *dy, float *dx, int64_t planes,
 {
 	int64_t		total = planes * h * w;
 
-	if (total <= 0)
-		return;
-	avgpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, dx, total, h, w, k, stride,
-															   oh, ow, 1.0f / (float) (k * k));
-	cuda_launched("avgpool_backward");
+	launch("avgpool_backward", total, avgpool_backward_kernel, dy, dx, total, h, w, k, stride,
+		   oh, ow, 1.0f / (float) (k * k));
 }
 
 static void
@@ -651,8 +646,7 @@ cuda_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
 {
 	if (planes <= 0 || plane <= 0)
 		return;
-	global_avgpool_forward_kernel<<<grid_for(planes, BLOCK), BLOCK>>>(x, y, planes, plane);
-	cuda_launched("global_avgpool_forward");
+	launch("global_avgpool_forward", planes, global_avgpool_forward_kernel, x, y, planes, plane);
 }
 
 static void
@@ -660,10 +654,7 @@ cuda_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int pla
 {
 	int64_t		total = planes * plane;
 
-	if (total <= 0)
-		return;
-	global_avgpool_backward_kernel<<<grid_for(total, BLOCK), BLOCK>>>(dy, dx, total, plane);
-	cuda_launched("global_avgpool_backward");
+	launch("global_avgpool_backward", total, global_avgpool_backward_kernel, dy, dx, total, plane);
 }
 
 /* ---------------------------------------------------------------------------
@@ -895,73 +886,49 @@ tanh_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
 static void
 cuda_relu_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("relu_forward");
+	launch("relu_forward", n, relu_forward_kernel, x, y, n);
 }
 
 static void
 cuda_relu_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("relu_backward");
+	launch("relu_backward", n, relu_backward_kernel, y, dy, dx, n);
 }
 
 static void
 cuda_leaky_relu_forward(const float *x, float *y, int64_t n, float alpha)
 {
-	if (n <= 0)
-		return;
-	leaky_relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n, alpha);
-	cuda_launched("leaky_relu_forward");
+	launch("leaky_relu_forward", n, leaky_relu_forward_kernel, x, y, n, alpha);
 }
 
 static void
 cuda_leaky_relu_backward(const float *y, const float *dy, float *dx, int64_t n, float alpha)
 {
-	if (n <= 0)
-		return;
-	leaky_relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n, alpha);
-	cuda_launched("leaky_relu_backward");
+	launch("leaky_relu_backward", n, leaky_relu_backward_kernel, y, dy, dx, n, alpha);
 }
 
 static void
 cuda_sigmoid_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	sigmoid_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("sigmoid_forward");
+	launch("sigmoid_forward", n, sigmoid_forward_kernel, x, y, n);
 }
 
 static void
 cuda_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	sigmoid_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("sigmoid_backward");
+	launch("sigmoid_backward", n, sigmoid_backward_kernel, y, dy, dx, n);
 }
 
 static void
 cuda_tanh_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	tanh_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("tanh_forward");
+	launch("tanh_forward", n, tanh_forward_kernel, x, y, n);
 }
 
 static void
 cuda_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	tanh_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("tanh_backward");
+	launch("tanh_backward", n, tanh_backward_kernel, y, dy, dx, n);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1030,9 +997,8 @@ cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
 {
 	if (rows <= 0 || classes <= 0)
 		return;
-	softmax_xent_kernel<<<grid_for((int64_t) rows * 32, BLOCK), BLOCK>>>(logits, labels, dlogits,
-																		 loss, rows, classes, scale);
-	cuda_launched("softmax_xent");
+	launch("softmax_xent", (int64_t) rows * 32, softmax_xent_kernel, logits, labels, dlogits,
+		   loss, rows, classes, scale);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1064,17 +1030,11 @@ static void
 cuda_sgd_update(float *p, const float *g, float *buf, int64_t n,
 				float lr, float momentum, float weight_decay, bool nesterov)
 {
-	if (n <= 0)
-		return;
 	if (momentum == 0.0f)
-	{
-		sgd_plain_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, n, lr, weight_decay);
-		cuda_launched("sgd_update");
-		return;
-	}
-	sgd_momentum_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, buf, n, lr, momentum,
-													   weight_decay, nesterov);
-	cuda_launched("sgd_update");
+		launch("sgd_update", n, sgd_plain_kernel, p, g, n, lr, weight_decay);
+	else
+		launch("sgd_update", n, sgd_momentum_kernel, p, g, buf, n, lr, momentum,
+			   weight_decay, nesterov);
 }
 
 __global__ void
@@ -1108,17 +1068,52 @@ cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
 	float		l2 = decoupled ? 0.0f : weight_decay;
 	float		shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
 
-	if (n <= 0)
-		return;
-	adam_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, m, v, n, beta1, beta2,
-											   one_minus_b1, one_minus_b2, eps, l2,
-											   shrink, step_size, bc2_sqrt);
-	cuda_launched("adam_update");
+	launch("adam_update", n, adam_kernel, p, g, m, v, n, beta1, beta2, one_minus_b1,
+		   one_minus_b2, eps, l2, shrink, step_size, bc2_sqrt);
 }
 
 /* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
+
+static void
+cuda_fill_table(NnBackend *b)
+{
+	b->name = "cuda";
+	b->alloc = cuda_alloc;
+	b->release = cuda_release;
+	b->upload = cuda_upload;
+	b->download = cuda_download;
+	b->synchronize = cuda_synchronize;
+	b->gemm = cuda_gemm;
+	b->bias_add_rows = cuda_bias_add_rows;
+	b->bias_add_planes = cuda_bias_add_planes;
+	b->bias_relu_planes = cuda_bias_relu_planes;
+	b->col_sum = cuda_col_sum;
+	b->plane_sum = cuda_plane_sum;
+	b->im2col = cuda_im2col;
+	b->col2im = cuda_col2im;
+	b->nchw_to_cnhw = cuda_nchw_to_cnhw;
+	b->maxpool_forward = cuda_maxpool_forward;
+	b->maxpool_backward = cuda_maxpool_backward;
+	b->avgpool_forward = cuda_avgpool_forward;
+	b->avgpool_backward = cuda_avgpool_backward;
+	b->global_avgpool_forward = cuda_global_avgpool_forward;
+	b->global_avgpool_backward = cuda_global_avgpool_backward;
+	b->batchnorm_forward = cuda_batchnorm_forward;
+	b->batchnorm_backward = cuda_batchnorm_backward;
+	b->relu_forward = cuda_relu_forward;
+	b->relu_backward = cuda_relu_backward;
+	b->leaky_relu_forward = cuda_leaky_relu_forward;
+	b->leaky_relu_backward = cuda_leaky_relu_backward;
+	b->sigmoid_forward = cuda_sigmoid_forward;
+	b->sigmoid_backward = cuda_sigmoid_backward;
+	b->tanh_forward = cuda_tanh_forward;
+	b->tanh_backward = cuda_tanh_backward;
+	b->softmax_xent = cuda_softmax_xent;
+	b->sgd_update = cuda_sgd_update;
+	b->adam_update = cuda_adam_update;
+}
 
 static void
 cuda_init(void)
@@ -1185,40 +1180,7 @@ cuda_init(void)
 		return;
 	}
 
-	cuda_backend.name = "cuda";
-	cuda_backend.alloc = cuda_alloc;
-	cuda_backend.release = cuda_release;
-	cuda_backend.upload = cuda_upload;
-	cuda_backend.download = cuda_download;
-	cuda_backend.synchronize = cuda_synchronize;
-	cuda_backend.gemm = cuda_gemm;
-	cuda_backend.bias_add_rows = cuda_bias_add_rows;
-	cuda_backend.bias_add_planes = cuda_bias_add_planes;
-	cuda_backend.bias_relu_planes = cuda_bias_relu_planes;
-	cuda_backend.col_sum = cuda_col_sum;
-	cuda_backend.plane_sum = cuda_plane_sum;
-	cuda_backend.im2col = cuda_im2col;
-	cuda_backend.col2im = cuda_col2im;
-	cuda_backend.nchw_to_cnhw = cuda_nchw_to_cnhw;
-	cuda_backend.maxpool_forward = cuda_maxpool_forward;
-	cuda_backend.maxpool_backward = cuda_maxpool_backward;
-	cuda_backend.avgpool_forward = cuda_avgpool_forward;
-	cuda_backend.avgpool_backward = cuda_avgpool_backward;
-	cuda_backend.global_avgpool_forward = cuda_global_avgpool_forward;
-	cuda_backend.global_avgpool_backward = cuda_global_avgpool_backward;
-	cuda_backend.batchnorm_forward = cuda_batchnorm_forward;
-	cuda_backend.batchnorm_backward = cuda_batchnorm_backward;
-	cuda_backend.relu_forward = cuda_relu_forward;
-	cuda_backend.relu_backward = cuda_relu_backward;
-	cuda_backend.leaky_relu_forward = cuda_leaky_relu_forward;
-	cuda_backend.leaky_relu_backward = cuda_leaky_relu_backward;
-	cuda_backend.sigmoid_forward = cuda_sigmoid_forward;
-	cuda_backend.sigmoid_backward = cuda_sigmoid_backward;
-	cuda_backend.tanh_forward = cuda_tanh_forward;
-	cuda_backend.tanh_backward = cuda_tanh_backward;
-	cuda_backend.softmax_xent = cuda_softmax_xent;
-	cuda_backend.sgd_update = cuda_sgd_update;
-	cuda_backend.adam_update = cuda_adam_update;
+	cuda_fill_table(&cuda_backend);
 	cuda_ready = &cuda_backend;
 }
 
