@@ -80,8 +80,10 @@ cpu_bias_add_rows(float *restrict y, const float *restrict bias, int rows, int c
 	}
 }
 
-static void
-cpu_bias_add_planes(float *restrict y, const float *restrict bias, int n, int channels, int plane)
+/* Inlined into both callers with relu constant, so each loop vectorizes alone. */
+static inline void
+bias_planes(float *restrict y, const float *restrict bias, int n, int channels, int plane,
+			bool relu)
 {
 	for (int i = 0; i < n; i++)
 		for (int c = 0; c < channels; c++)
@@ -89,20 +91,12 @@ cpu_bias_add_planes(float *restrict y, const float *restrict bias, int n, int ch
 			float	   *restrict p = y + ((size_t) i * channels + c) * plane;
 			float		b = bias[c];
 
-			for (int j = 0; j < plane; j++)
-				p[j] += b;
-		}
-}
-
-static void
-cpu_bias_relu_planes(float *restrict y, const float *restrict bias, int n, int channels, int plane)
-{
-	for (int i = 0; i < n; i++)
-		for (int c = 0; c < channels; c++)
-		{
-			float	   *restrict p = y + ((size_t) i * channels + c) * plane;
-			float		b = bias[c];
-
+			if (!relu)
+			{
+				for (int j = 0; j < plane; j++)
+					p[j] += b;
+				continue;
+			}
 			for (int j = 0; j < plane; j++)
 			{
 				float		v = p[j] + b;
@@ -110,6 +104,18 @@ cpu_bias_relu_planes(float *restrict y, const float *restrict bias, int n, int c
 				p[j] = v > 0.0f ? v : 0.0f;
 			}
 		}
+}
+
+static void
+cpu_bias_add_planes(float *y, const float *bias, int n, int channels, int plane)
+{
+	bias_planes(y, bias, n, channels, plane, false);
+}
+
+static void
+cpu_bias_relu_planes(float *y, const float *bias, int n, int channels, int plane)
+{
+	bias_planes(y, bias, n, channels, plane, true);
 }
 
 static void

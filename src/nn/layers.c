@@ -525,6 +525,28 @@ layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 	c->din = NULL;
 }
 
+typedef void (*LayerFn) (const LayerCall *c);
+
+/* Each layer type's pair; a type without parameters or state still has both. */
+static const struct
+{
+	LayerFn		forward,
+				backward;
+}			layer_fns[NN_LAYER_TYPE_MAX] = {
+	[NN_DENSE] = {dense_forward, dense_backward},
+	[NN_CONV2D] = {conv_forward, conv_backward},
+	[NN_MAXPOOL2D] = {maxpool_forward, maxpool_backward},
+	[NN_AVGPOOL2D] = {avgpool_forward, avgpool_backward},
+	[NN_GLOBAL_AVGPOOL] = {global_avgpool_forward, global_avgpool_backward},
+	[NN_FLATTEN] = {flatten_forward, flatten_backward},
+	[NN_RELU] = {activation_forward, activation_backward},
+	[NN_LEAKY_RELU] = {activation_forward, activation_backward},
+	[NN_SIGMOID] = {activation_forward, activation_backward},
+	[NN_TANH] = {activation_forward, activation_backward},
+	[NN_DROPOUT] = {dropout_forward, dropout_backward},
+	[NN_BATCHNORM] = {batchnorm_forward, batchnorm_backward},
+};
+
 void
 nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool training)
 {
@@ -532,41 +554,7 @@ nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool trai
 
 	layer_call(&c, m, i, in, first, n);
 	c.training = training;
-	switch (c.l->type)
-	{
-		case NN_DENSE:
-			dense_forward(&c);
-			break;
-		case NN_CONV2D:
-			conv_forward(&c);
-			break;
-		case NN_MAXPOOL2D:
-			maxpool_forward(&c);
-			break;
-		case NN_AVGPOOL2D:
-			avgpool_forward(&c);
-			break;
-		case NN_GLOBAL_AVGPOOL:
-			global_avgpool_forward(&c);
-			break;
-		case NN_FLATTEN:
-			flatten_forward(&c);
-			break;
-		case NN_RELU:
-		case NN_LEAKY_RELU:
-		case NN_SIGMOID:
-		case NN_TANH:
-			activation_forward(&c);
-			break;
-		case NN_DROPOUT:
-			dropout_forward(&c);
-			break;
-		case NN_BATCHNORM:
-			batchnorm_forward(&c);
-			break;
-		default:
-			break;
-	}
+	layer_fns[c.l->type].forward(&c);
 }
 
 void
@@ -576,39 +564,5 @@ nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *d
 
 	layer_call(&c, m, i, in, first, n);
 	c.din = din;
-	switch (c.l->type)
-	{
-		case NN_DENSE:
-			dense_backward(&c);
-			break;
-		case NN_CONV2D:
-			conv_backward(&c);
-			break;
-		case NN_MAXPOOL2D:
-			maxpool_backward(&c);
-			break;
-		case NN_AVGPOOL2D:
-			avgpool_backward(&c);
-			break;
-		case NN_GLOBAL_AVGPOOL:
-			global_avgpool_backward(&c);
-			break;
-		case NN_FLATTEN:
-			flatten_backward(&c);
-			break;
-		case NN_RELU:
-		case NN_LEAKY_RELU:
-		case NN_SIGMOID:
-		case NN_TANH:
-			activation_backward(&c);
-			break;
-		case NN_DROPOUT:
-			dropout_backward(&c);
-			break;
-		case NN_BATCHNORM:
-			batchnorm_backward(&c);
-			break;
-		default:
-			break;
-	}
+	layer_fns[c.l->type].backward(&c);
 }

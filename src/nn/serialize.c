@@ -83,18 +83,24 @@ typedef struct Writer
 	uint8_t    *p;
 } Writer;
 
+/* the low `bytes` bytes of v, little-endian */
+static void
+put_le(Writer *w, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		*w->p++ = (uint8_t) (v >> (8 * i));
+}
+
 static void
 put_u32(Writer *w, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		*w->p++ = (uint8_t) (v >> (8 * i));
+	put_le(w, v, 4);
 }
 
 static void
 put_u64(Writer *w, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		*w->p++ = (uint8_t) (v >> (8 * i));
+	put_le(w, v, 8);
 }
 
 static void
@@ -195,26 +201,28 @@ have(const Reader *r, uint64_t bytes)
 	return (uint64_t) (r->end - r->p) >= bytes;
 }
 
+/* `bytes` bytes, little-endian; the caller has checked that they are there */
+static uint64_t
+get_le(Reader *r, int bytes)
+{
+	uint64_t	v = 0;
+
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t) r->p[i] << (8 * i);
+	r->p += bytes;
+	return v;
+}
+
 static uint32_t
 get_u32(Reader *r)
 {
-	uint32_t	v = 0;
-
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t) r->p[i] << (8 * i);
-	r->p += 4;
-	return v;
+	return (uint32_t) get_le(r, 4);
 }
 
 static uint64_t
 get_u64(Reader *r)
 {
-	uint64_t	v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t) r->p[i] << (8 * i);
-	r->p += 8;
-	return v;
+	return get_le(r, 8);
 }
 
 static float
@@ -266,162 +274,191 @@ get_count(Reader *r, int64_t expected, const char *what, NnError *err)
 	return true;
 }
 
-NnModel *
-nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
+/*
+ * Magic, version, length and checksum; leaves r after the header with its end
+ * before the checksum (which is not part of the content).
+ */
+static bool
+read_header(Reader *r, const uint8_t *buf, size_t len, NnError *err)
 {
-	Reader		r = {buf, buf + len};
-	NnSpec	   *spec;
-	NnModel    *m;
-	NnOptim		opt;
-	uint32_t	version,
-				n_layers;
-	uint64_t	total,
-				seed,
-				step;
+	uint32_t	version;
+	uint64_t	total;
+	Reader		tail;
 
 	if (len < HEADER_BYTES + 4 || memcmp(buf, NN_FORMAT_MAGIC, 8) != 0)
 	{
 		nn_error_set(err, -1, "", "not a pgdl model (bad magic or too short: %zu bytes)", len);
-		return NULL;
+		return false;
 	}
-	r.p += 8;
-	version = get_u32(&r);
+	r->p += 8;
+	version = get_u32(r);
 	if (version != NN_FORMAT_VERSION)
 	{
 		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads version %d)",
 					 version, NN_FORMAT_VERSION);
-		return NULL;
+		return false;
 	}
-	total = get_u64(&r);
+	total = get_u64(r);
 	if (total != len)
 	{
 		nn_error_set(err, -1, "", "model blob is %zu bytes, its header says %llu", len,
 					 (unsigned long long) total);
-		return NULL;
+		return false;
 	}
+	tail.p = buf + len - 4;
+	tail.end = buf + len;
+	if (get_u32(&tail) != nn_crc32(0, buf, len - 4))
 	{
-		Reader		tail = {buf + len - 4, buf + len};
-
-		if (get_u32(&tail) != nn_crc32(0, buf, len - 4))
-		{
-			nn_error_set(err, -1, "", "model blob is corrupt (checksum mismatch)");
-			return NULL;
-		}
+		nn_error_set(err, -1, "", "model blob is corrupt (checksum mismatch)");
+		return false;
 	}
-	r.end = buf + len - 4;		/* the checksum is not part of the content */
+	r->end = buf + len - 4;
+	return true;
+}
 
-	if (!have(&r, 6 * 4))
+/* The spec as stored; nn_model_alloc validates it. */
+static bool
+read_spec(Reader *r, NnSpec *spec, NnError *err)
+{
+	uint32_t	n_layers;
+
+	if (!have(r, 6 * 4))
 	{
 		nn_error_set(err, -1, "", "model blob is truncated in the spec");
-		return NULL;
+		return false;
 	}
-	spec = calloc(1, sizeof(NnSpec));
-	if (spec == NULL)
-	{
-		nn_error_set(err, -1, "", "out of memory");
-		return NULL;
-	}
-	spec->input_ndim = (int32_t) get_u32(&r);
+	spec->input_ndim = (int32_t) get_u32(r);
 	for (int d = 0; d < 3; d++)
-		spec->input[d] = (int32_t) get_u32(&r);
-	n_layers = get_u32(&r);
-	spec->loss = (NnLoss) get_u32(&r);
-	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(&r, (uint64_t) n_layers * LAYER_BYTES))
+		spec->input[d] = (int32_t) get_u32(r);
+	n_layers = get_u32(r);
+	spec->loss = (NnLoss) get_u32(r);
+	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(r, (uint64_t) n_layers * LAYER_BYTES))
 	{
 		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
-		free(spec);
-		return NULL;
+		return false;
 	}
 	spec->n_layers = (int32_t) n_layers;
 	for (uint32_t i = 0; i < n_layers; i++)
 	{
 		NnLayerSpec *l = &spec->layers[i];
 
-		l->type = (NnLayerType) get_u32(&r);
-		l->units = (int32_t) get_u32(&r);
-		l->filters = (int32_t) get_u32(&r);
-		l->kernel = (int32_t) get_u32(&r);
-		l->stride = (int32_t) get_u32(&r);
-		l->padding = (int32_t) get_u32(&r);
-		l->init = (NnInit) get_u32(&r);
-		l->alpha = get_f32(&r);
-		l->rate = get_f32(&r);
-		l->eps = get_f32(&r);
-		l->momentum = get_f32(&r);
+		l->type = (NnLayerType) get_u32(r);
+		l->units = (int32_t) get_u32(r);
+		l->filters = (int32_t) get_u32(r);
+		l->kernel = (int32_t) get_u32(r);
+		l->stride = (int32_t) get_u32(r);
+		l->padding = (int32_t) get_u32(r);
+		l->init = (NnInit) get_u32(r);
+		l->alpha = get_f32(r);
+		l->rate = get_f32(r);
+		l->eps = get_f32(r);
+		l->momentum = get_f32(r);
 	}
+	return true;
+}
 
-	/* validates the spec and sizes the parameters before anything large is allocated */
-	m = nn_model_alloc(spec, err);
-	free(spec);
-	if (m == NULL)
-		return NULL;
+/* The optimizer's settings, adopted by m (which sizes its state), then the state. */
+static bool
+read_optim(Reader *r, NnModel *m, NnError *err)
+{
+	NnOptim		opt;
+	uint32_t	nesterov;
 
-	if (!have(&r, 16))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
-		goto fail;
-	}
-	seed = get_u64(&r);
-	step = get_u64(&r);
-	if (step > INT64_MAX)
-	{
-		nn_error_set(err, -1, "", "model blob declares an invalid step count");
-		goto fail;
-	}
-	m->seed = seed;
-	m->step = (int64_t) step;
-	if (!get_count(&r, m->n_params, "parameters", err))
-		goto fail;
-	get_floats(&r, m->params, m->n_params);
-	if (!get_count(&r, m->n_buffers, "running statistics", err))
-		goto fail;
-	get_floats(&r, m->buffers, m->n_buffers);
-
-	if (!have(&r, OPTIM_BYTES))
+	if (!have(r, OPTIM_BYTES))
 	{
 		nn_error_set(err, -1, "", "model blob is truncated in the optimizer");
-		goto fail;
+		return false;
 	}
 	memset(&opt, 0, sizeof(opt));
-	opt.type = (NnOptType) get_u32(&r);
-	opt.lr = get_f32(&r);
-	opt.momentum = get_f32(&r);
+	opt.type = (NnOptType) get_u32(r);
+	opt.lr = get_f32(r);
+	opt.momentum = get_f32(r);
+	nesterov = get_u32(r);
+	if (nesterov > 1)
 	{
-		uint32_t	nesterov = get_u32(&r);
-
-		if (nesterov > 1)
-		{
-			nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
-			goto fail;
-		}
-		opt.nesterov = nesterov == 1;
+		nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
+		return false;
 	}
-	opt.weight_decay = get_f32(&r);
-	opt.beta1 = get_f32(&r);
-	opt.beta2 = get_f32(&r);
-	opt.eps = get_f32(&r);
+	opt.nesterov = nesterov == 1;
+	opt.weight_decay = get_f32(r);
+	opt.beta1 = get_f32(r);
+	opt.beta2 = get_f32(r);
+	opt.eps = get_f32(r);
 	if (opt.type != 0)
 	{
 		if (!nn_model_set_optim(m, &opt, err))
-			goto fail;
+			return false;
 	}
 	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
 			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
 	{
 		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
-		goto fail;
+		return false;
 	}
-	if (!get_count(&r, m->n_opt_state, "optimizer state values", err))
-		goto fail;
-	get_floats(&r, m->opt_state, m->n_opt_state);
+	if (!get_count(r, m->n_opt_state, "optimizer state values", err))
+		return false;
+	get_floats(r, m->opt_state, m->n_opt_state);
+	return true;
+}
+
+/* Seed, step, parameters and running statistics, into a model sized by its spec. */
+static bool
+read_weights(Reader *r, NnModel *m, NnError *err)
+{
+	uint64_t	step;
+
+	if (!have(r, 16))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
+		return false;
+	}
+	m->seed = get_u64(r);
+	step = get_u64(r);
+	if (step > INT64_MAX)
+	{
+		nn_error_set(err, -1, "", "model blob declares an invalid step count");
+		return false;
+	}
+	m->step = (int64_t) step;
+	if (!get_count(r, m->n_params, "parameters", err))
+		return false;
+	get_floats(r, m->params, m->n_params);
+	if (!get_count(r, m->n_buffers, "running statistics", err))
+		return false;
+	get_floats(r, m->buffers, m->n_buffers);
+	return true;
+}
+
+NnModel *
+nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
+{
+	Reader		r = {buf, buf + len};
+	NnSpec	   *spec;
+	NnModel    *m;
+
+	if (!read_header(&r, buf, len, err))
+		return NULL;
+	spec = calloc(1, sizeof(NnSpec));
+	if (spec == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return NULL;
+	}
+	/* nn_model_alloc validates the spec and sizes the parameters before anything large is allocated */
+	m = read_spec(&r, spec, err) ? nn_model_alloc(spec, err) : NULL;
+	free(spec);
+	if (m == NULL)
+		return NULL;
+	if (!read_weights(&r, m, err) || !read_optim(&r, m, err))
+	{
+		nn_model_free(m);
+		return NULL;
+	}
 	if (r.p != r.end)
 	{
 		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r.end - r.p));
-		goto fail;
+		nn_model_free(m);
+		return NULL;
 	}
 	return m;
-
-fail:
-	nn_model_free(m);
-	return NULL;
 }
