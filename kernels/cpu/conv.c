@@ -10,120 +10,112 @@
 
 #include "cpu/cpu.h"
 
-/* Output columns ox in [lo, hi) read input columns inside the image (stride 1). */
-static void
-inside_columns(const NnConvGeom *g, int kj, int *lo, int *hi)
-{
-	int			first = g->pad - kj;	/* first ox with ix >= 0 */
-	int			end = g->w + g->pad - kj;	/* first ox with ix >= w */
-
-	*lo = first > 0 ? first : 0;
-	*hi = end < g->ow ? end : g->ow;
-}
-
-/* One image's row (ki, kj) of the columns, from its input plane src. */
-static void
-im2col_plane(const float *src, float *dst, const NnConvGeom *g, int ki, int kj)
-{
-	for (int oy = 0; oy < g->oh; oy++)
-	{
-		int			iy = oy * g->stride - g->pad + ki;
-		float	   *d = dst + oy * g->ow;
-
-		if (iy < 0 || iy >= g->h)
-		{
-			memset(d, 0, sizeof(float) * g->ow);
-			continue;
-		}
-		if (g->stride == 1)
-		{
-			/* a shifted row: zeros, a copy, zeros */
-			int			lo,
-						hi;
-
-			inside_columns(g, kj, &lo, &hi);
-			if (lo > 0)
-				memset(d, 0, sizeof(float) * lo);
-			if (hi > lo)
-				memcpy(d + lo, src + iy * g->w + lo - g->pad + kj, sizeof(float) * (hi - lo));
-			if (hi < g->ow)
-				memset(d + (hi > lo ? hi : lo), 0, sizeof(float) * (g->ow - (hi > lo ? hi : lo)));
-			continue;
-		}
-		for (int ox = 0; ox < g->ow; ox++)
-		{
-			int			ix = ox * g->stride - g->pad + kj;
-
-			d[ox] = (ix >= 0 && ix < g->w) ? src[iy * g->w + ix] : 0.0f;
-		}
-	}
-}
-
-/* The adjoint of im2col_plane: dst (an input plane's gradient) += the row at src. */
-static void
-col2im_plane(const float *src, float *dst, const NnConvGeom *g, int ki, int kj)
-{
-	for (int oy = 0; oy < g->oh; oy++)
-	{
-		int			iy = oy * g->stride - g->pad + ki;
-		const float *s = src + oy * g->ow;
-
-		if (iy < 0 || iy >= g->h)
-			continue;
-		if (g->stride == 1)
-		{
-			int			lo,
-						hi;
-			float	   *d = dst + iy * g->w - g->pad + kj;
-
-			inside_columns(g, kj, &lo, &hi);
-			for (int ox = lo; ox < hi; ox++)
-				d[ox] += s[ox];
-			continue;
-		}
-		for (int ox = 0; ox < g->ow; ox++)
-		{
-			int			ix = ox * g->stride - g->pad + kj;
-
-			if (ix >= 0 && ix < g->w)
-				dst[iy * g->w + ix] += s[ox];
-		}
-	}
-}
-
 void
 cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 {
-	int64_t		plane_in = (int64_t) g->h * g->w;
-	int64_t		plane_out = (int64_t) g->oh * g->ow;
+	int			plane_out = g->oh * g->ow;
+	int64_t		row_len = (int64_t) n * plane_out;
 
 	for (int ci = 0; ci < g->c; ci++)
 		for (int ki = 0; ki < g->k; ki++)
 			for (int kj = 0; kj < g->k; kj++)
 			{
-				float	   *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * n * plane_out;
+				float	   *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
 
 				for (int img = 0; img < n; img++)
-					im2col_plane(x + ((int64_t) img * g->c + ci) * plane_in,
-								 row + img * plane_out, g, ki, kj);
+				{
+					const float *src = x + ((int64_t) img * g->c + ci) * g->h * g->w;
+					float	   *dst = row + (int64_t) img * plane_out;
+
+					for (int oy = 0; oy < g->oh; oy++)
+					{
+						int			iy = oy * g->stride - g->pad + ki;
+						float	   *d = dst + oy * g->ow;
+
+						if (iy < 0 || iy >= g->h)
+						{
+							memset(d, 0, sizeof(float) * g->ow);
+							continue;
+						}
+						if (g->stride == 1)
+						{
+							/* a shifted row: zeros, a copy, zeros */
+							int			x0 = g->pad - kj;	/* first ox with ix >= 0 */
+							int			lo = x0 > 0 ? x0 : 0;
+							int			hi = g->w + g->pad - kj;	/* first ox with ix >= w */
+
+							if (hi > g->ow)
+								hi = g->ow;
+							if (lo > 0)
+								memset(d, 0, sizeof(float) * lo);
+							if (hi > lo)
+								memcpy(d + lo, src + iy * g->w + lo - g->pad + kj, sizeof(float) * (hi - lo));
+							if (hi < g->ow)
+								memset(d + (hi > lo ? hi : lo), 0, sizeof(float) * (g->ow - (hi > lo ? hi : lo)));
+						}
+						else
+						{
+							for (int ox = 0; ox < g->ow; ox++)
+							{
+								int			ix = ox * g->stride - g->pad + kj;
+
+								d[ox] = (ix >= 0 && ix < g->w) ? src[iy * g->w + ix] : 0.0f;
+							}
+						}
+					}
+				}
 			}
 }
 
 void
 cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 {
-	int64_t		plane_in = (int64_t) g->h * g->w;
-	int64_t		plane_out = (int64_t) g->oh * g->ow;
+	int			plane_out = g->oh * g->ow;
+	int64_t		row_len = (int64_t) n * plane_out;
 
 	for (int ci = 0; ci < g->c; ci++)
 		for (int ki = 0; ki < g->k; ki++)
 			for (int kj = 0; kj < g->k; kj++)
 			{
-				const float *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * n * plane_out;
+				const float *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
 
 				for (int img = 0; img < n; img++)
-					col2im_plane(row + img * plane_out,
-								 dx + ((int64_t) img * g->c + ci) * plane_in, g, ki, kj);
+				{
+					float	   *dst = dx + ((int64_t) img * g->c + ci) * g->h * g->w;
+					const float *src = row + (int64_t) img * plane_out;
+
+					for (int oy = 0; oy < g->oh; oy++)
+					{
+						int			iy = oy * g->stride - g->pad + ki;
+						const float *s = src + oy * g->ow;
+
+						if (iy < 0 || iy >= g->h)
+							continue;
+						if (g->stride == 1)
+						{
+							int			x0 = g->pad - kj;
+							int			lo = x0 > 0 ? x0 : 0;
+							int			hi = g->w + g->pad - kj;
+							float	   *d;
+
+							if (hi > g->ow)
+								hi = g->ow;
+							d = dst + iy * g->w - g->pad + kj;
+							for (int ox = lo; ox < hi; ox++)
+								d[ox] += s[ox];
+						}
+						else
+						{
+							for (int ox = 0; ox < g->ow; ox++)
+							{
+								int			ix = ox * g->stride - g->pad + kj;
+
+								if (ix >= 0 && ix < g->w)
+									dst[iy * g->w + ix] += s[ox];
+							}
+						}
+					}
+				}
 			}
 }
 
