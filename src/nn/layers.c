@@ -186,8 +186,10 @@ nn_layer_init_params(NnModel *m, int i)
 
 /*
  * One call of a layer on examples [first, first + n) of the batch, with every
- * pointer already at example first.  Backward fills dout, dp and din (NULL
- * when nobody needs the input's gradient).
+ * pointer already at example first.  Backward reads dout and fills dp and din
+ * (NULL when nobody needs the input's gradient).  The memory is the backend's;
+ * the memset/memcpy calls and the dropout loops left here are the CPU's way
+ * and still to be moved behind the table for a device backend.
  */
 typedef struct LayerCall
 {
