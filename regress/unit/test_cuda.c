@@ -802,32 +802,11 @@ check_adam(float weight_decay, bool decoupled)
  * The tests
  * ------------------------------------------------------------------------- */
 
-/* Asking never crashes, always gives the same answer, and explains a NULL. */
-UNIT_TEST(cuda_backend_probe)
+/* Every entry of a table is there: the engine calls them without looking. */
+static void
+check_table_complete(const NnBackend *b)
 {
-	char		err1[256],
-				err2[256],
-				tiny[8];
-	const NnBackend *b1 = nn_backend_cuda(err1, sizeof(err1));
-	const NnBackend *b2 = nn_backend_cuda(err2, sizeof(err2));
-
-	CHECK(b1 == b2);
-	CHECK(strcmp(err1, err2) == 0);
-	CHECK(nn_backend_cuda(NULL, 0) == b1);
-	memset(tiny, 'x', sizeof(tiny));
-	CHECK(nn_backend_cuda(tiny, sizeof(tiny)) == b1);
-	CHECK(memchr(tiny, '\0', sizeof(tiny)) != NULL);
-	/* failing to initialize is not an error of the running backend */
-	CHECK(nn_cuda_last_error() == NULL);
-
-	if (b1 == NULL)
-	{
-		CHECK_MSG(err1[0] != '\0', "nn_backend_cuda returned NULL without a reason");
-		return;
-	}
-	CHECK(err1[0] == '\0');
-	CHECK(b1->name != NULL && strcmp(b1->name, "cuda") == 0);
-#define HAS(fn) CHECK_MSG(b1->fn != NULL, "cuda backend lacks " #fn)
+#define HAS(fn) CHECK_MSG(b->fn != NULL, "%s backend lacks " #fn, b->name)
 	HAS(alloc);
 	HAS(release);
 	HAS(upload);
@@ -862,6 +841,36 @@ UNIT_TEST(cuda_backend_probe)
 	HAS(sgd_update);
 	HAS(adam_update);
 #undef HAS
+}
+
+/* Asking never crashes, always gives the same answer, and explains a NULL. */
+UNIT_TEST(cuda_backend_probe)
+{
+	char		err1[256],
+				err2[256],
+				tiny[8];
+	const NnBackend *b1 = nn_backend_cuda(err1, sizeof(err1));
+	const NnBackend *b2 = nn_backend_cuda(err2, sizeof(err2));
+
+	CHECK(b1 == b2);
+	CHECK(strcmp(err1, err2) == 0);
+	CHECK(nn_backend_cuda(NULL, 0) == b1);
+	memset(tiny, 'x', sizeof(tiny));
+	CHECK(nn_backend_cuda(tiny, sizeof(tiny)) == b1);
+	CHECK(memchr(tiny, '\0', sizeof(tiny)) != NULL);
+	/* failing to initialize is not an error of the running backend */
+	CHECK(nn_cuda_last_error() == NULL);
+	/* the CUDA table is checked against the same list below */
+	check_table_complete(nn_backend_cpu());
+
+	if (b1 == NULL)
+	{
+		CHECK_MSG(err1[0] != '\0', "nn_backend_cuda returned NULL without a reason");
+		return;
+	}
+	CHECK(err1[0] == '\0');
+	CHECK(b1->name != NULL && strcmp(b1->name, "cuda") == 0);
+	check_table_complete(b1);
 }
 
 /* Every primitive on awkward sizes, CUDA against CPU within REL. */
