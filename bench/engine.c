@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "nn/nn.h"
 #include "fmnist.h"
 

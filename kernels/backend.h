@@ -19,6 +19,14 @@ extern "C"
 {
 #endif
 
+/* A convolution's geometry: input c x h x w, square k x k windows, output oh x ow. */
+typedef struct NnConvGeom
+{
+	int			c, h, w;		/* input */
+	int			k, stride, pad;
+	int			oh, ow;			/* output */
+} NnConvGeom;
+
 typedef struct NnBackend
 {
 	const char *name;
@@ -38,10 +46,63 @@ typedef struct NnBackend
 	void		(*bias_add_rows) (float *y, const float *bias, int rows, int cols);
 	/* y[(i * channels + c) * plane + p] += bias[c], for i < n */
 	void		(*bias_add_planes) (float *y, const float *bias, int n, int channels, int plane);
+	/* the same, then y = max(y, 0): the relu of conv2d -> relu, fused */
+	void		(*bias_relu_planes) (float *y, const float *bias, int n, int channels, int plane);
 	/* db[c] += sum over rows of dy[r * cols + c] */
 	void		(*col_sum) (const float *dy, float *db, int rows, int cols);
 	/* db[c] += sum over i, p of dy[(i * channels + c) * plane + p] */
 	void		(*plane_sum) (const float *dy, float *db, int n, int channels, int plane);
+
+	/*
+	 * Convolution as gemm (see src/nn/layers.c).  im2col lays the n images at x
+	 * (each c * h * w) out as col[(ci * k + ki) * k + kj][img * oh * ow + p],
+	 * zero where the window hangs over the padding; col2im is its adjoint and
+	 * adds into dx (zeroed or holding earlier sums).  nchw_to_cnhw makes
+	 * dst[c][i][p] of src[i][c][p], so that n images' gradients are one matrix.
+	 * The geometry g is host memory on every backend.
+	 */
+	void		(*im2col) (const float *x, int n, const NnConvGeom *g, float *col);
+	void		(*col2im) (const float *col, int n, const NnConvGeom *g, float *dx);
+	void		(*nchw_to_cnhw) (const float *src, float *dst, int n, int channels, int plane);
+
+	/*
+	 * Pooling over planes of h x w (planes = examples * channels), k x k windows,
+	 * no padding.  Max pooling saves the index within its plane of each window's
+	 * first maximum in argmax; relu_before says a relu was fused into it (see
+	 * src/nn/layers.c): a window whose maximum is not positive gets argmax -1 and
+	 * no gradient, as the relu would have blocked it.  Backward overwrites dx;
+	 * max pooling's takes k and stride too, so that a backend may gather each
+	 * element's gradient from the windows that hold it rather than scatter.
+	 */
+	void		(*maxpool_forward) (const float *x, float *y, int32_t *argmax, int64_t planes,
+									int h, int w, int k, int stride, int oh, int ow,
+									bool relu_before);
+	void		(*maxpool_backward) (const float *dy, const int32_t *argmax, float *dx,
+									 int64_t planes, int h, int w, int k, int stride,
+									 int oh, int ow);
+	void		(*avgpool_forward) (const float *x, float *y, int64_t planes,
+									int h, int w, int k, int stride, int oh, int ow);
+	void		(*avgpool_backward) (const float *dy, float *dx, int64_t planes,
+									 int h, int w, int k, int stride, int oh, int ow);
+	/* y[i] = the mean of plane i of x; backward spreads dy[i] / plane over it */
+	void		(*global_avgpool_forward) (const float *x, float *y, int64_t planes, int plane);
+	void		(*global_avgpool_backward) (const float *dy, float *dx, int64_t planes, int plane);
+
+	/*
+	 * Batch normalization of x[n][channels][plane], per channel.  Training uses
+	 * the batch's statistics (accumulated in double), saves mean and 1/std in
+	 * saved[2 * channels] and updates the running statistics as torch does;
+	 * inference uses the running ones.  Backward overwrites dgamma and dbeta,
+	 * and dx unless it is NULL.
+	 */
+	void		(*batchnorm_forward) (const float *x, float *y, int n, int channels, int plane,
+									  const float *gamma, const float *beta,
+									  float *running_mean, float *running_var,
+									  float eps, float momentum, bool training, float *saved);
+	void		(*batchnorm_backward) (const float *x, const float *dy, float *dx,
+									   int n, int channels, int plane,
+									   const float *gamma, float *dgamma, float *dbeta,
+									   const float *saved);
 
 	/*
 	 * Activations.  Backward takes the forward output y (all four are functions
@@ -74,6 +135,12 @@ typedef struct NnBackend
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);
+
+/*
+ * Threads for the CPU backend's BLAS calls (default 1).  The caller decides
+ * parallelism (a worker per core, or one backend per query).
+ */
+extern void nn_set_blas_threads(int threads);
 
 /*
  * The CUDA backend, or NULL with a reason in err ("no device", "not built with

@@ -1,15 +1,17 @@
 /*
- * conv.c -- im2col/col2im and layout transposes for convolution as gemm.
+ * conv.c -- im2col/col2im and a layout transpose for convolution as gemm.
  *
- * Convolution runs as one gemm over a chunk of images at a time (see
- * src/nn/layers.c), so the columns are laid out [c*k*k][images*oh*ow].
+ * The columns are laid out [c*k*k][images*oh*ow] (see backend.h), so one gemm
+ * covers a chunk of images (see src/nn/layers.c).  One row of the columns, for
+ * one image, is a window offset (ki, kj) of one input channel, sampled at every
+ * output position.
  */
 #include <string.h>
 
 #include "cpu/cpu.h"
 
 void
-nn_im2col(const float *x, int n, const NnConvGeom *g, float *col)
+cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 {
 	int			plane_out = g->oh * g->ow;
 	int64_t		row_len = (int64_t) n * plane_out;
@@ -66,7 +68,7 @@ nn_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 }
 
 void
-nn_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
+cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 {
 	int			plane_out = g->oh * g->ow;
 	int64_t		row_len = (int64_t) n * plane_out;
@@ -118,42 +120,10 @@ nn_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 }
 
 void
-nn_cnhw_to_nchw(const float *src, float *dst, int n, int channels, int plane, const float *bias)
-{
-	for (int i = 0; i < n; i++)
-		for (int f = 0; f < channels; f++)
-		{
-			const float *restrict s = src + ((int64_t) f * n + i) * plane;
-			float	   *restrict d = dst + ((int64_t) i * channels + f) * plane;
-			float		b = bias ? bias[f] : 0.0f;
-
-			for (int p = 0; p < plane; p++)
-				d[p] = s[p] + b;
-		}
-}
-
-void
-nn_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
+cpu_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
 {
 	for (int i = 0; i < n; i++)
 		for (int f = 0; f < channels; f++)
 			memcpy(dst + ((int64_t) f * n + i) * plane,
 				   src + ((int64_t) i * channels + f) * plane, sizeof(float) * plane);
-}
-
-void
-nn_bias_relu_planes(float *restrict y, const float *restrict bias, int channels, int plane)
-{
-	for (int c = 0; c < channels; c++)
-	{
-		float	   *restrict p = y + (int64_t) c * plane;
-		float		b = bias[c];
-
-		for (int j = 0; j < plane; j++)
-		{
-			float		v = p[j] + b;
-
-			p[j] = v > 0.0f ? v : 0.0f;
-		}
-	}
 }

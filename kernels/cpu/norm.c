@@ -10,46 +10,60 @@
 
 #include "cpu/cpu.h"
 
+/* Channel c's mean and sum of squared deviations over x[n][channels][plane]. */
+static void
+channel_moments(const float *x, int n, int channels, int plane, int c, double *mean, double *sq)
+{
+	double		sum = 0.0,
+				dev = 0.0;
+
+	for (int i = 0; i < n; i++)
+	{
+		const float *p = x + ((int64_t) i * channels + c) * plane;
+
+		for (int j = 0; j < plane; j++)
+			sum += p[j];
+	}
+	sum /= (double) ((int64_t) n * plane);
+	for (int i = 0; i < n; i++)
+	{
+		const float *p = x + ((int64_t) i * channels + c) * plane;
+
+		for (int j = 0; j < plane; j++)
+		{
+			double		d = p[j] - sum;
+
+			dev += d * d;
+		}
+	}
+	*mean = sum;
+	*sq = dev;
+}
+
 void
-nn_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
-					 const float *gamma, const float *beta,
-					 float *running_mean, float *running_var,
-					 float eps, float momentum, bool training, float *saved)
+cpu_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
+					  const float *gamma, const float *beta,
+					  float *running_mean, float *running_var,
+					  float eps, float momentum, bool training, float *saved)
 {
 	int64_t		count = (int64_t) n * plane;
 
 	for (int c = 0; c < channels; c++)
 	{
 		float		mean,
-					invstd;
+					invstd,
+					scale,
+					shift;
 
 		if (training)
 		{
-			double		sum = 0.0,
-						sq = 0.0,
+			double		m,
+						sq,
 						var;
 
-			for (int i = 0; i < n; i++)
-			{
-				const float *p = x + ((int64_t) i * channels + c) * plane;
-
-				for (int j = 0; j < plane; j++)
-					sum += p[j];
-			}
-			sum /= (double) count;
-			for (int i = 0; i < n; i++)
-			{
-				const float *p = x + ((int64_t) i * channels + c) * plane;
-
-				for (int j = 0; j < plane; j++)
-				{
-					double		d = p[j] - sum;
-
-					sq += d * d;
-				}
-			}
+			channel_moments(x, n, channels, plane, c, &m, &sq);
 			var = sq / (double) count;
-			mean = (float) sum;
+			mean = (float) m;
 			invstd = (float) (1.0 / sqrt(var + eps));
 			saved[c] = mean;
 			saved[channels + c] = invstd;
@@ -63,27 +77,24 @@ nn_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
 			invstd = 1.0f / sqrtf(running_var[c] + eps);
 		}
 
+		scale = gamma[c] * invstd;
+		shift = beta[c] - mean * scale;
+		for (int i = 0; i < n; i++)
 		{
-			float		scale = gamma[c] * invstd;
-			float		shift = beta[c] - mean * scale;
+			const float *restrict p = x + ((int64_t) i * channels + c) * plane;
+			float	   *restrict q = y + ((int64_t) i * channels + c) * plane;
 
-			for (int i = 0; i < n; i++)
-			{
-				const float *restrict p = x + ((int64_t) i * channels + c) * plane;
-				float	   *restrict q = y + ((int64_t) i * channels + c) * plane;
-
-				for (int j = 0; j < plane; j++)
-					q[j] = p[j] * scale + shift;
-			}
+			for (int j = 0; j < plane; j++)
+				q[j] = p[j] * scale + shift;
 		}
 	}
 }
 
 void
-nn_batchnorm_backward(const float *x, const float *dy, float *dx,
-					  int n, int channels, int plane,
-					  const float *gamma, float *dgamma, float *dbeta,
-					  const float *saved)
+cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
+					   int n, int channels, int plane,
+					   const float *gamma, float *dgamma, float *dbeta,
+					   const float *saved)
 {
 	int64_t		count = (int64_t) n * plane;
 

@@ -1,13 +1,13 @@
 /*
- * pool.c -- max and average pooling over planes, no padding.
+ * pool.c -- max, average and global average pooling over planes, no padding.
  */
 #include <string.h>
 
 #include "cpu/cpu.h"
 
 void
-nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-				   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
+					int h, int w, int k, int stride, int oh, int ow, bool relu_before)
 {
 	for (int64_t p = 0; p < planes; p++)
 	{
@@ -62,9 +62,10 @@ nn_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 }
 
 void
-nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					int64_t planes, int h, int w, int oh, int ow)
+cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					 int64_t planes, int h, int w, int k, int stride, int oh, int ow)
 {
+	/* the windows' size and stride are in argmax already (the GPU twin gathers) */
 	if (h == 2 * oh && w == 2 * ow)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */
@@ -103,8 +104,8 @@ nn_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 }
 
 void
-nn_avgpool_forward(const float *x, float *y, int64_t planes,
-				   int h, int w, int k, int stride, int oh, int ow)
+cpu_avgpool_forward(const float *x, float *y, int64_t planes,
+					int h, int w, int k, int stride, int oh, int ow)
 {
 	float		scale = 1.0f / (float) (k * k);
 
@@ -127,8 +128,8 @@ nn_avgpool_forward(const float *x, float *y, int64_t planes,
 }
 
 void
-nn_avgpool_backward(const float *dy, float *dx, int64_t planes,
-					int h, int w, int k, int stride, int oh, int ow)
+cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow)
 {
 	float		scale = 1.0f / (float) (k * k);
 
@@ -147,5 +148,31 @@ nn_avgpool_backward(const float *dy, float *dx, int64_t planes,
 					for (int kx = 0; kx < k; kx++)
 						d[(oy * stride + ky) * w + ox * stride + kx] += v;
 			}
+	}
+}
+
+void
+cpu_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
+{
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *src = x + p * plane;
+		float		s = 0.0f;
+
+		for (int k = 0; k < plane; k++)
+			s += src[k];
+		y[p] = s / (float) plane;
+	}
+}
+
+void
+cpu_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane)
+{
+	for (int64_t p = 0; p < planes; p++)
+	{
+		float		g = dy[p] / (float) plane;
+
+		for (int k = 0; k < plane; k++)
+			dx[p * plane + k] = g;
 	}
 }

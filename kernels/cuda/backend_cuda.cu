@@ -1,10 +1,12 @@
 /*
  * backend_cuda.cu -- the CUDA backend: cuBLAS for gemm, small kernels elsewhere.
  *
- * Every function mirrors its twin in kernels/cpu/backend_cpu.c, written with the
- * same float formulas in the same order so that the two agree to ~1e-5
- * relative (regress/unit/test_cuda.c checks it).  Reductions accumulate in
- * double and need no atomics, so they are deterministic.
+ * Every function mirrors its twin in kernels/cpu (backend_cpu.c, conv.c,
+ * pool.c, norm.c), written with the same float formulas in the same order so
+ * that the two agree to ~1e-5 relative (regress/unit/test_cuda.c checks it).
+ * Reductions accumulate in double through fixed trees, and the adjoints
+ * (col2im, pooling backward) gather per input element, so nothing needs
+ * atomics and every result is deterministic.
  *
  * The Makefile compiles this file with --fmad=false: no multiply-add is fused,
  * so each product is rounded as on the CPU (costs nothing measurable here, the
@@ -102,6 +104,21 @@ grid_for(int64_t work, int per_block)
 #define GRID_STRIDE(i, n) \
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
 		 i += (int64_t) gridDim.x * blockDim.x)
+
+/*
+ * Launch a grid-stride kernel over work items, BLOCK threads a block, and
+ * record a failure to launch under the table entry's name.  Nothing to do
+ * when there is no work.
+ */
+template <typename... Params, typename... Args>
+static void
+launch(const char *name, int64_t work, void (*kernel) (Params...), Args... args)
+{
+	if (work <= 0)
+		return;
+	kernel<<<grid_for(work, BLOCK), BLOCK>>>(args...);
+	cuda_launched(name);
+}
 
 /* ---------------------------------------------------------------------------
  * Memory
@@ -215,8 +232,7 @@ cuda_bias_add_rows(float *y, const float *bias, int rows, int cols)
 
 	if (rows <= 0 || cols <= 0)
 		return;
-	bias_add_rows_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, cols);
-	cuda_launched("bias_add_rows");
+	launch("bias_add_rows", total, bias_add_rows_kernel, y, bias, total, cols);
 }
 
 __global__ void
@@ -233,8 +249,28 @@ cuda_bias_add_planes(float *y, const float *bias, int n, int channels, int plane
 
 	if (n <= 0 || channels <= 0 || plane <= 0)
 		return;
-	bias_add_planes_kernel<<<grid_for(total, BLOCK), BLOCK>>>(y, bias, total, channels, plane);
-	cuda_launched("bias_add_planes");
+	launch("bias_add_planes", total, bias_add_planes_kernel, y, bias, total, channels, plane);
+}
+
+__global__ void
+bias_relu_planes_kernel(float *y, const float *bias, int64_t total, int channels, int plane)
+{
+	GRID_STRIDE(i, total)
+	{
+		float		v = y[i] + bias[(i / plane) % channels];
+
+		y[i] = v > 0.0f ? v : 0.0f;
+	}
+}
+
+static void
+cuda_bias_relu_planes(float *y, const float *bias, int n, int channels, int plane)
+{
+	int64_t		total = (int64_t) n * channels * plane;
+
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	launch("bias_relu_planes", total, bias_relu_planes_kernel, y, bias, total, channels, plane);
 }
 
 /*
@@ -323,6 +359,471 @@ cuda_plane_sum(const float *dy, float *db, int n, int channels, int plane)
 }
 
 /* ---------------------------------------------------------------------------
+ * Convolution as gemm: im2col, its adjoint, and the channel-major transpose
+ * ------------------------------------------------------------------------- */
+
+/* One thread per column entry col[(ci * k + ki) * k + kj][img * oh * ow + oy * ow + ox]. */
+__global__ void
+im2col_kernel(const float *x, int n, NnConvGeom g, float *col)
+{
+	int64_t		plane_out = (int64_t) g.oh * g.ow;
+	int64_t		row_len = n * plane_out;
+
+	GRID_STRIDE(i, (int64_t) g.c * g.k * g.k * row_len)
+	{
+		int64_t		row = i / row_len;
+		int64_t		img = (i - row * row_len) / plane_out;
+		int			p = (int) (i - row * row_len - img * plane_out);
+		int			kj = (int) (row % g.k);
+		int			ki = (int) (row / g.k % g.k);
+		int			ci = (int) (row / g.k / g.k);
+		int			iy = p / g.ow * g.stride - g.pad + ki;
+		int			ix = p % g.ow * g.stride - g.pad + kj;
+
+		col[i] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ?
+			x[((img * g.c + ci) * g.h + iy) * g.w + ix] : 0.0f;
+	}
+}
+
+/*
+ * The adjoint of im2col as a gather: one thread per input element adds the
+ * column entries that sampled it, in the order (ki, kj) of the CPU twin's
+ * additions, so that no two threads write one element.
+ */
+__global__ void
+col2im_kernel(const float *col, int n, NnConvGeom g, float *dx)
+{
+	int64_t		plane_out = (int64_t) g.oh * g.ow;
+	int64_t		row_len = n * plane_out;
+
+	GRID_STRIDE(i, (int64_t) n * g.c * g.h * g.w)
+	{
+		int			ix = (int) (i % g.w);
+		int			iy = (int) (i / g.w % g.h);
+		int			ci = (int) (i / g.w / g.h % g.c);
+		int64_t		img = i / g.w / g.h / g.c;
+		float		s = dx[i];
+
+		for (int ki = 0; ki < g.k; ki++)
+		{
+			int			ty = iy + g.pad - ki;	/* oy * stride, if a window row lands here */
+
+			if (ty < 0 || ty % g.stride != 0 || ty / g.stride >= g.oh)
+				continue;
+			for (int kj = 0; kj < g.k; kj++)
+			{
+				int			tx = ix + g.pad - kj;
+
+				if (tx < 0 || tx % g.stride != 0 || tx / g.stride >= g.ow)
+					continue;
+				s += col[((int64_t) (ci * g.k + ki) * g.k + kj) * row_len + img * plane_out +
+						 (int64_t) (ty / g.stride) * g.ow + tx / g.stride];
+			}
+		}
+		dx[i] = s;
+	}
+}
+
+/* One thread per destination element dst[c][i][p] = src[i][c][p]. */
+__global__ void
+nchw_to_cnhw_kernel(const float *src, float *dst, int n, int channels, int plane)
+{
+	int64_t		per_channel = (int64_t) n * plane;
+
+	GRID_STRIDE(j, per_channel * channels)
+	{
+		int64_t		c = j / per_channel;
+		int64_t		i = (j - c * per_channel) / plane;
+		int64_t		p = j - c * per_channel - i * plane;
+
+		dst[j] = src[(i * channels + c) * plane + p];
+	}
+}
+
+static void
+cuda_im2col(const float *x, int n, const NnConvGeom *g, float *col)
+{
+	int64_t		total = (int64_t) g->c * g->k * g->k * n * g->oh * g->ow;
+
+	launch("im2col", total, im2col_kernel, x, n, *g, col);
+}
+
+static void
+cuda_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	int64_t		total = (int64_t) n * g->c * g->h * g->w;
+
+	if (total <= 0 || g->oh <= 0 || g->ow <= 0)
+		return;
+	launch("col2im", total, col2im_kernel, col, n, *g, dx);
+}
+
+static void
+cuda_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
+{
+	int64_t		total = (int64_t) n * channels * plane;
+
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	launch("nchw_to_cnhw", total, nchw_to_cnhw_kernel, src, dst, n, channels, plane);
+}
+
+/* ---------------------------------------------------------------------------
+ * Pooling: forward one thread per output, backward one thread per input
+ * element gathering from the windows that hold it (no atomics)
+ * ------------------------------------------------------------------------- */
+
+/* The windows along one axis that hold input position at: [*lo, *hi]. */
+__device__ static void
+windows_holding(int at, int k, int stride, int out, int *lo, int *hi)
+{
+	*lo = at < k ? 0 : (at - k) / stride + 1;
+	*hi = at / stride < out - 1 ? at / stride : out - 1;
+}
+
+__global__ void
+maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total,
+					   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) oh * ow);
+		int			q = (int) (i - plane * oh * ow);
+		int			oy = q / ow,
+					ox = q % ow;
+		const float *src = x + plane * h * w;
+		int			at = oy * stride * w + ox * stride;
+		float		best = src[at];
+
+		/* first maximum wins, as in torch and the CPU twin */
+		for (int ky = 0; ky < k; ky++)
+			for (int kx = 0; kx < k; kx++)
+			{
+				int			j = (oy * stride + ky) * w + ox * stride + kx;
+
+				if (src[j] > best)
+					best = src[j], at = j;
+			}
+		y[i] = best;
+		argmax[i] = relu_before && !(best > 0.0f) ? -1 : at;
+	}
+}
+
+__global__ void
+maxpool_backward_kernel(const float *dy, const int32_t *argmax, float *dx, int64_t total,
+						int h, int w, int k, int stride, int oh, int ow)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) h * w);
+		int			at = (int) (i - plane * h * w);
+		const float *g = dy + plane * oh * ow;
+		const int32_t *arg = argmax + plane * oh * ow;
+		int			y0,
+					y1,
+					x0,
+					x1;
+		float		s = 0.0f;
+
+		windows_holding(at / w, k, stride, oh, &y0, &y1);
+		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		for (int oy = y0; oy <= y1; oy++)
+			for (int ox = x0; ox <= x1; ox++)
+				if (arg[oy * ow + ox] == at)
+					s += g[oy * ow + ox];
+		dx[i] = s;
+	}
+}
+
+__global__ void
+avgpool_forward_kernel(const float *x, float *y, int64_t total,
+					   int h, int w, int k, int stride, int oh, int ow, float scale)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) oh * ow);
+		int			q = (int) (i - plane * oh * ow);
+		int			oy = q / ow,
+					ox = q % ow;
+		const float *src = x + plane * h * w;
+		float		s = 0.0f;
+
+		for (int ky = 0; ky < k; ky++)
+			for (int kx = 0; kx < k; kx++)
+				s += src[(oy * stride + ky) * w + ox * stride + kx];
+		y[i] = s * scale;
+	}
+}
+
+__global__ void
+avgpool_backward_kernel(const float *dy, float *dx, int64_t total,
+						int h, int w, int k, int stride, int oh, int ow, float scale)
+{
+	GRID_STRIDE(i, total)
+	{
+		int64_t		plane = i / ((int64_t) h * w);
+		int			at = (int) (i - plane * h * w);
+		const float *g = dy + plane * oh * ow;
+		int			y0,
+					y1,
+					x0,
+					x1;
+		float		s = 0.0f;
+
+		windows_holding(at / w, k, stride, oh, &y0, &y1);
+		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		for (int oy = y0; oy <= y1; oy++)
+			for (int ox = x0; ox <= x1; ox++)
+				s += g[oy * ow + ox] * scale;
+		dx[i] = s;
+	}
+}
+
+/* One thread per plane, adding in the CPU twin's order: planes are small. */
+__global__ void
+global_avgpool_forward_kernel(const float *x, float *y, int64_t planes, int plane)
+{
+	GRID_STRIDE(p, planes)
+	{
+		const float *src = x + p * plane;
+		float		s = 0.0f;
+
+		for (int k = 0; k < plane; k++)
+			s += src[k];
+		y[p] = s / (float) plane;
+	}
+}
+
+__global__ void
+global_avgpool_backward_kernel(const float *dy, float *dx, int64_t total, int plane)
+{
+	GRID_STRIDE(i, total)
+		dx[i] = dy[i / plane] / (float) plane;
+}
+
+static void
+cuda_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+{
+	int64_t		total = planes * oh * ow;
+
+	launch("maxpool_forward", total, maxpool_forward_kernel, x, y, argmax, total, h, w, k,
+		   stride, oh, ow, relu_before);
+}
+
+static void
+cuda_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
+					  int64_t planes, int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * h * w;
+
+	launch("maxpool_backward", total, maxpool_backward_kernel, dy, argmax, dx, total, h, w, k,
+		   stride, oh, ow);
+}
+
+static void
+cuda_avgpool_forward(const float *x, float *y, int64_t planes,
+					 int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * oh * ow;
+
+	launch("avgpool_forward", total, avgpool_forward_kernel, x, y, total, h, w, k, stride, oh,
+		   ow, 1.0f / (float) (k * k));
+}
+
+static void
+cuda_avgpool_backward(const float *dy, float *dx, int64_t planes,
+					  int h, int w, int k, int stride, int oh, int ow)
+{
+	int64_t		total = planes * h * w;
+
+	launch("avgpool_backward", total, avgpool_backward_kernel, dy, dx, total, h, w, k, stride,
+		   oh, ow, 1.0f / (float) (k * k));
+}
+
+static void
+cuda_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
+{
+	if (planes <= 0 || plane <= 0)
+		return;
+	launch("global_avgpool_forward", planes, global_avgpool_forward_kernel, x, y, planes, plane);
+}
+
+static void
+cuda_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane)
+{
+	int64_t		total = planes * plane;
+
+	launch("global_avgpool_backward", total, global_avgpool_backward_kernel, dy, dx, total, plane);
+}
+
+/* ---------------------------------------------------------------------------
+ * Batch normalization: one block per channel, sums in double through a fixed
+ * tree in shared memory (deterministic), as plane_sum
+ * ------------------------------------------------------------------------- */
+
+/* The block's sum of v; every thread of the block calls it and gets the sum. */
+__device__ static double
+block_sum(double v, double *part)
+{
+	part[threadIdx.x] = v;
+	__syncthreads();
+	for (int h = BLOCK / 2; h > 0; h >>= 1)
+	{
+		if ((int) threadIdx.x < h)
+			part[threadIdx.x] += part[threadIdx.x + h];
+		__syncthreads();
+	}
+	v = part[0];
+	__syncthreads();			/* part is free again */
+	return v;
+}
+
+/* Where the j-th of channel c's n * plane values lives in x[n][channels][plane]. */
+__device__ static int64_t
+channel_at(int64_t j, int c, int channels, int plane)
+{
+	int64_t		i = j / plane;
+
+	return (i * channels + c) * plane + (j - i * plane);
+}
+
+__global__ void
+batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plane,
+						 const float *gamma, const float *beta,
+						 float *running_mean, float *running_var,
+						 float eps, float momentum, bool training, float *saved)
+{
+	__shared__ double part[BLOCK];
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = blockIdx.x; c < channels; c += gridDim.x)
+	{
+		float		mean,
+					invstd,
+					scale,
+					shift;
+
+		if (training)
+		{
+			double		m = 0.0,
+						sq = 0.0,
+						var;
+
+			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+				m += x[channel_at(j, c, channels, plane)];
+			m = block_sum(m, part) / (double) count;
+			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+			{
+				double		d = x[channel_at(j, c, channels, plane)] - m;
+
+				sq += d * d;
+			}
+			sq = block_sum(sq, part);
+			var = sq / (double) count;
+			mean = (float) m;
+			invstd = (float) (1.0 / sqrt(var + eps));
+			if (threadIdx.x == 0)
+			{
+				saved[c] = mean;
+				saved[channels + c] = invstd;
+				running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+				running_var[c] = (1.0f - momentum) * running_var[c] +
+					momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+			}
+		}
+		else
+		{
+			mean = running_mean[c];
+			invstd = 1.0f / sqrtf(running_var[c] + eps);
+		}
+		scale = gamma[c] * invstd;
+		shift = beta[c] - mean * scale;
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			y[at] = x[at] * scale + shift;
+		}
+	}
+}
+
+__global__ void
+batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
+						  int n, int channels, int plane,
+						  const float *gamma, float *dgamma, float *dbeta,
+						  const float *saved)
+{
+	__shared__ double part[BLOCK];
+	int64_t		count = (int64_t) n * plane;
+
+	for (int c = blockIdx.x; c < channels; c += gridDim.x)
+	{
+		float		mean = saved[c];
+		float		invstd = saved[channels + c];
+		double		sum_dy = 0.0,
+					sum_dy_xhat = 0.0;
+		float		gi = gamma[c] * invstd,
+					k1,
+					k2;
+
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			sum_dy += dy[at];
+			sum_dy_xhat += (double) dy[at] * ((x[at] - mean) * invstd);
+		}
+		sum_dy = block_sum(sum_dy, part);
+		sum_dy_xhat = block_sum(sum_dy_xhat, part);
+		if (threadIdx.x == 0)
+		{
+			dgamma[c] = (float) sum_dy_xhat;
+			dbeta[c] = (float) sum_dy;
+		}
+		if (dx == NULL)
+			continue;
+		/* dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)) */
+		k1 = (float) (sum_dy / (double) count);
+		k2 = (float) (sum_dy_xhat / (double) count);
+		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+		{
+			int64_t		at = channel_at(j, c, channels, plane);
+
+			dx[at] = gi * (dy[at] - k1 - (x[at] - mean) * invstd * k2);
+		}
+	}
+}
+
+static void
+cuda_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
+					   const float *gamma, const float *beta,
+					   float *running_mean, float *running_var,
+					   float eps, float momentum, bool training, float *saved)
+{
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	batchnorm_forward_kernel<<<grid_for(channels, 1), BLOCK>>>(x, y, n, channels, plane,
+															   gamma, beta, running_mean,
+															   running_var, eps, momentum,
+															   training, saved);
+	cuda_launched("batchnorm_forward");
+}
+
+static void
+cuda_batchnorm_backward(const float *x, const float *dy, float *dx,
+						int n, int channels, int plane,
+						const float *gamma, float *dgamma, float *dbeta,
+						const float *saved)
+{
+	if (n <= 0 || channels <= 0 || plane <= 0)
+		return;
+	batchnorm_backward_kernel<<<grid_for(channels, 1), BLOCK>>>(x, dy, dx, n, channels, plane,
+																gamma, dgamma, dbeta, saved);
+	cuda_launched("batchnorm_backward");
+}
+
+/* ---------------------------------------------------------------------------
  * Activations (backward from the forward output y)
  * ------------------------------------------------------------------------- */
 
@@ -385,73 +886,49 @@ tanh_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
 static void
 cuda_relu_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("relu_forward");
+	launch("relu_forward", n, relu_forward_kernel, x, y, n);
 }
 
 static void
 cuda_relu_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("relu_backward");
+	launch("relu_backward", n, relu_backward_kernel, y, dy, dx, n);
 }
 
 static void
 cuda_leaky_relu_forward(const float *x, float *y, int64_t n, float alpha)
 {
-	if (n <= 0)
-		return;
-	leaky_relu_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n, alpha);
-	cuda_launched("leaky_relu_forward");
+	launch("leaky_relu_forward", n, leaky_relu_forward_kernel, x, y, n, alpha);
 }
 
 static void
 cuda_leaky_relu_backward(const float *y, const float *dy, float *dx, int64_t n, float alpha)
 {
-	if (n <= 0)
-		return;
-	leaky_relu_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n, alpha);
-	cuda_launched("leaky_relu_backward");
+	launch("leaky_relu_backward", n, leaky_relu_backward_kernel, y, dy, dx, n, alpha);
 }
 
 static void
 cuda_sigmoid_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	sigmoid_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("sigmoid_forward");
+	launch("sigmoid_forward", n, sigmoid_forward_kernel, x, y, n);
 }
 
 static void
 cuda_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	sigmoid_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("sigmoid_backward");
+	launch("sigmoid_backward", n, sigmoid_backward_kernel, y, dy, dx, n);
 }
 
 static void
 cuda_tanh_forward(const float *x, float *y, int64_t n)
 {
-	if (n <= 0)
-		return;
-	tanh_forward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(x, y, n);
-	cuda_launched("tanh_forward");
+	launch("tanh_forward", n, tanh_forward_kernel, x, y, n);
 }
 
 static void
 cuda_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
-	if (n <= 0)
-		return;
-	tanh_backward_kernel<<<grid_for(n, BLOCK), BLOCK>>>(y, dy, dx, n);
-	cuda_launched("tanh_backward");
+	launch("tanh_backward", n, tanh_backward_kernel, y, dy, dx, n);
 }
 
 /* ---------------------------------------------------------------------------
@@ -520,9 +997,8 @@ cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
 {
 	if (rows <= 0 || classes <= 0)
 		return;
-	softmax_xent_kernel<<<grid_for((int64_t) rows * 32, BLOCK), BLOCK>>>(logits, labels, dlogits,
-																		 loss, rows, classes, scale);
-	cuda_launched("softmax_xent");
+	launch("softmax_xent", (int64_t) rows * 32, softmax_xent_kernel, logits, labels, dlogits,
+		   loss, rows, classes, scale);
 }
 
 /* ---------------------------------------------------------------------------
@@ -554,17 +1030,11 @@ static void
 cuda_sgd_update(float *p, const float *g, float *buf, int64_t n,
 				float lr, float momentum, float weight_decay, bool nesterov)
 {
-	if (n <= 0)
-		return;
 	if (momentum == 0.0f)
-	{
-		sgd_plain_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, n, lr, weight_decay);
-		cuda_launched("sgd_update");
-		return;
-	}
-	sgd_momentum_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, buf, n, lr, momentum,
-													   weight_decay, nesterov);
-	cuda_launched("sgd_update");
+		launch("sgd_update", n, sgd_plain_kernel, p, g, n, lr, weight_decay);
+	else
+		launch("sgd_update", n, sgd_momentum_kernel, p, g, buf, n, lr, momentum,
+			   weight_decay, nesterov);
 }
 
 __global__ void
@@ -598,17 +1068,52 @@ cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
 	float		l2 = decoupled ? 0.0f : weight_decay;
 	float		shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
 
-	if (n <= 0)
-		return;
-	adam_kernel<<<grid_for(n, BLOCK), BLOCK>>>(p, g, m, v, n, beta1, beta2,
-											   one_minus_b1, one_minus_b2, eps, l2,
-											   shrink, step_size, bc2_sqrt);
-	cuda_launched("adam_update");
+	launch("adam_update", n, adam_kernel, p, g, m, v, n, beta1, beta2, one_minus_b1,
+		   one_minus_b2, eps, l2, shrink, step_size, bc2_sqrt);
 }
 
 /* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
+
+static void
+cuda_fill_table(NnBackend *b)
+{
+	b->name = "cuda";
+	b->alloc = cuda_alloc;
+	b->release = cuda_release;
+	b->upload = cuda_upload;
+	b->download = cuda_download;
+	b->synchronize = cuda_synchronize;
+	b->gemm = cuda_gemm;
+	b->bias_add_rows = cuda_bias_add_rows;
+	b->bias_add_planes = cuda_bias_add_planes;
+	b->bias_relu_planes = cuda_bias_relu_planes;
+	b->col_sum = cuda_col_sum;
+	b->plane_sum = cuda_plane_sum;
+	b->im2col = cuda_im2col;
+	b->col2im = cuda_col2im;
+	b->nchw_to_cnhw = cuda_nchw_to_cnhw;
+	b->maxpool_forward = cuda_maxpool_forward;
+	b->maxpool_backward = cuda_maxpool_backward;
+	b->avgpool_forward = cuda_avgpool_forward;
+	b->avgpool_backward = cuda_avgpool_backward;
+	b->global_avgpool_forward = cuda_global_avgpool_forward;
+	b->global_avgpool_backward = cuda_global_avgpool_backward;
+	b->batchnorm_forward = cuda_batchnorm_forward;
+	b->batchnorm_backward = cuda_batchnorm_backward;
+	b->relu_forward = cuda_relu_forward;
+	b->relu_backward = cuda_relu_backward;
+	b->leaky_relu_forward = cuda_leaky_relu_forward;
+	b->leaky_relu_backward = cuda_leaky_relu_backward;
+	b->sigmoid_forward = cuda_sigmoid_forward;
+	b->sigmoid_backward = cuda_sigmoid_backward;
+	b->tanh_forward = cuda_tanh_forward;
+	b->tanh_backward = cuda_tanh_backward;
+	b->softmax_xent = cuda_softmax_xent;
+	b->sgd_update = cuda_sgd_update;
+	b->adam_update = cuda_adam_update;
+}
 
 static void
 cuda_init(void)
@@ -675,28 +1180,7 @@ cuda_init(void)
 		return;
 	}
 
-	cuda_backend.name = "cuda";
-	cuda_backend.alloc = cuda_alloc;
-	cuda_backend.release = cuda_release;
-	cuda_backend.upload = cuda_upload;
-	cuda_backend.download = cuda_download;
-	cuda_backend.synchronize = cuda_synchronize;
-	cuda_backend.gemm = cuda_gemm;
-	cuda_backend.bias_add_rows = cuda_bias_add_rows;
-	cuda_backend.bias_add_planes = cuda_bias_add_planes;
-	cuda_backend.col_sum = cuda_col_sum;
-	cuda_backend.plane_sum = cuda_plane_sum;
-	cuda_backend.relu_forward = cuda_relu_forward;
-	cuda_backend.relu_backward = cuda_relu_backward;
-	cuda_backend.leaky_relu_forward = cuda_leaky_relu_forward;
-	cuda_backend.leaky_relu_backward = cuda_leaky_relu_backward;
-	cuda_backend.sigmoid_forward = cuda_sigmoid_forward;
-	cuda_backend.sigmoid_backward = cuda_sigmoid_backward;
-	cuda_backend.tanh_forward = cuda_tanh_forward;
-	cuda_backend.tanh_backward = cuda_tanh_backward;
-	cuda_backend.softmax_xent = cuda_softmax_xent;
-	cuda_backend.sgd_update = cuda_sgd_update;
-	cuda_backend.adam_update = cuda_adam_update;
+	cuda_fill_table(&cuda_backend);
 	cuda_ready = &cuda_backend;
 }
 

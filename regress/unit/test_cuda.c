@@ -158,38 +158,42 @@ check_gemms(void)
 }
 
 /* ---------------------------------------------------------------------------
- * Bias and its gradient
+ * Bias and its gradient.  Rows are planes of one element (rows x cols is
+ * n = rows, channels = cols, plane = 1), so one harness serves both layouts.
  * ------------------------------------------------------------------------- */
-static void
-check_bias_add(int rows, int cols)
+typedef enum
 {
-	size_t		total = (size_t) rows * cols;
-	float	   *y = host_random(total, -1.0f, 1.0f);
-	float	   *bias = host_random(cols, -1.0f, 1.0f);
-	float	   *dy = device_copy(y, total);
-	float	   *dbias = device_copy(bias, cols);
-
-	cpu->bias_add_rows(y, bias, rows, cols);
-	gpu->bias_add_rows(dy, dbias, rows, cols);
-	compare("bias_add_rows", y, dy, total, 1.0);
-	cpu->release(y);
-	cpu->release(bias);
-	gpu->release(dy);
-	gpu->release(dbias);
-}
+	BIAS_ROWS, BIAS_PLANES, BIAS_RELU_PLANES
+} BiasKind;
 
 static void
-check_bias_add_planes(int n, int channels, int plane)
+check_bias_add(BiasKind kind, int n, int channels, int plane)
 {
+	static const char *const names[] = {"bias_add_rows", "bias_add_planes", "bias_relu_planes"};
 	size_t		total = (size_t) n * channels * plane;
 	float	   *y = host_random(total, -1.0f, 1.0f);
 	float	   *bias = host_random(channels, -1.0f, 1.0f);
 	float	   *dy = device_copy(y, total);
 	float	   *dbias = device_copy(bias, channels);
+	char		what[64];
 
-	cpu->bias_add_planes(y, bias, n, channels, plane);
-	gpu->bias_add_planes(dy, dbias, n, channels, plane);
-	compare("bias_add_planes", y, dy, total, 1.0);
+	switch (kind)
+	{
+		case BIAS_ROWS:
+			cpu->bias_add_rows(y, bias, n, channels);
+			gpu->bias_add_rows(dy, dbias, n, channels);
+			break;
+		case BIAS_PLANES:
+			cpu->bias_add_planes(y, bias, n, channels, plane);
+			gpu->bias_add_planes(dy, dbias, n, channels, plane);
+			break;
+		case BIAS_RELU_PLANES:
+			cpu->bias_relu_planes(y, bias, n, channels, plane);
+			gpu->bias_relu_planes(dy, dbias, n, channels, plane);
+			break;
+	}
+	snprintf(what, sizeof(what), "%s %dx%dx%d", names[kind], n, channels, plane);
+	compare(what, y, dy, total, 1.0);
 	cpu->release(y);
 	cpu->release(bias);
 	gpu->release(dy);
@@ -198,28 +202,7 @@ check_bias_add_planes(int n, int channels, int plane)
 
 /* db starts non-zero: both reductions add to it */
 static void
-check_col_sum(int rows, int cols)
-{
-	size_t		total = (size_t) rows * cols;
-	float	   *dy = host_random(total, -1.0f, 1.0f);
-	float	   *db = host_random(cols, -1.0f, 1.0f);
-	float	   *d_dy = device_copy(dy, total);
-	float	   *d_db = device_copy(db, cols);
-	char		what[64];
-
-	cpu->col_sum(dy, db, rows, cols);
-	gpu->col_sum(d_dy, d_db, rows, cols);
-	snprintf(what, sizeof(what), "col_sum %dx%d", rows, cols);
-	/* a sum of rows terms of size 1 with random signs is about sqrt(rows) */
-	compare(what, db, d_db, cols, sqrt(rows));
-	cpu->release(dy);
-	cpu->release(db);
-	gpu->release(d_dy);
-	gpu->release(d_db);
-}
-
-static void
-check_plane_sum(int n, int channels, int plane)
+check_bias_sum(bool planes, int n, int channels, int plane)
 {
 	size_t		total = (size_t) n * channels * plane;
 	float	   *dy = host_random(total, -1.0f, 1.0f);
@@ -228,9 +211,18 @@ check_plane_sum(int n, int channels, int plane)
 	float	   *d_db = device_copy(db, channels);
 	char		what[64];
 
-	cpu->plane_sum(dy, db, n, channels, plane);
-	gpu->plane_sum(d_dy, d_db, n, channels, plane);
-	snprintf(what, sizeof(what), "plane_sum %dx%dx%d", n, channels, plane);
+	if (planes)
+	{
+		cpu->plane_sum(dy, db, n, channels, plane);
+		gpu->plane_sum(d_dy, d_db, n, channels, plane);
+	}
+	else
+	{
+		cpu->col_sum(dy, db, n, channels);
+		gpu->col_sum(d_dy, d_db, n, channels);
+	}
+	snprintf(what, sizeof(what), "%s %dx%dx%d", planes ? "plane_sum" : "col_sum", n, channels, plane);
+	/* a sum of n * plane terms of size 1 with random signs is about its square root */
 	compare(what, db, d_db, channels, sqrt((double) n * plane));
 	cpu->release(dy);
 	cpu->release(db);
@@ -241,16 +233,352 @@ check_plane_sum(int n, int channels, int plane)
 static void
 check_bias(void)
 {
-	check_bias_add(257, 1031);
-	check_bias_add(1, 1);
-	check_bias_add_planes(3, 37, 899);
-	check_bias_add_planes(1, 1, BIG_N);
-	check_col_sum(1001, 67);
-	check_col_sum(5, 4099);
-	check_col_sum(3000, 1);
-	check_plane_sum(7, 19, 221);
-	check_plane_sum(2, 1, BIG_N);
-	check_plane_sum(1, 70, 1);
+	check_bias_add(BIAS_ROWS, 257, 1031, 1);
+	check_bias_add(BIAS_ROWS, 1, 1, 1);
+	check_bias_add(BIAS_PLANES, 3, 37, 899);
+	check_bias_add(BIAS_PLANES, 1, 1, BIG_N);
+	check_bias_add(BIAS_RELU_PLANES, 3, 37, 899);
+	check_bias_add(BIAS_RELU_PLANES, 1, 16, 784);
+	check_bias_sum(false, 1001, 67, 1);
+	check_bias_sum(false, 5, 4099, 1);
+	check_bias_sum(false, 3000, 1, 1);
+	check_bias_sum(true, 7, 19, 221);
+	check_bias_sum(true, 2, 1, BIG_N);
+	check_bias_sum(true, 1, 70, 1);
+}
+
+/* ---------------------------------------------------------------------------
+ * Convolution: im2col over garbage columns, col2im from random columns into
+ * a dx holding earlier sums, and the channel-major transpose
+ * ------------------------------------------------------------------------- */
+static void
+check_im2col(int n, int c, int h, int w, int k, int stride, int pad)
+{
+	NnConvGeom	g = {c, h, w, k, stride, pad,
+	(h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1};
+	size_t		in = (size_t) n * c * h * w;
+	size_t		cols = (size_t) c * k * k * n * g.oh * g.ow;
+	float	   *x = host_random(in, -1.0f, 1.0f);
+	float	   *col = host_random(cols, 5.0f, 6.0f);
+	float	   *d_x = device_copy(x, in);
+	float	   *d_col = device_copy(col, cols);
+	char		shape[80],
+				what[96];
+
+	snprintf(shape, sizeof(shape), "n=%d c=%d %dx%d k=%d stride=%d pad=%d",
+			 n, c, h, w, k, stride, pad);
+	cpu->im2col(x, n, &g, col);
+	gpu->im2col(d_x, n, &g, d_col);
+	snprintf(what, sizeof(what), "im2col %s", shape);
+	compare(what, col, d_col, cols, 1.0);
+
+	for (size_t i = 0; i < cols; i++)
+		col[i] = uniform(-1.0f, 1.0f);
+	gpu->upload(d_col, col, cols * sizeof(float));
+	cpu->col2im(col, n, &g, x);
+	gpu->col2im(d_col, n, &g, d_x);
+	snprintf(what, sizeof(what), "col2im %s", shape);
+	/* up to k * k terms of size 1 add into each element */
+	compare(what, x, d_x, in, k);
+
+	cpu->release(x);
+	cpu->release(col);
+	gpu->release(d_x);
+	gpu->release(d_col);
+}
+
+static void
+check_nchw_to_cnhw(int n, int channels, int plane)
+{
+	size_t		total = (size_t) n * channels * plane;
+	float	   *src = host_random(total, -1.0f, 1.0f);
+	float	   *dst = host_random(total, 5.0f, 6.0f);
+	float	   *d_src = device_copy(src, total);
+	float	   *d_dst = device_copy(dst, total);
+
+	cpu->nchw_to_cnhw(src, dst, n, channels, plane);
+	gpu->nchw_to_cnhw(d_src, d_dst, n, channels, plane);
+	compare("nchw_to_cnhw", dst, d_dst, total, 1.0);
+	cpu->release(src);
+	cpu->release(dst);
+	gpu->release(d_src);
+	gpu->release(d_dst);
+}
+
+static void
+check_conv(void)
+{
+	check_im2col(5, 3, 28, 28, 3, 1, 1);	/* the reference CNN's first layer */
+	check_im2col(2, 4, 13, 11, 3, 2, 0);
+	check_im2col(3, 2, 9, 10, 5, 2, 2);
+	check_im2col(1, 3, 7, 7, 1, 1, 0);
+	check_im2col(2, 1, 6, 8, 2, 3, 1);	/* stride above the window: rows skipped */
+	check_nchw_to_cnhw(37, 16, 196);
+	check_nchw_to_cnhw(1, 5, 3);
+}
+/* ---------------------------------------------------------------------------
+ * Pooling: forward from the same x; backward from the CPU's argmax into a dx
+ * of garbage (backward overwrites it), so only the backward is compared
+ * ------------------------------------------------------------------------- */
+
+/* A host copy of int32 array d must equal want exactly. */
+static void
+compare_ints(const char *what, const int32_t *want, const int32_t *d, size_t n)
+{
+	int32_t    *got = malloc(n ? n * sizeof(int32_t) : 1);
+	size_t		bad = 0,
+				first = 0;
+
+	gpu->download(got, d, n * sizeof(int32_t));
+	for (size_t i = 0; i < n; i++)
+		if (got[i] != want[i] && bad++ == 0)
+			first = i;
+	CHECK_MSG(bad == 0, "%s: %zu of %zu differ, first [%zu]: cuda %d, cpu %d",
+			  what, bad, n, first, bad ? got[first] : 0, bad ? want[first] : 0);
+	free(got);
+}
+
+static void
+check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_before)
+{
+	int			oh = (h - k) / stride + 1,
+				ow = (w - k) / stride + 1;
+	size_t		in = (size_t) planes * h * w,
+				out = (size_t) planes * oh * ow;
+	float	   *x = host_random(in, -1.0f, 1.0f);
+	float	   *y = host_random(out, 5.0f, 6.0f);
+	int32_t    *arg = cpu->alloc(out * sizeof(int32_t));
+	int32_t    *d_arg = gpu->alloc(out * sizeof(int32_t));
+	float	   *d_x,
+			   *d_y;
+	char		shape[80],
+				what[128];
+
+	/* a coarse grid makes ties, where the first maximum must win on both sides */
+	for (size_t i = 0; i < in; i++)
+		x[i] = roundf(x[i] * 4.0f) / 4.0f;
+	d_x = device_copy(x, in);
+	d_y = device_copy(y, out);
+	snprintf(shape, sizeof(shape), "%lld planes %dx%d k=%d stride=%d%s",
+			 (long long) planes, h, w, k, stride, relu_before ? " relu" : "");
+	if (max)
+	{
+		cpu->maxpool_forward(x, y, arg, planes, h, w, k, stride, oh, ow, relu_before);
+		gpu->maxpool_forward(d_x, d_y, d_arg, planes, h, w, k, stride, oh, ow, relu_before);
+		snprintf(what, sizeof(what), "maxpool_forward argmax %s", shape);
+		compare_ints(what, arg, d_arg, out);
+	}
+	else
+	{
+		cpu->avgpool_forward(x, y, planes, h, w, k, stride, oh, ow);
+		gpu->avgpool_forward(d_x, d_y, planes, h, w, k, stride, oh, ow);
+	}
+	snprintf(what, sizeof(what), "%s_forward %s", max ? "maxpool" : "avgpool", shape);
+	compare(what, y, d_y, out, 1.0);
+
+	/* backward: y becomes dy, x becomes garbage for dx to overwrite */
+	for (size_t i = 0; i < out; i++)
+		y[i] = uniform(-1.0f, 1.0f);
+	for (size_t i = 0; i < in; i++)
+		x[i] = NAN;
+	gpu->upload(d_y, y, out * sizeof(float));
+	gpu->upload(d_x, x, in * sizeof(float));
+	gpu->upload(d_arg, arg, out * sizeof(int32_t));
+	if (max)
+	{
+		cpu->maxpool_backward(y, arg, x, planes, h, w, k, stride, oh, ow);
+		gpu->maxpool_backward(d_y, d_arg, d_x, planes, h, w, k, stride, oh, ow);
+	}
+	else
+	{
+		cpu->avgpool_backward(y, x, planes, h, w, k, stride, oh, ow);
+		gpu->avgpool_backward(d_y, d_x, planes, h, w, k, stride, oh, ow);
+	}
+	snprintf(what, sizeof(what), "%s_backward %s", max ? "maxpool" : "avgpool", shape);
+	compare(what, x, d_x, in, 1.0);
+
+	cpu->release(x);
+	cpu->release(y);
+	cpu->release(arg);
+	gpu->release(d_x);
+	gpu->release(d_y);
+	gpu->release(d_arg);
+}
+
+static void
+check_global_avgpool(int64_t planes, int plane)
+{
+	size_t		in = (size_t) planes * plane;
+	float	   *x = host_random(in, -1.0f, 1.0f);
+	float	   *y = host_random(planes, 5.0f, 6.0f);
+	float	   *d_x = device_copy(x, in);
+	float	   *d_y = device_copy(y, planes);
+	char		what[96];
+
+	cpu->global_avgpool_forward(x, y, planes, plane);
+	gpu->global_avgpool_forward(d_x, d_y, planes, plane);
+	snprintf(what, sizeof(what), "global_avgpool_forward %lld planes of %d", (long long) planes, plane);
+	compare(what, y, d_y, planes, 1.0);
+
+	/* backward from the same dy over a dx of garbage */
+	for (size_t i = 0; i < in; i++)
+		x[i] = NAN;
+	gpu->upload(d_x, x, in * sizeof(float));
+	gpu->upload(d_y, y, planes * sizeof(float));
+	cpu->global_avgpool_backward(y, x, planes, plane);
+	gpu->global_avgpool_backward(d_y, d_x, planes, plane);
+	snprintf(what, sizeof(what), "global_avgpool_backward %lld planes of %d", (long long) planes, plane);
+	compare(what, x, d_x, in, 1.0);
+
+	cpu->release(x);
+	cpu->release(y);
+	gpu->release(d_x);
+	gpu->release(d_y);
+}
+
+static void
+check_pools(void)
+{
+	for (int m = 0; m < 2; m++)
+	{
+		check_pool(m, 128 * 16, 28, 28, 2, 2, false);	/* the reference CNN */
+		check_pool(m, 37, 13, 13, 3, 2, false);	/* overlapping windows */
+		check_pool(m, 5, 9, 12, 2, 1, false);
+		check_pool(m, 3, 10, 10, 3, 3, false);	/* the last row and column in no window */
+		check_pool(m, 2, 11, 11, 5, 5, false);
+		check_pool(m, 1, 1, 1, 1, 1, false);
+	}
+	check_pool(true, 128 * 16, 28, 28, 2, 2, true);
+	check_pool(true, 37, 13, 13, 3, 2, true);
+	check_global_avgpool(128 * 32, 49);
+	check_global_avgpool(3, 1);
+	check_global_avgpool(70001, 3);
+}
+
+/* ---------------------------------------------------------------------------
+ * Batch normalization: forward from the same x and running statistics;
+ * backward from the CPU's saved statistics, with and without dx
+ * ------------------------------------------------------------------------- */
+typedef struct BnArrays
+{
+	float	   *x,
+			   *y,
+			   *gamma,
+			   *beta,
+			   *mean,			/* running */
+			   *var,
+			   *saved;
+} BnArrays;
+
+static void
+bn_arrays(BnArrays *h, BnArrays *d, int n, int channels, int plane)
+{
+	size_t		total = (size_t) n * channels * plane;
+
+	h->x = host_random(total, -2.0f, 3.0f);
+	h->y = host_random(total, 5.0f, 6.0f);
+	h->gamma = host_random(channels, 0.5f, 1.5f);
+	h->beta = host_random(channels, -0.5f, 0.5f);
+	h->mean = host_random(channels, -0.1f, 0.1f);
+	h->var = host_random(channels, 0.5f, 1.5f);
+	h->saved = host_random(2 * (size_t) channels, 5.0f, 6.0f);
+	d->x = device_copy(h->x, total);
+	d->y = device_copy(h->y, total);
+	d->gamma = device_copy(h->gamma, channels);
+	d->beta = device_copy(h->beta, channels);
+	d->mean = device_copy(h->mean, channels);
+	d->var = device_copy(h->var, channels);
+	d->saved = device_copy(h->saved, 2 * (size_t) channels);
+}
+
+static void
+bn_release(BnArrays *h, BnArrays *d)
+{
+	float	   *const hp[] = {h->x, h->y, h->gamma, h->beta, h->mean, h->var, h->saved};
+	float	   *const dp[] = {d->x, d->y, d->gamma, d->beta, d->mean, d->var, d->saved};
+
+	for (int i = 0; i < 7; i++)
+	{
+		cpu->release(hp[i]);
+		gpu->release(dp[i]);
+	}
+}
+
+static void
+batchnorm_backward_both(const BnArrays *h, const BnArrays *d, int n, int channels, int plane,
+						bool with_dx, const char *shape)
+{
+	size_t		total = (size_t) n * channels * plane;
+	float	   *dy = host_random(total, -1.0f, 1.0f);
+	float	   *dx = host_random(total, 5.0f, 6.0f);
+	float	   *dg = host_random(2 * (size_t) channels, 5.0f, 6.0f);
+	float	   *d_dy = device_copy(dy, total);
+	float	   *d_dx = device_copy(dx, total);
+	float	   *d_dg = device_copy(dg, 2 * (size_t) channels);
+	char		what[128];
+
+	cpu->batchnorm_backward(h->x, dy, with_dx ? dx : NULL, n, channels, plane,
+							h->gamma, dg, dg + channels, h->saved);
+	gpu->batchnorm_backward(d->x, d_dy, with_dx ? d_dx : NULL, n, channels, plane,
+							d->gamma, d_dg, d_dg + channels, d->saved);
+	snprintf(what, sizeof(what), "batchnorm_backward dgamma, dbeta %s%s", shape,
+			 with_dx ? "" : " (no dx)");
+	compare(what, dg, d_dg, 2 * (size_t) channels, sqrt((double) n * plane));
+	snprintf(what, sizeof(what), "batchnorm_backward dx %s%s", shape,
+			 with_dx ? "" : " (no dx: untouched)");
+	compare(what, dx, d_dx, total, 1e-2);
+
+	cpu->release(dy);
+	cpu->release(dx);
+	cpu->release(dg);
+	gpu->release(d_dy);
+	gpu->release(d_dx);
+	gpu->release(d_dg);
+}
+
+static void
+check_batchnorm(int n, int channels, int plane, bool training)
+{
+	BnArrays	h,
+				d;
+	size_t		total = (size_t) n * channels * plane;
+	char		shape[80],
+				what[128];
+
+	snprintf(shape, sizeof(shape), "%dx%dx%d %s", n, channels, plane,
+			 training ? "training" : "inference");
+	bn_arrays(&h, &d, n, channels, plane);
+	cpu->batchnorm_forward(h.x, h.y, n, channels, plane, h.gamma, h.beta, h.mean, h.var,
+						   1e-5f, 0.1f, training, h.saved);
+	gpu->batchnorm_forward(d.x, d.y, n, channels, plane, d.gamma, d.beta, d.mean, d.var,
+						   1e-5f, 0.1f, training, d.saved);
+	snprintf(what, sizeof(what), "batchnorm_forward y %s", shape);
+	compare(what, h.y, d.y, total, 1.0);
+	snprintf(what, sizeof(what), "batchnorm_forward running mean %s", shape);
+	compare(what, h.mean, d.mean, channels, 1e-2);
+	snprintf(what, sizeof(what), "batchnorm_forward running var %s", shape);
+	compare(what, h.var, d.var, channels, 1e-2);
+	snprintf(what, sizeof(what), "batchnorm_forward saved %s", shape);
+	compare(what, h.saved, d.saved, 2 * (size_t) channels, 1e-2);
+
+	/* the same saved statistics on both sides */
+	gpu->upload(d.saved, h.saved, 2 * (size_t) channels * sizeof(float));
+	if (training)
+	{
+		batchnorm_backward_both(&h, &d, n, channels, plane, true, shape);
+		batchnorm_backward_both(&h, &d, n, channels, plane, false, shape);
+	}
+	bn_release(&h, &d);
+}
+
+static void
+check_batchnorms(void)
+{
+	check_batchnorm(128, 16, 784, true);
+	check_batchnorm(37, 5, 1, true);	/* after a dense layer: planes of one */
+	check_batchnorm(3, 300, 7, true);
+	check_batchnorm(1, 2, 1, true); /* one value a channel: variance 0 */
+	check_batchnorm(7, 3, 37, false);
 }
 
 /* ---------------------------------------------------------------------------
@@ -474,6 +802,47 @@ check_adam(float weight_decay, bool decoupled)
  * The tests
  * ------------------------------------------------------------------------- */
 
+/* Every entry of a table is there: the engine calls them without looking. */
+static void
+check_table_complete(const NnBackend *b)
+{
+#define HAS(fn) CHECK_MSG(b->fn != NULL, "%s backend lacks " #fn, b->name)
+	HAS(alloc);
+	HAS(release);
+	HAS(upload);
+	HAS(download);
+	HAS(synchronize);
+	HAS(gemm);
+	HAS(bias_add_rows);
+	HAS(bias_add_planes);
+	HAS(bias_relu_planes);
+	HAS(col_sum);
+	HAS(plane_sum);
+	HAS(im2col);
+	HAS(col2im);
+	HAS(nchw_to_cnhw);
+	HAS(maxpool_forward);
+	HAS(maxpool_backward);
+	HAS(avgpool_forward);
+	HAS(avgpool_backward);
+	HAS(global_avgpool_forward);
+	HAS(global_avgpool_backward);
+	HAS(batchnorm_forward);
+	HAS(batchnorm_backward);
+	HAS(relu_forward);
+	HAS(relu_backward);
+	HAS(leaky_relu_forward);
+	HAS(leaky_relu_backward);
+	HAS(sigmoid_forward);
+	HAS(sigmoid_backward);
+	HAS(tanh_forward);
+	HAS(tanh_backward);
+	HAS(softmax_xent);
+	HAS(sgd_update);
+	HAS(adam_update);
+#undef HAS
+}
+
 /* Asking never crashes, always gives the same answer, and explains a NULL. */
 UNIT_TEST(cuda_backend_probe)
 {
@@ -491,6 +860,8 @@ UNIT_TEST(cuda_backend_probe)
 	CHECK(memchr(tiny, '\0', sizeof(tiny)) != NULL);
 	/* failing to initialize is not an error of the running backend */
 	CHECK(nn_cuda_last_error() == NULL);
+	/* the CUDA table is checked against the same list below */
+	check_table_complete(nn_backend_cpu());
 
 	if (b1 == NULL)
 	{
@@ -499,29 +870,7 @@ UNIT_TEST(cuda_backend_probe)
 	}
 	CHECK(err1[0] == '\0');
 	CHECK(b1->name != NULL && strcmp(b1->name, "cuda") == 0);
-#define HAS(fn) CHECK_MSG(b1->fn != NULL, "cuda backend lacks " #fn)
-	HAS(alloc);
-	HAS(release);
-	HAS(upload);
-	HAS(download);
-	HAS(synchronize);
-	HAS(gemm);
-	HAS(bias_add_rows);
-	HAS(bias_add_planes);
-	HAS(col_sum);
-	HAS(plane_sum);
-	HAS(relu_forward);
-	HAS(relu_backward);
-	HAS(leaky_relu_forward);
-	HAS(leaky_relu_backward);
-	HAS(sigmoid_forward);
-	HAS(sigmoid_backward);
-	HAS(tanh_forward);
-	HAS(tanh_backward);
-	HAS(softmax_xent);
-	HAS(sgd_update);
-	HAS(adam_update);
-#undef HAS
+	check_table_complete(b1);
 }
 
 /* Every primitive on awkward sizes, CUDA against CPU within REL. */
@@ -557,6 +906,9 @@ UNIT_TEST(cuda_matches_cpu)
 
 	check_gemms();
 	check_bias();
+	check_conv();
+	check_pools();
+	check_batchnorms();
 	check_activations();
 	check_softmax_xent(129, 10);
 	check_softmax_xent(3, 1001);

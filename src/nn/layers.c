@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/cpu.h"
 #include "nn_internal.h"
 
 static void
@@ -185,287 +184,387 @@ nn_layer_init_params(NnModel *m, int i)
 	memset(p + n_weights, 0, sizeof(float) * (m->param_len[i] - n_weights));
 }
 
-/* The dropout keep-mask is recomputed in backward from the same counters. */
-static inline bool
-dropout_keep(const NnModel *m, int i, int64_t element, float rate)
+/*
+ * One call of a layer on examples [first, first + n) of the batch, with every
+ * pointer already at example first.  Backward reads dout and fills dp and din
+ * (NULL when nobody needs the input's gradient).  The memory is the backend's;
+ * the memset/memcpy calls and the dropout loops left here are the CPU's way
+ * and still to be moved behind the table for a device backend.
+ */
+typedef struct LayerCall
 {
-	return nn_rng_uniform(m->seed ^ NN_RNG_DROPOUT_SALT,
-						  (uint64_t) m->step * NN_MAX_LAYERS + i, element) >= rate;
+	NnModel    *m;
+	int			i;				/* the layer */
+	const NnLayerSpec *l;
+	const NnBackend *be;
+	int			first,
+				n;
+	int64_t		in_size,		/* floats per example */
+				out_size;
+	bool		training;
+	const float *p;				/* parameters */
+	float	   *dp;				/* their gradients */
+	const float *in;
+	float	   *out;
+	const float *dout;
+	float	   *din;
+} LayerCall;
+
+static void
+dense_forward(const LayerCall *c)
+{
+	int			units = c->l->units;
+	int			in_size = (int) c->in_size;
+
+	c->be->gemm(false, true, c->n, units, in_size, 1.0f, c->in, in_size,
+				c->p, in_size, 0.0f, c->out, units);
+	c->be->bias_add_rows(c->out, c->p + c->in_size * units, c->n, units);
 }
+
+static void
+dense_backward(const LayerCall *c)
+{
+	int			units = c->l->units;
+	int			in_size = (int) c->in_size;
+	float	   *db = c->dp + c->in_size * units;
+
+	c->be->gemm(true, false, units, in_size, c->n, 1.0f, c->dout, units,
+				c->in, in_size, 0.0f, c->dp, in_size);
+	memset(db, 0, sizeof(float) * units);
+	c->be->col_sum(c->dout, db, c->n, units);
+	if (c->din)
+		c->be->gemm(false, false, c->n, in_size, units, 1.0f, c->dout, units,
+					c->p, in_size, 0.0f, c->din, in_size);
+}
+
+/*
+ * One image at a time: the gemm writes NCHW directly, and one image's columns
+ * stay in L1/L2 (measured faster than batching images into one wider gemm and
+ * transposing its output).
+ */
+static void
+conv_forward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	NnConvGeom	g;
+	int			plane,
+				kk;
+	int			filters = c->l->filters;
+	const float *bias;
+	bool		relu = c->i + 1 < c->m->spec.n_layers && relu_fused_into_conv(c->m, c->i + 1);
+
+	conv_geom(c->m, c->i, &g);
+	plane = g.oh * g.ow;
+	kk = g.c * g.k * g.k;
+	bias = c->p + (int64_t) kk * filters;
+	for (int img = 0; img < c->n; img++)
+	{
+		float	   *out = c->out + img * c->out_size;
+
+		be->im2col(c->in + img * c->in_size, 1, &g, c->m->scratch);
+		be->gemm(false, false, filters, plane, kk, 1.0f, c->p, kk,
+				 c->m->scratch, plane, 0.0f, out, plane);
+		if (relu)
+			be->bias_relu_planes(out, bias, 1, filters, plane);
+		else
+			be->bias_add_planes(out, bias, 1, filters, plane);
+	}
+}
+
+/*
+ * A chunk of images at a time (nn_conv_chunk): their output gradients laid out
+ * channel-major make one matrix against the chunk's columns.  The weight
+ * gradient accumulates over chunks and calls; the first of the batch starts it.
+ */
+static void
+conv_backward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	NnConvGeom	g;
+	int			chunk = nn_conv_chunk(c->m, c->i, c->n);
+	int			filters = c->l->filters;
+	int			plane,
+				kk;
+	float	   *col = c->m->scratch;
+	float	   *tmp;
+
+	conv_geom(c->m, c->i, &g);
+	plane = g.oh * g.ow;
+	kk = g.c * g.k * g.k;
+	tmp = col + (int64_t) kk * chunk * plane;
+	if (c->din)
+		memset(c->din, 0, sizeof(float) * c->n * c->in_size);
+	for (int s = 0; s < c->n; s += chunk)
+	{
+		int			k = c->n - s < chunk ? c->n - s : chunk;
+		const float *dy = c->dout + s * c->out_size;
+
+		if (k > 1)
+		{
+			be->nchw_to_cnhw(dy, tmp, k, filters, plane);
+			dy = tmp;
+		}
+		be->im2col(c->in + s * c->in_size, k, &g, col);
+		be->gemm(false, true, filters, kk, k * plane, 1.0f, dy, k * plane,
+				 col, k * plane, c->first + s == 0 ? 0.0f : 1.0f, c->dp, kk);
+		if (c->din)
+		{
+			be->gemm(true, false, kk, k * plane, filters, 1.0f, c->p, kk,
+					 dy, k * plane, 0.0f, col, k * plane);
+			be->col2im(col, k, &g, c->din + s * c->in_size);
+		}
+	}
+	if (c->first == 0)
+		memset(c->dp + (int64_t) kk * filters, 0, sizeof(float) * filters);
+	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
+}
+
+static int32_t *
+maxpool_argmax(const LayerCall *c)
+{
+	return (int32_t *) c->m->aux[c->i] + c->first * c->out_size;
+}
+
+static void
+maxpool_forward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * s->c,
+						   s->h, s->w, c->l->kernel, pool_stride(c->l), s[1].h, s[1].w,
+						   c->i > 0 && relu_fused_into_pool(c->m, c->i - 1));
+}
+
+static void
+maxpool_backward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	if (c->din)
+		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * s->c,
+								s->h, s->w, c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+}
+
+static void
+avgpool_forward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h, s->w,
+						   c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+}
+
+static void
+avgpool_backward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	if (c->din)
+		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h, s->w,
+								c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+}
+
+static void
+global_avgpool_forward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
+}
+
+static void
+global_avgpool_backward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	if (c->din)
+		c->be->global_avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h * s->w);
+}
+
+static void
+flatten_forward(const LayerCall *c)
+{
+	memcpy(c->out, c->in, sizeof(float) * c->n * c->out_size);
+}
+
+static void
+flatten_backward(const LayerCall *c)
+{
+	if (c->din)
+		memcpy(c->din, c->dout, sizeof(float) * c->n * c->out_size);
+}
+
+/* relu, leaky_relu, sigmoid, tanh */
+static void
+activation_forward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+
+	switch (c->l->type)
+	{
+		case NN_RELU:
+			if (!relu_fused_into_conv(c->m, c->i))
+				c->be->relu_forward(c->in, c->out, count);
+			break;
+		case NN_LEAKY_RELU:
+			c->be->leaky_relu_forward(c->in, c->out, count, c->l->alpha);
+			break;
+		case NN_SIGMOID:
+			c->be->sigmoid_forward(c->in, c->out, count);
+			break;
+		default:
+			c->be->tanh_forward(c->in, c->out, count);
+			break;
+	}
+}
+
+static void
+activation_backward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+
+	if (c->din == NULL)
+		return;
+	switch (c->l->type)
+	{
+		case NN_RELU:
+			if (!relu_fused_into_pool(c->m, c->i))
+				c->be->relu_backward(c->out, c->dout, c->din, count);
+			break;
+		case NN_LEAKY_RELU:
+			c->be->leaky_relu_backward(c->out, c->dout, c->din, count, c->l->alpha);
+			break;
+		case NN_SIGMOID:
+			c->be->sigmoid_backward(c->out, c->dout, c->din, count);
+			break;
+		default:
+			c->be->tanh_backward(c->out, c->dout, c->din, count);
+			break;
+	}
+}
+
+/* The keep-mask is recomputed in backward from the same counters. */
+static inline bool
+dropout_keep(const LayerCall *c, int64_t j)
+{
+	return nn_rng_uniform(c->m->seed ^ NN_RNG_DROPOUT_SALT,
+						  (uint64_t) c->m->step * NN_MAX_LAYERS + c->i,
+						  c->first * c->out_size + j) >= c->l->rate;
+}
+
+static void
+dropout_forward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+	float		scale = 1.0f / (1.0f - c->l->rate);
+
+	if (!c->training || c->l->rate == 0.0f)
+	{
+		if (c->out != c->in)
+			memcpy(c->out, c->in, sizeof(float) * count);
+		return;
+	}
+	for (int64_t j = 0; j < count; j++)
+		c->out[j] = dropout_keep(c, j) ? c->in[j] * scale : 0.0f;
+}
+
+static void
+dropout_backward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+	float		scale = 1.0f / (1.0f - c->l->rate);
+
+	if (c->din == NULL)
+		return;
+	if (c->l->rate == 0.0f)
+	{
+		if (c->din != c->dout)
+			memcpy(c->din, c->dout, sizeof(float) * count);
+		return;
+	}
+	for (int64_t j = 0; j < count; j++)
+		c->din[j] = dropout_keep(c, j) ? c->dout[j] * scale : 0.0f;
+}
+
+/* Only ever called on the whole batch (first == 0): see nn_layer_chunkable. */
+static void
+batchnorm_forward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+	float	   *running = c->m->buffers + c->m->buffer_off[c->i];
+
+	c->be->batchnorm_forward(c->in, c->out, c->n, s->c, s->h * s->w, c->p, c->p + s->c,
+							 running, running + s->c, c->l->eps, c->l->momentum,
+							 c->training, c->m->aux[c->i]);
+}
+
+static void
+batchnorm_backward(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	c->be->batchnorm_backward(c->in, c->dout, c->din, c->n, s->c, s->h * s->w,
+							  c->p, c->dp, c->dp + s->c, c->m->aux[c->i]);
+}
+
+static void
+layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
+{
+	c->m = m;
+	c->i = i;
+	c->l = &m->spec.layers[i];
+	c->be = m->be;
+	c->first = first;
+	c->n = n;
+	c->in_size = NN_SHAPE_SIZE(m->shape[i]);
+	c->out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
+	c->training = false;
+	c->p = m->params + m->param_off[i];
+	c->dp = m->grads + m->param_off[i];
+	c->in = in;
+	c->out = m->out[i] + first * c->out_size;
+	c->dout = m->dout[i] + first * c->out_size;
+	c->din = NULL;
+}
+
+typedef void (*LayerFn) (const LayerCall *c);
+
+/* Each layer type's pair; a type without parameters or state still has both. */
+static const struct
+{
+	LayerFn		forward,
+				backward;
+}			layer_fns[NN_LAYER_TYPE_MAX] = {
+	[NN_DENSE] = {dense_forward, dense_backward},
+	[NN_CONV2D] = {conv_forward, conv_backward},
+	[NN_MAXPOOL2D] = {maxpool_forward, maxpool_backward},
+	[NN_AVGPOOL2D] = {avgpool_forward, avgpool_backward},
+	[NN_GLOBAL_AVGPOOL] = {global_avgpool_forward, global_avgpool_backward},
+	[NN_FLATTEN] = {flatten_forward, flatten_backward},
+	[NN_RELU] = {activation_forward, activation_backward},
+	[NN_LEAKY_RELU] = {activation_forward, activation_backward},
+	[NN_SIGMOID] = {activation_forward, activation_backward},
+	[NN_TANH] = {activation_forward, activation_backward},
+	[NN_DROPOUT] = {dropout_forward, dropout_backward},
+	[NN_BATCHNORM] = {batchnorm_forward, batchnorm_backward},
+};
 
 void
 nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool training)
 {
-	const NnLayerSpec *l = &m->spec.layers[i];
-	const NnBackend *be = m->be;
-	const float *p = m->params + m->param_off[i];
-	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
-	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
-	int64_t		count = (int64_t) n * out_size;
-	float	   *out = m->out[i] + first * out_size;
+	LayerCall	c;
 
-	switch (l->type)
-	{
-		case NN_DENSE:
-			be->gemm(false, true, n, l->units, (int) in_size, 1.0f, in, (int) in_size,
-					 p, (int) in_size, 0.0f, out, l->units);
-			be->bias_add_rows(out, p + in_size * l->units, n, l->units);
-			break;
-
-		case NN_CONV2D:
-			{
-				NnConvGeom	g;
-				int			plane = m->shape[i + 1].h * m->shape[i + 1].w;
-				int			kk;
-				float	   *col = m->scratch;
-
-				conv_geom(m, i, &g);
-				kk = g.c * g.k * g.k;
-
-				/*
-				 * One image at a time: the gemm writes NCHW directly, and one
-				 * image's columns stay in L1/L2 (measured faster than batching
-				 * images into one wider gemm and transposing its output).
-				 */
-				for (int img = 0; img < n; img++)
-				{
-					nn_im2col(in + img * in_size, 1, &g, col);
-					be->gemm(false, false, l->filters, plane, kk, 1.0f, p, kk,
-							 col, plane, 0.0f, out + img * out_size, plane);
-					if (i + 1 < m->spec.n_layers && relu_fused_into_conv(m, i + 1))
-						nn_bias_relu_planes(out + img * out_size, p + (int64_t) kk * l->filters,
-											l->filters, plane);
-					else
-						be->bias_add_planes(out + img * out_size, p + (int64_t) kk * l->filters,
-											1, l->filters, plane);
-				}
-				break;
-			}
-
-		case NN_MAXPOOL2D:
-			nn_maxpool_forward(in, out, (int32_t *) m->aux[i] + first * out_size, (int64_t) n * m->shape[i].c,
-							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
-							   m->shape[i + 1].h, m->shape[i + 1].w,
-							   i > 0 && relu_fused_into_pool(m, i - 1));
-			break;
-
-		case NN_AVGPOOL2D:
-			nn_avgpool_forward(in, out, (int64_t) n * m->shape[i].c,
-							   m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
-							   m->shape[i + 1].h, m->shape[i + 1].w);
-			break;
-
-		case NN_GLOBAL_AVGPOOL:
-			{
-				int			plane = m->shape[i].h * m->shape[i].w;
-
-				for (int64_t j = 0; j < count; j++)
-				{
-					const float *src = in + j * plane;
-					float		s = 0.0f;
-
-					for (int k = 0; k < plane; k++)
-						s += src[k];
-					out[j] = s / (float) plane;
-				}
-				break;
-			}
-
-		case NN_FLATTEN:
-			memcpy(out, in, sizeof(float) * count);
-			break;
-
-		case NN_RELU:
-			if (!relu_fused_into_conv(m, i))
-				be->relu_forward(in, out, count);
-			break;
-		case NN_LEAKY_RELU:
-			be->leaky_relu_forward(in, out, count, l->alpha);
-			break;
-		case NN_SIGMOID:
-			be->sigmoid_forward(in, out, count);
-			break;
-		case NN_TANH:
-			be->tanh_forward(in, out, count);
-			break;
-
-		case NN_DROPOUT:
-			if (!training || l->rate == 0.0f)
-			{
-				if (out != in)
-					memcpy(out, in, sizeof(float) * count);
-				break;
-			}
-			{
-				float		scale = 1.0f / (1.0f - l->rate);
-
-				for (int64_t j = 0; j < count; j++)
-					out[j] = dropout_keep(m, i, first * out_size + j, l->rate) ? in[j] * scale : 0.0f;
-			}
-			break;
-
-		case NN_BATCHNORM:
-			{
-				int			channels = m->shape[i].c;
-
-				nn_batchnorm_forward(in, out, n, channels, m->shape[i].h * m->shape[i].w,
-									 p, p + channels,
-									 m->buffers + m->buffer_off[i],
-									 m->buffers + m->buffer_off[i] + channels,
-									 l->eps, l->momentum, training, m->aux[i]);
-				break;
-			}
-
-		default:
-			break;
-	}
+	layer_call(&c, m, i, in, first, n);
+	c.training = training;
+	layer_fns[c.l->type].forward(&c);
 }
 
 void
 nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din)
 {
-	const NnLayerSpec *l = &m->spec.layers[i];
-	const NnBackend *be = m->be;
-	const float *p = m->params + m->param_off[i];
-	float	   *dp = m->grads + m->param_off[i];
-	int64_t		in_size = NN_SHAPE_SIZE(m->shape[i]);
-	int64_t		out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
-	int64_t		count = (int64_t) n * out_size;
-	const float *out = m->out[i] + first * out_size;
-	const float *dout = m->dout[i] + first * out_size;
+	LayerCall	c;
 
-	switch (l->type)
-	{
-		case NN_DENSE:
-			be->gemm(true, false, l->units, (int) in_size, n, 1.0f, dout, l->units,
-					 in, (int) in_size, 0.0f, dp, (int) in_size);
-			memset(dp + in_size * l->units, 0, sizeof(float) * l->units);
-			be->col_sum(dout, dp + in_size * l->units, n, l->units);
-			if (din)
-				be->gemm(false, false, n, (int) in_size, l->units, 1.0f, dout, l->units,
-						 p, (int) in_size, 0.0f, din, (int) in_size);
-			break;
-
-		case NN_CONV2D:
-			{
-				NnConvGeom	g;
-				int			chunk = nn_conv_chunk(m, i, n);
-				int			plane = m->shape[i + 1].h * m->shape[i + 1].w;
-				int			kk;
-				float	   *col = m->scratch;
-				float	   *tmp;
-				float	   *db;
-
-				conv_geom(m, i, &g);
-				kk = g.c * g.k * g.k;
-				tmp = col + (int64_t) kk * chunk * plane;
-				db = dp + (int64_t) kk * l->filters;
-				if (din)
-					memset(din, 0, sizeof(float) * n * in_size);
-				for (int s = 0; s < n; s += chunk)
-				{
-					int			c = n - s < chunk ? n - s : chunk;
-					const float *dy = dout + s * out_size;
-
-					if (c > 1)
-					{
-						nn_nchw_to_cnhw(dy, tmp, c, l->filters, plane);
-						dy = tmp;
-					}
-					nn_im2col(in + s * in_size, c, &g, col);
-					be->gemm(false, true, l->filters, kk, c * plane, 1.0f, dy, c * plane,
-							 col, c * plane, first + s == 0 ? 0.0f : 1.0f, dp, kk);
-					if (din)
-					{
-						be->gemm(true, false, kk, c * plane, l->filters, 1.0f, p, kk,
-								 dy, c * plane, 0.0f, col, c * plane);
-						nn_col2im(col, c, &g, din + s * in_size);
-					}
-				}
-				if (first == 0)
-					memset(db, 0, sizeof(float) * l->filters);
-				be->plane_sum(dout, db, n, l->filters, plane);
-				break;
-			}
-
-		case NN_MAXPOOL2D:
-			if (din)
-				nn_maxpool_backward(dout, (const int32_t *) m->aux[i] + first * out_size, din,
-									(int64_t) n * m->shape[i].c, m->shape[i].h, m->shape[i].w,
-									m->shape[i + 1].h, m->shape[i + 1].w);
-			break;
-
-		case NN_AVGPOOL2D:
-			if (din)
-				nn_avgpool_backward(dout, din, (int64_t) n * m->shape[i].c,
-									m->shape[i].h, m->shape[i].w, l->kernel, pool_stride(l),
-									m->shape[i + 1].h, m->shape[i + 1].w);
-			break;
-
-		case NN_GLOBAL_AVGPOOL:
-			if (din)
-			{
-				int			plane = m->shape[i].h * m->shape[i].w;
-
-				for (int64_t j = 0; j < count; j++)
-				{
-					float		g = dout[j] / (float) plane;
-
-					for (int k = 0; k < plane; k++)
-						din[j * plane + k] = g;
-				}
-			}
-			break;
-
-		case NN_FLATTEN:
-			if (din)
-				memcpy(din, dout, sizeof(float) * count);
-			break;
-
-		case NN_RELU:
-			if (din && !relu_fused_into_pool(m, i))
-				be->relu_backward(out, dout, din, count);
-			break;
-		case NN_LEAKY_RELU:
-			if (din)
-				be->leaky_relu_backward(out, dout, din, count, l->alpha);
-			break;
-		case NN_SIGMOID:
-			if (din)
-				be->sigmoid_backward(out, dout, din, count);
-			break;
-		case NN_TANH:
-			if (din)
-				be->tanh_backward(out, dout, din, count);
-			break;
-
-		case NN_DROPOUT:
-			if (!din)
-				break;
-			if (l->rate == 0.0f)
-			{
-				if (din != dout)
-					memcpy(din, dout, sizeof(float) * count);
-				break;
-			}
-			{
-				float		scale = 1.0f / (1.0f - l->rate);
-
-				for (int64_t j = 0; j < count; j++)
-					din[j] = dropout_keep(m, i, first * out_size + j, l->rate) ? dout[j] * scale : 0.0f;
-			}
-			break;
-
-		case NN_BATCHNORM:
-			{
-				int			channels = m->shape[i].c;
-
-				nn_batchnorm_backward(in, dout, din, n, channels, m->shape[i].h * m->shape[i].w,
-									  p, dp, dp + channels, m->aux[i]);
-				break;
-			}
-
-		default:
-			break;
-	}
+	layer_call(&c, m, i, in, first, n);
+	c.din = din;
+	layer_fns[c.l->type].backward(&c);
 }

@@ -471,17 +471,104 @@ forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 }
 
 /*
- * The loss of the last forward pass against targets y; writes the gradient of
- * the mean loss into the last layer's dout.  Cross-entropy targets are class
- * indices and are checked here, before any of them is used as an index.
+ * Cross-entropy targets are class indices and are checked here, before any of
+ * them is used as an index.
  */
-bool
-nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
+static bool
+loss_cross_entropy(NnModel *m, const float *y, int32_t n, double *loss_sum,
+				   int64_t *correct, NnError *err)
+{
+	int			L = m->spec.n_layers;
+	int64_t		k = nn_model_output_size(m);
+	const float *z = m->out[L - 1];
+
+	for (int r = 0; r < n; r++)
+	{
+		float		label = y[r];
+
+		if (!(label >= 0.0f && label < (float) k && label == floorf(label)))
+		{
+			nn_error_set(err, -1, "y", "class label %g of example %d is not an integer between 0 and %lld",
+						 (double) label, r, (long long) k - 1);
+			return false;
+		}
+	}
+	m->be->softmax_xent(z, y, m->dout[L - 1], m->row_loss, n, (int) k, 1.0f / (float) n);
+	for (int r = 0; r < n; r++)
+	{
+		const float *row = z + (int64_t) r * k;
+		int			best = 0;
+
+		for (int c = 1; c < k; c++)
+			if (row[c] > row[best])
+				best = c;
+		*correct += best == (int) y[r];
+		*loss_sum += m->row_loss[r];
+	}
+	return true;
+}
+
+static void
+loss_mse(NnModel *m, const float *y, int32_t n, double *loss_sum)
 {
 	int			L = m->spec.n_layers;
 	int64_t		k = nn_model_output_size(m);
 	const float *z = m->out[L - 1];
 	float	   *dz = m->dout[L - 1];
+	float		scale = 2.0f / (float) ((double) n * k);
+
+	for (int r = 0; r < n; r++)
+	{
+		double		s = 0.0;
+
+		for (int64_t c = 0; c < k; c++)
+		{
+			float		d = z[r * k + c] - y[r * k + c];
+
+			s += (double) d * d;
+			dz[r * k + c] = d * scale;
+		}
+		*loss_sum += s / (double) k;
+	}
+}
+
+/* On logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss. */
+static void
+loss_bce(NnModel *m, const float *y, int32_t n, double *loss_sum, int64_t *correct)
+{
+	int			L = m->spec.n_layers;
+	int64_t		k = nn_model_output_size(m);
+	const float *z = m->out[L - 1];
+	float	   *dz = m->dout[L - 1];
+	float		scale = 1.0f / (float) ((double) n * k);
+
+	for (int r = 0; r < n; r++)
+	{
+		double		s = 0.0;
+		bool		all_right = true;
+
+		for (int64_t c = 0; c < k; c++)
+		{
+			float		zi = z[r * k + c];
+			float		t = y[r * k + c];
+			float		sig = 1.0f / (1.0f + expf(-zi));
+
+			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
+			dz[r * k + c] = (sig - t) * scale;
+			all_right &= (zi > 0.0f) == (t > 0.5f);
+		}
+		*loss_sum += s / (double) k;
+		*correct += all_right;
+	}
+}
+
+/*
+ * The loss of the last forward pass against targets y; writes the gradient of
+ * the mean loss into the last layer's dout.
+ */
+bool
+nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
+{
 	double		loss_sum = 0.0;
 	int64_t		correct = 0;
 
@@ -490,86 +577,22 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 		nn_error_set(err, -1, "", "loss called without a matching forward pass");
 		return false;
 	}
-
 	switch (m->spec.loss)
 	{
 		case NN_LOSS_CROSS_ENTROPY:
-			for (int r = 0; r < n; r++)
-			{
-				float		label = y[r];
-
-				if (!(label >= 0.0f && label < (float) k && label == floorf(label)))
-				{
-					nn_error_set(err, -1, "y", "class label %g of example %d is not an integer between 0 and %lld",
-								 (double) label, r, (long long) k - 1);
-					return false;
-				}
-			}
-			m->be->softmax_xent(z, y, dz, m->row_loss, n, (int) k, 1.0f / (float) n);
-			for (int r = 0; r < n; r++)
-			{
-				const float *row = z + (int64_t) r * k;
-				int			best = 0;
-
-				for (int c = 1; c < k; c++)
-					if (row[c] > row[best])
-						best = c;
-				correct += best == (int) y[r];
-				loss_sum += m->row_loss[r];
-			}
+			if (!loss_cross_entropy(m, y, n, &loss_sum, &correct, err))
+				return false;
 			break;
-
 		case NN_LOSS_MSE:
-			{
-				float		scale = 2.0f / (float) ((double) n * k);
-
-				for (int r = 0; r < n; r++)
-				{
-					double		s = 0.0;
-
-					for (int64_t c = 0; c < k; c++)
-					{
-						float		d = z[r * k + c] - y[r * k + c];
-
-						s += (double) d * d;
-						dz[r * k + c] = d * scale;
-					}
-					loss_sum += s / (double) k;
-				}
-				break;
-			}
-
+			loss_mse(m, y, n, &loss_sum);
+			break;
 		case NN_LOSS_BCE:
-			{
-				/* on logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss */
-				float		scale = 1.0f / (float) ((double) n * k);
-
-				for (int r = 0; r < n; r++)
-				{
-					double		s = 0.0;
-					bool		all_right = true;
-
-					for (int64_t c = 0; c < k; c++)
-					{
-						float		zi = z[r * k + c];
-						float		t = y[r * k + c];
-						float		sig = 1.0f / (1.0f + expf(-zi));
-
-						s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
-						dz[r * k + c] = (sig - t) * scale;
-						all_right &= (zi > 0.0f) == (t > 0.5f);
-					}
-					loss_sum += s / (double) k;
-					correct += all_right;
-				}
-				break;
-			}
-
+			loss_bce(m, y, n, &loss_sum, &correct);
+			break;
 		default:
 			nn_error_set(err, -1, "loss", "unknown loss");
 			return false;
 	}
-
 	if (stats)
 	{
 		stats->loss_sum += loss_sum;
@@ -663,6 +686,28 @@ check_batch(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
 	return true;
 }
 
+/* One batch: forward and loss, and when training backward and the update. */
+static bool
+run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training,
+		  NnBatchStats *stats, NnError *err)
+{
+	unsigned int fp;
+	bool		ok;
+
+	if (!check_batch(m, x, y, n, err))
+		return false;
+	fp = fp_enter();
+	forward_pass(m, x, n, m->spec.n_layers, training);
+	ok = nn_model_loss(m, y, n, stats, err);
+	if (ok && training)
+	{
+		nn_model_backward(m);
+		nn_model_update(m);
+	}
+	fp_leave(fp);
+	return ok;
+}
+
 bool
 nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
 					NnBatchStats *stats, NnError *err)
@@ -672,39 +717,14 @@ nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
 		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
 		return false;
 	}
-	if (!check_batch(m, x, y, n, err))
-		return false;
-	{
-		unsigned int fp = fp_enter();
-		bool		ok;
-
-		forward_pass(m, x, n, m->spec.n_layers, true);
-		ok = nn_model_loss(m, y, n, stats, err);
-		if (ok)
-		{
-			nn_model_backward(m);
-			nn_model_update(m);
-		}
-		fp_leave(fp);
-		return ok;
-	}
+	return run_batch(m, x, y, n, true, stats, err);
 }
 
 bool
 nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 				  NnBatchStats *stats, NnError *err)
 {
-	if (!check_batch(m, x, y, n, err))
-		return false;
-	{
-		unsigned int fp = fp_enter();
-		bool		ok;
-
-		forward_pass(m, x, n, m->spec.n_layers, false);
-		ok = nn_model_loss(m, y, n, stats, err);
-		fp_leave(fp);
-		return ok;
-	}
+	return run_batch(m, x, y, n, false, stats, err);
 }
 
 /*

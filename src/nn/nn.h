@@ -267,9 +267,6 @@ extern void nn_rng_permutation(uint64_t seed, uint64_t stream, int32_t n, int32_
 /* The order in which a model with this seed visits n partitions in an epoch. */
 #define NN_EPOCH_ORDER_STREAM(epoch) (UINT64_C(0x65706f6368) + (uint64_t) (epoch))
 
-/* threads used by the CPU backend's BLAS calls (default 1) */
-extern void nn_set_blas_threads(int threads);
-
 #ifdef __cplusplus
 }
 #endif

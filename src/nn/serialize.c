@@ -83,18 +83,24 @@ typedef struct Writer
 	uint8_t    *p;
 } Writer;
 
+/* the low `bytes` bytes of v, little-endian */
+static void
+put_le(Writer *w, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		*w->p++ = (uint8_t) (v >> (8 * i));
+}
+
 static void
 put_u32(Writer *w, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		*w->p++ = (uint8_t) (v >> (8 * i));
+	put_le(w, v, 4);
 }
 
 static void
 put_u64(Writer *w, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		*w->p++ = (uint8_t) (v >> (8 * i));
+	put_le(w, v, 8);
 }
 
 static void
@@ -195,26 +201,28 @@ have(const Reader *r, uint64_t bytes)
 	return (uint64_t) (r->end - r->p) >= bytes;
 }
 
+/* `bytes` bytes, little-endian; the caller has checked that they are there */
+static uint64_t
+get_le(Reader *r, int bytes)
+{
+	uint64_t	v = 0;
+
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t) r->p[i] << (8 * i);
+	r->p += bytes;
+	return v;
+}
+
 static uint32_t
 get_u32(Reader *r)
 {
-	uint32_t	v = 0;
-
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t) r->p[i] << (8 * i);
-	r->p += 4;
-	return v;
+	return (uint32_t) get_le(r, 4);
 }
 
 static uint64_t
 get_u64(Reader *r)
 {
-	uint64_t	v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t) r->p[i] << (8 * i);
-	r->p += 8;
-	return v;
+	return get_le(r, 8);
 }
 
 static float
@@ -378,6 +386,59 @@ read_optim_settings(Reader *r, NnOptim *opt, NnError *err)
 	return true;
 }
 
+/* The optimizer's settings, adopted by m (which sizes its state), then the state. */
+static bool
+read_optim(Reader *r, NnModel *m, NnError *err)
+{
+	NnOptim		opt;
+
+	if (!read_optim_settings(r, &opt, err))
+		return false;
+	if (opt.type != 0)
+	{
+		if (!nn_model_set_optim(m, &opt, err))
+			return false;
+	}
+	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
+			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
+	{
+		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
+		return false;
+	}
+	if (!get_count(r, m->n_opt_state, "optimizer state values", err))
+		return false;
+	get_floats(r, m->opt_state, m->n_opt_state);
+	return true;
+}
+
+/* Seed, step, parameters and running statistics, into a model sized by its spec. */
+static bool
+read_weights(Reader *r, NnModel *m, NnError *err)
+{
+	uint64_t	step;
+
+	if (!have(r, 16))
+	{
+		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
+		return false;
+	}
+	m->seed = get_u64(r);
+	step = get_u64(r);
+	if (step > INT64_MAX)
+	{
+		nn_error_set(err, -1, "", "model blob declares an invalid step count");
+		return false;
+	}
+	m->step = (int64_t) step;
+	if (!get_count(r, m->n_params, "parameters", err))
+		return false;
+	get_floats(r, m->params, m->n_params);
+	if (!get_count(r, m->n_buffers, "running statistics", err))
+		return false;
+	get_floats(r, m->buffers, m->n_buffers);
+	return true;
+}
+
 /*
  * The spec and optimizer settings of a blob, read without allocating a model:
  * what a caller needs to know what nn_model_deserialize would allocate
@@ -418,9 +479,6 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	Reader		r = {buf, buf + len};
 	NnSpec	   *spec;
 	NnModel    *m;
-	NnOptim		opt;
-	uint64_t	seed,
-				step;
 
 	if (!read_header(&r, buf, len, err))
 		return NULL;
@@ -435,52 +493,16 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	free(spec);
 	if (m == NULL)
 		return NULL;
-
-	if (!have(&r, 16))
+	if (!read_weights(&r, m, err) || !read_optim(&r, m, err))
 	{
-		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
-		goto fail;
+		nn_model_free(m);
+		return NULL;
 	}
-	seed = get_u64(&r);
-	step = get_u64(&r);
-	if (step > INT64_MAX)
-	{
-		nn_error_set(err, -1, "", "model blob declares an invalid step count");
-		goto fail;
-	}
-	m->seed = seed;
-	m->step = (int64_t) step;
-	if (!get_count(&r, m->n_params, "parameters", err))
-		goto fail;
-	get_floats(&r, m->params, m->n_params);
-	if (!get_count(&r, m->n_buffers, "running statistics", err))
-		goto fail;
-	get_floats(&r, m->buffers, m->n_buffers);
-
-	if (!read_optim_settings(&r, &opt, err))
-		goto fail;
-	if (opt.type != 0)
-	{
-		if (!nn_model_set_optim(m, &opt, err))
-			goto fail;
-	}
-	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
-			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
-	{
-		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
-		goto fail;
-	}
-	if (!get_count(&r, m->n_opt_state, "optimizer state values", err))
-		goto fail;
-	get_floats(&r, m->opt_state, m->n_opt_state);
 	if (r.p != r.end)
 	{
 		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r.end - r.p));
-		goto fail;
+		nn_model_free(m);
+		return NULL;
 	}
 	return m;
-
-fail:
-	nn_model_free(m);
-	return NULL;
 }

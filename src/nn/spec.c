@@ -39,55 +39,57 @@ static const char *const optim_names[NN_OPT_MAX] = {
 	[NN_OPT_ADAMW] = "adamw",
 };
 
+/* names[t] for 0 < t < max, else "unknown". */
+static const char *
+name_of(const char *const *names, int max, int t)
+{
+	return t <= 0 || t >= max ? "unknown" : names[t];
+}
+
+/* The t with names[t] equal to name, or 0. */
+static int
+named(const char *const *names, int max, const char *name)
+{
+	for (int t = 1; t < max; t++)
+		if (strcmp(name, names[t]) == 0)
+			return t;
+	return 0;
+}
+
 const char *
 nn_layer_type_name(NnLayerType type)
 {
-	if (type <= 0 || type >= NN_LAYER_TYPE_MAX)
-		return "unknown";
-	return layer_names[type];
+	return name_of(layer_names, NN_LAYER_TYPE_MAX, type);
 }
 
 NnLayerType
 nn_layer_type_from_name(const char *name)
 {
-	for (int t = 1; t < NN_LAYER_TYPE_MAX; t++)
-		if (strcmp(name, layer_names[t]) == 0)
-			return (NnLayerType) t;
-	return 0;
+	return (NnLayerType) named(layer_names, NN_LAYER_TYPE_MAX, name);
 }
 
 const char *
 nn_loss_name(NnLoss loss)
 {
-	if (loss <= 0 || loss >= NN_LOSS_MAX)
-		return "unknown";
-	return loss_names[loss];
+	return name_of(loss_names, NN_LOSS_MAX, loss);
 }
 
 NnLoss
 nn_loss_from_name(const char *name)
 {
-	for (int t = 1; t < NN_LOSS_MAX; t++)
-		if (strcmp(name, loss_names[t]) == 0)
-			return (NnLoss) t;
-	return 0;
+	return (NnLoss) named(loss_names, NN_LOSS_MAX, name);
 }
 
 const char *
 nn_optim_name(NnOptType type)
 {
-	if (type <= 0 || type >= NN_OPT_MAX)
-		return "unknown";
-	return optim_names[type];
+	return name_of(optim_names, NN_OPT_MAX, type);
 }
 
 NnOptType
 nn_optim_from_name(const char *name)
 {
-	for (int t = 1; t < NN_OPT_MAX; t++)
-		if (strcmp(name, optim_names[t]) == 0)
-			return (NnOptType) t;
-	return 0;
+	return (NnOptType) named(optim_names, NN_OPT_MAX, name);
 }
 
 void
@@ -184,6 +186,61 @@ window_out(int32_t in, int32_t kernel, int32_t stride, int32_t padding)
 	return span < 0 ? 0 : (int32_t) (span / stride + 1);
 }
 
+static bool
+init_validate(const NnLayerSpec *l, int i, const char *tname, NnError *err)
+{
+	if (l->init >= NN_INIT_DEFAULT && l->init <= NN_INIT_GLOROT)
+		return true;
+	nn_error_set(err, i, "init", "%s: unknown \"init\"", tname);
+	return false;
+}
+
+/* conv2d, maxpool2d, avgpool2d: a k x k window slid over [channels, height, width]. */
+static bool
+window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+				int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+	int32_t		stride = l->stride;
+
+	if (in.ndim != 3)
+	{
+		nn_error_set(err, i, "type", "%s needs a [channels, height, width] input, got a flat one of %d features",
+					 tname, in.c);
+		return false;
+	}
+	REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
+	if (l->type != NN_CONV2D && stride == 0)
+		stride = l->kernel;
+	REQUIRE_RANGE(stride, 1, NN_MAX_KERNEL, "stride");
+	if (l->type == NN_CONV2D)
+	{
+		REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
+		REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
+		if (!init_validate(l, i, tname, err))
+			return false;
+	}
+	else if (l->padding != 0)
+	{
+		nn_error_set(err, i, "padding", "%s: \"padding\" is not supported for pooling", tname);
+		return false;
+	}
+	out->h = window_out(in.h, l->kernel, stride, l->padding);
+	out->w = window_out(in.w, l->kernel, stride, l->padding);
+	if (out->h < 1 || out->w < 1)
+	{
+		nn_error_set(err, i, "kernel", "%s: a %dx%d window does not fit a %dx%d input",
+					 tname, l->kernel, l->kernel, in.h, in.w);
+		return false;
+	}
+	if (l->type == NN_CONV2D)
+	{
+		out->c = l->filters;
+		*params = (int64_t) l->filters * in.c * l->kernel * l->kernel + l->filters;
+	}
+	return true;
+}
+
 /*
  * Check one layer against the shape it receives and compute its output shape and
  * parameter count.  Fields that don't apply to the layer's type are ignored.
@@ -200,11 +257,8 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	{
 		case NN_DENSE:
 			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
-			if (l->init < NN_INIT_DEFAULT || l->init > NN_INIT_GLOROT)
-			{
-				nn_error_set(err, i, "init", "%s: unknown \"init\"", tname);
+			if (!init_validate(l, i, tname, err))
 				return false;
-			}
 			out->ndim = 1;
 			out->c = l->units;
 			out->h = out->w = 1;
@@ -214,49 +268,9 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_CONV2D:
 		case NN_MAXPOOL2D:
 		case NN_AVGPOOL2D:
-			{
-				int32_t		stride = l->stride;
-
-				if (in.ndim != 3)
-				{
-					nn_error_set(err, i, "type", "%s needs a [channels, height, width] input, got a flat one of %d features",
-								 tname, in.c);
-					return false;
-				}
-				REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
-				if (l->type != NN_CONV2D && stride == 0)
-					stride = l->kernel;
-				REQUIRE_RANGE(stride, 1, NN_MAX_KERNEL, "stride");
-				if (l->type == NN_CONV2D)
-				{
-					REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
-					REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
-					if (l->init < NN_INIT_DEFAULT || l->init > NN_INIT_GLOROT)
-					{
-						nn_error_set(err, i, "init", "%s: unknown \"init\"", tname);
-						return false;
-					}
-				}
-				else if (l->padding != 0)
-				{
-					nn_error_set(err, i, "padding", "%s: \"padding\" is not supported for pooling", tname);
-					return false;
-				}
-				out->h = window_out(in.h, l->kernel, stride, l->padding);
-				out->w = window_out(in.w, l->kernel, stride, l->padding);
-				if (out->h < 1 || out->w < 1)
-				{
-					nn_error_set(err, i, "kernel", "%s: a %dx%d window does not fit a %dx%d input",
-								 tname, l->kernel, l->kernel, in.h, in.w);
-					return false;
-				}
-				if (l->type == NN_CONV2D)
-				{
-					out->c = l->filters;
-					*params = (int64_t) l->filters * in.c * l->kernel * l->kernel + l->filters;
-				}
-				break;
-			}
+			if (!window_validate(l, i, in, out, params, err))
+				return false;
+			break;
 
 		case NN_GLOBAL_AVGPOOL:
 			if (in.ndim != 3)
