@@ -122,6 +122,19 @@ run_missing_error(int64 run)
 			 errmsg("run " INT64_FORMAT " does not exist", run)));
 }
 
+/* The run exists and the caller may see it, or the same error as a missing one. */
+static void
+check_run_visible(int64 run)
+{
+	bool		visible;
+
+	SPI_connect();
+	visible = run_status(run) != NULL;
+	SPI_finish();
+	if (!visible)
+		run_missing_error(run);
+}
+
 /*
  * pgdl.resume's leader: the run for this transaction, or "in progress".  A run
  * the caller may not see does not exist, as pgdl.resume says of it too.
@@ -130,13 +143,8 @@ void
 pgdl_run_claim(int64 run)
 {
 	LOCKTAG		tag;
-	bool		visible;
 
-	SPI_connect();
-	visible = run_status(run) != NULL;
-	SPI_finish();
-	if (!visible)
-		run_missing_error(run);
+	check_run_visible(run);
 	run_locktag(&tag, run, RUN_LEADER_LOCK);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL ||
 		!run_lock_free(run, RUN_WORKERS_LOCK))
@@ -172,13 +180,8 @@ Datum
 pgdl_run_in_progress(PG_FUNCTION_ARGS)
 {
 	int64		run = PG_GETARG_INT64(0);
-	bool		visible;
 
-	SPI_connect();
-	visible = run_status(run) != NULL;
-	SPI_finish();
-	if (!visible)
-		run_missing_error(run);
+	check_run_visible(run);
 	PG_RETURN_BOOL(pgdl_run_in_flight(run));
 }
 

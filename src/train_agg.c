@@ -107,6 +107,18 @@ default_config(const NnModel *m, PgdlTrainConfig *config)
 		config->optim = m->optim;
 }
 
+/* An x or y argument holds n examples of `per` values each, or an error says what it holds. */
+static void
+check_holds(int64 len, int32 n, int64 per, const char *arg, const char *what)
+{
+	if (len != n * per)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s does not hold %d examples", arg, n),
+				 errdetail("Expected %lld values (%d examples of %lld %s), found %lld.",
+						   (long long) (n * per), n, (long long) per, what, (long long) len)));
+}
+
 PG_FUNCTION_INFO_V1(pgdl_train_transition);
 Datum
 pgdl_train_transition(PG_FUNCTION_ARGS)
@@ -156,20 +168,8 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("n must be between 1 and %d, got %d", NN_MAX_BATCH, n)));
-	if (xlen != n * nn_model_input_size(state->model))
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("x does not hold %d examples", n),
-				 errdetail("Expected %lld values (%d examples of %lld features), found %lld.",
-						   (long long) (n * nn_model_input_size(state->model)), n,
-						   (long long) nn_model_input_size(state->model), (long long) xlen)));
-	if (ylen != n * nn_model_target_size(state->model))
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("y does not hold %d examples", n),
-				 errdetail("Expected %lld values (%d examples of %lld targets), found %lld.",
-						   (long long) (n * nn_model_target_size(state->model)), n,
-						   (long long) nn_model_target_size(state->model), (long long) ylen)));
+	check_holds(xlen, n, nn_model_input_size(state->model), "x", "features");
+	check_holds(ylen, n, nn_model_target_size(state->model), "y", "targets");
 	pgdl_train_buffer(state, x, y, n);
 	if (state->diverged)
 		report_aggregate_divergence(state);
