@@ -274,3 +274,59 @@ UNIT_TEST(serialize_crc32_known_values)
 	parts = nn_crc32(nn_crc32(nn_crc32(0, buf, 3), buf + 3, 13), buf + 16, 21);
 	CHECK(whole == parts);
 }
+
+/* Found by regress/fuzz: a blob whose spec implies a billion floats made the reader allocate them first. */
+UNIT_TEST(serialize_parameters_checked_before_allocation)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	/* input 2^20, 255 units: a valid spec of 267 million parameters, in a blob of 224 bytes */
+	put32(a + OFF_NDIM + 4, 1u << 20);
+	put32(a + OFF_LAYER0 + 4, 255);
+	reseal(a, len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK(back == NULL);
+	if (back == NULL)
+		CHECK_MSG(strstr(err.msg, "cannot hold the 267387135 parameters") != NULL, "%s", err.msg);
+	nn_model_free(back);
+	free(a);
+	nn_model_free(m);
+}
+
+/* Found by regress/fuzz: -0.0 in the settings of no optimizer passed as zero, and was written back as 0.0. */
+UNIT_TEST(serialize_no_optimizer_means_zero_bytes)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	size_t		optim;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	optim = OFF_LAYER0 + LAYER_SIZE + 16 + 8 + 4 * (size_t) m->n_params + 8 + 4 * (size_t) m->n_buffers;
+	CHECK(optim + 32 + 8 + 4 == len);
+	for (size_t field = 4; field < 32; field += 4)
+	{
+		char		what[64];
+
+		if (field == 12)
+			continue;			/* nesterov, an integer */
+		snprintf(what, sizeof(what), "-0.0 at byte %zu of no optimizer", field);
+		expect_rejected(a, len, optim + field, 0x80000000u, what, "settings for no optimizer");
+	}
+	free(a);
+	nn_model_free(m);
+}

@@ -240,6 +240,15 @@ get_floats(Reader *r, float *dst, int64_t n)
 #endif
 }
 
+static bool
+all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
 /* Read a count that must equal what the spec implies and fit in what is left. */
 static bool
 get_count(Reader *r, int64_t expected, const char *what, NnError *err)
@@ -273,6 +282,8 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	NnSpec	   *spec;
 	NnModel    *m;
 	NnOptim		opt;
+	NnCost		cost;
+	const uint8_t *opt_bytes;
 	uint32_t	version,
 				n_layers;
 	uint64_t	total,
@@ -350,17 +361,24 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		l->momentum = get_f32(&r);
 	}
 
-	/* validates the spec and sizes the parameters before anything large is allocated */
+	/* validates the spec, and checks the blob holds its parameters before they are allocated */
+	if (!nn_spec_cost(spec, NULL, &cost, err))
+	{
+		free(spec);
+		return NULL;
+	}
+	if (!have(&r, 16 + 8 + (uint64_t) cost.params * 4))
+	{
+		nn_error_set(err, -1, "", "model blob of %zu bytes cannot hold the %lld parameters its spec implies",
+					 len, (long long) cost.params);
+		free(spec);
+		return NULL;
+	}
 	m = nn_model_alloc(spec, err);
 	free(spec);
 	if (m == NULL)
 		return NULL;
 
-	if (!have(&r, 16))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
-		goto fail;
-	}
 	seed = get_u64(&r);
 	step = get_u64(&r);
 	if (step > INT64_MAX)
@@ -383,6 +401,7 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		goto fail;
 	}
 	memset(&opt, 0, sizeof(opt));
+	opt_bytes = r.p;
 	opt.type = (NnOptType) get_u32(&r);
 	opt.lr = get_f32(&r);
 	opt.momentum = get_f32(&r);
@@ -405,9 +424,9 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		if (!nn_model_set_optim(m, &opt, err))
 			goto fail;
 	}
-	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
-			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
+	else if (!all_zero(opt_bytes + 4, OPTIM_BYTES - 4))
 	{
+		/* bytes, not floats: -0.0 equals 0.0 but would not be written back */
 		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
 		goto fail;
 	}
