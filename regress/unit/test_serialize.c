@@ -330,3 +330,47 @@ UNIT_TEST(serialize_no_optimizer_means_zero_bytes)
 	free(a);
 	nn_model_free(m);
 }
+
+/* Found with regress/fuzz: a blob at step 2^63 - 1 passed, and its next training step overflowed the counter. */
+UNIT_TEST(serialize_step_count_bounded)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	NnOptim		o;
+	size_t		len;
+	size_t		step_off;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	nn_optim_defaults(&o, NN_OPT_ADAM);
+	nn_model_set_optim(m, &o, &err);
+	a = serialize(m, &len);
+	step_off = OFF_LAYER0 + LAYER_SIZE + 8;
+	put32(a + step_off, 0xffffffffu);
+	expect_rejected(a, len, step_off + 4, 0x7fffffffu, "step 2^63 - 1", "step count");
+	expect_rejected(a, len, step_off + 4, 1u << 21, "step 2^53 + 2^32 - 1", "step count");
+	/* the largest step a blob may declare still trains */
+	put32(a + step_off, 0);
+	put32(a + step_off + 4, 1u << 21);
+	reseal(a, len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back)
+	{
+		float	   *x = test_normal(4 * 2, 3, 1.0f);
+		float	   *y = test_targets(s.loss, 2, 3, 4);
+
+		CHECK(back->step == NN_MAX_STEP);
+		CHECK(nn_model_train_step(back, x, y, 2, NULL, &err));
+		CHECK(back->step == NN_MAX_STEP + 1);
+		free(x);
+		free(y);
+	}
+	nn_model_free(back);
+	free(a);
+	nn_model_free(m);
+}

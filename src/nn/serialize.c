@@ -381,7 +381,8 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 
 	seed = get_u64(&r);
 	step = get_u64(&r);
-	if (step > INT64_MAX)
+	/* more than any model trains, and the counter must still count (and be exact as a double) */
+	if (step > NN_MAX_STEP)
 	{
 		nn_error_set(err, -1, "", "model blob declares an invalid step count");
 		goto fail;
