@@ -331,7 +331,11 @@ UNIT_TEST(serialize_no_optimizer_means_zero_bytes)
 	nn_model_free(m);
 }
 
-/* Found with regress/fuzz: a blob at step 2^63 - 1 passed, and its next training step overflowed the counter. */
+/*
+ * Found with regress/fuzz: a blob at step 2^63 - 1 passed, and its next training
+ * step overflowed the counter; bounding the blob's count must not let training
+ * write a count the reader refuses.
+ */
 UNIT_TEST(serialize_step_count_bounded)
 {
 	NnSpec		s;
@@ -353,9 +357,9 @@ UNIT_TEST(serialize_step_count_bounded)
 	put32(a + step_off, 0xffffffffu);
 	expect_rejected(a, len, step_off + 4, 0x7fffffffu, "step 2^63 - 1", "step count");
 	expect_rejected(a, len, step_off + 4, 1u << 21, "step 2^53 + 2^32 - 1", "step count");
-	/* the largest step a blob may declare still trains */
-	put32(a + step_off, 0);
-	put32(a + step_off + 4, 1u << 21);
+	/* one step below the most: it takes that step, then refuses the next, and still reads back */
+	put32(a + step_off, 0xffffffffu);
+	put32(a + step_off + 4, (1u << 21) - 1);
 	reseal(a, len);
 	back = nn_model_deserialize(a, len, &err);
 	CHECK_MSG(back != NULL, "%s", err.msg);
@@ -363,10 +367,19 @@ UNIT_TEST(serialize_step_count_bounded)
 	{
 		float	   *x = test_normal(4 * 2, 3, 1.0f);
 		float	   *y = test_targets(s.loss, 2, 3, 4);
+		uint8_t    *b;
+		size_t		len2;
+		NnModel    *again;
 
-		CHECK(back->step == NN_MAX_STEP);
+		CHECK(back->step == NN_MAX_STEP - 1);
 		CHECK(nn_model_train_step(back, x, y, 2, NULL, &err));
-		CHECK(back->step == NN_MAX_STEP + 1);
+		CHECK(!nn_model_train_step(back, x, y, 2, NULL, &err));
+		CHECK(back->step == NN_MAX_STEP);
+		b = serialize(back, &len2);
+		again = nn_model_deserialize(b, len2, &err);
+		CHECK_MSG(again != NULL, "%s", err.msg);
+		nn_model_free(again);
+		free(b);
 		free(x);
 		free(y);
 	}

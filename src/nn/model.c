@@ -589,6 +589,13 @@ nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
 		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
 		return false;
 	}
+	/* the step counter stays one that a model blob may declare */
+	if (m->step >= NN_MAX_STEP)
+	{
+		nn_error_set(err, -1, "", "the model has taken %lld optimizer steps, the most it may take",
+					 (long long) m->step);
+		return false;
+	}
 	if (!check_batch(m, x, y, n, err))
 		return false;
 	{
