@@ -150,3 +150,71 @@ $(NN_SRCS:.c=.o): override CFLAGS = $(NN_CFLAGS) -fPIC
 
 # PGXS tracks no header dependencies; rebuild every object when a header changes.
 $(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+
+# ---------------------------------------------------------------------------
+# Fuzzing: libFuzzer targets built with Debian's clang (regress/fuzz).
+# make fuzz runs each for FUZZ_SECONDS; make fuzz-smoke is CI's short run.
+# ---------------------------------------------------------------------------
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 300
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ_TARGETS   = blob spec packed
+FUZZ           = build/fuzz
+FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+# sections per function, so that the link drops packed.c's SPI code the targets never call
+FUZZ_CFLAGS    = -O1 -g -std=gnu11 -fno-strict-aliasing -fno-math-errno -Wno-unknown-pragmas \
+                 -ffunction-sections -fdata-sections $(FUZZ_SAN)
+# PostgreSQL was built with gcc: clang ignores its gnu_printf format attributes
+FUZZ_CPPFLAGS  = -Isrc -Ikernels -Iregress/fuzz -I$(includedir_server) -D_GNU_SOURCE $(BLAS_CFLAGS) -Wno-ignored-attributes
+FUZZ_LDFLAGS   = -Wl,--gc-sections -Wl,-z,start-stop-gc
+# float_to_shortest_decimal_buf, StringInfo, pg_toupper: PostgreSQL's own, from its static libraries
+FUZZ_PG_LIBS   = $(pkglibdir)/libpgcommon_shlib.a $(pkglibdir)/libpgport_shlib.a
+FUZZ_BINS      = $(addprefix $(FUZZ)/fuzz_,$(FUZZ_TARGETS))
+FUZZ_HEADERS   = $(wildcard regress/fuzz/*.h src/*.h src/nn/*.h kernels/*.h)
+
+FUZZ_COVERAGE  = -fsanitize=fuzzer-no-link
+# Numeric loops (the layers, the kernels, the targets' own data): tracing their
+# comparisons took 2/3 of the time and guides nothing.
+FUZZ_NO_CMP    = $(wildcard kernels/cpu/*.c) src/nn/layers.c regress/fuzz/fuzz_engine.c
+$(patsubst %.c,$(FUZZ)/obj/%.o,$(FUZZ_NO_CMP)): FUZZ_COVERAGE += -fno-sanitize-coverage=trace-cmp
+
+$(FUZZ)/obj/%.o: %.c $(FUZZ_HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) $(FUZZ_COVERAGE) -c $< -o $@
+
+# The engine, objects of its own (its flags, the sanitizers, coverage), linked in whole.
+FUZZ_NN_OBJS   = $(patsubst %.c,$(FUZZ)/obj/%.o,$(NN_SRCS) kernels/cuda/cuda_stub.c)
+$(FUZZ)/nn.a: $(FUZZ_NN_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+FUZZ_COMMON    = $(FUZZ)/obj/regress/fuzz/fuzz_engine.o
+FUZZ_PG_STUBS  = $(FUZZ)/obj/regress/fuzz/fuzz_pg.o
+
+$(FUZZ)/fuzz_blob: $(FUZZ)/obj/regress/fuzz/fuzz_blob.o $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+
+$(FUZZ)/fuzz_spec: $(FUZZ)/obj/regress/fuzz/fuzz_spec.o $(FUZZ)/obj/regress/fuzz/fuzz_json.o \
+		$(FUZZ)/obj/src/spec_json.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
+
+$(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/packed.o \
+		$(FUZZ)/obj/src/arrays.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
+
+$(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c $(FUZZ)/nn.a
+	$(FUZZ_CC) $(NN_CPPFLAGS) $(FUZZ_CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+
+fuzz-build: $(FUZZ_BINS) $(FUZZ)/gen_corpus
+
+fuzz: fuzz-build
+	regress/fuzz/run.sh $(FUZZ) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	regress/fuzz/run.sh --smoke $(FUZZ) $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrites the committed seed corpus from regress/fuzz/gen_corpus.c.
+fuzz-corpus: $(FUZZ)/gen_corpus
+	rm -rf regress/fuzz/corpus
+	$(FUZZ)/gen_corpus regress/fuzz/corpus
+
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-corpus

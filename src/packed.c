@@ -51,6 +51,34 @@ check_finite_buffer(const float *v, int64 len, const char *what, int32 per_examp
 							   isnan(v[i]) ? "NaN" : "infinite")));
 }
 
+/*
+ * The checks a packed row passes before the engine reads its arrays (detoasted
+ * already): real[] without NULLs, of n examples' x and y.  No SPI, so that
+ * regress/fuzz can call it alone.
+ */
+void
+pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
+					  ArrayType *xa, ArrayType *ya, float **x, float **y)
+{
+	char		what[64];
+	int64		xlen,
+				ylen;
+
+	snprintf(what, sizeof(what), "x of buffer %d", buffer_id);
+	*x = pgdl_float4_array(xa, what, &xlen);
+	snprintf(what, sizeof(what), "y of buffer %d", buffer_id);
+	*y = pgdl_float4_array(ya, what, &ylen);
+	if (n < 1 || n > NN_MAX_BATCH || xlen != (int64) n * ds->n_features || ylen != (int64) n * ds->n_targets)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("buffer %d of packed table \"%s\" has the wrong size", buffer_id, relname),
+				 errdetail("It holds %d examples, %lld values of x and %lld of y; expected %lld and %lld.",
+						   n, (long long) xlen, (long long) ylen,
+						   (long long) n * ds->n_features, (long long) n * ds->n_targets)));
+	check_finite_buffer(*x, xlen, "x", ds->n_features, buffer_id, relname);
+	check_finite_buffer(*y, ylen, "y", ds->n_targets, buffer_id, relname);
+}
+
 void
 pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 				 MemoryContext keep_cxt, int64 *keep_bytes)
@@ -96,9 +124,8 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 			Datum		nd = SPI_getbinval(tup, desc, 3, &nnull);
 			int32		buffer_id = DatumGetInt32(SPI_getbinval(tup, desc, 4, &bnull));
 			int32		n;
-			char		what[64];
-			int64		xlen,
-						ylen;
+			ArrayType  *xa,
+					   *ya;
 			float	   *x,
 					   *y;
 			bool		kept = false;
@@ -118,19 +145,9 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 				kept = true;
 			}
 			/* kept arrays must not point into the fetched tuple (small ones are inline) */
-			snprintf(what, sizeof(what), "x of buffer %d", buffer_id);
-			x = pgdl_float4_array(kept ? DatumGetArrayTypePCopy(xd) : DatumGetArrayTypeP(xd), what, &xlen);
-			snprintf(what, sizeof(what), "y of buffer %d", buffer_id);
-			y = pgdl_float4_array(kept ? DatumGetArrayTypePCopy(yd) : DatumGetArrayTypeP(yd), what, &ylen);
-			if (n < 1 || n > NN_MAX_BATCH || xlen != (int64) n * ds->n_features || ylen != (int64) n * ds->n_targets)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATA_CORRUPTED),
-						 errmsg("buffer %d of packed table \"%s\" has the wrong size", buffer_id, relname),
-						 errdetail("It holds %d examples, %lld values of x and %lld of y; expected %lld and %lld.",
-								   n, (long long) xlen, (long long) ylen,
-								   (long long) n * ds->n_features, (long long) n * ds->n_targets)));
-			check_finite_buffer(x, xlen, "x", ds->n_features, buffer_id, relname);
-			check_finite_buffer(y, ylen, "y", ds->n_targets, buffer_id, relname);
+			xa = kept ? DatumGetArrayTypePCopy(xd) : DatumGetArrayTypeP(xd);
+			ya = kept ? DatumGetArrayTypePCopy(yd) : DatumGetArrayTypeP(yd);
+			pgdl_packed_check_row(ds, relname, buffer_id, n, xa, ya, &x, &y);
 			if (kept)
 			{
 				MemoryContextSwitchTo(per_batch);

@@ -316,6 +316,9 @@ extern void pgdl_packed_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartitio
 extern void pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *held,
 								PgdlBufferFn fn, void *arg);
 
+/* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
+extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
+								  ArrayType *x, ArrayType *y, float **xdata, float **ydata);
 /* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
 /* fit.c: a validation set has the training set's features, task and classes. */

@@ -274,3 +274,116 @@ UNIT_TEST(serialize_crc32_known_values)
 	parts = nn_crc32(nn_crc32(nn_crc32(0, buf, 3), buf + 3, 13), buf + 16, 21);
 	CHECK(whole == parts);
 }
+
+/* Found by regress/fuzz: a blob whose spec implies a billion floats made the reader allocate them first. */
+UNIT_TEST(serialize_parameters_checked_before_allocation)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	/* input 2^20, 255 units: a valid spec of 267 million parameters, in a blob of 224 bytes */
+	put32(a + OFF_NDIM + 4, 1u << 20);
+	put32(a + OFF_LAYER0 + 4, 255);
+	reseal(a, len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK(back == NULL);
+	if (back == NULL)
+		CHECK_MSG(strstr(err.msg, "cannot hold the 267387135 parameters") != NULL, "%s", err.msg);
+	nn_model_free(back);
+	free(a);
+	nn_model_free(m);
+}
+
+/* Found by regress/fuzz: -0.0 in the settings of no optimizer passed as zero, and was written back as 0.0. */
+UNIT_TEST(serialize_no_optimizer_means_zero_bytes)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	size_t		optim;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	optim = OFF_LAYER0 + LAYER_SIZE + 16 + 8 + 4 * (size_t) m->n_params + 8 + 4 * (size_t) m->n_buffers;
+	CHECK(optim + 32 + 8 + 4 == len);
+	for (size_t field = 4; field < 32; field += 4)
+	{
+		char		what[64];
+
+		if (field == 12)
+			continue;			/* nesterov, an integer */
+		snprintf(what, sizeof(what), "-0.0 at byte %zu of no optimizer", field);
+		expect_rejected(a, len, optim + field, 0x80000000u, what, "settings for no optimizer");
+	}
+	free(a);
+	nn_model_free(m);
+}
+
+/*
+ * Found with regress/fuzz: a blob at step 2^63 - 1 passed, and its next training
+ * step overflowed the counter; bounding the blob's count must not let training
+ * write a count the reader refuses.
+ */
+UNIT_TEST(serialize_step_count_bounded)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	NnOptim		o;
+	size_t		len;
+	size_t		step_off;
+	uint8_t    *a;
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 1, &err);
+	nn_optim_defaults(&o, NN_OPT_ADAM);
+	nn_model_set_optim(m, &o, &err);
+	a = serialize(m, &len);
+	step_off = OFF_LAYER0 + LAYER_SIZE + 8;
+	put32(a + step_off, 0xffffffffu);
+	expect_rejected(a, len, step_off + 4, 0x7fffffffu, "step 2^63 - 1", "step count");
+	expect_rejected(a, len, step_off + 4, 1u << 21, "step 2^53 + 2^32 - 1", "step count");
+	/* one step below the most: it takes that step, then refuses the next, and still reads back */
+	put32(a + step_off, 0xffffffffu);
+	put32(a + step_off + 4, (1u << 21) - 1);
+	reseal(a, len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back)
+	{
+		float	   *x = test_normal(4 * 2, 3, 1.0f);
+		float	   *y = test_targets(s.loss, 2, 3, 4);
+		uint8_t    *b;
+		size_t		len2;
+		NnModel    *again;
+
+		CHECK(back->step == NN_MAX_STEP - 1);
+		CHECK(nn_model_train_step(back, x, y, 2, NULL, &err));
+		CHECK(!nn_model_train_step(back, x, y, 2, NULL, &err));
+		CHECK(back->step == NN_MAX_STEP);
+		b = serialize(back, &len2);
+		again = nn_model_deserialize(b, len2, &err);
+		CHECK_MSG(again != NULL, "%s", err.msg);
+		nn_model_free(again);
+		free(b);
+		free(x);
+		free(y);
+	}
+	nn_model_free(back);
+	free(a);
+	nn_model_free(m);
+}

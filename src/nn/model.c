@@ -708,15 +708,30 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training,
 	return ok;
 }
 
-bool
-nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
-					NnBatchStats *stats, NnError *err)
+/* A model can take a step: it has an optimizer, and its step counter stays one a blob may declare. */
+static bool
+check_can_step(const NnModel *m, NnError *err)
 {
 	if (m->optim.type == 0)
 	{
 		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
 		return false;
 	}
+	if (m->step >= NN_MAX_STEP)
+	{
+		nn_error_set(err, -1, "", "the model has taken %lld optimizer steps, the most it may take",
+					 (long long) m->step);
+		return false;
+	}
+	return true;
+}
+
+bool
+nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
+					NnBatchStats *stats, NnError *err)
+{
+	if (!check_can_step(m, err))
+		return false;
 	return run_batch(m, x, y, n, true, stats, err);
 }
 
@@ -742,12 +757,7 @@ nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n
 	bool		ok;
 
 	*finite = true;
-	if (m->optim.type == 0)
-	{
-		nn_error_set(err, -1, "optimizer", "no optimizer set for training");
-		return false;
-	}
-	if (!check_batch(m, x, y, n, err))
+	if (!check_can_step(m, err) || !check_batch(m, x, y, n, err))
 		return false;
 	fp = fp_enter();
 	forward_pass(m, x, n, m->spec.n_layers, true);

@@ -30,6 +30,7 @@ extern "C"
 #define NN_MAX_PARAMS		((int64_t) 1 << 28) /* 1 GiB of float32 */
 #define NN_MAX_BATCH		65536
 #define NN_MAX_CLASSES		NN_MAX_DIM
+#define NN_MAX_STEP			((int64_t) 1 << 53)	/* optimizer steps a model blob may declare */
 
 typedef enum NnLayerType
 {

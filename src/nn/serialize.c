@@ -248,6 +248,15 @@ get_floats(Reader *r, float *dst, int64_t n)
 #endif
 }
 
+static bool
+all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != 0)
+			return false;
+	return true;
+}
+
 /* Read a count that must equal what the spec implies and fit in what is left. */
 static bool
 get_count(Reader *r, int64_t expected, const char *what, NnError *err)
@@ -391,6 +400,7 @@ static bool
 read_optim(Reader *r, NnModel *m, NnError *err)
 {
 	NnOptim		opt;
+	const uint8_t *opt_bytes = r->p;
 
 	if (!read_optim_settings(r, &opt, err))
 		return false;
@@ -399,9 +409,9 @@ read_optim(Reader *r, NnModel *m, NnError *err)
 		if (!nn_model_set_optim(m, &opt, err))
 			return false;
 	}
-	else if (opt.lr != 0.0f || opt.momentum != 0.0f || opt.nesterov || opt.weight_decay != 0.0f ||
-			 opt.beta1 != 0.0f || opt.beta2 != 0.0f || opt.eps != 0.0f)
+	else if (!all_zero(opt_bytes + 4, OPTIM_BYTES - 4))
 	{
+		/* bytes, not floats: -0.0 equals 0.0 but would not be written back */
 		nn_error_set(err, -1, "optimizer", "model blob has settings for no optimizer");
 		return false;
 	}
@@ -424,7 +434,8 @@ read_weights(Reader *r, NnModel *m, NnError *err)
 	}
 	m->seed = get_u64(r);
 	step = get_u64(r);
-	if (step > INT64_MAX)
+	/* more than any model trains, and the counter must still count (and be exact as a double) */
+	if (step > NN_MAX_STEP)
 	{
 		nn_error_set(err, -1, "", "model blob declares an invalid step count");
 		return false;
@@ -473,6 +484,27 @@ nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, N
 	return true;
 }
 
+/*
+ * The spec is valid and the blob holds the parameters it implies (after the
+ * seed, the step and their count), before they are allocated: a short blob
+ * must not make the reader allocate and clear gigabytes.
+ */
+static bool
+check_holds_params(const Reader *r, const NnSpec *spec, size_t len, NnError *err)
+{
+	NnCost		cost;
+
+	if (!nn_spec_cost(spec, NULL, &cost, err))
+		return false;
+	if (!have(r, 16 + 8 + (uint64_t) cost.params * 4))
+	{
+		nn_error_set(err, -1, "", "model blob of %zu bytes cannot hold the %lld parameters its spec implies",
+					 len, (long long) cost.params);
+		return false;
+	}
+	return true;
+}
+
 NnModel *
 nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 {
@@ -488,8 +520,7 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		nn_error_set(err, -1, "", "out of memory");
 		return NULL;
 	}
-	/* nn_model_alloc validates the spec and sizes the parameters before anything large is allocated */
-	m = read_spec(&r, spec, err) ? nn_model_alloc(spec, err) : NULL;
+	m = read_spec(&r, spec, err) && check_holds_params(&r, spec, len, err) ? nn_model_alloc(spec, err) : NULL;
 	free(spec);
 	if (m == NULL)
 		return NULL;
