@@ -5,7 +5,6 @@
 
 #include "fmgr.h"
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include "backend.h"
@@ -46,25 +45,6 @@ pgdl_engine_prepare(void)
 		nn_set_blas_threads(pgdl_blas_threads);
 		applied_blas_threads = pgdl_blas_threads;
 	}
-}
-
-/*
- * A string a user gave (a name, a key, a mode), as an error message may echo
- * it: whole when short, else its first max_bytes (cut between characters),
- * "..." and its length.  A 10 MB name then costs the error and the server log
- * a line, not 10 MB.
- */
-const char *
-pgdl_clip_for_error(const char *s, int max_bytes)
-{
-	size_t		len;
-
-	if (s == NULL)
-		return "(null)";
-	len = strlen(s);
-	if (len <= (size_t) max_bytes)
-		return s;
-	return psprintf("%.*s... (%zu bytes)", pg_mbcliplen(s, max_bytes, max_bytes), s, len);
 }
 
 /* "OpenBLAS 0.3.21" from OpenBLAS's description, or "unknown". */

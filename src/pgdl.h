@@ -65,6 +65,8 @@ extern bool pgdl_packed_left_behind(Oid relid);
  */
 extern void pgdl_engine_prepare(void);
 
+/* messages.c: user text in error messages */
+
 /*
  * What an error message echoes of a string the user gave: whole up to
  * max_bytes, else cut, with "..." and its length.  PGDL_ECHO_BYTES for a name,
