@@ -194,7 +194,8 @@ $(FUZZ)/fuzz_blob: $(FUZZ)/obj/regress/fuzz/fuzz_blob.o $(FUZZ_COMMON) $(FUZZ)/n
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(BLAS_LIBS) -lm -o $@
 
 $(FUZZ)/fuzz_spec: $(FUZZ)/obj/regress/fuzz/fuzz_spec.o $(FUZZ)/obj/regress/fuzz/fuzz_json.o \
-		$(FUZZ)/obj/src/spec_json.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+		$(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o $(FUZZ)/obj/regress/fuzz/fuzz_numeric.o \
+		$(FUZZ)/obj/src/spec_json.o $(FUZZ)/obj/src/messages.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 
 $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/packed.o \

@@ -1,17 +1,21 @@
 /*
  * fuzz_json.c -- a stand-in for PostgreSQL's jsonb, enough for spec_json.c:
- * JSON text in (as jsonb_in takes it), the container lookups and the iterator
- * out, with jsonb's semantics (see fuzz_pg.h).  Containers are not jsonb's
+ * JSON text in (as jsonb_in takes it, after the server has checked it is
+ * UTF-8), the container lookups and the iterator out, and JsonbValueToJsonb
+ * for what pushJsonbValue (fuzz_jsonb_build.c) builds, with jsonb's semantics
+ * (see fuzz_pg.h).  Numbers are fuzz_numeric.c's.  Containers are not jsonb's
  * on-disk format: a JsonbContainer here is its header (count and flags, so the
- * JsonContainer* macros work) and the index of a parsed node.
+ * JsonContainer* macros work) and the index of a node.
+ * Not covered: searching an array (findJsonbValueFromContainer with
+ * JB_FARRAY aborts), datetime values, jsonb's size limits on a document.
  */
 #include "postgres.h"
 
-#include <errno.h>
-#include <math.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 
@@ -31,20 +35,13 @@ typedef struct FakeJsonb
 	FakeContainer root;
 } FakeJsonb;
 
-typedef struct FakeNumeric
-{
-	double		value;
-	bool		out_of_range;	/* beyond float8: numeric_float8 refuses it */
-	char	   *text;
-} FakeNumeric;
-
 typedef struct JNode
 {
 	enum jbvType type;			/* jbvNull, jbvString, jbvNumeric, jbvBool, jbvArray, jbvObject */
 	char	   *str;			/* string */
 	int			len;
 	bool		boolean;
-	FakeNumeric *num;
+	Numeric		num;
 	FakeContainer *cont;		/* arrays and objects */
 	uint32	   *kids;			/* array: elements; object: key, value, key, ... sorted, unique */
 	int			n;				/* elements or pairs */
@@ -225,12 +222,11 @@ digits(Parser *ps)
 	return ps->p > start;
 }
 
-/* JSON's number grammar; the value as numeric_float8 would give it. */
+/* JSON's number grammar; the value is numeric's (fuzz_numeric.c). */
 static int
 parse_number(Parser *ps)
 {
 	const char *start = ps->p;
-	FakeNumeric *num;
 	int			node;
 
 	if (*ps->p == '-')
@@ -253,17 +249,10 @@ parse_number(Parser *ps)
 		if (!digits(ps))
 			return -1;
 	}
-	num = palloc(sizeof(FakeNumeric));
-	num->text = pnstrdup(start, ps->p - start);
-	errno = 0;
-	num->value = strtod(num->text, NULL);
-	/* float8in refuses overflow and underflow to zero; denormals pass */
-	num->out_of_range = errno == ERANGE && (num->value == 0.0 || isinf(num->value));
-	if (num->value == 0.0)
-		num->value = 0.0;		/* numeric has no -0 */
 	node = new_node(jbvNumeric);
-	nodes[node].num = num;
-	return node;
+	/* JSON's numbers are numeric's syntax; jsonb_in refuses those numeric cannot hold */
+	nodes[node].num = fuzz_numeric_parse(start, ps->p - start);
+	return nodes[node].num != NULL ? node : -1;
 }
 
 static int
@@ -454,17 +443,12 @@ parse_value(Parser *ps)
 	return node;
 }
 
-Jsonb *
-fuzz_jsonb_parse(const char *text, size_t len)
+/* The jsonb whose root is node root: a scalar becomes a one-element raw-scalar array. */
+static Jsonb *
+jsonb_of(int root)
 {
-	Parser		ps = {text, text + len, 0};
 	FakeJsonb  *jb;
-	int			root;
 
-	root = parse_value(&ps);
-	skip_space(&ps);
-	if (root < 0 || ps.p != ps.end)
-		return NULL;
 	if (nodes[root].type != jbvArray && nodes[root].type != jbvObject)
 	{
 		uint32	   *kids = palloc(sizeof(uint32));
@@ -477,6 +461,22 @@ fuzz_jsonb_parse(const char *text, size_t len)
 	SET_VARSIZE(jb, sizeof(FakeJsonb));
 	jb->root = *nodes[root].cont;
 	return (Jsonb *) jb;
+}
+
+Jsonb *
+fuzz_jsonb_parse(const char *text, size_t len)
+{
+	Parser		ps = {text, text + len, 0};
+	int			root;
+
+	/* the server checks text against the encoding (UTF-8 here) before any input function sees it */
+	if (len > INT_MAX || pg_encoding_verifymbstr(PG_UTF8, text, (int) len) != (int) len)
+		return NULL;
+	root = parse_value(&ps);
+	skip_space(&ps);
+	if (root < 0 || ps.p != ps.end)
+		return NULL;
+	return jsonb_of(root);
 }
 
 void
@@ -511,7 +511,7 @@ node_value(uint32 node, JsonbValue *v)
 			v->val.string.len = jn->len;
 			break;
 		case jbvNumeric:
-			v->val.numeric = (Numeric) jn->num;
+			v->val.numeric = jn->num;
 			break;
 		case jbvBool:
 			v->val.boolean = jn->boolean;
@@ -663,18 +663,6 @@ JsonbIteratorNext(JsonbIterator **it, JsonbValue *val, bool skipNested)
 }
 
 Datum
-numeric_float8(PG_FUNCTION_ARGS)
-{
-	FakeNumeric *num = (FakeNumeric *) PG_GETARG_POINTER(0);
-
-	if (num->out_of_range)
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("\"%s\" is out of range for type double precision", num->text)));
-	PG_RETURN_FLOAT8(num->value);
-}
-
-Datum
 jsonb_in(PG_FUNCTION_ARGS)
 {
 	char	   *text = PG_GETARG_CSTRING(0);
@@ -685,4 +673,110 @@ jsonb_in(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 				 errmsg("invalid input syntax for type json")));
 	PG_RETURN_JSONB_P(jb);
+}
+
+/* ---- what spec_json.c's builders call: a JsonbValue tree into the containers above ---- */
+
+static int	value_node(const JsonbValue *v);
+
+static int
+array_value_node(const JsonbValue *v)
+{
+	int			n = v->val.array.nElems;
+	uint32	   *kids = palloc(Max(n, 1) * sizeof(uint32));
+	int			node;
+
+	for (int i = 0; i < n; i++)
+		kids[i] = (uint32) value_node(&v->val.array.elems[i]);
+	node = container_node(jbvArray, kids, n);
+	if (v->val.array.rawScalar)
+		nodes[node].cont->header |= JB_FSCALAR;
+	return node;
+}
+
+/* convertJsonbObject writes the pairs in the order pushJsonbValue left them: sorted, unique. */
+static int
+object_value_node(const JsonbValue *v)
+{
+	int			n = v->val.object.nPairs;
+	uint32	   *kids = palloc(Max(n, 1) * 2 * sizeof(uint32));
+
+	for (int i = 0; i < n; i++)
+	{
+		const JsonbValue *k = &v->val.object.pairs[i].key;
+
+		if (k->type != jbvString)
+			elog(ERROR, "jsonb object key is not a string");
+		if (i > 0)
+		{
+			const JsonbValue *prev = &v->val.object.pairs[i - 1].key;
+
+			if (prev->val.string.len > k->val.string.len ||
+				(prev->val.string.len == k->val.string.len &&
+				 memcmp(prev->val.string.val, k->val.string.val, k->val.string.len) >= 0))
+			{
+				fprintf(stderr, "fuzz_json: object keys not sorted and unique, as pushJsonbValue leaves them\n");
+				abort();
+			}
+		}
+		kids[2 * i] = (uint32) value_node(k);
+		kids[2 * i + 1] = (uint32) value_node(&v->val.object.pairs[i].value);
+	}
+	return container_node(jbvObject, kids, n);
+}
+
+/* convertJsonbValue's cases; the jsonb owns copies of the strings. */
+static int
+value_node(const JsonbValue *v)
+{
+	int			node;
+	char	   *str;
+
+	switch (v->type)
+	{
+		case jbvNull:
+			return new_node(jbvNull);
+		case jbvBool:
+			node = new_node(jbvBool);
+			nodes[node].boolean = v->val.boolean;
+			return node;
+		case jbvNumeric:
+			node = new_node(jbvNumeric);
+			nodes[node].num = v->val.numeric;	/* never changed after numeric_in: shared */
+			return node;
+		case jbvString:
+			str = palloc(v->val.string.len + 1);
+			memcpy(str, v->val.string.val, v->val.string.len);
+			str[v->val.string.len] = '\0';
+			node = new_node(jbvString);
+			nodes[node].str = str;
+			nodes[node].len = v->val.string.len;
+			return node;
+		case jbvArray:
+			return array_value_node(v);
+		case jbvObject:
+			return object_value_node(v);
+		case jbvDatetime:
+			fprintf(stderr, "fuzz_json: datetime values are not implemented in the jsonb stand-in\n");
+			abort();
+		default:
+			elog(ERROR, "unknown type of jsonb container to convert");
+	}
+	return -1;					/* not reached */
+}
+
+Jsonb *
+JsonbValueToJsonb(JsonbValue *val)
+{
+	FakeJsonb  *jb;
+
+	if (IsAJsonbScalar(val) || val->type == jbvArray || val->type == jbvObject)
+		return jsonb_of(value_node(val));
+	/* a container already: copied as it is */
+	Assert(val->type == jbvBinary);
+	(void) container(val->val.binary.data);
+	jb = palloc(sizeof(FakeJsonb));
+	SET_VARSIZE(jb, sizeof(FakeJsonb));
+	jb->root = *(FakeContainer *) val->val.binary.data;
+	return (Jsonb *) jb;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
 
@@ -259,6 +260,25 @@ DirectFunctionCall1Coll(PGFunction func, Oid collation, Datum arg1)
 	return result;
 }
 
+Datum
+DirectFunctionCall3Coll(PGFunction func, Oid collation, Datum arg1, Datum arg2, Datum arg3)
+{
+	LOCAL_FCINFO(fcinfo, 3);
+	Datum		result;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 3, collation, NULL, NULL);
+	fcinfo->args[0].value = arg1;
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = arg2;
+	fcinfo->args[1].isnull = false;
+	fcinfo->args[2].value = arg3;
+	fcinfo->args[2].isnull = false;
+	result = (*func) (fcinfo);
+	if (fcinfo->isnull)
+		elog(ERROR, "function %p returned NULL", (void *) func);
+	return result;
+}
+
 /* Nothing the targets build is toasted. */
 struct varlena *
 pg_detoast_datum(struct varlena *datum)
@@ -313,4 +333,26 @@ array_contains_nulls(ArrayType *array)
 		nelems--;
 	}
 	return false;
+}
+
+/* ---- encoding: mbutils.c's pg_mbcliplen, for a UTF-8 database ---- */
+
+int
+pg_mbcliplen(const char *mbstr, int len, int limit)
+{
+	int			clen = 0;
+
+	while (len > 0 && *mbstr)
+	{
+		int			l = pg_encoding_mblen(PG_UTF8, mbstr);
+
+		if (clen + l > limit)
+			break;
+		clen += l;
+		if (clen == limit)
+			break;
+		len -= l;
+		mbstr += l;
+	}
+	return clen;
 }

@@ -11,7 +11,9 @@
  *     back to the same spec or configuration;
  *   - for a spec within fuzz_engine.h's bounds, build a model that trains,
  *     predicts, cuts and serializes;
- *   - for a configuration, be taken by the engine's optimizer and train.
+ *   - for a configuration, be taken by the engine's optimizer and train;
+ *   - for a configuration-set entry, have transfer keys (pgdl_transfer_keys,
+ *     which copies them into jsonb of their own) that read as the entry's do.
  * A spec may ask for any size: nothing is allocated before nn_spec_validate has
  * passed it, and models above the bounds are validated but not built.
  */
@@ -21,20 +23,6 @@
 
 #include "fuzz_engine.h"
 #include "fuzz_pg.h"
-
-/* feature_cache.c's (which needs SPI, so is not linked here): keep in step. */
-bool
-pgdl_config_has_transfer(Jsonb *config)
-{
-	static const char *const transfer_keys[] = {"base_model", "freeze", "head"};
-
-	if (!JsonContainerIsObject(&config->root))
-		return false;
-	for (int i = 0; i < lengthof(transfer_keys); i++)
-		if (pgdl_jsonb_key(&config->root, transfer_keys[i]) != NULL)
-			return true;
-	return false;
-}
 
 static Jsonb *printed;			/* out of the guarded calls, past longjmp */
 
@@ -83,6 +71,122 @@ print_config(const PgdlTrainConfig *cfg)
 	printed = pgdl_config_to_jsonb(cfg);
 	fuzz_error_armed = false;
 	return true;
+}
+
+static bool
+take_transfer_keys(Jsonb *jb)
+{
+	if (setjmp(fuzz_error_jmp) != 0)
+		return false;
+	fuzz_error_armed = true;
+	printed = pgdl_transfer_keys(jb);
+	fuzz_error_armed = false;
+	return true;
+}
+
+static bool
+read_transfer_keys(Jsonb *jb, PgdlTransferKeys *keys)
+{
+	if (setjmp(fuzz_error_jmp) != 0)
+		return false;
+	fuzz_error_armed = true;
+	pgdl_transfer_keys_from_jsonb(jb, keys);
+	fuzz_error_armed = false;
+	return true;
+}
+
+static bool
+same_scalar(const JsonbValue *a, const JsonbValue *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type)
+	{
+		case jbvString:
+			return a->val.string.len == b->val.string.len &&
+				memcmp(a->val.string.val, b->val.string.val, a->val.string.len) == 0;
+		case jbvNumeric:
+			return strcmp(fuzz_numeric_text(a->val.numeric), fuzz_numeric_text(b->val.numeric)) == 0;
+		case jbvBool:
+			return a->val.boolean == b->val.boolean;
+		default:
+			return true;
+	}
+}
+
+/* The same JSON: every token and scalar alike, walked in step. */
+static bool
+same_container(JsonbContainer *a, JsonbContainer *b)
+{
+	JsonbIterator *ia = JsonbIteratorInit(a),
+			   *ib = JsonbIteratorInit(b);
+	JsonbValue	va,
+				vb;
+	JsonbIteratorToken ta,
+				tb;
+
+	do
+	{
+		ta = JsonbIteratorNext(&ia, &va, false);
+		tb = JsonbIteratorNext(&ib, &vb, false);
+		if (ta != tb)
+			return false;
+		if ((ta == WJB_KEY || ta == WJB_VALUE || ta == WJB_ELEM) && !same_scalar(&va, &vb))
+			return false;
+	} while (ta != WJB_DONE);
+	return true;
+}
+
+static bool
+same_transfer_keys(const PgdlTransferKeys *a, const PgdlTransferKeys *b)
+{
+	if ((a->base_name == NULL) != (b->base_name == NULL) ||
+		(a->base_name != NULL && strcmp(a->base_name, b->base_name) != 0) ||
+		(a->base_name == NULL && a->base_id != b->base_id))
+		return false;
+	if (a->freeze_given != b->freeze_given || a->freeze_count != b->freeze_count ||
+		(a->freeze_layer == NULL) != (b->freeze_layer == NULL) ||
+		(a->freeze_layer != NULL && strcmp(a->freeze_layer, b->freeze_layer) != 0))
+		return false;
+	if ((a->head == NULL) != (b->head == NULL))
+		return false;
+	return a->head == NULL || same_container(a->head, b->head);
+}
+
+/*
+ * A configuration set stores an entry as its canonical configuration and its
+ * transfer keys as pgdl_transfer_keys takes them: they must read as the
+ * entry's own, or fail in the same way.
+ */
+static void
+check_transfer_keys(Jsonb *jb)
+{
+	bool		has = pgdl_config_has_transfer(jb);
+	Jsonb	   *taken;
+	PgdlTransferKeys given,
+				kept;
+	bool		given_ok;
+	char		given_error[sizeof(fuzz_error_message)];
+
+	if (!take_transfer_keys(jb))
+		fuzz_fail("the transfer keys of an accepted entry cannot be taken: %s", fuzz_error_message);
+	taken = printed;
+	if ((taken != NULL) != has)
+		fuzz_fail("pgdl_transfer_keys and pgdl_config_has_transfer disagree");
+	if (taken == NULL)
+		return;
+	given_ok = read_transfer_keys(jb, &given);
+	memcpy(given_error, fuzz_error_message, sizeof(given_error));
+	if (read_transfer_keys(taken, &kept) != given_ok ||
+		(!given_ok && strcmp(given_error, fuzz_error_message) != 0))
+		fuzz_fail("transfer keys read differently once taken: \"%s\" and \"%s\"",
+				  given_ok ? "" : given_error, fuzz_error_message);
+	if (given_ok && !same_transfer_keys(&given, &kept))
+		fuzz_fail("transfer keys change once taken");
+	if (given_ok)
+		fuzz_note("transfer keys read");
+	else
+		fuzz_note("transfer keys refused: %s", given_error);
 }
 
 /* What the printed form keeps: a pool's stride is written out when it is the default. */
@@ -203,7 +307,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		else
 			fuzz_note("configuration refused: %s", fuzz_error_message);
 		if (parse_config(jb, &cfg, true))
+		{
 			use_config(&cfg);
+			check_transfer_keys(jb);
+		}
 		else
 			fuzz_note("configuration-set entry refused: %s", fuzz_error_message);
 	}
