@@ -180,3 +180,46 @@ UNIT_TEST(transfer_forward_upto_matches_the_slice)
 	nn_model_free(m);
 	free(x);
 }
+
+/*
+ * A part without parameters (here a trailing relu) of a model with an
+ * optimizer: cutting and joining copy no optimizer state, and point into none
+ * (found by fuzz_blob under UBSan: pointer arithmetic on a NULL state array).
+ */
+UNIT_TEST(transfer_parameter_free_part_keeps_no_state)
+{
+	NnSpec		s;
+	NnError		err;
+	NnOptim		o;
+	NnModel    *m,
+			   *rest,
+			   *prefix,
+			   *joined;
+	float	   *x,
+			   *y;
+
+	spec_begin(&s, 1, 3, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_add(&s, NN_RELU);
+	m = nn_model_create(&s, 5, &err);
+	CHECK(m != NULL);
+	x = test_normal(8 * nn_model_input_size(m), 41, 1.0f);
+	y = test_normal(8 * nn_model_target_size(m), 42, 1.0f);
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.momentum = 0.9f;
+	CHECK(nn_model_set_optim(m, &o, &err));
+	CHECK(nn_model_train_step(m, x, y, 8, NULL, &err));
+	rest = nn_model_slice_trained(m, 1, &err);
+	CHECK(rest != NULL && rest->n_params == 0 && rest->optim.type == NN_OPT_SGD);
+	prefix = nn_model_slice(m, 0, 1, 0, &err);
+	CHECK(prefix != NULL);
+	joined = nn_model_join(prefix, rest, &err);
+	CHECK(joined != NULL && joined->n_params == m->n_params);
+	CHECK(memcmp(joined->params, m->params, sizeof(float) * m->n_params) == 0);
+	nn_model_free(joined);
+	nn_model_free(prefix);
+	nn_model_free(rest);
+	nn_model_free(m);
+	free(x);
+	free(y);
+}

@@ -71,6 +71,9 @@ copy_optim_state(NnModel *dst, int64_t dst_first, const NnModel *src, int64_t sr
 		return true;
 	if (!nn_model_set_optim(dst, &src->optim, err))
 		return false;
+	/* a part without parameters has no state to copy (and no state array to point into) */
+	if (count == 0)
+		return true;
 	for (int64_t s = 0; s < slices && dst->n_opt_state == slices * dst->n_params; s++)
 		memcpy(dst->opt_state + s * dst->n_params + dst_first, src->opt_state + s * src->n_params + src_first,
 			   sizeof(float) * count);
