@@ -347,14 +347,9 @@ build_config(const SearchKey *keys, const JsonbValue *const *values, int n)
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int k = 0; k < n; k++)
 	{
-		JsonbValue	key;
-
 		if (key_dropped(keys[k].name, type))
 			continue;
-		key.type = jbvString;
-		key.val.string.val = keys[k].name;
-		key.val.string.len = strlen(keys[k].name);
-		pushJsonbValue(&state, WJB_KEY, &key);
+		pgdl_jsonb_put_key(&state, keys[k].name);
 		pushJsonbValue(&state, WJB_VALUE, (JsonbValue *) values[k]);
 	}
 	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
