@@ -1,7 +1,7 @@
 # pgdl -- deep learning as SQL.  PGXS build; see README.md.
 
 EXTENSION   = pgdl
-EXTVERSION  = 0.2.0
+EXTVERSION  = 0.3.0
 MODULE_big  = pgdl
 
 PG_CONFIG  ?= /usr/lib/postgresql/15/bin/pg_config
@@ -36,7 +36,9 @@ DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql)) \
 EXTRA_CLEAN = $(DATA_built) build kernels/cuda/*.o
 
 SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lm
-PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels $(BLAS_CFLAGS)
+# libpq: a coordinator reaches its nodes (remote.c), as postgres_fdw does
+SHLIB_LINK_INTERNAL = $(libpq)
+PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels -I$(libpq_srcdir) $(BLAS_CFLAGS)
 PG_CFLAGS   += -O3 -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
 REGRESS      = $(patsubst regress/sql/%.sql,%,$(sort $(wildcard regress/sql/*.sql)))

@@ -299,25 +299,9 @@ pgdl_cleanup_checkpoints(PG_FUNCTION_ARGS)
 bool
 pgdl_packed_left_behind(Oid relid)
 {
-	static const struct
-	{
-		const char *name;
-		Oid			type;
-	}			columns[] = {
-		{"part", INT4OID}, {"buffer_id", INT4OID}, {"n", INT4OID}, {"x", FLOAT4ARRAYOID}, {"y", FLOAT4ARRAYOID}
-	};
-
-	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE ||
-		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		return false;
-	for (int i = 0; i < lengthof(columns); i++)
-	{
-		AttrNumber	att = get_attnum(relid, columns[i].name);
-
-		if (att == InvalidAttrNumber || get_atttype(relid, att) != columns[i].type)
-			return false;
-	}
-	return true;
+	return get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		pgdl_packed_has_columns(relid);
 }
 
 /* Whether a DROP statement drops extension pgdl. */

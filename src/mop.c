@@ -35,6 +35,7 @@
 #include "utils/numeric.h"
 #include "utils/wait_event.h"
 
+#include "cluster.h"
 #include "mop.h"
 
 /* A configuration of the set, ready to run. */
@@ -63,7 +64,12 @@ typedef struct MopRun
 	PgdlDataset *ds;
 	PgdlDataset *vds;
 	int32		epochs;
-	int32		workers;
+	int32		workers;		/* for the partitions here */
+	int32		workers_per_node;	/* for each node's */
+	int32		n_workers;		/* in all */
+	bool		distributed;
+	Oid			worker_server[PGDL_MAX_WORKERS];
+	int16		owner[PGDL_MAX_PARTITIONS];
 	int32		eta;
 	char	   *strategy;
 	char	   *name_prefix;
@@ -488,7 +494,9 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		if (shared->failed_worker >= 0)
 			ereport(ERROR,
 					(errcode(shared->error_code ? shared->error_code : ERRCODE_INTERNAL_ERROR),
-					 errmsg("pgdl worker %d failed: %s", shared->failed_worker, shared->error)));
+					 errmsg("pgdl worker %d failed: %s", shared->failed_worker, shared->error),
+					 shared->run_id ? errhint("Run " INT64_FORMAT " can continue from each model's last epoch with pgdl.resume(" INT64_FORMAT ").",
+											  shared->run_id, shared->run_id) : 0));
 		if (all_done)
 			return;
 		for (int w = 0; w < n_workers; w++)
@@ -685,6 +693,7 @@ run_config_jsonb(const MopRun *run)
 	pgdl_jsonb_put_string(&state, "strategy", run->strategy);
 	pgdl_jsonb_put_int(&state, "eta", run->eta);
 	pgdl_jsonb_put_int(&state, "workers", run->workers);
+	pgdl_jsonb_put_int(&state, "workers_per_node", run->workers_per_node);
 	pgdl_jsonb_put_string(&state, "feature_cache", run->cache_mode);
 	if (run->name_prefix)
 		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
@@ -743,6 +752,10 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
+	shared->distributed = run->distributed;
+	memcpy(shared->owner, run->owner, sizeof(shared->owner));
+	for (int w = 0; w < run->n_workers; w++)
+		shared->workers[w].server = run->worker_server[w];
 }
 
 /* The feature cache tasks, their SQL one after another in the plan area. */
@@ -870,10 +883,19 @@ run_workers(MopSegment *s, int wanted)
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("could not start any pgdl worker"),
 					 errhint("Raise max_worker_processes (it also bounds parallel query workers), or wait for other workers to finish.")));
+		if (launched < wanted && shared->distributed)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("could start only %d of the %d pgdl workers a distributed run needs", launched, wanted),
+					 errhint("Raise max_worker_processes, or lower workers_per_node.")));
 		if (launched < wanted)
+		{
 			ereport(NOTICE,
 					(errmsg("started %d of %d pgdl workers", launched, wanted),
 					 errhint("Raise max_worker_processes to run them all.")));
+			for (int p = 0; p < shared->n_partitions; p++)
+				shared->owner[p] = (int16) (p % launched);
+		}
 		shared->n_workers = launched;
 		pg_write_barrier();
 		shared->go = true;
@@ -930,7 +952,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	used = copy_models(s.shared, s.blobs, run);
 	copy_sources(s.shared, s.blobs, used, run, prefixes);
 	resume_pending_rung(s.shared);
-	run_workers(&s, run->workers);
+	run_workers(&s, run->n_workers);
 	store_models(fcinfo, run, s.shared, s.blobs);
 	dsm_detach(s.seg);
 }
@@ -1015,13 +1037,24 @@ check_partitions(const PgdlDataset *ds)
 }
 
 static void
-set_workers(MopRun *run, int32 workers)
+check_worker_count(const char *what, int32 workers)
 {
 	if (workers < 1 || workers > PGDL_MAX_WORKERS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("workers must be between 1 and %d, got %d", PGDL_MAX_WORKERS, workers)));
-	if (workers > run->ds->partitions)
+				 errmsg("%s must be between 1 and %d, got %d", what, PGDL_MAX_WORKERS, workers)));
+}
+
+/* Workers for the partitions here and on each node, and which partitions each owns. */
+static void
+set_workers(MopRun *run, int32 workers, int32 per_node)
+{
+	PgdlPartPlace *places;
+
+	check_worker_count("workers", workers);
+	check_worker_count("workers_per_node", per_node);
+	places = pgdl_packed_places(run->ds->packed, run->ds->partitions, &run->distributed);
+	if (!run->distributed && workers > run->ds->partitions)
 	{
 		ereport(NOTICE,
 				(errmsg("using %d workers, one per partition of the packed table", run->ds->partitions),
@@ -1029,6 +1062,20 @@ set_workers(MopRun *run, int32 workers)
 		workers = run->ds->partitions;
 	}
 	run->workers = workers;
+	run->workers_per_node = per_node;
+	run->n_workers = pgdl_cluster_assign(places, run->ds->partitions, workers, per_node,
+										 run->worker_server, run->owner);
+}
+
+/* Frozen prefixes are cached or recomputed where the partitions are: on one server only, so far. */
+static void
+check_no_prefix_on_nodes(const MopRun *run)
+{
+	if (run->distributed && run->plan->n_groups > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("configurations with a base model cannot train on a distributed packed table yet"),
+				 errdetail("Their frozen layers would run or be cached on the nodes, which pgdl does not do yet.")));
 }
 
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
@@ -1056,7 +1103,8 @@ setup_run(FunctionCallInfo fcinfo)
 		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
 		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
 	}
-	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4));
+	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4),
+				PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);
 	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
 	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
 	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
@@ -1066,6 +1114,7 @@ setup_run(FunctionCallInfo fcinfo)
 	load_configs(run);
 	prepare_configs(run);
 	plan_caches(run);
+	check_no_prefix_on_nodes(run);
 	return run;
 }
 
@@ -1103,7 +1152,7 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, do
 	const PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
 	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
 	double		flops = train_flops + (grp ? grp->compute_flops : 0);
-	double		seconds = train_flops / (pgdl_cpu_gflops * 1e9) / run->workers + (grp ? grp->seconds : 0);
+	double		seconds = train_flops / (pgdl_cpu_gflops * 1e9) / run->n_workers + (grp ? grp->seconds : 0);
 	Datum		values[EXPLAIN_COLUMNS];
 	bool		nulls[EXPLAIN_COLUMNS] = {false};
 
@@ -1151,7 +1200,7 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
 	values[11] = Float8GetDatum(totals->seconds);
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
-											  run->workers, run->plan->used_bytes / 1048576.0,
+											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
@@ -1244,7 +1293,7 @@ run_config_int(int64 run_id, Jsonb *cfg, const char *key, int32 min, int32 max, 
  * value checked: the row may have been changed since.  Returns its workers.
  */
 static int32
-run_config_from_jsonb(MopRun *run, Jsonb *cfg)
+run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 {
 	int64		id = run->run_id;
 	bool		halving;
@@ -1263,12 +1312,13 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg)
 	run->cache_mode = run_config_string(id, cfg, "feature_cache", "auto");
 	if (!is_cache_mode(run->cache_mode))
 		bad_run_config(id, "feature_cache", "'auto', 'on' or 'off'");
+	*per_node = run_config_int(id, cfg, "workers_per_node", 1, PGDL_MAX_WORKERS, 1);
 	return run_config_int(id, cfg, "workers", 1, PGDL_MAX_WORKERS, 1);
 }
 
 /* The run to continue, checked; returns the workers it ran with. */
 static int32
-read_run(MopRun *run, int64 run_id)
+read_run(MopRun *run, int64 run_id, int32 *per_node)
 {
 	PgdlRunRecord rec;
 
@@ -1293,7 +1343,7 @@ read_run(MopRun *run, int64 run_id)
 	run->ds = pgdl_dataset_by_id(rec.dataset);
 	check_partitions(run->ds);
 	run->vds = rec.validation ? pgdl_dataset_by_id(rec.validation) : NULL;
-	return run_config_from_jsonb(run, rec.config);
+	return run_config_from_jsonb(run, rec.config, per_node);
 }
 
 /* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
@@ -1326,6 +1376,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 {
 	MopRun	   *run = palloc0(sizeof(MopRun));
 	int32		workers;
+	int32		per_node;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -1335,13 +1386,14 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
 	pgdl_run_claim(PG_GETARG_INT64(0));
-	workers = read_run(run, PG_GETARG_INT64(0));
+	workers = read_run(run, PG_GETARG_INT64(0), &per_node);
 	/* workers NULL: as many as the run had */
-	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers);
+	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers, per_node);
 	load_configs(run);
 	read_resume_points(run);
 	prepare_configs(run);
 	plan_caches(run);
+	check_no_prefix_on_nodes(run);
 	mop_execute(fcinfo, run);
 	return (Datum) 0;
 }

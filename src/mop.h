@@ -2,8 +2,9 @@
  * mop.h -- model hopper parallelism: what the leader (mop.c) and its
  * background workers (worker.c) share in a DSM segment.
  *
- * Worker w owns partitions p with p % n_workers == w and keeps their buffers in
- * memory.  Models hop: a model's slot holds its serialized state; a worker takes
+ * Worker w owns partitions p with owner[p] == w and keeps their buffers in
+ * memory; a partition that lives on a node is owned by a worker that trains
+ * there over libpq (the model travels, the buffers stay on the node).  Models hop: a model's slot holds its serialized state; a worker takes
  * an idle model whose next partition (in the model's seeded visiting order) is
  * one of its own, trains it on that partition, writes it back and releases it.
  * A model is therefore never trained by two workers at once, visits every
@@ -99,6 +100,7 @@ typedef struct MopModel
 
 typedef struct MopWorker
 {
+	Oid			server;			/* the node it trains on, over libpq; invalid: here */
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */
@@ -122,6 +124,8 @@ typedef struct MopShared
 	int32		n_models;
 	int32		n_workers;
 	int32		n_partitions;
+	bool		distributed;	/* some partitions live on nodes (cluster.c) */
+	int16		owner[PGDL_MAX_PARTITIONS];	/* the worker that trains models on each partition */
 	int32		epochs;
 	int32		eta;			/* successive halving; 0: train every model for all epochs */
 	int64		cache_bytes;	/* per worker, for buffers */

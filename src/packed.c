@@ -56,6 +56,27 @@ check_finite_buffer(const float *v, int64 len, const char *what, int32 per_examp
  * already): real[] without NULLs, of n examples' x and y.  No SPI, so that
  * regress/fuzz can call it alone.
  */
+bool
+pgdl_packed_has_columns(Oid relid)
+{
+	static const struct
+	{
+		const char *name;
+		Oid			type;
+	}			columns[] = {
+		{"part", INT4OID}, {"buffer_id", INT4OID}, {"n", INT4OID}, {"x", FLOAT4ARRAYOID}, {"y", FLOAT4ARRAYOID}
+	};
+
+	for (int i = 0; i < lengthof(columns); i++)
+	{
+		AttrNumber	att = get_attnum(relid, columns[i].name);
+
+		if (att == InvalidAttrNumber || get_atttype(relid, att) != columns[i].type)
+			return false;
+	}
+	return true;
+}
+
 void
 pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
 					  ArrayType *xa, ArrayType *ya, float **x, float **y)

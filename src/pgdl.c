@@ -69,9 +69,9 @@ BlasDescribe(StringInfo buf)
 	appendBinaryStringInfo(buf, config, (int) (end - config));
 }
 
-PG_FUNCTION_INFO_V1(pgdl_version);
-Datum
-pgdl_version(PG_FUNCTION_ARGS)
+/* pgdl.version(): what a coordinator compares with its nodes' before it trains there. */
+char *
+pgdl_build_description(void)
 {
 	StringInfoData buf;
 
@@ -83,8 +83,14 @@ pgdl_version(PG_FUNCTION_ARGS)
 #else
 	appendStringInfoString(&buf, ", cuda: no)");
 #endif
+	return buf.data;
+}
 
-	PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
+PG_FUNCTION_INFO_V1(pgdl_version);
+Datum
+pgdl_version(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_TEXT_P(cstring_to_text(pgdl_build_description()));
 }
 
 PG_FUNCTION_INFO_V1(pgdl_cuda_status);

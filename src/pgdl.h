@@ -13,7 +13,7 @@
 #include "utils/jsonb.h"
 
 /* Keep in step with extension/pgdl.control; regress/sql/pgdl.sql checks it. */
-#define PGDL_VERSION		"0.2.0"
+#define PGDL_VERSION		"0.3.0"
 
 /*
  * Limits on SQL arguments, defined once for every function that checks them.
@@ -64,6 +64,8 @@ extern bool pgdl_packed_left_behind(Oid relid);
  * thread pool started there can hang the backends forked from it.
  */
 extern void pgdl_engine_prepare(void);
+/* "pgdl 0.2.0 (engine format N, blas: ..., cuda: ...)": nodes of one cluster must agree on it. */
+extern char *pgdl_build_description(void);
 
 /* messages.c: user text in error messages */
 
@@ -282,6 +284,9 @@ extern void pgdl_train_check_weights(PgdlTrainState *state);
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
+
+/* Whether a table has the columns pgdl.pack writes (part, buffer_id, n, x, y), of their types. */
+extern bool pgdl_packed_has_columns(Oid relid);
 
 /* kept: x and y live in the scan's keep context, for the caller to hold on to */
 typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n, bool kept);

@@ -27,7 +27,9 @@
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
+#include "cluster.h"
 #include "mop.h"
+#include "remote.h"
 
 static MopShared *shared;
 static char *blobs;
@@ -54,6 +56,23 @@ typedef struct WorkerSource
 } WorkerSource;
 
 static WorkerSource *sources;
+
+/* A worker that trains on a node: its connection, and the node's table of each partition. */
+static PgdlNode *node;
+static PgdlPartPlace *places;
+
+/* What a visit did: the model after it, and what it measured. */
+typedef struct Visit
+{
+	NnModel    *nn;
+	NnBatchStats stats;
+	bool		diverged;
+} Visit;
+
+/* A model hopper sub-epoch on a node (node.c): the model goes there and comes back. */
+#define NODE_VISIT_SQL \
+	"SELECT model, examples, loss_sum, correct, n, diverged" \
+	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], 1)"
 
 static void
 wake_everyone(void)
@@ -352,7 +371,7 @@ take_model(bool *all_finished)
 		if (m->state != MOP_IDLE)
 			continue;
 		p = mop_next_partition(m, shared->n_partitions);
-		if (p % shared->n_workers != me)
+		if (shared->owner[p] != me)
 			continue;
 		if (best < 0 || m->cost > shared->models[best].cost)
 			best = i;
@@ -369,51 +388,106 @@ take_model(bool *all_finished)
 	return best;
 }
 
+/* Model i on its partition, here. */
+static void
+visit_here(int i, Visit *v, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	NnError		err;
+	PgdlTrainState *state;
+	ScanArg		sa;
+
+	v->nn = nn_model_deserialize((const uint8_t *) blobs + m->blob_offset, m->blob_len, &err);
+	if (v->nn == NULL)
+		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " is corrupt: %s", m->config_id, err.msg);
+	pgdl_model_free_with(v->nn, step_cxt);
+	state = pgdl_train_begin(v->nn, &m->config, step_cxt);
+	sa.train = state;
+	sa.src = &sources[m->source];
+	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
+	pgdl_train_check_weights(state);
+	v->stats = state->stats;
+	v->diverged = state->diverged != PGDL_HEALTHY;
+}
+
+/* Model i on its partition, on the node that holds it. */
+static void
+visit_node(int i, Visit *v, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	Jsonb	   *config = pgdl_config_to_jsonb(&m->config);
+	const char *values[4];
+	int			lengths[4] = {(int) m->blob_len, 0, 0, 0};
+	int			formats[4] = {1, 0, 0, 0};
+	PGresult   *res;
+	NnError		err;
+
+	values[0] = blobs + m->blob_offset;
+	values[1] = JsonbToCString(NULL, &config->root, VARSIZE(config));
+	values[2] = places[m->partition].remote;
+	values[3] = psprintf("{%d}", m->partition);
+	pgdl_node_send(node, NODE_VISIT_SQL, 4, values, lengths, formats, true);
+	res = pgdl_node_result(node, PGRES_TUPLES_OK);
+	if (PQntuples(res) != 1 || PQnfields(res) != 6 || PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 5) != 1 ||
+		PQgetlength(res, 0, 0) != (int) m->blob_len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("server \"%s\" returned an unexpected result for configuration " INT64_FORMAT,
+						node->name, m->config_id),
+				 errdetail("pgdl.train_partitions must return one row with a model of %zu bytes.", m->blob_len)));
+	v->nn = nn_model_deserialize((const uint8_t *) PQgetvalue(res, 0, 0), m->blob_len, &err);
+	if (v->nn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned a corrupt model for configuration " INT64_FORMAT,
+						node->name, m->config_id),
+				 errdetail("%s.", err.msg)));
+	pgdl_model_free_with(v->nn, step_cxt);
+	v->stats.loss_sum = pgdl_node_get_float8(res, 0, 2);
+	v->stats.correct = pgdl_node_get_int64(res, 0, 3);
+	v->stats.n = pgdl_node_get_int64(res, 0, 4);
+	v->diverged = PQgetvalue(res, 0, 5)[0] != 0;
+	PQclear(res);
+}
+
 static void
 train_model(int i, MemoryContext step_cxt)
 {
 	MopModel   *m = &shared->models[i];
-	NnError		err;
-	NnModel    *nn;
-	PgdlTrainState *state;
-	ScanArg		sa;
+	Visit		v;
 	instr_time	start,
 				elapsed;
 	MemoryContext old = MemoryContextSwitchTo(step_cxt);
 	bool		epoch_done;
 
 	INSTR_TIME_SET_CURRENT(start);
-	nn = nn_model_deserialize((const uint8_t *) blobs + m->blob_offset, m->blob_len, &err);
-	if (nn == NULL)
-		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " is corrupt: %s", m->config_id, err.msg);
-	pgdl_model_free_with(nn, step_cxt);
-	state = pgdl_train_begin(nn, &m->config, step_cxt);
-	sa.train = state;
-	sa.src = &sources[m->source];
-	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
-	pgdl_train_check_weights(state);
-	if (nn_model_serialized_size(nn) != m->blob_len)
+	memset(&v, 0, sizeof(v));
+	if (node)
+		visit_node(i, &v, step_cxt);
+	else
+		visit_here(i, &v, step_cxt);
+	if (nn_model_serialized_size(v.nn) != m->blob_len)
 		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
-	nn_model_serialize(nn, (uint8_t *) blobs + m->blob_offset);
+	nn_model_serialize(v.nn, (uint8_t *) blobs + m->blob_offset);
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
 
 	SpinLockAcquire(&shared->mutex);
-	m->loss_sum += state->stats.loss_sum;
-	m->correct += state->stats.correct;
-	m->n += state->stats.n;
+	m->loss_sum += v.stats.loss_sum;
+	m->correct += v.stats.correct;
+	m->n += v.stats.n;
 	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
 	m->visit++;
 	/* a model that diverged stops here: its epoch ends with what it trained */
-	epoch_done = m->visit == shared->n_partitions || state->diverged;
+	epoch_done = m->visit == shared->n_partitions || v.diverged;
 	if (!epoch_done)
 		m->state = MOP_IDLE;
-	shared->workers[me].examples += state->stats.n;
+	shared->workers[me].examples += v.stats.n;
 	shared->workers[me].busy_seconds += INSTR_TIME_GET_DOUBLE(elapsed);
 	SpinLockRelease(&shared->mutex);
 
 	if (epoch_done)
-		finish_epoch(i, nn, state->diverged != PGDL_HEALTHY);
+		finish_epoch(i, v.nn, v.diverged);
 	else
 		wake_everyone();
 	MemoryContextSwitchTo(old);
@@ -624,9 +698,37 @@ load_partitions(void)
 
 		if (!src->used || (s > 0 && src->prefix))
 			continue;			/* a recomputing source reads source 0's buffers */
-		for (int p = me; p < shared->n_partitions; p += shared->n_workers)
-			load(&src->train, p, &src->held[p]);
+		for (int p = 0; p < shared->n_partitions; p++)
+			if (shared->owner[p] == me)
+				load(&src->train, p, &src->held[p]);
 	}
+}
+
+/* A worker whose partitions live on a node connects to it, as the caller's user mapping. */
+static void
+connect_node(void)
+{
+	Oid			server = shared->workers[me].server;
+	bool		distributed;
+	MemoryContext old;
+
+	if (!OidIsValid(server))
+		return;
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: connecting to its node");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	old = MemoryContextSwitchTo(data_cxt);
+	places = pgdl_packed_places(sources[0].train.packed, shared->n_partitions, &distributed);
+	MemoryContextSwitchTo(old);
+	for (int p = 0; p < shared->n_partitions; p++)
+		if (shared->owner[p] == me && places[p].server != server)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %d of the packed table moved while the run started", p)));
+	node = pgdl_node_connect(server, true);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
 }
 
 /* Train models that come to this worker's partitions until every model is done or the run stops. */
@@ -709,7 +811,10 @@ pgdl_mop_worker_main(Datum main_arg)
 			create_run();
 		run_cache_tasks();
 		open_sources();
-		load_partitions();
+		if (OidIsValid(shared->workers[me].server))
+			connect_node();
+		else
+			load_partitions();
 		train_models(step_cxt);
 	}
 	PG_CATCH();

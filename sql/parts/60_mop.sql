@@ -2,14 +2,15 @@
 
 CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
-		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto')
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
 				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text) IS
-	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); stores the models and returns the leaderboard';
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; stores the models and returns the leaderboard';
 
 CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,

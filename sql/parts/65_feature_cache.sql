@@ -174,13 +174,14 @@ COMMENT ON FUNCTION pgdl.features_batch(text, integer, regclass) IS
 
 CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
-		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto')
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1)
 	RETURNS TABLE ("group" integer, source regclass, base_model bigint, frozen_layers integer, configs integer,
 				   action text, cache text, validation_cache text, staged_from text, gflops double precision,
 				   storage_mb double precision, predicted_seconds double precision, reason text,
 				   prefix_gflops_per_pass double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_explain_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text) IS
+COMMENT ON FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer) IS
 	'the plan of pgdl.fit_multiple with the same arguments, without running it: per group of configurations sharing a frozen prefix, the feature cache to reuse, build, refresh or rebuild (or recompute), with predicted compute, storage and time';
 
 CREATE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void

@@ -1,0 +1,300 @@
+/*
+ * distribute.c -- pgdl.distribute: a packed table's partitions, moved to nodes.
+ *
+ * Partition k goes to servers[k % n]: its rows are copied (COPY BINARY over
+ * libpq, a batch of buffers at a time) into a table of the same name on the
+ * node, in one remote transaction that first empties it; once that has
+ * committed, the local partition is replaced by a postgres_fdw foreign table
+ * over the node's.  A partition that is already foreign is left as it is, so
+ * a call that failed half way is finished by calling again: a partition is
+ * either still here, whole, or there, whole; never both, never half.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "port/pg_bswap.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "cluster.h"
+#include "remote.h"
+
+#define SHIP_BATCH_BUFFERS 16
+
+typedef struct Target
+{
+	Oid			server;
+	PgdlNode   *node;			/* opened at its first partition */
+} Target;
+
+/* The servers named, each a postgres_fdw server the caller may use. */
+static Target *
+read_servers(ArrayType *servers, int *n)
+{
+	Datum	   *values;
+	bool	   *nulls;
+	Target	   *targets;
+
+	if (ARR_NDIM(servers) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("servers must be a one-dimensional array")));
+	deconstruct_array(servers, TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, n);
+	if (*n < 1 || *n > PGDL_MAX_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("servers must name between 1 and %d servers, not %d", PGDL_MAX_WORKERS, *n)));
+	targets = palloc0(sizeof(Target) * *n);
+	for (int i = 0; i < *n; i++)
+	{
+		AclResult	acl;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("servers must not hold NULL")));
+		targets[i].server = pgdl_node_server(TextDatumGetCString(values[i]));
+		acl = pg_foreign_server_aclcheck(targets[i].server, GetUserId(), ACL_USAGE);
+		if (acl != ACLCHECK_OK)
+			aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(targets[i].server)->servername);
+	}
+	return targets;
+}
+
+static void
+exec_local(const char *sql)
+{
+	SPI_connect();
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "pgdl.distribute: \"%s\" failed", sql);
+	SPI_finish();
+}
+
+/* The node's table for a partition: same name, same columns and key as pgdl.pack makes; emptied. */
+static void
+prepare_remote_table(PgdlNode *node, const char *schema, const char *qualified)
+{
+	const char *values[1] = {schema};
+	PGresult   *res = pgdl_node_exec(node, "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
+									 1, values, PGRES_TUPLES_OK);
+	bool		has_schema = PQntuples(res) == 1;
+
+	PQclear(res);
+	PQclear(pgdl_node_exec(node, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	if (!has_schema)
+		PQclear(pgdl_node_exec(node, psprintf("CREATE SCHEMA %s", quote_identifier(schema)),
+							   0, NULL, PGRES_COMMAND_OK));
+	PQclear(pgdl_node_exec(node, psprintf("CREATE TABLE IF NOT EXISTS %s (part integer NOT NULL,"
+										  " buffer_id integer NOT NULL, n integer NOT NULL, x real[] NOT NULL,"
+										  " y real[] NOT NULL, PRIMARY KEY (part, buffer_id))", qualified),
+						   0, NULL, PGRES_COMMAND_OK));
+	PQclear(pgdl_node_exec(node, psprintf("ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL,"
+										  " ALTER COLUMN y SET STORAGE EXTERNAL", qualified),
+						   0, NULL, PGRES_COMMAND_OK));
+	PQclear(pgdl_node_exec(node, psprintf("TRUNCATE %s", qualified), 0, NULL, PGRES_COMMAND_OK));
+}
+
+static void
+put_int16(StringInfo buf, int16 v)
+{
+	uint16		n = pg_hton16((uint16) v);
+
+	appendBinaryStringInfo(buf, (char *) &n, 2);
+}
+
+static void
+put_int32(StringInfo buf, int32 v)
+{
+	uint32		n = pg_hton32((uint32) v);
+
+	appendBinaryStringInfo(buf, (char *) &n, 4);
+}
+
+/* A row of the partition in COPY BINARY: part, buffer_id, n as int4; x and y as array_send writes them. */
+static void
+put_row(StringInfo buf, HeapTuple tup, TupleDesc desc, FmgrInfo *array_send_fn)
+{
+	put_int16(buf, 5);
+	for (int col = 1; col <= 5; col++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("a packed table holds a NULL value"),
+					 errdetail("Column %d of a row of the partition being distributed is NULL.", col)));
+		if (col <= 3)
+		{
+			put_int32(buf, 4);
+			put_int32(buf, DatumGetInt32(d));
+		}
+		else
+		{
+			bytea	   *sent = SendFunctionCall(array_send_fn, d);
+
+			put_int32(buf, VARSIZE_ANY_EXHDR(sent));
+			appendBinaryStringInfo(buf, VARDATA_ANY(sent), VARSIZE_ANY_EXHDR(sent));
+		}
+	}
+}
+
+/* The partition's rows into the node's table, in batches; returns the rows sent. */
+static int64
+copy_rows(PgdlNode *node, const char *local, const char *remote)
+{
+	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl distribute", ALLOCSET_DEFAULT_SIZES);
+	StringInfoData buf;
+	Portal		portal;
+	int64		rows = 0;
+	FmgrInfo	array_send_fn;
+
+	fmgr_info(F_ARRAY_SEND, &array_send_fn);
+	pgdl_node_copy_begin(node, psprintf("COPY %s (part, buffer_id, n, x, y) FROM STDIN (FORMAT binary)", remote));
+	pgdl_node_copy_data(node, header, sizeof(header) - 1);
+	SPI_connect();
+	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT part, buffer_id, n, x, y FROM %s ORDER BY buffer_id", local),
+									   0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, SHIP_BATCH_BUFFERS);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(batch_cxt);
+		initStringInfo(&buf);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			put_row(&buf, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &array_send_fn);
+		pgdl_node_copy_data(node, buf.data, buf.len);
+		rows += SPI_processed;
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_cxt);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	initStringInfo(&buf);
+	put_int16(&buf, -1);
+	pgdl_node_copy_data(node, buf.data, buf.len);
+	MemoryContextDelete(batch_cxt);
+	return rows;
+}
+
+/* Partition k here becomes a foreign table over the node's copy of it. */
+static void
+swap_partition(Oid packed, Oid child, int32 k, Oid server)
+{
+	char	   *schema = get_namespace_name(get_rel_namespace(child));
+	char	   *name = get_rel_name(child);
+	const char *qualified = quote_qualified_identifier(schema, name);
+
+	exec_local(psprintf("ALTER TABLE %s DETACH PARTITION %s",
+						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+						qualified));
+	exec_local(psprintf("DROP TABLE %s", qualified));
+	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
+						" OPTIONS (schema_name %s, table_name %s)",
+						qualified,
+						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+						k, quote_identifier(GetForeignServer(server)->servername),
+						quote_literal_cstr(schema), quote_literal_cstr(name)));
+}
+
+/* Ship partition k to its node, then point the packed table at it there. */
+static void
+move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target)
+{
+	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
+	char	   *name = get_rel_name(place->relid);
+	const char *qualified = quote_qualified_identifier(schema, name);
+	int64		sent;
+	int64		taken;
+
+	if (target->node == NULL)
+		target->node = pgdl_node_connect(target->server, false);
+	prepare_remote_table(target->node, schema, qualified);
+	sent = copy_rows(target->node, qualified, qualified);
+	taken = pgdl_node_copy_end(target->node);
+	if (taken != sent)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
+						target->node->name, taken, sent, k)));
+	PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	swap_partition(packed, place->relid, k, target->server);
+	ereport(NOTICE,
+			(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
+					k + 1, partitions, sent, target->node->name)));
+}
+
+/* A foreign table cannot be a partition of a table with a unique index: the nodes' tables keep the key. */
+static void
+drop_primary_key(Oid packed)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Datum		arg[1] = {ObjectIdGetDatum(packed)};
+	Oid			type[1] = {OIDOID};
+	char	   *conname = NULL;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT conname FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'p'",
+							  1, type, arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		conname = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	if (conname)
+		exec_local(psprintf("ALTER TABLE %s DROP CONSTRAINT %s",
+							quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+							quote_identifier(conname)));
+}
+
+/*
+ * distribute(packed, servers): partition k of the packed table to servers[k %
+ * n]; returns the partitions moved by this call.
+ */
+PG_FUNCTION_INFO_V1(pgdl_distribute);
+Datum
+pgdl_distribute(PG_FUNCTION_ARGS)
+{
+	Oid			packed;
+	const PgdlDataset *ds;
+	Target	   *targets;
+	int			n_targets;
+	PgdlPartPlace *places;
+	bool		distributed;
+	int32		moved = 0;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.distribute needs a packed table and servers")));
+	packed = PG_GETARG_OID(0);
+	ds = pgdl_dataset_by_packed(packed);
+	if (!pg_class_ownercheck(packed, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
+	places = pgdl_packed_places(packed, ds->partitions, &distributed);
+	drop_primary_key(packed);
+	for (int32 k = 0; k < ds->partitions; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!OidIsValid(places[k].relid) || OidIsValid(places[k].server))
+			continue;			/* none, or there already */
+		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets]);
+		moved++;
+	}
+	for (int i = 0; i < n_targets; i++)
+		if (targets[i].node)
+			pgdl_node_close(targets[i].node);
+	PG_RETURN_INT32(moved);
+}

@@ -1,0 +1,166 @@
+/*
+ * node.c -- what a node runs for its coordinator.
+ *
+ * pgdl.train_partitions trains a model on some partitions of a packed table
+ * of this server: a model hopper sub-epoch (one partition) or a federated
+ * round (every partition of the node, for some epochs).  It does what a
+ * coordinator's worker does on a partition of its own (begin, every buffer in
+ * buffer_id order, check the weights), so the bytes that come back are the
+ * bytes the coordinator would have made.  It runs as the role the coordinator
+ * mapped its user to, and reads only what that role may read.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "pgdl.h"
+
+static void
+check_packed_layout(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (!pgdl_packed_has_columns(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a packed table", name),
+				 errdetail("A packed table has the columns part, buffer_id and n (integer) and x and y (real[]).")));
+	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", name)));
+}
+
+/* The partitions to visit, in order: each 0 .. PGDL_MAX_PARTITIONS - 1. */
+static int32 *
+read_parts(ArrayType *parts, int *n)
+{
+	Datum	   *values;
+	bool	   *nulls;
+	int32	   *out;
+
+	if (ARR_NDIM(parts) > 1 || ARR_ELEMTYPE(parts) != INT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("parts must be a one-dimensional integer array")));
+	deconstruct_array(parts, INT4OID, sizeof(int32), true, TYPALIGN_INT, &values, &nulls, n);
+	if (*n < 1 || *n > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("parts must name between 1 and %d partitions, not %d", PGDL_MAX_PARTITIONS, *n)));
+	out = palloc(sizeof(int32) * *n);
+	for (int i = 0; i < *n; i++)
+	{
+		if (nulls[i] || DatumGetInt32(values[i]) < 0 || DatumGetInt32(values[i]) >= PGDL_MAX_PARTITIONS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parts must hold partition numbers between 0 and %d", PGDL_MAX_PARTITIONS - 1)));
+		out[i] = DatumGetInt32(values[i]);
+	}
+	return out;
+}
+
+/* What the model reads: its own input and target sizes say what a buffer must hold. */
+static PgdlDataset
+dataset_for(Oid relid, const NnModel *model)
+{
+	PgdlDataset ds;
+
+	memset(&ds, 0, sizeof(ds));
+	ds.packed = relid;
+	ds.n_features = (int32) nn_model_input_size(model);
+	ds.n_targets = (int32) nn_model_target_size(model);
+	ds.partitions = PGDL_MAX_PARTITIONS;
+	return ds;
+}
+
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
+}
+
+/* Every partition of parts, epochs times, each visit begun and checked as a worker does. */
+static PgdlTrainState *
+train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
+			 const int32 *parts, int n_parts, int32 epochs)
+{
+	PgdlTrainState total;
+	PgdlTrainState *state = NULL;
+
+	memset(&total, 0, sizeof(total));
+	for (int32 e = 0; e < epochs && !total.diverged; e++)
+		for (int i = 0; i < n_parts && !total.diverged; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			state = pgdl_train_begin(model, config, CurrentMemoryContext);
+			pgdl_packed_scan(ds, parts[i], train_cb, state, NULL, NULL);
+			pgdl_train_check_weights(state);
+			total.stats.loss_sum += state->stats.loss_sum;
+			total.stats.correct += state->stats.correct;
+			total.stats.n += state->stats.n;
+			total.examples += state->examples;
+			total.diverged = state->diverged;
+		}
+	*state = (PgdlTrainState) {
+		.model = model, .config = *config, .stats = total.stats, .examples = total.examples,
+			.diverged = total.diverged, .cxt = CurrentMemoryContext
+	};
+	return state;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_train_partitions);
+Datum
+pgdl_train_partitions(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	NnModel    *model;
+	PgdlTrainConfig config;
+	PgdlDataset ds;
+	int32	   *parts;
+	int			n_parts;
+	int32		epochs;
+	PgdlTrainState *state;
+	Datum		values[6];
+	bool		nulls[6] = {false};
+
+	for (int i = 0; i < 5; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("pgdl.train_partitions needs a model, a configuration, a packed table, parts and epochs")));
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "pgdl.train_partitions must return a row");
+	epochs = PG_GETARG_INT32(4);
+	if (epochs < 1 || epochs > PGDL_MAX_EPOCHS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epochs must be between 1 and %d, not %d", PGDL_MAX_EPOCHS, epochs)));
+	parts = read_parts(PG_GETARG_ARRAYTYPE_P(3), &n_parts);
+	check_packed_layout(PG_GETARG_OID(2));
+	pgdl_engine_prepare();
+	model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(0));
+	pgdl_model_free_with(model, CurrentMemoryContext);
+	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
+	ds = dataset_for(PG_GETARG_OID(2), model);
+	state = train_visits(model, &config, &ds, parts, n_parts, epochs);
+
+	values[0] = PointerGetDatum(pgdl_model_serialize(model));
+	values[1] = Int64GetDatum(state->examples);
+	values[2] = Float8GetDatum(state->stats.loss_sum);
+	values[3] = Int64GetDatum(state->stats.correct);
+	values[4] = Int64GetDatum(state->stats.n);
+	values[5] = BoolGetDatum(state->diverged != PGDL_HEALTHY);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}

@@ -1,0 +1,553 @@
+/*
+ * remote.c -- libpq connections from a coordinator to its nodes.
+ *
+ * Follows postgres_fdw's connection.c: the options of a postgres_fdw foreign
+ * server and the caller's user mapping make the connection string; a role
+ * that is not a superuser must connect with a password (so that it cannot
+ * borrow the server's own trust); every wait is on the latch and the socket,
+ * so cancel and termination are seen at once; an error names the server,
+ * never its password or connection string.  A query still running on a node
+ * when the transaction aborts (or a worker exits) is cancelled with PQcancel,
+ * and the node's session is told to check that its client is there, so that
+ * no remote backend trains on for a coordinator that is gone.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/defrem.h"
+#include "foreign/foreign.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "port/pg_bswap.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "pgdl.h"
+#include "remote.h"
+
+/* Unless the server's options say otherwise (connect_timeout, keepalives_*). */
+#define NODE_CONNECT_TIMEOUT_S	"10"
+#define NODE_KEEPALIVES_IDLE_S	"5"
+#define NODE_KEEPALIVES_INTERVAL_S "2"
+#define NODE_KEEPALIVES_COUNT	"3"
+
+static List *open_nodes = NIL;	/* PgdlNode *, in TopMemoryContext */
+static bool callbacks_registered = false;
+
+static void
+cancel_and_finish(PgdlNode *node)
+{
+	if (node->conn == NULL)
+		return;
+	if (node->busy || PQtransactionStatus(node->conn) == PQTRANS_ACTIVE)
+	{
+		PGcancel   *cancel = PQgetCancel(node->conn);
+		char		errbuf[256];
+
+		if (cancel)
+		{
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+	}
+	PQfinish(node->conn);
+	node->conn = NULL;
+	node->busy = false;
+}
+
+void
+pgdl_node_close(PgdlNode *node)
+{
+	open_nodes = list_delete_ptr(open_nodes, node);
+	cancel_and_finish(node);
+	pfree(node->name);
+	pfree(node);
+}
+
+/* Close the nodes a transaction opened (all of them when the process exits). */
+static void
+close_nodes(bool all)
+{
+	List	   *nodes = list_copy(open_nodes);
+	ListCell   *lc;
+
+	foreach(lc, nodes)
+	{
+		PgdlNode   *node = lfirst(lc);
+
+		if (all || !node->for_process)
+			pgdl_node_close(node);
+	}
+	list_free(nodes);
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PREPARE)
+		close_nodes(false);
+}
+
+static void
+exit_callback(int code, Datum arg)
+{
+	close_nodes(true);
+}
+
+Oid
+pgdl_node_server(const char *name)
+{
+	ForeignServer *server = GetForeignServerByName(name, false);
+	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+
+	if (strcmp(fdw->fdwname, "postgres_fdw") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
+				 errmsg("server \"%s\" is not a postgres_fdw server", pgdl_echo(name)),
+				 errdetail("Its foreign data wrapper is \"%s\"; pgdl reaches its nodes with postgres_fdw's servers.",
+						   fdw->fdwname)));
+	return server->serverid;
+}
+
+/* Options libpq knows, less the debug ones and those pgdl sets itself. */
+static bool
+is_libpq_option(const char *keyword)
+{
+	static PQconninfoOption *defaults = NULL;
+
+	if (defaults == NULL)
+	{
+		defaults = PQconndefaults();
+		if (defaults == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
+	if (strcmp(keyword, "fallback_application_name") == 0 || strcmp(keyword, "client_encoding") == 0)
+		return false;
+	for (PQconninfoOption *opt = defaults; opt->keyword; opt++)
+		if (strcmp(opt->keyword, keyword) == 0)
+			return strchr(opt->dispchar, 'D') == NULL;
+	return false;
+}
+
+typedef struct ConnOptions
+{
+	const char **keywords;
+	const char **values;
+	int			n;
+} ConnOptions;
+
+static void
+add_options(ConnOptions *o, List *options)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (!is_libpq_option(d->defname))
+			continue;
+		o->keywords[o->n] = d->defname;
+		o->values[o->n] = defGetString(d);
+		o->n++;
+	}
+}
+
+static const char *
+find_option(const ConnOptions *o, const char *keyword)
+{
+	for (int i = 0; i < o->n; i++)
+		if (strcmp(o->keywords[i], keyword) == 0)
+			return o->values[i];
+	return NULL;
+}
+
+static void
+add_default(ConnOptions *o, const char *keyword, const char *value)
+{
+	if (find_option(o, keyword) != NULL)
+		return;
+	o->keywords[o->n] = keyword;
+	o->values[o->n] = value;
+	o->n++;
+}
+
+static bool
+password_required(UserMapping *um)
+{
+	ListCell   *lc;
+
+	foreach(lc, um->options)
+	{
+		DefElem    *d = lfirst(lc);
+
+		if (strcmp(d->defname, "password_required") == 0)
+			return defGetBoolean(d);
+	}
+	return true;
+}
+
+/* As postgres_fdw: a role that is not a superuser gives a password, unless a superuser said it need not. */
+static bool
+needs_password(UserMapping *um)
+{
+	return !superuser_arg(um->userid) && password_required(um);
+}
+
+static void
+connection_options(ForeignServer *server, UserMapping *um, ConnOptions *o)
+{
+	int			max = list_length(server->options) + list_length(um->options) + 10;
+	const char *password;
+
+	o->keywords = palloc0(sizeof(char *) * max);
+	o->values = palloc0(sizeof(char *) * max);
+	o->n = 0;
+	add_options(o, server->options);
+	add_options(o, um->options);
+	add_default(o, "fallback_application_name", "pgdl");
+	add_default(o, "client_encoding", GetDatabaseEncodingName());
+	add_default(o, "keepalives", "1");
+	add_default(o, "keepalives_idle", NODE_KEEPALIVES_IDLE_S);
+	add_default(o, "keepalives_interval", NODE_KEEPALIVES_INTERVAL_S);
+	add_default(o, "keepalives_count", NODE_KEEPALIVES_COUNT);
+	add_default(o, "connect_timeout", NODE_CONNECT_TIMEOUT_S);
+	password = find_option(o, "password");
+	if (needs_password(um) && (password == NULL || password[0] == '\0'))
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required to connect to server \"%s\"", server->servername),
+				 errdetail("A role that is not a superuser must give a password in its user mapping."),
+				 errhint("Add one with ALTER USER MAPPING, or have a superuser set password_required 'false' in the user mapping.")));
+}
+
+static void
+register_node(PgdlNode *node)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(xact_callback, NULL);
+		before_shmem_exit(exit_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+	open_nodes = lappend(open_nodes, node);
+	MemoryContextSwitchTo(old);
+}
+
+static void lost_connection(PgdlNode *node) pg_attribute_noreturn();
+static void
+lost_connection(PgdlNode *node)
+{
+	char	   *why = pchomp(PQerrorMessage(node->conn));
+
+	node->busy = false;			/* nothing to cancel on a connection that is gone */
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("lost connection to server \"%s\"", node->name),
+			 errdetail_internal("%s", why)));
+}
+
+/* Wait until the node's socket is ready (or the deadline, 0: none, passes); false on timeout. */
+static bool
+wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
+{
+	int			events = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE);
+	long		timeout = -1;
+	int			rc;
+
+	if (deadline)
+	{
+		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (timeout <= 0)
+			return false;
+		events |= WL_TIMEOUT;
+	}
+	rc = WaitLatchOrSocket(MyLatch, events, PQsocket(node->conn), timeout, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/* PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen while it connects. */
+static void
+poll_connection(PgdlNode *node, int timeout_s)
+{
+	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_s * 1000);
+
+	while (status != PGRES_POLLING_OK)
+	{
+		if (status == PGRES_POLLING_FAILED)
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to server \"%s\"", node->name),
+					 errdetail_internal("%s", pchomp(PQerrorMessage(node->conn)))));
+		if (!wait_for_socket(node, status == PGRES_POLLING_WRITING, deadline))
+			ereport(ERROR,
+					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+					 errmsg("could not connect to server \"%s\"", node->name),
+					 errdetail("No connection within %d seconds.", timeout_s)));
+		status = PQconnectPoll(node->conn);
+	}
+}
+
+/* The node runs the same pgdl build, and its session checks that we are still there. */
+static void
+prepare_session(PgdlNode *node)
+{
+	const char *set = "SELECT pg_catalog.set_config('search_path', 'pg_catalog', false),"
+		" pg_catalog.set_config('client_connection_check_interval', '1000', false)";
+	PGresult   *res;
+	char	   *version;
+
+	PQclear(pgdl_node_exec(node, set, 0, NULL, PGRES_TUPLES_OK));
+	res = pgdl_node_exec(node, "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pgdl'",
+						 0, NULL, PGRES_TUPLES_OK);
+	if (PQntuples(res) != 1)
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl is not installed on server \"%s\"", node->name),
+				 errhint("Run CREATE EXTENSION pgdl in the node's database.")));
+	}
+	PQclear(res);
+	res = pgdl_node_exec(node, "SELECT pgdl.version()", 0, NULL, PGRES_TUPLES_OK);
+	version = pstrdup(PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
+	PQclear(res);
+	if (strcmp(version, pgdl_build_description()) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("server \"%s\" runs a different pgdl build", node->name),
+				 errdetail("This server runs \"%s\"; server \"%s\" runs \"%s\". Models trained across them would not be the same bytes.",
+						   pgdl_build_description(), node->name, pgdl_clip_for_error(version, 200)),
+				 errhint("Install the same pgdl build on every node, and ALTER EXTENSION pgdl UPDATE there.")));
+}
+
+PgdlNode *
+pgdl_node_connect(Oid server, bool for_process)
+{
+	ForeignServer *fs = GetForeignServer(server);
+	UserMapping *um;
+	ConnOptions o;
+	PgdlNode   *node;
+
+	(void) pgdl_node_server(fs->servername);
+	um = GetUserMapping(GetUserId(), server);
+	connection_options(fs, um, &o);
+	node = MemoryContextAllocZero(TopMemoryContext, sizeof(PgdlNode));
+	node->server = server;
+	node->name = MemoryContextStrdup(TopMemoryContext, fs->servername);
+	node->for_process = for_process;
+	node->conn = PQconnectStartParams(o.keywords, o.values, false);
+	if (node->conn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	register_node(node);
+	poll_connection(node, Max(1, pg_strtoint32(find_option(&o, "connect_timeout"))));
+	if (needs_password(um) && !PQconnectionUsedPassword(node->conn))
+		ereport(ERROR,
+				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
+				 errmsg("password is required to connect to server \"%s\"", node->name),
+				 errdetail("A role that is not a superuser cannot connect if the node does not ask for the password."),
+				 errhint("Change the node's authentication method, or have a superuser set password_required 'false' in the user mapping.")));
+	prepare_session(node);
+	return node;
+}
+
+void
+pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const *values,
+			   const int *lengths, const int *formats, bool binary_result)
+{
+	if (node->busy)
+		elog(ERROR, "pgdl: a query is still running on server \"%s\"", node->name);
+	if (!PQsendQueryParams(node->conn, sql, n_params, NULL, values, lengths, formats, binary_result ? 1 : 0))
+		lost_connection(node);
+	node->busy = true;
+}
+
+/* The node's error, as ours: its SQLSTATE, message, detail and hint, and which node said it. */
+static void report_remote_error(PgdlNode *node, PGresult *res) pg_attribute_noreturn();
+static void
+report_remote_error(PgdlNode *node, PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	int			code = ERRCODE_CONNECTION_FAILURE;
+	char	   *message = pstrdup(primary ? primary : pchomp(PQerrorMessage(node->conn)));
+	char	   *detail_copy = detail ? pstrdup(detail) : NULL;
+	char	   *hint_copy = hint ? pstrdup(hint) : NULL;
+
+	if (state && strlen(state) == 5)
+		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+	PQclear(res);
+	ereport(ERROR,
+			(errcode(code),
+			 errmsg("server \"%s\": %s", node->name, message),
+			 detail_copy ? errdetail_internal("%s", detail_copy) : 0,
+			 hint_copy ? errhint("%s", hint_copy) : 0));
+}
+
+PGresult *
+pgdl_node_result(PgdlNode *node, ExecStatusType expect)
+{
+	PGresult   *last = NULL;
+	PGresult   *res;
+
+	for (;;)
+	{
+		while (PQisBusy(node->conn))
+		{
+			(void) wait_for_socket(node, false, 0);
+			if (!PQconsumeInput(node->conn))
+				lost_connection(node);
+		}
+		res = PQgetResult(node->conn);
+		if (res == NULL)
+			break;
+		if (last)
+			PQclear(last);
+		last = res;
+	}
+	node->busy = false;
+	if (last == NULL)
+		lost_connection(node);
+	if (PQresultStatus(last) != expect)
+		report_remote_error(node, last);
+	return last;
+}
+
+PGresult *
+pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, const char *const *values, ExecStatusType expect)
+{
+	pgdl_node_send(node, sql, n_params, values, NULL, NULL, false);
+	return pgdl_node_result(node, expect);
+}
+
+int
+pgdl_node_wait_any(PgdlNode **nodes, int n)
+{
+	for (;;)
+	{
+		WaitEventSet *set;
+		WaitEvent	event;
+		bool		any = false;
+
+		for (int i = 0; i < n; i++)
+		{
+			if (nodes[i] == NULL || !nodes[i]->busy)
+				continue;
+			any = true;
+			if (!PQconsumeInput(nodes[i]->conn))
+				lost_connection(nodes[i]);
+			if (!PQisBusy(nodes[i]->conn))
+				return i;
+		}
+		if (!any)
+			return -1;
+		set = CreateWaitEventSet(CurrentMemoryContext, n + 2);
+		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+		for (int i = 0; i < n; i++)
+			if (nodes[i] && nodes[i]->busy)
+				AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(nodes[i]->conn), NULL, NULL);
+		(void) WaitEventSetWait(set, -1, &event, 1, PG_WAIT_EXTENSION);
+		FreeWaitEventSet(set);
+		if (event.events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
+
+static const char *
+binary_value(const PGresult *res, int row, int col, int len)
+{
+	if (PQgetisnull(res, row, col) || PQgetlength(res, row, col) != len)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("a node returned an unexpected value"),
+				 errdetail("Column %d of row %d is NULL or not %d bytes long.", col + 1, row + 1, len)));
+	return PQgetvalue(res, row, col);
+}
+
+int64
+pgdl_node_get_int64(const PGresult *res, int row, int col)
+{
+	uint64		v;
+
+	memcpy(&v, binary_value(res, row, col, 8), 8);
+	return (int64) pg_ntoh64(v);
+}
+
+double
+pgdl_node_get_float8(const PGresult *res, int row, int col)
+{
+	uint64		v = (uint64) pgdl_node_get_int64(res, row, col);
+	double		d;
+
+	memcpy(&d, &v, 8);
+	return d;
+}
+
+void
+pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql)
+{
+	PGresult   *res;
+
+	pgdl_node_send(node, copy_sql, 0, NULL, NULL, NULL, false);
+	while (PQisBusy(node->conn))
+	{
+		(void) wait_for_socket(node, false, 0);
+		if (!PQconsumeInput(node->conn))
+			lost_connection(node);
+	}
+	res = PQgetResult(node->conn);
+	if (res == NULL)
+		lost_connection(node);
+	if (PQresultStatus(res) != PGRES_COPY_IN)
+	{
+		node->busy = false;
+		(void) PQgetResult(node->conn);
+		report_remote_error(node, res);
+	}
+	PQclear(res);
+}
+
+void
+pgdl_node_copy_data(PgdlNode *node, const char *data, int len)
+{
+	CHECK_FOR_INTERRUPTS();
+	if (PQputCopyData(node->conn, data, len) != 1)
+		lost_connection(node);
+}
+
+int64
+pgdl_node_copy_end(PgdlNode *node)
+{
+	PGresult   *res;
+	int64		rows;
+
+	if (PQputCopyEnd(node->conn, NULL) != 1)
+		lost_connection(node);
+	res = pgdl_node_result(node, PGRES_COMMAND_OK);
+	rows = pg_strtoint64(PQcmdTuples(res));
+	PQclear(res);
+	return rows;
+}

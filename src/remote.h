@@ -1,0 +1,53 @@
+/*
+ * remote.h -- libpq connections from a coordinator to its nodes.
+ *
+ * A node is a postgres_fdw foreign server; pgdl connects with the server's
+ * options and the caller's user mapping, as postgres_fdw does, and keeps no
+ * password of its own.  Apart from libpq-fe.h so that pgdl.h stays free of it.
+ */
+#ifndef PGDL_REMOTE_H
+#define PGDL_REMOTE_H
+
+#include "libpq-fe.h"
+
+typedef struct PgdlNode
+{
+	Oid			server;
+	char	   *name;			/* the foreign server's name: the only thing errors say of it */
+	PGconn	   *conn;
+	bool		for_process;	/* a worker's: kept across its transactions, closed at exit */
+	bool		busy;			/* a query was sent and its result not read */
+} PgdlNode;
+
+/*
+ * Connect to foreign server `server` as the current user's mapping, refuse a
+ * node that runs another pgdl build, and prepare the session.  Interruptible;
+ * the connection is closed (its query cancelled) when the transaction aborts,
+ * or, for_process, when the process exits.
+ */
+extern PgdlNode *pgdl_node_connect(Oid server, bool for_process);
+extern void pgdl_node_close(PgdlNode *node);
+/* The oid of a foreign server of postgres_fdw, by name; errors otherwise. */
+extern Oid	pgdl_node_server(const char *name);
+
+/* Send a query (parameters as text, or binary where formats say so); results binary when binary_result. */
+extern void pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const *values,
+						   const int *lengths, const int *formats, bool binary_result);
+/* Wait for the result of the query sent; errors (naming the node) unless it is `expect`. */
+extern PGresult *pgdl_node_result(PgdlNode *node, ExecStatusType expect);
+/* Both, for a query with text parameters. */
+extern PGresult *pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, const char *const *values,
+								ExecStatusType expect);
+/* Wait until one of the busy nodes has its result ready; its index. */
+extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
+
+/* COPY ... FROM STDIN: begin it, send its data, end it; returns the rows the node took. */
+extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
+extern void pgdl_node_copy_data(PgdlNode *node, const char *data, int len);
+extern int64 pgdl_node_copy_end(PgdlNode *node);
+
+/* Binary result values (network byte order). */
+extern int64 pgdl_node_get_int64(const PGresult *res, int row, int col);
+extern double pgdl_node_get_float8(const PGresult *res, int row, int col);
+
+#endif							/* PGDL_REMOTE_H */
