@@ -298,3 +298,153 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 			pgdl_node_close(targets[i].node);
 	PG_RETURN_INT32(moved);
 }
+
+/* ---- pgdl.attach_partitions: a node's own packed table, as partitions of one here ---- */
+
+/* The node's dataset must mean what ours does: same task, features, targets, classes and normalization. */
+static void
+check_same_dataset(PgdlNode *node, Oid packed, const char *remote_packed, int32 *partitions, int64 *rows)
+{
+	const char *values[1] = {remote_packed};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pgdl.export_dataset($1::regclass)::text", 1, values,
+									 PGRES_TUPLES_OK);
+	char	   *remote = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? pstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	Datum		args[2];
+	Oid			types[2] = {TEXTOID, OIDOID};
+	bool		same = false;
+
+	PQclear(res);
+	if (remote == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("\"%s\" on server \"%s\" is not a packed table", pgdl_echo(remote_packed), node->name)));
+	args[0] = CStringGetTextDatum(remote);
+	args[1] = ObjectIdGetDatum(packed);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT ($1::jsonb - '{partitions,n_rows}'::text[]) ="
+							  " (pgdl.export_dataset($2) - '{partitions,n_rows}'::text[]),"
+							  " ($1::jsonb->>'partitions')::integer, ($1::jsonb->>'n_rows')::bigint",
+							  2, types, args, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		bool		isnull;
+
+		same = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) && !isnull;
+		*partitions = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		*rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	}
+	SPI_finish();
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("packed table \"%s\" on server \"%s\" does not match \"%s\"",
+						pgdl_echo(remote_packed), node->name, get_rel_name(packed)),
+				 errdetail("Both must have the same task, features, targets, classes and normalization."),
+				 errhint("Pack on the node with reference => pgdl.import_dataset(<pgdl.export_dataset of \"%s\">, ...).",
+						 get_rel_name(packed))));
+}
+
+/* The node's packed table's schema and name, as the node resolves remote_packed. */
+static void
+remote_name(PgdlNode *node, const char *remote_packed, char **schema, char **name)
+{
+	const char *values[1] = {remote_packed};
+	PGresult   *res = pgdl_node_exec(node, "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+									 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE c.oid = $1::regclass", 1, values, PGRES_TUPLES_OK);
+
+	*schema = pstrdup(PQgetvalue(res, 0, 0));
+	*name = pstrdup(PQgetvalue(res, 0, 1));
+	PQclear(res);
+}
+
+/*
+ * Global partition k over the node's partition j: a view on the node gives its
+ * rows part = k (what the coordinator and the model hopper ask for), and a
+ * foreign table here over that view is partition k.
+ */
+static void
+attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const char *name, int32 j, int32 k)
+{
+	const char *packed_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)),
+														 get_rel_name(packed));
+	char	   *view = psprintf("%.40s_as_%d", name, k);
+	char	   *local = psprintf("%.50s_p%d", get_rel_name(packed), k);
+
+	PQclear(pgdl_node_exec(node, psprintf("CREATE OR REPLACE VIEW %s AS SELECT %d AS part, buffer_id, n, x, y"
+										  " FROM %s WHERE part = %d",
+										  quote_qualified_identifier(schema, view), k,
+										  quote_qualified_identifier(schema, name), j),
+						   0, NULL, PGRES_COMMAND_OK));
+	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
+						" OPTIONS (schema_name %s, table_name %s)",
+						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), local),
+						packed_name, k, quote_identifier(GetForeignServer(server)->servername),
+						quote_literal_cstr(schema), quote_literal_cstr(view)));
+}
+
+static void
+grow_dataset(int64 id, int32 added, int64 rows)
+{
+	Datum		args[3] = {Int64GetDatum(id), Int32GetDatum(added), Int64GetDatum(rows)};
+	Oid			types[3] = {INT8OID, INT4OID, INT8OID};
+
+	SPI_connect();
+	if (SPI_execute_with_args("UPDATE pgdl.datasets SET partitions = partitions + $2, n_rows = n_rows + $3"
+							  " WHERE id = $1", 3, types, args, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "pgdl.attach_partitions: could not update dataset " INT64_FORMAT, id);
+	SPI_finish();
+}
+
+/* attach_partitions(packed, server, remote_packed): returns the partitions added. */
+PG_FUNCTION_INFO_V1(pgdl_attach_partitions);
+Datum
+pgdl_attach_partitions(PG_FUNCTION_ARGS)
+{
+	Oid			packed;
+	const PgdlDataset *ds;
+	Oid			server;
+	PgdlNode   *node;
+	char	   *remote = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *schema,
+			   *name;
+	int32		parts;
+	int32		first;
+	int64		rows;
+	AclResult	acl;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || remote == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.attach_partitions needs a packed table, a server and the node's packed table")));
+	packed = PG_GETARG_OID(0);
+	ds = pgdl_dataset_by_packed(packed);
+	if (!pg_class_ownercheck(packed, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	server = pgdl_node_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	acl = pg_foreign_server_aclcheck(server, GetUserId(), ACL_USAGE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(server)->servername);
+	node = pgdl_node_connect(server, false);
+	check_same_dataset(node, packed, remote, &parts, &rows);
+	remote_name(node, remote, &schema, &name);
+	if (parts < 1 || ds->partitions + parts > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a packed table has at most %d partitions", PGDL_MAX_PARTITIONS),
+				 errdetail("\"%s\" has %d, and the node's %d.", get_rel_name(packed), ds->partitions, parts)));
+	first = ds->partitions;
+	drop_primary_key(packed);
+	for (int32 j = 0; j < parts; j++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		attach_one(node, packed, server, schema, name, j, first + j);
+	}
+	grow_dataset(ds->id, parts, rows);
+	pgdl_node_close(node);
+	ereport(NOTICE,
+			(errmsg("partitions %d to %d of \"%s\" are those of \"%s\" on server \"%s\"",
+					first, first + parts - 1, get_rel_name(packed), name,
+					GetForeignServer(server)->servername)));
+	PG_RETURN_INT32(parts);
+}

@@ -160,8 +160,8 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	m->images_per_second = m->seconds > 0 ? state->stats.n / m->seconds : 0;
 }
 
-static void
-report_epoch(const PgdlEpochMetrics *m, int32 epochs)
+void
+pgdl_fit_report_epoch(const PgdlEpochMetrics *m, int32 epochs)
 {
 	if (m->has_validation && m->classification)
 		ereport(NOTICE,
@@ -231,7 +231,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
 			break;
 		}
-		report_epoch(&m, epochs);
+		pgdl_fit_report_epoch(&m, epochs);
 	}
 	model_id = fit_store(&f, &m);
 	MemoryContextDelete(f.cxt);

@@ -91,9 +91,8 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
 }
 
-/* Every partition of parts, epochs times, each visit begun and checked as a worker does. */
-static PgdlTrainState *
-train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
+PgdlTrainState *
+pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
 			 const int32 *parts, int n_parts, int32 epochs)
 {
 	PgdlTrainState total;
@@ -154,7 +153,7 @@ pgdl_train_partitions(PG_FUNCTION_ARGS)
 	pgdl_model_free_with(model, CurrentMemoryContext);
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
 	ds = dataset_for(PG_GETARG_OID(2), model);
-	state = train_visits(model, &config, &ds, parts, n_parts, epochs);
+	state = pgdl_train_visits(model, &config, &ds, parts, n_parts, epochs);
 
 	values[0] = PointerGetDatum(pgdl_model_serialize(model));
 	values[1] = Int64GetDatum(state->examples);

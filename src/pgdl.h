@@ -280,6 +280,14 @@ extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *c
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
 /* At the end of a sub-epoch: marks the state diverged if the weights are not all finite. */
 extern void pgdl_train_check_weights(PgdlTrainState *state);
+/* a = the average of a and b weighted by their examples (FedAvg); a's counters add b's. */
+extern void pgdl_train_average(PgdlTrainState *a, const PgdlTrainState *b);
+/*
+ * node.c: the model on partitions parts[0 .. n) of ds, in that order, epochs
+ * times, each visit begun and checked as a model hopper worker does.
+ */
+extern PgdlTrainState *pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
+										 const int32 *parts, int n_parts, int32 epochs);
 /* An errdetail saying where a diverged state stopped. */
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
@@ -331,6 +339,7 @@ extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchS
 /* fit.c: a validation set has the training set's features, task and classes. */
 extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation);
 
+
 /* The model's input and output agree with the dataset, or an error says how not. */
 extern void pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds);
 
@@ -372,6 +381,9 @@ typedef struct PgdlEpochMetrics
 	bool		diverged;		/* training stopped in this epoch: see PgdlDivergence */
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 } PgdlEpochMetrics;
+
+/* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
+extern void pgdl_fit_report_epoch(const PgdlEpochMetrics *m, int32 epochs);
 
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord
@@ -418,6 +430,8 @@ extern int64 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, i
 /* A resumed run: running again, with new shared memory. */
 extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
+/* The same for a node's part of a federated round (node: its server's name, or NULL for the run's model). */
+extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *metrics);
 /* Successive halving's decision at a rung, on that epoch's metrics row. */
 extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop);
 extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);

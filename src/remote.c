@@ -35,6 +35,8 @@
 #define NODE_KEEPALIVES_INTERVAL_S "2"
 #define NODE_KEEPALIVES_COUNT	"3"
 
+#define REMOTE_ECHO_BYTES		120	/* of a node's error message, detail or hint */
+
 static List *open_nodes = NIL;	/* PgdlNode *, in TopMemoryContext */
 static bool callbacks_registered = false;
 
@@ -102,8 +104,14 @@ exit_callback(int code, Datum arg)
 Oid
 pgdl_node_server(const char *name)
 {
-	ForeignServer *server = GetForeignServerByName(name, false);
-	ForeignDataWrapper *fdw = GetForeignDataWrapper(server->fdwid);
+	ForeignServer *server = strlen(name) < NAMEDATALEN ? GetForeignServerByName(name, true) : NULL;
+	ForeignDataWrapper *fdw;
+
+	if (server == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("server \"%s\" does not exist", pgdl_echo(name))));
+	fdw = GetForeignDataWrapper(server->fdwid);
 
 	if (strcmp(fdw->fdwname, "postgres_fdw") != 0)
 		ereport(ERROR,
@@ -396,11 +404,12 @@ report_remote_error(PgdlNode *node, PGresult *res)
 	if (state && strlen(state) == 5)
 		code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
 	PQclear(res);
+	/* what the node says may echo what we sent it: a line of it, not megabytes */
 	ereport(ERROR,
 			(errcode(code),
-			 errmsg("server \"%s\": %s", node->name, message),
-			 detail_copy ? errdetail_internal("%s", detail_copy) : 0,
-			 hint_copy ? errhint("%s", hint_copy) : 0));
+			 errmsg("server \"%s\": %s", node->name, pgdl_clip_for_error(message, REMOTE_ECHO_BYTES)),
+			 detail_copy ? errdetail_internal("%s", pgdl_clip_for_error(detail_copy, REMOTE_ECHO_BYTES)) : 0,
+			 hint_copy ? errhint("%s", pgdl_clip_for_error(hint_copy, REMOTE_ECHO_BYTES)) : 0));
 }
 
 PGresult *
@@ -550,4 +559,58 @@ pgdl_node_copy_end(PgdlNode *node)
 	rows = pg_strtoint64(PQcmdTuples(res));
 	PQclear(res);
 	return rows;
+}
+
+/* ---- pgdl.train_partitions on a node (node.c), as the model hopper and federated averaging call it ---- */
+
+#define NODE_VISIT_SQL \
+	"SELECT model, examples, loss_sum, correct, n, diverged" \
+	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], $5::integer)"
+
+void
+pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const PgdlTrainConfig *config,
+					 const char *table, const int32 *parts, int n_parts, int32 epochs)
+{
+	Jsonb	   *config_json = pgdl_config_to_jsonb(config);
+	const char *values[5];
+	int			lengths[5] = {(int) model_len, 0, 0, 0, 0};
+	int			formats[5] = {1, 0, 0, 0, 0};
+	StringInfoData array;
+
+	initStringInfo(&array);
+	appendStringInfoChar(&array, '{');
+	for (int i = 0; i < n_parts; i++)
+		appendStringInfo(&array, "%s%d", i ? "," : "", parts[i]);
+	appendStringInfoChar(&array, '}');
+	values[0] = model;
+	values[1] = JsonbToCString(NULL, &config_json->root, VARSIZE(config_json));
+	values[2] = table;
+	values[3] = array.data;
+	values[4] = psprintf("%d", epochs);
+	pgdl_node_send(node, NODE_VISIT_SQL, 5, values, lengths, formats, true);
+}
+
+void
+pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out)
+{
+	PGresult   *res = pgdl_node_result(node, PGRES_TUPLES_OK);
+
+	if (PQntuples(res) != 1 || PQnfields(res) != 6 || PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 5) != 1 ||
+		PQgetlength(res, 0, 0) != (int) model_len)
+	{
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("server \"%s\" returned an unexpected result for pgdl.train_partitions", node->name),
+				 errdetail("It must return one row, with a model of %zu bytes.", model_len)));
+	}
+	out->model = palloc(VARHDRSZ + model_len);
+	SET_VARSIZE(out->model, VARHDRSZ + model_len);
+	memcpy(VARDATA(out->model), PQgetvalue(res, 0, 0), model_len);
+	out->examples = pgdl_node_get_int64(res, 0, 1);
+	out->stats.loss_sum = pgdl_node_get_float8(res, 0, 2);
+	out->stats.correct = pgdl_node_get_int64(res, 0, 3);
+	out->stats.n = pgdl_node_get_int64(res, 0, 4);
+	out->diverged = PQgetvalue(res, 0, 5)[0] != 0;
+	PQclear(res);
 }

@@ -10,6 +10,8 @@
 
 #include "libpq-fe.h"
 
+#include "pgdl.h"
+
 typedef struct PgdlNode
 {
 	Oid			server;
@@ -49,5 +51,19 @@ extern int64 pgdl_node_copy_end(PgdlNode *node);
 /* Binary result values (network byte order). */
 extern int64 pgdl_node_get_int64(const PGresult *res, int row, int col);
 extern double pgdl_node_get_float8(const PGresult *res, int row, int col);
+
+/* What pgdl.train_partitions did on a node: the model after it (model_len bytes) and what it measured. */
+typedef struct PgdlVisit
+{
+	bytea	   *model;
+	int64		examples;
+	NnBatchStats stats;
+	bool		diverged;
+} PgdlVisit;
+
+/* Send a model to train on a node's table's partitions, in order, epochs times; then read what came back. */
+extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const PgdlTrainConfig *config,
+								 const char *table, const int32 *parts, int n_parts, int32 epochs);
+extern void pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out);
 
 #endif							/* PGDL_REMOTE_H */

@@ -69,7 +69,7 @@ typedef struct Statement
 {
 	const char *sql;
 	int			nargs;
-	Oid			types[10];
+	Oid			types[11];
 	SPIPlanPtr	plan;
 } Statement;
 
@@ -88,9 +88,9 @@ static Statement finish_run = {
 };
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-	"validation_loss, validation_accuracy, seconds, images_per_second, state) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-	10, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID}
+	"validation_loss, validation_accuracy, seconds, images_per_second, state, node) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+	11, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -227,10 +227,17 @@ pgdl_run_finish(int64 run, PgdlRunStatus status)
 void
 pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 {
-	Datum		values[10];
-	char		nulls[10] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+	pgdl_run_record_node_epoch(run, config_id, NULL, m);
+}
+
+void
+pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
+{
+	Datum		values[11];
+	char		nulls[11] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
 		m->classification ? MEASURED(m->train_accuracy) : 'n',
-		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' '};
+		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
+	node ? ' ' : 'n'};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -242,6 +249,7 @@ pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 	values[7] = Float8GetDatum(m->seconds);
 	values[8] = Float8GetDatum(m->images_per_second);
 	values[9] = CStringGetTextDatum(m->diverged ? "diverged" : "ok");
+	values[10] = node ? CStringGetTextDatum(node) : (Datum) 0;
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();

@@ -176,9 +176,9 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(state);
 }
 
-/* a (aggcxt) = weighted average of a and b */
-static void
-average_into(PgdlTrainState *a, const PgdlTrainState *b)
+/* a = the average of a and b weighted by their examples (FedAvg); a's counters add b's. */
+void
+pgdl_train_average(PgdlTrainState *a, const PgdlTrainState *b)
 {
 	NnModel    *ma = a->model;
 	const NnModel *mb = b->model;
@@ -237,7 +237,7 @@ pgdl_train_combine(PG_FUNCTION_ARGS)
 		PG_RETURN_POINTER(a);
 	if (a == NULL)
 		PG_RETURN_POINTER(copy_state(b, aggcxt));
-	average_into(a, b);
+	pgdl_train_average(a, b);
 	PG_RETURN_POINTER(a);
 }
 

@@ -69,10 +69,6 @@ typedef struct Visit
 	bool		diverged;
 } Visit;
 
-/* A model hopper sub-epoch on a node (node.c): the model goes there and comes back. */
-#define NODE_VISIT_SQL \
-	"SELECT model, examples, loss_sum, correct, n, diverged" \
-	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], 1)"
 
 static void
 wake_everyone(void)
@@ -415,27 +411,13 @@ static void
 visit_node(int i, Visit *v, MemoryContext step_cxt)
 {
 	MopModel   *m = &shared->models[i];
-	Jsonb	   *config = pgdl_config_to_jsonb(&m->config);
-	const char *values[4];
-	int			lengths[4] = {(int) m->blob_len, 0, 0, 0};
-	int			formats[4] = {1, 0, 0, 0};
-	PGresult   *res;
+	PgdlVisit	result;
 	NnError		err;
 
-	values[0] = blobs + m->blob_offset;
-	values[1] = JsonbToCString(NULL, &config->root, VARSIZE(config));
-	values[2] = places[m->partition].remote;
-	values[3] = psprintf("{%d}", m->partition);
-	pgdl_node_send(node, NODE_VISIT_SQL, 4, values, lengths, formats, true);
-	res = pgdl_node_result(node, PGRES_TUPLES_OK);
-	if (PQntuples(res) != 1 || PQnfields(res) != 6 || PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 5) != 1 ||
-		PQgetlength(res, 0, 0) != (int) m->blob_len)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("server \"%s\" returned an unexpected result for configuration " INT64_FORMAT,
-						node->name, m->config_id),
-				 errdetail("pgdl.train_partitions must return one row with a model of %zu bytes.", m->blob_len)));
-	v->nn = nn_model_deserialize((const uint8_t *) PQgetvalue(res, 0, 0), m->blob_len, &err);
+	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len, &m->config, places[m->partition].remote,
+						 &m->partition, 1, 1);
+	pgdl_node_read_visit(node, m->blob_len, &result);
+	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
@@ -443,11 +425,8 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 						node->name, m->config_id),
 				 errdetail("%s.", err.msg)));
 	pgdl_model_free_with(v->nn, step_cxt);
-	v->stats.loss_sum = pgdl_node_get_float8(res, 0, 2);
-	v->stats.correct = pgdl_node_get_int64(res, 0, 3);
-	v->stats.n = pgdl_node_get_int64(res, 0, 4);
-	v->diverged = PQgetvalue(res, 0, 5)[0] != 0;
-	PQclear(res);
+	v->stats = result.stats;
+	v->diverged = result.diverged;
 }
 
 static void

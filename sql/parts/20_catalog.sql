@@ -86,7 +86,8 @@ CREATE TABLE pgdl.run_metrics (
 	decision text,							-- successive halving: 'continue' or 'stop' at a rung
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged')),	-- 'diverged': training stopped in this epoch
-	UNIQUE NULLS NOT DISTINCT (run, config, epoch)
+	node text,								-- pgdl.fit_federated: the server a site's row is of; NULL: the run's model
+	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
 );
 
 COMMENT ON TABLE pgdl.datasets IS 'packed training data written by pgdl.pack: shape, classes, normalization';

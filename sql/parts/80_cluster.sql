@@ -12,3 +12,73 @@ CREATE FUNCTION pgdl.distribute(packed regclass, servers text[]) RETURNS integer
 	AS 'MODULE_PATHNAME', 'pgdl_distribute' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.distribute(regclass, text[]) IS
 	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; a partition already moved stays, so calling again finishes an interrupted call; returns the partitions this call moved';
+
+CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config jsonb DEFAULT '{}',
+		rounds integer DEFAULT 10, local_epochs integer DEFAULT 1, validation regclass DEFAULT NULL,
+		name text DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_fit_federated' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text) IS
+	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; stores the model and returns its id';
+
+CREATE FUNCTION pgdl.average_models(models bytea[], examples bigint[]) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'pgdl_average_models' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.average_models(bytea[], bigint[]) IS
+	'the average of models of one architecture weighted by the examples each trained on, folded in array order as pgdl.fit_federated averages its sites (and the pgdl.train aggregate its partial models)';
+
+-- Federating: each node packs its own rows with the coordinator's classes and normalization.
+
+CREATE FUNCTION pgdl.export_dataset(packed regclass) RETURNS jsonb
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+	SELECT jsonb_build_object('task', d.task, 'n_features', d.n_features, 'n_targets', d.n_targets,
+							  'classes', to_jsonb(d.classes), 'label_type', d.label_type::text,
+							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows)
+	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
+$$;
+COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
+	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
+
+CREATE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	schema name := current_schemas(false)[1];
+	made regclass;
+BEGIN
+	IF jsonb_typeof(description) IS DISTINCT FROM 'object'
+	   OR jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
+	   OR jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
+	   OR jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
+	   OR jsonb_typeof(description->'classes') NOT IN ('array', 'null')
+	   OR jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
+	   OR jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
+	END IF;
+	IF schema IS NULL THEN
+		RAISE EXCEPTION 'no schema to create "%" in', left(name, 64) USING ERRCODE = 'invalid_schema_name';
+	END IF;
+	EXECUTE format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
+				   ' x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id)) PARTITION BY LIST (part)',
+				   schema, name);
+	made := format('%I.%I', schema, name)::regclass;
+	EXECUTE format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, left(name, 60) || '_p0', made);
+	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
+			(description->>'n_targets')::integer,
+			CASE WHEN jsonb_typeof(description->'classes') = 'array'
+				 THEN ARRAY(SELECT jsonb_array_elements_text(description->'classes')) END,
+			(description->>'label_type')::regtype, description->'normalization', 0, 0, 1, 1, 0);
+	RETURN made;
+END
+$$;
+COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
+	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';
+
+CREATE FUNCTION pgdl.attach_partitions(packed regclass, server text, remote_packed text) RETURNS integer
+	AS 'MODULE_PATHNAME', 'pgdl_attach_partitions' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.attach_partitions(regclass, text, text) IS
+	'adds the partitions of a packed table on a node (packed there with reference => pgdl.import_dataset of this one''s description) as partitions of a packed table here, foreign tables over the node''s: its rows never leave the node; returns the partitions added';
