@@ -9,6 +9,22 @@ ALTER TABLE pgdl.run_metrics ADD COLUMN node text;
 ALTER TABLE pgdl.run_metrics DROP CONSTRAINT run_metrics_run_config_epoch_key;
 ALTER TABLE pgdl.run_metrics ADD UNIQUE NULLS NOT DISTINCT (run, config, epoch, node);
 
+-- pgdl.progress says which node a model trains on (a function's result columns cannot change in place).
+DROP VIEW pgdl.progress;
+DROP FUNCTION pgdl.progress_rows();
+CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
+		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,
+		OUT images_per_second double precision, OUT seconds_left double precision,
+		OUT last_loss double precision, OUT node text)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'pgdl_progress' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION pgdl.progress_rows() IS
+	'the models of pgdl.fit_multiple runs in flight, read from the runs'' shared memory; see the view pgdl.progress';
+CREATE VIEW pgdl.progress AS SELECT * FROM pgdl.progress_rows();
+COMMENT ON VIEW pgdl.progress IS
+	'pgdl.fit_multiple runs in flight: per model, its state, epoch, partition and worker (and the node it trains on), images/s and estimated seconds left';
+GRANT SELECT ON pgdl.progress TO PUBLIC;
+
 -- fit_multiple and explain_fit_multiple take workers_per_node (a new argument is a new function).
 DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text);
 DROP FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text);

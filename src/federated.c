@@ -291,7 +291,7 @@ fit_federated(FedRun *f)
 					 errhint("The model is stored as it was after the round, with \"diverged\": true in its metrics. Try a lower learning rate.")));
 			break;
 		}
-		pgdl_fit_report_epoch(&m, f->rounds);
+		pgdl_fit_report_epoch("round", &m, f->rounds);
 	}
 	for (int s = 0; s < f->n_sites; s++)
 		if (f->sites[s].node)

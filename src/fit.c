@@ -161,25 +161,25 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 }
 
 void
-pgdl_fit_report_epoch(const PgdlEpochMetrics *m, int32 epochs)
+pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 {
 	if (m->has_validation && m->classification)
 		ereport(NOTICE,
-				(errmsg("epoch %d/%d: loss %.4f, accuracy %.4f, validation loss %.4f, validation accuracy %.4f, %.0f images/s",
-						m->epoch, epochs, m->train_loss, m->train_accuracy, m->validation_loss,
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, validation loss %.4f, validation accuracy %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->validation_loss,
 						m->validation_accuracy, m->images_per_second)));
 	else if (m->has_validation)
 		ereport(NOTICE,
-				(errmsg("epoch %d/%d: loss %.4f, validation loss %.4f, %.0f images/s",
-						m->epoch, epochs, m->train_loss, m->validation_loss, m->images_per_second)));
+				(errmsg("%s %d/%d: loss %.4f, validation loss %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->validation_loss, m->images_per_second)));
 	else if (m->classification)
 		ereport(NOTICE,
-				(errmsg("epoch %d/%d: loss %.4f, accuracy %.4f, %.0f images/s",
-						m->epoch, epochs, m->train_loss, m->train_accuracy, m->images_per_second)));
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->images_per_second)));
 	else
 		ereport(NOTICE,
-				(errmsg("epoch %d/%d: loss %.4f, %.0f images/s",
-						m->epoch, epochs, m->train_loss, m->images_per_second)));
+				(errmsg("%s %d/%d: loss %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->images_per_second)));
 }
 
 static int64
@@ -231,7 +231,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
 			break;
 		}
-		pgdl_fit_report_epoch(&m, epochs);
+		pgdl_fit_report_epoch("epoch", &m, epochs);
 	}
 	model_id = fit_store(&f, &m);
 	MemoryContextDelete(f.cxt);

@@ -383,7 +383,7 @@ typedef struct PgdlEpochMetrics
 } PgdlEpochMetrics;
 
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
-extern void pgdl_fit_report_epoch(const PgdlEpochMetrics *m, int32 epochs);
+extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord

@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include "foreign/foreign.h"
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "storage/shm_toc.h"
@@ -61,9 +63,11 @@ copy_run(int64 run, dsm_handle handle)
 static void
 put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
 {
-	Datum		values[10];
-	bool		nulls[10] = {false};
+	Datum		values[11];
+	bool		nulls[11] = {false};
 	int			w = m->worker;
+	Oid			server = w >= 0 && w < PGDL_MAX_WORKERS ? run->workers[w].server : InvalidOid;
+	ForeignServer *fs = OidIsValid(server) ? GetForeignServerExtended(server, FSV_MISSING_OK) : NULL;
 	double		rate = m->seconds > 0 ? m->n / m->seconds : 0;
 	int64		per_epoch = m->visit > 0 ? m->n * run->n_partitions / m->visit : 0;
 	int64		left = 0;
@@ -86,6 +90,9 @@ put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
 	nulls[8] = rate <= 0 || per_epoch == 0;
 	values[9] = Float8GetDatum(m->last.has_validation ? m->last.validation_loss : m->last.train_loss);
 	nulls[9] = m->epoch == 0;
+	/* the node it trains on, over libpq (a distributed packed table) */
+	values[10] = fs ? CStringGetTextDatum(fs->servername) : (Datum) 0;
+	nulls[10] = m->state != MOP_BUSY || fs == NULL;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

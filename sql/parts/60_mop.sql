@@ -24,7 +24,7 @@ COMMENT ON FUNCTION pgdl.resume(bigint, integer) IS
 CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
 		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,
 		OUT images_per_second double precision, OUT seconds_left double precision,
-		OUT last_loss double precision)
+		OUT last_loss double precision, OUT node text)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME', 'pgdl_progress' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION pgdl.progress_rows() IS
@@ -32,5 +32,5 @@ COMMENT ON FUNCTION pgdl.progress_rows() IS
 
 CREATE VIEW pgdl.progress AS SELECT * FROM pgdl.progress_rows();
 COMMENT ON VIEW pgdl.progress IS
-	'pgdl.fit_multiple runs in flight: per model, its state, epoch, partition and worker, images/s and estimated seconds left';
+	'pgdl.fit_multiple runs in flight: per model, its state, epoch, partition and worker (and the node it trains on), images/s and estimated seconds left';
 GRANT SELECT ON pgdl.progress TO PUBLIC;
