@@ -91,38 +91,43 @@ $$;
 COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
 	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
 
+-- No SET search_path: the table goes where the caller's CREATE TABLE would put it (its first schema).
 CREATE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
-	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS
 $$
 DECLARE
-	schema name := current_schemas(false)[1];
+	schema name := (pg_catalog.current_schemas(false))[1];
 	made regclass;
 BEGIN
-	IF jsonb_typeof(description) IS DISTINCT FROM 'object'
-	   OR jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
-	   OR jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
-	   OR jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
-	   OR jsonb_typeof(description->'classes') NOT IN ('array', 'null')
-	   OR jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
-	   OR jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
+	IF pg_catalog.jsonb_typeof(description) IS DISTINCT FROM 'object'
+	   OR pg_catalog.jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'classes') NOT IN ('array', 'null')
+	   OR pg_catalog.jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
 		RAISE EXCEPTION 'invalid dataset description'
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
 	END IF;
 	IF schema IS NULL THEN
-		RAISE EXCEPTION 'no schema to create "%" in', left(name, 64) USING ERRCODE = 'invalid_schema_name';
+		RAISE EXCEPTION 'no schema to create "%" in', pg_catalog.left(name, 64) USING ERRCODE = 'invalid_schema_name';
 	END IF;
-	EXECUTE format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
+	IF pg_catalog.octet_length(name) > 60 OR name = '' THEN
+		RAISE EXCEPTION 'invalid table name "%"', pg_catalog.left(name, 64)
+			USING ERRCODE = 'invalid_name', DETAIL = 'The name must be 1 to 60 bytes long.';
+	END IF;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
 				   ' x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id)) PARTITION BY LIST (part)',
 				   schema, name);
-	made := format('%I.%I', schema, name)::regclass;
-	EXECUTE format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, left(name, 60) || '_p0', made);
+	made := pg_catalog.format('%I.%I', schema, name)::regclass;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, name || '_p0', made);
 	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
 							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
 	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
 			(description->>'n_targets')::integer,
-			CASE WHEN jsonb_typeof(description->'classes') = 'array'
-				 THEN ARRAY(SELECT jsonb_array_elements_text(description->'classes')) END,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
+				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
 			(description->>'label_type')::regtype, description->'normalization', 0, 0, 1, 1, 0);
 	RETURN made;
 END

@@ -47,6 +47,8 @@ place_of(Oid child, PgdlPartPlace *place)
 		table = get_rel_name(child);
 	place->server = pgdl_node_server(GetForeignServer(ft->serverid)->servername);
 	place->remote = pstrdup(quote_qualified_identifier(schema, table));
+	place->remote_schema = schema;
+	place->remote_table = table;
 }
 
 PgdlPartPlace *

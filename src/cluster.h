@@ -13,6 +13,8 @@ typedef struct PgdlPartPlace
 	Oid			relid;			/* the partition: a table here, or a foreign table; invalid if none */
 	Oid			server;
 	char	   *remote;			/* the node's table, qualified and quoted; NULL when here */
+	char	   *remote_schema;	/* the same, its two parts as they are */
+	char	   *remote_table;
 } PgdlPartPlace;
 
 /* Each partition 0 .. partitions - 1 of a packed table; *distributed when one lives on a node. */

@@ -28,6 +28,8 @@
 #include "remote.h"
 
 #define SHIP_BATCH_BUFFERS 16
+/* The node's view that gives its partition j of packed table t the part number k here: t_as_k. */
+#define ATTACHED_VIEW_FORMAT "%.40s_as_"
 
 typedef struct Target
 {
@@ -343,18 +345,22 @@ check_same_dataset(PgdlNode *node, Oid packed, const char *remote_packed, int32 
 						 get_rel_name(packed))));
 }
 
-/* The node's packed table's schema and name, as the node resolves remote_packed. */
+/* The node's packed table's schema and name, as the mapped user's own search_path resolves remote_packed. */
 static void
 remote_name(PgdlNode *node, const char *remote_packed, char **schema, char **name)
 {
 	const char *values[1] = {remote_packed};
-	PGresult   *res = pgdl_node_exec(node, "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
-									 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-									 " WHERE c.oid = $1::regclass", 1, values, PGRES_TUPLES_OK);
+	PGresult   *res;
 
+	PQclear(pgdl_node_exec(node, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	PQclear(pgdl_node_exec(node, "SET LOCAL search_path TO DEFAULT", 0, NULL, PGRES_COMMAND_OK));
+	res = pgdl_node_exec(node, "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+						 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						 " WHERE c.oid = $1::regclass", 1, values, PGRES_TUPLES_OK);
 	*schema = pstrdup(PQgetvalue(res, 0, 0));
 	*name = pstrdup(PQgetvalue(res, 0, 1));
 	PQclear(res);
+	PQclear(pgdl_node_exec(node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
 }
 
 /*
@@ -367,7 +373,7 @@ attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const cha
 {
 	const char *packed_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)),
 														 get_rel_name(packed));
-	char	   *view = psprintf("%.40s_as_%d", name, k);
+	char	   *view = psprintf(ATTACHED_VIEW_FORMAT "%d", name, k);
 	char	   *local = psprintf("%.50s_p%d", get_rel_name(packed), k);
 
 	PQclear(pgdl_node_exec(node, psprintf("CREATE OR REPLACE VIEW %s AS SELECT %d AS part, buffer_id, n, x, y"
@@ -394,6 +400,23 @@ grow_dataset(int64 id, int32 added, int64 rows)
 		SPI_processed != 1)
 		elog(ERROR, "pgdl.attach_partitions: could not update dataset " INT64_FORMAT, id);
 	SPI_finish();
+}
+
+/* Attaching the same node table twice would count its rows twice. */
+static void
+check_not_attached(Oid packed, int32 partitions, Oid server, const char *schema, const char *name)
+{
+	bool		distributed;
+	PgdlPartPlace *places = pgdl_packed_places(packed, partitions, &distributed);
+	char	   *prefix = psprintf(ATTACHED_VIEW_FORMAT, name);
+
+	for (int32 p = 0; p < partitions; p++)
+		if (places[p].server == server && strcmp(places[p].remote_schema, schema) == 0 &&
+			strncmp(places[p].remote_table, prefix, strlen(prefix)) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("\"%s\" on server \"%s\" is attached already", name, GetForeignServer(server)->servername),
+					 errdetail("Partition %d of \"%s\" is one of its partitions.", p, get_rel_name(packed))));
 }
 
 /* attach_partitions(packed, server, remote_packed): returns the partitions added. */
@@ -426,8 +449,9 @@ pgdl_attach_partitions(PG_FUNCTION_ARGS)
 	if (acl != ACLCHECK_OK)
 		aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(server)->servername);
 	node = pgdl_node_connect(server, false);
-	check_same_dataset(node, packed, remote, &parts, &rows);
 	remote_name(node, remote, &schema, &name);
+	check_not_attached(packed, ds->partitions, server, schema, name);
+	check_same_dataset(node, packed, quote_qualified_identifier(schema, name), &parts, &rows);
 	if (parts < 1 || ds->partitions + parts > PGDL_MAX_PARTITIONS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
