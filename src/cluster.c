@@ -120,3 +120,17 @@ pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, int32 local_w
 	}
 	return n_workers;
 }
+
+void
+pgdl_cluster_check_nodes(const Oid *servers, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		bool		seen = !OidIsValid(servers[i]);
+
+		for (int j = 0; j < i && !seen; j++)
+			seen = servers[j] == servers[i];
+		if (!seen)
+			pgdl_node_close(pgdl_node_connect(servers[i], false));
+	}
+}

@@ -28,4 +28,10 @@ extern PgdlPartPlace *pgdl_packed_places(Oid packed, int32 partitions, bool *dis
 extern int32 pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, int32 local_workers,
 								 int32 per_node, Oid *worker_server, int16 *owner);
 
+/*
+ * Connect to each node once, so that a node that is down, refuses the user or
+ * runs another pgdl build is found before a run starts rather than by a worker.
+ */
+extern void pgdl_cluster_check_nodes(const Oid *servers, int n);
+
 #endif							/* PGDL_CLUSTER_H */

@@ -1115,6 +1115,7 @@ setup_run(FunctionCallInfo fcinfo)
 	prepare_configs(run);
 	plan_caches(run);
 	check_no_prefix_on_nodes(run);
+	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	return run;
 }
 
@@ -1394,6 +1395,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	prepare_configs(run);
 	plan_caches(run);
 	check_no_prefix_on_nodes(run);
+	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_execute(fcinfo, run);
 	return (Datum) 0;
 }
