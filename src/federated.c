@@ -234,25 +234,6 @@ first_model(FedRun *f)
 	return pgdl_model_serialize(model);
 }
 
-static int64
-store(FedRun *f, bytea *weights, const PgdlEpochMetrics *last)
-{
-	PgdlModelRecord rec = {0};
-	int64		model_id;
-
-	rec.name = f->name;
-	rec.architecture = f->arch_id;
-	rec.spec = pgdl_spec_to_jsonb(f->spec);
-	rec.config = pgdl_config_to_jsonb(&f->config);
-	rec.dataset = f->ds->id;
-	rec.run = f->run_id;
-	rec.weights = weights;
-	rec.last = *last;
-	model_id = pgdl_run_store_model(&rec);
-	pgdl_run_finish(f->run_id, PGDL_RUN_FINISHED);
-	return model_id;
-}
-
 /* pgdl.runs.config: the training configuration, and how many epochs a site trains per round. */
 static Jsonb *
 run_config(const FedRun *f)
@@ -296,7 +277,7 @@ fit_federated(FedRun *f)
 	for (int s = 0; s < f->n_sites; s++)
 		if (f->sites[s].node)
 			pgdl_node_close(f->sites[s].node);
-	return store(f, global, &m);
+	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->ds->id, global, &m);
 }
 
 static int32

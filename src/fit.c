@@ -182,23 +182,31 @@ pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 						unit, m->epoch, epochs, m->train_loss, m->images_per_second)));
 }
 
-static int64
-fit_store(FitRun *f, const PgdlEpochMetrics *last)
+int64
+pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
+			   int64 dataset, bytea *weights, const PgdlEpochMetrics *last)
 {
 	PgdlModelRecord rec = {0};
 	int64		model_id;
 
-	rec.name = f->name;
-	rec.architecture = f->arch_id;
-	rec.spec = pgdl_spec_to_jsonb(f->spec);
-	rec.config = pgdl_config_to_jsonb(&f->config);
-	rec.dataset = f->ds->id;
-	rec.run = f->run_id;
-	rec.weights = pgdl_model_serialize(f->model);
+	rec.name = name;
+	rec.architecture = arch_id;
+	rec.spec = pgdl_spec_to_jsonb(spec);
+	rec.config = pgdl_config_to_jsonb(config);
+	rec.dataset = dataset;
+	rec.run = run;
+	rec.weights = weights;
 	rec.last = *last;
 	model_id = pgdl_run_store_model(&rec);
-	pgdl_run_finish(f->run_id, PGDL_RUN_FINISHED);
+	pgdl_run_finish(run, PGDL_RUN_FINISHED);
 	return model_id;
+}
+
+static int64
+fit_store(FitRun *f, const PgdlEpochMetrics *last)
+{
+	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->ds->id,
+						  pgdl_model_serialize(f->model), last);
 }
 
 /* Train, record every epoch in the run, store the model; all in the caller's transaction. */

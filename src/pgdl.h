@@ -382,6 +382,10 @@ typedef struct PgdlEpochMetrics
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 } PgdlEpochMetrics;
 
+/* fit.c: the model a pgdl.fit or pgdl.fit_federated run trained, stored; the run finished.  Its id. */
+extern int64 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec,
+							const PgdlTrainConfig *config, int64 dataset, bytea *weights,
+							const PgdlEpochMetrics *last);
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 

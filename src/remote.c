@@ -288,6 +288,18 @@ wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
 	return true;
 }
 
+/* Read from the node until a result is ready. */
+static void
+wait_until_ready(PgdlNode *node)
+{
+	while (PQisBusy(node->conn))
+	{
+		(void) wait_for_socket(node, false, 0);
+		if (!PQconsumeInput(node->conn))
+			lost_connection(node);
+	}
+}
+
 /* PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen while it connects. */
 static void
 poll_connection(PgdlNode *node, int timeout_s)
@@ -420,12 +432,7 @@ pgdl_node_result(PgdlNode *node, ExecStatusType expect)
 
 	for (;;)
 	{
-		while (PQisBusy(node->conn))
-		{
-			(void) wait_for_socket(node, false, 0);
-			if (!PQconsumeInput(node->conn))
-				lost_connection(node);
-		}
+		wait_until_ready(node);
 		res = PQgetResult(node->conn);
 		if (res == NULL)
 			break;
@@ -521,12 +528,7 @@ pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql)
 	PGresult   *res;
 
 	pgdl_node_send(node, copy_sql, 0, NULL, NULL, NULL, false);
-	while (PQisBusy(node->conn))
-	{
-		(void) wait_for_socket(node, false, 0);
-		if (!PQconsumeInput(node->conn))
-			lost_connection(node);
-	}
+	wait_until_ready(node);
 	res = PQgetResult(node->conn);
 	if (res == NULL)
 		lost_connection(node);
