@@ -29,11 +29,16 @@
 #include "pgdl.h"
 #include "remote.h"
 
-/* Unless the server's options say otherwise (connect_timeout, keepalives_*). */
+/*
+ * Unless the server's options say otherwise: a node that is unreachable is
+ * found within about 15 s while we wait for it (keepalives: 5 s idle, then 3
+ * probes 2 s apart) and 20 s while we send to it (tcp_user_timeout).
+ */
 #define NODE_CONNECT_TIMEOUT_S	"10"
 #define NODE_KEEPALIVES_IDLE_S	"5"
 #define NODE_KEEPALIVES_INTERVAL_S "2"
 #define NODE_KEEPALIVES_COUNT	"3"
+#define NODE_TCP_USER_TIMEOUT_MS "20000"	/* data sent and not acknowledged: the node is gone */
 
 #define REMOTE_ECHO_BYTES		120	/* of a node's error message, detail or hint */
 
@@ -226,6 +231,7 @@ connection_options(ForeignServer *server, UserMapping *um, ConnOptions *o)
 	add_default(o, "keepalives_idle", NODE_KEEPALIVES_IDLE_S);
 	add_default(o, "keepalives_interval", NODE_KEEPALIVES_INTERVAL_S);
 	add_default(o, "keepalives_count", NODE_KEEPALIVES_COUNT);
+	add_default(o, "tcp_user_timeout", NODE_TCP_USER_TIMEOUT_MS);
 	add_default(o, "connect_timeout", NODE_CONNECT_TIMEOUT_S);
 	password = find_option(o, "password");
 	if (needs_password(um) && (password == NULL || password[0] == '\0'))
