@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Project a model selection's epoch time on N nodes from what bench/cluster.sh measured.
+
+  /usr/bin/python3 bench/cluster_projection.py MEASURED.tsv [options]
+  /usr/bin/python3 bench/cluster_projection.py --hop-bytes B --buffer-bytes D \\
+      --partition-seconds S --partitions P --configs C [options]
+
+MEASURED.tsv is the file bench/cluster.sh writes: a comment line with
+partitions=P and buffer_bytes=D, then one row per configuration: id,
+architecture, optimizer, batch, blob bytes (weights + optimizer state, as the
+model hops), seconds of one epoch on one core here, and across the nodes.
+Without a file, the aggregates do: B = hop bytes per epoch (sum over
+configurations of 2 x blob x P), D = buffer bytes, S = seconds of one
+sub-epoch summed over the C configurations (their sizes taken as equal).
+
+The model (per epoch; every configuration visits every partition once):
+  - Strong scaling: the same packed table cut into N partitions, one per
+    node, one worker per node (workers_per_node => 1), each node as fast as
+    one core of the machine that measured; a configuration's compute is
+    proportional to its examples, so its sub-epoch on N nodes takes
+    T_c / N, T_c = P x its measured sub-epoch.
+  - compute(N) = max(sum T_c / N, max T_c): the work is shared by N nodes,
+    but a model trains on one node at a time, so no epoch is shorter than its
+    heaviest configuration's epoch on one core.  Scheduling is taken as
+    perfect (no tail): measured runs lose some of that.
+  - Hops as pgdl makes them: the coordinator's worker for a node sends the
+    blob to the node and gets it back (pgdl.train_partitions), so every hop
+    crosses the coordinator's link.  Links are full duplex at L bit/s, of
+    which a fraction E carries payload (TCP/IP and libpq framing); a hop also
+    costs a latency H (round trip plus query start) per visit.
+      hop_coord(N) = N x sum b_c x 8 / (E L): the coordinator's link, each
+                     way (every model to every node and back, each epoch);
+      hop_node     = 2 x sum b_c x 8 / (E L) + C x H: one node's own models
+                     in and then out, one after the other.
+  - overlapped (best case: a model's transfer hides behind another model's
+    compute, e.g. a second worker per node or prefetching the next model):
+      epoch(N) = max(compute(N), hop_coord(N))
+  - not overlapped (pgdl today with one worker per node: the node waits while
+    its next model comes in and the last one goes out):
+      epoch(N) = max(compute(N) + hop_node, hop_coord(N))
+  - Hops dominate from the smallest N at which hop_coord(N) >= compute(N):
+    the coordinator's link is then busier than the nodes' cores, and more
+    nodes make epochs longer.  Validation and checkpoints (on the
+    coordinator) are left out, as are the nodes' reads of their partitions.
+  - For comparison, moving the data instead of the models: the packed table's
+    D bytes across one link, D x 8 / (E L) per epoch.
+"""
+
+import argparse
+import sys
+
+
+def read_measured(path):
+    """(partitions, buffer bytes, [(name, blob bytes, epoch seconds on one core)])."""
+    meta = {}
+    configs = []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip('\n')
+            if not line:
+                continue
+            if line.startswith('#'):
+                for word in line[1:].split():
+                    key, eq, value = word.partition('=')
+                    if eq:
+                        meta[key] = value
+                continue
+            cols = line.split('\t')
+            if len(cols) < 6:
+                sys.exit('%s: a row needs at least 6 tab-separated columns: %r' % (path, line))
+            name = '%s %s %s batch %s' % (cols[0], cols[1], cols[2], cols[3])
+            configs.append((name, float(cols[4]), float(cols[5])))
+    if 'partitions' not in meta or 'buffer_bytes' not in meta:
+        sys.exit('%s: no comment line with partitions= and buffer_bytes=' % path)
+    if not configs:
+        sys.exit('%s: no configurations' % path)
+    return int(meta['partitions']), float(meta['buffer_bytes']), configs
+
+
+def from_aggregates(args):
+    for name in ('hop_bytes', 'buffer_bytes', 'partition_seconds', 'partitions', 'configs'):
+        if getattr(args, name) is None:
+            sys.exit('without a measured file, --%s is needed' % name.replace('_', '-'))
+    p, c = args.partitions, args.configs
+    blob = args.hop_bytes / (2.0 * p) / c
+    epoch = args.partition_seconds * p / c
+    return p, float(args.buffer_bytes), [('config %d' % i, blob, epoch) for i in range(c)]
+
+
+class Projection:
+    def __init__(self, configs, buffer_bytes, efficiency, latency_s):
+        self.blobs = sum(b for _, b, _ in configs)
+        self.work = sum(t for _, _, t in configs)
+        self.longest = max(t for _, _, t in configs)
+        self.n_configs = len(configs)
+        self.buffer_bytes = buffer_bytes
+        self.efficiency = efficiency
+        self.latency_s = latency_s
+
+    def seconds(self, nbytes, gbit):
+        return nbytes * 8 / (self.efficiency * gbit * 1e9)
+
+    def compute(self, n):
+        return max(self.work / n, self.longest)
+
+    def hop_coord(self, n, gbit):
+        return self.seconds(n * self.blobs, gbit)
+
+    def hop_node(self, gbit):
+        return self.seconds(2 * self.blobs, gbit) + self.n_configs * self.latency_s
+
+    def overlapped(self, n, gbit):
+        return max(self.compute(n), self.hop_coord(n, gbit))
+
+    def not_overlapped(self, n, gbit):
+        return max(self.compute(n) + self.hop_node(gbit), self.hop_coord(n, gbit))
+
+    def dominate_from(self, gbit, limit=1 << 20):
+        for n in range(1, limit):
+            if self.hop_coord(n, gbit) >= self.compute(n):
+                return n
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('measured', nargs='?', help='the file bench/cluster.sh writes')
+    ap.add_argument('--hop-bytes', type=float, help='hop bytes per epoch (2 x blobs x partitions)')
+    ap.add_argument('--buffer-bytes', type=float, help='bytes of the packed table (x and y)')
+    ap.add_argument('--partition-seconds', type=float, help='one sub-epoch, summed over configurations')
+    ap.add_argument('--partitions', type=int, help='partitions the measurement had')
+    ap.add_argument('--configs', type=int, help='configurations the measurement had')
+    ap.add_argument('--nodes', default='4,8,32', help='node counts (default 4,8,32)')
+    ap.add_argument('--links', default='1,10', help='link rates in Gbit/s (default 1,10)')
+    ap.add_argument('--efficiency', type=float, default=0.9, help='payload fraction of a link (default 0.9)')
+    ap.add_argument('--latency-ms', type=float, default=0.5, help='per hop: round trip and query start (default 0.5)')
+    args = ap.parse_args()
+
+    if args.measured:
+        partitions, buffer_bytes, configs = read_measured(args.measured)
+    else:
+        partitions, buffer_bytes, configs = from_aggregates(args)
+    nodes = [int(n) for n in args.nodes.split(',')]
+    links = [float(g) for g in args.links.split(',')]
+    if min(nodes) < 1 or min(links) <= 0 or not 0 < args.efficiency <= 1 or args.latency_ms < 0:
+        sys.exit('nodes >= 1, links > 0, 0 < efficiency <= 1 and latency >= 0, please')
+    pr = Projection(configs, buffer_bytes, args.efficiency, args.latency_ms / 1000)
+
+    print('measured: %d configurations, %d partitions; blobs %.1f MB in all (hop bytes per epoch %.0f);'
+          ' buffers %.1f MB; one epoch of every configuration on one core %.1f s (longest %.1f s)'
+          % (pr.n_configs, partitions, pr.blobs / 1e6, 2 * pr.blobs * partitions, buffer_bytes / 1e6,
+             pr.work, pr.longest))
+    print('assumed: one partition and one worker per node, each node one core as fast as here; every hop'
+          ' through the coordinator (to the node and back); full-duplex links, %.0f%% payload; %.1f ms per hop;'
+          ' perfect scheduling; validation, checkpoints and the nodes\' reads left out'
+          % (100 * args.efficiency, args.latency_ms))
+    print('%6s %6s %10s %12s %12s %10s %14s %14s %14s'
+          % ('nodes', 'Gbit/s', 'compute s', 'hop bytes', 'coord link s', 'node hop s',
+             'epoch overlap', 'epoch serial', 'buffers once s'))
+    for gbit in links:
+        for n in nodes:
+            print('%6d %6g %10.2f %12.0f %12.2f %10.3f %14.2f %14.2f %14.2f'
+                  % (n, gbit, pr.compute(n), 2 * n * pr.blobs, pr.hop_coord(n, gbit), pr.hop_node(gbit),
+                     pr.overlapped(n, gbit), pr.not_overlapped(n, gbit), pr.seconds(buffer_bytes, gbit)))
+    for gbit in links:
+        n = pr.dominate_from(gbit)
+        floor = pr.longest
+        print('%g Gbit/s: hops dominate from %s nodes (the coordinator\'s link needs longer than the nodes\''
+              ' compute); compute alone stops shrinking at %d nodes (longest configuration, %.1f s per epoch)'
+              % (gbit, n if n else 'no count below 2^20', -(-pr.work // floor), floor))
+
+
+if __name__ == '__main__':
+    main()
