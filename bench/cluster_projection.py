@@ -40,18 +40,21 @@ The model (per epoch; every configuration visits every partition once):
       epoch(N) = max(compute(N) + hop_node, hop_coord(N))
   - Hops dominate from the smallest N at which hop_coord(N) >= compute(N):
     the coordinator's link is then busier than the nodes' cores, and more
-    nodes make epochs longer.  Validation and checkpoints (on the
+    nodes make epochs longer.  Also given: the same without the floor of the
+    longest configuration (a selection with configurations enough to keep
+    every node busy), and for each architecture alone.  Validation and checkpoints (on the
     coordinator) are left out, as are the nodes' reads of their partitions.
   - For comparison, moving the data instead of the models: the packed table's
     D bytes across one link, D x 8 / (E L) per epoch.
 """
 
 import argparse
+import math
 import sys
 
 
 def read_measured(path):
-    """(partitions, buffer bytes, [(name, blob bytes, epoch seconds on one core)])."""
+    """(partitions, buffer bytes, [(architecture, blob bytes, epoch seconds on one core)])."""
     meta = {}
     configs = []
     with open(path) as f:
@@ -68,8 +71,7 @@ def read_measured(path):
             cols = line.split('\t')
             if len(cols) < 6:
                 sys.exit('%s: a row needs at least 6 tab-separated columns: %r' % (path, line))
-            name = '%s %s %s batch %s' % (cols[0], cols[1], cols[2], cols[3])
-            configs.append((name, float(cols[4]), float(cols[5])))
+            configs.append((cols[1], float(cols[4]), float(cols[5])))
     if 'partitions' not in meta or 'buffer_bytes' not in meta:
         sys.exit('%s: no comment line with partitions= and buffer_bytes=' % path)
     if not configs:
@@ -84,7 +86,7 @@ def from_aggregates(args):
     p, c = args.partitions, args.configs
     blob = args.hop_bytes / (2.0 * p) / c
     epoch = args.partition_seconds * p / c
-    return p, float(args.buffer_bytes), [('config %d' % i, blob, epoch) for i in range(c)]
+    return p, float(args.buffer_bytes), [('', blob, epoch) for _ in range(c)]
 
 
 class Projection:
@@ -100,8 +102,8 @@ class Projection:
     def seconds(self, nbytes, gbit):
         return nbytes * 8 / (self.efficiency * gbit * 1e9)
 
-    def compute(self, n):
-        return max(self.work / n, self.longest)
+    def compute(self, n, floor=True):
+        return max(self.work / n, self.longest if floor else 0)
 
     def hop_coord(self, n, gbit):
         return self.seconds(n * self.blobs, gbit)
@@ -115,9 +117,9 @@ class Projection:
     def not_overlapped(self, n, gbit):
         return max(self.compute(n) + self.hop_node(gbit), self.hop_coord(n, gbit))
 
-    def dominate_from(self, gbit, limit=1 << 20):
+    def dominate_from(self, gbit, floor=True, limit=1 << 20):
         for n in range(1, limit):
-            if self.hop_coord(n, gbit) >= self.compute(n):
+            if self.hop_coord(n, gbit) >= self.compute(n, floor):
                 return n
         return None
 
@@ -162,12 +164,24 @@ def main():
             print('%6d %6g %10.2f %12.0f %12.2f %10.3f %14.2f %14.2f %14.2f'
                   % (n, gbit, pr.compute(n), 2 * n * pr.blobs, pr.hop_coord(n, gbit), pr.hop_node(gbit),
                      pr.overlapped(n, gbit), pr.not_overlapped(n, gbit), pr.seconds(buffer_bytes, gbit)))
+    print('compute stops shrinking at %d nodes: no epoch is shorter than the longest configuration\'s (%.1f s)'
+          % (math.ceil(pr.work / pr.longest), pr.longest))
+    groups = {}
+    for config in configs:
+        groups.setdefault(config[0], []).append(config)
     for gbit in links:
-        n = pr.dominate_from(gbit)
-        floor = pr.longest
-        print('%g Gbit/s: hops dominate from %s nodes (the coordinator\'s link needs longer than the nodes\''
-              ' compute); compute alone stops shrinking at %d nodes (longest configuration, %.1f s per epoch)'
-              % (gbit, n if n else 'no count below 2^20', -(-pr.work // floor), floor))
+        parts = ['%s alone from %s' % (arch, dominate_text(Projection(cs, buffer_bytes, args.efficiency,
+                                                                       args.latency_ms / 1000), gbit))
+                 for arch, cs in sorted(groups.items())] if len(groups) > 1 else []
+        print('%g Gbit/s: hops dominate from %s nodes (the coordinator\'s link busier than the nodes\' cores;'
+              ' with configurations enough to keep every node busy: from %s)%s'
+              % (gbit, dominate_text(pr, gbit), dominate_text(pr, gbit, floor=False),
+                 '; ' + ', '.join(parts) if parts else ''))
+
+
+def dominate_text(pr, gbit, floor=True):
+    n = pr.dominate_from(gbit, floor)
+    return str(n) if n else 'no count below 2^20'
 
 
 if __name__ == '__main__':
