@@ -42,8 +42,9 @@
 #                            than the models would ship each epoch);
 #   per-partition compute  = pgdl.run_metrics seconds of run (a) per epoch /
 #                            partitions, per configuration;
-#   CPU seconds of each server during (b) (its processes, exited ones included,
-#   from /proc): where the two cores went.
+#   CPU seconds of each server during each run (its processes, exited ones
+#   included, from /proc), of the other processes on this shared machine, and
+#   idle: where the two cores went.
 # bench/cluster_projection.py then projects epoch times at 4, 8 and 32 nodes
 # from these (see its header for what it assumes).
 #
@@ -154,10 +155,29 @@ server_cpu() {
 	} | awk -v hz="$hz" '{ s += $1 } END { printf "%.1f", s / hz }'
 }
 dirs=("$PG_PRIVATE_DIR/data" "$(node_dir 1)" "$(node_dir 2)")
-cpu_all() { for d in "${dirs[@]}"; do server_cpu "$d"; echo -n " "; done; }
+# CPU seconds of the coordinator, each node, and the whole machine (busy, then busy + idle) so far.
+cpu_all() {
+	for d in "${dirs[@]}"; do echo -n "$(server_cpu "$d") "; done
+	awk -v hz="$hz" '/^cpu / { printf "%.1f %.1f", ($2 + $3 + $4 + $7 + $8 + $9) / hz, ($2 + $3 + $4 + $5 + $6 + $7 + $8 + $9) / hz }' /proc/stat
+}
+# Where the machine's CPU went between two cpu_all snapshots $1 and $2 (the machine is shared).
+cpu_report() {
+	local -a a b
+	read -r -a a <<<"$1"
+	read -r -a b <<<"$2"
+	awk -v c0="${a[0]}" -v c1="${b[0]}" -v n0="${a[1]}" -v n1="${b[1]}" -v m0="${a[2]}" -v m1="${b[2]}" \
+		-v b0="${a[3]}" -v b1="${b[3]}" -v t0="${a[4]}" -v t1="${b[4]}" 'BEGIN {
+		ours = (c1 - c0) + (n1 - n0) + (m1 - m0)
+		printf "CPU seconds: coordinator %.1f, bench_node1 %.1f, bench_node2 %.1f; other processes on the machine %.1f; idle %.1f (of %.1f)\n",
+			c1 - c0, n1 - n0, m1 - m0, (b1 - b0) - ours, (t1 - t0) - (b1 - b0), t1 - t0 }'
+}
 
-# pgdl.fit_multiple with extra arguments $2; its leaderboard goes to table bench_cluster_$1; prints the seconds
+# pgdl.fit_multiple with extra arguments $2; its leaderboard goes to table bench_cluster_$1; prints the
+# seconds, and leaves where the CPU went in $PG_PRIVATE_DIR/cpu_$1
 fit() {
+	local before
+	sleep 1
+	before=$(cpu_all)
 	psql -At <<SQL
 SET client_min_messages = warning;
 SELECT clock_timestamp() AS t0 \gset
@@ -166,6 +186,8 @@ SELECT * FROM pgdl.fit_multiple('bench_cluster_train', '$SET', epochs => $EPOCHS
                                 validation => 'bench_cluster_test', $2);
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 2);
 SQL
+	sleep 1				# the workers' and node sessions' exits, reaped
+	cpu_report "$before" "$(cpu_all)" >"$PG_PRIVATE_DIR/cpu_$1"
 }
 run_of() { psql -Atc "SELECT DISTINCT run FROM pgdl.models WHERE id IN (SELECT model FROM bench_cluster_$1)"; }
 ips() { awk -v c="$n_configs" -v e="$EPOCHS" -v n="$n_train" -v s="$1" 'BEGIN { printf "%.0f", c * e * n / s }'; }
@@ -180,11 +202,13 @@ echo "== (a) one server, pgdl.fit_multiple(..., workers => 1)"
 one_s=$(fit one "workers => 1")
 run_one=$(run_of one)
 echo "one server, 1 worker: $one_s s, $(ips "$one_s") images/s (run $run_one), in visits $(busy "$run_one" 1 "$one_s")% of the time"
+cat "$PG_PRIVATE_DIR/cpu_one"
 if [ "$REFERENCE" = 1 ]; then
 	echo "== (c) for reference, one server with 2 workers: the same schedule as (b) without hops"
 	ref_s=$(fit ref "workers => 2")
 	run_ref=$(run_of ref)
 	echo "one server, 2 workers: $ref_s s, $(ips "$ref_s") images/s (run $run_ref), workers in visits $(busy "$run_ref" 2 "$ref_s")% of the time"
+	cat "$PG_PRIVATE_DIR/cpu_ref"
 fi
 
 echo "== pgdl.distribute(bench_cluster_train, {${NODES[0]},${NODES[1]}})"
@@ -213,16 +237,10 @@ SQL
 echo "reading partition 0 on ${NODES[0]} (SELECT of every x and y, detoasted): $read_s s"
 
 echo "== (b) coordinator + 2 nodes, pgdl.fit_multiple(..., workers_per_node => 1)"
-sleep 1
-read -r -a cpu0 <<<"$(cpu_all)"
 two_s=$(fit two "workers_per_node => 1")
-sleep 1
-read -r -a cpu1 <<<"$(cpu_all)"
 run_two=$(run_of two)
 echo "2 nodes, 1 worker each: $two_s s, $(ips "$two_s") images/s (run $run_two), workers in visits $(busy "$run_two" 2 "$two_s")% of the time"
-cpu_used() { awk -v a="${cpu0[$1]}" -v b="${cpu1[$1]}" 'BEGIN { printf "%.1f", b - a }'; }
-echo "CPU seconds during (b): coordinator $(cpu_used 0), ${NODES[0]} $(cpu_used 1), ${NODES[1]} $(cpu_used 2)" \
-	"(2 cores x $two_s s = $(awk -v s="$two_s" 'BEGIN { printf "%.1f", 2 * s }') available)"
+cat "$PG_PRIVATE_DIR/cpu_two"
 
 echo "== models: md5 of the weights per configuration, (a) against (b)"
 psql -P footer=off <<'SQL'
