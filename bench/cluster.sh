@@ -280,8 +280,10 @@ SELECT c.id, a.name, c.config->>'optimizer', c.config->>'batch_size',
   FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
  WHERE c.set_name = '$SET' ORDER BY c.id;
 SQL
+# per epoch, what run (a) did outside visits: validation, checkpoints, loading its partitions
+outside_s=$(psql -Atc "SELECT round((($one_s - sum(seconds)) / $EPOCHS)::numeric, 2) FROM pgdl.run_metrics WHERE run = $run_one")
 { echo "# bench/cluster.sh $(date -u '+%Y-%m-%d %H:%M UTC'): partitions=$partitions buffer_bytes=$buffer_bytes" \
-	"epochs=$EPOCHS images=$n_train one_server_s=$one_s two_nodes_s=$two_s"
+	"epochs=$EPOCHS images=$n_train one_server_s=$one_s two_nodes_s=$two_s outside_visits_s=$outside_s"
   echo "# config	architecture	optimizer	batch	blob_bytes	epoch_s_here	epoch_s_nodes"
   cat "$measured"; } >"$measured.new" && mv "$measured.new" "$measured"
 awk -F '\t' -v p="$partitions" '
