@@ -141,7 +141,7 @@ bench-mop:
 	bench/mop.sh
 
 # Several servers: fit_multiple on one server with 1 worker vs a coordinator with 2 nodes of 1 worker each,
-# all on this machine, and a projection to more nodes (about 7 minutes).
+# all on this machine, and a projection to more nodes (about 6 minutes).
 bench-cluster:
 	bench/cluster.sh
 
