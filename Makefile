@@ -140,11 +140,16 @@ bench-sql: build/release/engine_bench
 bench-mop:
 	bench/mop.sh
 
+# Several servers: fit_multiple on one server with 1 worker vs a coordinator with 2 nodes of 1 worker each,
+# all on this machine, and a projection to more nodes (about 6 minutes).
+bench-cluster:
+	bench/cluster.sh
+
 # Transfer learning: 8 heads on a frozen CNN base, fit_multiple with and without feature caches (about 2 minutes).
 bench-cache:
 	bench/cache.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cache
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
