@@ -257,7 +257,10 @@ fit_federated(FedRun *f)
 	find_sites(f);
 	for (int s = 0; s < f->n_sites; s++)
 		if (OidIsValid(f->sites[s].server))
+		{
 			f->sites[s].node = pgdl_node_connect(f->sites[s].server, false);
+			pgdl_node_keep_partitions(f->sites[s].node, (int64) pgdl_worker_cache_mem * 1024);
+		}
 	f->run_id = pgdl_run_begin("fit_federated", f->ds->id, f->vds ? f->vds->id : 0, f->arch_id,
 							   run_config(f), f->rounds, 0);
 	for (int32 r = 0; r < f->rounds; r++)

@@ -17,6 +17,7 @@ int			pgdl_blas_threads = 1;
 int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 int			pgdl_max_workers = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
+int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
@@ -63,6 +64,16 @@ pgdl_guc_init(void)
 							"Buffers beyond it are read from the packed table at every visit.",
 							&pgdl_worker_cache_mem,
 							512 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.node_cache_mem",
+							"Memory a session may use to keep the partitions pgdl.train_partitions reads, between its calls.",
+							"A coordinator's worker sets it on its session on a node to its pgdl.worker_cache_mem, so that "
+							"the node reads each partition once per run, as a worker on one server does; 0 reads them at every call.",
+							&pgdl_node_cache_mem,
+							0, 0, MAX_KILOBYTES,
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);

@@ -18,6 +18,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 
 #include "pgdl.h"
@@ -91,6 +92,96 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
 }
 
+/*
+ * Partitions this session keeps between calls (pgdl.node_cache_mem): a
+ * coordinator's worker sends every model that visits its node's partitions
+ * through one session, which then reads each partition once per run, as a
+ * worker on one server holds its own.  Per role (row-level security may show
+ * each role other rows) and shape (a buffer is checked against the model's);
+ * a relcache invalidation of the table (ALTER, TRUNCATE, DROP) forgets it.
+ */
+typedef struct KeptPartition
+{
+	Oid			relid;
+	int32		part;
+	Oid			user;
+	int32		n_features;
+	int32		n_targets;
+	PgdlHeldPartition held;
+} KeptPartition;
+
+static MemoryContext kept_cxt = NULL;
+static List *kept = NIL;		/* of KeptPartition *, in kept_cxt */
+static int64 kept_budget;
+
+static void
+forget_kept(Datum arg, Oid relid)
+{
+	ListCell   *lc;
+
+	/* relid InvalidOid: every relation; the memory stays charged until all is forgotten */
+	foreach(lc, kept)
+		if (!OidIsValid(relid) || ((KeptPartition *) lfirst(lc))->relid == relid)
+			((KeptPartition *) lfirst(lc))->relid = InvalidOid;
+	if (!OidIsValid(relid) && kept_cxt)
+	{
+		MemoryContextReset(kept_cxt);
+		kept = NIL;
+		kept_budget = (int64) pgdl_node_cache_mem * 1024;
+	}
+}
+
+static KeptPartition *
+kept_partition(const PgdlDataset *ds, int32 part, bool *found)
+{
+	ListCell   *lc;
+	KeptPartition *k;
+
+	if (kept_cxt == NULL)
+	{
+		kept_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl node partitions", ALLOCSET_DEFAULT_SIZES);
+		kept_budget = (int64) pgdl_node_cache_mem * 1024;
+		CacheRegisterRelcacheCallback(forget_kept, (Datum) 0);
+	}
+	foreach(lc, kept)
+	{
+		k = lfirst(lc);
+		*found = k->relid == ds->packed && k->part == part && k->user == GetUserId() &&
+			k->n_features == ds->n_features && k->n_targets == ds->n_targets;
+		if (*found)
+			return k;
+	}
+	k = MemoryContextAllocZero(kept_cxt, sizeof(KeptPartition));
+	*k = (KeptPartition) {
+		.relid = ds->packed, .part = part, .user = GetUserId(), .n_features = ds->n_features,
+			.n_targets = ds->n_targets
+	};
+	kept = lappend(kept, k);		/* CurrentMemoryContext is kept_cxt's caller's: lappend there is wrong */
+	return k;
+}
+
+/* A visit's buffers: kept from an earlier call, or read (and kept, within the budget). */
+static void
+visit_partition(const PgdlDataset *ds, int32 part, PgdlTrainState *state)
+{
+	KeptPartition *k;
+	bool		found;
+	MemoryContext old;
+
+	if (pgdl_node_cache_mem <= 0)
+	{
+		pgdl_packed_scan(ds, part, train_cb, state, NULL, NULL);
+		return;
+	}
+	old = MemoryContextSwitchTo(kept_cxt ? kept_cxt : TopMemoryContext);
+	k = kept_partition(ds, part, &found);
+	MemoryContextSwitchTo(old);
+	if (found)
+		pgdl_packed_foreach(ds, part, &k->held, train_cb, state);
+	else
+		pgdl_packed_hold(ds, part, &k->held, kept_cxt, &kept_budget, train_cb, state);
+}
+
 PgdlTrainState *
 pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
 			 const int32 *parts, int n_parts, int32 epochs)
@@ -104,7 +195,7 @@ pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDatas
 		{
 			CHECK_FOR_INTERRUPTS();
 			state = pgdl_train_begin(model, config, CurrentMemoryContext);
-			pgdl_packed_scan(ds, parts[i], train_cb, state, NULL, NULL);
+			visit_partition(ds, parts[i], state);
 			pgdl_train_check_weights(state);
 			total.stats.loss_sum += state->stats.loss_sum;
 			total.stats.correct += state->stats.correct;

@@ -32,6 +32,7 @@ extern int	pgdl_blas_threads;
 extern int	pgdl_train_cache_mem;
 extern int	pgdl_max_workers;
 extern int	pgdl_worker_cache_mem;
+extern int	pgdl_node_cache_mem;		/* kB */
 extern int	pgdl_feature_cache_budget;	/* kB */
 extern double pgdl_cpu_gflops;
 extern int	pgdl_max_model_memory;	/* kB */

@@ -622,3 +622,12 @@ pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out)
 	out->diverged = PQgetvalue(res, 0, 5)[0] != 0;
 	PQclear(res);
 }
+
+void
+pgdl_node_keep_partitions(PgdlNode *node, int64 bytes)
+{
+	const char *values[1] = {psprintf(INT64_FORMAT "kB", bytes / 1024)};
+
+	PQclear(pgdl_node_exec(node, "SELECT pg_catalog.set_config('pgdl.node_cache_mem', $1, false)", 1, values,
+						   PGRES_TUPLES_OK));
+}

@@ -43,6 +43,13 @@ extern PGresult *pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, c
 /* Wait until one of the busy nodes has its result ready; its index. */
 extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
 
+/*
+ * The node's session keeps the partitions pgdl.train_partitions reads, up to
+ * bytes (pgdl.node_cache_mem), for the models that follow: for a run's own
+ * connection only, whose partitions do not change while it trains.
+ */
+extern void pgdl_node_keep_partitions(PgdlNode *node, int64 bytes);
+
 /* COPY ... FROM STDIN: begin it, send its data, end it; returns the rows the node took. */
 extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
 extern void pgdl_node_copy_data(PgdlNode *node, const char *data, int len);

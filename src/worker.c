@@ -706,6 +706,7 @@ connect_node(void)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("partition %d of the packed table moved while the run started", p)));
 	node = pgdl_node_connect(server, true);
+	pgdl_node_keep_partitions(node, shared->cache_bytes);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
