@@ -11,9 +11,14 @@
 # role, roles (regrole, acl items and role names: another role, a superuser,
 # pgdl_admin, one that does not exist, oid 0), and catalog rows forged by hand (a
 # run, a model, a dataset, an architecture; another role's models of the same
-# names with acls aclexplode refuses).  Aggregates are swept through their own
-# call, serially and as a parallel aggregate (the support functions taking
-# `internal` cannot be called from SQL); trigger functions are called directly
+# names with acls aclexplode refuses), and for the functions of several servers
+# a loopback node (a database of this server behind a postgres_fdw server),
+# servers wrong in every way (another wrapper, no user mapping, no USAGE, no
+# password, no pgdl, down, never answering), packed tables distributed to the
+# node, on a node gone and attached from it, the node's tables that are not
+# packed, of other classes, of another role or forged.  Aggregates are swept
+# through their own call, serially and as a parallel aggregate (the support
+# functions taking `internal` cannot be called from SQL); trigger functions are called directly
 # and fired by writes: pgdl.configs_validate by hostile rows, pgdl.owned_by_run by
 # rows planted into another role's run, which must be refused.  Each PARALLEL SAFE
 # function's valid call also runs in a parallel worker, and each IMMUTABLE one
@@ -409,6 +414,19 @@ SELECT string_agg(c.relname || ':' || c.relkind::text, ' ' ORDER BY c.relname) F
  WHERE i.inhparent IN ('sweep_dist'::regclass, 'sweep_gone_packed'::regclass, 'sweep_joined'::regclass)}),
 	'sweep_dist_p0:f sweep_dist_p1:f sweep_gone_packed_p0:f sweep_gone_packed_p1:f sweep_joined_p0:r sweep_joined_p1:r sweep_joined_p2:f sweep_joined_p3:f',
 	'packed tables distributed to the node, on a node gone, and partly attached are in place');
+# What the attached partitions read: the node's rows, numbered as the coordinator's partitions 2 and 3.
+my $attached_rows = q{SET ROLE sweeper;
+SELECT string_agg(part || ':' || buffer_id || ':' || md5(x::text), ',' ORDER BY part, buffer_id) FROM %s};
+my $node_site_rows = $node->safe_psql('sweep_node', sprintf($attached_rows, '(SELECT part + 2 AS part, buffer_id, x FROM sweep_site) s'));
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "the attached partitions 2 and 3 read the node's partitions 0 and 1");
+# The node's table attached to another packed table, as its partitions 1 and 2 (the node's work
+# commits, the coordinator's is rolled back): this one's still read what they read.
+$node->safe_psql('postgres',
+	q{SET client_min_messages = warning; SET ROLE sweeper;
+BEGIN; SELECT pgdl.attach_partitions('sweep_valid', 'sweep_loop', 'sweep_site'); ROLLBACK;});
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "the node's table attached elsewhere too, the attached partitions 2 and 3 read the same rows");
 
 # ---------------------------------------------------------------------------
 # Values: the valid one of each argument, and the hostile ones of each type.
@@ -1304,6 +1322,9 @@ my @restarts = grep { /$restarts_re/ } split /\n/, slurp_file($node->logfile, $l
 ok(!@restarts, 'no server process crashed during the sweep') or diag(join("\n", @restarts));
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 'sweep_model' AND owner = 'sweeper'::regrole}),
 	'1', 'the fixture is intact after the sweep');
+# attach_partitions of other packed tables (with other numbers of partitions) left the views of this one alone
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "after the sweep, the attached partitions 2 and 3 still read the node's partitions 0 and 1");
 
 $node->stop;
 done_testing();
