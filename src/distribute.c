@@ -28,7 +28,11 @@
 #include "remote.h"
 
 #define SHIP_BATCH_BUFFERS 16
-/* The node's view that gives its partition j of packed table t the part number k here: t_as_k. */
+/*
+ * The node's view that gives its partition j of packed table t the part number
+ * k here: t_as_k_of_j.  One view per (k, j): t attached to several packed
+ * tables here, at other numbers, never redefines a view another one reads.
+ */
 #define ATTACHED_VIEW_FORMAT "%.40s_as_"
 
 typedef struct Target
@@ -373,7 +377,7 @@ attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const cha
 {
 	const char *packed_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)),
 														 get_rel_name(packed));
-	char	   *view = psprintf(ATTACHED_VIEW_FORMAT "%d", name, k);
+	char	   *view = psprintf(ATTACHED_VIEW_FORMAT "%d_of_%d", name, k, j);
 	char	   *local = psprintf("%.50s_p%d", get_rel_name(packed), k);
 
 	PQclear(pgdl_node_exec(node, psprintf("CREATE OR REPLACE VIEW %s AS SELECT %d AS part, buffer_id, n, x, y"

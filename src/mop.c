@@ -1067,15 +1067,28 @@ set_workers(MopRun *run, int32 workers, int32 per_node)
 										 run->worker_server, run->owner);
 }
 
-/* Frozen prefixes are cached or recomputed where the partitions are: on one server only, so far. */
+/*
+ * Frozen prefixes are cached or recomputed where the partitions are: on one
+ * server only, so far.  Checked before the caches are planned, which read the
+ * packed table's version through its foreign partitions.
+ */
 static void
 check_no_prefix_on_nodes(const MopRun *run)
 {
-	if (run->distributed && run->plan->n_groups > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("configurations with a base model cannot train on a distributed packed table yet"),
-				 errdetail("Their frozen layers would run or be cached on the nodes, which pgdl does not do yet.")));
+	ListCell   *lc;
+
+	if (!run->distributed)
+		return;
+	foreach(lc, run->configs)
+	{
+		const PgdlTransfer *t = ((MopConfig *) lfirst(lc))->transfer;
+
+		if (t && t->prefix)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("configurations with a base model cannot train on a distributed packed table yet"),
+					 errdetail("Their frozen layers would run or be cached on the nodes, which pgdl does not do yet.")));
+	}
 }
 
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
@@ -1113,8 +1126,8 @@ setup_run(FunctionCallInfo fcinfo)
 		check_can_read(run->vds);
 	load_configs(run);
 	prepare_configs(run);
-	plan_caches(run);
 	check_no_prefix_on_nodes(run);
+	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	return run;
 }
@@ -1393,8 +1406,8 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	load_configs(run);
 	read_resume_points(run);
 	prepare_configs(run);
-	plan_caches(run);
 	check_no_prefix_on_nodes(run);
+	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_execute(fcinfo, run);
 	return (Datum) 0;

@@ -11,9 +11,14 @@
 # role, roles (regrole, acl items and role names: another role, a superuser,
 # pgdl_admin, one that does not exist, oid 0), and catalog rows forged by hand (a
 # run, a model, a dataset, an architecture; another role's models of the same
-# names with acls aclexplode refuses).  Aggregates are swept through their own
-# call, serially and as a parallel aggregate (the support functions taking
-# `internal` cannot be called from SQL); trigger functions are called directly
+# names with acls aclexplode refuses), and for the functions of several servers
+# a loopback node (a database of this server behind a postgres_fdw server),
+# servers wrong in every way (another wrapper, no user mapping, no USAGE, no
+# password, no pgdl, down, never answering), packed tables distributed to the
+# node, on a node gone and attached from it, the node's tables that are not
+# packed, of other classes, of another role or forged.  Aggregates are swept
+# through their own call, serially and as a parallel aggregate (the support
+# functions taking `internal` cannot be called from SQL); trigger functions are called directly
 # and fired by writes: pgdl.configs_validate by hostile rows, pgdl.owned_by_run by
 # rows planted into another role's run, which must be refused.  Each PARALLEL SAFE
 # function's valid call also runs in a parallel worker, and each IMMUTABLE one
@@ -30,6 +35,7 @@ use strict;
 use warnings;
 
 use B;
+use IO::Socket::INET;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -300,6 +306,129 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE owner =
 }
 
 # ---------------------------------------------------------------------------
+# Several servers: a loopback node (database sweep_node of this server, reached
+# through the postgres_fdw server sweep_loop) and servers wrong in each way a
+# DBA can get one wrong: another wrapper, no user mapping, no USAGE, no
+# password where one is required, no pgdl on the node, a port nobody listens
+# on, and a listener that never answers (both with connect_timeout 2).  On the
+# node, packed tables of its own rows for attach_partitions: one packed with
+# the coordinator's dataset as reference (the valid one), one of other
+# classes, another role's, and forged ones.  On the coordinator, a packed
+# table distributed to the node, one whose node went away, and one with
+# partitions both here and on the node.
+# ---------------------------------------------------------------------------
+my $host = $node->host;
+my $port = $node->port;
+my $down_port = PostgreSQL::Test::Cluster::get_free_port();
+my $silent = IO::Socket::INET->new(Listen => 1, LocalAddr => '127.0.0.1', LocalPort => 0, Proto => 'tcp')
+  or die "cannot listen on 127.0.0.1: $!";
+my $silent_port = $silent->sockport;
+my $loop_options = "host '$host', port '$port', dbname 'sweep_node'";
+my $mapping = q{OPTIONS (user 'sweeper', password_required 'false')};
+
+$node->safe_psql(
+	'postgres', qq{
+SET client_min_messages = warning;
+CREATE EXTENSION postgres_fdw;
+CREATE DATABASE sweep_node;
+CREATE DATABASE sweep_bare;
+CREATE FOREIGN DATA WRAPPER sweep_fdw;
+CREATE SERVER sweep_wrong FOREIGN DATA WRAPPER sweep_fdw;
+CREATE SERVER sweep_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+CREATE SERVER sweep_gone FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+CREATE SERVER sweep_unmapped FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+CREATE SERVER sweep_no_usage FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+CREATE SERVER sweep_password FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+CREATE SERVER sweep_bare FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$host', port '$port', dbname 'sweep_bare');
+CREATE SERVER sweep_down FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$down_port', dbname 'sweep_node', connect_timeout '2');
+CREATE SERVER sweep_silent FOREIGN DATA WRAPPER postgres_fdw
+	OPTIONS (host '127.0.0.1', port '$silent_port', dbname 'sweep_node', connect_timeout '2');
+GRANT USAGE ON FOREIGN SERVER sweep_wrong, sweep_loop, sweep_gone, sweep_unmapped, sweep_password, sweep_bare,
+	sweep_down, sweep_silent TO sweeper;
+CREATE USER MAPPING FOR sweeper SERVER sweep_wrong;
+CREATE USER MAPPING FOR sweeper SERVER sweep_loop $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_gone $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_no_usage $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_password OPTIONS (user 'sweeper');
+CREATE USER MAPPING FOR sweeper SERVER sweep_bare $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_down $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_silent $mapping;
+});
+
+my $description = $node->safe_psql('postgres', q{SELECT pgdl.export_dataset('sweep_packed')::text});
+my $description_sql = sql_literal($description) . '::jsonb';
+my $node_points = q{SELECT i AS id, ARRAY[sin(i)::real, cos(i)::real, sin(2 * i)::real, cos(3 * i)::real] AS x,
+	i % 3 AS label FROM generate_series(101, 148) i};
+$node->safe_psql(
+	'sweep_node', qq{
+SET client_min_messages = warning;
+CREATE EXTENSION pgdl;
+GRANT CREATE ON SCHEMA public TO sweeper, sweep_other;
+SET ROLE sweeper;
+CREATE TABLE sweep_node_points AS $node_points;
+CREATE TABLE sweep_node_pairs AS SELECT id, x, label % 2 AS label FROM sweep_node_points;
+SELECT pgdl.import_dataset($description_sql, 'sweep_ref');
+SELECT pgdl.pack('sweep_node_points', 'x', 'label', 'sweep_site', buffer_rows => 16, partitions => 2,
+				 reference => 'sweep_ref');
+SELECT pgdl.pack('sweep_node_pairs', 'x', 'label', 'sweep_site_pairs', buffer_rows => 16, partitions => 2);
+CREATE TABLE sweep_site_huge AS SELECT * FROM sweep_site;
+CREATE TABLE sweep_site_none AS SELECT * FROM sweep_site;
+CREATE TABLE sweep_site_negative AS SELECT * FROM sweep_site;
+SET ROLE sweep_other;
+CREATE TABLE sweep_other_node_points AS $node_points;
+SELECT pgdl.import_dataset($description_sql, 'sweep_other_ref');
+SELECT pgdl.pack('sweep_other_node_points', 'x', 'label', 'sweep_other_site', buffer_rows => 16, partitions => 2,
+				 reference => 'sweep_other_ref');
+RESET ROLE;
+-- a node's datasets forged by hand: more partitions than a packed table may have, none, fewer than none
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+						   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, owner)
+SELECT f.packed, d.source, d.features, d.label, d.task, d.n_features, d.n_targets, d.classes, d.label_type,
+	   d.normalization, d.n_rows, d.n_buffers, d.buffer_rows, f.partitions, d.seed, d.owner
+  FROM pgdl.datasets d,
+	   (VALUES ('sweep_site_huge'::regclass, 2000), ('sweep_site_none', 0), ('sweep_site_negative', -1)) f(packed, partitions)
+ WHERE d.packed = 'sweep_site'::regclass;
+});
+
+$node->safe_psql(
+	'postgres', q{
+SET client_min_messages = warning;
+SET ROLE sweeper;
+SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_dist', buffer_rows => 16, partitions => 2,
+				 reference => 'sweep_packed');
+SELECT pgdl.distribute('sweep_dist', ARRAY['sweep_loop']);
+SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_gone_packed', buffer_rows => 16, partitions => 2,
+				 reference => 'sweep_packed');
+SELECT pgdl.distribute('sweep_gone_packed', ARRAY['sweep_gone']);
+SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_joined', buffer_rows => 16, partitions => 2,
+				 reference => 'sweep_packed');
+SELECT pgdl.attach_partitions('sweep_joined', 'sweep_loop', 'sweep_site');
+CREATE TABLE sweep_taken_p0 ();
+});
+$node->safe_psql('postgres',
+	"ALTER SERVER sweep_gone OPTIONS (SET host '127.0.0.1', SET port '$down_port', ADD connect_timeout '2')");
+is( $node->safe_psql(
+		'postgres', q{SET ROLE sweeper;
+SELECT string_agg(c.relname || ':' || c.relkind::text, ' ' ORDER BY c.relname) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent IN ('sweep_dist'::regclass, 'sweep_gone_packed'::regclass, 'sweep_joined'::regclass)}),
+	'sweep_dist_p0:f sweep_dist_p1:f sweep_gone_packed_p0:f sweep_gone_packed_p1:f sweep_joined_p0:r sweep_joined_p1:r sweep_joined_p2:f sweep_joined_p3:f',
+	'packed tables distributed to the node, on a node gone, and partly attached are in place');
+# What the attached partitions read: the node's rows, numbered as the coordinator's partitions 2 and 3.
+my $attached_rows = q{SET ROLE sweeper;
+SELECT string_agg(part || ':' || buffer_id || ':' || md5(x::text), ',' ORDER BY part, buffer_id) FROM %s};
+my $node_site_rows = $node->safe_psql('sweep_node', sprintf($attached_rows, '(SELECT part + 2 AS part, buffer_id, x FROM sweep_site) s'));
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "the attached partitions 2 and 3 read the node's partitions 0 and 1");
+# The node's table attached to another packed table, as its partitions 1 and 2 (the node's work
+# commits, the coordinator's is rolled back): this one's still read what they read.
+$node->safe_psql('postgres',
+	q{SET client_min_messages = warning; SET ROLE sweeper;
+BEGIN; SELECT pgdl.attach_partitions('sweep_valid', 'sweep_loop', 'sweep_site'); ROLLBACK;});
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "the node's table attached elsewhere too, the attached partitions 2 and 3 read the same rows");
+
+# ---------------------------------------------------------------------------
 # Values: the valid one of each argument, and the hostile ones of each type.
 # ---------------------------------------------------------------------------
 my $model_id = '(SELECT model_id FROM sweep_fix)';
@@ -380,7 +509,21 @@ my %VALID = (
 	'role'                         => q{'sweep_other'},
 	'shared'                       => 'true',
 	# the extension's life (sql/parts/75_lifecycle.sql)
-	'cleanup_checkpoints.keep'     => '1',);
+	'cleanup_checkpoints.keep'     => '1',
+	# several servers (sql/parts/80_cluster.sql)
+	'parts'                        => 'ARRAY[0]',
+	'workers_per_node'             => '1',
+	'servers'                      => q{ARRAY['sweep_loop']},
+	'server'                       => q{'sweep_loop'},
+	'remote_packed'                => q{'sweep_site'},
+	'fit_federated.source'         => q{'sweep_joined'},
+	'rounds'                       => '1',
+	'local_epochs'                 => '1',
+	'fit_federated.name'           => q{'sweep_fed_model'},
+	'models'                       => "ARRAY[$blob, $blob]",
+	'examples'                     => 'ARRAY[10, 30]::bigint[]',
+	'description'                  => $description_sql,
+	'import_dataset.name'          => q{'sweep_imported'},);
 
 sub blob_with_byte
 {
@@ -457,6 +600,39 @@ my %HOSTILE = (
 		[ 'a forged dataset'         => q{'sweep_forged_table'} ],
 		[ 'a feature cache view'     => '(SELECT cache FROM sweep_fix)::oid' ],
 		[ 'the validation set'       => q{'sweep_valid'} ],
+		[ 'a distributed packed'     => q{'sweep_dist'} ],
+		[ 'packed on a node gone'    => q{'sweep_gone_packed'} ],
+		[ 'packed here and on a node' => q{'sweep_joined'} ],
+		[ 'a foreign partition'      => q{'sweep_dist_p0'} ],
+	],
+	'integer[]' => [
+		[ '{}'                 => q{'{}'} ],
+		[ '{NULL}'             => q{'{NULL}'} ],
+		[ '{0,NULL}'           => q{'{0,NULL}'} ],
+		[ '{-1}'               => q{'{-1}'} ],
+		[ '{1024}'             => q{'{1024}'} ],
+		[ 'a partition the table lacks' => q{'{5}'} ],
+		[ 'INT extremes'       => q{'{2147483647,-2147483648}'} ],
+		[ 'a partition twice'  => q{'{0,0}'} ],
+		[ '2-D'                => q{'{{0},{1}}'} ],
+		[ 'lower bound 0'      => q{'[0:1]={0,1}'} ],
+		[ '1024 partitions'    => 'array_fill(0, ARRAY[1024])' ],
+		[ '1025 partitions'    => 'array_fill(0, ARRAY[1025])' ],
+		[ '10 MB'              => 'array_fill(0, ARRAY[2621440])' ],
+	],
+	'bytea[]' => [
+		[ '{}'                          => q{'{}'} ],
+		[ '{NULL}'                      => 'ARRAY[NULL::bytea]' ],
+		[ 'a model and NULL'            => "ARRAY[$blob, NULL]" ],
+		[ 'a model and an empty one'    => "ARRAY[$blob, '']" ],
+		[ 'a model and 64 random bytes' => "ARRAY[$blob, decode(repeat(md5('sweep'), 4), 'hex')]" ],
+		[ 'a model and one cut in half' => "ARRAY[$blob, substring($blob for length($blob) / 2)]" ],
+		[ 'a model and one with byte 16 flipped' => "ARRAY[$blob, " . blob_with_byte(16) . ']' ],
+		[ 'models of different architectures' => "ARRAY[$blob, (SELECT other_blob FROM sweep_fix)]" ],
+		[ 'a model and one without optimizer state' => "ARRAY[$blob, pgdl.init_model($spec_sql)]" ],
+		[ 'a model and 10 MB'           => "ARRAY[$blob, decode(repeat('5a', $TEN_MB), 'hex')]" ],
+		[ '2-D'                         => "ARRAY[[$blob], [$blob]]" ],
+		[ '1000 models'                 => "array_fill($blob, ARRAY[1000])" ],
 	],
 	'text[]' => [
 		[ '{}'                  => q{'{}'} ],
@@ -522,6 +698,17 @@ my @hostile_models = qw(sweep_other_model sweep_forged_truncated sweep_forged_ra
 my @hostile_model_ids = map {
 	[ $_ => $_ eq 'sweep_other_model' ? '(SELECT other_model FROM sweep_fix)' : "(SELECT id FROM pgdl.models WHERE name = '$_')" ]
 } @hostile_models;
+# servers as pgdl.distribute and pgdl.attach_partitions name them
+my @hostile_servers = (
+	[ 'a server of another wrapper'        => q{'sweep_wrong'} ],
+	[ 'a server without a user mapping'    => q{'sweep_unmapped'} ],
+	[ 'a server without USAGE'             => q{'sweep_no_usage'} ],
+	[ 'a mapping without password'         => q{'sweep_password'} ],
+	[ 'a node without pgdl'                => q{'sweep_bare'} ],
+	[ 'a node down'                        => q{'sweep_down'} ],
+	[ 'a node that never answers'          => q{'sweep_silent'} ],
+	[ 'a 64-byte name'                     => q{repeat('s', 64)} ],
+);
 my %EXTRA = (
 	'model:text'   => [ map { [ $_ => sql_literal($_) ] } @hostile_models ],
 	'model:bigint' => \@hostile_model_ids,
@@ -572,6 +759,54 @@ my %EXTRA = (
 		[ 'a forged spec'    => q{'sweep_forged_arch'} ],
 	],
 	'config_set_owner.set_name' => [ [ "another role's set" => q{'sweep_other_set'} ] ],
+	# several servers
+	'servers' => [
+		(map { [ "$_->[0]" => "ARRAY[$_->[1]]" ] } @hostile_servers),
+		[ 'the node and one down' => q{ARRAY['sweep_loop', 'sweep_down']} ],
+		[ 'the node twice'        => q{ARRAY['sweep_loop', 'sweep_loop']} ],
+		[ '65 servers'            => q{array_fill('sweep_loop'::text, ARRAY[65])} ],
+	],
+	'server' => \@hostile_servers,
+	'remote_packed' => [
+		[ 'a table not packed'               => q{'sweep_node_points'} ],
+		[ 'schema-qualified'                 => q{'public.sweep_site'} ],
+		[ 'the imported reference (empty)'   => q{'sweep_ref'} ],
+		[ 'packed with other classes'        => q{'sweep_site_pairs'} ],
+		[ "another role's packed"            => q{'sweep_other_site'} ],
+		[ 'a partition'                      => q{'sweep_site_p0'} ],
+		[ 'pg_class'                         => q{'pg_class'} ],
+		[ 'a forged 2000 partitions'         => q{'sweep_site_huge'} ],
+		[ 'a forged 0 partitions'            => q{'sweep_site_none'} ],
+		[ 'a forged -1 partitions'           => q{'sweep_site_negative'} ],
+		[ 'an injection'                     => q{'sweep_site; DROP TABLE sweep_site'} ],
+		[ 'the coordinator\'s distributed'   => q{'sweep_dist'} ],
+	],
+	'examples' => [
+		[ 'zero examples each'  => q{'{0,0}'} ],
+		[ 'INT64_MAX each'      => q{'{9223372036854775807,9223372036854775807}'} ],
+		[ 'a negative count'    => q{'{10,-1}'} ],
+	],
+	'description' => [
+		(map { [ "without $_" => "$description_sql - '$_'" ] } qw(task n_features n_targets classes label_type normalization)),
+		[ 'n_features 100000000'          => "jsonb_set($description_sql, '{n_features}', '100000000')" ],
+		[ 'n_targets 0'                   => "jsonb_set($description_sql, '{n_targets}', '0')" ],
+		[ 'label_type a composite type'   => "jsonb_set($description_sql, '{label_type}', '\"pg_class\"')" ],
+		[ 'label_type an injection'       => "jsonb_set($description_sql, '{label_type}', '\"integer); DROP TABLE x; --\"')" ],
+		[ 'task regression, with classes' => "jsonb_set($description_sql, '{task}', '\"regression\"')" ],
+		[ 'classes of 100000 values' => "jsonb_set($description_sql, '{classes}', (SELECT jsonb_agg(i) FROM generate_series(1, 100000) i))" ],
+		[ 'classes of objects and nulls'  => "jsonb_set($description_sql, '{classes}', '[{\"a\": 1}, null, [2]]')" ],
+		[ 'normalization of 10 MB'        => "jsonb_set($description_sql, '{normalization}', jsonb_build_object('mean', repeat('m', $TEN_MB)))" ],
+	],
+	'import_dataset.name' => [
+		[ 'a table that exists'                => q{'sweep_points'} ],
+		[ 'a name whose partition exists'      => q{'sweep_taken'} ],
+		[ '60 bytes'                           => q{repeat('n', 60)} ],
+		[ '61 bytes'                           => q{repeat('n', 61)} ],
+		[ 'schema-qualified'                   => q{'public.sweep_x'} ],
+		[ 'a catalog name'                     => q{'pg_class'} ],
+	],
+	'fit_federated.name' => [ [ 'a model name taken' => q{'sweep_model'} ] ],
+	'workers_per_node' => [ [ 65 => '65' ], [ 2 => '2' ] ],
 );
 
 my @run_labels = split /\n/,
@@ -666,7 +901,8 @@ my %JSON_VARIANTS = (
 	'spec'          => json_variants($SPEC),
 	'config:jsonb'  => json_variants($CONFIG),
 	'params:jsonb'  => json_variants($GRID),
-	'space'         => json_variants($SPACE),);
+	'space'         => json_variants($SPACE),
+	'description'   => json_variants(decode_json($description)),);
 
 # ---------------------------------------------------------------------------
 # The functions, from pg_proc.
@@ -1086,6 +1322,9 @@ my @restarts = grep { /$restarts_re/ } split /\n/, slurp_file($node->logfile, $l
 ok(!@restarts, 'no server process crashed during the sweep') or diag(join("\n", @restarts));
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 'sweep_model' AND owner = 'sweeper'::regrole}),
 	'1', 'the fixture is intact after the sweep');
+# attach_partitions of other packed tables (with other numbers of partitions) left the views of this one alone
+is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
+	$node_site_rows, "after the sweep, the attached partitions 2 and 3 still read the node's partitions 0 and 1");
 
 $node->stop;
 done_testing();

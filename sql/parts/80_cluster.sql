@@ -46,6 +46,7 @@ $$
 DECLARE
 	schema name := (pg_catalog.current_schemas(false))[1];
 	made regclass;
+	label_regtype regtype;
 BEGIN
 	IF pg_catalog.jsonb_typeof(description) IS DISTINCT FROM 'object'
 	   OR pg_catalog.jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
@@ -58,6 +59,21 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
 	END IF;
+	-- checked before the casts, whose errors would echo the value (a number of any length)
+	IF (description->>'n_features') !~ '^[1-9][0-9]{0,8}$' OR (description->>'n_targets') !~ '^[1-9][0-9]{0,8}$' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Its n_features and n_targets must be positive integers.';
+	END IF;
+	-- a type name is parsed as SQL: any error of it (syntax, no such type or schema) is the description's
+	BEGIN
+		label_regtype := (description->>'label_type')::regtype;
+	EXCEPTION
+		WHEN OTHERS THEN
+			RAISE EXCEPTION 'invalid label_type "%" in dataset description', pg_catalog.left(description->>'label_type', 64)
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = 'It must name a type of this server, as pgdl.export_dataset writes it.';
+	END;
 	IF schema IS NULL THEN
 		RAISE EXCEPTION 'no schema to create "%" in', pg_catalog.left(name, 64) USING ERRCODE = 'invalid_schema_name';
 	END IF;
@@ -76,7 +92,7 @@ BEGIN
 			(description->>'n_targets')::integer,
 			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
 				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
-			(description->>'label_type')::regtype, description->'normalization', 0, 0, 1, 1, 0);
+			label_regtype, description->'normalization', 0, 0, 1, 1, 0);
 	RETURN made;
 END
 $$;
