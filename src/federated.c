@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
@@ -344,6 +345,10 @@ pgdl_average_models(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("models and examples must not be NULL")));
+	if (ARR_NDIM(PG_GETARG_ARRAYTYPE_P(0)) > 1 || ARR_NDIM(PG_GETARG_ARRAYTYPE_P(1)) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("models and examples must be one-dimensional arrays")));
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), BYTEAOID, -1, false, TYPALIGN_INT, &models, &model_nulls, &n);
 	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &examples, &example_nulls, &n_examples);
@@ -364,6 +369,10 @@ pgdl_average_models(PG_FUNCTION_ARGS)
 		s.model = pgdl_model_deserialize(DatumGetByteaPP(models[i]));
 		pgdl_model_free_with(s.model, CurrentMemoryContext);
 		s.examples = DatumGetInt64(examples[i]);
+		if (i > 0 && pg_add_s64_overflow(total.examples, s.examples, &(int64) {0}))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("the examples add up to more than a bigint holds")));
 		if (i == 0)
 			total = s;
 		else
