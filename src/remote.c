@@ -280,11 +280,16 @@ wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
 	return true;
 }
 
-/* PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen while it connects. */
+/*
+ * PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen
+ * while it connects.  libpq may have failed already (a socket file that is not
+ * there, a refused port): then there is no socket to wait on.
+ */
 static void
 poll_connection(PgdlNode *node, int timeout_s)
 {
-	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+	PostgresPollingStatusType status =
+		PQstatus(node->conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_s * 1000);
 
 	while (status != PGRES_POLLING_OK)
