@@ -28,10 +28,13 @@ my $LONG_EPOCHS = 600;    # the run that is cancelled or loses a node: about 3 s
 my $WRONG_PW    = 'S3cret-pgdl-xyz';    # never in an error or a log line
 my $RIGHT_PW    = 'Right-pgdl-4711';    # nor this one
 
+# log_parameter_max_length = 0: under the tests' log_statement = all, a node
+# would log every model that hops to it, in hex
+my $LOG_CONF = "log_parameter_max_length = 0\n";
 my $coord = new_pgdl_node('coord',
-	"max_worker_processes = 24\npgdl.keep_checkpoints = -1\n");
-my $node1 = new_pgdl_node('node1');
-my $node2 = new_pgdl_node('node2');
+	"max_worker_processes = 24\npgdl.keep_checkpoints = -1\n$LOG_CONF");
+my $node1 = new_pgdl_node('node1', $LOG_CONF);
+my $node2 = new_pgdl_node('node2', $LOG_CONF);
 add_node_server($coord, 'node1', $node1);
 add_node_server($coord, 'node2', $node2);
 my @nodes = ($node1, $node2);
@@ -154,6 +157,12 @@ SELECT 'long', a.id, c::jsonb
        unnest(ARRAY['{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 2, "seed": 11}',
                     '{"optimizer": "adam", "lr": 0.0005, "batch_size": 2, "seed": 12}']) c
  WHERE a.name = 'small' ORDER BY c;
+-- each visit of a partition is one remote query of seconds: the runs that are cancelled
+SELECT pgdl.add_architecture('heavy', '{"input": [16], "layers": [{"type": "dense", "units": 2048},
+  {"type": "relu"}, {"type": "dense", "units": 2048}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'heavy', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', 0.001, 'batch_size', 1, 'seed', s)
+  FROM pgdl.architectures a, generate_series(31, 34) s WHERE a.name = 'heavy' ORDER BY s;
 });
 is(contents('ref_packed'), contents('train_packed'), 'packed twice with one seed: the same rows');
 my $original = contents('train_packed');
@@ -299,41 +308,68 @@ SELECT pgdl.grid_search('heads', '{}', '{"base_model": "base", "freeze": [2], "l
 }
 
 # ---------------------------------------------------------------------------
-# 4. Cancel and statement_timeout on the coordinator: no training query is
-# left on the nodes.
+# 4. Cancel and statement_timeout on the coordinator: the remote queries are
+# cancelled.  A heavy model's visit of a partition is one query of several
+# seconds on its node, so only the coordinator's PQcancel (which the node logs
+# as a cancel) stops it within 2 s.  Four models start on the four partitions.
 # ---------------------------------------------------------------------------
 sub nodes_idle_within
 {
 	my ($secs, $what) = @_;
-	for my $i (0, 1)
+	for my $node (@nodes)
 	{
-		my $name = $nodes[$i]->name;
-		ok(node_training_gone($nodes[$i], $secs), "$what: within $secs s no pgdl.train_partitions runs on $name");
-		ok(node_sessions_gone($nodes[$i], $secs), "$what: ... and no session of the coordinator is left on $name");
+		my $name = $node->name;
+		ok(node_training_gone($node, $secs), "$what: within $secs s no pgdl.train_partitions runs on $name");
+		ok(node_sessions_gone($node, $secs), "$what: ... and no session of the coordinator is left on $name");
 	}
 }
 
-# Starts the long run in the background and waits until both nodes train.
-sub start_long_run
+# Starts fit_multiple of a set in the background once the run exists; the psql handle and the run id.
+sub start_run
 {
-	my ($app, @pre) = @_;
+	my ($app, $set, $epochs, @pre) = @_;
 	my $before = $coord->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
 	my $bg = start_psql($coord, $app, 'postgres', @pre,
-		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', $LONG_EPOCHS, 'valid_packed')");
+		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', '$set', $epochs, 'valid_packed')");
 	ok(poll_until($coord, "SELECT EXISTS (SELECT FROM pgdl.runs WHERE id > $before)", 20), "$app: the run started");
 	my $run = $coord->safe_psql('postgres', "SELECT max(id) FROM pgdl.runs WHERE id > $before");
 	return ($bg, $run);
 }
 
-sub nodes_training
+# Both nodes run a visit (the cancel in the first seconds of the run); with
+# $min_secs, both have been running theirs for that long at once.
+sub both_nodes_train
 {
-	my $sql = "SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'pgdl' AND query LIKE '%train_partitions%'";
-	return poll_until($node1, $sql, 20) && poll_until($node2, $sql, 20);
+	my ($min_secs) = @_;
+	my $sql = "SELECT count(*) = 1 FROM pg_stat_activity WHERE state = 'active' AND application_name = 'pgdl'"
+	  . " AND query LIKE '%train_partitions%' AND now() - query_start >= interval '${min_secs} s'";
+	my $deadline = time + 20;
+	while (time < $deadline)
+	{
+		return 1 if $node1->safe_psql('postgres', $sql) eq 't' && $node2->safe_psql('postgres', $sql) eq 't';
+		Time::HiRes::usleep(20_000);
+	}
+	return 0;
+}
+
+# Each node's log since $offsets shows a pgdl.train_partitions query cancelled.
+sub nodes_logged_cancel
+{
+	my ($what, @offsets) = @_;
+	for my $i (0, 1)
+	{
+		my $log = substr(slurp_file($nodes[$i]->logfile), $offsets[$i]);
+		like($log, qr/pgdl ERROR:  canceling statement due to user request\n[^\n]*pgdl STATEMENT:  [^\n]*train_partitions/,
+			"$what: " . $nodes[$i]->name . ' was told to cancel its query');
+	}
 }
 
 {
-	my ($bg, $run) = start_long_run('cl_cancel');
-	ok(nodes_training(), 'both nodes train models of the run');
+	my @offsets = map { -s $_->logfile } @nodes;
+	my ($bg, $run) = start_run('cl_cancel', 'heavy', 1);
+	# a cancel that reaches a node while it still reads the query (a model of
+	# 16 MB) is ignored there; the visits take several seconds
+	ok(both_nodes_train(1), 'cancel: both nodes have trained a model for a second');
 	my $start = time;
 	is($coord->safe_psql('postgres',
 			"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cl_cancel'"),
@@ -343,14 +379,20 @@ sub nodes_training
 	like($bg->{stderr}, qr/canceling statement due to user request/, '... with the cancel error');
 	cmp_ok(time - $start, '<', 3, '... within a few seconds');
 	nodes_idle_within(2, 'cancel');
-	ok(workers_gone_within($coord, 2), '... and no pgdl worker is left on the coordinator');
+	ok(workers_gone_within($coord, 2), 'cancel: no pgdl worker is left on the coordinator');
+	nodes_logged_cancel('cancel', @offsets);
 }
 {
-	my ($bg, $run) = start_long_run('cl_timeout', "SET statement_timeout = '1500ms'");
+	my @offsets = map { -s $_->logfile } @nodes;
+	# the first visits start within a second and take several
+	my ($bg, $run) = start_run('cl_timeout', 'heavy', 1, "SET statement_timeout = '3s'");
+	ok(both_nodes_train(0), 'statement_timeout: both nodes train a model of the run');
 	my $rc = finish_psql($bg, 10);
 	ok(defined $rc && $rc != 0, 'fit_multiple under statement_timeout fails');
 	like($bg->{stderr}, qr/canceling statement due to statement timeout/, '... with the timeout error');
 	nodes_idle_within(2, 'statement_timeout');
+	ok(workers_gone_within($coord, 2), 'statement_timeout: no pgdl worker is left on the coordinator');
+	nodes_logged_cancel('statement_timeout', @offsets);
 }
 
 # ---------------------------------------------------------------------------
@@ -364,7 +406,7 @@ sub nodes_training
 	my $long_digests = model_digests($coord, 'lb_long');
 	check_run_rows(run_of('lb_long'), 'long', $LONG_EPOCHS, 'the uninterrupted long run');
 
-	my ($bg, $run) = start_long_run('cl_kill');
+	my ($bg, $run) = start_run('cl_kill', 'long', $LONG_EPOCHS);
 	ok(poll_until($coord, "SELECT EXISTS (SELECT FROM pgdl.checkpoints WHERE run = $run)", 20),
 		'the run checkpoints its first epoch');
 	is( $coord->safe_psql('postgres',
@@ -540,6 +582,15 @@ GRANT USAGE ON FOREIGN SERVER nowhere TO alice;
 		extra_params => [ '-U', 'alice' ]);
 	like($err, qr/could not connect to server "nowhere"/, 'as alice to a server that is not there: could not connect');
 	no_secret($err, 'alice to nowhere');
+	$coord->safe_psql('postgres', 'GRANT SELECT ON ref_packed TO alice');
+	($ret, $out, $err) = $coord->psql('postgres', "SELECT pgdl.distribute('ref_packed', ARRAY['node1'])",
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/must be owner of table ref_packed/, 'distribute of a table alice does not own: refused');
+	$coord->safe_psql('postgres', "CREATE SERVER locked FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$host', port '$port')");
+	($ret, $out, $err) = $coord->psql('postgres', "SELECT pgdl.distribute('alice_packed', ARRAY['locked'])",
+		extra_params => [ '-U', 'alice' ]);
+	like($err, qr/permission denied for foreign server locked/, 'distribute to a server alice may not use: refused');
+	is(placement('alice_packed'), '0:- 1:-', "alice's partitions are all still here");
 	is( $coord->safe_psql('postgres',
 			"SET log_statement = 'none'; SELECT count(*) FROM pgdl.runs r WHERE r::text LIKE '%$WRONG_PW%' OR r::text LIKE '%$RIGHT_PW%'"),
 		'0', 'no password in pgdl.runs');
