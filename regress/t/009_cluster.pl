@@ -291,6 +291,37 @@ is( $coord->safe_psql(
 	     FROM lb_d1 l ORDER BY rank LIMIT 1) s}),
 	't', 'pgdl.evaluate on the coordinator reads the distributed table as the local one');
 
+# A validation table on a node too (read on the coordinator through postgres_fdw),
+# and pgdl.fit of a distributed table.
+$coord->safe_psql(
+	'postgres', qq{
+SELECT pgdl.pack('valid_rows', 'x', 'label', 'valid_remote', buffer_rows => 100, partitions => 1,
+                 reference => 'train_packed');
+SELECT pgdl.distribute('valid_remote', ARRAY['node2']);
+CREATE TABLE lb_vr AS SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', $EPOCHS, 'valid_remote');
+});
+is(placement('valid_remote'), '0:node2', 'the validation table is on node2');
+is(model_digests($coord, 'lb_vr'), $digests{fit}, 'validation on a node: the same models');
+is( $coord->safe_psql(
+		'postgres', q{
+	SELECT count(*) = 4 AND bool_and(d.rank = l.rank AND d.validation_loss = l.validation_loss
+	                                 AND d.validation_accuracy = l.validation_accuracy)
+	  FROM lb_vr d JOIN lb_local l USING (config)}),
+	't', '... and the validation metrics of one server');
+{
+	my ($ret, $out, $err) = $coord->psql(
+		'postgres', qq{
+SET client_min_messages = warning;
+CREATE TABLE lb_fit_dist AS
+SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'valid_packed') AS model
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
+ WHERE c.set_name = 'grid' ORDER BY c.id;
+});
+	is($ret, 0, 'pgdl.fit of the distributed table runs') or diag($err);
+	is(model_digests($coord, 'lb_fit_dist'), $digests{fit},
+		'pgdl.fit of the distributed table: the models of pgdl.fit on one server');
+}
+
 # Frozen layers are not cached or recomputed on the nodes yet: refused.
 $coord->safe_psql(
 	'postgres', q{
