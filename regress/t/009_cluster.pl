@@ -7,7 +7,7 @@
 # bit, with the same leaderboard, metrics and checkpoints; a node killed mid-run
 # ends the call with an error naming the node and the run, and pgdl.resume
 # after the node is back ends with the bytes of an uninterrupted run; cancel and
-# statement_timeout leave no training query on the nodes; the node runs as the
+# statement_timeout on the coordinator cancel the nodes' queries; the node runs as the
 # mapped user (passwords as postgres_fdw wants them, SELECT as the node grants
 # it); a node without pgdl or with another build is refused; no password is
 # ever printed, in an error or a log line.
@@ -24,7 +24,7 @@ use lib $FindBin::RealBin;
 use PgdlTest;
 
 my $EPOCHS      = 3;      # the grid's runs
-my $LONG_EPOCHS = 600;    # the run that is cancelled or loses a node: about 3 s
+my $LONG_EPOCHS = 600;    # the run that loses a node: about 3 s here
 my $WRONG_PW    = 'S3cret-pgdl-xyz';    # never in an error or a log line
 my $RIGHT_PW    = 'Right-pgdl-4711';    # nor this one
 
@@ -113,13 +113,9 @@ sub check_run_rows
 		"$what: one metrics row and one checkpoint per (config, epoch); the run is finished");
 }
 
-# Every error text a test saw, to search for passwords at the end.
-my @errors;
-
 sub no_secret
 {
 	my ($text, $what) = @_;
-	push @errors, $text;
 	unlike($text, qr/\Q$WRONG_PW\E|\Q$RIGHT_PW\E|password=/, "$what: no password in the error");
 }
 
@@ -150,7 +146,7 @@ INSERT INTO grid_configs VALUES
   (2, '{"optimizer": "adam", "lr": 0.005, "batch_size": 25, "seed": 3}');
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'grid', a.id, g.config FROM pgdl.architectures a, grid_configs g ORDER BY a.name, g.ord;
--- many small steps per epoch: the run that is cancelled or loses a node
+-- many small steps per epoch: the run that loses a node
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'long', a.id, c::jsonb
   FROM pgdl.architectures a,
@@ -681,6 +677,5 @@ for my $node ($coord, $node1, $node2)
 like(slurp_file($node1->logfile), qr/password authentication failed for user "reader"/,
 	'node1 logged the refused login');
 unlike(slurp_file($coord->logfile), qr/was terminated by signal/, 'no process of the coordinator was killed by a signal');
-is(scalar(grep { /\Q$WRONG_PW\E|\Q$RIGHT_PW\E/ } @errors), 0, 'no error text held a password');
 
 done_testing();
