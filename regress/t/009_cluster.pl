@@ -422,6 +422,51 @@ sub nodes_logged_cancel
 	nodes_logged_cancel('statement_timeout', @offsets);
 }
 
+# A cancel while distribute ships a partition to a node that stopped reading:
+# a trigger there sleeps (10 s) on the first row, and the coordinator, which sends 16
+# buffers (of 128 kB here) a message, fills its socket with the second.  The
+# call ends within 2 s, the node's COPY is cancelled, nothing moved.
+{
+	$coord->safe_psql(
+		'postgres', q{
+CREATE TABLE big_rows AS
+SELECT i, array_fill(((i % 97) / 97.0)::real, ARRAY[16]) AS x, i % 4 AS label FROM generate_series(1, 24 * 2048) i;
+SELECT pgdl.pack('big_rows', 'x', 'label', 'big_packed', buffer_rows => 2048, partitions => 1, seed => 3);
+});
+	my $before = contents('big_packed');
+	my $part = $coord->safe_psql('postgres',
+		"SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'big_packed'::regclass");
+	$node2->safe_psql(
+		'postgres', qq{
+CREATE TABLE public.$part (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,
+                           x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id));
+CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN PERFORM pg_sleep(10); RETURN NEW; END\$\$;
+CREATE TRIGGER stall BEFORE INSERT ON public.$part FOR EACH ROW WHEN (NEW.buffer_id = 0) EXECUTE FUNCTION stall();
+});
+	my $bg = start_psql($coord, 'cl_ship', 'postgres', "SELECT pgdl.distribute('big_packed', ARRAY['node2'])");
+	ok( poll_until($node2,
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'pgdl' AND wait_event = 'PgSleep'", 20),
+		'distribute: the node stops reading the partition');
+	Time::HiRes::usleep(300_000);
+	my $start = time;
+	is($coord->safe_psql('postgres',
+			"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cl_ship'"),
+		't', 'cancel distribute');
+	my $rc = finish_psql($bg, 15);
+	my $elapsed = time - $start;
+	ok(defined $rc && $rc != 0, 'the cancelled distribute fails');
+	like($bg->{stderr}, qr/canceling statement due to user request/, '... with the cancel error');
+	cmp_ok($elapsed, '<', 2, '... within 2 s, although the node does not read');
+	ok(node_sessions_gone($node2, 2), '... and its session on the node ends');
+	is(placement('big_packed'), '0:-', '... and the partition is still here');
+	is(contents('big_packed'), $before, '... whole');
+
+	$node2->safe_psql('postgres', "DROP TRIGGER stall ON public.$part");
+	my ($ret, $out, $err) = $coord->psql('postgres', "SELECT pgdl.distribute('big_packed', ARRAY['node2'])");
+	is($out, '1', 'run again, distribute ships the partition') or diag($err);
+	is(contents('big_packed'), $before, '... whole and once');
+}
+
 # ---------------------------------------------------------------------------
 # 3. A node killed mid-run: a clear error; resume ends with the same bytes.
 # ---------------------------------------------------------------------------
