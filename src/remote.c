@@ -306,11 +306,47 @@ wait_until_ready(PgdlNode *node)
 	}
 }
 
-/* PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen while it connects. */
+/*
+ * Send what libpq still holds for the node, waiting on the latch and the
+ * socket: in blocking mode libpq would wait in its own poll(), which retries
+ * on EINTR, so a node that stops reading (hung, or a trigger that sleeps in
+ * COPY) would hold a cancel or a shutdown for as long as it does.  What the
+ * node sends meanwhile is read, so that it never waits on us either.
+ */
+static void
+flush_output(PgdlNode *node)
+{
+	int			rc;
+
+	while ((rc = PQflush(node->conn)) == 1)
+	{
+		int			events = WaitLatchOrSocket(MyLatch,
+											   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+											   WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE,
+											   PQsocket(node->conn), -1, PG_WAIT_EXTENSION);
+
+		if (events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if ((events & WL_SOCKET_READABLE) && !PQconsumeInput(node->conn))
+			lost_connection(node);
+	}
+	if (rc < 0)
+		lost_connection(node);
+}
+
+/*
+ * PQconnectPoll until connected, on the latch: a cancel or a shutdown is seen
+ * while it connects.  libpq may have failed already (a socket file that is not
+ * there, a refused port): then there is no socket to wait on.
+ */
 static void
 poll_connection(PgdlNode *node, int timeout_s)
 {
-	PostgresPollingStatusType status = PGRES_POLLING_WRITING;
+	PostgresPollingStatusType status =
+		PQstatus(node->conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_s * 1000);
 
 	while (status != PGRES_POLLING_OK)
@@ -384,6 +420,9 @@ pgdl_node_connect(Oid server, bool for_process)
 				 errmsg("out of memory")));
 	register_node(node);
 	poll_connection(node, Max(1, pg_strtoint32(find_option(&o, "connect_timeout"))));
+	/* every send is flushed by flush_output, which stays interruptible */
+	if (PQsetnonblocking(node->conn, 1) != 0)
+		lost_connection(node);
 	if (needs_password(um) && !PQconnectionUsedPassword(node->conn))
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
@@ -403,6 +442,7 @@ pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const 
 	if (!PQsendQueryParams(node->conn, sql, n_params, NULL, values, lengths, formats, binary_result ? 1 : 0))
 		lost_connection(node);
 	node->busy = true;
+	flush_output(node);
 }
 
 /* The node's error, as ours: its SQLSTATE, message, detail and hint, and which node said it. */
@@ -553,6 +593,7 @@ pgdl_node_copy_data(PgdlNode *node, const char *data, int len)
 	CHECK_FOR_INTERRUPTS();
 	if (PQputCopyData(node->conn, data, len) != 1)
 		lost_connection(node);
+	flush_output(node);
 }
 
 int64
@@ -563,6 +604,7 @@ pgdl_node_copy_end(PgdlNode *node)
 
 	if (PQputCopyEnd(node->conn, NULL) != 1)
 		lost_connection(node);
+	flush_output(node);
 	res = pgdl_node_result(node, PGRES_COMMAND_OK);
 	rows = pg_strtoint64(PQcmdTuples(res));
 	PQclear(res);

@@ -7,10 +7,12 @@ use warnings;
 
 use Exporter 'import';
 use IPC::Run;
+use PostgreSQL::Test::Cluster;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-our @EXPORT = qw(poll_until start_psql finish_psql workers_gone_within model_digests);
+our @EXPORT = qw(poll_until start_psql finish_psql workers_gone_within model_digests
+  new_pgdl_node add_node_server prepend_hba node_training_gone node_sessions_gone);
 
 # Runs $sql on $node until it answers 't' (errors, as while the node restarts,
 # are retried) or $secs pass; returns whether it answered.
@@ -79,6 +81,73 @@ sub model_digests
 	return $node->safe_psql('postgres',
 		"SELECT string_agg(l.config || ':' || md5(m.weights), ' ' ORDER BY l.config)
 		   FROM $table l JOIN pgdl.models m ON m.id = l.model");
+}
+
+# ---------------------------------------------------------------------------
+# Several servers: a coordinator reaches its nodes through postgres_fdw.
+# ---------------------------------------------------------------------------
+
+# A started server with pgdl installed in its postgres database; $conf is
+# appended to its postgresql.conf first.
+sub new_pgdl_node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', $conf) if defined $conf;
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION pgdl');
+	return $node;
+}
+
+# On $coord, the postgres_fdw server $server for database $db (default
+# postgres) of $node, over its unix socket, and a user mapping of the
+# bootstrap superuser to the node's.
+sub add_node_server
+{
+	my ($coord, $server, $node, $db) = @_;
+	$db //= 'postgres';
+	my ($host, $port) = ($node->host, $node->port);
+	$coord->safe_psql(
+		'postgres', qq{
+CREATE EXTENSION IF NOT EXISTS postgres_fdw;
+CREATE SERVER $server FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '$host', port '$port', dbname '$db');
+CREATE USER MAPPING FOR CURRENT_USER SERVER $server;
+});
+	return;
+}
+
+# Puts lines before the first line of $node's pg_hba.conf (the first line that
+# matches a connection decides), then reloads.
+sub prepend_hba
+{
+	my ($node, @lines) = @_;
+	my $file = $node->data_dir . '/pg_hba.conf';
+	open my $in, '<', $file or die "could not read $file: $!";
+	my $old = do { local $/; <$in> };
+	close $in;
+	open my $out, '>', $file or die "could not write $file: $!";
+	print $out join('', map { "$_\n" } @lines), $old;
+	close $out;
+	$node->reload;
+	return;
+}
+
+# Within $secs, no pgdl.train_partitions query is running on $node.
+sub node_training_gone
+{
+	my ($node, $secs) = @_;
+	return poll_until($node,
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%train_partitions%' AND pid <> pg_backend_pid()",
+		$secs);
+}
+
+# Within $secs, no session a coordinator opened (application_name pgdl) is left on $node.
+sub node_sessions_gone
+{
+	my ($node, $secs) = @_;
+	return poll_until($node,
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'pgdl' AND pid <> pg_backend_pid()", $secs);
 }
 
 1;
