@@ -507,6 +507,15 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 	group_transfers(plan, transfers, n, group_of);
 	if (plan->n_groups == 0)
 		return plan;
+	if (strcmp(mode, PGDL_CACHE_ON_NODES) == 0)
+	{
+		for (int g = 0; g < plan->n_groups; g++)
+		{
+			plan->groups[g].action = PGDL_CACHE_RECOMPUTE;
+			plan->groups[g].reason = "the packed table is distributed: its nodes run the frozen layers at every visit";
+		}
+		return plan;
+	}
 
 	plan_cxt = caller;
 	SPI_connect();

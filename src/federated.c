@@ -92,7 +92,7 @@ send_next(FedRun *f, Site *site)
 {
 	int			i = site->sent % site->n_parts;
 
-	pgdl_node_send_visit(site->node, VARDATA(site->model), f->model_len, &f->config, site->tables[i],
+	pgdl_node_send_visit(site->node, VARDATA(site->model), f->model_len, NULL, 0, &f->config, site->tables[i],
 						 &site->parts[i], 1, 1);
 	site->sent++;
 }
@@ -123,7 +123,7 @@ train_here(FedRun *f, Site *site)
 	PgdlTrainState *state;
 
 	pgdl_model_free_with(nn, CurrentMemoryContext);
-	state = pgdl_train_visits(nn, &f->config, f->ds, site->parts, site->n_parts, f->local_epochs);
+	state = pgdl_train_visits(nn, NULL, &f->config, f->ds, site->parts, site->n_parts, f->local_epochs);
 	site->result = *state;
 	site->model = pgdl_model_serialize(nn);
 }

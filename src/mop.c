@@ -370,8 +370,12 @@ plan_caches(MopRun *run)
 
 	foreach(lc, run->configs)
 		transfers[i++] = ((MopConfig *) lfirst(lc))->transfer;
+	if (run->distributed && strcmp(run->cache_mode, "on") == 0)
+		ereport(NOTICE,
+				(errmsg("no feature cache is built for a distributed packed table"),
+				 errdetail("Its nodes run the frozen layers at every visit.")));
 	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
-								run->cache_mode, group_of);
+								run->distributed ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
 	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -1067,30 +1071,6 @@ set_workers(MopRun *run, int32 workers, int32 per_node)
 										 run->worker_server, run->owner);
 }
 
-/*
- * Frozen prefixes are cached or recomputed where the partitions are: on one
- * server only, so far.  Checked before the caches are planned, which read the
- * packed table's version through its foreign partitions.
- */
-static void
-check_no_prefix_on_nodes(const MopRun *run)
-{
-	ListCell   *lc;
-
-	if (!run->distributed)
-		return;
-	foreach(lc, run->configs)
-	{
-		const PgdlTransfer *t = ((MopConfig *) lfirst(lc))->transfer;
-
-		if (t && t->prefix)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("configurations with a base model cannot train on a distributed packed table yet"),
-					 errdetail("Their frozen layers would run or be cached on the nodes, which pgdl does not do yet.")));
-	}
-}
-
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
 static MopRun *
 setup_run(FunctionCallInfo fcinfo)
@@ -1126,7 +1106,6 @@ setup_run(FunctionCallInfo fcinfo)
 		check_can_read(run->vds);
 	load_configs(run);
 	prepare_configs(run);
-	check_no_prefix_on_nodes(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	return run;
@@ -1406,7 +1385,6 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	load_configs(run);
 	read_resume_points(run);
 	prepare_configs(run);
-	check_no_prefix_on_nodes(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_execute(fcinfo, run);

@@ -3,7 +3,9 @@
  *
  * pgdl.train_partitions trains a model on some partitions of a packed table
  * of this server: a model hopper sub-epoch (one partition) or a federated
- * round (every partition of the node, for some epochs).  It does what a
+ * round (every partition of the node, for some epochs).  A model with a frozen
+ * base gets its frozen layers too, and runs them over every buffer, as a
+ * worker on one server does when it recomputes them.  It does what a
  * coordinator's worker does on a partition of its own (begin, every buffer in
  * buffer_id order, check the weights), so the bytes that come back are the
  * bytes the coordinator would have made.  It runs as the role the coordinator
@@ -72,24 +74,24 @@ read_parts(ArrayType *parts, int *n)
 	return out;
 }
 
-/* What the model reads: its own input and target sizes say what a buffer must hold. */
+/* What the model reads (through its prefix): their input and target sizes say what a buffer must hold. */
 static PgdlDataset
-dataset_for(Oid relid, const NnModel *model)
+dataset_for(Oid relid, const NnModel *model, const NnModel *prefix)
 {
 	PgdlDataset ds;
 
+	if (prefix && nn_model_output_size(prefix) != nn_model_input_size(model))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the frozen layers do not fit the model"),
+				 errdetail("They output %lld values per example; the model takes %lld.",
+						   (long long) nn_model_output_size(prefix), (long long) nn_model_input_size(model))));
 	memset(&ds, 0, sizeof(ds));
 	ds.packed = relid;
-	ds.n_features = (int32) nn_model_input_size(model);
+	ds.n_features = (int32) nn_model_input_size(prefix ? prefix : model);
 	ds.n_targets = (int32) nn_model_target_size(model);
 	ds.partitions = PGDL_MAX_PARTITIONS;
 	return ds;
-}
-
-static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
-{
-	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
 }
 
 /*
@@ -136,6 +138,7 @@ kept_partition(const PgdlDataset *ds, int32 part, bool *found)
 {
 	ListCell   *lc;
 	KeptPartition *k;
+	MemoryContext old;
 
 	if (kept_cxt == NULL)
 	{
@@ -143,6 +146,7 @@ kept_partition(const PgdlDataset *ds, int32 part, bool *found)
 		kept_budget = (int64) pgdl_node_cache_mem * 1024;
 		CacheRegisterRelcacheCallback(forget_kept, (Datum) 0);
 	}
+	*found = false;
 	foreach(lc, kept)
 	{
 		k = lfirst(lc);
@@ -151,43 +155,76 @@ kept_partition(const PgdlDataset *ds, int32 part, bool *found)
 		if (*found)
 			return k;
 	}
-	k = MemoryContextAllocZero(kept_cxt, sizeof(KeptPartition));
+	old = MemoryContextSwitchTo(kept_cxt);
+	k = palloc0(sizeof(KeptPartition));
 	*k = (KeptPartition) {
 		.relid = ds->packed, .part = part, .user = GetUserId(), .n_features = ds->n_features,
 			.n_targets = ds->n_targets
 	};
-	kept = lappend(kept, k);		/* CurrentMemoryContext is kept_cxt's caller's: lappend there is wrong */
+	kept = lappend(kept, k);
+	MemoryContextSwitchTo(old);
 	return k;
+}
+
+/* A visit: the model trains on a partition's buffers, through its frozen prefix if it has one. */
+typedef struct Visit
+{
+	PgdlTrainState *state;
+	NnModel    *prefix;			/* NULL: the buffers are the model's input */
+	float	   *features;		/* the prefix's outputs for a buffer */
+	int32		features_cap;	/* examples */
+} Visit;
+
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	Visit	   *v = arg;
+	NnError		err;
+
+	if (v->state->diverged)
+		return;
+	if (v->prefix)
+	{
+		if (n > v->features_cap)
+		{
+			v->features = repalloc_huge(v->features,
+										mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float))));
+			v->features_cap = n;
+		}
+		pgdl_check_model_batch(v->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
+		if (!nn_model_forward_frozen(v->prefix, x, n, v->features, &err))
+			pgdl_report_nn_error("the frozen layers", &err);
+		x = v->features;
+	}
+	pgdl_train_buffer(v->state, x, y, n);
 }
 
 /* A visit's buffers: kept from an earlier call, or read (and kept, within the budget). */
 static void
-visit_partition(const PgdlDataset *ds, int32 part, PgdlTrainState *state)
+visit_partition(const PgdlDataset *ds, int32 part, Visit *v)
 {
 	KeptPartition *k;
 	bool		found;
-	MemoryContext old;
 
 	if (pgdl_node_cache_mem <= 0)
 	{
-		pgdl_packed_scan(ds, part, train_cb, state, NULL, NULL);
+		pgdl_packed_scan(ds, part, train_cb, v, NULL, NULL);
 		return;
 	}
-	old = MemoryContextSwitchTo(kept_cxt ? kept_cxt : TopMemoryContext);
 	k = kept_partition(ds, part, &found);
-	MemoryContextSwitchTo(old);
 	if (found)
-		pgdl_packed_foreach(ds, part, &k->held, train_cb, state);
+		pgdl_packed_foreach(ds, part, &k->held, train_cb, v);
 	else
-		pgdl_packed_hold(ds, part, &k->held, kept_cxt, &kept_budget, train_cb, state);
+		pgdl_packed_hold(ds, part, &k->held, kept_cxt, &kept_budget, train_cb, v);
 }
 
 PgdlTrainState *
-pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
-			 const int32 *parts, int n_parts, int32 epochs)
+pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config, const PgdlDataset *ds,
+				  const int32 *parts, int n_parts, int32 epochs)
 {
 	PgdlTrainState total;
 	PgdlTrainState *state = NULL;
+	Visit		v = {.prefix = prefix};
 
 	memset(&total, 0, sizeof(total));
 	for (int32 e = 0; e < epochs && !total.diverged; e++)
@@ -195,7 +232,8 @@ pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDatas
 		{
 			CHECK_FOR_INTERRUPTS();
 			state = pgdl_train_begin(model, config, CurrentMemoryContext);
-			visit_partition(ds, parts[i], state);
+			v.state = state;
+			visit_partition(ds, parts[i], &v);
 			pgdl_train_check_weights(state);
 			total.stats.loss_sum += state->stats.loss_sum;
 			total.stats.correct += state->stats.correct;
@@ -222,6 +260,7 @@ pgdl_train_partitions(PG_FUNCTION_ARGS)
 	int			n_parts;
 	int32		epochs;
 	PgdlTrainState *state;
+	NnModel    *prefix = NULL;
 	Datum		values[6];
 	bool		nulls[6] = {false};
 
@@ -243,8 +282,13 @@ pgdl_train_partitions(PG_FUNCTION_ARGS)
 	model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(0));
 	pgdl_model_free_with(model, CurrentMemoryContext);
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
-	ds = dataset_for(PG_GETARG_OID(2), model);
-	state = pgdl_train_visits(model, &config, &ds, parts, n_parts, epochs);
+	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+	{
+		prefix = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(5));
+		pgdl_model_free_with(prefix, CurrentMemoryContext);
+	}
+	ds = dataset_for(PG_GETARG_OID(2), model, prefix);
+	state = pgdl_train_visits(model, prefix, &config, &ds, parts, n_parts, epochs);
 
 	values[0] = PointerGetDatum(pgdl_model_serialize(model));
 	values[1] = Int64GetDatum(state->examples);

@@ -285,10 +285,11 @@ extern void pgdl_train_check_weights(PgdlTrainState *state);
 extern void pgdl_train_average(PgdlTrainState *a, const PgdlTrainState *b);
 /*
  * node.c: the model on partitions parts[0 .. n) of ds, in that order, epochs
- * times, each visit begun and checked as a model hopper worker does.
+ * times, each visit begun and checked as a model hopper worker does; through
+ * its frozen prefix (inference mode) when there is one.
  */
-extern PgdlTrainState *pgdl_train_visits(NnModel *model, const PgdlTrainConfig *config, const PgdlDataset *ds,
-										 const int32 *parts, int n_parts, int32 epochs);
+extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config,
+										 const PgdlDataset *ds, const int32 *parts, int n_parts, int32 epochs);
 /* An errdetail saying where a diverged state stopped. */
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
@@ -539,8 +540,10 @@ typedef struct PgdlCachePlan
 
 /*
  * Group transfers[0 .. n) (NULL: not a transfer configuration) and decide per
- * group; group_of[i] is configuration i's group, or -1.  mode: auto, on, off.
+ * group; group_of[i] is configuration i's group, or -1.  mode: auto, on, off,
+ * or PGDL_CACHE_ON_NODES: a distributed packed table, whose nodes recompute.
  */
+#define PGDL_CACHE_ON_NODES "nodes"
 extern PgdlCachePlan *pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid,
 									  PgdlTransfer **transfers, int n, int32 epochs, int32 workers,
 									  const char *mode, int *group_of);

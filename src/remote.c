@@ -615,16 +615,17 @@ pgdl_node_copy_end(PgdlNode *node)
 
 #define NODE_VISIT_SQL \
 	"SELECT model, examples, loss_sum, correct, n, diverged" \
-	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], $5::integer)"
+	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], $5::integer, $6::bytea)"
 
 void
-pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const PgdlTrainConfig *config,
-					 const char *table, const int32 *parts, int n_parts, int32 epochs)
+pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const char *prefix, Size prefix_len,
+					 const PgdlTrainConfig *config, const char *table, const int32 *parts, int n_parts,
+					 int32 epochs)
 {
 	Jsonb	   *config_json = pgdl_config_to_jsonb(config);
-	const char *values[5];
-	int			lengths[5] = {(int) model_len, 0, 0, 0, 0};
-	int			formats[5] = {1, 0, 0, 0, 0};
+	const char *values[6];
+	int			lengths[6] = {(int) model_len, 0, 0, 0, 0, (int) prefix_len};
+	int			formats[6] = {1, 0, 0, 0, 0, 1};
 	StringInfoData array;
 
 	initStringInfo(&array);
@@ -637,7 +638,8 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const Pg
 	values[2] = table;
 	values[3] = array.data;
 	values[4] = psprintf("%d", epochs);
-	pgdl_node_send(node, NODE_VISIT_SQL, 5, values, lengths, formats, true);
+	values[5] = prefix;			/* NULL: none */
+	pgdl_node_send(node, NODE_VISIT_SQL, 6, values, lengths, formats, true);
 }
 
 void

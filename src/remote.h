@@ -68,9 +68,13 @@ typedef struct PgdlVisit
 	bool		diverged;
 } PgdlVisit;
 
-/* Send a model to train on a node's table's partitions, in order, epochs times; then read what came back. */
-extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const PgdlTrainConfig *config,
-								 const char *table, const int32 *parts, int n_parts, int32 epochs);
+/*
+ * Send a model (with its frozen prefix, or NULL) to train on a node's table's
+ * partitions, in order, epochs times; then read what came back.
+ */
+extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const char *prefix,
+								 Size prefix_len, const PgdlTrainConfig *config, const char *table,
+								 const int32 *parts, int n_parts, int32 epochs);
 extern void pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out);
 
 #endif							/* PGDL_REMOTE_H */

@@ -414,8 +414,12 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 	PgdlVisit	result;
 	NnError		err;
 
-	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len, &m->config, places[m->partition].remote,
-						 &m->partition, 1, 1);
+	MopSource  *ms = &shared->sources[m->source];
+
+	/* frozen layers run on the node at every visit: distributed runs cache none (mop.c) */
+	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
+						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
+						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
 	pgdl_node_read_visit(node, m->blob_len, &result);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)

@@ -510,6 +510,7 @@ my %VALID = (
 	'shared'                       => 'true',
 	# the extension's life (sql/parts/75_lifecycle.sql)
 	'cleanup_checkpoints.keep'     => '1',
+	'train_partitions.prefix'      => 'NULL',
 	# several servers (sql/parts/80_cluster.sql)
 	'parts'                        => 'ARRAY[0]',
 	'workers_per_node'             => '1',

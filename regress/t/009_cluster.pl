@@ -318,19 +318,32 @@ SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'vali
 		'pgdl.fit of the distributed table: the models of pgdl.fit on one server');
 }
 
-# Frozen layers are not cached or recomputed on the nodes yet: refused.
+# Configurations with a base model: the nodes run the frozen layers at every
+# visit (no feature cache on a node), and the models are those of one server,
+# with its feature cache or without.
 $coord->safe_psql(
 	'postgres', q{
 SELECT pgdl.fit('ref_packed', 'small', '{"optimizer": "adam", "lr": 0.01}', 1, name => 'base');
-SELECT pgdl.grid_search('heads', '{}', '{"base_model": "base", "freeze": [2], "lr": [0.05],
+SELECT pgdl.grid_search('heads', '{}', '{"base_model": "base", "freeze": [2], "lr": [0.05, 0.1],
   "head": [[{"type": "dense", "units": 4}]], "batch_size": 25}');
 });
 {
-	my ($ret, $out, $err) = $coord->psql('postgres',
-		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'heads', 1, 'valid_packed')");
-	isnt($ret, 0, 'configurations with a base model on a distributed table fail');
-	like($err, qr/ERROR:  configurations with a base model cannot train on a distributed packed table/,
-		'... as not supported');
+	my ($ret, $out, $err) = $coord->psql(
+		'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE lb_heads_cached AS SELECT * FROM pgdl.fit_multiple('ref_packed', 'heads', 2, 'valid_packed', feature_cache => 'on');
+CREATE TABLE lb_heads_recomputed AS SELECT * FROM pgdl.fit_multiple('ref_packed', 'heads', 2, 'valid_packed', feature_cache => 'off');
+CREATE TABLE lb_heads_dist AS SELECT * FROM pgdl.fit_multiple('train_packed', 'heads', 2, 'valid_packed', workers_per_node => 2);
+});
+	is($ret, 0, 'configurations with a base model train on a distributed table') or diag($err);
+	my $cached = model_digests($coord, 'lb_heads_cached');
+	like($cached, qr/^\d+:\w{32} \d+:\w{32}$/, '... two models on one server');
+	is(model_digests($coord, 'lb_heads_recomputed'), $cached, '... one server: the same with its cache or without');
+	is(model_digests($coord, 'lb_heads_dist'), $cached, '... and on the nodes, which run the frozen layers');
+	is( $coord->safe_psql('postgres', q{
+		SELECT bool_or(action = 'recompute') AND NOT bool_or(action IN ('build', 'reuse', 'refresh', 'rebuild'))
+		  FROM pgdl.explain_fit_multiple('train_packed', 'heads', 2, 'valid_packed')}),
+		't', '... explain_fit_multiple says the nodes recompute');
 	ok(workers_gone_within($coord, 2), '... and no worker is left behind');
 }
 
