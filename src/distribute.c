@@ -18,6 +18,8 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "port/pg_bswap.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -84,10 +86,47 @@ exec_local(const char *sql)
 	SPI_finish();
 }
 
-/* The node's table for a partition: same name, same columns and key as pgdl.pack makes; emptied. */
-static void
-prepare_remote_table(PgdlNode *node, const char *schema, const char *qualified)
+/*
+ * What a table pgdl.distribute made says of itself (its comment on the node):
+ * which coordinator's partition it holds.  A table of that name that says
+ * anything else is not ours to empty.
+ */
+static char *
+shipped_marker(Oid packed, int32 k)
 {
+	return psprintf("pgdl.distribute: partition %d of %s in database %s of system " UINT64_FORMAT, k,
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+					get_database_name(MyDatabaseId), GetSystemIdentifier());
+}
+
+/* Whether the node has the table, and if so that pgdl.distribute made it for this partition. */
+static bool
+check_remote_table(PgdlNode *node, const char *schema, const char *name, const char *marker)
+{
+	const char *values[2] = {schema, name};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pg_catalog.obj_description(c.oid, 'pg_class')"
+									 " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE n.nspname = $1 AND c.relname = $2", 2, values, PGRES_TUPLES_OK);
+	bool		exists = PQntuples(res) == 1;
+	bool		ours = exists && !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), marker) == 0;
+
+	PQclear(res);
+	if (exists && !ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("server \"%s\" has a table %s that pgdl.distribute did not make for this partition",
+						node->name, quote_qualified_identifier(schema, name)),
+				 errdetail("pgdl.distribute empties and fills only the tables it made (their comment says which partition they hold)."),
+				 errhint("Rename or drop that table on the node, or rename the packed table here.")));
+	return exists;
+}
+
+/* The node's table for partition k: same name, columns and key as pgdl.pack makes; emptied. */
+static void
+prepare_remote_table(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name)
+{
+	const char *qualified = quote_qualified_identifier(schema, name);
+	char	   *marker = shipped_marker(packed, k);
 	const char *values[1] = {schema};
 	PGresult   *res = pgdl_node_exec(node, "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
 									 1, values, PGRES_TUPLES_OK);
@@ -98,13 +137,18 @@ prepare_remote_table(PgdlNode *node, const char *schema, const char *qualified)
 	if (!has_schema)
 		PQclear(pgdl_node_exec(node, psprintf("CREATE SCHEMA %s", quote_identifier(schema)),
 							   0, NULL, PGRES_COMMAND_OK));
-	PQclear(pgdl_node_exec(node, psprintf("CREATE TABLE IF NOT EXISTS %s (part integer NOT NULL,"
-										  " buffer_id integer NOT NULL, n integer NOT NULL, x real[] NOT NULL,"
-										  " y real[] NOT NULL, PRIMARY KEY (part, buffer_id))", qualified),
-						   0, NULL, PGRES_COMMAND_OK));
-	PQclear(pgdl_node_exec(node, psprintf("ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL,"
-										  " ALTER COLUMN y SET STORAGE EXTERNAL", qualified),
-						   0, NULL, PGRES_COMMAND_OK));
+	if (!check_remote_table(node, schema, name, marker))
+	{
+		PQclear(pgdl_node_exec(node, psprintf("CREATE TABLE %s (part integer NOT NULL,"
+											  " buffer_id integer NOT NULL, n integer NOT NULL, x real[] NOT NULL,"
+											  " y real[] NOT NULL, PRIMARY KEY (part, buffer_id))", qualified),
+							   0, NULL, PGRES_COMMAND_OK));
+		PQclear(pgdl_node_exec(node, psprintf("ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL,"
+											  " ALTER COLUMN y SET STORAGE EXTERNAL", qualified),
+							   0, NULL, PGRES_COMMAND_OK));
+		PQclear(pgdl_node_exec(node, psprintf("COMMENT ON TABLE %s IS %s", qualified, quote_literal_cstr(marker)),
+							   0, NULL, PGRES_COMMAND_OK));
+	}
 	PQclear(pgdl_node_exec(node, psprintf("TRUNCATE %s", qualified), 0, NULL, PGRES_COMMAND_OK));
 }
 
@@ -229,7 +273,7 @@ move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions
 
 	if (target->node == NULL)
 		target->node = pgdl_node_connect(target->server, false);
-	prepare_remote_table(target->node, schema, qualified);
+	prepare_remote_table(target->node, packed, k, schema, name);
 	sent = copy_rows(target->node, qualified, qualified);
 	taken = pgdl_node_copy_end(target->node);
 	if (taken != sent)

@@ -385,6 +385,16 @@ prepare_session(PgdlNode *node)
 				 errmsg("pgdl is not installed on server \"%s\"", node->name),
 				 errhint("Run CREATE EXTENSION pgdl in the node's database.")));
 	}
+	if (strcmp(PQgetvalue(res, 0, 0), PGDL_VERSION) != 0)
+	{
+		char	   *installed = pstrdup(pgdl_clip_for_error(PQgetvalue(res, 0, 0), 32));
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl on server \"%s\" is at version %s, not %s", node->name, installed, PGDL_VERSION),
+				 errhint("Run ALTER EXTENSION pgdl UPDATE in the node's database.")));
+	}
 	PQclear(res);
 	res = pgdl_node_exec(node, "SELECT pgdl.version()", 0, NULL, PGRES_TUPLES_OK);
 	version = pstrdup(PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "");
