@@ -171,8 +171,9 @@ typedef struct Visit
 {
 	PgdlTrainState *state;
 	NnModel    *prefix;			/* NULL: the buffers are the model's input */
-	float	   *features;		/* the prefix's outputs for a buffer */
+	float	   *features;		/* the prefix's outputs for a buffer, in cxt */
 	int32		features_cap;	/* examples */
+	MemoryContext cxt;
 } Visit;
 
 static void
@@ -187,8 +188,10 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	{
 		if (n > v->features_cap)
 		{
-			v->features = repalloc_huge(v->features,
-										mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float))));
+			Size		size = mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float)));
+
+			/* not in CurrentMemoryContext: a scan calls back in a context it resets per batch */
+			v->features = v->features ? repalloc_huge(v->features, size) : MemoryContextAllocHuge(v->cxt, size);
 			v->features_cap = n;
 		}
 		pgdl_check_model_batch(v->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
@@ -224,7 +227,7 @@ pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config
 {
 	PgdlTrainState total;
 	PgdlTrainState *state = NULL;
-	Visit		v = {.prefix = prefix};
+	Visit		v = {.prefix = prefix, .cxt = CurrentMemoryContext};
 
 	memset(&total, 0, sizeof(total));
 	for (int32 e = 0; e < epochs && !total.diverged; e++)

@@ -449,10 +449,15 @@ SELECT pgdl.pack('big_rows', 'x', 'label', 'big_packed', buffer_rows => 2048, pa
 	my $before = contents('big_packed');
 	my $part = $coord->safe_psql('postgres',
 		"SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'big_packed'::regclass");
+	# the node's table as an earlier distribute of this partition left it (its comment says so), plus a trigger
+	my $marker = $coord->safe_psql('postgres',
+		"SELECT 'pgdl.distribute: partition 0 of public.big_packed in database postgres of system ' || system_identifier
+		   FROM pg_control_system()");
 	$node2->safe_psql(
 		'postgres', qq{
 CREATE TABLE public.$part (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,
                            x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id));
+COMMENT ON TABLE public.$part IS '$marker';
 CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS \$\$BEGIN PERFORM pg_sleep(10); RETURN NEW; END\$\$;
 CREATE TRIGGER stall BEFORE INSERT ON public.$part FOR EACH ROW WHEN (NEW.buffer_id = 0) EXECUTE FUNCTION stall();
 });
