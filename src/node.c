@@ -20,6 +20,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "common/hashfn.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 
@@ -98,43 +99,43 @@ dataset_for(Oid relid, const NnModel *model, const NnModel *prefix)
  * Partitions this session keeps between calls (pgdl.node_cache_mem): a
  * coordinator's worker sends every model that visits its node's partitions
  * through one session, which then reads each partition once per run, as a
- * worker on one server holds its own.  Per role (row-level security may show
- * each role other rows) and shape (a buffer is checked against the model's);
- * a relcache invalidation of the table (ALTER, TRUNCATE, DROP) forgets it.
+ * worker on one server holds its own.  For a model with frozen layers, what is
+ * kept is their outputs (the node's feature cache): they run once per run and
+ * partition, not at every visit.  Per role (row-level security may show each
+ * role other rows), shape and frozen layers; a relcache invalidation of the
+ * table (ALTER, TRUNCATE, DROP) forgets it.
  */
 typedef struct KeptPartition
 {
 	Oid			relid;
 	int32		part;
 	Oid			user;
-	int32		n_features;
+	int32		n_features;		/* of what is kept: the model's inputs */
 	int32		n_targets;
+	uint64		prefix_hash;	/* the frozen layers' blob; 0: none */
 	PgdlHeldPartition held;
 } KeptPartition;
 
 static MemoryContext kept_cxt = NULL;
 static List *kept = NIL;		/* of KeptPartition *, in kept_cxt */
 static int64 kept_budget;
+static bool kept_all_stale = false;
 
+/* Invalidation callbacks may come in the middle of a scan: mark, and free at the next visit. */
 static void
 forget_kept(Datum arg, Oid relid)
 {
 	ListCell   *lc;
 
-	/* relid InvalidOid: every relation; the memory stays charged until all is forgotten */
 	foreach(lc, kept)
 		if (!OidIsValid(relid) || ((KeptPartition *) lfirst(lc))->relid == relid)
 			((KeptPartition *) lfirst(lc))->relid = InvalidOid;
-	if (!OidIsValid(relid) && kept_cxt)
-	{
-		MemoryContextReset(kept_cxt);
-		kept = NIL;
-		kept_budget = (int64) pgdl_node_cache_mem * 1024;
-	}
+	if (!OidIsValid(relid))
+		kept_all_stale = true;
 }
 
 static KeptPartition *
-kept_partition(const PgdlDataset *ds, int32 part, bool *found)
+kept_partition(const PgdlDataset *ds, int32 part, int32 n_inputs, uint64 prefix_hash, bool *found)
 {
 	ListCell   *lc;
 	KeptPartition *k;
@@ -146,20 +147,27 @@ kept_partition(const PgdlDataset *ds, int32 part, bool *found)
 		kept_budget = (int64) pgdl_node_cache_mem * 1024;
 		CacheRegisterRelcacheCallback(forget_kept, (Datum) 0);
 	}
+	if (kept_all_stale)
+	{
+		MemoryContextReset(kept_cxt);
+		kept = NIL;
+		kept_budget = (int64) pgdl_node_cache_mem * 1024;
+		kept_all_stale = false;
+	}
 	*found = false;
 	foreach(lc, kept)
 	{
 		k = lfirst(lc);
 		*found = k->relid == ds->packed && k->part == part && k->user == GetUserId() &&
-			k->n_features == ds->n_features && k->n_targets == ds->n_targets;
+			k->n_features == n_inputs && k->n_targets == ds->n_targets && k->prefix_hash == prefix_hash;
 		if (*found)
 			return k;
 	}
 	old = MemoryContextSwitchTo(kept_cxt);
 	k = palloc0(sizeof(KeptPartition));
 	*k = (KeptPartition) {
-		.relid = ds->packed, .part = part, .user = GetUserId(), .n_features = ds->n_features,
-			.n_targets = ds->n_targets
+		.relid = ds->packed, .part = part, .user = GetUserId(), .n_features = n_inputs,
+			.n_targets = ds->n_targets, .prefix_hash = prefix_hash
 	};
 	kept = lappend(kept, k);
 	MemoryContextSwitchTo(old);
@@ -171,35 +179,86 @@ typedef struct Visit
 {
 	PgdlTrainState *state;
 	NnModel    *prefix;			/* NULL: the buffers are the model's input */
+	uint64		prefix_hash;
 	float	   *features;		/* the prefix's outputs for a buffer, in cxt */
 	int32		features_cap;	/* examples */
 	MemoryContext cxt;
+	KeptPartition *keeping;		/* a prefix's outputs being kept, or NULL */
 } Visit;
 
+static const float *
+run_prefix(Visit *v, const float *x, int32 n)
+{
+	NnError		err;
+
+	if (n > v->features_cap)
+	{
+		Size		size = mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float)));
+
+		/* not in CurrentMemoryContext: a scan calls back in a context it resets per batch */
+		v->features = v->features ? repalloc_huge(v->features, size) : MemoryContextAllocHuge(v->cxt, size);
+		v->features_cap = n;
+	}
+	pgdl_check_model_batch(v->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
+	if (!nn_model_forward_frozen(v->prefix, x, n, v->features, &err))
+		pgdl_report_nn_error("the frozen layers", &err);
+	return v->features;
+}
+
+/* A buffer of the prefix's outputs kept for the next visits, within the budget; else the partition is not kept. */
 static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+keep_features(KeptPartition *k, const float *x, const float *y, int32 n)
+{
+	Size		xbytes = (Size) n * k->n_features * sizeof(float);
+	Size		ybytes = (Size) n * k->n_targets * sizeof(float);
+	PgdlHeldBuffer *b;
+
+	if (!k->held.complete)
+		return;
+	if ((int64) (xbytes + ybytes) > kept_budget)
+	{
+		k->held.complete = false;
+		return;
+	}
+	kept_budget -= xbytes + ybytes;
+	b = MemoryContextAlloc(kept_cxt, sizeof(PgdlHeldBuffer));
+	b->x = MemoryContextAllocHuge(kept_cxt, xbytes);
+	b->y = MemoryContextAllocHuge(kept_cxt, ybytes);
+	b->n = n;
+	memcpy(b->x, x, xbytes);
+	memcpy(b->y, y, ybytes);
+	k->held.buffers = lappend(k->held.buffers, b);	/* the caller switched to kept_cxt */
+}
+
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
 {
 	Visit	   *v = arg;
-	NnError		err;
 
 	if (v->state->diverged)
 		return;
 	if (v->prefix)
 	{
-		if (n > v->features_cap)
+		x = run_prefix(v, x, n);
+		if (v->keeping)
 		{
-			Size		size = mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float)));
+			MemoryContext old = MemoryContextSwitchTo(kept_cxt);
 
-			/* not in CurrentMemoryContext: a scan calls back in a context it resets per batch */
-			v->features = v->features ? repalloc_huge(v->features, size) : MemoryContextAllocHuge(v->cxt, size);
-			v->features_cap = n;
+			keep_features(v->keeping, x, y, n);
+			MemoryContextSwitchTo(old);
 		}
-		pgdl_check_model_batch(v->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
-		if (!nn_model_forward_frozen(v->prefix, x, n, v->features, &err))
-			pgdl_report_nn_error("the frozen layers", &err);
-		x = v->features;
 	}
 	pgdl_train_buffer(v->state, x, y, n);
+}
+
+/* Kept buffers are the model's inputs already: no prefix to run. */
+static void
+train_kept_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
+{
+	Visit	   *v = arg;
+
+	if (!v->state->diverged)
+		pgdl_train_buffer(v->state, x, y, n);
 }
 
 /* A visit's buffers: kept from an earlier call, or read (and kept, within the budget). */
@@ -208,15 +267,27 @@ visit_partition(const PgdlDataset *ds, int32 part, Visit *v)
 {
 	KeptPartition *k;
 	bool		found;
+	int32		n_inputs = v->prefix ? (int32) nn_model_output_size(v->prefix) : ds->n_features;
 
+	v->keeping = NULL;
 	if (pgdl_node_cache_mem <= 0)
 	{
 		pgdl_packed_scan(ds, part, train_cb, v, NULL, NULL);
 		return;
 	}
-	k = kept_partition(ds, part, &found);
-	if (found)
-		pgdl_packed_foreach(ds, part, &k->held, train_cb, v);
+	k = kept_partition(ds, part, n_inputs, v->prefix_hash, &found);
+	if (found && k->held.complete)
+		pgdl_packed_foreach(ds, part, &k->held, v->prefix ? train_kept_cb : train_cb, v);
+	else if (found)
+		pgdl_packed_scan(ds, part, train_cb, v, NULL, NULL);	/* over the budget: read at every visit */
+	else if (v->prefix)
+	{
+		k->held.complete = true;
+		v->keeping = k;
+		pgdl_packed_scan(ds, part, train_cb, v, NULL, NULL);
+		if (!k->held.complete)
+			k->held.buffers = NIL;
+	}
 	else
 		pgdl_packed_hold(ds, part, &k->held, kept_cxt, &kept_budget, train_cb, v);
 }
@@ -228,6 +299,17 @@ pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config
 	PgdlTrainState total;
 	PgdlTrainState *state = NULL;
 	Visit		v = {.prefix = prefix, .cxt = CurrentMemoryContext};
+
+	if (prefix)
+	{
+		/* what identifies the frozen layers among the kept partitions */
+		Size		len = nn_model_serialized_size(prefix);
+		uint8	   *blob = palloc(len);
+
+		nn_model_serialize(prefix, blob);
+		v.prefix_hash = hash_bytes_extended(blob, (int) len, 0) | 1;
+		pfree(blob);
+	}
 
 	memset(&total, 0, sizeof(total));
 	for (int32 e = 0; e < epochs && !total.diverged; e++)
