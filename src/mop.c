@@ -367,15 +367,19 @@ plan_caches(MopRun *run)
 	int		   *group_of = palloc(sizeof(int) * n);
 	ListCell   *lc;
 	int			i = 0;
+	bool		on_nodes = run->distributed;
 
 	foreach(lc, run->configs)
 		transfers[i++] = ((MopConfig *) lfirst(lc))->transfer;
-	if (run->distributed && strcmp(run->cache_mode, "on") == 0)
+	/* a distributed validation set has no materialized cache either: it is read through its foreign tables */
+	if (run->vds && !on_nodes)
+		pfree(pgdl_packed_places(run->vds->packed, run->vds->partitions, &on_nodes));
+	if (on_nodes && strcmp(run->cache_mode, "on") == 0)
 		ereport(NOTICE,
-				(errmsg("no feature cache is built for a distributed packed table"),
-				 errdetail("Its nodes run the frozen layers at every visit.")));
+				(errmsg("no feature cache is materialized for a distributed packed table"),
+				 errdetail("Nodes keep the frozen layers' outputs in memory for the run; the validation set goes through them at every epoch.")));
 	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
-								run->distributed ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
+								on_nodes ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
 	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -340,6 +340,17 @@ CREATE TABLE lb_heads_dist AS SELECT * FROM pgdl.fit_multiple('train_packed', 'h
 	like($cached, qr/^\d+:\w{32} \d+:\w{32}$/, '... two models on one server');
 	is(model_digests($coord, 'lb_heads_recomputed'), $cached, '... one server: the same with its cache or without');
 	is(model_digests($coord, 'lb_heads_dist'), $cached, '... and on the nodes, which run the frozen layers');
+	($ret, $out, $err) = $coord->psql(
+		'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE lb_heads_vr AS SELECT * FROM pgdl.fit_multiple('ref_packed', 'heads', 2, 'valid_remote', feature_cache => 'on');
+});
+	is($ret, 0, '... on one server with a validation set on a node') or diag($err);
+	is(model_digests($coord, 'lb_heads_vr'), $cached, '... the same models');
+	is($coord->safe_psql('postgres', q{
+		SELECT bool_and(v.validation_loss = c.validation_loss) AND count(*) = 2
+		  FROM lb_heads_vr v JOIN lb_heads_cached c USING (config)}),
+		't', '... the validation losses of the same set here');
 	is( $coord->safe_psql('postgres', q{
 		SELECT bool_or(action = 'recompute') AND NOT bool_or(action IN ('build', 'reuse', 'refresh', 'rebuild'))
 		  FROM pgdl.explain_fit_multiple('train_packed', 'heads', 2, 'valid_packed')}),
