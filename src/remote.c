@@ -23,6 +23,7 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -408,6 +409,21 @@ prepare_session(PgdlNode *node)
 				 errhint("Install the same pgdl build on every node, and ALTER EXTENSION pgdl UPDATE there.")));
 }
 
+/* PostgreSQL's own error for a missing mapping does not say which server it looked for. */
+static void
+check_user_mapping(Oid user, ForeignServer *fs)
+{
+	if (SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(user), ObjectIdGetDatum(fs->serverid)) ||
+		SearchSysCacheExists2(USERMAPPINGUSERSERVER, ObjectIdGetDatum(InvalidOid), ObjectIdGetDatum(fs->serverid)))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("user mapping not found for \"%s\" on server \"%s\"", GetUserNameFromId(user, false),
+					fs->servername),
+			 errhint("CREATE USER MAPPING FOR %s SERVER %s OPTIONS (user '...', password '...').",
+					 quote_identifier(GetUserNameFromId(user, false)), quote_identifier(fs->servername))));
+}
+
 PgdlNode *
 pgdl_node_connect(Oid server, bool for_process)
 {
@@ -417,6 +433,7 @@ pgdl_node_connect(Oid server, bool for_process)
 	PgdlNode   *node;
 
 	(void) pgdl_node_server(fs->servername);
+	check_user_mapping(GetUserId(), fs);
 	um = GetUserMapping(GetUserId(), server);
 	connection_options(fs, um, &o);
 	node = MemoryContextAllocZero(TopMemoryContext, sizeof(PgdlNode));
