@@ -155,3 +155,14 @@ CREATE FUNCTION pgdl.attach_partitions(packed regclass, server text, remote_pack
 	AS 'MODULE_PATHNAME', 'pgdl_attach_partitions' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.attach_partitions(regclass, text, text) IS
 	'adds the partitions of a packed table on a node (packed there with reference => pgdl.import_dataset of this one''s description) as partitions of a packed table here, foreign tables over the node''s: its rows never leave the node; returns the partitions added';
+
+-- A network on a row is expensive: the planner evaluates per-row predictions after ORDER BY ... LIMIT.
+ALTER FUNCTION pgdl.predict(bigint, real[]) COST 1000;
+ALTER FUNCTION pgdl.predict(text, real[]) COST 1000;
+ALTER FUNCTION pgdl.predict(bytea, real[]) COST 1000;
+ALTER FUNCTION pgdl.predict_class(bigint, real[]) COST 1000;
+ALTER FUNCTION pgdl.predict_class(text, real[]) COST 1000;
+ALTER FUNCTION pgdl.predict_class(bytea, real[]) COST 1000;
+ALTER FUNCTION pgdl.features(bigint, integer, real[]) COST 1000;
+ALTER FUNCTION pgdl.features(text, integer, real[]) COST 1000;
+ALTER FUNCTION pgdl.features(bytea, integer, real[]) COST 1000;

@@ -324,6 +324,21 @@ SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparal
    AND p.proname IN ('predict', 'predict_class', 'predict_batch', 'evaluate', 'model_weights', 'model_from_weights')
  ORDER BY p.proname, p.oid::regprocedure::text;
 
+-- inference shaped like a query: a network on a row is expensive (COST 1000), so the planner runs it on
+-- the rows ORDER BY ... LIMIT keeps, after the sort, not on every row of the table
+SELECT p.oid::regprocedure AS function, p.procost
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'pgdl' AND p.proname IN ('predict', 'predict_class', 'features')
+ ORDER BY p.proname, p.oid::regprocedure::text;
+CREATE TEMP TABLE pred_rows AS SELECT i AS id, ARRAY[i, -i]::real[] AS x FROM generate_series(1, 1000) i;
+ANALYZE pred_rows;
+SET plan_cache_mode = force_generic_plan;
+PREPARE pred_top(bytea) AS SELECT id, pgdl.predict_class($1, x) FROM pred_rows ORDER BY id LIMIT 3;
+EXPLAIN (COSTS OFF, VERBOSE) EXECUTE pred_top(:'ce_blob');
+EXECUTE pred_top(:'ce_blob');
+DEALLOCATE pred_top;
+RESET plan_cache_mode;
+
 -- clean up
 DELETE FROM pgdl.models WHERE id IN (:identity_id, :mse_id);
 DELETE FROM pgdl.datasets WHERE packed IN ('pred_packed'::regclass, 'pred_reg'::regclass);

@@ -6,18 +6,21 @@
 -- pgdl.train or pgdl.model_from_weights).  The three overloads share one C
 -- function.  Stored models normalize raw features with their dataset; a blob has
 -- no dataset: its features are used as given and its classes are indices.
+--
+-- A network on a row costs what a few hundred rows of a scan do: COST 1000 (of cpu_operator_cost) says so,
+-- so that the planner runs the per-row functions after ORDER BY ... LIMIT and filters, not before.
 
 -- pgdl.predict
 
 CREATE FUNCTION pgdl.predict(model bigint, x real[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.predict(model text, x real[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.predict(model bytea, x real[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 COMMENT ON FUNCTION pgdl.predict(bigint, real[]) IS
 	'outputs of stored model (by id) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
@@ -30,13 +33,13 @@ COMMENT ON FUNCTION pgdl.predict(bytea, real[]) IS
 
 CREATE FUNCTION pgdl.predict_class(model bigint, x real[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.predict_class(model text, x real[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.predict_class(model bytea, x real[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
-	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
 COMMENT ON FUNCTION pgdl.predict_class(bigint, real[]) IS
 	'most likely class of one example under stored classifier (by id), as the label value of its dataset';

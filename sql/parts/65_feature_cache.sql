@@ -120,11 +120,11 @@ COMMENT ON FUNCTION pgdl.cache_features(bigint, integer, integer, text, real[], 
 -- pgdl.features: the output of a network's first layers.
 
 CREATE FUNCTION pgdl.features(model bigint, layer integer, x real[]) RETURNS real[]
-	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.features(model text, layer integer, x real[]) RETURNS real[]
-	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 CREATE FUNCTION pgdl.features(model bytea, layer integer, x real[]) RETURNS real[]
-	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+	AS 'MODULE_PATHNAME', 'pgdl_features' LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 COMMENT ON FUNCTION pgdl.features(bigint, integer, real[]) IS
 	'outputs of the first `layer` layers of stored model (by id) for one example (raw features, normalized as for pgdl.predict), in inference mode';
 COMMENT ON FUNCTION pgdl.features(text, integer, real[]) IS
