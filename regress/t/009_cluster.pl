@@ -287,6 +287,24 @@ is( $coord->safe_psql(
 	     FROM lb_d1 l ORDER BY rank LIMIT 1) s}),
 	't', 'pgdl.evaluate on the coordinator reads the distributed table as the local one');
 
+# Successive halving across nodes: the same rungs, decisions and models as on one server.
+$coord->safe_psql(
+	'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE lb_halving_local AS
+SELECT * FROM pgdl.fit_multiple('ref_packed', 'grid', 4, 'valid_packed', workers => 2, strategy => 'hyperband', eta => 2);
+CREATE TABLE lb_halving_dist AS
+SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', 4, 'valid_packed', strategy => 'hyperband', eta => 2);
+});
+is(model_digests($coord, 'lb_halving_dist'), model_digests($coord, 'lb_halving_local'),
+	'successive halving across nodes: the models of one server');
+is( $coord->safe_psql(
+		'postgres', q{
+	SELECT count(*) = 4 AND bool_and(d.stopped = l.stopped AND d.epochs = l.epochs AND d.rank = l.rank)
+	       AND bool_or(d.stopped)
+	  FROM lb_halving_dist d JOIN lb_halving_local l USING (config)}),
+	't', '... with the same rungs: the same models stopped at the same epochs');
+
 # A validation table on a node too (read on the coordinator through postgres_fdw),
 # and pgdl.fit of a distributed table.
 $coord->safe_psql(
