@@ -63,21 +63,10 @@ sub check_run_rows
 # partitions, 500 validation packed against them.
 # ---------------------------------------------------------------------------
 $node->safe_psql(
-	'postgres', q{
-CREATE EXTENSION pgdl;
-CREATE TABLE points AS
-SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
-  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
-          FROM generate_series(1, 2500) i, generate_series(1, 16) j GROUP BY i) s;
-CREATE TABLE train_rows AS SELECT * FROM points WHERE i <= 2000;
-CREATE TABLE valid_rows AS SELECT * FROM points WHERE i > 2000;
+	'postgres', 'CREATE EXTENSION pgdl;' . points_sql() . q{
 SELECT pgdl.pack('train_rows', 'x', 'label', 'train_packed', buffer_rows => 50, partitions => 4, seed => 7);
 SELECT pgdl.pack('valid_rows', 'x', 'label', 'valid_packed', buffer_rows => 100, partitions => 1,
                  reference => 'train_packed');
-SELECT pgdl.add_architecture('small', '{"input": [16], "layers": [{"type": "dense", "units": 32},
-  {"type": "relu"}, {"type": "dense", "units": 4}]}');
-SELECT pgdl.add_architecture('wide', '{"input": [16], "layers": [{"type": "dense", "units": 64},
-  {"type": "relu"}, {"type": "dense", "units": 32}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
 -- grid: 2 architectures x 3 training configurations
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'grid', a.id, c::jsonb

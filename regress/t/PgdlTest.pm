@@ -12,7 +12,25 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(poll_until start_psql finish_psql workers_gone_within model_digests
-  new_pgdl_node add_node_server prepend_hba node_training_gone node_sessions_gone);
+  new_pgdl_node add_node_server prepend_hba node_training_gone node_sessions_gone points_sql);
+
+# The tests' data: 2,500 points of 16 features in 4 classes, the first 2,000
+# to train on and the rest to validate, and two architectures for them.
+sub points_sql
+{
+	return q{
+CREATE TABLE points AS
+SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
+  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
+          FROM generate_series(1, 2500) i, generate_series(1, 16) j GROUP BY i) s;
+CREATE TABLE train_rows AS SELECT * FROM points WHERE i <= 2000;
+CREATE TABLE valid_rows AS SELECT * FROM points WHERE i > 2000;
+SELECT pgdl.add_architecture('small', '{"input": [16], "layers": [{"type": "dense", "units": 32},
+  {"type": "relu"}, {"type": "dense", "units": 4}]}');
+SELECT pgdl.add_architecture('wide', '{"input": [16], "layers": [{"type": "dense", "units": 64},
+  {"type": "relu"}, {"type": "dense", "units": 32}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
+};
+}
 
 # Runs $sql on $node until it answers 't' (errors, as while the node restarts,
 # are retried) or $secs pass; returns whether it answered.
