@@ -86,6 +86,24 @@ exec_local(const char *sql)
 	SPI_finish();
 }
 
+/* A relation's name, qualified and quoted, for the SQL this file runs. */
+static const char *
+qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+}
+
+/* Partition k of packed: a postgres_fdw foreign table `local` (qualified) over a node's table or view. */
+static void
+create_foreign_partition(Oid packed, const char *local, int32 k, Oid server, const char *remote_schema,
+						 const char *remote_table)
+{
+	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
+						" OPTIONS (schema_name %s, table_name %s)",
+						local, qualified_name(packed), k, quote_identifier(GetForeignServer(server)->servername),
+						quote_literal_cstr(remote_schema), quote_literal_cstr(remote_table)));
+}
+
 /*
  * What a table pgdl.distribute made says of itself (its comment on the node):
  * which coordinator's partition it holds.  A table of that name that says
@@ -95,7 +113,7 @@ static char *
 shipped_marker(Oid packed, int32 k)
 {
 	return psprintf("pgdl.distribute: partition %d of %s in database %s of system " UINT64_FORMAT, k,
-					quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+					qualified_name(packed),
 					get_database_name(MyDatabaseId), GetSystemIdentifier());
 }
 
@@ -249,16 +267,9 @@ swap_partition(Oid packed, Oid child, int32 k, Oid server)
 	char	   *name = get_rel_name(child);
 	const char *qualified = quote_qualified_identifier(schema, name);
 
-	exec_local(psprintf("ALTER TABLE %s DETACH PARTITION %s",
-						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
-						qualified));
+	exec_local(psprintf("ALTER TABLE %s DETACH PARTITION %s", qualified_name(packed), qualified));
 	exec_local(psprintf("DROP TABLE %s", qualified));
-	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
-						" OPTIONS (schema_name %s, table_name %s)",
-						qualified,
-						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
-						k, quote_identifier(GetForeignServer(server)->servername),
-						quote_literal_cstr(schema), quote_literal_cstr(name)));
+	create_foreign_partition(packed, qualified, k, server, schema, name);
 }
 
 /* Ship partition k to its node, then point the packed table at it there. */
@@ -304,7 +315,7 @@ drop_primary_key(Oid packed)
 	SPI_finish();
 	if (conname)
 		exec_local(psprintf("ALTER TABLE %s DROP CONSTRAINT %s",
-							quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), get_rel_name(packed)),
+							qualified_name(packed),
 							quote_identifier(conname)));
 }
 
@@ -419,8 +430,6 @@ remote_name(PgdlNode *node, const char *remote_packed, char **schema, char **nam
 static void
 attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const char *name, int32 j, int32 k)
 {
-	const char *packed_name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)),
-														 get_rel_name(packed));
 	char	   *view = psprintf(ATTACHED_VIEW_FORMAT "%d_of_%d", name, k, j);
 	char	   *local = psprintf("%.50s_p%d", get_rel_name(packed), k);
 
@@ -429,11 +438,8 @@ attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const cha
 										  quote_qualified_identifier(schema, view), k,
 										  quote_qualified_identifier(schema, name), j),
 						   0, NULL, PGRES_COMMAND_OK));
-	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
-						" OPTIONS (schema_name %s, table_name %s)",
-						quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), local),
-						packed_name, k, quote_identifier(GetForeignServer(server)->servername),
-						quote_literal_cstr(schema), quote_literal_cstr(view)));
+	create_foreign_partition(packed, quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), local),
+							 k, server, schema, view);
 }
 
 static void

@@ -4,10 +4,11 @@
  *
  * Worker w owns partitions p with owner[p] == w and keeps their buffers in
  * memory; a partition that lives on a node is owned by a worker that trains
- * there over libpq (the model travels, the buffers stay on the node).  Models hop: a model's slot holds its serialized state; a worker takes
- * an idle model whose next partition (in the model's seeded visiting order) is
- * one of its own, trains it on that partition, writes it back and releases it.
- * A model is therefore never trained by two workers at once, visits every
+ * there over libpq (the model travels, the buffers stay on the node).  Models
+ * hop: a model's slot holds its serialized state; a worker takes an idle model
+ * whose next partition (in the model's seeded visiting order) is one of its
+ * own, trains it on that partition, writes it back and releases it.  A model
+ * is therefore never trained by two workers at once, visits every
  * partition once per epoch in the same order as pgdl.fit, and ends with the
  * same bytes whatever the number of workers or the timing.
  */

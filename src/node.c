@@ -178,32 +178,10 @@ kept_partition(const PgdlDataset *ds, int32 part, int32 n_inputs, uint64 prefix_
 typedef struct Visit
 {
 	PgdlTrainState *state;
-	NnModel    *prefix;			/* NULL: the buffers are the model's input */
+	PgdlPrefixRun frozen;		/* .prefix NULL: the buffers are the model's input */
 	uint64		prefix_hash;
-	float	   *features;		/* the prefix's outputs for a buffer, in cxt */
-	int32		features_cap;	/* examples */
-	MemoryContext cxt;
 	KeptPartition *keeping;		/* a prefix's outputs being kept, or NULL */
 } Visit;
-
-static const float *
-run_prefix(Visit *v, const float *x, int32 n)
-{
-	NnError		err;
-
-	if (n > v->features_cap)
-	{
-		Size		size = mul_size((Size) n, mul_size(nn_model_output_size(v->prefix), sizeof(float)));
-
-		/* not in CurrentMemoryContext: a scan calls back in a context it resets per batch */
-		v->features = v->features ? repalloc_huge(v->features, size) : MemoryContextAllocHuge(v->cxt, size);
-		v->features_cap = n;
-	}
-	pgdl_check_model_batch(v->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
-	if (!nn_model_forward_frozen(v->prefix, x, n, v->features, &err))
-		pgdl_report_nn_error("the frozen layers", &err);
-	return v->features;
-}
 
 /* A buffer of the prefix's outputs kept for the next visits, within the budget; else the partition is not kept. */
 static void
@@ -237,9 +215,9 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
 
 	if (v->state->diverged)
 		return;
-	if (v->prefix)
+	if (v->frozen.prefix)
 	{
-		x = run_prefix(v, x, n);
+		x = pgdl_prefix_run(&v->frozen, x, n);
 		if (v->keeping)
 		{
 			MemoryContext old = MemoryContextSwitchTo(kept_cxt);
@@ -267,7 +245,7 @@ visit_partition(const PgdlDataset *ds, int32 part, Visit *v)
 {
 	KeptPartition *k;
 	bool		found;
-	int32		n_inputs = v->prefix ? (int32) nn_model_output_size(v->prefix) : ds->n_features;
+	int32		n_inputs = v->frozen.prefix ? (int32) nn_model_output_size(v->frozen.prefix) : ds->n_features;
 
 	v->keeping = NULL;
 	if (pgdl_node_cache_mem <= 0)
@@ -277,10 +255,10 @@ visit_partition(const PgdlDataset *ds, int32 part, Visit *v)
 	}
 	k = kept_partition(ds, part, n_inputs, v->prefix_hash, &found);
 	if (found && k->held.complete)
-		pgdl_packed_foreach(ds, part, &k->held, v->prefix ? train_kept_cb : train_cb, v);
+		pgdl_packed_foreach(ds, part, &k->held, v->frozen.prefix ? train_kept_cb : train_cb, v);
 	else if (found)
 		pgdl_packed_scan(ds, part, train_cb, v, NULL, NULL);	/* over the budget: read at every visit */
-	else if (v->prefix)
+	else if (v->frozen.prefix)
 	{
 		k->held.complete = true;
 		v->keeping = k;
@@ -298,7 +276,7 @@ pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config
 {
 	PgdlTrainState total;
 	PgdlTrainState *state = NULL;
-	Visit		v = {.prefix = prefix, .cxt = CurrentMemoryContext};
+	Visit		v = {.frozen = {.prefix = prefix, .cxt = CurrentMemoryContext}};
 
 	if (prefix)
 	{

@@ -51,11 +51,6 @@ check_finite_buffer(const float *v, int64 len, const char *what, int32 per_examp
 							   isnan(v[i]) ? "NaN" : "infinite")));
 }
 
-/*
- * The checks a packed row passes before the engine reads its arrays (detoasted
- * already): real[] without NULLs, of n examples' x and y.  No SPI, so that
- * regress/fuzz can call it alone.
- */
 bool
 pgdl_packed_has_columns(Oid relid)
 {
@@ -77,6 +72,11 @@ pgdl_packed_has_columns(Oid relid)
 	return true;
 }
 
+/*
+ * The checks a packed row passes before the engine reads its arrays (detoasted
+ * already): real[] without NULLs, of n examples' x and y.  No SPI, so that
+ * regress/fuzz can call it alone.
+ */
 void
 pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
 					  ArrayType *xa, ArrayType *ya, float **x, float **y)

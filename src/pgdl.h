@@ -476,6 +476,25 @@ extern bytea *pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, 
 /* SHA-256 (hex, 65 bytes with the NUL) of a slice's spec and weights: what feature caches are keyed by. */
 extern void pgdl_prefix_hash(const NnModel *prefix, char *hex);
 
+/*
+ * A frozen prefix run over buffers one after another, as a worker recomputing
+ * it, a node and a cache view do: inference mode, NN_FROZEN_CHUNK examples at
+ * a time, so every path gets the same bytes.  The outputs go to a buffer that
+ * grows in cxt (not CurrentMemoryContext: scans call back in a context they
+ * reset per batch) and stays valid until the next call.
+ */
+typedef struct PgdlPrefixRun
+{
+	NnModel    *prefix;			/* NULL: none; the input is returned as it is */
+	MemoryContext cxt;
+	float	   *out;
+	int32		out_examples;	/* room in out */
+} PgdlPrefixRun;
+
+extern const float *pgdl_prefix_run(PgdlPrefixRun *run, const float *x, int32 n);
+/* The prefix's outputs of n examples into out (n x its output size), or an error. */
+extern void pgdl_prefix_forward(NnModel *prefix, const float *x, int32 n, float *out);
+
 /* feature_cache.c: the planner of materialized feature layers (pgdl.feature_cache) */
 
 typedef enum PgdlCacheAction

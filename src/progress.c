@@ -8,9 +8,8 @@
  */
 #include "postgres.h"
 
-#include "foreign/foreign.h"
-
 #include "fmgr.h"
+#include "foreign/foreign.h"
 #include "funcapi.h"
 #include "storage/shm_toc.h"
 #include "utils/builtins.h"

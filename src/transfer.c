@@ -325,7 +325,6 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 	int64		length;
 	const float *x = pgdl_float4_array(xa, "x", &length);
 	ArrayType  *result;
-	NnError		err;
 
 	/* checked before the model is looked up, and never echoed: it may be anything */
 	if (strlen(hash) != 64 || strspn(hash, "0123456789abcdef") != 64)
@@ -342,14 +341,38 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("buffer of %d examples has %lld values of x; the frozen layers take " INT64_FORMAT " per example",
 						n, (long long) length, nn_model_input_size(st->layers))));
-	pgdl_check_model_batch(st->layers, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
 	result = pgdl_float4_array_new((int64) n * nn_model_output_size(st->layers));
-	if (!nn_model_forward_frozen(st->layers, x, n, (float *) ARR_DATA_PTR(result), &err))
+	pgdl_prefix_forward(st->layers, x, n, (float *) ARR_DATA_PTR(result));
+	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+void
+pgdl_prefix_forward(NnModel *prefix, const float *x, int32 n, float *out)
+{
+	NnError		err;
+
+	pgdl_check_model_batch(prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
+	if (!nn_model_forward_frozen(prefix, x, n, out, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
 				 errdetail("%s.", err.msg)));
-	PG_RETURN_ARRAYTYPE_P(result);
+}
+
+const float *
+pgdl_prefix_run(PgdlPrefixRun *run, const float *x, int32 n)
+{
+	if (run->prefix == NULL)
+		return x;
+	if (n > run->out_examples)
+	{
+		Size		size = mul_size((Size) n, mul_size(nn_model_output_size(run->prefix), sizeof(float)));
+
+		run->out = run->out ? repalloc_huge(run->out, size) : MemoryContextAllocHuge(run->cxt, size);
+		run->out_examples = n;
+	}
+	pgdl_prefix_forward(run->prefix, x, n, run->out);
+	return run->out;
 }
 
 /* ---- the hash of a prefix, in SQL ---- */

@@ -50,9 +50,7 @@ typedef struct WorkerSource
 	PgdlHeldPartition *held_validation;
 	bool	   *validation_loaded;
 	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
-	NnModel    *prefix;			/* the same, when recomputed for every buffer; else NULL */
-	float	   *features;		/* the prefix's outputs for a buffer */
-	int32		features_cap;	/* examples */
+	PgdlPrefixRun recompute;	/* the same, run over every buffer; .prefix NULL when cached or none */
 } WorkerSource;
 
 static WorkerSource *sources;
@@ -68,7 +66,6 @@ typedef struct Visit
 	NnBatchStats stats;
 	bool		diverged;
 } Visit;
-
 
 static void
 wake_everyone(void)
@@ -100,31 +97,6 @@ typedef struct ScanArg
 	WorkerSource *src;
 } ScanArg;
 
-/* x as the trainable layers see it: the buffer itself, or its frozen prefix's outputs. */
-static const float *
-source_input(WorkerSource *src, const float *x, int32 n)
-{
-	NnError		err;
-
-	if (src->prefix == NULL)
-		return x;
-	if (n > src->features_cap)
-	{
-		if (src->features)
-			pfree(src->features);
-		src->features = MemoryContextAlloc(data_cxt,
-										   mul_size((Size) n, mul_size(nn_model_output_size(src->prefix), sizeof(float))));
-		src->features_cap = n;
-	}
-	pgdl_check_model_batch(src->prefix, Min(n, NN_FROZEN_CHUNK), "the frozen layers");
-	if (!nn_model_forward_frozen(src->prefix, x, n, src->features, &err))
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory"),
-				 errdetail("%s.", err.msg)));
-	return src->features;
-}
-
 static void
 train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
@@ -133,7 +105,7 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	/* the rest of the partition, once the model diverged: nothing to train, no prefix to run */
 	if (sa->train->diverged)
 		return;
-	pgdl_train_buffer(sa->train, source_input(sa->src, x, n), y, n);
+	pgdl_train_buffer(sa->train, pgdl_prefix_run(&sa->src->recompute, x, n), y, n);
 }
 
 static void
@@ -142,7 +114,7 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	ScanArg    *sa = arg;
 	NnError		err;
 
-	x = source_input(sa->src, x, n);
+	x = pgdl_prefix_run(&sa->src->recompute, x, n);
 	pgdl_check_model_batch(sa->model, n, "the model");
 	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
 		ereport(ERROR,
@@ -594,7 +566,7 @@ open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
 			elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
 		pgdl_model_free_with(src->frozen, data_cxt);
 		if (!ms->cached)
-			src->prefix = src->frozen;
+			src->recompute = (PgdlPrefixRun) {.prefix = src->frozen, .cxt = data_cxt};
 	}
 }
 
@@ -679,7 +651,7 @@ load_partitions(void)
 	{
 		WorkerSource *src = &sources[s];
 
-		if (!src->used || (s > 0 && src->prefix))
+		if (!src->used || (s > 0 && src->recompute.prefix))
 			continue;			/* a recomputing source reads source 0's buffers */
 		for (int p = 0; p < shared->n_partitions; p++)
 			if (shared->owner[p] == me)
