@@ -1,0 +1,184 @@
+"""pgdl.fit and pgdl.fit_multiple with a progress bar.
+
+pgdl.fit reports each epoch in a NOTICE (`epoch 3/10: loss ...`); the bar follows those. pgdl.fit_multiple
+trains in background workers and reports nothing until it returns, so a second connection polls
+pgdl.progress while it runs.
+"""
+import re
+import threading
+import warnings
+from collections.abc import Mapping
+
+import pandas as pd
+import psycopg
+from psycopg import sql
+from tqdm import tqdm
+
+from ._sql import call, cursor, json_arg
+
+_EPOCH_NOTICE = re.compile(r"^(?:epoch|round) (\d+)/(\d+): (.*)$")
+_FINISHED = ("done", "stopped", "diverged")
+
+
+def fit(conn, source, architecture, config=None, epochs=None, validation=None, name=None, *,
+        progress=True, bar=None):
+    """Train one configuration with pgdl.fit; returns the model id.
+
+    `architecture`: a stored architecture's name (str) or a spec (a mapping). `config`: a mapping or
+    JSON text. Arguments left None take pgdl.fit's defaults. `progress`: show a tqdm bar of epochs
+    (advanced by the per-epoch NOTICEs, so client_min_messages must let NOTICEs through); `bar`: a
+    tqdm-like object to advance instead of a new one.
+    """
+    arch = ("%s::jsonb", json_arg(architecture)) if isinstance(architecture, Mapping) else ("%s::text", architecture)
+    text, params = call("fit", [("%s::regclass", source), arch],
+                        {"config": json_arg(config), "epochs": epochs, "validation": validation, "name": name})
+    bar = _bar(bar, progress, total=epochs, desc=f"fit {source}", unit="epoch")
+
+    def on_notice(diag):
+        match = _EPOCH_NOTICE.match(diag.message_primary or "")
+        if match and bar is not None:
+            done, total, rest = int(match[1]), int(match[2]), match[3]
+            bar.total = total
+            bar.update(done - bar.n)
+            bar.set_postfix_str(rest, refresh=True)
+
+    conn.add_notice_handler(on_notice)
+    try:
+        with cursor(conn) as cur:
+            cur.execute(sql.SQL("SELECT {}").format(text), params)
+            return cur.fetchone()[0]
+    finally:
+        conn.remove_notice_handler(on_notice)
+        if bar is not None:
+            bar.close()
+
+
+def fit_multiple(conn, source, configs, epochs=None, validation=None, *, progress=True, bar=None,
+                 monitor=None, poll_seconds=0.25, **options):
+    """Train every configuration of a set with pgdl.fit_multiple.
+
+    Returns (run id, leaderboard DataFrame: pgdl.fit_multiple's rows, best first). `options`: the
+    function's other arguments by their SQL names (workers, strategy, eta, name_prefix, ...).
+    With `progress`, a bar of model-epochs (configurations x epochs) follows pgdl.progress, polled
+    every `poll_seconds` from `monitor`: a connection or a conninfo string, by default a new connection
+    with conn's parameters.
+    """
+    text, params = call("fit_multiple", [("%s::regclass", source), ("%s::text", configs)],
+                        {"epochs": epochs, "validation": validation, **options})
+    bar = _bar(bar, progress, total=None, desc=f"fit_multiple {configs}", unit="model-epoch")
+    watcher = _watch(conn, monitor, source, bar, poll_seconds) if bar is not None else None
+    try:
+        with cursor(conn) as cur:
+            cur.execute(sql.SQL("SELECT * FROM {}").format(text), params)
+            columns = [c.name for c in cur.description]
+            board = pd.DataFrame(cur.fetchall(), columns=columns)
+        run = _run_of(conn, board)
+        if watcher is not None:
+            watcher.stop()
+        if bar is not None and run is not None:
+            _complete(conn, bar, run, len(board))
+        return run, board
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        if bar is not None:
+            bar.close()
+
+
+def _watch(conn, monitor, source, bar, poll_seconds):
+    try:
+        return _ProgressWatcher(conn, monitor, source, bar, poll_seconds)
+    except psycopg.Error as e:		# no second connection: train without following
+        warnings.warn(f"pgdl.fit_multiple: cannot follow pgdl.progress: {e}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def _run_of(conn, board):
+    if board.empty:
+        return None
+    with cursor(conn) as cur:
+        cur.execute("SELECT run FROM pgdl.models WHERE id = %s", [int(board["model"].iloc[0])])
+        row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+def _complete(conn, bar, run, models):
+    """Bring the bar to its end: the last epochs may end between two polls, or before the first."""
+    with cursor(conn) as cur:
+        cur.execute("SELECT epochs FROM pgdl.runs WHERE id = %s", [run])
+        bar.total = models * cur.fetchone()[0]
+    bar.update(bar.total - bar.n)
+
+
+def _bar(bar, progress, **kwargs):
+    if bar is not None or not progress:
+        return bar
+    return tqdm(**kwargs)
+
+
+def progress_done(rows, epochs):
+    """Model-epochs done, from pgdl.progress rows (state, epoch, partitions_done) of one run.
+
+    `epoch` is the epoch a model is in (1-based); a finished model (done, stopped by successive
+    halving, or diverged) counts all its epochs, since it will train no more.
+    """
+    return sum(epochs if state in _FINISHED else epoch - 1 for state, epoch, _ in rows)
+
+
+class _ProgressWatcher:
+    """Polls pgdl.progress from a second connection in a thread and advances `bar`.
+
+    The run is the newest fit_multiple run on `source`'s dataset that started after the watcher did.
+    """
+
+    def __init__(self, conn, monitor, source, bar, poll_seconds):
+        self.bar, self.poll_seconds, self.source = bar, poll_seconds, source
+        self.error = None
+        self.seen_run = None
+        self._own = not isinstance(monitor, psycopg.Connection)
+        self._conn = self._connect(conn, monitor) if self._own else monitor
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT coalesce(max(id), 0) FROM pgdl.runs")
+            self._after = cur.fetchone()[0]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pgdl-progress", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _connect(conn, monitor):
+        if isinstance(monitor, str):
+            return psycopg.connect(monitor, autocommit=True)
+        extra = {"password": conn.info.password} if conn.info.password else {}
+        return psycopg.connect(conn.info.dsn, autocommit=True, **extra)
+
+    def _run(self):
+        try:
+            while not self._stop.wait(self.poll_seconds):
+                self._poll()
+        except psycopg.Error as e:
+            self.error = e			# the bar stops; the fit goes on
+        finally:
+            if self._own:
+                self._conn.close()
+
+    def _poll(self):
+        with self._conn.cursor() as cur:
+            cur.execute(
+                "SELECT p.run, r.epochs, p.state, p.epoch, p.partitions_done FROM pgdl.progress p "
+                "JOIN pgdl.runs r ON r.id = p.run "
+                "WHERE p.run > %s AND r.kind = 'fit_multiple' "
+                "AND r.dataset = (SELECT id FROM pgdl.datasets WHERE packed = to_regclass(%s)) "
+                "ORDER BY p.run, p.config", [self._after, self.source])
+            rows = cur.fetchall()
+        if not rows:
+            return
+        run, epochs = rows[0][0], rows[0][1]
+        mine = [r[2:] for r in rows if r[0] == run]
+        self.seen_run = run
+        self.bar.total = len(mine) * epochs
+        self.bar.update(progress_done(mine, epochs) - self.bar.n)
+
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
