@@ -9,6 +9,7 @@ from ._sql import call, cursor, json_arg, model_arg
 
 _INTEGER_TYPES = {"smallint", "integer", "bigint"}
 _BUFFERS = ("running_mean", "running_var")
+_CHUNK_VALUES = 1 << 22		# floats per INSERT in predict_batch: 16 MB statements
 
 Predictions = namedtuple("Predictions", "labels probabilities")
 
@@ -85,9 +86,13 @@ def predict_batch(conn, model, X, batch_size=None):
                                            ("%s", "id"), ("%s", "x")], {"batch_size": batch_size})
     with conn.transaction(), cursor(conn) as cur:
         cur.execute(sql.SQL("CREATE TEMPORARY TABLE {} (id bigint, x real[])").format(sql.Identifier(table)))
-        cur.execute(sql.SQL("INSERT INTO {} SELECT g, (%s::real[])[g * %s + 1 : (g + 1) * %s] "
-                            "FROM generate_series(0, %s - 1) g").format(sql.Identifier(table)),
-                    [X.reshape(n, features), features, features, n])
+        examples = X.reshape(n, features)
+        per_insert = max(1, _CHUNK_VALUES // max(1, features))
+        for start in range(0, n, per_insert):
+            chunk = examples[start:start + per_insert]
+            cur.execute(sql.SQL("INSERT INTO {} SELECT %s + g, (%s::real[])[g * %s + 1 : (g + 1) * %s] "
+                                "FROM generate_series(0, %s - 1) g").format(sql.Identifier(table)),
+                        [start, chunk, features, features, len(chunk)])
         cur.execute(sql.SQL("SELECT class, probability FROM {} ORDER BY id").format(text), params)
         rows = cur.fetchall()
         cur.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))

@@ -43,7 +43,8 @@ def plot_training_curves(df, title=None):
         ax.set_xlabel("epoch")
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
+        if ax.lines:
+            ax.legend(fontsize="small")
     if title:
         fig.suptitle(title)
     return fig

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from ._sql import call, cursor, json_arg
 
-_EPOCH_NOTICE = re.compile(r"^(?:epoch|round) (\d+)/(\d+): (.*)$")
+_EPOCH_NOTICE = re.compile(r"^epoch (\d+)/(\d+): (.*)$")
 _FINISHED = ("done", "stopped", "diverged")
 
 
