@@ -31,8 +31,9 @@ def json_arg(value):
 def call(function, positional, named):
     """SELECT-able `pgdl.function(p1, p2, ..., key => v, ...)` and its parameters.
 
-    `positional`: (placeholder, value) pairs, the placeholder as SQL or str (`"%s::jsonb"`).  `named`: a mapping of SQL argument names to values;
-    a value of None is left out, so that the function's default applies.
+    `positional`: (placeholder, value) pairs, the placeholder as SQL or str (`"%s::jsonb"`).
+    `named`: SQL argument names to values; a value of None is left out, so that the function's default
+    applies.
     """
     args = [sql.SQL(p) if isinstance(p, str) else p for p, _ in positional]
     params = [value for _, value in positional]

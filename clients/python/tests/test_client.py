@@ -205,11 +205,11 @@ class TrainedModelTest(Fixture):
         self.assertEqual(got.labels, [pgdl.predict_class(self.conn, self.model, x) for x in self.X])
         best = [pgdl.predict(self.conn, self.model, x).max() for x in self.X]
         np.testing.assert_allclose(got.probabilities, best, rtol=1e-5)
-        small, pgdl.inference._CHUNK_VALUES = pgdl.inference._CHUNK_VALUES, 16 * 7	# 7 examples per INSERT
+        saved, pgdl.inference._CHUNK_VALUES = pgdl.inference._CHUNK_VALUES, 16 * 7	# 7 examples per INSERT
         try:
             self.assertEqual(pgdl.predict_batch(self.conn, self.model, self.X, batch_size=7).labels, got.labels)
         finally:
-            pgdl.inference._CHUNK_VALUES = small
+            pgdl.inference._CHUNK_VALUES = saved
         named = pgdl.predict_batch(self.conn, self.named, self.X[:3])
         self.assertTrue(all(isinstance(v, str) for v in named.labels))
         left = self.conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'pgdl_client_%'").fetchone()
