@@ -42,7 +42,7 @@ SELECT pgdl.fit('bi_packed', 'bi_small', '{"optimizer": "adam", "lr": 0.01, "bat
                 'bi_valid', name => 'bi_fit_valid') AS bi_fit_valid \gset
 SELECT l.kind, l.rank, l.ranked_by, l.model_name, l.config, l.architecture, l.status, l.epochs,
        l.optimizer, l.lr, l.momentum, l.nesterov, l.weight_decay, l.beta1, l.beta2, l.eps, l.batch_size, l.seed,
-       l.base_model, l.freeze, l.seconds > 0 AS timed, l.started = r.started AS started
+       l.base_model, l.frozen, l.seconds > 0 AS timed, l.started = r.started AS started
   FROM pgdl.leaderboard l JOIN pgdl.runs r ON r.id = l.run
  WHERE l.model IN (:bi_fit, :bi_fit_valid) ORDER BY l.model;
 -- the last epoch's metrics, as in pgdl.run_metrics; the configuration as text, the model's
@@ -76,8 +76,11 @@ SELECT 'bi_set', a.id, c::jsonb
                ('{"optimizer": "adamw", "lr": 0.005, "weight_decay": 0.01, "beta2": 0.99, "batch_size": 8, "seed": 4}'),
                ('{"optimizer": "sgd", "lr": 1e30, "batch_size": 4, "seed": 3}')) v(c)
  WHERE a.name IN ('bi_small', 'bi_mlp') ORDER BY a.name, c;
+-- (its WARNING, which names the diverged configuration, is diverge.sql's to test)
+SET client_min_messages = error;
 CREATE TABLE bi_lb AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_set', 4, 'bi_valid', workers => 2,
                                                       strategy => 'hyperband', eta => 2, name_prefix => 'bi_set_');
+SET client_min_messages = warning;
 SELECT DISTINCT m.run AS bi_sh_run FROM bi_lb f JOIN pgdl.models m ON m.id = f.model \gset
 SELECT count(*) AS models, count(*) FILTER (WHERE f.rank = l.rank) AS same_rank,
        count(*) FILTER (WHERE f.config = l.config AND f.architecture = l.architecture AND f.epochs = l.epochs
@@ -103,7 +106,7 @@ SELECT l.rank, l.status, c.metric, count(*) AS epochs
 
 -- in flight (the model not stored yet) or deleted: the configuration comes from pgdl.configs
 DELETE FROM pgdl.models WHERE id = (SELECT model FROM bi_lb WHERE rank = 1);
-SELECT rank, model, model_name, architecture, optimizer, lr, batch_size, config_text::jsonb = f.config_json AS config_text
+SELECT rank, l.model, l.model_name, l.architecture, l.optimizer, l.lr, l.batch_size, l.config_text::jsonb = f.config_json AS config_text
   FROM pgdl.leaderboard l JOIN bi_lb f USING (config, rank) WHERE l.run = :bi_sh_run AND rank = 1;
 
 -- ---------------------------------------------------------------------------
@@ -156,7 +159,7 @@ INSERT INTO pgdl.runs (kind, config, epochs) VALUES ('fit', '{"base_model": 12, 
 INSERT INTO pgdl.run_metrics (run, epoch, train_loss) VALUES (:bi_transfer_run, 1, 1);
 SELECT run - :bi_first_run AS run, kind, rank, ranked_by, model_name, config, architecture, status, epochs, seconds,
        train_loss, validation_loss, optimizer, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, batch_size, seed,
-       base_model, freeze, config_text
+       base_model, frozen, left(config_text, 40) AS config_text
   FROM pgdl.leaderboard WHERE run IN (:bi_forged_run, :bi_odd_run, :bi_transfer_run) ORDER BY run, rank;
 SELECT run - :bi_first_run AS run, config, epoch, metric, value
   FROM pgdl.training_curves WHERE run IN (:bi_forged_run, :bi_odd_run, :bi_transfer_run)

@@ -46,11 +46,12 @@ SELECT s.run, s.kind,
 	   f.lr, f.momentum,
 	   CASE WHEN jsonb_typeof(s.cfg -> 'nesterov') = 'boolean' THEN (s.cfg -> 'nesterov')::boolean END AS nesterov,
 	   f.weight_decay, f.beta1, f.beta2, f.eps,
-	   CASE WHEN n.batch_size = trunc(n.batch_size) AND abs(n.batch_size) <= 2147483647
+	   CASE WHEN n.batch_size = trunc(n.batch_size) AND n.batch_size BETWEEN -2147483648 AND 2147483647
 			THEN n.batch_size::integer END AS batch_size,
-	   CASE WHEN n.seed = trunc(n.seed) AND abs(n.seed) <= 9223372036854775807 THEN n.seed::bigint END AS seed,
+	   CASE WHEN n.seed = trunc(n.seed) AND n.seed BETWEEN -9223372036854775808 AND 9223372036854775807
+			THEN n.seed::bigint END AS seed,
 	   CASE WHEN jsonb_typeof(s.cfg -> 'base_model') IN ('string', 'number') THEN s.cfg ->> 'base_model' END AS base_model,
-	   CASE WHEN jsonb_typeof(s.cfg -> 'freeze') IN ('string', 'number') THEN s.cfg ->> 'freeze' END AS freeze,
+	   CASE WHEN jsonb_typeof(s.cfg -> 'freeze') IN ('string', 'number') THEN s.cfg ->> 'freeze' END AS frozen,
 	   s.cfg::text AS config_text,
 	   s.started
   FROM last_epochs s
@@ -87,6 +88,10 @@ COMMENT ON COLUMN pgdl.leaderboard.status IS
 	'diverged (training stopped on NaN or infinity), stopped (by successive halving), else the run''s status: running, finished, failed, cancelled';
 COMMENT ON COLUMN pgdl.leaderboard.epochs IS 'epochs trained: the last epoch with metrics';
 COMMENT ON COLUMN pgdl.leaderboard.seconds IS 'training seconds, all epochs together';
+COMMENT ON COLUMN pgdl.leaderboard.base_model IS
+	'the configuration''s "base_model" key (a model''s name or id) as text: the model it was trained from';
+COMMENT ON COLUMN pgdl.leaderboard.frozen IS
+	'the configuration''s "freeze" key (a number of layers, or the name of the last frozen layer) as text';
 COMMENT ON COLUMN pgdl.leaderboard.config_text IS
 	'the training configuration as JSON text: the stored model''s, else its pgdl.configs row''s, else the run''s';
 
