@@ -82,7 +82,8 @@ COMMENT ON COLUMN pgdl.leaderboard.rank IS
 	'1 = best in the run: models that diverged last; before them, those trained the most epochs first, then by ranked_by (lower first), then by config and model id';
 COMMENT ON COLUMN pgdl.leaderboard.ranked_by IS
 	'the loss the model was ranked on: validation_loss when its last epoch was validated, else train_loss';
-COMMENT ON COLUMN pgdl.leaderboard.config IS 'pgdl.configs.id of a pgdl.fit_multiple model; NULL where the run has none';
+COMMENT ON COLUMN pgdl.leaderboard.config IS
+	'the pgdl.configs.id the run records for the model (pgdl.fit_multiple); NULL where it records none';
 COMMENT ON COLUMN pgdl.leaderboard.status IS
 	'diverged (training stopped on NaN or infinity), stopped (by successive halving), else the run''s status: running, finished, failed, cancelled';
 COMMENT ON COLUMN pgdl.leaderboard.epochs IS 'epochs trained: the last epoch with metrics';

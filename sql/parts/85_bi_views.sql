@@ -3,8 +3,9 @@
 -- rights of the role that queries them (security_invoker), so row-level security shows each role only
 -- its own runs (70_owners.sql).
 --
--- A model of a run is what pgdl.run_metrics has rows of: its (run, config), config NULL for a
--- pgdl.fit or pgdl.fit_federated run; the per-site rows of pgdl.fit_federated (node set) are not models.
+-- A model of a run is what pgdl.run_metrics has rows of: its (run, config), config NULL where the run
+-- records none (pgdl.fit, pgdl.fit_federated); the per-site rows of pgdl.fit_federated (node set) are not
+-- models.
 -- The catalog is writable by its owners, so every value read from jsonb is typed only when it has the
 -- type: a configuration whose "lr" is a string or an object shows NULL there, never an error.
 
@@ -83,7 +84,8 @@ COMMENT ON COLUMN pgdl.leaderboard.rank IS
 	'1 = best in the run: models that diverged last; before them, those trained the most epochs first, then by ranked_by (lower first), then by config and model id';
 COMMENT ON COLUMN pgdl.leaderboard.ranked_by IS
 	'the loss the model was ranked on: validation_loss when its last epoch was validated, else train_loss';
-COMMENT ON COLUMN pgdl.leaderboard.config IS 'pgdl.configs.id of a pgdl.fit_multiple model; NULL where the run has none';
+COMMENT ON COLUMN pgdl.leaderboard.config IS
+	'the pgdl.configs.id the run records for the model (pgdl.fit_multiple); NULL where it records none';
 COMMENT ON COLUMN pgdl.leaderboard.status IS
 	'diverged (training stopped on NaN or infinity), stopped (by successive halving), else the run''s status: running, finished, failed, cancelled';
 COMMENT ON COLUMN pgdl.leaderboard.epochs IS 'epochs trained: the last epoch with metrics';
