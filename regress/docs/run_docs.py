@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Runs the SQL examples of pgdl's documentation and checks the output they show.
 
-  regress/docs/run_docs.py [--setup] [--files FILE ...] [--dbname pgdl_docs] [--timeout 600]
+  regress/docs/run_docs.py [--setup] [--files FILE ...] [--dbname pgdl_docs] [--timeout 600] [--verbose]
 
 Connects with psql as the environment says (PGHOST, PGPORT, PGUSER: a superuser).
 
@@ -49,7 +49,8 @@ into fmnist_train and fmnist_test (id integer, image real[], label integer) with
 (Debian's dataset-fashion-mnist), and makes the roles.  Without --setup the database is used as it is.
 
 Prints per block "ok FILE:LINE (Ns)", "skip FILE:LINE (reason)" or "not ok FILE:LINE" with a diff of
-shown and printed output, and ends with "N passed, N failed, N skipped"; exits 1 when a block failed.
+shown and printed output (--verbose: every block's output), and ends with "N passed, N failed, N skipped";
+exits 1 when a block failed.
 """
 
 import argparse
@@ -86,7 +87,8 @@ def parse_directives(texts, where):
     """{'skip': reason, 'as': role, 'database': name, 'error': True} from the comments' texts."""
     out = {}
     for text in texts:
-        for part in filter(None, (p.strip() for p in text.split(";"))):
+        # split at ";" outside parentheses: a skip's reason may hold one
+        for part in filter(None, (p.strip() for p in re.findall(r"(?:[^;(]|\([^)]*\))+", text))):
             word, _, rest = part.partition(" ")
             rest = rest.strip()
             if word == "skip" and rest.startswith("(") and rest.endswith(")") and len(rest) > 2:
@@ -265,12 +267,12 @@ def setup(dbname, nodes):
 # The run
 # ---------------------------------------------------------------------------
 def run_block(block, args):
-    """None when the block did what the docs say, else what went wrong (lines)."""
+    """None when the block did what the docs say, else what went wrong (lines); with --verbose, the output."""
     db = block.directives.get("database", args.dbname)
     try:
         rc, output = psql([], block.sql, db, role=block.directives.get("as"), timeout=args.timeout)
     except subprocess.TimeoutExpired:
-        return [f"timed out after {args.timeout} s"]
+        return [f"timed out after {args.timeout} s"], None
     want_error = block.directives.get("error", False)
     problems = []
     if rc != 0 and not want_error:
@@ -283,7 +285,9 @@ def run_block(block, args):
             trim(block.shown), trim(output), "shown", "printed", lineterm="")]
     elif problems:
         problems += ["output:"] + ["  " + line for line in trim(output)]
-    return problems or None
+    if args.verbose and not problems:
+        return None, output
+    return problems or None, None
 
 
 def main():
@@ -292,6 +296,7 @@ def main():
     parser.add_argument("--dbname", default="pgdl_docs")
     parser.add_argument("--setup", action="store_true", help="(re)create the database(s) and load the data first")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a block may run")
+    parser.add_argument("--verbose", action="store_true", help="print every block's output")
     args = parser.parse_args()
 
     files = [os.path.abspath(f) for f in args.files] if args.files else default_files()
@@ -310,11 +315,13 @@ def main():
             print(f"skip {block.where} ({block.directives['skip']})")
             continue
         start = time.monotonic()
-        problems = run_block(block, args)
+        problems, output = run_block(block, args)
         took = time.monotonic() - start
         if problems is None:
             passed += 1
             print(f"ok {block.where} ({took:.1f}s)")
+            for line in trim(output or []):
+                print("    " + line)
         else:
             failed += 1
             print(f"not ok {block.where} ({took:.1f}s)")
