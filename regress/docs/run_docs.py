@@ -14,6 +14,8 @@ What runs, in what order
 
   Each block is one psql script: psql -X -q -v ON_ERROR_STOP=1 -P footer=off, as the connecting superuser.
   An error fails the block (psql stops at it); the runner says so and goes on with the next block.
+  A function's signature, a table's outline or any other text that is not SQL to run: fence it with ``` and
+  no language (or ```text where no sql block comes right before it), not ```sql.
 
 Shown output
   A ```sql block directly followed (blank lines allowed) by a ```text block: the text block is what psql
