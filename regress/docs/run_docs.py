@@ -33,7 +33,8 @@ Directives: HTML comments on the lines right before a block (blank lines allowed
 separated by ";" or in several comments:
   <!-- docs: skip (reason) -->    not run; the reason is printed.  Only for what CI cannot do (a restart).
   <!-- docs: as alice -->         runs as role alice (psql -U alice).  --setup makes roles alice, bob and
-                                  carol: LOGIN NOINHERIT, with CREATE on schema public of every database.
+                                  carol: LOGIN NOINHERIT, with CREATE on schema public of every database
+                                  and SELECT on fmnist_train and fmnist_test (granted to PUBLIC).
   <!-- docs: database node1 -->   runs in database node1 (or node2) of the same server.  --setup makes
                                   node1 and node2, copies of the database with the demo data, with pgdl
                                   created in them, when a chosen file names them.
@@ -256,7 +257,8 @@ def setup(dbname, nodes):
     for role in ROLES:
         must(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
              f"CREATE ROLE {role} LOGIN NOINHERIT; END IF; END$$;")
-    grant = f"GRANT CREATE ON SCHEMA public TO {', '.join(ROLES)};"
+    grant = (f"GRANT CREATE ON SCHEMA public TO {', '.join(ROLES)}; "
+             "GRANT SELECT ON fmnist_train, fmnist_test TO PUBLIC;")
     must(grant, dbname)
     for node in nodes:
         must(f'CREATE DATABASE "{node}" TEMPLATE "{dbname}";')
