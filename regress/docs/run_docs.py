@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""Runs the SQL examples of pgdl's documentation and checks the output they show.
+
+  regress/docs/run_docs.py [--setup] [--files FILE ...] [--dbname pgdl_docs] [--timeout 600] [--verbose]
+
+Connects with psql as the environment says (PGHOST, PGPORT, PGUSER: a superuser).
+
+What runs, in what order
+  Every fenced ```sql block of README.md, then docs/user-guide.md, then the files of docs/reference in the
+  order docs/reference/README.md links them, then any other docs/reference/*.md alphabetically (--files:
+  just those, in the order given).  All run in ONE database (--dbname), one after another, so a block may
+  use what an earlier block of the same or an earlier file made; README.md's CREATE EXTENSION pgdl creates
+  the extension.  Other fenced blocks (```sh, ```text not after a sql block, plain ```) are not run.
+
+  Each block is one psql script: psql -X -q -v ON_ERROR_STOP=1 -P footer=off, as the connecting superuser.
+  An error fails the block (psql stops at it); the runner says so and goes on with the next block.
+  A function's signature, a table's outline or any other text that is not SQL to run: fence it with ``` and
+  no language (or ```text where no sql block comes right before it), not ```sql.
+
+Shown output
+  A ```sql block directly followed (blank lines allowed) by a ```text block: the text block is what psql
+  must print, stdout and stderr together (NOTICE, WARNING and ERROR lines as psql prints them, without a
+  "psql:<stdin>:N:" prefix).  Compared line by line, trailing spaces and blank lines ignored:
+  - "~" right before a number (~0.87, ~1234.5, ~-3e-05) marks a machine-dependent figure: any number matches;
+  - "..." within a line matches any text;
+  - a line that is only "..." matches any number of lines (none included);
+  - table rows are compared cell by cell with the cells' padding removed (cells split at "|", separator
+    lines like "----+------" reduced to their column count), so a masked figure of another width still
+    matches a table that psql aligned differently.
+  Without a text block only success is checked.
+
+Directives: HTML comments on the lines right before a block (blank lines allowed), several per comment
+separated by ";" or in several comments:
+  <!-- docs: skip (reason) -->    not run; the reason is printed.  Only for what CI cannot do (a restart).
+  <!-- docs: as alice -->         runs as role alice (psql -U alice).  --setup makes roles alice, bob and
+                                  carol: LOGIN NOINHERIT, with CREATE on schema public of every database
+                                  and SELECT on fmnist_train and fmnist_test (granted to PUBLIC).
+  <!-- docs: database node1 -->   runs in database node1 (or node2) of the same server.  --setup makes
+                                  node1 and node2, copies of the database with the demo data, with pgdl
+                                  created in them, when a chosen file names them.
+  <!-- docs: error -->            the block must fail (psql stops at an error); its shown output, error
+                                  included, is compared as usual.
+  Every block gets psql variables for cluster examples that point postgres_fdw servers at this very server:
+  :host (the socket directory or host name, PGHOST) and :port (PGPORT), e.g.
+      CREATE SERVER node1 FOREIGN DATA WRAPPER postgres_fdw
+        OPTIONS (host :'host', port :'port', dbname 'node1');
+  The server trusts local connections, so a user mapping of a role that is not a superuser needs
+  password_required 'false' (set by a superuser) to connect without a password.
+
+--setup first (re)creates the database(s): drops --dbname (and node1, node2), creates it, loads Fashion-MNIST
+into fmnist_train and fmnist_test (id integer, image real[], label integer) with bench/fmnist_copy.py
+(Debian's dataset-fashion-mnist), and makes the roles.  Without --setup the database is used as it is.
+
+Prints per block "ok FILE:LINE (Ns)", "skip FILE:LINE (reason)" or "not ok FILE:LINE" with a diff of
+shown and printed output (--verbose: every block's output), and ends with "N passed, N failed, N skipped";
+exits 1 when a block failed.
+"""
+
+import argparse
+import difflib
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ROLES = ("alice", "bob", "carol")
+NODE_DATABASES = ("node1", "node2")
+
+FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+DIRECTIVE = re.compile(r"^\s*<!--\s*docs:\s*(.*?)\s*-->\s*$")
+NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+
+
+class Block:
+    def __init__(self, path, line, sql, directives):
+        self.path = path
+        self.line = line
+        self.sql = sql
+        self.directives = directives
+        self.shown = None           # lines of the ```text block that follows, if any
+
+    @property
+    def where(self):
+        return f"{os.path.relpath(self.path, ROOT)}:{self.line}"
+
+
+def parse_directives(texts, where):
+    """{'skip': reason, 'as': role, 'database': name, 'error': True} from the comments' texts."""
+    out = {}
+    for text in texts:
+        # split at ";" outside parentheses: a skip's reason may hold one
+        for part in filter(None, (p.strip() for p in re.findall(r"(?:[^;(]|\([^)]*\))+", text))):
+            word, _, rest = part.partition(" ")
+            rest = rest.strip()
+            if word == "skip" and rest.startswith("(") and rest.endswith(")") and len(rest) > 2:
+                out["skip"] = rest[1:-1]
+            elif word == "as" and re.fullmatch(r"[a-z_][a-z0-9_]*", rest):
+                out["as"] = rest
+            elif word == "database" and re.fullmatch(r"[a-z_][a-z0-9_]*", rest):
+                out["database"] = rest
+            elif word == "error" and not rest:
+                out["error"] = True
+            else:
+                raise SystemExit(f"{where}: unknown docs directive: {part}")
+    return out
+
+
+def read_blocks(path):
+    """The file's ```sql blocks, each with its directives and the ```text block that follows it."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    blocks = []
+    pending = []                # directive texts since the last non-blank line
+    last = None                 # the last sql block, while only blank lines follow it
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = FENCE.match(line)
+        if not m:
+            d = DIRECTIVE.match(line)
+            if d:
+                pending.append(d.group(1))
+            elif line.strip():
+                pending = []
+                last = None
+            i += 1
+            continue
+        indent, fence, lang = m.groups()
+        start = i
+        body = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
+            i += 1
+        i += 1                  # the closing fence
+        where = f"{os.path.relpath(path, ROOT)}:{start + 1}"
+        if lang == "sql":
+            last = Block(path, start + 1, "\n".join(body) + "\n", parse_directives(pending, where))
+            blocks.append(last)
+        elif lang == "text" and last is not None and last.shown is None:
+            last.shown = body
+            last = None
+        else:
+            last = None
+        if pending and lang != "sql":
+            raise SystemExit(f"{where}: a docs directive before a ```{lang or ''} block")
+        pending = []
+    return blocks
+
+
+def default_files():
+    ref = os.path.join(ROOT, "docs", "reference")
+    listed = []
+    with open(os.path.join(ref, "README.md"), encoding="utf-8") as f:
+        for name in re.findall(r"\]\(([\w.-]+\.md)(?:#[^)]*)?\)", f.read()):
+            if name != "README.md" and name not in listed and os.path.exists(os.path.join(ref, name)):
+                listed.append(name)
+    rest = sorted(n for n in os.listdir(ref) if n.endswith(".md") and n != "README.md" and n not in listed)
+    return ([os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "user-guide.md")] +
+            [os.path.join(ref, n) for n in listed + rest])
+
+
+# ---------------------------------------------------------------------------
+# Comparing shown and printed output
+# ---------------------------------------------------------------------------
+def normalize(line):
+    """A line without padding: table cells stripped, separator lines reduced to their column count."""
+    line = line.rstrip()
+    if re.fullmatch(r"\s*-+(\+-+)*\s*", line):
+        return "+".join("-" for _ in line.split("+"))
+    if "|" in line:
+        return "|".join(cell.strip() for cell in line.split("|"))
+    return line.strip()
+
+
+def pattern(shown_line):
+    """A shown line as a regular expression: ~NUMBER matches any number, ... any text."""
+    out = []
+    for piece in re.split(r"(~" + NUMBER + r"|\.\.\.)", shown_line):
+        if piece == "...":
+            out.append(".*")
+        elif piece.startswith("~") and re.fullmatch("~" + NUMBER, piece):
+            out.append(NUMBER)
+        else:
+            out.append(re.escape(piece))
+    return re.compile("".join(out))
+
+
+def trim(lines):
+    lines = [line.rstrip() for line in lines]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
+def matches(shown, printed):
+    """Whether the printed lines are what the shown lines describe."""
+    shown = [None if line.strip() == "..." else pattern(normalize(line)) for line in shown if line.strip()]
+    printed = [normalize(line) for line in printed if line.strip()]
+    memo = {}
+
+    def match(i, j):
+        if (i, j) in memo:
+            return memo[(i, j)]
+        if i == len(shown):
+            result = j == len(printed)
+        elif shown[i] is None:
+            result = any(match(i + 1, k) for k in range(j, len(printed) + 1))
+        else:
+            result = j < len(printed) and shown[i].fullmatch(printed[j]) is not None and match(i + 1, j + 1)
+        memo[(i, j)] = result
+        return result
+
+    return match(0, 0)
+
+
+# ---------------------------------------------------------------------------
+# psql
+# ---------------------------------------------------------------------------
+def psql(args, sql, dbname, role=None, timeout=None, variables=True):
+    cmd = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-P", "footer=off", "-d", dbname]
+    if role:
+        cmd += ["-U", role]
+    if variables:
+        cmd += ["-v", f"host={os.environ.get('PGHOST', '')}", "-v", f"port={os.environ.get('PGPORT', '5432')}"]
+    proc = subprocess.run(cmd + args, input=sql, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout)
+    output = [re.sub(r"^psql:[^:]*:\d+: ", "", line) for line in proc.stdout.split("\n")]
+    return proc.returncode, output
+
+
+def must(sql, dbname="postgres"):
+    rc, output = psql([], sql, dbname, variables=False)
+    if rc != 0:
+        raise SystemExit("setup failed:\n" + "\n".join(output))
+
+
+def setup(dbname, nodes):
+    """A fresh database with Fashion-MNIST, the roles, and the node databases the chosen files use."""
+    for db in (dbname,) + NODE_DATABASES:
+        must(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE);')
+    must(f'CREATE DATABASE "{dbname}";')
+    for split in ("train", "test"):
+        must(f"CREATE TABLE fmnist_{split} (id integer, image real[], label integer);", dbname)
+        stream = subprocess.Popen(["/usr/bin/python3", os.path.join(ROOT, "bench", "fmnist_copy.py"), split],
+                                  stdout=subprocess.PIPE)
+        load = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbname, "-c",
+                               f"COPY fmnist_{split} FROM STDIN WITH (FORMAT binary)"], stdin=stream.stdout)
+        stream.stdout.close()
+        if stream.wait() != 0 or load.returncode != 0:
+            raise SystemExit(f"setup failed: loading fmnist_{split}")
+    must("ANALYZE fmnist_train; ANALYZE fmnist_test;", dbname)
+    for role in ROLES:
+        must(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
+             f"CREATE ROLE {role} LOGIN NOINHERIT; END IF; END$$;")
+    grant = (f"GRANT CREATE ON SCHEMA public TO {', '.join(ROLES)}; "
+             "GRANT SELECT ON fmnist_train, fmnist_test TO PUBLIC;")
+    must(grant, dbname)
+    for node in nodes:
+        must(f'CREATE DATABASE "{node}" TEMPLATE "{dbname}";')
+        must("CREATE EXTENSION pgdl;", node)
+    print(f"setup: database {dbname} with fmnist_train and fmnist_test"
+          + (f", databases {', '.join(nodes)} with pgdl" if nodes else "") + f", roles {', '.join(ROLES)}")
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+def run_block(block, args):
+    """None when the block did what the docs say, else what went wrong (lines); with --verbose, the output."""
+    db = block.directives.get("database", args.dbname)
+    try:
+        rc, output = psql([], block.sql, db, role=block.directives.get("as"), timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return [f"timed out after {args.timeout} s"], None
+    want_error = block.directives.get("error", False)
+    problems = []
+    if rc != 0 and not want_error:
+        problems.append(f"psql exited {rc}")
+    elif rc == 0 and want_error:
+        problems.append("the block should end with an error but did not")
+    if block.shown is not None and not matches(block.shown, output):
+        problems.append("the output differs from the one shown (--- shown, +++ printed):")
+        problems += [line.rstrip("\n") for line in difflib.unified_diff(
+            trim(block.shown), trim(output), "shown", "printed", lineterm="")]
+    elif problems:
+        problems += ["output:"] + ["  " + line for line in trim(output)]
+    if args.verbose and not problems:
+        return None, output
+    return problems or None, None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", nargs="+", help="markdown files to run, in this order (default: all docs)")
+    parser.add_argument("--dbname", default="pgdl_docs")
+    parser.add_argument("--setup", action="store_true", help="(re)create the database(s) and load the data first")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds a block may run")
+    parser.add_argument("--verbose", action="store_true", help="print every block's output")
+    args = parser.parse_args()
+
+    files = [os.path.abspath(f) for f in args.files] if args.files else default_files()
+    blocks = [b for f in files for b in read_blocks(f)]
+    if args.setup:
+        nodes = sorted({b.directives["database"] for b in blocks if "database" in b.directives})
+        unknown = [n for n in nodes if n not in NODE_DATABASES]
+        if unknown:
+            raise SystemExit(f"unknown database in a docs directive: {', '.join(unknown)}")
+        setup(args.dbname, nodes)
+
+    passed = failed = skipped = 0
+    for block in blocks:
+        if "skip" in block.directives:
+            skipped += 1
+            print(f"skip {block.where} ({block.directives['skip']})")
+            continue
+        start = time.monotonic()
+        problems, output = run_block(block, args)
+        took = time.monotonic() - start
+        if problems is None:
+            passed += 1
+            print(f"ok {block.where} ({took:.1f}s)")
+            for line in trim(output or []):
+                print("    " + line)
+        else:
+            failed += 1
+            print(f"not ok {block.where} ({took:.1f}s)")
+            for line in problems:
+                print("    " + line)
+        sys.stdout.flush()
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
