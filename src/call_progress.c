@@ -103,8 +103,10 @@ typedef struct CallState
 	double		seconds_left;
 	double		loss;
 	TimestampTz statement;
-	TimestampTz start;
 	TimestampTz phase_start;
+	double		fraction;		/* of the whole call, at the last update */
+	TimestampTz pace_start;		/* the pace of the call is measured since */
+	double		pace_fraction;	/* the fraction done then */
 } CallState;
 
 static CallState call;
@@ -174,7 +176,7 @@ pgdl_call_progress_begin(PgdlCallKind kind, Oid target)
 	call.total = -1;
 	call.rate = call.seconds_left = call.loss = get_float8_nan();
 	call.statement = MyBEEntry ? MyBEEntry->st_activity_start_timestamp : 0;
-	call.start = call.phase_start = GetCurrentTimestamp();
+	call.phase_start = call.pace_start = GetCurrentTimestamp();
 	write_slots(false);
 }
 
@@ -196,7 +198,7 @@ pgdl_call_progress_run(int64 run, int64 config, int32 epochs)
 }
 
 void
-pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total)
+pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total, bool own_pace)
 {
 	if (call.depth != 1)
 		return;
@@ -206,6 +208,11 @@ pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total)
 	call.done = 0;
 	call.rate = get_float8_nan();
 	call.phase_start = GetCurrentTimestamp();
+	if (own_pace)
+	{
+		call.pace_start = call.phase_start;
+		call.pace_fraction = call.fraction;
+	}
 	write_slots(false);
 }
 
@@ -219,24 +226,27 @@ pgdl_call_progress_loss(double loss)
 /*
  * done units of the phase, `examples` of them in all (for the rate; 0: none),
  * and the share of the whole call done so far, from which the seconds left
- * are estimated at the pace so far.
+ * are estimated: what is left at the pace since the call began (or since a
+ * phase with a pace of its own began).
  */
 void
 pgdl_call_progress_update(int64 done, int64 examples, double fraction)
 {
 	TimestampTz now;
 	double		phase_seconds;
-	double		elapsed;
+	double		pace_seconds;
+	double		pace;
 
 	if (call.depth != 1)
 		return;
 	now = GetCurrentTimestamp();
 	phase_seconds = (double) (now - call.phase_start) / USECS_PER_SEC;
-	elapsed = (double) (now - call.start) / USECS_PER_SEC;
-	fraction = isnan(fraction) ? 0 : Min(Max(fraction, 0), 1);
+	pace_seconds = (double) (now - call.pace_start) / USECS_PER_SEC;
+	call.fraction = isnan(fraction) ? call.fraction : Min(Max(fraction, 0), 1);
+	pace = pace_seconds > 0 ? (call.fraction - call.pace_fraction) / pace_seconds : 0;
 	call.done = done;
 	call.rate = examples > 0 && phase_seconds > 0 ? examples / phase_seconds : get_float8_nan();
-	call.seconds_left = fraction > 0 ? elapsed * (1 - fraction) / fraction : get_float8_nan();
+	call.seconds_left = pace > 0 ? (1 - call.fraction) / pace : get_float8_nan();
 	write_slots(false);
 }
 

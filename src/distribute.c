@@ -370,7 +370,7 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 		progress.to_move += OidIsValid(places[k].relid) && !OidIsValid(places[k].server);
-	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move);
+	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
 	drop_primary_key(packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 	{

@@ -143,7 +143,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	memset(&state->stats, 0, sizeof(NnBatchStats));
 	f->epoch = e;
 	f->epoch_done = 0;
-	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total);
+	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total, false);
 	INSTR_TIME_SET_CURRENT(start);
 	/* a model that diverged is not trained further, nor evaluated */
 	for (int32 k = 0; k < partitions && !state->diverged; k++)
@@ -166,7 +166,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	f->epoch_total = state->stats.n;
 	if (f->vds && !state->diverged)
 	{
-		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1);
+		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
 		pgdl_call_progress_update(0, 0, (double) (e + 1) / f->epochs);
 		pgdl_packed_evaluate(f->model, f->vds, &vstats);
 	}
@@ -290,7 +290,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 		}
 		pgdl_fit_report_epoch("epoch", &m, epochs);
 	}
-	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1);
+	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
 	model_id = fit_store(&f, &m);
 	pgdl_recorder_release(f.recorder);
 	MemoryContextDelete(f.cxt);

@@ -872,7 +872,7 @@ read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *r
 	int			guc_level;
 	int64		expected = rows_estimate(source);
 
-	pgdl_call_progress_phase(PGDL_PHASE_READING, 0, expected);
+	pgdl_call_progress_phase(PGDL_PHASE_READING, 0, expected, true);
 
 	/*
 	 * The order rows are read in must not depend on other sessions: no
@@ -1375,7 +1375,7 @@ write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
 	if (plan == NULL)
 		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 
-	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers);
+	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers, true);
 	for (int32 b = 0; b < n_buffers; b++)
 	{
 		int64		first = (int64) b * buffer_rows;
@@ -1503,7 +1503,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
 	report_rows(&data);
 	n_buffers = count_buffers(&data, &args);
-	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1);
+	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
 	pgdl_call_progress_update(0, 0, 0.5);
 	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
 	make_normalization(&args, &data, &ref, &norm);

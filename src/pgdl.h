@@ -90,8 +90,11 @@ extern void pgdl_call_progress_init(void);
 extern void pgdl_call_progress_begin(PgdlCallKind kind, Oid target);
 extern PgdlCallKind pgdl_call_progress_kind(void);	/* of the call in flight here; 0: none */
 extern void pgdl_call_progress_run(int64 run, int64 config, int32 epochs);
-/* A new phase (epoch: pgdl.fit's, 1-based, else 0) of total units (-1: unknown). */
-extern void pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total);
+/*
+ * A new phase (epoch: pgdl.fit's, 1-based, else 0) of total units (-1:
+ * unknown); own_pace: its pace, not the call's so far, estimates the time left.
+ */
+extern void pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total, bool own_pace);
 extern void pgdl_call_progress_loss(double loss);
 /* done units of the phase, examples of them (0: none), the share of the whole call done. */
 extern void pgdl_call_progress_update(int64 done, int64 examples, double fraction);

@@ -334,12 +334,12 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
  * UPDATE waits for that transaction if it holds the row.
  */
 static void
-settle_run(void)
+settle_run(int64 run)
 {
-	if (shared->run == 0)
+	if (run == 0)
 		return;
 	begin_xact("pgdl run recorder: waiting for the transaction of the fit");
-	pgdl_run_fail_if_running(shared->run);
+	pgdl_run_fail_if_running(run);
 	commit_xact();
 }
 
@@ -364,6 +364,7 @@ pgdl_run_recorder_main(Datum main_arg)
 	Jsonb	   *config;
 	shm_mq_handle *to_recorder;
 	shm_mq_handle *to_fit;
+	int64		run;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -396,7 +397,9 @@ pgdl_run_recorder_main(Datum main_arg)
 		FlushErrorState();
 	}
 	PG_END_TRY();
+	run = shared->run;
 	dsm_detach(seg);
-	settle_run();
+	shared = NULL;
+	settle_run(run);
 	proc_exit(0);
 }

@@ -337,7 +337,7 @@ cache_build_progress(int32 n)
 		done = examples = 0;
 		total = buffers;
 		pgdl_call_progress_begin(PGDL_CALL_FEATURE_CACHE, (Oid) view);
-		pgdl_call_progress_phase(PGDL_PHASE_COMPUTING, 0, total);
+		pgdl_call_progress_phase(PGDL_PHASE_COMPUTING, 0, total, false);
 	}
 	if (pgdl_call_progress_kind() != PGDL_CALL_FEATURE_CACHE)
 		return;

@@ -33,7 +33,7 @@ $node->safe_psql('postgres',
 	q{SELECT pgdl.add_architecture('small', '{"input": [16], "layers": [{"type": "dense", "units": 32},
   {"type": "relu"}, {"type": "dense", "units": 4}]}')}, extra_params => [ '-U', 'alice' ]);
 
-my $EPOCHS = 400;    # small steps: a few seconds
+my $EPOCHS = 3000;    # small steps: a few seconds
 my $SLOW = q{'{"optimizer": "sgd", "lr": 0.01, "batch_size": 1, "seed": 3}'};
 
 sub fit_sql
@@ -158,9 +158,9 @@ is(q_as('alice', 'SELECT status FROM pgdl.runs ORDER BY id DESC LIMIT 1'), 'fini
 # ---------------------------------------------------------------------------
 my $features = join(', ', map { "sin(i * $_)::real" } 1 .. 32);
 $node->safe_psql('postgres',
-	"CREATE TABLE big AS SELECT i, ARRAY[$features] AS x, i % 4 AS label FROM generate_series(1, 150000) i; ANALYZE big;");
+	"CREATE TABLE big AS SELECT i, ARRAY[$features] AS x, i % 4 AS label FROM generate_series(1, 200000) i; ANALYZE big;");
 my $planned = $node->safe_psql('postgres', "SELECT reltuples::bigint FROM pg_class WHERE oid = 'big'::regclass");
-$bg = start_psql($node, 'pack', 'postgres', "SELECT pgdl.pack('big', 'x', 'label', 'big_packed', buffer_rows => 8)");
+$bg = start_psql($node, 'pack', 'postgres', "SELECT pgdl.pack('big', 'x', 'label', 'big_packed', buffer_rows => 1)");
 @rows = watch($bg, 'postgres',
 	"SELECT phase, done, total, unit, target, call_seconds_left, pid = (SELECT pid FROM pg_stat_activity WHERE application_name = 'pack')
 	   FROM pgdl.progress WHERE kind = 'pack'", 300);
@@ -171,8 +171,8 @@ ok(!grep({ !/^(reading|preparing|writing)$/ } keys %phases), 'phases: reading, p
 ok(!grep({ $_->[5] ne 'big' || $_->[7] ne 't' } @rows), 'its target and pid');
 ok(!grep({ $_->[1] eq 'reading' && ($_->[4] ne 'rows' || $_->[3] ne $planned) } @rows),
 	'reading: rows done of the planner\'s count');
-ok(!grep({ $_->[1] eq 'writing' && ($_->[4] ne 'buffers' || $_->[3] ne '18750' || $_->[2] > 18750) } @rows),
-	'writing: buffers done of 18750');
+ok(!grep({ $_->[1] eq 'writing' && ($_->[4] ne 'buffers' || $_->[3] ne '200000' || $_->[2] > 200000) } @rows),
+	'writing: buffers done of 200000');
 estimates_fall('pgdl.pack', 6, @rows);
 no_progress_rows('after pgdl.pack');
 
