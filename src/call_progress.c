@@ -107,6 +107,7 @@ typedef struct CallState
 	double		fraction;		/* of the whole call, at the last update */
 	TimestampTz pace_start;		/* the pace of the call is measured since */
 	double		pace_fraction;	/* the fraction done then */
+	int64		pace_updates;	/* since: the first sets pace_start, what came before being set up */
 } CallState;
 
 static CallState call;
@@ -176,7 +177,7 @@ pgdl_call_progress_begin(PgdlCallKind kind, Oid target)
 	call.total = -1;
 	call.rate = call.seconds_left = call.loss = get_float8_nan();
 	call.statement = MyBEEntry ? MyBEEntry->st_activity_start_timestamp : 0;
-	call.phase_start = call.pace_start = GetCurrentTimestamp();
+	call.phase_start = GetCurrentTimestamp();
 	write_slots(false);
 }
 
@@ -209,10 +210,7 @@ pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total, bool own
 	call.rate = get_float8_nan();
 	call.phase_start = GetCurrentTimestamp();
 	if (own_pace)
-	{
-		call.pace_start = call.phase_start;
-		call.pace_fraction = call.fraction;
-	}
+		call.pace_updates = 0;
 	write_slots(false);
 }
 
@@ -226,8 +224,9 @@ pgdl_call_progress_loss(double loss)
 /*
  * done units of the phase, `examples` of them in all (for the rate; 0: none),
  * and the share of the whole call done so far, from which the seconds left
- * are estimated: what is left at the pace since the call began (or since a
- * phase with a pace of its own began).
+ * are estimated: what is left at the pace since the call's first update (or
+ * the first of a phase with a pace of its own), what came before it being
+ * set up rather than work.
  */
 void
 pgdl_call_progress_update(int64 done, int64 examples, double fraction)
@@ -241,8 +240,13 @@ pgdl_call_progress_update(int64 done, int64 examples, double fraction)
 		return;
 	now = GetCurrentTimestamp();
 	phase_seconds = (double) (now - call.phase_start) / USECS_PER_SEC;
-	pace_seconds = (double) (now - call.pace_start) / USECS_PER_SEC;
 	call.fraction = isnan(fraction) ? call.fraction : Min(Max(fraction, 0), 1);
+	if (call.pace_updates++ == 0)
+	{
+		call.pace_start = now;
+		call.pace_fraction = call.fraction;
+	}
+	pace_seconds = (double) (now - call.pace_start) / USECS_PER_SEC;
 	pace = pace_seconds > 0 ? (call.fraction - call.pace_fraction) / pace_seconds : 0;
 	call.done = done;
 	call.rate = examples > 0 && phase_seconds > 0 ? examples / phase_seconds : get_float8_nan();

@@ -203,15 +203,15 @@ no_progress_rows('after a cache build');
 # ---------------------------------------------------------------------------
 my $remote = new_pgdl_node('progress_node');
 $remote->safe_psql('postgres', q{
-CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(0.04); RETURN NEW; END$$;
-CREATE FUNCTION add_slow() RETURNS event_trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION public.slow_row() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_catalog.pg_sleep(0.04); RETURN NEW; END$$;
+CREATE FUNCTION public.add_slow() RETURNS event_trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-  FOR r IN SELECT * FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE TABLE' LOOP
-    EXECUTE format('CREATE TRIGGER slow BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION slow_row()', r.object_identity);
+  FOR r IN SELECT * FROM pg_catalog.pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE TABLE' LOOP
+    EXECUTE pg_catalog.format('CREATE TRIGGER slow BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION public.slow_row()', r.object_identity);
   END LOOP;
 END$$;
-CREATE EVENT TRIGGER add_slow ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION add_slow();
+CREATE EVENT TRIGGER add_slow ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION public.add_slow();
 });
 add_node_server($node, 'remote', $remote);
 $node->safe_psql('postgres',
