@@ -305,6 +305,8 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 	ids.run = pgdl_run_begin("fit", shared->dataset, shared->validation, shared->architecture, config,
 							 shared->epochs, 0);
 	commit_xact();
+	/* pgdl.run_in_progress says so until the recorder exits */
+	pgdl_run_hold_as_worker(ids.run);
 	shared->run = ids.run;
 	if (shm_mq_send(to_fit, sizeof(ids), &ids, false, true) != SHM_MQ_SUCCESS)
 		return;					/* the fit is gone: what follows marks the run failed */

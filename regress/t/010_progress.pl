@@ -98,6 +98,7 @@ $node->safe_psql('postgres', 'GRANT pg_read_all_stats TO bob');
 is(q_as('bob', "SELECT count(*) FROM pgdl.progress WHERE kind = 'fit'"), '1', 'bob with pg_read_all_stats sees it');
 my $run = $node->safe_psql('postgres', "SELECT run FROM pgdl.progress WHERE kind = 'fit'");
 is(q_as('alice', "SELECT status FROM pgdl.runs WHERE id = $run"), 'running', 'its run is running, seen from another session');
+is(q_as('alice', "SELECT pgdl.run_in_progress($run)"), 't', '... and in progress');
 ok(poll_until($node, "SELECT count(*) >= 2 FROM pgdl.run_metrics WHERE run = $run", 30),
 	'its epochs are committed as they come');
 ok($bg->{h}->pumpable, '... before pgdl.fit returns');
@@ -117,6 +118,7 @@ is(q_as('alice',
 	   JOIN pgdl.architectures a ON a.id = c.architecture WHERE m.run = $run LIMIT 1"),
 	'pgdl.fit|small', 'run_metrics.config names a pgdl.configs row of the fit\'s configuration');
 no_progress_rows('after pgdl.fit');
+ok(poll_until($node, "SELECT NOT pgdl.run_in_progress($run)", 30), 'its run is no longer in progress');
 q_as('alice', fit_sql(1));
 is(q_as('alice', "SELECT count(*) FROM pgdl.configs WHERE set_name = 'pgdl.fit'"), '1',
 	'a second fit of the same configuration names the same row');
