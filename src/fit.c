@@ -254,9 +254,32 @@ fit_begin_run(FitRun *f)
 	pgdl_call_progress_run(f->run_id, f->config_id, f->epochs);
 }
 
+/* Every epoch, each committed to the run as it ends; m: the last. */
+static void
+fit_epochs(FitRun *f, PgdlEpochMetrics *m)
+{
+	for (int32 e = 0; e < f->epochs; e++)
+	{
+		fit_epoch(f, e, m);
+		pgdl_recorder_epoch(f->recorder, f->run_id, f->config_id, m);
+		pgdl_call_progress_loss(m->train_loss);
+		if (m->diverged)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("training diverged in epoch %d of %d", m->epoch, f->epochs),
+					 pgdl_train_divergence_detail(f->state),
+					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+			break;
+		}
+		pgdl_fit_report_epoch("epoch", m, f->epochs);
+	}
+}
+
 /*
  * Train, with every epoch committed to the run as it ends; store the model and
- * finish the run in the caller's transaction.
+ * finish the run in the caller's transaction.  A fit that fails leaves its run
+ * failed.
  */
 static int64
 fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epochs,
@@ -274,22 +297,16 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	fit_check(&f, source, config_json, validation);
 	fit_start(&f);
 	fit_begin_run(&f);
-	for (int32 e = 0; e < epochs; e++)
+	PG_TRY();
 	{
-		fit_epoch(&f, e, &m);
-		pgdl_recorder_epoch(f.recorder, f.run_id, f.config_id, &m);
-		pgdl_call_progress_loss(m.train_loss);
-		if (m.diverged)
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
-					 errmsg("training diverged in epoch %d of %d", m.epoch, epochs),
-					 pgdl_train_divergence_detail(f.state),
-					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
-			break;
-		}
-		pgdl_fit_report_epoch("epoch", &m, epochs);
+		fit_epochs(&f, &m);
 	}
+	PG_CATCH();
+	{
+		pgdl_recorder_fail(f.recorder);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
 	model_id = fit_store(&f, &m);
 	pgdl_recorder_release(f.recorder);

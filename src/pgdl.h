@@ -458,6 +458,7 @@ typedef struct PgdlRecorder PgdlRecorder;
 
 extern PgdlRecorder *pgdl_recorder_start(const PgdlRunStart *start, int64 *run, int64 *config);
 extern void pgdl_recorder_epoch(PgdlRecorder *r, int64 run, int64 config, const PgdlEpochMetrics *m);
+extern void pgdl_recorder_fail(PgdlRecorder *r);	/* in PG_CATCH: the run failed, now */
 extern void pgdl_recorder_release(PgdlRecorder *r);
 extern PGDLLEXPORT void pgdl_run_recorder_main(Datum main_arg);
 

@@ -29,12 +29,14 @@
 #include "postmaster/bgworker.h"
 #include "storage/dsm.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/shm_mq.h"
 #include "storage/shm_toc.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/wait_event.h"
 
 #include "pgdl.h"
 
@@ -44,6 +46,7 @@
 #define RECORDER_KEY_TO_RECORDER 3
 #define RECORDER_KEY_TO_FIT	4
 #define RECORDER_QUEUE_SIZE	4096
+#define RECORDER_FAIL_WAIT_MS 10000
 
 /* What the recorder needs to know, and what it tells back when it fails. */
 typedef struct RecorderShared
@@ -77,6 +80,7 @@ struct PgdlRecorder
 	RecorderShared *shared;
 	shm_mq_handle *to_recorder;
 	shm_mq_handle *to_fit;
+	bool		ack_due;		/* an epoch was sent, its answer not read */
 };
 
 /* ---- the fit's side ---- */
@@ -249,8 +253,51 @@ pgdl_recorder_epoch(PgdlRecorder *r, int64 run, int64 config, const PgdlEpochMet
 		pgdl_run_record_epoch(run, config, m);
 		return;
 	}
-	if (shm_mq_send(r->to_recorder, sizeof(*m), m, false, true) != SHM_MQ_SUCCESS || !receive(r, &ack, 1))
+	if (shm_mq_send(r->to_recorder, sizeof(*m), m, false, true) != SHM_MQ_SUCCESS)
 		recorder_gone(r);
+	r->ack_due = true;
+	if (!receive(r, &ack, 1))
+		recorder_gone(r);
+	r->ack_due = false;
+}
+
+/*
+ * pgdl.fit fails (an error, a cancel): its run is failed before the error
+ * reaches the caller, rather than some time after.  Called in PG_CATCH, so
+ * the wait is bounded and not interruptible; a recorder that does not answer
+ * in time settles the run when its queue goes.
+ */
+void
+pgdl_recorder_fail(PgdlRecorder *r)
+{
+	char		failed = 0;
+	int			answers;
+	Size		len;
+	void	   *data;
+
+	if (r == NULL || r->seg == NULL)
+		return;
+	/* the answer to an epoch the fit was waiting for comes first */
+	answers = r->ack_due ? 2 : 1;
+	HOLD_INTERRUPTS();
+	if (shm_mq_send(r->to_recorder, 1, &failed, true, true) == SHM_MQ_SUCCESS)
+	{
+		for (int waited = 0; answers > 0 && waited < RECORDER_FAIL_WAIT_MS; waited += 10)
+		{
+			shm_mq_result res = shm_mq_receive(r->to_fit, &len, &data, true);
+
+			if (res == SHM_MQ_SUCCESS)
+			{
+				answers--;
+				continue;
+			}
+			if (res == SHM_MQ_DETACHED)
+				break;
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+	RESUME_INTERRUPTS();
 }
 
 void
@@ -320,12 +367,22 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 
 		if (shm_mq_receive(to_recorder, &len, &data, false) != SHM_MQ_SUCCESS)
 			return;
-		if (len != sizeof(m))
+		if (len == 1)
+		{
+			/* the fit failed: nobody holds the row, it is not finished */
+			begin_xact("pgdl run recorder: the fit failed");
+			pgdl_run_fail_if_running(ids.run);
+			commit_xact();
+		}
+		else if (len == sizeof(m))
+		{
+			memcpy(&m, data, sizeof(m));
+			begin_xact("pgdl run recorder: recording an epoch");
+			pgdl_run_record_epoch(ids.run, ids.config, &m);
+			commit_xact();
+		}
+		else
 			elog(ERROR, "pgdl run recorder: a message of %zu bytes", len);
-		memcpy(&m, data, sizeof(m));
-		begin_xact("pgdl run recorder: recording an epoch");
-		pgdl_run_record_epoch(ids.run, ids.config, &m);
-		commit_xact();
 		if (shm_mq_send(to_fit, 1, &ack, false, true) != SHM_MQ_SUCCESS)
 			return;
 	}
