@@ -57,7 +57,7 @@ typedef struct FitRun
 	PgdlRecorder *recorder;
 	int32		epoch;			/* 0-based, in training */
 	int64		epoch_done;		/* examples trained in this epoch */
-	int64		epoch_total;	/* examples per epoch: the planner's estimate until the first epoch ends */
+	int64		epoch_total;	/* examples per epoch: the dataset's rows when packed, until the first epoch ends */
 } FitRun;
 
 /* The share of the whole call done: epochs, and examples of this one. */
