@@ -216,9 +216,26 @@ put_row(StringInfo buf, HeapTuple tup, TupleDesc desc, FmgrInfo *array_send_fn)
 	}
 }
 
+/* Where pgdl.distribute stands, for pgdl.progress. */
+typedef struct ShipProgress
+{
+	int32		to_move;		/* partitions this call moves */
+	int32		moved;
+	int64		buffers_moved;	/* in the partitions moved */
+} ShipProgress;
+
+/* The share of the partition being shipped that `sent` buffers are, guessed from those moved before. */
+static double
+part_share(const ShipProgress *progress, int64 sent)
+{
+	double		per_part = progress->moved > 0 ? (double) progress->buffers_moved / progress->moved : 0;
+
+	return per_part > 0 ? Min(sent / per_part, 1.0) : 0;
+}
+
 /* The partition's rows into the node's table, in batches; returns the rows sent. */
 static int64
-copy_rows(PgdlNode *node, const char *local, const char *remote)
+copy_rows(PgdlNode *node, const char *local, const char *remote, const ShipProgress *progress)
 {
 	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
 	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl distribute", ALLOCSET_DEFAULT_SIZES);
@@ -246,6 +263,7 @@ copy_rows(PgdlNode *node, const char *local, const char *remote)
 			put_row(&buf, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &array_send_fn);
 		pgdl_node_copy_data(node, buf.data, buf.len);
 		rows += SPI_processed;
+		pgdl_call_progress_update(progress->moved, 0, (progress->moved + part_share(progress, rows)) / progress->to_move);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(batch_cxt);
 		SPI_freetuptable(SPI_tuptable);
@@ -274,7 +292,8 @@ swap_partition(Oid packed, Oid child, int32 k, Oid server)
 
 /* Ship partition k to its node, then point the packed table at it there. */
 static void
-move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target)
+move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target,
+			   ShipProgress *progress)
 {
 	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
 	char	   *name = get_rel_name(place->relid);
@@ -285,7 +304,7 @@ move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions
 	if (target->node == NULL)
 		target->node = pgdl_node_connect(target->server, false);
 	prepare_remote_table(target->node, packed, k, schema, name);
-	sent = copy_rows(target->node, qualified, qualified);
+	sent = copy_rows(target->node, qualified, qualified, progress);
 	taken = pgdl_node_copy_end(target->node);
 	if (taken != sent)
 		ereport(ERROR,
@@ -294,6 +313,9 @@ move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions
 						target->node->name, taken, sent, k)));
 	PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
 	swap_partition(packed, place->relid, k, target->server);
+	progress->moved++;
+	progress->buffers_moved += sent;
+	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
 	ereport(NOTICE,
 			(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
 					k + 1, partitions, sent, target->node->name)));
@@ -333,7 +355,7 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 	int			n_targets;
 	PgdlPartPlace *places;
 	bool		distributed;
-	int32		moved = 0;
+	ShipProgress progress = {0};
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -345,19 +367,23 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
 	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
 	places = pgdl_packed_places(packed, ds->partitions, &distributed);
+	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
+	for (int32 k = 0; k < ds->partitions; k++)
+		progress.to_move += OidIsValid(places[k].relid) && !OidIsValid(places[k].server);
+	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
 	drop_primary_key(packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!OidIsValid(places[k].relid) || OidIsValid(places[k].server))
 			continue;			/* none, or there already */
-		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets]);
-		moved++;
+		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets], &progress);
 	}
 	for (int i = 0; i < n_targets; i++)
 		if (targets[i].node)
 			pgdl_node_close(targets[i].node);
-	PG_RETURN_INT32(moved);
+	pgdl_call_progress_end();
+	PG_RETURN_INT32(progress.moved);
 }
 
 /* ---- pgdl.attach_partitions: a node's own packed table, as partitions of one here ---- */

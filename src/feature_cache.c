@@ -194,6 +194,17 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 
 /* ---- the SQL of the work on a cache ---- */
 
+/* A refresh of a cache's view, named with its buffers for pgdl.progress (transfer.c). */
+static void
+append_refresh(StringInfo sql, const char *view, const PgdlDataset *ds)
+{
+	appendStringInfo(sql,
+					 "SELECT pg_catalog.set_config('pgdl_cache.build', %s::regclass::oid || ' ' ||"
+					 " coalesce((SELECT n_buffers FROM pgdl.datasets WHERE id = " INT64_FORMAT "), 0), true);\n",
+					 quote_literal_cstr(view), ds->id);
+	appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", view);
+}
+
 static void
 append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, const PgdlCacheGroup *from,
 			 int side)
@@ -212,7 +223,7 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 					 s->view, g->base_id, first, g->depth, g->hash, source);
 	appendStringInfo(sql, "ALTER MATERIALIZED VIEW %s ALTER COLUMN x SET STORAGE EXTERNAL,"
 					 " ALTER COLUMN y SET STORAGE EXTERNAL;\n", s->view);
-	appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", s->view);
+	append_refresh(sql, s->view, s->ds);
 	appendStringInfo(sql,
 					 "INSERT INTO pgdl.feature_cache (dataset, source, base_model, base_hash, depth, staged_from, view,"
 					 " source_version, rows, bytes)"
@@ -246,7 +257,7 @@ side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 							 s->cache_id);
 			break;
 		case PGDL_CACHE_REFRESH:
-			appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", s->view);
+			append_refresh(sql, s->view, s->ds);
 			appendStringInfo(sql,
 							 "UPDATE pgdl.feature_cache SET valid = true, last_used = now(), refreshed = now(), source_version = %s,"
 							 " rows = (SELECT count(*) FROM %s), bytes = pg_total_relation_size(%s) WHERE id = " INT64_FORMAT ";\n",

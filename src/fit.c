@@ -19,18 +19,6 @@
 
 #include "pgdl.h"
 
-
-/*
- * Buffers read in the first epoch are kept for the next ones, within
- * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
- * about a tenth of a training step of the reference MLP.
- */
-static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
-{
-	pgdl_train_buffer((PgdlTrainState *) arg, x, y, n);
-}
-
 void
 pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation)
 {
@@ -65,7 +53,36 @@ typedef struct FitRun
 	PgdlHeldPartition *held;	/* per partition */
 	int64		budget;			/* bytes of buffers that may still be held */
 	int64		run_id;
+	int64		config_id;		/* its pgdl.configs row; 0: none (a spec given as jsonb) */
+	PgdlRecorder *recorder;
+	int32		epoch;			/* 0-based, in training */
+	int64		epoch_done;		/* examples trained in this epoch */
+	int64		epoch_total;	/* examples per epoch: the dataset's rows when packed, until the first epoch ends */
 } FitRun;
+
+/* The share of the whole call done: epochs, and examples of this one. */
+static double
+fit_fraction(const FitRun *f)
+{
+	double		in_epoch = f->epoch_total > 0 ? Min((double) f->epoch_done / f->epoch_total, 1.0) : 0;
+
+	return (f->epoch + in_epoch) / f->epochs;
+}
+
+/*
+ * Buffers read in the first epoch are kept for the next ones, within
+ * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
+ * about a tenth of a training step of the reference MLP.
+ */
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	FitRun	   *f = arg;
+
+	pgdl_train_buffer(f->state, x, y, n);
+	f->epoch_done += n;
+	pgdl_call_progress_update(f->epoch_done, f->epoch_done, fit_fraction(f));
+}
 
 /* Every argument checked, and the datasets read, before anything is allocated. */
 static void
@@ -124,6 +141,9 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 
 	nn_rng_permutation((uint64) f->config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, f->order);
 	memset(&state->stats, 0, sizeof(NnBatchStats));
+	f->epoch = e;
+	f->epoch_done = 0;
+	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total, false);
 	INSTR_TIME_SET_CURRENT(start);
 	/* a model that diverged is not trained further, nor evaluated */
 	for (int32 k = 0; k < partitions && !state->diverged; k++)
@@ -131,9 +151,9 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 		int32		p = f->order[k];
 
 		if (e == 0)
-			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, state);
+			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, f);
 		else
-			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, state);
+			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, f);
 		pgdl_train_check_weights(state);
 	}
 	INSTR_TIME_SET_CURRENT(duration);
@@ -142,8 +162,14 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA),
 				 errmsg("packed table \"%s\" has no buffers", get_rel_name(f->ds->packed))));
+	/* every epoch has as many examples as the first */
+	f->epoch_total = state->stats.n;
 	if (f->vds && !state->diverged)
+	{
+		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
+		pgdl_call_progress_update(0, 0, (double) (e + 1) / f->epochs);
 		pgdl_packed_evaluate(f->model, f->vds, &vstats);
+	}
 
 	memset(m, 0, sizeof(*m));
 	m->epoch = e + 1;
@@ -209,7 +235,52 @@ fit_store(FitRun *f, const PgdlEpochMetrics *last)
 						  pgdl_model_serialize(f->model), last);
 }
 
-/* Train, record every epoch in the run, store the model; all in the caller's transaction. */
+/*
+ * The run, recorded where other sessions see it (run_recorder.c), and this
+ * call in pgdl.progress.
+ */
+static void
+fit_begin_run(FitRun *f)
+{
+	PgdlRunStart start;
+
+	start.dataset = f->ds->id;
+	start.validation = f->vds ? f->vds->id : 0;
+	start.architecture = f->arch_id;
+	start.config = pgdl_config_to_jsonb(&f->config);
+	start.epochs = f->epochs;
+	f->recorder = pgdl_recorder_start(&start, &f->run_id, &f->config_id);
+	f->epoch_total = f->ds->n_rows_hint > 0 ? f->ds->n_rows_hint : -1;
+	pgdl_call_progress_run(f->run_id, f->config_id, f->epochs);
+}
+
+/* Every epoch, each committed to the run as it ends; m: the last. */
+static void
+fit_epochs(FitRun *f, PgdlEpochMetrics *m)
+{
+	for (int32 e = 0; e < f->epochs; e++)
+	{
+		fit_epoch(f, e, m);
+		pgdl_recorder_epoch(f->recorder, f->run_id, f->config_id, m);
+		pgdl_call_progress_loss(m->train_loss);
+		if (m->diverged)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("training diverged in epoch %d of %d", m->epoch, f->epochs),
+					 pgdl_train_divergence_detail(f->state),
+					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+			break;
+		}
+		pgdl_fit_report_epoch("epoch", m, f->epochs);
+	}
+}
+
+/*
+ * Train, with every epoch committed to the run as it ends; store the model and
+ * finish the run in the caller's transaction.  A fit that fails leaves its run
+ * failed.
+ */
 static int64
 fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epochs,
 	Oid validation, text *name)
@@ -222,27 +293,25 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	f.spec = spec;
 	f.epochs = epochs;
 	f.name = name ? text_to_cstring(name) : NULL;
+	pgdl_call_progress_begin(PGDL_CALL_FIT, source);
 	fit_check(&f, source, config_json, validation);
 	fit_start(&f);
-	f.run_id = pgdl_run_begin("fit", f.ds->id, f.vds ? f.vds->id : 0, arch_id,
-							  pgdl_config_to_jsonb(&f.config), epochs, 0);
-	for (int32 e = 0; e < epochs; e++)
+	fit_begin_run(&f);
+	PG_TRY();
 	{
-		fit_epoch(&f, e, &m);
-		pgdl_run_record_epoch(f.run_id, 0, &m);
-		if (m.diverged)
-		{
-			ereport(WARNING,
-					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
-					 errmsg("training diverged in epoch %d of %d", m.epoch, epochs),
-					 pgdl_train_divergence_detail(f.state),
-					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
-			break;
-		}
-		pgdl_fit_report_epoch("epoch", &m, epochs);
+		fit_epochs(&f, &m);
 	}
+	PG_CATCH();
+	{
+		pgdl_recorder_fail(f.recorder);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
 	model_id = fit_store(&f, &m);
+	pgdl_recorder_release(f.recorder);
 	MemoryContextDelete(f.cxt);
+	pgdl_call_progress_end();
 	return model_id;
 }
 

@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/shortest_dec.h"
 #include "executor/spi.h"
@@ -40,6 +41,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/regproc.h"
+#include "utils/syscache.h"
 #include "utils/varlena.h"
 
 #include "nn/nn.h"
@@ -831,17 +833,46 @@ open_source(const PackData *data, SPIPlanPtr *plan)
 	return SPI_cursor_open(NULL, *plan, NULL, NULL, true);
 }
 
+/* The planner's count of a table's rows, for pgdl.progress; -1 when it has none. */
+static int64
+rows_estimate(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	float4		reltuples = -1;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		reltuples = ((Form_pg_class) GETSTRUCT(tuple))->reltuples;
+		ReleaseSysCache(tuple);
+	}
+	return reltuples > 0 ? (int64) reltuples : -1;
+}
+
+/*
+ * The share of pgdl.pack done when `read` of `expected` rows are read: reading
+ * and writing count half each (writing a buffer of rows takes about as long as
+ * reading them, on the reference data).
+ */
+static double
+read_share(int64 read, int64 expected)
+{
+	return expected > 0 ? 0.5 * Min((double) read / expected, 1.0) : 0;
+}
+
 /*
  * Reads the whole source into `data` (allocated in data->cxt).  Errors name
  * the column and the row (1-based, counting every row of the source).
  */
 static void
-read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *ref)
+read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *ref, Oid source)
 {
 	SPIPlanPtr	plan;
 	Portal		portal;
 	MemoryContext rowcxt;
 	int			guc_level;
+	int64		expected = rows_estimate(source);
+
+	pgdl_call_progress_phase(PGDL_PHASE_READING, 0, expected, true);
 
 	/*
 	 * The order rows are read in must not depend on other sessions: no
@@ -875,6 +906,7 @@ read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *r
 			MemoryContextReset(rowcxt);
 		}
 		SPI_freetuptable(tt);
+		pgdl_call_progress_update(data->n_read, data->n_read, read_share(data->n_read, expected));
 	}
 	SPI_cursor_close(portal);
 	SPI_freeplan(plan);
@@ -1343,6 +1375,7 @@ write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
 	if (plan == NULL)
 		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 
+	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers, true);
 	for (int32 b = 0; b < n_buffers; b++)
 	{
 		int64		first = (int64) b * buffer_rows;
@@ -1364,6 +1397,7 @@ write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
 		ret = SPI_execute_plan(plan, values, NULL, false, 0);
 		if (ret != SPI_OK_INSERT)
 			elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", b, SPI_result_code_string(ret));
+		pgdl_call_progress_update(b + 1, first + n, 0.5 + 0.5 * (b + 1) / n_buffers);
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(bufcxt);
 	}
@@ -1449,6 +1483,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	read_args(fcinfo, &args);
 	check_args(&args);
+	pgdl_call_progress_begin(PGDL_CALL_PACK, args.source);
 
 	packcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(packcxt);
@@ -1465,9 +1500,11 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	check_output(args.output, args.partitions, &out);
 
 	/* the data: every error about it comes from here, before anything is created */
-	read_source(&data, args.skip, args.buffer_rows, &ref);
+	read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
 	report_rows(&data);
 	n_buffers = count_buffers(&data, &args);
+	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
+	pgdl_call_progress_update(0, 0, 0.5);
 	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
 	make_normalization(&args, &data, &ref, &norm);
 	check_normalized(&data, &norm);
@@ -1482,6 +1519,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(packcxt);
+	pgdl_call_progress_end();
 
 	PG_RETURN_INT64(id);
 }

@@ -35,6 +35,7 @@ _PG_init(void)
 	pgdl_lifecycle_init();
 	pgdl_guc_init();
 	pgdl_model_io_init();
+	pgdl_call_progress_init();
 }
 
 void

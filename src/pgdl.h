@@ -56,6 +56,53 @@ extern bool pgdl_packed_left_behind(Oid relid);
 	"It has the columns of a table pgdl.pack writes, but no row in pgdl.datasets: it was packed " \
 	"before pgdl was dropped, and its classes and normalization went with the extension."
 
+/*
+ * call_progress.c: pgdl.progress for calls that run in one backend (pgdl.fit,
+ * pgdl.pack, pgdl.distribute, feature cache builds), published in the
+ * backend's progress slots.  begin and end pair; a call made inside another
+ * leaves the view to the outer one, and an abort ends the calls it interrupts.
+ */
+typedef enum PgdlCallKind
+{
+	PGDL_CALL_FIT = 1,
+	PGDL_CALL_PACK,
+	PGDL_CALL_DISTRIBUTE,
+	PGDL_CALL_FEATURE_CACHE
+} PgdlCallKind;
+
+typedef enum PgdlCallPhase
+{
+	PGDL_PHASE_STARTING = 0,
+	PGDL_PHASE_READING,
+	PGDL_PHASE_PREPARING,
+	PGDL_PHASE_WRITING,
+	PGDL_PHASE_TRAINING,
+	PGDL_PHASE_VALIDATING,
+	PGDL_PHASE_STORING,
+	PGDL_PHASE_COPYING,
+	PGDL_PHASE_COMPUTING
+} PgdlCallPhase;
+
+/* The columns of pgdl.progress_rows(): fit_multiple's eleven, then the calls' */
+#define PGDL_PROGRESS_COLUMNS 19
+
+extern void pgdl_call_progress_init(void);
+extern void pgdl_call_progress_begin(PgdlCallKind kind, Oid target);
+extern PgdlCallKind pgdl_call_progress_kind(void);	/* of the call in flight here; 0: none */
+extern void pgdl_call_progress_run(int64 run, int64 config, int32 epochs);
+/*
+ * A new phase (epoch: pgdl.fit's, 1-based, else 0) of total units (-1:
+ * unknown); own_pace: its pace, not the call's so far, estimates the time left.
+ */
+extern void pgdl_call_progress_phase(PgdlCallPhase phase, int32 epoch, int64 total, bool own_pace);
+extern void pgdl_call_progress_loss(double loss);
+/* done units of the phase, examples of them (0: none), the share of the whole call done. */
+extern void pgdl_call_progress_update(int64 done, int64 examples, double fraction);
+extern void pgdl_call_progress_end(void);
+/* progress.c's rows for the calls in flight that the current role may see */
+struct ReturnSetInfo;
+extern void pgdl_call_progress_rows(struct ReturnSetInfo *rsinfo);
+
 /* pgdl.c */
 
 /*
@@ -391,6 +438,30 @@ extern int64 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const Nn
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
+/*
+ * run_recorder.c: pgdl.fit's run and its epochs, committed as they come by a
+ * background worker, the run recorder (or, with no worker free, in the
+ * caller's transaction).  The fit's transaction finishes the run and stores
+ * the model, then releases the recorder, which marks the run failed unless
+ * that transaction commits.
+ */
+typedef struct PgdlRunStart
+{
+	int64		dataset;
+	int64		validation;		/* 0: none */
+	int64		architecture;	/* 0: a spec given as jsonb */
+	Jsonb	   *config;
+	int32		epochs;
+} PgdlRunStart;
+
+typedef struct PgdlRecorder PgdlRecorder;
+
+extern PgdlRecorder *pgdl_recorder_start(const PgdlRunStart *start, int64 *run, int64 *config);
+extern void pgdl_recorder_epoch(PgdlRecorder *r, int64 run, int64 config, const PgdlEpochMetrics *m);
+extern void pgdl_recorder_fail(PgdlRecorder *r);	/* in PG_CATCH: the run failed, now */
+extern void pgdl_recorder_release(PgdlRecorder *r);
+extern PGDLLEXPORT void pgdl_run_recorder_main(Datum main_arg);
+
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord
 {
@@ -433,6 +504,15 @@ typedef struct PgdlResumePoint
 /* kind: 'fit' or 'fit_multiple'; progress_handle: the run's DSM segment, for pgdl.progress. */
 extern int64 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architecture,
 							Jsonb *config, int32 epochs, int64 progress_handle);
+/*
+ * pgdl.fit's configuration in pgdl.configs: the row of (architecture, config)
+ * in the current role's set "pgdl.fit", added if new; 0 for a network given
+ * as a jsonb spec (a pgdl.configs row needs an architecture).
+ */
+#define PGDL_FIT_CONFIG_SET "pgdl.fit"
+extern int64 pgdl_run_fit_config(int64 architecture, Jsonb *config);
+/* A run still running when its caller let go: failed (after waiting for a transaction that holds its row). */
+extern void pgdl_run_fail_if_running(int64 run);
 /* A resumed run: running again, with new shared memory. */
 extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);

@@ -4,7 +4,8 @@
  * Each pgdl.fit_multiple run records the handle of its DSM segment in
  * pgdl.runs.progress_handle.  This attaches each running run's segment (one
  * that is gone, or that is not a pgdl run any more, is skipped), copies what it
- * needs under the run's spinlock, and detaches.
+ * needs under the run's spinlock, and detaches.  The calls that run in one
+ * backend (pgdl.fit, pgdl.pack, ...) follow, from call_progress.c.
  */
 #include "postgres.h"
 
@@ -59,20 +60,53 @@ copy_run(int64 run, dsm_handle handle)
 	return copy;
 }
 
-static void
-put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
+/* Examples model m has yet to train, and its rate; false when it has no rate yet. */
+static bool
+model_work_left(const MopShared *run, const MopModel *m, int64 *left, double *rate)
 {
-	Datum		values[11];
-	bool		nulls[11] = {false};
+	int64		per_epoch = m->visit > 0 ? m->n * run->n_partitions / m->visit : 0;
+
+	*rate = m->seconds > 0 ? m->n / m->seconds : 0;
+	*left = mop_finished(m->state) ? 0 : per_epoch * (run->epochs - m->epoch) - m->n;
+	return *rate > 0 && per_epoch > 0;
+}
+
+/*
+ * The whole run's seconds left: every unfinished model's work at its own
+ * rate, shared by the workers (each trains one model at a time); negative
+ * while a model has no rate yet.  Successive halving may stop models sooner.
+ */
+static double
+run_seconds_left(const MopShared *run)
+{
+	double		seconds = 0;
+
+	for (int i = 0; i < run->n_models; i++)
+	{
+		int64		left;
+		double		rate;
+
+		if (mop_finished(run->models[i].state))
+			continue;
+		if (!model_work_left(run, &run->models[i], &left, &rate))
+			return -1;
+		seconds += Max(left, 0) / rate;
+	}
+	return seconds / Max(run->n_workers, 1);
+}
+
+static void
+put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m, double run_left)
+{
+	Datum		values[PGDL_PROGRESS_COLUMNS];
+	bool		nulls[PGDL_PROGRESS_COLUMNS] = {false};
 	int			w = m->worker;
 	Oid			server = w >= 0 && w < PGDL_MAX_WORKERS ? run->workers[w].server : InvalidOid;
 	ForeignServer *fs = OidIsValid(server) ? GetForeignServerExtended(server, FSV_MISSING_OK) : NULL;
-	double		rate = m->seconds > 0 ? m->n / m->seconds : 0;
-	int64		per_epoch = m->visit > 0 ? m->n * run->n_partitions / m->visit : 0;
-	int64		left = 0;
+	double		rate;
+	int64		left;
+	bool		known = model_work_left(run, m, &left, &rate);
 
-	if (!mop_finished(m->state))
-		left = per_epoch * (run->epochs - m->epoch) - m->n;
 	values[0] = Int64GetDatum(run->run_id);
 	values[1] = Int64GetDatum(m->config_id);
 	values[2] = CStringGetTextDatum(state_names[m->state]);
@@ -85,13 +119,22 @@ put_model(ReturnSetInfo *rsinfo, const MopShared *run, const MopModel *m)
 	values[7] = Float8GetDatum(rate);
 	nulls[7] = rate <= 0;
 	/* the model's own rate; with no rate yet, no estimate */
-	values[8] = Float8GetDatum(rate > 0 && left > 0 ? left / rate : 0);
-	nulls[8] = rate <= 0 || per_epoch == 0;
+	values[8] = Float8GetDatum(known && left > 0 ? left / rate : 0);
+	nulls[8] = !known;
 	values[9] = Float8GetDatum(m->last.has_validation ? m->last.validation_loss : m->last.train_loss);
 	nulls[9] = m->epoch == 0;
 	/* the node it trains on, over libpq (a distributed packed table) */
 	values[10] = fs ? CStringGetTextDatum(fs->servername) : (Datum) 0;
 	nulls[10] = m->state != MOP_BUSY || fs == NULL;
+	values[11] = CStringGetTextDatum("fit_multiple");
+	values[12] = values[2];
+	values[13] = Int32GetDatum(run->leader_pid);
+	nulls[14] = true;			/* target */
+	values[15] = Int64GetDatum(m->visit);
+	values[16] = Int64GetDatum(run->n_partitions);
+	values[17] = CStringGetTextDatum("partitions");
+	values[18] = Float8GetDatum(run_left);
+	nulls[18] = run_left < 0;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -110,8 +153,11 @@ pgdl_progress(PG_FUNCTION_ARGS)
 	{
 		MopShared  *copy = copy_run(runs[r], (dsm_handle) handles[r]);
 
+		double		run_left = copy ? run_seconds_left(copy) : 0;
+
 		for (int i = 0; copy != NULL && i < copy->n_models; i++)
-			put_model(rsinfo, copy, &copy->models[i]);
+			put_model(rsinfo, copy, &copy->models[i], run_left);
 	}
+	pgdl_call_progress_rows(rsinfo);
 	return (Datum) 0;
 }

@@ -2,7 +2,8 @@
  * runs.c -- the run record: pgdl.runs, pgdl.run_metrics, pgdl.models and
  * pgdl.checkpoints, written and read back in one place.
  *
- * pgdl.fit writes its run in the caller's transaction; a pgdl.fit_multiple
+ * pgdl.fit's run and epochs are written by its run recorder (run_recorder.c),
+ * each committed on its own, and its model by the caller; a pgdl.fit_multiple
  * run is written by its workers, each epoch committed on its own (so that
  * pgdl.resume can continue it), and its models by the leader.  Every function
  * here connects to SPI itself, so callers in a backend or a background worker
@@ -135,6 +136,20 @@ static Statement last_metrics = {
 	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
+static Statement add_fit_config = {
+	"INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
+	"ON CONFLICT (owner, set_name, architecture, config) DO NOTHING RETURNING id",
+	3, {TEXTOID, INT8OID, JSONBOID}
+};
+static Statement find_fit_config = {
+	"SELECT id FROM pgdl.configs WHERE owner = quote_ident(current_user)::regrole "
+	"AND set_name = $1 AND architecture = $2 AND config = $3",
+	3, {TEXTOID, INT8OID, JSONBOID}
+};
+static Statement fail_running = {
+	"UPDATE pgdl.runs SET status = 'failed', finished = clock_timestamp() WHERE id = $1 AND status = 'running'",
+	1, {INT8OID}
+};
 static Statement running_runs = {
 	"SELECT id, progress_handle FROM pgdl.runs WHERE status = 'running' "
 	"AND progress_handle IS NOT NULL ORDER BY id", 0, {InvalidOid}
@@ -195,6 +210,38 @@ pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architec
 	id = returned_id();
 	SPI_finish();
 	return id;
+}
+
+int64
+pgdl_run_fit_config(int64 architecture, Jsonb *config)
+{
+	Datum		values[3];
+	int64		id = 0;
+
+	if (architecture == 0)
+		return 0;
+	values[0] = CStringGetTextDatum(PGDL_FIT_CONFIG_SET);
+	values[1] = Int64GetDatum(architecture);
+	values[2] = JsonbPGetDatum(config);
+	SPI_connect();
+	execute(&add_fit_config, values, NULL, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed == 0)
+		execute(&find_fit_config, values, NULL, SPI_OK_SELECT);
+	/* none: a snapshot that does not see the row another session added meanwhile */
+	if (SPI_processed == 1)
+		id = returned_id();
+	SPI_finish();
+	return id;
+}
+
+void
+pgdl_run_fail_if_running(int64 run)
+{
+	Datum		values[1] = {Int64GetDatum(run)};
+
+	SPI_connect();
+	execute(&fail_running, values, NULL, SPI_OK_UPDATE);
+	SPI_finish();
 }
 
 void

@@ -23,6 +23,7 @@
 #include "common/sha2.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -306,6 +307,46 @@ cache_features_layers(FmgrInfo *flinfo, int64 base_id, int32 from, int32 to, con
 }
 
 /*
+ * A feature cache build (a REFRESH of its view) in pgdl.progress, one buffer
+ * at a time.  It has no end of its own: its transaction's end ends it.  The
+ * work on a cache that feature_cache.c writes names the view and its buffers
+ * in the setting pgdl_cache.build ("oid buffers"); a REFRESH by hand shows
+ * no total.  Within another call of pgdl (a pack of a query on a cache view)
+ * it shows nothing.
+ */
+static void
+cache_build_progress(int32 n)
+{
+	static char build[64];
+	static int64 done;
+	static int64 examples;
+	static int64 total;
+	const char *now = GetConfigOption("pgdl_cache.build", true, false);
+
+	now = now ? now : "";
+	if (pgdl_call_progress_kind() == PGDL_CALL_FEATURE_CACHE && strcmp(now, build) != 0)
+		pgdl_call_progress_end();
+	if (pgdl_call_progress_kind() == 0)
+	{
+		unsigned int view = 0;
+		long long	buffers = -1;
+
+		if (sscanf(now, "%u %lld", &view, &buffers) != 2 || buffers < 1)
+			view = 0, buffers = -1;
+		strlcpy(build, now, sizeof(build));
+		done = examples = 0;
+		total = buffers;
+		pgdl_call_progress_begin(PGDL_CALL_FEATURE_CACHE, (Oid) view);
+		pgdl_call_progress_phase(PGDL_PHASE_COMPUTING, 0, total, false);
+	}
+	if (pgdl_call_progress_kind() != PGDL_CALL_FEATURE_CACHE)
+		return;
+	done++;
+	examples += n;
+	pgdl_call_progress_update(done, examples, total > 0 ? (double) done / total : 0);
+}
+
+/*
  * cache_features(base, from, to, base_hash, x, n): layers [from, to) of the
  * base model on a buffer of n examples whose x are the outputs of its first
  * `from` layers, or an error if its first `to` layers no longer hash to
@@ -343,6 +384,7 @@ pgdl_cache_features(PG_FUNCTION_ARGS)
 						n, (long long) length, nn_model_input_size(st->layers))));
 	result = pgdl_float4_array_new((int64) n * nn_model_output_size(st->layers));
 	pgdl_prefix_forward(st->layers, x, n, (float *) ARR_DATA_PTR(result));
+	cache_build_progress(n);
 	PG_RETURN_ARRAYTYPE_P(result);
 }
 

@@ -200,13 +200,14 @@ SELECT length(:'parallel_model'::bytea) = length(:'init'::bytea) AS same_shape,
        length(pgdl.train(x, y, n, :'parallel_model'::bytea ORDER BY buffer_id)) = length(:'init'::bytea) AS trains_on
   FROM toy_packed WHERE part = 0;
 
--- cancellation: a statement timeout stops a long fit and leaves no run behind
+-- cancellation: a statement timeout stops a long fit, whose run is failed (not left running) when the error comes
 \set VERBOSITY terse
 SET statement_timeout = '200ms';
 SELECT pgdl.fit('toy_packed', 'toy_mlp', '{}', 100000);
 RESET statement_timeout;
 \set VERBOSITY default
 SELECT count(*) AS runs_left_running FROM pgdl.runs WHERE status = 'running';
+SELECT status AS cancelled_run FROM pgdl.runs ORDER BY id DESC LIMIT 1;
 
 -- dropping a packed table removes its dataset row; models keep their weights
 SELECT count(*) AS toy_one_datasets FROM pgdl.datasets WHERE packed = 'toy_one'::regclass;

@@ -24,13 +24,15 @@ COMMENT ON FUNCTION pgdl.resume(bigint, integer) IS
 CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
 		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,
 		OUT images_per_second double precision, OUT seconds_left double precision,
-		OUT last_loss double precision, OUT node text)
+		OUT last_loss double precision, OUT node text, OUT kind text, OUT phase text, OUT pid integer,
+		OUT target regclass, OUT done bigint, OUT total bigint, OUT unit text,
+		OUT call_seconds_left double precision)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME', 'pgdl_progress' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION pgdl.progress_rows() IS
-	'the models of pgdl.fit_multiple runs in flight, read from the runs'' shared memory; see the view pgdl.progress';
+	'the long calls of pgdl in flight: the models of pgdl.fit_multiple runs (from the runs'' shared memory), and pgdl.fit, pgdl.pack, pgdl.distribute and feature cache builds (from their backends'' progress slots); see the view pgdl.progress';
 
 CREATE VIEW pgdl.progress AS SELECT * FROM pgdl.progress_rows();
 COMMENT ON VIEW pgdl.progress IS
-	'pgdl.fit_multiple runs in flight: per model, its state, epoch, partition and worker (and the node it trains on), images/s and estimated seconds left';
+	'long calls in flight: per pgdl.fit_multiple model its state, epoch, partition and worker (and the node it trains on), images/s and estimated seconds left; per pgdl.fit, pgdl.pack, pgdl.distribute or feature cache build its phase, epoch, units done of the phase, rate and estimated seconds left for the whole call';
 GRANT SELECT ON pgdl.progress TO PUBLIC;
