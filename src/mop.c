@@ -850,26 +850,40 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 	}
 }
 
+/*
+ * Register one of pgdl's dynamic background workers on a segment: the model
+ * hopper's workers and pgdl.fit's run recorder.  extra goes in bgw_extra.
+ */
+bool
+pgdl_register_worker(dsm_segment *seg, const char *function, const char *type, const char *name, int extra,
+					 BackgroundWorkerHandle **handle)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
+	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	worker.bgw_notify_pid = MyProcPid;
+	memcpy(worker.bgw_extra, &extra, sizeof(int));
+	return RegisterDynamicBackgroundWorker(&worker, handle);
+}
+
 /* Register up to n workers on the segment; returns how many were. */
 static int
 register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
 {
 	for (int w = 0; w < n; w++)
 	{
-		BackgroundWorker worker;
+		char		name[BGW_MAXLEN];
 
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_ConsistentState;
-		worker.bgw_restart_time = BGW_NEVER_RESTART;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgdl_mop_worker_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "pgdl worker %d for pid %d", w, MyProcPid);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "pgdl worker");
-		worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-		worker.bgw_notify_pid = MyProcPid;
-		memcpy(worker.bgw_extra, &w, sizeof(int));
-		if (!RegisterDynamicBackgroundWorker(&worker, &handles[w]))
+		snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
+		if (!pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, w, &handles[w]))
 			return w;
 	}
 	return n;

@@ -462,6 +462,12 @@ extern void pgdl_recorder_fail(PgdlRecorder *r);	/* in PG_CATCH: the run failed,
 extern void pgdl_recorder_release(PgdlRecorder *r);
 extern PGDLLEXPORT void pgdl_run_recorder_main(Datum main_arg);
 
+/* mop.c: one of pgdl's dynamic background workers, on a segment (its handle is bgw_main_arg). */
+struct dsm_segment;
+struct BackgroundWorkerHandle;
+extern bool pgdl_register_worker(struct dsm_segment *seg, const char *function, const char *type,
+								 const char *name, int extra, struct BackgroundWorkerHandle **handle);
+
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord
 {

@@ -130,19 +130,10 @@ create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 static bool
 register_recorder(dsm_segment *seg, BackgroundWorkerHandle **handle)
 {
-	BackgroundWorker worker;
+	char		name[BGW_MAXLEN];
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "pgdl_run_recorder_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "pgdl run recorder for pid %d", MyProcPid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "pgdl run recorder");
-	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
-	worker.bgw_notify_pid = MyProcPid;
-	return RegisterDynamicBackgroundWorker(&worker, handle);
+	snprintf(name, sizeof(name), "pgdl run recorder for pid %d", MyProcPid);
+	return pgdl_register_worker(seg, "pgdl_run_recorder_main", "pgdl run recorder", name, 0, handle);
 }
 
 /* The recorder stopped: with its error if it had one; else, before it recorded the run, it never ran. */
