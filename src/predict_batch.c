@@ -38,6 +38,7 @@
 #include "utils/plancache.h"
 #include "utils/portal.h"
 #include "utils/regproc.h"
+#include "utils/tuplestore.h"
 #include "utils/varlena.h"
 
 #include "pgdl.h"
@@ -434,39 +435,54 @@ fetch_batch(BatchScan *scan)
 
 /* ---- pgdl.predict_batch_rows ---- */
 
-/* The class column's type (label_type's, as the call resolved it) and its input function. */
+/* The class column's type and its input function. */
 static void
-init_class_type(BatchScan *scan, FunctionCallInfo fcinfo)
+init_class_type(BatchScan *scan, Oid type)
 {
 	Oid			input;
 
-	scan->class_type = get_fn_expr_argtype(fcinfo->flinfo, 6);
-	if (!OidIsValid(scan->class_type))
+	if (!OidIsValid(type))
 		elog(ERROR, "could not determine the type of label_type");
-	getTypeInputInfo(scan->class_type, &input, &scan->class_ioparam);
+	scan->class_type = type;
+	getTypeInputInfo(type, &input, &scan->class_ioparam);
 	fmgr_info_cxt(input, &scan->class_input, CurrentMemoryContext);
 }
 
-/* The scan of the first call, in the multi-call memory. */
+/*
+ * The model argument's copy.  model_io.c keeps its call-site state in fn_extra,
+ * where a value-per-call function keeps its FuncCallContext: it reads the
+ * argument with fn_extra cleared for the time (its state, a few bytes, is
+ * left behind in fn_mcxt).
+ */
+static PgdlModel *
+model_copy(FunctionCallInfo fcinfo, MemoryContext cxt)
+{
+	void	   *extra = fcinfo->flinfo->fn_extra;
+	PgdlModel  *model;
+
+	fcinfo->flinfo->fn_extra = NULL;
+	model = pgdl_model_arg_copy(fcinfo, cxt);
+	fcinfo->flinfo->fn_extra = extra;
+	return model;
+}
+
+/* The scan of a call, in cxt: the model's copy, the batch's buffers, the source open. */
 static BatchScan *
-begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt)
+begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const char *source,
+		   const char *id_column, char *features_column, int32 size, Oid class_type)
 {
 	BatchScan  *scan = palloc0(sizeof(BatchScan));
-	char	   *kind = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	char	   *source = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	char	   *id_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	int32		size = PG_GETARG_INT32(5);
 
 	if (size < 1 || size > NN_MAX_BATCH)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("batch_size must be between 1 and %d", NN_MAX_BATCH),
 				 errdetail("It is %d.", size)));
-	scan->features_column = text_to_cstring(PG_GETARG_TEXT_PP(4));
+	scan->features_column = features_column;
 	scan->size = size;
-	init_class_type(scan, fcinfo);
+	init_class_type(scan, class_type);
 	pgdl_engine_prepare();
-	scan->model = pgdl_model_arg_copy(fcinfo, cxt);
+	scan->model = model_copy(fcinfo, cxt);
 	pgdl_predict_check_classifier(scan->model->nn, "pgdl.predict_batch");
 	pgdl_predict_check_dataset(scan->model->nn, scan->model->dataset);
 	pgdl_check_model_batch(scan->model->nn, size, "the model");
@@ -487,15 +503,15 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt)
 	return scan;
 }
 
-/* Row scan->next of the current batch as a result tuple. */
-static Datum
-result_row(BatchScan *scan, TupleDesc desc)
+/* Row scan->next of the current batch: its id, class and probability. */
+static void
+next_row(BatchScan *scan, Datum *values, bool *nulls)
 {
 	uint64		r = scan->next++;
-	Datum		values[3];
-	bool		nulls[3] = {scan->id_null[r], scan->x_null[r], scan->x_null[r]};
 
 	values[0] = Int64GetDatum(scan->ids[r]);
+	nulls[0] = scan->id_null[r];
+	nulls[1] = nulls[2] = scan->x_null[r];
 	if (!scan->x_null[r])
 	{
 		uint64		j = scan->next_x++;
@@ -506,7 +522,15 @@ result_row(BatchScan *scan, TupleDesc desc)
 										  &scan->class_input, scan->class_ioparam);
 		values[2] = Float4GetDatum(scan->probability[j]);
 	}
-	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+}
+
+/* Whether the scan has a row to return, fetching the next batch when the last one is used up. */
+static bool
+has_row(BatchScan *scan)
+{
+	while (scan->next == scan->rows && !scan->done)
+		fetch_batch(scan);
+	return scan->next < scan->rows;
 }
 
 PG_FUNCTION_INFO_V1(pgdl_predict_batch_rows);
@@ -531,7 +555,10 @@ pgdl_predict_batch_rows(PG_FUNCTION_ARGS)
 		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
 		funcctx->tuple_desc = BlessTupleDesc(desc);
-		scan = begin_scan(fcinfo, funcctx->multi_call_memory_ctx);
+		scan = begin_scan(fcinfo, funcctx->multi_call_memory_ctx, text_to_cstring(PG_GETARG_TEXT_PP(1)),
+						  text_to_cstring(PG_GETARG_TEXT_PP(2)), text_to_cstring(PG_GETARG_TEXT_PP(3)),
+						  text_to_cstring(PG_GETARG_TEXT_PP(4)), PG_GETARG_INT32(5),
+						  get_fn_expr_argtype(fcinfo->flinfo, 6));
 		scan->econtext = rsinfo->econtext;
 		RegisterExprContextCallback(scan->econtext, close_source, PointerGetDatum(scan));
 		funcctx->user_fctx = scan;
@@ -539,12 +566,49 @@ pgdl_predict_batch_rows(PG_FUNCTION_ARGS)
 	}
 	funcctx = SRF_PERCALL_SETUP();
 	scan = (BatchScan *) funcctx->user_fctx;
-	while (scan->next == scan->rows && !scan->done)
-		fetch_batch(scan);
-	if (scan->next < scan->rows)
-		SRF_RETURN_NEXT(funcctx, result_row(scan, funcctx->tuple_desc));
+	if (has_row(scan))
+	{
+		Datum		values[3];
+		bool		nulls[3];
+
+		next_row(scan, values, nulls);
+		SRF_RETURN_NEXT(funcctx, HeapTupleGetDatum(heap_form_tuple(funcctx->tuple_desc, values, nulls)));
+	}
 	/* the multi-call memory goes with SRF_RETURN_DONE, and the callback's argument with it */
 	close_source(PointerGetDatum(scan));
 	UnregisterExprContextCallback(scan->econtext, close_source, PointerGetDatum(scan));
 	SRF_RETURN_DONE(funcctx);
+}
+
+/*
+ * The C function of pgdl.predict_batch(model, regclass, ...) up to pgdl 0.3,
+ * kept so that their install scripts load (ALTER EXTENSION ... UPDATE
+ * replaces it): the whole result at once, materialized.
+ */
+PG_FUNCTION_INFO_V1(pgdl_predict_batch);
+Datum
+pgdl_predict_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext callcxt;
+	MemoryContext old;
+	BatchScan  *scan;
+
+	InitMaterializedSRF(fcinfo, 0);
+	callcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl predict_batch", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(callcxt);
+	scan = begin_scan(fcinfo, callcxt, "regclass", psprintf("%u", PG_GETARG_OID(1)),
+					  text_to_cstring(PG_GETARG_TEXT_PP(2)), text_to_cstring(PG_GETARG_TEXT_PP(3)),
+					  PG_GETARG_INT32(4), TEXTOID);
+	while (has_row(scan))
+	{
+		Datum		values[3];
+		bool		nulls[3];
+
+		next_row(scan, values, nulls);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(callcxt);	/* frees the model */
+	return (Datum) 0;
 }

@@ -999,8 +999,12 @@ sub call_sql
 {
 	my ($f, $values, $parallel) = @_;
 	# a polymorphic argument takes its value's own type (nothing casts to anyelement)
-	my @typed = map { $f->{args}[$_]{type} eq 'anyelement' ? "($values->[$_])" : "($values->[$_])::$f->{args}[$_]{type}" }
-	  0 .. $#$values;
+	# (a bare NULL there has no type: text's)
+	my @typed = map {
+		$f->{args}[$_]{type} ne 'anyelement' ? "($values->[$_])::$f->{args}[$_]{type}"
+		  : $values->[$_] eq 'NULL'          ? 'NULL::text'
+		  :                                    "($values->[$_])"
+	} 0 .. $#$values;
 	if ($f->{kind} eq 'a')
 	{
 		# a parallel aggregate has no ORDER BY; the serial one reads buffers in order
