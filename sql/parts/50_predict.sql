@@ -212,11 +212,11 @@ CREATE FUNCTION pgdl.predict_batch(model bytea, source regclass, id_column text,
 	                                             label_type) AS r) s $$;
 
 COMMENT ON FUNCTION pgdl.predict_batch(bigint, regclass, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of a table under stored classifier (by id), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of a table under stored classifier (by id), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(text, regclass, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of a table under stored classifier (by name), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of a table under stored classifier (by name), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(bytea, regclass, text, text, integer, anyelement) IS
-	'class index as label_type's type and its probability for every row of a table under a classifier blob, batch_size rows per forward pass';
+	'class index as label_type''s type and its probability for every row of a table under a classifier blob, batch_size rows per forward pass';
 
 CREATE FUNCTION pgdl.predict_batch(model bigint, source text, id_column text, features_column text,
 								   batch_size integer, label_type anyelement)
@@ -241,11 +241,11 @@ CREATE FUNCTION pgdl.predict_batch(model bytea, source text, id_column text, fea
 	                                             label_type) AS r) s $$;
 
 COMMENT ON FUNCTION pgdl.predict_batch(bigint, text, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of a table, view or query under stored classifier (by id), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of a table, view or query under stored classifier (by id), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(text, text, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of a table, view or query under stored classifier (by name), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of a table, view or query under stored classifier (by name), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(bytea, text, text, text, integer, anyelement) IS
-	'class index as label_type's type and its probability for every row of a table, view or query under a classifier blob, batch_size rows per forward pass';
+	'class index as label_type''s type and its probability for every row of a table, view or query under a classifier blob, batch_size rows per forward pass';
 
 CREATE FUNCTION pgdl.predict_batch(model bigint, cursor refcursor, id_column text, features_column text,
 								   batch_size integer, label_type anyelement)
@@ -270,11 +270,11 @@ CREATE FUNCTION pgdl.predict_batch(model bytea, cursor refcursor, id_column text
 	                                             label_type) AS r) s $$;
 
 COMMENT ON FUNCTION pgdl.predict_batch(bigint, refcursor, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of an open cursor under stored classifier (by id), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of an open cursor under stored classifier (by id), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(text, refcursor, text, text, integer, anyelement) IS
-	'class as label_type's type and its probability for every row of an open cursor under stored classifier (by name), batch_size rows per forward pass';
+	'class as label_type''s type and its probability for every row of an open cursor under stored classifier (by name), batch_size rows per forward pass';
 COMMENT ON FUNCTION pgdl.predict_batch(bytea, refcursor, text, text, integer, anyelement) IS
-	'class index as label_type's type and its probability for every row of an open cursor under a classifier blob, batch_size rows per forward pass';
+	'class index as label_type''s type and its probability for every row of an open cursor under a classifier blob, batch_size rows per forward pass';
 
 -- pgdl.evaluate: a network over a whole packed table, COST 100000 (that of some hundred per-row predictions)
 
