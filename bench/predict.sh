@@ -7,8 +7,12 @@
 # The models are not trained (pgdl.model_from_weights with random weights):
 # inference costs the same whatever the weights.  They are stored with the
 # dataset of the test images packed with scale 1/255, so that both forms
-# normalize the raw pixels as a trained model's would.  Times, each the best
-# of RUNS runs of one statement, its rows counted by the server:
+# normalize the raw pixels as a trained model's would.  Both run in one
+# process (max_parallel_workers_per_gather = 0): the per-row form is PARALLEL
+# SAFE and a parallel scan would spread it over the cores, which
+# predict_batch (PARALLEL RESTRICTED) cannot; that time is printed too, for
+# the record.  Times, each the best of RUNS runs of one statement, its rows
+# counted by the server:
 #   per-row  SELECT count(pgdl.predict_class(model, image)) FROM fmnist_test
 #   batch    SELECT count(class) FROM pgdl.predict_batch(model, 'fmnist_test', 'id', 'image', BATCH)
 # and a check that both give the same class for every image.
@@ -61,6 +65,7 @@ best() {
 	local sql=$1 best="" t
 	for _ in $(seq "$RUNS"); do
 		t=$(psql -At <<SQL
+SET max_parallel_workers_per_gather = ${PARALLEL:-0};
 SELECT clock_timestamp() AS t0 \gset
 $sql \gset
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3);
@@ -78,6 +83,8 @@ for m in mlp cnn; do
 	echo "== $m ($model)"
 	row[$m]=$(best "SELECT count(pgdl.predict_class('$model', image)) AS n FROM fmnist_test")
 	echo "per-row  pgdl.predict_class:        ${row[$m]} s"
+	parallel=$(PARALLEL=2 best "SELECT count(pgdl.predict_class('$model', image)) AS n FROM fmnist_test")
+	echo "per-row, parallel scan (2 workers):  $parallel s (not in the ratio)"
 	batch[$m]=$(best "SELECT count(class) AS n FROM pgdl.predict_batch('$model', 'fmnist_test', 'id', 'image', $BATCH)")
 	echo "batch    pgdl.predict_batch ($BATCH): ${batch[$m]} s"
 	differ=$(psql -At -c "SELECT count(*) FROM pgdl.predict_batch('$model', 'fmnist_test', 'id', 'image', $BATCH) b

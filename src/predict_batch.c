@@ -58,6 +58,8 @@ typedef struct BatchScan
 	Oid			class_type;		/* of the class column */
 	FmgrInfo	class_input;
 	Oid			class_ioparam;
+	Datum	   *class_values;	/* per class index, converted on first use */
+	bool	   *class_known;
 	ExprContext *econtext;		/* where close_source is registered */
 	MemoryContext batchcxt;		/* one batch's rows and results */
 	/* the current batch */
@@ -493,6 +495,9 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const c
 	scan->id_null = palloc(sizeof(bool) * size);
 	scan->x_null = palloc(sizeof(bool) * size);
 	scan->classes = palloc(sizeof(int) * size);
+	/* a single binary_cross_entropy output names two classes */
+	scan->class_values = palloc(sizeof(Datum) * Max(scan->k, 2));
+	scan->class_known = palloc0(sizeof(bool) * Max(scan->k, 2));
 	scan->probability = palloc(sizeof(float) * size);
 	scan->batchcxt = AllocSetContextCreate(cxt, "pgdl predict_batch rows", ALLOCSET_DEFAULT_SIZES);
 
@@ -501,6 +506,27 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const c
 	open_source(scan, kind, source, id_column, cxt);
 	SPI_finish();
 	return scan;
+}
+
+/*
+ * Class index c as a value of the class column, converted once per scan (in
+ * the scan's memory, which outlives the rows that return it).
+ */
+static Datum
+class_value(BatchScan *scan, int c)
+{
+	if (!scan->class_known[c])
+	{
+		MemoryContext old = MemoryContextSwitchTo(GetMemoryChunkContext(scan));
+		char	   *label = pgdl_predict_class_name(scan->model->dataset, c);
+
+		scan->class_values[c] = pgdl_predict_label_as(label, scan->class_type,
+													  scan->model->dataset ? scan->model->dataset->label_type : InvalidOid,
+													  &scan->class_input, scan->class_ioparam);
+		scan->class_known[c] = true;
+		MemoryContextSwitchTo(old);
+	}
+	return scan->class_values[c];
 }
 
 /* Row scan->next of the current batch: its id, class and probability. */
@@ -515,11 +541,8 @@ next_row(BatchScan *scan, Datum *values, bool *nulls)
 	if (!scan->x_null[r])
 	{
 		uint64		j = scan->next_x++;
-		char	   *label = pgdl_predict_class_name(scan->model->dataset, scan->classes[j]);
 
-		values[1] = pgdl_predict_label_as(label, scan->class_type,
-										  scan->model->dataset ? scan->model->dataset->label_type : InvalidOid,
-										  &scan->class_input, scan->class_ioparam);
+		values[1] = class_value(scan, scan->classes[j]);
 		values[2] = Float4GetDatum(scan->probability[j]);
 	}
 }
