@@ -149,7 +149,11 @@ bench-cluster:
 bench-cache:
 	bench/cache.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache
+# Inference: per-row pgdl.predict_class vs pgdl.predict_batch on the 10,000 test images, MLP and CNN (about 1 minute).
+bench-predict:
+	bench/predict.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

@@ -250,6 +250,16 @@ extern PgdlDataset *pgdl_dataset_by_packed(Oid packed);	/* ereport if not a pack
 extern PgdlModel *pgdl_model_arg(FunctionCallInfo fcinfo);
 extern PgdlModel *pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner);
 
+/* predict.c: what predict_batch.c shares with the per-row functions */
+extern void pgdl_predict_check_dataset(const NnModel *m, const PgdlDataset *ds);
+extern void pgdl_predict_check_classifier(const NnModel *m, const char *function);
+extern int64 pgdl_predict_first_nonfinite(const float *x, int64 n);
+extern void pgdl_predict_check_finite(const float *raw, const float *x, int64 n, const char *what);
+extern const float *pgdl_predict_forward(NnModel *m, const float *x, int n);
+extern int	pgdl_predict_class_of(const NnModel *m, const float *z, float *probability);
+extern char *pgdl_predict_class_name(const PgdlDataset *ds, int index);
+extern Datum pgdl_predict_label_as(const char *label, Oid type, Oid label_type, FmgrInfo *input, Oid ioparam);
+
 /* The engine allocates with malloc; these tie its models to PostgreSQL's memory and errors. */
 extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
 extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */

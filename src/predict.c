@@ -1,6 +1,6 @@
 /*
- * predict.c -- inference in SQL: pgdl.features, predict, predict_class,
- * predict_batch and evaluate.
+ * predict.c -- inference in SQL: pgdl.features, predict, predict_class and
+ * evaluate, and what predict_batch.c shares with them.
  *
  * Every function takes its model three ways, by the same C entry point: an id
  * (bigint), a name (text) or an engine blob (bytea); pgdl_model_arg
@@ -43,15 +43,14 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/tuplestore.h"
 
 #include "pgdl.h"
 
 /* ---- checks shared by the functions ---- */
 
 /* A stored model's dataset must describe the model's inputs and outputs. */
-static void
-check_dataset(const NnModel *m, const PgdlDataset *ds)
+void
+pgdl_predict_check_dataset(const NnModel *m, const PgdlDataset *ds)
 {
 	int64		k = nn_model_output_size(m);
 
@@ -75,8 +74,8 @@ check_dataset(const NnModel *m, const PgdlDataset *ds)
  * For predict_class and predict_batch: a model whose outputs name one class
  * per example (cross_entropy, or binary_cross_entropy with one output).
  */
-static void
-check_classifier(const NnModel *m, const char *function)
+void
+pgdl_predict_check_classifier(const NnModel *m, const char *function)
 {
 	if (m->spec.loss == NN_LOSS_MSE)
 		ereport(ERROR,
@@ -94,8 +93,8 @@ check_classifier(const NnModel *m, const char *function)
 }
 
 /* The first of n values that is NaN or infinite, or -1. */
-static int64
-first_nonfinite(const float *x, int64 n)
+int64
+pgdl_predict_first_nonfinite(const float *x, int64 n)
 {
 	for (int64 j = 0; j < n; j++)
 		if (!isfinite(x[j]))
@@ -109,10 +108,10 @@ first_nonfinite(const float *x, int64 n)
  * normalized (a huge value divided by a small standard deviation).  `what`
  * names the features in the message: "x", or a row of predict_batch's table.
  */
-static void
-check_finite(const float *raw, const float *x, int64 n, const char *what)
+void
+pgdl_predict_check_finite(const float *raw, const float *x, int64 n, const char *what)
 {
-	int64		j = first_nonfinite(x, n);
+	int64		j = pgdl_predict_first_nonfinite(x, n);
 
 	if (j < 0)
 		return;
@@ -146,7 +145,7 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 						   expected, length)));
 	if (ds == NULL && dst == NULL)
 	{
-		check_finite(x, x, length, "x");
+		pgdl_predict_check_finite(x, x, length, "x");
 		return x;
 	}
 	if (dst == NULL)
@@ -154,7 +153,7 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 	memcpy(dst, x, sizeof(float) * length);
 	if (ds != NULL)
 		pgdl_dataset_normalize(ds, dst, 1);
-	check_finite(x, dst, length, "x");
+	pgdl_predict_check_finite(x, dst, length, "x");
 	return dst;
 }
 
@@ -162,8 +161,8 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
  * The network's raw outputs (logits for the classification losses) for n
  * examples, in the model's workspace: valid until its next forward pass.
  */
-static const float *
-forward(NnModel *m, const float *x, int n)
+const float *
+pgdl_predict_forward(NnModel *m, const float *x, int n)
 {
 	NnError		err;
 	const float *z;
@@ -227,8 +226,8 @@ transform_outputs(NnLoss loss, const float *z, int64 k, float *out)
  * One example's class from its raw outputs (as the engine counts accuracy: the
  * argmax, or logit > 0 for a single binary output), and its probability.
  */
-static int
-class_of(const NnModel *m, const float *z, float *probability)
+int
+pgdl_predict_class_of(const NnModel *m, const float *z, float *probability)
 {
 	int64		k = nn_model_output_size(m);
 	int			best = 0;
@@ -255,8 +254,8 @@ class_of(const NnModel *m, const float *z, float *probability)
 }
 
 /* Class index `index` as the dataset's value, or as its number when there is no dataset. */
-static char *
-class_name(const PgdlDataset *ds, int index)
+char *
+pgdl_predict_class_name(const PgdlDataset *ds, int index)
 {
 	if (ds == NULL || !ds->classification || ds->classes == NULL)
 		return psprintf("%d", index);
@@ -292,7 +291,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("layer must be between 1 and %d, got %d", m->spec.n_layers, layer),
 				 errdetail("pgdl.features returns the output of the model's first `layer` layers.")));
-	check_dataset(m, model->dataset);
+	pgdl_predict_check_dataset(m, model->dataset);
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
 	pgdl_check_model_batch(m, 1, "the model");
 	if (!nn_model_reserve(m, 1, &err))
@@ -325,18 +324,23 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	model = pgdl_model_arg(fcinfo);
 	m = model->nn;
-	check_dataset(m, model->dataset);
+	pgdl_predict_check_dataset(m, model->dataset);
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
-	z = forward(m, x, 1);
+	z = pgdl_predict_forward(m, x, 1);
 	k = nn_model_output_size(m);
 	out = palloc(sizeof(float) * k);
 	transform_outputs(m->spec.loss, z, k, out);
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
 }
 
-PG_FUNCTION_INFO_V1(pgdl_predict_class);
-Datum
-pgdl_predict_class(PG_FUNCTION_ARGS)
+/*
+ * The most likely class of predict_class's x under its model, as its dataset's
+ * label text (or the class index for a blob), and the dataset's label type
+ * (InvalidOid for a blob).  Copied out of the model, which the cache may retire
+ * at the next catalog access (such as a type lookup).
+ */
+static char *
+predict_label(FunctionCallInfo fcinfo, Oid *label_type)
 {
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);
 	int64		length;
@@ -349,235 +353,83 @@ pgdl_predict_class(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	model = pgdl_model_arg(fcinfo);
 	m = model->nn;
-	check_classifier(m, "pgdl.predict_class");
-	check_dataset(m, model->dataset);
+	pgdl_predict_check_classifier(m, "pgdl.predict_class");
+	pgdl_predict_check_dataset(m, model->dataset);
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
-	index = class_of(m, forward(m, x, 1), NULL);
-	PG_RETURN_TEXT_P(cstring_to_text(class_name(model->dataset, index)));
+	index = pgdl_predict_class_of(m, pgdl_predict_forward(m, x, 1), NULL);
+	*label_type = model->dataset ? model->dataset->label_type : InvalidOid;
+	return pgdl_predict_class_name(model->dataset, index);
 }
 
-/* ---- pgdl.predict_batch: a table, batch_size rows per forward pass ---- */
-
-static void
-check_column(Oid relid, const char *column, bool features)
+PG_FUNCTION_INFO_V1(pgdl_predict_class);
+Datum
+pgdl_predict_class(PG_FUNCTION_ARGS)
 {
-	AttrNumber	attnum = get_attnum(relid, column);
-	Oid			type;
+	Oid			label_type;
 
-	if (attnum == InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist", pgdl_echo(column), get_rel_name(relid))));
-	type = getBaseType(get_atttype(relid, attnum));
-	if (!features && type != INT2OID && type != INT4OID && type != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("id column \"%s\" must be of an integer type", column),
-				 errdetail("It is of type %s.", format_type_be(type))));
-	if (features && type != FLOAT4ARRAYOID && type != FLOAT8ARRAYOID && type != INT2ARRAYOID &&
-		type != INT4ARRAYOID && type != INT8ARRAYOID && type != NUMERICARRAYOID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("features column \"%s\" must be an array of numbers", column),
-				 errdetail("It is of type %s; real[], double precision[], smallint[], integer[], "
-						   "bigint[] and numeric[] are accepted.", format_type_be(type))));
-}
-
-/* The query that reads (id, features) from the source, once its columns are checked. */
-static char *
-batch_query(Oid relid, const char *id_column, const char *features_column)
-{
-	char	   *relname = get_rel_name(relid);
-
-	if (relname == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	check_column(relid, id_column, false);
-	check_column(relid, features_column, true);
-	return psprintf("SELECT %s::pg_catalog.int8, %s::pg_catalog.float4[] FROM %s",
-					quote_identifier(id_column), quote_identifier(features_column),
-					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), relname));
-}
-
-/* One batch of the source: its rows' ids, and the features of those that have them. */
-typedef struct PredictBatch
-{
-	PgdlModel  *model;			/* the caller's copy */
-	const char *column;			/* of the features, for messages */
-	int32		size;			/* rows per batch */
-	int64		n_in;			/* features per example */
-	int64		k;				/* outputs per example */
-	float	   *x;				/* rows with features, packed at the front */
-	int64	   *ids;
-	bool	   *id_null;
-	bool	   *x_null;
-} PredictBatch;
-
-static void
-batch_init(PredictBatch *b, PgdlModel *model, const char *column, int32 size)
-{
-	pgdl_check_model_batch(model->nn, size, "the model");
-	b->model = model;
-	b->column = column;
-	b->size = size;
-	b->n_in = nn_model_input_size(model->nn);
-	b->k = nn_model_output_size(model->nn);
-	b->x = MemoryContextAllocHuge(CurrentMemoryContext,
-								  mul_size(mul_size((Size) size, (Size) b->n_in), sizeof(float)));
-	b->ids = palloc(sizeof(int64) * size);
-	b->id_null = palloc(sizeof(bool) * size);
-	b->x_null = palloc(sizeof(bool) * size);
-}
-
-/* The features of fetched row r, for messages. */
-static char *
-row_name(const PredictBatch *b, uint64 r)
-{
-	if (b->id_null[r])
-		return psprintf("features column \"%s\" in the row with a NULL id", b->column);
-	return psprintf("features column \"%s\" in the row with id " INT64_FORMAT, b->column, b->ids[r]);
+	PG_RETURN_TEXT_P(cstring_to_text(predict_label(fcinfo, &label_type)));
 }
 
 /*
- * The fetched rows into the batch, normalized and checked to be finite; how
- * many have features (NULL features give a NULL class).
+ * A class's label as type `type`, by that type's input function: the dataset's
+ * label type gives back the value that was packed.  A label that `type` cannot
+ * read is an error naming both types; other errors (a cancel) pass unchanged.
  */
-static int
-batch_read(PredictBatch *b, SPITupleTable *tuptable, uint64 rows)
-{
-	int			n = 0;
-
-	for (uint64 r = 0; r < rows; r++)
-	{
-		HeapTuple	tuple = tuptable->vals[r];
-		Datum		d;
-		int64		length;
-		const float *f;
-
-		d = SPI_getbinval(tuple, tuptable->tupdesc, 1, &b->id_null[r]);
-		b->ids[r] = b->id_null[r] ? 0 : DatumGetInt64(d);
-		d = SPI_getbinval(tuple, tuptable->tupdesc, 2, &b->x_null[r]);
-		if (b->x_null[r])
-			continue;
-		f = pgdl_float4_array(DatumGetArrayTypeP(d), "features", &length);
-		if (length != b->n_in)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("wrong number of features"),
-					 b->id_null[r] ?
-					 errdetail("The model takes " INT64_FORMAT " features; the row with a NULL id has " INT64_FORMAT ".",
-							   b->n_in, length) :
-					 errdetail("The model takes " INT64_FORMAT " features; the row with id " INT64_FORMAT " has " INT64_FORMAT ".",
-							   b->n_in, b->ids[r], length)));
-		memcpy(b->x + n * b->n_in, f, sizeof(float) * b->n_in);
-		if (b->model->dataset != NULL)
-			pgdl_dataset_normalize(b->model->dataset, b->x + n * b->n_in, 1);
-		if (first_nonfinite(b->x + n * b->n_in, b->n_in) >= 0)
-			check_finite(f, b->x + n * b->n_in, b->n_in, row_name(b, r));
-		n++;
-	}
-	return n;
-}
-
-/* One result row per fetched row: its class and probability from z, the outputs of the rows with features. */
-static void
-batch_put(const PredictBatch *b, uint64 rows, const float *z, ReturnSetInfo *rsinfo)
-{
-	for (uint64 r = 0, j = 0; r < rows; r++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {b->id_null[r], b->x_null[r], b->x_null[r]};
-
-		values[0] = Int64GetDatum(b->ids[r]);
-		if (!b->x_null[r])
-		{
-			float		p;
-			int			c = class_of(b->model->nn, z + j * b->k, &p);
-
-			values[1] = CStringGetTextDatum(class_name(b->model->dataset, c));
-			values[2] = Float4GetDatum(p);
-			j++;
-		}
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-}
-
-/* Every row of the query, batch by batch; per-batch memory lives in batchcxt. */
-static void
-batch_scan(PredictBatch *b, const char *query, MemoryContext batchcxt, ReturnSetInfo *rsinfo)
-{
-	SPIPlanPtr	plan;
-	Portal		portal;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query, 0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s", query, SPI_result_code_string(SPI_result));
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
-	for (;;)
-	{
-		MemoryContext old;
-		uint64		rows;
-		int			n;
-		const float *z = NULL;
-
-		CHECK_FOR_INTERRUPTS();
-		SPI_cursor_fetch(portal, true, b->size);
-		rows = SPI_processed;
-		if (rows == 0)
-			break;
-		old = MemoryContextSwitchTo(batchcxt);
-		n = batch_read(b, SPI_tuptable, rows);
-		if (n > 0)
-			z = forward(b->model->nn, b->x, n);
-		batch_put(b, rows, z, rsinfo);
-		SPI_freetuptable(SPI_tuptable);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(batchcxt);
-	}
-	SPI_cursor_close(portal);
-	SPI_finish();
-}
-
-PG_FUNCTION_INFO_V1(pgdl_predict_batch);
 Datum
-pgdl_predict_batch(PG_FUNCTION_ARGS)
+pgdl_predict_label_as(const char *label, Oid type, Oid label_type, FmgrInfo *input, Oid ioparam)
 {
-	Oid			relid = PG_GETARG_OID(1);
-	char	   *id_column = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	char	   *features_column = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	int32		batch_size = PG_GETARG_INT32(4);
-	MemoryContext callcxt;
-	MemoryContext old;
-	PgdlModel  *model;
-	PredictBatch batch;
-	char	   *query;
+	MemoryContext cxt = CurrentMemoryContext;
+	Datum		result = (Datum) 0;
 
-	if (batch_size < 1 || batch_size > NN_MAX_BATCH)
+	PG_TRY();
+	{
+		result = InputFunctionCall(input, (char *) label, ioparam, -1);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(e->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			e->sqlerrcode != ERRCODE_INVALID_TEXT_REPRESENTATION)
+			PG_RE_THROW();
+		FlushErrorState();
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("batch_size must be between 1 and %d", NN_MAX_BATCH),
-				 errdetail("It is %d.", batch_size)));
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("class \"%s\" cannot be returned as %s", pgdl_echo(label), format_type_be(type)),
+				 OidIsValid(label_type) ?
+				 errdetail("The model's dataset has labels of type %s; %s says: %s.",
+						   format_type_be(label_type), format_type_be(type), e->message) :
+				 errdetail("A model blob has no dataset: its classes are indices (integer); %s says: %s.",
+						   format_type_be(type), e->message),
+				 errhint("Pass label_type as NULL::%s, the type of the dataset's label column, or use the text form.",
+						 OidIsValid(label_type) ? format_type_be(label_type) : "integer")));
+	}
+	PG_END_TRY();
+	return result;
+}
 
-	InitMaterializedSRF(fcinfo, 0);
-	pgdl_engine_prepare();
-	callcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl predict_batch", ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(callcxt);
+/* predict_class(model, x, label_type anyelement): the class as label_type's type. */
+PG_FUNCTION_INFO_V1(pgdl_predict_class_as);
+Datum
+pgdl_predict_class_as(PG_FUNCTION_ARGS)
+{
+	Oid			type = get_fn_expr_argtype(fcinfo->flinfo, 2);
+	Oid			label_type;
+	Oid			input;
+	Oid			ioparam;
+	FmgrInfo	flinfo;
+	char	   *label;
 
-	model = pgdl_model_arg_copy(fcinfo, callcxt);
-	check_classifier(model->nn, "pgdl.predict_batch");
-	check_dataset(model->nn, model->dataset);
-	query = batch_query(relid, id_column, features_column);
-	batch_init(&batch, model, features_column, batch_size);
-	batch_scan(&batch, query,
-			   AllocSetContextCreate(callcxt, "pgdl predict_batch rows", ALLOCSET_DEFAULT_SIZES),
-			   (ReturnSetInfo *) fcinfo->resultinfo);
-
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(callcxt);	/* frees the model */
-	return (Datum) 0;
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	if (!OidIsValid(type))
+		elog(ERROR, "could not determine the type of label_type");
+	label = predict_label(fcinfo, &label_type);
+	getTypeInputInfo(type, &input, &ioparam);
+	fmgr_info(input, &flinfo);
+	return pgdl_predict_label_as(label, type, label_type, &flinfo, ioparam);
 }
 
 /* ---- pgdl.evaluate: mean loss and accuracy over a packed table ---- */

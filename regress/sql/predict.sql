@@ -205,6 +205,122 @@ CREATE TABLE pred_source_empty (id bigint, f real[]);
 SELECT count(*) AS no_rows FROM pgdl.predict_batch('pred_identity', 'pred_source_empty', 'id', 'f');
 
 -- ---------------------------------------------------------------------------
+-- typed predictions: predict_class(model, x, label_type) returns label_type's type
+-- ---------------------------------------------------------------------------
+-- pred_identity's labels are text: as text, and as integer (an error naming both types)
+SELECT pgdl.predict_class('pred_identity', '{5,6}', NULL::text) AS typed_text,
+       pg_typeof(pgdl.predict_class('pred_identity', '{5,6}', NULL::text)) AS type;
+SELECT pgdl.predict_class('pred_identity', '{5,6}', NULL::integer);
+-- a blob: the class index, as integer or bigint; NULL model or x: NULL
+SELECT pgdl.predict_class(:'ce_blob'::bytea, '{1,1}', NULL::integer) + 1 AS index_plus_one,
+       pg_typeof(pgdl.predict_class(:'ce_blob'::bytea, '{1,-1}', NULL::bigint)) AS type,
+       pgdl.predict_class(:'ce_blob'::bytea, NULL, NULL::integer) IS NULL AS null_x,
+       pgdl.predict_class(NULL::bytea, '{1,1}', NULL::integer) IS NULL AS null_model;
+SELECT pgdl.predict_class(:'ce_blob'::bytea, '{1,1}', NULL::date);
+SELECT pgdl.predict_class(:'ce_blob'::bytea, '{NaN,1}', NULL::integer);
+-- a dataset packed from an integer label column: integers, comparable with the label column
+BEGIN;
+UPDATE pgdl.datasets SET label_type = 'integer', classes = '{3,7}' WHERE id = :ds_id;
+SELECT pgdl.predict_class('pred_identity', '{5,6}', NULL::integer) AS class,
+       pgdl.predict_class('pred_identity', '{5,6}', NULL::integer) = 3 AS equals_label,
+       pgdl.predict_class(:identity_id, '{1,10}', NULL::bigint) AS by_id_as_bigint,
+       pgdl.predict_class('pred_identity', '{1,10}') AS text_form;
+SELECT id, class, pg_typeof(class) AS type, round(probability::numeric, 5) AS probability
+  FROM pgdl.predict_batch('pred_identity', 'pred_source', 'id', 'f', 2, NULL::integer) ORDER BY id;
+ROLLBACK;
+
+-- ---------------------------------------------------------------------------
+-- predict_batch from a table name, a query or a cursor
+-- ---------------------------------------------------------------------------
+-- a string is a table or view name (quoted, qualified) unless it starts with SELECT, WITH, VALUES, TABLE or (
+SELECT id, class FROM pgdl.predict_batch('pred_identity', 'public."pred_source"', 'id', 'f', 2) ORDER BY id;
+SELECT id, class, round(probability::numeric, 5) AS probability
+  FROM pgdl.predict_batch('pred_identity', 'SELECT id * 10 AS id, f8 AS feats FROM pred_source WHERE id < 4',
+                          'id', 'feats', 2) ORDER BY id;
+SELECT id, class FROM pgdl.predict_batch('pred_identity', '  values (1, ''{5,6}''::real[]), (2, ''{1,10}'')',
+                                         'column1', 'column2') ORDER BY id;
+SELECT id, class FROM pgdl.predict_batch('pred_identity', 'WITH s AS (SELECT id, fi FROM pred_source) SELECT * FROM s',
+                                         'id', 'fi', 3) ORDER BY id;
+SELECT count(*) AS same_as_table
+  FROM pgdl.predict_batch('pred_identity', 'TABLE pred_source', 'id', 'f') q
+  JOIN pgdl.predict_batch('pred_identity', 'pred_source'::regclass, 'id', 'f') t USING (id)
+ WHERE q.class = t.class AND q.probability = t.probability;
+CREATE VIEW pred_source_view AS SELECT id AS key, f AS pixels FROM pred_source;
+SELECT key, class FROM pgdl.predict_batch('pred_identity', 'pred_source_view', 'key', 'pixels') b(key, class, p)
+ ORDER BY key;
+-- a cursor: read from where it stands, left open at its end
+BEGIN;
+DECLARE pred_cursor CURSOR FOR SELECT id, f FROM pred_source ORDER BY id;
+FETCH 1 FROM pred_cursor;
+SELECT id, class FROM pgdl.predict_batch('pred_identity', 'pred_cursor'::refcursor, 'id', 'f', 2);
+FETCH 1 FROM pred_cursor;
+CLOSE pred_cursor;
+DECLARE pred_cursor CURSOR FOR SELECT id, f FROM pred_source ORDER BY id;
+SELECT id, class, pg_typeof(class) AS type
+  FROM pgdl.predict_batch(:'ce_blob'::bytea, 'pred_cursor'::refcursor, 'id', 'f', 64, NULL::integer) LIMIT 2;
+CLOSE pred_cursor;
+-- a closed cursor
+SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_cursor'::refcursor, 'id', 'f');
+COMMIT;
+-- streaming: LIMIT 3 with batches of 4 reads one batch (nextval counts the rows the source produced),
+-- in FROM as in a select list (pgdl.predict_batch is inlined into the query)
+CREATE TEMP SEQUENCE pred_seen;
+CREATE TEMP TABLE pred_many AS SELECT i AS id, ARRAY[i, 10 - i]::real[] AS f FROM generate_series(1, 100) i;
+SELECT count(*) AS rows_returned
+  FROM (SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f FROM pred_many WHERE nextval(''pred_seen'') > 0',
+                                         'id', 'f', 4) LIMIT 3) s;
+SELECT currval('pred_seen') AS rows_read;
+SELECT count(*) AS rows_returned
+  FROM (SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f FROM pred_many WHERE nextval(''pred_seen'') > 0',
+                                         'id', 'f', 4)) s;
+SELECT currval('pred_seen') - 4 AS rows_read_without_limit;
+EXPLAIN (COSTS OFF) SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_many', 'id', 'f') LIMIT 3;
+-- the same source twice in one statement, each stopped early: two portals, both closed
+SELECT (SELECT count(*) FROM (SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_many', 'id', 'f', 8) LIMIT 2) a) AS a,
+       (SELECT count(*) FROM (SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_many', 'id', 'f', 8) LIMIT 5) b) AS b;
+
+-- hostile sources: NULLs give no rows; NaN; a query that fails, has the wrong columns or types,
+-- modifies data (refused before it runs: the function is STABLE and its query read-only), is not one query
+SELECT count(*) AS null_source FROM pgdl.predict_batch('pred_identity', NULL::text, 'id', 'f');
+SELECT count(*) AS null_cursor FROM pgdl.predict_batch('pred_identity', NULL::refcursor, 'id', 'f');
+SELECT count(*) AS null_label_model FROM pgdl.predict_batch(NULL::text, 'pred_source', 'id', 'f', 2, NULL::integer);
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT 1 AS id, ''{NaN,1}''::real[] AS f', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT 1 AS id, ''{1e300,1}''::float8[] AS f', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT 1 / 0 AS id, ''{1,1}''::real[] AS f', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT nope FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f AS x FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f, f FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT label AS id, f FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, ARRAY[''{1,2}''::real[]] AS f FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'INSERT INTO pred_source (id) VALUES (99) RETURNING id, f', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'WITH d AS (DELETE FROM pred_source RETURNING *) SELECT id, f FROM d', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f FROM pred_source FOR UPDATE', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f FROM pred_source; DELETE FROM pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'SELECT id, f INTO pred_stolen FROM pred_source', 'id', 'f');
+SELECT count(*) AS rows_left FROM pred_source;
+SELECT * FROM pgdl.predict_batch('pred_identity', 'no_such_table', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_source"; DROP TABLE pred_source; --', 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'no_such_cursor'::refcursor, 'id', 'f');
+SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_source', 'id', 'f', 65537);
+SELECT * FROM pgdl.predict_batch('pred_identity', 'pred_source', 'id', 'f', 2147483647, NULL::integer);
+SELECT * FROM pgdl.predict_batch_rows('pred_identity'::text, 'bogus', 'pred_source', 'id', 'f', 2, NULL::text);
+-- another role's table: the query runs as the caller
+CREATE ROLE pred_stranger;
+SET ROLE pred_stranger;
+SELECT * FROM pgdl.predict_batch(:'ce_blob'::bytea, 'pred_source', 'id', 'f');
+SELECT * FROM pgdl.predict_batch(:'ce_blob'::bytea, 'SELECT id, f FROM pred_source', 'id', 'f');
+RESET ROLE;
+-- and row-level security applies to it
+ALTER TABLE pred_many ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON pred_many TO pred_stranger;
+CREATE POLICY pred_few ON pred_many FOR SELECT TO pred_stranger USING (id <= 2);
+SET ROLE pred_stranger;
+SELECT count(*) AS rows_seen FROM pgdl.predict_batch(:'ce_blob'::bytea, 'pred_many', 'id', 'f');
+RESET ROLE;
+DROP TABLE pred_many;
+DROP ROLE pred_stranger;
+
+-- ---------------------------------------------------------------------------
 -- a stored model that changes is seen by the next call in the same session
 -- ---------------------------------------------------------------------------
 SELECT pgdl.predict_class('pred_identity', '{5,6}') AS before_update;
@@ -326,9 +442,11 @@ SELECT p.oid::regprocedure AS function, p.provolatile, p.proisstrict, p.proparal
 
 -- inference shaped like a query: a network on a row is expensive (COST 1000), so the planner runs it on
 -- the rows ORDER BY ... LIMIT keeps, after the sort, not on every row of the table
-SELECT p.oid::regprocedure AS function, p.procost
+SELECT p.oid::regprocedure AS function, p.procost, p.prorows
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = 'pgdl' AND p.proname IN ('predict', 'predict_class', 'features')
+ WHERE n.nspname = 'pgdl'
+   AND p.proname IN ('predict', 'predict_class', 'features', 'predict_batch', 'predict_batch_rows', 'evaluate',
+                     'cache_features', 'features_batch')
  ORDER BY p.proname, p.oid::regprocedure::text;
 CREATE TEMP TABLE pred_rows AS SELECT i AS id, ARRAY[i, -i]::real[] AS x FROM generate_series(1, 1000) i;
 ANALYZE pred_rows;
@@ -337,9 +455,18 @@ PREPARE pred_top(bytea) AS SELECT id, pgdl.predict_class($1, x) FROM pred_rows O
 EXPLAIN (COSTS OFF, VERBOSE) EXECUTE pred_top(:'ce_blob');
 EXECUTE pred_top(:'ce_blob');
 DEALLOCATE pred_top;
+-- the typed form too, and a filter: the network runs on the rows the WHERE keeps
+PREPARE pred_top_typed(bytea) AS
+	SELECT id, pgdl.predict_class($1, x, NULL::integer) FROM pred_rows ORDER BY id LIMIT 3;
+EXPLAIN (COSTS OFF, VERBOSE) EXECUTE pred_top_typed(:'ce_blob');
+EXECUTE pred_top_typed(:'ce_blob');
+DEALLOCATE pred_top_typed;
+EXPLAIN (COSTS OFF) SELECT id FROM pred_rows
+ WHERE id % 100 = 0 AND pgdl.predict_class(:identity_id, x, NULL::integer) = 1;
 RESET plan_cache_mode;
 
 -- clean up
 DELETE FROM pgdl.models WHERE id IN (:identity_id, :mse_id);
 DELETE FROM pgdl.datasets WHERE packed IN ('pred_packed'::regclass, 'pred_reg'::regclass);
+DROP VIEW pred_source_view;
 DROP TABLE pred_packed, pred_reg, pred_source, pred_source_empty;

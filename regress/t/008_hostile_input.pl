@@ -177,6 +177,9 @@ CREATE TABLE sweep_points AS
 SELECT i AS id, ARRAY[sin(i)::real, cos(i)::real, sin(2 * i)::real, cos(3 * i)::real] AS x, i % 3 AS label
   FROM generate_series(1, 64) i;
 CREATE TABLE sweep_forged_table AS SELECT * FROM sweep_points;
+-- a cursor for pgdl.predict_batch(model, cursor refcursor, ...), open until the statement's transaction ends
+CREATE FUNCTION sweep_open_cursor() RETURNS refcursor LANGUAGE plpgsql AS
+\$\$ DECLARE c refcursor; BEGIN OPEN c FOR SELECT id, x FROM sweep_points; RETURN c; END \$\$;
 SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_packed', buffer_rows => 16, partitions => 2);
 SELECT pgdl.pack('sweep_points', 'x', 'label', 'sweep_valid', buffer_rows => 32, partitions => 1,
 				 reference => 'sweep_packed');
@@ -449,6 +452,10 @@ my %VALID = (
 	'source'                       => q{'sweep_packed'},
 	'pack.source'                  => q{'sweep_points'},
 	'predict_batch.source'         => q{'sweep_points'},
+	'predict_batch_rows.source'    => q{'sweep_points'},
+	'source_kind'                  => q{'text'},
+	'cursor'                       => 'sweep_open_cursor()',
+	'label_type'                   => 'NULL::integer',
 	'features'                     => q{'x'},
 	'label'                        => q{'label'},
 	'output'                       => q{'sweep_out'},
@@ -587,6 +594,25 @@ my %HOSTILE = (
 		(map { [ "blob with byte $_ flipped" => blob_with_byte($_) ] } (0, 4, 8, 12, 16, 24, 32, 48, 64, 100)),
 		[ 'blob of 7 inputs'   => '(SELECT other_blob FROM sweep_fix)' ],
 		[ '10 MB'              => "decode(repeat('5a', $TEN_MB), 'hex')" ],
+	],
+	# pgdl.predict_batch's cursor: none of these names an open cursor
+	'refcursor' => [
+		[ q{''}               => q{''} ],
+		[ '200 bytes'         => q{repeat('c', 200)} ],
+		[ q{with ' " \\}     => q{'sw"e''e\p'} ],
+		[ 'a table name'      => q{'sweep_points'} ],
+		[ 'format string'     => q{'%s%n%d%%'} ],
+	],
+	# label_type: only its type counts, and types that cannot read the labels fail clearly
+	'anyelement' => [
+		[ 'text'    => 'NULL::text' ],
+		[ 'bigint'  => 'NULL::bigint' ],
+		[ 'date'    => 'NULL::date' ],
+		[ 'boolean' => 'NULL::boolean' ],
+		[ 'real[]'  => 'NULL::real[]' ],
+		[ 'jsonb'   => 'NULL::jsonb' ],
+		[ 'bytea'   => 'NULL::bytea' ],
+		[ 'a value' => '42' ],
 	],
 	'regclass' => [
 		[ 'a table not packed'       => q{'sweep_points'} ],
@@ -972,7 +998,13 @@ sub valid_value
 sub call_sql
 {
 	my ($f, $values, $parallel) = @_;
-	my @typed = map { "($values->[$_])::$f->{args}[$_]{type}" } 0 .. $#$values;
+	# a polymorphic argument takes its value's own type (nothing casts to anyelement)
+	# (a bare NULL there has no type: text's)
+	my @typed = map {
+		$f->{args}[$_]{type} ne 'anyelement' ? "($values->[$_])::$f->{args}[$_]{type}"
+		  : $values->[$_] eq 'NULL'          ? 'NULL::text'
+		  :                                    "($values->[$_])"
+	} 0 .. $#$values;
 	if ($f->{kind} eq 'a')
 	{
 		# a parallel aggregate has no ORDER BY; the serial one reads buffers in order

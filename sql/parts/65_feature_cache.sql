@@ -101,7 +101,8 @@ COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
 CREATE EVENT TRIGGER pgdl_forget_dropped_relations ON sql_drop
 	EXECUTE FUNCTION pgdl.forget_dropped_relations();
 
--- What cache views are made of.
+-- What cache views are made of.  A network on a buffer of examples: COST 50000 (per call, or per row
+-- returned), some fifty per-row predictions.
 
 CREATE FUNCTION pgdl.prefix_hash(model bigint, layers integer) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_prefix_hash_sql' LANGUAGE C STABLE STRICT PARALLEL SAFE;
@@ -112,7 +113,7 @@ COMMENT ON FUNCTION pgdl.prefix_hash(bigint, integer) IS
 -- catalog's policies, also when a restore (which sets row_security off) refreshes it.
 CREATE FUNCTION pgdl.cache_features(base bigint, from_layer integer, to_layer integer, base_hash text,
 		x real[], n integer) RETURNS real[]
-	AS 'MODULE_PATHNAME', 'pgdl_cache_features' LANGUAGE C STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'pgdl_cache_features' LANGUAGE C STABLE STRICT PARALLEL SAFE COST 50000
 	SET row_security = on;
 COMMENT ON FUNCTION pgdl.cache_features(bigint, integer, integer, text, real[], integer) IS
 	'internal, the rows of feature cache views: layers [from_layer, to_layer) of a base model on a buffer of n examples; an error if the base''s first to_layer layers no longer hash to base_hash';
@@ -136,7 +137,7 @@ COMMENT ON FUNCTION pgdl.features(bytea, integer, real[]) IS
 -- dropped table); a model name that does not exist is echoed cut, not 10 MB of it.
 CREATE FUNCTION pgdl.features_batch(model bigint, layer integer, source regclass)
 	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
-	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE COST 50000 AS
 $$
 DECLARE
 	h text;
@@ -153,7 +154,7 @@ END
 $$;
 CREATE FUNCTION pgdl.features_batch(model text, layer integer, source regclass)
 	RETURNS TABLE (part integer, buffer_id integer, n integer, x real[], y real[])
-	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE AS
+	LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE COST 50000 AS
 $$
 DECLARE
 	id bigint;

@@ -414,6 +414,7 @@ layer_input(const NnModel *m, int i)
 }
 
 static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training);
+static void forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training);
 
 const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
@@ -439,12 +440,54 @@ nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto)
 	return out;
 }
 
-/* Layers [0, upto): a model cut after layer upto - 1 runs exactly these steps. */
+/* Examples per sub-batch of an inference pass through layers [0, upto): see NN_INFER_CHUNK_FLOATS. */
+static int
+inference_chunk(const NnModel *m, int upto, int n)
+{
+	int64_t		per_example = 0;
+	int64_t		chunk;
+
+	for (int i = 0; i < upto; i++)
+		per_example += NN_SHAPE_SIZE(m->shape[i + 1]);
+	chunk = NN_INFER_CHUNK_FLOATS / (per_example > 0 ? per_example : 1);
+	return chunk < 1 ? 1 : chunk > n ? n : (int) chunk;
+}
+
+/*
+ * Layers [0, upto): a model cut after layer upto - 1 runs exactly these steps.
+ * In inference, sub-batches of inference_chunk examples from the last to the
+ * first: each writes the front of every buffer and moves its outputs to their
+ * place in the last layer's, behind the front (buffers alias only in place,
+ * output for output); the first sub-batch's stay where they are.  Examples do
+ * not interact in inference, so the outputs are those of one pass.
+ */
 static const float *
 forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 {
+	int			chunk;
+	int64_t		in_size = NN_SHAPE_SIZE(m->shape[0]),
+				out_size = NN_SHAPE_SIZE(m->shape[upto]);
+
 	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
 		return NULL;
+	chunk = training || n < 2 ? n : inference_chunk(m, upto, n);
+	for (int s = chunk < n ? ((n - 1) / chunk) * chunk : 0; s > 0; s -= chunk)
+	{
+		int			c = n - s < chunk ? n - s : chunk;
+
+		forward_layers(m, x + s * in_size, c, upto, false);
+		memmove(m->out[upto - 1] + s * out_size, m->out[upto - 1], sizeof(float) * c * out_size);
+	}
+	forward_layers(m, x, chunk, upto, training);
+	m->last_input = x;
+	m->last_n = n;
+	return m->out[upto - 1];
+}
+
+/* Layers [0, upto) on examples [0, n) of the buffers. */
+static void
+forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training)
+{
 	m->last_input = x;
 	m->last_n = n;
 	for (int i = 0; i < upto;)
@@ -467,7 +510,6 @@ forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 		}
 		i = end;
 	}
-	return m->out[upto - 1];
 }
 
 /*

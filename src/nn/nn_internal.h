@@ -16,6 +16,15 @@
  */
 #define NN_SEGMENT_CHUNK_FLOATS	((int64_t) 1 << 16)
 
+/*
+ * Floats of activations (every layer's output) an inference pass keeps per
+ * sub-batch: about 1 MiB.  Inference needs only the last layer's outputs, so a
+ * large batch runs as sub-batches that reuse the front of each buffer, as one
+ * example at a time does, instead of writing every layer's outputs for the
+ * whole batch through memory (a CNN's activations are ~100 KB per image).
+ */
+#define NN_INFER_CHUNK_FLOATS	((int64_t) 1 << 18)
+
 /* Salts that keep the random streams of initialization and dropout apart. */
 #define NN_RNG_INIT_SALT		UINT64_C(0x696e6974)	/* "init" */
 #define NN_RNG_DROPOUT_SALT		UINT64_C(0x64726f70)	/* "drop" */
