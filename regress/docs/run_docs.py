@@ -40,6 +40,9 @@ separated by ";" or in several comments:
                                   created in them, when a chosen file names them.
   <!-- docs: error -->            the block must fail (psql stops at an error); its shown output, error
                                   included, is compared as usual.
+  <!-- docs: background -->       the block runs alongside the next one (a second session, e.g. one that
+                                  watches pgdl.progress or stops a node): the runner starts it, runs the
+                                  next block, then waits for it and checks it as usual.
   Every block gets psql variables for cluster examples that point postgres_fdw servers at this very server:
   :host (the socket directory or host name, PGHOST) and :port (PGPORT), e.g.
       CREATE SERVER node1 FOREIGN DATA WRAPPER postgres_fdw
@@ -62,6 +65,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -87,7 +91,7 @@ class Block:
 
 
 def parse_directives(texts, where):
-    """{'skip': reason, 'as': role, 'database': name, 'error': True} from the comments' texts."""
+    """{'skip': reason, 'as': role, 'database': name, 'error': True, 'background': True} from the comments."""
     out = {}
     for text in texts:
         # split at ";" outside parentheses: a skip's reason may hold one
@@ -100,8 +104,8 @@ def parse_directives(texts, where):
                 out["as"] = rest
             elif word == "database" and re.fullmatch(r"[a-z_][a-z0-9_]*", rest):
                 out["database"] = rest
-            elif word == "error" and not rest:
-                out["error"] = True
+            elif word in ("error", "background") and not rest:
+                out[word] = True
             else:
                 raise SystemExit(f"{where}: unknown docs directive: {part}")
     return out
@@ -221,16 +225,33 @@ def matches(shown, printed):
 # ---------------------------------------------------------------------------
 # psql
 # ---------------------------------------------------------------------------
-def psql(args, sql, dbname, role=None, timeout=None, variables=True):
+def psql_start(args, sql, dbname, role=None, variables=True):
     cmd = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-P", "footer=off", "-d", dbname]
     if role:
         cmd += ["-U", role]
     if variables:
         cmd += ["-v", f"host={os.environ.get('PGHOST', '')}", "-v", f"port={os.environ.get('PGPORT', '5432')}"]
-    proc = subprocess.run(cmd + args, input=sql, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout)
-    output = [re.sub(r"^psql:[^:]*:\d+: ", "", line) for line in proc.stdout.split("\n")]
+    with tempfile.TemporaryFile("w+") as script:     # a file, so that psql runs while we do other things
+        script.write(sql)
+        script.seek(0)
+        return subprocess.Popen(cmd + args, stdin=script, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+
+
+def psql_finish(proc, timeout=None):
+    """psql's exit status and output lines; kills it after timeout seconds (TimeoutExpired)."""
+    try:
+        out = proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    output = [re.sub(r"^psql:[^:]*:\d+: ", "", line) for line in out.split("\n")]
     return proc.returncode, output
+
+
+def psql(args, sql, dbname, role=None, timeout=None, variables=True):
+    return psql_finish(psql_start(args, sql, dbname, role, variables), timeout)
 
 
 def must(sql, dbname="postgres"):
@@ -270,11 +291,16 @@ def setup(dbname, nodes):
 # ---------------------------------------------------------------------------
 # The run
 # ---------------------------------------------------------------------------
-def run_block(block, args):
-    """None when the block did what the docs say, else what went wrong (lines); with --verbose, the output."""
+def start_block(block, args):
     db = block.directives.get("database", args.dbname)
+    return psql_start([], block.sql, db, role=block.directives.get("as")), time.monotonic()
+
+
+def check_block(block, started, args):
+    """None when the block did what the docs say, else what went wrong (lines); with --verbose, the output."""
+    proc, start = started
     try:
-        rc, output = psql([], block.sql, db, role=block.directives.get("as"), timeout=args.timeout)
+        rc, output = psql_finish(proc, max(1, args.timeout - (time.monotonic() - start)))
     except subprocess.TimeoutExpired:
         return [f"timed out after {args.timeout} s"], None
     want_error = block.directives.get("error", False)
@@ -292,6 +318,16 @@ def run_block(block, args):
     if args.verbose and not problems:
         return None, output
     return problems or None, None
+
+
+def report(block, result, took):
+    """Prints the block's line; whether it passed."""
+    problems, output = result
+    print(f"{'ok' if problems is None else 'not ok'} {block.where} ({took:.1f}s)")
+    for line in problems or trim(output or []):
+        print("    " + line)
+    sys.stdout.flush()
+    return problems is None
 
 
 def main():
@@ -312,26 +348,28 @@ def main():
             raise SystemExit(f"unknown database in a docs directive: {', '.join(unknown)}")
         setup(args.dbname, nodes)
 
+    runnable = [b for b in blocks if "skip" not in b.directives]
+    for block, after in zip(runnable, runnable[1:] + [None]):
+        if "background" in block.directives and (after is None or "background" in after.directives):
+            raise SystemExit(f"{block.where}: a background block needs a block after it that is not one")
+
     passed = failed = skipped = 0
+    background = None           # (block, its start) running alongside the current block
     for block in blocks:
         if "skip" in block.directives:
             skipped += 1
             print(f"skip {block.where} ({block.directives['skip']})")
             continue
-        start = time.monotonic()
-        problems, output = run_block(block, args)
-        took = time.monotonic() - start
-        if problems is None:
-            passed += 1
-            print(f"ok {block.where} ({took:.1f}s)")
-            for line in trim(output or []):
-                print("    " + line)
-        else:
-            failed += 1
-            print(f"not ok {block.where} ({took:.1f}s)")
-            for line in problems:
-                print("    " + line)
-        sys.stdout.flush()
+        started = start_block(block, args)
+        if "background" in block.directives:
+            background = (block, started)
+            continue
+        ok = report(block, check_block(block, started, args), time.monotonic() - started[1])
+        passed, failed = passed + ok, failed + (not ok)
+        if background:
+            ok = report(background[0], check_block(*background, args), time.monotonic() - background[1][1])
+            passed, failed = passed + ok, failed + (not ok)
+            background = None
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
 
