@@ -851,12 +851,14 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 }
 
 /*
- * Register one of pgdl's dynamic background workers on a segment: the model
- * hopper's workers and pgdl.fit's run recorder.  extra goes in bgw_extra.
+ * Register one of pgdl's dynamic background workers: the model hopper's
+ * workers and pgdl.fit's run recorder (on a segment, whose handle is
+ * bgw_main_arg), and the run settler (no segment: all it needs is in
+ * bgw_extra).  extra_len is at most BGW_EXTRALEN.
  */
 bool
-pgdl_register_worker(dsm_segment *seg, const char *function, const char *type, const char *name, int extra,
-					 BackgroundWorkerHandle **handle)
+pgdl_register_worker(dsm_segment *seg, const char *function, const char *type, const char *name,
+					 const void *extra, Size extra_len, BackgroundWorkerHandle **handle)
 {
 	BackgroundWorker worker;
 
@@ -868,9 +870,11 @@ pgdl_register_worker(dsm_segment *seg, const char *function, const char *type, c
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
-	worker.bgw_main_arg = UInt32GetDatum(dsm_segment_handle(seg));
+	worker.bgw_main_arg = UInt32GetDatum(seg ? dsm_segment_handle(seg) : DSM_HANDLE_INVALID);
 	worker.bgw_notify_pid = MyProcPid;
-	memcpy(worker.bgw_extra, &extra, sizeof(int));
+	Assert(extra_len <= BGW_EXTRALEN);
+	if (extra_len > 0)
+		memcpy(worker.bgw_extra, extra, Min(extra_len, BGW_EXTRALEN));
 	return RegisterDynamicBackgroundWorker(&worker, handle);
 }
 
@@ -883,7 +887,7 @@ register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
 		char		name[BGW_MAXLEN];
 
 		snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
-		if (!pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, w, &handles[w]))
+		if (!pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]))
 			return w;
 	}
 	return n;
@@ -895,6 +899,7 @@ run_workers(MopSegment *s, int wanted)
 {
 	MopShared  *shared = s->shared;
 	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * wanted);
+	PgdlSettle *settle = pgdl_run_settle_prepare();
 
 	PG_TRY();
 	{
@@ -940,9 +945,12 @@ run_workers(MopSegment *s, int wanted)
 		shared->abort = true;
 		/* every handle registered, however far the launch got */
 		stop_workers(handles, wanted);
+		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	/* from here the call's transaction finishes the run; should it abort, the run is failed */
+	pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 }
 
 /* Run the prepared configurations with background workers, store the models, return the leaderboard. */

@@ -472,11 +472,23 @@ extern void pgdl_recorder_fail(PgdlRecorder *r);	/* in PG_CATCH: the run failed,
 extern void pgdl_recorder_release(PgdlRecorder *r);
 extern PGDLLEXPORT void pgdl_run_recorder_main(Datum main_arg);
 
-/* mop.c: one of pgdl's dynamic background workers, on a segment (its handle is bgw_main_arg). */
+/*
+ * run_recorder.c: a pgdl.fit_multiple run whose call, or the transaction it
+ * ran in, fails or is rolled back is marked failed by a short-lived worker,
+ * the run settler, unless it was resumed since (progress_handle says which
+ * attempt).
+ */
+typedef struct PgdlSettle PgdlSettle;
+extern PgdlSettle *pgdl_run_settle_prepare(void);
+extern void pgdl_run_settle_arm(PgdlSettle *settle, int64 run, int64 progress_handle);
+extern PGDLLEXPORT void pgdl_run_settler_main(Datum main_arg);
+
+/* mop.c: one of pgdl's dynamic background workers, on a segment (its handle is bgw_main_arg) or none. */
 struct dsm_segment;
 struct BackgroundWorkerHandle;
 extern bool pgdl_register_worker(struct dsm_segment *seg, const char *function, const char *type,
-								 const char *name, int extra, struct BackgroundWorkerHandle **handle);
+								 const char *name, const void *extra, Size extra_len,
+								 struct BackgroundWorkerHandle **handle);
 
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord
@@ -528,7 +540,8 @@ extern int64 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, i
 #define PGDL_FIT_CONFIG_SET "pgdl.fit"
 extern int64 pgdl_run_fit_config(int64 architecture, Jsonb *config);
 /* A run still running when its caller let go: failed (after waiting for a transaction that holds its row). */
-extern void pgdl_run_fail_if_running(int64 run);
+/* Only the attempt that progress_handle names (0: a pgdl.fit run, which has none); see run_recorder.c. */
+extern void pgdl_run_fail_if_running(int64 run, int64 progress_handle);
 /* A resumed run: running again, with new shared memory. */
 extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);

@@ -48,8 +48,8 @@
 #define RECORDER_QUEUE_SIZE	4096
 #define RECORDER_FAIL_WAIT_MS 10000
 
-/* What the recorder needs to know, and what it tells back when it fails. */
-typedef struct RecorderShared
+/* Who the caller is: a recorder or a settler connects as the caller. */
+typedef struct RecorderCaller
 {
 	Oid			database;
 	Oid			user;			/* log in as the caller's session user */
@@ -57,6 +57,12 @@ typedef struct RecorderShared
 	bool		outer_is_superuser;
 	Oid			current_user;
 	int			sec_context;
+} RecorderCaller;
+
+/* What the recorder needs to know, and what it tells back when it fails. */
+typedef struct RecorderShared
+{
+	RecorderCaller caller;
 	int64		dataset;
 	int64		validation;
 	int64		architecture;
@@ -85,6 +91,16 @@ struct PgdlRecorder
 
 /* ---- the fit's side ---- */
 
+static void
+get_caller(RecorderCaller *caller)
+{
+	caller->database = MyDatabaseId;
+	caller->user = GetAuthenticatedUserId();
+	caller->outer_user = GetOuterUserId();
+	caller->outer_is_superuser = superuser_arg(caller->outer_user);
+	GetUserIdAndSecContext(&caller->current_user, &caller->sec_context);
+}
+
 static dsm_segment *
 create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 {
@@ -105,11 +121,7 @@ create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 	toc = shm_toc_create(RECORDER_MAGIC, dsm_segment_address(seg), shm_toc_estimate(&e));
 	shared = shm_toc_allocate(toc, sizeof(RecorderShared));
 	memset(shared, 0, sizeof(*shared));
-	shared->database = MyDatabaseId;
-	shared->user = GetAuthenticatedUserId();
-	shared->outer_user = GetOuterUserId();
-	shared->outer_is_superuser = superuser_arg(shared->outer_user);
-	GetUserIdAndSecContext(&shared->current_user, &shared->sec_context);
+	get_caller(&shared->caller);
 	shared->dataset = start->dataset;
 	shared->validation = start->validation;
 	shared->architecture = start->architecture;
@@ -133,7 +145,7 @@ register_recorder(dsm_segment *seg, BackgroundWorkerHandle **handle)
 	char		name[BGW_MAXLEN];
 
 	snprintf(name, sizeof(name), "pgdl run recorder for pid %d", MyProcPid);
-	return pgdl_register_worker(seg, "pgdl_run_recorder_main", "pgdl run recorder", name, 0, handle);
+	return pgdl_register_worker(seg, "pgdl_run_recorder_main", "pgdl run recorder", name, NULL, 0, handle);
 }
 
 /* The recorder stopped: with its error if it had one; else, before it recorded the run, it never ran. */
@@ -362,7 +374,7 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 		{
 			/* the fit failed: nobody holds the row, it is not finished */
 			begin_xact("pgdl run recorder: the fit failed");
-			pgdl_run_fail_if_running(ids.run);
+			pgdl_run_fail_if_running(ids.run, 0);
 			commit_xact();
 		}
 		else if (len == sizeof(m))
@@ -389,16 +401,16 @@ settle_run(int64 run)
 	if (run == 0)
 		return;
 	begin_xact("pgdl run recorder: waiting for the transaction of the fit");
-	pgdl_run_fail_if_running(run);
+	pgdl_run_fail_if_running(run, 0);
 	commit_xact();
 }
 
 static void
-connect_as_caller(void)
+connect_as_caller(const RecorderCaller *caller)
 {
-	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
-	SetCurrentRoleId(shared->outer_user, shared->outer_is_superuser);
-	SetUserIdAndSecContext(shared->current_user, shared->sec_context);
+	BackgroundWorkerInitializeConnectionByOid(caller->database, caller->user, 0);
+	SetCurrentRoleId(caller->outer_user, caller->outer_is_superuser);
+	SetUserIdAndSecContext(caller->current_user, caller->sec_context);
 	/* the wait for the fit's transaction may be long; a role's timeouts must not leave the run running */
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
@@ -433,7 +445,7 @@ pgdl_run_recorder_main(Datum main_arg)
 	to_recorder = shm_mq_attach(shm_toc_lookup(toc, RECORDER_KEY_TO_RECORDER, false), seg, NULL);
 	to_fit = shm_mq_attach(shm_toc_lookup(toc, RECORDER_KEY_TO_FIT, false), seg, NULL);
 
-	connect_as_caller();
+	connect_as_caller(&shared->caller);
 	PG_TRY();
 	{
 		record_run(config, to_recorder, to_fit);
@@ -451,5 +463,144 @@ pgdl_run_recorder_main(Datum main_arg)
 	dsm_detach(seg);
 	shared = NULL;
 	settle_run(run);
+	proc_exit(0);
+}
+
+/*
+ * ---- the run settler ----
+ *
+ * A pgdl.fit_multiple run is committed by its workers, and finished by the
+ * call's transaction.  When that transaction (or the subtransaction the call
+ * ran in) aborts -- an error, a cancel, a worker that failed, a ROLLBACK after
+ * the call returned, a terminated session -- the run would stay "running"
+ * with nobody running it.  At that abort a settler worker is started, which
+ * connects as the caller and marks the run failed if it is still running and
+ * still the same attempt (pgdl.resume gives a run a new progress_handle).
+ * A server crash leaves the run running; pgdl.resume continues it either way.
+ */
+typedef struct SettleRequest
+{
+	RecorderCaller caller;
+	int64		run;
+	int64		progress_handle;
+} SettleRequest;
+
+typedef struct PendingSettle
+{
+	SettleRequest request;
+	int			nest_level;		/* of the (sub)transaction that ran the call */
+	struct PendingSettle *next;
+} PendingSettle;
+
+static PendingSettle *pending;
+static bool settle_callbacks_registered;
+
+static void
+start_settler(const SettleRequest *request)
+{
+	char		name[BGW_MAXLEN];
+	BackgroundWorkerHandle *handle;
+
+	snprintf(name, sizeof(name), "pgdl run settler for run " INT64_FORMAT, request->run);
+	if (!pgdl_register_worker(NULL, "pgdl_run_settler_main", "pgdl run settler", name,
+							  request, sizeof(*request), &handle))
+		elog(WARNING, "pgdl: no background worker was free to mark run " INT64_FORMAT " failed",
+			 request->run);
+}
+
+/* Start settlers for the runs of nest levels at or above level (0: all); forget them. */
+static void
+settle_from(int level, bool start)
+{
+	PendingSettle **p = &pending;
+
+	while (*p)
+	{
+		PendingSettle *s = *p;
+
+		if (s->nest_level >= level)
+		{
+			if (start && s->request.run != 0)
+				start_settler(&s->request);
+			*p = s->next;
+			pfree(s);
+		}
+		else
+			p = &s->next;
+	}
+}
+
+static void
+settle_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		settle_from(0, true);
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PREPARE)
+		settle_from(0, false);
+}
+
+static void
+settle_subxact_callback(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		settle_from(level, true);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (PendingSettle *s = pending; s; s = s->next)
+			if (s->nest_level >= level)
+				s->nest_level = level - 1;
+	}
+}
+
+/*
+ * A run to settle should the current (sub)transaction abort; its run is set
+ * later with pgdl_run_settle_arm, which allocates and looks up nothing, so
+ * that it may be called in PG_CATCH.
+ */
+PgdlSettle *
+pgdl_run_settle_prepare(void)
+{
+	PendingSettle *s;
+
+	if (!settle_callbacks_registered)
+	{
+		RegisterXactCallback(settle_xact_callback, NULL);
+		RegisterSubXactCallback(settle_subxact_callback, NULL);
+		settle_callbacks_registered = true;
+	}
+	s = MemoryContextAllocZero(TopMemoryContext, sizeof(PendingSettle));
+	get_caller(&s->request.caller);
+	s->nest_level = GetCurrentTransactionNestLevel();
+	s->next = pending;
+	pending = s;
+	return (PgdlSettle *) s;
+}
+
+void
+pgdl_run_settle_arm(PgdlSettle *settle, int64 run, int64 progress_handle)
+{
+	PendingSettle *s = (PendingSettle *) settle;
+
+	s->request.run = run;
+	s->request.progress_handle = progress_handle;
+}
+
+void
+pgdl_run_settler_main(Datum main_arg)
+{
+	SettleRequest request;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&request, MyBgworkerEntry->bgw_extra, sizeof(request));
+	connect_as_caller(&request.caller);
+	pgstat_report_appname("pgdl run settler");
+	/* waits for the transaction that ran the call, if it still holds the row */
+	begin_xact("pgdl run settler: marking the run failed");
+	pgdl_run_fail_if_running(request.run, request.progress_handle);
+	commit_xact();
 	proc_exit(0);
 }

@@ -147,8 +147,9 @@ static Statement find_fit_config = {
 	3, {TEXTOID, INT8OID, JSONBOID}
 };
 static Statement fail_running = {
-	"UPDATE pgdl.runs SET status = 'failed', finished = clock_timestamp() WHERE id = $1 AND status = 'running'",
-	1, {INT8OID}
+	"UPDATE pgdl.runs SET status = 'failed', finished = clock_timestamp()"
+	" WHERE id = $1 AND status = 'running' AND progress_handle IS NOT DISTINCT FROM $2",
+	2, {INT8OID, INT8OID}
 };
 static Statement running_runs = {
 	"SELECT id, progress_handle FROM pgdl.runs WHERE status = 'running' "
@@ -235,12 +236,13 @@ pgdl_run_fit_config(int64 architecture, Jsonb *config)
 }
 
 void
-pgdl_run_fail_if_running(int64 run)
+pgdl_run_fail_if_running(int64 run, int64 progress_handle)
 {
-	Datum		values[1] = {Int64GetDatum(run)};
+	Datum		values[2] = {Int64GetDatum(run), Int64GetDatum(progress_handle)};
+	char		nulls[2] = {' ', ID_NULL(progress_handle)};
 
 	SPI_connect();
-	execute(&fail_running, values, NULL, SPI_OK_UPDATE);
+	execute(&fail_running, values, nulls, SPI_OK_UPDATE);
 	SPI_finish();
 }
 

@@ -311,6 +311,8 @@ sub start_long_run
 		'<', 2 * $LONG_EPOCHS, 'the cancelled run stopped before its end');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.models WHERE run = $run"),
 		'0', 'the cancelled run stored no model');
+	ok(poll_until($node, "SELECT status = 'failed' AND finished IS NOT NULL FROM pgdl.runs WHERE id = $run", 10),
+		'the cancelled run is marked failed, not left running');
 
 	$node->safe_psql('postgres', "CREATE TABLE lb_cancel_resumed AS SELECT * FROM pgdl.resume($run)");
 	is(run_of('lb_cancel_resumed'), $run, 'pgdl.resume continues the same run');
@@ -319,6 +321,29 @@ sub start_long_run
 	check_run_rows($run, 'long', $LONG_EPOCHS, 'cancelled and resumed');
 	($ret, $out, $err) = $node->psql('postgres', "SELECT count(*) FROM pgdl.resume($run)");
 	like($err, qr/run $run has finished/, 'a finished run cannot be resumed');
+}
+
+# A run whose call returned, but whose transaction is then rolled back, is failed too; a
+# run that an exception block catches the error of is failed while its transaction goes on.
+{
+	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
+	$node->safe_psql('postgres',
+		"BEGIN; SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', 1, 'valid_packed', workers => 2); ROLLBACK;");
+	my $run = $node->safe_psql('postgres', "SELECT max(id) FROM pgdl.runs WHERE id > $before");
+	ok($run ne '' && poll_until($node, "SELECT status = 'failed' FROM pgdl.runs WHERE id = $run", 10),
+		'fit_multiple, then ROLLBACK: the run is marked failed');
+	$before = $run;
+	$node->safe_psql('postgres', q{
+SET statement_timeout = '3s';
+DO $$
+BEGIN
+  PERFORM count(*) FROM pgdl.fit_multiple('train_packed', 'long', 100000, 'valid_packed', workers => 2);
+EXCEPTION WHEN query_canceled THEN
+  RAISE NOTICE 'caught';
+END $$});
+	$run = $node->safe_psql('postgres', "SELECT max(id) FROM pgdl.runs WHERE id > $before");
+	ok($run ne '' && poll_until($node, "SELECT status = 'failed' FROM pgdl.runs WHERE id = $run", 10),
+		'fit_multiple stopped in an exception block: the run is marked failed');
 }
 
 # ---------------------------------------------------------------------------
