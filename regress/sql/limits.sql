@@ -172,10 +172,18 @@ VALUES ('lim_set', :'cfg16', pgdl.add_architecture('lim_medium_arch', :'medium')
 SELECT lim_shown(lim_error($$SELECT * FROM pgdl.fit_multiple('lim_packed', 'lim_set', 1, 'lim_valid', workers => 1)$$))
        AS fit_multiple_validation;
 SELECT count(*) AS trained FROM pgdl.fit_multiple('lim_packed', 'lim_set', 1, 'lim_packed', workers => 1);
--- the refused run waits, resumable, until a superuser allows it
-SELECT count(*) AS runs_left_running FROM pgdl.runs WHERE status = 'running';
+-- the refused run is failed (the run settler marks it, once the call's transaction has ended), and
+-- resumable until a superuser allows it
+DO $$
+BEGIN
+  FOR i IN 1..200 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM pgdl.runs WHERE kind = 'fit_multiple' AND status = 'running');
+    PERFORM pg_sleep(0.05);
+  END LOOP;
+END $$;
+SELECT status, count(*) FROM pgdl.runs WHERE kind = 'fit_multiple' GROUP BY status ORDER BY status;
 RESET pgdl.max_model_memory;
-SELECT count(*) AS resumed FROM pgdl.resume((SELECT max(id) FROM pgdl.runs WHERE status = 'running'));
+SELECT count(*) AS resumed FROM pgdl.resume((SELECT max(id) FROM pgdl.runs WHERE kind = 'fit_multiple' AND status = 'failed'));
 SELECT count(*) AS runs_left_running FROM pgdl.runs WHERE status = 'running';
 
 -- an ordinary role can neither raise nor lower it, unless granted
