@@ -743,11 +743,7 @@ init_shared(MopShared *shared, const MopRun *run)
 {
 	SpinLockInit(&shared->mutex);
 	shared->magic = MOP_MAGIC;
-	shared->database = MyDatabaseId;
-	shared->user = GetAuthenticatedUserId();
-	shared->outer_user = GetOuterUserId();
-	shared->outer_is_superuser = superuser_arg(shared->outer_user);
-	GetUserIdAndSecContext(&shared->current_user, &shared->sec_context);
+	pgdl_caller_capture(&shared->caller);
 	shared->dataset_id = run->ds->id;
 	shared->validation_id = run->vds ? run->vds->id : 0;
 	shared->run_id = run->run_id;
@@ -848,34 +844,6 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 		memcpy(blobs + src->prefix_offset, VARDATA_ANY(prefixes[g]), src->prefix_len);
 		off += MAXALIGN(src->prefix_len);
 	}
-}
-
-/*
- * Register one of pgdl's dynamic background workers: the model hopper's
- * workers and pgdl.fit's run recorder (on a segment, whose handle is
- * bgw_main_arg), and the run settler (no segment: all it needs is in
- * bgw_extra).  extra_len is at most BGW_EXTRALEN.
- */
-bool
-pgdl_register_worker(dsm_segment *seg, const char *function, const char *type, const char *name,
-					 const void *extra, Size extra_len, BackgroundWorkerHandle **handle)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "pgdl");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", type);
-	worker.bgw_main_arg = UInt32GetDatum(seg ? dsm_segment_handle(seg) : DSM_HANDLE_INVALID);
-	worker.bgw_notify_pid = MyProcPid;
-	Assert(extra_len <= BGW_EXTRALEN);
-	if (extra_len > 0)
-		memcpy(worker.bgw_extra, extra, Min(extra_len, BGW_EXTRALEN));
-	return RegisterDynamicBackgroundWorker(&worker, handle);
 }
 
 /* Register up to n workers on the segment; returns how many were. */

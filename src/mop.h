@@ -113,12 +113,7 @@ typedef struct MopShared
 {
 	slock_t		mutex;
 	uint32		magic;
-	Oid			database;
-	Oid			user;			/* the authenticated user: workers log in as it */
-	Oid			outer_user;		/* then take the caller's role, as parallel workers do */
-	bool		outer_is_superuser;
-	Oid			current_user;
-	int			sec_context;
+	PgdlCaller	caller;			/* workers connect as it */
 	int64		dataset_id;
 	int64		validation_id;	/* 0: none */
 	int64		run_id;			/* the pgdl.runs row, inserted by worker 0 */

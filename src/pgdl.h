@@ -483,12 +483,26 @@ extern PgdlSettle *pgdl_run_settle_prepare(void);
 extern void pgdl_run_settle_arm(PgdlSettle *settle, int64 run, int64 progress_handle);
 extern PGDLLEXPORT void pgdl_run_settler_main(Datum main_arg);
 
-/* mop.c: one of pgdl's dynamic background workers, on a segment (its handle is bgw_main_arg) or none. */
+/*
+ * bgworker.c: pgdl's background workers, registered on a segment (its handle
+ * is bgw_main_arg) or none, and connecting as the caller who started them.
+ */
 struct dsm_segment;
 struct BackgroundWorkerHandle;
 extern bool pgdl_register_worker(struct dsm_segment *seg, const char *function, const char *type,
 								 const char *name, const void *extra, Size extra_len,
 								 struct BackgroundWorkerHandle **handle);
+typedef struct PgdlCaller
+{
+	Oid			database;
+	Oid			user;			/* the authenticated user: a worker logs in as it */
+	Oid			outer_user;		/* then takes the caller's role, as parallel workers do */
+	bool		outer_is_superuser;
+	Oid			current_user;
+	int			sec_context;
+} PgdlCaller;
+extern void pgdl_caller_capture(PgdlCaller *caller);
+extern void pgdl_caller_connect(const PgdlCaller *caller);
 
 /* A trained model for pgdl.models. */
 typedef struct PgdlModelRecord

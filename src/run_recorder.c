@@ -48,21 +48,10 @@
 #define RECORDER_QUEUE_SIZE	4096
 #define RECORDER_FAIL_WAIT_MS 10000
 
-/* Who the caller is: a recorder or a settler connects as the caller. */
-typedef struct RecorderCaller
-{
-	Oid			database;
-	Oid			user;			/* log in as the caller's session user */
-	Oid			outer_user;		/* then take the caller's role */
-	bool		outer_is_superuser;
-	Oid			current_user;
-	int			sec_context;
-} RecorderCaller;
-
 /* What the recorder needs to know, and what it tells back when it fails. */
 typedef struct RecorderShared
 {
-	RecorderCaller caller;
+	PgdlCaller	caller;
 	int64		dataset;
 	int64		validation;
 	int64		architecture;
@@ -91,15 +80,6 @@ struct PgdlRecorder
 
 /* ---- the fit's side ---- */
 
-static void
-get_caller(RecorderCaller *caller)
-{
-	caller->database = MyDatabaseId;
-	caller->user = GetAuthenticatedUserId();
-	caller->outer_user = GetOuterUserId();
-	caller->outer_is_superuser = superuser_arg(caller->outer_user);
-	GetUserIdAndSecContext(&caller->current_user, &caller->sec_context);
-}
 
 static dsm_segment *
 create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
@@ -121,7 +101,7 @@ create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 	toc = shm_toc_create(RECORDER_MAGIC, dsm_segment_address(seg), shm_toc_estimate(&e));
 	shared = shm_toc_allocate(toc, sizeof(RecorderShared));
 	memset(shared, 0, sizeof(*shared));
-	get_caller(&shared->caller);
+	pgdl_caller_capture(&shared->caller);
 	shared->dataset = start->dataset;
 	shared->validation = start->validation;
 	shared->architecture = start->architecture;
@@ -406,11 +386,9 @@ settle_run(int64 run)
 }
 
 static void
-connect_as_caller(const RecorderCaller *caller)
+connect_as_caller(const PgdlCaller *caller)
 {
-	BackgroundWorkerInitializeConnectionByOid(caller->database, caller->user, 0);
-	SetCurrentRoleId(caller->outer_user, caller->outer_is_superuser);
-	SetUserIdAndSecContext(caller->current_user, caller->sec_context);
+	pgdl_caller_connect(caller);
 	/* the wait for the fit's transaction may be long; a role's timeouts must not leave the run running */
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
@@ -480,7 +458,7 @@ pgdl_run_recorder_main(Datum main_arg)
  */
 typedef struct SettleRequest
 {
-	RecorderCaller caller;
+	PgdlCaller	caller;
 	int64		run;
 	int64		progress_handle;
 } SettleRequest;
@@ -572,7 +550,7 @@ pgdl_run_settle_prepare(void)
 		settle_callbacks_registered = true;
 	}
 	s = MemoryContextAllocZero(TopMemoryContext, sizeof(PendingSettle));
-	get_caller(&s->request.caller);
+	pgdl_caller_capture(&s->request.caller);
 	s->nest_level = GetCurrentTransactionNestLevel();
 	s->next = pending;
 	pending = s;

@@ -751,9 +751,7 @@ pgdl_mop_worker_main(Datum main_arg)
 	attach(main_arg);
 
 	/* log in as the caller's session user, then become the role it runs as */
-	BackgroundWorkerInitializeConnectionByOid(shared->database, shared->user, 0);
-	SetCurrentRoleId(shared->outer_user, shared->outer_is_superuser);
-	SetUserIdAndSecContext(shared->current_user, shared->sec_context);
+	pgdl_caller_connect(&shared->caller);
 	SetConfigOption("pgdl.max_model_memory", psprintf("%d", shared->max_model_memory), PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("pgdl worker");
 
