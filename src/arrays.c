@@ -5,6 +5,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
 
@@ -66,4 +67,51 @@ pgdl_float4_array_from(const float *v, int64 n)
 	if (n > 0)
 		memcpy(ARR_DATA_PTR(a), v, (Size) n * sizeof(float));
 	return a;
+}
+
+/*
+ * The first n elements of a NULL-free array of smallint, integer, bigint,
+ * real, double precision or numeric (or domains over them: elem_base is the
+ * element's base type) as floats into x: feature arrays as pgdl.pack and
+ * pgdl.predict_batch read them.
+ */
+void
+pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x)
+{
+	const char *data = ARR_DATA_PTR(arr);
+
+	switch (elem_base)
+	{
+		case FLOAT4OID:
+			memcpy(x, data, sizeof(float) * n);
+			break;
+		case FLOAT8OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const double *) data)[i];
+			break;
+		case INT2OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int16 *) data)[i];
+			break;
+		case INT4OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int32 *) data)[i];
+			break;
+		case INT8OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int64 *) data)[i];
+			break;
+		case NUMERICOID:
+			{
+				Datum	   *elems;
+				int			count;
+
+				deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_INT, &elems, NULL, &count);
+				for (int i = 0; i < n && i < count; i++)
+					x[i] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, elems[i]));
+				break;
+			}
+		default:
+			elog(ERROR, "pgdl: an array of type %u is not an array of numbers", elem_base);
+	}
 }

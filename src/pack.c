@@ -93,6 +93,7 @@ typedef struct PackColumn
 	int			position;		/* 1-based in the cursor's SELECT list */
 	Oid			type;			/* the column's type */
 	PackNumKind kind;			/* of the column, or of its elements (array mode) */
+	Oid			elem_base;		/* array mode: the elements' base type */
 } PackColumn;
 
 /* The dataset given as reference (NULL when none), and its packed table's name for messages. */
@@ -327,6 +328,7 @@ feature_kind(PackData *data, PackColumn *col)
 	{
 		data->array_mode = true;
 		col->kind = kind_of(elemtype);
+		col->elem_base = getBaseType(elemtype);
 	}
 	else if (OidIsValid(elemtype))
 		ereport(ERROR,
@@ -633,46 +635,6 @@ check_feature_array(PackData *data, ArrayType *arr, int64 row, int32 buffer_rows
 						   ref->ds != NULL ? "reference's rows" : "row's")));
 }
 
-/* The n NULL-free elements of a numeric array, of kind `kind`, as floats into x. */
-static void
-array_to_floats(ArrayType *arr, PackNumKind kind, int n, float *x)
-{
-	switch (kind)
-	{
-		case PACK_FLOAT4:
-			memcpy(x, ARR_DATA_PTR(arr), sizeof(float) * n);
-			break;
-		case PACK_FLOAT8:
-			for (int i = 0; i < n; i++)
-				x[i] = (float) ((const double *) ARR_DATA_PTR(arr))[i];
-			break;
-		case PACK_INT2:
-			for (int i = 0; i < n; i++)
-				x[i] = (float) ((const int16 *) ARR_DATA_PTR(arr))[i];
-			break;
-		case PACK_INT4:
-			for (int i = 0; i < n; i++)
-				x[i] = (float) ((const int32 *) ARR_DATA_PTR(arr))[i];
-			break;
-		case PACK_INT8:
-			for (int i = 0; i < n; i++)
-				x[i] = (float) ((const int64 *) ARR_DATA_PTR(arr))[i];
-			break;
-		case PACK_NUMERIC:
-			{
-				Datum	   *elems;
-				int			count;
-
-				deconstruct_array(arr, NUMERICOID, -1, false, TYPALIGN_INT, &elems, NULL, &count);
-				for (int i = 0; i < n; i++)
-					x[i] = (float) number_of(elems[i], PACK_NUMERIC);
-				break;
-			}
-		default:
-			elog(ERROR, "pgdl.pack: unexpected feature kind %d", (int) kind);
-	}
-}
-
 /*
  * The features of one row, from an array column, into `out` (allocated when
  * the row count is known).  Returns false to skip the row.
@@ -696,7 +658,7 @@ array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 	}
 
 	x = new_row(data);
-	array_to_floats(arr, col->kind, data->n_features, x);
+	pgdl_number_array_to_floats(arr, col->elem_base, data->n_features, x);
 	for (int i = 0; i < data->n_features; i++)
 		if (!isfinite(x[i]))
 			non_finite("feature", col->name, row, i + 1);

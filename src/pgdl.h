@@ -304,6 +304,7 @@ extern float *pgdl_float4_array(ArrayType *array, const char *what, int64 *lengt
 /* A zeroed 1-d real[] of n values to fill in place (ARR_DATA_PTR), or a size error. */
 extern ArrayType *pgdl_float4_array_new(int64 n);
 extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
+extern void pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x);
 
 /* train_agg.c: training a model on packed buffers; the aggregate pgdl.train and pgdl.fit share it */
 

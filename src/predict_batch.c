@@ -270,62 +270,24 @@ close_source(Datum arg)
 
 /* ---- a batch ---- */
 
-/* The features column's value as n real values into dst: whatever numeric array type it is. */
+/* The features column's value (an array of numbers: check_column_type) into dst when it has n_in of them. */
 static void
-features_of(const BatchScan *scan, Datum value, Oid type, float *dst, int64 *length)
+features_of(const BatchScan *scan, Datum value, float *dst, int64 *length)
 {
 	ArrayType  *array = DatumGetArrayTypeP(value);
-	Oid			elem = ARR_ELEMTYPE(array);
-	int16		elmlen;
-	bool		elmbyval;
-	char		elmalign;
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
 
-	if (elem == FLOAT4OID)
-	{
-		const float *f = pgdl_float4_array(array, "features", length);
-
-		if (*length == scan->n_in)
-			memcpy(dst, f, sizeof(float) * scan->n_in);
-		return;
-	}
 	if (ARR_NDIM(array) > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("features must be a one-dimensional array"),
 				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
-	get_typlenbyvalalign(elem, &elmlen, &elmbyval, &elmalign);
-	deconstruct_array(array, elem, elmlen, elmbyval, elmalign, &elems, &nulls, &n);
-	*length = n;
-	if (n != scan->n_in)
-		return;
-	for (int j = 0; j < n; j++)
-	{
-		if (nulls[j])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("features must not contain NULL values")));
-		switch (elem)
-		{
-			case FLOAT8OID:
-				dst[j] = (float) DatumGetFloat8(elems[j]);
-				break;
-			case INT2OID:
-				dst[j] = (float) DatumGetInt16(elems[j]);
-				break;
-			case INT4OID:
-				dst[j] = (float) DatumGetInt32(elems[j]);
-				break;
-			case INT8OID:
-				dst[j] = (float) DatumGetInt64(elems[j]);
-				break;
-			default:			/* numeric, checked by check_column_type */
-				dst[j] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, elems[j]));
-				break;
-		}
-	}
+	if (ARR_HASNULL(array) && array_contains_nulls(array))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("features must not contain NULL values")));
+	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
+	if (*length == scan->n_in)
+		pgdl_number_array_to_floats(array, ARR_ELEMTYPE(array), scan->n_in, dst);
 }
 
 /* The features of fetched row r, for messages. */
@@ -375,7 +337,7 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		d = SPI_getbinval(tuple, desc, scan->x_att, &scan->x_null[r]);
 		if (scan->x_null[r])
 			continue;
-		features_of(scan, d, getBaseType(TupleDescAttr(desc, scan->x_att - 1)->atttypid), x, &length);
+		features_of(scan, d, x, &length);
 		if (length != scan->n_in)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
