@@ -1,7 +1,7 @@
 # pgdl -- deep learning as SQL.  PGXS build; see README.md.
 
 EXTENSION   = pgdl
-EXTVERSION  = 0.4.0
+EXTVERSION  = 0.5.0
 MODULE_big  = pgdl
 
 PG_CONFIG  ?= /usr/lib/postgresql/15/bin/pg_config
@@ -27,7 +27,13 @@ CUDA_OBJS   = kernels/cuda/cuda_stub.o
 CUDA_LIBS   =
 endif
 
-OBJS        = $(GLUE_SRCS:.c=.o) $(NN_SRCS:.c=.o) $(CUDA_OBJS)
+# ONNX (onnx_import.c, onnx_export.c) reads and writes protobuf through protobuf-c, with C code that
+# protoc-c generates at build time from the onnx.proto that Debian's libonnx-dev ships.
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+ONNX_GEN    = build/onnx
+ONNX_OBJS   = $(ONNX_GEN)/onnx.pb-c.o
+
+OBJS        = $(GLUE_SRCS:.c=.o) $(NN_SRCS:.c=.o) $(ONNX_OBJS) $(CUDA_OBJS)
 # The current version's script is assembled from sql/parts; earlier versions' scripts (frozen as they
 # were released), the upgrade scripts between versions and their control files are installed as they are.
 DATA_built  = sql/$(EXTENSION)--$(EXTVERSION).sql
@@ -35,10 +41,10 @@ DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql)) \
 			  $(wildcard extension/$(EXTENSION)--*.control)
 EXTRA_CLEAN = $(DATA_built) build kernels/cuda/*.o
 
-SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lm
+SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lprotobuf-c -lm
 # libpq: a coordinator reaches its nodes (remote.c), as postgres_fdw does
 SHLIB_LINK_INTERNAL = $(libpq)
-PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels -I$(libpq_srcdir) $(BLAS_CFLAGS)
+PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels -I$(ONNX_GEN) -I$(libpq_srcdir) $(BLAS_CFLAGS)
 PG_CFLAGS   += -O3 -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
 
 REGRESS      = $(patsubst regress/sql/%.sql,%,$(sort $(wildcard regress/sql/*.sql)))
@@ -70,6 +76,10 @@ EXTRA_CLEAN += $(EXTENSION).control
 # The install script is assembled from its parts in sql/parts, in name order.
 $(DATA_built): $(sort $(wildcard sql/parts/*.sql))
 	cat $^ > $@
+
+$(ONNX_GEN)/onnx.pb-c.c $(ONNX_GEN)/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(ONNX_GEN)
+	protoc-c --c_out=$(ONNX_GEN) --proto_path=$(dir $(ONNX_PROTO)) $<
 
 kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
@@ -160,7 +170,7 @@ bench-predict:
 $(NN_SRCS:.c=.o): override CFLAGS = $(NN_CFLAGS) -fPIC
 
 # PGXS tracks no header dependencies; rebuild every object when a header changes.
-$(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h)
+$(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h) $(ONNX_GEN)/onnx.pb-c.h
 
 # ---------------------------------------------------------------------------
 # Fuzzing: libFuzzer targets built with Debian's clang (regress/fuzz).

@@ -67,6 +67,7 @@ CREATE TABLE pgdl.models (
 	created timestamptz NOT NULL DEFAULT now(),
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	acl aclitem[],							-- who else may use it: pgdl.grant_model
+	origin jsonb,							-- where it came from besides training: ONNX import, warm start
 	UNIQUE (owner, name)
 );
 CREATE INDEX ON pgdl.models (dataset);		-- who may read a dataset's row: 70_owners.sql
