@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ONNX in and out (docs/reference/onnx.md): runs every regress/onnx/test_*.py against the server in
+# PGHOST/PGPORT/PGUSER (a superuser), each in a database of its own, and ends with "N passed, N failed".
+# Each test prints "ok - ..." / "not ok - ..." lines and ends with its own "N passed, N failed".
+#
+# onnxruntime-node (npm, the independent runtime) is installed into regress/onnx/node_modules from the
+# committed package-lock.json when a test needs it (ONNXRUNTIME_NODE_INSTALL_CUDA=skip: nothing is
+# downloaded by its install step).
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+passed=0
+failed=0
+for t in test_*.py; do
+	[ -e "$t" ] || continue
+	db=pgdl_onnx_${t%.py}
+	dropdb --if-exists "$db" >/dev/null 2>&1
+	createdb "$db"
+	log=$(mktemp)
+	PGDATABASE=$db timeout 600 /usr/bin/python3 "$t" 2>&1 | tee "$log"
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+	if [ -n "$line" ]; then
+		passed=$((passed + ${line%% *}))
+		f=${line#*, }
+		failed=$((failed + ${f%% *}))
+	else
+		echo "not ok - $t ended without its count"
+		failed=$((failed + 1))
+	fi
+	rm -f "$log"
+	dropdb --if-exists "$db" >/dev/null 2>&1
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
