@@ -63,6 +63,22 @@ cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k,
 		 float alpha, const float *a, int lda, const float *b, int ldb,
 		 float beta, float *c, int ldc)
 {
+	/*
+	 * One row or one column is a matrix-vector product: sgemm would pack the
+	 * whole matrix first, which for one example costs more than the product.
+	 */
+	if (m == 1)
+	{
+		cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? n : k, trans_b ? k : n,
+					alpha, b, ldb, a, trans_a ? lda : 1, beta, c, 1);
+		return;
+	}
+	if (n == 1)
+	{
+		cblas_sgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_a ? k : m, trans_a ? m : k,
+					alpha, a, lda, b, trans_b ? 1 : ldb, beta, c, ldc);
+		return;
+	}
 	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 				trans_b ? CblasTrans : CblasNoTrans,
 				m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
