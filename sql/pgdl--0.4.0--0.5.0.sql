@@ -7,3 +7,24 @@
 
 -- ---- Lineage beyond training: an imported model's source, a warm start's model ----
 ALTER TABLE pgdl.models ADD COLUMN origin jsonb;
+
+-- ---- ONNX export ----
+-- pgdl.export_onnx
+
+CREATE FUNCTION pgdl.export_onnx(model bigint, with_normalization boolean DEFAULT true) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'pgdl_export_onnx'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.export_onnx(model text, with_normalization boolean DEFAULT true) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'pgdl_export_onnx'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION pgdl.export_onnx(model bytea, with_normalization boolean DEFAULT true) RETURNS bytea
+	AS 'MODULE_PATHNAME', 'pgdl_export_onnx'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.export_onnx(bigint, boolean) IS
+	'stored model (by id) as an ONNX file: the network, its dataset''s normalization (unless with_normalization is false) and the output transform of pgdl.predict';
+COMMENT ON FUNCTION pgdl.export_onnx(text, boolean) IS
+	'stored model (by name) as an ONNX file: the network, its dataset''s normalization (unless with_normalization is false) and the output transform of pgdl.predict';
+COMMENT ON FUNCTION pgdl.export_onnx(bytea, boolean) IS
+	'model blob as an ONNX file (features as given, classes as indices): the network and the output transform of pgdl.predict';
+

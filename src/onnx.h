@@ -23,4 +23,23 @@
 #define PGDL_ONNX_META_NORMALIZATION "pgdl.normalization"	/* the dataset's, when folded in as nodes */
 #define PGDL_ONNX_META_MODEL		"pgdl.model"			/* {"id": ..., "name": ...} exported from */
 
+/*
+ * ---- export (onnx_export.c) ----
+ * Names of what pgdl.export_onnx adds around the network's layers ("layer<i>",
+ * initializers "layer<i>.weight", ...), so that an import can strip them:
+ * the dataset's normalization in front (x * scale, or (x - mean) / std, with
+ * PGDL_ONNX_META_NORMALIZATION), and what pgdl.predict makes of the outputs
+ * behind (softmax for cross_entropy, sigmoid for binary_cross_entropy).
+ */
+#define PGDL_ONNX_NODE_NORMALIZE_MUL	"pgdl_normalize_mul"	/* input * scale */
+#define PGDL_ONNX_NODE_NORMALIZE_SUB	"pgdl_normalize_sub"	/* input - mean */
+#define PGDL_ONNX_NODE_NORMALIZE_DIV	"pgdl_normalize_div"	/* (input - mean) / std */
+#define PGDL_ONNX_NORMALIZE_SCALE		"pgdl_normalize.scale"	/* a scalar */
+#define PGDL_ONNX_NORMALIZE_MEAN		"pgdl_normalize.mean"	/* shaped as one example: [F] or [C, H, W] */
+#define PGDL_ONNX_NORMALIZE_STD			"pgdl_normalize.std"
+#define PGDL_ONNX_NODE_SOFTMAX			"pgdl_softmax"			/* Softmax(axis = 1), cross_entropy */
+#define PGDL_ONNX_NODE_SIGMOID			"pgdl_sigmoid"			/* Sigmoid, binary_cross_entropy */
+#define PGDL_ONNX_NODE_OUTPUT_FLATTEN	"pgdl_output_flatten"	/* a network that ends in [batch, C, H, W] */
+#define PGDL_ONNX_NODE_OUTPUT_IDENTITY	"pgdl_output_identity"	/* a graph with no other node */
+
 #endif							/* PGDL_ONNX_H */
