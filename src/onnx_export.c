@@ -283,9 +283,11 @@ add_model_meta(OnnxGraph *g, const PgdlModel *pm, const char *name)
 	const NnModel *m = pm->nn;
 	const PgdlDataset *ds = pm->dataset && pm->dataset->classification ? pm->dataset : NULL;
 
-	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY || m->spec.loss == NN_LOSS_BCE)
-		add_meta(g, PGDL_ONNX_META_CLASSES,
-				 json_classes(ds, m->spec.loss == NN_LOSS_BCE ? 2 : (int) nn_model_output_size(m)));
+	/* classes where an example has one: several binary_cross_entropy outputs are labels of their own */
+	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
+		add_meta(g, PGDL_ONNX_META_CLASSES, json_classes(ds, (int) nn_model_output_size(m)));
+	else if (m->spec.loss == NN_LOSS_BCE && nn_model_output_size(m) == 1)
+		add_meta(g, PGDL_ONNX_META_CLASSES, json_classes(ds, 2));
 	add_meta(g, PGDL_ONNX_META_LOSS, json_string(nn_loss_name(m->spec.loss)));
 	if (pm->id != 0)
 		add_meta(g, PGDL_ONNX_META_MODEL, json_model(pm->id, name));
@@ -476,6 +478,8 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	Onnx__OperatorSetIdProto *opset = palloc(sizeof(Onnx__OperatorSetIdProto));
 	int32		n_out = (int32) nn_model_output_size(m);
 
+	/* a dataset row that does not describe the model would give initializers of the wrong size */
+	pgdl_predict_check_dataset(m, pm->dataset);
 	if (normalize && pm->dataset != NULL)
 		add_normalization(&g, pm->dataset, &m->spec);
 	add_network(&g, m);

@@ -96,6 +96,8 @@ SPECS = {
 BLOB_SPECS = {
     "bce_blob": {"input": [6], "loss": "binary_cross_entropy", "layers": [
         {"type": "dense", "units": 4}, {"type": "tanh"}, {"type": "dense", "units": 1}]},
+    "bce_multi_blob": {"input": [5], "loss": "binary_cross_entropy", "layers": [
+        {"type": "dense", "units": 3}]},
     "mse_blob": {"input": [1, 4, 4], "loss": "mse", "layers": [
         {"type": "conv2d", "filters": 2, "kernel": 3}, {"type": "relu"}]},
 }
@@ -333,7 +335,7 @@ def check_blob(conn, name, blob, spec, x, tmp, ort_ok):
     loss = spec["loss"]
     onnx_bytes = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bytea)", (blob,)).fetchone()[0])
     meta = {"pgdl.loss": loss}
-    if loss == "binary_cross_entropy":
+    if loss == "binary_cross_entropy" and spec["layers"][-1]["units"] == 1:  # one label: classes 0 and 1
         meta["pgdl.classes"] = ["0", "1"]
     model = check_structure(name, onnx_bytes, spec, meta, None)
     want = pgdl_predict(conn, blob, x)
@@ -368,6 +370,13 @@ def check_hostile(conn, model_id):
     check(e is not None and e[0] == "XX001", "a truncated blob: invalid pgdl model", e)
     e = error_of(conn, "SELECT pgdl.export_onnx(-1::bigint)")
     check(e == ("42704", "model -1 does not exist"), "a model that does not exist", e)
+
+    with conn.transaction(force_rollback=True):
+        conn.execute("UPDATE pgdl.datasets d SET n_features = 100, normalization = '{\"scale\": 1}' "
+                     "FROM pgdl.models m WHERE m.dataset = d.id AND m.id = %s", (model_id,))
+        e = error_of(conn, "SELECT pgdl.export_onnx(%s::bigint)", (model_id,))
+    check(e == ("22000", "model and dataset disagree on the number of features"),
+          "a forged dataset row of another size: refused", e)
 
     conn.execute("CREATE ROLE onnx_alice; CREATE ROLE onnx_bob")
     conn.execute("GRANT CREATE ON SCHEMA public TO onnx_alice; GRANT SELECT ON syn TO onnx_alice")

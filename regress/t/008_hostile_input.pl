@@ -531,7 +531,8 @@ my %VALID = (
 	'models'                       => "ARRAY[$blob, $blob]",
 	'examples'                     => 'ARRAY[10, 30]::bigint[]',
 	'description'                  => $description_sql,
-	'import_dataset.name'          => q{'sweep_imported'},);
+	'import_dataset.name'          => q{'sweep_imported'},
+	'export_onnx.with_normalization' => 'true',);
 
 sub blob_with_byte
 {
