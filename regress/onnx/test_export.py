@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import traceback
 
 import numpy as np
 import onnx
@@ -181,8 +182,8 @@ def attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def torch_module(node, w):
-    """One ONNX node as a torch.nn module, its weights from the initializers w."""
+def torch_module(node, w, rank):
+    """One ONNX node, reading a tensor of rank dimensions, as a torch.nn module; its weights from w."""
     a, op, nn = attrs(node), node.op_type, torch.nn
     if op == "Gemm":
         assert a.get("transB") == 1 and a.get("transA", 0) == 0
@@ -198,8 +199,7 @@ def torch_module(node, w):
         return m
     if op == "BatchNormalization":
         c = w[node.input[1]].shape[0]
-        m = nn.BatchNorm1d(c, eps=a["epsilon"]) if node.name and rank_of[node.name] == 2 else \
-            nn.BatchNorm2d(c, eps=a["epsilon"])
+        m = (nn.BatchNorm1d if rank == 2 else nn.BatchNorm2d)(c, eps=a["epsilon"])
         m.weight.data, m.bias.data = w[node.input[1]], w[node.input[2]]
         m.running_mean.data, m.running_var.data = w[node.input[3]], w[node.input[4]]
         return m
@@ -216,9 +216,6 @@ def torch_module(node, w):
     if op in simple:
         return simple[op]()
     raise ValueError(f"no torch module for {op}")
-
-
-rank_of = {}  # node name -> rank of its input, filled by torch_run
 
 
 class Elementwise(torch.nn.Module):
@@ -239,11 +236,10 @@ def torch_run(model, x):
     with torch.no_grad():
         for node in model.graph.node:
             assert node.input[0] == prev, f"{node.name} does not read {prev}"
-            rank_of[node.name] = t.dim()
             if node.op_type in ("Mul", "Sub", "Div"):
                 m = Elementwise(node.op_type, w[node.input[1]])
             else:
-                m = torch_module(node, w)
+                m = torch_module(node, w, t.dim())
             t = m.eval()(t)
             prev = node.output[0]
     return t.reshape(x.shape[0], -1).numpy()
@@ -419,8 +415,7 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except Exception as e:  # noqa: BLE001 -- an unexpected error is a failure, and the count still ends the run
-        import traceback
+    except Exception:  # noqa: BLE001 -- an unexpected error is a failure, and the count still ends the run
         check(False, "test_export.py ran to its end", traceback.format_exc())
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
