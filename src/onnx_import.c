@@ -699,6 +699,21 @@ read_softmax(Reader *r)
 	r->loss = NN_LOSS_CROSS_ENTROPY;
 }
 
+/* A Pad that pads nothing (PyTorch writes one before AvgPool2d) is nothing; any other is refused. */
+static void
+read_pad(Reader *r)
+{
+	const Onnx__AttributeProto *a = attr(r, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+	int64		n = a ? (int64) a->n_ints : 0;
+	const int64 *pads = a ? a->ints : NULL;
+
+	if (r->opset >= 11)
+		pads = tensor_int64s(r, const_input(r, 1, false), 8, &n);
+	for (int64 i = 0; i < n; i++)
+		if (pads[i] != 0)
+			UNSUPPORTED(r, "It pads; pgdl pads only inside conv2d.");
+}
+
 /* ---- the normalization pgdl's export puts first ---- */
 
 static bool
@@ -799,6 +814,8 @@ read_op(Reader *r, const char *op)
 		read_dropout(r);
 	else if (strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0)
 		read_softmax(r);
+	else if (strcmp(op, "Pad") == 0)
+		read_pad(r);
 	else if (strcmp(op, "Identity") != 0)
 		UNSUPPORTED(r, "pgdl has no layer for this operator.");
 }
