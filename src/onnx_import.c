@@ -129,6 +129,38 @@ onnx_free(void *data, void *pointer)
 		pfree(pointer);
 }
 
+#define FILL(s) ((s) = (s) ? (s) : "")
+
+/* Optional strings that are absent are NULL: make them empty, so that every name below is a string. */
+static void
+fill_strings(Onnx__ModelProto *m)
+{
+	Onnx__GraphProto *g = m->graph;
+
+	FILL(m->producer_name);
+	FILL(m->producer_version);
+	FILL(g->name);
+	for (size_t i = 0; i < m->n_opset_import; i++)
+		FILL(m->opset_import[i]->domain);
+	for (size_t i = 0; i < m->n_metadata_props; i++)
+	{
+		FILL(m->metadata_props[i]->key);
+		FILL(m->metadata_props[i]->value);
+	}
+	for (size_t i = 0; i < g->n_node; i++)
+	{
+		FILL(g->node[i]->name);
+		FILL(g->node[i]->op_type);
+		FILL(g->node[i]->domain);
+	}
+	for (size_t i = 0; i < g->n_initializer; i++)
+		FILL(g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_input; i++)
+		FILL(g->input[i]->name);
+	for (size_t i = 0; i < g->n_output; i++)
+		FILL(g->output[i]->name);
+}
+
 static Onnx__ModelProto *
 unpack(const uint8 *data, size_t len)
 {
@@ -142,6 +174,7 @@ unpack(const uint8 *data, size_t len)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are not an ONNX ModelProto (protobuf could not read them).");
 	if (model->graph == NULL)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The model has no graph.");
+	fill_strings(model);
 	return model;
 }
 
