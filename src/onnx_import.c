@@ -954,15 +954,17 @@ settle_loss(Reader *r)
 
 	if (r->loss != 0)
 		spec->loss = r->loss;
-	else if (r->sigmoid_node >= 0 && spec->n_layers > 1 &&
-			 (r->args->loss == 0 || r->args->loss == NN_LOSS_BCE))
+	else if (r->sigmoid_node >= 0 && (r->args->loss == 0 || r->args->loss == NN_LOSS_BCE))
 	{
 		spec->n_layers--;
 		spec->loss = NN_LOSS_BCE;
 	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->args->default_loss;
-	/* a graph of only a Softmax or Identity: pgdl needs a layer, and flatten of [batch, F] is one */
+	/*
+	 * A graph of only a Softmax, a Sigmoid or an Identity: pgdl needs a layer,
+	 * and flatten is one that leaves [batch, F] as it is.
+	 */
 	if (spec->n_layers == 0)
 	{
 		nn_layer_defaults(&spec->layers[0], NN_FLATTEN);

@@ -266,6 +266,53 @@ want = np.maximum(np.linspace(-1, 1, 12).reshape(3, 4) @ np.array([1, 2, 3, 4]) 
 check("the valid neighbour of the hostile models imports and predicts (mse: raw outputs)",
       np.abs(got[0] - want).max() <= TOL, f"{got} {want}")
 
+# ---- chains written with onnx.helper: what PyTorch's export does not write ----
+
+rs = np.random.default_rng(11)
+W1, b1, W2 = (rs.standard_normal(s).astype(np.float32) for s in ((6, 5), (5,), (3, 5)))
+chain = helper.make_graph([
+    helper.make_node("MatMul", ["x", "W1"], ["m"]), helper.make_node("Add", ["b1", "m"], ["a"]),
+    helper.make_node("Tanh", ["a"], ["t"]), helper.make_node("LeakyRelu", ["t"], ["l"], alpha=0.2),
+    helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor("r", FLOAT, [], [0.3])),
+    helper.make_node("Dropout", ["l", "ratio"], ["d"]), helper.make_node("Identity", ["d"], ["i"]),
+    helper.make_node("Gemm", ["i", "W2"], ["g"], transB=1), helper.make_node("Sigmoid", ["g"], ["y"])],
+    "chain", [helper.make_tensor_value_info("x", FLOAT, [None, 6])],
+    [helper.make_tensor_value_info("y", FLOAT, [None, 3])],
+    [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(W2, "W2")])
+chain_bytes = helper.make_model(chain, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+x = rs.standard_normal((50, 6)).astype(np.float32)
+h = np.tanh(x.astype(np.float64) @ W1 + b1)
+want = 1 / (1 + np.exp(-(np.where(h > 0, h, 0.2 * h) @ W2.T)))
+for loss, layers in ((None, 5), ("mse", 6)):
+    cid = import_onnx(None, chain_bytes, loss=loss)
+    spec = sql("SELECT spec FROM pgdl.models WHERE id = %s", (cid,))[0][0]
+    types = [layer["type"] for layer in spec["layers"]]
+    check(f"MatMul+Add, Tanh, LeakyRelu, Dropout (a Constant ratio), Identity, Gemm, Sigmoid with loss {loss}: "
+          f"{types}, {spec['loss']}", len(types) == layers and spec["loss"] == (loss or "binary_cross_entropy")
+          and spec["layers"][3].get("rate") is not None and abs(spec["layers"][3]["rate"] - 0.3) < 1e-6, str(spec))
+    got = predict(cid, x)
+    check(f"  ... pgdl.predict matches numpy (max abs error {np.abs(got - want).max():.2e})",
+          np.abs(got - want).max() <= TOL)
+
+Wc, bc, Wd = (rs.standard_normal(s).astype(np.float32) for s in ((3, 2, 3, 3), (3,), (4, 48)))
+conv = helper.make_graph([
+    helper.make_node("Conv", ["x", "Wc", "bc"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+    helper.make_node("Relu", ["c"], ["r"]),
+    helper.make_node("Constant", [], ["shape"], value=helper.make_tensor("s", TensorProto.INT64, [2], [0, -1])),
+    helper.make_node("Reshape", ["r", "shape"], ["f"]), helper.make_node("Gemm", ["f", "Wd"], ["g"], transB=1),
+    helper.make_node("LogSoftmax", ["g"], ["y"], axis=1)],
+    "conv", [helper.make_tensor_value_info("x", FLOAT, [2, 2, 4, 4])],
+    [helper.make_tensor_value_info("y", FLOAT, [2, 4])],
+    [numpy_helper.from_array(Wc, "Wc"), numpy_helper.from_array(bc, "bc"), numpy_helper.from_array(Wd, "Wd")])
+cid = import_onnx(None, helper.make_model(conv, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+x = rs.standard_normal((2, 2, 4, 4)).astype(np.float32)
+with torch.no_grad():
+    want = torch.softmax(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(Wc), torch.from_numpy(bc),
+                                                    padding=1).relu().reshape(2, -1) @ torch.from_numpy(Wd).T, 1)
+got = predict(cid, x)
+check(f"Conv, Relu, Reshape to [0, -1] (a Constant shape), Gemm, LogSoftmax with a fixed batch of 2: pgdl.predict "
+      f"matches torch (max abs error {np.abs(got - want.numpy()).max():.2e})", np.abs(got - want.numpy()).max() <= TOL)
+
 # ---- 4. imported models with datasets, evaluation and transfer ----
 
 rng = np.random.default_rng(3)
