@@ -758,6 +758,24 @@ same_floats(const float *a, const float *b, int64 n)
 	return true;
 }
 
+/* A mean or std as pgdl's export writes it: shaped as one example ([F] or [C, H, W]), or [1, ...] of that. */
+static float *
+normalization_vector(Reader *r, size_t i)
+{
+	const Onnx__TensorProto *t = const_input(r, i, false);
+	int64		example[3] = {r->shape.c, r->shape.h, r->shape.w};
+	int			lead = t->n_dims > 0 && t->dims[0] == 1 && t->n_dims == r->shape.ndim + 1 ? 1 : 0;
+	int64		n;
+	float	   *v = tensor_floats(r, t, &n);
+
+	if (t->n_dims - lead != r->shape.ndim)
+		UNSUPPORTED(r, "Input %zu is not shaped as one example.", i);
+	for (int d = 0; d < r->shape.ndim; d++)
+		if (t->dims[lead + d] != example[d])
+			UNSUPPORTED(r, "Input %zu is not shaped as one example.", i);
+	return v;
+}
+
 /* Mul by a scalar, or Sub of a mean then Div by a std: what the dataset does to raw features. */
 static void
 read_normalization(Reader *r, const char *op)
@@ -776,7 +794,7 @@ read_normalization(Reader *r, const char *op)
 		same = ds->mean == NULL && same_floats((float[]) {const_scalar(r, 1)}, &ds->scale, 1);
 	else
 		same = ds->mean != NULL && ds->n_features == f &&
-			same_floats(const_vector(r, 1, f, false), strcmp(op, "Sub") == 0 ? ds->mean : ds->std, f);
+			same_floats(normalization_vector(r, 1), strcmp(op, "Sub") == 0 ? ds->mean : ds->std, f);
 	if (!same)
 		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
 				   "The model's input normalization and dataset's disagree.");

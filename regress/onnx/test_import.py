@@ -366,6 +366,30 @@ helper.set_model_props(m, {"pgdl.normalization": '{"scale": 0.5}', "pgdl.classes
 err, msg = import_error(m.SerializeToString(), name="onnx_norm2", dataset="imgs_scaled")
 check("class labels that disagree with the dataset's are refused", err == "22023", f"{err} {msg}")
 
+# standardized features: Sub of a mean, Div by a std, each shaped as one example [1, 28, 28] as pgdl's export writes
+sql("SELECT pgdl.pack('imgs', 'x', 'label', 'imgs_std', buffer_rows => 32, partitions => 2, standardize => true)")
+norm = sql("SELECT normalization FROM pgdl.datasets WHERE packed = 'imgs_std'::regclass")[0][0]
+mean = np.array(norm["mean"], np.float32).reshape(1, 28, 28)
+std = np.array(norm["std"], np.float32).reshape(1, 28, 28)
+m = onnx.load_from_string(exported["onnx_cnn"])
+g = m.graph
+for node in g.node:
+    node.input[:] = ["pgdl_normalize_div" if i == g.input[0].name else i for i in node.input]
+g.node.insert(0, helper.make_node("Div", ["pgdl_normalize_sub", "pgdl_normalize.std"], ["pgdl_normalize_div"]))
+g.node.insert(0, helper.make_node("Sub", [g.input[0].name, "pgdl_normalize.mean"], ["pgdl_normalize_sub"]))
+g.initializer.extend([numpy_helper.from_array(mean, "pgdl_normalize.mean"),
+                      numpy_helper.from_array(std, "pgdl_normalize.std")])
+helper.set_model_props(m, {"pgdl.normalization": "{}"})
+err, msg = import_error(m.SerializeToString(), name="onnx_std", dataset="imgs_scaled")
+check("an exported standardization and a dataset that scales disagree", err == "22023", f"{err} {msg}")
+sid = import_onnx("onnx_std", m.SerializeToString(), "imgs_std")
+x = rng.random((20, 1, 28, 28)).astype(np.float32)
+with torch.no_grad():
+    want = torch.softmax(MODELS["onnx_cnn"][0](torch.from_numpy((x - mean) / std)), dim=1).numpy()
+got = predict(sid, x)
+check("an exported standardization ([1, 28, 28] mean and std) that the dataset's equals is dropped "
+      f"(max abs error {np.abs(got - want).max():.2e})", np.abs(got - want).max() <= TOL)
+
 sql("""SELECT pgdl.grid_search('onnx_heads', '{}', '{"base_model": "onnx_cnn_ds", "freeze": "flatten",
        "head": [[{"type": "dense", "units": 10}]], "lr": [0.01]}')""")
 n = sql("SELECT count(*) FROM pgdl.fit_multiple('imgs_packed', 'onnx_heads', 1)")[0][0]
