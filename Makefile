@@ -179,19 +179,19 @@ $(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/
 FUZZ_CC       ?= clang
 FUZZ_SECONDS  ?= 300
 FUZZ_SMOKE_SECONDS ?= 15
-FUZZ_TARGETS   = blob spec packed
+FUZZ_TARGETS   = blob spec packed onnx
 FUZZ           = build/fuzz
 FUZZ_SAN       = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # sections per function, so that the link drops packed.c's SPI code the targets never call
 FUZZ_CFLAGS    = -O1 -g -std=gnu11 -fno-strict-aliasing -fno-math-errno -Wno-unknown-pragmas \
                  -ffunction-sections -fdata-sections $(FUZZ_SAN)
 # PostgreSQL was built with gcc: clang ignores its gnu_printf format attributes
-FUZZ_CPPFLAGS  = -Isrc -Ikernels -Iregress/fuzz -I$(includedir_server) -D_GNU_SOURCE $(BLAS_CFLAGS) -Wno-ignored-attributes
+FUZZ_CPPFLAGS  = -Isrc -Ikernels -Iregress/fuzz -I$(ONNX_GEN) -I$(includedir_server) -D_GNU_SOURCE $(BLAS_CFLAGS) -Wno-ignored-attributes
 FUZZ_LDFLAGS   = -Wl,--gc-sections -Wl,-z,start-stop-gc
 # float_to_shortest_decimal_buf, StringInfo, pg_toupper: PostgreSQL's own, from its static libraries
 FUZZ_PG_LIBS   = $(pkglibdir)/libpgcommon_shlib.a $(pkglibdir)/libpgport_shlib.a
 FUZZ_BINS      = $(addprefix $(FUZZ)/fuzz_,$(FUZZ_TARGETS))
-FUZZ_HEADERS   = $(wildcard regress/fuzz/*.h src/*.h src/nn/*.h kernels/*.h)
+FUZZ_HEADERS   = $(wildcard regress/fuzz/*.h src/*.h src/nn/*.h kernels/*.h) $(ONNX_GEN)/onnx.pb-c.h
 
 FUZZ_COVERAGE  = -fsanitize=fuzzer-no-link
 # Numeric loops (the layers, the kernels, the targets' own data): tracing their
@@ -223,8 +223,17 @@ $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/pack
 		$(FUZZ)/obj/src/arrays.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 
-$(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c $(FUZZ)/nn.a
-	$(FUZZ_CC) $(NN_CPPFLAGS) $(FUZZ_CFLAGS) $^ $(BLAS_LIBS) -lm -o $@
+# the ONNX reader (src/onnx_import.c) and the protobuf-c code generated from onnx.proto
+$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/onnx_import.o \
+		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/model_exchange.o \
+		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
+		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec_json.o $(FUZZ)/obj/src/messages.o \
+		$(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lprotobuf-c -lm -o $@
+
+$(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c regress/fuzz/gen_onnx.c $(ONNX_GEN)/onnx.pb-c.c $(FUZZ)/nn.a \
+		regress/fuzz/gen_onnx.h $(ONNX_GEN)/onnx.pb-c.h
+	$(FUZZ_CC) $(NN_CPPFLAGS) -I$(ONNX_GEN) $(FUZZ_CFLAGS) $(filter %.c %.a,$^) $(BLAS_LIBS) -lprotobuf-c -lm -o $@
 
 fuzz-build: $(FUZZ_BINS) $(FUZZ)/gen_corpus
 

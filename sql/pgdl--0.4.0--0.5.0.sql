@@ -28,3 +28,10 @@ COMMENT ON FUNCTION pgdl.export_onnx(text, boolean) IS
 COMMENT ON FUNCTION pgdl.export_onnx(bytea, boolean) IS
 	'model blob as an ONNX file (features as given, classes as indices): the network and the output transform of pgdl.predict';
 
+-- ---- ONNX import ----
+CREATE FUNCTION pgdl.import_onnx(name text, onnx bytea, dataset regclass DEFAULT NULL, loss text DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_import_onnx'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.import_onnx(text, bytea, regclass, text) IS
+	'stores an ONNX model (a chain of Gemm, MatMul+Add, Conv, pooling, BatchNormalization, activations, Dropout, Flatten) as a new pgdl model, optionally tied to a packed dataset; returns its id';

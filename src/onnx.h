@@ -41,5 +41,33 @@
 #define PGDL_ONNX_NODE_SIGMOID			"pgdl_sigmoid"			/* Sigmoid, binary_cross_entropy */
 #define PGDL_ONNX_NODE_OUTPUT_FLATTEN	"pgdl_output_flatten"	/* a network that ends in [batch, C, H, W] */
 #define PGDL_ONNX_NODE_OUTPUT_IDENTITY	"pgdl_output_identity"	/* a graph with no other node */
+/* ---- import (onnx_import.c) ---- */
+
+#include "pgdl.h"
+
+/* What pgdl.import_onnx's arguments say besides the bytes. */
+typedef struct PgdlOnnxArgs
+{
+	const PgdlDataset *dataset;	/* NULL: none given */
+	NnLoss		loss;			/* the loss argument; 0: none given */
+	NnLoss		default_loss;	/* when neither the graph's last node nor `loss` decides */
+} PgdlOnnxArgs;
+
+/* A model read from ONNX bytes. */
+typedef struct PgdlOnnxModel
+{
+	NnModel    *model;			/* freed with CurrentMemoryContext */
+	const Onnx__ModelProto *proto;	/* in CurrentMemoryContext */
+	int64		opset;			/* of the default domain */
+	const char *classes;		/* PGDL_ONNX_META_CLASSES's value, or NULL */
+} PgdlOnnxModel;
+
+/*
+ * Reads ONNX bytes into a model of pgdl's layers, or raises an error naming
+ * the node at fault (ERRCODE_FEATURE_NOT_SUPPORTED for what pgdl cannot
+ * represent, ERRCODE_INVALID_PARAMETER_VALUE or ERRCODE_DATA_CORRUPTED for
+ * malformed bytes).  Allocates in CurrentMemoryContext; runs no query.
+ */
+extern void pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnxModel *out);
 
 #endif							/* PGDL_ONNX_H */

@@ -1,8 +1,9 @@
 /*
  * gen_corpus.c -- writes the fuzz targets' seed corpus: gen_corpus DIR makes
- * DIR/blob, DIR/spec and DIR/packed.  Everything is deterministic (weights are
- * a formula, not random draws or training), so `make fuzz-corpus` rewrites
- * regress/fuzz/corpus byte for byte and the fuzz smoke test checks that it does.
+ * DIR/blob, DIR/spec, DIR/packed and (gen_onnx.c) DIR/onnx.  Everything is
+ * deterministic (weights are a formula, not random draws or training), so
+ * `make fuzz-corpus` rewrites regress/fuzz/corpus byte for byte and the fuzz
+ * smoke test checks that it does.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include <sys/stat.h>
 
 #include "nn/nn.h"
+
+#include "gen_onnx.h"
 
 static const char *out_dir;
 
@@ -275,5 +278,6 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
 		write_file("spec", specs[i][0], specs[i][1], strlen(specs[i][1]));
 	packed_rows();
+	gen_onnx_corpus(write_file);
 	return 0;
 }

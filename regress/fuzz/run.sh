@@ -18,7 +18,7 @@ build=${1:?build dir}
 seconds=${2:?seconds}
 shift 2
 
-declare -A max_len=([blob]=16384 [spec]=4096 [packed]=4096)
+declare -A max_len=([blob]=16384 [spec]=4096 [packed]=4096 [onnx]=16384)
 declare -A extra=([spec]="-dict=regress/fuzz/spec.dict")
 passed=0
 failed=0

@@ -532,7 +532,13 @@ my %VALID = (
 	'examples'                     => 'ARRAY[10, 30]::bigint[]',
 	'description'                  => $description_sql,
 	'import_dataset.name'          => q{'sweep_imported'},
-	'export_onnx.with_normalization' => 'true',);
+	'export_onnx.with_normalization' => 'true',
+	# ONNX import (sql/parts/52_onnx.sql): a Gemm of 4 features to 3 classes, as sweep_packed has, made by
+	# onnx.helper (make_node('Gemm', ['x', 'W', 'B'], ['y'], transB=1), W = 0.1 * i, B = 0, opset 13)
+	'import_onnx.name'             => q{'sweep_onnx_model'},
+	'onnx'                         => q{'\\x0808120573776565703aae010a210a01780a01570a0142120179220447656d6d2a0d0a067472616e73421801a001021201672a3b080308041001223000000000cdcccc3dcdcc4c3e9a99993ecdcccc3e0000003f9a99193f3333333fcdcc4c3f6666663f0000803fcdcc8c3f4201572a1508031001220c0000000000000000000000004201425a180a017812130a110801120d0a07120562617463680a02080462180a017912130a110801120d0a07120562617463680a02080342040a00100d'::bytea},
+	'import_onnx.dataset'          => q{'sweep_packed'},
+	'import_onnx.loss'             => q{'cross_entropy'},);
 
 sub blob_with_byte
 {

@@ -4,7 +4,8 @@
 -- pgdl.predict returns: the network in inference mode, then softmax (cross_entropy) or sigmoid
 -- (binary_cross_entropy).  A stored model's dataset normalization is folded in as the graph's first
 -- nodes unless with_normalization is false; the classes, the loss and the model's id and name go into the
--- file's metadata.
+-- file's metadata.  pgdl.import_onnx reads such a file (pgdl's or another framework's) into a new row of
+-- pgdl.models (src/onnx_import.c), and recognizes what export added around the network.
 
 -- pgdl.export_onnx
 
@@ -25,3 +26,11 @@ COMMENT ON FUNCTION pgdl.export_onnx(text, boolean) IS
 COMMENT ON FUNCTION pgdl.export_onnx(bytea, boolean) IS
 	'model blob as an ONNX file (features as given, classes as indices): the network and the output transform of pgdl.predict';
 
+-- pgdl.import_onnx
+
+CREATE FUNCTION pgdl.import_onnx(name text, onnx bytea, dataset regclass DEFAULT NULL, loss text DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_import_onnx'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.import_onnx(text, bytea, regclass, text) IS
+	'stores an ONNX model (a chain of Gemm, MatMul+Add, Conv, pooling, BatchNormalization, activations, Dropout, Flatten) as a new pgdl model, optionally tied to a packed dataset; returns its id';

@@ -1,0 +1,129 @@
+/*
+ * fuzz_onnx.c -- libFuzzer target: the ONNX reader of pgdl.import_onnx
+ * (pgdl_onnx_read in src/onnx_import.c): protobuf-c's unpacking, then the graph
+ * walk, attribute and tensor checks, and the weights put into an engine model.
+ *
+ * onnx_import.c is compiled as it is, with fuzz_pg.c standing in for the
+ * backend; its SQL function (SPI, jsonb, the catalog) is never called and the
+ * link drops it.  Each input is read twice: without a dataset, and with one of
+ * 8 features whose normalization is the one the "normalized" seed (gen_onnx.c)
+ * carries.  An ERROR is a refusal, with an SQLSTATE other than XX000; what is
+ * accepted must be a model the engine validates, with finite weights, that
+ * trains, predicts and serializes (fuzz_use_model) when it is small.
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+
+#include "pgdl.h"
+#include "onnx.h"
+
+#include "fuzz_engine.h"
+#include "fuzz_pg.h"
+#include "gen_onnx.h"
+
+#define FUZZ_MAX_MODEL_BYTES	(64 << 20)
+
+volatile sig_atomic_t InterruptPending = false;
+MemoryContext CurrentMemoryContext = NULL;	/* only handed to pgdl_model_free_with below */
+
+void
+ProcessInterrupts(void)
+{
+}
+
+/* The database is UTF-8 here (as fuzz_pg.c's pg_mbcliplen has it). */
+bool
+pg_verifymbstr(const char *mbstr, int len, bool noError)
+{
+	return pg_encoding_verifymbstr(PG_UTF8, mbstr, len) == len;
+}
+
+/* pgdl.max_model_memory, here a fixed bound, as an ERROR like the real one. */
+void
+pgdl_check_model_memory(const NnSpec *spec, const NnOptim *optim, int32 batch, const char *what)
+{
+	NnMemory	mem;
+	NnError		err;
+
+	if (!nn_spec_memory(spec, optim, batch, &mem, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (mem.total > FUZZ_MAX_MODEL_BYTES)
+		ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED), errmsg("%s is too large", what)));
+}
+
+static NnModel *built;			/* the reader's model: freed by the target, past any longjmp */
+
+void
+pgdl_model_free_with(NnModel *model, MemoryContext owner)
+{
+	if (built != NULL)
+		fuzz_fail("the reader built two models");
+	built = model;
+}
+
+static bool
+read_onnx(const uint8_t *data, size_t size, const PgdlOnnxArgs *args, PgdlOnnxModel *out)
+{
+	if (setjmp(fuzz_error_jmp) != 0)
+		return false;
+	fuzz_error_armed = true;
+	pgdl_onnx_read(data, size, args, out);
+	fuzz_error_armed = false;
+	return true;
+}
+
+static void
+check_model(const PgdlOnnxModel *out, const PgdlOnnxArgs *args)
+{
+	NnModel    *m = out->model;
+
+	if (m == NULL || m != built)
+		fuzz_fail("the reader returned a model it did not build");
+	if (!nn_spec_validate(&m->spec, NULL, NULL))
+		fuzz_fail("the reader returned a model of an invalid spec");
+	if (!nn_model_params_finite(m))
+		fuzz_fail("the reader returned a model with weights that are not finite");
+	if (fuzz_spec_small(&m->spec))
+		fuzz_use_model(m);
+}
+
+static void
+read_with(const uint8_t *data, size_t size, const PgdlOnnxArgs *args)
+{
+	PgdlOnnxModel out = {0};
+
+	built = NULL;
+	if (read_onnx(data, size, args, &out))
+	{
+		check_model(&out, args);
+		fuzz_note("onnx: accepted, %d layers", out.model->spec.n_layers);
+	}
+	else if (fuzz_error_code == ERRCODE_INTERNAL_ERROR)
+		fuzz_fail("the reader failed with an internal error: %s", fuzz_error_message);
+	else
+		fuzz_note("onnx: refused (%d): %s", fuzz_error_code, fuzz_error_message);
+	if (built != NULL)
+		nn_model_free(built);
+	built = NULL;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static float mean[8], std[8];
+	PgdlDataset ds = {.n_features = 8, .classification = true, .n_classes = 2, .mean = mean, .std = std};
+	PgdlOnnxArgs none = {.default_loss = NN_LOSS_CROSS_ENTROPY};
+	PgdlOnnxArgs with = {.dataset = &ds, .default_loss = NN_LOSS_CROSS_ENTROPY};
+
+	for (int i = 0; i < 8; i++)
+	{
+		mean[i] = GEN_ONNX_VALUE(strlen("mean"), i);
+		std[i] = GEN_ONNX_VALUE(strlen("std"), i);
+	}
+	read_with(data, size, &none);
+	read_with(data, size, &with);
+	fuzz_arena_reset();
+	return 0;
+}

@@ -1,0 +1,316 @@
+/*
+ * gen_onnx.c -- the ONNX seeds of fuzz_onnx (gen_corpus DIR writes DIR/onnx):
+ * small models of every operator pgdl.import_onnx maps, packed with protobuf-c
+ * from onnx.proto.  Weights are a formula, so the bytes are the same each time.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx.pb-c.h"
+
+#include "gen_onnx.h"
+
+/* Everything a model is built of, freed after it is written (the generator runs under LeakSanitizer). */
+static void *allocs[4096];
+static int	n_allocs;
+
+static void *
+gen_alloc(size_t size)
+{
+	void	   *p = calloc(1, size);
+
+	if (p == NULL || n_allocs == (int) (sizeof(allocs) / sizeof(allocs[0])))
+	{
+		fprintf(stderr, "gen_onnx: out of memory\n");
+		exit(1);
+	}
+	allocs[n_allocs++] = p;
+	return p;
+}
+
+static void
+gen_free_all(void)
+{
+	while (n_allocs > 0)
+		free(allocs[--n_allocs]);
+}
+
+#define NEW(type, init) memcpy(gen_alloc(sizeof(type)), &(type) init, sizeof(type))
+
+typedef struct Graph
+{
+	Onnx__NodeProto *nodes[16];
+	size_t		n_nodes;
+	Onnx__TensorProto *inits[16];
+	size_t		n_inits;
+	Onnx__StringStringEntryProto *meta[2];
+	size_t		n_meta;
+} Graph;
+
+static Onnx__TensorProto *
+tensor(Graph *g, const char *name, int n_dims, const int64_t *dims, bool raw)
+{
+	Onnx__TensorProto *t = NEW(Onnx__TensorProto, ONNX__TENSOR_PROTO__INIT);
+	size_t		n = 1;
+
+	t->name = (char *) name;
+	t->n_dims = n_dims;
+	t->dims = gen_alloc(sizeof(int64_t) * (n_dims + 1));
+	for (int d = 0; d < n_dims; d++)
+		n *= (size_t) (t->dims[d] = dims[d]);
+	t->has_data_type = 1;
+	t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	if (raw)
+	{
+		t->has_raw_data = 1;
+		t->raw_data.len = n * 4;
+		t->raw_data.data = gen_alloc(n * 4);
+	}
+	else
+	{
+		t->n_float_data = n;
+		t->float_data = gen_alloc(sizeof(float) * n);
+	}
+	for (size_t i = 0; i < n; i++)
+	{
+		float		v = GEN_ONNX_VALUE(strlen(name), i);
+
+		if (raw)
+			memcpy(t->raw_data.data + 4 * i, &v, 4);	/* the generator runs little-endian */
+		else
+			t->float_data[i] = v;
+	}
+	g->inits[g->n_inits++] = t;
+	return t;
+}
+
+static Onnx__AttributeProto *
+attr(const char *name, Onnx__AttributeProto__AttributeType type)
+{
+	Onnx__AttributeProto *a = NEW(Onnx__AttributeProto, ONNX__ATTRIBUTE_PROTO__INIT);
+
+	a->name = (char *) name;
+	a->has_type = 1;
+	a->type = type;
+	return a;
+}
+
+static Onnx__AttributeProto *
+attr_int(const char *name, int64_t v)
+{
+	Onnx__AttributeProto *a = attr(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+
+	a->has_i = 1;
+	a->i = v;
+	return a;
+}
+
+static Onnx__AttributeProto *
+attr_float(const char *name, float v)
+{
+	Onnx__AttributeProto *a = attr(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+
+	a->has_f = 1;
+	a->f = v;
+	return a;
+}
+
+static Onnx__AttributeProto *
+attr_ints(const char *name, int64_t v0, int n)
+{
+	Onnx__AttributeProto *a = attr(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+
+	a->n_ints = n;
+	a->ints = gen_alloc(sizeof(int64_t) * n);
+	for (int i = 0; i < n; i++)
+		a->ints[i] = v0;
+	return a;
+}
+
+/* op(ins, NULL-terminated) -> out, with up to 3 attributes (NULL for none). */
+static Onnx__NodeProto *
+node(Graph *g, const char *op, const char *const *ins, const char *out,
+	 Onnx__AttributeProto *a0, Onnx__AttributeProto *a1, Onnx__AttributeProto *a2)
+{
+	Onnx__NodeProto *n = NEW(Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
+	Onnx__AttributeProto *as[3] = {a0, a1, a2};
+
+	n->op_type = (char *) op;
+	n->name = (char *) out;
+	n->input = gen_alloc(sizeof(char *) * 8);
+	while (ins[n->n_input])
+		n->input[n->n_input] = (char *) ins[n->n_input], n->n_input++;
+	n->output = gen_alloc(sizeof(char *));
+	n->output[n->n_output++] = (char *) out;
+	n->attribute = gen_alloc(sizeof(Onnx__AttributeProto *) * 3);
+	for (int i = 0; i < 3 && as[i]; i++)
+		n->attribute[n->n_attribute++] = as[i];
+	g->nodes[g->n_nodes++] = n;
+	return n;
+}
+
+#define IN(...) ((const char *const[]) {__VA_ARGS__, NULL})
+
+/* A Constant node of INT64 values (Reshape's shape). */
+static void
+constant_int64s(Graph *g, const char *out, const int64_t *v, int n)
+{
+	Onnx__AttributeProto *a = attr("value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+	Onnx__TensorProto *t = NEW(Onnx__TensorProto, ONNX__TENSOR_PROTO__INIT);
+
+	t->n_dims = 1;
+	t->dims = gen_alloc(sizeof(int64_t));
+	t->dims[0] = n;
+	t->has_data_type = 1;
+	t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+	t->n_int64_data = n;
+	t->int64_data = gen_alloc(sizeof(int64_t) * n);
+	memcpy(t->int64_data, v, sizeof(int64_t) * n);
+	a->t = t;
+	node(g, "Constant", (const char *const[]) {NULL}, out, a, NULL, NULL);
+}
+
+/* A float tensor of [batch, dims...]. */
+static Onnx__ValueInfoProto *
+value(const char *name, int rank, const int64_t *dims)
+{
+	Onnx__ValueInfoProto *v = NEW(Onnx__ValueInfoProto, ONNX__VALUE_INFO_PROTO__INIT);
+	Onnx__TypeProto *t = NEW(Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
+	Onnx__TypeProto__Tensor *tt = NEW(Onnx__TypeProto__Tensor, ONNX__TYPE_PROTO__TENSOR__INIT);
+	Onnx__TensorShapeProto *s = NEW(Onnx__TensorShapeProto, ONNX__TENSOR_SHAPE_PROTO__INIT);
+
+	s->n_dim = rank;
+	s->dim = gen_alloc(sizeof(Onnx__TensorShapeProto__Dimension *) * rank);
+	for (int d = 0; d < rank; d++)
+	{
+		Onnx__TensorShapeProto__Dimension *dim = NEW(Onnx__TensorShapeProto__Dimension,
+													 ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT);
+
+		if (d == 0)
+		{
+			dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+			dim->dim_param = "batch";
+		}
+		else
+		{
+			dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+			dim->dim_value = dims[d - 1];
+		}
+		s->dim[d] = dim;
+	}
+	tt->has_elem_type = 1;
+	tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	tt->shape = s;
+	t->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+	t->tensor_type = tt;
+	v->name = (char *) name;
+	v->type = t;
+	return v;
+}
+
+static void
+meta(Graph *g, const char *key, const char *val)
+{
+	Onnx__StringStringEntryProto *e = NEW(Onnx__StringStringEntryProto, ONNX__STRING_STRING_ENTRY_PROTO__INIT);
+
+	e->key = (char *) key;
+	e->value = (char *) val;
+	g->meta[g->n_meta++] = e;
+}
+
+static void
+write_model(GenWriteFn write, const char *name, Graph *g, Onnx__ValueInfoProto *in, Onnx__ValueInfoProto *out)
+{
+	Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+	Onnx__GraphProto graph = ONNX__GRAPH_PROTO__INIT;
+	Onnx__OperatorSetIdProto opset = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+	Onnx__OperatorSetIdProto *opsets[1] = {&opset};
+	uint8_t    *buf;
+	size_t		len;
+
+	opset.domain = "";
+	opset.has_version = 1;
+	opset.version = 13;
+	graph.name = (char *) name;
+	graph.n_node = g->n_nodes;
+	graph.node = g->nodes;
+	graph.n_initializer = g->n_inits;
+	graph.initializer = g->inits;
+	graph.n_input = 1;
+	graph.input = &in;
+	graph.n_output = 1;
+	graph.output = &out;
+	m.has_ir_version = 1;
+	m.ir_version = 7;
+	m.producer_name = "gen_onnx";
+	m.producer_version = "1";
+	m.n_opset_import = 1;
+	m.opset_import = opsets;
+	m.graph = &graph;
+	m.n_metadata_props = g->n_meta;
+	m.metadata_props = g->meta;
+	len = onnx__model_proto__get_packed_size(&m);
+	buf = gen_alloc(len);
+	onnx__model_proto__pack(&m, buf);
+	write("onnx", name, buf, len);
+	gen_free_all();
+	memset(g, 0, sizeof(*g));
+}
+
+void
+gen_onnx_corpus(GenWriteFn write)
+{
+	Graph		g = {0};
+
+	/* Gemm (transB 1 and 0), Relu, Softmax: an MLP as PyTorch writes it */
+	tensor(&g, "w1", 2, (int64_t[]) {5, 4}, true);
+	tensor(&g, "b1", 1, (int64_t[]) {5}, true);
+	tensor(&g, "w2", 2, (int64_t[]) {5, 3}, false);
+	node(&g, "Gemm", IN("x", "w1", "b1"), "h1", attr_int("transB", 1), attr_float("alpha", 1.0f), NULL);
+	node(&g, "Relu", IN("h1"), "h2", NULL, NULL, NULL);
+	node(&g, "Gemm", IN("h2", "w2"), "h3", NULL, NULL, NULL);
+	node(&g, "Softmax", IN("h3"), "y", attr_int("axis", 1), NULL, NULL);
+	write_model(write, "mlp", &g, value("x", 2, (int64_t[]) {4}), value("y", 2, (int64_t[]) {3}));
+
+	/* Conv, BatchNormalization, LeakyRelu, MaxPool, AveragePool, GlobalAveragePool, Flatten, MatMul + Add, Sigmoid */
+	tensor(&g, "cw", 4, (int64_t[]) {2, 1, 3, 3}, true);
+	tensor(&g, "cb", 1, (int64_t[]) {2}, false);
+	tensor(&g, "s", 1, (int64_t[]) {2}, true);
+	tensor(&g, "bb", 1, (int64_t[]) {2}, true);
+	tensor(&g, "m", 1, (int64_t[]) {2}, true);
+	tensor(&g, "running_vr", 1, (int64_t[]) {2}, false);	/* a name whose values are positive */
+	tensor(&g, "mw", 2, (int64_t[]) {2, 1}, true);
+	tensor(&g, "mb", 1, (int64_t[]) {1}, true);
+	node(&g, "Conv", IN("x", "cw", "cb"), "c", attr_ints("pads", 1, 4), attr_ints("strides", 1, 2),
+		 attr_ints("kernel_shape", 3, 2));
+	node(&g, "BatchNormalization", IN("c", "s", "bb", "m", "running_vr"), "n", attr_float("epsilon", 1e-3f), NULL, NULL);
+	node(&g, "LeakyRelu", IN("n"), "l", attr_float("alpha", 0.2f), NULL, NULL);
+	node(&g, "MaxPool", IN("l"), "p", attr_ints("kernel_shape", 2, 2), attr_ints("strides", 1, 2), NULL);
+	node(&g, "AveragePool", IN("p"), "a", attr_ints("kernel_shape", 2, 2), attr_ints("strides", 2, 2), NULL);
+	node(&g, "GlobalAveragePool", IN("a"), "gp", NULL, NULL, NULL);
+	node(&g, "Flatten", IN("gp"), "f", attr_int("axis", 1), NULL, NULL);
+	node(&g, "MatMul", IN("f", "mw"), "mm", NULL, NULL, NULL);
+	node(&g, "Add", IN("mm", "mb"), "ad", NULL, NULL, NULL);
+	node(&g, "Sigmoid", IN("ad"), "y", NULL, NULL, NULL);
+	write_model(write, "cnn", &g, value("x", 4, (int64_t[]) {1, 6, 6}), value("y", 2, (int64_t[]) {1}));
+
+	/* pgdl's export: its normalization first (Sub, Div), metadata; then Reshape, Tanh, Dropout, Identity, Gemm */
+	tensor(&g, "mean", 1, (int64_t[]) {8}, true);
+	tensor(&g, "std", 1, (int64_t[]) {8}, false);
+	tensor(&g, "ratio", 0, NULL, false);
+	tensor(&g, "w", 2, (int64_t[]) {2, 8}, true);
+	meta(&g, "pgdl.normalization", "{\"mean\": [0], \"std\": [1]}");
+	meta(&g, "pgdl.classes", "[\"a\", \"b\"]");
+	node(&g, "Sub", IN("x", "mean"), "centred", NULL, NULL, NULL);
+	node(&g, "Div", IN("centred", "std"), "scaled", NULL, NULL, NULL);
+	constant_int64s(&g, "shape", (int64_t[]) {0, -1}, 2);
+	node(&g, "Reshape", IN("scaled", "shape"), "r", NULL, NULL, NULL);
+	node(&g, "Tanh", IN("r"), "t", NULL, NULL, NULL);
+	node(&g, "Dropout", IN("t", "ratio"), "d", NULL, NULL, NULL);
+	node(&g, "Identity", IN("d"), "i", NULL, NULL, NULL);
+	node(&g, "Gemm", IN("i", "w"), "y", attr_int("transB", 1), NULL, NULL);
+	write_model(write, "normalized", &g, value("x", 2, (int64_t[]) {8}), value("y", 2, (int64_t[]) {2}));
+}

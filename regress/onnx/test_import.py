@@ -1,0 +1,400 @@
+#!/usr/bin/python3
+"""pgdl.import_onnx against PyTorch's ONNX export and the ONNX project's own operator tests.
+
+1. PyTorch models (an MLP, a CNN, a network with BatchNorm1d/2d and Dropout), exported with
+   torch.onnx.export (opset 13, dynamic batch), imported: pgdl.predict on 1,000 random inputs matches
+   torch's softmax within 1e-5 absolute.
+2. Debian's libonnx-testdata single-operator models of the operators pgdl maps: each is imported (weights
+   that the test passes as graph inputs are made initializers from its test data) and pgdl.predict matches
+   the shipped output within 1e-5 absolute, or it is refused with SQLSTATE 0A000 or 22023 and, when a node is
+   at fault, its op_type in the message.
+3. Hostile bytes: each a clean error with its SQLSTATE, and nothing stored.
+4. An imported model is used like a trained one: evaluate, predict_batch, and a base model for transfer.
+
+Prints "ok - ..." / "not ok - ..." lines and ends with "N passed, M failed".
+"""
+import glob
+import hashlib
+import io
+import os
+import sys
+
+import numpy as np
+import onnx
+import psycopg
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+TOL = 1e-5
+passed = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok - {name}")
+    else:
+        failed += 1
+        print(f"not ok - {name}" + (f": {detail}" if detail else ""))
+
+
+conn = psycopg.connect(autocommit=True)
+conn.execute("SET client_min_messages = warning")
+conn.execute("CREATE EXTENSION IF NOT EXISTS pgdl")
+
+
+def sql(query, args=()):
+    return conn.execute(query, args).fetchall()
+
+
+def import_onnx(name, data, dataset=None, loss=None):
+    return sql("SELECT pgdl.import_onnx(%s, %s, %s, %s)", (name, data, dataset, loss))[0][0]
+
+
+def import_error(data, name=None, dataset=None, loss=None):
+    """(sqlstate, message) of a refused import, or (None, id)."""
+    try:
+        return None, import_onnx(name, data, dataset, loss)
+    except psycopg.Error as e:
+        return e.sqlstate, e.diag.message_primary or ""
+
+
+def error_detail(data, loss):
+    try:
+        import_onnx(None, data, None, loss)
+    except psycopg.Error as e:
+        return e.diag.message_detail or ""
+    return ""
+
+
+def predict(model_id, x):
+    """pgdl.predict of each row of x (n, ...) as an (n, k) array."""
+    conn.execute("DROP TABLE IF EXISTS xs")
+    conn.execute("CREATE TEMP TABLE xs (i integer, x real[])")
+    flat = x.reshape(len(x), -1).astype(np.float32)
+    with conn.cursor().copy("COPY xs (i, x) FROM STDIN") as cp:
+        cp.set_types(["int4", "float4[]"])
+        for i, row in enumerate(flat):
+            cp.write_row((i, row.tolist()))
+    rows = sql("SELECT pgdl.predict(%s, x) FROM xs ORDER BY i", (model_id,))
+    return np.array([r[0] for r in rows], dtype=np.float64)
+
+
+def model_count():
+    return sql("SELECT count(*) FROM pgdl.models")[0][0]
+
+
+def export(model, shape):
+    model.eval()
+    buf = io.BytesIO()
+    torch.onnx.export(model, torch.randn(1, *shape), buf, opset_version=13,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+    return buf.getvalue()
+
+
+# ---- 1. PyTorch exports ----
+
+torch.manual_seed(7)
+np.random.seed(7)
+
+
+def randomize_bn(model):
+    for m in model.modules():
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    return model
+
+
+MODELS = {
+    "onnx_mlp": (torch.nn.Sequential(
+        torch.nn.Linear(784, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64), torch.nn.ReLU(),
+        torch.nn.Linear(64, 10)), (784,)),
+    "onnx_cnn": (torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(16 * 6 * 6, 10)), (1, 28, 28)),
+    "onnx_bn": (randomize_bn(torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
+        torch.nn.Dropout(0.3), torch.nn.Flatten(), torch.nn.Linear(4 * 13 * 13, 32),
+        torch.nn.BatchNorm1d(32), torch.nn.LeakyReLU(0.1), torch.nn.Dropout(0.2), torch.nn.Linear(32, 10),
+        torch.nn.Softmax(dim=1))), (1, 28, 28)),
+}
+
+exported = {}
+for name, (model, shape) in MODELS.items():
+    data = export(model, shape)
+    exported[name] = data
+    ops = [n.op_type for n in onnx.load_from_string(data).graph.node]
+    if name == "onnx_bn":
+        check(f"{name}: the export keeps a BatchNormalization node", "BatchNormalization" in ops, str(ops))
+    mid = import_onnx(name, data)
+    x = np.random.rand(1000, *shape).astype(np.float32)
+    with torch.no_grad():
+        out = model(torch.from_numpy(x))
+        want = out if name == "onnx_bn" else torch.softmax(out, dim=1)
+    got = predict(mid, x)
+    err = float(np.abs(got - want.numpy()).max())
+    check(f"{name}: pgdl.predict matches torch's softmax on 1,000 inputs (max abs error {err:.2e})",
+          got.shape == (1000, 10) and err <= TOL, f"{ops}")
+    spec, origin = sql("SELECT spec, origin FROM pgdl.models WHERE id = %s", (mid,))[0]
+    check(f"{name}: origin names the format, producer, opset and SHA-256",
+          origin["format"] == "onnx" and origin["producer_name"] == "pytorch" and origin["opset"] == 13
+          and origin["sha256"] == hashlib.sha256(data).hexdigest() and "ir_version" in origin
+          and "graph" in origin and "producer_version" in origin, str(origin))
+    check(f"{name}: the loss is cross_entropy", spec["loss"] == "cross_entropy", str(spec))
+
+err, msg = import_error(exported["onnx_mlp"], name="onnx_mlp")
+check("a second model of the same name is refused", err == "42710", f"{err} {msg}")
+
+# ---- 2. the ONNX project's operator tests ----
+
+DATA = "/usr/share/libonnx-testdata/data/node"
+OPS = ["relu", "leakyrelu", "sigmoid", "tanh", "gemm", "matmul", "conv", "maxpool", "averagepool",
+       "globalaveragepool", "flatten", "reshape", "batchnorm", "dropout", "softmax", "logsoftmax", "identity"]
+
+
+def read_tensor(path):
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t
+
+
+def weights_as_initializers(model, case):
+    """Inputs after the first become initializers holding the test's values for them."""
+    g = model.graph
+    for k, inp in enumerate(list(g.input)[1:], start=1):
+        path = f"{case}/test_data_set_0/input_{k}.pb"
+        if not os.path.exists(path):
+            return False
+        t = read_tensor(path)
+        t.name = inp.name
+        g.initializer.append(t)
+    return True
+
+
+compared = refused = refused_input = 0
+cases = sorted(c for c in glob.glob(f"{DATA}/test_*")
+               if any(os.path.basename(c)[5:] == op or os.path.basename(c)[5:].startswith(op + "_")
+                      for op in OPS) and not c.endswith("_expanded"))
+cases = sorted(set(cases + glob.glob(f"{DATA}/test_basic_conv_*")))
+for case in cases:
+    label = os.path.basename(case)
+    model = onnx.load(f"{case}/model.onnx")
+    if not weights_as_initializers(model, case):
+        continue
+    op = model.graph.node[-1].op_type if model.graph.node else ""
+    trailing_softmax = op in ("Softmax", "LogSoftmax")
+    err, res = import_error(model.SerializeToString(), loss=None if trailing_softmax else "mse")
+    if err is not None:
+        clean = err in ("0A000", "22023")
+        names_op = any(n.op_type in res for n in model.graph.node) or res == "cannot import the ONNX model"
+        if res == "cannot import the ONNX model":
+            refused_input += 1
+        refused += 1
+        why = error_detail(model.SerializeToString(), None if trailing_softmax else "mse")
+        check(f"testdata {label}: refused cleanly ({err}: {res}: {why})", clean and names_op)
+        continue
+    x = numpy_helper.to_array(read_tensor(f"{case}/test_data_set_0/input_0.pb"))
+    want = numpy_helper.to_array(read_tensor(f"{case}/test_data_set_0/output_0.pb")).reshape(len(x), -1)
+    if op == "LogSoftmax":
+        want = np.exp(want)
+    got = predict(res, x)
+    diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    compared += 1
+    check(f"testdata {label}: pgdl.predict matches the shipped output (max abs error {diff:.2e})", diff <= TOL,
+          f"shapes {got.shape} {want.shape}")
+print(f"# testdata: {compared} compared, {refused} refused ({refused_input} of them for the graph's input or "
+      f"outputs), of {len(cases)} tests")
+check("testdata: at least 20 single-op models compared", compared >= 20, str(compared))
+
+# ---- 3. hostile bytes ----
+
+FLOAT = TensorProto.FLOAT
+
+
+def gemm_model(weight, bias=None, extra_nodes=(), output="y", inputs=None):
+    w = helper.make_tensor("W", FLOAT, [3, 4], weight) if not isinstance(weight, TensorProto) else weight
+    inits = [w] + ([helper.make_tensor("B", FLOAT, [3], bias)] if bias is not None else [])
+    nodes = [helper.make_node("Gemm", ["x", "W"] + (["B"] if bias is not None else []), ["h"], transB=1)]
+    nodes += list(extra_nodes)
+    g = helper.make_graph(nodes, "g", inputs or [helper.make_tensor_value_info("x", FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info(output, FLOAT, ["batch", 3])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+good = gemm_model(list(np.linspace(-1, 1, 12)), [0.1, 0.2, 0.3], [helper.make_node("Relu", ["h"], ["y"])])
+short = helper.make_tensor("W", FLOAT, [3, 4], np.zeros(12, np.float32).tobytes(), raw=True)
+short.raw_data = short.raw_data[:40]
+two_act = [helper.make_node("Relu", ["h"], ["a"]), helper.make_node("Sigmoid", ["h"], ["b"]),
+           helper.make_node("Add", ["a", "b"], ["y"])]
+neg_var = helper.make_graph(
+    [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], "g",
+    [helper.make_tensor_value_info("x", FLOAT, ["batch", 2])], [helper.make_tensor_value_info("y", FLOAT, ["batch", 2])],
+    [helper.make_tensor(n, FLOAT, [2], v) for n, v in
+     (("s", [1, 1]), ("b", [0, 0]), ("m", [0, 0]), ("v", [1, -1]))])
+HOSTILE = [
+    ("garbage bytes", b"\x08\x07garbage\xff\xff\xff", None, "22023"),
+    ("a truncated model", exported["onnx_mlp"][: len(exported["onnx_mlp"]) // 2], None, "22023"),
+    ("empty bytes", b"", None, "22023"),
+    ("NULL bytes", None, None, "22004"),
+    ("raw_data shorter than its dims", gemm_model(short, output="h"), "Gemm", "XX001"),
+    ("NaN weights", gemm_model([float("nan")] + [0.0] * 11, output="h"), "Gemm", "22023"),
+    ("an infinite bias", gemm_model([0.0] * 12, [0, float("inf"), 0], output="h"), "Gemm", "22023"),
+    ("a branch: Add of two activations (the second branch's node is named)",
+     gemm_model([0.0] * 12, None, two_act), "Sigmoid", "0A000"),
+    ("an unsupported op", gemm_model([0.0] * 12, None, [helper.make_node("Softplus", ["h"], ["y"], name="sp")]),
+     '"sp" (Softplus)', "0A000"),
+    ("a negative running variance", helper.make_model(neg_var, opset_imports=[helper.make_opsetid("", 13)])
+     .SerializeToString(), "BatchNormalization", "22023"),
+    ("an unknown loss", good, None, "22023"),
+]
+before = model_count()
+for what, data, op, state in HOSTILE:
+    err, msg = import_error(data, name="hostile", loss="hinge" if what == "an unknown loss" else None)
+    check(f"hostile: {what} is refused with {state}", err == state and (op is None or op in msg), f"{err}: {msg}")
+check("hostile: nothing was stored", model_count() == before, f"{before} -> {model_count()}")
+gid = import_onnx("onnx_gemm_relu", good, loss="mse")
+got = predict(gid, np.array([[1, 2, 3, 4]], np.float32))
+want = np.maximum(np.linspace(-1, 1, 12).reshape(3, 4) @ np.array([1, 2, 3, 4]) + [0.1, 0.2, 0.3], 0)
+check("the valid neighbour of the hostile models imports and predicts (mse: raw outputs)",
+      np.abs(got[0] - want).max() <= TOL, f"{got} {want}")
+
+# ---- chains written with onnx.helper: what PyTorch's export does not write ----
+
+rs = np.random.default_rng(11)
+W1, b1, W2 = (rs.standard_normal(s).astype(np.float32) for s in ((6, 5), (5,), (3, 5)))
+chain = helper.make_graph([
+    helper.make_node("MatMul", ["x", "W1"], ["m"]), helper.make_node("Add", ["b1", "m"], ["a"]),
+    helper.make_node("Tanh", ["a"], ["t"]), helper.make_node("LeakyRelu", ["t"], ["l"], alpha=0.2),
+    helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor("r", FLOAT, [], [0.3])),
+    helper.make_node("Dropout", ["l", "ratio"], ["d"]), helper.make_node("Identity", ["d"], ["i"]),
+    helper.make_node("Gemm", ["i", "W2"], ["g"], transB=1), helper.make_node("Sigmoid", ["g"], ["y"])],
+    "chain", [helper.make_tensor_value_info("x", FLOAT, [None, 6])],
+    [helper.make_tensor_value_info("y", FLOAT, [None, 3])],
+    [numpy_helper.from_array(W1, "W1"), numpy_helper.from_array(b1, "b1"), numpy_helper.from_array(W2, "W2")])
+chain_bytes = helper.make_model(chain, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+x = rs.standard_normal((50, 6)).astype(np.float32)
+h = np.tanh(x.astype(np.float64) @ W1 + b1)
+want = 1 / (1 + np.exp(-(np.where(h > 0, h, 0.2 * h) @ W2.T)))
+for loss, layers in ((None, 5), ("mse", 6)):
+    cid = import_onnx(None, chain_bytes, loss=loss)
+    spec = sql("SELECT spec FROM pgdl.models WHERE id = %s", (cid,))[0][0]
+    types = [layer["type"] for layer in spec["layers"]]
+    check(f"MatMul+Add, Tanh, LeakyRelu, Dropout (a Constant ratio), Identity, Gemm, Sigmoid with loss {loss}: "
+          f"{types}, {spec['loss']}", len(types) == layers and spec["loss"] == (loss or "binary_cross_entropy")
+          and spec["layers"][3].get("rate") is not None and abs(spec["layers"][3]["rate"] - 0.3) < 1e-6, str(spec))
+    got = predict(cid, x)
+    check(f"  ... pgdl.predict matches numpy (max abs error {np.abs(got - want).max():.2e})",
+          np.abs(got - want).max() <= TOL)
+
+Wc, bc, Wd = (rs.standard_normal(s).astype(np.float32) for s in ((3, 2, 3, 3), (3,), (4, 48)))
+conv = helper.make_graph([
+    helper.make_node("Conv", ["x", "Wc", "bc"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+    helper.make_node("Relu", ["c"], ["r"]),
+    helper.make_node("Constant", [], ["shape"], value=helper.make_tensor("s", TensorProto.INT64, [2], [0, -1])),
+    helper.make_node("Reshape", ["r", "shape"], ["f"]), helper.make_node("Gemm", ["f", "Wd"], ["g"], transB=1),
+    helper.make_node("LogSoftmax", ["g"], ["y"], axis=1)],
+    "conv", [helper.make_tensor_value_info("x", FLOAT, [2, 2, 4, 4])],
+    [helper.make_tensor_value_info("y", FLOAT, [2, 4])],
+    [numpy_helper.from_array(Wc, "Wc"), numpy_helper.from_array(bc, "bc"), numpy_helper.from_array(Wd, "Wd")])
+cid = import_onnx(None, helper.make_model(conv, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+x = rs.standard_normal((2, 2, 4, 4)).astype(np.float32)
+with torch.no_grad():
+    want = torch.softmax(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(Wc), torch.from_numpy(bc),
+                                                    padding=1).relu().reshape(2, -1) @ torch.from_numpy(Wd).T, 1)
+got = predict(cid, x)
+check(f"Conv, Relu, Reshape to [0, -1] (a Constant shape), Gemm, LogSoftmax with a fixed batch of 2: pgdl.predict "
+      f"matches torch (max abs error {np.abs(got - want.numpy()).max():.2e})", np.abs(got - want.numpy()).max() <= TOL)
+
+# ---- 4. imported models with datasets, evaluation and transfer ----
+
+rng = np.random.default_rng(3)
+conn.execute("CREATE TABLE imgs (id serial, x real[], label integer)")
+with conn.cursor().copy("COPY imgs (x, label) FROM STDIN") as cp:
+    cp.set_types(["float4[]", "int4"])
+    for i in range(300):
+        cp.write_row((rng.random(784).astype(np.float32).tolist(), int(i % 10)))
+sql("SELECT pgdl.pack('imgs', 'x', 'label', 'imgs_packed', buffer_rows => 32, partitions => 2)")
+sql("SELECT pgdl.pack('imgs', 'x', 'label', 'imgs_scaled', buffer_rows => 32, partitions => 2, scale => 0.5)")
+did = import_onnx("onnx_cnn_ds", exported["onnx_cnn"], "imgs_packed")
+ds = sql("SELECT dataset = (SELECT id FROM pgdl.datasets WHERE packed = 'imgs_packed'::regclass) "
+         "FROM pgdl.models WHERE id = %s", (did,))[0][0]
+check("with a dataset: the model's dataset is the packed table's", ds is True)
+loss, acc = sql("SELECT loss, accuracy FROM pgdl.evaluate('onnx_cnn_ds', 'imgs_packed')")[0]
+check("pgdl.evaluate takes the imported model", loss is not None and loss > 0 and 0 <= acc <= 1, f"{loss} {acc}")
+n = sql("SELECT count(*) FROM pgdl.predict_batch('onnx_cnn_ds', 'imgs', 'id', 'x')")[0][0]
+check("pgdl.predict_batch takes the imported model", n == 300, str(n))
+err, msg = import_error(exported["onnx_mlp"], name="onnx_mlp_wrong", dataset="pg_class")
+check("a table that is not a packed dataset is refused", err == "22023", f"{err} {msg}")
+conn.execute("CREATE TABLE pts (x real[], label integer)")
+conn.execute("INSERT INTO pts SELECT ARRAY[random(), random()], g % 3 FROM generate_series(1, 40) g")
+sql("SELECT pgdl.pack('pts', 'x', 'label', 'pts_packed', buffer_rows => 8, partitions => 2)")
+err, msg = import_error(exported["onnx_mlp"], name="onnx_mlp_wrong", dataset="pts_packed")
+check("a dataset of another number of features is refused", err == "22000", f"{err} {msg}")
+
+# pgdl's export writes its dataset's normalization first (Mul by the scale) and says so in metadata
+m = onnx.load_from_string(exported["onnx_mlp"])
+g = m.graph
+scale = helper.make_tensor("pgdl_scale", FLOAT, [], [0.5])
+mul = helper.make_node("Mul", [g.input[0].name, "pgdl_scale"], ["scaled"], name="normalize_scale")
+for node in g.node:
+    node.input[:] = ["scaled" if i == g.input[0].name else i for i in node.input]
+g.node.insert(0, mul)
+g.initializer.append(scale)
+helper.set_model_props(m, {"pgdl.normalization": '{"scale": 0.5}',
+                           "pgdl.classes": '["0","1","2","3","4","5","6","7","8","9"]'})
+normalized = m.SerializeToString()
+err, msg = import_error(normalized, name="onnx_norm")
+check("an exported normalization without a dataset is refused", err == "0A000", f"{err} {msg}")
+err, msg = import_error(normalized, name="onnx_norm", dataset="imgs_packed")
+check("an exported normalization that disagrees with the dataset's is refused", err == "22023", f"{err} {msg}")
+nid = import_onnx("onnx_norm", normalized, "imgs_scaled")
+x = rng.random((20, 784)).astype(np.float32)
+with torch.no_grad():
+    want = torch.softmax(MODELS["onnx_mlp"][0](torch.from_numpy(x * 0.5)), dim=1).numpy()
+got = predict(nid, x)
+check("an exported normalization that the dataset's equals is dropped, and predict applies the dataset's",
+      np.abs(got - want).max() <= TOL, f"{np.abs(got - want).max()}")
+helper.set_model_props(m, {"pgdl.normalization": '{"scale": 0.5}', "pgdl.classes": '["a","b"]'})
+err, msg = import_error(m.SerializeToString(), name="onnx_norm2", dataset="imgs_scaled")
+check("class labels that disagree with the dataset's are refused", err == "22023", f"{err} {msg}")
+
+# standardized features: Sub of a mean, Div by a std, each shaped as one example [1, 28, 28] as pgdl's export writes
+sql("SELECT pgdl.pack('imgs', 'x', 'label', 'imgs_std', buffer_rows => 32, partitions => 2, standardize => true)")
+norm = sql("SELECT normalization FROM pgdl.datasets WHERE packed = 'imgs_std'::regclass")[0][0]
+mean = np.array(norm["mean"], np.float32).reshape(1, 28, 28)
+std = np.array(norm["std"], np.float32).reshape(1, 28, 28)
+m = onnx.load_from_string(exported["onnx_cnn"])
+g = m.graph
+for node in g.node:
+    node.input[:] = ["pgdl_normalize_div" if i == g.input[0].name else i for i in node.input]
+g.node.insert(0, helper.make_node("Div", ["pgdl_normalize_sub", "pgdl_normalize.std"], ["pgdl_normalize_div"]))
+g.node.insert(0, helper.make_node("Sub", [g.input[0].name, "pgdl_normalize.mean"], ["pgdl_normalize_sub"]))
+g.initializer.extend([numpy_helper.from_array(mean, "pgdl_normalize.mean"),
+                      numpy_helper.from_array(std, "pgdl_normalize.std")])
+helper.set_model_props(m, {"pgdl.normalization": "{}"})
+err, msg = import_error(m.SerializeToString(), name="onnx_std", dataset="imgs_scaled")
+check("an exported standardization and a dataset that scales disagree", err == "22023", f"{err} {msg}")
+sid = import_onnx("onnx_std", m.SerializeToString(), "imgs_std")
+x = rng.random((20, 1, 28, 28)).astype(np.float32)
+with torch.no_grad():
+    want = torch.softmax(MODELS["onnx_cnn"][0](torch.from_numpy((x - mean) / std)), dim=1).numpy()
+got = predict(sid, x)
+check("an exported standardization ([1, 28, 28] mean and std) that the dataset's equals is dropped "
+      f"(max abs error {np.abs(got - want).max():.2e})", np.abs(got - want).max() <= TOL)
+
+sql("""SELECT pgdl.grid_search('onnx_heads', '{}', '{"base_model": "onnx_cnn_ds", "freeze": "flatten",
+       "head": [[{"type": "dense", "units": 10}]], "lr": [0.01]}')""")
+n = sql("SELECT count(*) FROM pgdl.fit_multiple('imgs_packed', 'onnx_heads', 1)")[0][0]
+parent = sql("SELECT count(*) FROM pgdl.models WHERE parent = %s", (did,))[0][0]
+check("the imported CNN is a base model for transfer: a head trains on it", n >= 1 and parent == 1, f"{n} {parent}")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
