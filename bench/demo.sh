@@ -5,7 +5,8 @@
 # trains design.md's reference MLP (5 epochs) and CNN (2 epochs) with pgdl.fit,
 # evaluates both on the 10,000 test images, predicts a few of them, runs a
 # small model selection (8 configurations at once on 2 background workers), and
-# trains 4 heads on the CNN's frozen convolutions through one feature cache.
+# trains 4 heads on the CNN's frozen convolutions through one feature cache,
+# exports the CNN as an ONNX file and imports an MLP trained in PyTorch.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -108,4 +109,23 @@ SELECT rank, jsonb_array_length(config_json->'head') AS head_layers, config_json
 \timing off
 SELECT view, rows, pg_size_pretty(bytes) AS size, valid FROM pgdl.feature_cache ORDER BY id;
 SQL
+echo "== models in and out: the CNN as an ONNX file, and an MLP trained in PyTorch brought in"
+onnx_dir=$(mktemp -d)
+psql -Atc "SELECT encode(pgdl.export_onnx('fmnist_cnn'), 'base64')" | base64 -d >"$onnx_dir/fmnist_cnn.onnx"
+/usr/bin/python3 - "$onnx_dir/fmnist_cnn.onnx" <<'PY'
+import sys
+import onnx
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m)
+print(f"   fmnist_cnn.onnx: {len(m.graph.node)} nodes ({' '.join(n.op_type for n in m.graph.node)}), "
+      "accepted by onnx.checker")
+PY
+/usr/bin/python3 bench/torch_mlp_onnx.py "$onnx_dir/torch_mlp.onnx"
+psql -v file="$onnx_dir/torch_mlp.onnx" <<'SQL'
+DELETE FROM pgdl.models WHERE name = 'torch_mlp';
+\set onnx `base64 -w0 :file`
+SELECT pgdl.import_onnx('torch_mlp', decode(:'onnx', 'base64'), dataset => 'fmnist_train_packed') AS imported;
+SELECT round(accuracy::numeric, 4) AS test_accuracy_in_pgdl FROM pgdl.evaluate('torch_mlp', 'fmnist_test_packed');
+SQL
+rm -rf "$onnx_dir"
 echo "== done"
