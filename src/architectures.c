@@ -112,7 +112,7 @@ pgdl_validate_config(PG_FUNCTION_ARGS)
 	PgdlTrainConfig config;
 
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(0), &config);
-	PG_RETURN_JSONB_P(pgdl_config_to_jsonb(&config));
+	PG_RETURN_JSONB_P(pgdl_config_with_warm_start(pgdl_config_to_jsonb(&config), PG_GETARG_JSONB_P(0)));
 }
 
 /*

@@ -458,6 +458,40 @@ layers_fit(const NnModel *a, const NnModel *b, int i)
 	return true;
 }
 
+/* Copies into m the layers of the stored model (name, or id) that fit; *origin: the lineage (may be NULL). */
+static void
+warm_start(NnModel *m, const char *name, int64 id, Jsonb **origin)
+{
+	PgdlModel  *from = name ? pgdl_model_by_name(name) : pgdl_model_by_id(id);
+	JsonbParseState *state = NULL;
+	NnError		err;
+	int			copied = 0;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "warm_start", from->id);
+	pgdl_jsonb_put_key(&state, "layers_copied");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		if (!layers_fit(m, from->nn, i))
+			continue;
+		if (!nn_model_copy_layers(m, i, from->nn, i, 1, &err))
+			pgdl_report_nn_error("model spec", &err);
+		pgdl_jsonb_put_int(&state, NULL, i);
+		copied++;
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	if (copied == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid training configuration at warm_start"),
+				 errdetail("No layer of the network has the type and parameter shapes of the same layer of model %s.",
+						   name ? psprintf("\"%s\"", pgdl_echo(name)) : psprintf(INT64_FORMAT, id)),
+				 errhint("A warm start copies layer i of the stored model where its type and parameter shapes equal layer i's; pgdl.zoo shows each model's layers.")));
+	if (origin)
+		*origin = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
 /*
  * The model a configuration starts from: spec initialized from seed, as always; with "warm_start", every
  * layer i whose type and parameter shapes equal those of the stored model's layer i is then copied from
@@ -472,11 +506,8 @@ pgdl_model_start(const NnSpec *spec, uint64 seed, Jsonb *config, Jsonb **origin)
 {
 	NnError		err;
 	NnModel    *m;
-	PgdlModel  *from;
 	char	   *name;
 	int64		id;
-	JsonbParseState *state = NULL;
-	int			copied = 0;
 
 	if (origin)
 		*origin = NULL;
@@ -487,29 +518,7 @@ pgdl_model_start(const NnSpec *spec, uint64 seed, Jsonb *config, Jsonb **origin)
 		return m;
 	PG_TRY();
 	{
-		from = name ? pgdl_model_by_name(name) : pgdl_model_by_id(id);
-		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-		pgdl_jsonb_put_int(&state, "warm_start", from->id);
-		pgdl_jsonb_put_key(&state, "layers_copied");
-		pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-		for (int i = 0; i < m->spec.n_layers; i++)
-		{
-			if (!layers_fit(m, from->nn, i))
-				continue;
-			if (!nn_model_copy_layers(m, i, from->nn, i, 1, &err))
-				pgdl_report_nn_error("model spec", &err);
-			pgdl_jsonb_put_int(&state, NULL, i);
-			copied++;
-		}
-		pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-		if (copied == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid training configuration at warm_start"),
-					 errdetail("No layer of the network has the type and parameter shapes of the same layer of model " INT64_FORMAT ".", from->id),
-					 errhint("A warm start copies layer i of the stored model where its type and parameter shapes equal layer i's; pgdl.zoo shows each model's layers.")));
-		if (origin)
-			*origin = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+		warm_start(m, name, id, origin);
 	}
 	PG_CATCH();
 	{
