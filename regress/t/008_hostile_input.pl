@@ -531,7 +531,13 @@ my %VALID = (
 	'models'                       => "ARRAY[$blob, $blob]",
 	'examples'                     => 'ARRAY[10, 30]::bigint[]',
 	'description'                  => $description_sql,
-	'import_dataset.name'          => q{'sweep_imported'},);
+	'import_dataset.name'          => q{'sweep_imported'},
+	# the model zoo (sql/parts/90_zoo.sql)
+	'query:bigint'                 => $model_id,
+	'query:text'                   => q{'sweep_model'},
+	'query:jsonb'                  => $spec_sql,
+	'similar_models.k'             => '3',
+	'by'                           => q{'both'},);
 
 sub blob_with_byte
 {
@@ -929,7 +935,8 @@ my %JSON_VARIANTS = (
 	'config:jsonb'  => json_variants($CONFIG),
 	'params:jsonb'  => json_variants($GRID),
 	'space'         => json_variants($SPACE),
-	'description'   => json_variants(decode_json($description)),);
+	'description'   => json_variants(decode_json($description)),
+	'query:jsonb'   => json_variants($SPEC),);
 
 # ---------------------------------------------------------------------------
 # The functions, from pg_proc.
@@ -1201,7 +1208,10 @@ sub trigger_cases
 	  [ 'freeze -1'                 => q{'{"base_model": "sweep_model", "freeze": -1}'} ],
 	  [ 'freeze "no_such_layer"'    => q{'{"base_model": "sweep_model", "freeze": "no_such_layer"}'} ],
 	  [ 'head of the wrong type'    => q{'{"base_model": "sweep_model", "freeze": 3, "head": 5}'} ],
-	  [ 'head of a 10 MB layer type' => "jsonb_build_object('base_model', 'sweep_model', 'freeze', 3, 'head', jsonb_build_array(jsonb_build_object('type', repeat('t', $TEN_MB))))" ];
+	  [ 'head of a 10 MB layer type' => "jsonb_build_object('base_model', 'sweep_model', 'freeze', 3, 'head', jsonb_build_array(jsonb_build_object('type', repeat('t', $TEN_MB))))" ],
+	  [ 'warm_start of 10 MB'       => "jsonb_build_object('warm_start', repeat('w', $TEN_MB))" ],
+	  [ 'warm_start 1e300'          => q{'{"warm_start": 1e300}'} ],
+	  [ 'warm_start and base_model' => q{'{"base_model": "sweep_model", "freeze": 3, "warm_start": "sweep_model"}'} ];
 	push @cases,
 	  { group => 'fired by hostile rows', label => 'UPDATE to config "x"',
 		sql => q{UPDATE pgdl.configs SET config = '"x"' WHERE set_name = 'sweep_set'} };
