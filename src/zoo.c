@@ -23,6 +23,7 @@
 
 #include <math.h>
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -34,6 +35,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
+#include "utils/resowner.h"
 
 #include "pgdl.h"
 
@@ -560,41 +562,101 @@ query_from_arg(FunctionCallInfo fcinfo, ZooQuery *q, DataCache *cache)
 		data_from_spec(q->spec, &q->data);
 }
 
+/* A candidate row of a batch: its spec parsed (when it is valid) into tokens and what its spec says of its data. */
+typedef struct ZooRow
+{
+	int64		id;
+	int64		dataset;		/* 0: none */
+	Jsonb	   *spec;
+	Token	   *tokens;
+	int			n_tokens;
+	DataDesc	spec_data;
+	bool		valid;
+} ZooRow;
+
+static void
+parse_row(ZooRow *r)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+
+	pgdl_spec_from_jsonb(r->spec, spec);
+	r->tokens = palloc(sizeof(Token) * Max(spec->n_layers, 1));
+	r->n_tokens = spec_tokens(spec, r->tokens);
+	data_from_spec(spec, &r->spec_data);
+	r->valid = true;
+	pfree(spec);
+}
+
+/*
+ * Rows [from, to) parsed in a subtransaction; false (and nothing kept of it) when one is not a valid spec,
+ * a data exception (class 22, what the spec reader raises).  Any other error, a cancel included, goes on.
+ */
+static bool
+parse_rows_in_subxact(ZooRow *rows, int from, int to)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		for (int i = from; i < to; i++)
+			parse_row(&rows[i]);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+/*
+ * A batch's specs, parsed: all in one subtransaction, and only when one of them is not valid (a row written
+ * by hand) each in its own, so that it is left out, not the query failed.
+ */
+static void
+parse_rows(ZooRow *rows, int n)
+{
+	if (parse_rows_in_subxact(rows, 0, n))
+		return;
+	for (int i = 0; i < n; i++)
+	{
+		rows[i].valid = false;
+		(void) parse_rows_in_subxact(rows, i, i + 1);
+	}
+}
+
 static double
-distance_to(const ZooQuery *q, const NnSpec *spec, const DataDesc *data, Token *tokens, double *row)
+distance_to(const ZooQuery *q, const ZooRow *r, const DataDesc *data, double *row)
 {
 	double		arch = 0,
 				dd = 0;
 
 	if (q->by != ZOO_DATA)
-		arch = arch_distance(q->tokens, q->n_tokens, tokens, spec_tokens(spec, tokens), NULL, row);
+		arch = arch_distance(q->tokens, q->n_tokens, r->tokens, r->n_tokens, NULL, row);
 	if (q->by != ZOO_ARCHITECTURE)
 		dd = data_distance(&q->data, data);
 	return q->by == ZOO_ARCHITECTURE ? arch : q->by == ZOO_DATA ? dd : (arch + dd) / 2;
 }
 
-/* A candidate's data: its dataset's, or its spec's when it has none the caller can see. */
-static void
-candidate_data(DataCache *cache, HeapTuple tup, TupleDesc desc, const NnSpec *spec, DataDesc *d)
-{
-	bool		isnull;
-	Datum		ds = SPI_getbinval(tup, desc, 3, &isnull);
-
-	if (isnull || !data_cached(cache, DatumGetInt64(ds), d))
-		data_from_spec(spec, d);
-}
-
-/* a stored spec that is not valid (a row written by hand) names its model */
-static void
-model_context(void *arg)
-{
-	int64		id = *(int64 *) arg;
-
-	if (id != 0)
-		errcontext("model " INT64_FORMAT " in pgdl.models", id);
-}
-
-/* Every model the caller sees, one batch of rows at a time, into the heap. */
+/* Every model the caller sees, a batch of rows at a time, into the heap; models whose spec is not valid are left out. */
 static int
 scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 {
@@ -602,60 +664,67 @@ scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 												ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old;
 	Portal		portal;
-	NnSpec	   *spec = palloc(sizeof(NnSpec));
-	Token	   *tokens = palloc(sizeof(Token) * NN_MAX_LAYERS);
+	ZooRow	   *rows = palloc(sizeof(ZooRow) * ZOO_FETCH_ROWS);
 	double	   *row = palloc(sizeof(double) * 2 * (NN_MAX_LAYERS + 1));
 	int			n = 0;
-	int64		at = 0;
-	ErrorContextCallback context = {error_context_stack, model_context, &at};
 
-	error_context_stack = &context;
 	portal = SPI_cursor_open_with_args(NULL, "SELECT id, spec, dataset FROM pgdl.models", 0, NULL, NULL, NULL,
 									   true, CURSOR_OPT_NO_SCROLL);
 	for (;;)
 	{
-		SPITupleTable *rows;
-		uint64		n_rows;
+		SPITupleTable *fetched;
+		int			n_rows = 0;
 
 		SPI_cursor_fetch(portal, true, ZOO_FETCH_ROWS);
 		/* a dataset's lookup (data_cached) replaces SPI_tuptable: the batch's rows are held here */
-		rows = SPI_tuptable;
-		n_rows = SPI_processed;
-		if (n_rows == 0)
+		fetched = SPI_tuptable;
+		if (SPI_processed == 0)
 			break;
 		old = MemoryContextSwitchTo(batch);
-		for (uint64 r = 0; r < n_rows; r++)
+		for (uint64 t = 0; t < SPI_processed; t++)
 		{
-			HeapTuple	tup = rows->vals[r];
-			TupleDesc	desc = rows->tupdesc;
+			HeapTuple	tup = fetched->vals[t];
+			TupleDesc	desc = fetched->tupdesc;
 			bool		isnull;
-			Candidate	c;
-			DataDesc	data;
+			ZooRow	   *r = &rows[n_rows];
+			Datum		ds;
 
 			CHECK_FOR_INTERRUPTS();
-			c.id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
-			if (c.id == q->id)
+			memset(r, 0, sizeof(*r));
+			r->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+			if (r->id == q->id)
 				continue;
-			at = c.id;
-			pgdl_spec_from_jsonb(DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull)), spec);
-			at = 0;
-			memset(&data, 0, sizeof(data));
-			if (q->by != ZOO_ARCHITECTURE)
+			r->spec = DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull));
+			ds = SPI_getbinval(tup, desc, 3, &isnull);
+			r->dataset = isnull ? 0 : DatumGetInt64(ds);
+			n_rows++;
+		}
+		parse_rows(rows, n_rows);
+		for (int i = 0; i < n_rows; i++)
+		{
+			Candidate	c;
+			DataDesc	data = rows[i].spec_data;
+
+			CHECK_FOR_INTERRUPTS();
+			if (!rows[i].valid)
+				continue;
+			if (q->by != ZOO_ARCHITECTURE && rows[i].dataset != 0)
 			{
 				MemoryContextSwitchTo(old);
-				candidate_data(cache, tup, desc, spec, &data);
+				if (!data_cached(cache, rows[i].dataset, &data))
+					data = rows[i].spec_data;
 				MemoryContextSwitchTo(batch);
 			}
-			c.distance = distance_to(q, spec, &data, tokens, row);
+			c.id = rows[i].id;
+			c.distance = distance_to(q, &rows[i], &data, row);
 			heap_offer(heap, &n, k, c);
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(batch);
-		SPI_freetuptable(rows);
+		SPI_freetuptable(fetched);
 	}
 	SPI_cursor_close(portal);
 	MemoryContextDelete(batch);
-	error_context_stack = context.previous;
 	return n;
 }
 

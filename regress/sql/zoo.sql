@@ -78,6 +78,11 @@ SELECT array_agg(model ORDER BY distance, model) = (SELECT (array_agg(model ORDE
                                                      FROM pgdl.similar_models('zoo_b', 10000)) AS first_k,
        count(*) AS k
   FROM pgdl.similar_models('zoo_b', 3);
+-- a row written by hand whose spec is not valid is left out, not the query failed
+INSERT INTO pgdl.models (name, spec, weights) VALUES ('zoo_forged', '{"input": 4, "layers": []}', '\x00');
+SELECT count(*) FILTER (WHERE name = 'zoo_forged') AS forged, count(*) FILTER (WHERE name = 'zoo_b') AS zoo_b
+  FROM pgdl.similar_models('zoo_a', 10000, 'both');
+DELETE FROM pgdl.models WHERE name = 'zoo_forged';
 -- hostile arguments
 SELECT * FROM pgdl.similar_models('zoo_a', 0);
 SELECT * FROM pgdl.similar_models('zoo_a', 10001);
