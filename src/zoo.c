@@ -25,6 +25,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -32,6 +33,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
@@ -562,37 +564,97 @@ query_from_arg(FunctionCallInfo fcinfo, ZooQuery *q, DataCache *cache)
 		data_from_spec(q->spec, &q->data);
 }
 
-/* A candidate row of a batch: its spec parsed (when it is valid) into tokens and what its spec says of its data. */
-typedef struct ZooRow
+/*
+ * A distinct spec met in the scan: models of one architecture share it (a grid search's, a zoo's copies), so
+ * each is parsed, and its architecture distance computed, once.  Keyed by the jsonb's bytes.
+ */
+typedef struct SpecKey
 {
-	int64		id;
-	int64		dataset;		/* 0: none */
-	Jsonb	   *spec;
+	Size		len;
+	const char *bytes;			/* the Jsonb, header included */
+} SpecKey;
+
+typedef struct SpecEntry
+{
+	SpecKey		key;			/* first: dynahash's key */
+	bool		parsed;			/* tried */
+	bool		valid;
 	Token	   *tokens;
 	int			n_tokens;
 	DataDesc	spec_data;
-	bool		valid;
-} ZooRow;
+	double		arch;			/* < 0: not computed yet */
+} SpecEntry;
+
+static uint32
+spec_key_hash(const void *key, Size keysize)
+{
+	const SpecKey *k = key;
+
+	return hash_bytes((const unsigned char *) k->bytes, (int) k->len);
+}
+
+static int
+spec_key_match(const void *x, const void *y, Size keysize)
+{
+	const SpecKey *a = x,
+			   *b = y;
+
+	return a->len == b->len && memcmp(a->bytes, b->bytes, a->len) == 0 ? 0 : 1;
+}
+
+static HTAB *
+spec_table(MemoryContext cxt)
+{
+	HASHCTL		ctl = {0};
+
+	ctl.keysize = sizeof(SpecKey);
+	ctl.entrysize = sizeof(SpecEntry);
+	ctl.hash = spec_key_hash;
+	ctl.match = spec_key_match;
+	ctl.hcxt = cxt;
+	return hash_create("pgdl similar_models specs", 256, &ctl, HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+/* The entry of spec jb, made (its bytes copied into cxt, not yet parsed) if it is new. */
+static SpecEntry *
+spec_entry(HTAB *table, Jsonb *jb, MemoryContext cxt)
+{
+	SpecKey		key = {VARSIZE(jb), (const char *) jb};
+	bool		found;
+	SpecEntry  *e = hash_search(table, &key, HASH_ENTER, &found);
+
+	if (!found)
+	{
+		char	   *copy = MemoryContextAlloc(cxt, key.len);
+
+		memcpy(copy, jb, key.len);
+		e->key.bytes = copy;
+		e->parsed = e->valid = false;
+		e->arch = -1;
+	}
+	return e;
+}
 
 static void
-parse_row(ZooRow *r)
+parse_entry(SpecEntry *e)
 {
 	NnSpec	   *spec = palloc(sizeof(NnSpec));
 
-	pgdl_spec_from_jsonb(r->spec, spec);
-	r->tokens = palloc(sizeof(Token) * Max(spec->n_layers, 1));
-	r->n_tokens = spec_tokens(spec, r->tokens);
-	data_from_spec(spec, &r->spec_data);
-	r->valid = true;
+	e->parsed = true;
+	pgdl_spec_from_jsonb((Jsonb *) e->key.bytes, spec);
+	e->tokens = palloc(sizeof(Token) * Max(spec->n_layers, 1));
+	e->n_tokens = spec_tokens(spec, e->tokens);
+	data_from_spec(spec, &e->spec_data);
+	e->valid = true;
 	pfree(spec);
 }
 
 /*
- * Rows [from, to) parsed in a subtransaction; false (and nothing kept of it) when one is not a valid spec,
- * a data exception (class 22, what the spec reader raises).  Any other error, a cancel included, goes on.
+ * Entries [from, to) parsed in a subtransaction; false when one is not a valid spec, a data exception
+ * (class 22, what the spec reader raises).  Any other error, a cancel included, goes on.
  */
 static bool
-parse_rows_in_subxact(ZooRow *rows, int from, int to)
+parse_in_subxact(SpecEntry **entries, int from, int to)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -603,7 +665,7 @@ parse_rows_in_subxact(ZooRow *rows, int from, int to)
 	PG_TRY();
 	{
 		for (int i = from; i < to; i++)
-			parse_row(&rows[i]);
+			parse_entry(entries[i]);
 		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
@@ -628,43 +690,55 @@ parse_rows_in_subxact(ZooRow *rows, int from, int to)
 }
 
 /*
- * A batch's specs, parsed: all in one subtransaction, and only when one of them is not valid (a row written
- * by hand) each in its own, so that it is left out, not the query failed.
+ * A batch's new specs, parsed: all in one subtransaction, and only when one of them is not valid (a row
+ * written by hand) each in its own, so that its models are left out, not the query failed.
  */
 static void
-parse_rows(ZooRow *rows, int n)
+parse_entries(SpecEntry **entries, int n)
 {
-	if (parse_rows_in_subxact(rows, 0, n))
+	if (n == 0 || parse_in_subxact(entries, 0, n))
 		return;
 	for (int i = 0; i < n; i++)
 	{
-		rows[i].valid = false;
-		(void) parse_rows_in_subxact(rows, i, i + 1);
+		entries[i]->valid = false;
+		(void) parse_in_subxact(entries, i, i + 1);
+		entries[i]->parsed = true;
 	}
 }
 
 static double
-distance_to(const ZooQuery *q, const ZooRow *r, const DataDesc *data, double *row)
+distance_to(const ZooQuery *q, SpecEntry *e, const DataDesc *data, double *row)
 {
-	double		arch = 0,
-				dd = 0;
+	double		dd = 0;
 
-	if (q->by != ZOO_DATA)
-		arch = arch_distance(q->tokens, q->n_tokens, r->tokens, r->n_tokens, NULL, row);
+	if (q->by != ZOO_DATA && e->arch < 0)
+		e->arch = arch_distance(q->tokens, q->n_tokens, e->tokens, e->n_tokens, NULL, row);
 	if (q->by != ZOO_ARCHITECTURE)
 		dd = data_distance(&q->data, data);
-	return q->by == ZOO_ARCHITECTURE ? arch : q->by == ZOO_DATA ? dd : (arch + dd) / 2;
+	return q->by == ZOO_ARCHITECTURE ? e->arch : q->by == ZOO_DATA ? dd : (e->arch + dd) / 2;
 }
+
+/* A model of a batch: its id, dataset and spec. */
+typedef struct ZooRow
+{
+	int64		id;
+	int64		dataset;		/* 0: none */
+	SpecEntry  *spec;
+} ZooRow;
 
 /* Every model the caller sees, a batch of rows at a time, into the heap; models whose spec is not valid are left out. */
 static int
 scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 {
+	MemoryContext specs_cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl similar_models specs",
+													ALLOCSET_DEFAULT_SIZES);
 	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "pgdl similar_models batch",
 												ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old;
+	HTAB	   *specs = spec_table(specs_cxt);
 	Portal		portal;
 	ZooRow	   *rows = palloc(sizeof(ZooRow) * ZOO_FETCH_ROWS);
+	SpecEntry **fresh = palloc(sizeof(SpecEntry *) * ZOO_FETCH_ROWS);
 	double	   *row = palloc(sizeof(double) * 2 * (NN_MAX_LAYERS + 1));
 	int			n = 0;
 
@@ -673,7 +747,8 @@ scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 	for (;;)
 	{
 		SPITupleTable *fetched;
-		int			n_rows = 0;
+		int			n_rows = 0,
+					n_fresh = 0;
 
 		SPI_cursor_fetch(portal, true, ZOO_FETCH_ROWS);
 		/* a dataset's lookup (data_cached) replaces SPI_tuptable: the batch's rows are held here */
@@ -690,33 +765,40 @@ scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 			Datum		ds;
 
 			CHECK_FOR_INTERRUPTS();
-			memset(r, 0, sizeof(*r));
 			r->id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
 			if (r->id == q->id)
 				continue;
-			r->spec = DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull));
+			r->spec = spec_entry(specs, DatumGetJsonbP(SPI_getbinval(tup, desc, 2, &isnull)), specs_cxt);
+			if (!r->spec->parsed)
+			{
+				r->spec->parsed = true;		/* listed once */
+				fresh[n_fresh++] = r->spec;
+			}
 			ds = SPI_getbinval(tup, desc, 3, &isnull);
 			r->dataset = isnull ? 0 : DatumGetInt64(ds);
 			n_rows++;
 		}
-		parse_rows(rows, n_rows);
+		MemoryContextSwitchTo(specs_cxt);
+		parse_entries(fresh, n_fresh);
+		MemoryContextSwitchTo(batch);
 		for (int i = 0; i < n_rows; i++)
 		{
 			Candidate	c;
-			DataDesc	data = rows[i].spec_data;
+			DataDesc	data;
 
 			CHECK_FOR_INTERRUPTS();
-			if (!rows[i].valid)
+			if (!rows[i].spec->valid)
 				continue;
+			data = rows[i].spec->spec_data;
 			if (q->by != ZOO_ARCHITECTURE && rows[i].dataset != 0)
 			{
 				MemoryContextSwitchTo(old);
 				if (!data_cached(cache, rows[i].dataset, &data))
-					data = rows[i].spec_data;
+					data = rows[i].spec->spec_data;
 				MemoryContextSwitchTo(batch);
 			}
 			c.id = rows[i].id;
-			c.distance = distance_to(q, &rows[i], &data, row);
+			c.distance = distance_to(q, rows[i].spec, &data, row);
 			heap_offer(heap, &n, k, c);
 		}
 		MemoryContextSwitchTo(old);
@@ -725,6 +807,7 @@ scan_models(ZooQuery *q, DataCache *cache, Candidate *heap, int k)
 	}
 	SPI_cursor_close(portal);
 	MemoryContextDelete(batch);
+	MemoryContextDelete(specs_cxt);
 	return n;
 }
 
