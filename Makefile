@@ -163,7 +163,11 @@ bench-cache:
 bench-predict:
 	bench/predict.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict
+# The model zoo: one pgdl.similar_models query over 10,000 stored models against Python (about 1 minute).
+bench-zoo:
+	bench/zoo.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

@@ -35,3 +35,76 @@ CREATE FUNCTION pgdl.import_onnx(name text, onnx bytea, dataset regclass DEFAULT
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.import_onnx(text, bytea, regclass, text) IS
 	'stores an ONNX model (a chain of Gemm, MatMul+Add, Conv, pooling, BatchNormalization, activations, Dropout, Flatten) as a new pgdl model, optionally tied to a packed dataset; returns its id';
+-- ---- The model zoo: pgdl.spec_summary, the view pgdl.zoo, pgdl.similar_models (sql/parts/90_zoo.sql) ----
+CREATE FUNCTION pgdl.spec_summary(spec jsonb, OUT layers text, OUT n_layers integer, OUT params bigint,
+		OUT flops bigint, OUT input_shape integer[])
+	AS 'MODULE_PATHNAME', 'pgdl_spec_summary' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.spec_summary(jsonb) IS
+	'a spec in a line: its layers as text (''conv2d(8,3x3) relu flatten dense(10)''), their number, parameters, forward FLOPs per example and input shape';
+
+-- A model's best metrics come from its run's rows (which its run's owner sees), else from the last
+-- epoch's that pgdl.models keeps (which whoever sees the model sees).  Values read from jsonb are typed
+-- only when they have the type, as in the BI views: a row written by hand shows NULL, never an error.
+CREATE VIEW pgdl.zoo WITH (security_invoker = true) AS
+SELECT m.id, m.name, m.owner::text AS owner, m.created,
+	   s.layers, s.n_layers, s.params, s.flops, s.input_shape,
+	   coalesce(d.task, CASE WHEN m.spec ->> 'loss' = 'mse' THEN 'regression' ELSE 'classification' END) AS task,
+	   cardinality(d.classes) AS n_classes, d.classes,
+	   m.dataset, d.n_rows AS dataset_rows, d.n_features,
+	   CASE WHEN d.normalization ? 'scale' THEN 'scale'
+			WHEN d.normalization ? 'mean' THEN 'mean_std' END AS normalization,
+	   m.config,
+	   CASE WHEN jsonb_typeof(m.config -> 'optimizer') = 'string' THEN m.config ->> 'optimizer' END AS optimizer,
+	   CASE WHEN jsonb_typeof(m.config -> 'lr') = 'number' AND abs((m.config ->> 'lr')::numeric) < 1e300
+			THEN (m.config ->> 'lr')::float8 END AS lr,
+	   CASE WHEN jsonb_typeof(m.config -> 'batch_size') = 'number' AND (m.config ->> 'batch_size')::numeric
+			BETWEEN 1 AND 2147483647 THEN trunc((m.config ->> 'batch_size')::numeric)::integer END AS batch_size,
+	   m.origin,
+	   CASE WHEN jsonb_typeof(m.origin -> 'format') = 'string' THEN m.origin ->> 'format' END AS imported_from,
+	   CASE WHEN jsonb_typeof(m.origin -> 'warm_start') = 'number' AND (m.origin ->> 'warm_start')::numeric
+			BETWEEN 1 AND 9223372036854775807 THEN trunc((m.origin ->> 'warm_start')::numeric)::bigint END AS warm_start,
+	   m.parent, m.run,
+	   coalesce(r.best_validation_accuracy, mm.validation_accuracy) AS best_validation_accuracy,
+	   coalesce(r.best_validation_loss, mm.validation_loss) AS best_validation_loss,
+	   coalesce(r.last_train_loss, mm.train_loss) AS last_train_loss
+  FROM pgdl.models m
+ CROSS JOIN LATERAL pgdl.spec_summary(m.spec) s
+  LEFT JOIN pgdl.datasets d ON d.id = m.dataset
+ CROSS JOIN LATERAL (
+	SELECT CASE WHEN jsonb_typeof(m.metrics -> 'validation_accuracy') = 'number'
+				 AND abs((m.metrics ->> 'validation_accuracy')::numeric) < 1e300
+				THEN (m.metrics ->> 'validation_accuracy')::float8 END AS validation_accuracy,
+		   CASE WHEN jsonb_typeof(m.metrics -> 'validation_loss') = 'number'
+				 AND abs((m.metrics ->> 'validation_loss')::numeric) < 1e300
+				THEN (m.metrics ->> 'validation_loss')::float8 END AS validation_loss,
+		   CASE WHEN jsonb_typeof(m.metrics -> 'train_loss') = 'number'
+				 AND abs((m.metrics ->> 'train_loss')::numeric) < 1e300
+				THEN (m.metrics ->> 'train_loss')::float8 END AS train_loss
+ ) mm
+  LEFT JOIN LATERAL (
+	SELECT max(rm.validation_accuracy) AS best_validation_accuracy,
+		   min(rm.validation_loss) AS best_validation_loss,
+		   (array_agg(rm.train_loss ORDER BY rm.epoch DESC))[1] AS last_train_loss
+	  FROM pgdl.run_metrics rm
+	 WHERE rm.model = m.id AND rm.node IS NULL
+	HAVING count(*) > 0
+  ) r ON true;
+COMMENT ON VIEW pgdl.zoo IS
+	'every model the caller may see, with its layers, size, task, data, training configuration, lineage and best metrics';
+GRANT SELECT ON pgdl.zoo TO PUBLIC;
+
+CREATE FUNCTION pgdl.similar_models(query bigint, k integer DEFAULT 10, by text DEFAULT 'architecture')
+	RETURNS TABLE (model bigint, name text, distance double precision, reason text)
+	AS 'MODULE_PATHNAME', 'pgdl_similar_models' LANGUAGE C STABLE PARALLEL UNSAFE;
+CREATE FUNCTION pgdl.similar_models(query text, k integer DEFAULT 10, by text DEFAULT 'architecture')
+	RETURNS TABLE (model bigint, name text, distance double precision, reason text)
+	AS 'MODULE_PATHNAME', 'pgdl_similar_models' LANGUAGE C STABLE PARALLEL UNSAFE;
+CREATE FUNCTION pgdl.similar_models(query jsonb, k integer DEFAULT 10, by text DEFAULT 'architecture')
+	RETURNS TABLE (model bigint, name text, distance double precision, reason text)
+	AS 'MODULE_PATHNAME', 'pgdl_similar_models' LANGUAGE C STABLE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.similar_models(bigint, integer, text) IS
+	'the k stored models (that the caller may see) nearest to a model by architecture, data or both, with a distance in [0, 1] and a reason';
+COMMENT ON FUNCTION pgdl.similar_models(text, integer, text) IS
+	'the k stored models (that the caller may see) nearest to a named model by architecture, data or both, with a distance in [0, 1] and a reason';
+COMMENT ON FUNCTION pgdl.similar_models(jsonb, integer, text) IS
+	'the k stored models (that the caller may see) nearest to a spec by architecture, data (the spec''s input and output sizes) or both';

@@ -71,7 +71,10 @@ pgdl_add_architecture(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64(id);
 }
 
-/* A freshly initialized model, with the configuration's seed and optimizer: where pgdl.train starts. */
+/*
+ * A freshly initialized model, with the configuration's seed and optimizer (and its warm start's
+ * layers): where pgdl.train starts, and what pgdl.fit starts from with the same configuration.
+ */
 PG_FUNCTION_INFO_V1(pgdl_init_model);
 Datum
 pgdl_init_model(PG_FUNCTION_ARGS)
@@ -85,9 +88,7 @@ pgdl_init_model(PG_FUNCTION_ARGS)
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
 	pgdl_engine_prepare();
 	pgdl_check_model_memory(spec, &config.optim, 0, "the model");
-	model = nn_model_create(spec, (uint64) config.seed, &err);
-	if (model == NULL)
-		pgdl_report_nn_error("model spec", &err);
+	model = pgdl_model_start(spec, (uint64) config.seed, PG_GETARG_JSONB_P(1), NULL);
 	pgdl_model_free_with(model, CurrentMemoryContext);
 	if (!nn_model_set_optim(model, &config.optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
@@ -111,7 +112,7 @@ pgdl_validate_config(PG_FUNCTION_ARGS)
 	PgdlTrainConfig config;
 
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(0), &config);
-	PG_RETURN_JSONB_P(pgdl_config_to_jsonb(&config));
+	PG_RETURN_JSONB_P(pgdl_config_with_warm_start(pgdl_config_to_jsonb(&config), PG_GETARG_JSONB_P(0)));
 }
 
 /*

@@ -101,7 +101,7 @@ canonical_form(Jsonb *config, PgdlTrainConfig *parsed)
 	Jsonb	   *transfer;
 
 	pgdl_config_from_jsonb_transfer(config, parsed);
-	canonical = pgdl_config_to_jsonb(parsed);
+	canonical = pgdl_config_with_warm_start(pgdl_config_to_jsonb(parsed), config);
 	transfer = pgdl_transfer_keys(config);
 	if (transfer == NULL)
 		return canonical;

@@ -48,6 +48,8 @@ typedef struct FedRun
 	int64		arch_id;
 	NnSpec	   *spec;
 	PgdlTrainConfig config;
+	Jsonb	   *config_json;	/* as given: its "warm_start" */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
 	int32		rounds;
 	int32		local_epochs;
 	PgdlDataset *ds;
@@ -224,10 +226,8 @@ static bytea *
 first_model(FedRun *f)
 {
 	NnError		err;
-	NnModel    *model = nn_model_create(f->spec, (uint64) f->config.seed, &err);
+	NnModel    *model = pgdl_model_start(f->spec, (uint64) f->config.seed, f->config_json, &f->origin);
 
-	if (model == NULL)
-		pgdl_report_nn_error("model spec", &err);
 	pgdl_model_free_with(model, CurrentMemoryContext);
 	if (!nn_model_set_optim(model, &f->config.optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
@@ -245,7 +245,7 @@ run_config(const FedRun *f)
 	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	pgdl_jsonb_put_int(&state, "local_epochs", f->local_epochs);
 	rounds = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
-	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(pgdl_config_to_jsonb(&f->config)),
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(pgdl_config_with_warm_start(pgdl_config_to_jsonb(&f->config), f->config_json)),
 											  JsonbPGetDatum(rounds)));
 }
 
@@ -281,7 +281,8 @@ fit_federated(FedRun *f)
 	for (int s = 0; s < f->n_sites; s++)
 		if (f->sites[s].node)
 			pgdl_node_close(f->sites[s].node);
-	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->ds->id, global, &m);
+	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin,
+						  f->ds->id, global, &m);
 }
 
 static int32
@@ -311,7 +312,8 @@ pgdl_fit_federated(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 	f.spec = palloc(sizeof(NnSpec));
 	pgdl_spec_from_jsonb(pgdl_architecture_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)), &f.arch_id), f.spec);
-	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(2), &f.config);
+	f.config_json = PG_GETARG_JSONB_P(2);
+	pgdl_config_from_jsonb(f.config_json, &f.config);
 	f.rounds = int_between(fcinfo, 3, "rounds", PGDL_MAX_EPOCHS);
 	f.local_epochs = int_between(fcinfo, 4, "local_epochs", PGDL_MAX_EPOCHS);
 	f.ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));

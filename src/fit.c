@@ -42,6 +42,8 @@ typedef struct FitRun
 	int64		arch_id;		/* 0: a spec given as jsonb */
 	const NnSpec *spec;
 	PgdlTrainConfig config;
+	Jsonb	   *config_json;	/* as given: its "warm_start" */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
 	int32		epochs;
 	PgdlDataset *ds;
 	PgdlDataset *vds;			/* NULL: no validation set */
@@ -93,6 +95,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
 	pgdl_config_from_jsonb(config_json, &f->config);
+	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
 	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
@@ -112,14 +115,11 @@ static void
 fit_start(FitRun *f)
 {
 	MemoryContext old;
-	NnError		err;
 
 	f->cxt = AllocSetContextCreate(TopTransactionContext, "pgdl fit", ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(f->cxt);
 	pgdl_engine_prepare();
-	f->model = nn_model_create(f->spec, (uint64) f->config.seed, &err);
-	if (f->model == NULL)
-		pgdl_report_nn_error("model spec", &err);
+	f->model = pgdl_model_start(f->spec, (uint64) f->config.seed, f->config_json, &f->origin);
 	pgdl_model_free_with(f->model, f->cxt);
 	f->state = pgdl_train_begin(f->model, &f->config, f->cxt);
 	f->order = palloc(sizeof(int32) * f->ds->partitions);
@@ -210,7 +210,7 @@ pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 
 int64
 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
-			   int64 dataset, bytea *weights, const PgdlEpochMetrics *last)
+			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last)
 {
 	PgdlModelRecord rec = {0};
 	int64		model_id;
@@ -218,7 +218,8 @@ pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, c
 	rec.name = name;
 	rec.architecture = arch_id;
 	rec.spec = pgdl_spec_to_jsonb(spec);
-	rec.config = pgdl_config_to_jsonb(config);
+	rec.config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(config), config_json);
+	rec.origin = origin;
 	rec.dataset = dataset;
 	rec.run = run;
 	rec.weights = weights;
@@ -231,7 +232,7 @@ pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, c
 static int64
 fit_store(FitRun *f, const PgdlEpochMetrics *last)
 {
-	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->ds->id,
+	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin, f->ds->id,
 						  pgdl_model_serialize(f->model), last);
 }
 
@@ -247,7 +248,7 @@ fit_begin_run(FitRun *f)
 	start.dataset = f->ds->id;
 	start.validation = f->vds ? f->vds->id : 0;
 	start.architecture = f->arch_id;
-	start.config = pgdl_config_to_jsonb(&f->config);
+	start.config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(&f->config), f->config_json);
 	start.epochs = f->epochs;
 	f->recorder = pgdl_recorder_start(&start, &f->run_id, &f->config_id);
 	f->epoch_total = f->ds->n_rows_hint > 0 ? f->ds->n_rows_hint : -1;

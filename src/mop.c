@@ -55,6 +55,7 @@ typedef struct MopConfig
 	PgdlEpochMetrics last;
 	double		cost;
 	PgdlTransfer *transfer;		/* when it starts from a base model */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
 	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
 } MopConfig;
 
@@ -320,16 +321,21 @@ starting_model(MopRun *run, MopConfig *c)
 {
 	NnModel    *m;
 	NnError		err;
+	char	   *name;
+	int64		id;
 
 	if (c->start != NULL)
+	{
+		/* a resumed warm start is made again only for its lineage: its checkpoint goes on */
+		if (c->transfer == NULL && pgdl_warm_start_key(c->config_json, &name, &id))
+			nn_model_free(pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin));
 		return checked_checkpoint(run, c);
+	}
 	if (c->transfer)
 		m = c->transfer->rest;
 	else
 	{
-		m = nn_model_create(c->spec, (uint64) c->config.seed, &err);
-		if (m == NULL)
-			pgdl_report_nn_error("model spec", &err);
+		m = pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin);
 		pgdl_model_free_with(m, CurrentMemoryContext);
 	}
 	if (!nn_model_set_optim(m, &c->config.optim, &err))
@@ -547,11 +553,11 @@ compare_leaderboard(const void *a, const void *b)
 	return x->config_id < y->config_id ? -1 : 1;
 }
 
-/* The canonical configuration, with its base model, freeze and head as given. */
+/* The canonical configuration, with its base model, freeze and head (or warm start) as given. */
 static Jsonb *
 config_with_transfer(const MopConfig *c)
 {
-	Jsonb	   *config = pgdl_config_to_jsonb(&c->config);
+	Jsonb	   *config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(&c->config), c->config_json);
 	Jsonb	   *keys = c->transfer ? pgdl_transfer_keys(c->config_json) : NULL;
 
 	if (keys == NULL)
@@ -583,6 +589,7 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	rec.run = shared->run_id;
 	rec.config_id = c->config_id;
 	rec.parent = c->transfer ? c->transfer->base_id : 0;
+	rec.origin = c->origin;
 	rec.last = m->last;
 	rec.last.epoch = m->epoch;
 	rec.last.classification = run->ds->classification;

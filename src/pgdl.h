@@ -158,6 +158,13 @@ extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
 extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+/*
+ * "warm_start": the model (name, or id when name is NULL) a configuration starts from where the shapes
+ * fit; false when it names none.  Checked for type only: transfer.c resolves it (pgdl_model_start).
+ */
+extern bool pgdl_warm_start_key(Jsonb *config, char **name, int64 *id);
+/* canonical (pgdl_config_to_jsonb's) with the "warm_start" of the configuration as given, if any */
+extern Jsonb *pgdl_config_with_warm_start(Jsonb *canonical, Jsonb *given);
 /* Does a configuration name base_model, freeze or head? */
 extern bool pgdl_config_has_transfer(Jsonb *config);
 /* The transfer keys of a configuration as an object, or NULL when it has none. */
@@ -442,10 +449,13 @@ typedef struct PgdlEpochMetrics
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 } PgdlEpochMetrics;
 
-/* fit.c: the model a pgdl.fit or pgdl.fit_federated run trained, stored; the run finished.  Its id. */
+/*
+ * fit.c: the model a pgdl.fit or pgdl.fit_federated run trained, stored; the run finished.  Its id.
+ * config_json: the configuration as given (its "warm_start" is kept); origin: pgdl_model_start's.
+ */
 extern int64 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec,
-							const PgdlTrainConfig *config, int64 dataset, bytea *weights,
-							const PgdlEpochMetrics *last);
+							const PgdlTrainConfig *config, Jsonb *config_json, Jsonb *origin,
+							int64 dataset, bytea *weights, const PgdlEpochMetrics *last);
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
@@ -516,6 +526,7 @@ typedef struct PgdlModelRecord
 	int64		run;
 	int64		config_id;		/* its pgdl.configs row in a fit_multiple run; 0 in a fit run */
 	int64		parent;			/* the base model it started from; 0: none */
+	Jsonb	   *origin;			/* pgdl.models.origin (a warm start's lineage); NULL: none */
 	bytea	   *weights;
 	PgdlEpochMetrics last;		/* its last epoch: pgdl.models.metrics */
 	bool		selection;		/* trained in a model selection: metrics say whether it was stopped */
@@ -595,6 +606,11 @@ typedef struct PgdlTransfer
 
 /* Resolve base_model, freeze and head of a configuration (rest seeded with seed); ereports what is wrong. */
 extern void pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *out);
+/*
+ * A configuration's new model: spec from seed, then the layers of its "warm_start" model that fit;
+ * *origin: the lineage to store (NULL without a warm start).  Malloc'd: free it or hand it to a context.
+ */
+extern NnModel *pgdl_model_start(const NnSpec *spec, uint64 seed, Jsonb *config, Jsonb **origin);
 /* The whole model: the frozen prefix, then the trained rest (a serialized engine model). */
 extern bytea *pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len);
 /* SHA-256 (hex, 65 bytes with the NUL) of a slice's spec and weights: what feature caches are keyed by. */

@@ -102,9 +102,9 @@ static Statement insert_checkpoint = {
 	4, {INT8OID, INT8OID, INT4OID, BYTEAOID}
 };
 static Statement insert_model = {
-	"INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-	9, {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID}
+	"INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent, origin) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+	10, {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID, JSONBOID}
 };
 /* a pgdl.fit run has one model and no configuration ids */
 static Statement link_run_metrics = {
@@ -352,9 +352,9 @@ pgdl_run_check_model_name(const char *name)
 int64
 pgdl_run_store_model(const PgdlModelRecord *rec)
 {
-	Datum		values[9];
-	char		nulls[9] = {rec->name ? ' ' : 'n', ID_NULL(rec->architecture), ' ', ' ', ID_NULL(rec->dataset),
-	' ', ' ', ' ', ID_NULL(rec->parent)};
+	Datum		values[10];
+	char		nulls[10] = {rec->name ? ' ' : 'n', ID_NULL(rec->architecture), ' ', ' ', ID_NULL(rec->dataset),
+	' ', ' ', ' ', ID_NULL(rec->parent), rec->origin ? ' ' : 'n'};
 	Datum		link[3];
 	int64		id;
 
@@ -367,6 +367,7 @@ pgdl_run_store_model(const PgdlModelRecord *rec)
 	values[6] = PointerGetDatum(rec->weights);
 	values[7] = JsonbPGetDatum(metrics_jsonb(rec));
 	values[8] = Int64GetDatum(rec->parent);
+	values[9] = rec->origin ? JsonbPGetDatum(rec->origin) : (Datum) 0;
 	SPI_connect();
 	execute(&insert_model, values, nulls, SPI_OK_INSERT_RETURNING);
 	id = returned_id();

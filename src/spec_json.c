@@ -11,7 +11,8 @@
  * A configuration of pgdl.fit_multiple may also start from a stored model:
  * {"base_model": "name" or id, "freeze": 3 or "flatten", "head": [layers]}.
  * They are read here into a PgdlTransferKeys; transfer.c resolves them against
- * the base model.
+ * the base model.  Any configuration may start from a stored model's weights
+ * where the shapes fit: {"warm_start": "name" or id} (transfer.c, pgdl_model_start).
  *
  * Layer types take pgdl's names or the ONNX operator's (Gemm, Conv, MaxPool,
  * ...), so that ONNX import and export are a mapping.  Unknown keys are errors,
@@ -66,7 +67,7 @@ static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
 static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-	"batch_size", "seed", TRANSFER_KEYS, NULL
+	"batch_size", "seed", "warm_start", TRANSFER_KEYS, NULL
 };
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
@@ -574,6 +575,60 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	}
 	if (!nn_optim_validate(&cfg->optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
+	if (pgdl_jsonb_key(root, "warm_start") != NULL)
+	{
+		char	   *name;
+		int64		id;
+
+		(void) pgdl_warm_start_key(jb, &name, &id);
+		if (pgdl_jsonb_key(root, "base_model") != NULL)
+			spec_error("training configuration", "warm_start",
+					   "\"warm_start\" and \"base_model\" both name a model to start from; give one.");
+	}
+}
+
+bool
+pgdl_warm_start_key(Jsonb *config, char **name, int64 *id)
+{
+	JsonbValue *v = JsonContainerIsObject(&config->root) ? pgdl_jsonb_key(&config->root, "warm_start") : NULL;
+
+	*name = NULL;
+	*id = 0;
+	if (v == NULL)
+		return false;
+	if (v->type == jbvString && v->val.string.len > 0)
+		*name = get_string(v, "training configuration", "warm_start");
+	else if (v->type == jbvNumeric)
+	{
+		double		d = get_number(v, "training configuration", "warm_start");
+
+		if (d != floor(d) || d < 1 || d > 9007199254740992.0)
+			spec_error("training configuration", "warm_start",
+					   "Expected the id of a model in pgdl.models, a positive integer.");
+		*id = (int64) d;
+	}
+	else
+		spec_error("training configuration", "warm_start",
+				   "Expected the name (a non-empty string) or id (an integer) of a model in pgdl.models.");
+	return true;
+}
+
+Jsonb *
+pgdl_config_with_warm_start(Jsonb *canonical, Jsonb *given)
+{
+	JsonbParseState *state = NULL;
+	char	   *name;
+	int64		id;
+
+	if (!pgdl_warm_start_key(given, &name, &id))
+		return canonical;
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	if (name != NULL)
+		pgdl_jsonb_put_string(&state, "warm_start", name);
+	else
+		pgdl_jsonb_put_int(&state, "warm_start", id);
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(canonical),
+											  JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)))));
 }
 
 /* The optimizer's keys with defaults filled in: those of the others are left out. */

@@ -154,7 +154,18 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 		model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(4));
 		pgdl_model_free_with(model, aggcxt);
 		if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
+		{
+			char	   *name;
+			int64		id;
+
 			pgdl_config_from_jsonb(PG_GETARG_JSONB_P(5), &config);
+			if (pgdl_warm_start_key(PG_GETARG_JSONB_P(5), &name, &id))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("pgdl.train takes no \"warm_start\""),
+						 errdetail("The aggregate starts from the model it is given."),
+						 errhint("Make that model with pgdl.init_model(spec, config), whose configuration may have \"warm_start\".")));
+		}
 		else
 			default_config(model, &config);
 		state = pgdl_train_begin(model, &config, aggcxt);

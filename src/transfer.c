@@ -436,3 +436,95 @@ pgdl_prefix_hash_sql(PG_FUNCTION_ARGS)
 	pgdl_prefix_hash(model_layers(model->nn, 0, layers, "model", CurrentMemoryContext), hex);
 	PG_RETURN_TEXT_P(cstring_to_text(hex));
 }
+
+/* ---- warm starts: a new model with a stored model's layers where the shapes fit ---- */
+
+/* Layer i of a and of b: the same type and parameter tensors of the same shapes (running statistics too). */
+static bool
+layers_fit(const NnModel *a, const NnModel *b, int i)
+{
+	PgdlTensor	ta[PGDL_LAYER_MAX_TENSORS],
+				tb[PGDL_LAYER_MAX_TENSORS];
+	int			n;
+
+	if (i >= a->spec.n_layers || i >= b->spec.n_layers || a->spec.layers[i].type != b->spec.layers[i].type)
+		return false;
+	n = pgdl_layer_tensors(a, i, ta);
+	if (n == 0 || n != pgdl_layer_tensors(b, i, tb))
+		return false;
+	for (int t = 0; t < n; t++)
+		if (ta[t].ndim != tb[t].ndim || memcmp(ta[t].shape, tb[t].shape, sizeof(int) * ta[t].ndim) != 0)
+			return false;
+	return true;
+}
+
+/* Copies into m the layers of the stored model (name, or id) that fit; *origin: the lineage (may be NULL). */
+static void
+warm_start(NnModel *m, const char *name, int64 id, Jsonb **origin)
+{
+	PgdlModel  *from = name ? pgdl_model_by_name(name) : pgdl_model_by_id(id);
+	JsonbParseState *state = NULL;
+	NnError		err;
+	int			copied = 0;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "warm_start", from->id);
+	pgdl_jsonb_put_key(&state, "layers_copied");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		if (!layers_fit(m, from->nn, i))
+			continue;
+		if (!nn_model_copy_layers(m, i, from->nn, i, 1, &err))
+			pgdl_report_nn_error("model spec", &err);
+		pgdl_jsonb_put_int(&state, NULL, i);
+		copied++;
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	if (copied == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid training configuration at warm_start"),
+				 errdetail("No layer of the network has the type and parameter shapes of the same layer of model %s.",
+						   name ? psprintf("\"%s\"", pgdl_echo(name)) : psprintf(INT64_FORMAT, id)),
+				 errhint("A warm start copies layer i of the stored model where its type and parameter shapes equal layer i's; pgdl.zoo shows each model's layers.")));
+	if (origin)
+		*origin = JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/*
+ * The model a configuration starts from: spec initialized from seed, as always; with "warm_start", every
+ * layer i whose type and parameter shapes equal those of the stored model's layer i is then copied from
+ * it (parameters and running statistics), by position.  The stored model is read as the caller, so
+ * another role's is one that does not exist.  *origin (when origin is not NULL): NULL, or the lineage
+ * pgdl.models.origin records, {"warm_start": id, "layers_copied": [0, 2]}.  pgdl.fit, pgdl.fit_multiple,
+ * pgdl.fit_federated and pgdl.init_model all start here, so that they start alike, bit for bit.
+ * The engine model is malloc'd: the caller frees it or hands it to a context.
+ */
+NnModel *
+pgdl_model_start(const NnSpec *spec, uint64 seed, Jsonb *config, Jsonb **origin)
+{
+	NnError		err;
+	NnModel    *m;
+	char	   *name;
+	int64		id;
+
+	if (origin)
+		*origin = NULL;
+	m = nn_model_create(spec, seed, &err);
+	if (m == NULL)
+		pgdl_report_nn_error("model spec", &err);
+	if (config == NULL || !pgdl_warm_start_key(config, &name, &id))
+		return m;
+	PG_TRY();
+	{
+		warm_start(m, name, id, origin);
+	}
+	PG_CATCH();
+	{
+		nn_model_free(m);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return m;
+}

@@ -538,7 +538,13 @@ my %VALID = (
 	'import_onnx.name'             => q{'sweep_onnx_model'},
 	'onnx'                         => q{'\\x0808120573776565703aae010a210a01780a01570a0142120179220447656d6d2a0d0a067472616e73421801a001021201672a3b080308041001223000000000cdcccc3dcdcc4c3e9a99993ecdcccc3e0000003f9a99193f3333333fcdcc4c3f6666663f0000803fcdcc8c3f4201572a1508031001220c0000000000000000000000004201425a180a017812130a110801120d0a07120562617463680a02080462180a017912130a110801120d0a07120562617463680a02080342040a00100d'::bytea},
 	'import_onnx.dataset'          => q{'sweep_packed'},
-	'import_onnx.loss'             => q{'cross_entropy'},);
+	'import_onnx.loss'             => q{'cross_entropy'},
+	# the model zoo (sql/parts/90_zoo.sql)
+	'query:bigint'                 => $model_id,
+	'query:text'                   => q{'sweep_model'},
+	'query:jsonb'                  => $spec_sql,
+	'similar_models.k'             => '3',
+	'by'                           => q{'both'},);
 
 sub blob_with_byte
 {
@@ -936,7 +942,8 @@ my %JSON_VARIANTS = (
 	'config:jsonb'  => json_variants($CONFIG),
 	'params:jsonb'  => json_variants($GRID),
 	'space'         => json_variants($SPACE),
-	'description'   => json_variants(decode_json($description)),);
+	'description'   => json_variants(decode_json($description)),
+	'query:jsonb'   => json_variants($SPEC),);
 
 # ---------------------------------------------------------------------------
 # The functions, from pg_proc.
@@ -1208,7 +1215,10 @@ sub trigger_cases
 	  [ 'freeze -1'                 => q{'{"base_model": "sweep_model", "freeze": -1}'} ],
 	  [ 'freeze "no_such_layer"'    => q{'{"base_model": "sweep_model", "freeze": "no_such_layer"}'} ],
 	  [ 'head of the wrong type'    => q{'{"base_model": "sweep_model", "freeze": 3, "head": 5}'} ],
-	  [ 'head of a 10 MB layer type' => "jsonb_build_object('base_model', 'sweep_model', 'freeze', 3, 'head', jsonb_build_array(jsonb_build_object('type', repeat('t', $TEN_MB))))" ];
+	  [ 'head of a 10 MB layer type' => "jsonb_build_object('base_model', 'sweep_model', 'freeze', 3, 'head', jsonb_build_array(jsonb_build_object('type', repeat('t', $TEN_MB))))" ],
+	  [ 'warm_start of 10 MB'       => "jsonb_build_object('warm_start', repeat('w', $TEN_MB))" ],
+	  [ 'warm_start 1e300'          => q{'{"warm_start": 1e300}'} ],
+	  [ 'warm_start and base_model' => q{'{"base_model": "sweep_model", "freeze": 3, "warm_start": "sweep_model"}'} ];
 	push @cases,
 	  { group => 'fired by hostile rows', label => 'UPDATE to config "x"',
 		sql => q{UPDATE pgdl.configs SET config = '"x"' WHERE set_name = 'sweep_set'} };
