@@ -253,18 +253,25 @@ pgdl_model_deserialize(bytea *blob)
 }
 
 bytea *
-pgdl_model_serialize(const NnModel *model)
+pgdl_bytea_alloc(size_t size, const char *what)
 {
-	size_t		size = nn_model_serialized_size(model);
-	bytea	   *blob;
+	bytea	   *out;
 
 	if (size > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("model of %zu bytes is too large to store", size),
+				 errmsg("%s of %zu bytes is too large", what, size),
 				 errdetail("A bytea value holds at most 1 GB.")));
-	blob = palloc(size + VARHDRSZ);
-	SET_VARSIZE(blob, size + VARHDRSZ);
+	out = palloc(size + VARHDRSZ);
+	SET_VARSIZE(out, size + VARHDRSZ);
+	return out;
+}
+
+bytea *
+pgdl_model_serialize(const NnModel *model)
+{
+	bytea	   *blob = pgdl_bytea_alloc(nn_model_serialized_size(model), "model");
+
 	nn_model_serialize(model, (uint8_t *) VARDATA(blob));
 	return blob;
 }

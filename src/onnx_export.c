@@ -521,15 +521,8 @@ static bytea *
 pack_model(const Onnx__ModelProto *model)
 {
 	size_t		size = onnx__model_proto__get_packed_size(model);
-	bytea	   *out;
+	bytea	   *out = pgdl_bytea_alloc(size, "ONNX model");
 
-	if (size > MaxAllocSize - VARHDRSZ)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("ONNX model of %zu bytes is too large to return", size),
-				 errdetail("A bytea value holds at most 1 GB.")));
-	out = palloc(size + VARHDRSZ);
-	SET_VARSIZE(out, size + VARHDRSZ);
 	if (onnx__model_proto__pack(model, (uint8_t *) VARDATA(out)) != size)
 		elog(ERROR, "ONNX model packed to a size other than computed");
 	return out;
