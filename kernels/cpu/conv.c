@@ -10,12 +10,149 @@
 
 #include "cpu/cpu.h"
 
+/*
+ * "Same" convolutions with stride 1 (output as large as the input: pad on
+ * each side = (k - 1) / 2, the usual 3x3 pad 1) have a faster way: a column
+ * row of one image, window offset (ki, kj), is the input plane shifted by
+ * (ki - pad) * w + kj - pad as one flat array, except for the output rows
+ * whose input row is outside (zero) and for the |kj - pad| columns at one side
+ * of each row, which the flat shift wraps around to the neighbouring row (zero
+ * in the columns, no gradient in col2im).  One copy or one vector loop per
+ * row of the columns instead of one per output row: a CNN's later layers have
+ * rows of 7 to 28 floats, where the calls and loop set-ups cost more than the
+ * copying.  The values are the plain loops' exactly.
+ */
+static bool
+same_stride1(const NnConvGeom *g)
+{
+	return g->stride == 1 && g->oh == g->h && g->ow == g->w && 2 * g->pad == g->k - 1;
+}
+
+/* the wrapped columns [*c0, *c1) of offset kj, and the output rows [*r0, *r1) with input of offset ki */
+static void
+same_ranges(const NnConvGeom *g, int ki, int kj, int *r0, int *r1, int *c0, int *c1)
+{
+	*r0 = g->pad - ki > 0 ? g->pad - ki : 0;
+	*r1 = g->h + g->pad - ki < g->h ? g->h + g->pad - ki : g->h;
+	*c0 = kj < g->pad ? 0 : g->w - (kj - g->pad);
+	*c1 = kj < g->pad ? g->pad - kj : g->w;
+	if (*c0 < 0)
+		*c0 = 0;
+	if (*c1 > g->w)
+		*c1 = g->w;
+}
+
+/* the flat range of column entries whose source is inside the plane, clipped to the rows [r0, r1) */
+static void
+same_flat(const NnConvGeom *g, int shift, int r0, int r1, int *p0, int *p1)
+{
+	int			plane = g->h * g->w;
+
+	*p0 = r0 * g->w > -shift ? r0 * g->w : -shift;
+	*p1 = r1 * g->w < plane - shift ? r1 * g->w : plane - shift;
+	if (*p0 > plane)
+		*p0 = plane;
+	if (*p1 < *p0)
+		*p1 = *p0;
+}
+
+static void
+im2col_same(const float *x, int n, const NnConvGeom *g, float *col)
+{
+	int			plane = g->h * g->w;
+	int64_t		row_len = (int64_t) n * plane;
+
+	for (int ci = 0; ci < g->c; ci++)
+		for (int ki = 0; ki < g->k; ki++)
+			for (int kj = 0; kj < g->k; kj++)
+			{
+				float	   *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
+				int			shift = (ki - g->pad) * g->w + kj - g->pad;
+				int			r0,
+							r1,
+							c0,
+							c1,
+							p0,
+							p1;
+
+				same_ranges(g, ki, kj, &r0, &r1, &c0, &c1);
+				/* what the clipping leaves out of rows [r0, r1) are wrapped columns */
+				same_flat(g, shift, r0, r1, &p0, &p1);
+				for (int img = 0; img < n; img++)
+				{
+					const float *src = x + ((int64_t) img * g->c + ci) * plane;
+					float	   *dst = row + (int64_t) img * plane;
+
+					memset(dst, 0, sizeof(float) * p0);
+					memcpy(dst + p0, src + p0 + shift, sizeof(float) * (p1 - p0));
+					memset(dst + p1, 0, sizeof(float) * (plane - p1));
+					for (int oy = r0; oy < r1; oy++)
+						for (int ox = c0; ox < c1; ox++)
+							dst[oy * g->w + ox] = 0.0f;
+				}
+			}
+}
+
+#define COL2IM_KEEP	1024		/* h * pad up to this */
+
+static void
+col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	int			plane = g->h * g->w;
+	int64_t		row_len = (int64_t) n * plane;
+	float		keep[COL2IM_KEEP];	/* the wrapped targets' values */
+
+	for (int ci = 0; ci < g->c; ci++)
+		for (int ki = 0; ki < g->k; ki++)
+			for (int kj = 0; kj < g->k; kj++)
+			{
+				const float *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
+				int			shift = (ki - g->pad) * g->w + kj - g->pad;
+				int			r0,
+							r1,
+							c0,
+							c1,
+							p0,
+							p1;
+
+				same_ranges(g, ki, kj, &r0, &r1, &c0, &c1);
+				same_flat(g, shift, r0, r1, &p0, &p1);
+				for (int img = 0; img < n; img++)
+				{
+					float	   *restrict dst = dx + ((int64_t) img * g->c + ci) * plane;
+					const float *restrict src = row + (int64_t) img * plane;
+					int			kept = 0;
+
+					/*
+					 * One flat loop adds the wrapped columns too, into the
+					 * neighbouring row: those targets are put back after it.
+					 */
+					for (int oy = r0; oy < r1; oy++)
+						for (int p = oy * g->w + c0; p < oy * g->w + c1; p++)
+							if (p >= p0 && p < p1)
+								keep[kept++] = dst[p + shift];
+					for (int p = p0; p < p1; p++)
+						dst[p + shift] += src[p];
+					kept = 0;
+					for (int oy = r0; oy < r1; oy++)
+						for (int p = oy * g->w + c0; p < oy * g->w + c1; p++)
+							if (p >= p0 && p < p1)
+								dst[p + shift] = keep[kept++];
+				}
+			}
+}
+
 void
 cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 {
 	int			plane_out = g->oh * g->ow;
 	int64_t		row_len = (int64_t) n * plane_out;
 
+	if (same_stride1(g))
+	{
+		im2col_same(x, n, g, col);
+		return;
+	}
 	for (int ci = 0; ci < g->c; ci++)
 		for (int ki = 0; ki < g->k; ki++)
 			for (int kj = 0; kj < g->k; kj++)
@@ -73,6 +210,11 @@ cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 	int			plane_out = g->oh * g->ow;
 	int64_t		row_len = (int64_t) n * plane_out;
 
+	if (same_stride1(g) && (int64_t) g->h * g->pad <= COL2IM_KEEP)
+	{
+		col2im_same(col, n, g, dx);
+		return;
+	}
 	for (int ci = 0; ci < g->c; ci++)
 		for (int ki = 0; ki < g->k; ki++)
 			for (int kj = 0; kj < g->k; kj++)

@@ -107,3 +107,92 @@ UNIT_TEST(kernels_maxpool_2x2_matches_the_reference_on_both_paths)
 			for (int simd = 0; simd < 2; simd++)
 				check_maxpool(3, sizes[s][0], sizes[s][1], relu, simd);
 }
+
+/* im2col by its definition: column row (ci, ki, kj), column img * oh * ow + oy * ow + ox */
+static float
+ref_col(const float *x, int n, const NnConvGeom *g, int ci, int ki, int kj, int img, int oy, int ox)
+{
+	int			iy = oy * g->stride - g->pad + ki,
+				ix = ox * g->stride - g->pad + kj;
+
+	(void) n;
+	if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+		return 0.0f;
+	return x[(((int64_t) img * g->c + ci) * g->h + iy) * g->w + ix];
+}
+
+static void
+check_im2col(int c, int h, int w, int k, int stride, int pad, int n)
+{
+	const NnBackend *be = nn_backend_cpu();
+	NnConvGeom	g = {c, h, w, k, stride, pad, (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1};
+	int64_t		plane_out = (int64_t) g.oh * g.ow,
+				nin = (int64_t) n * c * h * w,
+				ncol = (int64_t) c * k * k * n * plane_out;
+	float	   *x = malloc(sizeof(float) * nin);
+	float	   *col = malloc(sizeof(float) * ncol);
+	float	   *dx = malloc(sizeof(float) * nin);
+	float	   *want = malloc(sizeof(float) * nin);
+	int			bad = 0;
+
+	fill(x, nin, c + h);
+	for (int64_t i = 0; i < ncol; i++)
+		col[i] = -7.0f;			/* every element must be written */
+	be->im2col(x, n, &g, col);
+	for (int ci = 0; ci < c; ci++)
+		for (int ki = 0; ki < k; ki++)
+			for (int kj = 0; kj < k; kj++)
+				for (int img = 0; img < n; img++)
+					for (int oy = 0; oy < g.oh; oy++)
+						for (int ox = 0; ox < g.ow; ox++)
+						{
+							int64_t		at = ((int64_t) (ci * k + ki) * k + kj) * n * plane_out +
+								img * plane_out + oy * g.ow + ox;
+
+							bad += col[at] != ref_col(x, n, &g, ci, ki, kj, img, oy, ox);
+						}
+	CHECK_MSG(bad == 0, "im2col c%d %dx%d k%d s%d p%d n%d: %d wrong", c, h, w, k, stride, pad, n, bad);
+
+	/* col2im adds the columns into dx: start from values already there */
+	fill(col, ncol, 5);
+	fill(dx, nin, 9);
+	memcpy(want, dx, sizeof(float) * nin);
+	for (int ci = 0; ci < c; ci++)
+		for (int ki = 0; ki < k; ki++)
+			for (int kj = 0; kj < k; kj++)
+				for (int img = 0; img < n; img++)
+					for (int oy = 0; oy < g.oh; oy++)
+						for (int ox = 0; ox < g.ow; ox++)
+						{
+							int			iy = oy * stride - pad + ki,
+										ix = ox * stride - pad + kj;
+
+							if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+								want[(((int64_t) img * c + ci) * h + iy) * w + ix] +=
+									col[((int64_t) (ci * k + ki) * k + kj) * n * plane_out +
+										img * plane_out + oy * g.ow + ox];
+						}
+	be->col2im(col, n, &g, dx);
+	bad = 0;
+	for (int64_t i = 0; i < nin; i++)
+		bad += dx[i] != want[i];
+	CHECK_MSG(bad == 0, "col2im c%d %dx%d k%d s%d p%d n%d: %d wrong", c, h, w, k, stride, pad, n, bad);
+	free(x);
+	free(col);
+	free(dx);
+	free(want);
+}
+
+UNIT_TEST(kernels_im2col_and_col2im_match_their_definition)
+{
+	/* "same" stride-1 geometries (the flat-shift path) and others (the row-by-row loops) */
+	static const int geoms[][6] = {
+		{1, 28, 28, 3, 1, 1}, {16, 14, 14, 3, 1, 1}, {2, 5, 9, 3, 1, 1}, {3, 7, 6, 5, 1, 2},
+		{2, 4, 4, 1, 1, 0}, {1, 1, 1, 3, 1, 1}, {2, 3, 2, 7, 1, 3},
+		{2, 9, 8, 3, 1, 0}, {2, 9, 8, 3, 2, 1}, {1, 6, 7, 3, 1, 2}, {2, 8, 8, 4, 1, 1},
+	};
+
+	for (int i = 0; i < (int) (sizeof(geoms) / sizeof(geoms[0])); i++)
+		for (int n = 1; n <= 3; n += 2)
+			check_im2col(geoms[i][0], geoms[i][1], geoms[i][2], geoms[i][3], geoms[i][4], geoms[i][5], n);
+}
