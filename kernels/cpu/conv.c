@@ -56,28 +56,92 @@ same_flat(const NnConvGeom *g, int shift, int r0, int r1, int *p0, int *p1)
 		*p1 = *p0;
 }
 
+#define COL2IM_KEEP	1024		/* h * pad up to this */
+
+/*
+ * Column entries in the flat range [p0, p1) of offset (ki, kj) whose shift
+ * wraps around to the neighbouring row, into wrap[]; returns how many.
+ */
+static int
+same_wrapped(const NnConvGeom *g, int ki, int kj, int *p0, int *p1, int *wrap)
+{
+	int			r0,
+				r1,
+				c0,
+				c1,
+				nw = 0;
+
+	same_ranges(g, ki, kj, &r0, &r1, &c0, &c1);
+	same_flat(g, (ki - g->pad) * g->w + kj - g->pad, r0, r1, p0, p1);
+	for (int oy = r0; oy < r1; oy++)
+		for (int p = oy * g->w + c0; p < oy * g->w + c1; p++)
+			if (p >= *p0 && p < *p1)
+				wrap[nw++] = p;
+	return nw;
+}
+
+/*
+ * One flat loop adds the wrapped entries too, into the neighbouring row:
+ * those targets are put back after it.  Each target gets one entry per
+ * offset, and each plane its offsets in the plain loops' order, so the sums
+ * are the same.
+ */
+__attribute__((target_clones("avx512f", "default")))
+static void
+col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	int			plane = g->h * g->w;
+	int64_t		row_len = (int64_t) n * plane;
+	int			wrap[COL2IM_KEEP];
+	float		keep[COL2IM_KEEP];
+
+	for (int ki = 0; ki < g->k; ki++)
+		for (int kj = 0; kj < g->k; kj++)
+		{
+			int			shift = (ki - g->pad) * g->w + kj - g->pad;
+			int			p0,
+						p1,
+						nw = same_wrapped(g, ki, kj, &p0, &p1, wrap);
+
+			for (int ci = 0; ci < g->c; ci++)
+			{
+				const float *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
+
+				for (int img = 0; img < n; img++)
+				{
+					float	   *restrict dst = dx + ((int64_t) img * g->c + ci) * plane;
+					const float *restrict src = row + (int64_t) img * plane;
+
+					for (int i = 0; i < nw; i++)
+						keep[i] = dst[wrap[i] + shift];
+					for (int p = p0; p < p1; p++)
+						dst[p + shift] += src[p];
+					for (int i = 0; i < nw; i++)
+						dst[wrap[i] + shift] = keep[i];
+				}
+			}
+		}
+}
+
 static void
 im2col_same(const float *x, int n, const NnConvGeom *g, float *col)
 {
 	int			plane = g->h * g->w;
 	int64_t		row_len = (int64_t) n * plane;
+	int			wrap[COL2IM_KEEP];
 
-	for (int ci = 0; ci < g->c; ci++)
-		for (int ki = 0; ki < g->k; ki++)
-			for (int kj = 0; kj < g->k; kj++)
+	for (int ki = 0; ki < g->k; ki++)
+		for (int kj = 0; kj < g->k; kj++)
+		{
+			int			shift = (ki - g->pad) * g->w + kj - g->pad;
+			int			p0,
+						p1,
+						nw = same_wrapped(g, ki, kj, &p0, &p1, wrap);
+
+			for (int ci = 0; ci < g->c; ci++)
 			{
 				float	   *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
-				int			shift = (ki - g->pad) * g->w + kj - g->pad;
-				int			r0,
-							r1,
-							c0,
-							c1,
-							p0,
-							p1;
 
-				same_ranges(g, ki, kj, &r0, &r1, &c0, &c1);
-				/* what the clipping leaves out of rows [r0, r1) are wrapped columns */
-				same_flat(g, shift, r0, r1, &p0, &p1);
 				for (int img = 0; img < n; img++)
 				{
 					const float *src = x + ((int64_t) img * g->c + ci) * plane;
@@ -86,60 +150,11 @@ im2col_same(const float *x, int n, const NnConvGeom *g, float *col)
 					memset(dst, 0, sizeof(float) * p0);
 					memcpy(dst + p0, src + p0 + shift, sizeof(float) * (p1 - p0));
 					memset(dst + p1, 0, sizeof(float) * (plane - p1));
-					for (int oy = r0; oy < r1; oy++)
-						for (int ox = c0; ox < c1; ox++)
-							dst[oy * g->w + ox] = 0.0f;
+					for (int i = 0; i < nw; i++)
+						dst[wrap[i]] = 0.0f;
 				}
 			}
-}
-
-#define COL2IM_KEEP	1024		/* h * pad up to this */
-
-static void
-col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
-{
-	int			plane = g->h * g->w;
-	int64_t		row_len = (int64_t) n * plane;
-	float		keep[COL2IM_KEEP];	/* the wrapped targets' values */
-
-	for (int ci = 0; ci < g->c; ci++)
-		for (int ki = 0; ki < g->k; ki++)
-			for (int kj = 0; kj < g->k; kj++)
-			{
-				const float *row = col + ((int64_t) (ci * g->k + ki) * g->k + kj) * row_len;
-				int			shift = (ki - g->pad) * g->w + kj - g->pad;
-				int			r0,
-							r1,
-							c0,
-							c1,
-							p0,
-							p1;
-
-				same_ranges(g, ki, kj, &r0, &r1, &c0, &c1);
-				same_flat(g, shift, r0, r1, &p0, &p1);
-				for (int img = 0; img < n; img++)
-				{
-					float	   *restrict dst = dx + ((int64_t) img * g->c + ci) * plane;
-					const float *restrict src = row + (int64_t) img * plane;
-					int			kept = 0;
-
-					/*
-					 * One flat loop adds the wrapped columns too, into the
-					 * neighbouring row: those targets are put back after it.
-					 */
-					for (int oy = r0; oy < r1; oy++)
-						for (int p = oy * g->w + c0; p < oy * g->w + c1; p++)
-							if (p >= p0 && p < p1)
-								keep[kept++] = dst[p + shift];
-					for (int p = p0; p < p1; p++)
-						dst[p + shift] += src[p];
-					kept = 0;
-					for (int oy = r0; oy < r1; oy++)
-						for (int p = oy * g->w + c0; p < oy * g->w + c1; p++)
-							if (p >= p0 && p < p1)
-								dst[p + shift] = keep[kept++];
-				}
-			}
+		}
 }
 
 void
@@ -148,7 +163,7 @@ cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col)
 	int			plane_out = g->oh * g->ow;
 	int64_t		row_len = (int64_t) n * plane_out;
 
-	if (same_stride1(g))
+	if (same_stride1(g) && (int64_t) g->h * g->pad <= COL2IM_KEEP)
 	{
 		im2col_same(x, n, g, col);
 		return;
