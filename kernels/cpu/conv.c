@@ -279,6 +279,14 @@ cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx)
 void
 cpu_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
 {
+	if (plane == 1)
+	{
+		/* a matrix transpose (a weight gradient, see src/nn/layers.c) */
+		for (int f = 0; f < channels; f++)
+			for (int i = 0; i < n; i++)
+				dst[(int64_t) f * n + i] = src[(int64_t) i * channels + f];
+		return;
+	}
 	for (int i = 0; i < n; i++)
 		for (int f = 0; f < channels; f++)
 			memcpy(dst + ((int64_t) f * n + i) * plane,
