@@ -589,11 +589,13 @@ nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool trai
 }
 
 void
-nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din)
+nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din, bool dout_front)
 {
 	LayerCall	c;
 
 	layer_call(&c, m, i, in, first, n);
+	if (dout_front)
+		c.dout = m->dout[i];
 	c.din = din;
 	layer_fns[c.l->type].backward(&c);
 }
