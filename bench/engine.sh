@@ -9,10 +9,13 @@
 #
 # Both sides run in this one invocation under the same environment:
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through exactly as they are.
-# The last two lines are always
+# The last three lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
-# with X, Y the ratios of training images/s (n/a for a model not run).
+#   cnn: peak fraction = Z
+# with X, Y the ratios of training images/s and Z the CNN's training GFLOP/s over
+# the single-thread sgemm rate of the same process, in pgdl's best round (n/a for
+# a model not run).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ ! -x "$1" ]; then
@@ -76,4 +79,8 @@ awk '
 			else
 				printf "%s: pgdl/pytorch = n/a\n", m
 		}
+		if ((("pgdl", "cnn") in best) && frac["pgdl", "cnn"] != "")
+			printf "cnn: peak fraction = %s\n", frac["pgdl", "cnn"]
+		else
+			printf "cnn: peak fraction = n/a\n"
 	}' "$out"

@@ -143,6 +143,13 @@ extern const NnBackend *nn_backend_cpu(void);
 extern void nn_set_blas_threads(int threads);
 
 /*
+ * Whether the CPU backend's kernels may use the AVX-512 paths they have where
+ * the CPU supports them (default true).  Both paths compute the same values;
+ * the switch is for tests that check one against the other.
+ */
+extern void nn_set_cpu_simd(bool allow);
+
+/*
  * The CUDA backend, or NULL with a reason in err ("no device", "not built with
  * CUDA", ...).  Never aborts the process when there is no GPU.
  */

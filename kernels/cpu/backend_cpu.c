@@ -28,6 +28,24 @@ nn_set_blas_threads(int threads)
 	blas_threads_chosen = true;
 }
 
+static bool simd_allowed = true;
+
+void
+nn_set_cpu_simd(bool allow)
+{
+	simd_allowed = allow;
+}
+
+bool
+cpu_simd_avx512(void)
+{
+	static int	has = -1;		/* the CPU's answer, asked once */
+
+	if (has < 0)
+		has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+	return simd_allowed && has == 1;
+}
+
 static void *
 cpu_alloc(size_t bytes)
 {

@@ -8,6 +8,9 @@
 
 #include "backend.h"
 
+/* backend_cpu.c: whether the AVX-512 paths may run (the CPU has them, nn_set_cpu_simd allows) */
+extern bool cpu_simd_avx512(void);
+
 /* conv.c */
 extern void cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col);
 extern void cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx);

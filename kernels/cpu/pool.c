@@ -1,9 +1,106 @@
 /*
  * pool.c -- max, average and global average pooling over planes, no padding.
+ *
+ * 2x2 max pooling with stride 2, the common case, has an AVX-512 path (chosen
+ * at run time, see cpu_simd) that computes exactly what the plain loops do:
+ * the same comparisons in the same order, so the same values and argmax.
  */
+#include <immintrin.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
+
+/*
+ * One output row of 2x2/2 max pooling, in vectors of 16 outputs: the row pair
+ * r0, r1 is split into even and odd columns, then the four candidates of each
+ * window are compared in the order of the plain loop (first maximum wins).
+ * base is the plane index of the row's first window's top-left element.
+ */
+__attribute__((target("avx512f")))
+static void
+maxpool2_row_avx512(const float *r0, const float *r1, float *dst, int32_t *arg,
+					int ow, int w, int base, bool relu_before)
+{
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+
+	for (int ox = 0; ox < ow; ox += 16)
+	{
+		int			cnt = ow - ox < 16 ? ow - ox : 16;
+		__mmask16	m = (__mmask16) ((1u << cnt) - 1);
+		__mmask16	mlo = (__mmask16) (2 * cnt >= 16 ? 0xffff : (1u << (2 * cnt)) - 1);
+		__mmask16	mhi = (__mmask16) (2 * cnt > 16 ? (1u << (2 * cnt - 16)) - 1 : 0);
+		__m512		a0 = _mm512_maskz_loadu_ps(mlo, r0 + 2 * ox);
+		__m512		a1 = _mm512_maskz_loadu_ps(mhi, r0 + 2 * ox + 16);
+		__m512		b0 = _mm512_maskz_loadu_ps(mlo, r1 + 2 * ox);
+		__m512		b1 = _mm512_maskz_loadu_ps(mhi, r1 + 2 * ox + 16);
+		__m512i		at = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ox), even);
+		__m512		best = _mm512_permutex2var_ps(a0, even, a1);
+		__m512		v;
+		__mmask16	k;
+
+		v = _mm512_permutex2var_ps(a0, odd, a1);
+		k = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+		best = _mm512_mask_mov_ps(best, k, v);
+		at = _mm512_mask_add_epi32(at, k, at, _mm512_set1_epi32(1));
+		/* at is i or i + 1 here; the bottom row's candidates are i + w, i + w + 1 */
+		{
+			__m512i		i = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ox), even);
+
+			v = _mm512_permutex2var_ps(b0, even, b1);
+			k = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+			best = _mm512_mask_mov_ps(best, k, v);
+			at = _mm512_mask_add_epi32(at, k, i, _mm512_set1_epi32(w));
+			v = _mm512_permutex2var_ps(b0, odd, b1);
+			k = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+			best = _mm512_mask_mov_ps(best, k, v);
+			at = _mm512_mask_add_epi32(at, k, i, _mm512_set1_epi32(w + 1));
+		}
+		if (relu_before)
+			at = _mm512_mask_mov_epi32(_mm512_set1_epi32(-1),
+									   _mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ), at);
+		_mm512_mask_storeu_ps(dst + ox, m, best);
+		_mm512_mask_storeu_epi32(arg + ox, m, at);
+	}
+}
+
+/*
+ * The gradient of one output row of 2x2/2 windows that tile the plane: each of
+ * the four elements of a window gets the window's gradient if it is the
+ * argmax, else zero; even and odd columns are interleaved back into rows.
+ */
+__attribute__((target("avx512f")))
+static void
+maxpool2_backward_row_avx512(const float *g, const int32_t *arg, float *d0, float *d1,
+							 int ow, int w, int base)
+{
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+
+	for (int ox = 0; ox < ow; ox += 16)
+	{
+		int			cnt = ow - ox < 16 ? ow - ox : 16;
+		__mmask16	m = (__mmask16) ((1u << cnt) - 1);
+		__mmask16	mlo = (__mmask16) (2 * cnt >= 16 ? 0xffff : (1u << (2 * cnt)) - 1);
+		__mmask16	mhi = (__mmask16) (2 * cnt > 16 ? (1u << (2 * cnt - 16)) - 1 : 0);
+		__m512		v = _mm512_maskz_loadu_ps(m, g + ox);
+		__m512i		at = _mm512_maskz_loadu_epi32(m, arg + ox);
+		__m512i		i = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ox), even);
+		__m512		e,
+					o;
+
+		e = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, i), v);
+		o = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_add_epi32(i, _mm512_set1_epi32(1))), v);
+		_mm512_mask_storeu_ps(d0 + 2 * ox, mlo, _mm512_permutex2var_ps(e, lo, o));
+		_mm512_mask_storeu_ps(d0 + 2 * ox + 16, mhi, _mm512_permutex2var_ps(e, hi, o));
+		i = _mm512_add_epi32(i, _mm512_set1_epi32(w));
+		e = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, i), v);
+		o = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(at, _mm512_add_epi32(i, _mm512_set1_epi32(1))), v);
+		_mm512_mask_storeu_ps(d1 + 2 * ox, mlo, _mm512_permutex2var_ps(e, lo, o));
+		_mm512_mask_storeu_ps(d1 + 2 * ox + 16, mhi, _mm512_permutex2var_ps(e, hi, o));
+	}
+}
 
 void
 cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
@@ -15,6 +112,13 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 		float	   *dst = y + p * oh * ow;
 		int32_t    *arg = argmax + p * oh * ow;
 
+		if (k == 2 && stride == 2 && cpu_simd_avx512())
+		{
+			for (int oy = 0; oy < oh; oy++)
+				maxpool2_row_avx512(src + 2 * oy * w, src + (2 * oy + 1) * w, dst + oy * ow,
+									arg + oy * ow, ow, w, 2 * oy * w, relu_before);
+			continue;
+		}
 		if (k == 2 && stride == 2)
 		{
 			for (int oy = 0; oy < oh; oy++)
@@ -69,12 +173,21 @@ cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 	if (h == 2 * oh && w == 2 * ow)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */
+		bool		simd = cpu_simd_avx512();
+
 		for (int64_t p = 0; p < planes; p++)
 		{
 			const float *g = dy + p * oh * ow;
 			const int32_t *arg = argmax + p * oh * ow;
 			float	   *d = dx + p * h * w;
 
+			if (simd)
+			{
+				for (int oy = 0; oy < oh; oy++)
+					maxpool2_backward_row_avx512(g + oy * ow, arg + oy * ow, d + 2 * oy * w,
+												 d + (2 * oy + 1) * w, ow, w, 2 * oy * w);
+				continue;
+			}
 			for (int oy = 0; oy < oh; oy++)
 				for (int ox = 0; ox < ow; ox++)
 				{

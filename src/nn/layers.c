@@ -104,6 +104,21 @@ relu_fused_into_pool(const NnModel *m, int i)
 		i + 1 < m->spec.n_layers && m->spec.layers[i + 1].type == NN_MAXPOOL2D;
 }
 
+/*
+ * Whether convolution i computes its weight gradient transposed, columns times
+ * output gradient, into its aux buffer over the whole batch, and transposes it
+ * into place at the end: with more column rows (c * k * k) than filters, that
+ * is, for all but first layers, OpenBLAS runs the transposed product 10-25%
+ * faster (the longer side as M).
+ */
+static bool
+conv_weight_grad_transposed(const NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+
+	return m->shape[i].c * l->kernel * l->kernel > l->filters;
+}
+
 int64_t
 nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 {
@@ -127,6 +142,10 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 			return (int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]);	/* int32 argmax */
 		case NN_BATCHNORM:
 			return 2 * (int64_t) m->shape[i].c;
+		case NN_CONV2D:
+			return conv_weight_grad_transposed(m, i) ?
+				(int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
+				m->spec.layers[i].filters : 0;
 		default:
 			return 0;
 	}
@@ -275,6 +294,8 @@ conv_forward(const LayerCall *c)
  * A chunk of images at a time (nn_conv_chunk): their output gradients laid out
  * channel-major make one matrix against the chunk's columns.  The weight
  * gradient accumulates over chunks and calls; the first of the batch starts it.
+ * Or, transposed (conv_weight_grad_transposed), in aux until the batch's last
+ * call, which puts it in place.
  */
 static void
 conv_backward(const LayerCall *c)
@@ -286,7 +307,9 @@ conv_backward(const LayerCall *c)
 	int			plane,
 				kk;
 	float	   *col = c->m->scratch;
-	float	   *tmp;
+	float	   *tmp,
+			   *dwt = c->m->aux[c->i];
+	bool		transposed = conv_weight_grad_transposed(c->m, c->i);
 
 	conv_geom(c->m, c->i, &g);
 	plane = g.oh * g.ow;
@@ -305,8 +328,12 @@ conv_backward(const LayerCall *c)
 			dy = tmp;
 		}
 		be->im2col(c->in + s * c->in_size, k, &g, col);
-		be->gemm(false, true, filters, kk, k * plane, 1.0f, dy, k * plane,
-				 col, k * plane, c->first + s == 0 ? 0.0f : 1.0f, c->dp, kk);
+		if (transposed)
+			be->gemm(false, true, kk, filters, k * plane, 1.0f, col, k * plane,
+					 dy, k * plane, c->first + s == 0 ? 0.0f : 1.0f, dwt, filters);
+		else
+			be->gemm(false, true, filters, kk, k * plane, 1.0f, dy, k * plane,
+					 col, k * plane, c->first + s == 0 ? 0.0f : 1.0f, c->dp, kk);
 		if (c->din)
 		{
 			be->gemm(true, false, kk, k * plane, filters, 1.0f, c->p, kk,
@@ -314,6 +341,8 @@ conv_backward(const LayerCall *c)
 			be->col2im(col, k, &g, c->din + s * c->in_size);
 		}
 	}
+	if (transposed && c->first + c->n == c->m->last_n)
+		be->nchw_to_cnhw(dwt, c->dp, kk, filters, 1);	/* [kk][filters] to [filters][kk] */
 	if (c->first == 0)
 		memset(c->dp + (int64_t) kk * filters, 0, sizeof(float) * filters);
 	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
@@ -560,11 +589,13 @@ nn_layer_forward(NnModel *m, int i, const float *in, int first, int n, bool trai
 }
 
 void
-nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din)
+nn_layer_backward(NnModel *m, int i, const float *in, int first, int n, float *din, bool dout_front)
 {
 	LayerCall	c;
 
 	layer_call(&c, m, i, in, first, n);
+	if (dout_front)
+		c.dout = m->dout[i];
 	c.din = din;
 	layer_fns[c.l->type].backward(&c);
 }

@@ -650,6 +650,14 @@ layer_din(const NnModel *m, int i)
 	return i > 0 ? m->dout[i - 1] : m->dinput;
 }
 
+/*
+ * Backward runs each segment of per-example layers chunk by chunk, as forward
+ * does; the gradients passed between a segment's own layers are needed only
+ * while their chunk goes through, so they go to the front of their buffers
+ * (which then stay in cache) instead of at the chunk's offset in the batch.
+ * Only the segment's last layer's output gradient and its first layer's input
+ * gradient cross to other layers and keep their places.
+ */
 void
 nn_model_backward(NnModel *m)
 {
@@ -676,7 +684,7 @@ nn_model_backward(NnModel *m)
 
 		if (end == i + 1 && !nn_layer_chunkable(m, i))
 		{
-			nn_layer_backward(m, i, layer_input(m, i), 0, n, layer_din(m, i));
+			nn_layer_backward(m, i, layer_input(m, i), 0, n, layer_din(m, i), false);
 			continue;
 		}
 		segment_end(m, i, m->spec.n_layers, n, &chunk);
@@ -689,7 +697,10 @@ nn_model_backward(NnModel *m)
 				int64_t		in_off = s * NN_SHAPE_SIZE(m->shape[k]);
 				float	   *din = layer_din(m, k);
 
-				nn_layer_backward(m, k, layer_input(m, k) + in_off, s, c, din ? din + in_off : NULL);
+				/* gradients between the segment's layers at the front of their buffers: see above */
+				if (din && k == i)
+					din += in_off;
+				nn_layer_backward(m, k, layer_input(m, k) + in_off, s, c, din, k < end - 1);
 			}
 		}
 	}

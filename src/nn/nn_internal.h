@@ -35,7 +35,8 @@ extern int64_t nn_layer_scratch_floats(const NnModel *m, int layer, int batch);
 extern int64_t nn_layer_aux_floats(const NnModel *m, int layer, int batch);
 extern void nn_layer_init_params(NnModel *m, int layer);
 extern void nn_layer_forward(NnModel *m, int layer, const float *in, int first, int n, bool training);
-extern void nn_layer_backward(NnModel *m, int layer, const float *in, int first, int n, float *din);
+extern void nn_layer_backward(NnModel *m, int layer, const float *in, int first, int n, float *din,
+							  bool dout_front);
 extern bool nn_layer_chunkable(const NnModel *m, int layer);
 extern bool nn_layer_in_place(const NnModel *m, int layer);
 

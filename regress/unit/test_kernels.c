@@ -1,0 +1,198 @@
+/*
+ * test_kernels.c -- the CPU backend's convolution and pooling kernels against
+ * plain reference loops written here, with its AVX-512 paths both allowed and
+ * forbidden (nn_set_cpu_simd): on a CPU with AVX-512 the two paths must agree
+ * with the reference, and pooling's must agree with each other bit for bit.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "unit.h"
+
+/* five values, so that windows hold ties, negatives and zeros */
+static void
+fill(float *x, int64_t n, int seed)
+{
+	uint32_t	r = 2463534242u + (uint32_t) seed;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+		x[i] = (float) (r % 5) / 2.0f - 1.0f;
+	}
+}
+
+/* 2x2/2 max pooling as torch defines it: first maximum wins; relu_before blocks non-positive maxima */
+static void
+ref_maxpool(const float *x, float *y, int32_t *arg, int64_t planes, int h, int w,
+			int oh, int ow, bool relu_before)
+{
+	for (int64_t p = 0; p < planes; p++)
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++)
+			{
+				int			at = 2 * oy * w + 2 * ox;
+				float		best = x[p * h * w + at];
+
+				for (int ky = 0; ky < 2; ky++)
+					for (int kx = 0; kx < 2; kx++)
+					{
+						int			i = (2 * oy + ky) * w + 2 * ox + kx;
+
+						if (x[p * h * w + i] > best)
+							best = x[p * h * w + i], at = i;
+					}
+				y[p * oh * ow + oy * ow + ox] = best;
+				arg[p * oh * ow + oy * ow + ox] = relu_before && !(best > 0.0f) ? -1 : at;
+			}
+}
+
+static void
+check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
+{
+	const NnBackend *be = nn_backend_cpu();
+	int			oh = h / 2,
+				ow = w / 2;
+	int64_t		nin = (int64_t) planes * h * w,
+				nout = (int64_t) planes * oh * ow;
+	float	   *x = malloc(sizeof(float) * nin);
+	float	   *dx = malloc(sizeof(float) * nin);
+	float	   *y = malloc(sizeof(float) * nout);
+	float	   *ry = malloc(sizeof(float) * nout);
+	float	   *dy = malloc(sizeof(float) * nout);
+	int32_t    *arg = malloc(sizeof(int32_t) * nout);
+	int32_t    *rarg = malloc(sizeof(int32_t) * nout);
+
+	fill(x, nin, h + w);
+	fill(dy, nout, 3);
+	nn_set_cpu_simd(simd);
+	be->maxpool_forward(x, y, arg, planes, h, w, 2, 2, oh, ow, relu_before);
+	ref_maxpool(x, ry, rarg, planes, h, w, oh, ow, relu_before);
+	CHECK_MSG(memcmp(y, ry, sizeof(float) * nout) == 0, "maxpool values %dx%d simd %d", h, w, simd);
+	CHECK_MSG(memcmp(arg, rarg, sizeof(int32_t) * nout) == 0, "maxpool argmax %dx%d simd %d", h, w, simd);
+	/* backward into odd-sized planes too: the row and column past the windows get nothing */
+	for (int64_t i = 0; i < nin; i++)
+		dx[i] = 99.0f;
+	be->maxpool_backward(dy, arg, dx, planes, h, w, 2, 2, oh, ow);
+	for (int64_t p = 0; p < planes; p++)
+		for (int i = 0; i < h * w; i++)
+		{
+			float		want = 0.0f;
+
+			for (int o = 0; o < oh * ow; o++)
+				if (rarg[p * oh * ow + o] == i)
+					want += dy[p * oh * ow + o];
+			CHECK_MSG(dx[p * h * w + i] == want, "maxpool backward %dx%d simd %d: plane %lld element %d is %g, want %g",
+					  h, w, simd, (long long) p, i, dx[p * h * w + i], want);
+		}
+	nn_set_cpu_simd(true);
+	free(x);
+	free(dx);
+	free(y);
+	free(ry);
+	free(dy);
+	free(arg);
+	free(rarg);
+}
+
+UNIT_TEST(kernels_maxpool_2x2_matches_the_reference_on_both_paths)
+{
+	/* widths around the 16-output vector, odd sizes (a row and column left over) */
+	static const int sizes[][2] = {{28, 28}, {14, 14}, {2, 2}, {4, 34}, {6, 32}, {8, 66}, {7, 9}, {3, 31}};
+
+	for (int s = 0; s < (int) (sizeof(sizes) / sizeof(sizes[0])); s++)
+		for (int relu = 0; relu < 2; relu++)
+			for (int simd = 0; simd < 2; simd++)
+				check_maxpool(3, sizes[s][0], sizes[s][1], relu, simd);
+}
+
+/* im2col by its definition: column row (ci, ki, kj), column img * oh * ow + oy * ow + ox */
+static float
+ref_col(const float *x, int n, const NnConvGeom *g, int ci, int ki, int kj, int img, int oy, int ox)
+{
+	int			iy = oy * g->stride - g->pad + ki,
+				ix = ox * g->stride - g->pad + kj;
+
+	(void) n;
+	if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w)
+		return 0.0f;
+	return x[(((int64_t) img * g->c + ci) * g->h + iy) * g->w + ix];
+}
+
+static void
+check_im2col(int c, int h, int w, int k, int stride, int pad, int n)
+{
+	const NnBackend *be = nn_backend_cpu();
+	NnConvGeom	g = {c, h, w, k, stride, pad, (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1};
+	int64_t		plane_out = (int64_t) g.oh * g.ow,
+				nin = (int64_t) n * c * h * w,
+				ncol = (int64_t) c * k * k * n * plane_out;
+	float	   *x = malloc(sizeof(float) * nin);
+	float	   *col = malloc(sizeof(float) * ncol);
+	float	   *dx = malloc(sizeof(float) * nin);
+	float	   *want = malloc(sizeof(float) * nin);
+	int			bad = 0;
+
+	fill(x, nin, c + h);
+	for (int64_t i = 0; i < ncol; i++)
+		col[i] = -7.0f;			/* every element must be written */
+	be->im2col(x, n, &g, col);
+	for (int ci = 0; ci < c; ci++)
+		for (int ki = 0; ki < k; ki++)
+			for (int kj = 0; kj < k; kj++)
+				for (int img = 0; img < n; img++)
+					for (int oy = 0; oy < g.oh; oy++)
+						for (int ox = 0; ox < g.ow; ox++)
+						{
+							int64_t		at = ((int64_t) (ci * k + ki) * k + kj) * n * plane_out +
+								img * plane_out + oy * g.ow + ox;
+
+							bad += col[at] != ref_col(x, n, &g, ci, ki, kj, img, oy, ox);
+						}
+	CHECK_MSG(bad == 0, "im2col c%d %dx%d k%d s%d p%d n%d: %d wrong", c, h, w, k, stride, pad, n, bad);
+
+	/* col2im adds the columns into dx: start from values already there */
+	fill(col, ncol, 5);
+	fill(dx, nin, 9);
+	memcpy(want, dx, sizeof(float) * nin);
+	for (int ci = 0; ci < c; ci++)
+		for (int ki = 0; ki < k; ki++)
+			for (int kj = 0; kj < k; kj++)
+				for (int img = 0; img < n; img++)
+					for (int oy = 0; oy < g.oh; oy++)
+						for (int ox = 0; ox < g.ow; ox++)
+						{
+							int			iy = oy * stride - pad + ki,
+										ix = ox * stride - pad + kj;
+
+							if (iy >= 0 && iy < h && ix >= 0 && ix < w)
+								want[(((int64_t) img * c + ci) * h + iy) * w + ix] +=
+									col[((int64_t) (ci * k + ki) * k + kj) * n * plane_out +
+										img * plane_out + oy * g.ow + ox];
+						}
+	be->col2im(col, n, &g, dx);
+	bad = 0;
+	for (int64_t i = 0; i < nin; i++)
+		bad += dx[i] != want[i];
+	CHECK_MSG(bad == 0, "col2im c%d %dx%d k%d s%d p%d n%d: %d wrong", c, h, w, k, stride, pad, n, bad);
+	free(x);
+	free(col);
+	free(dx);
+	free(want);
+}
+
+UNIT_TEST(kernels_im2col_and_col2im_match_their_definition)
+{
+	/* "same" stride-1 geometries (the flat-shift path) and others (the row-by-row loops) */
+	static const int geoms[][6] = {
+		{1, 28, 28, 3, 1, 1}, {16, 14, 14, 3, 1, 1}, {2, 5, 9, 3, 1, 1}, {3, 7, 6, 5, 1, 2},
+		{2, 4, 4, 1, 1, 0}, {1, 1, 1, 3, 1, 1}, {2, 3, 2, 7, 1, 3},
+		{2, 9, 8, 3, 1, 0}, {2, 9, 8, 3, 2, 1}, {1, 6, 7, 3, 1, 2}, {2, 8, 8, 4, 1, 1},
+	};
+
+	for (int i = 0; i < (int) (sizeof(geoms) / sizeof(geoms[0])); i++)
+		for (int n = 1; n <= 3; n += 2)
+			check_im2col(geoms[i][0], geoms[i][1], geoms[i][2], geoms[i][3], geoms[i][4], geoms[i][5], n);
+}
