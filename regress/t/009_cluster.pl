@@ -143,9 +143,14 @@ SELECT 'long', a.id, c::jsonb
        unnest(ARRAY['{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 2, "seed": 11}',
                     '{"optimizer": "adam", "lr": 0.0005, "batch_size": 2, "seed": 12}']) c
  WHERE a.name = 'small' ORDER BY c;
--- each visit of a partition is one remote query of seconds: the runs that are cancelled
-SELECT pgdl.add_architecture('heavy', '{"input": [16], "layers": [{"type": "dense", "units": 2048},
-  {"type": "relu"}, {"type": "dense", "units": 2048}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
+-- each visit of a partition is one remote query of seconds: 500 steps of one example through three
+-- convolutions of 384 filters on the 16 features as a 4x4 image (about 5 s here; a model of 11 MB, so that
+-- the nodes read it quickly): the runs that are cancelled
+SELECT pgdl.add_architecture('heavy', '{"input": [1, 4, 4], "layers": [
+  {"type": "conv2d", "filters": 384, "kernel": 3, "padding": 1}, {"type": "relu"},
+  {"type": "conv2d", "filters": 384, "kernel": 3, "padding": 1}, {"type": "relu"},
+  {"type": "conv2d", "filters": 384, "kernel": 3, "padding": 1}, {"type": "relu"},
+  {"type": "flatten"}, {"type": "dense", "units": 4}]}');
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'heavy', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', 0.001, 'batch_size', 1, 'seed', s)
   FROM pgdl.architectures a, generate_series(31, 34) s WHERE a.name = 'heavy' ORDER BY s;
@@ -427,7 +432,7 @@ sub nodes_logged_cancel
 	my @offsets = map { -s $_->logfile } @nodes;
 	my ($bg, $run) = start_run('cl_cancel', 'heavy', 1);
 	# a cancel that reaches a node while it still reads the query (a model of
-	# 16 MB) is ignored there; the visits take several seconds
+	# 11 MB) is ignored there; the visits take several seconds
 	ok(both_nodes_train(1), 'cancel: both nodes have trained a model for a second');
 	my $start = time;
 	is($coord->safe_psql('postgres',
