@@ -7,8 +7,8 @@
     pgdl.predict_class(conn, model, x)       # an int for an integer label column
 """
 from .adapt import Float32ArrayBinaryLoader, Float32ArrayDumper, Float32ArrayTextLoader, as_float32, register
-from .inference import (Predictions, label_converter, model_from_weights, model_weights, predict,
-                        predict_batch, predict_class)
+from .inference import (Predictions, export_onnx, import_onnx, label_converter, model_from_weights, model_weights,
+                        predict, predict_batch, predict_class)
 from .metrics import plot_training_curves, run_metrics
 from .training import fit, fit_multiple, progress_done
 
@@ -16,6 +16,7 @@ __version__ = "0.5.0"
 
 __all__ = [
     "register", "as_float32", "Float32ArrayDumper", "Float32ArrayBinaryLoader", "Float32ArrayTextLoader",
-    "model_weights", "model_from_weights", "predict", "predict_class", "predict_batch", "Predictions",
+    "model_weights", "model_from_weights", "export_onnx", "import_onnx", "predict", "predict_class",
+    "predict_batch", "Predictions",
     "label_converter", "fit", "fit_multiple", "progress_done", "run_metrics", "plot_training_curves",
 ]

@@ -48,6 +48,34 @@ def model_from_weights(conn, spec, weights, seed=None):
         return cur.fetchone()[0]
 
 
+def export_onnx(conn, model, path=None, with_normalization=None):
+    """The model as an ONNX file's bytes, through pgdl.export_onnx; written to `path` too when given.
+
+    `with_normalization` (default: the function's, true) folds a stored model's dataset normalization in.
+    """
+    placeholder, value = model_arg(model)
+    text, values = call("export_onnx", [(placeholder, value)], {"with_normalization": with_normalization})
+    with cursor(conn) as cur:
+        cur.execute(sql.SQL("SELECT {}").format(text), values)
+        data = cur.fetchone()[0]
+    if path is not None and data is not None:
+        with open(path, "wb") as f:
+            f.write(data)
+    return data
+
+
+def import_onnx(conn, name, onnx, dataset=None, loss=None):
+    """A new stored model (its id) from ONNX bytes or the path of a .onnx file, through pgdl.import_onnx."""
+    if isinstance(onnx, str) or hasattr(onnx, "__fspath__"):
+        with open(onnx, "rb") as f:
+            onnx = f.read()
+    text, values = call("import_onnx", [("%s::text", name), ("%s::bytea", onnx)],
+                        {"dataset": dataset, "loss": loss})
+    with cursor(conn) as cur:
+        cur.execute(sql.SQL("SELECT {}").format(text), values)
+        return cur.fetchone()[0]
+
+
 def predict(conn, model, x):
     """The network's outputs (float32 ndarray) for one example `x` (flattened in C order)."""
     placeholder, value = model_arg(model)

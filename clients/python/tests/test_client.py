@@ -3,6 +3,8 @@
 The database gets the extension and a few tables named py_*; each class makes what it uses.
 """
 import io
+import os
+import tempfile
 import threading
 import unittest
 
@@ -178,6 +180,23 @@ class TrainedModelTest(Fixture):
             sql_out = self.conn.execute("SELECT pgdl.predict(%s::bigint, %s)", [self.model, x]).fetchone()[0]
             self.assertEqual(pgdl.predict(self.conn, blob, x).tobytes(), sql_out.tobytes())
             self.assertEqual(pgdl.predict(self.conn, self.model, x).tobytes(), sql_out.tobytes())
+
+    def test_onnx_round_trip_keeps_predictions_bit_for_bit(self):
+        path = os.path.join(tempfile.mkdtemp(), "model.onnx")
+        data = pgdl.export_onnx(self.conn, self.model, path)
+        self.assertEqual(data[:2], b"\x08\x07", "an ONNX ModelProto starts with ir_version 7")
+        with open(path, "rb") as f:
+            self.assertEqual(f.read(), data)
+        dataset = self.conn.execute("SELECT d.packed::text FROM pgdl.models m JOIN pgdl.datasets d "
+                                    "ON d.id = m.dataset WHERE m.id = %s", [self.model]).fetchone()[0]
+        back = pgdl.import_onnx(self.conn, None, path, dataset=dataset)
+        self.assertNotEqual(back, self.model)
+        for x in self.X[:10]:
+            self.assertEqual(pgdl.predict(self.conn, back, x).tobytes(),
+                             pgdl.predict(self.conn, self.model, x).tobytes())
+        bare = pgdl.export_onnx(self.conn, self.model, with_normalization=False)
+        self.assertLess(len(bare), len(data))
+        self.sqlstate("22023", pgdl.import_onnx, self.conn, None, b"\x01\x02")
 
     def test_integer_labels_come_back_as_int(self):
         sql_labels = [self.conn.execute("SELECT pgdl.predict_class(%s::bigint, %s)", [self.model, x]).fetchone()[0]
