@@ -11,6 +11,10 @@
 #ifndef PGDL_CUDA_BACKEND_H
 #define PGDL_CUDA_BACKEND_H
 
+#include <stddef.h>
+
+#include "backend.h"
+
 #ifdef __cplusplus
 extern "C"
 {
@@ -18,6 +22,31 @@ extern "C"
 
 /* The first CUDA error since initialization, as text; NULL when none. */
 extern const char *nn_cuda_last_error(void);
+
+/* A visible device, as pgdl.cuda_status() reports it. */
+typedef struct NnCudaDevice
+{
+	int			ordinal;		/* N of "cuda:N" */
+	char		name[256];
+	int			major,			/* compute capability */
+				minor;
+	size_t		total_bytes,
+				free_bytes;
+} NnCudaDevice;
+
+/*
+ * The devices this process sees, at most max of them into out, and the
+ * driver's version (CUDA's encoding, 13000 for 13.0); -1 with a reason in err
+ * when there are none or no CUDA.  Creates no context.
+ */
+extern int	nn_cuda_devices(NnCudaDevice *out, int max, int *driver_version, char *err, size_t errlen);
+
+/*
+ * The CUDA backend on device ordinal (nn_backend_cuda is device 0), its
+ * context created on first use in this process; NULL with a reason in err.
+ * A process uses one device: asking for another once one is in use fails.
+ */
+extern const NnBackend *nn_backend_cuda_on(int ordinal, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -23,3 +23,21 @@ nn_cuda_last_error(void)
 {
 	return NULL;
 }
+
+int
+nn_cuda_devices(NnCudaDevice *out, int max, int *driver_version, char *err, size_t errlen)
+{
+	(void) out;
+	(void) max;
+	if (driver_version != NULL)
+		*driver_version = 0;
+	nn_backend_cuda(err, errlen);
+	return -1;
+}
+
+const NnBackend *
+nn_backend_cuda_on(int ordinal, char *err, size_t errlen)
+{
+	(void) ordinal;
+	return nn_backend_cuda(err, errlen);
+}

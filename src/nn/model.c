@@ -854,3 +854,12 @@ nn_model_params_finite(const NnModel *m)
 {
 	return floats_finite(m->params, m->n_params) && floats_finite(m->buffers, m->n_buffers);
 }
+
+bool
+nn_model_use_backend(NnModel *m, const NnBackend *be, NnError *err)
+{
+	if (be == m->be)
+		return true;
+	nn_error_set(err, -1, "", "moving a model to the %s backend is not implemented yet", be->name);
+	return false;
+}

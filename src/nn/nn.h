@@ -235,6 +235,18 @@ extern bool nn_model_train_step_finite(NnModel *m, const float *x, const float *
 extern bool nn_model_params_finite(const NnModel *m);
 
 /*
+ * Backends (kernels/backend.h).  A model lives on one backend: its parameters,
+ * gradients, running statistics, optimizer state and workspace are that
+ * backend's memory.  nn_model_create, _clone and _deserialize make CPU models;
+ * nn_model_use_backend moves everything onto be (allocated once there, the old
+ * memory released) and fails, leaving the model where it was, with the sizes
+ * when be's memory does not suffice.  Whatever the backend, the inputs of
+ * _forward, _train_step and _evaluate and the output _forward returns are host
+ * memory, and serialization, cloning and slicing work as on the CPU.
+ */
+extern bool nn_model_use_backend(NnModel *m, const struct NnBackend *be, NnError *err);
+
+/*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
  * [from, to) with their parameters and running statistics; the join is prefix
  * then rest, with the rest's optimizer state (zeros for the frozen parameters).
