@@ -23,7 +23,8 @@ PG_CPPFLAGS += -DPGDL_WITH_CUDA
 # PGXS would want LLVM bitcode for the .cu object too; there is none to make.
 override with_llvm = no
 else
-CUDA_OBJS   = kernels/cuda/cuda_stub.o
+# the stub answers with the fake device of cuda_fake.c when PGDL_FAKE_CUDA is set (tests only)
+CUDA_OBJS   = kernels/cuda/cuda_stub.o kernels/cuda/cuda_fake.o
 CUDA_LIBS   =
 endif
 
@@ -104,18 +105,23 @@ build/%/cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 NN_LIBS = $(CUDA_LIBS)
 else
-build/%/cuda.o: kernels/cuda/cuda_stub.c kernels/backend.h
+build/%/cuda.o: kernels/cuda/cuda_stub.c kernels/backend.h kernels/cuda/cuda_fake.h
 	@mkdir -p $(dir $@)
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $< -o $@
 NN_LIBS =
 endif
 
-build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) build/%/cuda.o
+# the fake device (kernels/cuda/cuda_fake.h) is in every engine build: the unit tests train on it
+build/%/cuda_fake.o: kernels/cuda/cuda_fake.c kernels/cuda/cuda_fake.h kernels/backend.h
+	@mkdir -p $(dir $@)
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $< -o $@
+
+build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) build/%/cuda.o build/%/cuda_fake.o
 	@mkdir -p $(dir $@)/obj
 	for f in $(NN_SRCS); do \
 	  $(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -c $$f -o $(dir $@)/obj/$$(echo $$f | tr / _ | sed 's/\.c$$/.o/') || exit 1; \
 	done
-	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o
+	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
 build/%/unit_tests: $(UNIT_SRCS) $(wildcard regress/unit/*.h) build/%/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
@@ -208,7 +214,7 @@ $(FUZZ)/obj/%.o: %.c $(FUZZ_HEADERS)
 	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) $(FUZZ_COVERAGE) -c $< -o $@
 
 # The engine, objects of its own (its flags, the sanitizers, coverage), linked in whole.
-FUZZ_NN_OBJS   = $(patsubst %.c,$(FUZZ)/obj/%.o,$(NN_SRCS) kernels/cuda/cuda_stub.c)
+FUZZ_NN_OBJS   = $(patsubst %.c,$(FUZZ)/obj/%.o,$(NN_SRCS) kernels/cuda/cuda_stub.c kernels/cuda/cuda_fake.c)
 $(FUZZ)/nn.a: $(FUZZ_NN_OBJS)
 	rm -f $@ && ar rcs $@ $^
 

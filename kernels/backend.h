@@ -30,12 +30,20 @@ typedef struct NnConvGeom
 typedef struct NnBackend
 {
 	const char *name;
+	/* its memory is host memory: the engine may read it and hand it the caller's arrays */
+	bool		host_memory;
 
 	void	   *(*alloc) (size_t bytes);	/* NULL on failure */
 	void		(*release) (void *ptr);
 	void		(*upload) (void *dst, const void *host_src, size_t bytes);
 	void		(*download) (void *host_dst, const void *src, size_t bytes);
 	void		(*synchronize) (void);
+	/* within the backend's memory; the two ranges do not overlap */
+	void		(*copy) (void *dst, const void *src, size_t bytes);
+	/* x[i] = value for i < n */
+	void		(*fill) (float *x, float value, int64_t n);
+	/* whether no x[i] is NaN or infinite */
+	bool		(*all_finite) (const float *x, int64_t n);
 
 	void		(*gemm) (bool trans_a, bool trans_b, int m, int n, int k,
 						 float alpha, const float *a, int lda,
@@ -124,6 +132,33 @@ typedef struct NnBackend
 	 */
 	void		(*softmax_xent) (const float *logits, const float *labels, float *dlogits,
 								 float *loss, int rows, int classes, float scale);
+
+	/*
+	 * A batch's metrics, returned in sums (host memory on every backend):
+	 * sums[0] the loss summed over rows in row order, in double; sums[1] the
+	 * examples counted correct.  xent_metrics reads softmax_xent's per-row loss
+	 * and counts rows whose first maximal logit is the label.  mse_loss and
+	 * bce_loss (on logits, as BCEWithLogitsLoss; correct: every output on the
+	 * side of 0 that its target is of 0.5) also write dz = dloss/dz * scale; a
+	 * row's loss is the mean over its k outputs, summed in double.
+	 */
+	void		(*xent_metrics) (const float *logits, const float *labels, const float *loss,
+								 int rows, int classes, double *sums);
+	void		(*mse_loss) (const float *z, const float *y, float *dz, int rows, int k,
+							 float scale, double *sums);
+	void		(*bce_loss) (const float *z, const float *y, float *dz, int rows, int k,
+							 float scale, double *sums);
+
+	/*
+	 * Inverted dropout in training: element j is kept, times 1 / (1 - rate),
+	 * when nn_rng_unit(seed, stream, counter + j) >= rate (kernels/rng.h), else
+	 * zeroed.  Backward recomputes the mask from the same counters.  In place
+	 * is allowed (y == x, dx == dy).
+	 */
+	void		(*dropout_forward) (const float *x, float *y, int64_t n, float rate,
+									uint64_t seed, uint64_t stream, uint64_t counter);
+	void		(*dropout_backward) (const float *dy, float *dx, int64_t n, float rate,
+									 uint64_t seed, uint64_t stream, uint64_t counter);
 
 	/* torch.optim.SGD with dampening 0; momentum 0 leaves buf untouched. */
 	void		(*sgd_update) (float *p, const float *g, float *buf, int64_t n,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "rng.h"
 
 extern void openblas_set_num_threads(int num_threads);
 
@@ -74,6 +75,29 @@ cpu_copy(void *dst, const void *src, size_t bytes)
 static void
 cpu_synchronize(void)
 {
+}
+
+static void
+cpu_fill(float *x, float value, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] = value;
+}
+
+/* Branch-free, so that it vectorizes: NaN and infinity have every exponent bit set. */
+static bool
+cpu_all_finite(const float *v, int64_t n)
+{
+	uint32_t	bad = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		uint32_t	bits;
+
+		memcpy(&bits, &v[i], sizeof(bits));
+		bad |= (bits & 0x7f800000u) == 0x7f800000u;
+	}
+	return bad == 0;
 }
 
 static void
@@ -303,6 +327,26 @@ cpu_softmax_xent(const float *restrict logits, const float *restrict labels, flo
 }
 
 static void
+cpu_dropout_forward(const float *x, float *y, int64_t n, float rate,
+					uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	float		scale = 1.0f / (1.0f - rate);
+
+	for (int64_t j = 0; j < n; j++)
+		y[j] = nn_rng_unit(seed, stream, counter + j) >= rate ? x[j] * scale : 0.0f;
+}
+
+static void
+cpu_dropout_backward(const float *dy, float *dx, int64_t n, float rate,
+					 uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	float		scale = 1.0f / (1.0f - rate);
+
+	for (int64_t j = 0; j < n; j++)
+		dx[j] = nn_rng_unit(seed, stream, counter + j) >= rate ? dy[j] * scale : 0.0f;
+}
+
+static void
 cpu_sgd_update(float *restrict p, const float *restrict g, float *restrict buf, int64_t n,
 			   float lr, float momentum, float weight_decay, bool nesterov)
 {
@@ -362,11 +406,15 @@ cpu_adam_update(float *restrict p, const float *restrict g, float *restrict m, f
 
 static const NnBackend cpu_backend = {
 	.name = "cpu",
+	.host_memory = true,
 	.alloc = cpu_alloc,
 	.release = cpu_release,
 	.upload = cpu_copy,
 	.download = cpu_copy,
 	.synchronize = cpu_synchronize,
+	.copy = cpu_copy,
+	.fill = cpu_fill,
+	.all_finite = cpu_all_finite,
 	.gemm = cpu_gemm,
 	.bias_add_rows = cpu_bias_add_rows,
 	.bias_add_planes = cpu_bias_add_planes,
@@ -393,6 +441,11 @@ static const NnBackend cpu_backend = {
 	.tanh_forward = cpu_tanh_forward,
 	.tanh_backward = cpu_tanh_backward,
 	.softmax_xent = cpu_softmax_xent,
+	.xent_metrics = cpu_xent_metrics,
+	.mse_loss = cpu_mse_loss,
+	.bce_loss = cpu_bce_loss,
+	.dropout_forward = cpu_dropout_forward,
+	.dropout_backward = cpu_dropout_backward,
 	.sgd_update = cpu_sgd_update,
 	.adam_update = cpu_adam_update,
 };

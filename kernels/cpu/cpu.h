@@ -1,6 +1,6 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c).  Private to kernels/cpu: the engine reaches them through the
+ * pool.c, norm.c, loss.c).  Private to kernels/cpu: the engine reaches them through the
  * table in backend.h, whose comments say what each one computes.
  */
 #ifndef PGDL_KERNELS_CPU_H
@@ -37,5 +37,13 @@ extern void cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
 								   int n, int channels, int plane,
 								   const float *gamma, float *dgamma, float *dbeta,
 								   const float *saved);
+
+/* loss.c */
+extern void cpu_xent_metrics(const float *logits, const float *labels, const float *loss,
+							 int rows, int classes, double *sums);
+extern void cpu_mse_loss(const float *z, const float *y, float *dz, int rows, int k,
+						 float scale, double *sums);
+extern void cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k,
+						 float scale, double *sums);
 
 #endif

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -34,17 +35,23 @@ extern "C"
 #include "backend.h"
 #include "cuda/cuda_backend.h"
 }
+#include "rng.h"
 
 #define BLOCK 256				/* threads per block for elementwise kernels */
 #define MAX_GRID 65535			/* grid-stride loops cover the rest */
 #define COL_TILE 32				/* col_sum: columns per block (one warp wide) */
 #define COL_ROWS 16				/* col_sum: row lanes per block */
+#define METRIC_BLOCKS 64		/* losses and metrics: a fixed grid, so a fixed order of sums */
 
 static NnBackend cuda_backend;
 static const NnBackend *cuda_ready;	/* &cuda_backend once initialized */
 static char cuda_init_reason[256];
-static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
+static int	cuda_ordinal = -1;	/* the device this process initialized, or tried to */
 static cublasHandle_t cuda_blas;
+/* device scratch: METRIC_BLOCKS partial sums of two doubles, the two totals, a flag */
+static double *cuda_scratch;
+#define SCRATCH_DOUBLES (2 * METRIC_BLOCKS + 2 + 1)
 
 static bool cuda_failed;
 static char cuda_error[512];
@@ -166,6 +173,50 @@ static void
 cuda_synchronize(void)
 {
 	cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+static void
+cuda_copy(void *dst, const void *src, size_t bytes)
+{
+	if (bytes)
+		cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice),
+				   "cudaMemcpy (device to device)");
+}
+
+__global__ void
+fill_kernel(float *x, float value, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		x[i] = value;
+}
+
+static void
+cuda_fill(float *x, float value, int64_t n)
+{
+	launch("fill", n, fill_kernel, x, value, n);
+}
+
+/* Threads that see a NaN or infinity all store the same 1: the result does not depend on order. */
+__global__ void
+finite_kernel(const float *x, int64_t n, int *bad)
+{
+	GRID_STRIDE(i, n)
+		if (!isfinite(x[i]))
+			*bad = 1;
+}
+
+static bool
+cuda_all_finite(const float *x, int64_t n)
+{
+	int		   *bad = (int *) (cuda_scratch + SCRATCH_DOUBLES - 1);
+	int			host = 0;
+
+	if (n <= 0)
+		return true;
+	cuda_check(cudaMemset(bad, 0, sizeof(int)), "cudaMemset");
+	launch("all_finite", n, finite_kernel, x, n, bad);
+	cuda_download(&host, bad, sizeof(int));
+	return host == 0 && !cuda_failed;
 }
 
 /* ---------------------------------------------------------------------------
@@ -1002,6 +1053,192 @@ cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
 }
 
 /* ---------------------------------------------------------------------------
+ * Losses and a batch's metrics.  A fixed grid of METRIC_BLOCKS blocks: thread
+ * t of the grid takes rows t, t + G, ... in order, each block adds its
+ * threads' sums through a fixed tree, and one block adds the blocks' sums:
+ * the same order on every run (no atomics), though not the CPU's row order.
+ * ------------------------------------------------------------------------- */
+
+/* Each block's sums of a and b into part[2 * block], part[2 * block + 1]. */
+__device__ static void
+block_pair_sum(double a, double b, double *part)
+{
+	__shared__ double sa[BLOCK],
+				sb[BLOCK];
+
+	sa[threadIdx.x] = a;
+	sb[threadIdx.x] = b;
+	__syncthreads();
+	for (int h = BLOCK / 2; h > 0; h >>= 1)
+	{
+		if ((int) threadIdx.x < h)
+		{
+			sa[threadIdx.x] += sa[threadIdx.x + h];
+			sb[threadIdx.x] += sb[threadIdx.x + h];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+	{
+		part[2 * blockIdx.x] = sa[0];
+		part[2 * blockIdx.x + 1] = sb[0];
+	}
+}
+
+/* One thread adds the blocks' sums in block order. */
+__global__ void
+metric_total_kernel(const double *part, double *total)
+{
+	double		a = 0.0,
+				b = 0.0;
+
+	for (int i = 0; i < METRIC_BLOCKS; i++)
+	{
+		a += part[2 * i];
+		b += part[2 * i + 1];
+	}
+	total[0] = a;
+	total[1] = b;
+}
+
+__global__ void
+xent_metrics_kernel(const float *logits, const float *labels, const float *loss,
+					int rows, int classes, double *part)
+{
+	double		loss_sum = 0.0,
+				correct = 0.0;
+
+	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+		 r += (int64_t) gridDim.x * blockDim.x)
+	{
+		const float *row = logits + r * classes;
+		int			best = 0;
+
+		for (int c = 1; c < classes; c++)
+			if (row[c] > row[best])
+				best = c;
+		correct += best == (int) labels[r] ? 1.0 : 0.0;
+		loss_sum += loss[r];
+	}
+	block_pair_sum(loss_sum, correct, part);
+}
+
+__global__ void
+mse_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, float scale, double *part)
+{
+	double		loss_sum = 0.0;
+
+	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+		 r += (int64_t) gridDim.x * blockDim.x)
+	{
+		double		s = 0.0;
+
+		for (int64_t c = 0; c < k; c++)
+		{
+			float		d = z[r * k + c] - y[r * k + c];
+
+			s += (double) d * d;
+			dz[r * k + c] = d * scale;
+		}
+		loss_sum += s / (double) k;
+	}
+	block_pair_sum(loss_sum, 0.0, part);
+}
+
+__global__ void
+bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, float scale, double *part)
+{
+	double		loss_sum = 0.0,
+				correct = 0.0;
+
+	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+		 r += (int64_t) gridDim.x * blockDim.x)
+	{
+		double		s = 0.0;
+		bool		all_right = true;
+
+		for (int64_t c = 0; c < k; c++)
+		{
+			float		zi = z[r * k + c];
+			float		t = y[r * k + c];
+			float		sig = 1.0f / (1.0f + expf(-zi));
+
+			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
+			dz[r * k + c] = (sig - t) * scale;
+			all_right &= (zi > 0.0f) == (t > 0.5f);
+		}
+		loss_sum += s / (double) k;
+		correct += all_right ? 1.0 : 0.0;
+	}
+	block_pair_sum(loss_sum, correct, part);
+}
+
+/* The two totals, after the kernel that left the blocks' sums in the scratch. */
+static void
+metric_totals(const char *name, double *sums)
+{
+	cuda_launched(name);
+	metric_total_kernel<<<1, 1>>>(cuda_scratch, cuda_scratch + 2 * METRIC_BLOCKS);
+	cuda_launched("metric_total");
+	cuda_download(sums, cuda_scratch + 2 * METRIC_BLOCKS, 2 * sizeof(double));
+	if (cuda_failed)
+		sums[0] = sums[1] = NAN;
+}
+
+static void
+cuda_xent_metrics(const float *logits, const float *labels, const float *loss,
+				  int rows, int classes, double *sums)
+{
+	xent_metrics_kernel<<<METRIC_BLOCKS, BLOCK>>>(logits, labels, loss, rows, classes, cuda_scratch);
+	metric_totals("xent_metrics", sums);
+}
+
+static void
+cuda_mse_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+{
+	mse_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, dz, rows, k, scale, cuda_scratch);
+	metric_totals("mse_loss", sums);
+}
+
+static void
+cuda_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+{
+	bce_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, dz, rows, k, scale, cuda_scratch);
+	metric_totals("bce_loss", sums);
+}
+
+/* ---------------------------------------------------------------------------
+ * Dropout: the mask from the counter-based generator of kernels/rng.h, the
+ * same bits as on the CPU
+ * ------------------------------------------------------------------------- */
+
+__global__ void
+dropout_kernel(const float *x, float *y, int64_t n, float rate, float scale,
+			   uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	GRID_STRIDE(j, n)
+		y[j] = nn_rng_unit(seed, stream, counter + (uint64_t) j) >= rate ? x[j] * scale : 0.0f;
+}
+
+static void
+cuda_dropout_forward(const float *x, float *y, int64_t n, float rate,
+					 uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	float		scale = 1.0f / (1.0f - rate);
+
+	launch("dropout_forward", n, dropout_kernel, x, y, n, rate, scale, seed, stream, counter);
+}
+
+static void
+cuda_dropout_backward(const float *dy, float *dx, int64_t n, float rate,
+					  uint64_t seed, uint64_t stream, uint64_t counter)
+{
+	float		scale = 1.0f / (1.0f - rate);
+
+	launch("dropout_backward", n, dropout_kernel, dy, dx, n, rate, scale, seed, stream, counter);
+}
+
+/* ---------------------------------------------------------------------------
  * Optimizers
  * ------------------------------------------------------------------------- */
 
@@ -1080,11 +1317,15 @@ static void
 cuda_fill_table(NnBackend *b)
 {
 	b->name = "cuda";
+	b->host_memory = false;
 	b->alloc = cuda_alloc;
 	b->release = cuda_release;
 	b->upload = cuda_upload;
 	b->download = cuda_download;
 	b->synchronize = cuda_synchronize;
+	b->copy = cuda_copy;
+	b->fill = cuda_fill;
+	b->all_finite = cuda_all_finite;
 	b->gemm = cuda_gemm;
 	b->bias_add_rows = cuda_bias_add_rows;
 	b->bias_add_planes = cuda_bias_add_planes;
@@ -1111,15 +1352,20 @@ cuda_fill_table(NnBackend *b)
 	b->tanh_forward = cuda_tanh_forward;
 	b->tanh_backward = cuda_tanh_backward;
 	b->softmax_xent = cuda_softmax_xent;
+	b->xent_metrics = cuda_xent_metrics;
+	b->mse_loss = cuda_mse_loss;
+	b->bce_loss = cuda_bce_loss;
+	b->dropout_forward = cuda_dropout_forward;
+	b->dropout_backward = cuda_dropout_backward;
 	b->sgd_update = cuda_sgd_update;
 	b->adam_update = cuda_adam_update;
 }
 
+/* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */
 static void
-cuda_init(void)
+cuda_init(int device)
 {
 	int			count = 0;
-	int			device = 0;
 	cudaError_t e;
 	cudaFuncAttributes attr;
 	cudaDeviceProp prop;
@@ -1139,9 +1385,15 @@ cuda_init(void)
 				 "no device: cudaGetDeviceCount found no CUDA device");
 		return;
 	}
+	if (device < 0 || device >= count)
+	{
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: CUDA device %d does not exist (this process sees %d)", device, count);
+		return;
+	}
 
 	/* create the context now, so that a busy or prohibited GPU fails here */
-	if ((e = cudaGetDevice(&device)) != cudaSuccess ||
+	if ((e = cudaSetDevice(device)) != cudaSuccess ||
 		(e = cudaFree(NULL)) != cudaSuccess ||
 		(e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess)
 	{
@@ -1160,6 +1412,13 @@ cuda_init(void)
 		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
 				 "no device: device %d (%.64s, sm_%d%d) cannot run this build's kernels: %s",
 				 device, prop.name, prop.major, prop.minor, cudaGetErrorString(e));
+		return;
+	}
+	if (cudaMalloc(&cuda_scratch, SCRATCH_DOUBLES * sizeof(double)) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
+				 "no device: device %d has no memory for pgdl's scratch", device);
 		return;
 	}
 
@@ -1184,12 +1443,98 @@ cuda_init(void)
 	cuda_ready = &cuda_backend;
 }
 
+/*
+ * One device per process: the first ordinal asked for is initialized (or
+ * fails, and is not tried again); another ordinal then fails, or is tried when
+ * the first failed.
+ */
+extern "C" const NnBackend *
+nn_backend_cuda_on(int ordinal, char *err, size_t errlen)
+{
+	const NnBackend *b = NULL;
+	char		reason[256];
+
+	pthread_mutex_lock(&cuda_lock);
+	if (cuda_ready != NULL && ordinal != cuda_ordinal)
+		snprintf(reason, sizeof(reason),
+				 "CUDA device %d is in use by this process, which cannot use device %d too",
+				 cuda_ordinal, ordinal);
+	else
+	{
+		if (cuda_ready == NULL && ordinal != cuda_ordinal)
+		{
+			cuda_ordinal = ordinal;
+			cuda_init(ordinal);
+		}
+		b = cuda_ready;
+		snprintf(reason, sizeof(reason), "%s", b ? "" : cuda_init_reason);
+	}
+	pthread_mutex_unlock(&cuda_lock);
+	if (err != NULL && errlen > 0)
+		snprintf(err, errlen, "%s", reason);
+	return b;
+}
+
 extern "C" const NnBackend *
 nn_backend_cuda(char *err, size_t errlen)
 {
-	/* tried once per process; later calls give the same answer */
-	pthread_once(&cuda_once, cuda_init);
+	return nn_backend_cuda_on(0, err, errlen);
+}
+
+/*
+ * Device properties and the driver's version need no context; free memory
+ * does, so it is known only for the device this process has initialized.
+ */
+extern "C" int
+nn_cuda_devices(NnCudaDevice *out, int max, int *driver_version, char *err, size_t errlen)
+{
+	int			count = 0,
+				n = 0,
+				version = 0;
+	cudaError_t e;
+
+	if (driver_version != NULL)
+		*driver_version = 0;
 	if (err != NULL && errlen > 0)
-		snprintf(err, errlen, "%s", cuda_ready ? "" : cuda_init_reason);
-	return cuda_ready;
+		err[0] = '\0';
+	if ((e = cudaDriverGetVersion(&version)) != cudaSuccess || version == 0 ||
+		(e = cudaGetDeviceCount(&count)) != cudaSuccess || count == 0)
+	{
+		(void) cudaGetLastError();
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "no device: %s",
+					 e != cudaSuccess ? cudaGetErrorString(e) :
+					 version == 0 ? "no CUDA driver is installed" : "cudaGetDeviceCount found no CUDA device");
+		return -1;
+	}
+	if (driver_version != NULL)
+		*driver_version = version;
+	for (int i = 0; i < count && i < max && out != NULL; i++, n++)
+	{
+		cudaDeviceProp prop;
+
+		memset(&out[i], 0, sizeof(NnCudaDevice));
+		out[i].ordinal = i;
+		if (cudaGetDeviceProperties(&prop, i) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			snprintf(out[i].name, sizeof(out[i].name), "(unknown)");
+			continue;
+		}
+		snprintf(out[i].name, sizeof(out[i].name), "%s", prop.name);
+		out[i].major = prop.major;
+		out[i].minor = prop.minor;
+		out[i].total_bytes = prop.totalGlobalMem;
+		pthread_mutex_lock(&cuda_lock);
+		if (cuda_ready != NULL && i == cuda_ordinal)
+		{
+			size_t		free_bytes = 0,
+						total = 0;
+
+			if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess)
+				out[i].free_bytes = free_bytes;
+		}
+		pthread_mutex_unlock(&cuda_lock);
+	}
+	return n;
 }

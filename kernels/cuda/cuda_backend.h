@@ -31,13 +31,14 @@ typedef struct NnCudaDevice
 	int			major,			/* compute capability */
 				minor;
 	size_t		total_bytes,
-				free_bytes;
+				free_bytes;		/* 0 unless this process uses the device: knowing needs a context */
 } NnCudaDevice;
 
 /*
- * The devices this process sees, at most max of them into out, and the
- * driver's version (CUDA's encoding, 13000 for 13.0); -1 with a reason in err
- * when there are none or no CUDA.  Creates no context.
+ * The devices this process sees, at most max of them into out (the number
+ * written is returned), and the driver's version (CUDA's encoding, 13000 for
+ * 13.0); -1 with a reason in err when there are none or no CUDA.  Creates no
+ * context.
  */
 extern int	nn_cuda_devices(NnCudaDevice *out, int max, int *driver_version, char *err, size_t errlen);
 

@@ -812,6 +812,9 @@ check_table_complete(const NnBackend *b)
 	HAS(upload);
 	HAS(download);
 	HAS(synchronize);
+	HAS(copy);
+	HAS(fill);
+	HAS(all_finite);
 	HAS(gemm);
 	HAS(bias_add_rows);
 	HAS(bias_add_planes);
@@ -838,6 +841,11 @@ check_table_complete(const NnBackend *b)
 	HAS(tanh_forward);
 	HAS(tanh_backward);
 	HAS(softmax_xent);
+	HAS(xent_metrics);
+	HAS(mse_loss);
+	HAS(bce_loss);
+	HAS(dropout_forward);
+	HAS(dropout_backward);
 	HAS(sgd_update);
 	HAS(adam_update);
 #undef HAS

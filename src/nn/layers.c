@@ -97,10 +97,17 @@ relu_fused_into_conv(const NnModel *m, int i)
 		m->spec.layers[i - 1].type == NN_CONV2D;
 }
 
+/*
+ * Not when the relu starts a run of chunked layers (after batchnorm or dense):
+ * backward then passes the pool's gradient at the front of its buffer and
+ * expects the relu to move it to the chunk's place, which a fused relu would
+ * not do (the layer before would read memory nobody wrote).
+ */
 static bool
 relu_fused_into_pool(const NnModel *m, int i)
 {
 	return m->spec.layers[i].type == NN_RELU && nn_layer_in_place(m, i) &&
+		nn_layer_chunkable(m, i - 1) &&
 		i + 1 < m->spec.n_layers && m->spec.layers[i + 1].type == NN_MAXPOOL2D;
 }
 
@@ -151,6 +158,7 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 	}
 }
 
+/* A new model's initial values; nn_model_create runs it on a CPU model (host memory). */
 void
 nn_layer_init_params(NnModel *m, int i)
 {
@@ -206,9 +214,8 @@ nn_layer_init_params(NnModel *m, int i)
 /*
  * One call of a layer on examples [first, first + n) of the batch, with every
  * pointer already at example first.  Backward reads dout and fills dp and din
- * (NULL when nobody needs the input's gradient).  The memory is the backend's;
- * the memset/memcpy calls and the dropout loops left here are the CPU's way
- * and still to be moved behind the table for a device backend.
+ * (NULL when nobody needs the input's gradient).  The memory is the backend's
+ * (device memory for a device backend): everything here goes through the table.
  */
 typedef struct LayerCall
 {
@@ -249,7 +256,7 @@ dense_backward(const LayerCall *c)
 
 	c->be->gemm(true, false, units, in_size, c->n, 1.0f, c->dout, units,
 				c->in, in_size, 0.0f, c->dp, in_size);
-	memset(db, 0, sizeof(float) * units);
+	c->be->fill(db, 0.0f, units);
 	c->be->col_sum(c->dout, db, c->n, units);
 	if (c->din)
 		c->be->gemm(false, false, c->n, in_size, units, 1.0f, c->dout, units,
@@ -316,7 +323,7 @@ conv_backward(const LayerCall *c)
 	kk = g.c * g.k * g.k;
 	tmp = col + (int64_t) kk * chunk * plane;
 	if (c->din)
-		memset(c->din, 0, sizeof(float) * c->n * c->in_size);
+		be->fill(c->din, 0.0f, c->n * c->in_size);
 	for (int s = 0; s < c->n; s += chunk)
 	{
 		int			k = c->n - s < chunk ? c->n - s : chunk;
@@ -344,7 +351,7 @@ conv_backward(const LayerCall *c)
 	if (transposed && c->first + c->n == c->m->last_n)
 		be->nchw_to_cnhw(dwt, c->dp, kk, filters, 1);	/* [kk][filters] to [filters][kk] */
 	if (c->first == 0)
-		memset(c->dp + (int64_t) kk * filters, 0, sizeof(float) * filters);
+		be->fill(c->dp + (int64_t) kk * filters, 0.0f, filters);
 	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
 }
 
@@ -413,14 +420,14 @@ global_avgpool_backward(const LayerCall *c)
 static void
 flatten_forward(const LayerCall *c)
 {
-	memcpy(c->out, c->in, sizeof(float) * c->n * c->out_size);
+	c->be->copy(c->out, c->in, sizeof(float) * c->n * c->out_size);
 }
 
 static void
 flatten_backward(const LayerCall *c)
 {
 	if (c->din)
-		memcpy(c->din, c->dout, sizeof(float) * c->n * c->out_size);
+		c->be->copy(c->din, c->dout, sizeof(float) * c->n * c->out_size);
 }
 
 /* relu, leaky_relu, sigmoid, tanh */
@@ -472,47 +479,45 @@ activation_backward(const LayerCall *c)
 	}
 }
 
-/* The keep-mask is recomputed in backward from the same counters. */
-static inline bool
-dropout_keep(const LayerCall *c, int64_t j)
-{
-	return nn_rng_uniform(c->m->seed ^ NN_RNG_DROPOUT_SALT,
-						  (uint64_t) c->m->step * NN_MAX_LAYERS + c->i,
-						  c->first * c->out_size + j) >= c->l->rate;
-}
+/*
+ * The keep-mask is a function of (seed, step, layer, example offset), so that
+ * backward recomputes it from the same counters and a chunk draws what the
+ * whole batch would.
+ */
+#define DROPOUT_SEED(c)		((c)->m->seed ^ NN_RNG_DROPOUT_SALT)
+#define DROPOUT_STREAM(c)	((uint64_t) (c)->m->step * NN_MAX_LAYERS + (c)->i)
+#define DROPOUT_COUNTER(c)	((uint64_t) ((c)->first * (c)->out_size))
 
 static void
 dropout_forward(const LayerCall *c)
 {
 	int64_t		count = c->n * c->out_size;
-	float		scale = 1.0f / (1.0f - c->l->rate);
 
 	if (!c->training || c->l->rate == 0.0f)
 	{
 		if (c->out != c->in)
-			memcpy(c->out, c->in, sizeof(float) * count);
+			c->be->copy(c->out, c->in, sizeof(float) * count);
 		return;
 	}
-	for (int64_t j = 0; j < count; j++)
-		c->out[j] = dropout_keep(c, j) ? c->in[j] * scale : 0.0f;
+	c->be->dropout_forward(c->in, c->out, count, c->l->rate,
+						   DROPOUT_SEED(c), DROPOUT_STREAM(c), DROPOUT_COUNTER(c));
 }
 
 static void
 dropout_backward(const LayerCall *c)
 {
 	int64_t		count = c->n * c->out_size;
-	float		scale = 1.0f / (1.0f - c->l->rate);
 
 	if (c->din == NULL)
 		return;
 	if (c->l->rate == 0.0f)
 	{
 		if (c->din != c->dout)
-			memcpy(c->din, c->dout, sizeof(float) * count);
+			c->be->copy(c->din, c->dout, sizeof(float) * count);
 		return;
 	}
-	for (int64_t j = 0; j < count; j++)
-		c->din[j] = dropout_keep(c, j) ? c->dout[j] * scale : 0.0f;
+	c->be->dropout_backward(c->dout, c->din, count, c->l->rate,
+							DROPOUT_SEED(c), DROPOUT_STREAM(c), DROPOUT_COUNTER(c));
 }
 
 /* Only ever called on the whole batch (first == 0): see nn_layer_chunkable. */

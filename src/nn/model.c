@@ -147,6 +147,14 @@ nn_model_create(const NnSpec *spec, uint64_t seed, NnError *err)
 	return m;
 }
 
+static void
+staging_free(NnStaging *st)
+{
+	if (st != NULL)
+		free(st->host_out);
+	free(st);
+}
+
 void
 nn_model_free(NnModel *m)
 {
@@ -155,9 +163,40 @@ nn_model_free(NnModel *m)
 	m->be->release(m->params);
 	m->be->release(m->opt_state);
 	m->be->release(m->work);
+	staging_free(m->staging);
 	free(m);
 }
 
+/*
+ * Bytes from one backend's memory to another's (or within one): through the
+ * host when neither is host memory, a bounded chunk at a time.
+ */
+bool
+nn_copy_across(const NnBackend *dst_be, void *dst, const NnBackend *src_be, const void *src,
+			   size_t bytes)
+{
+	char		bounce[16384];
+
+	if (bytes == 0)
+		return true;
+	if (dst_be == src_be)
+		dst_be->copy(dst, src, bytes);
+	else if (src_be->host_memory)
+		dst_be->upload(dst, src, bytes);
+	else if (dst_be->host_memory)
+		src_be->download(dst, src, bytes);
+	else
+		for (size_t at = 0; at < bytes; at += sizeof(bounce))
+		{
+			size_t		len = bytes - at < sizeof(bounce) ? bytes - at : sizeof(bounce);
+
+			src_be->download(bounce, (const char *) src + at, len);
+			dst_be->upload((char *) dst + at, bounce, len);
+		}
+	return true;
+}
+
+/* A CPU model, whatever backend src lives on. */
 NnModel *
 nn_model_clone(const NnModel *src, NnError *err)
 {
@@ -167,7 +206,8 @@ nn_model_clone(const NnModel *src, NnError *err)
 		return NULL;
 	m->seed = src->seed;
 	m->step = src->step;
-	memcpy(m->params, src->params, sizeof(float) * (2 * src->n_params + src->n_buffers));
+	nn_copy_across(m->be, m->params, src->be, src->params,
+				   sizeof(float) * (2 * src->n_params + src->n_buffers));
 	if (src->optim.type != 0)
 	{
 		if (!nn_model_set_optim(m, &src->optim, err))
@@ -175,8 +215,8 @@ nn_model_clone(const NnModel *src, NnError *err)
 			nn_model_free(m);
 			return NULL;
 		}
-		if (src->n_opt_state > 0)
-			memcpy(m->opt_state, src->opt_state, sizeof(float) * src->n_opt_state);
+		nn_copy_across(m->be, m->opt_state, src->be, src->opt_state,
+					   sizeof(float) * src->n_opt_state);
 	}
 	return m;
 }
@@ -207,16 +247,19 @@ typedef struct WorkLayout
 	int64_t		scratch;		/* im2col columns */
 	int64_t		row_loss;		/* per-example losses */
 	int64_t		dinput;			/* the input's gradient, when wanted */
+	int64_t		stage_x;		/* a device model's staged inputs and targets */
+	int64_t		stage_y;
 	int64_t		total;
 } WorkLayout;
 
 /*
  * The workspace for batches of `batch` examples: each layer's output and its
  * gradient, 16-float aligned so each starts on a cache line, and its saved
- * state; then the largest layer's scratch, the losses and the input's gradient.
+ * state; then the largest layer's scratch, the losses and the input's gradient;
+ * on a device (staged), the batch's inputs and targets.
  */
 static void
-workspace_layout(const NnModel *m, int32_t batch, WorkLayout *w)
+workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 {
 	int64_t		total = 0,
 				scratch = 0;
@@ -237,37 +280,21 @@ workspace_layout(const NnModel *m, int32_t batch, WorkLayout *w)
 	w->scratch = total;
 	w->row_loss = w->scratch + ((scratch + 15) & ~(int64_t) 15);
 	w->dinput = w->row_loss + ((batch + 15) & ~15);
-	w->total = w->dinput + (m->want_dinput ? (int64_t) batch * nn_model_input_size(m) : 0);
+	w->stage_x = w->dinput + (m->want_dinput ? ((int64_t) batch * nn_model_input_size(m) + 15) & ~(int64_t) 15 : 0);
+	w->stage_y = w->stage_x + (staged ? ((int64_t) batch * nn_model_input_size(m) + 15) & ~(int64_t) 15 : 0);
+	w->total = w->stage_y + (staged ? (int64_t) batch * nn_model_target_size(m) : 0);
 }
 
-/*
- * Size the workspace for batches of up to `batch` examples.  Called before
- * training starts (and by a step that finds its batch too large), never per step
- * in steady state.
- */
-bool
-nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
+static inline bool
+staged(const NnModel *m)
 {
-	WorkLayout	w;
-	size_t		bytes;
-	float	   *work;
+	return !m->be->host_memory;
+}
 
-	if (batch < 1 || batch > NN_MAX_BATCH)
-	{
-		nn_error_set(err, -1, "batch_size", "batch size must be between 1 and %d, got %d",
-					 NN_MAX_BATCH, (int) batch);
-		return false;
-	}
-	if (batch <= m->batch_cap && (!m->want_dinput || m->dinput != NULL))
-		return true;
-
-	workspace_layout(m, batch, &w);
-	if (!safe_floats(w.total, &bytes) || (work = m->be->alloc(bytes)) == NULL)
-	{
-		nn_error_set(err, -1, "batch_size", "out of memory reserving a workspace for batches of %d", (int) batch);
-		return false;
-	}
-	m->be->release(m->work);
+/* Point the model into a workspace of this layout for batches of `batch`. */
+static void
+workspace_point(NnModel *m, float *work, int32_t batch, const WorkLayout *w)
+{
 	m->work = work;
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
@@ -280,17 +307,77 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 		}
 		else
 		{
-			m->out[i] = work + w.out[i];
-			m->dout[i] = work + w.out[i] + n;
+			m->out[i] = work + w->out[i];
+			m->dout[i] = work + w->out[i] + n;
 		}
-		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + w.aux[i] : NULL;
+		m->aux[i] = nn_layer_aux_floats(m, i, batch) > 0 ? work + w->aux[i] : NULL;
 	}
-	m->scratch = work + w.scratch;
-	m->row_loss = work + w.row_loss;
-	m->dinput = m->want_dinput ? work + w.dinput : NULL;
+	m->scratch = work + w->scratch;
+	m->row_loss = work + w->row_loss;
+	m->dinput = m->want_dinput ? work + w->dinput : NULL;
+	if (m->staging != NULL)
+	{
+		m->staging->x = work + w->stage_x;
+		m->staging->y = work + w->stage_y;
+	}
 	m->batch_cap = batch;
 	m->last_input = NULL;
 	m->last_n = 0;
+}
+
+/* A host buffer of at least `floats` for a device model's outputs, grown rarely. */
+static bool
+staging_host_out(NnStaging *st, int64_t floats)
+{
+	float	   *buf;
+	size_t		bytes;
+
+	if (floats <= st->host_out_floats)
+		return true;
+	if (!safe_floats(floats, &bytes) || (buf = malloc(bytes > 0 ? bytes : 1)) == NULL)
+		return false;
+	free(st->host_out);
+	st->host_out = buf;
+	st->host_out_floats = floats;
+	return true;
+}
+
+/*
+ * Size the workspace for batches of up to `batch` examples.  Called before
+ * training starts (and by a step that finds its batch too large), never per step
+ * in steady state.
+ */
+bool
+nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
+{
+	WorkLayout	w;
+	size_t		bytes = 0;
+	float	   *work;
+
+	if (batch < 1 || batch > NN_MAX_BATCH)
+	{
+		nn_error_set(err, -1, "batch_size", "batch size must be between 1 and %d, got %d",
+					 NN_MAX_BATCH, (int) batch);
+		return false;
+	}
+	if (batch <= m->batch_cap && (!m->want_dinput || m->dinput != NULL))
+		return true;
+
+	workspace_layout(m, batch, staged(m), &w);
+	if (!safe_floats(w.total, &bytes) || (work = m->be->alloc(bytes)) == NULL)
+	{
+		nn_error_set(err, -1, "batch_size", "out of %s memory reserving a workspace of %zu bytes for batches of %d",
+					 m->be->name, bytes, (int) batch);
+		return false;
+	}
+	if (m->staging != NULL && !staging_host_out(m->staging, (int64_t) batch * nn_model_output_size(m)))
+	{
+		m->be->release(work);
+		nn_error_set(err, -1, "batch_size", "out of memory reserving host staging for batches of %d", (int) batch);
+		return false;
+	}
+	m->be->release(m->work);
+	workspace_point(m, work, batch, &w);
 	return true;
 }
 
@@ -329,7 +416,7 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 				nn_error_set(err, -1, "optimizer", "out of memory allocating optimizer state");
 				return false;
 			}
-			memset(state, 0, bytes);
+			m->be->fill(state, 0.0f, n_state);
 		}
 		m->be->release(m->opt_state);
 		m->opt_state = state;
@@ -374,7 +461,7 @@ nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *
 	{
 		WorkLayout	w;
 
-		workspace_layout(m, batch, &w);
+		workspace_layout(m, batch, false, &w);
 		mem->workspace = 4 * w.total;
 	}
 	mem->total = mem->model + mem->optim + mem->workspace;
@@ -416,12 +503,27 @@ layer_input(const NnModel *m, int i)
 static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training);
 static void forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training);
 
+/* The outputs of layer upto - 1 as host memory: a device model downloads them. */
+static const float *
+host_output(NnModel *m, const float *out, int32_t n, int upto)
+{
+	int64_t		floats = (int64_t) n * NN_SHAPE_SIZE(m->shape[upto]);
+
+	if (out == NULL || m->staging == NULL)
+		return out;
+	if (!staging_host_out(m->staging, floats))
+		return NULL;
+	m->be->download(m->staging->host_out, out, sizeof(float) * floats);
+	return m->staging->host_out;
+}
+
 const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
 {
 	unsigned int fp = fp_enter();
 	const float *out = forward_pass(m, x, n, m->spec.n_layers, training);
 
+	out = host_output(m, out, n, m->spec.n_layers);
 	fp_leave(fp);
 	return out;
 }
@@ -435,7 +537,7 @@ nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto)
 	if (upto < 1 || upto > m->spec.n_layers)
 		return NULL;
 	fp = fp_enter();
-	out = forward_pass(m, x, n, upto, false);
+	out = host_output(m, forward_pass(m, x, n, upto, false), n, upto);
 	fp_leave(fp);
 	return out;
 }
@@ -459,7 +561,8 @@ inference_chunk(const NnModel *m, int upto, int n)
  * first: each writes the front of every buffer and moves its outputs to their
  * place in the last layer's, behind the front (buffers alias only in place,
  * output for output); the first sub-batch's stay where they are.  Examples do
- * not interact in inference, so the outputs are those of one pass.
+ * not interact in inference, so the outputs are those of one pass.  A device
+ * model first uploads the caller's x (host memory) into its staging.
  */
 static const float *
 forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
@@ -470,13 +573,19 @@ forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 
 	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
 		return NULL;
+	if (m->staging != NULL)
+	{
+		m->be->upload(m->staging->x, x, sizeof(float) * n * in_size);
+		x = m->staging->x;
+	}
 	chunk = training || n < 2 ? n : inference_chunk(m, upto, n);
 	for (int s = chunk < n ? ((n - 1) / chunk) * chunk : 0; s > 0; s -= chunk)
 	{
 		int			c = n - s < chunk ? n - s : chunk;
 
 		forward_layers(m, x + s * in_size, c, upto, false);
-		memmove(m->out[upto - 1] + s * out_size, m->out[upto - 1], sizeof(float) * c * out_size);
+		/* from [0, c) to [s, s + c) with s >= chunk >= c: no overlap */
+		m->be->copy(m->out[upto - 1] + s * out_size, m->out[upto - 1], sizeof(float) * c * out_size);
 	}
 	forward_layers(m, x, chunk, upto, training);
 	m->last_input = x;
@@ -513,16 +622,13 @@ forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training)
 }
 
 /*
- * Cross-entropy targets are class indices and are checked here, before any of
- * them is used as an index.
+ * Cross-entropy targets are class indices and are checked here (in the
+ * caller's host memory), before any of them is used as an index.
  */
 static bool
-loss_cross_entropy(NnModel *m, const float *y, int32_t n, double *loss_sum,
-				   int64_t *correct, NnError *err)
+check_labels(NnModel *m, const float *y, int32_t n, NnError *err)
 {
-	int			L = m->spec.n_layers;
 	int64_t		k = nn_model_output_size(m);
-	const float *z = m->out[L - 1];
 
 	for (int r = 0; r < n; r++)
 	{
@@ -535,101 +641,46 @@ loss_cross_entropy(NnModel *m, const float *y, int32_t n, double *loss_sum,
 			return false;
 		}
 	}
-	m->be->softmax_xent(z, y, m->dout[L - 1], m->row_loss, n, (int) k, 1.0f / (float) n);
-	for (int r = 0; r < n; r++)
-	{
-		const float *row = z + (int64_t) r * k;
-		int			best = 0;
-
-		for (int c = 1; c < k; c++)
-			if (row[c] > row[best])
-				best = c;
-		*correct += best == (int) y[r];
-		*loss_sum += m->row_loss[r];
-	}
 	return true;
 }
 
-static void
-loss_mse(NnModel *m, const float *y, int32_t n, double *loss_sum)
-{
-	int			L = m->spec.n_layers;
-	int64_t		k = nn_model_output_size(m);
-	const float *z = m->out[L - 1];
-	float	   *dz = m->dout[L - 1];
-	float		scale = 2.0f / (float) ((double) n * k);
-
-	for (int r = 0; r < n; r++)
-	{
-		double		s = 0.0;
-
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		d = z[r * k + c] - y[r * k + c];
-
-			s += (double) d * d;
-			dz[r * k + c] = d * scale;
-		}
-		*loss_sum += s / (double) k;
-	}
-}
-
-/* On logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss. */
-static void
-loss_bce(NnModel *m, const float *y, int32_t n, double *loss_sum, int64_t *correct)
-{
-	int			L = m->spec.n_layers;
-	int64_t		k = nn_model_output_size(m);
-	const float *z = m->out[L - 1];
-	float	   *dz = m->dout[L - 1];
-	float		scale = 1.0f / (float) ((double) n * k);
-
-	for (int r = 0; r < n; r++)
-	{
-		double		s = 0.0;
-		bool		all_right = true;
-
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		zi = z[r * k + c];
-			float		t = y[r * k + c];
-			float		sig = 1.0f / (1.0f + expf(-zi));
-
-			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
-			dz[r * k + c] = (sig - t) * scale;
-			all_right &= (zi > 0.0f) == (t > 0.5f);
-		}
-		*loss_sum += s / (double) k;
-		*correct += all_right;
-	}
-}
-
 /*
- * The loss of the last forward pass against targets y; writes the gradient of
- * the mean loss into the last layer's dout.
+ * The loss of the last forward pass against targets y (host memory); writes
+ * the gradient of the mean loss into the last layer's dout.  The backend
+ * computes the loss and the batch's metrics; only those two numbers come back.
  */
 bool
 nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
 {
-	double		loss_sum = 0.0;
-	int64_t		correct = 0;
+	int			L = m->spec.n_layers;
+	int			k = (int) nn_model_output_size(m);
+	const float *z = m->out[L - 1];
+	float	   *dz = m->dout[L - 1];
+	double		sums[2] = {0.0, 0.0};
 
 	if (m->last_input == NULL || n != m->last_n)
 	{
 		nn_error_set(err, -1, "", "loss called without a matching forward pass");
 		return false;
 	}
+	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err))
+		return false;
+	if (m->staging != NULL)
+	{
+		m->be->upload(m->staging->y, y, sizeof(float) * n * nn_model_target_size(m));
+		y = m->staging->y;
+	}
 	switch (m->spec.loss)
 	{
 		case NN_LOSS_CROSS_ENTROPY:
-			if (!loss_cross_entropy(m, y, n, &loss_sum, &correct, err))
-				return false;
+			m->be->softmax_xent(z, y, dz, m->row_loss, n, k, 1.0f / (float) n);
+			m->be->xent_metrics(z, y, m->row_loss, n, k, sums);
 			break;
 		case NN_LOSS_MSE:
-			loss_mse(m, y, n, &loss_sum);
+			m->be->mse_loss(z, y, dz, n, k, 2.0f / (float) ((double) n * k), sums);
 			break;
 		case NN_LOSS_BCE:
-			loss_bce(m, y, n, &loss_sum, &correct);
+			m->be->bce_loss(z, y, dz, n, k, 1.0f / (float) ((double) n * k), sums);
 			break;
 		default:
 			nn_error_set(err, -1, "loss", "unknown loss");
@@ -637,8 +688,8 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 	}
 	if (stats)
 	{
-		stats->loss_sum += loss_sum;
-		stats->correct += correct;
+		stats->loss_sum += sums[0];
+		stats->correct += (int64_t) sums[1];
 		stats->n += n;
 	}
 	return true;
@@ -833,33 +884,87 @@ nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n
 }
 
 /* Weights are non-finite when an update overflowed, even if no loss was yet. */
-static bool
-floats_finite(const float *v, int64_t n)
-{
-	uint32_t	bad = 0;
-
-	/* branch-free, so that it vectorizes: NaN and infinity have every exponent bit set */
-	for (int64_t i = 0; i < n; i++)
-	{
-		uint32_t	bits;
-
-		memcpy(&bits, &v[i], sizeof(bits));
-		bad |= (bits & 0x7f800000u) == 0x7f800000u;
-	}
-	return bad == 0;
-}
-
 bool
 nn_model_params_finite(const NnModel *m)
 {
-	return floats_finite(m->params, m->n_params) && floats_finite(m->buffers, m->n_buffers);
+	return m->be->all_finite(m->params, m->n_params) && m->be->all_finite(m->buffers, m->n_buffers);
 }
 
+/*
+ * Everything the model holds, allocated on be before anything is released, so
+ * that a backend short of memory leaves the model as it was.  The workspace is
+ * not copied: it holds nothing between batches.
+ */
 bool
 nn_model_use_backend(NnModel *m, const NnBackend *be, NnError *err)
 {
-	if (be == m->be)
+	const NnBackend *old = m->be;
+	size_t		param_bytes = 0,
+				opt_bytes = 0,
+				work_bytes = 0;
+	float	   *params = NULL,
+			   *opt = NULL,
+			   *work = NULL;
+	NnStaging  *staging = NULL;
+	WorkLayout	w;
+	int32_t		batch = m->batch_cap;
+	bool		ok;
+
+	if (be == NULL)
+	{
+		nn_error_set(err, -1, "", "no backend to move the model to");
+		return false;
+	}
+	if (be == old)
 		return true;
-	nn_error_set(err, -1, "", "moving a model to the %s backend is not implemented yet", be->name);
-	return false;
+	if (batch > 0)
+		workspace_layout(m, batch, !be->host_memory, &w);
+	if (!safe_floats(2 * m->n_params + m->n_buffers, &param_bytes) ||
+		!safe_floats(m->n_opt_state, &opt_bytes) ||
+		(batch > 0 && !safe_floats(w.total, &work_bytes)))
+	{
+		nn_error_set(err, -1, "", "the model is too large to move");
+		return false;
+	}
+	ok = (params = be->alloc(param_bytes)) != NULL &&
+		(opt_bytes == 0 || (opt = be->alloc(opt_bytes)) != NULL) &&
+		(batch == 0 || (work = be->alloc(work_bytes)) != NULL);
+	if (ok && !be->host_memory)
+		ok = (staging = calloc(1, sizeof(NnStaging))) != NULL &&
+			(batch == 0 || staging_host_out(staging, (int64_t) batch * nn_model_output_size(m)));
+	if (!ok)
+	{
+		be->release(params);
+		be->release(opt);
+		be->release(work);
+		staging_free(staging);
+		nn_error_set(err, -1, "", "out of %s memory: the model needs %zu bytes there "
+					 "(%zu of parameters, gradients and running statistics, %zu of optimizer state, "
+					 "%zu of workspace for batches of %d)",
+					 be->name, param_bytes + opt_bytes + work_bytes, param_bytes, opt_bytes,
+					 work_bytes, (int) batch);
+		return false;
+	}
+	nn_copy_across(be, params, old, m->params, param_bytes);
+	nn_copy_across(be, opt, old, m->opt_state, opt_bytes);
+	old->release(m->params);
+	old->release(m->opt_state);
+	old->release(m->work);
+	staging_free(m->staging);
+
+	m->be = be;
+	m->params = params;
+	m->grads = params + m->n_params;
+	m->buffers = m->grads + m->n_params;
+	m->opt_state = opt;
+	m->staging = staging;
+	if (batch > 0)
+		workspace_point(m, work, batch, &w);
+	else
+	{
+		m->work = NULL;
+		m->last_input = NULL;
+		m->last_n = 0;
+	}
+	return true;
 }

@@ -163,6 +163,7 @@ typedef struct NnModel
 
 	/* Workspace for up to batch_cap examples; grown only by nn_model_reserve. */
 	int32_t		batch_cap;
+	int32_t		last_n;
 	float	   *work;			/* one allocation, pointers below point into it */
 	float	   *out[NN_MAX_LAYERS];	/* output of layer i, [batch, shape[i+1]] */
 	float	   *dout[NN_MAX_LAYERS];	/* gradient w.r.t. out[i] */
@@ -170,10 +171,12 @@ typedef struct NnModel
 	float	   *scratch;		/* im2col columns and the like */
 	float	   *row_loss;		/* per-example losses of the last batch */
 	float	   *dinput;			/* gradient w.r.t. the input when want_dinput */
-	bool		want_dinput;
-	const float *last_input;	/* input of the last forward pass, for backward */
-	int32_t		last_n;
+	const float *last_input;	/* input of the last forward pass (last_n examples), for backward */
 	const struct NnBackend *be;
+	/* a device model's staging (see nn_model_use_backend); NULL on a host-memory backend */
+	struct NnStaging *staging;
+	bool		want_dinput;
+	/* (fields ordered so that the struct stays the size pgdl.estimate's memory_bytes counts) */
 } NnModel;
 
 /* Totals over batches: nn_model_loss, _train_step and _evaluate ADD into it; zero it first. */
@@ -243,6 +246,9 @@ extern bool nn_model_params_finite(const NnModel *m);
  * when be's memory does not suffice.  Whatever the backend, the inputs of
  * _forward, _train_step and _evaluate and the output _forward returns are host
  * memory, and serialization, cloning and slicing work as on the CPU.
+ * On a device, nn_model_reserve also allocates device staging for a batch's
+ * inputs and targets and a host buffer for _forward's output, once; m->dinput
+ * and the other pointers into the model are the backend's memory.
  */
 extern bool nn_model_use_backend(NnModel *m, const struct NnBackend *be, NnError *err);
 

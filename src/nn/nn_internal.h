@@ -40,7 +40,23 @@ extern void nn_layer_backward(NnModel *m, int layer, const float *in, int first,
 extern bool nn_layer_chunkable(const NnModel *m, int layer);
 extern bool nn_layer_in_place(const NnModel *m, int layer);
 
+/*
+ * A device model's staging: the caller's batch is uploaded into x and y (in
+ * the workspace, device memory) and _forward's output is downloaded into
+ * host_out, each allocated once by nn_model_reserve.
+ */
+typedef struct NnStaging
+{
+	float	   *x;				/* device: batch_cap inputs */
+	float	   *y;				/* device: their targets */
+	float	   *host_out;		/* host: what _forward returns */
+	int64_t		host_out_floats;
+} NnStaging;
+
 /* model.c */
 extern NnModel *nn_model_alloc(const NnSpec *spec, NnError *err);
+/* bytes from src (src_be's memory) to dst (dst_be's), whichever backends they are */
+extern bool nn_copy_across(const struct NnBackend *dst_be, void *dst,
+						   const struct NnBackend *src_be, const void *src, size_t bytes);
 
 #endif

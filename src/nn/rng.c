@@ -10,28 +10,19 @@
 #include <math.h>
 
 #include "nn.h"
+#include "rng.h"
 
-static inline uint64_t
-mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
+/* The core lives in kernels/rng.h: dropout kernels draw the same values on every backend. */
 uint64_t
 nn_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-	uint64_t	key = mix64(seed + UINT64_C(0x9e3779b97f4a7c15) * (stream + 1));
-
-	return mix64(key ^ (counter * UINT64_C(0xd1b54a32d192ed03) + UINT64_C(0x632be59bd9b4e019)));
+	return nn_rng_bits(seed, stream, counter);
 }
 
 float
 nn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-	/* top 24 bits: exactly representable, strictly below 1 */
-	return (float) (nn_rng_u64(seed, stream, counter) >> 40) * (1.0f / 16777216.0f);
+	return nn_rng_unit(seed, stream, counter);
 }
 
 float

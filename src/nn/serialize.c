@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "nn_internal.h"
 
 #define HEADER_BYTES	(8 + 4 + 8)
@@ -112,16 +113,22 @@ put_f32(Writer *w, float f)
 	put_u32(w, v);
 }
 
+/* n floats of the model's memory (the backend's: a device model downloads them) */
 static void
-put_floats(Writer *w, const float *f, int64_t n)
+put_floats(Writer *w, const NnBackend *be, const float *f, int64_t n)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	if (n > 0)
-		memcpy(w->p, f, (size_t) n * 4);
-	w->p += (size_t) n * 4;
-#else
+		be->download(w->p, f, (size_t) n * 4);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 	for (int64_t i = 0; i < n; i++)
-		put_f32(w, f[i]);
+	{
+		float		v;
+
+		memcpy(&v, w->p, 4);
+		put_f32(w, v);
+	}
+#else
+	w->p += (size_t) n * 4;
 #endif
 }
 
@@ -171,9 +178,9 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 	put_u64(&w, m->seed);
 	put_u64(&w, (uint64_t) m->step);
 	put_u64(&w, (uint64_t) m->n_params);
-	put_floats(&w, m->params, m->n_params);
+	put_floats(&w, m->be, m->params, m->n_params);
 	put_u64(&w, (uint64_t) m->n_buffers);
-	put_floats(&w, m->buffers, m->n_buffers);
+	put_floats(&w, m->be, m->buffers, m->n_buffers);
 	put_u32(&w, (uint32_t) o->type);
 	put_f32(&w, o->lr);
 	put_f32(&w, o->momentum);
@@ -183,7 +190,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 	put_f32(&w, o->beta2);
 	put_f32(&w, o->eps);
 	put_u64(&w, (uint64_t) m->n_opt_state);
-	put_floats(&w, m->opt_state, m->n_opt_state);
+	put_floats(&w, m->be, m->opt_state, m->n_opt_state);
 	put_u32(&w, nn_crc32(0, buf, total - 4));
 }
 

@@ -5,11 +5,13 @@
  * The frozen prefix runs in inference mode (batchnorm on its running
  * statistics, dropout off), in fixed chunks of examples, so that its output for
  * a buffer is the same bytes whether it is computed once and kept (a feature
- * cache) or recomputed for every configuration and epoch.
+ * cache) or recomputed for every configuration and epoch.  The models taken
+ * from may live on any backend; the models made here are CPU models.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "nn_internal.h"
 
 /* The spec of layers [from, to) of m, taking m's shape[from] as its input. */
@@ -49,10 +51,10 @@ nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src, int src_fro
 			nn_error_set(err, d, "type", "layer %d does not match layer %d of the source model", d, s);
 			return false;
 		}
-		memcpy(dst->params + dst->param_off[d], src->params + src->param_off[s],
-			   sizeof(float) * dst->param_len[d]);
-		memcpy(dst->buffers + dst->buffer_off[d], src->buffers + src->buffer_off[s],
-			   sizeof(float) * dst->buffer_len[d]);
+		nn_copy_across(dst->be, dst->params + dst->param_off[d], src->be, src->params + src->param_off[s],
+					   sizeof(float) * dst->param_len[d]);
+		nn_copy_across(dst->be, dst->buffers + dst->buffer_off[d], src->be, src->buffers + src->buffer_off[s],
+					   sizeof(float) * dst->buffer_len[d]);
 	}
 	return true;
 }
@@ -75,8 +77,8 @@ copy_optim_state(NnModel *dst, int64_t dst_first, const NnModel *src, int64_t sr
 	if (count == 0)
 		return true;
 	for (int64_t s = 0; s < slices && dst->n_opt_state == slices * dst->n_params; s++)
-		memcpy(dst->opt_state + s * dst->n_params + dst_first, src->opt_state + s * src->n_params + src_first,
-			   sizeof(float) * count);
+		nn_copy_across(dst->be, dst->opt_state + s * dst->n_params + dst_first,
+					   src->be, src->opt_state + s * src->n_params + src_first, sizeof(float) * count);
 	return true;
 }
 
