@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "cuda/cuda_backend.h"
+#include "test_util.h"
 #include "unit.h"
 
 #define REL 1e-4				/* relative tolerance, CUDA against CPU */
@@ -799,6 +800,175 @@ check_adam(float weight_decay, bool decoupled)
 }
 
 /* ---------------------------------------------------------------------------
+ * Memory primitives: fill, copy within the device, the finite check
+ * ------------------------------------------------------------------------- */
+static void
+check_memory_primitives(void)
+{
+	const int64_t n = BIG_N;
+	float	   *h = host_random(n, -1.0f, 1.0f);
+	float	   *d = device_copy(h, n);
+	float	   *d2 = device_copy(h, n);
+
+	/* fill part of it: the rest must survive */
+	for (int64_t i = 5; i < n - 7; i++)
+		h[i] = -0.0f;
+	gpu->fill(d + 5, -0.0f, n - 12);
+	compare("fill", h, d, n, 1.0);
+	gpu->fill(d2, 3.25f, 0);	/* nothing */
+	gpu->copy(d2 + 1, d + 2, sizeof(float) * (n - 3));
+	{
+		float	   *want = host_random(n, 0.0f, 0.0f);
+		float	   *orig = malloc(sizeof(float) * n);
+
+		gpu->download(orig, d2, sizeof(float) * 1);
+		want[0] = orig[0];
+		memcpy(want + 1, h + 2, sizeof(float) * (n - 3));
+		gpu->download(orig, d2 + n - 2, sizeof(float) * 2);
+		want[n - 2] = orig[0];
+		want[n - 1] = orig[1];
+		compare("copy (device to device)", want, d2, n, 1.0);
+		cpu->release(want);
+		free(orig);
+	}
+
+	/* the finite check, against the CPU's, with a bad value at either end and inside */
+	CHECK(gpu->all_finite(d, n) && cpu->all_finite(h, n));
+	CHECK(gpu->all_finite(d, 0));
+	{
+		const float bad[3] = {NAN, INFINITY, -INFINITY};
+		const int64_t at[3] = {0, n / 2 + 1, n - 1};
+
+		for (int b = 0; b < 3; b++)
+		{
+			float		keep;
+
+			gpu->download(&keep, d + at[b], sizeof(float));
+			gpu->upload(d + at[b], &bad[b], sizeof(float));
+			CHECK_MSG(!gpu->all_finite(d, n), "all_finite missed %g at %lld", (double) bad[b], (long long) at[b]);
+			CHECK(gpu->all_finite(d, at[b]));
+			gpu->upload(d + at[b], &keep, sizeof(float));
+		}
+	}
+	cpu->release(h);
+	gpu->release(d);
+	gpu->release(d2);
+}
+
+/* ---------------------------------------------------------------------------
+ * Losses and metrics: the per-row work against the CPU, sums to 1e-9 (double)
+ * ------------------------------------------------------------------------- */
+static void
+compare_sums(const char *what, const double *want, const double *got)
+{
+	CHECK_MSG(fabs(got[0] - want[0]) <= 1e-9 * (fabs(want[0]) > 1.0 ? fabs(want[0]) : 1.0),
+			  "%s: loss sum cuda %.17g, cpu %.17g", what, got[0], want[0]);
+	CHECK_MSG(got[1] == want[1], "%s: correct cuda %.0f, cpu %.0f", what, got[1], want[1]);
+}
+
+static void
+check_xent_metrics(int rows, int classes)
+{
+	size_t		total = (size_t) rows * classes;
+	float	   *logits = host_random(total, -4.0f, 4.0f);
+	float	   *labels = host_random(rows, 0.0f, 1.0f);
+	float	   *loss = host_random(rows, 0.0f, 3.0f);
+	float	   *d_logits,
+			   *d_labels,
+			   *d_loss;
+	double		want[2],
+				got[2];
+	char		what[64];
+
+	for (int r = 0; r < rows; r++)
+	{
+		labels[r] = (float) (int) (labels[r] * classes);
+		/* ties: the first maximum wins on both */
+		if (r % 7 == 0 && classes > 2)
+			logits[(size_t) r * classes + 2] = logits[(size_t) r * classes + 1] = 9.0f;
+	}
+	d_logits = device_copy(logits, total);
+	d_labels = device_copy(labels, rows);
+	d_loss = device_copy(loss, rows);
+	cpu->xent_metrics(logits, labels, loss, rows, classes, want);
+	gpu->xent_metrics(d_logits, d_labels, d_loss, rows, classes, got);
+	snprintf(what, sizeof(what), "xent_metrics %dx%d", rows, classes);
+	compare_sums(what, want, got);
+	cpu->release(logits);
+	cpu->release(labels);
+	cpu->release(loss);
+	gpu->release(d_logits);
+	gpu->release(d_labels);
+	gpu->release(d_loss);
+}
+
+static void
+check_regression_loss(bool bce, int rows, int k)
+{
+	size_t		total = (size_t) rows * k;
+	float		scale = (bce ? 1.0f : 2.0f) / (float) ((double) rows * k);
+	float	   *z = host_random(total, -6.0f, 6.0f);
+	float	   *y = host_random(total, bce ? 0.0f : -2.0f, bce ? 1.0f : 2.0f);
+	float	   *dz = host_random(total, 0.0f, 0.0f);
+	float	   *d_z = device_copy(z, total),
+			   *d_y = device_copy(y, total),
+			   *d_dz = device_copy(dz, total);
+	double		want[2],
+				got[2];
+	char		what[64];
+
+	if (bce)
+	{
+		cpu->bce_loss(z, y, dz, rows, k, scale, want);
+		gpu->bce_loss(d_z, d_y, d_dz, rows, k, scale, got);
+	}
+	else
+	{
+		cpu->mse_loss(z, y, dz, rows, k, scale, want);
+		gpu->mse_loss(d_z, d_y, d_dz, rows, k, scale, got);
+	}
+	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : "mse_loss", rows, k);
+	compare(what, dz, d_dz, total, scale);
+	/* expf and log1pf may differ in the last bit: the sum to REL, the count exactly */
+	CHECK_MSG(fabs(got[0] - want[0]) <= REL * fabs(want[0]), "%s: loss sum cuda %.17g, cpu %.17g",
+			  what, got[0], want[0]);
+	CHECK_MSG(got[1] == want[1], "%s: correct cuda %.0f, cpu %.0f", what, got[1], want[1]);
+	cpu->release(z);
+	cpu->release(y);
+	cpu->release(dz);
+	gpu->release(d_z);
+	gpu->release(d_y);
+	gpu->release(d_dz);
+}
+
+/* Dropout: the mask is the same counter-based bits, so the results are equal, not near. */
+static void
+check_dropout(float rate, uint64_t counter)
+{
+	const int64_t n = BIG_N;
+	float	   *x = host_random(n, -1.0f, 1.0f);
+	float	   *y = host_random(n, 0.0f, 0.0f);
+	float	   *d_x = device_copy(x, n);
+	float	   *d_y = device_copy(y, n);
+	float	   *got = malloc(sizeof(float) * n);
+
+	cpu->dropout_forward(x, y, n, rate, 77, 3 * 256 + 2, counter);
+	gpu->dropout_forward(d_x, d_y, n, rate, 77, 3 * 256 + 2, counter);
+	gpu->download(got, d_y, sizeof(float) * n);
+	CHECK_MSG(memcmp(got, y, sizeof(float) * n) == 0, "dropout_forward (rate %g) differs", (double) rate);
+	/* backward in place, as the engine runs it after an in-place forward */
+	cpu->dropout_backward(y, y, n, rate, 77, 3 * 256 + 2, counter);
+	gpu->dropout_backward(d_y, d_y, n, rate, 77, 3 * 256 + 2, counter);
+	gpu->download(got, d_y, sizeof(float) * n);
+	CHECK_MSG(memcmp(got, y, sizeof(float) * n) == 0, "dropout_backward (rate %g) differs", (double) rate);
+	free(got);
+	cpu->release(x);
+	cpu->release(y);
+	gpu->release(d_x);
+	gpu->release(d_y);
+}
+
+/* ---------------------------------------------------------------------------
  * The tests
  * ------------------------------------------------------------------------- */
 
@@ -877,7 +1047,8 @@ UNIT_TEST(cuda_backend_probe)
 		return;
 	}
 	CHECK(err1[0] == '\0');
-	CHECK(b1->name != NULL && strcmp(b1->name, "cuda") == 0);
+	/* "fake": a build without CUDA run with PGDL_FAKE_CUDA (kernels/cuda/cuda_fake.h) */
+	CHECK(b1->name != NULL && (strcmp(b1->name, "cuda") == 0 || strcmp(b1->name, "fake") == 0));
 	check_table_complete(b1);
 }
 
@@ -928,7 +1099,227 @@ UNIT_TEST(cuda_matches_cpu)
 	check_adam(1e-2f, false);
 	check_adam(1e-2f, true);
 	check_adam(0.0f, false);
+	check_memory_primitives();
+	check_xent_metrics(129, 10);
+	check_xent_metrics(70000, 3);	/* more rows than the metric grid has threads */
+	check_xent_metrics(5, 1);
+	check_regression_loss(false, 129, 7);
+	check_regression_loss(false, 20000, 1);
+	check_regression_loss(true, 129, 7);
+	check_regression_loss(true, 3, 1000);
+	check_dropout(0.5f, 0);
+	check_dropout(0.1f, 123456789);
 
 	gpu->synchronize();
 	CHECK_MSG(nn_cuda_last_error() == NULL, "cuda error: %s", nn_cuda_last_error());
+}
+
+/* ---------------------------------------------------------------------------
+ * Whole models: the same model trained on the CPU and on the GPU
+ * ------------------------------------------------------------------------- */
+
+/*
+ * How many of n values are farther than tol relative from the CPU's: relative
+ * to max(|want|, 1e-3 of the array's largest), so that values that cancelled
+ * to near zero count absolutely.
+ */
+static int64_t
+count_far(const float *want, const float *got, int64_t n, double tol, int64_t *first)
+{
+	double		top = 0.0;
+	int64_t		far = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		top = fabs(want[i]) > top ? fabs(want[i]) : top;
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		scale = fabs(want[i]) > 1e-3 * top ? fabs(want[i]) : 1e-3 * top;
+
+		if (!(fabs((double) got[i] - want[i]) <= tol * scale) && far++ == 0)
+			*first = i;
+	}
+	return far;
+}
+
+/* Device memory of the model against the CPU model's host memory. */
+static void
+compare_model_floats(const char *what, const char *part, const NnModel *g, const float *d,
+					 const float *want, int64_t n, double tol)
+{
+	float	   *got = malloc(sizeof(float) * (n > 0 ? n : 1));
+	int64_t		first = 0,
+				far;
+
+	g->be->download(got, d, sizeof(float) * n);
+	far = count_far(want, got, n, tol, &first);
+	CHECK_MSG(far == 0, "%s: %s: %lld of %lld differ by more than %g, first [%lld]: cuda %.9g, cpu %.9g",
+			  what, part, (long long) far, (long long) n, tol, (long long) first,
+			  far ? got[first] : 0.0, far ? want[first] : 0.0);
+	free(got);
+}
+
+/* An epoch of batches of `batch` over n examples. */
+static void
+train_epoch(NnModel *m, const float *x, const float *y, int n, int batch, NnBatchStats *st)
+{
+	NnError		err;
+	int64_t		in = nn_model_input_size(m),
+				tgt = nn_model_target_size(m);
+
+	for (int s = 0; s < n; s += batch)
+	{
+		int			k = n - s < batch ? n - s : batch;
+
+		CHECK_MSG(nn_model_train_step(m, x + s * in, y + s * tgt, k, st, &err), "%s", err.msg);
+	}
+}
+
+static uint8_t *
+blob_of(const NnModel *m, size_t *len)
+{
+	uint8_t    *b;
+
+	*len = nn_model_serialized_size(m);
+	b = malloc(*len);
+	nn_model_serialize(m, b);
+	return b;
+}
+
+/*
+ * A forward pass layer by layer within 1e-5 (then an inference pass), an epoch's parameters, running
+ * statistics and optimizer state within 1e-4, and a second GPU run that gives
+ * the first one's bytes.
+ */
+static void
+check_model(const char *what, const NnSpec *s, NnOptType type, int n, int batch)
+{
+	NnError		err;
+	NnOptim		o;
+	NnModel    *c = nn_model_create(s, 5, &err),
+			   *g,
+			   *g2;
+	float	   *x,
+			   *y;
+	const float *zc,
+			   *zg;
+	NnBatchStats sc = {0},
+				sg = {0},
+				sg2 = {0};
+	int			nf = 48;
+	char		part[96];
+	uint8_t    *b1,
+			   *b2;
+	size_t		l1,
+				l2;
+
+	CHECK_MSG(c != NULL, "%s: %s", what, err.msg);
+	if (c == NULL)
+		return;
+	nn_optim_defaults(&o, type);
+	o.momentum = type == NN_OPT_SGD ? 0.9f : 0.0f;
+	o.lr = type == NN_OPT_SGD ? 0.02f : 1e-3f;
+	o.weight_decay = type == NN_OPT_ADAMW ? 1e-2f : 0.0f;
+	CHECK(nn_model_set_optim(c, &o, &err));
+	x = test_normal((int64_t) n * nn_model_input_size(c), 81, 1.0f);
+	y = test_targets(s->loss, n, nn_model_output_size(c), 82);
+	g = nn_model_clone(c, &err);
+	g2 = nn_model_clone(c, &err);
+	CHECK_MSG(nn_model_use_backend(g, gpu, &err) && nn_model_use_backend(g2, gpu, &err), "%s: %s", what, err.msg);
+	CHECK(nn_model_reserve(c, nf, &err) && nn_model_reserve(g, nf, &err));
+
+	/* a forward pass, layer by layer (training mode: every layer's output for the whole batch is kept) */
+	zc = nn_model_forward(c, x, nf, true);
+	zg = nn_model_forward(g, x, nf, true);
+	for (int i = 0; i < s->n_layers; i++)
+	{
+		snprintf(part, sizeof(part), "forward, layer %d (%s)", i, nn_layer_type_name(s->layers[i].type));
+		compare_model_floats(what, part, g, g->out[i], c->out[i], (int64_t) nf * NN_SHAPE_SIZE(c->shape[i + 1]),
+							 1e-5);
+	}
+	{
+		int64_t		first = 0,
+					cnt = (int64_t) nf * nn_model_output_size(c);
+
+		CHECK_MSG(zc && zg && count_far(zc, zg, cnt, 1e-5, &first) == 0, "%s: forward's host output differs", what);
+		/* inference in sub-batches: only the output is whole */
+		zc = nn_model_forward(c, x, n, false);
+		zg = nn_model_forward(g, x, n, false);
+		cnt = (int64_t) n * nn_model_output_size(c);
+		CHECK_MSG(zc && zg && count_far(zc, zg, cnt, 1e-5, &first) == 0, "%s: inference output differs", what);
+	}
+
+	/* an epoch (g2 first sees what g saw: training-mode forward moved batchnorm's statistics) */
+	CHECK(nn_model_forward(g2, x, nf, true) != NULL && nn_model_forward(g2, x, n, false) != NULL);
+	train_epoch(c, x, y, n, batch, &sc);
+	train_epoch(g, x, y, n, batch, &sg);
+	train_epoch(g2, x, y, n, batch, &sg2);
+	CHECK_MSG(fabs(sg.loss_sum - sc.loss_sum) <= 1e-4 * fabs(sc.loss_sum), "%s: epoch loss cuda %.9g, cpu %.9g",
+			  what, sg.loss_sum, sc.loss_sum);
+	compare_model_floats(what, "parameters after an epoch", g, g->params, c->params, c->n_params, 1e-4);
+	compare_model_floats(what, "running statistics after an epoch", g, g->buffers, c->buffers, c->n_buffers, 1e-4);
+	compare_model_floats(what, "optimizer state after an epoch", g, g->opt_state, c->opt_state, c->n_opt_state, 1e-3);
+	CHECK(nn_model_params_finite(g));
+
+	/* the GPU's own kernels and cuBLAS give the same bits run after run */
+	b1 = blob_of(g, &l1);
+	b2 = blob_of(g2, &l2);
+	CHECK_MSG(l1 == l2 && memcmp(b1, b2, l1) == 0 && memcmp(&sg.loss_sum, &sg2.loss_sum, sizeof(double)) == 0,
+			  "%s: two GPU runs differ", what);
+	free(b1);
+	free(b2);
+	CHECK_MSG(nn_cuda_last_error() == NULL, "%s: cuda error: %s", what, nn_cuda_last_error());
+	nn_model_free(c);
+	nn_model_free(g);
+	nn_model_free(g2);
+	free(x);
+	free(y);
+}
+
+UNIT_TEST(cuda_model_matches_cpu)
+{
+	char		err[256];
+	NnSpec		s;
+
+	cpu = nn_backend_cpu();
+	gpu = nn_backend_cuda(err, sizeof(err));
+	if (gpu == NULL)
+		return;					/* cuda_matches_cpu has said why */
+
+	spec_begin(&s, 1, 64, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 128);
+	spec_add(&s, NN_RELU);
+	spec_add(&s, NN_DROPOUT)->rate = 0.2f;
+	spec_dense(&s, 64);
+	spec_add(&s, NN_TANH);
+	spec_dense(&s, 10);
+	check_model("mlp, sgd", &s, NN_OPT_SGD, 512, 32);
+
+	spec_begin(&s, 3, 3, 16, 16, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(&s, 8, 3, 1, 1);
+	spec_add(&s, NN_BATCHNORM);
+	spec_add(&s, NN_RELU);
+	spec_pool(&s, NN_MAXPOOL2D, 2);
+	spec_conv(&s, 16, 3, 1, 1);
+	spec_add(&s, NN_RELU);
+	spec_pool(&s, NN_MAXPOOL2D, 2);
+	spec_pool(&s, NN_AVGPOOL2D, 2);
+	spec_add(&s, NN_FLATTEN);
+	spec_add(&s, NN_DROPOUT)->rate = 0.25f;
+	spec_dense(&s, 5);
+	check_model("cnn, adam", &s, NN_OPT_ADAM, 256, 64);
+
+	spec_begin(&s, 3, 2, 9, 9, NN_LOSS_BCE);
+	spec_conv(&s, 6, 3, 2, 1);
+	spec_add(&s, NN_LEAKY_RELU)->alpha = 0.1f;
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	spec_add(&s, NN_FLATTEN);
+	spec_dense(&s, 3);
+	check_model("cnn, bce, adamw", &s, NN_OPT_ADAMW, 200, 25);
+
+	spec_begin(&s, 1, 30, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 40);
+	spec_add(&s, NN_SIGMOID);
+	spec_add(&s, NN_BATCHNORM);
+	spec_dense(&s, 4);
+	check_model("mlp, mse, sgd", &s, NN_OPT_SGD, 300, 50);
 }
