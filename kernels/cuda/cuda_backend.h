@@ -38,7 +38,8 @@ typedef struct NnCudaDevice
  * The devices this process sees, at most max of them into out (the number
  * written is returned), and the driver's version (CUDA's encoding, 13000 for
  * 13.0); -1 with a reason in err when there are none or no CUDA.  Creates no
- * context.
+ * context, but does initialize the CUDA driver in the calling process, which
+ * then must not fork children that use CUDA (so: never in the postmaster).
  */
 extern int	nn_cuda_devices(NnCudaDevice *out, int max, int *driver_version, char *err, size_t errlen);
 

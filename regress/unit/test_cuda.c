@@ -1041,6 +1041,23 @@ UNIT_TEST(cuda_backend_probe)
 	/* the CUDA table is checked against the same list below */
 	check_table_complete(nn_backend_cpu());
 
+	/* the device list agrees: none without a backend's reason, devices with valid entries */
+	{
+		NnCudaDevice devs[8];
+		char		why[256];
+		int			driver = -1;
+		int			n = nn_cuda_devices(devs, 8, &driver, why, sizeof(why));
+
+		if (n < 0)
+			CHECK_MSG(why[0] != '\0' && driver == 0, "nn_cuda_devices failed without a reason");
+		for (int i = 0; i < n; i++)
+			CHECK_MSG(devs[i].ordinal == i && devs[i].name[0] != '\0' && devs[i].total_bytes > 0 &&
+					  devs[i].free_bytes <= devs[i].total_bytes && driver > 0,
+					  "device %d: ordinal %d, name \"%s\", %zu of %zu bytes free, driver %d", i,
+					  devs[i].ordinal, devs[i].name, devs[i].free_bytes, devs[i].total_bytes, driver);
+		CHECK_MSG(b1 == NULL || n >= 1, "a CUDA backend but nn_cuda_devices found no device: %s", why);
+		CHECK(nn_cuda_devices(devs, 0, NULL, NULL, 0) <= 0);
+	}
 	if (b1 == NULL)
 	{
 		CHECK_MSG(err1[0] != '\0', "nn_backend_cuda returned NULL without a reason");
