@@ -45,6 +45,17 @@ typedef struct NnBackend
 	/* whether no x[i] is NaN or infinite */
 	bool		(*all_finite) (const float *x, int64_t n);
 
+	/*
+	 * Uploads that overlap the work already queued (the next batch while a step
+	 * runs): host_alloc'd memory (pinned on a GPU) to the backend's, started by
+	 * upload_async and perhaps still running when it returns; wait_uploads
+	 * returns once every one has landed, and the work queued after it sees them.
+	 */
+	void	   *(*host_alloc) (size_t bytes);	/* NULL on failure */
+	void		(*host_release) (void *ptr);
+	void		(*upload_async) (void *dst, const void *host_src, size_t bytes);
+	void		(*wait_uploads) (void);
+
 	void		(*gemm) (bool trans_a, bool trans_b, int m, int n, int k,
 						 float alpha, const float *a, int lda,
 						 const float *b, int ldb,

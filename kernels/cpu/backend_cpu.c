@@ -77,6 +77,17 @@ cpu_synchronize(void)
 {
 }
 
+static void *
+cpu_host_alloc(size_t bytes)
+{
+	return malloc(bytes > 0 ? bytes : 1);
+}
+
+static void
+cpu_wait_uploads(void)
+{
+}
+
 static void
 cpu_fill(float *x, float value, int64_t n)
 {
@@ -415,6 +426,10 @@ static const NnBackend cpu_backend = {
 	.copy = cpu_copy,
 	.fill = cpu_fill,
 	.all_finite = cpu_all_finite,
+	.host_alloc = cpu_host_alloc,
+	.host_release = cpu_release,
+	.upload_async = cpu_copy,
+	.wait_uploads = cpu_wait_uploads,
 	.gemm = cpu_gemm,
 	.bias_add_rows = cpu_bias_add_rows,
 	.bias_add_planes = cpu_bias_add_planes,

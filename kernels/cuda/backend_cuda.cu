@@ -13,7 +13,8 @@
  * kernels are bound by memory; cuBLAS is not affected).
  *
  * Everything runs on the legacy default stream of the current device; copies
- * are synchronous.  Initialization never aborts: without a usable device
+ * are synchronous, except upload_async's, which run on a stream of their own
+ * from pinned memory until wait_uploads.  Initialization never aborts: without a usable device
  * nn_backend_cuda() returns NULL and a reason starting "no device:".  After
  * that the table's functions cannot return errors, so the first one is kept
  * for nn_cuda_last_error().
@@ -49,6 +50,7 @@ static char cuda_init_reason[256];
 static pthread_mutex_t cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 static int	cuda_ordinal = -1;	/* the device this process initialized, or tried to */
 static cublasHandle_t cuda_blas;
+static cudaStream_t cuda_copies;	/* uploads that overlap the compute on the default stream */
 /* device scratch: METRIC_BLOCKS partial sums of two doubles, the two totals, a flag */
 static double *cuda_scratch;
 #define SCRATCH_DOUBLES (2 * METRIC_BLOCKS + 2 + 1)
@@ -173,6 +175,44 @@ static void
 cuda_synchronize(void)
 {
 	cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+static void *
+cuda_host_alloc(size_t bytes)
+{
+	void	   *p = NULL;
+
+	if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return NULL;
+	}
+	return p;
+}
+
+static void
+cuda_host_release(void *ptr)
+{
+	if (ptr)
+		cuda_check(cudaFreeHost(ptr), "cudaFreeHost");
+}
+
+/*
+ * On a stream that does not wait for the legacy default stream (where the
+ * kernels run), from pinned memory: the copy overlaps the step in flight.
+ */
+static void
+cuda_upload_async(void *dst, const void *host_src, size_t bytes)
+{
+	if (bytes)
+		cuda_check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda_copies),
+				   "cudaMemcpyAsync (upload)");
+}
+
+static void
+cuda_wait_uploads(void)
+{
+	cuda_check(cudaStreamSynchronize(cuda_copies), "cudaStreamSynchronize (uploads)");
 }
 
 static void
@@ -1326,6 +1366,10 @@ cuda_fill_table(NnBackend *b)
 	b->copy = cuda_copy;
 	b->fill = cuda_fill;
 	b->all_finite = cuda_all_finite;
+	b->host_alloc = cuda_host_alloc;
+	b->host_release = cuda_host_release;
+	b->upload_async = cuda_upload_async;
+	b->wait_uploads = cuda_wait_uploads;
 	b->gemm = cuda_gemm;
 	b->bias_add_rows = cuda_bias_add_rows;
 	b->bias_add_planes = cuda_bias_add_planes;
@@ -1414,11 +1458,12 @@ cuda_init(int device)
 				 device, prop.name, prop.major, prop.minor, cudaGetErrorString(e));
 		return;
 	}
-	if (cudaMalloc(&cuda_scratch, SCRATCH_DOUBLES * sizeof(double)) != cudaSuccess)
+	if (cudaMalloc(&cuda_scratch, SCRATCH_DOUBLES * sizeof(double)) != cudaSuccess ||
+		cudaStreamCreateWithFlags(&cuda_copies, cudaStreamNonBlocking) != cudaSuccess)
 	{
 		(void) cudaGetLastError();
 		snprintf(cuda_init_reason, sizeof(cuda_init_reason),
-				 "no device: device %d has no memory for pgdl's scratch", device);
+				 "no device: device %d has no memory for pgdl's scratch and copy stream", device);
 		return;
 	}
 

@@ -141,6 +141,24 @@ fake_synchronize(void)
 {
 }
 
+/* host memory: no region, the host may touch it */
+static void *
+fake_host_alloc(size_t bytes)
+{
+	return malloc(bytes > 0 ? bytes : 1);
+}
+
+static void
+fake_host_release(void *ptr)
+{
+	free(ptr);
+}
+
+static void
+fake_wait_uploads(void)
+{
+}
+
 static bool
 fake_all_finite(const float *x, int64_t n)
 {
@@ -221,6 +239,7 @@ static const NnBackend fake_backend = {
 	.host_memory = false,
 	ENTRY(alloc), ENTRY(release), ENTRY(upload), ENTRY(download), ENTRY(synchronize),
 	ENTRY(copy), ENTRY(fill), ENTRY(all_finite),
+	ENTRY(host_alloc), ENTRY(host_release), .upload_async = fake_upload, ENTRY(wait_uploads),
 	ENTRY(gemm), ENTRY(bias_add_rows), ENTRY(bias_add_planes), ENTRY(bias_relu_planes),
 	ENTRY(col_sum), ENTRY(plane_sum), ENTRY(im2col), ENTRY(col2im), ENTRY(nchw_to_cnhw),
 	ENTRY(maxpool_forward), ENTRY(maxpool_backward), ENTRY(avgpool_forward), ENTRY(avgpool_backward),

@@ -588,3 +588,74 @@ UNIT_TEST(device_fake_table_complete)
 				  (void *) cp, (void *) fp);
 	}
 }
+
+/*
+ * Staged training (the next batch uploaded while a step runs) gives the bytes
+ * of plain steps, on the CPU and on the device, whatever runs in between.
+ */
+UNIT_TEST(device_staged_training_matches_steps)
+{
+	NnError		err;
+	int			n = 96,
+				b = 16;
+	float	   *x,
+			   *y,
+			   *xs,
+			   *ys;
+	NnModel    *ref = small_mlp(NN_OPT_ADAM, &x, &y, n);
+	int64_t		in = nn_model_input_size(ref);
+	NnBatchStats sr = {0};
+
+	xs = malloc(sizeof(float) * n * in);
+	ys = malloc(sizeof(float) * n);
+	for (int step = 0; step < n / b; step++)
+		CHECK(nn_model_train_step(ref, x + step * b * in, y + step * b, b, &sr, &err));
+
+	for (int on_device = 0; on_device < 2; on_device++)
+	{
+		float	   *mx,
+				   *my;
+		NnModel    *m = small_mlp(NN_OPT_ADAM, &mx, &my, n);
+		NnBatchStats sm = {0},
+					ev = {0};
+		float		bad = 99.0f;
+
+		if (on_device)
+			CHECK(nn_model_use_backend(m, fake(), &err));
+		CHECK(!nn_model_train_staged(m, &sm, &err) && strstr(err.msg, "no batch") != NULL);
+		CHECK(!nn_model_stage(m, x, &bad, 1, &err) && strstr(err.msg, "class label") != NULL);
+		/* the caller's buffers are free once staged: they are scribbled over at once */
+		memcpy(xs, x, sizeof(float) * b * in);
+		memcpy(ys, y, sizeof(float) * b);
+		CHECK(nn_model_stage(m, xs, ys, b, &err));
+		memset(xs, 0, sizeof(float) * b * in);
+		for (int step = 0; step < n / b; step++)
+		{
+			CHECK_MSG(nn_model_train_staged(m, &sm, &err), "%s", err.msg);
+			if (step + 1 < n / b)
+			{
+				memcpy(xs, x + (step + 1) * b * in, sizeof(float) * b * in);
+				memcpy(ys, y + (step + 1) * b, sizeof(float) * b);
+				CHECK(nn_model_stage(m, xs, ys, b, &err));
+				memset(ys, 0, sizeof(float) * b);
+			}
+			/* between staging and training: an evaluation, a larger inference pass (a new workspace) */
+			if (step == 1)
+				CHECK(nn_model_evaluate(m, x, y, 8, &ev, &err));
+			if (step == 3)
+				CHECK(nn_model_forward(m, x, n, false) != NULL);
+		}
+		CHECK(!nn_model_train_staged(m, &sm, &err));
+		CHECK_MSG(same_model(ref, m), "staged training (%s) differs from steps", on_device ? "device" : "cpu");
+		CHECK(memcmp(&sm.loss_sum, &sr.loss_sum, sizeof(double)) == 0 && sm.correct == sr.correct && sm.n == sr.n);
+		nn_model_free(m);
+		free(mx);
+		free(my);
+	}
+	nn_model_free(ref);
+	free(x);
+	free(y);
+	free(xs);
+	free(ys);
+	CHECK(nn_fake_cuda_used() == 0);
+}

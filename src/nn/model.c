@@ -148,10 +148,13 @@ nn_model_create(const NnSpec *spec, uint64_t seed, NnError *err)
 }
 
 static void
-staging_free(NnStaging *st)
+staging_free(const NnBackend *be, NnStaging *st)
 {
 	if (st != NULL)
+	{
 		free(st->host_out);
+		be->host_release(st->host_batch);
+	}
 	free(st);
 }
 
@@ -160,10 +163,11 @@ nn_model_free(NnModel *m)
 {
 	if (m == NULL)
 		return;
+	m->be->wait_uploads();		/* none may still land in what is released */
 	m->be->release(m->params);
 	m->be->release(m->opt_state);
 	m->be->release(m->work);
-	staging_free(m->staging);
+	staging_free(m->be, m->staging);
 	free(m);
 }
 
@@ -247,8 +251,10 @@ typedef struct WorkLayout
 	int64_t		scratch;		/* im2col columns */
 	int64_t		row_loss;		/* per-example losses */
 	int64_t		dinput;			/* the input's gradient, when wanted */
-	int64_t		stage_x;		/* a device model's staged inputs and targets */
+	int64_t		stage_x;		/* a device model's staged inputs and targets: two slots */
 	int64_t		stage_y;
+	int64_t		stage_x2;
+	int64_t		stage_y2;
 	int64_t		total;
 } WorkLayout;
 
@@ -262,7 +268,11 @@ static void
 workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 {
 	int64_t		total = 0,
-				scratch = 0;
+				scratch = 0,
+				in = nn_model_input_size(m),
+				dx = m->want_dinput ? (int64_t) batch * in : 0,
+				xs = ((int64_t) batch * in + 15) & ~(int64_t) 15,
+				ys = ((int64_t) batch * nn_model_target_size(m) + 15) & ~(int64_t) 15;
 
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
@@ -280,9 +290,11 @@ workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 	w->scratch = total;
 	w->row_loss = w->scratch + ((scratch + 15) & ~(int64_t) 15);
 	w->dinput = w->row_loss + ((batch + 15) & ~15);
-	w->stage_x = w->dinput + (m->want_dinput ? ((int64_t) batch * nn_model_input_size(m) + 15) & ~(int64_t) 15 : 0);
-	w->stage_y = w->stage_x + (staged ? ((int64_t) batch * nn_model_input_size(m) + 15) & ~(int64_t) 15 : 0);
-	w->total = w->stage_y + (staged ? (int64_t) batch * nn_model_target_size(m) : 0);
+	w->stage_x = w->dinput + ((dx + 15) & ~(int64_t) 15);
+	w->stage_y = w->stage_x + xs;
+	w->stage_x2 = w->stage_y + ys;
+	w->stage_y2 = w->stage_x2 + xs;
+	w->total = staged ? w->stage_y2 + ys : w->dinput + dx;
 }
 
 static inline bool
@@ -315,14 +327,32 @@ workspace_point(NnModel *m, float *work, int32_t batch, const WorkLayout *w)
 	m->scratch = work + w->scratch;
 	m->row_loss = work + w->row_loss;
 	m->dinput = m->want_dinput ? work + w->dinput : NULL;
-	if (m->staging != NULL)
+	if (!m->be->host_memory)
 	{
 		m->staging->x = work + w->stage_x;
 		m->staging->y = work + w->stage_y;
+		m->staging->next_x = work + w->stage_x2;
+		m->staging->next_y = work + w->stage_y2;
 	}
 	m->batch_cap = batch;
 	m->last_input = NULL;
 	m->last_n = 0;
+}
+
+/*
+ * The staged batch (in host_batch) into the device's next slot, as an upload
+ * that overlaps the device's work (async) or at once.
+ */
+static void
+upload_staged(NnModel *m, bool async)
+{
+	NnStaging  *st = m->staging;
+	size_t		xb = sizeof(float) * st->staged_n * nn_model_input_size(m),
+				yb = sizeof(float) * st->staged_n * nn_model_target_size(m);
+	void		(*up) (void *, const void *, size_t) = async ? m->be->upload_async : m->be->upload;
+
+	up(st->next_x, st->host_batch, xb);
+	up(st->next_y, (const char *) st->host_batch + xb, yb);
 }
 
 /* A host buffer of at least `floats` for a device model's outputs, grown rarely. */
@@ -370,14 +400,18 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 					 m->be->name, bytes, (int) batch);
 		return false;
 	}
-	if (m->staging != NULL && !staging_host_out(m->staging, (int64_t) batch * nn_model_output_size(m)))
+	if (staged(m) && !staging_host_out(m->staging, (int64_t) batch * nn_model_output_size(m)))
 	{
 		m->be->release(work);
 		nn_error_set(err, -1, "batch_size", "out of memory reserving host staging for batches of %d", (int) batch);
 		return false;
 	}
+	m->be->wait_uploads();		/* a staged batch may still be landing in the old workspace */
 	m->be->release(m->work);
 	workspace_point(m, work, batch, &w);
+	/* a staged batch moves with the workspace */
+	if (staged(m) && m->staging->staged_n > 0)
+		upload_staged(m, false);
 	return true;
 }
 
@@ -500,7 +534,8 @@ layer_input(const NnModel *m, int i)
 	return i == 0 ? m->last_input : m->out[i - 1];
 }
 
-static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training);
+static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training,
+								 bool x_staged);
 static void forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training);
 
 /* The outputs of layer upto - 1 as host memory: a device model downloads them. */
@@ -509,7 +544,7 @@ host_output(NnModel *m, const float *out, int32_t n, int upto)
 {
 	int64_t		floats = (int64_t) n * NN_SHAPE_SIZE(m->shape[upto]);
 
-	if (out == NULL || m->staging == NULL)
+	if (out == NULL || !staged(m))
 		return out;
 	if (!staging_host_out(m->staging, floats))
 		return NULL;
@@ -521,7 +556,7 @@ const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
 {
 	unsigned int fp = fp_enter();
-	const float *out = forward_pass(m, x, n, m->spec.n_layers, training);
+	const float *out = forward_pass(m, x, n, m->spec.n_layers, training, false);
 
 	out = host_output(m, out, n, m->spec.n_layers);
 	fp_leave(fp);
@@ -537,7 +572,7 @@ nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto)
 	if (upto < 1 || upto > m->spec.n_layers)
 		return NULL;
 	fp = fp_enter();
-	out = host_output(m, forward_pass(m, x, n, upto, false), n, upto);
+	out = host_output(m, forward_pass(m, x, n, upto, false, false), n, upto);
 	fp_leave(fp);
 	return out;
 }
@@ -562,10 +597,11 @@ inference_chunk(const NnModel *m, int upto, int n)
  * place in the last layer's, behind the front (buffers alias only in place,
  * output for output); the first sub-batch's stay where they are.  Examples do
  * not interact in inference, so the outputs are those of one pass.  A device
- * model first uploads the caller's x (host memory) into its staging.
+ * model first uploads the caller's x (host memory) into its staging, unless
+ * x_staged says x is there already.
  */
 static const float *
-forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
+forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training, bool x_staged)
 {
 	int			chunk;
 	int64_t		in_size = NN_SHAPE_SIZE(m->shape[0]),
@@ -573,7 +609,7 @@ forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training)
 
 	if (n > m->batch_cap && !nn_model_reserve(m, n, NULL))
 		return NULL;
-	if (m->staging != NULL)
+	if (staged(m) && !x_staged)
 	{
 		m->be->upload(m->staging->x, x, sizeof(float) * n * in_size);
 		x = m->staging->x;
@@ -645,12 +681,13 @@ check_labels(NnModel *m, const float *y, int32_t n, NnError *err)
 }
 
 /*
- * The loss of the last forward pass against targets y (host memory); writes
- * the gradient of the mean loss into the last layer's dout.  The backend
- * computes the loss and the batch's metrics; only those two numbers come back.
+ * The loss of the last forward pass against targets y; writes the gradient of
+ * the mean loss into the last layer's dout.  The backend computes the loss and
+ * the batch's metrics; only those two numbers come back.  y is host memory
+ * unless y_staged: a staged batch's targets, on the device and checked.
  */
-bool
-nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
+static bool
+model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, NnBatchStats *stats, NnError *err)
 {
 	int			L = m->spec.n_layers;
 	int			k = (int) nn_model_output_size(m);
@@ -663,9 +700,9 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 		nn_error_set(err, -1, "", "loss called without a matching forward pass");
 		return false;
 	}
-	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err))
+	if (!y_staged && m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err))
 		return false;
-	if (m->staging != NULL)
+	if (staged(m) && !y_staged)
 	{
 		m->be->upload(m->staging->y, y, sizeof(float) * n * nn_model_target_size(m));
 		y = m->staging->y;
@@ -693,6 +730,13 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 		stats->n += n;
 	}
 	return true;
+}
+
+/* y: host memory */
+bool
+nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
+{
+	return model_loss(m, y, n, false, stats, err);
 }
 
 static inline float *
@@ -790,19 +834,22 @@ check_batch(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
 	return true;
 }
 
-/* One batch: forward and loss, and when training backward and the update. */
+/*
+ * One batch: forward and loss, and when training backward and the update.
+ * x and y are host memory, or a device model's staged batch (on_device).
+ */
 static bool
-run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training,
+run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, bool on_device,
 		  NnBatchStats *stats, NnError *err)
 {
 	unsigned int fp;
 	bool		ok;
 
-	if (!check_batch(m, x, y, n, err))
+	if (!on_device && !check_batch(m, x, y, n, err))
 		return false;
 	fp = fp_enter();
-	forward_pass(m, x, n, m->spec.n_layers, training);
-	ok = nn_model_loss(m, y, n, stats, err);
+	forward_pass(m, x, n, m->spec.n_layers, training, on_device);
+	ok = model_loss(m, y, n, on_device, stats, err);
 	if (ok && training)
 	{
 		nn_model_backward(m);
@@ -836,14 +883,91 @@ nn_model_train_step(NnModel *m, const float *x, const float *y, int32_t n,
 {
 	if (!check_can_step(m, err))
 		return false;
-	return run_batch(m, x, y, n, true, stats, err);
+	return run_batch(m, x, y, n, true, false, stats, err);
 }
 
 bool
 nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 				  NnBatchStats *stats, NnError *err)
 {
-	return run_batch(m, x, y, n, false, stats, err);
+	return run_batch(m, x, y, n, false, false, stats, err);
+}
+
+/* Room for a staged batch of `floats` in the backend's host memory (pinned on a GPU). */
+static bool
+staging_host_batch(NnModel *m, int64_t floats)
+{
+	NnStaging  *st = m->staging;
+	float	   *buf;
+	size_t		bytes;
+
+	if (floats <= st->host_batch_floats)
+		return true;
+	if (!safe_floats(floats, &bytes) || (buf = m->be->host_alloc(bytes)) == NULL)
+		return false;
+	m->be->host_release(st->host_batch);
+	st->host_batch = buf;
+	st->host_batch_floats = floats;
+	return true;
+}
+
+/*
+ * Copy the batch (checked as a step checks it) and start its upload into the
+ * slot the running step does not use.  The upload before it must have landed
+ * before its host buffer is written again; the running step never reads this
+ * slot (the one before it, which did, ended when its loss came back).
+ */
+bool
+nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
+{
+	int64_t		in = nn_model_input_size(m),
+				tgt = nn_model_target_size(m);
+
+	if (!check_batch(m, x, y, n, err) ||
+		(m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err)))
+		return false;
+	if (m->staging == NULL && (m->staging = calloc(1, sizeof(NnStaging))) == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return false;
+	}
+	m->be->wait_uploads();
+	m->staging->staged_n = 0;
+	if (!staging_host_batch(m, (int64_t) n * (in + tgt)))
+	{
+		nn_error_set(err, -1, "batch_size", "out of memory staging a batch of %d", (int) n);
+		return false;
+	}
+	memcpy(m->staging->host_batch, x, sizeof(float) * n * in);
+	memcpy(m->staging->host_batch + n * in, y, sizeof(float) * n * tgt);
+	m->staging->staged_n = n;
+	if (staged(m))
+		upload_staged(m, true);
+	return true;
+}
+
+bool
+nn_model_train_staged(NnModel *m, NnBatchStats *stats, NnError *err)
+{
+	NnStaging  *st = m->staging;
+	int32_t		n = st != NULL ? st->staged_n : 0;
+	float	   *t;
+
+	if (n == 0)
+	{
+		nn_error_set(err, -1, "", "no batch is staged");
+		return false;
+	}
+	if (!check_can_step(m, err))
+		return false;
+	st->staged_n = 0;
+	if (!staged(m))
+		return run_batch(m, st->host_batch, st->host_batch + n * nn_model_input_size(m), n, true, false,
+						 stats, err);
+	m->be->wait_uploads();
+	t = st->x, st->x = st->next_x, st->next_x = t;
+	t = st->y, st->y = st->next_y, st->next_y = t;
+	return run_batch(m, st->x, st->y, n, true, true, stats, err);
 }
 
 /*
@@ -864,8 +988,8 @@ nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n
 	if (!check_can_step(m, err) || !check_batch(m, x, y, n, err))
 		return false;
 	fp = fp_enter();
-	forward_pass(m, x, n, m->spec.n_layers, true);
-	ok = nn_model_loss(m, y, n, &step, err);
+	forward_pass(m, x, n, m->spec.n_layers, true, false);
+	ok = model_loss(m, y, n, false, &step, err);
 	*finite = !ok || isfinite(step.loss_sum);
 	if (ok && *finite)
 	{
@@ -937,7 +1061,7 @@ nn_model_use_backend(NnModel *m, const NnBackend *be, NnError *err)
 		be->release(params);
 		be->release(opt);
 		be->release(work);
-		staging_free(staging);
+		staging_free(be, staging);
 		nn_error_set(err, -1, "", "out of %s memory: the model needs %zu bytes there "
 					 "(%zu of parameters, gradients and running statistics, %zu of optimizer state, "
 					 "%zu of workspace for batches of %d)",
@@ -947,10 +1071,11 @@ nn_model_use_backend(NnModel *m, const NnBackend *be, NnError *err)
 	}
 	nn_copy_across(be, params, old, m->params, param_bytes);
 	nn_copy_across(be, opt, old, m->opt_state, opt_bytes);
+	old->wait_uploads();
 	old->release(m->params);
 	old->release(m->opt_state);
 	old->release(m->work);
-	staging_free(m->staging);
+	staging_free(old, m->staging);	/* and a staged batch with it */
 
 	m->be = be;
 	m->params = params;

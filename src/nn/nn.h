@@ -253,6 +253,16 @@ extern bool nn_model_params_finite(const NnModel *m);
 extern bool nn_model_use_backend(NnModel *m, const struct NnBackend *be, NnError *err);
 
 /*
+ * Staged training: nn_model_stage checks and copies a batch (host memory, free
+ * to reuse on return) and on a device starts uploading it while the step
+ * before still runs there; nn_model_train_staged then trains on it, the same
+ * bytes as nn_model_train_step on that batch.  One batch is staged at a time
+ * (staging another replaces it); moving the model drops it.
+ */
+extern bool nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *err);
+extern bool nn_model_train_staged(NnModel *m, NnBatchStats *stats, NnError *err);
+
+/*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
  * [from, to) with their parameters and running statistics; the join is prefix
  * then rest, with the rest's optimizer state (zeros for the frozen parameters).

@@ -43,14 +43,23 @@ extern bool nn_layer_in_place(const NnModel *m, int layer);
 /*
  * A device model's staging: the caller's batch is uploaded into x and y (in
  * the workspace, device memory) and _forward's output is downloaded into
- * host_out, each allocated once by nn_model_reserve.
+ * host_out, each allocated once by nn_model_reserve.  nn_model_stage copies a
+ * batch into host_batch (the backend's host memory: pinned on a GPU) and
+ * uploads it into the other slot, next_x and next_y, while the device still
+ * runs the step before; nn_model_train_staged swaps the slots.  A CPU model
+ * that stages batches has a staging with only host_batch.
  */
 typedef struct NnStaging
 {
 	float	   *x;				/* device: batch_cap inputs */
 	float	   *y;				/* device: their targets */
+	float	   *next_x;			/* device: the slot nn_model_stage fills */
+	float	   *next_y;
 	float	   *host_out;		/* host: what _forward returns */
 	int64_t		host_out_floats;
+	float	   *host_batch;		/* host: the staged batch, inputs then targets */
+	int64_t		host_batch_floats;
+	int32_t		staged_n;		/* examples of the staged batch; 0 when none */
 } NnStaging;
 
 /* model.c */
