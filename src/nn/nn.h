@@ -231,7 +231,7 @@ extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_
  * whose loss is NaN or infinite is not applied (no backward pass, no update,
  * nothing added to stats) and sets *finite to false; its forward pass ran, so
  * batchnorm's running statistics saw the batch.  _params_finite: no parameter
- * or running statistic is NaN or infinite (m->params is host memory).
+ * or running statistic is NaN or infinite (on any backend).
  */
 extern bool nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
 									   NnBatchStats *stats, bool *finite, NnError *err);
