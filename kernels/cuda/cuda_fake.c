@@ -7,6 +7,7 @@
  * return, so the kernels see host memory and anything else sees a fault.
  * Slow (two mprotect calls per region per primitive), and only for tests.
  */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,10 +270,10 @@ parse_config(const char *config, FakeConfig *cfg, char *err, size_t errlen)
 			;
 		else if (len == 4 && strncmp(p, "busy", 4) == 0)
 			cfg->busy = true;
-		else if (strncmp(p, "mem=", 4) == 0 && len > 4 &&
+		else if (strncmp(p, "mem=", 4) == 0 && len > 4 && isdigit((unsigned char) p[4]) &&
 				 (cfg->mem = strtoull(p + 4, &end, 10), end == p + len))
 			;
-		else if (strncmp(p, "devices=", 8) == 0 && len > 8 &&
+		else if (strncmp(p, "devices=", 8) == 0 && len > 8 && isdigit((unsigned char) p[8]) &&
 				 (cfg->devices = (int) strtol(p + 8, &end, 10), end == p + len) &&
 				 cfg->devices >= 1 && cfg->devices <= FAKE_MAX_DEVICES)
 			;

@@ -314,6 +314,14 @@ UNIT_TEST(device_fake_moves_and_clones)
 		CHECK(nn_model_train_step(dev, x, y, 16, NULL, &err));
 	}
 	CHECK(same_model(cpu, dev));
+	{
+		bool		f1 = false,
+					f2 = false;
+
+		CHECK(nn_model_train_step_finite(cpu, x, y, 16, NULL, &f1, &err));
+		CHECK(nn_model_train_step_finite(dev, x, y, 16, NULL, &f2, &err));
+		CHECK(f1 && f2 && same_model(cpu, dev));
+	}
 	copy = nn_model_clone(dev, &err);
 	CHECK(copy != NULL && copy->be == nn_backend_cpu() && same_model(copy, dev));
 	/* the clone trains on as the device model does */
@@ -519,6 +527,9 @@ UNIT_TEST(device_fake_context)
 	CHECK(nn_fake_cuda_devices("mem=12345", devs, 4, NULL, err, sizeof(err)) == 1 &&
 		  devs[0].total_bytes == 12345);
 	CHECK(nn_fake_cuda_on("devices=x", 0, err, sizeof(err)) == NULL && strstr(err, "devices=x") != NULL);
+	CHECK(nn_fake_cuda_on("mem=-5", 0, err, sizeof(err)) == NULL && strstr(err, "mem=-5") != NULL);
+	CHECK(nn_fake_cuda_on("devices=17", 0, err, sizeof(err)) == NULL);
+	CHECK(nn_fake_cuda_on("1,mem=12x", 0, err, sizeof(err)) == NULL);
 	CHECK(nn_fake_cuda_on("1", 1, err, sizeof(err)) == NULL && strstr(err, "does not exist") != NULL);
 
 	/* the context is created on cuda:1 of two, and says so once */
