@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_fake.h"
 #include "test_util.h"
 #include "unit.h"
 
@@ -19,6 +20,10 @@
 
 static const NnBackend *cpu;
 static const NnBackend *gpu;
+
+static void check_primitives(void);
+static void check_models(void);
+static void check_table_complete(const NnBackend *b);
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
 /* xorshift64*: the same data on every run and every machine */
@@ -1100,6 +1105,15 @@ UNIT_TEST(cuda_matches_cpu)
 	CHECK(d != NULL);
 	gpu->release(d);
 
+	check_primitives();
+	gpu->synchronize();
+	CHECK_MSG(nn_cuda_last_error() == NULL, "cuda error: %s", nn_cuda_last_error());
+}
+
+/* Every primitive on awkward sizes against the CPU; gpu is the backend under test. */
+static void
+check_primitives(void)
+{
 	check_gemms();
 	check_bias();
 	check_conv();
@@ -1126,9 +1140,6 @@ UNIT_TEST(cuda_matches_cpu)
 	check_regression_loss(true, 3, 1000);
 	check_dropout(0.5f, 0);
 	check_dropout(0.1f, 123456789);
-
-	gpu->synchronize();
-	CHECK_MSG(nn_cuda_last_error() == NULL, "cuda error: %s", nn_cuda_last_error());
 }
 
 /* ---------------------------------------------------------------------------
@@ -1295,12 +1306,40 @@ check_model(const char *what, const NnSpec *s, NnOptType type, int n, int batch)
 UNIT_TEST(cuda_model_matches_cpu)
 {
 	char		err[256];
-	NnSpec		s;
 
 	cpu = nn_backend_cpu();
 	gpu = nn_backend_cuda(err, sizeof(err));
 	if (gpu == NULL)
 		return;					/* cuda_matches_cpu has said why */
+	check_models();
+}
+
+/*
+ * The same checks against the fake device (kernels/cuda/cuda_fake.h), in every
+ * build: the CPU's kernels behind memory the host cannot touch, so they must
+ * agree exactly, and the checks themselves run where there is no GPU.
+ */
+UNIT_TEST(cuda_checks_on_the_fake_device)
+{
+	char		err[256];
+
+	cpu = nn_backend_cpu();
+	gpu = nn_fake_cuda_on("1", 0, err, sizeof(err));
+	CHECK_MSG(gpu != NULL, "%s", err);
+	if (gpu == NULL)
+		return;
+	check_table_complete(gpu);
+	check_primitives();
+	if (!unit_fast)				/* test_device.c trains on the fake at length already */
+		check_models();
+	gpu = NULL;
+	CHECK(nn_fake_cuda_used() == 0);
+}
+
+static void
+check_models(void)
+{
+	NnSpec		s;
 
 	spec_begin(&s, 1, 64, 1, 1, NN_LOSS_CROSS_ENTROPY);
 	spec_dense(&s, 128);
