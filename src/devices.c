@@ -110,8 +110,7 @@ list_devices(NnCudaDevice *devs, int *driver, const char *device)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("device \"%s\" is not available", device),
-				 errdetail("%c%s.", pg_toupper((unsigned char) (reason[0] ? reason[0] : 'n')),
-						   reason[0] ? reason + 1 : "o CUDA device is visible"),
+				 errdetail("The CUDA backend says: %s.", reason[0] ? reason : "no device is visible"),
 				 errhint("Use \"device\": \"cpu\", or SET pgdl.device = 'cpu'.")));
 	return Min(n, PGDL_MAX_DEVICES);
 }
@@ -203,14 +202,13 @@ pgdl_device_move(NnModel *m, int32 device, const NnOptim *optim, int32 batch)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_IN_USE),
 				 errmsg("could not start device \"%s\"", name),
-				 errdetail("%c%s.", pg_toupper((unsigned char) (reason[0] ? reason[0] : 'n')),
-						   reason[0] ? reason + 1 : "o reason given"),
+				 errdetail("The CUDA backend says: %s.", reason[0] ? reason : "no reason given"),
 				 errhint("Another process may hold the device exclusively; see nvidia-smi.")));
 	if (!nn_model_use_backend(m, be, &err))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 				 errmsg("could not move the model onto device \"%s\"", name),
-				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+				 errdetail("The engine says: %s.", err.msg)));
 }
 
 void
