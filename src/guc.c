@@ -20,7 +20,20 @@ int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
+char	   *pgdl_device_setting = NULL;
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
+
+/* A device name, whether or not this server has the device: that is checked where a model moves. */
+static bool
+check_device(char **newval, void **extra, GucSource source)
+{
+	int32		device;
+
+	if (pgdl_device_parse(*newval, &device))
+		return true;
+	GUC_check_errdetail("A device is \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to %d).", PGDL_MAX_DEVICES - 1);
+	return false;
+}
 
 void
 pgdl_guc_init(void)
@@ -110,6 +123,15 @@ pgdl_guc_init(void)
 							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgdl.device",
+							   "Where models train and predict_batch and evaluate run when a configuration or argument does not say: cpu, cuda or cuda:N.",
+							   "No CUDA context is made until a model moves to the device, in the process that trains it.",
+							   &pgdl_device_setting,
+							   "cpu",
+							   PGC_USERSET,
+							   0,
+							   check_device, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgdl");
 }

@@ -70,6 +70,7 @@ typedef struct MopRun
 	int32		n_workers;		/* in all */
 	bool		distributed;
 	Oid			worker_server[PGDL_MAX_WORKERS];
+	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
 	int16		owner[PGDL_MAX_PARTITIONS];
 	int32		eta;
 	char	   *strategy;
@@ -362,6 +363,27 @@ prepare_configs(MopRun *run)
 		c->cost = (double) cost.flops_train;
 		c->start = starting_model(run, c);
 	}
+}
+
+/* Each worker's device, refused here if the configurations do not allow it; a node's workers use its own. */
+static void
+plan_devices(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	const PgdlTrainConfig **configs = palloc(sizeof(PgdlTrainConfig *) * n);
+	const NnSpec **specs = palloc(sizeof(NnSpec *) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		MopConfig  *c = list_nth(run->configs, i);
+
+		configs[i] = &c->config;
+		specs[i] = c->transfer ? &c->transfer->rest->spec : c->spec;
+	}
+	for (int w = 0; w < run->n_workers; w++)
+		run->worker_device[w] = PGDL_DEVICE_CPU;
+	if (!run->distributed)
+		pgdl_device_plan(configs, specs, n, run->n_workers, run->worker_device);
 }
 
 /* Group the configurations that share a frozen prefix, and decide what to cache. */
@@ -766,7 +788,10 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->distributed = run->distributed;
 	memcpy(shared->owner, run->owner, sizeof(shared->owner));
 	for (int w = 0; w < run->n_workers; w++)
+	{
 		shared->workers[w].server = run->worker_server[w];
+		shared->workers[w].device = run->worker_device[w];
+	}
 }
 
 /* The feature cache tasks, their SQL one after another in the plan area. */
@@ -1107,6 +1132,7 @@ setup_run(FunctionCallInfo fcinfo)
 		check_can_read(run->vds);
 	load_configs(run);
 	prepare_configs(run);
+	plan_devices(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	return run;
@@ -1386,6 +1412,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	load_configs(run);
 	read_resume_points(run);
 	prepare_configs(run);
+	plan_devices(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_execute(fcinfo, run);

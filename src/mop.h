@@ -102,6 +102,7 @@ typedef struct MopModel
 typedef struct MopWorker
 {
 	Oid			server;			/* the node it trains on, over libpq; invalid: here */
+	int32		device;			/* where it trains here (devices.c): PGDL_DEVICE_CPU or _CUDA_N */
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */

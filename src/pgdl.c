@@ -93,21 +93,3 @@ pgdl_version(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(cstring_to_text(pgdl_build_description()));
 }
-
-PG_FUNCTION_INFO_V1(pgdl_cuda_status);
-Datum
-pgdl_cuda_status(PG_FUNCTION_ARGS)
-{
-	char		reason[256] = "";
-	const NnBackend *cuda;
-
-	pgdl_engine_prepare();
-
-	cuda = nn_backend_cuda(reason, sizeof(reason));
-	if (cuda != NULL)
-		PG_RETURN_TEXT_P(cstring_to_text(psprintf("available: %s", cuda->name)));
-
-	if (reason[0] == '\0')
-		strlcpy(reason, "unavailable", sizeof(reason));
-	PG_RETURN_TEXT_P(cstring_to_text(reason));
-}

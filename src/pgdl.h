@@ -129,12 +129,31 @@ extern const char *pgdl_clip_for_error(const char *s, int max_bytes);
 
 /* spec_json.c: the one place that maps jsonb to the engine */
 
-/* How to train: the optimizer and the minibatch size (config jsonb). */
+/*
+ * A device (devices.c): PGDL_DEVICE_UNSET (what a zeroed configuration says:
+ * pgdl.device decides), the CPU, "cuda" (this process's CUDA device) or
+ * "cuda:N".
+ */
+#define PGDL_MAX_DEVICES		64	/* cuda:0 .. cuda:63 */
+#define PGDL_DEVICE_UNSET		0
+#define PGDL_DEVICE_CPU			1
+#define PGDL_DEVICE_CUDA		2
+#define PGDL_DEVICE_CUDA_N(n)	(3 + (n))
+#define PGDL_DEVICE_ORDINAL(d)	((d) - 3)
+
+/*
+ * How to train: the optimizer and the minibatch size (config jsonb), and
+ * where.  The canonical form (pgdl_config_to_jsonb) has the device keys only
+ * when given.  Plain data: fit_multiple copies it into shared memory.
+ */
 typedef struct PgdlTrainConfig
 {
 	NnOptim		optim;
 	int32		batch_size;		/* examples per optimizer step; default 128 */
 	int64		seed;			/* initialization, order of partitions; default 42 */
+	int32		device;			/* "device"; PGDL_DEVICE_UNSET when not given */
+	int32		workers_per_device; /* "workers_per_device" (fit_multiple); 0: not given */
+	bool		mixed_devices;	/* "mixed_devices": may hop between GPU and CPU workers */
 } PgdlTrainConfig;
 
 /*
@@ -189,6 +208,37 @@ extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 v
 extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
 extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
 extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
+/* devices.c: where a model trains or predicts */
+extern char *pgdl_device_setting;	/* pgdl.device */
+
+/* "cpu", "cuda" or "cuda:N" into *device; false when it is none of them. */
+extern bool pgdl_device_parse(const char *name, int32 *device);
+extern char *pgdl_device_name(int32 device);	/* palloc'd */
+/* A fit_multiple worker's device: it overrides configurations and pgdl.device in this process. */
+extern void pgdl_device_assign_process(int32 device);
+/* Where to run: the worker's device, else the configuration's (NULL: none), else pgdl.device. */
+extern int32 pgdl_device_for(const PgdlTrainConfig *config);
+/*
+ * Move m (optimizer optim or NULL, workspace for batch examples) onto device;
+ * nothing for the CPU.  Errors: no CUDA or no such device (naming those there
+ * are), the model does not fit (checked before the context is made), the
+ * device is busy, the move failed.
+ */
+extern void pgdl_device_move(NnModel *m, int32 device, const NnOptim *optim, int32 batch);
+/* The same refusals, without moving anything: for a leader planning its workers' devices. */
+extern void pgdl_device_check_plan(const NnSpec *spec, const NnOptim *optim, int32 batch, int32 device);
+/* An error if the CUDA device failed since it started (a kernel, a copy, a lost device). */
+extern void pgdl_device_check_errors(void);
+/*
+ * fit_multiple: worker_device[0 .. n_workers) from the configurations' device
+ * keys (they must agree) or pgdl.device, round robin over the visible devices,
+ * at most workers_per_device each; the rest on the CPU, which only
+ * configurations with "mixed_devices" allow.  Every refusal comes here, before
+ * any worker starts.
+ */
+extern void pgdl_device_plan(const PgdlTrainConfig *const *configs, const NnSpec *const *specs, int n,
+							 int n_workers, int32 *worker_device);
 
 /* datasets.c: what a packed table's rows mean, from its pgdl.datasets row */
 

@@ -464,6 +464,8 @@ pgdl_evaluate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", packed)));
 
+	/* whole buffers at a time: worth a device when pgdl.device names one (its workspace grows there) */
+	pgdl_device_move(model->nn, pgdl_device_for(NULL), NULL, 0);
 	pgdl_packed_evaluate(model->nn, ds, &stats);
 
 	if (stats.n > 0)

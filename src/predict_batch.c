@@ -450,6 +450,8 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const c
 	pgdl_predict_check_classifier(scan->model->nn, "pgdl.predict_batch");
 	pgdl_predict_check_dataset(scan->model->nn, scan->model->dataset);
 	pgdl_check_model_batch(scan->model->nn, size, "the model");
+	/* batches of rows are worth a device when pgdl.device names one; per-row pgdl.predict is not */
+	pgdl_device_move(scan->model->nn, pgdl_device_for(NULL), NULL, size);
 	scan->n_in = nn_model_input_size(scan->model->nn);
 	scan->k = nn_model_output_size(scan->model->nn);
 	scan->x = MemoryContextAllocHuge(cxt, mul_size(mul_size((Size) size, (Size) scan->n_in), sizeof(float)));

@@ -67,7 +67,7 @@ static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
 static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-	"batch_size", "seed", "warm_start", TRANSFER_KEYS, NULL
+	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", TRANSFER_KEYS, NULL
 };
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
@@ -516,6 +516,38 @@ pgdl_config_from_jsonb(Jsonb *jb, PgdlTrainConfig *cfg)
 	pgdl_config_from_jsonb_transfer(jb, cfg);
 }
 
+/* Where to train (devices.c): "device", "workers_per_device", "mixed_devices". */
+static void
+config_device_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
+{
+	JsonbValue *v;
+
+	cfg->device = PGDL_DEVICE_UNSET;
+	if ((v = pgdl_jsonb_key(root, "device")) != NULL)
+	{
+		char	   *name = get_string(v, "training configuration", "device");
+
+		if (!pgdl_device_parse(name, &cfg->device))
+			spec_error("training configuration", "device",
+					   psprintf("Unknown device \"%s\"; a device is \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to %d).",
+								pgdl_echo(name), PGDL_MAX_DEVICES - 1));
+	}
+	if ((v = pgdl_jsonb_key(root, "workers_per_device")) != NULL)
+	{
+		cfg->workers_per_device = get_int(v, "training configuration", "workers_per_device");
+		if (cfg->workers_per_device < 1 || cfg->workers_per_device > PGDL_MAX_WORKERS)
+			spec_error("training configuration", "workers_per_device",
+					   psprintf("\"workers_per_device\" must be between 1 and %d, got %d.",
+								PGDL_MAX_WORKERS, cfg->workers_per_device));
+	}
+	if ((v = pgdl_jsonb_key(root, "mixed_devices")) != NULL)
+	{
+		if (v->type != jbvBool)
+			spec_error("training configuration", "mixed_devices", "Expected true or false.");
+		cfg->mixed_devices = v->val.boolean;
+	}
+}
+
 void
 pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 {
@@ -575,6 +607,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	}
 	if (!nn_optim_validate(&cfg->optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
+	config_device_keys(root, cfg);
 	if (pgdl_jsonb_key(root, "warm_start") != NULL)
 	{
 		char	   *name;
@@ -655,6 +688,13 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	pgdl_jsonb_put_float4(&state, "weight_decay", o->weight_decay);
 	pgdl_jsonb_put_int(&state, "batch_size", cfg->batch_size);
 	pgdl_jsonb_put_int(&state, "seed", cfg->seed);
+	/* where it trains, only when given: a configuration that does not say follows pgdl.device */
+	if (cfg->device != PGDL_DEVICE_UNSET)
+		pgdl_jsonb_put_string(&state, "device", pgdl_device_name(cfg->device));
+	if (cfg->workers_per_device > 0)
+		pgdl_jsonb_put_int(&state, "workers_per_device", cfg->workers_per_device);
+	if (cfg->mixed_devices)
+		pgdl_jsonb_put_bool(&state, "mixed_devices", true);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 

@@ -32,6 +32,8 @@ pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cx
 	if (!nn_model_set_optim(model, &config->optim, &err) ||
 		!nn_model_reserve(model, config->batch_size, &err))
 		pgdl_report_nn_error("training configuration", &err);
+	/* with its optimizer and workspace, so that all of it is allocated on the device once */
+	pgdl_device_move(model, pgdl_device_for(config), &config->optim, config->batch_size);
 	return state;
 }
 
@@ -70,6 +72,7 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 void
 pgdl_train_check_weights(PgdlTrainState *state)
 {
+	pgdl_device_check_errors();
 	if (!state->diverged && !nn_model_params_finite(state->model))
 		state->diverged = PGDL_DIVERGED_WEIGHTS;
 }

@@ -299,6 +299,8 @@ cache_features_layers(FmgrInfo *flinfo, int64 base_id, int32 from, int32 to, con
 	flinfo->fn_extra = st;
 	MemoryContextSwitchTo(old);
 	st->layers = model_layers(whole, from, to, "base model", st->cxt);
+	/* a cache build runs on the device of the worker or backend that builds (no key set if it fails) */
+	pgdl_device_move(st->layers, pgdl_device_for(NULL), NULL, NN_FROZEN_CHUNK);
 	st->base_id = base_id;
 	st->from = from;
 	st->to = to;

@@ -761,6 +761,9 @@ pgdl_mop_worker_main(Datum main_arg)
 		step_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker step", ALLOCSET_DEFAULT_SIZES);
 		budget = shared->cache_bytes;
 		wait_for_go();
+		/* the leader's plan (devices.c): models and cache builds move there, the context made at the first */
+		if (!OidIsValid(shared->workers[me].server))
+			pgdl_device_assign_process(shared->workers[me].device);
 		if (me == 0)
 			create_run();
 		run_cache_tasks();

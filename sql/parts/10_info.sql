@@ -12,4 +12,14 @@ CREATE FUNCTION pgdl.cuda_status() RETURNS text
 	LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 
 COMMENT ON FUNCTION pgdl.cuda_status() IS
-	'whether the CUDA backend can be used in this session: "available: <device>", or the reason it cannot';
+	'whether CUDA devices can be used: "available: " and each device (name, compute capability, memory) and the driver, or the reason they cannot; creates no CUDA context';
+
+CREATE FUNCTION pgdl.cuda_devices(OUT ordinal integer, OUT device text, OUT name text,
+		OUT compute_capability text, OUT total_mb double precision, OUT free_mb double precision,
+		OUT driver text)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'pgdl_cuda_devices'
+	LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.cuda_devices() IS
+	'the CUDA devices this server sees (none without CUDA): the name pgdl.device and "device" take, model, compute capability, total and free memory, driver; creates no CUDA context';
