@@ -123,17 +123,15 @@ sub restart_with
 }
 
 restart_with('1');
-SKIP:
 {
-	skip 'this build answers no fake CUDA device (the engine\'s fake device is not merged yet)', 24
-	  unless $node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.cuda_devices()') eq '1';
+	is($node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.cuda_devices()'), '1', 'every build answers the fake device');
 
 	my $offset = -s $node->logfile;
 	my $postmaster = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 	is($node->safe_psql('postgres', 'SELECT device || \' \' || name FROM pgdl.cuda_devices()'),
-		'cuda:0 fake', 'the fake device is listed');
+		'cuda:0 pgdl fake CUDA device (PGDL_FAKE_CUDA)', 'the fake device is listed');
 	like($node->safe_psql('postgres', 'SELECT pgdl.cuda_status()'),
-		qr/^available: cuda:0 fake/, 'cuda_status lists it');
+		qr/^available: cuda:0 pgdl fake CUDA device/, 'cuda_status lists it');
 	is(scalar @{ context_pids($offset) }, 0, 'listing the devices made no context (lazy)');
 
 	# pgdl.fit on the device: the CPU's bytes
@@ -187,7 +185,7 @@ SKIP:
 
 	# no such device: the error names those there are
 	like(error_of(fit_sql('nope', '{"device": "cuda:7"}')),
-		qr/42704: device "cuda:7" does not exist.*This server sees 1 CUDA device: cuda:0 \(fake\)/s,
+		qr/42704: device "cuda:7" does not exist.*This server sees 1 CUDA device: cuda:0 \(pgdl fake CUDA device/s,
 		'cuda:7: names the devices that exist');
 	like(error_of("SET pgdl.device = 'cuda:7'; SELECT * FROM pgdl.fit_multiple('train_packed', 'pair', 1, workers => 2)"),
 		qr/42704: device "cuda:7" does not exist/, 'fit_multiple too, up front');
