@@ -121,7 +121,7 @@ fill_uniform(float *v, int64 n, uint64 stream)
 
 /*
  * Seconds per training step of spec at batch with optimizer opt (NULL: SGD
- * with momentum 0.9), after one step to warm up; at least two steps and about
+ * with momentum 0.9), after one step to warm up; at least one step and about
  * `budget` seconds.  update_only: time nn_model_update alone.
  */
 static double
@@ -177,7 +177,7 @@ time_steps(const NnSpec *spec, int32 batch, const NnOptim *opt, bool update_only
 			pgdl_report_nn_error("calibration probe", &err);
 		steps++;
 		elapsed = now_seconds() - start;
-	} while (steps < 2 || elapsed < budget);
+	} while (elapsed < budget);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return elapsed / steps;
@@ -567,7 +567,7 @@ PG_FUNCTION_INFO_V1(pgdl_calibrate);
 Datum
 pgdl_calibrate(PG_FUNCTION_ARGS)
 {
-	double		seconds = PG_ARGISNULL(0) ? 40.0 : PG_GETARG_FLOAT8(0);
+	double		seconds;
 	long		cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int			workers;
 	Cal		   *cal = palloc0(sizeof(Cal));
@@ -579,6 +579,11 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 	int			ran;
 	int			n_probes;
 
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("seconds must not be NULL")));
+	seconds = PG_GETARG_FLOAT8(0);
 	if (!(seconds >= CAL_MIN_SECONDS && seconds <= CAL_MAX_SECONDS))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

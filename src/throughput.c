@@ -289,7 +289,7 @@ pgdl_profile_load(PgdlProfile *prof)
 	if (SPI_execute_with_args("SELECT id, measurements->>'version', "
 							  "(measurements->'concurrency'->>'workers')::integer, "
 							  "(measurements->'concurrency'->>'compute')::float8, "
-							  "(measurements->'concurrency'->>'memory')::float8 "
+							  "(measurements->'concurrency'->>'memory')::float8, jsonb_typeof(measurements->'points') "
 							  "FROM pgdl.server_profiles WHERE system_identifier = $1 AND hostname = $2 "
 							  "ORDER BY created DESC, id DESC LIMIT 1",
 							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
@@ -309,6 +309,8 @@ pgdl_profile_load(PgdlProfile *prof)
 		version = SPI_getvalue(tup, desc, 2);
 		if (version == NULL || strcmp(version, CppAsString2(PGDL_PROFILE_VERSION)) != 0)
 			bad_profile(id, "Its measurements are not of version " CppAsString2(PGDL_PROFILE_VERSION) ".");
+		if (SPI_getvalue(tup, desc, 6) == NULL || strcmp(SPI_getvalue(tup, desc, 6), "array") != 0)
+			bad_profile(id, "Its \"points\" must be an array.");
 		w = SPI_getbinval(tup, desc, 3, &isnull);
 		prof->workers = isnull ? 1 : DatumGetInt32(w);
 		if (prof->workers < 1 || prof->workers > PGDL_MAX_WORKERS)
