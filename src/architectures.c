@@ -126,7 +126,7 @@ put_worker_predictions(JsonbParseState **state, const PgdlProfile *prof, const P
 	pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
 	for (int w = 1; w <= workers; w++)
 	{
-		double		ips = batch / pgdl_predict_step_seconds(prof, p, w);
+		double		ips = batch / pgdl_predict_step_seconds(prof, p, w, false);
 
 		pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
 		pgdl_jsonb_put_int(state, "workers", w);
@@ -211,7 +211,7 @@ pgdl_estimate(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	pgdl_profile_load(prof);
 	pgdl_predict_step(prof, spec, &config.optim, config.batch_size, &step);
-	ips = config.batch_size / pgdl_predict_step_seconds(prof, &step, 1);
+	ips = config.batch_size / pgdl_predict_step_seconds(prof, &step, 1, false);
 
 	values[0] = Int64GetDatum(total.params);
 	values[1] = Int64GetDatum(total.flops_forward);
@@ -223,7 +223,8 @@ pgdl_estimate(PG_FUNCTION_ARGS)
 	nulls[6] = prof->id == 0;
 	values[7] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
 	values[8] = Float8GetDatum(ips);
-	values[9] = Float8GetDatum(examples / ips);
+	/* pgdl.fit's first epoch: the buffers read from the packed table */
+	values[9] = Float8GetDatum((double) examples / config.batch_size * pgdl_predict_step_seconds(prof, &step, 1, true));
 	nulls[9] = examples == 0;
 	put_worker_predictions(&state, prof, &step, config.batch_size, examples,
 						   Min(Max(prof->workers, pgdl_max_workers), PGDL_MAX_WORKERS));

@@ -52,8 +52,9 @@ static const int32 cal_acts[][3] = {{8, 14, 14}, {16, 28, 28}};
 /* dense probes: inputs, units */
 static const int32 cal_dense[][2] = {{64, 64}, {256, 256}, {784, 512}, {1024, 1024}};
 
-/* conv2d probes: input channels, filters, height = width, kernel */
-static const int32 cal_conv[][4] = {{1, 16, 28, 3}, {8, 16, 28, 5}, {16, 32, 14, 3}, {32, 64, 7, 3}};
+/* conv2d probes: input channels, filters, height = width, kernel; then first layers (no input gradient) */
+static const int32 cal_conv_first[][4] = {{1, 16, 28, 3}, {1, 32, 28, 3}};
+static const int32 cal_conv[][4] = {{1, 16, 28, 3}, {4, 16, 28, 3}, {16, 32, 14, 3}, {16, 16, 28, 3}, {32, 64, 14, 3}};
 
 typedef struct CalPoint
 {
@@ -324,15 +325,17 @@ add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int32 batch)
 {
 	NnShape		shape[NN_MAX_LAYERS + 1];
 	NnCost		per[2];
+	int			l = spec->n_layers - 1;	/* the layer measured: the last */
 	double		t;
 
 	if (!nn_spec_validate(spec, shape, NULL) || !nn_spec_cost(spec, per, NULL, NULL))
 		elog(ERROR, "invalid calibration probe");
 	t = time_steps(spec, batch, NULL, false, cal->budget);
-	t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
-	t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[2]), batch);
-	t -= measured(cal, "update_momentum", (double) per[1].params, 1);
-	add_point(cal, kind, (double) per[1].flops_train, batch, t);
+	if (l > 0)
+		t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
+	t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[l + 1]), batch);
+	t -= measured(cal, "update_momentum", (double) per[l].params, 1);
+	add_point(cal, kind, (double) per[l].flops_train, batch, t);
 }
 
 static void
@@ -362,7 +365,56 @@ probe_compute(Cal *cal)
 			l->padding = cal_conv[c][3] / 2;
 			add_compute_point(cal, "conv2d", &spec, cal_batches[b]);
 		}
+		for (int c = 0; c < lengthof(cal_conv_first); c++)
+		{
+			NnSpec		spec;
+			NnLayerSpec *l;
+
+			spec_start(&spec, cal_conv_first[c][0], cal_conv_first[c][2], cal_conv_first[c][2], NN_LOSS_MSE);
+			l = spec_add(&spec, NN_CONV2D);
+			l->filters = cal_conv_first[c][1];
+			l->kernel = cal_conv_first[c][3];
+			l->padding = cal_conv_first[c][3] / 2;
+			add_compute_point(cal, "conv2d_first", &spec, cal_batches[b]);
+		}
 	}
+}
+
+/*
+ * Reading packed buffers back from their table, per float: arrays stored
+ * EXTERNAL (as pgdl.pack stores them) detoasted from their TOAST chunks.
+ */
+#define CAL_READ_FLOATS 262144
+#define CAL_READ_ROWS	4
+
+static void
+probe_read(Cal *cal)
+{
+	double		start,
+				elapsed;
+	int			reads = 0;
+
+	SPI_connect();
+	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_read (x real[]) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY ||
+		SPI_execute("ALTER TABLE pgdl_calibrate_read ALTER COLUMN x SET STORAGE EXTERNAL", false, 0) != SPI_OK_UTILITY ||
+		SPI_execute("INSERT INTO pgdl_calibrate_read SELECT (SELECT array_agg(((g * 7919 + i) % 1000)::real) "
+					"FROM generate_series(1, " CppAsString2(CAL_READ_FLOATS) ") g) "
+					"FROM generate_series(1, " CppAsString2(CAL_READ_ROWS) ") i", false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not make the calibration's buffers");
+	start = now_seconds();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		/* not read-only: a read-only query would see the table as the statement's snapshot does, empty */
+		if (SPI_execute("SELECT sum(array_length(x, 1)) FROM pgdl_calibrate_read", false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the calibration's buffers");
+		reads++;
+		elapsed = now_seconds() - start;
+	} while (reads < 2 || elapsed < cal->budget * 3);
+	add_point(cal, "read", CAL_READ_FLOATS, 1, elapsed / (reads * CAL_READ_ROWS));
+	if (SPI_execute("DROP TABLE pgdl_calibrate_read", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop the calibration's buffers");
+	SPI_finish();
 }
 
 /* ---- concurrency ---- */
@@ -433,13 +485,14 @@ pgdl_calibrate_worker_main(Datum main_arg)
  * number that ran (0 when none could start); mean[] their mean seconds.
  */
 static int
-run_concurrent(int n, double budget, double *mean)
+run_concurrent(int n, double budget, double *mean, double *start_seconds)
 {
 	dsm_segment *seg = dsm_create(sizeof(CalShared), 0);
 	CalShared  *shared = dsm_segment_address(seg);
 	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * n);
 	int			started = 0;
 	bool		failed = false;
+	double		t0 = now_seconds();
 
 	memset(shared, 0, sizeof(CalShared));
 	shared->magic = CAL_MAGIC;
@@ -459,6 +512,7 @@ run_concurrent(int n, double budget, double *mean)
 		for (int w = 0; w < started; w++)
 			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
 				failed = true;
+		*start_seconds = now_seconds() - t0;
 		pg_memory_barrier();
 		shared->go = !failed && started >= 2;
 		for (int w = 0; shared->go && w < started; w++)
@@ -596,10 +650,11 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 				 errmsg("workers must be between 1 and %d, got %d", PGDL_MAX_WORKERS, workers)));
 	pgdl_engine_prepare();
 
-	/* probes: 11 per activation and batch, 8 compute per batch, 3 updates, 3 steps; 1/4 for concurrency */
-	n_probes = lengthof(cal_acts) * CAL_N_BATCHES * 11 + CAL_N_BATCHES * 8 + 6;
+	/* probes: 11 per activation and batch, 11 compute per batch, 3 updates, 3 steps, reading; 1/4 for concurrency */
+	n_probes = lengthof(cal_acts) * CAL_N_BATCHES * 11 + CAL_N_BATCHES * 11 + 9;
 	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
 	probe_step(cal);
+	probe_read(cal);
 	probe_updates(cal);
 	probe_memory_bound(cal);
 	probe_compute(cal);
@@ -607,9 +662,13 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 	if (workers > 1)
 	{
 		double		window = seconds * 0.25 / (2 * CAL_CONC_PROBES);
+		double		start_seconds = 0;
 
 		run_conc_probes(window, solo);
-		ran = run_concurrent(workers, window, together);
+		ran = run_concurrent(workers, window, together, &start_seconds);
+		/* what starting that many background workers took */
+		if (ran > 0)
+			add_point(cal, "worker_start", ran, 1, start_seconds);
 		if (ran <= 0)
 			ereport(NOTICE,
 					(errmsg("the profile has no concurrent measurement: %s",

@@ -811,7 +811,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 
 		/* what pgdl.run_metrics shows beside the measured seconds */
 		m->predicted_seconds = pgdl_predict_images_per_second(prof, c->transfer ? &c->transfer->rest->spec : c->spec,
-															  &c->config.optim, c->config.batch_size, run->n_workers);
+															  &c->config.optim, c->config.batch_size, run->n_workers, false);
 		m->predicted_seconds = run->ds->n_rows_hint / m->predicted_seconds;
 		m->config_id = c->config_id;
 		m->config = c->config;
@@ -1220,7 +1220,10 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) : totals->seconds);
+	/* workers start and read their partitions once */
+	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) +
+								pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
+								pgdl_profile_worker_start_seconds(prof, run->n_workers) : totals->seconds);
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
 											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
@@ -1242,7 +1245,7 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	const NnSpec *spec = c->transfer ? &c->transfer->rest->spec : c->spec;
 	double		flops = c->cost * run->ds->n_rows_hint * run->epochs;
 	double		ips = pgdl_predict_images_per_second(prof, spec, &c->config.optim, c->config.batch_size,
-													 run->n_workers);
+													 run->n_workers, false);
 	double		seconds;
 	NnMemory	mem;
 	NnCost		cost;

@@ -25,7 +25,7 @@
 
 static const char *const kind_names[] = {
 	"dense", "conv2d", "relu", "sigmoid", "tanh", "dropout", "batchnorm", "maxpool2d", "avgpool2d",
-	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", NULL
+	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first", NULL
 };
 
 static int
@@ -89,6 +89,22 @@ interpolate_size(const PgdlProfile *prof, int k, int32_t batch, double lsize)
 	if (hi_x - lo_x < 1e-12)
 		return lo_y;
 	return lo_y + (hi_y - lo_y) * (lsize - lo_x) / (hi_x - lo_x);
+}
+
+double
+pgdl_profile_read_seconds(const PgdlProfile *prof, double floats)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "read", floats, 1) : -1;
+
+	return s > 0 ? s : 0;
+}
+
+double
+pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "worker_start", workers, 1) : -1;
+
+	return s > 0 ? s : 0;
 }
 
 double
@@ -184,7 +200,7 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 	double		rate = pgdl_cpu_gflops * 1e9;
 	double		s;
 
-	out->compute = out->memory = 0;
+	out->compute = out->memory = out->read = 0;
 	if (!nn_spec_validate(spec, shape, NULL) || !nn_spec_cost(spec, per, &total, NULL))
 		elog(ERROR, "pgdl_predict_step: invalid spec");
 	if (prof->id == 0)
@@ -199,6 +215,10 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 
 		if (kind == NULL)
 			continue;
+		/* a first convolution computes no input gradient: measured apart, when the profile has it */
+		if (i == 0 && spec->layers[i].type == NN_CONV2D &&
+			pgdl_profile_kind_seconds(prof, "conv2d_first", 1, 1) >= 0)
+			kind = "conv2d_first";
 		s = pgdl_profile_kind_seconds(prof, kind,
 									  compute ? (double) per[i].flops_train : (double) NN_SHAPE_SIZE(shape[i]),
 									  batch);
@@ -213,6 +233,11 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 		out->memory += s;
 	if ((s = pgdl_profile_kind_seconds(prof, "step", 1, batch)) > 0)
 		out->memory += s;
+	/* the batch's examples read from the packed table: x and y */
+	s = (double) NN_SHAPE_SIZE(shape[0]) +
+		(spec->loss == NN_LOSS_CROSS_ENTROPY ? 1 : (double) NN_SHAPE_SIZE(shape[spec->n_layers]));
+	if ((s = pgdl_profile_kind_seconds(prof, "read", s, 1)) > 0)
+		out->read = s * batch;
 }
 
 /* A worker's slowdown with w at once: 1 alone, the measured ratio at the profile's workers, linear between. */
@@ -225,23 +250,23 @@ slowdown(double ratio, int measured, int w)
 }
 
 double
-pgdl_predict_step_seconds(const PgdlProfile *prof, const PgdlStepPrediction *p, int workers)
+pgdl_predict_step_seconds(const PgdlProfile *prof, const PgdlStepPrediction *p, int workers, bool reading)
 {
 	if (prof->id == 0)
 		return p->compute + p->memory;
 	return p->compute * slowdown(prof->compute_ratio, prof->workers, workers) +
-		p->memory * slowdown(prof->memory_ratio, prof->workers, workers);
+		(p->memory + (reading ? p->read : 0)) * slowdown(prof->memory_ratio, prof->workers, workers);
 }
 
 double
 pgdl_predict_images_per_second(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *opt,
-							   int32_t batch, int workers)
+							   int32_t batch, int workers, bool reading)
 {
 	PgdlStepPrediction p;
 	double		s;
 
 	pgdl_predict_step(prof, spec, opt, batch, &p);
-	s = pgdl_predict_step_seconds(prof, &p, workers);
+	s = pgdl_predict_step_seconds(prof, &p, workers, reading);
 	return s > 0 ? batch / s : get_float8_infinity();
 }
 

@@ -34,6 +34,7 @@ typedef struct PgdlStepPrediction
 {
 	double		compute;		/* seconds in dense and conv2d layers */
 	double		memory;			/* seconds in the rest: memory-bound layers, update, fixed cost */
+	double		read;			/* seconds to read the batch from its packed table (first epoch) */
 } PgdlStepPrediction;
 
 /* The newest profile of this server (system identifier and host name), or id 0. */
@@ -45,10 +46,19 @@ extern double pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kin
 /* A training step of spec at batch with optimizer opt (the spec is valid). */
 extern void pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *opt, int32_t batch,
 							  PgdlStepPrediction *out);
-/* Seconds per step of one worker while `workers` train at once. */
-extern double pgdl_predict_step_seconds(const PgdlProfile *prof, const PgdlStepPrediction *p, int workers);
+/*
+ * Seconds per step of one worker while `workers` train at once; reading: with
+ * the batch read from its packed table (an epoch that does not find its
+ * buffers in memory: pgdl.fit's first), else from memory.
+ */
+extern double pgdl_predict_step_seconds(const PgdlProfile *prof, const PgdlStepPrediction *p, int workers,
+										bool reading);
 /* Training images per second of one worker while `workers` train at once. */
 extern double pgdl_predict_images_per_second(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *opt,
-											 int32_t batch, int workers);
+											 int32_t batch, int workers, bool reading);
+/* Seconds to start that many background workers (0 without a profile). */
+extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers);
+/* Seconds to read `floats` from a packed table (0 without a profile). */
+extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
 
 #endif							/* PGDL_THROUGHPUT_H */
