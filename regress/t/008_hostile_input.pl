@@ -826,7 +826,7 @@ my %EXTRA = (
 		[ 'an injection'                     => q{'sweep_site; DROP TABLE sweep_site'} ],
 		[ 'the coordinator\'s distributed'   => q{'sweep_dist'} ],
 	],
-	'examples' => [
+	'examples:bigint[]' => [
 		[ 'zero examples each'  => q{'{0,0}'} ],
 		[ 'INT64_MAX each'      => q{'{9223372036854775807,9223372036854775807}'} ],
 		[ 'a negative count'    => q{'{10,-1}'} ],
