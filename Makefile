@@ -173,7 +173,12 @@ bench-predict:
 bench-zoo:
 	bench/zoo.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo
+# Throughput prediction: pgdl.calibrate, then pgdl.estimate against pgdl.fit for 13 networks and
+# explain_fit_multiple against a fit_multiple run (about 3 minutes).
+bench-estimate:
+	bench/estimate.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo bench-estimate
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

@@ -102,7 +102,7 @@ pgdl_guc_init(void)
 							NULL, NULL, NULL);
 	DefineCustomRealVariable("pgdl.cpu_gflops",
 							 "Billions of floating-point operations per second one worker runs, for plans.",
-							 "pgdl.explain_fit_multiple and the feature cache planner turn FLOPs into seconds with it.",
+							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",
 							 &pgdl_cpu_gflops,
 							 40.0, 0.001, 1e6,
 							 PGC_USERSET,

@@ -37,6 +37,7 @@
 
 #include "cluster.h"
 #include "mop.h"
+#include "throughput.h"
 
 /* A configuration of the set, ready to run. */
 typedef struct MopConfig
@@ -825,12 +826,18 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 	Size		off = 0;
 	ListCell   *lc;
 	int			i = 0;
+	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
 
+	pgdl_profile_load(prof);
 	foreach(lc, run->configs)
 	{
 		MopConfig  *c = lfirst(lc);
 		MopModel   *m = &shared->models[i++];
 
+		/* what pgdl.run_metrics shows beside the measured seconds */
+		m->predicted_seconds = pgdl_predict_images_per_second(prof, c->transfer ? &c->transfer->rest->spec : c->spec,
+															  &c->config.optim, c->config.batch_size, run->n_workers, false);
+		m->predicted_seconds = run->ds->n_rows_hint / m->predicted_seconds;
 		m->config_id = c->config_id;
 		m->config = c->config;
 		m->source = c->source;
@@ -1159,20 +1166,35 @@ typedef struct ExplainTotals
 	double		flops;
 	double		seconds;
 	double		bytes;
+	double		longest;		/* the slowest model's seconds: no run ends before it */
+	double		models_bytes;	/* every model and its optimizer state, in shared memory */
+	double		workspace;		/* the largest workspace, which each worker may hold at once */
 } ExplainTotals;
 
-#define EXPLAIN_COLUMNS 14
+/* A group's configurations, predicted. */
+typedef struct ExplainGroup
+{
+	int			n_configs;
+	double		train_flops;
+	double		seconds;		/* training, spread over the workers */
+	double		memory;			/* bytes: its models, optimizer states and one workspace per worker */
+	double		workspace;
+	JsonbParseState *configs;	/* [{config, architecture, images_per_second, seconds, memory_bytes}] */
+} ExplainGroup;
 
-/* Group g's row (g = -1: the configurations without a frozen prefix), given their training FLOPs. */
+#define EXPLAIN_COLUMNS 17
+
+/* Group g's row (g = -1: the configurations without a frozen prefix). */
 static void
-explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, double train_flops,
+explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg, const PgdlProfile *prof,
 			  ExplainTotals *totals)
 {
 	const PgdlCachePlan *plan = run->plan;
 	const PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
 	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
-	double		flops = train_flops + (grp ? grp->compute_flops : 0);
-	double		seconds = train_flops / (pgdl_cpu_gflops * 1e9) / run->n_workers + (grp ? grp->seconds : 0);
+	double		flops = eg->train_flops + (grp ? grp->compute_flops : 0);
+	double		seconds = eg->seconds + (grp ? grp->seconds : 0);
+	double		memory = eg->memory + run->n_workers * eg->workspace;
 	Datum		values[EXPLAIN_COLUMNS];
 	bool		nulls[EXPLAIN_COLUMNS] = {false};
 
@@ -1182,7 +1204,7 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, do
 	nulls[2] = grp == NULL;
 	values[3] = Int32GetDatum(grp ? grp->depth : 0);
 	nulls[3] = grp == NULL;
-	values[4] = Int32GetDatum(n_configs);
+	values[4] = Int32GetDatum(eg->n_configs);
 	values[5] = CStringGetTextDatum(grp ? pgdl_cache_action_name(grp->action) : "train");
 	nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
 	if (!nulls[6])
@@ -1199,6 +1221,9 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, do
 	values[12] = CStringGetTextDatum(grp ? grp->reason : "configurations without a base model train on the packed table");
 	values[13] = Float8GetDatum(grp ? grp->prefix_flops * examples / 1e9 : 0);
 	nulls[13] = grp == NULL;
+	values[14] = Float8GetDatum(memory / 1048576.0);
+	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
+	values[16] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&eg->configs, WJB_END_ARRAY, NULL)));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	totals->flops += flops;
 	totals->seconds += seconds;
@@ -1207,22 +1232,77 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, int n_configs, do
 }
 
 static void
-explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *totals)
+explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof)
 {
 	Datum		values[EXPLAIN_COLUMNS];
 	bool		nulls[EXPLAIN_COLUMNS] = {true, false, true, true, false, false, true, true, true, false, false,
-	false, false, true};
+	false, false, true, false, false, true};
+	/* the buffers each worker keeps, up to pgdl.worker_cache_mem */
+	double		data = (double) run->ds->n_rows_hint * (run->ds->n_features + run->ds->n_targets) * sizeof(float);
+	double		buffers = Min(data / run->n_workers, (double) pgdl_worker_cache_mem * 1024.0) * run->n_workers;
 
 	values[1] = ObjectIdGetDatum(run->ds->packed);
 	values[4] = Int32GetDatum(list_length(run->configs));
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	values[11] = Float8GetDatum(totals->seconds);
+	/* workers start and read their partitions once */
+	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) +
+								pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
+								pgdl_profile_worker_start_seconds(prof, run->n_workers) : totals->seconds);
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
 											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
+	values[14] = Float8GetDatum((totals->models_bytes + run->n_workers * totals->workspace + buffers) / 1048576.0);
+	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * A configuration's training over the run, predicted: with this server's
+ * profile, its epochs (training, and validation at the forward pass's share of
+ * a step) at one worker's pace among the run's workers; without one, its
+ * training FLOPs at pgdl.cpu_gflops.  Into its group's row.
+ */
+static void
+explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, ExplainGroup *eg,
+			   ExplainTotals *totals)
+{
+	const NnSpec *spec = c->transfer ? &c->transfer->rest->spec : c->spec;
+	double		flops = c->cost * run->ds->n_rows_hint * run->epochs;
+	double		ips = pgdl_predict_images_per_second(prof, spec, &c->config.optim, c->config.batch_size,
+													 run->n_workers, false);
+	double		seconds;
+	NnMemory	mem;
+	NnCost		cost;
+	NnError		err;
+
+	if (!nn_spec_memory(spec, &c->config.optim, c->config.batch_size, &mem, &err) ||
+		!nn_spec_cost(spec, NULL, &cost, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (prof->id)
+		seconds = run->epochs * (run->ds->n_rows_hint +
+								 (run->vds ? (double) run->vds->n_rows_hint * cost.flops_forward / Max(cost.flops_train, 1) : 0)) / ips;
+	else
+		seconds = flops / (pgdl_cpu_gflops * 1e9);
+	eg->n_configs++;
+	eg->train_flops += flops;
+	eg->seconds += seconds / run->n_workers;
+	eg->memory += mem.model + mem.optim;
+	eg->workspace = Max(eg->workspace, mem.workspace);
+	totals->longest = Max(totals->longest, seconds);
+	totals->models_bytes += mem.model + mem.optim;
+	totals->workspace = Max(totals->workspace, mem.workspace);
+
+	pushJsonbValue(&eg->configs, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&eg->configs, "config", c->config_id);
+	if (c->arch_name)
+		pgdl_jsonb_put_string(&eg->configs, "architecture", c->arch_name);
+	pgdl_jsonb_put_int(&eg->configs, "batch_size", c->config.batch_size);
+	pgdl_jsonb_put_float8(&eg->configs, "images_per_second", ips);
+	pgdl_jsonb_put_float8(&eg->configs, "seconds", seconds);
+	pgdl_jsonb_put_int(&eg->configs, "memory_bytes", mem.total);
+	pushJsonbValue(&eg->configs, WJB_END_OBJECT, NULL);
 }
 
 /*
@@ -1230,7 +1310,7 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
  * do, without doing it: a row per group of configurations that share a frozen
  * prefix (cache to reuse, build, refresh or rebuild, or recompute), a row for
  * the configurations trained from scratch, and a total, with predicted compute,
- * storage and time.
+ * storage, time and memory (pgdl.estimate's prediction, per configuration).
  */
 PG_FUNCTION_INFO_V1(pgdl_explain_fit_multiple);
 Datum
@@ -1239,24 +1319,27 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 	MopRun	   *run = setup_run(fcinfo);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n_groups = run->plan->n_groups;
-	double	   *train_flops = palloc0(sizeof(double) * (n_groups + 1));
-	int		   *configs = palloc0(sizeof(int) * (n_groups + 1));
+	ExplainGroup *groups = palloc0(sizeof(ExplainGroup) * (n_groups + 1));
+	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
 	ExplainTotals totals = {0};
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
+	pgdl_profile_load(prof);
+	for (int g = 0; g <= n_groups; g++)
+		pushJsonbValue(&groups[g].configs, WJB_BEGIN_ARRAY, NULL);
 	/* training the trainable layers: every configuration, every epoch, spread over the workers */
 	foreach(lc, run->configs)
 	{
 		MopConfig  *c = lfirst(lc);
 
-		train_flops[c->source] += c->cost * run->ds->n_rows_hint * run->epochs;
-		configs[c->source]++;
+		CHECK_FOR_INTERRUPTS();
+		explain_config(run, c, prof, &groups[c->source], &totals);
 	}
 	for (int g = -1; g < n_groups; g++)
-		if (g >= 0 || configs[0] > 0)
-			explain_group(rsinfo, run, g, configs[g + 1], train_flops[g + 1], &totals);
-	explain_total(rsinfo, run, &totals);
+		if (g >= 0 || groups[0].n_configs > 0)
+			explain_group(rsinfo, run, g, &groups[g + 1], prof, &totals);
+	explain_total(rsinfo, run, &totals, prof);
 	return (Datum) 0;
 }
 

@@ -84,6 +84,7 @@ typedef struct MopModel
 	int32		source;			/* index into MopShared.sources */
 	PgdlTrainConfig config;
 	double		cost;			/* training FLOPs per example: heavier models start first */
+	double		predicted_seconds;	/* an epoch's training, predicted (throughput.c): for pgdl.run_metrics */
 	MopModelState state;
 	int32		epoch;			/* epochs completed */
 	int32		visit;			/* partitions visited in the current epoch */

@@ -499,6 +499,7 @@ typedef struct PgdlEpochMetrics
 	bool		has_validation;
 	bool		diverged;		/* training stopped in this epoch: see PgdlDivergence */
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
+	double		predicted_seconds;	/* fit_multiple: the epoch's training as pgdl.estimate predicts it; 0: none */
 } PgdlEpochMetrics;
 
 /*

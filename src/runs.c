@@ -70,7 +70,7 @@ typedef struct Statement
 {
 	const char *sql;
 	int			nargs;
-	Oid			types[11];
+	Oid			types[12];
 	SPIPlanPtr	plan;
 } Statement;
 
@@ -89,9 +89,10 @@ static Statement finish_run = {
 };
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-	"validation_loss, validation_accuracy, seconds, images_per_second, state, node) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-	11, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID}
+	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+	12, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
+	FLOAT8OID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -282,11 +283,11 @@ pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 void
 pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
 {
-	Datum		values[11];
-	char		nulls[11] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+	Datum		values[12];
+	char		nulls[12] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
 		m->classification ? MEASURED(m->train_accuracy) : 'n',
 		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
-	node ? ' ' : 'n'};
+	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n'};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -299,6 +300,7 @@ pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const P
 	values[8] = Float8GetDatum(m->images_per_second);
 	values[9] = CStringGetTextDatum(m->diverged ? "diverged" : "ok");
 	values[10] = node ? CStringGetTextDatum(node) : (Datum) 0;
+	values[11] = Float8GetDatum(m->predicted_seconds);
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();

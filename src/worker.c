@@ -309,6 +309,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	metrics.validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
 	metrics.seconds = m->seconds;
 	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
+	metrics.predicted_seconds = m->predicted_seconds;
 
 	wait_for_run_row();
 	record_epoch(i, nn, &metrics);

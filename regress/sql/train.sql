@@ -45,8 +45,8 @@ SELECT pgdl.validate_config('{"batch_size": 0}');
 SELECT pgdl.validate_config('{"seed": -1}');
 SELECT pgdl.validate_config('{"learning_rate": 0.1}');
 
--- cost of design.md's reference models
-SELECT * FROM pgdl.estimate('{"input": [784], "layers": [{"type": "dense", "units": 512}, {"type": "relu"},
+-- cost of design.md's reference models (the predicted pace: estimate.sql)
+SELECT parameters, flops_forward, flops_train, activation_bytes, batch_size, memory_bytes, basis FROM pgdl.estimate('{"input": [784], "layers": [{"type": "dense", "units": 512}, {"type": "relu"},
   {"type": "dense", "units": 256}, {"type": "relu"}, {"type": "dense", "units": 10}]}',
   '{"momentum": 0.9}');
 SELECT * FROM pgdl.estimate_layers('{"input": [1, 28, 28], "layers": [

@@ -105,6 +105,8 @@ CREATE EXTENSION pgdl;
 CREATE ROLE sweeper LOGIN;
 CREATE ROLE sweep_other LOGIN;
 GRANT CREATE ON SCHEMA public TO sweeper, sweep_other;
+-- pgdl.calibrate is for pgdl_admin (and superusers): the sweeper may call it too
+GRANT EXECUTE ON FUNCTION pgdl.calibrate(double precision, integer) TO sweeper;
 
 -- Runs one generated call in a subtransaction that is always rolled back and
 -- answers one line:
@@ -448,6 +450,9 @@ my %VALID = (
 	'buffers'                      => '(SELECT buffers FROM sweep_fix)',
 	'space'                        => jsonb_sql($SPACE),
 	'add_architecture.name'        => q{'sweep_new_arch'},
+	'estimate.examples'            => '60000',
+	'calibrate.seconds'            => '1',
+	'calibrate.workers'            => '1',
 	'fit.name'                     => q{'sweep_fit_model'},
 	'source'                       => q{'sweep_packed'},
 	'pack.source'                  => q{'sweep_points'},
@@ -821,7 +826,7 @@ my %EXTRA = (
 		[ 'an injection'                     => q{'sweep_site; DROP TABLE sweep_site'} ],
 		[ 'the coordinator\'s distributed'   => q{'sweep_dist'} ],
 	],
-	'examples' => [
+	'examples:bigint[]' => [
 		[ 'zero examples each'  => q{'{0,0}'} ],
 		[ 'INT64_MAX each'      => q{'{9223372036854775807,9223372036854775807}'} ],
 		[ 'a negative count'    => q{'{10,-1}'} ],

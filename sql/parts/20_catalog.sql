@@ -88,6 +88,7 @@ CREATE TABLE pgdl.run_metrics (
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged')),	-- 'diverged': training stopped in this epoch
 	node text,								-- pgdl.fit_federated: the server a site's row is of; NULL: the run's model
+	predicted_seconds double precision,	-- pgdl.fit_multiple: the epoch's training as pgdl.estimate predicted it
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
 );
 

@@ -15,12 +15,14 @@ CREATE FUNCTION pgdl.add_architecture(name text, spec jsonb) RETURNS bigint
 COMMENT ON FUNCTION pgdl.add_architecture(text, jsonb) IS
 	'validates a network spec and stores it in pgdl.architectures under a name; returns its id';
 
-CREATE FUNCTION pgdl.estimate(spec jsonb, config jsonb DEFAULT '{}',
+CREATE FUNCTION pgdl.estimate(spec jsonb, config jsonb DEFAULT '{}', examples bigint DEFAULT NULL,
 		OUT parameters bigint, OUT flops_forward bigint, OUT flops_train bigint,
-		OUT activation_bytes bigint, OUT batch_size integer, OUT memory_bytes bigint)
-	AS 'MODULE_PATHNAME', 'pgdl_estimate' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION pgdl.estimate(jsonb, jsonb) IS
-	'cost of a spec: parameters, FLOPs per example (forward; training), activation bytes per example, and training memory for one batch';
+		OUT activation_bytes bigint, OUT batch_size integer, OUT memory_bytes bigint,
+		OUT profile bigint, OUT basis text, OUT images_per_second double precision,
+		OUT seconds_per_epoch double precision, OUT workers jsonb, OUT memory jsonb)
+	AS 'MODULE_PATHNAME', 'pgdl_estimate' LANGUAGE C STABLE PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.estimate(jsonb, jsonb, bigint) IS
+	'cost of a spec: parameters, FLOPs per example (forward; training), activation bytes per example, training memory for one batch, and the predicted pace from this server''s profile (pgdl.calibrate) or pgdl.cpu_gflops';
 
 CREATE FUNCTION pgdl.estimate_layers(spec jsonb,
 		OUT layer integer, OUT type text, OUT output_shape integer[], OUT parameters bigint,

@@ -180,10 +180,11 @@ CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs 
 	RETURNS TABLE ("group" integer, source regclass, base_model bigint, frozen_layers integer, configs integer,
 				   action text, cache text, validation_cache text, staged_from text, gflops double precision,
 				   storage_mb double precision, predicted_seconds double precision, reason text,
-				   prefix_gflops_per_pass double precision)
+				   prefix_gflops_per_pass double precision, memory_mb double precision, basis text,
+				   predictions jsonb)
 	AS 'MODULE_PATHNAME', 'pgdl_explain_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer) IS
-	'the plan of pgdl.fit_multiple with the same arguments, without running it: per group of configurations sharing a frozen prefix, the feature cache to reuse, build, refresh or rebuild (or recompute), with predicted compute, storage and time';
+	'the plan of pgdl.fit_multiple with the same arguments, without running it: per group of configurations sharing a frozen prefix, the feature cache to reuse, build, refresh or rebuild (or recompute), with predicted compute, storage, time and memory, and each configuration''s predicted pace';
 
 CREATE FUNCTION pgdl.drop_feature_cache(cache regclass) RETURNS void
 	LANGUAGE plpgsql STRICT SET search_path = pg_catalog, pg_temp AS

@@ -1,0 +1,120 @@
+#!/bin/bash
+# bench/estimate.sh -- how well pgdl.estimate predicts: pgdl.calibrate() measures this server, then for
+# networks and batch sizes the calibration did not use (MLPs and CNNs of several widths and depths, with
+# batchnorm, dropout, average and global pooling, tanh, sigmoid, leaky_relu, adam) the predicted images/s
+# (pgdl.estimate) against the measured (pgdl.fit, two epochs on a subset of Fashion-MNIST: the second
+# epoch's pgdl.run_metrics.images_per_second, training from the buffers the first kept in memory, which is
+# what images_per_second predicts; the first epoch's seconds, which also read the packed table and start
+# the call, are shown beside pgdl.estimate's seconds_per_epoch), and the predicted wall time of a small
+# pgdl.fit_multiple run (pgdl.explain_fit_multiple's total) against the measured one.
+#
+# Usage: bench/estimate.sh   (make install first; make bench-estimate runs it, about 3 minutes)
+# Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE, or none (a private
+# server is started).  LIMIT (default 12800 training images), CALIBRATE_SECONDS (default 40).
+# The last line is always
+#   estimate: median error = X%, worst = Y%
+# over every pair and the fit_multiple run (error = |predicted - measured| / measured).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LIMIT=${LIMIT:-12800}
+CALIBRATE_SECONDS=${CALIBRATE_SECONDS:-40}
+SET=bench_estimate
+
+# shellcheck source=bench/pg_private.sh
+. "$HERE/pg_private.sh"
+bench_start estimate
+echo "data: $n_train training images ($train), buffers of 3200 rows, 2 partitions"
+
+psql <<SQL
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgdl;
+DELETE FROM pgdl.models WHERE name LIKE 'bench_est_%' OR run IN (SELECT id FROM pgdl.runs WHERE config->>'set' = '$SET');
+DELETE FROM pgdl.runs WHERE config->>'set' = '$SET';
+DELETE FROM pgdl.configs WHERE set_name = '$SET';
+DROP TABLE IF EXISTS bench_est_train, bench_est_results;
+SELECT pgdl.pack('$train', 'image', 'label', 'bench_est_train', buffer_rows => 3200, partitions => 2, seed => 42,
+                 scale => 1 / 255.0) IS NOT NULL AS packed \gset
+CREATE TABLE bench_est_results (what text, batch integer, predicted double precision, measured double precision,
+                                first_predicted double precision, first_measured double precision);
+SQL
+
+cal_s=$(psql -At <<SQL
+SELECT clock_timestamp() AS t0 \gset
+SELECT pgdl.calibrate($CALIBRATE_SECONDS) AS profile \gset
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 1);
+SQL
+)
+echo "calibrate: $cal_s s; $(psql -At -c "SELECT format('%s points, %s workers, concurrency ratios compute %s, memory %s',
+  jsonb_array_length(measurements->'points'), workers, round((measurements->'concurrency'->>'compute')::numeric, 2),
+  round((measurements->'concurrency'->>'memory')::numeric, 2)) FROM pgdl.server_profiles ORDER BY id DESC LIMIT 1")"
+
+dense() { printf '{"type": "dense", "units": %s}' "$1"; }
+conv() { printf '{"type": "conv2d", "filters": %s, "kernel": %s, "padding": %s}' "$1" "$2" "$(($2 / 2))"; }
+act() { printf '{"type": "%s"}' "$1"; }
+pool() { printf '{"type": "%s", "size": 2}' "$1"; }
+mlp() { printf '{"input": [784], "layers": [%s]}' "$1"; }
+cnn() { printf '{"input": [1, 28, 28], "layers": [%s]}' "$1"; }
+
+# name | spec | config: none of these networks, nor batch sizes 32, 50, 100, 128, 160 and 200, is calibrated
+nets=(
+	"mlp 128|$(mlp "$(dense 128), $(act relu), $(dense 10)")|{\"batch_size\": 32, \"momentum\": 0.9}"
+	"mlp 300-100|$(mlp "$(dense 300), $(act relu), $(dense 100), $(act relu), $(dense 10)")|{\"batch_size\": 100, \"momentum\": 0.9}"
+	"mlp 1000|$(mlp "$(dense 1000), $(act relu), $(dense 10)")|{\"batch_size\": 128}"
+	"mlp 512-256 adam|$(mlp "$(dense 512), $(act relu), $(dense 256), $(act relu), $(dense 10)")|{\"batch_size\": 64, \"optimizer\": \"adam\", \"lr\": 0.001}"
+	"mlp 3x256 tanh|$(mlp "$(dense 256), $(act tanh), $(dense 256), $(act tanh), $(dense 256), $(act tanh), $(dense 10)")|{\"batch_size\": 200, \"momentum\": 0.9}"
+	"mlp 512 bn dropout|$(mlp "$(dense 512), $(act batchnorm), $(act relu), $(act dropout), $(dense 10)")|{\"batch_size\": 128, \"momentum\": 0.9}"
+	"mlp 400-200 leaky|$(mlp "$(dense 400), $(act leaky_relu), $(dense 200), $(act leaky_relu), $(dense 10)")|{\"batch_size\": 160, \"momentum\": 0.9}"
+	"cnn 16-32 (reference)|$(cnn "$(conv 16 3), $(act relu), $(pool maxpool2d), $(conv 32 3), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 10)")|{\"batch_size\": 128, \"momentum\": 0.9}"
+	"cnn 8 k5|$(cnn "$(conv 8 5), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 10)")|{\"batch_size\": 32, \"momentum\": 0.9}"
+	"cnn 16 bn avgpool 32 gap|$(cnn "$(conv 16 3), $(act batchnorm), $(act relu), $(pool avgpool2d), $(conv 32 3), $(act relu), $(act global_avgpool), $(dense 10)")|{\"batch_size\": 64, \"momentum\": 0.9}"
+	"cnn 32-64 dense 128|$(cnn "$(conv 32 3), $(act relu), $(pool maxpool2d), $(conv 64 3), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 128), $(act relu), $(dense 10)")|{\"batch_size\": 100, \"momentum\": 0.9}"
+	"cnn 12 sigmoid avgpool|$(cnn "$(conv 12 3), $(act sigmoid), $(pool avgpool2d), $(act flatten), $(dense 10)")|{\"batch_size\": 50, \"momentum\": 0.9}"
+	"cnn 16-16-32 deep|$(cnn "$(conv 16 3), $(act relu), $(conv 16 3), $(act relu), $(pool maxpool2d), $(conv 32 3), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 10)")|{\"batch_size\": 128, \"optimizer\": \"adam\", \"lr\": 0.001}"
+)
+
+echo "== pgdl.fit, 2 epochs each: predicted (pgdl.estimate) vs measured (pgdl.run_metrics, epoch 2) images/s;"
+echo "   first epoch's seconds (reading the packed table, starting the call) for information"
+printf '%-26s %6s %10s %10s %7s %14s %14s\n' network batch predicted measured error 'epoch 1 pred' 'epoch 1 meas' 
+for n in "${nets[@]}"; do
+	IFS='|' read -r name spec config <<<"$n"
+	psql -v name="$name" -v spec="$spec" -v config="$config" -v n_train="$n_train" <<'SQL'
+SET client_min_messages = warning;
+SELECT images_per_second AS predicted, seconds_per_epoch AS first FROM pgdl.estimate(:'spec', :'config', :n_train) \gset
+SELECT pgdl.fit('bench_est_train', :'spec'::jsonb, :'config', epochs => 2, name => 'bench_est_' || md5(:'name')) AS model \gset
+INSERT INTO bench_est_results
+SELECT :'name', (:'config'::jsonb->>'batch_size')::integer, :predicted, r2.images_per_second, :first, r1.seconds
+  FROM pgdl.models m JOIN pgdl.run_metrics r1 ON r1.run = m.run AND r1.epoch = 1
+       JOIN pgdl.run_metrics r2 ON r2.run = m.run AND r2.epoch = 2 WHERE m.id = :model;
+SQL
+done
+psql -At -c "SELECT format('%-26s %6s %10s %10s %6s%% %14s %14s', what, batch, round(predicted::numeric), round(measured::numeric),
+  round((100 * abs(predicted - measured) / measured)::numeric, 1), round(first_predicted::numeric, 3), round(first_measured::numeric, 3))
+  FROM bench_est_results ORDER BY ctid"
+
+echo "== pgdl.fit_multiple, 2 workers, 1 epoch, 4 configurations: predicted (explain_fit_multiple) vs measured wall time"
+psql <<SQL
+SET client_min_messages = warning;
+SELECT pgdl.add_architecture('bench_est_mlp', '$(mlp "$(dense 384), $(act relu), $(dense 128), $(act relu), $(dense 10)")') AS mlp \gset
+SELECT pgdl.add_architecture('bench_est_cnn', '$(cnn "$(conv 12 3), $(act relu), $(pool maxpool2d), $(conv 24 3), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 10)")') AS cnn \gset
+INSERT INTO pgdl.configs (set_name, architecture, config) VALUES
+  ('$SET', :mlp, '{"batch_size": 64, "momentum": 0.9, "lr": 0.01, "seed": 42}'),
+  ('$SET', :mlp, '{"batch_size": 128, "optimizer": "adam", "lr": 0.001, "seed": 42}'),
+  ('$SET', :cnn, '{"batch_size": 64, "momentum": 0.9, "lr": 0.01, "seed": 42}'),
+  ('$SET', :cnn, '{"batch_size": 100, "momentum": 0.9, "lr": 0.02, "seed": 42}');
+SELECT predicted_seconds AS predicted FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
+ WHERE action = 'total' \gset
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) AS models FROM pgdl.fit_multiple('bench_est_train', '$SET', 1, workers => 2) \gset
+INSERT INTO bench_est_results
+SELECT 'fit_multiple wall time', NULL, :predicted, extract(epoch FROM clock_timestamp() - :'t0'::timestamptz);
+SQL
+psql -At -c "SELECT format('fit_multiple: predicted %s s, measured %s s, error %s%%', round(predicted::numeric, 2),
+  round(measured::numeric, 2), round((100 * abs(predicted - measured) / measured)::numeric, 1))
+  FROM bench_est_results WHERE what = 'fit_multiple wall time'"
+psql -At -c "SELECT format('  per model and epoch (pgdl.run_metrics): predicted %s s, measured %s s of training',
+  round(sum(m.predicted_seconds)::numeric, 2), round(sum(m.seconds)::numeric, 2))
+  FROM pgdl.run_metrics m JOIN pgdl.runs r ON r.id = m.run WHERE r.config->>'set' = '$SET'"
+
+psql -At -c "SELECT format('estimate: median error = %s%%, worst = %s%%',
+  round(percentile_cont(0.5) WITHIN GROUP (ORDER BY e)::numeric, 1), round(max(e)::numeric, 1))
+  FROM (SELECT 100 * abs(predicted - measured) / measured AS e FROM bench_est_results) s"

@@ -1,0 +1,688 @@
+/*
+ * calibrate.c -- pgdl.calibrate(): what this server's engine does, measured.
+ *
+ * Small probe networks are trained for a moment each (forward, loss, backward,
+ * update; one BLAS thread, as every pgdl backend and worker trains): dense and
+ * conv2d layers of several shape classes, the memory-bound layers on
+ * activations of two sizes, the optimizer updates, and a step's fixed cost, each
+ * at several batch sizes.  A layer's time is isolated by difference: a probe
+ * with the layer against one without it.  Then N background workers (N =
+ * min(cores, pgdl.max_workers)) run three of the probes at once, which shows
+ * what sharing the memory bandwidth costs each of them.  The points go into a
+ * dated row of pgdl.server_profiles (sql/parts/27_profiles.sql), from which
+ * throughput.c predicts.
+ */
+#include "postgres.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/dsm.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "pgdl.h"
+#include "throughput.h"
+
+#define CAL_MIN_SECONDS		1.0
+#define CAL_MAX_SECONDS		600.0
+#define CAL_MAX_POINTS		192
+#define CAL_CONC_PROBES		3
+#define CAL_MAGIC			0x70676361	/* "pgca" */
+#define CAL_STACK			3	/* copies of a shape-keeping layer in its probe */
+
+static const int32 cal_batches[] = {16, 64, 256};
+#define CAL_N_BATCHES lengthof(cal_batches)
+
+/* activations of the memory-bound probes: [C, H, W] */
+static const int32 cal_acts[][3] = {{8, 14, 14}, {16, 28, 28}};
+
+/* dense probes: inputs, units */
+static const int32 cal_dense[][2] = {{64, 64}, {256, 256}, {784, 512}, {1024, 1024}};
+
+/* conv2d probes: input channels, filters, height = width, kernel; then first layers (no input gradient) */
+static const int32 cal_conv_first[][4] = {{1, 16, 28, 3}, {1, 32, 28, 3}};
+static const int32 cal_conv[][4] = {{1, 16, 28, 3}, {4, 16, 28, 3}, {16, 32, 14, 3}, {16, 16, 28, 3}, {32, 64, 14, 3}};
+
+typedef struct CalPoint
+{
+	const char *kind;
+	double		size;			/* per example: training FLOPs, input floats, or parameters */
+	int32		batch;
+	double		seconds;		/* per step */
+} CalPoint;
+
+typedef struct Cal
+{
+	CalPoint	points[CAL_MAX_POINTS];
+	int			n;
+	double		budget;			/* seconds each probe runs */
+} Cal;
+
+/* What the concurrent workers share. */
+typedef struct CalShared
+{
+	uint32		magic;
+	int32		n_workers;
+	double		budget;
+	volatile bool go;
+	volatile bool done[PGDL_MAX_WORKERS];
+	double		seconds[PGDL_MAX_WORKERS][CAL_CONC_PROBES];
+} CalShared;
+
+static double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- probe networks ---- */
+
+static void
+spec_start(NnSpec *spec, int32 c, int32 h, int32 w, NnLoss loss)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->input_ndim = h > 0 ? 3 : 1;
+	spec->input[0] = c;
+	spec->input[1] = h;
+	spec->input[2] = w;
+	spec->loss = loss;
+}
+
+static NnLayerSpec *
+spec_add(NnSpec *spec, NnLayerType type)
+{
+	NnLayerSpec *l = &spec->layers[spec->n_layers++];
+
+	nn_layer_defaults(l, type);
+	return l;
+}
+
+static void
+fill_uniform(float *v, int64 n, uint64 stream)
+{
+	for (int64 i = 0; i < n; i++)
+		v[i] = nn_rng_uniform(42, stream, (uint64) i) - 0.5f;
+}
+
+/*
+ * Seconds per training step of spec at batch with optimizer opt (NULL: SGD
+ * with momentum 0.9), after one step to warm up; at least one step and about
+ * `budget` seconds.  update_only: time nn_model_update alone.
+ */
+static double
+time_steps(const NnSpec *spec, int32 batch, const NnOptim *opt, bool update_only, double budget)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl calibration probe",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	NnOptim		sgd;
+	NnModel    *m;
+	NnError		err;
+	NnBatchStats stats = {0};
+	float	   *x,
+			   *y;
+	int64		n_in,
+				n_y;
+	double		start,
+				elapsed;
+	int			steps = 0;
+
+	if (opt == NULL)
+	{
+		nn_optim_defaults(&sgd, NN_OPT_SGD);
+		sgd.momentum = 0.9f;
+		opt = &sgd;
+	}
+	m = nn_model_create(spec, 42, &err);
+	if (m == NULL)
+		pgdl_report_nn_error("calibration probe", &err);
+	pgdl_model_free_with(m, cxt);
+	if (!nn_model_set_optim(m, opt, &err) || !nn_model_reserve(m, batch, &err))
+		pgdl_report_nn_error("calibration probe", &err);
+	n_in = nn_model_input_size(m) * batch;
+	n_y = nn_model_target_size(m) * batch;
+	x = palloc(sizeof(float) * n_in);
+	y = palloc(sizeof(float) * n_y);
+	fill_uniform(x, n_in, 1);
+	if (spec->loss == NN_LOSS_CROSS_ENTROPY)
+		for (int64 i = 0; i < n_y; i++)
+			y[i] = (float) (i % nn_model_output_size(m));
+	else
+		fill_uniform(y, n_y, 2);
+
+	if (!nn_model_train_step(m, x, y, batch, &stats, &err))
+		pgdl_report_nn_error("calibration probe", &err);
+	start = now_seconds();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (update_only)
+			nn_model_update(m);
+		else if (!nn_model_train_step(m, x, y, batch, &stats, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		steps++;
+		elapsed = now_seconds() - start;
+	} while (elapsed < budget);
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return elapsed / steps;
+}
+
+static void
+add_point(Cal *cal, const char *kind, double size, int32 batch, double seconds)
+{
+	CalPoint   *p;
+
+	if (cal->n >= CAL_MAX_POINTS)
+		elog(ERROR, "too many calibration points");
+	p = &cal->points[cal->n++];
+	p->kind = kind;
+	p->size = size;
+	p->batch = batch;
+	/* a difference of two noisy timings can come out at or below zero: keep a floor */
+	p->seconds = Max(seconds, 1e-12 * Max(size, 1.0) * batch);
+}
+
+/* What the points measured so far say one kind costs (throughput.c's interpolation). */
+static double
+measured(const Cal *cal, const char *kind, double size, int32 batch)
+{
+	PgdlProfile prof = {0};
+
+	for (int i = 0; i < cal->n; i++)
+		pgdl_profile_add_point(&prof, cal->points[i].kind, cal->points[i].size, cal->points[i].batch,
+							   cal->points[i].seconds);
+	return pgdl_profile_kind_seconds(&prof, kind, size, batch);
+}
+
+/* ---- the probes, one family at a time ---- */
+
+/* input -> relu -> (what add adds) -> mse: the relu keeps the layer under test off position 0 */
+static double
+time_act(const int32 *s, int32 batch, NnLayerType type, int copies, double budget)
+{
+	NnSpec		spec;
+
+	spec_start(&spec, s[0], s[1], s[2], NN_LOSS_MSE);
+	spec_add(&spec, NN_RELU);
+	for (int k = 0; k < copies; k++)
+	{
+		NnLayerSpec *l = spec_add(&spec, type);
+
+		if (type == NN_MAXPOOL2D || type == NN_AVGPOOL2D)
+			l->kernel = 2;
+	}
+	return time_steps(&spec, batch, NULL, false, budget);
+}
+
+static void
+probe_memory_bound(Cal *cal)
+{
+	static const struct
+	{
+		const char *kind;
+		NnLayerType type;
+	}			stacked[] = {{"relu", NN_RELU}, {"sigmoid", NN_SIGMOID}, {"tanh", NN_TANH},
+	{"dropout", NN_DROPOUT}, {"batchnorm", NN_BATCHNORM}};
+
+	for (int a = 0; a < lengthof(cal_acts); a++)
+		for (int b = 0; b < CAL_N_BATCHES; b++)
+		{
+			const int32 *s = cal_acts[a];
+			int32		batch = cal_batches[b];
+			double		floats = (double) s[0] * s[1] * s[2];
+			int32		half[3] = {s[0], s[1] / 2, s[2] / 2};
+			int32		flat[3] = {s[0], 0, 0};
+			double		base = time_act(s, batch, NN_RELU, 0, cal->budget);
+			double		base_half = time_act(half, batch, NN_RELU, 0, cal->budget);
+			double		base_flat = time_act(flat, batch, NN_RELU, 0, cal->budget);
+			double		relu;
+
+			for (int k = 0; k < lengthof(stacked); k++)
+				add_point(cal, stacked[k].kind, floats, batch,
+						  (time_act(s, batch, stacked[k].type, CAL_STACK, cal->budget) - base) / CAL_STACK);
+			/*
+			 * A pool's probe ends on a smaller output than the relu before it: its baseline is a relu
+			 * over that output, and the first relu's forward pass (about half a relu) over the
+			 * difference.
+			 */
+			relu = cal->points[cal->n - lengthof(stacked)].seconds / floats;
+			add_point(cal, "maxpool2d", floats, batch,
+					  time_act(s, batch, NN_MAXPOOL2D, 1, cal->budget) - base_half - 0.5 * relu * floats * 3 / 4);
+			add_point(cal, "avgpool2d", floats, batch,
+					  time_act(s, batch, NN_AVGPOOL2D, 1, cal->budget) - base_half - 0.5 * relu * floats * 3 / 4);
+			add_point(cal, "global_avgpool", floats, batch,
+					  time_act(s, batch, NN_GLOBAL_AVGPOOL, 1, cal->budget) - base_flat -
+					  0.5 * relu * (floats - s[0]));
+		}
+}
+
+/* The optimizer updates, per parameter, on a model of 400k parameters. */
+static void
+probe_updates(Cal *cal)
+{
+	static const struct
+	{
+		const char *kind;
+		NnOptType	type;
+		float		momentum;
+	}			opts[] = {{"update_sgd", NN_OPT_SGD, 0.0f}, {"update_momentum", NN_OPT_SGD, 0.9f},
+	{"update_adam", NN_OPT_ADAM, 0.0f}};
+	NnSpec		spec;
+	NnCost		cost;
+
+	spec_start(&spec, 784, 0, 0, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&spec, NN_DENSE)->units = 512;
+	spec_add(&spec, NN_DENSE)->units = 10;
+	if (!nn_spec_cost(&spec, NULL, &cost, NULL))
+		elog(ERROR, "invalid calibration probe");
+	for (int k = 0; k < lengthof(opts); k++)
+	{
+		NnOptim		opt;
+
+		nn_optim_defaults(&opt, opts[k].type);
+		opt.momentum = opts[k].momentum;
+		add_point(cal, opts[k].kind, (double) cost.params, 1,
+				  time_steps(&spec, 16, &opt, true, cal->budget));
+	}
+}
+
+/* A step's fixed cost: a network that does almost nothing, 10 inputs to 10 classes. */
+static void
+probe_step(Cal *cal)
+{
+	NnSpec		spec;
+
+	spec_start(&spec, 10, 0, 0, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&spec, NN_DENSE)->units = 10;
+	for (int b = 0; b < CAL_N_BATCHES; b++)
+		add_point(cal, "step", 1, cal_batches[b], time_steps(&spec, cal_batches[b], NULL, false, cal->budget));
+}
+
+/*
+ * A compute layer at position 1 (behind a relu, so that its input gradient is
+ * computed, as for every layer but the first); the relu, the loss (about a
+ * relu over the output) and the update are taken off.
+ */
+static void
+add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int32 batch)
+{
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnCost		per[2];
+	int			l = spec->n_layers - 1;	/* the layer measured: the last */
+	double		t;
+
+	if (!nn_spec_validate(spec, shape, NULL) || !nn_spec_cost(spec, per, NULL, NULL))
+		elog(ERROR, "invalid calibration probe");
+	t = time_steps(spec, batch, NULL, false, cal->budget);
+	if (l > 0)
+		t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
+	t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[l + 1]), batch);
+	t -= measured(cal, "update_momentum", (double) per[l].params, 1);
+	add_point(cal, kind, (double) per[l].flops_train, batch, t);
+}
+
+static void
+probe_compute(Cal *cal)
+{
+	for (int b = 0; b < CAL_N_BATCHES; b++)
+	{
+		for (int d = 0; d < lengthof(cal_dense); d++)
+		{
+			NnSpec		spec;
+
+			spec_start(&spec, cal_dense[d][0], 0, 0, NN_LOSS_MSE);
+			spec_add(&spec, NN_RELU);
+			spec_add(&spec, NN_DENSE)->units = cal_dense[d][1];
+			add_compute_point(cal, "dense", &spec, cal_batches[b]);
+		}
+		for (int c = 0; c < lengthof(cal_conv); c++)
+		{
+			NnSpec		spec;
+			NnLayerSpec *l;
+
+			spec_start(&spec, cal_conv[c][0], cal_conv[c][2], cal_conv[c][2], NN_LOSS_MSE);
+			spec_add(&spec, NN_RELU);
+			l = spec_add(&spec, NN_CONV2D);
+			l->filters = cal_conv[c][1];
+			l->kernel = cal_conv[c][3];
+			l->padding = cal_conv[c][3] / 2;
+			add_compute_point(cal, "conv2d", &spec, cal_batches[b]);
+		}
+		for (int c = 0; c < lengthof(cal_conv_first); c++)
+		{
+			NnSpec		spec;
+			NnLayerSpec *l;
+
+			spec_start(&spec, cal_conv_first[c][0], cal_conv_first[c][2], cal_conv_first[c][2], NN_LOSS_MSE);
+			l = spec_add(&spec, NN_CONV2D);
+			l->filters = cal_conv_first[c][1];
+			l->kernel = cal_conv_first[c][3];
+			l->padding = cal_conv_first[c][3] / 2;
+			add_compute_point(cal, "conv2d_first", &spec, cal_batches[b]);
+		}
+	}
+}
+
+/*
+ * Reading packed buffers back from their table, per float: arrays stored
+ * EXTERNAL (as pgdl.pack stores them) detoasted from their TOAST chunks.
+ */
+#define CAL_READ_FLOATS 262144
+#define CAL_READ_ROWS	4
+
+static void
+probe_read(Cal *cal)
+{
+	double		start,
+				elapsed;
+	int			reads = 0;
+
+	SPI_connect();
+	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_read (x real[]) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY ||
+		SPI_execute("ALTER TABLE pgdl_calibrate_read ALTER COLUMN x SET STORAGE EXTERNAL", false, 0) != SPI_OK_UTILITY ||
+		SPI_execute("INSERT INTO pgdl_calibrate_read SELECT (SELECT array_agg(((g * 7919 + i) % 1000)::real) "
+					"FROM generate_series(1, " CppAsString2(CAL_READ_FLOATS) ") g) "
+					"FROM generate_series(1, " CppAsString2(CAL_READ_ROWS) ") i", false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not make the calibration's buffers");
+	start = now_seconds();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		/* not read-only: a read-only query would see the table as the statement's snapshot does, empty */
+		if (SPI_execute("SELECT sum(array_length(x, 1)) FROM pgdl_calibrate_read", false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read the calibration's buffers");
+		reads++;
+		elapsed = now_seconds() - start;
+	} while (reads < 2 || elapsed < cal->budget * 3);
+	add_point(cal, "read", CAL_READ_FLOATS, 1, elapsed / (reads * CAL_READ_ROWS));
+	if (SPI_execute("DROP TABLE pgdl_calibrate_read", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop the calibration's buffers");
+	SPI_finish();
+}
+
+/* ---- concurrency ---- */
+
+/* The three probes run alone and with N workers: a dense layer, a convolution, relus. */
+static void
+run_conc_probes(double budget, double *seconds)
+{
+	static const int32 act[3] = {16, 28, 28};
+	NnSpec		spec;
+	NnLayerSpec *l;
+
+	spec_start(&spec, 256, 0, 0, NN_LOSS_MSE);
+	spec_add(&spec, NN_RELU);
+	spec_add(&spec, NN_DENSE)->units = 256;
+	seconds[0] = time_steps(&spec, 64, NULL, false, budget);
+	spec_start(&spec, 16, 14, 14, NN_LOSS_MSE);
+	spec_add(&spec, NN_RELU);
+	l = spec_add(&spec, NN_CONV2D);
+	l->filters = 32;
+	l->kernel = 3;
+	l->padding = 1;
+	seconds[1] = time_steps(&spec, 64, NULL, false, budget);
+	seconds[2] = time_act(act, 64, NN_RELU, CAL_STACK, budget);
+}
+
+PGDLLEXPORT void pgdl_calibrate_worker_main(Datum main_arg);
+
+/* A concurrent worker: no database, only the engine; results into the segment. */
+void
+pgdl_calibrate_worker_main(Datum main_arg)
+{
+	dsm_segment *seg;
+	CalShared  *shared;
+	int32		me;
+	double		waited = 0;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int32));
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl calibration worker");
+	seg = dsm_attach(DatumGetUInt32(main_arg));
+	if (seg == NULL)
+		proc_exit(0);
+	shared = dsm_segment_address(seg);
+	if (shared->magic != CAL_MAGIC || me < 0 || me >= shared->n_workers)
+		proc_exit(0);
+	pgstat_report_appname("pgdl calibration");
+	pgdl_engine_prepare();
+	/* all start together; a leader that never says go is gone */
+	while (!shared->go && waited < 60)
+	{
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(1000);
+		waited += 0.001;
+	}
+	if (!shared->go)
+		proc_exit(0);
+	pg_memory_barrier();
+	run_conc_probes(shared->budget, shared->seconds[me]);
+	pg_memory_barrier();
+	shared->done[me] = true;
+	proc_exit(0);
+}
+
+/*
+ * Start n workers on the three probes at once and wait for them.  Returns the
+ * number that ran (0 when none could start); mean[] their mean seconds.
+ */
+static int
+run_concurrent(int n, double budget, double *mean, double *start_seconds)
+{
+	dsm_segment *seg = dsm_create(sizeof(CalShared), 0);
+	CalShared  *shared = dsm_segment_address(seg);
+	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * n);
+	int			started = 0;
+	bool		failed = false;
+	double		t0 = now_seconds();
+
+	memset(shared, 0, sizeof(CalShared));
+	shared->magic = CAL_MAGIC;
+	shared->budget = budget;
+	for (int w = 0; w < n; w++)
+	{
+		if (!pgdl_register_worker(seg, "pgdl_calibrate_worker_main", "pgdl calibration",
+								  "pgdl calibration worker", &w, sizeof(int32), &handles[w]))
+			break;
+		started++;
+	}
+	shared->n_workers = started;
+	PG_TRY();
+	{
+		pid_t		pid;
+
+		for (int w = 0; w < started; w++)
+			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
+				failed = true;
+		*start_seconds = now_seconds() - t0;
+		pg_memory_barrier();
+		shared->go = !failed && started >= 2;
+		for (int w = 0; shared->go && w < started; w++)
+		{
+			while (!shared->done[w])
+			{
+				CHECK_FOR_INTERRUPTS();
+				if (GetBackgroundWorkerPid(handles[w], &pid) == BGWH_STOPPED && !shared->done[w])
+				{
+					failed = true;
+					break;
+				}
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+			}
+		}
+	}
+	PG_FINALLY();
+	{
+		for (int w = 0; w < started; w++)
+			TerminateBackgroundWorker(handles[w]);
+	}
+	PG_END_TRY();
+	if (failed || started < 2)
+	{
+		dsm_detach(seg);
+		return started < 2 ? 0 : -1;
+	}
+	pg_memory_barrier();
+	for (int p = 0; p < CAL_CONC_PROBES; p++)
+	{
+		mean[p] = 0;
+		for (int w = 0; w < started; w++)
+			mean[p] += shared->seconds[w][p] / started;
+	}
+	dsm_detach(seg);
+	return started;
+}
+
+/* ---- the profile ---- */
+
+static Jsonb *
+profile_jsonb(const Cal *cal, int workers, double compute_ratio, double memory_ratio)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue *res;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "version", PGDL_PROFILE_VERSION);
+	pgdl_jsonb_put_string(&state, "blas", "one thread");
+	pgdl_jsonb_put_key(&state, "points");
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int i = 0; i < cal->n; i++)
+	{
+		pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		pgdl_jsonb_put_string(&state, "kind", cal->points[i].kind);
+		pgdl_jsonb_put_float8(&state, "size", cal->points[i].size);
+		pgdl_jsonb_put_int(&state, "batch", cal->points[i].batch);
+		pgdl_jsonb_put_float8(&state, "seconds", cal->points[i].seconds);
+		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	}
+	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	pgdl_jsonb_put_key(&state, "concurrency");
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "workers", workers);
+	pgdl_jsonb_put_float8(&state, "compute", compute_ratio);
+	pgdl_jsonb_put_float8(&state, "memory", memory_ratio);
+	pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+static int64
+store_profile(int cores, int workers, double seconds, Jsonb *measurements)
+{
+	Oid			types[6] = {INT8OID, TEXTOID, INT4OID, INT4OID, FLOAT8OID, JSONBOID};
+	Datum		values[6];
+	char		host[256];
+	int64		id;
+	bool		isnull;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		strlcpy(host, "unknown", sizeof(host));
+	host[sizeof(host) - 1] = '\0';
+	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[1] = CStringGetTextDatum(host);
+	values[2] = Int32GetDatum(cores);
+	values[3] = Int32GetDatum(workers);
+	values[4] = Float8GetDatum(seconds);
+	values[5] = JsonbPGetDatum(measurements);
+	SPI_connect();
+	if (SPI_execute_with_args("INSERT INTO pgdl.server_profiles (system_identifier, hostname, cores, workers, "
+							  "seconds, measurements) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+							  6, types, values, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "could not insert into pgdl.server_profiles");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return id;
+}
+
+/*
+ * calibrate(seconds, workers): measure this server for about `seconds` and
+ * store a new profile; returns its id.  workers NULL: min(cores, pgdl.max_workers).
+ */
+PG_FUNCTION_INFO_V1(pgdl_calibrate);
+Datum
+pgdl_calibrate(PG_FUNCTION_ARGS)
+{
+	double		seconds;
+	long		cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int			workers;
+	Cal		   *cal = palloc0(sizeof(Cal));
+	double		start = now_seconds();
+	double		solo[CAL_CONC_PROBES],
+				together[CAL_CONC_PROBES];
+	double		compute_ratio = 1,
+				memory_ratio = 1;
+	int			ran;
+	int			n_probes;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("seconds must not be NULL")));
+	seconds = PG_GETARG_FLOAT8(0);
+	if (!(seconds >= CAL_MIN_SECONDS && seconds <= CAL_MAX_SECONDS))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("seconds must be between %g and %g, got %g", CAL_MIN_SECONDS, CAL_MAX_SECONDS, seconds)));
+	cores = cores < 1 ? 1 : Min(cores, PGDL_MAX_WORKERS);
+	workers = PG_ARGISNULL(1) ? Min((int) cores, pgdl_max_workers) : PG_GETARG_INT32(1);
+	if (workers < 1 || workers > PGDL_MAX_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("workers must be between 1 and %d, got %d", PGDL_MAX_WORKERS, workers)));
+	pgdl_engine_prepare();
+
+	/* probes: 11 per activation and batch, 11 compute per batch, 3 updates, 3 steps, reading; 1/4 for concurrency */
+	n_probes = lengthof(cal_acts) * CAL_N_BATCHES * 11 + CAL_N_BATCHES * 11 + 9;
+	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
+	probe_step(cal);
+	probe_read(cal);
+	probe_updates(cal);
+	probe_memory_bound(cal);
+	probe_compute(cal);
+
+	if (workers > 1)
+	{
+		double		window = seconds * 0.25 / (2 * CAL_CONC_PROBES);
+		double		start_seconds = 0;
+
+		run_conc_probes(window, solo);
+		ran = run_concurrent(workers, window, together, &start_seconds);
+		/* what starting that many background workers took */
+		if (ran > 0)
+			add_point(cal, "worker_start", ran, 1, start_seconds);
+		if (ran <= 0)
+			ereport(NOTICE,
+					(errmsg("the profile has no concurrent measurement: %s",
+							ran == 0 ? "no background worker could start" : "a calibration worker failed"),
+					 errhint("Raise max_worker_processes, or calibrate again when workers are free.")));
+		else
+		{
+			workers = ran;
+			compute_ratio = (together[0] / solo[0] + together[1] / solo[1]) / 2;
+			memory_ratio = together[2] / solo[2];
+		}
+		if (ran <= 0)
+			workers = 1;
+	}
+	PG_RETURN_INT64(store_profile((int) cores, workers, now_seconds() - start,
+								  profile_jsonb(cal, workers, compute_ratio, memory_ratio)));
+}
