@@ -10,7 +10,11 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <sys/mman.h>
 
+#include "access/detoast.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -21,6 +25,123 @@
 #include "pgdl.h"
 
 #define FETCH_ROWS 16
+#define ARENA_BLOCK (32 * 1024 * 1024)	/* held buffers are carved from blocks this large */
+#define HUGE_PAGE (2 * 1024 * 1024)
+
+/*
+ * Where a scan puts the arrays it reads: buffers kept for later visits in an
+ * arena of the keeper's memory, the others in one reusable allocation per
+ * column.  A palloc of 400 kB per buffer is an mmap of fresh pages every time,
+ * and faulting them in cost the first epoch more than the copy itself.
+ */
+typedef struct ScanMem
+{
+	MemoryContext keep_cxt;
+	int64	   *keep_bytes;		/* the keeper's budget left */
+	char	   *arena;			/* free space of the current arena block */
+	Size		arena_left;
+	MemoryContext reuse_cxt;
+	struct varlena *reuse[2];	/* x and y of a buffer not kept */
+	Size		reuse_size[2];
+	Relation	toastrel;		/* of the last value fetched, kept open */
+} ScanMem;
+
+/* Room for `size` bytes of a kept buffer, MAXALIGNed, in huge pages when the kernel gives them. */
+static void *
+arena_alloc(ScanMem *sm, Size size)
+{
+	void	   *p;
+
+	size = MAXALIGN(size);
+	if (size > sm->arena_left)
+	{
+		Size		block = Max(size, (Size) Min((int64) ARENA_BLOCK, *sm->keep_bytes + (int64) size));
+		char	   *raw;
+
+		if (block >= HUGE_PAGE)
+		{
+			raw = MemoryContextAllocHuge(sm->keep_cxt, block + HUGE_PAGE);
+			raw = (char *) TYPEALIGN(HUGE_PAGE, raw);
+#ifdef MADV_HUGEPAGE
+			(void) madvise(raw, block & ~((Size) HUGE_PAGE - 1), MADV_HUGEPAGE);	/* a hint only */
+#endif
+		}
+		else
+			raw = MemoryContextAllocHuge(sm->keep_cxt, block);
+		sm->arena = raw;
+		sm->arena_left = block;
+	}
+	p = sm->arena;
+	sm->arena += size;
+	sm->arena_left -= size;
+	return p;
+}
+
+static void *
+reuse_alloc(ScanMem *sm, int which, Size size)
+{
+	if (size > sm->reuse_size[which])
+	{
+		if (sm->reuse[which])
+			pfree(sm->reuse[which]);
+		sm->reuse[which] = MemoryContextAllocHuge(sm->reuse_cxt, size);
+		sm->reuse_size[which] = size;
+	}
+	return sm->reuse[which];
+}
+
+/*
+ * The array in d (which: 0 for x, 1 for y) in the scan's memory: the arena
+ * when kept, else the column's reusable allocation.  What pgdl.pack writes
+ * (out of line, uncompressed: STORAGE EXTERNAL) is read straight from its
+ * TOAST chunks into that memory, when of the size n examples take (`expected`
+ * bytes); anything else is detoasted as PostgreSQL does, and pgdl_packed_check_row
+ * judges it.
+ */
+static ArrayType *
+read_array(ScanMem *sm, Datum d, int which, bool kept, Size expected)
+{
+	struct varlena *v = (struct varlena *) DatumGetPointer(d);
+	struct varlena *dst;
+
+	if (VARATT_IS_EXTERNAL_ONDISK(v))
+	{
+		struct varatt_external tp;
+
+		VARATT_EXTERNAL_GET_POINTER(tp, v);
+		if (!VARATT_EXTERNAL_IS_COMPRESSED(tp) && expected > VARHDRSZ &&
+			(Size) VARATT_EXTERNAL_GET_EXTSIZE(tp) + VARHDRSZ == expected)
+		{
+			int32		attrsize = (int32) (expected - VARHDRSZ);
+
+			dst = kept ? arena_alloc(sm, expected) : reuse_alloc(sm, which, expected);
+			SET_VARSIZE(dst, expected);
+			if (sm->toastrel == NULL || RelationGetRelid(sm->toastrel) != tp.va_toastrelid)
+			{
+				if (sm->toastrel != NULL)
+					table_close(sm->toastrel, AccessShareLock);
+				sm->toastrel = NULL;
+				sm->toastrel = table_open(tp.va_toastrelid, AccessShareLock);
+			}
+			table_relation_fetch_toast_slice(sm->toastrel, tp.va_valueid, attrsize, 0, attrsize, dst);
+			return (ArrayType *) dst;
+		}
+	}
+	v = (struct varlena *) DatumGetArrayTypeP(d);
+	if (!kept)
+		return (ArrayType *) v;
+	/* kept arrays must not point into the fetched tuple (small ones are inline) */
+	dst = arena_alloc(sm, VARSIZE(v));
+	memcpy(dst, v, VARSIZE(v));
+	return (ArrayType *) dst;
+}
+
+/* Bytes of a one-dimensional real[] of count elements without NULLs; 0 when count is out of range. */
+static Size
+array_bytes(int64 count)
+{
+	return count > 0 && count <= (int64) MaxArraySize ? ARR_OVERHEAD_NONULLS(1) + (Size) count * sizeof(float) : 0;
+}
 
 /*
  * pgdl.pack writes finite values only.  A NaN or infinity in a packed table
@@ -112,6 +233,7 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 	Datum		values[1] = {Int32GetDatum(part)};
 	MemoryContext per_batch;
 	MemoryContext old;
+	ScanMem		sm = {0};
 
 	relname = get_rel_name(ds->packed);
 	if (relname == NULL)
@@ -124,6 +246,9 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 		psprintf("SELECT x, y, n, buffer_id FROM %s ORDER BY part, buffer_id", qualified);
 
 	per_batch = AllocSetContextCreate(CurrentMemoryContext, "pgdl packed scan", ALLOCSET_DEFAULT_SIZES);
+	sm.keep_cxt = keep_cxt;
+	sm.keep_bytes = keep_bytes;
+	sm.reuse_cxt = CurrentMemoryContext;
 	SPI_connect();
 	portal = SPI_cursor_open_with_args(NULL, query, part >= 0 ? 1 : 0, argtypes, values, NULL, true, 0);
 	for (;;)
@@ -149,7 +274,8 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 					   *ya;
 			float	   *x,
 					   *y;
-			bool		kept = false;
+			bool		kept,
+						ok_n;
 
 			CHECK_FOR_INTERRUPTS();
 			if (xnull || ynull || nnull)
@@ -158,22 +284,14 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 						 errmsg("buffer %d of packed table \"%s\" has NULL values", buffer_id, relname),
 						 errdetail("Columns n, x and y must not be NULL.")));
 			n = DatumGetInt32(nd);
-			if (keep_cxt && n > 0 && n <= NN_MAX_BATCH &&
-				(int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float) <= *keep_bytes)
-			{
-				/* detoast straight into the keeper's memory: no second copy */
-				MemoryContextSwitchTo(keep_cxt);
-				kept = true;
-			}
-			/* kept arrays must not point into the fetched tuple (small ones are inline) */
-			xa = kept ? DatumGetArrayTypePCopy(xd) : DatumGetArrayTypeP(xd);
-			ya = kept ? DatumGetArrayTypePCopy(yd) : DatumGetArrayTypeP(yd);
+			ok_n = n > 0 && n <= NN_MAX_BATCH;
+			kept = keep_cxt && ok_n &&
+				(int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float) <= *keep_bytes;
+			xa = read_array(&sm, xd, 0, kept, ok_n ? array_bytes((int64) n * ds->n_features) : 0);
+			ya = read_array(&sm, yd, 1, kept, ok_n ? array_bytes((int64) n * ds->n_targets) : 0);
 			pgdl_packed_check_row(ds, relname, buffer_id, n, xa, ya, &x, &y);
 			if (kept)
-			{
-				MemoryContextSwitchTo(per_batch);
 				*keep_bytes -= (int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float);
-			}
 			fn(arg, x, y, n, kept);
 		}
 		MemoryContextSwitchTo(old);
@@ -181,8 +299,13 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 		SPI_freetuptable(SPI_tuptable);
 	}
 	SPI_cursor_close(portal);
+	if (sm.toastrel != NULL)
+		table_close(sm.toastrel, AccessShareLock);
 	SPI_finish();
 	MemoryContextDelete(per_batch);
+	for (int i = 0; i < 2; i++)
+		if (sm.reuse[i])
+			pfree(sm.reuse[i]);
 }
 
 typedef struct HoldArg
