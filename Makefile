@@ -145,6 +145,10 @@ unit-asan: $(ASAN)/unit_tests fixtures
 build/release/engine_bench: bench/engine.c bench/fmnist.h build/release/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) -Ibench bench/engine.c build/release/nn.a $(BLAS_LIBS) $(NN_LIBS) -lz -lm -o $@
 
+# the CUDA backend's sgemm rate (make WITH_CUDA=1 build/release-cuda/gpu_peak), for bench/gpu.sh
+$(REL)/gpu_peak: bench/gpu_peak.c $(REL)/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) bench/gpu_peak.c $(REL)/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
+
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
@@ -178,7 +182,11 @@ bench-zoo:
 bench-estimate:
 	bench/estimate.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo bench-estimate
+# On an NVIDIA GPU: the CUDA build, its unit tests, sgemm, pgdl.fit on the device vs the CPU, fit_multiple (about 5 minutes).
+bench-gpu:
+	bench/gpu.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

@@ -9,7 +9,7 @@
  * with the layer against one without it.  Then N background workers (N =
  * min(cores, pgdl.max_workers)) run three of the probes at once, which shows
  * what sharing the memory bandwidth costs each of them.  The points go into a
- * dated row of pgdl.server_profiles (sql/parts/27_profiles.sql), from which
+ * dated row of pgdl.server_profiles (sql/parts/72_profiles.sql), from which
  * throughput.c predicts.
  */
 #include "postgres.h"

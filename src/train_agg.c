@@ -17,6 +17,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "backend.h"
 #include "pgdl.h"
 
 PgdlTrainState *
@@ -37,6 +38,19 @@ pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cx
 	return state;
 }
 
+static void
+report_step_error(const NnError *err)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("cannot train on this buffer"),
+			 errdetail("%c%s.", pg_toupper((unsigned char) err->msg[0]), err->msg + 1)));
+}
+
+/*
+ * A model on a device trains on staged batches: the next one uploads while the
+ * device still runs this one's backward pass and update (the same bytes).
+ */
 void
 pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n)
 {
@@ -44,27 +58,34 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 	int64		in = nn_model_input_size(m);
 	int64		tgt = nn_model_target_size(m);
 	int32		batch = state->config.batch_size;
+	bool		staged = !m->be->host_memory;
 	NnError		err;
 
 	if (state->diverged)
 		return;
+	if (staged && n > 0 && !nn_model_stage(m, x, y, Min(batch, n), &err))
+		report_step_error(&err);
 	for (int32 s = 0; s < n; s += batch)
 	{
 		int32		c = n - s < batch ? n - s : batch;
+		int32		next = s + c;
 		bool		finite;
+		bool		ok;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!nn_model_train_step_finite(m, x + s * in, y + s * tgt, c, &state->stats, &finite, &err))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("cannot train on this buffer"),
-					 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+		ok = staged ? nn_model_train_staged(m, &state->stats, &finite, &err)
+			: nn_model_train_step_finite(m, x + s * in, y + s * tgt, c, &state->stats, &finite, &err);
+		if (!ok)
+			report_step_error(&err);
 		if (!finite)
 		{
 			state->diverged = PGDL_DIVERGED_LOSS;
 			state->examples += s;
 			return;
 		}
+		if (staged && next < n &&
+			!nn_model_stage(m, x + next * in, y + next * tgt, Min(batch, n - next), &err))
+			report_step_error(&err);
 	}
 	state->examples += n;
 }

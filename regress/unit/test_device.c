@@ -630,10 +630,11 @@ UNIT_TEST(device_staged_training_matches_steps)
 		NnBatchStats sm = {0},
 					ev = {0};
 		float		bad = 99.0f;
+		bool		fin;
 
 		if (on_device)
 			CHECK(nn_model_use_backend(m, fake(), &err));
-		CHECK(!nn_model_train_staged(m, &sm, &err) && strstr(err.msg, "no batch") != NULL);
+		CHECK(!nn_model_train_staged(m, &sm, &fin, &err) && strstr(err.msg, "no batch") != NULL);
 		CHECK(!nn_model_stage(m, x, &bad, 1, &err) && strstr(err.msg, "class label") != NULL);
 		/* the caller's buffers are free once staged: they are scribbled over at once */
 		memcpy(xs, x, sizeof(float) * b * in);
@@ -642,7 +643,7 @@ UNIT_TEST(device_staged_training_matches_steps)
 		memset(xs, 0, sizeof(float) * b * in);
 		for (int step = 0; step < n / b; step++)
 		{
-			CHECK_MSG(nn_model_train_staged(m, &sm, &err), "%s", err.msg);
+			CHECK_MSG(nn_model_train_staged(m, &sm, &fin, &err) && fin, "%s", err.msg);
 			if (step + 1 < n / b)
 			{
 				memcpy(xs, x + (step + 1) * b * in, sizeof(float) * b * in);
@@ -656,7 +657,7 @@ UNIT_TEST(device_staged_training_matches_steps)
 			if (step == 3)
 				CHECK(nn_model_forward(m, x, n, false) != NULL);
 		}
-		CHECK(!nn_model_train_staged(m, &sm, &err));
+		CHECK(!nn_model_train_staged(m, &sm, &fin, &err));
 		CHECK_MSG(same_model(ref, m), "staged training (%s) differs from steps", on_device ? "device" : "cpu");
 		CHECK(memcmp(&sm.loss_sum, &sr.loss_sum, sizeof(double)) == 0 && sm.correct == sr.correct && sm.n == sr.n);
 		nn_model_free(m);

@@ -859,6 +859,35 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 	return ok;
 }
 
+/* A training step that is not applied when its loss is NaN or infinite (see nn.h). */
+static bool
+step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_device,
+			NnBatchStats *stats, bool *finite, NnError *err)
+{
+	NnBatchStats step = {0};
+	unsigned int fp;
+	bool		ok;
+
+	fp = fp_enter();
+	forward_pass(m, x, n, m->spec.n_layers, true, on_device);
+	ok = model_loss(m, y, n, on_device, &step, err);
+	*finite = !ok || isfinite(step.loss_sum);
+	if (ok && *finite)
+	{
+		nn_model_backward(m);
+		nn_model_update(m);
+	}
+	fp_leave(fp);
+	if (ok && *finite && stats)
+	{
+		/* step.loss_sum is exactly what nn_model_loss would have added */
+		stats->loss_sum += step.loss_sum;
+		stats->correct += step.correct;
+		stats->n += step.n;
+	}
+	return ok;
+}
+
 /* A model can take a step: it has an optimizer, and its step counter stays one a blob may declare. */
 static bool
 check_can_step(const NnModel *m, NnError *err)
@@ -947,12 +976,13 @@ nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *e
 }
 
 bool
-nn_model_train_staged(NnModel *m, NnBatchStats *stats, NnError *err)
+nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite, NnError *err)
 {
 	NnStaging  *st = m->staging;
 	int32_t		n = st != NULL ? st->staged_n : 0;
 	float	   *t;
 
+	*finite = true;
 	if (n == 0)
 	{
 		nn_error_set(err, -1, "", "no batch is staged");
@@ -962,12 +992,12 @@ nn_model_train_staged(NnModel *m, NnBatchStats *stats, NnError *err)
 		return false;
 	st->staged_n = 0;
 	if (!staged(m))
-		return run_batch(m, st->host_batch, st->host_batch + n * nn_model_input_size(m), n, true, false,
-						 stats, err);
+		return step_finite(m, st->host_batch, st->host_batch + n * nn_model_input_size(m), n, false,
+						   stats, finite, err);
 	m->be->wait_uploads();
 	t = st->x, st->x = st->next_x, st->next_x = t;
 	t = st->y, st->y = st->next_y, st->next_y = t;
-	return run_batch(m, st->x, st->y, n, true, true, stats, err);
+	return step_finite(m, st->x, st->y, n, true, stats, finite, err);
 }
 
 /*
@@ -980,31 +1010,10 @@ bool
 nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
 						   NnBatchStats *stats, bool *finite, NnError *err)
 {
-	NnBatchStats step = {0};
-	unsigned int fp;
-	bool		ok;
-
 	*finite = true;
 	if (!check_can_step(m, err) || !check_batch(m, x, y, n, err))
 		return false;
-	fp = fp_enter();
-	forward_pass(m, x, n, m->spec.n_layers, true, false);
-	ok = model_loss(m, y, n, false, &step, err);
-	*finite = !ok || isfinite(step.loss_sum);
-	if (ok && *finite)
-	{
-		nn_model_backward(m);
-		nn_model_update(m);
-	}
-	fp_leave(fp);
-	if (ok && *finite && stats)
-	{
-		/* step.loss_sum is exactly what nn_model_loss would have added */
-		stats->loss_sum += step.loss_sum;
-		stats->correct += step.correct;
-		stats->n += step.n;
-	}
-	return ok;
+	return step_finite(m, x, y, n, false, stats, finite, err);
 }
 
 /* Weights are non-finite when an update overflowed, even if no loss was yet. */

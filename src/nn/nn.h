@@ -256,11 +256,12 @@ extern bool nn_model_use_backend(NnModel *m, const struct NnBackend *be, NnError
  * Staged training: nn_model_stage checks and copies a batch (host memory, free
  * to reuse on return) and on a device starts uploading it while the step
  * before still runs there; nn_model_train_staged then trains on it, the same
- * bytes as nn_model_train_step on that batch.  One batch is staged at a time
+ * bytes as nn_model_train_step_finite on that batch (a NaN or infinite loss is
+ * not applied and sets *finite to false).  One batch is staged at a time
  * (staging another replaces it); moving the model drops it.
  */
 extern bool nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *err);
-extern bool nn_model_train_staged(NnModel *m, NnBatchStats *stats, NnError *err);
+extern bool nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite, NnError *err);
 
 /*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
