@@ -27,41 +27,6 @@
 /* A fit_multiple worker's device, which overrides configurations and pgdl.device; UNSET elsewhere. */
 static int32 process_device = PGDL_DEVICE_UNSET;
 
-bool
-pgdl_device_parse(const char *name, int32 *device)
-{
-	char	   *end;
-	long		n;
-
-	if (name == NULL)
-		return false;
-	if (strcmp(name, "cpu") == 0)
-		*device = PGDL_DEVICE_CPU;
-	else if (strcmp(name, "cuda") == 0)
-		*device = PGDL_DEVICE_CUDA;
-	else if (strncmp(name, "cuda:", 5) == 0 && name[5] >= '0' && name[5] <= '9')
-	{
-		errno = 0;
-		n = strtol(name + 5, &end, 10);
-		if (*end != '\0' || errno != 0 || n > PGDL_MAX_DEVICES - 1)
-			return false;
-		*device = PGDL_DEVICE_CUDA_N((int32) n);
-	}
-	else
-		return false;
-	return true;
-}
-
-char *
-pgdl_device_name(int32 device)
-{
-	if (device == PGDL_DEVICE_CPU || device == PGDL_DEVICE_UNSET)
-		return pstrdup("cpu");
-	if (device == PGDL_DEVICE_CUDA)
-		return pstrdup("cuda");
-	return psprintf("cuda:%d", PGDL_DEVICE_ORDINAL(device));
-}
-
 void
 pgdl_device_assign_process(int32 device)
 {

@@ -21,6 +21,7 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
 #include <math.h>
 
 #include "common/shortest_dec.h"
@@ -789,4 +790,44 @@ pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss
 	spec->loss = loss;
 	if (!nn_spec_validate(spec, NULL, &err))
 		pgdl_report_nn_error("model spec", &err);
+}
+
+/*
+ * Device names, a configuration's "device" key and pgdl.device's values (what
+ * each means at run time is devices.c's).  Here so that the fuzzed
+ * configuration reader links without the rest of devices.c.
+ */
+bool
+pgdl_device_parse(const char *name, int32 *device)
+{
+	char	   *end;
+	long		n;
+
+	if (name == NULL)
+		return false;
+	if (strcmp(name, "cpu") == 0)
+		*device = PGDL_DEVICE_CPU;
+	else if (strcmp(name, "cuda") == 0)
+		*device = PGDL_DEVICE_CUDA;
+	else if (strncmp(name, "cuda:", 5) == 0 && name[5] >= '0' && name[5] <= '9')
+	{
+		errno = 0;
+		n = strtol(name + 5, &end, 10);
+		if (*end != '\0' || errno != 0 || n > PGDL_MAX_DEVICES - 1)
+			return false;
+		*device = PGDL_DEVICE_CUDA_N((int32) n);
+	}
+	else
+		return false;
+	return true;
+}
+
+char *
+pgdl_device_name(int32 device)
+{
+	if (device == PGDL_DEVICE_CPU || device == PGDL_DEVICE_UNSET)
+		return pstrdup("cpu");
+	if (device == PGDL_DEVICE_CUDA)
+		return pstrdup("cuda");
+	return psprintf("cuda:%d", PGDL_DEVICE_ORDINAL(device));
 }
