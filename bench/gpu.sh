@@ -11,8 +11,8 @@
 #   5. runs pgdl.fit_multiple with 8 small configurations on the GPU and samples
 #      how busy nvidia-smi says the GPU was.
 #
-# Environment: LIMIT (default 0: all 60,000 training images) trains on the first
-# LIMIT; CPU_LIMIT (default 10000) images for the CPU side, which is slow;
+# Environment: LIMIT (default 0: all 60,000 training images; at least 8,192) trains
+# on the first LIMIT; CPU_LIMIT (default 10000) images for the CPU side, which is slow;
 # GPU_FAKE=1 runs the whole script without a GPU on the fake device of a build
 # without CUDA (a check of the script: its figures are the CPU's).
 # The last lines are always
@@ -37,6 +37,7 @@ if [ "${GPU_FAKE:-0}" = 1 ]; then
 	make_args=()
 	rel=build/release
 	busy_cmd=""
+	peak_size=1024
 else
 	if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
 		echo "gpu: no NVIDIA GPU on this machine (nvidia-smi lists none); nothing measured"
@@ -45,6 +46,7 @@ else
 	cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
 	make_args=(WITH_CUDA=1 "CUDA_ARCH=-gencode arch=compute_$cap,code=sm_$cap")
 	rel=build/release-cuda
+	peak_size=4096
 	busy_cmd="nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0"
 	echo "== bench/gpu: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1), sm_$cap, $JOBS cores"
 fi
@@ -63,7 +65,7 @@ unit=$(tail -n 1 /tmp/pgdl-gpu-unit.log)
 echo "unit: $unit"
 
 echo "== sgemm"
-peak_line=$("$rel/gpu_peak" 4096 20 2>&1 | tail -n 1)
+peak_line=$("$rel/gpu_peak" "$peak_size" 20 2>&1 | tail -n 1)
 echo "$peak_line"
 peak=$(echo "$peak_line" | sed -n 's/.*sgemm_gflops=\([0-9.]*\).*/\1/p')
 [ -n "$peak" ] || { echo "gpu: the sgemm measurement failed"; exit 1; }
