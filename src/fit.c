@@ -74,14 +74,23 @@ fit_fraction(const FitRun *f)
 /*
  * Buffers read in the first epoch are kept for the next ones, within
  * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
- * about a tenth of a training step of the reference MLP.
+ * about a tenth of a training step of the reference MLP.  A kept buffer read
+ * from the table trains in train_ahead.c's thread while the next one is read:
+ * it stays in f->cxt.  The others train here (a buffer not kept is overwritten
+ * by the next read).
  */
 static void
 train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 {
 	FitRun	   *f = arg;
 
-	pgdl_train_buffer(f->state, x, y, n);
+	if (kept && f->epoch == 0 && pgdl_train_ahead_possible(f->state))
+		pgdl_train_ahead(f->state, x, y, n);
+	else
+	{
+		pgdl_train_ahead_wait(f->state);
+		pgdl_train_buffer(f->state, x, y, n);
+	}
 	f->epoch_done += n;
 	pgdl_call_progress_update(f->epoch_done, f->epoch_done, fit_fraction(f));
 }
@@ -154,6 +163,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, f);
 		else
 			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, f);
+		pgdl_train_ahead_wait(state);
 		pgdl_train_check_weights(state);
 	}
 	INSTR_TIME_SET_CURRENT(duration);
@@ -304,10 +314,12 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	}
 	PG_CATCH();
 	{
+		pgdl_train_ahead_end(f.state);
 		pgdl_recorder_fail(f.recorder);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	pgdl_train_ahead_end(f.state);
 	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
 	model_id = fit_store(&f, &m);
 	pgdl_recorder_release(f.recorder);
