@@ -36,6 +36,8 @@ pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid
 				 errhint("Pack the validation set with reference => the training set's packed table.")));
 }
 
+#define FIT_SLOTS 4
+
 /* One pgdl.fit call: what it trains, on what, and where it stands. */
 typedef struct FitRun
 {
@@ -60,8 +62,9 @@ typedef struct FitRun
 	int32		epoch;			/* 0-based, in training */
 	int64		epoch_done;		/* examples trained in this epoch */
 	int64		epoch_total;	/* examples per epoch: the dataset's rows when packed, until the first epoch ends */
-	float	   *slots[2];		/* copies of buffers not kept, while they train ahead; used in turn */
-	int64		slot_floats[2];
+	float	   *slots[FIT_SLOTS];	/* copies of buffers not kept, while they train ahead; used in turn */
+	int64		slot_floats[FIT_SLOTS];
+	int64		slot_job[FIT_SLOTS];	/* the train_ahead.c job reading each */
 	int			slot;			/* the next one */
 } FitRun;
 
@@ -76,17 +79,17 @@ fit_fraction(const FitRun *f)
 
 /*
  * A buffer not kept, which the scan overwrites with the next one, copied into
- * the slot the thread is not reading: the slot's previous buffer was waited
- * for when the one after it was handed over.  The copy costs about 1% of a
- * step of the reference MLP.
+ * a slot once the thread is done with the slot's previous buffer.  The copy
+ * costs about 1% of a step of the reference MLP.  Returns the slot.
  */
-static void
+static int
 copy_to_slot(FitRun *f, const float **x, const float **y, int32 n)
 {
 	int			s = f->slot;
 	int64		nx = (int64) n * f->ds->n_features;
 	int64		ny = (int64) n * f->ds->n_targets;
 
+	pgdl_train_ahead_wait_job(f->state, f->slot_job[s]);
 	if (nx + ny > f->slot_floats[s])
 	{
 		if (f->slots[s])
@@ -98,7 +101,8 @@ copy_to_slot(FitRun *f, const float **x, const float **y, int32 n)
 	memcpy(f->slots[s] + nx, *y, ny * sizeof(float));
 	*x = f->slots[s];
 	*y = f->slots[s] + nx;
-	f->slot ^= 1;
+	f->slot = (s + 1) % FIT_SLOTS;
+	return s;
 }
 
 /*
@@ -116,9 +120,11 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 
 	if (pgdl_train_ahead_possible(f->state) && (!kept || f->epoch == 0))
 	{
-		if (!kept)
-			copy_to_slot(f, &x, &y, n);
-		pgdl_train_ahead(f->state, x, y, n);
+		int			s = kept ? -1 : copy_to_slot(f, &x, &y, n);
+		int64		job = pgdl_train_ahead(f->state, x, y, n);
+
+		if (s >= 0)
+			f->slot_job[s] = job;
 	}
 	else
 	{

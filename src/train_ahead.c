@@ -1,6 +1,6 @@
 /*
- * train_ahead.c -- the steps of one buffer in a thread of their own, while the
- * backend reads the next buffer from the packed table.
+ * train_ahead.c -- the steps of the buffers pgdl.fit reads, in a thread of
+ * their own, while the backend reads the next buffers from the packed table.
  *
  * Reading a buffer (its TOAST chunks, the page faults of the memory that keeps
  * it) cost pgdl.fit's first epoch about a third of its time on the reference
@@ -25,50 +25,65 @@
 #include "pgdl.h"
 
 #define WAIT_SLICE_NS (10 * 1000 * 1000)	/* interrupts are checked this often while waiting */
+#define QUEUE 8					/* buffers handed over and not yet trained, at most */
 
+typedef struct AheadJob
+{
+	const float *x;
+	const float *y;
+	int32		n;
+} AheadJob;
+
+/*
+ * A queue, not one buffer at a time: with one, the thread waits for the
+ * backend to wake up at every buffer, and on a busy machine that wait cost
+ * more than reading.
+ */
 struct PgdlTrainAhead
 {
 	PgdlTrainState *state;
 	pthread_t	thread;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* signalled when `busy` or `quit` changes */
-	bool		busy;			/* a buffer is handed over and its steps not done */
+	pthread_cond_t cond;		/* signalled when the queue or `stopped`/`quit` changes */
+	AheadJob	queue[QUEUE];
+	int			head;			/* the next job to train */
+	int			count;			/* jobs queued, the one training included */
+	int64		pushed;			/* jobs handed over since the start */
+	int64		done;			/* jobs trained (or dropped) since the start */
+	int64		examples;		/* of the steps applied, not yet added to the state */
 	bool		quit;			/* the thread stops, between two steps */
-	bool		pending;		/* backend's side: a buffer whose result is not yet read */
-	/* the buffer */
-	const float *x;
-	const float *y;
-	int32		n;
-	/* what its steps returned */
-	int32		trained;		/* examples of the steps applied */
-	bool		ok;
-	bool		finite;
+	bool		stopped;		/* a step failed or diverged: the queue is dropped */
+	bool		ok;				/* false: err says why */
 	NnError		err;
 };
 
-/* The steps pgdl_train_buffer runs on a host model, without PostgreSQL. */
-static void
-ahead_steps(PgdlTrainAhead *a)
+/* The steps pgdl_train_buffer runs on a host model, without PostgreSQL; false: stop. */
+static bool
+ahead_steps(PgdlTrainAhead *a, const AheadJob *job)
 {
 	NnModel    *m = a->state->model;
 	int64		in = nn_model_input_size(m);
 	int64		tgt = nn_model_target_size(m);
 	int32		batch = a->state->config.batch_size;
 
-	a->ok = a->finite = true;
-	a->trained = 0;
-	for (int32 s = 0; s < a->n; s += batch)
+	for (int32 s = 0; s < job->n; s += batch)
 	{
-		int32		c = a->n - s < batch ? a->n - s : batch;
+		int32		c = job->n - s < batch ? job->n - s : batch;
+		bool		finite = true;
 
 		if (__atomic_load_n(&a->quit, __ATOMIC_RELAXED))
-			return;
-		a->ok = nn_model_train_step_finite(m, a->x + s * in, a->y + s * tgt, c, &a->state->stats,
-										   &a->finite, &a->err);
-		if (!a->ok || !a->finite)
-			return;
-		a->trained = s + c;
+			return false;
+		if (!nn_model_train_step_finite(m, job->x + s * in, job->y + s * tgt, c, &a->state->stats,
+										&finite, &a->err))
+		{
+			a->ok = false;
+			return false;
+		}
+		if (!finite)
+			return false;
+		a->examples += c;
 	}
+	return true;
 }
 
 static void *
@@ -79,14 +94,22 @@ ahead_main(void *arg)
 	pthread_mutex_lock(&a->lock);
 	for (;;)
 	{
-		while (!a->busy && !a->quit)
+		AheadJob	job;
+		bool		go_on;
+
+		while (a->count == 0 && !a->quit)
 			pthread_cond_wait(&a->cond, &a->lock);
 		if (a->quit)
 			break;
+		job = a->queue[a->head];
 		pthread_mutex_unlock(&a->lock);
-		ahead_steps(a);
+		go_on = !a->stopped && ahead_steps(a, &job);
 		pthread_mutex_lock(&a->lock);
-		a->busy = false;
+		if (!go_on)
+			a->stopped = true;
+		a->head = (a->head + 1) % QUEUE;
+		a->count--;
+		a->done++;
 		pthread_cond_broadcast(&a->cond);
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -119,7 +142,7 @@ ahead_reset_callback(void *arg)
 
 /*
  * The thread, started at the state's first buffer; NULL when it cannot be (the
- * buffer then trains in the backend).  Signals are blocked in it: PostgreSQL's
+ * buffers then train in the backend).  Signals are blocked in it: PostgreSQL's
  * handlers run in the backend's own thread only.
  */
 static PgdlTrainAhead *
@@ -132,6 +155,7 @@ ahead_start(PgdlTrainState *state)
 	int			rc;
 
 	a->state = state;
+	a->ok = true;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->cond, NULL);
 	sigfillset(&all);
@@ -160,16 +184,11 @@ pgdl_train_ahead_possible(const PgdlTrainState *state)
 	return state->model->be->host_memory;
 }
 
-/* The buffer handed over last is trained; its errors and divergence are reported as pgdl_train_buffer's. */
-void
-pgdl_train_ahead_wait(PgdlTrainState *state)
+/* Waits, with a->lock held, until job `seq` (1-based) is trained; interrupts are checked meanwhile. */
+static void
+wait_done(PgdlTrainAhead *a, int64 seq)
 {
-	PgdlTrainAhead *a = state->ahead;
-
-	if (a == NULL || !a->pending)
-		return;
-	pthread_mutex_lock(&a->lock);
-	while (a->busy)
+	while (a->done < seq)
 	{
 		struct timespec until;
 
@@ -180,7 +199,7 @@ pgdl_train_ahead_wait(PgdlTrainState *state)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		if (pthread_cond_timedwait(&a->cond, &a->lock, &until) != 0 && a->busy)
+		if (pthread_cond_timedwait(&a->cond, &a->lock, &until) != 0 && a->done < seq)
 		{
 			/* a long buffer: a cancel throws here, and the caller's PG_CATCH ends the thread */
 			pthread_mutex_unlock(&a->lock);
@@ -188,48 +207,88 @@ pgdl_train_ahead_wait(PgdlTrainState *state)
 			pthread_mutex_lock(&a->lock);
 		}
 	}
+}
+
+/*
+ * Every buffer handed over is trained; errors and divergence are reported as
+ * pgdl_train_buffer's, and the examples trained added to the state.
+ */
+void
+pgdl_train_ahead_wait(PgdlTrainState *state)
+{
+	PgdlTrainAhead *a = state->ahead;
+
+	if (a == NULL)
+		return;
+	pthread_mutex_lock(&a->lock);
+	wait_done(a, a->pushed);
 	pthread_mutex_unlock(&a->lock);
-	a->pending = false;
+	state->examples += a->examples;
+	a->examples = 0;
 	if (!a->ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("cannot train on this buffer"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) a->err.msg[0]), a->err.msg + 1)));
-	if (!a->finite)
-	{
+	if (a->stopped)
 		state->diverged = PGDL_DIVERGED_LOSS;
-		state->examples += a->trained;
+}
+
+/* Job `seq` (as pgdl_train_ahead returned it) is trained: its buffer may be overwritten. */
+void
+pgdl_train_ahead_wait_job(PgdlTrainState *state, int64 seq)
+{
+	PgdlTrainAhead *a = state->ahead;
+
+	if (a == NULL || seq <= 0)
 		return;
-	}
-	state->examples += a->n;
+	pthread_mutex_lock(&a->lock);
+	wait_done(a, seq);
+	pthread_mutex_unlock(&a->lock);
 }
 
 /*
- * Trains on the buffer as pgdl_train_buffer does, but returns once the thread
- * has it: x and y must stay as they are until pgdl_train_ahead_wait (or the
- * next call) returns.
+ * Trains on the buffer as pgdl_train_buffer does, in the order of the calls,
+ * but returns once the thread has it queued: x and y must stay as they are
+ * until the job whose number this returns is done (pgdl_train_ahead_wait_job,
+ * or pgdl_train_ahead_wait).  0: the buffer was trained here, or not at all.
  */
-void
+int64
 pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n)
 {
-	PgdlTrainAhead *a;
+	PgdlTrainAhead *a = state->ahead;
+	bool		stopped;
+	int64		seq;
 
-	pgdl_train_ahead_wait(state);
 	CHECK_FOR_INTERRUPTS();
 	if (state->diverged || n <= 0)
-		return;
-	a = state->ahead ? state->ahead : ahead_start(state);
-	if (a == NULL)
+		return 0;
+	if (a == NULL && (a = ahead_start(state)) == NULL)
 	{
 		pgdl_train_buffer(state, x, y, n);
-		return;
+		return 0;
 	}
-	a->x = x;
-	a->y = y;
-	a->n = n;
-	a->pending = true;
 	pthread_mutex_lock(&a->lock);
-	a->busy = true;
-	pthread_cond_broadcast(&a->cond);
+	/* room in the queue: the job QUEUE places before this one is done */
+	wait_done(a, a->pushed + 1 - QUEUE);
+	stopped = a->stopped;
+	if (!stopped)
+	{
+		AheadJob   *job = &a->queue[(a->head + a->count) % QUEUE];
+
+		job->x = x;
+		job->y = y;
+		job->n = n;
+		a->count++;
+		a->pushed++;
+		pthread_cond_broadcast(&a->cond);
+	}
+	seq = a->pushed;
 	pthread_mutex_unlock(&a->lock);
+	if (stopped)
+	{
+		pgdl_train_ahead_wait(state);	/* reports it */
+		return 0;
+	}
+	return seq;
 }
