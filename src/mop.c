@@ -908,9 +908,14 @@ run_workers(MopSegment *s, int wanted)
 	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * wanted);
 	PgdlSettle *settle = pgdl_run_settle_prepare();
 
+	int			granted = wanted;
+
+	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
+	if (!shared->distributed)
+		granted = pgdl_jobs_acquire(wanted, false);
 	PG_TRY();
 	{
-		int			launched = register_workers(s->seg, wanted, handles);
+		int			launched = register_workers(s->seg, granted, handles);
 
 		if (launched == 0)
 			ereport(ERROR,
@@ -922,11 +927,17 @@ run_workers(MopSegment *s, int wanted)
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("could start only %d of the %d pgdl workers a distributed run needs", launched, wanted),
 					 errhint("Raise max_worker_processes, or lower workers_per_node.")));
-		if (launched < wanted)
-		{
+		if (launched < granted)
+			ereport(NOTICE,
+					(errmsg("started %d of %d pgdl workers", launched, granted),
+					 errhint("Raise max_worker_processes to run them all.")));
+		else if (launched < wanted)
 			ereport(NOTICE,
 					(errmsg("started %d of %d pgdl workers", launched, wanted),
-					 errhint("Raise max_worker_processes to run them all.")));
+					 errdetail("This server runs at most pgdl.max_workers = %d pgdl workers at once, other jobs' included.",
+							   pgdl_max_workers)));
+		if (launched < wanted)
+		{
 			for (int p = 0; p < shared->n_partitions; p++)
 				shared->owner[p] = (int16) (p % launched);
 		}
@@ -952,10 +963,12 @@ run_workers(MopSegment *s, int wanted)
 		shared->abort = true;
 		/* every handle registered, however far the launch got */
 		stop_workers(handles, wanted);
+		pgdl_jobs_release();
 		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	pgdl_jobs_release();
 	/* from here the call's transaction finishes the run; should it abort, the run is failed */
 	pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 }

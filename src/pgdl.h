@@ -48,6 +48,12 @@ extern void pgdl_run_claim(int64 run);	/* pgdl.resume's leader: the run, or "in 
 extern void pgdl_run_hold_as_leader(int64 run);
 extern void pgdl_run_hold_as_worker(int64 run);
 extern bool pgdl_run_in_flight(int64 run);
+struct LOCKTAG;
+extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
+
+/* jobs.c: the server's queue for pgdl workers (pgdl.max_workers in all) */
+extern int	pgdl_jobs_acquire(int wanted, bool need_all);
+extern void pgdl_jobs_release(void);
 extern void pgdl_run_prune_checkpoints(int64 run);	/* at the end of a finished run */
 /* for errors about a table pgdl.datasets does not know: packed before pgdl was dropped? */
 extern bool pgdl_packed_left_behind(Oid relid);

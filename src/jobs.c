@@ -1,0 +1,306 @@
+/*
+ * jobs.c -- one queue for the pgdl workers of the whole server.
+ *
+ * Every pgdl.fit_multiple or pgdl.resume call is a job.  At most
+ * pgdl.max_workers pgdl workers train at once on the server, whoever started
+ * them: a job holds one worker slot per worker it starts.  A slot is a lock of
+ * PostgreSQL's lock manager (an advisory tag with database 0, so server-wide,
+ * and no shared memory of pgdl's own: nothing needs shared_preload_libraries),
+ * held by the leader's transaction, so an error, a cancel or a crash lets it
+ * go.  Jobs that find no free slot queue on one more lock, the turnstile, which
+ * the lock manager grants in the order it was asked for; the job at the head
+ * takes the free slots (up to what it asked for) as they come, and the next
+ * one moves up.  A job keeps its slots until it ends: fair share is first
+ * come, first served, never a job stopped to make room for another.
+ *
+ * pgdl.jobs reads the lock table: queued and running jobs, their owners and
+ * the slots they hold.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "storage/procarray.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "pgdl.h"
+
+#define JOB_LOCK_SPACE		0x7067646c	/* "pgdl" */
+#define JOB_SLOT_LOCK		0x7066
+#define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
+#define JOB_POLL_MS			100
+
+/* The slots this backend's job holds, until pgdl_jobs_release. */
+static bool held[PGDL_MAX_WORKERS];
+
+static void
+job_locktag(LOCKTAG *tag, int slot)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) slot, JOB_SLOT_LOCK);
+}
+
+/* The slot a lock tag is, or -1 when it is none of ours; JOB_TURNSTILE for the turnstile. */
+static int
+job_slot_of(const LOCKTAG *tag)
+{
+	if (tag->locktag_type != LOCKTAG_ADVISORY || tag->locktag_field1 != InvalidOid ||
+		tag->locktag_field2 != JOB_LOCK_SPACE || tag->locktag_field4 != JOB_SLOT_LOCK ||
+		tag->locktag_field3 > JOB_TURNSTILE)
+		return -1;
+	return (int) tag->locktag_field3;
+}
+
+static bool
+job_lock(int slot, bool wait)
+{
+	LOCKTAG		tag;
+
+	job_locktag(&tag, slot);
+	return LockAcquire(&tag, ExclusiveLock, false, !wait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+static void
+job_unlock(int slot)
+{
+	LOCKTAG		tag;
+
+	job_locktag(&tag, slot);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/* Jobs ahead of this backend: the one at the turnstile and those waiting for it. */
+static int
+jobs_queued(void)
+{
+	LockData   *data = GetLockStatusData();
+	int			n = 0;
+
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+
+		if (l->pid != MyProcPid && job_slot_of(&l->locktag) == JOB_TURNSTILE &&
+			(l->holdMask != 0 || l->waitLockMode != NoLock))
+			n++;
+	}
+	return n;
+}
+
+/* Takes free slots, up to `wanted` held in all; returns how many are held. */
+static int
+take_free_slots(int wanted)
+{
+	int			n = 0;
+
+	for (int s = 0; s < pgdl_max_workers; s++)
+		n += held[s];
+	for (int s = 0; s < pgdl_max_workers && n < wanted; s++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!held[s] && job_lock(s, false))
+		{
+			held[s] = true;
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Wait in the server's queue for worker slots: returns how many this job may
+ * start, between `least` (all of `wanted` for a run that needs every worker it
+ * asked for) and `wanted`, capped by pgdl.max_workers.  The slots are this
+ * transaction's until pgdl_jobs_release.
+ */
+int
+pgdl_jobs_acquire(int wanted, bool need_all)
+{
+	int			least;
+	int			n;
+	bool		told = false;
+
+	memset(held, 0, sizeof(held));
+	if (need_all && wanted > pgdl_max_workers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("this run needs %d pgdl workers at once, more than pgdl.max_workers (%d)",
+						wanted, pgdl_max_workers),
+				 errhint("Raise pgdl.max_workers, or lower workers_per_node.")));
+	wanted = Min(wanted, pgdl_max_workers);
+	least = need_all ? wanted : 1;
+
+	if (!job_lock(JOB_TURNSTILE, false))
+	{
+		int			ahead = jobs_queued();
+
+		ereport(NOTICE,
+				(errmsg_plural("pgdl job queued behind %d other job", "pgdl job queued behind %d other jobs",
+							   ahead, ahead),
+				 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
+						   pgdl_max_workers),
+				 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
+		told = true;
+		pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
+		(void) job_lock(JOB_TURNSTILE, true);
+	}
+	while ((n = take_free_slots(wanted)) < least)
+	{
+		if (!told)
+		{
+			ereport(NOTICE,
+					(errmsg("pgdl job waiting for a worker: all %d are busy", pgdl_max_workers),
+					 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
+							   pgdl_max_workers),
+					 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
+			told = true;
+			pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 JOB_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	job_unlock(JOB_TURNSTILE);
+	return n;
+}
+
+/* Gives the job's slots back (an aborted transaction has already). */
+void
+pgdl_jobs_release(void)
+{
+	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
+		if (held[s])
+		{
+			job_unlock(s);
+			held[s] = false;
+		}
+}
+
+/* ---- pgdl.jobs ---- */
+
+typedef struct JobRow
+{
+	int			pid;
+	int			workers;
+	bool		at_turnstile;	/* holds it: first in the queue */
+	TimestampTz waiting_since;	/* 0: not waiting for the turnstile */
+	int64		run;
+} JobRow;
+
+static JobRow *
+job_row(JobRow *rows, int *n, int pid)
+{
+	for (int i = 0; i < *n; i++)
+		if (rows[i].pid == pid)
+			return &rows[i];
+	memset(&rows[*n], 0, sizeof(JobRow));
+	rows[*n].pid = pid;
+	return &rows[(*n)++];
+}
+
+/* The jobs in the lock table, and the run each running job leads. */
+static JobRow *
+collect_jobs(LockData *data, int *n)
+{
+	JobRow	   *rows = palloc0(sizeof(JobRow) * Max(data->nelements, 1));
+
+	*n = 0;
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		int			slot = job_slot_of(&l->locktag);
+		JobRow	   *r;
+
+		if (slot < 0 || (l->holdMask == 0 && l->waitLockMode == NoLock))
+			continue;
+		r = job_row(rows, n, l->pid);
+		if (slot < JOB_TURNSTILE)
+			r->workers += l->holdMask != 0;
+		else if (l->holdMask != 0)
+			r->at_turnstile = true;
+		else
+			r->waiting_since = l->waitStart ? l->waitStart : GetCurrentTimestamp();
+	}
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		int64		run = pgdl_run_of_leader_lock(&l->locktag);
+
+		for (int j = 0; run != 0 && l->holdMask != 0 && j < *n; j++)
+			if (rows[j].pid == l->pid)
+				rows[j].run = run;
+	}
+	return rows;
+}
+
+/* Place in the queue: 1 at the turnstile, then by the time each began waiting; 0 for a running job. */
+static int
+queue_position(const JobRow *rows, int n, const JobRow *r)
+{
+	int			ahead = 0;
+
+	if (r->workers > 0)
+		return 0;
+	if (r->at_turnstile)
+		return 1;
+	for (int i = 0; i < n; i++)
+		if (rows[i].workers == 0 &&
+			(rows[i].at_turnstile ||
+			 (rows[i].waiting_since != 0 &&
+			  (rows[i].waiting_since < r->waiting_since ||
+			   (rows[i].waiting_since == r->waiting_since && rows[i].pid < r->pid)))))
+			ahead++;
+	return ahead + 1;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_job_rows);
+Datum
+pgdl_job_rows(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	LockData   *data;
+	JobRow	   *rows;
+	int			n;
+
+	InitMaterializedSRF(fcinfo, 0);
+	data = GetLockStatusData();
+	rows = collect_jobs(data, &n);
+	for (int i = 0; i < n; i++)
+	{
+		JobRow	   *r = &rows[i];
+		PGPROC	   *proc = BackendPidGetProc(r->pid);
+		Datum		values[8];
+		bool		nulls[8] = {0};
+		char	   *dbname;
+		int			position;
+
+		CHECK_FOR_INTERRUPTS();
+		if (proc == NULL)
+			continue;			/* ended since the lock table was read */
+		dbname = get_database_name(proc->databaseId);
+		position = queue_position(rows, n, r);
+		values[0] = Int32GetDatum(r->pid);
+		values[1] = ObjectIdGetDatum(proc->roleId);
+		values[2] = CStringGetTextDatum(dbname ? dbname : "");
+		nulls[2] = dbname == NULL;
+		values[3] = CStringGetTextDatum(position == 0 ? "running" : "queued");
+		values[4] = Int32GetDatum(position);
+		nulls[4] = position == 0;
+		values[5] = Int32GetDatum(r->workers);
+		values[6] = TimestampTzGetDatum(r->waiting_since);
+		nulls[6] = r->waiting_since == 0;
+		values[7] = Int64GetDatum(r->run);
+		nulls[7] = r->run == 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
