@@ -36,11 +36,13 @@
 
 #define JOB_LOCK_SPACE		0x7067646c	/* "pgdl" */
 #define JOB_SLOT_LOCK		0x7066
+#define JOB_OWNER_LOCK		0x7067	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
 #define JOB_POLL_MS			100
 
-/* The slots this backend's job holds, until pgdl_jobs_release. */
+/* The slots this backend's job holds, until pgdl_jobs_release; and the role it runs as. */
 static bool held[PGDL_MAX_WORKERS];
+static Oid	held_owner = InvalidOid;
 
 static void
 job_locktag(LOCKTAG *tag, int slot)
@@ -57,6 +59,13 @@ job_slot_of(const LOCKTAG *tag)
 		tag->locktag_field3 > JOB_TURNSTILE)
 		return -1;
 	return (int) tag->locktag_field3;
+}
+
+/* A job's owner: the role it runs as (SET ROLE included), which PGPROC does not say. */
+static void
+owner_locktag(LOCKTAG *tag, Oid role)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) role, JOB_OWNER_LOCK);
 }
 
 static bool
@@ -128,7 +137,12 @@ pgdl_jobs_acquire(int wanted, bool need_all)
 	int			n;
 	bool		told = false;
 
+	LOCKTAG		tag;
+
 	memset(held, 0, sizeof(held));
+	held_owner = GetUserId();
+	owner_locktag(&tag, held_owner);
+	(void) LockAcquire(&tag, ShareLock, false, false);
 	if (need_all && wanted > pgdl_max_workers)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -177,6 +191,14 @@ pgdl_jobs_acquire(int wanted, bool need_all)
 void
 pgdl_jobs_release(void)
 {
+	if (OidIsValid(held_owner))
+	{
+		LOCKTAG		tag;
+
+		owner_locktag(&tag, held_owner);
+		LockRelease(&tag, ShareLock, false);
+		held_owner = InvalidOid;
+	}
 	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
 		if (held[s])
 		{
@@ -194,6 +216,7 @@ typedef struct JobRow
 	bool		at_turnstile;	/* holds it: first in the queue */
 	TimestampTz waiting_since;	/* 0: not waiting for the turnstile */
 	int64		run;
+	Oid			owner;
 } JobRow;
 
 static JobRow *
@@ -233,11 +256,19 @@ collect_jobs(LockData *data, int *n)
 	for (int i = 0; i < data->nelements; i++)
 	{
 		LockInstanceData *l = &data->locks[i];
-		int64		run = pgdl_run_of_leader_lock(&l->locktag);
+		const LOCKTAG *t = &l->locktag;
+		int64		run = pgdl_run_of_leader_lock(t);
+		bool		owner = t->locktag_type == LOCKTAG_ADVISORY && t->locktag_field1 == InvalidOid &&
+			t->locktag_field2 == JOB_LOCK_SPACE && t->locktag_field4 == JOB_OWNER_LOCK;
 
-		for (int j = 0; run != 0 && l->holdMask != 0 && j < *n; j++)
+		for (int j = 0; (run != 0 || owner) && l->holdMask != 0 && j < *n; j++)
 			if (rows[j].pid == l->pid)
-				rows[j].run = run;
+			{
+				if (run != 0)
+					rows[j].run = run;
+				else
+					rows[j].owner = (Oid) t->locktag_field3;
+			}
 	}
 	return rows;
 }
@@ -289,7 +320,7 @@ pgdl_job_rows(PG_FUNCTION_ARGS)
 		dbname = get_database_name(proc->databaseId);
 		position = queue_position(rows, n, r);
 		values[0] = Int32GetDatum(r->pid);
-		values[1] = ObjectIdGetDatum(proc->roleId);
+		values[1] = ObjectIdGetDatum(OidIsValid(r->owner) ? r->owner : proc->roleId);
 		values[2] = CStringGetTextDatum(dbname ? dbname : "");
 		nulls[2] = dbname == NULL;
 		values[3] = CStringGetTextDatum(position == 0 ? "running" : "queued");

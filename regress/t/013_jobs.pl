@@ -117,11 +117,15 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.jobs'), '0', 'no job 
 # ---------------------------------------------------------------------------
 # Two jobs of one worker each: a worker that dies fails only its own job.
 # ---------------------------------------------------------------------------
-my $a3 = start_psql($node, 'job_a3', 'alice', fit_sql('alice', 'lb_killed', 1));
+my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
+my $a3 = start_psql($node, 'job_a3', $superuser, 'SET ROLE alice', fit_sql('alice', 'lb_killed', 1));
 my $b3 = start_psql($node, 'job_b3', 'bob', fit_sql('bob', 'lb_survivor', 1));
 ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1 AND run IS NOT NULL", 30),
 	'two jobs run side by side, a worker each');
 my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = " . pid_of('job_a3'));
+is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a3')), 'alice',
+	'a job started after SET ROLE belongs to that role');
+is(jobs_as('alice', "SELECT count(*) FROM pgdl.jobs"), '1', '... and shows to it');
 ok(poll_until($node, "SELECT EXISTS (SELECT FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL)", 30),
 	"alice's worker is training");
 $node->safe_psql('postgres',
