@@ -160,6 +160,10 @@ bench-sql: build/release/engine_bench
 bench-mop:
 	bench/mop.sh
 
+# Two roles' selections on one server's queue of pgdl workers: one after the other vs submitted together.
+bench-jobs:
+	bench/jobs.sh
+
 # Several servers: fit_multiple on one server with 1 worker vs a coordinator with 2 nodes of 1 worker each,
 # all on this machine, and a projection to more nodes (about 6 minutes).
 bench-cluster:
@@ -186,7 +190,7 @@ bench-estimate:
 bench-gpu:
 	bench/gpu.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
