@@ -103,6 +103,38 @@ mop_is_rung(const MopShared *shared, int32 epoch)
 	return false;
 }
 
+/* Visits model m makes before its next decision: the next rung, or its last epoch. */
+static int32
+visits_left(const MopShared *shared, const MopModel *m)
+{
+	int32		until = shared->epochs;
+
+	for (int32 e = m->epoch + 1; e < shared->epochs; e++)
+		if (mop_is_rung(shared, e))
+		{
+			until = e;
+			break;
+		}
+	return (until - m->epoch) * shared->n_partitions - m->visit;
+}
+
+double
+mop_seconds_left(const MopShared *shared, const MopModel *m)
+{
+	double		per_visit;
+
+	/* measured on this run when it can be (its own pace, batch size and optimizer included), else predicted */
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = m->seconds / m->visit;
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = m->last.seconds / shared->n_partitions;
+	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / shared->n_partitions;
+	else
+		per_visit = m->cost * 1e-9;
+	return per_visit * visits_left(shared, m);
+}
+
 static double
 rank_key(const MopModel *m)
 {
@@ -842,7 +874,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->config = c->config;
 		m->source = c->source;
 		m->cost = c->cost;
-		/* a recomputed prefix is part of every visit's work: it counts for "heaviest first" */
+		/* a recomputed prefix is part of every visit's work: the schedule counts it */
 		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;

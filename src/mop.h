@@ -83,7 +83,7 @@ typedef struct MopModel
 	int64		config_id;
 	int32		source;			/* index into MopShared.sources */
 	PgdlTrainConfig config;
-	double		cost;			/* training FLOPs per example: heavier models start first */
+	double		cost;			/* training FLOPs per example: the schedule's guess without a prediction */
 	double		predicted_seconds;	/* an epoch's training, predicted (throughput.c): for pgdl.run_metrics */
 	MopModelState state;
 	int32		epoch;			/* epochs completed */
@@ -149,6 +149,8 @@ typedef struct MopShared
 
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
+/* Seconds of training model m has left before its next decision (a rung, or its end), predicted. */
+extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
 /* Successive halving: is the end of `epoch` a rung? */
 extern bool mop_is_rung(const MopShared *shared, int32 epoch);
 /*

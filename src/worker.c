@@ -47,6 +47,7 @@ typedef struct WorkerSource
 	PgdlDataset train;			/* the packed table, or a cache view read as one */
 	PgdlDataset valid;
 	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
+	bool	   *tried;			/* per partition: held as the budget allowed (owned, or stolen once) */
 	PgdlHeldPartition *held_validation;
 	bool	   *validation_loaded;
 	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
@@ -322,28 +323,49 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	wake_everyone();
 }
 
-/* Take the heaviest idle model whose next partition is ours; -1 if none. */
+/*
+ * Take a model to train; -1 if none.  Longest first: the idle model with the
+ * most predicted seconds left before its next decision (mop_seconds_left), so
+ * that the heaviest do not finish last, one at a time.  Among the models whose
+ * next partition is ours first; when there are none, a model whose partition's
+ * owner is busy, read here (not on nodes).  Which worker trains a visit, and
+ * when, changes no byte of the models: a model's visits keep their order.
+ */
 static int
-take_model(bool *all_finished)
+take_model(bool *all_finished, bool *stolen)
 {
 	int			best = -1;
+	bool		best_ours = false;
+	double		best_left = 0;
+	bool		busy[PGDL_MAX_WORKERS] = {false};
 
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
 	for (int i = 0; i < shared->n_models; i++)
+		if (shared->models[i].state == MOP_BUSY)
+			busy[shared->models[i].worker] = true;
+	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
 		int32		p;
+		bool		ours;
+		double		left;
 
 		if (!mop_finished(m->state))
 			*all_finished = false;
 		if (m->state != MOP_IDLE)
 			continue;
 		p = mop_next_partition(m, shared->n_partitions);
-		if (shared->owner[p] != me)
+		ours = shared->owner[p] == me;
+		if (!ours && (shared->distributed || !busy[shared->owner[p]]))
 			continue;
-		if (best < 0 || m->cost > shared->models[best].cost)
+		left = mop_seconds_left(shared, m);
+		if (best < 0 || (ours && !best_ours) || (ours == best_ours && left > best_left))
+		{
 			best = i;
+			best_ours = ours;
+			best_left = left;
+		}
 	}
 	if (best >= 0)
 	{
@@ -354,7 +376,25 @@ take_model(bool *all_finished)
 		m->partition = mop_next_partition(m, shared->n_partitions);
 	}
 	SpinLockRelease(&shared->mutex);
+	*stolen = best >= 0 && !best_ours;
 	return best;
+}
+
+/*
+ * Model i is to visit a partition another worker owns: hold it here as the
+ * budget allows, once, for the models that come after (else it is read from
+ * its table at each visit).
+ */
+static void
+hold_stolen(int i)
+{
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
+
+	if (src->tried[m->partition])
+		return;
+	src->tried[m->partition] = true;
+	load(&src->train, m->partition, &src->held[m->partition]);
 }
 
 /* Model i on its partition, here. */
@@ -546,6 +586,7 @@ open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
 		src->train = *train_ds;
 		src->valid = *valid_ds;
 		src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
+		src->tried = s == 0 ? palloc0(sizeof(bool) * shared->n_partitions) : sources[0].tried;
 		src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
 		src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
 	}
@@ -555,6 +596,7 @@ open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
 		if (shared->validation_id)
 			src->valid = cache_dataset(valid_ds, ms->view[1], ms->n_features);
 		src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
+		src->tried = palloc0(sizeof(bool) * shared->n_partitions);
 		src->held_validation = palloc0(sizeof(PgdlHeldPartition));
 		src->validation_loaded = palloc0(sizeof(bool));
 	}
@@ -656,7 +698,10 @@ load_partitions(void)
 			continue;			/* a recomputing source reads source 0's buffers */
 		for (int p = 0; p < shared->n_partitions; p++)
 			if (shared->owner[p] == me)
+			{
 				load(&src->train, p, &src->held[p]);
+				src->tried[p] = true;
+			}
 	}
 }
 
@@ -695,7 +740,8 @@ train_models(MemoryContext step_cxt)
 	pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
 	for (;;)
 	{
-		bool		all_finished;
+		bool		all_finished,
+					stolen;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
@@ -706,9 +752,11 @@ train_models(MemoryContext step_cxt)
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
-		i = take_model(&all_finished);
+		i = take_model(&all_finished, &stolen);
 		if (i >= 0)
 		{
+			if (stolen)
+				hold_stolen(i);
 			train_model(i, step_cxt);
 			continue;
 		}
