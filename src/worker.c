@@ -167,12 +167,12 @@ create_run(void)
 }
 
 static void
-record_decisions(int32 epoch, const bool *stopped, const bool *decided)
+record_decisions(const MopDecisions *d)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	mop_record_decisions(shared, epoch, decided, stopped);
+	mop_record_decisions(shared, d);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -246,14 +246,15 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 
 /*
  * With the mutex held: model i goes on to its next epoch, is done, diverged, or
- * waits at a rung; when it was the last model a rung waited for, it decides
- * the rung.  True if it decided; *rung is then the rung's epoch.
+ * waits at a rung; then every rung that can be is decided (its arrival, or its
+ * leaving the bracket, may be what a rung waited for).  True if any was.
  */
 static bool
-advance_model(int i, const PgdlEpochMetrics *metrics, int32 *rung, bool *decided, bool *stopped)
+advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
 {
 	MopModel   *m = &shared->models[i];
 	int32		epoch = metrics->epoch;
+	int32		r = mop_rung_of(shared, m, epoch);
 
 	m->epoch = epoch;
 	m->visit = 0;
@@ -262,22 +263,19 @@ advance_model(int i, const PgdlEpochMetrics *metrics, int32 *rung, bool *decided
 	m->correct = 0;
 	m->n = 0;
 	m->seconds = 0;
-	*rung = epoch;
 	if (metrics->diverged)
-	{
 		m->state = MOP_DIVERGED;
-		return mop_decide_waiting_rung(shared, rung, decided, stopped);
-	}
-	if (epoch >= shared->epochs)
+	else if (epoch >= shared->epochs)
 		m->state = MOP_DONE;
-	else if (mop_is_rung(shared, epoch))
+	else if (r >= 0)
 	{
+		m->rung_key[r] = mop_rank_key(metrics);
+		m->rung_known |= 1u << r;
 		m->state = MOP_RUNG;
-		return mop_decide_rung(shared, epoch, decided, stopped);
 	}
 	else
 		m->state = MOP_IDLE;
-	return false;
+	return mop_decide(shared, d);
 }
 
 /*
@@ -290,10 +288,8 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	MopModel   *m = &shared->models[i];
 	NnBatchStats vstats = {0};
 	PgdlEpochMetrics metrics = {0};
-	bool	   *stopped = palloc0(sizeof(bool) * shared->n_models);
-	bool	   *decided = palloc0(sizeof(bool) * shared->n_models);
-	bool		rung_done;
-	int32		rung;
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
+	bool		decided;
 	/* a model that diverged at the first step of its epoch measured nothing */
 	double		none = diverged ? get_float8_nan() : 0;
 
@@ -316,10 +312,10 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	record_epoch(i, nn, &metrics);
 
 	SpinLockAcquire(&shared->mutex);
-	rung_done = advance_model(i, &metrics, &rung, decided, stopped);
+	decided = advance_model(i, &metrics, d);
 	SpinLockRelease(&shared->mutex);
-	if (rung_done)
-		record_decisions(rung, stopped, decided);
+	if (decided)
+		record_decisions(d);
 	wake_everyone();
 }
 
