@@ -49,6 +49,7 @@ COMMENT ON FUNCTION pgdl.calibrate(double precision, integer) IS
 REVOKE EXECUTE ON FUNCTION pgdl.calibrate(double precision, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgdl.calibrate(double precision, integer) TO pgdl_admin;
 ALTER TABLE pgdl.run_metrics ADD COLUMN predicted_seconds double precision;
+ALTER TABLE pgdl.run_metrics ADD COLUMN bracket integer;
 DROP FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer);
 CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',

@@ -27,6 +27,7 @@
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/acl.h"
+#include "utils/float.h"
 #include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
 #include "utils/jsonb.h"
@@ -54,6 +55,7 @@ typedef struct MopConfig
 	bool		stopped;		/* resume: stopped at a rung before */
 	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
 	PgdlEpochMetrics last;
+	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
 	double		cost;
 	PgdlTransfer *transfer;		/* when it starts from a base model */
 	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
@@ -75,6 +77,7 @@ typedef struct MopRun
 	int16		owner[PGDL_MAX_PARTITIONS];
 	int32		eta;
 	char	   *strategy;
+	MopStrategy strat;
 	char	   *name_prefix;
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
 	char	   *cache_mode;		/* feature caches: auto, on, off */
@@ -91,96 +94,28 @@ mop_next_partition(const MopModel *m, int32 n_partitions)
 	return order[m->visit];
 }
 
-bool
-mop_is_rung(const MopShared *shared, int32 epoch)
+/* Visits model m makes before its next decision: the next rung, or its last epoch. */
+static int32
+visits_left(const MopShared *shared, const MopModel *m)
 {
-	/* the rungs are epochs / eta^k for k >= 1, before the last epoch */
-	if (shared->eta < 2)
-		return false;
-	for (int64 r = shared->epochs / shared->eta; r >= 1; r /= shared->eta)
-		if (r == epoch && epoch < shared->epochs)
-			return true;
-	return false;
+	return (mop_next_stop(shared, m, m->epoch) - m->epoch) * shared->n_partitions - m->visit;
 }
 
-static double
-rank_key(const MopModel *m)
+double
+mop_seconds_left(const MopShared *shared, const MopModel *m)
 {
-	return m->last.has_validation ? m->last.validation_loss : m->last.train_loss;
-}
+	double		per_visit;
 
-/* Lower first; NaN last, so that the order is total (qsort needs one). */
-static int
-compare_loss(double a, double b)
-{
-	if (isnan(a) || isnan(b))
-		return (isnan(a) ? 1 : 0) - (isnan(b) ? 1 : 0);
-	return a < b ? -1 : (a > b ? 1 : 0);
-}
-
-bool
-mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
-{
-	int32		waiting = 0,
-				keep;
-
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		MopModel   *m = &shared->models[i];
-
-		decided[i] = stopped[i] = false;
-		/* a model that diverged has left the bracket: it neither waits nor takes a place */
-		if (mop_finished(m->state))
-			continue;
-		if (m->state != MOP_RUNG || m->epoch != epoch)
-			return false;
-		waiting++;
-	}
-	keep = (waiting + shared->eta - 1) / shared->eta;
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		MopModel   *m = &shared->models[i];
-		int32		better = 0;
-
-		if (m->state != MOP_RUNG)
-			continue;
-		/* rank by loss, ties by position in the set: deterministic */
-		for (int j = 0; j < shared->n_models; j++)
-		{
-			MopModel   *o = &shared->models[j];
-			int			c = compare_loss(rank_key(o), rank_key(m));
-
-			if (o->state == MOP_RUNG && (c < 0 || (c == 0 && j < i)))
-				better++;
-		}
-		decided[i] = true;
-		stopped[i] = better >= keep;
-	}
-	for (int i = 0; i < shared->n_models; i++)
-		if (decided[i])
-			shared->models[i].state = stopped[i] ? MOP_STOPPED : MOP_IDLE;
-	return true;
-}
-
-bool
-mop_decide_waiting_rung(MopShared *shared, int32 *epoch, bool *decided, bool *stopped)
-{
-	/* models wait at one rung at a time: none passes it before it is decided */
-	for (int i = 0; i < shared->n_models; i++)
-		if (shared->models[i].state == MOP_RUNG)
-		{
-			*epoch = shared->models[i].epoch;
-			return mop_decide_rung(shared, *epoch, decided, stopped);
-		}
-	return false;
-}
-
-void
-mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped)
-{
-	for (int i = 0; i < shared->n_models; i++)
-		if (decided[i])
-			pgdl_run_record_decision(shared->run_id, shared->models[i].config_id, epoch, stopped[i]);
+	/* measured on this run when it can be (its own pace, batch size and optimizer included), else predicted */
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = m->seconds / m->visit;
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = m->last.seconds / shared->n_partitions;
+	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / shared->n_partitions;
+	else
+		per_visit = m->cost * 1e-9;
+	return per_visit * visits_left(shared, m);
 }
 
 /* ---- the configurations ---- */
@@ -564,7 +499,7 @@ compare_leaderboard(const void *a, const void *b)
 {
 	const MopModel *x = *(MopModel *const *) a;
 	const MopModel *y = *(MopModel *const *) b;
-	int			by_loss = compare_loss(rank_key(x), rank_key(y));
+	int			by_loss = mop_compare_loss(mop_rank_key(&x->last), mop_rank_key(&y->last));
 
 	/* models that diverged last; then models that went further first, then by loss */
 	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
@@ -687,28 +622,66 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 }
 
 /*
+ * Brackets from the first configuration's seed, asha's order from the trainable
+ * layers' FLOPs (not the cache plan's, which depends on the workers): the same
+ * for the same set, whatever the number of workers.
+ */
+static void
+assign_brackets(MopShared *shared, const MopRun *run)
+{
+	double	   *cost = palloc(sizeof(double) * list_length(run->configs));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, run->configs)
+		cost[i++] = ((MopConfig *) lfirst(lc))->cost;
+	mop_assign_brackets(shared, (uint64) ((MopConfig *) linitial(run->configs))->config.seed, cost);
+}
+
+/*
+ * Resume: each model's losses at the rungs it passed (asha compares them with
+ * the models that arrive later), from its metrics rows.
+ */
+static void
+restore_rungs(MopShared *shared, const MopRun *run)
+{
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		MopConfig  *c = list_nth(run->configs, i);
+
+		for (int32 r = 0; r < m->bracket && c->epoch_key; r++)
+		{
+			int32		e = mop_rung_epoch(shared, m->bracket, r);
+
+			if (e <= c->start_epoch && !isnan(c->epoch_key[e]))
+			{
+				m->rung_key[r] = c->epoch_key[e];
+				m->rung_known |= 1u << r;
+			}
+		}
+	}
+}
+
+/*
  * A run stopped while models waited at a rung: put them back at the rung and
- * decide it now, as the last of them would have.
+ * decide what can be, as the last of them would have (the decisions depend
+ * only on the losses, so a rung decided before is decided the same way).
  */
 static void
 resume_pending_rung(MopShared *shared)
 {
-	bool	   *decided = palloc(sizeof(bool) * shared->n_models);
-	bool	   *stopped = palloc(sizeof(bool) * shared->n_models);
-	int32		epoch = -1;
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
 
 	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
 
-		if (m->state == MOP_IDLE && m->epoch > 0 && mop_is_rung(shared, m->epoch))
-		{
+		if (m->state == MOP_IDLE && m->epoch > 0 && mop_rung_of(shared, m, m->epoch) >= 0)
 			m->state = MOP_RUNG;
-			epoch = m->epoch;
-		}
 	}
-	if (epoch >= 0 && mop_decide_rung(shared, epoch, decided, stopped))
-		mop_record_decisions(shared, epoch, decided, stopped);
+	if (mop_decide(shared, d))
+		mop_record_decisions(shared, d);
 }
 
 /* A run's DSM segment, as the leader lays it out (mop.h). */
@@ -781,6 +754,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->n_partitions = run->ds->partitions;
 	shared->epochs = run->epochs;
 	shared->eta = run->eta;
+	shared->strategy = run->strat;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->max_model_memory = pgdl_max_model_memory;
 	shared->leader = MyProc;
@@ -842,7 +816,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->config = c->config;
 		m->source = c->source;
 		m->cost = c->cost;
-		/* a recomputed prefix is part of every visit's work: it counts for "heaviest first" */
+		/* a recomputed prefix is part of every visit's work: the schedule counts it */
 		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
@@ -1001,6 +975,8 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	copy_tasks(s.shared, s.plan_sql, plan);
 	used = copy_models(s.shared, s.blobs, run);
 	copy_sources(s.shared, s.blobs, used, run, prefixes);
+	assign_brackets(s.shared, run);
+	restore_rungs(s.shared, run);
 	resume_pending_rung(s.shared);
 	run_workers(&s, run->n_workers);
 	store_models(fcinfo, run, s.shared, s.blobs);
@@ -1020,10 +996,17 @@ check_isolation(void)
 #define MIN_ETA 2
 #define MAX_ETA 100
 
+/* A strategy by name; false if there is none of that name. */
 static bool
-is_halving(const char *strategy)
+strategy_by_name(const char *name, MopStrategy *out)
 {
-	return strcmp(strategy, "hyperband") == 0 || strcmp(strategy, "successive_halving") == 0;
+	for (MopStrategy st = MOP_ALL; st <= MOP_ASHA; st++)
+		if (strcmp(name, mop_strategy_name(st)) == 0)
+		{
+			*out = st;
+			return true;
+		}
+	return false;
 }
 
 static bool
@@ -1035,9 +1018,13 @@ is_cache_mode(const char *mode)
 static void
 set_strategy(MopRun *run, const char *strategy, int32 eta)
 {
-	if (strcmp(strategy, "all") == 0)
-		run->eta = 0;
-	else if (is_halving(strategy))
+	if (!strategy_by_name(strategy, &run->strat))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
+				 errhint("Use 'all' (every configuration for every epoch), 'successive_halving', 'hyperband' or 'asha'.")));
+	run->eta = 0;
+	if (run->strat != MOP_ALL)
 	{
 		if (eta < MIN_ETA || eta > MAX_ETA)
 			ereport(ERROR,
@@ -1045,12 +1032,7 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 					 errmsg("eta must be between %d and %d, got %d", MIN_ETA, MAX_ETA, eta)));
 		run->eta = eta;
 	}
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
-				 errhint("Use 'all' (every configuration for every epoch) or 'hyperband' (successive halving).")));
-	run->strategy = pstrdup(strategy);
+	run->strategy = pstrdup(mop_strategy_name(run->strat));
 }
 
 static void
@@ -1418,9 +1400,9 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 	if (run->set_name == NULL)
 		bad_run_config(id, "set", "the name of a configuration set");
 	run->strategy = run_config_string(id, cfg, "strategy", "all");
-	halving = is_halving(run->strategy);
-	if (!halving && strcmp(run->strategy, "all") != 0)
-		bad_run_config(id, "strategy", "'all', 'hyperband' or 'successive_halving'");
+	if (!strategy_by_name(run->strategy, &run->strat))
+		bad_run_config(id, "strategy", "'all', 'successive_halving', 'hyperband' or 'asha'");
+	halving = run->strat != MOP_ALL;
 	run->eta = run_config_int(id, cfg, "eta", halving ? MIN_ETA : 0, MAX_ETA, 0);
 	if (!halving)
 		run->eta = 0;			/* 'all' has no rungs */
@@ -1462,6 +1444,39 @@ read_run(MopRun *run, int64 run_id, int32 *per_node)
 	return run_config_from_jsonb(run, rec.config, per_node);
 }
 
+/* Configuration c's rank key at each epoch it completed (validation loss, else training loss), from its metrics. */
+static void
+read_epoch_keys(MopRun *run, MopConfig *c)
+{
+	Oid			types[3] = {INT8OID, INT8OID, INT4OID};
+	Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	c->epoch_key = palloc(sizeof(double) * (c->start_epoch + 1));
+	for (int e = 0; e <= c->start_epoch; e++)
+		c->epoch_key[e] = get_float8_nan();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
+							  "WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
+							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.run_metrics");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull[2];
+		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
+		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+
+		if (!isnull[1])
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			c->epoch_key[e] = DatumGetFloat8(key);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	SPI_finish();
+}
+
 /* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
 static void
 read_resume_points(MopRun *run)
@@ -1479,6 +1494,8 @@ read_resume_points(MopRun *run)
 		c->stopped = point.stopped;
 		c->has_metrics = point.has_metrics;
 		c->last = point.metrics;
+		if (run->eta > 0)
+			read_epoch_keys(run, c);
 	}
 }
 

@@ -632,8 +632,8 @@ extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
 /* The same for a node's part of a federated round (node: its server's name, or NULL for the run's model). */
 extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *metrics);
-/* Successive halving's decision at a rung, on that epoch's metrics row. */
-extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop);
+/* A halving strategy's decision at a rung, on that epoch's metrics row, with the model's bracket. */
+extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket);
 extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);
 /* An error if a model already has this name. */
 extern void pgdl_run_check_model_name(const char *name);

@@ -59,9 +59,9 @@ SELECT r.kind, r.status, r.config->>'strategy' AS strategy, r.config->>'workers'
   FROM pgdl.runs r WHERE r.kind = 'fit_multiple' ORDER BY r.id;
 SELECT count(*) AS runs_in_flight FROM pgdl.progress;
 
--- successive halving (strategy hyperband, eta 2, 4 epochs): rungs after epochs 1 and 2
+-- successive halving (eta 2, 4 epochs): rungs after epochs 1 and 2
 SELECT rank, epochs, stopped FROM pgdl.fit_multiple('mop_packed', 'mop_set', 4, 'mop_valid', workers => 2,
-                                                    strategy => 'hyperband', eta => 2) ORDER BY rank;
+                                                    strategy => 'successive_halving', eta => 2) ORDER BY rank;
 SELECT epoch, decision, count(*)
   FROM pgdl.run_metrics WHERE run = (SELECT max(id) FROM pgdl.runs) AND decision IS NOT NULL
  GROUP BY epoch, decision ORDER BY epoch, decision;
