@@ -10,8 +10,11 @@
  * go.  Jobs that find no free slot queue on one more lock, the turnstile, which
  * the lock manager grants in the order it was asked for; the job at the head
  * takes the free slots (up to what it asked for) as they come, and the next
- * one moves up.  A job keeps its slots until it ends: fair share is first
- * come, first served, never a job stopped to make room for another.
+ * one moves up.  While other jobs wait, a running job that holds more than
+ * its fair share gives workers back between two models (the server's slots
+ * split evenly between the roles with jobs, then between a role's jobs), and
+ * one that holds fewer than it asked for takes free slots when no job waits
+ * (mop.c, pgdl_jobs_fair_share and pgdl_jobs_take_one).
  *
  * pgdl.jobs reads the lock table: queued and running jobs, their owners and
  * the slots they hold.
@@ -207,6 +210,35 @@ pgdl_jobs_release(void)
 		}
 }
 
+/* Gives one of the job's slots back: a worker of it has left its run early. */
+void
+pgdl_jobs_release_one(void)
+{
+	for (int s = PGDL_MAX_WORKERS - 1; s >= 0; s--)
+		if (held[s])
+		{
+			job_unlock(s);
+			held[s] = false;
+			return;
+		}
+}
+
+/* One more slot for a running job, when no job waits for one (none holds the turnstile). */
+bool
+pgdl_jobs_take_one(void)
+{
+	int			n = 0;
+	bool		taken;
+
+	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
+		n += held[s];
+	if (n >= pgdl_max_workers || !job_lock(JOB_TURNSTILE, false))
+		return false;
+	taken = take_free_slots(n + 1) > n;
+	job_unlock(JOB_TURNSTILE);
+	return taken;
+}
+
 /* ---- pgdl.jobs ---- */
 
 typedef struct JobRow
@@ -291,6 +323,41 @@ queue_position(const JobRow *rows, int n, const JobRow *r)
 			   (rows[i].waiting_since == r->waiting_since && rows[i].pid < r->pid)))))
 			ahead++;
 	return ahead + 1;
+}
+
+/*
+ * The workers this backend's running job should hold while other jobs wait:
+ * pgdl.max_workers split evenly between the roles that have jobs, then between
+ * a role's jobs; at least one.  *others_waiting: whether any other job waits.
+ */
+int
+pgdl_jobs_fair_share(bool *others_waiting)
+{
+	LockData   *data = GetLockStatusData();
+	JobRow	   *rows;
+	Oid			roles[2 * PGDL_MAX_WORKERS + 64];
+	int			n,
+				n_roles = 0,
+				mine = 0,
+				share;
+
+	rows = collect_jobs(data, &n);
+	*others_waiting = false;
+	for (int i = 0; i < n; i++)
+	{
+		bool		known = false;
+
+		if (rows[i].pid != MyProcPid && rows[i].workers == 0)
+			*others_waiting = true;
+		if (rows[i].owner == held_owner)
+			mine++;
+		for (int r = 0; r < n_roles; r++)
+			known |= roles[r] == rows[i].owner;
+		if (!known && n_roles < lengthof(roles))
+			roles[n_roles++] = rows[i].owner;
+	}
+	share = pgdl_max_workers / Max(n_roles, 1) / Max(mine, 1);
+	return Max(share, 1);
 }
 
 PG_FUNCTION_INFO_V1(pgdl_job_rows);

@@ -435,10 +435,94 @@ wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
 	}
 }
 
+/*
+ * The leader's side of the server's fair share (jobs.c): the workers it may
+ * start, the slots of workers that left given back.
+ */
+typedef struct MopCrew
+{
+	dsm_segment *seg;
+	BackgroundWorkerHandle **handles;	/* PGDL_MAX_WORKERS of them */
+	int			wanted;			/* the most workers at once */
+	bool		queued;			/* the run holds slots of the server's queue (not distributed) */
+	bool		can_grow;		/* every worker trains on the CPU: one that joins later can too */
+	bool		released[PGDL_MAX_WORKERS]; /* a retired worker's slot given back */
+	TimestampTz last;
+} MopCrew;
+
+static bool register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles);
+
+/* One more worker for the run, on a slot just taken; the slot goes back if it cannot start. */
+static void
+add_worker(MopShared *shared, MopCrew *crew)
+{
+	int			w = shared->n_workers;
+	MopWorker  *wk = &shared->workers[w];
+
+	memset(wk, 0, sizeof(*wk));
+	wk->server = InvalidOid;
+	wk->device = PGDL_DEVICE_CPU;
+	SpinLockAcquire(&shared->mutex);
+	shared->n_workers = w + 1;
+	SpinLockRelease(&shared->mutex);
+	if (!register_worker(crew->seg, w, crew->handles))
+	{
+		SpinLockAcquire(&shared->mutex);
+		shared->n_workers = w;
+		SpinLockRelease(&shared->mutex);
+		pgdl_jobs_release_one();
+	}
+}
+
+/*
+ * Twice a second: give back the slots of workers that left; ask workers to
+ * leave while other jobs wait and this one holds more than its fair share;
+ * take a free slot for one more worker when none waits.
+ */
+static void
+rebalance(MopShared *shared, MopCrew *crew)
+{
+	int			active = 0;
+	int			fair;
+	bool		waiting;
+
+	if (!crew->queued || !TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(), 500))
+		return;
+	crew->last = GetCurrentTimestamp();
+	for (int w = 0; w < shared->n_workers; w++)
+	{
+		pid_t		pid;
+
+		if (shared->workers[w].retired && !crew->released[w] &&
+			GetBackgroundWorkerPid(crew->handles[w], &pid) == BGWH_STOPPED)
+		{
+			pgdl_jobs_release_one();
+			crew->released[w] = true;
+		}
+	}
+	fair = pgdl_jobs_fair_share(&waiting);
+	/* counted and asked under one lock: a worker leaving meanwhile is not asked for twice */
+	SpinLockAcquire(&shared->mutex);
+	for (int w = 0; w < shared->n_workers; w++)
+		if (!shared->workers[w].retired && !shared->workers[w].finished)
+			active++;
+	shared->retire_requests = waiting ? Max(active - fair, 0) : 0;
+	SpinLockRelease(&shared->mutex);
+	if (shared->retire_requests > 0)
+		for (int w = 0; w < shared->n_workers; w++)
+			if (shared->workers[w].proc)
+				SetLatch(&shared->workers[w].proc->procLatch);
+	if (!waiting && crew->can_grow && active < crew->wanted && shared->n_workers < PGDL_MAX_WORKERS &&
+		pgdl_jobs_take_one())
+		add_worker(shared, crew);
+}
+
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
 static void
-wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+wait_for_run(MopShared *shared, MopCrew *crew)
 {
+	BackgroundWorkerHandle **handles = crew->handles;
+
 	bool		held = false;
 	TimestampTz last_check = GetCurrentTimestamp();
 
@@ -455,7 +539,7 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		}
 		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
 		{
-			check_not_blocking(handles, n_workers);
+			check_not_blocking(handles, shared->n_workers);
 			last_check = GetCurrentTimestamp();
 		}
 		SpinLockAcquire(&shared->mutex);
@@ -471,7 +555,8 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 											  shared->run_id, shared->run_id) : 0));
 		if (all_done)
 			return;
-		for (int w = 0; w < n_workers; w++)
+		rebalance(shared, crew);
+		for (int w = 0; w < shared->n_workers; w++)
 		{
 			pid_t		pid;
 
@@ -859,18 +944,22 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 	}
 }
 
+static bool
+register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles)
+{
+	char		name[BGW_MAXLEN];
+
+	snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
+	return pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]);
+}
+
 /* Register up to n workers on the segment; returns how many were. */
 static int
 register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
 {
 	for (int w = 0; w < n; w++)
-	{
-		char		name[BGW_MAXLEN];
-
-		snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
-		if (!pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]))
+		if (!register_worker(seg, w, handles))
 			return w;
-	}
 	return n;
 }
 
@@ -879,14 +968,17 @@ static void
 run_workers(MopSegment *s, int wanted)
 {
 	MopShared  *shared = s->shared;
-	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * wanted);
+	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * PGDL_MAX_WORKERS);
 	PgdlSettle *settle = pgdl_run_settle_prepare();
-
+	MopCrew		crew = {.seg = s->seg, .handles = handles, .wanted = wanted, .queued = !shared->distributed};
 	int			granted = wanted;
 
 	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
-	if (!shared->distributed)
+	if (crew.queued)
 		granted = pgdl_jobs_acquire(wanted, false);
+	crew.can_grow = crew.queued;
+	for (int w = 0; w < wanted; w++)
+		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
 	PG_TRY();
 	{
 		int			launched = register_workers(s->seg, granted, handles);
@@ -929,14 +1021,15 @@ run_workers(MopSegment *s, int wanted)
 						 errhint("See the server log.")));
 		}
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
-		wait_for_run(shared, handles, launched);
-		wait_for_exit(handles, launched);
+		crew.last = GetCurrentTimestamp();
+		wait_for_run(shared, &crew);
+		wait_for_exit(handles, shared->n_workers);
 	}
 	PG_CATCH();
 	{
 		shared->abort = true;
 		/* every handle registered, however far the launch got */
-		stop_workers(handles, wanted);
+		stop_workers(handles, PGDL_MAX_WORKERS);
 		pgdl_jobs_release();
 		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 		PG_RE_THROW();

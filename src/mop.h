@@ -122,6 +122,7 @@ typedef struct MopWorker
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */
+	bool		retired;		/* left the run early, for another job (jobs.c): its partitions went to others */
 	int64		examples;		/* trained, for progress */
 	double		busy_seconds;
 } MopWorker;
@@ -148,7 +149,8 @@ typedef struct MopShared
 	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
-	bool		go;				/* workers may start: n_workers is final */
+	bool		go;				/* workers may start; n_workers grows only when the leader adds one */
+	int32		retire_requests;	/* workers the leader asks to leave, for other jobs (fair share) */
 	int32		n_tasks;
 	MopTask		tasks[MOP_MAX_TASKS];
 	int32		n_sources;

@@ -54,6 +54,9 @@ extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
 /* jobs.c: the server's queue for pgdl workers (pgdl.max_workers in all) */
 extern int	pgdl_jobs_acquire(int wanted, bool need_all);
 extern void pgdl_jobs_release(void);
+extern void pgdl_jobs_release_one(void);
+extern bool pgdl_jobs_take_one(void);
+extern int	pgdl_jobs_fair_share(bool *others_waiting);
 extern void pgdl_run_prune_checkpoints(int64 run);	/* at the end of a finished run */
 /* for errors about a table pgdl.datasets does not know: packed before pgdl was dropped? */
 extern bool pgdl_packed_left_behind(Oid relid);

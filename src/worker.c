@@ -729,6 +729,38 @@ connect_node(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * Whether this worker leaves the run now, as the leader asked so that another
+ * job gets its slot (jobs.c): between two models, and never the last worker.
+ * Its partitions go to the workers that stay, round robin.
+ */
+static bool
+retire_if_asked(void)
+{
+	int			heirs[PGDL_MAX_WORKERS];
+	int			n = 0;
+
+	if (shared->retire_requests <= 0)
+		return false;
+	SpinLockAcquire(&shared->mutex);
+	for (int w = 0; w < shared->n_workers; w++)
+		if (w != me && !shared->workers[w].retired && !shared->workers[w].finished)
+			heirs[n++] = w;
+	if (shared->retire_requests <= 0 || n == 0)
+	{
+		SpinLockRelease(&shared->mutex);
+		return false;
+	}
+	shared->retire_requests--;
+	shared->workers[me].retired = true;
+	for (int p = 0, k = 0; p < shared->n_partitions; p++)
+		if (shared->owner[p] == me)
+			shared->owner[p] = (int16) heirs[k++ % n];
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+	return true;
+}
+
 /* Train models that come to this worker's partitions until every model is done or the run stops. */
 static void
 train_models(MemoryContext step_cxt)
@@ -741,7 +773,7 @@ train_models(MemoryContext step_cxt)
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		if (shared->abort)
+		if (shared->abort || retire_if_asked())
 			return;
 		if (BackendPidGetProc(shared->leader_pid) == NULL)
 			ereport(ERROR,

@@ -1,8 +1,9 @@
 # The server's queue of pgdl jobs: with pgdl.max_workers = 2, two roles'
 # selections submitted at once both finish, never more than 2 pgdl workers run,
-# the later job waits in the queue (a NOTICE says so, pgdl.jobs shows it), each
-# role sees only its own jobs, a queued job can be cancelled, every model equals
-# the one its selection trains alone, and a worker that dies fails only its job.
+# later jobs wait in the queue (a NOTICE says so, pgdl.jobs shows it), each role
+# sees only its own jobs, a queued job can be cancelled, a job gives a worker
+# back to another role's and takes free slots, every model equals the one its
+# selection trains alone, and a worker that dies fails only its job.
 use strict;
 use warnings;
 
@@ -46,8 +47,9 @@ SELECT pgdl.grid_search('set_$role', '{small_$role}', '{"optimizer": "sgd", "lr"
 
 sub fit_sql
 {
-	my ($role, $table, $workers) = @_;
-	return "CREATE TABLE $table AS SELECT * FROM pgdl.fit_multiple('packed', 'set_$role', $EPOCHS, workers => $workers)";
+	my ($role, $table, $workers, $epochs) = @_;
+	$epochs //= $EPOCHS;
+	return "CREATE TABLE $table AS SELECT * FROM pgdl.fit_multiple('packed', 'set_$role', $epochs, workers => $workers)";
 }
 
 sub jobs_as
@@ -65,54 +67,75 @@ sub pid_of
 # Each selection alone first: the models the queued runs must reproduce.
 $node->safe_psql('postgres', "SET ROLE alice; " . fit_sql('alice', 'alone_alice', 2));
 $node->safe_psql('postgres', "SET ROLE bob; " . fit_sql('bob', 'alone_bob', 2));
+$node->safe_psql('postgres', "SET ROLE bob; " . fit_sql('bob', 'alone_bob_long', 2, 2 * $EPOCHS));
 
 # ---------------------------------------------------------------------------
-# Two roles at once, and a third job queued and withdrawn.
+# Two roles at once, a worker each; two more jobs queue, one is withdrawn.
 # ---------------------------------------------------------------------------
-my $a1 = start_psql($node, 'job_a1', 'alice', fit_sql('alice', 'lb_alice', 2));
-ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'running' AND workers = 2", 30),
-	'the first job runs with both worker slots');
-my $b1 = start_psql($node, 'job_b1', 'bob', 'SET client_min_messages = notice', fit_sql('bob', 'lb_bob', 2));
+my $a1 = start_psql($node, 'job_a1', 'alice', fit_sql('alice', 'lb_alice', 1));
+my $b1 = start_psql($node, 'job_b1', 'bob', fit_sql('bob', 'lb_bob', 1));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1", 30),
+	'two jobs run, a worker slot each');
+my $a2 = start_psql($node, 'job_a2', 'alice', 'SET client_min_messages = notice', fit_sql('alice', 'lb_alice_2', 1));
 ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'queued' AND position = 1", 30),
-	'the second job waits, first in the queue');
-my $a2 = start_psql($node, 'job_a2', 'alice', 'SET client_min_messages = notice', fit_sql('alice', 'lb_cancelled', 2));
+	'a third job waits, first in the queue');
+my $b2 = start_psql($node, 'job_b2', 'bob', 'SET client_min_messages = notice', fit_sql('bob', 'lb_cancelled', 1));
 ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'queued' AND position = 2", 30),
-	'a third job queues behind it');
+	'a fourth queues behind it');
 
-is($node->safe_psql('postgres', "SELECT string_agg(owner || ':' || state, ',' ORDER BY state, owner::text) FROM pgdl.jobs"),
-	'alice:queued,bob:queued,alice:running', 'pgdl.jobs shows the queue to a superuser');
-is(jobs_as('bob', "SELECT string_agg(state || ':' || position, ',') FROM pgdl.jobs"), 'queued:1', 'bob sees only his own job');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(owner || ':' || state || ':' || coalesce(position, 0), ',' ORDER BY state, position, owner::text) FROM pgdl.jobs"),
+	'alice:queued:1,bob:queued:2,alice:running:0,bob:running:0', 'pgdl.jobs shows the queue to a superuser');
+is(jobs_as('bob', "SELECT string_agg(state, ',' ORDER BY state) FROM pgdl.jobs"), 'queued,running', 'bob sees only his own jobs');
 is(jobs_as('alice', "SELECT string_agg(state, ',' ORDER BY state) FROM pgdl.jobs"), 'queued,running', 'alice sees only hers');
-my $a1_run = jobs_as('alice', "SELECT run FROM pgdl.jobs WHERE state = 'running'");
-like($a1_run, qr/^\d+$/, 'the running job names its run');
+like(jobs_as('alice', "SELECT run FROM pgdl.jobs WHERE state = 'running'"), qr/^\d+$/, 'a running job names its run');
 cmp_ok(jobs_as('alice', "SELECT configurations_left FROM pgdl.jobs WHERE state = 'running'"), '>=', 1,
 	'... and how many configurations it has left');
 
-# withdraw the third job: cancelling its statement
-$node->safe_psql('postgres', "SELECT pg_cancel_backend(" . pid_of('job_a2') . ")");
-my $rc = finish_psql($a2, 30);
-isnt($rc, 0, 'a cancelled queued job ends with an error');
-like($a2->{stderr}, qr/NOTICE:  pgdl job queued behind 1 other job\n/, 'the third job was told it queued behind one');
-like($a2->{stderr}, qr/canceling statement due to user request/, '... and, cancelled, that it was');
-ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs", 10), 'and leaves the queue');
+# withdraw the fourth job: cancelling its statement
+$node->safe_psql('postgres', "SELECT pg_cancel_backend(" . pid_of('job_b2') . ")");
+isnt(finish_psql($b2, 30), 0, 'a cancelled queued job ends with an error');
+like($b2->{stderr}, qr/NOTICE:  pgdl job queued behind 1 other job\n/, 'it had been told it queued behind one');
+like($b2->{stderr}, qr/canceling statement due to user request/, '... and, cancelled, that it was');
+ok(poll_until($node, "SELECT count(*) = 3 FROM pgdl.jobs", 10), 'it left the queue');
 
-# never more than pgdl.max_workers pgdl workers, until both jobs end
+# never more than pgdl.max_workers pgdl workers, until the three jobs end
 my $most = 0;
-while ($a1->{h}->pumpable || $b1->{h}->pumpable)
+while (grep { $_->{h}->pumpable } $a1, $b1, $a2)
 {
 	my $n = $node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgdl worker'");
 	$most = $n if $n > $most;
-	$a1->{h}->pump_nb if $a1->{h}->pumpable;
-	$b1->{h}->pump_nb if $b1->{h}->pumpable;
+	$_->{h}->pump_nb for grep { $_->{h}->pumpable } $a1, $b1, $a2;
 	usleep(50_000);
 }
-is(finish_psql($a1, 120), 0, "alice's job finishes");
-is(finish_psql($b1, 120), 0, "bob's job finishes after it");
-like($b1->{stderr}, qr/NOTICE:  pgdl job waiting for a worker: all 2 are busy/, 'bob was told his job waits');
+is(finish_psql($a1, 120), 0, "alice's first job finishes");
+is(finish_psql($b1, 120), 0, "bob's job finishes");
+is(finish_psql($a2, 120), 0, "alice's queued job finishes after them");
+like($a2->{stderr}, qr/NOTICE:  pgdl job waiting for a worker: all 2 are busy/, 'it had been told it waited');
 ok($most >= 1 && $most <= 2, "never more than 2 pgdl workers at once (at most $most seen)");
 is(model_digests($node, 'lb_alice'), model_digests($node, 'alone_alice'), "alice's models equal her selection alone");
+is(model_digests($node, 'lb_alice_2'), model_digests($node, 'alone_alice'), '... queued too');
 is(model_digests($node, 'lb_bob'), model_digests($node, 'alone_bob'), "bob's models equal his selection alone");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.jobs'), '0', 'no job left');
+
+# ---------------------------------------------------------------------------
+# Fair share: a job that holds both slots gives one back when another role's
+# job queues, and a job takes a slot that frees up when none waits.
+# ---------------------------------------------------------------------------
+my $a3 = start_psql($node, 'job_a3', 'alice', fit_sql('alice', 'lb_alice_shared', 2));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'running' AND workers = 2", 30),
+	'a job alone takes both worker slots');
+my $b3 = start_psql($node, 'job_b3', 'bob', fit_sql('bob', 'lb_bob_shared', 2, 2 * $EPOCHS));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1", 30),
+	"when bob's job queues, alice's gives a worker back: a worker each");
+is(finish_psql($a3, 120), 0, "alice's job finishes");
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE owner = 'bob'::regrole AND workers = 2", 30),
+	"bob's job then takes the free slot");
+is(finish_psql($b3, 120), 0, "bob's job finishes");
+is(model_digests($node, 'lb_alice_shared'), model_digests($node, 'alone_alice'),
+	"alice's models, trained by a worker that left and one that stayed, equal her selection alone");
+is(model_digests($node, 'lb_bob_shared'), model_digests($node, 'alone_bob_long'),
+	"bob's models, trained by one worker then two, equal his selection alone");
 
 # ---------------------------------------------------------------------------
 # Two jobs of one worker each: a worker that dies fails only its own job.
@@ -126,10 +149,13 @@ my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE p
 is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a3')), 'alice',
 	'a job started after SET ROLE belongs to that role');
 is(jobs_as('alice', "SELECT count(*) FROM pgdl.jobs"), '1', '... and shows to it');
-ok(poll_until($node, "SELECT EXISTS (SELECT FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL)", 30),
-	"alice's worker is training");
-$node->safe_psql('postgres',
-	"SELECT pg_terminate_backend(worker_pid) FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL LIMIT 1");
+# between two visits no model of the run is busy and no worker shows: try until one is terminated
+ok( poll_until(
+		$node,
+		"SELECT coalesce(bool_or(pg_terminate_backend(worker_pid)), false)
+		   FROM (SELECT worker_pid FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL LIMIT 1) w",
+		30),
+	"alice's worker, training, is terminated");
 isnt(finish_psql($a3, 60), 0, 'the job whose worker died fails');
 is(finish_psql($b3, 120), 0, 'the other job finishes');
 is(model_digests($node, 'lb_survivor'), model_digests($node, 'alone_bob'), '... with the models it trains alone');
