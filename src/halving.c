@@ -78,19 +78,6 @@ mop_rung_of(const MopShared *shared, const MopModel *m, int32 epoch)
 	return -1;
 }
 
-int32
-mop_next_stop(const MopShared *shared, const MopModel *m, int32 epoch)
-{
-	for (int32 r = 0; r < m->bracket; r++)
-	{
-		int32		e = mop_rung_epoch(shared, m->bracket, r);
-
-		if (e > epoch)
-			return e;
-	}
-	return shared->epochs;
-}
-
 double
 mop_rank_key(const PgdlEpochMetrics *last)
 {

@@ -94,11 +94,15 @@ mop_next_partition(const MopModel *m, int32 n_partitions)
 	return order[m->visit];
 }
 
-/* Visits model m makes before its next decision: the next rung, or its last epoch. */
+/*
+ * Visits model m makes to its last epoch, as if promoted at every rung: a
+ * model of an aggressive bracket then moves along with the others, and its
+ * rungs are decided while there is other work, not left for the end.
+ */
 static int32
 visits_left(const MopShared *shared, const MopModel *m)
 {
-	return (mop_next_stop(shared, m, m->epoch) - m->epoch) * shared->n_partitions - m->visit;
+	return (shared->epochs - m->epoch) * shared->n_partitions - m->visit;
 }
 
 double

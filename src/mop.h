@@ -169,7 +169,7 @@ typedef struct MopShared
 
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
-/* Seconds of training model m has left before its next decision (a rung, or its end), predicted. */
+/* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
 extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
 
 /* halving.c: the rungs, and the decisions taken there */
@@ -189,8 +189,6 @@ extern int32 mop_s_max(int32 epochs, int32 eta);
 extern int32 mop_rung_epoch(const MopShared *shared, int32 s, int32 r);
 /* The rung (from the bottom) of model m that ends at `epoch`, or -1. */
 extern int32 mop_rung_of(const MopShared *shared, const MopModel *m, int32 epoch);
-/* The first rung of model m after `epoch`, or epochs. */
-extern int32 mop_next_stop(const MopShared *shared, const MopModel *m, int32 epoch);
 /*
  * Each model's bracket (hyperband's from the seed), and asha's order from each
  * model's training FLOPs per example (cost); the leader, before workers start.

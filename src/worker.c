@@ -321,8 +321,8 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 
 /*
  * Take a model to train; -1 if none.  Longest first: the idle model with the
- * most predicted seconds left before its next decision (mop_seconds_left), so
- * that the heaviest do not finish last, one at a time.  Among the models whose
+ * most predicted seconds left to its last epoch (mop_seconds_left), so that
+ * the heaviest do not finish last, one at a time.  Among the models whose
  * next partition is ours first; when there are none, a model whose partition's
  * owner is busy, read here (not on nodes).  Which worker trains a visit, and
  * when, changes no byte of the models: a model's visits keep their order.
