@@ -573,7 +573,7 @@ start_spill(PackData *data)
 			(errmsg("pgdl.pack spills its rows to temporary files"),
 			 errdetail("The features of " INT64_FORMAT " rows take more than maintenance_work_mem (%zu kB).",
 					   data->n_rows + 1, data->budget / 1024)));
-	data->spill = pgdl_spill_begin(data->n_features, data->budget);
+	data->spill = pgdl_spill_begin(data->n_features);
 	MemoryContextSwitchTo(old);
 	for (int64 r = 0; r < data->n_rows; r++)
 	{
@@ -1086,10 +1086,11 @@ reference_classes(const PackReference *ref, char **distinct_text, int64 n_distin
 
 /*
  * Class indices of every row (as floats, y's format) and the class list:
- * the distinct label values sorted, or the reference's classes.
+ * the distinct label values sorted, or the reference's classes.  The labels' arrays are
+ * freed: only the classes are needed from here.
  */
 static float *
-make_classes(const PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+make_classes(PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
 {
 	bool		is_text = data->label.kind == PACK_TEXT;
 	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
@@ -1141,6 +1142,15 @@ make_classes(const PackData *data, const PackReference *ref, char ***classes_out
 		Assert(hit != NULL);
 		y[r] = (float) distinct_class[((char *) hit - (char *) distinct) / esize];
 	}
+
+	/* what a large source would keep for nothing (the strings of text labels stay: classes point to them) */
+	pfree(distinct);
+	if (is_text)
+		pfree(data->label_text);
+	else
+		pfree(data->label_int);
+	data->label_text = NULL;
+	data->label_int = NULL;
 	return y;
 }
 
@@ -1316,6 +1326,8 @@ make_order(PackData *data, int64 seed, PackNorm *norm, MemoryContext cxt, PackOr
 {
 	int64	   *perm = shuffle(data->n_rows, seed, cxt);
 	int64	   *position;
+	Size		kept;
+	Size		bucket;
 
 	order->data = data;
 	order->perm = perm;
@@ -1333,7 +1345,14 @@ make_order(PackData *data, int64 seed, PackNorm *norm, MemoryContext cxt, PackOr
 	}
 	pfree(perm);
 	order->perm = NULL;
-	pgdl_spill_scatter(data->spill, position, norm->ssq != NULL ? add_deviations : NULL, norm);
+
+	/*
+	 * What stays in memory per row (each row's position and class) comes out
+	 * of the budget of a bucket, which keeps at least a quarter of it.
+	 */
+	kept = mul_size((Size) data->n_rows, sizeof(int64) + sizeof(float));
+	bucket = data->budget > add_size(kept, data->budget / 4) ? data->budget - kept : data->budget / 4;
+	pgdl_spill_scatter(data->spill, position, bucket, norm->ssq != NULL ? add_deviations : NULL, norm);
 	ereport(DEBUG1,
 			(errmsg("pgdl.pack shuffles " INT64_FORMAT " rows through %d temporary files",
 					data->n_rows, pgdl_spill_buckets(data->spill))));

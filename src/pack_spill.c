@@ -33,7 +33,7 @@ struct PgdlSpill
 	int32		n_floats;		/* a row's floats */
 	Size		row_bytes;		/* n_floats floats */
 	Size		record_bytes;	/* a bucket record: the row number, then the row */
-	Size		budget;			/* bytes of one bucket, at most (as asked) */
+	Size		budget;			/* bytes of one bucket, at most (as asked of scatter) */
 	int64		n_rows;			/* rows written */
 	BufFile    *run;			/* pass 1; NULL once scattered */
 
@@ -61,9 +61,9 @@ spill_read(BufFile *file, void *ptr, Size size)
 				 errmsg("could not read from pgdl.pack's temporary file: %m")));
 }
 
-/* A spill of rows of n_floats floats, whose buckets will take about budget bytes each. */
+/* A spill of rows of n_floats floats. */
 PgdlSpill *
-pgdl_spill_begin(int32 n_floats, Size budget)
+pgdl_spill_begin(int32 n_floats)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack spill",
 											  ALLOCSET_DEFAULT_SIZES);
@@ -75,7 +75,6 @@ pgdl_spill_begin(int32 n_floats, Size budget)
 	spill->n_floats = n_floats;
 	spill->row_bytes = mul_size((Size) n_floats, sizeof(float));
 	spill->record_bytes = add_size(sizeof(int64), spill->row_bytes);
-	spill->budget = budget;
 	spill->loaded = -1;
 	spill->run = BufFileCreateTemp(false);
 	MemoryContextSwitchTo(old);
@@ -116,17 +115,19 @@ plan_buckets(PgdlSpill *spill)
 
 /*
  * Pass 2: reads the run back in the order it was written, calls fn (when not
- * NULL) on each row, and appends the row to the bucket of position[row].
- * position must be a permutation of 0 .. n_rows - 1 and stay until the end.
+ * NULL) on each row, and appends the row to the bucket of position[row], a
+ * bucket being about `budget` bytes.  position must be a permutation of
+ * 0 .. n_rows - 1 and stay until the end.
  */
 void
-pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, PgdlSpillRowFn fn, void *arg)
+pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, Size budget, PgdlSpillRowFn fn, void *arg)
 {
 	MemoryContext old = MemoryContextSwitchTo(spill->cxt);
 	float	   *x = palloc(spill->row_bytes);
 
 	Assert(spill->run != NULL && spill->n_rows > 0);
 	spill->position = position;
+	spill->budget = budget;
 	plan_buckets(spill);
 	spill->buckets = palloc(sizeof(BufFile *) * spill->n_buckets);
 	spill->bucket_fill = palloc0(sizeof(int64) * spill->n_buckets);

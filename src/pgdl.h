@@ -418,11 +418,12 @@ extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 typedef struct PgdlSpill PgdlSpill;
 typedef void (*PgdlSpillRowFn) (void *arg, int64 row, const float *x);
 
-extern PgdlSpill *pgdl_spill_begin(int32 n_floats, Size budget);
+extern PgdlSpill *pgdl_spill_begin(int32 n_floats);
 extern void pgdl_spill_write(PgdlSpill *spill, const float *x);
 extern int64 pgdl_spill_rows(const PgdlSpill *spill);
 /* row r goes to position[r] (a permutation, kept by the caller); fn sees each row in written order */
-extern void pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, PgdlSpillRowFn fn, void *arg);
+extern void pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, Size budget,
+							   PgdlSpillRowFn fn, void *arg);
 extern int	pgdl_spill_buckets(const PgdlSpill *spill);
 /* positions in increasing order; *row: the row's number as written */
 extern const float *pgdl_spill_row_at(PgdlSpill *spill, int64 pos, int64 *row);

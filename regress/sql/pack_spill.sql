@@ -73,9 +73,13 @@ SELECT pgdl.pack('pack_spill_src', 'f', 'lab', 'pack_spill_seed12', buffer_rows 
                  seed => 12, standardize => true, nulls => 'skip') > 0 AS packed;
 SELECT pack_spill_md5('pack_spill_seed12') <> pack_spill_md5('pack_spill_disk') AS other_order;
 
--- scale, and a test set packed with a reference: the same bytes in memory and spilled
+-- scale, a test set packed with a reference, integer labels (a view) and a regression target:
+-- the same bytes in memory and spilled
+CREATE VIEW pack_spill_view AS SELECT f, id % 7 AS k, id / 3.0 AS t FROM pack_spill_src WHERE lab IS NOT NULL;
 SELECT pgdl.pack('pack_spill_src', 'f', 'lab', 'pack_spill_scale_disk', buffer_rows => 256, partitions => 2,
                  scale => 0.5, nulls => 'skip') > 0 AS packed;
+SELECT pgdl.pack('pack_spill_view', 'f', 'k', 'pack_spill_int_disk', seed => 5) > 0 AS packed;
+SELECT pgdl.pack('pack_spill_view', 'f', 't', 'pack_spill_reg_disk', seed => 5) > 0 AS packed;
 SELECT pgdl.pack('pack_spill_src', 'f', 'lab', 'pack_spill_ref_disk', buffer_rows => 64, partitions => 1,
                  nulls => 'skip', reference => 'pack_spill_mem') > 0 AS packed;
 SET maintenance_work_mem = '64MB';
@@ -83,8 +87,15 @@ SELECT pgdl.pack('pack_spill_src', 'f', 'lab', 'pack_spill_scale_mem', buffer_ro
                  scale => 0.5, nulls => 'skip') > 0 AS packed;
 SELECT pgdl.pack('pack_spill_src', 'f', 'lab', 'pack_spill_ref_mem', buffer_rows => 64, partitions => 1,
                  nulls => 'skip', reference => 'pack_spill_mem') > 0 AS packed;
+SELECT pgdl.pack('pack_spill_view', 'f', 'k', 'pack_spill_int_mem', seed => 5) > 0 AS packed;
+SELECT pgdl.pack('pack_spill_view', 'f', 't', 'pack_spill_reg_mem', seed => 5) > 0 AS packed;
 SELECT pack_spill_md5('pack_spill_scale_mem') = pack_spill_md5('pack_spill_scale_disk') AS same_scaled,
-       pack_spill_md5('pack_spill_ref_mem') = pack_spill_md5('pack_spill_ref_disk') AS same_referenced;
+       pack_spill_md5('pack_spill_ref_mem') = pack_spill_md5('pack_spill_ref_disk') AS same_referenced,
+       pack_spill_md5('pack_spill_int_mem') = pack_spill_md5('pack_spill_int_disk') AS same_integer_labels,
+       pack_spill_md5('pack_spill_reg_mem') = pack_spill_md5('pack_spill_reg_disk') AS same_regression;
+SELECT (SELECT classes FROM pgdl.datasets WHERE packed = 'pack_spill_int_disk'::regclass) AS classes,
+       (SELECT sum(n) FROM pack_spill_int_disk) AS rows;
+DROP VIEW pack_spill_view CASCADE;
 
 -- an error after spilling began (a NaN in the last row) names the row, and leaves no temporary file
 SET maintenance_work_mem = '1MB';
