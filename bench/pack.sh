@@ -78,7 +78,6 @@ SELECT pg_backend_pid();
 \o
 SELECT pg_sleep(0.3);
 SELECT pg_stat_force_next_flush();
-\o
 SELECT temp_bytes AS tb0 FROM pg_stat_database WHERE datname = current_database() \gset
 SELECT clock_timestamp() AS t0 \gset
 SELECT pgdl.pack('$src', 'image', 'label', '$out', buffer_rows => 128, partitions => 4, scale => 1 / 255.0) AS id \gset
@@ -122,7 +121,10 @@ echo "spilled ($SPILL_MEM):  $n_disk rows in ${t_disk}s, $(awk -v n="$n_disk" -v
 	"peak private RSS $(mb "$rss_disk") MB, VmHWM $(mb "$hwm_disk") MB, temporary files $tmp_disk bytes"
 echo "same bytes: $same"
 echo "load: $(uptime | sed 's/.*load average: //')"
-[ "$same" = yes ] && [ "$tmp_mem" -eq 0 ] && [ "$tmp_disk" -gt 0 ] || { echo "pack: the paths differ, or did not spill as asked" >&2; exit 1; }
+if [ "$same" != yes ] || [ "$tmp_mem" -ne 0 ] || [ "$tmp_disk" -le 0 ]; then
+	echo "pack: the paths differ, or did not spill as asked" >&2
+	exit 1
+fi
 psql -c "DROP TABLE bench_pack_mem, bench_pack_disk"
 
 large="pack: large: skipped (ROWS=0)"

@@ -19,8 +19,9 @@
  *
  * The order is a function of the seed and the rows alone, so the packed
  * table's bytes are the same whether the rows were spilled or not.  Memory is
- * about maintenance_work_mem for the features, plus a few bytes per row for
- * the labels and the order (8 for an integer label, 16 more for the order).
+ * about maintenance_work_mem: the features, or once spilled one bucket of
+ * them, less the 12 bytes a row that stay (its class and its position); the
+ * labels (8 bytes a row for numbers) stay until the classes are made.
  *
  * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
  * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
