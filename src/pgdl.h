@@ -419,6 +419,25 @@ extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const 
 /* An errdetail saying where a diverged state stopped. */
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
+/*
+ * pack_spill.c: pgdl.pack's external shuffle.  Rows of floats are written in
+ * the order read, scattered by their shuffled position into bucket files of
+ * about `budget` bytes, then asked for position after position.
+ */
+typedef struct PgdlSpill PgdlSpill;
+typedef void (*PgdlSpillRowFn) (void *arg, int64 row, const float *x);
+
+extern PgdlSpill *pgdl_spill_begin(int32 n_floats);
+extern void pgdl_spill_write(PgdlSpill *spill, const float *x);
+extern int64 pgdl_spill_rows(const PgdlSpill *spill);
+/* row r goes to position[r] (a permutation, kept by the caller); fn sees each row in written order */
+extern void pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, Size budget,
+							   PgdlSpillRowFn fn, void *arg);
+extern int	pgdl_spill_buckets(const PgdlSpill *spill);
+/* positions in increasing order; *row: the row's number as written */
+extern const float *pgdl_spill_row_at(PgdlSpill *spill, int64 pos, int64 *row);
+extern void pgdl_spill_end(PgdlSpill *spill);
+
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
 /* Whether a table has the columns pgdl.pack writes (part, buffer_id, n, x, y), of their types. */
