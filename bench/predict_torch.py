@@ -6,7 +6,8 @@
 Runs design.md's reference MLP (784-512-256-10) and CNN (conv3x3x16 pad 1, relu, maxpool 2,
 conv3x3x32 pad 1, relu, maxpool 2, dense 10) over the 10,000 Fashion-MNIST test images that
 bench/predict.sh loads into fmnist_test, scaled by 1/255 as its packed dataset normalizes them,
-in batches of BATCH rows (the last one shorter), on one thread (torch.set_num_threads(1)), in
+in batches of BATCH rows (the last one shorter), on one thread (torch.set_num_threads(1), and one
+OpenBLAS thread: its CPU time equals its wall-clock time), in
 inference mode, taking the class of each image (argmax) as pgdl.predict_batch does.  The weights
 are random (inference costs the same whatever they are).  The images are a float tensor in memory
 before the clock starts: what is timed is the forward passes and the argmax, best of RUNS, in
@@ -21,8 +22,13 @@ import os
 import sys
 import time
 
-import numpy as np
-import torch
+# One thread means one BLAS thread too: torch.set_num_threads(1) bounds PyTorch's own pool, not the threads
+# of the OpenBLAS that Debian's PyTorch calls for its products (without this, 2 on a 2-core machine).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fmnist_idx import DEFAULT_DIR, read_idx  # noqa: E402
