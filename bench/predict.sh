@@ -12,7 +12,8 @@
 # dataset of the test images packed with scale 1/255, so that both forms
 # normalize the raw pixels as a trained model's would.  Per-row and batch run
 # in one process (max_parallel_workers_per_gather = 0).  Times, each the best
-# of RUNS runs of one statement, its rows counted by the server:
+# of RUNS runs of one statement in one session after a run that is not timed,
+# its rows counted by the server:
 #   per-row  SELECT count(pgdl.predict_class(model, image)) FROM fmnist_test
 #   batch    SELECT count(class) FROM pgdl.predict_batch(model, 'fmnist_test', 'id', 'image', BATCH)
 # and a check that both give the same class for every image.  Each is timed
@@ -85,22 +86,25 @@ SELECT s.name, s.spec,
 SQL
 
 # "wall cpu": the best wall-clock and the best server CPU seconds of RUNS runs of statement $1
-# (which \gsets its result), with `SET $2` first (default: no parallel workers)
+# (which \gsets its result), with `SET $2` first (default: no parallel workers).  All in one session,
+# after a run that is not timed (as bench/predict_torch.py warms up): a new session's first call
+# reads the model from pgdl.models and the server process maps its memory for the first time.
 best() {
-	local sql=$1 set=${2:-max_parallel_workers_per_gather = 0} wall="" cpu="" w c
-	for _ in $(seq "$RUNS"); do
-		read -r w c < <(psql -At <<SQL
-SET jit = off;
+	local sql=$1 set=${2:-max_parallel_workers_per_gather = 0} script wall="" cpu="" w c
+	script="SET jit = off;
 SET $set;
+$sql \gset"
+	for _ in $(seq "$RUNS"); do
+		script+="
 SELECT split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint AS c0, clock_timestamp() AS t0 \gset
 $sql \gset
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 3)
-       || ' ' || round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :c0) / 1e9, 3);
-SQL
-)
+       || ' ' || round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :c0) / 1e9, 3);"
+	done
+	while read -r w c; do
 		if [ -z "$wall" ] || awk -v a="$w" -v b="$wall" 'BEGIN { exit !(a < b) }'; then wall=$w; fi
 		if [ -z "$cpu" ] || awk -v a="$c" -v b="$cpu" 'BEGIN { exit !(a < b) }'; then cpu=$c; fi
-	done
+	done < <(psql -At <<<"$script")
 	echo "$wall $cpu"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
