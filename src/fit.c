@@ -111,6 +111,29 @@ fit_check_threads(int32 threads)
 				 errhint("SET pgdl.blas_threads = 1, or train with \"threads\": 1.")));
 }
 
+/* The threads' own gradients and scratch, on top of the model, within pgdl.max_model_memory. */
+static void
+fit_check_thread_memory(const NnSpec *spec, const PgdlTrainConfig *config)
+{
+	NnMemory	mem;
+	NnError		err;
+	int64		threads_bytes;
+
+	if (config->threads <= 1)
+		return;
+	if (!nn_spec_memory(spec, &config->optim, config->batch_size, &mem, &err) ||
+		!nn_spec_thread_memory(spec, config->batch_size, config->threads, &threads_bytes, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (mem.total + threads_bytes > (int64) pgdl_max_model_memory * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model with %d threads needs " INT64_FORMAT " bytes of memory, more than pgdl.max_model_memory (%dkB)",
+						config->threads, mem.total + threads_bytes, pgdl_max_model_memory),
+				 errdetail("The model takes " INT64_FORMAT " bytes; each thread beyond the first adds its own gradients and scratch, " INT64_FORMAT " bytes in all.",
+						   mem.total, threads_bytes),
+				 errhint("Use fewer threads, or ask a superuser to raise pgdl.max_model_memory.")));
+}
+
 /* Every argument checked, and the datasets read, before anything is allocated. */
 static void
 fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
@@ -125,6 +148,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
 	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
+	fit_check_thread_memory(f->spec, &f->config);
 	if (OidIsValid(validation))
 	{
 		f->vds = pgdl_dataset_by_packed(validation);

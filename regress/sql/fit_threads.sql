@@ -61,6 +61,13 @@ RESET pgdl.max_fit_threads;
 SET pgdl.max_fit_threads = 0;
 SET pgdl.max_fit_threads = 65;
 SET pgdl.max_fit_threads = 4;
+-- each thread beyond the first has its own gradients: within pgdl.max_model_memory (800kB: 1 and 2 threads fit, 3 do not)
+SET pgdl.max_model_memory = '800kB';
+CREATE TABLE ft_wide AS SELECT '{"input": [6], "layers": [{"type": "dense", "units": 2000}, {"type": "relu"},
+  {"type": "dense", "units": 3}]}'::jsonb AS spec;
+SELECT pgdl.fit('ft_packed', spec, '{"momentum": 0.9, "batch_size": 25, "threads": 2}', 1) > 0 AS fits FROM ft_wide;
+SELECT pgdl.fit('ft_packed', spec, '{"momentum": 0.9, "batch_size": 25, "threads": 3}', 1) FROM ft_wide;
+RESET pgdl.max_model_memory;
 -- BLAS threads on top of a fit's threads would multiply
 SET pgdl.blas_threads = 2;
 SELECT pgdl.fit('ft_packed', spec, '{"threads": 2}', 1) FROM ft_spec;
@@ -83,6 +90,6 @@ DELETE FROM pgdl.models WHERE run > :ft_first_run;
 DELETE FROM pgdl.runs WHERE id > :ft_first_run;
 DELETE FROM pgdl.configs WHERE set_name = 'ft_set';
 DELETE FROM pgdl.architectures WHERE name = 'ft_mlp';
-DROP TABLE ft_rows, ft_packed, ft_spec, ft_fits;
+DROP TABLE ft_rows, ft_packed, ft_spec, ft_fits, ft_wide;
 SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :ft_first_run) AS runs,
        (SELECT count(*) FROM pgdl.datasets WHERE packed::text LIKE 'ft\_%') AS datasets;

@@ -60,8 +60,8 @@ safe_floats(int64_t n, size_t *bytes)
  * Validate the spec and lay the parameters out in m (zeroed): what
  * nn_model_alloc allocates and nn_spec_memory counts, without allocating.
  */
-static bool
-model_layout(NnModel *m, const NnSpec *spec, NnError *err)
+bool
+nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 {
 	int64_t		off = 0,
 				boff = 0;
@@ -117,7 +117,7 @@ nn_model_alloc(const NnSpec *spec, NnError *err)
 		return NULL;
 	}
 	m->be = nn_backend_cpu();
-	if (!model_layout(m, spec, err))
+	if (!nn_model_layout(m, spec, err))
 	{
 		free(m);
 		return NULL;
@@ -503,7 +503,7 @@ nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *
 		nn_error_set(err, -1, "", "out of memory");
 		return false;
 	}
-	if (!model_layout(m, spec, err))
+	if (!nn_model_layout(m, spec, err))
 	{
 		free(m);
 		return false;

@@ -278,6 +278,8 @@ extern bool nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite,
  */
 #define NN_MAX_THREADS		64
 extern bool nn_model_set_threads(NnModel *m, int threads, NnError *err);
+/* Bytes the threads beyond the first add to a model's workspace for batches of `batch`. */
+extern bool nn_spec_thread_memory(const NnSpec *spec, int32_t batch, int threads, int64_t *bytes, NnError *err);
 
 /*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers

@@ -204,6 +204,36 @@ nn_parallel_area_floats(const NnModel *m, int32_t batch)
 }
 
 bool
+nn_spec_thread_memory(const NnSpec *spec, int32_t batch, int threads, int64_t *bytes, NnError *err)
+{
+	NnModel    *m;
+
+	*bytes = 0;
+	if (threads < 1 || threads > NN_MAX_THREADS || batch < 1 || batch > NN_MAX_BATCH)
+	{
+		nn_error_set(err, -1, "threads", "threads must be between 1 and %d and the batch between 1 and %d",
+					 NN_MAX_THREADS, NN_MAX_BATCH);
+		return false;
+	}
+	if (threads == 1)
+		return true;
+	if ((m = calloc(1, sizeof(NnModel))) == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return false;
+	}
+	if (!nn_model_layout(m, spec, err))
+	{
+		free(m);
+		return false;
+	}
+	m->threads = (uint8_t) threads;
+	*bytes = (int64_t) sizeof(float) * (threads - 1) * nn_parallel_area_floats(m, batch);
+	free(m);
+	return true;
+}
+
+bool
 nn_model_set_threads(NnModel *m, int threads, NnError *err)
 {
 	int			old = m->threads > 1 ? m->threads : 1;
