@@ -2,12 +2,13 @@
  * parallel.c -- one training step on several cores: data parallelism inside
  * the step (see nn.h, nn_model_set_threads).
  *
- * The batch splits into contiguous shards, one per thread.  Each thread runs
- * the layers on its shard through a view of the model: a copy of the NnModel
- * whose activation pointers are the shared buffers at its first example (so
- * the shards write disjoint parts of the same workspace) and whose scratch,
- * convolution weight-gradient accumulator and parameter gradients are its own
- * (thread 0 uses the model's).  Batchnorm layers, which need the statistics
+ * The batch splits into contiguous shards, one per thread.  A shard runs the
+ * layers through a view of the model: a copy of the NnModel whose activation
+ * pointers are the shared buffers at its first example (so the shards write
+ * disjoint parts of the same workspace) and whose scratch, convolution
+ * weight-gradient accumulator and parameter gradients are its own (shard 0
+ * uses the model's).  A shard is a task that any free thread runs (see
+ * pool_run), so its bytes do not depend on which.  Batchnorm layers, which need the statistics
  * of the whole batch, run on the caller's thread between the threads' runs;
  * the loss runs there too, over the whole batch, so the reported loss is the
  * one-thread loss of the same outputs.  Then every thread sums its range of
@@ -35,9 +36,17 @@
 #include <xmmintrin.h>
 #endif
 
-typedef void (*PoolFn) (void *arg, int t);
+typedef void (*PoolFn) (void *arg, int task);
 
-/* The process's threads: workers 1 .. started - 1 (0 is the caller). */
+/*
+ * The process's threads: workers 1 .. started - 1 besides the caller.  A job
+ * is `tasks` calls fn(arg, task); whichever thread is free claims the next
+ * task, the caller too, so that a worker the scheduler does not run soon (on
+ * a busy machine) costs time, not a wait: the caller does its task as well.
+ * What a task computes depends on its number only (each shard has its own
+ * view and area), not on the thread that runs it: the bytes do not depend on
+ * who ran what.
+ */
 static struct
 {
 	pthread_mutex_t mu;
@@ -46,8 +55,9 @@ static struct
 	int			started;
 	uint64_t	gen;			/* jobs posted */
 	uint64_t	seen[NN_MAX_THREADS];	/* the job each worker last saw */
-	int			active;			/* threads of the job, the caller's included */
-	int			pending;		/* workers still running it */
+	int			tasks;			/* of the job */
+	int			next;			/* the next task to claim */
+	int			finished;		/* tasks done */
 	PoolFn		fn;
 	void	   *arg;
 	unsigned int csr;
@@ -75,6 +85,26 @@ csr_set(unsigned int csr)
 #endif
 }
 
+/* Run tasks of job gen until none is left to claim; called and returns with pool.mu held. */
+static void
+pool_work(uint64_t gen, bool caller)
+{
+	while (pool.gen == gen && pool.next < pool.tasks)
+	{
+		int			task = pool.next++;
+		PoolFn		fn = pool.fn;
+		void	   *arg = pool.arg;
+
+		if (!caller)
+			csr_set(pool.csr);
+		pthread_mutex_unlock(&pool.mu);
+		fn(arg, task);
+		pthread_mutex_lock(&pool.mu);
+		if (++pool.finished == pool.tasks)
+			pthread_cond_signal(&pool.done);
+	}
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -83,22 +113,10 @@ worker_main(void *arg)
 	pthread_mutex_lock(&pool.mu);
 	for (;;)
 	{
-		PoolFn		fn;
-		void	   *fn_arg;
-
 		while (pool.gen == pool.seen[t])
 			pthread_cond_wait(&pool.go, &pool.mu);
 		pool.seen[t] = pool.gen;
-		if (t >= pool.active)
-			continue;
-		fn = pool.fn;
-		fn_arg = pool.arg;
-		csr_set(pool.csr);
-		pthread_mutex_unlock(&pool.mu);
-		fn(fn_arg, t);
-		pthread_mutex_lock(&pool.mu);
-		if (--pool.pending == 0)
-			pthread_cond_signal(&pool.done);
+		pool_work(pool.gen, false);
 	}
 	return NULL;
 }
@@ -143,22 +161,23 @@ pool_grow(int threads, NnError *err)
 	return ok;
 }
 
-/* fn(arg, t) for t < threads, t = 0 on the caller's thread; returns when all have. */
+/* fn(arg, task) for task < tasks, on the caller's thread and the workers; returns when all are done. */
 static void
-pool_run(int threads, PoolFn fn, void *arg)
+pool_run(int tasks, PoolFn fn, void *arg)
 {
+	uint64_t	gen;
+
 	pthread_mutex_lock(&pool.mu);
 	pool.fn = fn;
 	pool.arg = arg;
 	pool.csr = csr_get();
-	pool.active = threads;
-	pool.pending = threads - 1;
-	pool.gen++;
+	pool.tasks = tasks;
+	pool.next = 0;
+	pool.finished = 0;
+	gen = ++pool.gen;
 	pthread_cond_broadcast(&pool.go);
-	pthread_mutex_unlock(&pool.mu);
-	fn(arg, 0);
-	pthread_mutex_lock(&pool.mu);
-	while (pool.pending > 0)
+	pool_work(gen, true);
+	while (pool.finished < pool.tasks)
 		pthread_cond_wait(&pool.done, &pool.mu);
 	pthread_mutex_unlock(&pool.mu);
 }
