@@ -187,6 +187,10 @@ bench-zoo:
 bench-estimate:
 	bench/estimate.sh
 
+# One pgdl.fit on 1 and 2 cores ("threads"), MLP and CNN, best of 3 (about 4 minutes on an idle machine).
+bench-fit:
+	bench/fit.sh
+
 # On an NVIDIA GPU: the CUDA build, its unit tests, sgemm, pgdl.fit on the device vs the CPU, fit_multiple (about 5 minutes).
 bench-gpu:
 	bench/gpu.sh
@@ -196,7 +200,7 @@ bench-gpu:
 bench-pack:
 	bench/pack.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

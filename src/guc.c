@@ -16,6 +16,7 @@
 int			pgdl_blas_threads = 1;
 int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 int			pgdl_max_workers = 2;
+int			pgdl_max_fit_threads = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
@@ -70,6 +71,17 @@ pgdl_guc_init(void)
 							"Jobs that find none free wait in a queue (pgdl.jobs).",
 							&pgdl_max_workers,
 							pgdl_max_workers, 1, 64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	/* the same default: a fit's threads are cores, as workers are */
+	pgdl_max_fit_threads = pgdl_max_workers;
+	DefineCustomIntVariable("pgdl.max_fit_threads",
+							"Most threads one pgdl.fit may train with (its configuration's \"threads\").",
+							"Defaults to the number of cores; a configuration asking for more is refused. "
+							"Only superusers may raise it.",
+							&pgdl_max_fit_threads,
+							pgdl_max_fit_threads, 1, 64,
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);

@@ -31,6 +31,7 @@
 extern int	pgdl_blas_threads;
 extern int	pgdl_train_cache_mem;
 extern int	pgdl_max_workers;
+extern int	pgdl_max_fit_threads;
 extern int	pgdl_worker_cache_mem;
 extern int	pgdl_node_cache_mem;		/* kB */
 extern int	pgdl_feature_cache_budget;	/* kB */
@@ -163,6 +164,7 @@ typedef struct PgdlTrainConfig
 	int32		device;			/* "device"; PGDL_DEVICE_UNSET when not given */
 	int32		workers_per_device; /* "workers_per_device" (fit_multiple); 0: not given */
 	bool		mixed_devices;	/* "mixed_devices": may hop between GPU and CPU workers */
+	int32		threads;		/* "threads": pgdl.fit's cores for one step; default 1 */
 } PgdlTrainConfig;
 
 /*
