@@ -394,6 +394,8 @@ typedef enum PgdlDivergence
 	PGDL_DIVERGED_WEIGHTS		/* the weights were not finite after step model->step */
 } PgdlDivergence;
 
+typedef struct PgdlTrainAhead PgdlTrainAhead;
+
 typedef struct PgdlTrainState
 {
 	NnModel    *model;			/* owned; freed when `cxt` is reset */
@@ -402,11 +404,21 @@ typedef struct PgdlTrainState
 	int64		examples;		/* weight of this model in an average */
 	PgdlDivergence diverged;	/* once set, pgdl_train_buffer trains no more */
 	MemoryContext cxt;
+	PgdlTrainAhead *ahead;		/* train_ahead.c's thread, or NULL */
 } PgdlTrainState;
 
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+/*
+ * train_ahead.c: buffers' steps in a thread while the backend reads the next
+ * ones (host models only); the same steps, in the same order, as pgdl_train_buffer.
+ */
+extern bool pgdl_train_ahead_possible(const PgdlTrainState *state);
+extern int64 pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n);
+extern void pgdl_train_ahead_wait(PgdlTrainState *state);
+extern void pgdl_train_ahead_wait_job(PgdlTrainState *state, int64 job);
+extern void pgdl_train_ahead_end(PgdlTrainState *state);
 /* At the end of a sub-epoch: marks the state diverged if the weights are not all finite. */
 extern void pgdl_train_check_weights(PgdlTrainState *state);
 /* a = the average of a and b weighted by their examples (FedAvg); a's counters add b's. */
