@@ -200,6 +200,13 @@ run_device(const PgdlTrainConfig *const *configs, int n, int32 *device, int32 *p
 	*per_device = 0;
 	for (int i = 0; i < n; i++)
 	{
+		if (configs[i]->threads > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("pgdl.fit_multiple does not take \"threads\": a configuration asks for %d",
+							configs[i]->threads),
+					 errdetail("Its workers train one model each on one core; \"threads\" is pgdl.fit's."),
+					 errhint("Remove \"threads\" and give fit_multiple more workers.")));
 		if (configs[i]->device != PGDL_DEVICE_UNSET)
 		{
 			if (*device != PGDL_DEVICE_UNSET && configs[i]->device != *device)

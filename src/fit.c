@@ -135,6 +135,54 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	pgdl_call_progress_update(f->epoch_done, f->epoch_done, fit_fraction(f));
 }
 
+/*
+ * A configuration's "threads" within what the server allows: each thread is
+ * a core, and BLAS threads on top of them would multiply.
+ */
+static void
+fit_check_threads(int32 threads)
+{
+	if (threads <= 1)
+		return;
+	if (threads > pgdl_max_fit_threads)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("\"threads\" is %d, more than pgdl.max_fit_threads (%d) allows",
+						threads, pgdl_max_fit_threads),
+				 errhint("Ask for at most %d threads, or have a superuser raise pgdl.max_fit_threads.",
+						 pgdl_max_fit_threads)));
+	if (pgdl_blas_threads > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"threads\" and pgdl.blas_threads do not combine"),
+				 errdetail("Each of a fit's threads calls BLAS on its own core; pgdl.blas_threads is %d.",
+						   pgdl_blas_threads),
+				 errhint("SET pgdl.blas_threads = 1, or train with \"threads\": 1.")));
+}
+
+/* The threads' own gradients and scratch, on top of the model, within pgdl.max_model_memory. */
+static void
+fit_check_thread_memory(const NnSpec *spec, const PgdlTrainConfig *config)
+{
+	NnMemory	mem;
+	NnError		err;
+	int64		threads_bytes;
+
+	if (config->threads <= 1)
+		return;
+	if (!nn_spec_memory(spec, &config->optim, config->batch_size, &mem, &err) ||
+		!nn_spec_thread_memory(spec, config->batch_size, config->threads, &threads_bytes, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (mem.total + threads_bytes > (int64) pgdl_max_model_memory * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model with %d threads needs " INT64_FORMAT " bytes of memory, more than pgdl.max_model_memory (%dkB)",
+						config->threads, mem.total + threads_bytes, pgdl_max_model_memory),
+				 errdetail("The model takes " INT64_FORMAT " bytes; each thread beyond the first adds its own gradients and scratch, " INT64_FORMAT " bytes in all.",
+						   mem.total, threads_bytes),
+				 errhint("Use fewer threads, or ask a superuser to raise pgdl.max_model_memory.")));
+}
+
 /* Every argument checked, and the datasets read, before anything is allocated. */
 static void
 fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
@@ -144,10 +192,12 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
 	pgdl_config_from_jsonb(config_json, &f->config);
+	fit_check_threads(f->config.threads);
 	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
 	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
+	fit_check_thread_memory(f->spec, &f->config);
 	if (OidIsValid(validation))
 	{
 		f->vds = pgdl_dataset_by_packed(validation);
@@ -157,6 +207,16 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 		elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", f->ds->id, f->ds->partitions);
 	if (f->name)
 		pgdl_run_check_model_name(f->name);
+}
+
+/* The step's threads (parallel.c), started once per backend and idle between fits. */
+static void
+fit_threads(NnModel *model, int32 threads)
+{
+	NnError		err;
+
+	if (threads > 1 && !nn_model_set_threads(model, threads, &err))
+		pgdl_report_nn_error("training configuration", &err);
 }
 
 /* The model, its optimizer, and room for the partitions' order and held buffers. */
@@ -171,6 +231,7 @@ fit_start(FitRun *f)
 	f->model = pgdl_model_start(f->spec, (uint64) f->config.seed, f->config_json, &f->origin);
 	pgdl_model_free_with(f->model, f->cxt);
 	f->state = pgdl_train_begin(f->model, &f->config, f->cxt);
+	fit_threads(f->model, f->config.threads);
 	f->order = palloc(sizeof(int32) * f->ds->partitions);
 	f->held = palloc0(sizeof(PgdlHeldPartition) * f->ds->partitions);
 	/* with one epoch there is no later epoch to keep buffers for */

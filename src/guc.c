@@ -16,6 +16,7 @@
 int			pgdl_blas_threads = 1;
 int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
 int			pgdl_max_workers = 2;
+int			pgdl_max_fit_threads = 2;
 int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
@@ -65,11 +66,23 @@ pgdl_guc_init(void)
 		pgdl_max_workers = cores < 1 ? 1 : (cores > 64 ? 64 : (int) cores);
 	}
 	DefineCustomIntVariable("pgdl.max_workers",
-							"Background workers pgdl.fit_multiple starts when not told how many.",
-							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes.",
+							"pgdl workers that train at once on this server, all jobs together; also a job's workers when not told how many.",
+							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes. "
+							"Jobs that find none free wait in a queue (pgdl.jobs).",
 							&pgdl_max_workers,
 							pgdl_max_workers, 1, 64,
-							PGC_USERSET,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	/* the same default: a fit's threads are cores, as workers are */
+	pgdl_max_fit_threads = pgdl_max_workers;
+	DefineCustomIntVariable("pgdl.max_fit_threads",
+							"Most threads one pgdl.fit may train with (its configuration's \"threads\").",
+							"Defaults to the number of cores; a configuration asking for more is refused. "
+							"Only superusers may raise it.",
+							&pgdl_max_fit_threads,
+							pgdl_max_fit_threads, 1, 64,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgdl.worker_cache_mem",

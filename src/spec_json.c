@@ -68,7 +68,8 @@ static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
 static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
-	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", TRANSFER_KEYS, NULL
+	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
+	TRANSFER_KEYS, NULL
 };
 
 static void spec_error(const char *what, const char *path, const char *detail) pg_attribute_noreturn();
@@ -574,6 +575,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	nn_optim_defaults(&cfg->optim, type);
 	cfg->batch_size = 128;
 	cfg->seed = 42;
+	cfg->threads = 1;
 
 #define CONFIG_FLOAT(key, member) \
 	if ((v = pgdl_jsonb_key(root, key)) != NULL) \
@@ -597,6 +599,13 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		if (cfg->batch_size < 1 || cfg->batch_size > NN_MAX_BATCH)
 			spec_error("training configuration", "batch_size",
 					   psprintf("\"batch_size\" must be between 1 and %d, got %d.", NN_MAX_BATCH, cfg->batch_size));
+	}
+	if ((v = pgdl_jsonb_key(root, "threads")) != NULL)
+	{
+		cfg->threads = get_int(v, "training configuration", "threads");
+		if (cfg->threads < 1 || cfg->threads > NN_MAX_THREADS)
+			spec_error("training configuration", "threads",
+					   psprintf("\"threads\" must be between 1 and %d, got %d.", NN_MAX_THREADS, cfg->threads));
 	}
 	if ((v = pgdl_jsonb_key(root, "seed")) != NULL)
 	{
@@ -696,6 +705,9 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 		pgdl_jsonb_put_int(&state, "workers_per_device", cfg->workers_per_device);
 	if (cfg->mixed_devices)
 		pgdl_jsonb_put_bool(&state, "mixed_devices", true);
+	/* only when more than one: the bytes of a step depend on it (see training.md) */
+	if (cfg->threads > 1)
+		pgdl_jsonb_put_int(&state, "threads", cfg->threads);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 

@@ -26,10 +26,10 @@ SELECT pgdl.cuda_status() IS NOT NULL AS engine_used_with_1_thread;
 SET pgdl.blas_threads = 0;
 SET pgdl.blas_threads = 65;
 SHOW pgdl.blas_threads;
--- (pgdl.max_workers defaults to the number of cores: shown as whether it is at least 1)
-SELECT name, CASE WHEN name = 'pgdl.max_workers' THEN (setting::int >= 1)::text ELSE setting END AS setting,
+-- (pgdl.max_workers and pgdl.max_fit_threads default to the number of cores: shown as whether it is at least 1)
+SELECT name, CASE WHEN name IN ('pgdl.max_workers', 'pgdl.max_fit_threads') THEN (setting::int >= 1)::text ELSE setting END AS setting,
        unit, context, vartype, min_val, max_val,
-       CASE WHEN name = 'pgdl.max_workers' THEN (boot_val::int >= 1)::text ELSE boot_val END AS boot_val
+       CASE WHEN name IN ('pgdl.max_workers', 'pgdl.max_fit_threads') THEN (boot_val::int >= 1)::text ELSE boot_val END AS boot_val
   FROM pg_settings WHERE name LIKE 'pgdl.%' ORDER BY name;
 
 -- the pgdl. prefix is reserved: no made-up pgdl settings

@@ -481,12 +481,12 @@ activation_backward(const LayerCall *c)
 
 /*
  * The keep-mask is a function of (seed, step, layer, example offset), so that
- * backward recomputes it from the same counters and a chunk draws what the
- * whole batch would.
+ * backward recomputes it from the same counters and a chunk, or a thread's
+ * shard of the batch (shard_first), draws what the whole batch would.
  */
 #define DROPOUT_SEED(c)		((c)->m->seed ^ NN_RNG_DROPOUT_SALT)
 #define DROPOUT_STREAM(c)	((uint64_t) (c)->m->step * NN_MAX_LAYERS + (c)->i)
-#define DROPOUT_COUNTER(c)	((uint64_t) ((c)->first * (c)->out_size))
+#define DROPOUT_COUNTER(c)	((uint64_t) (((c)->first + (c)->m->shard_first) * (c)->out_size))
 
 static void
 dropout_forward(const LayerCall *c)

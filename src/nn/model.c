@@ -60,8 +60,8 @@ safe_floats(int64_t n, size_t *bytes)
  * Validate the spec and lay the parameters out in m (zeroed): what
  * nn_model_alloc allocates and nn_spec_memory counts, without allocating.
  */
-static bool
-model_layout(NnModel *m, const NnSpec *spec, NnError *err)
+bool
+nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 {
 	int64_t		off = 0,
 				boff = 0;
@@ -117,7 +117,7 @@ nn_model_alloc(const NnSpec *spec, NnError *err)
 		return NULL;
 	}
 	m->be = nn_backend_cpu();
-	if (!model_layout(m, spec, err))
+	if (!nn_model_layout(m, spec, err))
 	{
 		free(m);
 		return NULL;
@@ -255,6 +255,7 @@ typedef struct WorkLayout
 	int64_t		stage_y;
 	int64_t		stage_x2;
 	int64_t		stage_y2;
+	int64_t		threads;		/* a CPU model's per-thread areas (parallel.c), threads 1 .. */
 	int64_t		total;
 } WorkLayout;
 
@@ -294,13 +295,32 @@ workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 	w->stage_y = w->stage_x + xs;
 	w->stage_x2 = w->stage_y + ys;
 	w->stage_y2 = w->stage_x2 + xs;
-	w->total = staged ? w->stage_y2 + ys : w->dinput + dx;
+	w->threads = w->dinput + ((dx + 15) & ~(int64_t) 15);
+	w->total = staged ? w->stage_y2 + ys :
+		m->threads > 1 ? w->threads + (m->threads - 1) * nn_parallel_area_floats(m, batch) : w->dinput + dx;
 }
 
 static inline bool
 staged(const NnModel *m)
 {
 	return !m->be->host_memory;
+}
+
+/* The per-thread areas of a CPU model that trains with threads (parallel.c). */
+float *
+nn_model_thread_areas(const NnModel *m)
+{
+	WorkLayout	w;
+
+	workspace_layout(m, m->batch_cap, staged(m), &w);
+	return m->work + w.threads;
+}
+
+/* Whether a training step on n examples runs on the model's threads. */
+static inline bool
+step_parallel(const NnModel *m, int32_t n)
+{
+	return m->threads > 1 && m->be->host_memory && n > 1;
 }
 
 /* Point the model into a workspace of this layout for batches of `batch`. */
@@ -483,7 +503,7 @@ nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *
 		nn_error_set(err, -1, "", "out of memory");
 		return false;
 	}
-	if (!model_layout(m, spec, err))
+	if (!nn_model_layout(m, spec, err))
 	{
 		free(m);
 		return false;
@@ -528,15 +548,8 @@ segment_end(const NnModel *m, int i, int upto, int n, int *chunk)
 	return j;
 }
 
-static inline const float *
-layer_input(const NnModel *m, int i)
-{
-	return i == 0 ? m->last_input : m->out[i - 1];
-}
-
 static const float *forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training,
 								 bool x_staged);
-static void forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training);
 
 /* The outputs of layer upto - 1 as host memory: a device model downloads them. */
 static const float *
@@ -619,30 +632,35 @@ forward_pass(NnModel *m, const float *x, int32_t n, int upto, bool training, boo
 	{
 		int			c = n - s < chunk ? n - s : chunk;
 
-		forward_layers(m, x + s * in_size, c, upto, false);
+		nn_forward_layers(m, x + s * in_size, c, 0, upto, false);
 		/* from [0, c) to [s, s + c) with s >= chunk >= c: no overlap */
 		m->be->copy(m->out[upto - 1] + s * out_size, m->out[upto - 1], sizeof(float) * c * out_size);
 	}
-	forward_layers(m, x, chunk, upto, training);
+	nn_forward_layers(m, x, chunk, 0, upto, training);
 	m->last_input = x;
 	m->last_n = n;
 	return m->out[upto - 1];
 }
 
-/* Layers [0, upto) on examples [0, n) of the buffers. */
-static void
-forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training)
+/*
+ * Layers [from, upto) on examples [0, n) of the buffers; x is the input of
+ * layer 0.  A range ends where a run of chunkable layers does (at a layer
+ * that is not chunkable, or at the end), so that its chunks are those of the
+ * whole pass.
+ */
+void
+nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, int upto, bool training)
 {
 	m->last_input = x;
 	m->last_n = n;
-	for (int i = 0; i < upto;)
+	for (int i = from; i < upto;)
 	{
 		int			chunk,
 					end = segment_end(m, i, upto, n, &chunk);
 
 		if (end == i)
 		{
-			nn_layer_forward(m, i, layer_input(m, i), 0, n, training);
+			nn_layer_forward(m, i, nn_layer_input(m, i), 0, n, training);
 			i++;
 			continue;
 		}
@@ -651,7 +669,7 @@ forward_layers(NnModel *m, const float *x, int32_t n, int upto, bool training)
 			int			c = n - s < chunk ? n - s : chunk;
 
 			for (int k = i; k < end; k++)
-				nn_layer_forward(m, k, layer_input(m, k) + s * NN_SHAPE_SIZE(m->shape[k]), s, c, training);
+				nn_layer_forward(m, k, nn_layer_input(m, k) + s * NN_SHAPE_SIZE(m->shape[k]), s, c, training);
 		}
 		i = end;
 	}
@@ -739,12 +757,6 @@ nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnErro
 	return model_loss(m, y, n, false, stats, err);
 }
 
-static inline float *
-layer_din(const NnModel *m, int i)
-{
-	return i > 0 ? m->dout[i - 1] : m->dinput;
-}
-
 /*
  * Backward runs each segment of per-example layers chunk by chunk, as forward
  * does; the gradients passed between a segment's own layers are needed only
@@ -756,20 +768,27 @@ layer_din(const NnModel *m, int i)
 void
 nn_model_backward(NnModel *m)
 {
+	nn_backward_layers(m, 0, m->spec.n_layers);
+}
+
+/* Layers [from, to) backwards, a range as nn_forward_layers takes. */
+void
+nn_backward_layers(NnModel *m, int from, int to)
+{
 	int			n = m->last_n;
 	int			starts[NN_MAX_LAYERS + 1];
 	int			n_segments = 0;
 
 	/* the segments of the forward pass, walked backwards */
-	for (int i = 0; i < m->spec.n_layers; n_segments++)
+	for (int i = from; i < to; n_segments++)
 	{
 		int			chunk,
-					end = segment_end(m, i, m->spec.n_layers, n, &chunk);
+					end = segment_end(m, i, to, n, &chunk);
 
 		starts[n_segments] = i;
 		i = end > i ? end : i + 1;
 	}
-	starts[n_segments] = m->spec.n_layers;
+	starts[n_segments] = to;
 
 	for (int g = n_segments - 1; g >= 0; g--)
 	{
@@ -779,10 +798,10 @@ nn_model_backward(NnModel *m)
 
 		if (end == i + 1 && !nn_layer_chunkable(m, i))
 		{
-			nn_layer_backward(m, i, layer_input(m, i), 0, n, layer_din(m, i), false);
+			nn_layer_backward(m, i, nn_layer_input(m, i), 0, n, nn_layer_din(m, i), false);
 			continue;
 		}
-		segment_end(m, i, m->spec.n_layers, n, &chunk);
+		segment_end(m, i, to, n, &chunk);
 		for (int s = 0; s < n; s += chunk)
 		{
 			int			c = n - s < chunk ? n - s : chunk;
@@ -790,12 +809,12 @@ nn_model_backward(NnModel *m)
 			for (int k = end - 1; k >= i; k--)
 			{
 				int64_t		in_off = s * NN_SHAPE_SIZE(m->shape[k]);
-				float	   *din = layer_din(m, k);
+				float	   *din = nn_layer_din(m, k);
 
 				/* gradients between the segment's layers at the front of their buffers: see above */
 				if (din && k == i)
 					din += in_off;
-				nn_layer_backward(m, k, layer_input(m, k) + in_off, s, c, din, k < end - 1);
+				nn_layer_backward(m, k, nn_layer_input(m, k) + in_off, s, c, din, k < end - 1);
 			}
 		}
 	}
@@ -814,6 +833,19 @@ nn_model_update(NnModel *m)
 		m->be->adam_update(m->params, m->grads, m->opt_state, m->opt_state + m->n_params,
 						   m->n_params, o->lr, o->beta1, o->beta2, o->eps,
 						   o->weight_decay, o->type == NN_OPT_ADAMW, m->step);
+}
+
+/* The backward pass and the update of a training step, on the model's threads when it has them. */
+static void
+backward_update(NnModel *m)
+{
+	if (step_parallel(m, m->last_n))
+		nn_parallel_backward_update(m);
+	else
+	{
+		nn_model_backward(m);
+		nn_model_update(m);
+	}
 }
 
 static bool
@@ -848,13 +880,13 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 	if (!on_device && !check_batch(m, x, y, n, err))
 		return false;
 	fp = fp_enter();
-	forward_pass(m, x, n, m->spec.n_layers, training, on_device);
+	if (training && step_parallel(m, n))
+		nn_parallel_forward(m, x, n);
+	else
+		forward_pass(m, x, n, m->spec.n_layers, training, on_device);
 	ok = model_loss(m, y, n, on_device, stats, err);
 	if (ok && training)
-	{
-		nn_model_backward(m);
-		nn_model_update(m);
-	}
+		backward_update(m);
 	fp_leave(fp);
 	return ok;
 }
@@ -869,14 +901,14 @@ step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_devic
 	bool		ok;
 
 	fp = fp_enter();
-	forward_pass(m, x, n, m->spec.n_layers, true, on_device);
+	if (step_parallel(m, n))
+		nn_parallel_forward(m, x, n);
+	else
+		forward_pass(m, x, n, m->spec.n_layers, true, on_device);
 	ok = model_loss(m, y, n, on_device, &step, err);
 	*finite = !ok || isfinite(step.loss_sum);
 	if (ok && *finite)
-	{
-		nn_model_backward(m);
-		nn_model_update(m);
-	}
+		backward_update(m);
 	fp_leave(fp);
 	if (ok && *finite && stats)
 	{

@@ -176,6 +176,8 @@ typedef struct NnModel
 	/* a device model's staging (see nn_model_use_backend); NULL on a host-memory backend */
 	struct NnStaging *staging;
 	bool		want_dinput;
+	uint8_t		threads;		/* training threads (nn_model_set_threads); 0 or 1: the caller's only */
+	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	/* (fields ordered so that the struct stays the size pgdl.estimate's memory_bytes counts) */
 } NnModel;
 
@@ -262,6 +264,22 @@ extern bool nn_model_use_backend(NnModel *m, const struct NnBackend *be, NnError
  */
 extern bool nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *err);
 extern bool nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite, NnError *err);
+
+/*
+ * parallel.c: data parallelism inside a training step.  With threads > 1 on a
+ * CPU model, a step splits its batch into that many contiguous shards, runs
+ * forward and backward of each on its own thread (batchnorm layers on the
+ * whole batch, between), sums the shards' parameter gradients in shard order
+ * and applies one optimizer step: the same bytes for the same batch and thread
+ * count, whatever the timing.  Threads run engine code only.  Evaluation,
+ * inference and device models run on the caller's thread.  Fails (the model
+ * as it was) when threads is not 1 .. NN_MAX_THREADS or a thread or the
+ * per-thread workspace cannot be had.
+ */
+#define NN_MAX_THREADS		64
+extern bool nn_model_set_threads(NnModel *m, int threads, NnError *err);
+/* Bytes the threads beyond the first add to a model's workspace for batches of `batch`. */
+extern bool nn_spec_thread_memory(const NnSpec *spec, int32_t batch, int threads, int64_t *bytes, NnError *err);
 
 /*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers

@@ -64,6 +64,34 @@ typedef struct NnStaging
 
 /* model.c */
 extern NnModel *nn_model_alloc(const NnSpec *spec, NnError *err);
+/* the spec validated and the parameters laid out in m (zeroed), nothing allocated */
+extern bool nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err);
+extern void nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, int upto, bool training);
+extern void nn_backward_layers(NnModel *m, int from, int to);
+extern float *nn_model_thread_areas(const NnModel *m);
+
+static inline const float *
+nn_layer_input(const NnModel *m, int i)
+{
+	return i == 0 ? m->last_input : m->out[i - 1];
+}
+
+static inline float *
+nn_layer_din(const NnModel *m, int i)
+{
+	return i > 0 ? m->dout[i - 1] : m->dinput;
+}
+
+/*
+ * parallel.c: a training step on the model's threads (m->threads > 1, a CPU
+ * model, n > 1).  Forward leaves what a forward pass leaves for the loss;
+ * backward_update is nn_model_backward then nn_model_update.  A thread's area
+ * of the workspace: floats for one thread besides the caller's, batch = the
+ * workspace's.
+ */
+extern void nn_parallel_forward(NnModel *m, const float *x, int32_t n);
+extern void nn_parallel_backward_update(NnModel *m);
+extern int64_t nn_parallel_area_floats(const NnModel *m, int32_t batch);
 /* bytes from src (src_be's memory) to dst (dst_be's), whichever backends they are */
 extern bool nn_copy_across(const struct NnBackend *dst_be, void *dst,
 						   const struct NnBackend *src_be, const void *src, size_t bytes);
