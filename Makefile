@@ -160,6 +160,10 @@ bench-sql: build/release/engine_bench
 bench-mop:
 	bench/mop.sh
 
+# Two roles' selections on one server's queue of pgdl workers: one after the other vs submitted together.
+bench-jobs:
+	bench/jobs.sh
+
 # Several servers: fit_multiple on one server with 1 worker vs a coordinator with 2 nodes of 1 worker each,
 # all on this machine, and a projection to more nodes (about 6 minutes).
 bench-cluster:
@@ -169,7 +173,8 @@ bench-cluster:
 bench-cache:
 	bench/cache.sh
 
-# Inference: per-row pgdl.predict_class vs pgdl.predict_batch on the 10,000 test images, MLP and CNN (about 1 minute).
+# Inference: per-row pgdl.predict_class vs pgdl.predict_batch on the 10,000 test images, MLP and CNN, the MLP
+# against PyTorch, and 1,000,000 rows serially vs 2 parallel workers (about 1 minute).
 bench-predict:
 	bench/predict.sh
 
@@ -190,7 +195,12 @@ bench-fit:
 bench-gpu:
 	bench/gpu.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-fit
+# pgdl.pack spilled (16 MB) vs in memory on the 60,000 training images, then ROWS (default 2,000,000) rows with
+# 256 MB: rows/s and peak RSS (the large run takes a while: ROWS=0 skips it).
+bench-pack:
+	bench/pack.sh
+
+.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

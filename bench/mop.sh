@@ -22,6 +22,9 @@
 # The last lines are always
 #   mop: 2 workers / 1 worker = X
 #   selection: pytorch end-to-end / pgdl end-to-end = Y
+# STRATEGY="hyperband asha ..." (with ETA, default 3) compares instead, with 2 workers, grid search ('all')
+# and each strategy named on the same set: wall time and best validation accuracy; its last lines are
+#   strategy S: best validation accuracy A (all: A0), time all / S = R
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -105,6 +108,36 @@ busy() {
 	            WHERE run = (SELECT max(id) FROM pgdl.runs WHERE config->>'set' = '$SET')"
 }
 ips() { awk -v c="$n_configs" -v e="$EPOCHS" -v n="$n_train" -v s="$1" 'BEGIN { printf "%.0f", c * e * n / s }'; }
+
+# STRATEGY: 'all' and each strategy with 2 workers; the best validation accuracy each reached, and its time
+if [ -n "${STRATEGY:-}" ]; then
+	ETA=${ETA:-3}
+	declare -A ssecs sbest
+	for s in all $STRATEGY; do
+		echo "== pgdl.fit_multiple, 2 workers, strategy $s, eta $ETA"
+		ssecs[$s]=$(psql -At <<SQL
+SET client_min_messages = warning;
+SELECT clock_timestamp() AS t0 \gset
+CREATE TABLE bench_mop_s AS
+SELECT * FROM pgdl.fit_multiple('bench_mop_train', '$SET', epochs => $EPOCHS, validation => 'bench_mop_test',
+                                workers => 2, strategy => '$s', eta => $ETA);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 2);
+SQL
+)
+		sbest[$s]=$(psql -Atc "SELECT round(max(validation_accuracy)::numeric, 4) FROM bench_mop_s")
+		psql -P footer=off -c "SELECT epochs, count(*) AS models, round(max(validation_accuracy)::numeric, 4) AS best_val_acc
+		                         FROM bench_mop_s GROUP BY epochs ORDER BY epochs DESC"
+		psql -P footer=off -c "SELECT bracket, epoch AS rung, decision, count(*) FROM pgdl.run_metrics
+		                        WHERE run = (SELECT max(id) FROM pgdl.runs) AND decision IS NOT NULL
+		                        GROUP BY 1, 2, 3 ORDER BY 1 DESC, 2, 3"
+		psql -qc "DROP TABLE bench_mop_s"
+		echo "strategy $s: ${ssecs[$s]} s, best validation accuracy ${sbest[$s]}"
+	done
+	for s in $STRATEGY; do
+		echo "strategy $s: best validation accuracy ${sbest[$s]} (all: ${sbest[all]}), time all / $s = $(awk -v a="${ssecs[all]}" -v b="${ssecs[$s]}" 'BEGIN { printf "%.2f", a / b }')"
+	done
+	exit 0
+fi
 
 declare -A secs
 for w in 1 2; do

@@ -3,14 +3,21 @@
 # table) against the engine alone (bench/engine.c) and PyTorch, in one run, one
 # thread each, plus the time pgdl.pack takes for the 60,000 training rows.
 # The SQL side trains two epochs: the first reads every buffer from the packed
-# table, the second trains on the buffers kept in memory; the ratios on the last
-# lines use the first.
+# table (each buffer trains in a thread while the next one is read), the second
+# trains on the buffers kept in memory; the ratios on the last three lines use
+# the first.
 #
 # Usage: bench/sql.sh PATH_TO_engine_bench   (make bench-sql builds and runs it)
 # Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE,
 # or none (a private server is started).  ROUNDS (default 2): each side runs that
 # many times and its best images/s counts.
 # The last lines are always
+#   sql: mlp epoch 1 / engine = A
+#   sql: mlp epoch 2 / engine = B
+#   sql: cnn epoch 1 / engine = C
+#   sql: cnn epoch 2 / engine = D
+#   epoch 2: ...
+#   cnn: sql/engine = C
 #   mlp: sql/engine = X
 #   mlp: sql/pytorch = Y
 #   cnn: sql/pytorch = Z
@@ -80,6 +87,10 @@ for model in mlp cnn; do
 	printf '%-5s %10.0f %14.0f %10.0f %10.0f\n' "$model" "${sql[$model]}" "${sql2[$model]}" "${eng[$model]}" "${torch[$model]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+for model in mlp cnn; do
+	echo "sql: $model epoch 1 / engine = $(ratio "${sql[$model]}" "${eng[$model]}")"
+	echo "sql: $model epoch 2 / engine = $(ratio "${sql2[$model]}" "${eng[$model]}")"
+done
 echo "epoch 2: mlp sql/engine = $(ratio "${sql2[mlp]}" "${eng[mlp]}"), cnn sql/engine = $(ratio "${sql2[cnn]}" "${eng[cnn]}"), cnn sql/pytorch = $(ratio "${sql2[cnn]}" "${torch[cnn]}")"
 echo "cnn: sql/engine = $(ratio "${sql[cnn]}" "${eng[cnn]}")"
 echo "mlp: sql/engine = $(ratio "${sql[mlp]}" "${eng[mlp]}")"

@@ -49,6 +49,7 @@ COMMENT ON FUNCTION pgdl.calibrate(double precision, integer) IS
 REVOKE EXECUTE ON FUNCTION pgdl.calibrate(double precision, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION pgdl.calibrate(double precision, integer) TO pgdl_admin;
 ALTER TABLE pgdl.run_metrics ADD COLUMN predicted_seconds double precision;
+ALTER TABLE pgdl.run_metrics ADD COLUMN bracket integer;
 DROP FUNCTION pgdl.explain_fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer);
 CREATE FUNCTION pgdl.explain_fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
@@ -131,3 +132,27 @@ SELECT s.run, s.kind,
 		   CASE WHEN n.beta2 = 0 OR abs(n.beta2) BETWEEN 1e-307 AND 1e308 THEN n.beta2::float8 END AS beta2,
 		   CASE WHEN n.eps = 0 OR abs(n.eps) BETWEEN 1e-307 AND 1e308 THEN n.eps::float8 END AS eps
  ) f;
+
+-- The server's queue of pgdl jobs (src/jobs.c): at most pgdl.max_workers pgdl workers train at once,
+-- whoever started them; jobs that find none free wait their turn.
+CREATE FUNCTION pgdl.job_rows(OUT pid integer, OUT owner regrole, OUT database text, OUT state text,
+		OUT "position" integer, OUT workers integer, OUT queued_since timestamptz, OUT run bigint)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'pgdl_job_rows' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+COMMENT ON FUNCTION pgdl.job_rows() IS
+	'the pgdl.fit_multiple and pgdl.resume calls of every database of the server that hold or wait for pgdl worker slots, from the lock table; see the view pgdl.jobs';
+
+CREATE VIEW pgdl.jobs AS
+SELECT j.pid, j.owner, j.database, j.state, j."position", j.workers, j.queued_since, j.run,
+	   p.configurations_left, p.seconds_left
+  FROM pgdl.job_rows() j
+  LEFT JOIN LATERAL (
+	SELECT count(*) FILTER (WHERE g.state IN ('waiting', 'training', 'at rung'))::integer AS configurations_left,
+		   sum(g.seconds_left) / greatest(j.workers, 1) AS seconds_left
+	  FROM pgdl.progress g
+	 WHERE g.run = j.run AND g.kind = 'fit_multiple'
+  ) p ON j.run IS NOT NULL
+ WHERE pgdl.acts_as(j.owner);
+COMMENT ON VIEW pgdl.jobs IS
+	'pgdl jobs (pgdl.fit_multiple and pgdl.resume calls) queued or running on this server, the caller''s own (all for pgdl_admin): state, place in the queue, workers held, the run, configurations left and estimated seconds left';
+GRANT SELECT ON pgdl.jobs TO PUBLIC;

@@ -66,11 +66,12 @@ pgdl_guc_init(void)
 		pgdl_max_workers = cores < 1 ? 1 : (cores > 64 ? 64 : (int) cores);
 	}
 	DefineCustomIntVariable("pgdl.max_workers",
-							"Background workers pgdl.fit_multiple starts when not told how many.",
-							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes.",
+							"pgdl workers that train at once on this server, all jobs together; also a job's workers when not told how many.",
+							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes. "
+							"Jobs that find none free wait in a queue (pgdl.jobs).",
 							&pgdl_max_workers,
 							pgdl_max_workers, 1, 64,
-							PGC_USERSET,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 	/* the same default: a fit's threads are cores, as workers are */

@@ -161,6 +161,16 @@ pgdl_run_hold_as_leader(int64 run)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/* The run whose leader holds this lock, or 0 when the tag is not a leader's lock (pgdl.jobs). */
+int64
+pgdl_run_of_leader_lock(const LOCKTAG *tag)
+{
+	if (tag->locktag_type != LOCKTAG_ADVISORY || tag->locktag_field4 != RUN_LEADER_LOCK ||
+		tag->locktag_field1 == InvalidOid)
+		return 0;
+	return (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3);
+}
+
 /* A worker, before it writes a row of the run: until it exits. */
 void
 pgdl_run_hold_as_worker(int64 run)

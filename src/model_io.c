@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/detoast.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -24,6 +25,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/primnodes.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -520,7 +522,11 @@ typedef struct ModelArgSite
 	bool		blob_is_const;	/* argument 0 is a Const of the query: never changes */
 	MemoryContext blob_cxt;		/* owns blob_model (and blob); child of fn_mcxt */
 	PgdlModel  *blob_model;		/* the last blob's model, or NULL */
-	bytea	   *blob;			/* that blob's bytes, to recognize it again */
+	bytea	   *blob;			/* that blob's bytes, to recognize it again; or NULL */
+	/* or, when the blob came as a pointer to a TOAST value, that pointer */
+	bool		blob_is_toasted;
+	struct varatt_external toast;
+	LocalTransactionId toast_lxid;	/* the transaction that saw it */
 } ModelArgSite;
 
 /* Which type argument 0 has is read once per call site, from the function's pg_proc row. */
@@ -565,27 +571,69 @@ model_arg_site(FunctionCallInfo fcinfo)
 	return site;
 }
 
-/* The model of a blob, kept per call site and recognized by its bytes. */
+/*
+ * Whether argument 0 is the TOAST value the site's model was read from.  A
+ * value's TOAST pointer names its bytes: the value OID is unique in its TOAST
+ * table among the values that exist, dead ones not yet vacuumed included, and
+ * a value is never changed in place (an UPDATE that changes it writes a new
+ * value with a new OID).  For the same pointer to name other bytes, the value
+ * must be deleted, vacuumed away and its OID handed out again by the OID
+ * counter coming round 2^32 values later; the pointer is trusted only in the
+ * transaction that first saw it, whose snapshot held the value, and its sizes
+ * must match too.  So `pgdl.predict((SELECT weights FROM pgdl.models WHERE ...),
+ * x)` reads and deserializes the stored blob once per statement, not per row.
+ * The caller has the pointer, so it may read the bytes: nothing is served to
+ * anyone who could not read them.
+ */
+static bool
+same_toast_value(const ModelArgSite *site, struct varlena *arg, struct varatt_external *toast)
+{
+	if (!VARATT_IS_EXTERNAL_ONDISK(arg))
+		return false;
+	VARATT_EXTERNAL_GET_POINTER(*toast, arg);
+	return site->blob_model != NULL && site->blob_is_toasted &&
+		site->toast_lxid == MyProc->lxid &&
+		site->toast.va_valueid == toast->va_valueid &&
+		site->toast.va_toastrelid == toast->va_toastrelid &&
+		site->toast.va_rawsize == toast->va_rawsize &&
+		site->toast.va_extinfo == toast->va_extinfo;
+}
+
+/* The model of a blob, kept per call site and recognized by its bytes or its TOAST pointer. */
 static PgdlModel *
 model_of_blob(FunctionCallInfo fcinfo, ModelArgSite *site)
 {
-	bytea	   *blob = PG_GETARG_BYTEA_PP(0);
+	struct varlena *arg = (struct varlena *) PG_GETARG_POINTER(0);
+	struct varatt_external toast;
+	bool		toasted = VARATT_IS_EXTERNAL_ONDISK(arg);
+	bytea	   *blob;
 
-	if (site->blob_model != NULL &&
-		(site->blob_is_const ||
-		 (VARSIZE_ANY_EXHDR(blob) == VARSIZE_ANY_EXHDR(site->blob) &&
-		  memcmp(VARDATA_ANY(blob), VARDATA_ANY(site->blob), VARSIZE_ANY_EXHDR(blob)) == 0)))
+	if (site->blob_model != NULL && site->blob_is_const)
+		return site->blob_model;
+	if (same_toast_value(site, arg, &toast))
+		return site->blob_model;
+	blob = PG_GETARG_BYTEA_PP(0);
+	if (site->blob_model != NULL && site->blob != NULL &&
+		VARSIZE_ANY_EXHDR(blob) == VARSIZE_ANY_EXHDR(site->blob) &&
+		memcmp(VARDATA_ANY(blob), VARDATA_ANY(site->blob), VARSIZE_ANY_EXHDR(blob)) == 0)
 		return site->blob_model;
 
 	/* a different blob: drop the last one's model (its context frees it) */
 	site->blob_model = NULL;
 	site->blob = NULL;
+	site->blob_is_toasted = false;
 	if (site->blob_cxt != NULL)
 		MemoryContextDelete(site->blob_cxt);
 	site->blob_cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "pgdl model argument",
 										   ALLOCSET_SMALL_SIZES);
 	site->blob_model = pgdl_model_from_bytea(blob, site->blob_cxt);
-	if (!site->blob_is_const)
+	if (toasted)
+	{
+		site->blob_is_toasted = true;
+		site->toast = toast;
+		site->toast_lxid = MyProc->lxid;
+	}
+	else if (!site->blob_is_const)
 	{
 		Size		size = VARSIZE_ANY(blob);
 

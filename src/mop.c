@@ -27,6 +27,7 @@
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/acl.h"
+#include "utils/float.h"
 #include "utils/fmgrprotos.h"
 #include "utils/timestamp.h"
 #include "utils/jsonb.h"
@@ -54,6 +55,7 @@ typedef struct MopConfig
 	bool		stopped;		/* resume: stopped at a rung before */
 	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
 	PgdlEpochMetrics last;
+	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
 	double		cost;
 	PgdlTransfer *transfer;		/* when it starts from a base model */
 	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
@@ -75,6 +77,7 @@ typedef struct MopRun
 	int16		owner[PGDL_MAX_PARTITIONS];
 	int32		eta;
 	char	   *strategy;
+	MopStrategy strat;
 	char	   *name_prefix;
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
 	char	   *cache_mode;		/* feature caches: auto, on, off */
@@ -91,96 +94,32 @@ mop_next_partition(const MopModel *m, int32 n_partitions)
 	return order[m->visit];
 }
 
-bool
-mop_is_rung(const MopShared *shared, int32 epoch)
+/*
+ * Visits model m makes to its last epoch, as if promoted at every rung: a
+ * model of an aggressive bracket then moves along with the others, and its
+ * rungs are decided while there is other work, not left for the end.
+ */
+static int32
+visits_left(const MopShared *shared, const MopModel *m)
 {
-	/* the rungs are epochs / eta^k for k >= 1, before the last epoch */
-	if (shared->eta < 2)
-		return false;
-	for (int64 r = shared->epochs / shared->eta; r >= 1; r /= shared->eta)
-		if (r == epoch && epoch < shared->epochs)
-			return true;
-	return false;
+	return (shared->epochs - m->epoch) * shared->n_partitions - m->visit;
 }
 
-static double
-rank_key(const MopModel *m)
+double
+mop_seconds_left(const MopShared *shared, const MopModel *m)
 {
-	return m->last.has_validation ? m->last.validation_loss : m->last.train_loss;
-}
+	double		per_visit;
 
-/* Lower first; NaN last, so that the order is total (qsort needs one). */
-static int
-compare_loss(double a, double b)
-{
-	if (isnan(a) || isnan(b))
-		return (isnan(a) ? 1 : 0) - (isnan(b) ? 1 : 0);
-	return a < b ? -1 : (a > b ? 1 : 0);
-}
-
-bool
-mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped)
-{
-	int32		waiting = 0,
-				keep;
-
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		MopModel   *m = &shared->models[i];
-
-		decided[i] = stopped[i] = false;
-		/* a model that diverged has left the bracket: it neither waits nor takes a place */
-		if (mop_finished(m->state))
-			continue;
-		if (m->state != MOP_RUNG || m->epoch != epoch)
-			return false;
-		waiting++;
-	}
-	keep = (waiting + shared->eta - 1) / shared->eta;
-	for (int i = 0; i < shared->n_models; i++)
-	{
-		MopModel   *m = &shared->models[i];
-		int32		better = 0;
-
-		if (m->state != MOP_RUNG)
-			continue;
-		/* rank by loss, ties by position in the set: deterministic */
-		for (int j = 0; j < shared->n_models; j++)
-		{
-			MopModel   *o = &shared->models[j];
-			int			c = compare_loss(rank_key(o), rank_key(m));
-
-			if (o->state == MOP_RUNG && (c < 0 || (c == 0 && j < i)))
-				better++;
-		}
-		decided[i] = true;
-		stopped[i] = better >= keep;
-	}
-	for (int i = 0; i < shared->n_models; i++)
-		if (decided[i])
-			shared->models[i].state = stopped[i] ? MOP_STOPPED : MOP_IDLE;
-	return true;
-}
-
-bool
-mop_decide_waiting_rung(MopShared *shared, int32 *epoch, bool *decided, bool *stopped)
-{
-	/* models wait at one rung at a time: none passes it before it is decided */
-	for (int i = 0; i < shared->n_models; i++)
-		if (shared->models[i].state == MOP_RUNG)
-		{
-			*epoch = shared->models[i].epoch;
-			return mop_decide_rung(shared, *epoch, decided, stopped);
-		}
-	return false;
-}
-
-void
-mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped)
-{
-	for (int i = 0; i < shared->n_models; i++)
-		if (decided[i])
-			pgdl_run_record_decision(shared->run_id, shared->models[i].config_id, epoch, stopped[i]);
+	/* measured on this run when it can be (its own pace, batch size and optimizer included), else predicted */
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = m->seconds / m->visit;
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = m->last.seconds / shared->n_partitions;
+	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / shared->n_partitions;
+	else
+		per_visit = m->cost * 1e-9;
+	return per_visit * visits_left(shared, m);
 }
 
 /* ---- the configurations ---- */
@@ -500,10 +439,94 @@ wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
 	}
 }
 
+/*
+ * The leader's side of the server's fair share (jobs.c): the workers it may
+ * start, the slots of workers that left given back.
+ */
+typedef struct MopCrew
+{
+	dsm_segment *seg;
+	BackgroundWorkerHandle **handles;	/* PGDL_MAX_WORKERS of them */
+	int			wanted;			/* the most workers at once */
+	bool		queued;			/* the run holds slots of the server's queue (not distributed) */
+	bool		can_grow;		/* every worker trains on the CPU: one that joins later can too */
+	bool		released[PGDL_MAX_WORKERS]; /* a retired worker's slot given back */
+	TimestampTz last;
+} MopCrew;
+
+static bool register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles);
+
+/* One more worker for the run, on a slot just taken; the slot goes back if it cannot start. */
+static void
+add_worker(MopShared *shared, MopCrew *crew)
+{
+	int			w = shared->n_workers;
+	MopWorker  *wk = &shared->workers[w];
+
+	memset(wk, 0, sizeof(*wk));
+	wk->server = InvalidOid;
+	wk->device = PGDL_DEVICE_CPU;
+	SpinLockAcquire(&shared->mutex);
+	shared->n_workers = w + 1;
+	SpinLockRelease(&shared->mutex);
+	if (!register_worker(crew->seg, w, crew->handles))
+	{
+		SpinLockAcquire(&shared->mutex);
+		shared->n_workers = w;
+		SpinLockRelease(&shared->mutex);
+		pgdl_jobs_release_one();
+	}
+}
+
+/*
+ * Twice a second: give back the slots of workers that left; ask workers to
+ * leave while other jobs wait and this one holds more than its fair share;
+ * take a free slot for one more worker when none waits.
+ */
+static void
+rebalance(MopShared *shared, MopCrew *crew)
+{
+	int			active = 0;
+	int			fair;
+	bool		waiting;
+
+	if (!crew->queued || !TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(), 500))
+		return;
+	crew->last = GetCurrentTimestamp();
+	for (int w = 0; w < shared->n_workers; w++)
+	{
+		pid_t		pid;
+
+		if (shared->workers[w].retired && !crew->released[w] &&
+			GetBackgroundWorkerPid(crew->handles[w], &pid) == BGWH_STOPPED)
+		{
+			pgdl_jobs_release_one();
+			crew->released[w] = true;
+		}
+	}
+	fair = pgdl_jobs_fair_share(&waiting);
+	/* counted and asked under one lock: a worker leaving meanwhile is not asked for twice */
+	SpinLockAcquire(&shared->mutex);
+	for (int w = 0; w < shared->n_workers; w++)
+		if (!shared->workers[w].retired && !shared->workers[w].finished)
+			active++;
+	shared->retire_requests = waiting ? Max(active - fair, 0) : 0;
+	SpinLockRelease(&shared->mutex);
+	if (shared->retire_requests > 0)
+		for (int w = 0; w < shared->n_workers; w++)
+			if (shared->workers[w].proc)
+				SetLatch(&shared->workers[w].proc->procLatch);
+	if (!waiting && crew->can_grow && active < crew->wanted && shared->n_workers < PGDL_MAX_WORKERS &&
+		pgdl_jobs_take_one())
+		add_worker(shared, crew);
+}
+
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
 static void
-wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
+wait_for_run(MopShared *shared, MopCrew *crew)
 {
+	BackgroundWorkerHandle **handles = crew->handles;
+
 	bool		held = false;
 	TimestampTz last_check = GetCurrentTimestamp();
 
@@ -520,7 +543,7 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 		}
 		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
 		{
-			check_not_blocking(handles, n_workers);
+			check_not_blocking(handles, shared->n_workers);
 			last_check = GetCurrentTimestamp();
 		}
 		SpinLockAcquire(&shared->mutex);
@@ -536,7 +559,8 @@ wait_for_run(MopShared *shared, BackgroundWorkerHandle **handles, int n_workers)
 											  shared->run_id, shared->run_id) : 0));
 		if (all_done)
 			return;
-		for (int w = 0; w < n_workers; w++)
+		rebalance(shared, crew);
+		for (int w = 0; w < shared->n_workers; w++)
 		{
 			pid_t		pid;
 
@@ -564,7 +588,7 @@ compare_leaderboard(const void *a, const void *b)
 {
 	const MopModel *x = *(MopModel *const *) a;
 	const MopModel *y = *(MopModel *const *) b;
-	int			by_loss = compare_loss(rank_key(x), rank_key(y));
+	int			by_loss = mop_compare_loss(mop_rank_key(&x->last), mop_rank_key(&y->last));
 
 	/* models that diverged last; then models that went further first, then by loss */
 	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
@@ -687,28 +711,66 @@ store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blob
 }
 
 /*
+ * Brackets from the first configuration's seed, asha's order from the trainable
+ * layers' FLOPs (not the cache plan's, which depends on the workers): the same
+ * for the same set, whatever the number of workers.
+ */
+static void
+assign_brackets(MopShared *shared, const MopRun *run)
+{
+	double	   *cost = palloc(sizeof(double) * list_length(run->configs));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, run->configs)
+		cost[i++] = ((MopConfig *) lfirst(lc))->cost;
+	mop_assign_brackets(shared, (uint64) ((MopConfig *) linitial(run->configs))->config.seed, cost);
+}
+
+/*
+ * Resume: each model's losses at the rungs it passed (asha compares them with
+ * the models that arrive later), from its metrics rows.
+ */
+static void
+restore_rungs(MopShared *shared, const MopRun *run)
+{
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		MopConfig  *c = list_nth(run->configs, i);
+
+		for (int32 r = 0; r < m->bracket && c->epoch_key; r++)
+		{
+			int32		e = mop_rung_epoch(shared, m->bracket, r);
+
+			if (e <= c->start_epoch && !isnan(c->epoch_key[e]))
+			{
+				m->rung_key[r] = c->epoch_key[e];
+				m->rung_known |= 1u << r;
+			}
+		}
+	}
+}
+
+/*
  * A run stopped while models waited at a rung: put them back at the rung and
- * decide it now, as the last of them would have.
+ * decide what can be, as the last of them would have (the decisions depend
+ * only on the losses, so a rung decided before is decided the same way).
  */
 static void
 resume_pending_rung(MopShared *shared)
 {
-	bool	   *decided = palloc(sizeof(bool) * shared->n_models);
-	bool	   *stopped = palloc(sizeof(bool) * shared->n_models);
-	int32		epoch = -1;
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
 
 	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
 
-		if (m->state == MOP_IDLE && m->epoch > 0 && mop_is_rung(shared, m->epoch))
-		{
+		if (m->state == MOP_IDLE && m->epoch > 0 && mop_rung_of(shared, m, m->epoch) >= 0)
 			m->state = MOP_RUNG;
-			epoch = m->epoch;
-		}
 	}
-	if (epoch >= 0 && mop_decide_rung(shared, epoch, decided, stopped))
-		mop_record_decisions(shared, epoch, decided, stopped);
+	if (mop_decide(shared, d))
+		mop_record_decisions(shared, d);
 }
 
 /* A run's DSM segment, as the leader lays it out (mop.h). */
@@ -781,6 +843,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->n_partitions = run->ds->partitions;
 	shared->epochs = run->epochs;
 	shared->eta = run->eta;
+	shared->strategy = run->strat;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->max_model_memory = pgdl_max_model_memory;
 	shared->leader = MyProc;
@@ -842,7 +905,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->config = c->config;
 		m->source = c->source;
 		m->cost = c->cost;
-		/* a recomputed prefix is part of every visit's work: it counts for "heaviest first" */
+		/* a recomputed prefix is part of every visit's work: the schedule counts it */
 		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
@@ -885,18 +948,22 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 	}
 }
 
+static bool
+register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles)
+{
+	char		name[BGW_MAXLEN];
+
+	snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
+	return pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]);
+}
+
 /* Register up to n workers on the segment; returns how many were. */
 static int
 register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
 {
 	for (int w = 0; w < n; w++)
-	{
-		char		name[BGW_MAXLEN];
-
-		snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
-		if (!pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]))
+		if (!register_worker(seg, w, handles))
 			return w;
-	}
 	return n;
 }
 
@@ -905,12 +972,20 @@ static void
 run_workers(MopSegment *s, int wanted)
 {
 	MopShared  *shared = s->shared;
-	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * wanted);
+	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * PGDL_MAX_WORKERS);
 	PgdlSettle *settle = pgdl_run_settle_prepare();
+	MopCrew		crew = {.seg = s->seg, .handles = handles, .wanted = wanted, .queued = !shared->distributed};
+	int			granted = wanted;
 
+	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
+	if (crew.queued)
+		granted = pgdl_jobs_acquire(wanted, false);
+	crew.can_grow = crew.queued;
+	for (int w = 0; w < wanted; w++)
+		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
 	PG_TRY();
 	{
-		int			launched = register_workers(s->seg, wanted, handles);
+		int			launched = register_workers(s->seg, granted, handles);
 
 		if (launched == 0)
 			ereport(ERROR,
@@ -922,11 +997,17 @@ run_workers(MopSegment *s, int wanted)
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("could start only %d of the %d pgdl workers a distributed run needs", launched, wanted),
 					 errhint("Raise max_worker_processes, or lower workers_per_node.")));
-		if (launched < wanted)
-		{
+		if (launched < granted)
+			ereport(NOTICE,
+					(errmsg("started %d of %d pgdl workers", launched, granted),
+					 errhint("Raise max_worker_processes to run them all.")));
+		else if (launched < wanted)
 			ereport(NOTICE,
 					(errmsg("started %d of %d pgdl workers", launched, wanted),
-					 errhint("Raise max_worker_processes to run them all.")));
+					 errdetail("This server runs at most pgdl.max_workers = %d pgdl workers at once, other jobs' included.",
+							   pgdl_max_workers)));
+		if (launched < wanted)
+		{
 			for (int p = 0; p < shared->n_partitions; p++)
 				shared->owner[p] = (int16) (p % launched);
 		}
@@ -944,18 +1025,21 @@ run_workers(MopSegment *s, int wanted)
 						 errhint("See the server log.")));
 		}
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
-		wait_for_run(shared, handles, launched);
-		wait_for_exit(handles, launched);
+		crew.last = GetCurrentTimestamp();
+		wait_for_run(shared, &crew);
+		wait_for_exit(handles, shared->n_workers);
 	}
 	PG_CATCH();
 	{
 		shared->abort = true;
 		/* every handle registered, however far the launch got */
-		stop_workers(handles, wanted);
+		stop_workers(handles, PGDL_MAX_WORKERS);
+		pgdl_jobs_release();
 		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	pgdl_jobs_release();
 	/* from here the call's transaction finishes the run; should it abort, the run is failed */
 	pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 }
@@ -988,6 +1072,8 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	copy_tasks(s.shared, s.plan_sql, plan);
 	used = copy_models(s.shared, s.blobs, run);
 	copy_sources(s.shared, s.blobs, used, run, prefixes);
+	assign_brackets(s.shared, run);
+	restore_rungs(s.shared, run);
 	resume_pending_rung(s.shared);
 	run_workers(&s, run->n_workers);
 	store_models(fcinfo, run, s.shared, s.blobs);
@@ -1007,10 +1093,17 @@ check_isolation(void)
 #define MIN_ETA 2
 #define MAX_ETA 100
 
+/* A strategy by name; false if there is none of that name. */
 static bool
-is_halving(const char *strategy)
+strategy_by_name(const char *name, MopStrategy *out)
 {
-	return strcmp(strategy, "hyperband") == 0 || strcmp(strategy, "successive_halving") == 0;
+	for (MopStrategy st = MOP_ALL; st <= MOP_ASHA; st++)
+		if (strcmp(name, mop_strategy_name(st)) == 0)
+		{
+			*out = st;
+			return true;
+		}
+	return false;
 }
 
 static bool
@@ -1022,9 +1115,13 @@ is_cache_mode(const char *mode)
 static void
 set_strategy(MopRun *run, const char *strategy, int32 eta)
 {
-	if (strcmp(strategy, "all") == 0)
-		run->eta = 0;
-	else if (is_halving(strategy))
+	if (!strategy_by_name(strategy, &run->strat))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
+				 errhint("Use 'all' (every configuration for every epoch), 'successive_halving', 'hyperband' or 'asha'.")));
+	run->eta = 0;
+	if (run->strat != MOP_ALL)
 	{
 		if (eta < MIN_ETA || eta > MAX_ETA)
 			ereport(ERROR,
@@ -1032,12 +1129,7 @@ set_strategy(MopRun *run, const char *strategy, int32 eta)
 					 errmsg("eta must be between %d and %d, got %d", MIN_ETA, MAX_ETA, eta)));
 		run->eta = eta;
 	}
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
-				 errhint("Use 'all' (every configuration for every epoch) or 'hyperband' (successive halving).")));
-	run->strategy = pstrdup(strategy);
+	run->strategy = pstrdup(mop_strategy_name(run->strat));
 }
 
 static void
@@ -1405,9 +1497,9 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 	if (run->set_name == NULL)
 		bad_run_config(id, "set", "the name of a configuration set");
 	run->strategy = run_config_string(id, cfg, "strategy", "all");
-	halving = is_halving(run->strategy);
-	if (!halving && strcmp(run->strategy, "all") != 0)
-		bad_run_config(id, "strategy", "'all', 'hyperband' or 'successive_halving'");
+	if (!strategy_by_name(run->strategy, &run->strat))
+		bad_run_config(id, "strategy", "'all', 'successive_halving', 'hyperband' or 'asha'");
+	halving = run->strat != MOP_ALL;
 	run->eta = run_config_int(id, cfg, "eta", halving ? MIN_ETA : 0, MAX_ETA, 0);
 	if (!halving)
 		run->eta = 0;			/* 'all' has no rungs */
@@ -1449,6 +1541,39 @@ read_run(MopRun *run, int64 run_id, int32 *per_node)
 	return run_config_from_jsonb(run, rec.config, per_node);
 }
 
+/* Configuration c's rank key at each epoch it completed (validation loss, else training loss), from its metrics. */
+static void
+read_epoch_keys(MopRun *run, MopConfig *c)
+{
+	Oid			types[3] = {INT8OID, INT8OID, INT4OID};
+	Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	c->epoch_key = palloc(sizeof(double) * (c->start_epoch + 1));
+	for (int e = 0; e <= c->start_epoch; e++)
+		c->epoch_key[e] = get_float8_nan();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
+							  "WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
+							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.run_metrics");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull[2];
+		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
+		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+
+		if (!isnull[1])
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			c->epoch_key[e] = DatumGetFloat8(key);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	SPI_finish();
+}
+
 /* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
 static void
 read_resume_points(MopRun *run)
@@ -1466,6 +1591,8 @@ read_resume_points(MopRun *run)
 		c->stopped = point.stopped;
 		c->has_metrics = point.has_metrics;
 		c->last = point.metrics;
+		if (run->eta > 0)
+			read_epoch_keys(run, c);
 	}
 }
 

@@ -30,12 +30,22 @@
 #define MOP_KEY_PLAN		3	/* the SQL of the run's feature cache tasks */
 #define MOP_KEY_RUN_CONFIG	4	/* pgdl.runs.config (jsonb), for worker 0 to record */
 #define MOP_MAX_TASKS		(2 * MOP_MAX_SOURCES)
+#define MOP_MAX_RUNGS		17	/* epochs / eta^k >= 1 for k <= 16: epochs <= 100000, eta >= 2 */
+
+/* What decides which models go on (halving.c). */
+typedef enum MopStrategy
+{
+	MOP_ALL = 0,				/* every model for every epoch */
+	MOP_SUCCESSIVE_HALVING,		/* one bracket, every model in it, decided when all reach a rung */
+	MOP_HYPERBAND,				/* several brackets of successive halving (Li et al. 2018) */
+	MOP_ASHA					/* asynchronous successive halving (Li et al. 2020), decided in a fixed order */
+} MopStrategy;
 
 typedef enum MopModelState
 {
 	MOP_IDLE = 0,				/* waiting for a worker that owns its next partition */
 	MOP_BUSY,					/* being trained or evaluated by `worker` */
-	MOP_RUNG,					/* successive halving: waiting for the others to reach the rung */
+	MOP_RUNG,					/* waiting at a rung for its decision */
 	MOP_DONE,					/* trained for all its epochs */
 	MOP_STOPPED,				/* stopped early by successive halving */
 	MOP_DIVERGED				/* its loss or weights became NaN or infinite: trained no more */
@@ -83,7 +93,7 @@ typedef struct MopModel
 	int64		config_id;
 	int32		source;			/* index into MopShared.sources */
 	PgdlTrainConfig config;
-	double		cost;			/* training FLOPs per example: heavier models start first */
+	double		cost;			/* training FLOPs per example: the schedule's guess without a prediction */
 	double		predicted_seconds;	/* an epoch's training, predicted (throughput.c): for pgdl.run_metrics */
 	MopModelState state;
 	int32		epoch;			/* epochs completed */
@@ -98,6 +108,11 @@ typedef struct MopModel
 	int64		n;
 	double		seconds;
 	PgdlEpochMetrics last;		/* of the last completed epoch, once epoch > 0 */
+	/* halving (halving.c) */
+	int32		bracket;		/* its bracket s: rungs at epochs / eta^k for k = s..1; 0: none */
+	int32		next_arrival;	/* asha: the model after it in the order rungs are decided in; -1: last */
+	uint32		rung_known;		/* bit r: it completed rung r (from the bottom) without diverging */
+	double		rung_key[MOP_MAX_RUNGS];	/* its loss there: validation loss, else training loss */
 } MopModel;
 
 typedef struct MopWorker
@@ -107,6 +122,7 @@ typedef struct MopWorker
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */
+	bool		retired;		/* left the run early, for another job (jobs.c): its partitions went to others */
 	int64		examples;		/* trained, for progress */
 	double		busy_seconds;
 } MopWorker;
@@ -125,12 +141,16 @@ typedef struct MopShared
 	bool		distributed;	/* some partitions live on nodes (cluster.c) */
 	int16		owner[PGDL_MAX_PARTITIONS];	/* the worker that trains models on each partition */
 	int32		epochs;
-	int32		eta;			/* successive halving; 0: train every model for all epochs */
+	MopStrategy strategy;
+	int32		eta;			/* halving; 0: train every model for all epochs */
+	int32		s_max;			/* halving: the most rungs a bracket has */
+	int32		first_arrival;	/* asha: the first model in the order rungs are decided in */
 	int64		cache_bytes;	/* per worker, for buffers */
 	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
-	bool		go;				/* workers may start: n_workers is final */
+	bool		go;				/* workers may start; n_workers grows only when the leader adds one */
+	int32		retire_requests;	/* workers the leader asks to leave, for other jobs (fair share) */
 	int32		n_tasks;
 	MopTask		tasks[MOP_MAX_TASKS];
 	int32		n_sources;
@@ -149,20 +169,43 @@ typedef struct MopShared
 
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
-/* Successive halving: is the end of `epoch` a rung? */
-extern bool mop_is_rung(const MopShared *shared, int32 epoch);
+/* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
+extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
+
+/* halving.c: the rungs, and the decisions taken there */
+
+/* What a decision pass decided: epoch[i] > 0 for a model decided at that rung, stopped[i] how. */
+typedef struct MopDecisions
+{
+	int32	   *epoch;
+	bool	   *stopped;
+	int32	   *scratch;		/* n_models, for the pass */
+	bool	   *promote;		/* n_models, for the pass */
+} MopDecisions;
+
+/* The most rungs a bracket can have for shared->epochs and shared->eta. */
+extern int32 mop_s_max(int32 epochs, int32 eta);
+/* The epoch of rung r (from the bottom) of bracket s. */
+extern int32 mop_rung_epoch(const MopShared *shared, int32 s, int32 r);
+/* The rung (from the bottom) of model m that ends at `epoch`, or -1. */
+extern int32 mop_rung_of(const MopShared *shared, const MopModel *m, int32 epoch);
 /*
- * With the mutex held: when every running model waits at the rung `epoch`, keep
- * the best 1/eta and stop the rest; decided[i]/stopped[i] say what happened.
+ * Each model's bracket (hyperband's from the seed), and asha's order from each
+ * model's training FLOPs per example (cost); the leader, before workers start.
  */
-extern bool mop_decide_rung(MopShared *shared, int32 epoch, bool *decided, bool *stopped);
+extern void mop_assign_brackets(MopShared *shared, uint64 seed, const double *cost);
+/* Rank key of a set of metrics (validation loss, else training loss); NaN ranks last. */
+extern double mop_rank_key(const PgdlEpochMetrics *last);
+extern int	mop_compare_loss(double a, double b);
+extern MopDecisions *mop_decisions_alloc(int32 n_models);
 /*
- * With the mutex held, after a model diverged (it leaves the bracket): decide
- * the rung the others wait at, if it waited only for that model; *epoch is the rung's.
+ * With the mutex held: decide every rung whose decision the models' state
+ * allows (the strategy's rule), set the models' states; true if any was decided.
  */
-extern bool mop_decide_waiting_rung(MopShared *shared, int32 *epoch, bool *decided, bool *stopped);
-/* The decisions into pgdl.run_metrics.decision; needs a transaction. */
-extern void mop_record_decisions(const MopShared *shared, int32 epoch, const bool *decided, const bool *stopped);
+extern bool mop_decide(MopShared *shared, MopDecisions *d);
+/* The decisions into pgdl.run_metrics (decision, bracket); needs a transaction. */
+extern void mop_record_decisions(const MopShared *shared, const MopDecisions *d);
+extern const char *mop_strategy_name(MopStrategy s);
 
 /* worker.c */
 extern PGDLLEXPORT void pgdl_mop_worker_main(Datum main_arg);

@@ -8,12 +8,20 @@
  *
  *   1. check the arguments, find the columns and their types, read the
  *      reference dataset, check that the output's names are free;
- *   2. read the whole source once, in its physical order, into memory:
- *      features as float32, labels as they are;
+ *   2. read the whole source once, in its physical order: features as
+ *      float32 into memory, or, once they pass maintenance_work_mem, into
+ *      temporary files (pack_spill.c); labels as they are, into memory;
  *   3. compute the classes (or map to the reference's) and the normalization;
- *   4. shuffle the row order once (seeded Fisher-Yates on nn_rng_u64);
+ *   4. shuffle the row order once (seeded Fisher-Yates on nn_rng_u64); spilled
+ *      rows are scattered to bucket files by their place in that order;
  *   5. create the packed table, write buffer after buffer through one prepared
  *      INSERT, and register the dataset.
+ *
+ * The order is a function of the seed and the rows alone, so the packed
+ * table's bytes are the same whether the rows were spilled or not.  Memory is
+ * about maintenance_work_mem: the features, or once spilled one bucket of
+ * them, less the 12 bytes a row that stay (its class and its position); the
+ * labels (8 bytes a row for numbers) stay until the classes are made.
  *
  * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
  * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
@@ -135,6 +143,17 @@ typedef struct PackData
 	/* per feature, for the overflow check of the normalization */
 	float	   *fmin;
 	float	   *fmax;
+	bool		standardize;	/* sum the features as they are read */
+	double	   *sum;			/* then: the features' sums, in the order read */
+
+	/*
+	 * Features beyond `budget` bytes go to temporary files (pack_spill.c):
+	 * once spill is set, the chunks are gone and every row goes through
+	 * scratch into the spill.
+	 */
+	Size		budget;
+	PgdlSpill  *spill;
+	float	   *scratch;
 
 	MemoryContext cxt;			/* where what is kept lives */
 } PackData;
@@ -145,8 +164,18 @@ typedef struct PackNorm
 	float		scale;			/* when mean == NULL */
 	float	   *mean;
 	float	   *std;
+	double	   *ssq;			/* standardize: squared deviations, until std is set */
+	int32		n_features;
 	Jsonb	   *jsonb;			/* as stored in pgdl.datasets */
 } PackNorm;
+
+/* Where the row at each position of the shuffled order is. */
+typedef struct PackOrder
+{
+	const PackData *data;
+	const int64 *perm;			/* in memory: the row at each position */
+	PgdlSpill  *spill;			/* spilled: rows come back from it, position after position */
+} PackOrder;
 
 /* The output's schema and names, checked to be free. */
 typedef struct PackOutput
@@ -501,6 +530,8 @@ set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReferenc
 	data->chunk_rows = Max(1, PACK_CHUNK_BYTES / bytes);
 	data->fmin = MemoryContextAlloc(data->cxt, sizeof(float) * n);
 	data->fmax = MemoryContextAlloc(data->cxt, sizeof(float) * n);
+	if (data->standardize)
+		data->sum = MemoryContextAllocZero(data->cxt, sizeof(double) * n);
 	for (int j = 0; j < n; j++)
 	{
 		data->fmin[j] = FLT_MAX;
@@ -531,9 +562,39 @@ grow_labels(PackData *data)
 }
 
 /*
- * Room for one more row: its features' slot in the chunks, and its label's.
- * The row is kept once keep_row counts it; until then the next row reuses
- * the slot.
+ * The features read so far take more than the budget: they go to a spill,
+ * and so will the rest; the chunks are freed.
+ */
+static void
+start_spill(PackData *data)
+{
+	MemoryContext old = MemoryContextSwitchTo(data->cxt);	/* not the per-row context */
+
+	ereport(DEBUG1,
+			(errmsg("pgdl.pack spills its rows to temporary files"),
+			 errdetail("The features of " INT64_FORMAT " rows take more than maintenance_work_mem (%zu kB).",
+					   data->n_rows + 1, data->budget / 1024)));
+	data->spill = pgdl_spill_begin(data->n_features);
+	MemoryContextSwitchTo(old);
+	for (int64 r = 0; r < data->n_rows; r++)
+	{
+		if ((r & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		pgdl_spill_write(data->spill, row_features(data, r));
+	}
+	for (int c = 0; c < data->n_chunks; c++)
+		pfree(data->chunks[c]);
+	if (data->chunks != NULL)
+		pfree(data->chunks);
+	data->chunks = NULL;
+	data->n_chunks = data->max_chunks = 0;
+	data->scratch = MemoryContextAlloc(data->cxt, mul_size((Size) data->n_features, sizeof(float)));
+}
+
+/*
+ * Room for one more row: its features' slot in the chunks (or the scratch
+ * row, once spilling), and its label's.  The row is kept once keep_row counts
+ * it; until then the next row reuses the slot.
  */
 static float *
 new_row(PackData *data)
@@ -541,6 +602,14 @@ new_row(PackData *data)
 	int64		c = data->n_rows / data->chunk_rows;
 	Size		row_bytes = mul_size((Size) data->n_features, sizeof(float));
 
+	if (data->spill == NULL && mul_size((Size) data->n_rows + 1, row_bytes) > data->budget)
+		start_spill(data);
+	if (data->spill != NULL)
+	{
+		if (data->n_rows >= data->label_cap)
+			grow_labels(data);
+		return data->scratch;
+	}
 	if (c >= data->n_chunks)
 	{
 		/* chunk 0 starts small, so that a small source takes little memory */
@@ -732,6 +801,11 @@ keep_row(PackData *data, const float *x)
 		if (x[j] > data->fmax[j])
 			data->fmax[j] = x[j];
 	}
+	if (data->sum != NULL)
+		for (int j = 0; j < data->n_features; j++)
+			data->sum[j] += x[j];
+	if (data->spill != NULL)
+		pgdl_spill_write(data->spill, x);
 	data->n_rows++;
 }
 
@@ -1013,10 +1087,11 @@ reference_classes(const PackReference *ref, char **distinct_text, int64 n_distin
 
 /*
  * Class indices of every row (as floats, y's format) and the class list:
- * the distinct label values sorted, or the reference's classes.
+ * the distinct label values sorted, or the reference's classes.  The labels' arrays are
+ * freed: only the classes are needed from here.
  */
 static float *
-make_classes(const PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+make_classes(PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
 {
 	bool		is_text = data->label.kind == PACK_TEXT;
 	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
@@ -1068,6 +1143,15 @@ make_classes(const PackData *data, const PackReference *ref, char ***classes_out
 		Assert(hit != NULL);
 		y[r] = (float) distinct_class[((char *) hit - (char *) distinct) / esize];
 	}
+
+	/* what a large source would keep for nothing (the strings of text labels stay: classes point to them) */
+	pfree(distinct);
+	if (is_text)
+		pfree(data->label_text);
+	else
+		pfree(data->label_int);
+	data->label_text = NULL;
+	data->label_int = NULL;
 	return y;
 }
 
@@ -1107,54 +1191,70 @@ standardize_jsonb(const float *mean, const float *std, int32 nf)
 /*
  * Per-feature mean and standard deviation (population: divided by n), in
  * double over the float32 features, stored as float32; a std of 0 becomes 1.
+ * The mean is from the sums taken while reading; the deviations from it need
+ * a second pass over the rows (add_deviations), in the same order whether
+ * they are in memory or spilled, so that both give the same bits.
  */
 static void
-standardize(const PackData *data, PackNorm *norm)
+standardize_mean(const PackData *data, PackNorm *norm)
 {
 	int32		nf = data->n_features;
-	double	   *sum = palloc0(sizeof(double) * nf);
-	double	   *ssq = palloc0(sizeof(double) * nf);
 
 	norm->mean = palloc(sizeof(float) * nf);
 	norm->std = palloc(sizeof(float) * nf);
-
-	for (int64 r = 0; r < data->n_rows; r++)
-	{
-		const float *x = row_features(data, r);
-
-		CHECK_FOR_INTERRUPTS();
-		for (int j = 0; j < nf; j++)
-			sum[j] += x[j];
-	}
+	norm->ssq = palloc0(sizeof(double) * nf);
 	for (int j = 0; j < nf; j++)
-		norm->mean[j] = (float) (sum[j] / (double) data->n_rows);
-	for (int64 r = 0; r < data->n_rows; r++)
-	{
-		const float *x = row_features(data, r);
+		norm->mean[j] = (float) (data->sum[j] / (double) data->n_rows);
+}
 
-		CHECK_FOR_INTERRUPTS();
-		for (int j = 0; j < nf; j++)
+/* A PgdlSpillRowFn: row x's squared deviations from the mean, into norm->ssq. */
+static void
+add_deviations(void *arg, int64 row, const float *x)
+{
+	PackNorm   *norm = (PackNorm *) arg;
+
+	for (int j = 0; j < norm->n_features; j++)
+	{
+		double		dev = (double) x[j] - (double) norm->mean[j];
+
+		norm->ssq[j] += dev * dev;
+	}
+}
+
+/* The std, once every row's deviations are in (the rows in memory are added here). */
+static void
+finish_normalization(const PackData *data, PackNorm *norm)
+{
+	if (norm->ssq == NULL)
+		return;
+	if (data->spill == NULL)
+		for (int64 r = 0; r < data->n_rows; r++)
 		{
-			double		dev = (double) x[j] - (double) norm->mean[j];
-
-			ssq[j] += dev * dev;
+			if ((r & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
+			add_deviations(norm, r, row_features(data, r));
 		}
-	}
-	for (int j = 0; j < nf; j++)
+	for (int j = 0; j < data->n_features; j++)
 	{
-		float		s = (float) sqrt(ssq[j] / (double) data->n_rows);
+		float		s = (float) sqrt(norm->ssq[j] / (double) data->n_rows);
 
 		norm->std[j] = (s > 0 && isfinite(s)) ? s : 1.0f;
 	}
-	norm->jsonb = standardize_jsonb(norm->mean, norm->std, nf);
+	norm->ssq = NULL;
+	norm->jsonb = standardize_jsonb(norm->mean, norm->std, data->n_features);
 }
 
-/* The normalization: the reference's, the features' mean and std, or a scale (1 by default). */
+/*
+ * The normalization: the reference's, the features' mean and std, or a scale
+ * (1 by default).  Standardizing sets the mean here and the std in
+ * finish_normalization.
+ */
 static void
 make_normalization(const PackArgs *args, const PackData *data, const PackReference *ref, PackNorm *norm)
 {
 	memset(norm, 0, sizeof(PackNorm));
 	norm->scale = 1.0f;
+	norm->n_features = data->n_features;
 	if (ref->ds != NULL)
 	{
 		norm->scale = ref->ds->scale;
@@ -1163,7 +1263,7 @@ make_normalization(const PackArgs *args, const PackData *data, const PackReferen
 		norm->jsonb = ref->ds->normalization;
 	}
 	else if (args->standardize)
-		standardize(data, norm);
+		standardize_mean(data, norm);
 	else
 	{
 		norm->scale = (float) args->scale;
@@ -1215,6 +1315,48 @@ shuffle(int64 n_rows, int64 seed, MemoryContext cxt)
 		perm[j] = t;
 	}
 	return perm;
+}
+
+/*
+ * The shuffled order.  In memory, the permutation itself.  Spilled, each
+ * row's position, by which the spill scatters its rows to bucket files,
+ * adding the deviations of standardize on the way.
+ */
+static void
+make_order(PackData *data, int64 seed, PackNorm *norm, MemoryContext cxt, PackOrder *order)
+{
+	int64	   *perm = shuffle(data->n_rows, seed, cxt);
+	int64	   *position;
+	Size		kept;
+	Size		bucket;
+
+	order->data = data;
+	order->perm = perm;
+	order->spill = data->spill;
+	if (data->spill == NULL)
+		return;
+
+	Assert(pgdl_spill_rows(data->spill) == data->n_rows);
+	position = MemoryContextAllocHuge(cxt, mul_size((Size) data->n_rows, sizeof(int64)));
+	for (int64 p = 0; p < data->n_rows; p++)
+	{
+		if ((p & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		position[perm[p]] = p;
+	}
+	pfree(perm);
+	order->perm = NULL;
+
+	/*
+	 * What stays in memory per row (each row's position and class) comes out
+	 * of the budget of a bucket, which keeps at least a quarter of it.
+	 */
+	kept = mul_size((Size) data->n_rows, sizeof(int64) + sizeof(float));
+	bucket = data->budget > add_size(kept, data->budget / 4) ? data->budget - kept : data->budget / 4;
+	pgdl_spill_scatter(data->spill, position, bucket, norm->ssq != NULL ? add_deviations : NULL, norm);
+	ereport(DEBUG1,
+			(errmsg("pgdl.pack shuffles " INT64_FORMAT " rows through %d temporary files",
+					data->n_rows, pgdl_spill_buckets(data->spill))));
 }
 
 /* ---- writing ---- */
@@ -1293,17 +1435,27 @@ create_table(const PackOutput *out, int partitions)
 	}
 }
 
-/* Rows perm[first .. first + n) normalized into x, their targets into y. */
+/* The row at position pos of the shuffled order, and its number (in the order read). */
+static inline const float *
+ordered_row(const PackOrder *order, int64 pos, int64 *row)
+{
+	if (order->spill != NULL)
+		return pgdl_spill_row_at(order->spill, pos, row);
+	*row = order->perm[pos];
+	return row_features(order->data, *row);
+}
+
+/* The rows at positions first .. first + n normalized into x, their targets into y. */
 static void
-fill_buffer(const PackData *data, const PackNorm *norm, const int64 *perm, const float *y_all,
+fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 			int n_targets, int64 first, int32 n, float *x, float *y)
 {
-	int32		nf = data->n_features;
+	int32		nf = order->data->n_features;
 
 	for (int32 i = 0; i < n; i++)
 	{
-		int64		r = perm[first + i];
-		const float *src = row_features(data, r);
+		int64		r;
+		const float *src = ordered_row(order, first + i, &r);
 		float	   *dst = x + (int64) i * nf;
 
 		if (norm->mean != NULL)
@@ -1319,12 +1471,12 @@ fill_buffer(const PackData *data, const PackNorm *norm, const int64 *perm, const
 }
 
 /*
- * Buffer b: rows perm[b * buffer_rows ...] normalized, in partition
- * b % partitions.  One prepared INSERT for all buffers.
+ * Buffer b: the rows at positions b * buffer_rows ... normalized, in
+ * partition b % partitions.  One prepared INSERT for all buffers.
  */
 static void
-write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
-			  const int64 *perm, const float *y_all, int n_targets,
+write_buffers(const PackOutput *out, const PackOrder *order, const PackNorm *norm,
+			  const float *y_all, int n_targets,
 			  int32 buffer_rows, int32 partitions, int32 n_buffers)
 {
 	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
@@ -1341,15 +1493,15 @@ write_buffers(const PackOutput *out, const PackData *data, const PackNorm *norm,
 	for (int32 b = 0; b < n_buffers; b++)
 	{
 		int64		first = (int64) b * buffer_rows;
-		int32		n = (int32) Min((int64) buffer_rows, data->n_rows - first);
+		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
 		MemoryContext old = MemoryContextSwitchTo(bufcxt);
-		ArrayType  *x = pgdl_float4_array_new((int64) n * data->n_features);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_features);
 		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
 		Datum		values[5];
 		int			ret;
 
 		CHECK_FOR_INTERRUPTS();
-		fill_buffer(data, norm, perm, y_all, n_targets, first, n,
+		fill_buffer(order, norm, y_all, n_targets, first, n,
 					(float *) ARR_DATA_PTR(x), (float *) ARR_DATA_PTR(y));
 		values[0] = Int32GetDatum(b % partitions);
 		values[1] = Int32GetDatum(b);
@@ -1439,7 +1591,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	int			n_classes = 0;
 	int			n_targets = 1;
 	int32		n_buffers;
-	int64	   *perm;
+	PackOrder	order;
 	int64		id;
 
 	pgdl_engine_prepare();
@@ -1456,6 +1608,8 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	/* the columns, the reference, the output's names */
 	memset(&data, 0, sizeof(data));
 	data.cxt = packcxt;
+	data.standardize = args.standardize;
+	data.budget = mul_size((Size) maintenance_work_mem, 1024);
 	find_source(&args, &data);
 	if (OidIsValid(args.reference))
 		read_reference(args.reference, &data, packcxt, &ref);
@@ -1469,12 +1623,15 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_call_progress_update(0, 0, 0.5);
 	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
 	make_normalization(&args, &data, &ref, &norm);
+	make_order(&data, args.seed, &norm, packcxt, &order);
+	finish_normalization(&data, &norm);
 	check_normalized(&data, &norm);
-	perm = shuffle(data.n_rows, args.seed, packcxt);
 
 	/* nothing was created before this point */
 	create_table(&out, args.partitions);
-	write_buffers(&out, &data, &norm, perm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
+	write_buffers(&out, &order, &norm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
+	if (data.spill != NULL)
+		pgdl_spill_end(data.spill);
 	id = register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref);
 
 	if (SPI_finish() != SPI_OK_FINISH)

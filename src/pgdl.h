@@ -49,6 +49,15 @@ extern void pgdl_run_claim(int64 run);	/* pgdl.resume's leader: the run, or "in 
 extern void pgdl_run_hold_as_leader(int64 run);
 extern void pgdl_run_hold_as_worker(int64 run);
 extern bool pgdl_run_in_flight(int64 run);
+struct LOCKTAG;
+extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
+
+/* jobs.c: the server's queue for pgdl workers (pgdl.max_workers in all) */
+extern int	pgdl_jobs_acquire(int wanted, bool need_all);
+extern void pgdl_jobs_release(void);
+extern void pgdl_jobs_release_one(void);
+extern bool pgdl_jobs_take_one(void);
+extern int	pgdl_jobs_fair_share(bool *others_waiting);
 extern void pgdl_run_prune_checkpoints(int64 run);	/* at the end of a finished run */
 /* for errors about a table pgdl.datasets does not know: packed before pgdl was dropped? */
 extern bool pgdl_packed_left_behind(Oid relid);
@@ -385,6 +394,8 @@ typedef enum PgdlDivergence
 	PGDL_DIVERGED_WEIGHTS		/* the weights were not finite after step model->step */
 } PgdlDivergence;
 
+typedef struct PgdlTrainAhead PgdlTrainAhead;
+
 typedef struct PgdlTrainState
 {
 	NnModel    *model;			/* owned; freed when `cxt` is reset */
@@ -393,11 +404,21 @@ typedef struct PgdlTrainState
 	int64		examples;		/* weight of this model in an average */
 	PgdlDivergence diverged;	/* once set, pgdl_train_buffer trains no more */
 	MemoryContext cxt;
+	PgdlTrainAhead *ahead;		/* train_ahead.c's thread, or NULL */
 } PgdlTrainState;
 
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+/*
+ * train_ahead.c: buffers' steps in a thread while the backend reads the next
+ * ones (host models only); the same steps, in the same order, as pgdl_train_buffer.
+ */
+extern bool pgdl_train_ahead_possible(const PgdlTrainState *state);
+extern int64 pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n);
+extern void pgdl_train_ahead_wait(PgdlTrainState *state);
+extern void pgdl_train_ahead_wait_job(PgdlTrainState *state, int64 job);
+extern void pgdl_train_ahead_end(PgdlTrainState *state);
 /* At the end of a sub-epoch: marks the state diverged if the weights are not all finite. */
 extern void pgdl_train_check_weights(PgdlTrainState *state);
 /* a = the average of a and b weighted by their examples (FedAvg); a's counters add b's. */
@@ -411,6 +432,25 @@ extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const 
 										 const PgdlDataset *ds, const int32 *parts, int n_parts, int32 epochs);
 /* An errdetail saying where a diverged state stopped. */
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
+
+/*
+ * pack_spill.c: pgdl.pack's external shuffle.  Rows of floats are written in
+ * the order read, scattered by their shuffled position into bucket files of
+ * about `budget` bytes, then asked for position after position.
+ */
+typedef struct PgdlSpill PgdlSpill;
+typedef void (*PgdlSpillRowFn) (void *arg, int64 row, const float *x);
+
+extern PgdlSpill *pgdl_spill_begin(int32 n_floats);
+extern void pgdl_spill_write(PgdlSpill *spill, const float *x);
+extern int64 pgdl_spill_rows(const PgdlSpill *spill);
+/* row r goes to position[r] (a permutation, kept by the caller); fn sees each row in written order */
+extern void pgdl_spill_scatter(PgdlSpill *spill, const int64 *position, Size budget,
+							   PgdlSpillRowFn fn, void *arg);
+extern int	pgdl_spill_buckets(const PgdlSpill *spill);
+/* positions in increasing order; *row: the row's number as written */
+extern const float *pgdl_spill_row_at(PgdlSpill *spill, int64 pos, int64 *row);
+extern void pgdl_spill_end(PgdlSpill *spill);
 
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
@@ -628,8 +668,8 @@ extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
 /* The same for a node's part of a federated round (node: its server's name, or NULL for the run's model). */
 extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *metrics);
-/* Successive halving's decision at a rung, on that epoch's metrics row. */
-extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop);
+/* A halving strategy's decision at a rung, on that epoch's metrics row, with the model's bracket. */
+extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket);
 extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);
 /* An error if a model already has this name. */
 extern void pgdl_run_check_model_name(const char *name);

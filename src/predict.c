@@ -92,10 +92,25 @@ pgdl_predict_check_classifier(const NnModel *m, const char *function)
 				 errhint("Use pgdl.predict() for the probability of each output instead of %s().", function)));
 }
 
-/* The first of n values that is NaN or infinite, or -1. */
+/*
+ * The first of n values that is NaN or infinite, or -1.  Almost every row is
+ * finite: a pass without branches (which the compiler vectorizes) says so
+ * first, looking for the all-ones exponent of NaN and infinity.
+ */
 int64
 pgdl_predict_first_nonfinite(const float *x, int64 n)
 {
+	uint32		any = 0;
+
+	for (int64 j = 0; j < n; j++)
+	{
+		uint32		bits;
+
+		memcpy(&bits, &x[j], sizeof(bits));
+		any |= (bits & 0x7f800000) == 0x7f800000;
+	}
+	if (!any)
+		return -1;
 	for (int64 j = 0; j < n; j++)
 		if (!isfinite(x[j]))
 			return j;

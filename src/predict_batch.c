@@ -270,11 +270,16 @@ close_source(Datum arg)
 
 /* ---- a batch ---- */
 
-/* The features column's value (an array of numbers: check_column_type) into dst when it has n_in of them. */
-static void
-features_of(const BatchScan *scan, Datum value, float *dst, int64 *length)
+/*
+ * The features column's value (an array of numbers: check_column_type) into
+ * dst when it has n_in of them; its length.  A detoasted copy is freed at once:
+ * a batch reads many rows, and their arrays are not needed once converted.
+ */
+static int64
+features_of(const BatchScan *scan, Datum value, float *dst)
 {
 	ArrayType  *array = DatumGetArrayTypeP(value);
+	int64		length;
 
 	if (ARR_NDIM(array) > 1)
 		ereport(ERROR,
@@ -285,9 +290,12 @@ features_of(const BatchScan *scan, Datum value, float *dst, int64 *length)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("features must not contain NULL values")));
-	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
-	if (*length == scan->n_in)
+	length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
+	if (length == scan->n_in)
 		pgdl_number_array_to_floats(array, ARR_ELEMTYPE(array), scan->n_in, dst);
+	if ((Pointer) array != DatumGetPointer(value))
+		pfree(array);
+	return length;
 }
 
 /* The features of fetched row r, for messages. */
@@ -316,13 +324,13 @@ id_of(Datum d, Oid type)
 
 /*
  * The fetched rows into the batch, normalized and checked to be finite; how
- * many have features (NULL features give a NULL class).
+ * many have features (NULL features give a NULL class).  A row that is not
+ * finite once normalized is read again, raw, for the message.
  */
 static int
 read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 {
 	int			n = 0;
-	float	   *raw = palloc(sizeof(float) * scan->n_in);
 
 	for (uint64 r = 0; r < rows; r++)
 	{
@@ -337,7 +345,7 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		d = SPI_getbinval(tuple, desc, scan->x_att, &scan->x_null[r]);
 		if (scan->x_null[r])
 			continue;
-		features_of(scan, d, x, &length);
+		length = features_of(scan, d, x);
 		if (length != scan->n_in)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -347,11 +355,15 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 							   scan->n_in, length) :
 					 errdetail("The model takes " INT64_FORMAT " features; the row with id " INT64_FORMAT " has " INT64_FORMAT ".",
 							   scan->n_in, scan->ids[r], length)));
-		memcpy(raw, x, sizeof(float) * scan->n_in);
 		if (scan->model->dataset != NULL)
 			pgdl_dataset_normalize(scan->model->dataset, x, 1);
 		if (pgdl_predict_first_nonfinite(x, scan->n_in) >= 0)
+		{
+			float	   *raw = palloc(sizeof(float) * scan->n_in);
+
+			(void) features_of(scan, d, raw);
 			pgdl_predict_check_finite(raw, x, scan->n_in, row_name(scan, r));
+		}
 		n++;
 	}
 	return n;

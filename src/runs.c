@@ -95,8 +95,8 @@ static Statement insert_metrics = {
 	FLOAT8OID}
 };
 static Statement record_decision = {
-	"UPDATE pgdl.run_metrics SET decision = $4 WHERE run = $1 AND config = $2 AND epoch = $3",
-	4, {INT8OID, INT8OID, INT4OID, TEXTOID}
+	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
+	5, {INT8OID, INT8OID, INT4OID, TEXTOID, INT4OID}
 };
 static Statement insert_checkpoint = {
 	"INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
@@ -307,14 +307,15 @@ pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const P
 }
 
 void
-pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop)
+pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket)
 {
-	Datum		values[4];
+	Datum		values[5];
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
 	values[2] = Int32GetDatum(epoch);
 	values[3] = CStringGetTextDatum(stop ? "stop" : "continue");
+	values[4] = Int32GetDatum(bracket);
 	SPI_connect();
 	execute(&record_decision, values, NULL, SPI_OK_UPDATE);
 	SPI_finish();

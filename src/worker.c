@@ -47,6 +47,7 @@ typedef struct WorkerSource
 	PgdlDataset train;			/* the packed table, or a cache view read as one */
 	PgdlDataset valid;
 	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
+	bool	   *tried;			/* per partition: held as the budget allowed (owned, or stolen once) */
 	PgdlHeldPartition *held_validation;
 	bool	   *validation_loaded;
 	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
@@ -166,12 +167,12 @@ create_run(void)
 }
 
 static void
-record_decisions(int32 epoch, const bool *stopped, const bool *decided)
+record_decisions(const MopDecisions *d)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	mop_record_decisions(shared, epoch, decided, stopped);
+	mop_record_decisions(shared, d);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -245,14 +246,15 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 
 /*
  * With the mutex held: model i goes on to its next epoch, is done, diverged, or
- * waits at a rung; when it was the last model a rung waited for, it decides
- * the rung.  True if it decided; *rung is then the rung's epoch.
+ * waits at a rung; then every rung that can be is decided (its arrival, or its
+ * leaving the bracket, may be what a rung waited for).  True if any was.
  */
 static bool
-advance_model(int i, const PgdlEpochMetrics *metrics, int32 *rung, bool *decided, bool *stopped)
+advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
 {
 	MopModel   *m = &shared->models[i];
 	int32		epoch = metrics->epoch;
+	int32		r = mop_rung_of(shared, m, epoch);
 
 	m->epoch = epoch;
 	m->visit = 0;
@@ -261,22 +263,19 @@ advance_model(int i, const PgdlEpochMetrics *metrics, int32 *rung, bool *decided
 	m->correct = 0;
 	m->n = 0;
 	m->seconds = 0;
-	*rung = epoch;
 	if (metrics->diverged)
-	{
 		m->state = MOP_DIVERGED;
-		return mop_decide_waiting_rung(shared, rung, decided, stopped);
-	}
-	if (epoch >= shared->epochs)
+	else if (epoch >= shared->epochs)
 		m->state = MOP_DONE;
-	else if (mop_is_rung(shared, epoch))
+	else if (r >= 0)
 	{
+		m->rung_key[r] = mop_rank_key(metrics);
+		m->rung_known |= 1u << r;
 		m->state = MOP_RUNG;
-		return mop_decide_rung(shared, epoch, decided, stopped);
 	}
 	else
 		m->state = MOP_IDLE;
-	return false;
+	return mop_decide(shared, d);
 }
 
 /*
@@ -289,10 +288,8 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	MopModel   *m = &shared->models[i];
 	NnBatchStats vstats = {0};
 	PgdlEpochMetrics metrics = {0};
-	bool	   *stopped = palloc0(sizeof(bool) * shared->n_models);
-	bool	   *decided = palloc0(sizeof(bool) * shared->n_models);
-	bool		rung_done;
-	int32		rung;
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
+	bool		decided;
 	/* a model that diverged at the first step of its epoch measured nothing */
 	double		none = diverged ? get_float8_nan() : 0;
 
@@ -315,35 +312,56 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	record_epoch(i, nn, &metrics);
 
 	SpinLockAcquire(&shared->mutex);
-	rung_done = advance_model(i, &metrics, &rung, decided, stopped);
+	decided = advance_model(i, &metrics, d);
 	SpinLockRelease(&shared->mutex);
-	if (rung_done)
-		record_decisions(rung, stopped, decided);
+	if (decided)
+		record_decisions(d);
 	wake_everyone();
 }
 
-/* Take the heaviest idle model whose next partition is ours; -1 if none. */
+/*
+ * Take a model to train; -1 if none.  Longest first: the idle model with the
+ * most predicted seconds left to its last epoch (mop_seconds_left), so that
+ * the heaviest do not finish last, one at a time.  Among the models whose
+ * next partition is ours first; when there are none, a model whose partition's
+ * owner is busy, read here (not on nodes).  Which worker trains a visit, and
+ * when, changes no byte of the models: a model's visits keep their order.
+ */
 static int
-take_model(bool *all_finished)
+take_model(bool *all_finished, bool *stolen)
 {
 	int			best = -1;
+	bool		best_ours = false;
+	double		best_left = 0;
+	bool		busy[PGDL_MAX_WORKERS] = {false};
 
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
 	for (int i = 0; i < shared->n_models; i++)
+		if (shared->models[i].state == MOP_BUSY)
+			busy[shared->models[i].worker] = true;
+	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
 		int32		p;
+		bool		ours;
+		double		left;
 
 		if (!mop_finished(m->state))
 			*all_finished = false;
 		if (m->state != MOP_IDLE)
 			continue;
 		p = mop_next_partition(m, shared->n_partitions);
-		if (shared->owner[p] != me)
+		ours = shared->owner[p] == me;
+		if (!ours && (shared->distributed || !busy[shared->owner[p]]))
 			continue;
-		if (best < 0 || m->cost > shared->models[best].cost)
+		left = mop_seconds_left(shared, m);
+		if (best < 0 || (ours && !best_ours) || (ours == best_ours && left > best_left))
+		{
 			best = i;
+			best_ours = ours;
+			best_left = left;
+		}
 	}
 	if (best >= 0)
 	{
@@ -354,7 +372,25 @@ take_model(bool *all_finished)
 		m->partition = mop_next_partition(m, shared->n_partitions);
 	}
 	SpinLockRelease(&shared->mutex);
+	*stolen = best >= 0 && !best_ours;
 	return best;
+}
+
+/*
+ * Model i is to visit a partition another worker owns: hold it here as the
+ * budget allows, once, for the models that come after (else it is read from
+ * its table at each visit).
+ */
+static void
+hold_stolen(int i)
+{
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
+
+	if (src->tried[m->partition])
+		return;
+	src->tried[m->partition] = true;
+	load(&src->train, m->partition, &src->held[m->partition]);
 }
 
 /* Model i on its partition, here. */
@@ -546,6 +582,7 @@ open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
 		src->train = *train_ds;
 		src->valid = *valid_ds;
 		src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
+		src->tried = s == 0 ? palloc0(sizeof(bool) * shared->n_partitions) : sources[0].tried;
 		src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
 		src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
 	}
@@ -555,6 +592,7 @@ open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
 		if (shared->validation_id)
 			src->valid = cache_dataset(valid_ds, ms->view[1], ms->n_features);
 		src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
+		src->tried = palloc0(sizeof(bool) * shared->n_partitions);
 		src->held_validation = palloc0(sizeof(PgdlHeldPartition));
 		src->validation_loaded = palloc0(sizeof(bool));
 	}
@@ -656,7 +694,10 @@ load_partitions(void)
 			continue;			/* a recomputing source reads source 0's buffers */
 		for (int p = 0; p < shared->n_partitions; p++)
 			if (shared->owner[p] == me)
+			{
 				load(&src->train, p, &src->held[p]);
+				src->tried[p] = true;
+			}
 	}
 }
 
@@ -688,6 +729,38 @@ connect_node(void)
 	CommitTransactionCommand();
 }
 
+/*
+ * Whether this worker leaves the run now, as the leader asked so that another
+ * job gets its slot (jobs.c): between two models, and never the last worker.
+ * Its partitions go to the workers that stay, round robin.
+ */
+static bool
+retire_if_asked(void)
+{
+	int			heirs[PGDL_MAX_WORKERS];
+	int			n = 0;
+
+	if (shared->retire_requests <= 0)
+		return false;
+	SpinLockAcquire(&shared->mutex);
+	for (int w = 0; w < shared->n_workers; w++)
+		if (w != me && !shared->workers[w].retired && !shared->workers[w].finished)
+			heirs[n++] = w;
+	if (shared->retire_requests <= 0 || n == 0)
+	{
+		SpinLockRelease(&shared->mutex);
+		return false;
+	}
+	shared->retire_requests--;
+	shared->workers[me].retired = true;
+	for (int p = 0, k = 0; p < shared->n_partitions; p++)
+		if (shared->owner[p] == me)
+			shared->owner[p] = (int16) heirs[k++ % n];
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+	return true;
+}
+
 /* Train models that come to this worker's partitions until every model is done or the run stops. */
 static void
 train_models(MemoryContext step_cxt)
@@ -695,20 +768,23 @@ train_models(MemoryContext step_cxt)
 	pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
 	for (;;)
 	{
-		bool		all_finished;
+		bool		all_finished,
+					stolen;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		if (shared->abort)
+		if (shared->abort || retire_if_asked())
 			return;
 		if (BackendPidGetProc(shared->leader_pid) == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
-		i = take_model(&all_finished);
+		i = take_model(&all_finished, &stolen);
 		if (i >= 0)
 		{
+			if (stolen)
+				hold_stolen(i);
 			train_model(i, step_cxt);
 			continue;
 		}

@@ -79,7 +79,7 @@ SELECT 'bi_set', a.id, c::jsonb
 -- (its WARNING, which names the diverged configuration, is diverge.sql's to test)
 SET client_min_messages = error;
 CREATE TABLE bi_lb AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_set', 4, 'bi_valid', workers => 2,
-                                                      strategy => 'hyperband', eta => 2, name_prefix => 'bi_set_');
+                                                      strategy => 'successive_halving', eta => 2, name_prefix => 'bi_set_');
 SET client_min_messages = warning;
 SELECT DISTINCT m.run AS bi_sh_run FROM bi_lb f JOIN pgdl.models m ON m.id = f.model \gset
 SELECT count(*) AS models, count(*) FILTER (WHERE f.rank = l.rank) AS same_rank,

@@ -110,9 +110,9 @@ SELECT l.rank, l.config_json->>'lr' AS lr, l.epochs, l.diverged, m.metrics->'ste
 -- worker the healthy models reach the first rung before the diverging one starts (same cost: the
 -- first in the set goes first), so its divergence is what decides the rung they wait at.
 CREATE TABLE dv_sh AS SELECT * FROM pgdl.fit_multiple('dv_packed', 'dv_mixed', 4, 'dv_valid', workers => 1,
-                                                      strategy => 'hyperband', eta => 2);
+                                                      strategy => 'successive_halving', eta => 2);
 CREATE TABLE dv_sh_healthy AS SELECT * FROM pgdl.fit_multiple('dv_packed', 'dv_healthy', 4, 'dv_valid', workers => 2,
-                                                              strategy => 'hyperband', eta => 2);
+                                                              strategy => 'successive_halving', eta => 2);
 SELECT rank, config_json->>'lr' AS lr, epochs, stopped, diverged FROM dv_sh ORDER BY rank;
 SELECT l.config_json->>'optimizer' AS optimizer, l.epochs = h.epochs AND l.stopped = h.stopped AS same_decision,
        m.weights = mh.weights AS same_bytes

@@ -59,9 +59,9 @@ SELECT r.kind, r.status, r.config->>'strategy' AS strategy, r.config->>'workers'
   FROM pgdl.runs r WHERE r.kind = 'fit_multiple' ORDER BY r.id;
 SELECT count(*) AS runs_in_flight FROM pgdl.progress;
 
--- successive halving (strategy hyperband, eta 2, 4 epochs): rungs after epochs 1 and 2
+-- successive halving (eta 2, 4 epochs): rungs after epochs 1 and 2
 SELECT rank, epochs, stopped FROM pgdl.fit_multiple('mop_packed', 'mop_set', 4, 'mop_valid', workers => 2,
-                                                    strategy => 'hyperband', eta => 2) ORDER BY rank;
+                                                    strategy => 'successive_halving', eta => 2) ORDER BY rank;
 SELECT epoch, decision, count(*)
   FROM pgdl.run_metrics WHERE run = (SELECT max(id) FROM pgdl.runs) AND decision IS NOT NULL
  GROUP BY epoch, decision ORDER BY epoch, decision;
@@ -93,10 +93,13 @@ SELECT rank, epochs FROM pgdl.fit_multiple('mop_packed', 'mop "quoted" \set', 1,
 SELECT r.config->>'set' AS set, r.config->>'name_prefix' AS name_prefix, m.name LIKE 'q\\"%' AS named
   FROM pgdl.runs r JOIN pgdl.models m ON m.run = r.id WHERE r.id = (SELECT max(id) FROM pgdl.runs);
 
--- more workers than partitions: one per partition, with a NOTICE
+-- more workers than partitions: one per partition, with a NOTICE (pgdl.max_workers, the server's
+-- cap on pgdl workers, is the number of cores unless raised)
+SET pgdl.max_workers = 8;
 SET client_min_messages = notice;
 SELECT count(*) FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 6);
 SET client_min_messages = warning;
+RESET pgdl.max_workers;
 
 -- errors
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'no_such_set');

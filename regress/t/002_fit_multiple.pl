@@ -323,6 +323,43 @@ sub start_long_run
 	like($err, qr/run $run has finished/, 'a finished run cannot be resumed');
 }
 
+# asha and hyperband, cancelled after their first rung and resumed: the decisions
+# (decision, bracket) and the models of an uninterrupted run.
+foreach my $strategy ('asha', 'hyperband')
+{
+	my $call = "pgdl.fit_multiple('train_packed', 'grid', 60, 'valid_packed', workers => 2, "
+	  . "strategy => '$strategy', eta => 3)";
+	my $decisions = sub {
+		my ($run) = @_;
+		return $node->safe_psql('postgres',
+			"SELECT string_agg(config || '-' || epoch || ':' || decision || '/' || bracket, ' ' ORDER BY config, epoch)
+			   FROM pgdl.run_metrics WHERE run = $run AND decision IS NOT NULL");
+	};
+	$node->safe_psql('postgres', "CREATE TABLE lb_${strategy} AS SELECT * FROM $call");
+	my $straight = $decisions->(run_of("lb_${strategy}"));
+	like($straight, qr/:stop/, "$strategy: the uninterrupted run stops some models");
+	my $before = $node->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM pgdl.runs');
+	my $bg = start_psql($node, "mop_$strategy", 'postgres', "SELECT count(*) FROM $call");
+	ok( poll_until(
+			$node, "SELECT EXISTS (SELECT FROM pgdl.run_metrics WHERE run > $before AND decision IS NOT NULL)", 20),
+		"$strategy: the run decides its first rung");
+	$node->safe_psql('postgres',
+		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'mop_$strategy'");
+	finish_psql($bg, 20);
+	my $run = $node->safe_psql('postgres', "SELECT max(id) FROM pgdl.runs WHERE id > $before");
+	ok(poll_until($node, "SELECT status <> 'running' FROM pgdl.runs WHERE id = $run", 10),
+		"$strategy: the cancelled run has ended");
+	# (a run that finished before the cancel came has nothing to resume: it is compared all the same)
+	$node->safe_psql('postgres', "SELECT count(*) FROM pgdl.resume($run)")
+	  if $node->safe_psql('postgres', "SELECT status FROM pgdl.runs WHERE id = $run") eq 'failed';
+	$node->safe_psql('postgres',
+		"CREATE TABLE lb_${strategy}_resumed AS SELECT DISTINCT config, model FROM pgdl.run_metrics "
+		  . "WHERE run = $run AND model IS NOT NULL");
+	is($decisions->($run), $straight, "$strategy: cancelled and resumed, the same decisions");
+	is(model_digests($node, "lb_${strategy}_resumed"), model_digests($node, "lb_${strategy}"),
+		"$strategy: cancelled and resumed, the same models, bit for bit");
+}
+
 # A run whose call returned, but whose transaction is then rolled back, is failed too; a
 # run that an exception block catches the error of is failed while its transaction goes on.
 {

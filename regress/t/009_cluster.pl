@@ -287,9 +287,9 @@ $coord->safe_psql(
 	'postgres', q{
 SET client_min_messages = warning;
 CREATE TABLE lb_halving_local AS
-SELECT * FROM pgdl.fit_multiple('ref_packed', 'grid', 4, 'valid_packed', workers => 2, strategy => 'hyperband', eta => 2);
+SELECT * FROM pgdl.fit_multiple('ref_packed', 'grid', 4, 'valid_packed', workers => 2, strategy => 'successive_halving', eta => 2);
 CREATE TABLE lb_halving_dist AS
-SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', 4, 'valid_packed', strategy => 'hyperband', eta => 2);
+SELECT * FROM pgdl.fit_multiple('train_packed', 'grid', 4, 'valid_packed', strategy => 'successive_halving', eta => 2);
 });
 is(model_digests($coord, 'lb_halving_dist'), model_digests($coord, 'lb_halving_local'),
 	'successive halving across nodes: the models of one server');

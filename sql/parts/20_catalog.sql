@@ -84,11 +84,12 @@ CREATE TABLE pgdl.run_metrics (
 	validation_accuracy double precision,
 	seconds double precision,
 	images_per_second double precision,
-	decision text,							-- successive halving: 'continue' or 'stop' at a rung
+	decision text,							-- halving strategies: 'continue' or 'stop' at a rung
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the run's, whoever writes the row
 	state text NOT NULL DEFAULT 'ok' CHECK (state IN ('ok', 'diverged')),	-- 'diverged': training stopped in this epoch
 	node text,								-- pgdl.fit_federated: the server a site's row is of; NULL: the run's model
 	predicted_seconds double precision,	-- pgdl.fit_multiple: the epoch's training as pgdl.estimate predicted it
+	bracket integer,						-- pgdl.fit_multiple: with a decision, the model's bracket (its rungs' count)
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
 );
 

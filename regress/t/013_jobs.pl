@@ -1,0 +1,163 @@
+# The server's queue of pgdl jobs: with pgdl.max_workers = 2, two roles'
+# selections submitted at once both finish, never more than 2 pgdl workers run,
+# later jobs wait in the queue (a NOTICE says so, pgdl.jobs shows it), each role
+# sees only its own jobs, a queued job can be cancelled, a job gives a worker
+# back to another role's and takes free slots, every model equals the one its
+# selection trains alone, and a worker that dies fails only its job.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+use FindBin;
+use lib $FindBin::RealBin;
+use PgdlTest;
+
+my $EPOCHS = 1000;    # many small steps: several seconds, so that other jobs arrive while it trains
+
+my $node = PostgreSQL::Test::Cluster->new('jobs');
+$node->init;
+$node->append_conf('postgresql.conf', "max_worker_processes = 16\npgdl.max_workers = 2\n");
+$node->start;
+
+$node->safe_psql(
+	'postgres', q{
+CREATE EXTENSION pgdl;
+CREATE ROLE alice LOGIN;
+CREATE ROLE bob LOGIN;
+GRANT CREATE ON SCHEMA public TO alice, bob;
+CREATE TABLE points AS
+SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
+  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
+          FROM generate_series(1, 2000) i, generate_series(1, 16) j GROUP BY i) s;
+SELECT pgdl.pack('points', 'x', 'label', 'packed', buffer_rows => 50, partitions => 4, seed => 7);
+GRANT SELECT ON points, packed TO alice, bob;
+});
+for my $role ('alice', 'bob')
+{
+	my $lr = $role eq 'alice' ? '[0.01, 0.005]' : '[0.02, 0.003]';
+	$node->safe_psql('postgres', qq{SET ROLE $role;
+SELECT pgdl.add_architecture('small_$role', '{"input": [16], "layers": [{"type": "dense", "units": 32},
+  {"type": "relu"}, {"type": "dense", "units": 4}]}');
+SELECT pgdl.grid_search('set_$role', '{small_$role}', '{"optimizer": "sgd", "lr": $lr, "batch_size": 2, "seed": 11}')});
+}
+
+sub fit_sql
+{
+	my ($role, $table, $workers, $epochs) = @_;
+	$epochs //= $EPOCHS;
+	return "CREATE TABLE $table AS SELECT * FROM pgdl.fit_multiple('packed', 'set_$role', $epochs, workers => $workers)";
+}
+
+sub jobs_as
+{
+	my ($role, $query) = @_;
+	return $node->safe_psql('postgres', "SET ROLE $role; $query");
+}
+
+sub pid_of
+{
+	my ($app) = @_;
+	return $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE application_name = '$app'");
+}
+
+# Each selection alone first: the models the queued runs must reproduce.
+$node->safe_psql('postgres', "SET ROLE alice; " . fit_sql('alice', 'alone_alice', 2));
+$node->safe_psql('postgres', "SET ROLE bob; " . fit_sql('bob', 'alone_bob', 2));
+$node->safe_psql('postgres', "SET ROLE bob; " . fit_sql('bob', 'alone_bob_long', 2, 2 * $EPOCHS));
+
+# ---------------------------------------------------------------------------
+# Two roles at once, a worker each; two more jobs queue, one is withdrawn.
+# ---------------------------------------------------------------------------
+my $a1 = start_psql($node, 'job_a1', 'alice', fit_sql('alice', 'lb_alice', 1));
+my $b1 = start_psql($node, 'job_b1', 'bob', fit_sql('bob', 'lb_bob', 1));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1", 30),
+	'two jobs run, a worker slot each');
+my $a2 = start_psql($node, 'job_a2', 'alice', 'SET client_min_messages = notice', fit_sql('alice', 'lb_alice_2', 1));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'queued' AND position = 1", 30),
+	'a third job waits, first in the queue');
+my $b2 = start_psql($node, 'job_b2', 'bob', 'SET client_min_messages = notice', fit_sql('bob', 'lb_cancelled', 1));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'queued' AND position = 2", 30),
+	'a fourth queues behind it');
+
+is($node->safe_psql('postgres',
+		"SELECT string_agg(owner || ':' || state || ':' || coalesce(position, 0), ',' ORDER BY state, position, owner::text) FROM pgdl.jobs"),
+	'alice:queued:1,bob:queued:2,alice:running:0,bob:running:0', 'pgdl.jobs shows the queue to a superuser');
+is(jobs_as('bob', "SELECT string_agg(state, ',' ORDER BY state) FROM pgdl.jobs"), 'queued,running', 'bob sees only his own jobs');
+is(jobs_as('alice', "SELECT string_agg(state, ',' ORDER BY state) FROM pgdl.jobs"), 'queued,running', 'alice sees only hers');
+like(jobs_as('alice', "SELECT run FROM pgdl.jobs WHERE state = 'running'"), qr/^\d+$/, 'a running job names its run');
+cmp_ok(jobs_as('alice', "SELECT configurations_left FROM pgdl.jobs WHERE state = 'running'"), '>=', 1,
+	'... and how many configurations it has left');
+
+# withdraw the fourth job: cancelling its statement
+$node->safe_psql('postgres', "SELECT pg_cancel_backend(" . pid_of('job_b2') . ")");
+isnt(finish_psql($b2, 30), 0, 'a cancelled queued job ends with an error');
+like($b2->{stderr}, qr/NOTICE:  pgdl job queued behind 1 other job\n/, 'it had been told it queued behind one');
+like($b2->{stderr}, qr/canceling statement due to user request/, '... and, cancelled, that it was');
+ok(poll_until($node, "SELECT count(*) = 3 FROM pgdl.jobs", 10), 'it left the queue');
+
+# never more than pgdl.max_workers pgdl workers, until the three jobs end
+my $most = 0;
+while (grep { $_->{h}->pumpable } $a1, $b1, $a2)
+{
+	my $n = $node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'pgdl worker'");
+	$most = $n if $n > $most;
+	$_->{h}->pump_nb for grep { $_->{h}->pumpable } $a1, $b1, $a2;
+	usleep(50_000);
+}
+is(finish_psql($a1, 120), 0, "alice's first job finishes");
+is(finish_psql($b1, 120), 0, "bob's job finishes");
+is(finish_psql($a2, 120), 0, "alice's queued job finishes after them");
+like($a2->{stderr}, qr/NOTICE:  pgdl job waiting for a worker: all 2 are busy/, 'it had been told it waited');
+ok($most >= 1 && $most <= 2, "never more than 2 pgdl workers at once (at most $most seen)");
+is(model_digests($node, 'lb_alice'), model_digests($node, 'alone_alice'), "alice's models equal her selection alone");
+is(model_digests($node, 'lb_alice_2'), model_digests($node, 'alone_alice'), '... queued too');
+is(model_digests($node, 'lb_bob'), model_digests($node, 'alone_bob'), "bob's models equal his selection alone");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pgdl.jobs'), '0', 'no job left');
+
+# ---------------------------------------------------------------------------
+# Fair share: a job that holds both slots gives one back when another role's
+# job queues, and a job takes a slot that frees up when none waits.
+# ---------------------------------------------------------------------------
+my $a3 = start_psql($node, 'job_a3', 'alice', fit_sql('alice', 'lb_alice_shared', 2));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'running' AND workers = 2", 30),
+	'a job alone takes both worker slots');
+my $b3 = start_psql($node, 'job_b3', 'bob', fit_sql('bob', 'lb_bob_shared', 2, 2 * $EPOCHS));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1", 30),
+	"when bob's job queues, alice's gives a worker back: a worker each");
+is(finish_psql($a3, 120), 0, "alice's job finishes");
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE owner = 'bob'::regrole AND workers = 2", 30),
+	"bob's job then takes the free slot");
+is(finish_psql($b3, 120), 0, "bob's job finishes");
+is(model_digests($node, 'lb_alice_shared'), model_digests($node, 'alone_alice'),
+	"alice's models, trained by a worker that left and one that stayed, equal her selection alone");
+is(model_digests($node, 'lb_bob_shared'), model_digests($node, 'alone_bob_long'),
+	"bob's models, trained by one worker then two, equal his selection alone");
+
+# ---------------------------------------------------------------------------
+# Two jobs of one worker each: a worker that dies fails only its own job.
+# ---------------------------------------------------------------------------
+my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
+my $a3 = start_psql($node, 'job_a3', $superuser, 'SET ROLE alice', fit_sql('alice', 'lb_killed', 1));
+my $b3 = start_psql($node, 'job_b3', 'bob', fit_sql('bob', 'lb_survivor', 1));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1 AND run IS NOT NULL", 30),
+	'two jobs run side by side, a worker each');
+my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = " . pid_of('job_a3'));
+is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a3')), 'alice',
+	'a job started after SET ROLE belongs to that role');
+is(jobs_as('alice', "SELECT count(*) FROM pgdl.jobs"), '1', '... and shows to it');
+# between two visits no model of the run is busy and no worker shows: try until one is terminated
+ok( poll_until(
+		$node,
+		"SELECT coalesce(bool_or(pg_terminate_backend(worker_pid)), false)
+		   FROM (SELECT worker_pid FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL LIMIT 1) w",
+		30),
+	"alice's worker, training, is terminated");
+isnt(finish_psql($a3, 60), 0, 'the job whose worker died fails');
+is(finish_psql($b3, 120), 0, 'the other job finishes');
+is(model_digests($node, 'lb_survivor'), model_digests($node, 'alone_bob'), '... with the models it trains alone');
+
+done_testing();
