@@ -75,7 +75,7 @@ for model in mlp cnn; do
 			i[$threads]+="$rate "
 			c[$threads]+="$main "
 			[ "$threads" = 2 ] && models+=("$id")
-			echo "$model round $r, $threads thread(s): $sec s, $rate images/s after epoch 1; CPU s: caller's thread $main, all threads $all"
+			echo "$model round $r, $threads thread(s): $sec s, $rate images/s after epoch 1; CPU s: backend's first thread $main, all threads $all"
 		done
 	done
 	for threads in 1 2; do
@@ -94,7 +94,7 @@ printf '%-5s %12s %12s %16s %16s %s\n' model "1 core s" "2 cores s" "1 core img/
 for model in mlp cnn; do
 	printf '%-5s %12s %12s %16s %16s %s\n' "$model" "${secs[$model,1]}" "${secs[$model,2]}" "${ips[$model,1]}" "${ips[$model,2]}" "${same[$model]}"
 done
-echo "the caller's thread's CPU time, 1 thread / 2 threads (what the wall time can reach with two idle cores): mlp $(ratio "${cpu[mlp,1]}" "${cpu[mlp,2]}"), cnn $(ratio "${cpu[cnn,1]}" "${cpu[cnn,2]}")"
+echo "the backend's first thread's CPU time, 1 thread / 2 threads (with train_ahead.c it reads buffers; steps run in its training thread): mlp $(ratio "${cpu[mlp,1]}" "${cpu[mlp,2]}"), cnn $(ratio "${cpu[cnn,1]}" "${cpu[cnn,2]}")"
 echo "epochs after the first (training alone): mlp $(ratio "${ips[mlp,2]}" "${ips[mlp,1]}"), cnn $(ratio "${ips[cnn,2]}" "${ips[cnn,1]}")"
 echo "fit: cnn 2 cores / 1 core = $(ratio "${secs[cnn,1]}" "${secs[cnn,2]}")"
 echo "fit: mlp 2 cores / 1 core = $(ratio "${secs[mlp,1]}" "${secs[mlp,2]}")"
