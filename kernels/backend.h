@@ -135,6 +135,27 @@ typedef struct NnBackend
 	void		(*sigmoid_backward) (const float *y, const float *dy, float *dx, int64_t n);
 	void		(*tanh_forward) (const float *x, float *y, int64_t n);
 	void		(*tanh_backward) (const float *y, const float *dy, float *dx, int64_t n);
+	/*
+	 * GELU, exact (erf) form as torch's approximate='none': y = x * Phi(x).
+	 * Backward takes the forward INPUT x; dx == dy is allowed, y == x is not.
+	 */
+	void		(*gelu_forward) (const float *x, float *y, int64_t n);
+	void		(*gelu_backward) (const float *x, const float *dy, float *dx, int64_t n);
+
+	/*
+	 * Layer normalization of each row of x[rows][cols] over its cols, then
+	 * times gamma[c] plus beta[c], as torch.nn.LayerNorm (biased variance,
+	 * statistics in double, one row after another in column order).  Forward
+	 * saves each row's mean and 1/std in saved[2 * rows] (mean, invstd
+	 * interleaved); backward overwrites dgamma and dbeta (summed over rows in
+	 * row order), and dx unless it is NULL.
+	 */
+	void		(*layernorm_forward) (const float *x, float *y, int rows, int cols,
+									  const float *gamma, const float *beta, float eps,
+									  float *saved);
+	void		(*layernorm_backward) (const float *x, const float *dy, float *dx,
+									   int rows, int cols, const float *gamma,
+									   float *dgamma, float *dbeta, const float *saved);
 
 	/*
 	 * Softmax cross-entropy over rows of logits; labels are class indices stored

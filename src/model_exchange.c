@@ -47,6 +47,10 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			t[2] = (PgdlTensor) {i, "running_mean", 1, {c}, m->buffer_off[i], true};
 			t[3] = (PgdlTensor) {i, "running_var", 1, {c}, m->buffer_off[i] + c, true};
 			return 4;
+		case NN_LAYERNORM:
+			t[0] = (PgdlTensor) {i, "weight", 1, {c}, p, false};
+			t[1] = (PgdlTensor) {i, "bias", 1, {c}, p + c, false};
+			return 2;
 		default:
 			if (m->param_len[i] != 0 || m->buffer_len[i] != 0)
 				elog(ERROR, "layer %d (%s) has parameters of unknown shape", i, nn_layer_type_name(l->type));

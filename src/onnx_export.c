@@ -423,6 +423,17 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			node_attrs(add_node(g, "BatchNormalization", name, params), 2, attr_float("epsilon", l->eps),
 					   attr_float("momentum", 1.0f - l->momentum), NULL);
 			break;
+		case NN_GELU:
+		case NN_LAYERNORM:
+			/* Gelu is opset 20, LayerNormalization opset 17; pgdl writes PGDL_ONNX_OPSET */
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX opset %d", i,
+							nn_layer_type_name(l->type), PGDL_ONNX_OPSET),
+					 errdetail("ONNX has %s only from opset %d on.",
+							   l->type == NN_GELU ? "Gelu" : "LayerNormalization",
+							   l->type == NN_GELU ? 20 : 17)));
+			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
 	}

@@ -48,6 +48,8 @@ static const struct
 	{"Tanh", NN_TANH},
 	{"Dropout", NN_DROPOUT},
 	{"BatchNormalization", NN_BATCHNORM},
+	{"Gelu", NN_GELU},
+	{"LayerNormalization", NN_LAYERNORM},
 };
 
 /* The keys each layer type accepts besides "type". */
@@ -59,6 +61,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_LEAKY_RELU] = {"alpha"},
 	[NN_DROPOUT] = {"rate"},
 	[NN_BATCHNORM] = {"eps", "momentum"},
+	[NN_LAYERNORM] = {"eps"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -478,6 +481,9 @@ push_layer(JsonbParseState **state, const NnLayerSpec *l)
 		case NN_BATCHNORM:
 			pgdl_jsonb_put_float4(state, "eps", l->eps);
 			pgdl_jsonb_put_float4(state, "momentum", l->momentum);
+			break;
+		case NN_LAYERNORM:
+			pgdl_jsonb_put_float4(state, "eps", l->eps);
 			break;
 		default:
 			break;

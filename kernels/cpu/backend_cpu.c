@@ -309,6 +309,29 @@ cpu_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 		dx[i] = dy[i] * (1.0f - y[i] * y[i]);
 }
 
+/* Phi(x) = (1 + erf(x / sqrt 2)) / 2; d/dx x Phi(x) = Phi(x) + x phi(x) */
+#define GELU_RSQRT2		0.70710678118654752f
+#define GELU_RSQRT2PI	0.39894228040143268f
+
+static void
+cpu_gelu_forward(const float *x, float *y, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * GELU_RSQRT2));
+}
+
+static void
+cpu_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		float		cdf = 0.5f * (1.0f + erff(x[i] * GELU_RSQRT2));
+		float		pdf = GELU_RSQRT2PI * expf(-0.5f * x[i] * x[i]);
+
+		dx[i] = dy[i] * (cdf + x[i] * pdf);
+	}
+}
+
 static void
 cpu_softmax_xent(const float *restrict logits, const float *restrict labels, float *restrict dlogits,
 				 float *restrict loss, int rows, int classes, float scale)
@@ -455,6 +478,10 @@ static const NnBackend cpu_backend = {
 	.sigmoid_backward = cpu_sigmoid_backward,
 	.tanh_forward = cpu_tanh_forward,
 	.tanh_backward = cpu_tanh_backward,
+	.gelu_forward = cpu_gelu_forward,
+	.gelu_backward = cpu_gelu_backward,
+	.layernorm_forward = cpu_layernorm_forward,
+	.layernorm_backward = cpu_layernorm_backward,
 	.softmax_xent = cpu_softmax_xent,
 	.xent_metrics = cpu_xent_metrics,
 	.mse_loss = cpu_mse_loss,

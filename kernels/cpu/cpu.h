@@ -37,6 +37,11 @@ extern void cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
 								   int n, int channels, int plane,
 								   const float *gamma, float *dgamma, float *dbeta,
 								   const float *saved);
+extern void cpu_layernorm_forward(const float *x, float *y, int rows, int cols,
+								  const float *gamma, const float *beta, float eps, float *saved);
+extern void cpu_layernorm_backward(const float *x, const float *dy, float *dx,
+								   int rows, int cols, const float *gamma,
+								   float *dgamma, float *dbeta, const float *saved);
 
 /* loss.c */
 extern void cpu_xent_metrics(const float *logits, const float *labels, const float *loss,

@@ -137,3 +137,88 @@ cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
 		}
 	}
 }
+
+/*
+ * Layer normalization: one row (example) at a time, its statistics in double
+ * over its columns in order, as batch normalization's over a channel.
+ */
+void
+cpu_layernorm_forward(const float *x, float *y, int rows, int cols,
+					  const float *gamma, const float *beta, float eps, float *saved)
+{
+	for (int r = 0; r < rows; r++)
+	{
+		const float *restrict p = x + (int64_t) r * cols;
+		float	   *restrict q = y + (int64_t) r * cols;
+		double		sum = 0.0,
+					sq = 0.0;
+		float		mean,
+					invstd;
+
+		for (int c = 0; c < cols; c++)
+			sum += p[c];
+		sum /= (double) cols;
+		for (int c = 0; c < cols; c++)
+		{
+			double		d = p[c] - sum;
+
+			sq += d * d;
+		}
+		mean = (float) sum;
+		invstd = (float) (1.0 / sqrt(sq / (double) cols + eps));
+		saved[2 * r] = mean;
+		saved[2 * r + 1] = invstd;
+		for (int c = 0; c < cols; c++)
+			q[c] = (p[c] - mean) * invstd * gamma[c] + beta[c];
+	}
+}
+
+void
+cpu_layernorm_backward(const float *x, const float *dy, float *dx,
+					   int rows, int cols, const float *gamma,
+					   float *dgamma, float *dbeta, const float *saved)
+{
+	/* parameter gradients column by column, rows in order */
+	for (int c = 0; c < cols; c++)
+	{
+		double		sum_dy = 0.0,
+					sum_dy_xhat = 0.0;
+
+		for (int r = 0; r < rows; r++)
+		{
+			float		g = dy[(int64_t) r * cols + c];
+
+			sum_dy += g;
+			sum_dy_xhat += (double) g * ((x[(int64_t) r * cols + c] - saved[2 * r]) * saved[2 * r + 1]);
+		}
+		dgamma[c] = (float) sum_dy_xhat;
+		dbeta[c] = (float) sum_dy;
+	}
+	if (dx == NULL)
+		return;
+	/* dx = invstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma */
+	for (int r = 0; r < rows; r++)
+	{
+		const float *restrict p = x + (int64_t) r * cols;
+		const float *restrict d = dy + (int64_t) r * cols;
+		float	   *restrict q = dx + (int64_t) r * cols;
+		float		mean = saved[2 * r],
+					invstd = saved[2 * r + 1];
+		double		sum_g = 0.0,
+					sum_g_xhat = 0.0;
+		float		k1,
+					k2;
+
+		for (int c = 0; c < cols; c++)
+		{
+			float		g = d[c] * gamma[c];
+
+			sum_g += g;
+			sum_g_xhat += (double) g * ((p[c] - mean) * invstd);
+		}
+		k1 = (float) (sum_g / (double) cols);
+		k2 = (float) (sum_g_xhat / (double) cols);
+		for (int c = 0; c < cols; c++)
+			q[c] = invstd * (d[c] * gamma[c] - k1 - (p[c] - mean) * invstd * k2);
+	}
+}

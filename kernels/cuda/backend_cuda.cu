@@ -914,6 +914,135 @@ cuda_batchnorm_backward(const float *x, const float *dy, float *dx,
 	cuda_launched("batchnorm_backward");
 }
 
+/*
+ * Layer normalization: a block per row for its statistics and dx, a block per
+ * column for dgamma and dbeta; block_sum's fixed tree, so a fixed order.
+ */
+__global__ void
+layernorm_forward_kernel(const float *x, float *y, int rows, int cols,
+						 const float *gamma, const float *beta, float eps, float *saved)
+{
+	__shared__ double part[BLOCK];
+
+	for (int r = blockIdx.x; r < rows; r += gridDim.x)
+	{
+		const float *p = x + (int64_t) r * cols;
+		float	   *q = y + (int64_t) r * cols;
+		double		m = 0.0,
+					sq = 0.0;
+		float		mean,
+					invstd;
+
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+			m += p[c];
+		m = block_sum(m, part) / (double) cols;
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+		{
+			double		d = p[c] - m;
+
+			sq += d * d;
+		}
+		sq = block_sum(sq, part);
+		mean = (float) m;
+		invstd = (float) (1.0 / sqrt(sq / (double) cols + eps));
+		if (threadIdx.x == 0)
+		{
+			saved[2 * r] = mean;
+			saved[2 * r + 1] = invstd;
+		}
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+			q[c] = (p[c] - mean) * invstd * gamma[c] + beta[c];
+	}
+}
+
+__global__ void
+layernorm_param_grad_kernel(const float *x, const float *dy, int rows, int cols,
+							float *dgamma, float *dbeta, const float *saved)
+{
+	__shared__ double part[BLOCK];
+
+	for (int c = blockIdx.x; c < cols; c += gridDim.x)
+	{
+		double		sum_dy = 0.0,
+					sum_dy_xhat = 0.0;
+
+		for (int r = threadIdx.x; r < rows; r += blockDim.x)
+		{
+			float		g = dy[(int64_t) r * cols + c];
+
+			sum_dy += g;
+			sum_dy_xhat += (double) g * ((x[(int64_t) r * cols + c] - saved[2 * r]) * saved[2 * r + 1]);
+		}
+		sum_dy = block_sum(sum_dy, part);
+		sum_dy_xhat = block_sum(sum_dy_xhat, part);
+		if (threadIdx.x == 0)
+		{
+			dgamma[c] = (float) sum_dy_xhat;
+			dbeta[c] = (float) sum_dy;
+		}
+	}
+}
+
+__global__ void
+layernorm_input_grad_kernel(const float *x, const float *dy, float *dx, int rows, int cols,
+							const float *gamma, const float *saved)
+{
+	__shared__ double part[BLOCK];
+
+	for (int r = blockIdx.x; r < rows; r += gridDim.x)
+	{
+		const float *p = x + (int64_t) r * cols;
+		const float *d = dy + (int64_t) r * cols;
+		float	   *q = dx + (int64_t) r * cols;
+		float		mean = saved[2 * r],
+					invstd = saved[2 * r + 1];
+		double		sum_g = 0.0,
+					sum_g_xhat = 0.0;
+		float		k1,
+					k2;
+
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+		{
+			float		g = d[c] * gamma[c];
+
+			sum_g += g;
+			sum_g_xhat += (double) g * ((p[c] - mean) * invstd);
+		}
+		sum_g = block_sum(sum_g, part);
+		sum_g_xhat = block_sum(sum_g_xhat, part);
+		/* dx = invstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma */
+		k1 = (float) (sum_g / (double) cols);
+		k2 = (float) (sum_g_xhat / (double) cols);
+		for (int c = threadIdx.x; c < cols; c += blockDim.x)
+			q[c] = invstd * (d[c] * gamma[c] - k1 - (p[c] - mean) * invstd * k2);
+	}
+}
+
+static void
+cuda_layernorm_forward(const float *x, float *y, int rows, int cols,
+					   const float *gamma, const float *beta, float eps, float *saved)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	layernorm_forward_kernel<<<grid_for(rows, 1), BLOCK>>>(x, y, rows, cols, gamma, beta, eps, saved);
+	cuda_launched("layernorm_forward");
+}
+
+static void
+cuda_layernorm_backward(const float *x, const float *dy, float *dx,
+						int rows, int cols, const float *gamma,
+						float *dgamma, float *dbeta, const float *saved)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	layernorm_param_grad_kernel<<<grid_for(cols, 1), BLOCK>>>(x, dy, rows, cols, dgamma, dbeta, saved);
+	cuda_launched("layernorm_backward");
+	if (dx == NULL)
+		return;
+	layernorm_input_grad_kernel<<<grid_for(rows, 1), BLOCK>>>(x, dy, dx, rows, cols, gamma, saved);
+	cuda_launched("layernorm_backward");
+}
+
 /* ---------------------------------------------------------------------------
  * Activations (backward from the forward output y)
  * ------------------------------------------------------------------------- */
@@ -974,6 +1103,29 @@ tanh_backward_kernel(const float *y, const float *dy, float *dx, int64_t n)
 		dx[i] = dy[i] * (1.0f - y[i] * y[i]);
 }
 
+/* GELU, exact; backward from the input x (see kernels/backend.h) */
+#define GELU_RSQRT2		0.70710678118654752f
+#define GELU_RSQRT2PI	0.39894228040143268f
+
+__global__ void
+gelu_forward_kernel(const float *x, float *y, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * GELU_RSQRT2));
+}
+
+__global__ void
+gelu_backward_kernel(const float *x, const float *dy, float *dx, int64_t n)
+{
+	GRID_STRIDE(i, n)
+	{
+		float		cdf = 0.5f * (1.0f + erff(x[i] * GELU_RSQRT2));
+		float		pdf = GELU_RSQRT2PI * expf(-0.5f * x[i] * x[i]);
+
+		dx[i] = dy[i] * (cdf + x[i] * pdf);
+	}
+}
+
 static void
 cuda_relu_forward(const float *x, float *y, int64_t n)
 {
@@ -1020,6 +1172,18 @@ static void
 cuda_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 {
 	launch("tanh_backward", n, tanh_backward_kernel, y, dy, dx, n);
+}
+
+static void
+cuda_gelu_forward(const float *x, float *y, int64_t n)
+{
+	launch("gelu_forward", n, gelu_forward_kernel, x, y, n);
+}
+
+static void
+cuda_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
+{
+	launch("gelu_backward", n, gelu_backward_kernel, x, dy, dx, n);
 }
 
 /* ---------------------------------------------------------------------------
@@ -1394,6 +1558,10 @@ cuda_fill_table(NnBackend *b)
 	b->sigmoid_forward = cuda_sigmoid_forward;
 	b->sigmoid_backward = cuda_sigmoid_backward;
 	b->tanh_forward = cuda_tanh_forward;
+	b->gelu_forward = cuda_gelu_forward;
+	b->gelu_backward = cuda_gelu_backward;
+	b->layernorm_forward = cuda_layernorm_forward;
+	b->layernorm_backward = cuda_layernorm_backward;
 	b->tanh_backward = cuda_tanh_backward;
 	b->softmax_xent = cuda_softmax_xent;
 	b->xent_metrics = cuda_xent_metrics;

@@ -215,6 +215,13 @@ FAKE(sigmoid_forward, (const float *x, float *y, int64_t n), (x, y, n))
 FAKE(sigmoid_backward, (const float *y, const float *dy, float *dx, int64_t n), (y, dy, dx, n))
 FAKE(tanh_forward, (const float *x, float *y, int64_t n), (x, y, n))
 FAKE(tanh_backward, (const float *y, const float *dy, float *dx, int64_t n), (y, dy, dx, n))
+FAKE(gelu_forward, (const float *x, float *y, int64_t n), (x, y, n))
+FAKE(gelu_backward, (const float *x, const float *dy, float *dx, int64_t n), (x, dy, dx, n))
+FAKE(layernorm_forward, (const float *x, float *y, int rows, int cols, const float *gamma,
+						 const float *beta, float eps, float *saved), (x, y, rows, cols, gamma, beta, eps, saved))
+FAKE(layernorm_backward, (const float *x, const float *dy, float *dx, int rows, int cols,
+						  const float *gamma, float *dgamma, float *dbeta, const float *saved),
+	 (x, dy, dx, rows, cols, gamma, dgamma, dbeta, saved))
 FAKE(softmax_xent, (const float *z, const float *labels, float *dz, float *loss, int rows, int classes,
 					float scale), (z, labels, dz, loss, rows, classes, scale))
 FAKE(xent_metrics, (const float *z, const float *labels, const float *loss, int rows, int classes,
@@ -248,6 +255,7 @@ static const NnBackend fake_backend = {
 	ENTRY(batchnorm_forward), ENTRY(batchnorm_backward),
 	ENTRY(relu_forward), ENTRY(relu_backward), ENTRY(leaky_relu_forward), ENTRY(leaky_relu_backward),
 	ENTRY(sigmoid_forward), ENTRY(sigmoid_backward), ENTRY(tanh_forward), ENTRY(tanh_backward),
+	ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
 	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 };

@@ -183,9 +183,9 @@ UNIT_TEST(gradcheck_pools)
 
 UNIT_TEST(gradcheck_activations)
 {
-	static const NnLayerType types[] = {NN_RELU, NN_LEAKY_RELU, NN_SIGMOID, NN_TANH};
+	static const NnLayerType types[] = {NN_RELU, NN_LEAKY_RELU, NN_SIGMOID, NN_TANH, NN_GELU};
 
-	for (int t = 0; t < 4; t++)
+	for (int t = 0; t < 5; t++)
 	{
 		NnSpec		s;
 
@@ -218,6 +218,26 @@ UNIT_TEST(gradcheck_batchnorm)
 	spec_dense(&s, 6);
 	spec_add(&s, NN_BATCHNORM);
 	check_layer("batchnorm 1d", &s, NN_LOSS_MSE);
+}
+
+UNIT_TEST(gradcheck_gelu_layernorm)
+{
+	NnSpec		s;
+
+	/* gelu on the input itself: its backward reads the caller's data */
+	spec_begin(&s, 1, 7, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_GELU);
+	check_layer("gelu first", &s, NN_LOSS_MSE);
+
+	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_LAYERNORM);
+	check_layer("layernorm first", &s, NN_LOSS_MSE);
+
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 8);
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_GELU);
+	check_layer("dense layernorm gelu", &s, NN_LOSS_MSE);
 }
 
 UNIT_TEST(gradcheck_losses)

@@ -58,8 +58,11 @@ nn_layer_chunkable(const NnModel *m, int i)
 {
 	NnLayerType t = m->spec.layers[i].type;
 
-	/* batchnorm needs the batch's statistics; dense wants the whole batch for its gemm */
-	return t != NN_BATCHNORM && t != NN_DENSE;
+	/*
+	 * batchnorm needs the batch's statistics; dense wants the whole batch for its
+	 * gemm; layernorm's parameter gradients are sums over the whole batch
+	 */
+	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM;
 }
 
 static bool
@@ -149,6 +152,8 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 			return (int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]);	/* int32 argmax */
 		case NN_BATCHNORM:
 			return 2 * (int64_t) m->shape[i].c;
+		case NN_LAYERNORM:
+			return 2 * (int64_t) batch;	/* each example's mean and 1/std */
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -181,6 +186,13 @@ nn_layer_init_params(NnModel *m, int i)
 			fan_out = (int64_t) l->filters * l->kernel * l->kernel;
 			n_weights = fan_in * l->filters;
 			break;
+		case NN_LAYERNORM:
+			for (int c = 0; c < m->shape[i].c; c++)
+			{
+				p[c] = 1.0f;
+				p[m->shape[i].c + c] = 0.0f;
+			}
+			return;
 		case NN_BATCHNORM:
 			for (int c = 0; c < m->shape[i].c; c++)
 			{
@@ -541,6 +553,39 @@ batchnorm_backward(const LayerCall *c)
 							  c->p, c->dp, c->dp + s->c, c->m->aux[c->i]);
 }
 
+/* GELU's backward reads its input, not its output: it never runs in place. */
+static void
+gelu_forward(const LayerCall *c)
+{
+	c->be->gelu_forward(c->in, c->out, c->n * c->out_size);
+}
+
+static void
+gelu_backward(const LayerCall *c)
+{
+	if (c->din)
+		c->be->gelu_backward(c->in, c->dout, c->din, c->n * c->out_size);
+}
+
+/* Per example over its features; the whole batch (or a thread's shard) at once: see nn_layer_chunkable. */
+static void
+layernorm_forward(const LayerCall *c)
+{
+	int			cols = (int) c->in_size;
+
+	c->be->layernorm_forward(c->in, c->out, c->n, cols, c->p, c->p + cols, c->l->eps,
+							 c->m->aux[c->i] + 2 * (int64_t) c->first);
+}
+
+static void
+layernorm_backward(const LayerCall *c)
+{
+	int			cols = (int) c->in_size;
+
+	c->be->layernorm_backward(c->in, c->dout, c->din, c->n, cols, c->p, c->dp, c->dp + cols,
+							  c->m->aux[c->i] + 2 * (int64_t) c->first);
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -581,6 +626,8 @@ static const struct
 	[NN_TANH] = {activation_forward, activation_backward},
 	[NN_DROPOUT] = {dropout_forward, dropout_backward},
 	[NN_BATCHNORM] = {batchnorm_forward, batchnorm_backward},
+	[NN_GELU] = {gelu_forward, gelu_backward},
+	[NN_LAYERNORM] = {layernorm_forward, layernorm_backward},
 };
 
 void

@@ -92,6 +92,9 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 				m->param_len[i] = 2 * (int64_t) m->shape[i].c;
 				m->buffer_len[i] = 2 * (int64_t) m->shape[i].c;
 				break;
+			case NN_LAYERNORM:
+				m->param_len[i] = 2 * (int64_t) m->shape[i].c;
+				break;
 			default:
 				break;
 		}

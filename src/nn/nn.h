@@ -46,6 +46,8 @@ typedef enum NnLayerType
 	NN_TANH,
 	NN_DROPOUT,
 	NN_BATCHNORM,
+	NN_GELU,
+	NN_LAYERNORM,				/* over a flat [features] input */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -75,7 +77,7 @@ typedef struct NnLayerSpec
 	NnInit		init;			/* dense, conv2d */
 	float		alpha;			/* leaky_relu negative slope */
 	float		rate;			/* dropout probability of zeroing */
-	float		eps;			/* batchnorm */
+	float		eps;			/* batchnorm, layernorm */
 	float		momentum;		/* batchnorm running-stat update, as in PyTorch */
 } NnLayerSpec;
 

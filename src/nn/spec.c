@@ -25,6 +25,8 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_TANH] = "tanh",
 	[NN_DROPOUT] = "dropout",
 	[NN_BATCHNORM] = "batchnorm",
+	[NN_GELU] = "gelu",
+	[NN_LAYERNORM] = "layernorm",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -111,6 +113,9 @@ nn_layer_defaults(NnLayerSpec *layer, NnLayerType type)
 		case NN_BATCHNORM:
 			layer->eps = 1e-5f;
 			layer->momentum = 0.1f;
+			break;
+		case NN_LAYERNORM:
+			layer->eps = 1e-5f;	/* torch.nn.LayerNorm's */
 			break;
 		default:
 			break;
@@ -290,6 +295,7 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_RELU:
 		case NN_SIGMOID:
 		case NN_TANH:
+		case NN_GELU:
 			break;
 
 		case NN_LEAKY_RELU:
@@ -307,6 +313,18 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 						  "eps", "positive and below 1", l->eps);
 			REQUIRE_FLOAT(isfinite(l->momentum) && l->momentum >= 0.0f && l->momentum <= 1.0f,
 						  "momentum", "between 0 and 1", l->momentum);
+			*params = 2 * (int64_t) in.c;
+			break;
+
+		case NN_LAYERNORM:
+			if (in.ndim != 1)
+			{
+				nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
+							 tname, in.c, in.h, in.w);
+				return false;
+			}
+			REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
+						  "eps", "positive and below 1", l->eps);
 			*params = 2 * (int64_t) in.c;
 			break;
 
@@ -484,9 +502,14 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.act_floats = 0;	/* a view of its input */
 				break;
 			case NN_BATCHNORM:
+			case NN_LAYERNORM:
 				c.params = 2 * (int64_t) shape[i].c;
 				c.flops_forward = 5 * in;
 				c.flops_train = 13 * in;
+				break;
+			case NN_GELU:
+				c.flops_forward = 8 * in;
+				c.flops_train = 20 * in;
 				break;
 			case NN_SIGMOID:
 			case NN_TANH:
