@@ -1015,6 +1015,10 @@ check_table_complete(const NnBackend *b)
 	HAS(sigmoid_backward);
 	HAS(tanh_forward);
 	HAS(tanh_backward);
+	HAS(gelu_forward);
+	HAS(gelu_backward);
+	HAS(layernorm_forward);
+	HAS(layernorm_backward);
 	HAS(softmax_xent);
 	HAS(xent_metrics);
 	HAS(mse_loss);
@@ -1378,4 +1382,12 @@ check_models(void)
 	spec_add(&s, NN_BATCHNORM);
 	spec_dense(&s, 4);
 	check_model("mlp, mse, sgd", &s, NN_OPT_SGD, 300, 50);
+
+	/* a transformer block's pieces: layernorm and gelu */
+	spec_begin(&s, 1, 48, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&s, 96);
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_GELU);
+	spec_dense(&s, 10);
+	check_model("mlp, layernorm, gelu, adamw", &s, NN_OPT_ADAMW, 256, 32);
 }

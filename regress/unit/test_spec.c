@@ -57,6 +57,18 @@ UNIT_TEST(spec_errors_name_layer_and_field)
 	spec_add(&s, NN_BATCHNORM)->eps = 0.0f;
 	expect_invalid(&s, 0, "eps", "positive");
 
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_LAYERNORM)->eps = NAN;
+	expect_invalid(&s, 0, "eps", "layernorm: \"eps\" must be positive");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_LAYERNORM)->eps = -1e-5f;
+	expect_invalid(&s, 0, "eps", "positive");
+
+	spec_begin(&s, 3, 2, 4, 4, NN_LOSS_MSE);
+	spec_add(&s, NN_LAYERNORM);
+	expect_invalid(&s, 0, "type", "layernorm needs a flat [features] input");
+
 	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_CROSS_ENTROPY);
 	spec_dense(&s, 1);
 	expect_invalid(&s, -1, "loss", "at least 2 outputs");
