@@ -1,0 +1,57 @@
+-- gelu and layernorm: specs, errors, and a network with both trained by pgdl.fit.
+SET client_min_messages = warning;
+
+-- canonical forms: layernorm's eps defaults to torch's 1e-5; ONNX names are accepted
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "dense", "units": 8}, {"type": "layernorm"},
+  {"type": "gelu"}, {"type": "dense", "units": 4}]}');
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "LayerNormalization", "eps": 0.001},
+  {"type": "Gelu"}, {"type": "dense", "units": 2}]}');
+
+-- errors name the layer and the field
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "layernorm", "eps": -1e-5}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "layernorm", "eps": 0}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "layernorm", "eps": "NaN"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "layernorm", "momentum": 0.1}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "gelu", "approximate": "tanh"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [1, 4, 4], "layers": [{"type": "layernorm"}, {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+
+-- a small dataset: 4 features in [0, 1), the class is the index of the largest
+CREATE TABLE ln_rows AS
+SELECT b, i, array_agg(v ORDER BY j) AS x,
+       (array_position(array_agg(v ORDER BY j), max(v)) - 1)::real AS label
+  FROM generate_series(0, 7) b, generate_series(1, 32) i, generate_series(1, 4) j,
+       LATERAL (SELECT (abs(sin(b * 1000 + i * 10 + j)) * 997)::numeric % 1 AS u) s,
+       LATERAL (SELECT u::real AS v) t
+ GROUP BY b, i;
+CREATE TABLE ln_packed (part integer, buffer_id integer, n integer, x real[], y real[]) PARTITION BY LIST (part);
+CREATE TABLE ln_packed_p0 PARTITION OF ln_packed FOR VALUES IN (0);
+INSERT INTO ln_packed
+SELECT 0, b, count(*) FILTER (WHERE ord = 1), array_agg(v ORDER BY i, ord), array_agg(label ORDER BY i) FILTER (WHERE ord = 1)
+  FROM ln_rows, unnest(x) WITH ORDINALITY AS u(v, ord) GROUP BY b;
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+                           normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+VALUES ('ln_packed', 'ln_rows', 'x', 'label', 'classification', 4, 1, '{0,1,2,3}', 'int4', '{"scale": 1}',
+        256, 8, 32, 1, 1);
+
+SELECT pgdl.add_architecture('ln_gelu_mlp', '{"input": [4], "layers": [{"type": "dense", "units": 16},
+  {"type": "layernorm"}, {"type": "gelu"}, {"type": "dense", "units": 4}]}') > 0 AS stored;
+
+-- trained twice with one seed: the same bytes; the loss goes down
+\set cfg '{"optimizer": "adam", "lr": 0.01, "batch_size": 16, "seed": 5}'
+SELECT pgdl.fit('ln_packed', 'ln_gelu_mlp', :'cfg', 5) AS fit_a \gset
+SELECT pgdl.fit('ln_packed', 'ln_gelu_mlp', :'cfg', 5) AS fit_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :fit_a AND b.id = :fit_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[5] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :fit_a);
+
+-- it predicts a class for an example
+SELECT array_length(pgdl.predict(:fit_a::bigint, '{0.9,0.1,0.2,0.3}'), 1) AS outputs;
+
+-- ONNX export is refused with a reason (Gelu is opset 20, LayerNormalization 17)
+SELECT pgdl.export_onnx(:fit_a::bigint) IS NOT NULL;
+
+DELETE FROM pgdl.models WHERE id IN (:fit_a, :fit_b);
+DELETE FROM pgdl.architectures WHERE name = 'ln_gelu_mlp';
+DELETE FROM pgdl.datasets WHERE packed = 'ln_packed'::regclass;
+DROP TABLE ln_packed, ln_rows;
