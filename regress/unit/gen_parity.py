@@ -132,6 +132,20 @@ def case_mlp(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+def case_ln_gelu(outdir):
+    """dense -> layernorm -> gelu -> dense, as in a transformer's feed-forward block."""
+    torch.manual_seed(1004)
+    model = nn.Sequential(nn.Linear(24, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 5))
+    with torch.no_grad():
+        model[1].weight.uniform_(0.5, 1.5)
+        model[1].bias.uniform_(-0.5, 0.5)
+    n = 16
+    x = torch.randn(n, 24)
+    labels = torch.randint(0, 5, (n,))
+    forward_backward_case(outdir, "ln_gelu", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 def case_cnn(outdir):
     torch.manual_seed(1002)
     model = nn.Sequential(
@@ -262,6 +276,7 @@ def main():
     case_mlp(outdir)
     case_cnn(outdir)
     case_mixed(outdir)
+    case_ln_gelu(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
 

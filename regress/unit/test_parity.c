@@ -436,6 +436,17 @@ spec_mixed(NnSpec *spec, NnLoss loss)
 	spec_dense(spec, 4);
 }
 
+/* gen_parity.py: case_ln_gelu */
+static void
+spec_ln_gelu(NnSpec *spec)
+{
+	spec_init(spec, 1, 24, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_dense(spec, 32);
+	spec_add(spec, NN_LAYERNORM);
+	spec_add(spec, NN_GELU);
+	spec_dense(spec, 5);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -751,6 +762,14 @@ UNIT_TEST(parity_mlp)
 
 	spec_mlp(&spec);
 	run_forward_backward("mlp", &spec);
+}
+
+UNIT_TEST(parity_ln_gelu)
+{
+	NnSpec		spec;
+
+	spec_ln_gelu(&spec);
+	run_forward_backward("ln_gelu", &spec);
 }
 
 UNIT_TEST(parity_cnn)
