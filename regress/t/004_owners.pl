@@ -15,7 +15,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use PgdlTest;
 
-my $EPOCHS = 300;    # many small steps: about 2 s, so that a cancel lands mid-run
+my $EPOCHS = 1200;    # many small steps: several seconds, so that a cancel lands mid-run
+my $ROWS   = 2 * $EPOCHS;    # checkpoints and metrics of a whole run of the two configurations
 
 my $node = PostgreSQL::Test::Cluster->new('owners');
 $node->init;
@@ -96,7 +97,7 @@ my $uninterrupted = weights('alice_lb');
 like($uninterrupted, qr/^[0-9a-f]{32} [0-9a-f]{32}$/, 'an ordinary role runs fit_multiple with workers: 2 models');
 my $alice_run = $node->safe_psql('postgres', 'SELECT DISTINCT m.run FROM alice_lb l JOIN pgdl.models m ON m.id = l.model');
 is(run_rows_owned_by($alice_run),
-	"checkpoints:600:alice metrics:600:alice models:2:alice run:1:alice",
+	"checkpoints:$ROWS:alice metrics:$ROWS:alice models:2:alice run:1:alice",
 	'every row of her run is hers, the workers\' metrics and checkpoints too');
 
 # Starts a long run in the background as $user (after @pre) and waits for its
@@ -154,7 +155,7 @@ sub cancel_run
 	is(weights('alice_resumed'), $uninterrupted,
 		'alice resumes her run: the models of the uninterrupted run, bit for bit');
 	is(run_rows_owned_by($run),
-		"checkpoints:600:alice metrics:600:alice models:2:alice run:1:alice",
+		"checkpoints:$ROWS:alice metrics:$ROWS:alice models:2:alice run:1:alice",
 		'every row of the resumed run is hers');
 }
 
@@ -172,7 +173,7 @@ sub cancel_run
 	is(weights('team_resumed'), $uninterrupted,
 		'carol, a member of team, resumes its run: the models of the uninterrupted run, bit for bit');
 	is(run_rows_owned_by($run),
-		"checkpoints:600:team metrics:600:team models:2:team run:1:team",
+		"checkpoints:$ROWS:team metrics:$ROWS:team models:2:team run:1:team",
 		'every row of the run is team\'s, those carol\'s workers wrote too');
 	is($node->safe_psql('postgres', "SELECT count(*) FROM pgdl.run_metrics WHERE run = $run",
 			extra_params => [ '-U', 'bob' ]),

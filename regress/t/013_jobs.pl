@@ -141,12 +141,12 @@ is(model_digests($node, 'lb_bob_shared'), model_digests($node, 'alone_bob_long')
 # Two jobs of one worker each: a worker that dies fails only its own job.
 # ---------------------------------------------------------------------------
 my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
-my $a3 = start_psql($node, 'job_a3', $superuser, 'SET ROLE alice', fit_sql('alice', 'lb_killed', 1));
-my $b3 = start_psql($node, 'job_b3', 'bob', fit_sql('bob', 'lb_survivor', 1));
+my $a4 = start_psql($node, 'job_a4', $superuser, 'SET ROLE alice', fit_sql('alice', 'lb_killed', 1));
+my $b4 = start_psql($node, 'job_b4', 'bob', fit_sql('bob', 'lb_survivor', 1));
 ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1 AND run IS NOT NULL", 30),
 	'two jobs run side by side, a worker each');
-my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = " . pid_of('job_a3'));
-is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a3')), 'alice',
+my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = " . pid_of('job_a4'));
+is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a4')), 'alice',
 	'a job started after SET ROLE belongs to that role');
 is(jobs_as('alice', "SELECT count(*) FROM pgdl.jobs"), '1', '... and shows to it');
 # between two visits no model of the run is busy and no worker shows: try until one is terminated
@@ -156,8 +156,8 @@ ok( poll_until(
 		   FROM (SELECT worker_pid FROM pgdl.progress WHERE run = $victim_run AND worker_pid IS NOT NULL LIMIT 1) w",
 		30),
 	"alice's worker, training, is terminated");
-isnt(finish_psql($a3, 60), 0, 'the job whose worker died fails');
-is(finish_psql($b3, 120), 0, 'the other job finishes');
+isnt(finish_psql($a4, 60), 0, 'the job whose worker died fails');
+is(finish_psql($b4, 120), 0, 'the other job finishes');
 is(model_digests($node, 'lb_survivor'), model_digests($node, 'alone_bob'), '... with the models it trains alone');
 
 done_testing();
