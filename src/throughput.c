@@ -245,6 +245,12 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 		s = pgdl_profile_kind_seconds(prof, kind, size, batch);
 		if (s < 0 && fallback_kind(kind))
 			s = pgdl_profile_kind_seconds(prof, fallback_kind(kind), size, batch);
+		/*
+		 * a relu behind a convolution is fused into it (layers.c): forward is
+		 * free, and backward too when a maxpool2d follows
+		 */
+		if (s > 0 && spec->layers[i].type == NN_RELU && i > 0 && spec->layers[i - 1].type == NN_CONV2D)
+			s *= i + 1 < spec->n_layers && spec->layers[i + 1].type == NN_MAXPOOL2D ? 0 : 0.5;
 		if (s < 0)				/* the profile has no point of the kind */
 			s = (double) per[i].flops_train * batch / rate;
 		if (compute)
