@@ -4,7 +4,7 @@
  * Small probe networks are trained for a moment each (forward, loss, backward,
  * update; one BLAS thread, as every pgdl backend and worker trains): dense and
  * conv2d layers of several shape classes, the memory-bound layers on
- * activations of two sizes, the optimizer updates, and a step's fixed cost, each
+ * activations of two spatial sizes and on flat features, the optimizer updates, and a step's fixed cost, each
  * at several batch sizes.  A layer's time is isolated by difference: a probe
  * with the layer against one without it.  Then N background workers (N =
  * min(cores, pgdl.max_workers)) run three of the probes at once, which shows
