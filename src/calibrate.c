@@ -4,7 +4,7 @@
  * Small probe networks are trained for a moment each (forward, loss, backward,
  * update; one BLAS thread, as every pgdl backend and worker trains): dense and
  * conv2d layers of several shape classes, the memory-bound layers on
- * activations of two sizes, the optimizer updates, and a step's fixed cost, each
+ * activations of two spatial sizes and on flat features, the optimizer updates, and a step's fixed cost, each
  * at several batch sizes.  A layer's time is isolated by difference: a probe
  * with the layer against one without it.  Then N background workers (N =
  * min(cores, pgdl.max_workers)) run three of the probes at once, which shows
@@ -46,8 +46,11 @@
 static const int32 cal_batches[] = {16, 64, 256};
 #define CAL_N_BATCHES lengthof(cal_batches)
 
-/* activations of the memory-bound probes: [C, H, W] */
-static const int32 cal_acts[][3] = {{8, 14, 14}, {16, 28, 28}};
+/*
+ * activations of the memory-bound probes: [C, H, W]; H = 0: flat, as behind a
+ * dense layer (no pools there, and a batchnorm over features: "batchnorm1d")
+ */
+static const int32 cal_acts[][3] = {{8, 14, 14}, {16, 28, 28}, {512, 0, 0}};
 
 /* dense probes: inputs, units */
 static const int32 cal_dense[][2] = {{64, 64}, {256, 256}, {784, 512}, {1024, 1024}};
@@ -239,24 +242,30 @@ probe_memory_bound(Cal *cal)
 		const char *kind;
 		NnLayerType type;
 	}			stacked[] = {{"relu", NN_RELU}, {"sigmoid", NN_SIGMOID}, {"tanh", NN_TANH},
-	{"dropout", NN_DROPOUT}, {"batchnorm", NN_BATCHNORM}};
+	{"leaky_relu", NN_LEAKY_RELU}, {"dropout", NN_DROPOUT}, {"batchnorm", NN_BATCHNORM}};
 
 	for (int a = 0; a < lengthof(cal_acts); a++)
 		for (int b = 0; b < CAL_N_BATCHES; b++)
 		{
 			const int32 *s = cal_acts[a];
 			int32		batch = cal_batches[b];
-			double		floats = (double) s[0] * s[1] * s[2];
+			bool		spatial = s[1] > 0;
+			double		floats = (double) s[0] * Max(s[1], 1) * Max(s[2], 1);
 			int32		half[3] = {s[0], s[1] / 2, s[2] / 2};
 			int32		flat[3] = {s[0], 0, 0};
 			double		base = time_act(s, batch, NN_RELU, 0, cal->budget);
-			double		base_half = time_act(half, batch, NN_RELU, 0, cal->budget);
-			double		base_flat = time_act(flat, batch, NN_RELU, 0, cal->budget);
-			double		relu;
+			double		base_half,
+						base_flat,
+						relu;
 
 			for (int k = 0; k < lengthof(stacked); k++)
-				add_point(cal, stacked[k].kind, floats, batch,
+				add_point(cal, !spatial && stacked[k].type == NN_BATCHNORM ? "batchnorm1d" : stacked[k].kind,
+						  floats, batch,
 						  (time_act(s, batch, stacked[k].type, CAL_STACK, cal->budget) - base) / CAL_STACK);
+			if (!spatial)
+				continue;
+			base_half = time_act(half, batch, NN_RELU, 0, cal->budget);
+			base_flat = time_act(flat, batch, NN_RELU, 0, cal->budget);
 			/*
 			 * A pool's probe ends on a smaller output than the relu before it: its baseline is a relu
 			 * over that output, and the first relu's forward pass (about half a relu) over the
@@ -650,8 +659,14 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 				 errmsg("workers must be between 1 and %d, got %d", PGDL_MAX_WORKERS, workers)));
 	pgdl_engine_prepare();
 
-	/* probes: 11 per activation and batch, 11 compute per batch, 3 updates, 3 steps, reading; 1/4 for concurrency */
-	n_probes = lengthof(cal_acts) * CAL_N_BATCHES * 11 + CAL_N_BATCHES * 11 + 9;
+	/*
+	 * probes: 12 per spatial activation and batch (7 per flat one), 11 compute
+	 * per batch, 3 updates, 3 steps, reading; 1/4 for concurrency
+	 */
+	n_probes = 0;
+	for (int a = 0; a < lengthof(cal_acts); a++)
+		n_probes += CAL_N_BATCHES * (cal_acts[a][1] > 0 ? 12 : 7);
+	n_probes += CAL_N_BATCHES * 11 + 9;
 	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
 	probe_step(cal);
 	probe_read(cal);

@@ -25,7 +25,8 @@
 
 static const char *const kind_names[] = {
 	"dense", "conv2d", "relu", "sigmoid", "tanh", "dropout", "batchnorm", "maxpool2d", "avgpool2d",
-	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first", NULL
+	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first",
+	"leaky_relu", "batchnorm1d", NULL
 };
 
 static int
@@ -151,9 +152,13 @@ pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kind, double size
 	return exp(y) * size * batch;
 }
 
-/* The kind a layer is measured as; NULL: it costs nothing (flatten). */
+/*
+ * The kind a layer is measured as; NULL: it costs nothing (flatten).  A
+ * batchnorm over features (flat input: statistics per feature across the
+ * batch, strided) is "batchnorm1d", over channels "batchnorm".
+ */
 static const char *
-layer_kind(NnLayerType type)
+layer_kind(NnLayerType type, const NnShape *in)
 {
 	switch (type)
 	{
@@ -165,10 +170,12 @@ layer_kind(NnLayerType type)
 			return "sigmoid";
 		case NN_TANH:
 			return "tanh";
+		case NN_LEAKY_RELU:
+			return "leaky_relu";
 		case NN_DROPOUT:
 			return "dropout";
 		case NN_BATCHNORM:
-			return "batchnorm";
+			return in->ndim == 1 ? "batchnorm1d" : "batchnorm";
 		case NN_MAXPOOL2D:
 			return "maxpool2d";
 		case NN_AVGPOOL2D:
@@ -178,8 +185,22 @@ layer_kind(NnLayerType type)
 		case NN_FLATTEN:
 			return NULL;
 		default:
-			return "relu";		/* relu, leaky_relu */
+			return "relu";
 	}
+}
+
+/*
+ * What a kind that an older profile (before leaky_relu and batchnorm1d were
+ * measured apart) lacks is predicted as; NULL: none (pgdl.cpu_gflops).
+ */
+static const char *
+fallback_kind(const char *kind)
+{
+	if (strcmp(kind, "leaky_relu") == 0)
+		return "relu";
+	if (strcmp(kind, "batchnorm1d") == 0)
+		return "batchnorm";
+	return NULL;
 }
 
 static const char *
@@ -210,7 +231,8 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 	}
 	for (int i = 0; i < spec->n_layers; i++)
 	{
-		const char *kind = layer_kind(spec->layers[i].type);
+		const char *kind = layer_kind(spec->layers[i].type, &shape[i]);
+		double		size;
 		bool		compute = spec->layers[i].type == NN_DENSE || spec->layers[i].type == NN_CONV2D;
 
 		if (kind == NULL)
@@ -219,9 +241,16 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 		if (i == 0 && spec->layers[i].type == NN_CONV2D &&
 			pgdl_profile_kind_seconds(prof, "conv2d_first", 1, 1) >= 0)
 			kind = "conv2d_first";
-		s = pgdl_profile_kind_seconds(prof, kind,
-									  compute ? (double) per[i].flops_train : (double) NN_SHAPE_SIZE(shape[i]),
-									  batch);
+		size = compute ? (double) per[i].flops_train : (double) NN_SHAPE_SIZE(shape[i]);
+		s = pgdl_profile_kind_seconds(prof, kind, size, batch);
+		if (s < 0 && fallback_kind(kind))
+			s = pgdl_profile_kind_seconds(prof, fallback_kind(kind), size, batch);
+		/*
+		 * a relu behind a convolution is fused into it (layers.c): forward is
+		 * free, and backward too when a maxpool2d follows
+		 */
+		if (s > 0 && spec->layers[i].type == NN_RELU && i > 0 && spec->layers[i - 1].type == NN_CONV2D)
+			s *= i + 1 < spec->n_layers && spec->layers[i + 1].type == NN_MAXPOOL2D ? 0 : 0.5;
 		if (s < 0)				/* the profile has no point of the kind */
 			s = (double) per[i].flops_train * batch / rate;
 		if (compute)

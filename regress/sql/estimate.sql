@@ -60,7 +60,7 @@ SELECT count(*) AS profiles, count(DISTINCT system_identifier) AS servers, bool_
 SELECT pg_typeof(p.id) AS id, measurements->>'version' AS version,
        (SELECT array_agg(DISTINCT k ORDER BY k) FROM jsonb_object_keys(measurements) k) AS keys,
        (SELECT array_agg(DISTINCT r->>'kind') FROM jsonb_array_elements(measurements->'points') r)
-         @> '{dense,conv2d,conv2d_first,relu,sigmoid,tanh,dropout,batchnorm,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read}' AS kinds,
+         @> '{dense,conv2d,conv2d_first,relu,leaky_relu,sigmoid,tanh,dropout,batchnorm,batchnorm1d,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read}' AS kinds,
        (SELECT array_agg(DISTINCT (r->>'batch')::int ORDER BY (r->>'batch')::int) FROM jsonb_array_elements(measurements->'points') r
          WHERE r->>'kind' = 'dense') AS batches,
        (SELECT bool_and((r->>'seconds')::float8 > 0 AND (r->>'size')::float8 >= 1) FROM jsonb_array_elements(measurements->'points') r) AS positive,
@@ -95,6 +95,13 @@ ROLLBACK TO forged;
 -- another server's profile (a restored catalog) is not used
 UPDATE pgdl.server_profiles SET system_identifier = system_identifier + 1;
 SELECT basis, profile FROM pgdl.estimate(:'mlp');
+ROLLBACK TO forged;
+-- a profile of before leaky_relu and batchnorm1d were measured apart: they are predicted as relu and batchnorm
+UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
+  (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('leaky_relu', 'batchnorm1d')));
+SELECT l.images_per_second = r.images_per_second AS leaky_as_relu, l.basis
+  FROM pgdl.estimate('{"input": [64], "layers": [{"type": "dense", "units": 32}, {"type": "leaky_relu"}, {"type": "dense", "units": 4}]}') l,
+       pgdl.estimate('{"input": [64], "layers": [{"type": "dense", "units": 32}, {"type": "relu"}, {"type": "dense", "units": 4}]}') r;
 ROLLBACK;
 SELECT count(*) AS profiles_after_rollback FROM pgdl.server_profiles;
 
