@@ -33,6 +33,7 @@
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "pgdl.h"
@@ -107,14 +108,22 @@ jobs_queued(void)
 	return n;
 }
 
+static int
+slots_held(void)
+{
+	int			n = 0;
+
+	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
+		n += held[s];
+	return n;
+}
+
 /* Takes free slots, up to `wanted` held in all; returns how many are held. */
 static int
 take_free_slots(int wanted)
 {
-	int			n = 0;
+	int			n = slots_held();
 
-	for (int s = 0; s < pgdl_max_workers; s++)
-		n += held[s];
 	for (int s = 0; s < pgdl_max_workers && n < wanted; s++)
 	{
 		CHECK_FOR_INTERRUPTS();
@@ -227,11 +236,9 @@ pgdl_jobs_release_one(void)
 bool
 pgdl_jobs_take_one(void)
 {
-	int			n = 0;
+	int			n = slots_held();
 	bool		taken;
 
-	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
-		n += held[s];
 	if (n >= pgdl_max_workers || !job_lock(JOB_TURNSTILE, false))
 		return false;
 	taken = take_free_slots(n + 1) > n;
@@ -333,7 +340,9 @@ queue_position(const JobRow *rows, int n, const JobRow *r)
 int
 pgdl_jobs_fair_share(bool *others_waiting)
 {
-	LockData   *data = GetLockStatusData();
+	/* called twice a second for a whole run: the lock table's copy goes with this context */
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl fair share", ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
 	JobRow	   *rows;
 	Oid			roles[2 * PGDL_MAX_WORKERS + 64];
 	int			n,
@@ -341,7 +350,7 @@ pgdl_jobs_fair_share(bool *others_waiting)
 				mine = 0,
 				share;
 
-	rows = collect_jobs(data, &n);
+	rows = collect_jobs(GetLockStatusData(), &n);
 	*others_waiting = false;
 	for (int i = 0; i < n; i++)
 	{
@@ -356,6 +365,8 @@ pgdl_jobs_fair_share(bool *others_waiting)
 		if (!known && n_roles < lengthof(roles))
 			roles[n_roles++] = rows[i].owner;
 	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 	share = pgdl_max_workers / Max(n_roles, 1) / Max(mine, 1);
 	return Max(share, 1);
 }
