@@ -41,10 +41,58 @@
 #define NODE_KEEPALIVES_COUNT	"3"
 #define NODE_TCP_USER_TIMEOUT_MS "20000"	/* data sent and not acknowledged: the node is gone */
 
+#define NODE_CANCEL_WAIT_MS		2000	/* for a cancelled query's error, before closing */
+#define NODE_CANCEL_AGAIN_MS	100		/* cancel again when no answer came within this */
+
 #define REMOTE_ECHO_BYTES		120	/* of a node's error message, detail or hint */
 
 static List *open_nodes = NIL;	/* PgdlNode *, in TopMemoryContext */
 static bool callbacks_registered = false;
+
+/*
+ * After a cancel, read the node's answer (the cancel's error) for a while
+ * before closing, cancelling again now and then: a cancel that reaches the
+ * node while it still reads the query (a model of megabytes) is ignored
+ * there, and closed at once, the node's session may notice its lost client
+ * (client_connection_check_interval) before the cancel and end with a FATAL.
+ * No latch: this runs in abort and exit callbacks, where interrupts are held.
+ */
+static void
+await_cancel(PGconn *conn, PGcancel *cancel)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), NODE_CANCEL_WAIT_MS);
+	char		errbuf[256];
+
+	for (;;)
+	{
+		PGresult   *res;
+		ExecStatusType status;
+
+		while (PQisBusy(conn))
+		{
+			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			int			rc;
+
+			if (timeout <= 0)
+				return;
+			rc = WaitLatchOrSocket(NULL, WL_SOCKET_READABLE | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+								   PQsocket(conn), Min(timeout, NODE_CANCEL_AGAIN_MS), PG_WAIT_EXTENSION);
+			if (rc & WL_POSTMASTER_DEATH)
+				return;
+			if (rc & WL_TIMEOUT)
+				(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			else if (!PQconsumeInput(conn))
+				return;
+		}
+		res = PQgetResult(conn);
+		if (res == NULL)
+			return;
+		status = PQresultStatus(res);
+		PQclear(res);
+		if (status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH)
+			return;
+	}
+}
 
 static void
 cancel_and_finish(PgdlNode *node)
@@ -58,7 +106,8 @@ cancel_and_finish(PgdlNode *node)
 
 		if (cancel)
 		{
-			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			if (PQcancel(cancel, errbuf, sizeof(errbuf)))
+				await_cancel(node->conn, cancel);
 			PQfreeCancel(cancel);
 		}
 	}

@@ -432,7 +432,8 @@ sub nodes_logged_cancel
 	my @offsets = map { -s $_->logfile } @nodes;
 	my ($bg, $run) = start_run('cl_cancel', 'heavy', 1);
 	# a cancel that reaches a node while it still reads the query (a model of
-	# 11 MB) is ignored there; the visits take several seconds
+	# 11 MB) is ignored there (the coordinator cancels again until it is not);
+	# the visits take several seconds
 	ok(both_nodes_train(1), 'cancel: both nodes have trained a model for a second');
 	my $start = time;
 	is($coord->safe_psql('postgres',
@@ -448,10 +449,11 @@ sub nodes_logged_cancel
 }
 {
 	my @offsets = map { -s $_->logfile } @nodes;
-	# the first visits start within a second and take several
-	my ($bg, $run) = start_run('cl_timeout', 'heavy', 1, "SET statement_timeout = '3s'");
+	# the run's setup takes seconds on a loaded machine, then every visit several:
+	# at 8 s both nodes are in the middle of one
+	my ($bg, $run) = start_run('cl_timeout', 'heavy', 1, "SET statement_timeout = '8s'");
 	ok(both_nodes_train(0), 'statement_timeout: both nodes train a model of the run');
-	my $rc = finish_psql($bg, 10);
+	my $rc = finish_psql($bg, 15);
 	ok(defined $rc && $rc != 0, 'fit_multiple under statement_timeout fails');
 	like($bg->{stderr}, qr/canceling statement due to statement timeout/, '... with the timeout error');
 	nodes_idle_within(2, 'statement_timeout');
