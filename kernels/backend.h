@@ -199,6 +199,14 @@ typedef struct NnBackend
 	void		(*adam_update) (float *p, const float *g, float *m, float *v, int64_t n,
 								float lr, float beta1, float beta2, float eps,
 								float weight_decay, bool decoupled, int64_t step);
+
+	/*
+	 * dst[r * dst_stride + j] = src[r * src_stride + j] (or += when add), for
+	 * r < rows, j < cols: the graph form's add and concat, and gradients that
+	 * add up where an output has several readers.  The ranges do not overlap.
+	 */
+	void		(*copy_rows) (float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+							  int64_t rows, int64_t cols, bool add);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

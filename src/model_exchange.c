@@ -27,8 +27,8 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 	int64		p = m->param_off[i];
-	int			in = (int) NN_SHAPE_SIZE(m->shape[i]);
-	int			c = m->shape[i].c;
+	int			in = (int) NN_SHAPE_SIZE(NN_IN_SHAPE(m->shape, &m->spec, i));
+	int			c = NN_IN_SHAPE(m->shape, &m->spec, i).c;
 
 	switch (l->type)
 	{
@@ -155,7 +155,7 @@ check_running_variances(const NnModel *m)
 {
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
-		int			c = m->shape[i].c;
+		int			c = NN_IN_SHAPE(m->shape, &m->spec, i).c;
 		const float *var;
 
 		if (m->spec.layers[i].type != NN_BATCHNORM)

@@ -582,5 +582,10 @@ pgdl_export_onnx(PG_FUNCTION_ARGS)
 	else if (argtype == TEXTOID)
 		name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	pm = pgdl_model_arg(fcinfo);
+	if (nn_spec_is_graph(&pm->nn->spec))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model whose layers name their \"inputs\" (a graph) cannot be exported to ONNX yet"),
+				 errdetail("pgdl exports chains of layers only; add and concat have no export.")));
 	PG_RETURN_BYTEA_P(pack_model(build_model(pm, name, normalize)));
 }

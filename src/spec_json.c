@@ -50,6 +50,8 @@ static const struct
 	{"BatchNormalization", NN_BATCHNORM},
 	{"Gelu", NN_GELU},
 	{"LayerNormalization", NN_LAYERNORM},
+	{"Add", NN_ADD},
+	{"Concat", NN_CONCAT},
 };
 
 /* The keys each layer type accepts besides "type". */
@@ -131,9 +133,12 @@ pgdl_jsonb_key(JsonbContainer *obj, const char *key)
 	return findJsonbValueFromContainer(obj, JB_FOBJECT, &k);
 }
 
-/* Reject keys other than `extra` and those in `allowed` (at most n, NULL-terminated if fewer). */
+/* Keys every layer takes: its type, and the graph form's name and inputs. */
+static const char *const layer_common_keys[] = {"type", "name", "inputs", NULL};
+
+/* Reject keys other than those in `extra` (NULL-terminated) and in `allowed` (at most n, NULL-terminated if fewer). */
 static void
-check_keys(JsonbContainer *obj, const char *const *allowed, int n, const char *extra,
+check_keys(JsonbContainer *obj, const char *const *allowed, int n, const char *const *extra,
 		   const char *what, const char *path)
 {
 	JsonbIterator *it = JsonbIteratorInit(obj);
@@ -151,8 +156,8 @@ check_keys(JsonbContainer *obj, const char *const *allowed, int n, const char *e
 		if (tok != WJB_KEY || depth != 1)
 			continue;
 		key = pnstrdup(v.val.string.val, v.val.string.len);
-		if (extra && strcmp(key, extra) == 0)
-			continue;
+		for (int i = 0; extra && extra[i] != NULL; i++)
+			ok |= strcmp(key, extra[i]) == 0;
 		for (int i = 0; i < n && allowed[i] != NULL; i++)
 			ok |= strcmp(key, allowed[i]) == 0;
 		if (!ok)
@@ -244,7 +249,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	snprintf(field, sizeof(field), "%s.type", path);
 	type = parse_layer_type(obj, field);
 	nn_layer_defaults(l, type);
-	check_keys(obj, layer_keys[type], lengthof(layer_keys[0]), "type", "model spec", path);
+	check_keys(obj, layer_keys[type], lengthof(layer_keys[0]), layer_common_keys, "model spec", path);
 
 #define INT_FIELD(key, member) \
 	if ((v = pgdl_jsonb_key(obj, key)) != NULL) \
@@ -276,6 +281,63 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	}
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
+	if ((v = pgdl_jsonb_key(obj, "name")) != NULL)
+	{
+		char	   *name;
+
+		snprintf(field, sizeof(field), "%s.name", path);
+		name = get_string(v, "model spec", field);
+		if (name[0] == '\0' || strlen(name) >= NN_MAX_NAME || strcmp(name, "input") == 0)
+			spec_error("model spec", field,
+					   psprintf("A layer's \"name\" has 1 to %d bytes and is not \"input\" (which names the spec's input).",
+								NN_MAX_NAME - 1));
+		strlcpy(l->name, name, NN_MAX_NAME);
+	}
+}
+
+/*
+ * Layer i's "inputs", names of earlier layers or "input" (the spec's), as
+ * indices; after every layer's name is known, so that a name given later is
+ * reported as such (a cycle or forward reference), not as unknown.
+ */
+static void
+parse_inputs(JsonbContainer *obj, int i, NnSpec *spec)
+{
+	NnLayerSpec *l = &spec->layers[i];
+	JsonbValue *v = pgdl_jsonb_key(obj, "inputs");
+	JsonbContainer *arr;
+	char		field[64];
+	int			n;
+
+	if (v == NULL)
+		return;
+	snprintf(field, sizeof(field), "layers[%d].inputs", i);
+	arr = get_container(v, true, "model spec", field);
+	n = JsonContainerSize(arr);
+	if (n < 1 || n > NN_MAX_INPUTS)
+		spec_error("model spec", field, psprintf("\"inputs\" names between 1 and %d layers, got %d.",
+												 NN_MAX_INPUTS, n));
+	l->n_inputs = (int16) n;
+	for (int k = 0; k < n; k++)
+	{
+		char	   *name = get_string(getIthJsonbValueFromContainer(arr, k), "model spec", field);
+		int			src = -2;
+
+		if (strcmp(name, "input") == 0)
+			src = -1;
+		for (int j = 0; src == -2 && j < spec->n_layers; j++)
+			if (strcmp(spec->layers[j].name, name) == 0)
+				src = j;
+		if (src == -2)
+			spec_error("model spec", field,
+					   psprintf("No layer is named \"%s\"; \"inputs\" names earlier layers by their \"name\", or \"input\".",
+								pgdl_echo(name)));
+		if (src >= i)
+			spec_error("model spec", field,
+					   psprintf("\"%s\" is layers[%d], %s; a layer reads only earlier layers, so that the graph has no cycle.",
+								pgdl_echo(name), src, src == i ? "the layer itself" : "which comes after it"));
+		l->inputs[k] = (int16) src;
+	}
 }
 
 /* spec->layers from a "layers" array (a model spec's, or a configuration's "head"). */
@@ -296,6 +358,8 @@ parse_layers(JsonbContainer *arr, NnSpec *spec)
 		parse_layer(get_container(getIthJsonbValueFromContainer(arr, i), false, "model spec", path),
 					i, &spec->layers[i]);
 	}
+	for (int i = 0; i < n; i++)
+		parse_inputs(getIthJsonbValueFromContainer(arr, i)->val.binary.data, i, spec);
 }
 
 void
@@ -450,12 +514,39 @@ pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value)
 	put_value(state, key, &v);
 }
 
+/* Layer j's name as "inputs" refer to it: its own, or one made up for a layer built unnamed. */
+static const char *
+layer_ref_name(const NnSpec *spec, int j)
+{
+	if (j < 0)
+		return "input";
+	if (spec->layers[j].name[0] != '\0')
+		return spec->layers[j].name;
+	return psprintf("layer%d", j);
+}
+
 /* A layer with every field its type takes, so that one network is one spec. */
 static void
-push_layer(JsonbParseState **state, const NnLayerSpec *l)
+push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 {
+	const NnLayerSpec *l = &spec->layers[i];
+	bool		read = false;
+
 	pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
 	pgdl_jsonb_put_string(state, "type", nn_layer_type_name(l->type));
+	for (int j = i + 1; j < spec->n_layers && !read; j++)
+		for (int k = 0; k < spec->layers[j].n_inputs; k++)
+			read |= spec->layers[j].inputs[k] == i;
+	if (l->name[0] != '\0' || read)
+		pgdl_jsonb_put_string(state, "name", layer_ref_name(spec, i));
+	if (l->n_inputs > 0)
+	{
+		pgdl_jsonb_put_key(state, "inputs");
+		pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
+		for (int k = 0; k < l->n_inputs; k++)
+			pgdl_jsonb_put_string(state, NULL, layer_ref_name(spec, l->inputs[k]));
+		pushJsonbValue(state, WJB_END_ARRAY, NULL);
+	}
 	switch (l->type)
 	{
 		case NN_DENSE:
@@ -507,7 +598,7 @@ pgdl_spec_to_jsonb(const NnSpec *spec)
 	pgdl_jsonb_put_key(&state, "layers");
 	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < spec->n_layers; i++)
-		push_layer(&state, &spec->layers[i]);
+		push_layer(&state, spec, i);
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
 	pgdl_jsonb_put_string(&state, "loss", nn_loss_name(spec->loss));
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
@@ -805,6 +896,11 @@ pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss
 		spec->input[2] = in->w;
 	}
 	parse_layers(layers, spec);
+	if (nn_spec_is_graph(spec))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a \"head\" is a chain of layers"),
+				 errdetail("Its layers may not name their \"inputs\".")));
 	spec->loss = loss;
 	if (!nn_spec_validate(spec, NULL, &err))
 		pgdl_report_nn_error("model spec", &err);

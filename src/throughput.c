@@ -231,17 +231,20 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 	}
 	for (int i = 0; i < spec->n_layers; i++)
 	{
-		const char *kind = layer_kind(spec->layers[i].type, &shape[i]);
+		const NnShape *in = &NN_IN_SHAPE(shape, spec, i);
+		const char *kind = layer_kind(spec->layers[i].type, in);
 		double		size;
 		bool		compute = spec->layers[i].type == NN_DENSE || spec->layers[i].type == NN_CONV2D;
 
 		if (kind == NULL)
 			continue;
 		/* a first convolution computes no input gradient: measured apart, when the profile has it */
-		if (i == 0 && spec->layers[i].type == NN_CONV2D &&
+		if (nn_layer_src(spec, i, 0) < 0 && spec->layers[i].type == NN_CONV2D &&
 			pgdl_profile_kind_seconds(prof, "conv2d_first", 1, 1) >= 0)
 			kind = "conv2d_first";
-		size = compute ? (double) per[i].flops_train : (double) NN_SHAPE_SIZE(shape[i]);
+		/* add and concat: a pass over each input, as an elementwise layer's over its one */
+		size = compute ? (double) per[i].flops_train :
+			(double) NN_SHAPE_SIZE(*in) * nn_layer_n_inputs(spec, i);
 		s = pgdl_profile_kind_seconds(prof, kind, size, batch);
 		if (s < 0 && fallback_kind(kind))
 			s = pgdl_profile_kind_seconds(prof, fallback_kind(kind), size, batch);
@@ -249,7 +252,8 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 		 * a relu behind a convolution is fused into it (layers.c): forward is
 		 * free, and backward too when a maxpool2d follows
 		 */
-		if (s > 0 && spec->layers[i].type == NN_RELU && i > 0 && spec->layers[i - 1].type == NN_CONV2D)
+		if (s > 0 && spec->layers[i].type == NN_RELU && nn_layer_src(spec, i, 0) == i - 1 && i > 0 &&
+			spec->layers[i - 1].type == NN_CONV2D)
 			s *= i + 1 < spec->n_layers && spec->layers[i + 1].type == NN_MAXPOOL2D ? 0 : 0.5;
 		if (s < 0)				/* the profile has no point of the kind */
 			s = (double) per[i].flops_train * batch / rate;

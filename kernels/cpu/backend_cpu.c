@@ -438,6 +438,23 @@ cpu_adam_update(float *restrict p, const float *restrict g, float *restrict m, f
 	}
 }
 
+static void
+cpu_copy_rows(float *restrict dst, int64_t dst_stride, const float *restrict src, int64_t src_stride,
+			  int64_t rows, int64_t cols, bool add)
+{
+	for (int64_t r = 0; r < rows; r++)
+	{
+		float	   *restrict d = dst + r * dst_stride;
+		const float *restrict s = src + r * src_stride;
+
+		if (add)
+			for (int64_t j = 0; j < cols; j++)
+				d[j] += s[j];
+		else
+			memcpy(d, s, sizeof(float) * cols);
+	}
+}
+
 static const NnBackend cpu_backend = {
 	.name = "cpu",
 	.host_memory = true,
@@ -490,6 +507,7 @@ static const NnBackend cpu_backend = {
 	.dropout_backward = cpu_dropout_backward,
 	.sgd_update = cpu_sgd_update,
 	.adam_update = cpu_adam_update,
+	.copy_rows = cpu_copy_rows,
 };
 
 const NnBackend *

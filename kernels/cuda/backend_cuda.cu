@@ -1514,6 +1514,36 @@ cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
 }
 
 /* ---------------------------------------------------------------------------
+ * The graph form's add and concat: a strided copy or sum of rows
+ * ------------------------------------------------------------------------- */
+
+__global__ void
+copy_rows_kernel(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+				 int64_t cols, int64_t n, bool add)
+{
+	GRID_STRIDE(i, n)
+	{
+		int64_t		r = i / cols,
+					j = i % cols;
+
+		if (add)
+			dst[r * dst_stride + j] += src[r * src_stride + j];
+		else
+			dst[r * dst_stride + j] = src[r * src_stride + j];
+	}
+}
+
+static void
+cuda_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+			   int64_t rows, int64_t cols, bool add)
+{
+	if (rows <= 0 || cols <= 0)
+		return;
+	launch("copy_rows", rows * cols, copy_rows_kernel, dst, dst_stride, src, src_stride, cols,
+		   rows * cols, add);
+}
+
+/* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
 
@@ -1571,6 +1601,7 @@ cuda_fill_table(NnBackend *b)
 	b->dropout_backward = cuda_dropout_backward;
 	b->sgd_update = cuda_sgd_update;
 	b->adam_update = cuda_adam_update;
+	b->copy_rows = cuda_copy_rows;
 }
 
 /* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */

@@ -240,6 +240,9 @@ FAKE(adam_update, (float *p, const float *g, float *m, float *v, int64_t n, floa
 				   float beta2, float eps, float weight_decay, bool decoupled, int64_t step),
 	 (p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step))
 
+FAKE(copy_rows, (float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t cols, bool add),
+	 (dst, ds, src, ss, rows, cols, add))
+
 #define ENTRY(name) .name = fake_##name
 
 static const NnBackend fake_backend = {
@@ -258,6 +261,7 @@ static const NnBackend fake_backend = {
 	ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
 	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
+	ENTRY(copy_rows),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

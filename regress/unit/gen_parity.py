@@ -226,6 +226,44 @@ def case_mixed(outdir):
     forward_backward_case(outdir, "mixed_bce", model, x, y, nn.BCEWithLogitsLoss())
 
 
+class ResidualNet(nn.Module):
+    """
+    A ResNet basic block after a stem, as torchvision's BasicBlock (but with
+    conv biases, which pgdl's conv2d has): stem conv-bn-relu, then
+    conv-bn-relu-conv-bn, plus the stem, relu; a max pool and a linear head.
+    Attributes in pgdl's layer order, so that parameters and buffers are too.
+    """
+
+    def __init__(self, c, filters, hw, classes):
+        super().__init__()
+        self.conv0 = nn.Conv2d(c, filters, 3, padding=1)
+        self.bn0 = nn.BatchNorm2d(filters)
+        self.conv1 = nn.Conv2d(filters, filters, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(filters)
+        self.conv2 = nn.Conv2d(filters, filters, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(filters)
+        self.fc = nn.Linear(filters * (hw // 2) * (hw // 2), classes)
+
+    def forward(self, x):
+        stem = torch.relu(self.bn0(self.conv0(x)))
+        h = torch.relu(self.bn1(self.conv1(stem)))
+        h = self.bn2(self.conv2(h))
+        h = torch.relu(h + stem)
+        return self.fc(torch.flatten(nn.functional.max_pool2d(h, 2), 1))
+
+
+def case_residual(outdir):
+    """The graph form: a whole residual block (test_parity.c: spec_residual)."""
+    torch.manual_seed(1005)
+    model = ResidualNet(3, 8, 8, 10)
+    randomize_batchnorm(model)
+    n = 8
+    x = torch.randn(n, 3, 8, 8)
+    labels = torch.randint(0, 10, (n,))
+    forward_backward_case(outdir, "residual", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 OPTIM_CASES = [
     # name, seed, class, hyperparameters as passed to torch.optim
     ("optim_sgd", 2001, torch.optim.SGD, dict(lr=0.1, momentum=0.0, weight_decay=1e-3)),
@@ -277,6 +315,7 @@ def main():
     case_cnn(outdir)
     case_mixed(outdir)
     case_ln_gelu(outdir)
+    case_residual(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
 

@@ -270,3 +270,73 @@ UNIT_TEST(gradcheck_reference_cnn_small)
 	spec_dense(&s, 5);
 	gradcheck("small cnn", &s, 3);
 }
+
+/* The graph form: add and concat, and outputs read twice (gradients that add up). */
+UNIT_TEST(gradcheck_add)
+{
+	NnSpec		s;
+
+	/* two dense branches from the input, summed: the input's gradient adds up too */
+	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 5);
+	spec_inputs(spec_add(&s, NN_DENSE), 1, (const int[]) {-1})->units = 5;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	check_layer("add of two branches", &s, NN_LOSS_MSE);
+
+	/* a skip over a layer from the input, and three inputs, one twice */
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 5);
+	spec_add(&s, NN_TANH);
+	spec_merge(&s, NN_ADD, 3, (const int[]) {1, -1, 1});
+	check_layer("add of three, one twice", &s, NN_LOSS_MSE);
+}
+
+UNIT_TEST(gradcheck_concat)
+{
+	NnSpec		s;
+
+	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_inputs(spec_add(&s, NN_DENSE), 1, (const int[]) {-1})->units = 3;
+	spec_merge(&s, NN_CONCAT, 3, (const int[]) {0, 1, -1});
+	check_layer("concat flat", &s, NN_LOSS_MSE);
+
+	/* along channels: [2, 5, 5] + [3, 5, 5] + the input [2, 5, 5] */
+	spec_begin(&s, 3, 2, 5, 5, NN_LOSS_MSE);
+	spec_conv(&s, 2, 3, 1, 1);
+	spec_inputs(spec_add(&s, NN_CONV2D), 1, (const int[]) {-1});
+	s.layers[1].filters = 3;
+	s.layers[1].kernel = 3;
+	s.layers[1].stride = 1;
+	s.layers[1].padding = 1;
+	spec_merge(&s, NN_CONCAT, 3, (const int[]) {0, 1, -1});
+	spec_add(&s, NN_TANH);
+	check_layer("concat channels", &s, NN_LOSS_MSE);
+}
+
+UNIT_TEST(gradcheck_residual_block)
+{
+	NnSpec		s;
+
+	/* small: a residual block has thousands of relu kinks a step of h may cross */
+	spec_residual_cnn(&s, 1, 4, 2, 3);
+	gradcheck("residual block", &s, 2);
+
+	/*
+	 * Enough images that the convolutions run in chunks and the add's tanh
+	 * starts a run of them (an in-place layer that starts a run once lost the
+	 * gradients of all chunks but the last); smooth, so no kinks.
+	 */
+	spec_begin(&s, 3, 2, 12, 12, NN_LOSS_MSE);
+	spec_conv(&s, 3, 3, 1, 1);
+	spec_add(&s, NN_TANH);					/* 1: read by 2 and 5 */
+	spec_conv(&s, 3, 3, 1, 1);
+	spec_add(&s, NN_TANH);
+	spec_conv(&s, 3, 3, 1, 1);				/* 4 */
+	spec_merge(&s, NN_ADD, 2, (const int[]) {4, 1});
+	spec_add(&s, NN_TANH);
+	spec_conv(&s, 3, 3, 1, 1);
+	spec_pool(&s, NN_AVGPOOL2D, 2);
+	spec_dense(&s, 2);
+	gradcheck("residual chunked", &s, 24);
+}

@@ -183,3 +183,12 @@ UNIT_TEST(parallel_small_batches_and_limits)
 	CHECK(nn_model_set_threads(m, 1, &err));
 	nn_model_free(m);
 }
+
+/* The graph form on threads: a residual block (gradients that add up, per shard). */
+UNIT_TEST(parallel_residual_graph)
+{
+	NnSpec		s;
+
+	spec_residual_cnn(&s, 2, 8, 4, 5);
+	check_spec(&s, NN_OPT_SGD, 19, 1e-4);
+}

@@ -244,7 +244,9 @@ UNIT_TEST(serialize_hostile_sizes)
 	expect_rejected(a, len, state + 20, 0xffffffffu, "2^64 parameters", "parameters");
 	expect_rejected(a, len, state + 16, (uint32_t) m->n_params - 1, "one parameter fewer", "parameters");
 	/* the magic and version are checked before the checksum is even read */
-	expect_rejected(a, len, 8, 2, "format version 2", "version");
+	expect_rejected(a, len, 8, 3, "format version 3", "version");
+	/* a version 1 body read as version 2 (the graph form): its layers have no inputs and names */
+	expect_rejected(a, len, 8, 2, "format version 2 of a version 1 body", NULL);
 	{
 		NnError		err;
 		uint8_t		junk[64];
@@ -386,4 +388,63 @@ UNIT_TEST(serialize_step_count_bounded)
 	nn_model_free(back);
 	free(a);
 	nn_model_free(m);
+}
+
+/* The graph form: version 2, with each layer's inputs and name; a chain still writes version 1. */
+UNIT_TEST(serialize_graph_round_trip)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len,
+				len2;
+	uint8_t    *a,
+			   *b;
+
+	small_spec(&s);
+	m = trained_model(&s, 1);
+	a = serialize(m, &len);
+	CHECK(a[8] == NN_FORMAT_VERSION && a[8] == 1);
+	free(a);
+	nn_model_free(m);
+
+	spec_residual_cnn(&s, 1, 4, 2, 3);
+	strcpy(s.layers[2].name, "stem");
+	m = trained_model(&s, 2);
+	a = serialize(m, &len);
+	CHECK(a[8] == NN_FORMAT_VERSION_GRAPH);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back == NULL)
+		return;
+	CHECK(strcmp(back->spec.layers[2].name, "stem") == 0);
+	CHECK(back->spec.layers[8].n_inputs == 2 && back->spec.layers[8].inputs[0] == 7 &&
+		  back->spec.layers[8].inputs[1] == 2);
+	CHECK(memcmp(&back->spec, &m->spec, sizeof(NnSpec)) == 0);
+	b = serialize(back, &len2);
+	CHECK(len == len2 && memcmp(a, b, len) == 0);
+
+	/* every byte of the graph section matters: a flip is caught (checksum), a resealed bad input too */
+	for (size_t i = 0; i < len; i += 7)
+	{
+		NnModel    *bad;
+
+		a[i] ^= 0x40;
+		bad = nn_model_deserialize(a, len, &err);
+		CHECK_MSG(bad == NULL, "flipping byte %zu was not detected", i);
+		nn_model_free(bad);
+		a[i] ^= 0x40;
+	}
+	{
+		/* the graph section follows the 13 fixed-size layers; layer 0 declares no inputs */
+		size_t		graph = OFF_LAYER0 + 13 * LAYER_SIZE;
+
+		expect_rejected(a, len, graph, 9, "9 inputs", "inputs");
+		expect_rejected(a, len, graph, 1, "an input for layer 0 that eats its name's length", NULL);
+	}
+	free(a);
+	free(b);
+	nn_model_free(m);
+	nn_model_free(back);
 }

@@ -212,3 +212,95 @@ UNIT_TEST(train_loss_falls)
 	free(x);
 	free(y);
 }
+
+/* The graph form: inputs refer to earlier layers only; shapes merge; every output is read. */
+UNIT_TEST(spec_graph_errors)
+{
+	NnSpec		s;
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnError		err;
+
+	/* a forward reference (the only way to write a cycle) */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_inputs(&s.layers[0], 1, (const int[]) {1});
+	spec_dense(&s, 4);
+	expect_invalid(&s, 0, "inputs", "layers[0]: dense: input 0 is layer 1, which does not come before it");
+
+	/* itself */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	expect_invalid(&s, 1, "inputs", "input 1 is layer 1");
+
+	/* shapes */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 3);
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, -1});
+	expect_invalid(&s, 1, "inputs", "add: input 1 has shape [4], input 0 has [3]; add needs equal shapes");
+
+	spec_begin(&s, 3, 2, 6, 6, NN_LOSS_MSE);
+	spec_conv(&s, 3, 3, 2, 1);
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {0, -1});
+	expect_invalid(&s, 1, "inputs", "input 1 has shape [2, 6, 6], input 0 has [3, 3, 3]; concat needs equal heights");
+
+	spec_begin(&s, 3, 2, 4, 4, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN);
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {0, -1});
+	expect_invalid(&s, 1, "inputs", "concat");
+
+	/* arity */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_merge(&s, NN_ADD, 1, (const int[]) {0});
+	expect_invalid(&s, 1, "inputs", "add needs \"inputs\" naming 2 or more layers");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_merge(&s, NN_DENSE, 2, (const int[]) {0, -1})->units = 2;
+	expect_invalid(&s, 1, "inputs", "dense takes one input, got 2");
+
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_add(&s, NN_ADD)->n_inputs = NN_MAX_INPUTS + 1;
+	expect_invalid(&s, 1, "inputs", "between 1 and 8");
+
+	/* an output nobody reads, but the last */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_inputs(spec_add(&s, NN_DENSE), 1, (const int[]) {-1})->units = 2;
+	expect_invalid(&s, 0, "name", "layers[0]: dense: its output is never used");
+
+	/* names are unique */
+	spec_begin(&s, 1, 4, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_dense(&s, 4);
+	strcpy(s.layers[0].name, "a");
+	strcpy(s.layers[1].name, "a");
+	expect_invalid(&s, 1, "name", "\"name\" \"a\" is the name of layers[0] too");
+
+	/* a valid graph: shapes and cost */
+	spec_begin(&s, 3, 2, 6, 6, NN_LOSS_MSE);
+	spec_conv(&s, 3, 3, 1, 1);
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {0, -1});
+	spec_conv(&s, 4, 3, 1, 1);				/* reads the concat: 5 channels */
+	spec_merge(&s, NN_ADD, 2, (const int[]) {2, 2});
+	CHECK(nn_spec_validate(&s, shape, &err));
+	CHECK(shape[2].c == 5 && shape[2].h == 6 && shape[2].w == 6);
+	CHECK(shape[4].c == 4);
+	{
+		NnCost		per[NN_MAX_LAYERS],
+					total;
+
+		CHECK(nn_spec_cost(&s, per, &total, &err));
+		CHECK(per[2].params == 5 * 9 * 4 + 4);
+		CHECK(per[1].params == 0 && per[1].act_floats == 5 * 36);
+		CHECK(per[3].flops_forward == 4 * 36);
+		/* the first convolution reads the input: no input gradient; the one after the concat has one */
+		CHECK(per[0].flops_train == per[0].flops_forward + 2 * 18 * 108 + 108);
+		CHECK(per[2].flops_train == per[2].flops_forward + 2 * (2 * 45 * 144) + 144);
+	}
+	CHECK(nn_spec_is_graph(&s));
+	spec_reference_cnn(&s);
+	CHECK(!nn_spec_is_graph(&s));
+}

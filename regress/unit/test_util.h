@@ -50,6 +50,46 @@ spec_pool(NnSpec *s, NnLayerType type, int kernel)
 	spec_add(s, type)->kernel = kernel;
 }
 
+/* The graph form: layer l reads the n outputs srcs (layer indices, -1: the input). */
+static inline NnLayerSpec *
+spec_inputs(NnLayerSpec *l, int n, const int *srcs)
+{
+	l->n_inputs = (int16_t) n;
+	for (int k = 0; k < n; k++)
+		l->inputs[k] = (int16_t) srcs[k];
+	return l;
+}
+
+/* add or concat of the n outputs srcs */
+static inline NnLayerSpec *
+spec_merge(NnSpec *s, NnLayerType type, int n, const int *srcs)
+{
+	return spec_inputs(spec_add(s, type), n, srcs);
+}
+
+/*
+ * A ResNet basic block after a stem, as torchvision's: conv-bn-relu (the
+ * stem, read twice), conv-bn-relu-conv-bn, + the stem, relu; then a head.
+ */
+static inline void
+spec_residual_cnn(NnSpec *s, int c, int hw, int filters, int classes)
+{
+	spec_begin(s, 3, c, hw, hw, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(s, filters, 3, 1, 1);			/* 0 */
+	spec_add(s, NN_BATCHNORM);
+	spec_add(s, NN_RELU);					/* 2: the stem */
+	spec_conv(s, filters, 3, 1, 1);
+	spec_add(s, NN_BATCHNORM);
+	spec_add(s, NN_RELU);					/* 5 */
+	spec_conv(s, filters, 3, 1, 1);
+	spec_add(s, NN_BATCHNORM);				/* 7 */
+	spec_merge(s, NN_ADD, 2, (const int[]) {7, 2});
+	spec_add(s, NN_RELU);					/* 9 */
+	spec_pool(s, NN_MAXPOOL2D, 2);
+	spec_add(s, NN_FLATTEN);
+	spec_dense(s, classes);
+}
+
 /* The reference models of design.md. */
 static inline void
 spec_reference_mlp(NnSpec *s)

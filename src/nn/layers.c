@@ -17,14 +17,16 @@
 #include "backend.h"
 #include "nn_internal.h"
 
+#define IN_SHAPE(m, i) NN_IN_SHAPE((m)->shape, &(m)->spec, (i))
+
 static void
 conv_geom(const NnModel *m, int i, NnConvGeom *g)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 
-	g->c = m->shape[i].c;
-	g->h = m->shape[i].h;
-	g->w = m->shape[i].w;
+	g->c = IN_SHAPE(m, i).c;
+	g->h = IN_SHAPE(m, i).h;
+	g->w = IN_SHAPE(m, i).w;
 	g->k = l->kernel;
 	g->stride = l->stride;
 	g->pad = l->padding;
@@ -41,7 +43,7 @@ pool_stride(const NnLayerSpec *l)
 int
 nn_conv_chunk(const NnModel *m, int i, int batch)
 {
-	int64_t		per_image = (int64_t) m->shape[i].c * m->spec.layers[i].kernel *
+	int64_t		per_image = (int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel *
 		m->spec.layers[i].kernel * m->shape[i + 1].h * m->shape[i + 1].w;
 	int64_t		chunk = NN_CONV_CHUNK_FLOATS / per_image;
 
@@ -62,7 +64,14 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * batchnorm needs the batch's statistics; dense wants the whole batch for its
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
-	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM;
+	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT)
+		return false;
+
+	/*
+	 * graph form: chunks pass gradients at the front of their buffers, so a
+	 * run's layers read an output nobody else reads (see nn_backward_layers)
+	 */
+	return m->consumers[nn_layer_src(&m->spec, i, 0) + 1] == 1;
 }
 
 static bool
@@ -81,7 +90,9 @@ nn_layer_in_place(const NnModel *m, int i)
 {
 	NnLayerType t = m->spec.layers[i].type;
 
+	/* graph form: only over the layer before, when nothing else reads its output */
 	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) &&
+		nn_layer_src(&m->spec, i, 0) == i - 1 && m->consumers[i] == 1 &&
 		!backward_reads_own_output(m->spec.layers[i - 1].type);
 }
 
@@ -111,7 +122,8 @@ relu_fused_into_pool(const NnModel *m, int i)
 {
 	return m->spec.layers[i].type == NN_RELU && nn_layer_in_place(m, i) &&
 		nn_layer_chunkable(m, i - 1) &&
-		i + 1 < m->spec.n_layers && m->spec.layers[i + 1].type == NN_MAXPOOL2D;
+		i + 1 < m->spec.n_layers && m->spec.layers[i + 1].type == NN_MAXPOOL2D &&
+		nn_layer_src(&m->spec, i + 1, 0) == i && m->consumers[i + 1] == 1;
 }
 
 /*
@@ -126,7 +138,7 @@ conv_weight_grad_transposed(const NnModel *m, int i)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 
-	return m->shape[i].c * l->kernel * l->kernel > l->filters;
+	return IN_SHAPE(m, i).c * l->kernel * l->kernel > l->filters;
 }
 
 int64_t
@@ -136,7 +148,7 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 	{
 		int64_t		chunk = nn_conv_chunk(m, i, batch);
 		int64_t		plane = (int64_t) m->shape[i + 1].h * m->shape[i + 1].w;
-		int64_t		kk = (int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel;
+		int64_t		kk = (int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel;
 
 		return chunk * plane * (kk + m->shape[i + 1].c);
 	}
@@ -151,12 +163,12 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 		case NN_MAXPOOL2D:
 			return (int64_t) batch * NN_SHAPE_SIZE(m->shape[i + 1]);	/* int32 argmax */
 		case NN_BATCHNORM:
-			return 2 * (int64_t) m->shape[i].c;
+			return 2 * (int64_t) IN_SHAPE(m, i).c;
 		case NN_LAYERNORM:
 			return 2 * (int64_t) batch;	/* each example's mean and 1/std */
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
-				(int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
+				(int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
 				m->spec.layers[i].filters : 0;
 		default:
 			return 0;
@@ -177,29 +189,29 @@ nn_layer_init_params(NnModel *m, int i)
 	switch (l->type)
 	{
 		case NN_DENSE:
-			fan_in = NN_SHAPE_SIZE(m->shape[i]);
+			fan_in = NN_SHAPE_SIZE(IN_SHAPE(m, i));
 			fan_out = l->units;
 			n_weights = fan_in * fan_out;
 			break;
 		case NN_CONV2D:
-			fan_in = (int64_t) m->shape[i].c * l->kernel * l->kernel;
+			fan_in = (int64_t) IN_SHAPE(m, i).c * l->kernel * l->kernel;
 			fan_out = (int64_t) l->filters * l->kernel * l->kernel;
 			n_weights = fan_in * l->filters;
 			break;
 		case NN_LAYERNORM:
-			for (int c = 0; c < m->shape[i].c; c++)
+			for (int c = 0; c < IN_SHAPE(m, i).c; c++)
 			{
 				p[c] = 1.0f;
-				p[m->shape[i].c + c] = 0.0f;
+				p[IN_SHAPE(m, i).c + c] = 0.0f;
 			}
 			return;
 		case NN_BATCHNORM:
-			for (int c = 0; c < m->shape[i].c; c++)
+			for (int c = 0; c < IN_SHAPE(m, i).c; c++)
 			{
 				p[c] = 1.0f;
-				p[m->shape[i].c + c] = 0.0f;
+				p[IN_SHAPE(m, i).c + c] = 0.0f;
 				m->buffers[m->buffer_off[i] + c] = 0.0f;
-				m->buffers[m->buffer_off[i] + m->shape[i].c + c] = 1.0f;
+				m->buffers[m->buffer_off[i] + IN_SHAPE(m, i).c + c] = 1.0f;
 			}
 			return;
 		default:
@@ -376,46 +388,50 @@ maxpool_argmax(const LayerCall *c)
 static void
 maxpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
 
 	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * s->c,
-						   s->h, s->w, c->l->kernel, pool_stride(c->l), s[1].h, s[1].w,
+						   s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w,
 						   c->i > 0 && relu_fused_into_pool(c->m, c->i - 1));
 }
 
 static void
 maxpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
 
 	if (c->din)
 		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * s->c,
-								s->h, s->w, c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+								s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w);
 }
 
 static void
 avgpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
 
 	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h, s->w,
-						   c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+						   c->l->kernel, pool_stride(c->l), o->h, o->w);
 }
 
 static void
 avgpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
 
 	if (c->din)
 		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h, s->w,
-								c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
+								c->l->kernel, pool_stride(c->l), o->h, o->w);
 }
 
 static void
 global_avgpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
 	c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
 }
@@ -423,7 +439,7 @@ global_avgpool_forward(const LayerCall *c)
 static void
 global_avgpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
 	if (c->din)
 		c->be->global_avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h * s->w);
@@ -536,7 +552,7 @@ dropout_backward(const LayerCall *c)
 static void
 batchnorm_forward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
 	float	   *running = c->m->buffers + c->m->buffer_off[c->i];
 
 	c->be->batchnorm_forward(c->in, c->out, c->n, s->c, s->h * s->w, c->p, c->p + s->c,
@@ -547,7 +563,7 @@ batchnorm_forward(const LayerCall *c)
 static void
 batchnorm_backward(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
 	c->be->batchnorm_backward(c->in, c->dout, c->din, c->n, s->c, s->h * s->w,
 							  c->p, c->dp, c->dp + s->c, c->m->aux[c->i]);
@@ -586,6 +602,73 @@ layernorm_backward(const LayerCall *c)
 							  c->m->aux[c->i] + 2 * (int64_t) c->first);
 }
 
+/*
+ * add and concat (graph form): never chunked, so first is 0 (or a thread's
+ * shard, whose buffers start at it).  Backward writes each input's gradient,
+ * or adds to it where a later reader of that output wrote it already.
+ */
+static void
+add_forward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+
+	c->be->copy_rows(c->out, 0, c->in, 0, 1, count, false);
+	for (int k = 1; k < nn_layer_n_inputs(&c->m->spec, c->i); k++)
+		c->be->copy_rows(c->out, 0, nn_layer_input_k(c->m, c->i, k), 0, 1, count, true);
+}
+
+static void
+add_backward(const LayerCall *c)
+{
+	int64_t		count = c->n * c->out_size;
+
+	for (int k = 0; k < nn_layer_n_inputs(&c->m->spec, c->i); k++)
+	{
+		float	   *din = nn_layer_din_k(c->m, c->i, k);
+
+		if (din)
+			c->be->copy_rows(din, 0, c->dout, 0, 1, count, (c->m->grad_add[c->i] >> k) & 1);
+	}
+}
+
+/* Each input's floats of one example, one after another: channels in NCHW, features when flat. */
+static int64_t
+concat_size(const LayerCall *c, int k)
+{
+	return NN_SHAPE_SIZE(c->m->shape[nn_layer_src(&c->m->spec, c->i, k) + 1]);
+}
+
+static void
+concat_forward(const LayerCall *c)
+{
+	int64_t		off = 0;
+
+	for (int k = 0; k < nn_layer_n_inputs(&c->m->spec, c->i); k++)
+	{
+		int64_t		size = concat_size(c, k);
+
+		c->be->copy_rows(c->out + off, c->out_size, nn_layer_input_k(c->m, c->i, k), size, c->n, size, false);
+		off += size;
+	}
+}
+
+static void
+concat_backward(const LayerCall *c)
+{
+	int64_t		off = 0;
+
+	for (int k = 0; k < nn_layer_n_inputs(&c->m->spec, c->i); k++)
+	{
+		int64_t		size = concat_size(c, k);
+		float	   *din = nn_layer_din_k(c->m, c->i, k);
+
+		if (din)
+			c->be->copy_rows(din, size, c->dout + off, c->out_size, c->n, size,
+							 (c->m->grad_add[c->i] >> k) & 1);
+		off += size;
+	}
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -595,7 +678,7 @@ layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 	c->be = m->be;
 	c->first = first;
 	c->n = n;
-	c->in_size = NN_SHAPE_SIZE(m->shape[i]);
+	c->in_size = NN_SHAPE_SIZE(IN_SHAPE(m, i));
 	c->out_size = NN_SHAPE_SIZE(m->shape[i + 1]);
 	c->training = false;
 	c->p = m->params + m->param_off[i];
@@ -628,6 +711,8 @@ static const struct
 	[NN_BATCHNORM] = {batchnorm_forward, batchnorm_backward},
 	[NN_GELU] = {gelu_forward, gelu_backward},
 	[NN_LAYERNORM] = {layernorm_forward, layernorm_backward},
+	[NN_ADD] = {add_forward, add_backward},
+	[NN_CONCAT] = {concat_forward, concat_backward},
 };
 
 void

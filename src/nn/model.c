@@ -57,6 +57,28 @@ safe_floats(int64_t n, size_t *bytes)
 }
 
 /*
+ * The graph form's bookkeeping: how many inputs read each output, and which
+ * inputs' gradients add to what a later reader (backward runs in reverse spec
+ * order) already wrote.  In a chain every output has one reader that writes.
+ */
+static void
+graph_layout(NnModel *m)
+{
+	const NnSpec *s = &m->spec;
+
+	memset(m->consumers, 0, sizeof(m->consumers));
+	memset(m->grad_add, 0, sizeof(m->grad_add));
+	for (int i = s->n_layers - 1; i >= 0; i--)
+		for (int k = 0; k < nn_layer_n_inputs(s, i); k++)
+		{
+			int			p = nn_layer_src(s, i, k) + 1;
+
+			if (m->consumers[p]++ > 0)
+				m->grad_add[i] |= (uint8_t) (1 << k);
+		}
+}
+
+/*
  * Validate the spec and lay the parameters out in m (zeroed): what
  * nn_model_alloc allocates and nn_spec_memory counts, without allocating.
  */
@@ -73,10 +95,12 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			   sizeof(NnLayerSpec) * (NN_MAX_LAYERS - spec->n_layers));
 	if (!nn_spec_validate(&m->spec, m->shape, err))
 		return false;
+	graph_layout(m);
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		const NnLayerSpec *l = &m->spec.layers[i];
-		int64_t		in = NN_SHAPE_SIZE(m->shape[i]);
+		NnShape		ins = NN_IN_SHAPE(m->shape, &m->spec, i);
+		int64_t		in = NN_SHAPE_SIZE(ins);
 
 		m->param_off[i] = off;
 		m->buffer_off[i] = boff;
@@ -86,14 +110,14 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 				m->param_len[i] = in * l->units + l->units;
 				break;
 			case NN_CONV2D:
-				m->param_len[i] = (int64_t) l->filters * m->shape[i].c * l->kernel * l->kernel + l->filters;
+				m->param_len[i] = (int64_t) l->filters * ins.c * l->kernel * l->kernel + l->filters;
 				break;
 			case NN_BATCHNORM:
-				m->param_len[i] = 2 * (int64_t) m->shape[i].c;
-				m->buffer_len[i] = 2 * (int64_t) m->shape[i].c;
+				m->param_len[i] = 2 * (int64_t) ins.c;
+				m->buffer_len[i] = 2 * (int64_t) ins.c;
 				break;
 			case NN_LAYERNORM:
-				m->param_len[i] = 2 * (int64_t) m->shape[i].c;
+				m->param_len[i] = 2 * (int64_t) ins.c;
 				break;
 			default:
 				break;
@@ -254,6 +278,7 @@ typedef struct WorkLayout
 	int64_t		scratch;		/* im2col columns */
 	int64_t		row_loss;		/* per-example losses */
 	int64_t		dinput;			/* the input's gradient, when wanted */
+	int64_t		gacc;			/* a gradient to add (graph form): the largest output read twice */
 	int64_t		stage_x;		/* a device model's staged inputs and targets: two slots */
 	int64_t		stage_y;
 	int64_t		stage_x2;
@@ -273,6 +298,7 @@ workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 {
 	int64_t		total = 0,
 				scratch = 0,
+				gacc = 0,
 				in = nn_model_input_size(m),
 				dx = m->want_dinput ? (int64_t) batch * in : 0,
 				xs = ((int64_t) batch * in + 15) & ~(int64_t) 15,
@@ -291,16 +317,22 @@ workspace_layout(const NnModel *m, int32_t batch, bool staged, WorkLayout *w)
 		if (s > scratch)
 			scratch = s;
 	}
+	for (int p = 0; p <= m->spec.n_layers; p++)
+		if (m->consumers[p] > 1 && NN_SHAPE_SIZE(m->shape[p]) > gacc)
+			gacc = NN_SHAPE_SIZE(m->shape[p]);
+	gacc = ((int64_t) batch * gacc + 15) & ~(int64_t) 15;
 	w->scratch = total;
 	w->row_loss = w->scratch + ((scratch + 15) & ~(int64_t) 15);
 	w->dinput = w->row_loss + ((batch + 15) & ~15);
-	w->stage_x = w->dinput + ((dx + 15) & ~(int64_t) 15);
+	w->gacc = w->dinput + ((dx + 15) & ~(int64_t) 15);
+	w->stage_x = w->gacc + gacc;
 	w->stage_y = w->stage_x + xs;
 	w->stage_x2 = w->stage_y + ys;
 	w->stage_y2 = w->stage_x2 + xs;
-	w->threads = w->dinput + ((dx + 15) & ~(int64_t) 15);
+	w->threads = w->gacc + gacc;
 	w->total = staged ? w->stage_y2 + ys :
-		m->threads > 1 ? w->threads + (m->threads - 1) * nn_parallel_area_floats(m, batch) : w->dinput + dx;
+		m->threads > 1 ? w->threads + (m->threads - 1) * nn_parallel_area_floats(m, batch) :
+		gacc > 0 ? w->gacc + gacc : w->dinput + dx;
 }
 
 static inline bool
@@ -350,6 +382,7 @@ workspace_point(NnModel *m, float *work, int32_t batch, const WorkLayout *w)
 	m->scratch = work + w->scratch;
 	m->row_loss = work + w->row_loss;
 	m->dinput = m->want_dinput ? work + w->dinput : NULL;
+	m->gacc = work + w->gacc;
 	if (!m->be->host_memory)
 	{
 		m->staging->x = work + w->stage_x;
@@ -536,7 +569,19 @@ segment_end(const NnModel *m, int i, int upto, int n, int *chunk)
 	int			j = i;
 	int64_t		per_image = 0;
 
-	while (j < upto && nn_layer_chunkable(m, j))
+	/*
+	 * Not from an in-place layer: its input's gradient is its output's buffer,
+	 * whose front the next layer's chunks write, over the gradients of the
+	 * chunks before (bn -> relu -> conv lost them).  It runs alone instead.
+	 */
+	if (i < upto && nn_layer_in_place(m, i))
+	{
+		*chunk = n;
+		return i;
+	}
+
+	/* a run is a chain: each layer reads the one before (nn_layer_chunkable: and only it reads that) */
+	while (j < upto && nn_layer_chunkable(m, j) && (j == i || nn_layer_src(&m->spec, j, 0) == j - 1))
 	{
 		if (!nn_layer_in_place(m, j))
 			per_image += 2 * NN_SHAPE_SIZE(m->shape[j + 1]);
@@ -672,7 +717,8 @@ nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, int upto, boo
 			int			c = n - s < chunk ? n - s : chunk;
 
 			for (int k = i; k < end; k++)
-				nn_layer_forward(m, k, nn_layer_input(m, k) + s * NN_SHAPE_SIZE(m->shape[k]), s, c, training);
+				nn_layer_forward(m, k, nn_layer_input(m, k) + s * NN_SHAPE_SIZE(NN_IN_SHAPE(m->shape, &m->spec, k)),
+								 s, c, training);
 		}
 		i = end;
 	}
@@ -801,7 +847,7 @@ nn_backward_layers(NnModel *m, int from, int to)
 
 		if (end == i + 1 && !nn_layer_chunkable(m, i))
 		{
-			nn_layer_backward(m, i, nn_layer_input(m, i), 0, n, nn_layer_din(m, i), false);
+			nn_layer_backward_whole(m, i, n);
 			continue;
 		}
 		segment_end(m, i, to, n, &chunk);
@@ -811,7 +857,7 @@ nn_backward_layers(NnModel *m, int from, int to)
 
 			for (int k = end - 1; k >= i; k--)
 			{
-				int64_t		in_off = s * NN_SHAPE_SIZE(m->shape[k]);
+				int64_t		in_off = s * NN_SHAPE_SIZE(NN_IN_SHAPE(m->shape, &m->spec, k));
 				float	   *din = nn_layer_din(m, k);
 
 				/* gradients between the segment's layers at the front of their buffers: see above */
@@ -820,6 +866,30 @@ nn_backward_layers(NnModel *m, int from, int to)
 				nn_layer_backward(m, k, nn_layer_input(m, k) + in_off, s, c, din, k < end - 1);
 			}
 		}
+	}
+}
+
+/*
+ * Layer i's backward on the whole batch (or a thread's shard).  A gradient
+ * that adds to what a later reader of the same output wrote goes to gacc
+ * first (a layer writes its input's gradient) and is added from there; add
+ * and concat add in place themselves.
+ */
+void
+nn_layer_backward_whole(NnModel *m, int i, int n)
+{
+	float	   *din = nn_layer_din(m, i);
+	NnLayerType t = m->spec.layers[i].type;
+
+	if (din == NULL || t == NN_ADD || t == NN_CONCAT || !(m->grad_add[i] & 1))
+		nn_layer_backward(m, i, nn_layer_input(m, i), 0, n, din, false);
+	else
+	{
+		int64_t		size = NN_SHAPE_SIZE(NN_IN_SHAPE(m->shape, &m->spec, i));
+		float	   *tmp = m->gacc + m->shard_first * size;
+
+		nn_layer_backward(m, i, nn_layer_input(m, i), 0, n, tmp, false);
+		m->be->copy_rows(din, 0, tmp, 0, 1, n * size, true);
 	}
 }
 

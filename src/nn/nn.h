@@ -31,6 +31,8 @@ extern "C"
 #define NN_MAX_BATCH		65536
 #define NN_MAX_CLASSES		NN_MAX_DIM
 #define NN_MAX_STEP			((int64_t) 1 << 53)	/* optimizer steps a model blob may declare */
+#define NN_MAX_INPUTS		8	/* inputs of one layer (add, concat) */
+#define NN_MAX_NAME			32	/* bytes of a layer's name, with its NUL */
 
 typedef enum NnLayerType
 {
@@ -48,6 +50,8 @@ typedef enum NnLayerType
 	NN_BATCHNORM,
 	NN_GELU,
 	NN_LAYERNORM,				/* over a flat [features] input */
+	NN_ADD,						/* elementwise sum of 2+ inputs of one shape */
+	NN_CONCAT,					/* along channels ([C, H, W]) or features (flat) */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -79,6 +83,10 @@ typedef struct NnLayerSpec
 	float		rate;			/* dropout probability of zeroing */
 	float		eps;			/* batchnorm, layernorm */
 	float		momentum;		/* batchnorm running-stat update, as in PyTorch */
+	/* the graph form: which outputs the layer reads (see nn_layer_src) */
+	int16_t		n_inputs;		/* 0: the layer before (a chain) */
+	int16_t		inputs[NN_MAX_INPUTS];	/* a layer before it, or -1: the spec's input */
+	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 } NnLayerSpec;
 
 typedef struct NnSpec
@@ -90,6 +98,23 @@ typedef struct NnSpec
 	NnLayerSpec layers[NN_MAX_LAYERS];
 } NnSpec;
 
+/* Inputs of layer i: 1 in a chain; add and concat take several. */
+static inline int
+nn_layer_n_inputs(const NnSpec *spec, int i)
+{
+	return spec->layers[i].n_inputs > 0 ? spec->layers[i].n_inputs : 1;
+}
+
+/* The producer of layer i's k-th input: a layer index, or -1 for the spec's input. */
+static inline int
+nn_layer_src(const NnSpec *spec, int i, int k)
+{
+	return spec->layers[i].n_inputs > 0 ? spec->layers[i].inputs[k] : i - 1;
+}
+
+/* Whether any layer reads other than the layer before it (a graph, not a chain). */
+extern bool nn_spec_is_graph(const NnSpec *spec);
+
 typedef struct NnShape
 {
 	int32_t		ndim;			/* 1 or 3 */
@@ -97,6 +122,8 @@ typedef struct NnShape
 } NnShape;
 
 #define NN_SHAPE_SIZE(s) ((int64_t) (s).c * (s).h * (s).w)
+/* The shape of layer i's (first) input, from shapes as nn_spec_validate fills them. */
+#define NN_IN_SHAPE(shapes, spec, i) ((shapes)[nn_layer_src((spec), (i), 0) + 1])
 
 /* Errors name the layer (or -1 for the spec as a whole) and the field at fault. */
 typedef struct NnError
@@ -180,6 +207,10 @@ typedef struct NnModel
 	bool		want_dinput;
 	uint8_t		threads;		/* training threads (nn_model_set_threads); 0 or 1: the caller's only */
 	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
+	/* the graph form (nn_model_layout): readers of each output, index producer + 1 (0: the input) */
+	int16_t		consumers[NN_MAX_LAYERS + 1];
+	uint8_t		grad_add[NN_MAX_LAYERS];	/* bit k: input k's gradient adds to what others wrote */
+	float	   *gacc;			/* scratch for a gradient that is added, not written (batch_cap rows) */
 	/* (fields ordered so that the struct stays the size pgdl.estimate's memory_bytes counts) */
 } NnModel;
 
@@ -301,6 +332,7 @@ extern bool nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float
 /* serialize.c */
 #define NN_FORMAT_MAGIC		"PGDLMDL1"
 #define NN_FORMAT_VERSION	1
+#define NN_FORMAT_VERSION_GRAPH	2	/* version 1 and each layer's inputs and name */
 extern size_t nn_model_serialized_size(const NnModel *m);
 extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
 extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);

@@ -70,16 +70,35 @@ extern void nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, i
 extern void nn_backward_layers(NnModel *m, int from, int to);
 extern float *nn_model_thread_areas(const NnModel *m);
 
+extern void nn_layer_backward_whole(NnModel *m, int i, int n);
+
+/* Layer i's k-th input, and that output's gradient (NULL: the input's, not wanted). */
+static inline const float *
+nn_layer_input_k(const NnModel *m, int i, int k)
+{
+	int			src = nn_layer_src(&m->spec, i, k);
+
+	return src < 0 ? m->last_input : m->out[src];
+}
+
+static inline float *
+nn_layer_din_k(const NnModel *m, int i, int k)
+{
+	int			src = nn_layer_src(&m->spec, i, k);
+
+	return src < 0 ? m->dinput : m->dout[src];
+}
+
 static inline const float *
 nn_layer_input(const NnModel *m, int i)
 {
-	return i == 0 ? m->last_input : m->out[i - 1];
+	return nn_layer_input_k(m, i, 0);
 }
 
 static inline float *
 nn_layer_din(const NnModel *m, int i)
 {
-	return i > 0 ? m->dout[i - 1] : m->dinput;
+	return nn_layer_din_k(m, i, 0);
 }
 
 /*

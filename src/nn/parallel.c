@@ -471,7 +471,7 @@ nn_parallel_backward_update(NnModel *m)
 			pool_run(st.shards, backward_job, &st);
 		}
 		if (j >= 0)
-			nn_layer_backward(m, j, nn_layer_input(m, j), 0, m->last_n, nn_layer_din(m, j), false);
+			nn_layer_backward_whole(m, j, m->last_n);
 		i = j;
 	}
 	/* the update's ranges: whole cache lines */

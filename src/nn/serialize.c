@@ -5,6 +5,8 @@
  *   spec:       i32 input_ndim, input[3], n_layers, loss;
  *               per layer i32 type, units, filters, kernel, stride, padding, init,
  *                         f32 alpha, rate, eps, momentum
+ *               version 2 (the graph form) only, per layer: i32 n_inputs, i32 inputs[n_inputs],
+ *                         u32 name length, the name's bytes
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
@@ -132,10 +134,35 @@ put_floats(Writer *w, const NnBackend *be, const float *f, int64_t n)
 #endif
 }
 
+/*
+ * A chain without names is written as version 1, byte for byte what builds
+ * before the graph form wrote; a graph (or a named layer) as version 2.
+ */
+static bool
+needs_graph_section(const NnSpec *s)
+{
+	for (int i = 0; i < s->n_layers; i++)
+		if (s->layers[i].n_inputs != 0 || s->layers[i].name[0] != '\0')
+			return true;
+	return false;
+}
+
+static size_t
+graph_section_size(const NnSpec *s)
+{
+	size_t		n = 0;
+
+	if (!needs_graph_section(s))
+		return 0;
+	for (int i = 0; i < s->n_layers; i++)
+		n += 4 + 4 * (size_t) s->layers[i].n_inputs + 4 + strnlen(s->layers[i].name, NN_MAX_NAME);
+	return n;
+}
+
 size_t
 nn_model_serialized_size(const NnModel *m)
 {
-	return HEADER_BYTES + 6 * 4 + (size_t) m->spec.n_layers * LAYER_BYTES +
+	return HEADER_BYTES + 6 * 4 + (size_t) m->spec.n_layers * LAYER_BYTES + graph_section_size(&m->spec) +
 		8 + 8 + 8 + (size_t) m->n_params * 4 + 8 + (size_t) m->n_buffers * 4 +
 		OPTIM_BYTES + 8 + (size_t) m->n_opt_state * 4 + 4;
 }
@@ -150,7 +177,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 
 	memcpy(w.p, NN_FORMAT_MAGIC, 8);
 	w.p += 8;
-	put_u32(&w, NN_FORMAT_VERSION);
+	put_u32(&w, needs_graph_section(s) ? NN_FORMAT_VERSION_GRAPH : NN_FORMAT_VERSION);
 	put_u64(&w, total);
 
 	put_u32(&w, (uint32_t) s->input_ndim);
@@ -174,6 +201,19 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		put_f32(&w, l->eps);
 		put_f32(&w, l->momentum);
 	}
+	if (needs_graph_section(s))
+		for (int i = 0; i < s->n_layers; i++)
+		{
+			const NnLayerSpec *l = &s->layers[i];
+			size_t		len = strnlen(l->name, NN_MAX_NAME);
+
+			put_u32(&w, (uint32_t) l->n_inputs);
+			for (int k = 0; k < l->n_inputs; k++)
+				put_u32(&w, (uint32_t) (int32_t) l->inputs[k]);
+			put_u32(&w, (uint32_t) len);
+			memcpy(w.p, l->name, len);
+			w.p += len;
+		}
 
 	put_u64(&w, m->seed);
 	put_u64(&w, (uint64_t) m->step);
@@ -295,7 +335,7 @@ get_count(Reader *r, int64_t expected, const char *what, NnError *err)
  * before the checksum (which is not part of the content).
  */
 static bool
-read_header(Reader *r, const uint8_t *buf, size_t len, NnError *err)
+read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, NnError *err)
 {
 	uint32_t	version;
 	uint64_t	total;
@@ -308,12 +348,13 @@ read_header(Reader *r, const uint8_t *buf, size_t len, NnError *err)
 	}
 	r->p += 8;
 	version = get_u32(r);
-	if (version != NN_FORMAT_VERSION)
+	if (version != NN_FORMAT_VERSION && version != NN_FORMAT_VERSION_GRAPH)
 	{
-		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads version %d)",
-					 version, NN_FORMAT_VERSION);
+		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads versions %d and %d)",
+					 version, NN_FORMAT_VERSION, NN_FORMAT_VERSION_GRAPH);
 		return false;
 	}
+	*version_out = version;
 	total = get_u64(r);
 	if (total != len)
 	{
@@ -334,7 +375,7 @@ read_header(Reader *r, const uint8_t *buf, size_t len, NnError *err)
 
 /* The spec as stored; nn_model_alloc validates it. */
 static bool
-read_spec(Reader *r, NnSpec *spec, NnError *err)
+read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 {
 	uint32_t	n_layers;
 
@@ -369,6 +410,35 @@ read_spec(Reader *r, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
+	}
+	for (uint32_t i = 0; version == NN_FORMAT_VERSION_GRAPH && i < n_layers; i++)
+	{
+		NnLayerSpec *l = &spec->layers[i];
+		uint32_t	n,
+					len;
+
+		if (!have(r, 4) || (n = get_u32(r)) > NN_MAX_INPUTS || !have(r, 4 * (uint64_t) n + 4))
+		{
+			nn_error_set(err, i, "inputs", "model blob has invalid or truncated inputs");
+			return false;
+		}
+		l->n_inputs = (int16_t) n;
+		for (uint32_t k = 0; k < n; k++)
+		{
+			int32_t		src = (int32_t) get_u32(r);
+
+			/* nn_spec_validate checks the rest; this keeps the value an int16 */
+			l->inputs[k] = (int16_t) (src < -1 || src >= NN_MAX_LAYERS ? NN_MAX_LAYERS : src);
+		}
+		len = get_u32(r);
+		if (len >= NN_MAX_NAME || !have(r, len) || memchr(r->p, '\0', len) != NULL)
+		{
+			nn_error_set(err, i, "name", "model blob has an invalid or truncated name");
+			return false;
+		}
+		memcpy(l->name, r->p, len);
+		l->name[len] = '\0';
+		r->p += len;
 	}
 	return true;
 }
@@ -471,9 +541,11 @@ nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, N
 	Reader		r = {buf, buf + len};
 	NnError		ignored;
 
+	uint32_t	version;
+
 	memset(spec, 0, sizeof(*spec));
 	memset(opt, 0, sizeof(*opt));
-	if (!read_header(&r, buf, len, err) || !read_spec(&r, spec, err))
+	if (!read_header(&r, buf, len, &version, err) || !read_spec(&r, version, spec, err))
 		return false;
 	if (!have(&r, 16))
 		return true;
@@ -518,8 +590,9 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	Reader		r = {buf, buf + len};
 	NnSpec	   *spec;
 	NnModel    *m;
+	uint32_t	version;
 
-	if (!read_header(&r, buf, len, err))
+	if (!read_header(&r, buf, len, &version, err))
 		return NULL;
 	spec = calloc(1, sizeof(NnSpec));
 	if (spec == NULL)
@@ -527,7 +600,7 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 		nn_error_set(err, -1, "", "out of memory");
 		return NULL;
 	}
-	m = read_spec(&r, spec, err) && check_holds_params(&r, spec, len, err) ? nn_model_alloc(spec, err) : NULL;
+	m = read_spec(&r, version, spec, err) && check_holds_params(&r, spec, len, err) ? nn_model_alloc(spec, err) : NULL;
 	free(spec);
 	if (m == NULL)
 		return NULL;

@@ -27,6 +27,8 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_BATCHNORM] = "batchnorm",
 	[NN_GELU] = "gelu",
 	[NN_LAYERNORM] = "layernorm",
+	[NN_ADD] = "add",
+	[NN_CONCAT] = "concat",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -328,6 +330,10 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			*params = 2 * (int64_t) in.c;
 			break;
 
+		case NN_ADD:
+		case NN_CONCAT:
+			break;				/* merge_validate */
+
 		default:
 			nn_error_set(err, i, "type", "unknown layer type %d", (int) l->type);
 			return false;
@@ -338,6 +344,150 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		nn_error_set(err, i, "type", "%s: output of %lld values per example exceeds the limit of %lld",
 					 tname, (long long) NN_SHAPE_SIZE(*out), (long long) NN_MAX_ACT_PER_EX);
 		return false;
+	}
+	return true;
+}
+
+bool
+nn_spec_is_graph(const NnSpec *spec)
+{
+	for (int i = 0; i < spec->n_layers && i < NN_MAX_LAYERS; i++)
+		if (spec->layers[i].n_inputs != 0)
+			return true;
+	return false;
+}
+
+static void
+shape_text(NnShape s, char *buf, size_t len)
+{
+	if (s.ndim == 1)
+		snprintf(buf, len, "[%d]", s.c);
+	else
+		snprintf(buf, len, "[%d, %d, %d]", s.c, s.h, s.w);
+}
+
+/*
+ * Layer i's "inputs": each an earlier layer or the spec's input (-1), so that
+ * spec order is a topological order and a cycle cannot be written; add and
+ * concat take 2 or more, every other layer one.  For add and concat, the
+ * shapes they merge and their output.
+ */
+static bool
+inputs_validate(const NnSpec *spec, int i, const NnShape *shape, NnShape *out, NnError *err)
+{
+	const NnLayerSpec *l = &spec->layers[i];
+	const char *tname = nn_layer_type_name(l->type);
+	bool		merge = l->type == NN_ADD || l->type == NN_CONCAT;
+	int			n = nn_layer_n_inputs(spec, i);
+	char		a[64],
+				b[64];
+
+	if (l->n_inputs < 0 || l->n_inputs > NN_MAX_INPUTS)
+	{
+		nn_error_set(err, i, "inputs", "%s: \"inputs\" must name between 1 and %d layers, got %d",
+					 tname, NN_MAX_INPUTS, (int) l->n_inputs);
+		return false;
+	}
+	if (merge && l->n_inputs < 2)
+	{
+		nn_error_set(err, i, "inputs", "%s needs \"inputs\" naming 2 or more layers", tname);
+		return false;
+	}
+	if (!merge && n != 1)
+	{
+		nn_error_set(err, i, "inputs", "%s takes one input, got %d", tname, n);
+		return false;
+	}
+	for (int k = 0; k < n; k++)
+	{
+		int			src = nn_layer_src(spec, i, k);
+
+		if (src < -1 || src >= i)
+		{
+			nn_error_set(err, i, "inputs", "%s: input %d is layer %d, which does not come before it "
+						 "(a layer reads only earlier layers, so that the graph has no cycle)", tname, k, src);
+			return false;
+		}
+	}
+	if (!merge)
+		return true;
+
+	*out = shape[nn_layer_src(spec, i, 0) + 1];
+	for (int k = 1; k < n; k++)
+	{
+		NnShape		s = shape[nn_layer_src(spec, i, k) + 1];
+		bool		ok;
+
+		if (l->type == NN_ADD)
+			ok = s.ndim == out->ndim && s.c == out->c && s.h == out->h && s.w == out->w;
+		else
+		{
+			ok = s.ndim == out->ndim && s.h == out->h && s.w == out->w;
+			if (ok)
+				out->c += s.c;
+			if (out->c > NN_MAX_DIM || (s.ndim == 3 && out->c > NN_MAX_CHANNELS))
+			{
+				nn_error_set(err, i, "inputs", "%s: the output would have more than %d channels or features",
+							 tname, s.ndim == 3 ? NN_MAX_CHANNELS : NN_MAX_DIM);
+				return false;
+			}
+		}
+		if (!ok)
+		{
+			shape_text(shape[nn_layer_src(spec, i, 0) + 1], a, sizeof(a));
+			shape_text(s, b, sizeof(b));
+			nn_error_set(err, i, "inputs", "%s: input %d has shape %s, input 0 has %s; %s", tname, k, b, a,
+						 l->type == NN_ADD ? "add needs equal shapes" :
+						 "concat needs equal heights and widths (or flat inputs)");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Every output feeds a later layer, but the last layer's: an unused branch is a mistake. */
+static bool
+uses_validate(const NnSpec *spec, NnError *err)
+{
+	bool		used[NN_MAX_LAYERS + 1] = {0};
+
+	for (int i = 0; i < spec->n_layers; i++)
+		for (int k = 0; k < nn_layer_n_inputs(spec, i); k++)
+			used[nn_layer_src(spec, i, k) + 1] = true;
+	if (!used[0])
+	{
+		nn_error_set(err, -1, "input", "no layer reads the spec's \"input\"");
+		return false;
+	}
+	for (int i = 0; i < spec->n_layers - 1; i++)
+		if (!used[i + 1])
+		{
+			nn_error_set(err, i, "name", "%s: its output is never used (only the last layer's may be unread)",
+						 nn_layer_type_name(spec->layers[i].type));
+			return false;
+		}
+	return true;
+}
+
+/* Names are unique and NUL-terminated, so that "inputs" in JSON mean one layer each. */
+static bool
+names_validate(const NnSpec *spec, NnError *err)
+{
+	for (int i = 0; i < spec->n_layers; i++)
+	{
+		const char *name = spec->layers[i].name;
+
+		if (memchr(name, '\0', NN_MAX_NAME) == NULL)
+		{
+			nn_error_set(err, i, "name", "\"name\" must be shorter than %d bytes", NN_MAX_NAME);
+			return false;
+		}
+		for (int j = 0; name[0] != '\0' && j < i; j++)
+			if (strcmp(spec->layers[j].name, name) == 0)
+			{
+				nn_error_set(err, i, "name", "\"name\" \"%s\" is the name of layers[%d] too", name, j);
+				return false;
+			}
 	}
 	return true;
 }
@@ -385,7 +535,20 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 	{
 		int64_t		params;
 
-		if (!layer_validate(&spec->layers[i], i, shape[i], &shape[i + 1], &params, err))
+		if (!inputs_validate(spec, i, shape, &shape[i + 1], err))
+			return false;
+		if (spec->layers[i].type == NN_ADD || spec->layers[i].type == NN_CONCAT)
+		{
+			params = 0;
+			if (NN_SHAPE_SIZE(shape[i + 1]) > NN_MAX_ACT_PER_EX)
+			{
+				nn_error_set(err, i, "inputs", "%s: output of %lld values per example exceeds the limit of %lld",
+							 nn_layer_type_name(spec->layers[i].type),
+							 (long long) NN_SHAPE_SIZE(shape[i + 1]), (long long) NN_MAX_ACT_PER_EX);
+				return false;
+			}
+		}
+		else if (!layer_validate(&spec->layers[i], i, NN_IN_SHAPE(shape, spec, i), &shape[i + 1], &params, err))
 			return false;
 		total_params += params;
 		if (total_params > NN_MAX_PARAMS)
@@ -396,6 +559,9 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 		}
 	}
 
+	i = -1;
+	if (!names_validate(spec, err) || !uses_validate(spec, err))
+		return false;
 	if (spec->loss == NN_LOSS_CROSS_ENTROPY && NN_SHAPE_SIZE(shape[spec->n_layers]) < 2)
 	{
 		nn_error_set(err, -1, "loss", "cross_entropy needs at least 2 outputs (classes), the last layer gives %lld",
@@ -467,8 +633,10 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 	for (int i = 0; i < spec->n_layers; i++)
 	{
 		const NnLayerSpec *l = &spec->layers[i];
-		int64_t		in = NN_SHAPE_SIZE(shape[i]);
+		NnShape		ins = NN_IN_SHAPE(shape, spec, i);
+		int64_t		in = NN_SHAPE_SIZE(ins);
 		int64_t		out = NN_SHAPE_SIZE(shape[i + 1]);
+		bool		first = nn_layer_src(spec, i, 0) < 0;
 		NnCost		c = {0};
 
 		c.act_floats = out;
@@ -478,15 +646,15 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.params = in * out + out;
 				c.flops_forward = 2 * in * out + out;
 				/* the first layer needs no input gradient */
-				c.flops_train = c.flops_forward + (i > 0 ? 2 * in * out : 0) + 2 * in * out + out;
+				c.flops_train = c.flops_forward + (!first ? 2 * in * out : 0) + 2 * in * out + out;
 				break;
 			case NN_CONV2D:
 				{
-					int64_t		kk = (int64_t) shape[i].c * l->kernel * l->kernel;
+					int64_t		kk = (int64_t) ins.c * l->kernel * l->kernel;
 
 					c.params = kk * l->filters + l->filters;
 					c.flops_forward = 2 * kk * out + out;
-					c.flops_train = c.flops_forward + (i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
+					c.flops_train = c.flops_forward + (!first ? 2 * kk * out : 0) + 2 * kk * out + out;
 					break;
 				}
 			case NN_MAXPOOL2D:
@@ -503,7 +671,7 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				break;
 			case NN_BATCHNORM:
 			case NN_LAYERNORM:
-				c.params = 2 * (int64_t) shape[i].c;
+				c.params = 2 * (int64_t) ins.c;
 				c.flops_forward = 5 * in;
 				c.flops_train = 13 * in;
 				break;
@@ -515,6 +683,15 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 			case NN_TANH:
 				c.flops_forward = 4 * in;
 				c.flops_train = 7 * in;
+				break;
+			case NN_ADD:
+				/* one pass per extra input forward; backward hands dout to each */
+				c.flops_forward = (nn_layer_n_inputs(spec, i) - 1) * out;
+				c.flops_train = c.flops_forward + nn_layer_n_inputs(spec, i) * out;
+				break;
+			case NN_CONCAT:
+				c.flops_forward = out;	/* copies */
+				c.flops_train = 2 * out;
 				break;
 			default:			/* relu, leaky_relu, dropout */
 				c.flops_forward = in;

@@ -94,6 +94,13 @@ nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
 					 from, to, m->spec.n_layers);
 		return NULL;
 	}
+	if (nn_spec_is_graph(&m->spec))
+	{
+		/* a cut through a graph has several tensors crossing it */
+		nn_error_set(err, -1, "layers", "a model whose layers name their \"inputs\" (a graph) cannot be cut into "
+					 "a frozen part and a rest");
+		return NULL;
+	}
 	spec = malloc(sizeof(NnSpec));
 	if (spec == NULL)
 	{
@@ -138,6 +145,11 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 	NnModel    *m;
 	int			k = prefix->spec.n_layers;
 
+	if (nn_spec_is_graph(&prefix->spec) || nn_spec_is_graph(&rest->spec))
+	{
+		nn_error_set(err, -1, "layers", "a model whose layers name their \"inputs\" (a graph) cannot be joined");
+		return NULL;
+	}
 	if (k + rest->spec.n_layers > NN_MAX_LAYERS)
 	{
 		nn_error_set(err, -1, "layers", "the joined model has more than %d layers", NN_MAX_LAYERS);
