@@ -199,6 +199,31 @@ typedef struct NnBackend
 	void		(*adam_update) (float *p, const float *g, float *m, float *v, int64_t n,
 								float lr, float beta1, float beta2, float eps,
 								float weight_decay, bool decoupled, int64_t step);
+
+	/*
+	 * Embedding: y[p][d] = table[ids[p]][d] for positions p < n, ids stored
+	 * as floats (checked by the caller; one outside [0, vocab) gives a zero row
+	 * and no gradient, never a read outside the table).  Backward overwrites
+	 * dtable: zeros, then dy's rows added in position order, deterministically.
+	 */
+	void		(*embedding_forward) (const float *ids, const float *table, float *y, int64_t n,
+									  int vocab, int dim);
+	void		(*embedding_backward) (const float *ids, const float *dy, float *dtable, int64_t n,
+									   int vocab, int dim);
+
+	/*
+	 * Softmax over each row of x[rows][cols] (max subtracted, sums in double);
+	 * backward from the forward output: dx = y * (dy - sum(dy * y)).  Not in place.
+	 */
+	void		(*softmax_forward) (const float *x, float *y, int64_t rows, int cols);
+	void		(*softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
+
+	/*
+	 * The mean over the steps of n sequences x[n][steps][dim]: y[n][dim];
+	 * backward overwrites dx with dy / steps at every step.
+	 */
+	void		(*seq_avgpool_forward) (const float *x, float *y, int n, int steps, int dim);
+	void		(*seq_avgpool_backward) (const float *dy, float *dx, int n, int steps, int dim);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

@@ -51,6 +51,9 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			t[0] = (PgdlTensor) {i, "weight", 1, {c}, p, false};
 			t[1] = (PgdlTensor) {i, "bias", 1, {c}, p + c, false};
 			return 2;
+		case NN_EMBEDDING:
+			t[0] = (PgdlTensor) {i, "weight", 2, {l->vocab, l->units}, p, false};
+			return 1;
 		default:
 			if (m->param_len[i] != 0 || m->buffer_len[i] != 0)
 				elog(ERROR, "layer %d (%s) has parameters of unknown shape", i, nn_layer_type_name(l->type));

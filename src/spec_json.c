@@ -50,6 +50,7 @@ static const struct
 	{"BatchNormalization", NN_BATCHNORM},
 	{"Gelu", NN_GELU},
 	{"LayerNormalization", NN_LAYERNORM},
+	{"Softmax", NN_SOFTMAX},
 };
 
 /* The keys each layer type accepts besides "type". */
@@ -62,6 +63,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_DROPOUT] = {"rate"},
 	[NN_BATCHNORM] = {"eps", "momentum"},
 	[NN_LAYERNORM] = {"eps"},
+	[NN_EMBEDDING] = {"vocab", "dim"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -84,6 +86,28 @@ spec_error(const char *what, const char *path, const char *detail)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid %s at %s", what, path),
 			 errdetail("%s", detail)));
+}
+
+int
+pgdl_nn_data_errcode(const NnError *err)
+{
+	/* nn_model_check_input: an embedding's id that is not in its table */
+	if (err->layer >= 0 && strcmp(err->field, "x") == 0)
+		return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
+	return ERRCODE_DATA_EXCEPTION;
+}
+
+void
+pgdl_check_model_input(const NnModel *m, const float *x, int n)
+{
+	NnError		err;
+
+	if (!nn_model_check_input(m, x, n, &err))
+		ereport(ERROR,
+				(errcode(pgdl_nn_data_errcode(&err)),
+				 errmsg("input out of range for layer %d (%s)", err.layer,
+						nn_layer_type_name(m->spec.layers[err.layer].type)),
+				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
 }
 
 void
@@ -216,7 +240,8 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 	if (type == 0)
 		spec_error("model spec", field,
 				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
-							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.", pgdl_echo(name)));
+							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm, "
+							"gelu, layernorm, embedding, softmax.", pgdl_echo(name)));
 	return type;
 }
 
@@ -260,6 +285,8 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	}
 
 	INT_FIELD("units", units);
+	INT_FIELD("dim", units);	/* an embedding's width is its units */
+	INT_FIELD("vocab", vocab);
 	INT_FIELD("filters", filters);
 	INT_FIELD("kernel", kernel);
 	INT_FIELD("size", kernel);
@@ -484,6 +511,10 @@ push_layer(JsonbParseState **state, const NnLayerSpec *l)
 			break;
 		case NN_LAYERNORM:
 			pgdl_jsonb_put_float4(state, "eps", l->eps);
+			break;
+		case NN_EMBEDDING:
+			pgdl_jsonb_put_int(state, "vocab", l->vocab);
+			pgdl_jsonb_put_int(state, "dim", l->units);
 			break;
 		default:
 			break;

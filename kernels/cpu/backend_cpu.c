@@ -490,6 +490,12 @@ static const NnBackend cpu_backend = {
 	.dropout_backward = cpu_dropout_backward,
 	.sgd_update = cpu_sgd_update,
 	.adam_update = cpu_adam_update,
+	.embedding_forward = cpu_embedding_forward,
+	.embedding_backward = cpu_embedding_backward,
+	.softmax_forward = cpu_softmax_forward,
+	.softmax_backward = cpu_softmax_backward,
+	.seq_avgpool_forward = cpu_seq_avgpool_forward,
+	.seq_avgpool_backward = cpu_seq_avgpool_backward,
 };
 
 const NnBackend *

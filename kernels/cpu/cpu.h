@@ -51,4 +51,14 @@ extern void cpu_mse_loss(const float *z, const float *y, float *dz, int rows, in
 extern void cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k,
 						 float scale, double *sums);
 
+/* seq.c */
+extern void cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n,
+								  int vocab, int dim);
+extern void cpu_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t n,
+								   int vocab, int dim);
+extern void cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols);
+extern void cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
+extern void cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim);
+extern void cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim);
+
 #endif

@@ -62,13 +62,13 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * batchnorm needs the batch's statistics; dense wants the whole batch for its
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
-	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM;
+	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM && t != NN_EMBEDDING;
 }
 
 static bool
 backward_reads_own_output(NnLayerType t)
 {
-	return t == NN_RELU || t == NN_LEAKY_RELU || t == NN_SIGMOID || t == NN_TANH;
+	return t == NN_RELU || t == NN_LEAKY_RELU || t == NN_SIGMOID || t == NN_TANH || t == NN_SOFTMAX;
 }
 
 /*
@@ -81,7 +81,7 @@ nn_layer_in_place(const NnModel *m, int i)
 {
 	NnLayerType t = m->spec.layers[i].type;
 
-	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) &&
+	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) && t != NN_SOFTMAX &&
 		!backward_reads_own_output(m->spec.layers[i - 1].type);
 }
 
@@ -192,6 +192,11 @@ nn_layer_init_params(NnModel *m, int i)
 				p[c] = 1.0f;
 				p[m->shape[i].c + c] = 0.0f;
 			}
+			return;
+		case NN_EMBEDDING:
+			/* N(0, 1), as torch.nn.Embedding */
+			for (int64_t j = 0; j < m->param_len[i]; j++)
+				p[j] = nn_rng_normal(seed, i, j);
 			return;
 		case NN_BATCHNORM:
 			for (int c = 0; c < m->shape[i].c; c++)
@@ -412,12 +417,16 @@ avgpool_backward(const LayerCall *c)
 								c->l->kernel, pool_stride(c->l), s[1].h, s[1].w);
 }
 
+/* over each plane of an image, or over the steps of a sequence (ndim 2) */
 static void
 global_avgpool_forward(const LayerCall *c)
 {
 	const NnShape *s = &c->m->shape[c->i];
 
-	c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
+	if (s->ndim == 2)
+		c->be->seq_avgpool_forward(c->in, c->out, c->n, s->c, s->w);
+	else
+		c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
 }
 
 static void
@@ -425,7 +434,11 @@ global_avgpool_backward(const LayerCall *c)
 {
 	const NnShape *s = &c->m->shape[c->i];
 
-	if (c->din)
+	if (c->din == NULL)
+		return;
+	if (s->ndim == 2)
+		c->be->seq_avgpool_backward(c->dout, c->din, c->n, s->c, s->w);
+	else
 		c->be->global_avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h * s->w);
 }
 
@@ -586,6 +599,50 @@ layernorm_backward(const LayerCall *c)
 							  c->m->aux[c->i] + 2 * (int64_t) c->first);
 }
 
+/*
+ * The whole batch (or a thread's shard) at once: the table's gradient is
+ * zeroed, then each step's row added in example and step order.
+ */
+static void
+embedding_forward(const LayerCall *c)
+{
+	c->be->embedding_forward(c->in, c->p, c->out, c->n * c->in_size, c->l->vocab, c->l->units);
+}
+
+static void
+embedding_backward(const LayerCall *c)
+{
+	c->be->embedding_backward(c->in, c->dout, c->dp, c->n * c->in_size, c->l->vocab, c->l->units);
+	if (c->din)
+		c->be->fill(c->din, 0.0f, c->n * c->in_size);	/* ids have no gradient */
+}
+
+/* over the last axis: features, a sequence step's features, an image row */
+static int
+softmax_cols(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	return s->ndim == 1 ? s->c : s->w;
+}
+
+static void
+softmax_forward(const LayerCall *c)
+{
+	int			cols = softmax_cols(c);
+
+	c->be->softmax_forward(c->in, c->out, c->n * c->in_size / cols, cols);
+}
+
+static void
+softmax_backward(const LayerCall *c)
+{
+	int			cols = softmax_cols(c);
+
+	if (c->din)
+		c->be->softmax_backward(c->out, c->dout, c->din, c->n * c->in_size / cols, cols);
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -628,6 +685,8 @@ static const struct
 	[NN_BATCHNORM] = {batchnorm_forward, batchnorm_backward},
 	[NN_GELU] = {gelu_forward, gelu_backward},
 	[NN_LAYERNORM] = {layernorm_forward, layernorm_backward},
+	[NN_EMBEDDING] = {embedding_forward, embedding_backward},
+	[NN_SOFTMAX] = {softmax_forward, softmax_backward},
 };
 
 void

@@ -48,6 +48,8 @@ typedef enum NnLayerType
 	NN_BATCHNORM,
 	NN_GELU,
 	NN_LAYERNORM,				/* over a flat [features] input */
+	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
+	NN_SOFTMAX,					/* over the last axis */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -79,6 +81,7 @@ typedef struct NnLayerSpec
 	float		rate;			/* dropout probability of zeroing */
 	float		eps;			/* batchnorm, layernorm */
 	float		momentum;		/* batchnorm running-stat update, as in PyTorch */
+	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 } NnLayerSpec;
 
 typedef struct NnSpec
@@ -90,9 +93,14 @@ typedef struct NnSpec
 	NnLayerSpec layers[NN_MAX_LAYERS];
 } NnSpec;
 
+/*
+ * ndim 2 is a sequence [steps, features], step after step (as torch's
+ * batch_first): c = steps, h = 1, w = features.  Only layers make sequences
+ * (an embedding); a spec's input is flat or an image.
+ */
 typedef struct NnShape
 {
-	int32_t		ndim;			/* 1 or 3 */
+	int32_t		ndim;			/* 1, 2 or 3 */
 	int32_t		c, h, w;		/* ndim 1: c = features, h = w = 1 */
 } NnShape;
 
@@ -229,6 +237,12 @@ extern bool nn_model_train_step(NnModel *m, const float *x, const float *y, int3
 								NnBatchStats *stats, NnError *err);
 extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 							  NnBatchStats *stats, NnError *err);
+/*
+ * Inputs a model can take: an embedding's ids must be whole numbers in
+ * [0, vocab).  _train_step, _evaluate, _stage and _forward_frozen check it;
+ * callers of nn_model_forward and _forward_upto check it first.
+ */
+extern bool nn_model_check_input(const NnModel *m, const float *x, int32_t n, NnError *err);
 
 /*
  * Divergence.  _train_step_finite is nn_model_train_step, except that a batch

@@ -5,6 +5,8 @@
  *   spec:       i32 input_ndim, input[3], n_layers, loss;
  *               per layer i32 type, units, filters, kernel, stride, padding, init,
  *                         f32 alpha, rate, eps, momentum
+ *               (a type added later keeps its own fields in slots it does not use:
+ *               embedding's vocab in filters)
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
@@ -164,7 +166,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 
 		put_u32(&w, (uint32_t) l->type);
 		put_u32(&w, (uint32_t) l->units);
-		put_u32(&w, (uint32_t) l->filters);
+		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->filters));
 		put_u32(&w, (uint32_t) l->kernel);
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) l->padding);
@@ -369,6 +371,11 @@ read_spec(Reader *r, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
+		if (l->type == NN_EMBEDDING)
+		{
+			l->vocab = l->filters;
+			l->filters = 0;
+		}
 	}
 	return true;
 }
