@@ -224,6 +224,25 @@ typedef struct NnBackend
 	 */
 	void		(*seq_avgpool_forward) (const float *x, float *y, int n, int steps, int dim);
 	void		(*seq_avgpool_backward) (const float *dy, float *dx, int n, int steps, int dim);
+
+	/*
+	 * One step of a GRU over n examples of `units` (see src/nn/layers.c): gi
+	 * (the input's gates r, z, n with b_ih, row stride gi_stride) and gh
+	 * ([n][3 * units], W_hh h + b_hh) make the state h (row stride h_stride),
+	 * also written to out when it is not NULL; hprev NULL is the zero state.
+	 * saved gets r, z, n and W_hn h + b_hn.  Backward takes dh (the later
+	 * steps' gradient, [n][units]) plus dout when not NULL, writes the gates'
+	 * gradients into dgi (over gi) and dgh ([n][3 * units], n's times r), and
+	 * leaves dh * z in dh for the product with W_hh to be added.
+	 */
+	void		(*gru_gates_forward) (const float *gi, int gi_stride, const float *gh,
+									  const float *hprev, int hprev_stride, float *h, int h_stride,
+									  float *saved, int saved_stride, float *out, int out_stride,
+									  int n, int units);
+	void		(*gru_gates_backward) (float *dh, const float *dout, int dout_stride,
+									   const float *hprev, int hprev_stride,
+									   const float *saved, int saved_stride,
+									   float *dgi, int gi_stride, float *dgh, int n, int units);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

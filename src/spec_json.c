@@ -64,6 +64,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_BATCHNORM] = {"eps", "momentum"},
 	[NN_LAYERNORM] = {"eps"},
 	[NN_EMBEDDING] = {"vocab", "dim"},
+	[NN_GRU] = {"units", "return_sequences"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -241,7 +242,7 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 		spec_error("model spec", field,
 				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
 							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm, "
-							"gelu, layernorm, embedding, softmax.", pgdl_echo(name)));
+							"gelu, layernorm, embedding, softmax, gru.", pgdl_echo(name)));
 	return type;
 }
 
@@ -300,6 +301,13 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	{
 		snprintf(field, sizeof(field), "%s.init", path);
 		l->init = parse_init(v, field);
+	}
+	if ((v = pgdl_jsonb_key(obj, "return_sequences")) != NULL)
+	{
+		snprintf(field, sizeof(field), "%s.return_sequences", path);
+		if (v->type != jbvBool)
+			spec_error("model spec", field, "Expected true or false.");
+		l->return_sequences = v->val.boolean;
 	}
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
@@ -515,6 +523,10 @@ push_layer(JsonbParseState **state, const NnLayerSpec *l)
 		case NN_EMBEDDING:
 			pgdl_jsonb_put_int(state, "vocab", l->vocab);
 			pgdl_jsonb_put_int(state, "dim", l->units);
+			break;
+		case NN_GRU:
+			pgdl_jsonb_put_int(state, "units", l->units);
+			pgdl_jsonb_put_bool(state, "return_sequences", l->return_sequences);
 			break;
 		default:
 			break;

@@ -188,6 +188,8 @@ layer_kind(NnLayerType type, const NnShape *in)
 			return "embedding";	/* not measured: costed from its flops */
 		case NN_SOFTMAX:
 			return "softmax";
+		case NN_GRU:
+			return "gru";
 		default:
 			return "relu";
 	}

@@ -496,6 +496,8 @@ static const NnBackend cpu_backend = {
 	.softmax_backward = cpu_softmax_backward,
 	.seq_avgpool_forward = cpu_seq_avgpool_forward,
 	.seq_avgpool_backward = cpu_seq_avgpool_backward,
+	.gru_gates_forward = cpu_gru_gates_forward,
+	.gru_gates_backward = cpu_gru_gates_backward,
 };
 
 const NnBackend *

@@ -1,6 +1,6 @@
 /*
  * seq.c -- the CPU kernels of sequence layers: embedding, softmax over the
- * last axis, the mean over a sequence's steps.
+ * last axis, the mean over a sequence's steps, a GRU's gates.
  */
 #include <math.h>
 #include <string.h>
@@ -115,4 +115,77 @@ cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
 		for (int t = 0; t < steps; t++)
 			for (int d = 0; d < dim; d++)
 				dx[((int64_t) i * steps + t) * dim + d] = dy[(int64_t) i * dim + d] * inv;
+}
+
+static inline float
+sigmoidf(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+void
+cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
+					  const float *hprev, int hprev_stride, float *h, int h_stride,
+					  float *saved, int saved_stride, float *out, int out_stride,
+					  int n, int units)
+{
+	for (int e = 0; e < n; e++)
+	{
+		const float *a = gi + (int64_t) e * gi_stride;
+		const float *b = gh + (int64_t) e * 3 * units;
+		float	   *sv = saved + (int64_t) e * saved_stride;
+
+		for (int j = 0; j < units; j++)
+		{
+			float		r = sigmoidf(a[j] + b[j]);
+			float		z = sigmoidf(a[units + j] + b[units + j]);
+			float		hn = b[2 * units + j];
+			float		nn = tanhf(a[2 * units + j] + r * hn);
+			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
+			float		hv = (1.0f - z) * nn + z * hp;
+
+			h[(int64_t) e * h_stride + j] = hv;
+			if (out)
+				out[(int64_t) e * out_stride + j] = hv;
+			sv[j] = r;
+			sv[units + j] = z;
+			sv[2 * units + j] = nn;
+			sv[3 * units + j] = hn;
+		}
+	}
+}
+
+void
+cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
+					   const float *hprev, int hprev_stride,
+					   const float *saved, int saved_stride,
+					   float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	for (int e = 0; e < n; e++)
+	{
+		const float *sv = saved + (int64_t) e * saved_stride;
+		float	   *a = dgi + (int64_t) e * gi_stride;
+		float	   *b = dgh + (int64_t) e * 3 * units;
+
+		for (int j = 0; j < units; j++)
+		{
+			float		d = dh[(int64_t) e * units + j] + (dout ? dout[(int64_t) e * dout_stride + j] : 0.0f);
+			float		r = sv[j],
+						z = sv[units + j],
+						nn = sv[2 * units + j],
+						hn = sv[3 * units + j];
+			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
+			float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+			float		dzp = d * (hp - nn) * z * (1.0f - z);
+			float		drp = dnp * hn * r * (1.0f - r);
+
+			a[j] = drp;
+			a[units + j] = dzp;
+			a[2 * units + j] = dnp;
+			b[j] = drp;
+			b[units + j] = dzp;
+			b[2 * units + j] = dnp * r;
+			dh[(int64_t) e * units + j] = d * z;
+		}
+	}
 }

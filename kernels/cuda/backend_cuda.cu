@@ -1652,6 +1652,90 @@ cuda_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
 	launch("seq_avgpool_backward", (int64_t) n * steps * dim, seq_avgpool_backward_kernel, dy, dx, n, steps, dim);
 }
 
+/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic (see kernels/backend.h) */
+__global__ void
+gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
+						 const float *hprev, int hprev_stride, float *h, int h_stride,
+						 float *saved, int saved_stride, float *out, int out_stride,
+						 int n, int units)
+{
+	GRID_STRIDE(i, (int64_t) n * units)
+	{
+		int64_t		e = i / units;
+		int			j = (int) (i % units);
+		const float *a = gi + e * gi_stride;
+		const float *b = gh + e * 3 * units;
+		float	   *sv = saved + e * saved_stride;
+		float		r = 1.0f / (1.0f + expf(-(a[j] + b[j])));
+		float		z = 1.0f / (1.0f + expf(-(a[units + j] + b[units + j])));
+		float		hn = b[2 * units + j];
+		float		nn = tanhf(a[2 * units + j] + r * hn);
+		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
+		float		hv = (1.0f - z) * nn + z * hp;
+
+		h[e * h_stride + j] = hv;
+		if (out)
+			out[e * out_stride + j] = hv;
+		sv[j] = r;
+		sv[units + j] = z;
+		sv[2 * units + j] = nn;
+		sv[3 * units + j] = hn;
+	}
+}
+
+__global__ void
+gru_gates_backward_kernel(float *dh, const float *dout, int dout_stride,
+						  const float *hprev, int hprev_stride,
+						  const float *saved, int saved_stride,
+						  float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	GRID_STRIDE(i, (int64_t) n * units)
+	{
+		int64_t		e = i / units;
+		int			j = (int) (i % units);
+		const float *sv = saved + e * saved_stride;
+		float	   *a = dgi + e * gi_stride;
+		float	   *b = dgh + e * 3 * units;
+		float		d = dh[e * units + j] + (dout ? dout[e * dout_stride + j] : 0.0f);
+		float		r = sv[j],
+					z = sv[units + j],
+					nn = sv[2 * units + j],
+					hn = sv[3 * units + j];
+		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
+		float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+		float		dzp = d * (hp - nn) * z * (1.0f - z);
+		float		drp = dnp * hn * r * (1.0f - r);
+
+		a[j] = drp;
+		a[units + j] = dzp;
+		a[2 * units + j] = dnp;
+		b[j] = drp;
+		b[units + j] = dzp;
+		b[2 * units + j] = dnp * r;
+		dh[e * units + j] = d * z;
+	}
+}
+
+static void
+cuda_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
+					   const float *hprev, int hprev_stride, float *h, int h_stride,
+					   float *saved, int saved_stride, float *out, int out_stride,
+					   int n, int units)
+{
+	launch("gru_gates_forward", (int64_t) n * units, gru_gates_forward_kernel, gi, gi_stride, gh,
+		   hprev, hprev_stride, h, h_stride, saved, saved_stride, out, out_stride, n, units);
+}
+
+static void
+cuda_gru_gates_backward(float *dh, const float *dout, int dout_stride,
+						const float *hprev, int hprev_stride,
+						const float *saved, int saved_stride,
+						float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	launch("gru_gates_backward", (int64_t) n * units, gru_gates_backward_kernel, dh, dout, dout_stride,
+		   hprev, hprev_stride, saved, saved_stride, dgi, gi_stride, dgh, n, units);
+}
+
 /* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
@@ -1716,6 +1800,8 @@ cuda_fill_table(NnBackend *b)
 	b->softmax_backward = cuda_softmax_backward;
 	b->seq_avgpool_forward = cuda_seq_avgpool_forward;
 	b->seq_avgpool_backward = cuda_seq_avgpool_backward;
+	b->gru_gates_forward = cuda_gru_gates_forward;
+	b->gru_gates_backward = cuda_gru_gates_backward;
 }
 
 /* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */

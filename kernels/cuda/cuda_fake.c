@@ -247,6 +247,12 @@ FAKE(softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y,
 FAKE(softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
 FAKE(seq_avgpool_forward, (const float *x, float *y, int n, int steps, int dim), (x, y, n, steps, dim))
 FAKE(seq_avgpool_backward, (const float *dy, float *dx, int n, int steps, int dim), (dy, dx, n, steps, dim))
+FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *hp, int hps, float *h, int hs,
+						 float *sv, int ss, float *out, int os, int n, int units),
+	 (gi, gs, gh, hp, hps, h, hs, sv, ss, out, os, n, units))
+FAKE(gru_gates_backward, (float *dh, const float *dout, int ds, const float *hp, int hps, const float *sv, int ss,
+						  float *dgi, int gs, float *dgh, int n, int units),
+	 (dh, dout, ds, hp, hps, sv, ss, dgi, gs, dgh, n, units))
 
 #define ENTRY(name) .name = fake_##name
 
@@ -268,6 +274,7 @@ static const NnBackend fake_backend = {
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
+	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

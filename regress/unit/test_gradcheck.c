@@ -295,6 +295,37 @@ UNIT_TEST(gradcheck_embedding_softmax_seqpool)
 	check_layer("softmax image rows", &s, NN_LOSS_MSE);
 }
 
+static void
+spec_gru(NnSpec *s, int units, bool return_sequences)
+{
+	NnLayerSpec *l = spec_add(s, NN_GRU);
+
+	l->units = units;
+	l->return_sequences = return_sequences;
+}
+
+UNIT_TEST(gradcheck_gru)
+{
+	NnSpec		s;
+
+	/* the last state; 5 steps of backward through time */
+	spec_embedding(&s, 5, 6, 3);
+	spec_gru(&s, 4, false);
+	check_layer("embedding gru", &s, NN_LOSS_MSE);
+
+	/* every state, into a second gru: the first one's input gradient reaches the table */
+	spec_embedding(&s, 4, 5, 3);
+	spec_gru(&s, 3, true);
+	spec_gru(&s, 4, false);
+	check_layer("embedding gru(seq) gru", &s, NN_LOSS_CROSS_ENTROPY);
+
+	/* a single step: no product with W_hh, whose gradient is then zero but for the bias */
+	spec_embedding(&s, 1, 4, 3);
+	spec_gru(&s, 5, true);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("embedding gru one step", &s, NN_LOSS_MSE);
+}
+
 UNIT_TEST(gradcheck_losses)
 {
 	static const NnLoss losses[] = {NN_LOSS_CROSS_ENTROPY, NN_LOSS_MSE, NN_LOSS_BCE};

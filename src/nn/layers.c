@@ -62,7 +62,7 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * batchnorm needs the batch's statistics; dense wants the whole batch for its
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
-	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM && t != NN_EMBEDDING;
+	return t != NN_BATCHNORM && t != NN_DENSE && t != NN_LAYERNORM && t != NN_EMBEDDING && t != NN_GRU;
 }
 
 static bool
@@ -140,6 +140,8 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 
 		return chunk * plane * (kk + m->shape[i + 1].c);
 	}
+	if (m->spec.layers[i].type == NN_GRU)
+		return (int64_t) batch * 4 * m->spec.layers[i].units;	/* one step's gh (or dgh) and dh */
 	return 0;
 }
 
@@ -154,6 +156,9 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 			return 2 * (int64_t) m->shape[i].c;
 		case NN_LAYERNORM:
 			return 2 * (int64_t) batch;	/* each example's mean and 1/std */
+		case NN_GRU:
+			/* per example, step-major: input gates (3H), saved r, z, n, W_hn h + b_hn (4H), state (H) */
+			return (int64_t) batch * m->shape[i].c * 8 * m->spec.layers[i].units;
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) m->shape[i].c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -193,6 +198,15 @@ nn_layer_init_params(NnModel *m, int i)
 				p[m->shape[i].c + c] = 0.0f;
 			}
 			return;
+		case NN_GRU:
+			{
+				/* U(-1/sqrt(H), 1/sqrt(H)) for every weight and bias, as torch.nn.GRU */
+				float		k = 1.0f / sqrtf((float) l->units);
+
+				for (int64_t j = 0; j < m->param_len[i]; j++)
+					p[j] = (2.0f * nn_rng_uniform(seed, i, j) - 1.0f) * k;
+				return;
+			}
 		case NN_EMBEDDING:
 			/* N(0, 1), as torch.nn.Embedding */
 			for (int64_t j = 0; j < m->param_len[i]; j++)
@@ -643,6 +657,141 @@ softmax_backward(const LayerCall *c)
 		c->be->softmax_backward(c->out, c->dout, c->din, c->n * c->in_size / cols, cols);
 }
 
+/*
+ * GRU, as torch.nn.GRU (gates r, z, n; both biases; h0 = 0):
+ *   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+ *   n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) n + z h.
+ * Parameters W_ih [3H, I], W_hh [3H, H], b_ih, b_hh, in torch's order.  The
+ * input products of every step are one gemm; then a gemm and the gates per
+ * step over the batch.  aux holds, per example and step, the input gates
+ * (their gradient in backward), the saved gates and the state.  The whole
+ * batch (or a thread's shard) at once: see nn_layer_chunkable.
+ */
+typedef struct GruView
+{
+	int			steps,
+				in,
+				units;
+	int64_t		ex;				/* aux floats per example */
+	const float *w_ih,
+			   *w_hh,
+			   *b_ih,
+			   *b_hh;
+	float	   *gi,				/* [n][steps][3H] */
+			   *saved,			/* [n][steps][4H] */
+			   *hs;				/* [n][steps][H] */
+} GruView;
+
+static void
+gru_view(const LayerCall *c, const float *p, GruView *g)
+{
+	int64_t		h3;
+
+	g->steps = c->m->shape[c->i].c;
+	g->in = c->m->shape[c->i].w;
+	g->units = c->l->units;
+	h3 = 3 * (int64_t) g->units;
+	g->ex = (int64_t) g->steps * 8 * g->units;
+	g->w_ih = p;
+	g->w_hh = p + h3 * g->in;
+	g->b_ih = g->w_hh + h3 * g->units;
+	g->b_hh = g->b_ih + h3;
+	g->gi = c->m->aux[c->i];
+	g->saved = g->gi + c->n * (int64_t) g->steps * h3;
+	g->hs = g->saved + c->n * (int64_t) g->steps * 4 * g->units;
+}
+
+static void
+gru_forward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	GruView		g;
+	int			h = c->l->units,
+				h3 = 3 * h;
+	float	   *gh = c->m->scratch;
+
+	gru_view(c, c->p, &g);
+	be->gemm(false, true, c->n * g.steps, h3, g.in, 1.0f, c->in, g.in, g.w_ih, g.in, 0.0f, g.gi, h3);
+	be->bias_add_rows(g.gi, g.b_ih, c->n * g.steps, h3);
+	for (int t = 0; t < g.steps; t++)
+	{
+		const float *hprev = t > 0 ? g.hs + (int64_t) (t - 1) * h : NULL;
+		float	   *out = NULL;
+		int			out_stride = 0;
+
+		if (t > 0)
+			be->gemm(false, true, c->n, h3, h, 1.0f, hprev, g.steps * h, g.w_hh, h, 0.0f, gh, h3);
+		else
+			be->fill(gh, 0.0f, (int64_t) c->n * h3);
+		be->bias_add_rows(gh, g.b_hh, c->n, h3);
+		if (c->l->return_sequences)
+		{
+			out = c->out + (int64_t) t * h;
+			out_stride = g.steps * h;
+		}
+		else if (t == g.steps - 1)
+		{
+			out = c->out;
+			out_stride = h;
+		}
+		be->gru_gates_forward(g.gi + (int64_t) t * h3, g.steps * h3, gh, hprev, g.steps * h,
+							  g.hs + (int64_t) t * h, g.steps * h, g.saved + (int64_t) t * 4 * h,
+							  g.steps * 4 * h, out, out_stride, c->n, h);
+	}
+}
+
+static void
+gru_backward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	GruView		g;
+	GruView		dg;
+	int			h = c->l->units,
+				h3 = 3 * h;
+	float	   *dgh = c->m->scratch,
+			   *dh = dgh + (int64_t) c->n * h3;
+
+	gru_view(c, c->p, &g);
+	gru_view(c, c->dp, &dg);
+	be->fill(dh, 0.0f, (int64_t) c->n * h);
+	be->fill((float *) dg.w_hh, 0.0f, (int64_t) h3 * h);
+	be->fill((float *) dg.b_hh, 0.0f, h3);
+	for (int t = g.steps - 1; t >= 0; t--)
+	{
+		const float *hprev = t > 0 ? g.hs + (int64_t) (t - 1) * h : NULL;
+		const float *dout = NULL;
+		int			dout_stride = 0;
+
+		if (c->l->return_sequences)
+		{
+			dout = c->dout + (int64_t) t * h;
+			dout_stride = g.steps * h;
+		}
+		else if (t == g.steps - 1)
+		{
+			dout = c->dout;
+			dout_stride = h;
+		}
+		/* dh: the later steps' gradient plus this step's output's; out: dgi, dgh, and dh * z into dh */
+		be->gru_gates_backward(dh, dout, dout_stride, hprev, g.steps * h, g.saved + (int64_t) t * 4 * h,
+							   g.steps * 4 * h, g.gi + (int64_t) t * h3, g.steps * h3, dgh, c->n, h);
+		if (t > 0)
+		{
+			be->gemm(false, false, c->n, h, h3, 1.0f, dgh, h3, g.w_hh, h, 1.0f, dh, h);
+			be->gemm(true, false, h3, h, c->n, 1.0f, dgh, h3, hprev, g.steps * h, 1.0f,
+					 (float *) dg.w_hh, h);
+		}
+		be->col_sum(dgh, (float *) dg.b_hh, c->n, h3);
+	}
+	/* g.gi now holds the input gates' gradient, [n * steps][3H] */
+	be->gemm(true, false, h3, g.in, c->n * g.steps, 1.0f, g.gi, h3, c->in, g.in, 0.0f,
+			 (float *) dg.w_ih, g.in);
+	be->fill((float *) dg.b_ih, 0.0f, h3);
+	be->col_sum(g.gi, (float *) dg.b_ih, c->n * g.steps, h3);
+	if (c->din)
+		be->gemm(false, false, c->n * g.steps, g.in, h3, 1.0f, g.gi, h3, g.w_ih, g.in, 0.0f, c->din, g.in);
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -687,6 +836,7 @@ static const struct
 	[NN_LAYERNORM] = {layernorm_forward, layernorm_backward},
 	[NN_EMBEDDING] = {embedding_forward, embedding_backward},
 	[NN_SOFTMAX] = {softmax_forward, softmax_backward},
+	[NN_GRU] = {gru_forward, gru_backward},
 };
 
 void

@@ -98,6 +98,9 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			case NN_EMBEDDING:
 				m->param_len[i] = (int64_t) l->vocab * l->units;
 				break;
+			case NN_GRU:
+				m->param_len[i] = 3 * (int64_t) l->units * (m->shape[i].w + l->units + 2);
+				break;
 			default:
 				break;
 		}

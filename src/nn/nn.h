@@ -50,6 +50,7 @@ typedef enum NnLayerType
 	NN_LAYERNORM,				/* over a flat [features] input */
 	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
 	NN_SOFTMAX,					/* over the last axis */
+	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -82,6 +83,7 @@ typedef struct NnLayerSpec
 	float		eps;			/* batchnorm, layernorm */
 	float		momentum;		/* batchnorm running-stat update, as in PyTorch */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
+	bool		return_sequences;	/* gru: every step's state, not the last one's only */
 } NnLayerSpec;
 
 typedef struct NnSpec

@@ -6,7 +6,7 @@
  *               per layer i32 type, units, filters, kernel, stride, padding, init,
  *                         f32 alpha, rate, eps, momentum
  *               (a type added later keeps its own fields in slots it does not use:
- *               embedding's vocab in filters)
+ *               embedding's vocab in filters, gru's return_sequences in kernel)
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
@@ -167,7 +167,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		put_u32(&w, (uint32_t) l->type);
 		put_u32(&w, (uint32_t) l->units);
 		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->filters));
-		put_u32(&w, (uint32_t) l->kernel);
+		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->kernel));
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) l->padding);
 		put_u32(&w, (uint32_t) l->init);
@@ -375,6 +375,11 @@ read_spec(Reader *r, NnSpec *spec, NnError *err)
 		{
 			l->vocab = l->filters;
 			l->filters = 0;
+		}
+		if (l->type == NN_GRU)
+		{
+			l->return_sequences = l->kernel != 0;
+			l->kernel = 0;
 		}
 	}
 	return true;

@@ -29,6 +29,7 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_LAYERNORM] = "layernorm",
 	[NN_EMBEDDING] = "embedding",
 	[NN_SOFTMAX] = "softmax",
+	[NN_GRU] = "gru",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -365,6 +366,24 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_SOFTMAX:
 			break;
 
+		case NN_GRU:
+			if (in.ndim != 2)
+			{
+				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+			if (l->return_sequences)
+				out->w = l->units;
+			else
+			{
+				out->ndim = 1;
+				out->c = l->units;
+				out->h = out->w = 1;
+			}
+			*params = 3 * (int64_t) l->units * (in.w + l->units + 2);
+			break;
+
 		default:
 			nn_error_set(err, i, "type", "unknown layer type %d", (int) l->type);
 			return false;
@@ -558,6 +577,19 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.flops_forward = 5 * in;
 				c.flops_train = 9 * in;
 				break;
+			case NN_GRU:
+				{
+					/* per step: two products into 3 gates, then the gates; backward twice the products */
+					int64_t		steps = shape[i].c,
+								h3 = 3 * (int64_t) l->units,
+								mm = 2 * h3 * (shape[i].w + l->units);
+
+					c.params = h3 * (shape[i].w + l->units + 2);
+					c.flops_forward = steps * (mm + 12 * (int64_t) l->units);
+					c.flops_train = c.flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
+					c.act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
+					break;
+				}
 			case NN_SIGMOID:
 			case NN_TANH:
 				c.flops_forward = 4 * in;
