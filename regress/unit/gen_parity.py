@@ -176,6 +176,30 @@ def case_emb_softmax(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+class GruLast(nn.Module):
+    """torch.nn.GRU, batch_first; the last state (return_sequences false) or every state."""
+
+    def __init__(self, inputs, units, sequences):
+        super().__init__()
+        self.gru = nn.GRU(inputs, units, batch_first=True)
+        self.sequences = sequences
+
+    def forward(self, x):
+        out, h = self.gru(x)
+        return out if self.sequences else h[0]
+
+
+def case_gru(outdir):
+    """embedding -> gru (every state) -> gru (last state) -> dense, backward through 7 steps."""
+    torch.manual_seed(1006)
+    model = nn.Sequential(FloatIds(13, 6), GruLast(6, 5, True), GruLast(5, 8, False), nn.Linear(8, 4))
+    n = 10
+    x = torch.randint(0, 13, (n, 7)).float()
+    labels = torch.randint(0, 4, (n,))
+    forward_backward_case(outdir, "gru", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 def case_cnn(outdir):
     torch.manual_seed(1002)
     model = nn.Sequential(
@@ -308,6 +332,7 @@ def main():
     case_mixed(outdir)
     case_ln_gelu(outdir)
     case_emb_softmax(outdir)
+    case_gru(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
 

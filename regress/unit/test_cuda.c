@@ -1025,6 +1025,8 @@ check_table_complete(const NnBackend *b)
 	HAS(softmax_backward);
 	HAS(seq_avgpool_forward);
 	HAS(seq_avgpool_backward);
+	HAS(gru_gates_forward);
+	HAS(gru_gates_backward);
 	HAS(softmax_xent);
 	HAS(xent_metrics);
 	HAS(mse_loss);
@@ -1407,4 +1409,14 @@ check_models(void)
 	spec_add(&s, NN_GLOBAL_AVGPOOL);
 	spec_dense(&s, 10);
 	check_model("embedding, softmax, seq mean, adam", &s, NN_OPT_ADAM, 256, 32);
+
+	/* a gru over every step into a gru's last state */
+	spec_begin(&s, 1, 9, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 40;
+	s.layers[0].units = 12;
+	spec_add(&s, NN_GRU)->units = 16;
+	s.layers[1].return_sequences = true;
+	spec_add(&s, NN_GRU)->units = 10;
+	spec_dense(&s, 5);
+	check_model("embedding, gru, gru, adam", &s, NN_OPT_ADAM, 256, 32);
 }

@@ -463,6 +463,23 @@ spec_emb_softmax(NnSpec *spec)
 	spec_dense(spec, 5);
 }
 
+/* gen_parity.py: case_gru */
+static void
+spec_gru_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 7, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 13;
+	l->units = 6;
+	l = spec_add(spec, NN_GRU);
+	l->units = 5;
+	l->return_sequences = true;
+	spec_add(spec, NN_GRU)->units = 8;
+	spec_dense(spec, 4);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -483,6 +500,8 @@ layer_tensor_count(NnLayerType type, bool buffers)
 {
 	if (!buffers && type == NN_EMBEDDING)
 		return 1;
+	if (!buffers && type == NN_GRU)
+		return 4;				/* weight_ih, weight_hh, bias_ih, bias_hh */
 	return 2;
 }
 
@@ -491,6 +510,8 @@ param_name(NnLayerType type, int which)
 {
 	if (type == NN_BATCHNORM)
 		return which == 0 ? "gamma" : "beta";
+	if (type == NN_GRU)
+		return (const char *[]) {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}[which];
 	return which == 0 ? "weight" : "bias";
 }
 
@@ -803,6 +824,14 @@ UNIT_TEST(parity_emb_softmax)
 
 	spec_emb_softmax(&spec);
 	run_forward_backward("emb_softmax", &spec);
+}
+
+UNIT_TEST(parity_gru)
+{
+	NnSpec		spec;
+
+	spec_gru_case(&spec);
+	run_forward_backward("gru", &spec);
 }
 
 UNIT_TEST(parity_cnn)

@@ -1,5 +1,5 @@
 /*
- * test_seq.c -- sequence layers: embedding's spec and id checks, shapes,
+ * test_seq.c -- sequence layers: embedding's and gru's specs, id checks, shapes,
  * serialization, and the same bytes on any thread count.
  */
 #include "test_util.h"
@@ -77,6 +77,25 @@ UNIT_TEST(seq_spec_shapes_and_errors)
 	add_embedding(&s, 10, 4);
 	spec_add(&s, NN_LAYERNORM);
 	expect_invalid(&s, 1, "type", "layernorm needs a flat");
+
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 4);
+	spec_add(&s, NN_GRU)->units = 3;
+	expect_invalid(&s, 1, "type", "gru needs a sequence");
+
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 4);
+	spec_add(&s, NN_GRU)->units = 0;
+	expect_invalid(&s, 1, "units", "gru: \"units\" must be between 1");
+
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 4);
+	spec_add(&s, NN_GRU)->units = 3;
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[2].ndim == 1 && shape[2].c == 3);
+	s.layers[1].return_sequences = true;
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[2].ndim == 2 && shape[2].c == 12 && shape[2].w == 3);
 
 	/* a table of more than NN_MAX_PARAMS floats is refused before anything is allocated */
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
@@ -178,6 +197,8 @@ UNIT_TEST(seq_embedding_train_serialize_threads)
 	spec_begin(&s, 1, 10, 1, 1, NN_LOSS_CROSS_ENTROPY);
 	add_embedding(&s, 20, 6);
 	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_GRU)->units = 5;
+	s.layers[2].return_sequences = true;
 	spec_add(&s, NN_GLOBAL_AVGPOOL);
 	spec_dense(&s, 4);
 	spec_add(&s, NN_SOFTMAX);
@@ -205,6 +226,8 @@ UNIT_TEST(seq_embedding_train_serialize_threads)
 		CHECK(b->spec.layers[0].type == NN_EMBEDDING && b->spec.layers[0].vocab == 20 &&
 			  b->spec.layers[0].units == 6 && b->spec.layers[0].filters == 0);
 		CHECK(b->n_params == a->n_params && memcmp(a->params, b->params, sizeof(float) * a->n_params) == 0);
+		CHECK(b->spec.layers[2].type == NN_GRU && b->spec.layers[2].return_sequences &&
+			  b->spec.layers[2].units == 5 && b->spec.layers[2].kernel == 0);
 	}
 	free(buf);
 	nn_model_free(a);
