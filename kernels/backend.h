@@ -207,6 +207,48 @@ typedef struct NnBackend
 	 */
 	void		(*copy_rows) (float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
 							  int64_t rows, int64_t cols, bool add);
+	 * Embedding: y[p][d] = table[ids[p]][d] for positions p < n, ids stored
+	 * as floats (checked by the caller; one outside [0, vocab) gives a zero row
+	 * and no gradient, never a read outside the table).  Backward overwrites
+	 * dtable: zeros, then dy's rows added in position order, deterministically.
+	 */
+	void		(*embedding_forward) (const float *ids, const float *table, float *y, int64_t n,
+									  int vocab, int dim);
+	void		(*embedding_backward) (const float *ids, const float *dy, float *dtable, int64_t n,
+									   int vocab, int dim);
+
+	/*
+	 * Softmax over each row of x[rows][cols] (max subtracted, sums in double);
+	 * backward from the forward output: dx = y * (dy - sum(dy * y)).  Not in place.
+	 */
+	void		(*softmax_forward) (const float *x, float *y, int64_t rows, int cols);
+	void		(*softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
+
+	/*
+	 * The mean over the steps of n sequences x[n][steps][dim]: y[n][dim];
+	 * backward overwrites dx with dy / steps at every step.
+	 */
+	void		(*seq_avgpool_forward) (const float *x, float *y, int n, int steps, int dim);
+	void		(*seq_avgpool_backward) (const float *dy, float *dx, int n, int steps, int dim);
+
+	/*
+	 * One step of a GRU over n examples of `units` (see src/nn/layers.c): gi
+	 * (the input's gates r, z, n with b_ih, row stride gi_stride) and gh
+	 * ([n][3 * units], W_hh h + b_hh) make the state h (row stride h_stride),
+	 * also written to out when it is not NULL; hprev NULL is the zero state.
+	 * saved gets r, z, n and W_hn h + b_hn.  Backward takes dh (the later
+	 * steps' gradient, [n][units]) plus dout when not NULL, writes the gates'
+	 * gradients into dgi (over gi) and dgh ([n][3 * units], n's times r), and
+	 * leaves dh * z in dh for the product with W_hh to be added.
+	 */
+	void		(*gru_gates_forward) (const float *gi, int gi_stride, const float *gh,
+									  const float *hprev, int hprev_stride, float *h, int h_stride,
+									  float *saved, int saved_stride, float *out, int out_stride,
+									  int n, int units);
+	void		(*gru_gates_backward) (float *dh, const float *dout, int dout_stride,
+									   const float *hprev, int hprev_stride,
+									   const float *saved, int saved_stride,
+									   float *dgi, int gi_stride, float *dgh, int n, int units);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

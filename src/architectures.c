@@ -252,11 +252,13 @@ pgdl_estimate_layers(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7] = {false};
 		Datum		dims[3];
-		int			nd = shape[i + 1].ndim == 3 ? 3 : 1;
+		int			nd = shape[i + 1].ndim;
 
 		dims[0] = Int32GetDatum(shape[i + 1].c);
 		dims[1] = Int32GetDatum(shape[i + 1].h);
 		dims[2] = Int32GetDatum(shape[i + 1].w);
+		if (nd == 2)
+			dims[1] = dims[2];	/* a sequence: [steps, features] */
 		values[0] = Int32GetDatum(i);
 		values[1] = CStringGetTextDatum(nn_layer_type_name(spec->layers[i].type));
 		values[2] = PointerGetDatum(construct_array(dims, nd, INT4OID, 4, true, TYPALIGN_INT));

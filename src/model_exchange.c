@@ -51,6 +51,21 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			t[0] = (PgdlTensor) {i, "weight", 1, {c}, p, false};
 			t[1] = (PgdlTensor) {i, "bias", 1, {c}, p + c, false};
 			return 2;
+		case NN_EMBEDDING:
+			t[0] = (PgdlTensor) {i, "weight", 2, {l->vocab, l->units}, p, false};
+			return 1;
+		case NN_GRU:
+			{
+				/* torch.nn.GRU's state_dict: gates r, z, n stacked */
+				int			h3 = 3 * l->units,
+							win = m->shape[i].w;
+
+				t[0] = (PgdlTensor) {i, "weight_ih_l0", 2, {h3, win}, p, false};
+				t[1] = (PgdlTensor) {i, "weight_hh_l0", 2, {h3, l->units}, p + (int64) h3 * win, false};
+				t[2] = (PgdlTensor) {i, "bias_ih_l0", 1, {h3}, p + (int64) h3 * (win + l->units), false};
+				t[3] = (PgdlTensor) {i, "bias_hh_l0", 1, {h3}, p + (int64) h3 * (win + l->units) + h3, false};
+				return 4;
+			}
 		default:
 			if (m->param_len[i] != 0 || m->buffer_len[i] != 0)
 				elog(ERROR, "layer %d (%s) has parameters of unknown shape", i, nn_layer_type_name(l->type));

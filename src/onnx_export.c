@@ -434,6 +434,22 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 							   l->type == NN_GELU ? "Gelu" : "LayerNormalization",
 							   l->type == NN_GELU ? 20 : 17)));
 			break;
+		case NN_SOFTMAX:
+			/* opset 13's Softmax is over one axis, the last here as in pgdl */
+			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+			break;
+		case NN_GRU:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl does not write ONNX's GRU yet (its gates are ordered z, r, h and its sequences time-major).")));
+			break;
+		case NN_EMBEDDING:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
+			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
 	}

@@ -429,7 +429,7 @@ evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 	pgdl_check_model_batch(ea->model, n, "the model");
 	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
 		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
+				(errcode(pgdl_nn_data_errcode(&err)),
 				 errmsg("cannot evaluate the model on a buffer of this dataset"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
 }

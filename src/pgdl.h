@@ -204,6 +204,10 @@ extern void pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *out);
 /* A head's spec: "head"'s layers on inputs of shape `in`, with the base model's loss. */
 extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *out);
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
+/* The SQLSTATE of an engine error about a batch: 22003 for an input out of a layer's range. */
+extern int	pgdl_nn_data_errcode(const NnError *err);
+/* An input the model cannot take (an embedding's ids) as an error naming the layer. */
+extern void pgdl_check_model_input(const NnModel *m, const float *x, int n);
 /* The value of key in a jsonb object, or NULL. */
 extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
 

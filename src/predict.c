@@ -188,6 +188,7 @@ pgdl_predict_forward(NnModel *m, const float *x, int n)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+	pgdl_check_model_input(m, x, n);
 	z = nn_model_forward(m, x, n, false);
 	/* the model keeps no pointer into our memory */
 	m->last_input = NULL;
@@ -314,6 +315,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+	pgdl_check_model_input(m, x, 1);
 	z = nn_model_forward_upto(m, x, 1, layer);
 	m->last_input = NULL;
 	m->last_n = 0;

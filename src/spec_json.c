@@ -52,6 +52,7 @@ static const struct
 	{"LayerNormalization", NN_LAYERNORM},
 	{"Add", NN_ADD},
 	{"Concat", NN_CONCAT},
+	{"Softmax", NN_SOFTMAX},
 };
 
 /* The keys each layer type accepts besides "type". */
@@ -64,6 +65,8 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_DROPOUT] = {"rate"},
 	[NN_BATCHNORM] = {"eps", "momentum"},
 	[NN_LAYERNORM] = {"eps"},
+	[NN_EMBEDDING] = {"vocab", "dim"},
+	[NN_GRU] = {"units", "return_sequences"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -86,6 +89,28 @@ spec_error(const char *what, const char *path, const char *detail)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid %s at %s", what, path),
 			 errdetail("%s", detail)));
+}
+
+int
+pgdl_nn_data_errcode(const NnError *err)
+{
+	/* nn_model_check_input: an embedding's id that is not in its table */
+	if (err->layer >= 0 && strcmp(err->field, "x") == 0)
+		return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
+	return ERRCODE_DATA_EXCEPTION;
+}
+
+void
+pgdl_check_model_input(const NnModel *m, const float *x, int n)
+{
+	NnError		err;
+
+	if (!nn_model_check_input(m, x, n, &err))
+		ereport(ERROR,
+				(errcode(pgdl_nn_data_errcode(&err)),
+				 errmsg("input out of range for layer %d (%s)", err.layer,
+						nn_layer_type_name(m->spec.layers[err.layer].type)),
+				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
 }
 
 void
@@ -221,7 +246,8 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 	if (type == 0)
 		spec_error("model spec", field,
 				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
-							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm.", pgdl_echo(name)));
+							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm, "
+							"gelu, layernorm, embedding, softmax, gru.", pgdl_echo(name)));
 	return type;
 }
 
@@ -265,6 +291,8 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	}
 
 	INT_FIELD("units", units);
+	INT_FIELD("dim", units);	/* an embedding's width is its units */
+	INT_FIELD("vocab", vocab);
 	INT_FIELD("filters", filters);
 	INT_FIELD("kernel", kernel);
 	INT_FIELD("size", kernel);
@@ -278,6 +306,13 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	{
 		snprintf(field, sizeof(field), "%s.init", path);
 		l->init = parse_init(v, field);
+	}
+	if ((v = pgdl_jsonb_key(obj, "return_sequences")) != NULL)
+	{
+		snprintf(field, sizeof(field), "%s.return_sequences", path);
+		if (v->type != jbvBool)
+			spec_error("model spec", field, "Expected true or false.");
+		l->return_sequences = v->val.boolean;
 	}
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
@@ -575,6 +610,14 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 			break;
 		case NN_LAYERNORM:
 			pgdl_jsonb_put_float4(state, "eps", l->eps);
+			break;
+		case NN_EMBEDDING:
+			pgdl_jsonb_put_int(state, "vocab", l->vocab);
+			pgdl_jsonb_put_int(state, "dim", l->units);
+			break;
+		case NN_GRU:
+			pgdl_jsonb_put_int(state, "units", l->units);
+			pgdl_jsonb_put_bool(state, "return_sequences", l->return_sequences);
 			break;
 		default:
 			break;

@@ -184,6 +184,12 @@ layer_kind(NnLayerType type, const NnShape *in)
 			return "global_avgpool";
 		case NN_FLATTEN:
 			return NULL;
+		case NN_EMBEDDING:
+			return "embedding";	/* not measured: costed from its flops */
+		case NN_SOFTMAX:
+			return "softmax";
+		case NN_GRU:
+			return "gru";
 		default:
 			return "relu";
 	}

@@ -42,7 +42,7 @@ static void
 report_step_error(const NnError *err)
 {
 	ereport(ERROR,
-			(errcode(ERRCODE_DATA_EXCEPTION),
+			(errcode(pgdl_nn_data_errcode(err)),
 			 errmsg("cannot train on this buffer"),
 			 errdetail("%c%s.", pg_toupper((unsigned char) err->msg[0]), err->msg + 1)));
 }

@@ -227,7 +227,7 @@ pgdl_train_ahead_wait(PgdlTrainState *state)
 	a->examples = 0;
 	if (!a->ok)
 		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
+				(errcode(pgdl_nn_data_errcode(&a->err)),
 				 errmsg("cannot train on this buffer"),
 				 errdetail("%c%s.", pg_toupper((unsigned char) a->err.msg[0]), a->err.msg + 1)));
 	if (a->stopped)

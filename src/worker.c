@@ -119,7 +119,7 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	pgdl_check_model_batch(sa->model, n, "the model");
 	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
 		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
+				(errcode(pgdl_nn_data_errcode(&err)),
 				 errmsg("cannot evaluate a model on the validation set"),
 				 errdetail("%s.", err.msg)));
 }

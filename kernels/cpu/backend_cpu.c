@@ -508,6 +508,14 @@ static const NnBackend cpu_backend = {
 	.sgd_update = cpu_sgd_update,
 	.adam_update = cpu_adam_update,
 	.copy_rows = cpu_copy_rows,
+	.embedding_forward = cpu_embedding_forward,
+	.embedding_backward = cpu_embedding_backward,
+	.softmax_forward = cpu_softmax_forward,
+	.softmax_backward = cpu_softmax_backward,
+	.seq_avgpool_forward = cpu_seq_avgpool_forward,
+	.seq_avgpool_backward = cpu_seq_avgpool_backward,
+	.gru_gates_forward = cpu_gru_gates_forward,
+	.gru_gates_backward = cpu_gru_gates_backward,
 };
 
 const NnBackend *

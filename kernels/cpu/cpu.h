@@ -51,4 +51,22 @@ extern void cpu_mse_loss(const float *z, const float *y, float *dz, int rows, in
 extern void cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k,
 						 float scale, double *sums);
 
+/* seq.c */
+extern void cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n,
+								  int vocab, int dim);
+extern void cpu_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t n,
+								   int vocab, int dim);
+extern void cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols);
+extern void cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
+extern void cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim);
+extern void cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim);
+extern void cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
+								  const float *hprev, int hprev_stride, float *h, int h_stride,
+								  float *saved, int saved_stride, float *out, int out_stride,
+								  int n, int units);
+extern void cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
+								   const float *hprev, int hprev_stride,
+								   const float *saved, int saved_stride,
+								   float *dgi, int gi_stride, float *dgh, int n, int units);
+
 #endif

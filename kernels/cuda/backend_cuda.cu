@@ -1544,6 +1544,229 @@ cuda_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_str
 }
 
 /* ---------------------------------------------------------------------------
+ * Sequences: embedding, softmax over the last axis, the mean over steps
+ * ------------------------------------------------------------------------- */
+
+__device__ static inline int64_t
+embedding_row(float id, int vocab)
+{
+	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
+		return -1;
+	return (int64_t) id;
+}
+
+__global__ void
+embedding_forward_kernel(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
+{
+	GRID_STRIDE(i, n * dim)
+	{
+		int64_t		row = embedding_row(ids[i / dim], vocab);
+
+		y[i] = row < 0 ? 0.0f : table[row * dim + i % dim];
+	}
+}
+
+/* a thread per feature walks the positions in order: the CPU's sums, no atomics */
+__global__ void
+embedding_backward_kernel(const float *ids, const float *dy, float *dtable, int64_t n, int vocab, int dim)
+{
+	GRID_STRIDE(d, (int64_t) dim)
+	{
+		for (int64_t p = 0; p < n; p++)
+		{
+			int64_t		row = embedding_row(ids[p], vocab);
+
+			if (row >= 0)
+				dtable[row * dim + d] += dy[p * dim + d];
+		}
+	}
+}
+
+static void
+cuda_embedding_forward(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
+{
+	launch("embedding_forward", n * dim, embedding_forward_kernel, ids, table, y, n, vocab, dim);
+}
+
+static void
+cuda_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t n, int vocab, int dim)
+{
+	cuda_fill(dtable, 0.0f, (int64_t) vocab * dim);
+	launch("embedding_backward", dim, embedding_backward_kernel, ids, dy, dtable, n, vocab, dim);
+}
+
+__global__ void
+softmax_forward_kernel(const float *x, float *y, int64_t rows, int cols)
+{
+	GRID_STRIDE(r, rows)
+	{
+		const float *p = x + r * cols;
+		float	   *q = y + r * cols;
+		float		mx = p[0];
+		double		sum = 0.0;
+
+		for (int c = 1; c < cols; c++)
+			if (p[c] > mx)
+				mx = p[c];
+		for (int c = 0; c < cols; c++)
+		{
+			q[c] = expf(p[c] - mx);
+			sum += q[c];
+		}
+		for (int c = 0; c < cols; c++)
+			q[c] = (float) (q[c] / sum);
+	}
+}
+
+__global__ void
+softmax_backward_kernel(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	GRID_STRIDE(r, rows)
+	{
+		const float *p = y + r * cols;
+		const float *g = dy + r * cols;
+		float	   *q = dx + r * cols;
+		double		dot = 0.0;
+
+		for (int c = 0; c < cols; c++)
+			dot += (double) g[c] * p[c];
+		for (int c = 0; c < cols; c++)
+			q[c] = p[c] * (g[c] - (float) dot);
+	}
+}
+
+static void
+cuda_softmax_forward(const float *x, float *y, int64_t rows, int cols)
+{
+	launch("softmax_forward", rows, softmax_forward_kernel, x, y, rows, cols);
+}
+
+static void
+cuda_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	launch("softmax_backward", rows, softmax_backward_kernel, y, dy, dx, rows, cols);
+}
+
+__global__ void
+seq_avgpool_forward_kernel(const float *x, float *y, int n, int steps, int dim)
+{
+	GRID_STRIDE(i, (int64_t) n * dim)
+	{
+		const float *p = x + (i / dim) * steps * dim + i % dim;
+		double		sum = 0.0;
+
+		for (int t = 0; t < steps; t++)
+			sum += p[(int64_t) t * dim];
+		y[i] = (float) (sum / steps);
+	}
+}
+
+__global__ void
+seq_avgpool_backward_kernel(const float *dy, float *dx, int n, int steps, int dim)
+{
+	float		inv = 1.0f / (float) steps;
+
+	GRID_STRIDE(i, (int64_t) n * steps * dim)
+		dx[i] = dy[(i / ((int64_t) steps * dim)) * dim + i % dim] * inv;
+}
+
+static void
+cuda_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim)
+{
+	launch("seq_avgpool_forward", (int64_t) n * dim, seq_avgpool_forward_kernel, x, y, n, steps, dim);
+}
+
+static void
+cuda_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
+{
+	launch("seq_avgpool_backward", (int64_t) n * steps * dim, seq_avgpool_backward_kernel, dy, dx, n, steps, dim);
+}
+
+/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic (see kernels/backend.h) */
+__global__ void
+gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
+						 const float *hprev, int hprev_stride, float *h, int h_stride,
+						 float *saved, int saved_stride, float *out, int out_stride,
+						 int n, int units)
+{
+	GRID_STRIDE(i, (int64_t) n * units)
+	{
+		int64_t		e = i / units;
+		int			j = (int) (i % units);
+		const float *a = gi + e * gi_stride;
+		const float *b = gh + e * 3 * units;
+		float	   *sv = saved + e * saved_stride;
+		float		r = 1.0f / (1.0f + expf(-(a[j] + b[j])));
+		float		z = 1.0f / (1.0f + expf(-(a[units + j] + b[units + j])));
+		float		hn = b[2 * units + j];
+		float		nn = tanhf(a[2 * units + j] + r * hn);
+		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
+		float		hv = (1.0f - z) * nn + z * hp;
+
+		h[e * h_stride + j] = hv;
+		if (out)
+			out[e * out_stride + j] = hv;
+		sv[j] = r;
+		sv[units + j] = z;
+		sv[2 * units + j] = nn;
+		sv[3 * units + j] = hn;
+	}
+}
+
+__global__ void
+gru_gates_backward_kernel(float *dh, const float *dout, int dout_stride,
+						  const float *hprev, int hprev_stride,
+						  const float *saved, int saved_stride,
+						  float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	GRID_STRIDE(i, (int64_t) n * units)
+	{
+		int64_t		e = i / units;
+		int			j = (int) (i % units);
+		const float *sv = saved + e * saved_stride;
+		float	   *a = dgi + e * gi_stride;
+		float	   *b = dgh + e * 3 * units;
+		float		d = dh[e * units + j] + (dout ? dout[e * dout_stride + j] : 0.0f);
+		float		r = sv[j],
+					z = sv[units + j],
+					nn = sv[2 * units + j],
+					hn = sv[3 * units + j];
+		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
+		float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+		float		dzp = d * (hp - nn) * z * (1.0f - z);
+		float		drp = dnp * hn * r * (1.0f - r);
+
+		a[j] = drp;
+		a[units + j] = dzp;
+		a[2 * units + j] = dnp;
+		b[j] = drp;
+		b[units + j] = dzp;
+		b[2 * units + j] = dnp * r;
+		dh[e * units + j] = d * z;
+	}
+}
+
+static void
+cuda_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
+					   const float *hprev, int hprev_stride, float *h, int h_stride,
+					   float *saved, int saved_stride, float *out, int out_stride,
+					   int n, int units)
+{
+	launch("gru_gates_forward", (int64_t) n * units, gru_gates_forward_kernel, gi, gi_stride, gh,
+		   hprev, hprev_stride, h, h_stride, saved, saved_stride, out, out_stride, n, units);
+}
+
+static void
+cuda_gru_gates_backward(float *dh, const float *dout, int dout_stride,
+						const float *hprev, int hprev_stride,
+						const float *saved, int saved_stride,
+						float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	launch("gru_gates_backward", (int64_t) n * units, gru_gates_backward_kernel, dh, dout, dout_stride,
+		   hprev, hprev_stride, saved, saved_stride, dgi, gi_stride, dgh, n, units);
+}
+
+/* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
 
@@ -1602,6 +1825,14 @@ cuda_fill_table(NnBackend *b)
 	b->sgd_update = cuda_sgd_update;
 	b->adam_update = cuda_adam_update;
 	b->copy_rows = cuda_copy_rows;
+	b->embedding_forward = cuda_embedding_forward;
+	b->embedding_backward = cuda_embedding_backward;
+	b->softmax_forward = cuda_softmax_forward;
+	b->softmax_backward = cuda_softmax_backward;
+	b->seq_avgpool_forward = cuda_seq_avgpool_forward;
+	b->seq_avgpool_backward = cuda_seq_avgpool_backward;
+	b->gru_gates_forward = cuda_gru_gates_forward;
+	b->gru_gates_backward = cuda_gru_gates_backward;
 }
 
 /* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */

@@ -239,6 +239,20 @@ FAKE(sgd_update, (float *p, const float *g, float *buf, int64_t n, float lr, flo
 FAKE(adam_update, (float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
 				   float beta2, float eps, float weight_decay, bool decoupled, int64_t step),
 	 (p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step))
+FAKE(embedding_forward, (const float *ids, const float *table, float *y, int64_t n, int vocab, int dim),
+	 (ids, table, y, n, vocab, dim))
+FAKE(embedding_backward, (const float *ids, const float *dy, float *dtable, int64_t n, int vocab, int dim),
+	 (ids, dy, dtable, n, vocab, dim))
+FAKE(softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y, rows, cols))
+FAKE(softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
+FAKE(seq_avgpool_forward, (const float *x, float *y, int n, int steps, int dim), (x, y, n, steps, dim))
+FAKE(seq_avgpool_backward, (const float *dy, float *dx, int n, int steps, int dim), (dy, dx, n, steps, dim))
+FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *hp, int hps, float *h, int hs,
+						 float *sv, int ss, float *out, int os, int n, int units),
+	 (gi, gs, gh, hp, hps, h, hs, sv, ss, out, os, n, units))
+FAKE(gru_gates_backward, (float *dh, const float *dout, int ds, const float *hp, int hps, const float *sv, int ss,
+						  float *dgi, int gs, float *dgh, int n, int units),
+	 (dh, dout, ds, hp, hps, sv, ss, dgi, gs, dgh, n, units))
 
 FAKE(copy_rows, (float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t cols, bool add),
 	 (dst, ds, src, ss, rows, cols, add))
@@ -262,6 +276,9 @@ static const NnBackend fake_backend = {
 	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 	ENTRY(copy_rows),
+	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
+	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
+	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

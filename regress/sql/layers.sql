@@ -55,3 +55,70 @@ DELETE FROM pgdl.models WHERE id IN (:fit_a, :fit_b);
 DELETE FROM pgdl.architectures WHERE name = 'ln_gelu_mlp';
 DELETE FROM pgdl.datasets WHERE packed = 'ln_packed'::regclass;
 DROP TABLE ln_packed, ln_rows;
+
+-- sequences: an embedding of ids, softmax over features, the mean over steps
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "Softmax"}, {"type": "global_avgpool"}, {"type": "dense", "units": 2}]}');
+SELECT layer, type, output_shape, parameters, flops_forward FROM pgdl.estimate_layers('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "softmax"}, {"type": "global_avgpool"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "dim": 4}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4, "units": 3}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "dense", "units": 6}, {"type": "embedding", "vocab": 10, "dim": 4}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "batchnorm"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "maxpool2d", "size": 2}, {"type": "dense", "units": 2}]}');
+
+-- 6 ids in [0, 10) per row; the class: whether id 7 occurs
+CREATE TABLE seq_rows AS
+SELECT b, i, array_agg(v ORDER BY j) AS x, (7 = ANY (array_agg(v)))::int::real AS label
+  FROM generate_series(0, 7) b, generate_series(1, 32) i, generate_series(1, 6) j,
+       LATERAL (SELECT floor(((abs(sin(b * 1000 + i * 10 + j)) * 997)::numeric % 1) * 10)::real AS v) t
+ GROUP BY b, i;
+CREATE TABLE seq_packed (part integer, buffer_id integer, n integer, x real[], y real[]) PARTITION BY LIST (part);
+CREATE TABLE seq_packed_p0 PARTITION OF seq_packed FOR VALUES IN (0);
+INSERT INTO seq_packed
+SELECT 0, b, count(*) FILTER (WHERE ord = 1), array_agg(v ORDER BY i, ord), array_agg(label ORDER BY i) FILTER (WHERE ord = 1)
+  FROM seq_rows, unnest(x) WITH ORDINALITY AS u(v, ord) GROUP BY b;
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+                           normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+VALUES ('seq_packed', 'seq_rows', 'x', 'label', 'classification', 6, 1, '{0,1}', 'int4', '{"scale": 1}',
+        256, 8, 32, 1, 1);
+SELECT pgdl.add_architecture('seq_embed_mean', '{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 8},
+  {"type": "global_avgpool"}, {"type": "dense", "units": 8}, {"type": "softmax"}, {"type": "dense", "units": 2}]}') > 0 AS stored;
+
+\set cfg '{"optimizer": "adam", "lr": 0.05, "batch_size": 16, "seed": 5}'
+SELECT pgdl.fit('seq_packed', 'seq_embed_mean', :'cfg', 8) AS seq_a \gset
+SELECT pgdl.fit('seq_packed', 'seq_embed_mean', :'cfg', 8) AS seq_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :seq_a AND b.id = :seq_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :seq_a);
+SELECT array_length(pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,5}'), 1) AS outputs;
+
+-- an id outside [0, vocab) or not whole is an error naming the layer (22003), in prediction and in training
+SELECT pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,10}');
+SELECT pgdl.predict(:seq_a::bigint, '{7,1,2.5,3,4,5}');
+SELECT pgdl.predict(:seq_a::bigint, '{7,1,-1,3,4,5}');
+SELECT set_config('pgdl_test.seq_model', :'seq_a', false) IS NOT NULL AS set;
+DO $$
+BEGIN
+  PERFORM pgdl.predict(current_setting('pgdl_test.seq_model')::bigint, '{7,1,2,3,4,10}');
+EXCEPTION WHEN numeric_value_out_of_range THEN
+  RAISE WARNING 'caught %: %', SQLSTATE, SQLERRM;
+END $$;
+UPDATE seq_packed SET x[5] = 12 WHERE buffer_id = 3;
+SELECT pgdl.fit('seq_packed', 'seq_embed_mean', :'cfg', 1);
+DO $$
+BEGIN
+  PERFORM pgdl.fit('seq_packed', 'seq_embed_mean', '{"seed": 5}', 1);
+EXCEPTION WHEN numeric_value_out_of_range THEN
+  RAISE WARNING 'caught %: %', SQLSTATE, SQLERRM;
+END $$;
+
+-- the weights are a [vocab, dim] table; ONNX export is refused (Gather takes integer ids)
+SELECT layer, name, shape FROM pgdl.model_weights(:seq_a::bigint) WHERE layer = 0;
+SELECT pgdl.export_onnx(:seq_a::bigint) IS NOT NULL;
+
+DELETE FROM pgdl.models WHERE id IN (:seq_a, :seq_b);
+DELETE FROM pgdl.architectures WHERE name = 'seq_embed_mean';
+DELETE FROM pgdl.datasets WHERE packed = 'seq_packed'::regclass;
+DROP TABLE seq_packed, seq_rows;

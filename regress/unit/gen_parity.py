@@ -106,7 +106,8 @@ def forward_backward_case(outdir, name, model, x, y, loss_fn):
     tensors.append(("loss", loss.detach().reshape(1)))
     for k, p in enumerate(params_of(model)):
         tensors.append(("grad.%d" % k, p.grad))
-    tensors.append(("dx", xg.grad))
+    # ids (an embedding's input) have no gradient
+    tensors.append(("dx", xg.grad if xg.grad is not None else torch.zeros_like(x)))
     for k, b in enumerate(buffers_of(model)):
         tensors.append(("buffer.%d.after" % k, b.detach().clone()))
     write_fixture(os.path.join(outdir, name + ".bin"), tensors)
@@ -143,6 +144,59 @@ def case_ln_gelu(outdir):
     x = torch.randn(n, 24)
     labels = torch.randint(0, 5, (n,))
     forward_backward_case(outdir, "ln_gelu", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
+class FloatIds(nn.Module):
+    """torch.nn.Embedding on ids carried as floats, as pgdl's examples carry them."""
+
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+
+    def forward(self, x):
+        return self.emb(x.long())
+
+
+class StepMean(nn.Module):
+    """pgdl's global_avgpool on a sequence [n, steps, features]: the mean over steps."""
+
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
+def case_emb_softmax(outdir):
+    """embedding -> tanh -> softmax over features -> mean over steps -> dense; ids repeat."""
+    torch.manual_seed(1005)
+    model = nn.Sequential(FloatIds(11, 8), nn.Tanh(), nn.Softmax(dim=-1), StepMean(), nn.Linear(8, 5))
+    n = 12
+    x = torch.randint(0, 11, (n, 9)).float()
+    labels = torch.randint(0, 5, (n,))
+    forward_backward_case(outdir, "emb_softmax", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
+class GruLast(nn.Module):
+    """torch.nn.GRU, batch_first; the last state (return_sequences false) or every state."""
+
+    def __init__(self, inputs, units, sequences):
+        super().__init__()
+        self.gru = nn.GRU(inputs, units, batch_first=True)
+        self.sequences = sequences
+
+    def forward(self, x):
+        out, h = self.gru(x)
+        return out if self.sequences else h[0]
+
+
+def case_gru(outdir):
+    """embedding -> gru (every state) -> gru (last state) -> dense, backward through 7 steps."""
+    torch.manual_seed(1006)
+    model = nn.Sequential(FloatIds(13, 6), GruLast(6, 5, True), GruLast(5, 8, False), nn.Linear(8, 4))
+    n = 10
+    x = torch.randint(0, 13, (n, 7)).float()
+    labels = torch.randint(0, 4, (n,))
+    forward_backward_case(outdir, "gru", model, x, labels.float(),
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
@@ -316,6 +370,8 @@ def main():
     case_mixed(outdir)
     case_ln_gelu(outdir)
     case_residual(outdir)
+    case_emb_softmax(outdir)
+    case_gru(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
 

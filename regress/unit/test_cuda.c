@@ -1019,6 +1019,14 @@ check_table_complete(const NnBackend *b)
 	HAS(gelu_backward);
 	HAS(layernorm_forward);
 	HAS(layernorm_backward);
+	HAS(embedding_forward);
+	HAS(embedding_backward);
+	HAS(softmax_forward);
+	HAS(softmax_backward);
+	HAS(seq_avgpool_forward);
+	HAS(seq_avgpool_backward);
+	HAS(gru_gates_forward);
+	HAS(gru_gates_backward);
 	HAS(softmax_xent);
 	HAS(xent_metrics);
 	HAS(mse_loss);
@@ -1253,6 +1261,7 @@ check_model(const char *what, const NnSpec *s, NnOptType type, int n, int batch)
 	o.weight_decay = type == NN_OPT_ADAMW ? 1e-2f : 0.0f;
 	CHECK(nn_model_set_optim(c, &o, &err));
 	x = test_normal((int64_t) n * nn_model_input_size(c), 81, 1.0f);
+	test_ids_for(s, x, (int64_t) n * nn_model_input_size(c), 81);
 	y = test_targets(s->loss, n, nn_model_output_size(c), 82);
 	g = nn_model_clone(c, &err);
 	g2 = nn_model_clone(c, &err);
@@ -1390,4 +1399,24 @@ check_models(void)
 	spec_add(&s, NN_GELU);
 	spec_dense(&s, 10);
 	check_model("mlp, layernorm, gelu, adamw", &s, NN_OPT_ADAMW, 256, 32);
+
+	/* a sequence: embedding, softmax over features, the mean over steps */
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 50;
+	s.layers[0].units = 16;
+	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_SOFTMAX);
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	spec_dense(&s, 10);
+	check_model("embedding, softmax, seq mean, adam", &s, NN_OPT_ADAM, 256, 32);
+
+	/* a gru over every step into a gru's last state */
+	spec_begin(&s, 1, 9, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 40;
+	s.layers[0].units = 12;
+	spec_add(&s, NN_GRU)->units = 16;
+	s.layers[1].return_sequences = true;
+	spec_add(&s, NN_GRU)->units = 10;
+	spec_dense(&s, 5);
+	check_model("embedding, gru, gru, adam", &s, NN_OPT_ADAM, 256, 32);
 }

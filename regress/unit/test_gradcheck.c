@@ -79,6 +79,7 @@ gradcheck(const char *what, const NnSpec *spec, int n)
 	CHECK(nn_model_reserve(m, n, &err));
 	in_size = nn_model_input_size(m);
 	x = test_normal(n * in_size, 1234, 1.0f);
+	test_ids_for(spec, x, n * in_size, 1234);
 	y = test_targets(spec->loss, n, nn_model_output_size(m), 99);
 	/* biases start at zero; make them matter */
 	for (int64_t j = 0; j < m->n_params; j++)
@@ -100,7 +101,14 @@ gradcheck(const char *what, const NnSpec *spec, int n)
 			check_tensor(what, name, m, m->params + m->param_off[i], grads + m->param_off[i],
 						 m->param_len[i], x, y, n);
 		}
-	check_tensor(what, "input", m, x, dinput, n * in_size, x, y, n);
+	if (spec->layers[0].type == NN_EMBEDDING)
+	{
+		/* ids have no gradient: the embedding leaves zeros */
+		for (int64_t j = 0; j < n * in_size; j++)
+			CHECK_MSG(dinput[j] == 0.0f, "%s: gradient of id %lld is %g", what, (long long) j, (double) dinput[j]);
+	}
+	else
+		check_tensor(what, "input", m, x, dinput, n * in_size, x, y, n);
 
 	free(grads);
 	free(dinput);
@@ -238,6 +246,84 @@ UNIT_TEST(gradcheck_gelu_layernorm)
 	spec_add(&s, NN_LAYERNORM);
 	spec_add(&s, NN_GELU);
 	check_layer("dense layernorm gelu", &s, NN_LOSS_MSE);
+}
+
+static void
+spec_embedding(NnSpec *s, int steps, int vocab, int dim)
+{
+	NnLayerSpec *l;
+
+	spec_begin(s, 1, steps, 1, 1, NN_LOSS_MSE);
+	l = spec_add(s, NN_EMBEDDING);
+	l->vocab = vocab;
+	l->units = dim;
+}
+
+UNIT_TEST(gradcheck_embedding_softmax_seqpool)
+{
+	NnSpec		s;
+
+	/* 4 examples of 6 steps over 5 ids: rows are hit more than once (the scatter adds) */
+	spec_embedding(&s, 6, 5, 3);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("embedding flatten", &s, NN_LOSS_MSE);
+
+	/* dense straight on a sequence: its L * D features, flat */
+	spec_embedding(&s, 6, 5, 3);
+	check_layer("embedding dense", &s, NN_LOSS_CROSS_ENTROPY);
+
+	spec_embedding(&s, 5, 7, 4);
+	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_SOFTMAX);
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	check_layer("embedding tanh softmax seqpool", &s, NN_LOSS_MSE);
+
+	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_SOFTMAX);
+	check_layer("softmax first", &s, NN_LOSS_MSE);
+
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 6);
+	spec_add(&s, NN_SOFTMAX);
+	spec_add(&s, NN_RELU);		/* not in place over softmax's output, which its backward reads */
+	check_layer("dense softmax relu", &s, NN_LOSS_BCE);
+
+	/* over an image's last axis (rows of w) */
+	spec_begin(&s, 3, 2, 3, 4, NN_LOSS_MSE);
+	spec_add(&s, NN_SOFTMAX);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("softmax image rows", &s, NN_LOSS_MSE);
+}
+
+static void
+spec_gru(NnSpec *s, int units, bool return_sequences)
+{
+	NnLayerSpec *l = spec_add(s, NN_GRU);
+
+	l->units = units;
+	l->return_sequences = return_sequences;
+}
+
+UNIT_TEST(gradcheck_gru)
+{
+	NnSpec		s;
+
+	/* the last state; 5 steps of backward through time */
+	spec_embedding(&s, 5, 6, 3);
+	spec_gru(&s, 4, false);
+	check_layer("embedding gru", &s, NN_LOSS_MSE);
+
+	/* every state, into a second gru: the first one's input gradient reaches the table */
+	spec_embedding(&s, 4, 5, 3);
+	spec_gru(&s, 3, true);
+	spec_gru(&s, 4, false);
+	check_layer("embedding gru(seq) gru", &s, NN_LOSS_CROSS_ENTROPY);
+
+	/* a single step: no product with W_hh, whose gradient is then zero but for the bias */
+	spec_embedding(&s, 1, 4, 3);
+	spec_gru(&s, 5, true);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("embedding gru one step", &s, NN_LOSS_MSE);
 }
 
 UNIT_TEST(gradcheck_losses)

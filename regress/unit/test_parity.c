@@ -512,6 +512,39 @@ spec_ln_gelu(NnSpec *spec)
 	spec_dense(spec, 5);
 }
 
+/* gen_parity.py: case_emb_softmax */
+static void
+spec_emb_softmax(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 9, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 11;
+	l->units = 8;
+	spec_add(spec, NN_TANH);
+	spec_add(spec, NN_SOFTMAX);
+	spec_add(spec, NN_GLOBAL_AVGPOOL);
+	spec_dense(spec, 5);
+}
+
+/* gen_parity.py: case_gru */
+static void
+spec_gru_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 7, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 13;
+	l->units = 6;
+	l = spec_add(spec, NN_GRU);
+	l->units = 5;
+	l->return_sequences = true;
+	spec_add(spec, NN_GRU)->units = 8;
+	spec_dense(spec, 4);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -526,11 +559,24 @@ spec_optim_mlp(NnSpec *spec)
 /* Model <-> fixture                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* tensors of a layer with parameters: weight and bias, but an embedding's table is one */
+static int
+layer_tensor_count(NnLayerType type, bool buffers)
+{
+	if (!buffers && type == NN_EMBEDDING)
+		return 1;
+	if (!buffers && type == NN_GRU)
+		return 4;				/* weight_ih, weight_hh, bias_ih, bias_hh */
+	return 2;
+}
+
 static const char *
 param_name(NnLayerType type, int which)
 {
 	if (type == NN_BATCHNORM)
 		return which == 0 ? "gamma" : "beta";
+	if (type == NN_GRU)
+		return (const char *[]) {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}[which];
 	return which == 0 ? "weight" : "bias";
 }
 
@@ -562,7 +608,7 @@ load_reference(NnModel *m, const Fixture *fx)
 
 			if (len == 0)
 				continue;
-			for (int which = 0; which < 2; which++, k++)
+			for (int which = 0; which < layer_tensor_count(m->spec.layers[i].type, buffers); which++, k++)
 			{
 				const FixTensor *t;
 
@@ -621,7 +667,7 @@ compare_blocks(ParityResult *res, NnModel *m, const Fixture *fx, bool buffers,
 
 		if (len == 0)
 			continue;
-		for (int which = 0; which < 2; which++, k++)
+		for (int which = 0; which < layer_tensor_count(m->spec.layers[i].type, buffers); which++, k++)
 		{
 			const FixTensor *t;
 
@@ -841,6 +887,22 @@ UNIT_TEST(parity_ln_gelu)
 
 	spec_ln_gelu(&spec);
 	run_forward_backward("ln_gelu", &spec);
+}
+
+UNIT_TEST(parity_emb_softmax)
+{
+	NnSpec		spec;
+
+	spec_emb_softmax(&spec);
+	run_forward_backward("emb_softmax", &spec);
+}
+
+UNIT_TEST(parity_gru)
+{
+	NnSpec		spec;
+
+	spec_gru_case(&spec);
+	run_forward_backward("gru", &spec);
 }
 
 UNIT_TEST(parity_cnn)

@@ -127,6 +127,26 @@ test_normal(int64_t n, uint64_t seed, float scale)
 	return x;
 }
 
+/* ids for a first embedding layer: whole numbers in [0, vocab), stored as floats */
+static inline float *
+test_ids(int64_t n, int vocab, uint64_t seed)
+{
+	float	   *x = malloc(sizeof(float) * (n > 0 ? n : 1));
+
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float) (int) (nn_rng_uniform(seed, 13, i) * vocab);
+	return x;
+}
+
+/* x as ids in place when the spec starts with an embedding */
+static inline void
+test_ids_for(const NnSpec *s, float *x, int64_t n, uint64_t seed)
+{
+	if (s->n_layers > 0 && s->layers[0].type == NN_EMBEDDING)
+		for (int64_t i = 0; i < n; i++)
+			x[i] = (float) (int) (nn_rng_uniform(seed, 13, i) * s->layers[0].vocab);
+}
+
 static inline float *
 test_targets(NnLoss loss, int n, int64_t outputs, uint64_t seed)
 {

@@ -64,7 +64,8 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * batchnorm needs the batch's statistics; dense wants the whole batch for its
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
-	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT)
+	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT ||
+		t == NN_EMBEDDING || t == NN_GRU)
 		return false;
 
 	/*
@@ -77,7 +78,7 @@ nn_layer_chunkable(const NnModel *m, int i)
 static bool
 backward_reads_own_output(NnLayerType t)
 {
-	return t == NN_RELU || t == NN_LEAKY_RELU || t == NN_SIGMOID || t == NN_TANH;
+	return t == NN_RELU || t == NN_LEAKY_RELU || t == NN_SIGMOID || t == NN_TANH || t == NN_SOFTMAX;
 }
 
 /*
@@ -91,7 +92,7 @@ nn_layer_in_place(const NnModel *m, int i)
 	NnLayerType t = m->spec.layers[i].type;
 
 	/* graph form: only over the layer before, when nothing else reads its output */
-	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) &&
+	return i > 0 && (backward_reads_own_output(t) || t == NN_DROPOUT) && t != NN_SOFTMAX &&
 		nn_layer_src(&m->spec, i, 0) == i - 1 && m->consumers[i] == 1 &&
 		!backward_reads_own_output(m->spec.layers[i - 1].type);
 }
@@ -152,6 +153,8 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 
 		return chunk * plane * (kk + m->shape[i + 1].c);
 	}
+	if (m->spec.layers[i].type == NN_GRU)
+		return (int64_t) batch * 4 * m->spec.layers[i].units;	/* one step's gh (or dgh) and dh */
 	return 0;
 }
 
@@ -166,6 +169,9 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 			return 2 * (int64_t) IN_SHAPE(m, i).c;
 		case NN_LAYERNORM:
 			return 2 * (int64_t) batch;	/* each example's mean and 1/std */
+		case NN_GRU:
+			/* per example, step-major: input gates (3H), saved r, z, n, W_hn h + b_hn (4H), state (H) */
+			return (int64_t) batch * m->shape[i].c * 8 * m->spec.layers[i].units;
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -204,6 +210,20 @@ nn_layer_init_params(NnModel *m, int i)
 				p[c] = 1.0f;
 				p[IN_SHAPE(m, i).c + c] = 0.0f;
 			}
+			return;
+		case NN_GRU:
+			{
+				/* U(-1/sqrt(H), 1/sqrt(H)) for every weight and bias, as torch.nn.GRU */
+				float		k = 1.0f / sqrtf((float) l->units);
+
+				for (int64_t j = 0; j < m->param_len[i]; j++)
+					p[j] = (2.0f * nn_rng_uniform(seed, i, j) - 1.0f) * k;
+				return;
+			}
+		case NN_EMBEDDING:
+			/* N(0, 1), as torch.nn.Embedding */
+			for (int64_t j = 0; j < m->param_len[i]; j++)
+				p[j] = nn_rng_normal(seed, i, j);
 			return;
 		case NN_BATCHNORM:
 			for (int c = 0; c < IN_SHAPE(m, i).c; c++)
@@ -428,12 +448,16 @@ avgpool_backward(const LayerCall *c)
 								c->l->kernel, pool_stride(c->l), o->h, o->w);
 }
 
+/* over each plane of an image, or over the steps of a sequence (ndim 2) */
 static void
 global_avgpool_forward(const LayerCall *c)
 {
 	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
-	c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
+	if (s->ndim == 2)
+		c->be->seq_avgpool_forward(c->in, c->out, c->n, s->c, s->w);
+	else
+		c->be->global_avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h * s->w);
 }
 
 static void
@@ -441,7 +465,11 @@ global_avgpool_backward(const LayerCall *c)
 {
 	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
-	if (c->din)
+	if (c->din == NULL)
+		return;
+	if (s->ndim == 2)
+		c->be->seq_avgpool_backward(c->dout, c->din, c->n, s->c, s->w);
+	else
 		c->be->global_avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h * s->w);
 }
 
@@ -669,6 +697,185 @@ concat_backward(const LayerCall *c)
 	}
 }
 
+/*
+ * The whole batch (or a thread's shard) at once: the table's gradient is
+ * zeroed, then each step's row added in example and step order.
+ */
+static void
+embedding_forward(const LayerCall *c)
+{
+	c->be->embedding_forward(c->in, c->p, c->out, c->n * c->in_size, c->l->vocab, c->l->units);
+}
+
+static void
+embedding_backward(const LayerCall *c)
+{
+	c->be->embedding_backward(c->in, c->dout, c->dp, c->n * c->in_size, c->l->vocab, c->l->units);
+	if (c->din)
+		c->be->fill(c->din, 0.0f, c->n * c->in_size);	/* ids have no gradient */
+}
+
+/* over the last axis: features, a sequence step's features, an image row */
+static int
+softmax_cols(const LayerCall *c)
+{
+	const NnShape *s = &c->m->shape[c->i];
+
+	return s->ndim == 1 ? s->c : s->w;
+}
+
+static void
+softmax_forward(const LayerCall *c)
+{
+	int			cols = softmax_cols(c);
+
+	c->be->softmax_forward(c->in, c->out, c->n * c->in_size / cols, cols);
+}
+
+static void
+softmax_backward(const LayerCall *c)
+{
+	int			cols = softmax_cols(c);
+
+	if (c->din)
+		c->be->softmax_backward(c->out, c->dout, c->din, c->n * c->in_size / cols, cols);
+}
+
+/*
+ * GRU, as torch.nn.GRU (gates r, z, n; both biases; h0 = 0):
+ *   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+ *   n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) n + z h.
+ * Parameters W_ih [3H, I], W_hh [3H, H], b_ih, b_hh, in torch's order.  The
+ * input products of every step are one gemm; then a gemm and the gates per
+ * step over the batch.  aux holds, per example and step, the input gates
+ * (their gradient in backward), the saved gates and the state.  The whole
+ * batch (or a thread's shard) at once: see nn_layer_chunkable.
+ */
+typedef struct GruView
+{
+	int			steps,
+				in,
+				units;
+	int64_t		ex;				/* aux floats per example */
+	const float *w_ih,
+			   *w_hh,
+			   *b_ih,
+			   *b_hh;
+	float	   *gi,				/* [n][steps][3H] */
+			   *saved,			/* [n][steps][4H] */
+			   *hs;				/* [n][steps][H] */
+} GruView;
+
+static void
+gru_view(const LayerCall *c, const float *p, GruView *g)
+{
+	int64_t		h3;
+
+	g->steps = c->m->shape[c->i].c;
+	g->in = c->m->shape[c->i].w;
+	g->units = c->l->units;
+	h3 = 3 * (int64_t) g->units;
+	g->ex = (int64_t) g->steps * 8 * g->units;
+	g->w_ih = p;
+	g->w_hh = p + h3 * g->in;
+	g->b_ih = g->w_hh + h3 * g->units;
+	g->b_hh = g->b_ih + h3;
+	g->gi = c->m->aux[c->i];
+	g->saved = g->gi + c->n * (int64_t) g->steps * h3;
+	g->hs = g->saved + c->n * (int64_t) g->steps * 4 * g->units;
+}
+
+static void
+gru_forward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	GruView		g;
+	int			h = c->l->units,
+				h3 = 3 * h;
+	float	   *gh = c->m->scratch;
+
+	gru_view(c, c->p, &g);
+	be->gemm(false, true, c->n * g.steps, h3, g.in, 1.0f, c->in, g.in, g.w_ih, g.in, 0.0f, g.gi, h3);
+	be->bias_add_rows(g.gi, g.b_ih, c->n * g.steps, h3);
+	for (int t = 0; t < g.steps; t++)
+	{
+		const float *hprev = t > 0 ? g.hs + (int64_t) (t - 1) * h : NULL;
+		float	   *out = NULL;
+		int			out_stride = 0;
+
+		if (t > 0)
+			be->gemm(false, true, c->n, h3, h, 1.0f, hprev, g.steps * h, g.w_hh, h, 0.0f, gh, h3);
+		else
+			be->fill(gh, 0.0f, (int64_t) c->n * h3);
+		be->bias_add_rows(gh, g.b_hh, c->n, h3);
+		if (c->l->return_sequences)
+		{
+			out = c->out + (int64_t) t * h;
+			out_stride = g.steps * h;
+		}
+		else if (t == g.steps - 1)
+		{
+			out = c->out;
+			out_stride = h;
+		}
+		be->gru_gates_forward(g.gi + (int64_t) t * h3, g.steps * h3, gh, hprev, g.steps * h,
+							  g.hs + (int64_t) t * h, g.steps * h, g.saved + (int64_t) t * 4 * h,
+							  g.steps * 4 * h, out, out_stride, c->n, h);
+	}
+}
+
+static void
+gru_backward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	GruView		g;
+	GruView		dg;
+	int			h = c->l->units,
+				h3 = 3 * h;
+	float	   *dgh = c->m->scratch,
+			   *dh = dgh + (int64_t) c->n * h3;
+
+	gru_view(c, c->p, &g);
+	gru_view(c, c->dp, &dg);
+	be->fill(dh, 0.0f, (int64_t) c->n * h);
+	be->fill((float *) dg.w_hh, 0.0f, (int64_t) h3 * h);
+	be->fill((float *) dg.b_hh, 0.0f, h3);
+	for (int t = g.steps - 1; t >= 0; t--)
+	{
+		const float *hprev = t > 0 ? g.hs + (int64_t) (t - 1) * h : NULL;
+		const float *dout = NULL;
+		int			dout_stride = 0;
+
+		if (c->l->return_sequences)
+		{
+			dout = c->dout + (int64_t) t * h;
+			dout_stride = g.steps * h;
+		}
+		else if (t == g.steps - 1)
+		{
+			dout = c->dout;
+			dout_stride = h;
+		}
+		/* dh: the later steps' gradient plus this step's output's; out: dgi, dgh, and dh * z into dh */
+		be->gru_gates_backward(dh, dout, dout_stride, hprev, g.steps * h, g.saved + (int64_t) t * 4 * h,
+							   g.steps * 4 * h, g.gi + (int64_t) t * h3, g.steps * h3, dgh, c->n, h);
+		if (t > 0)
+		{
+			be->gemm(false, false, c->n, h, h3, 1.0f, dgh, h3, g.w_hh, h, 1.0f, dh, h);
+			be->gemm(true, false, h3, h, c->n, 1.0f, dgh, h3, hprev, g.steps * h, 1.0f,
+					 (float *) dg.w_hh, h);
+		}
+		be->col_sum(dgh, (float *) dg.b_hh, c->n, h3);
+	}
+	/* g.gi now holds the input gates' gradient, [n * steps][3H] */
+	be->gemm(true, false, h3, g.in, c->n * g.steps, 1.0f, g.gi, h3, c->in, g.in, 0.0f,
+			 (float *) dg.w_ih, g.in);
+	be->fill((float *) dg.b_ih, 0.0f, h3);
+	be->col_sum(g.gi, (float *) dg.b_ih, c->n * g.steps, h3);
+	if (c->din)
+		be->gemm(false, false, c->n * g.steps, g.in, h3, 1.0f, g.gi, h3, g.w_ih, g.in, 0.0f, c->din, g.in);
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -713,6 +920,9 @@ static const struct
 	[NN_LAYERNORM] = {layernorm_forward, layernorm_backward},
 	[NN_ADD] = {add_forward, add_backward},
 	[NN_CONCAT] = {concat_forward, concat_backward},
+	[NN_EMBEDDING] = {embedding_forward, embedding_backward},
+	[NN_SOFTMAX] = {softmax_forward, softmax_backward},
+	[NN_GRU] = {gru_forward, gru_backward},
 };
 
 void

@@ -119,6 +119,12 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			case NN_LAYERNORM:
 				m->param_len[i] = 2 * (int64_t) ins.c;
 				break;
+			case NN_EMBEDDING:
+				m->param_len[i] = (int64_t) l->vocab * l->units;
+				break;
+			case NN_GRU:
+				m->param_len[i] = 3 * (int64_t) l->units * (m->shape[i].w + l->units + 2);
+				break;
 			default:
 				break;
 		}
@@ -921,6 +927,33 @@ backward_update(NnModel *m)
 	}
 }
 
+/*
+ * An embedding's ids are indices into its table: each must be a whole number
+ * in [0, vocab), checked here in the caller's host memory before any is used.
+ * (The kernels also leave an id outside the table alone, never reading past it.)
+ */
+bool
+nn_model_check_input(const NnModel *m, const float *x, int32_t n, NnError *err)
+{
+	const NnLayerSpec *l = &m->spec.layers[0];
+	int64_t		len = nn_model_input_size(m);
+
+	if (m->spec.n_layers < 1 || l->type != NN_EMBEDDING)
+		return true;
+	for (int64_t j = 0; j < (int64_t) n * len; j++)
+	{
+		float		id = x[j];
+
+		if (!(id >= 0.0f && id < (float) l->vocab && id == floorf(id)))
+		{
+			nn_error_set(err, 0, "x", "embedding: id %g at step %lld of example %lld is not a whole number between 0 and %d",
+						 (double) id, (long long) (j % len), (long long) (j / len), (int) l->vocab - 1);
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool
 check_batch(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
 {
@@ -930,13 +963,16 @@ check_batch(NnModel *m, const float *x, const float *y, int32_t n, NnError *err)
 		return false;
 	}
 	if (n > m->batch_cap || (m->want_dinput && m->dinput == NULL))
-		return nn_model_reserve(m, n, err);
-	if (n < 1)
+	{
+		if (!nn_model_reserve(m, n, err))
+			return false;
+	}
+	else if (n < 1)
 	{
 		nn_error_set(err, -1, "batch_size", "a batch needs at least one example");
 		return false;
 	}
-	return true;
+	return nn_model_check_input(m, x, n, err);
 }
 
 /*

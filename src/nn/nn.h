@@ -52,6 +52,9 @@ typedef enum NnLayerType
 	NN_LAYERNORM,				/* over a flat [features] input */
 	NN_ADD,						/* elementwise sum of 2+ inputs of one shape */
 	NN_CONCAT,					/* along channels ([C, H, W]) or features (flat) */
+	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
+	NN_SOFTMAX,					/* over the last axis */
+	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -87,6 +90,8 @@ typedef struct NnLayerSpec
 	int16_t		n_inputs;		/* 0: the layer before (a chain) */
 	int16_t		inputs[NN_MAX_INPUTS];	/* a layer before it, or -1: the spec's input */
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
+	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
+	bool		return_sequences;	/* gru: every step's state, not the last one's only */
 } NnLayerSpec;
 
 typedef struct NnSpec
@@ -115,9 +120,14 @@ nn_layer_src(const NnSpec *spec, int i, int k)
 /* Whether any layer reads other than the layer before it (a graph, not a chain). */
 extern bool nn_spec_is_graph(const NnSpec *spec);
 
+/*
+ * ndim 2 is a sequence [steps, features], step after step (as torch's
+ * batch_first): c = steps, h = 1, w = features.  Only layers make sequences
+ * (an embedding); a spec's input is flat or an image.
+ */
 typedef struct NnShape
 {
-	int32_t		ndim;			/* 1 or 3 */
+	int32_t		ndim;			/* 1, 2 or 3 */
 	int32_t		c, h, w;		/* ndim 1: c = features, h = w = 1 */
 } NnShape;
 
@@ -260,6 +270,12 @@ extern bool nn_model_train_step(NnModel *m, const float *x, const float *y, int3
 								NnBatchStats *stats, NnError *err);
 extern bool nn_model_evaluate(NnModel *m, const float *x, const float *y, int32_t n,
 							  NnBatchStats *stats, NnError *err);
+/*
+ * Inputs a model can take: an embedding's ids must be whole numbers in
+ * [0, vocab).  _train_step, _evaluate, _stage and _forward_frozen check it;
+ * callers of nn_model_forward and _forward_upto check it first.
+ */
+extern bool nn_model_check_input(const NnModel *m, const float *x, int32_t n, NnError *err);
 
 /*
  * Divergence.  _train_step_finite is nn_model_train_step, except that a batch

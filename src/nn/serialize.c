@@ -7,6 +7,8 @@
  *                         f32 alpha, rate, eps, momentum
  *               version 2 (the graph form) only, per layer: i32 n_inputs, i32 inputs[n_inputs],
  *                         u32 name length, the name's bytes
+ *               (a type added later keeps its own fields in slots it does not use:
+ *               embedding's vocab in filters, gru's return_sequences in kernel)
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
@@ -191,8 +193,8 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 
 		put_u32(&w, (uint32_t) l->type);
 		put_u32(&w, (uint32_t) l->units);
-		put_u32(&w, (uint32_t) l->filters);
-		put_u32(&w, (uint32_t) l->kernel);
+		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->filters));
+		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->kernel));
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) l->padding);
 		put_u32(&w, (uint32_t) l->init);
@@ -410,6 +412,16 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
+		if (l->type == NN_EMBEDDING)
+		{
+			l->vocab = l->filters;
+			l->filters = 0;
+		}
+		if (l->type == NN_GRU)
+		{
+			l->return_sequences = l->kernel != 0;
+			l->kernel = 0;
+		}
 	}
 	for (uint32_t i = 0; version == NN_FORMAT_VERSION_GRAPH && i < n_layers; i++)
 	{

@@ -29,6 +29,9 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_LAYERNORM] = "layernorm",
 	[NN_ADD] = "add",
 	[NN_CONCAT] = "concat",
+	[NN_EMBEDDING] = "embedding",
+	[NN_SOFTMAX] = "softmax",
+	[NN_GRU] = "gru",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -212,8 +215,12 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 
 	if (in.ndim != 3)
 	{
-		nn_error_set(err, i, "type", "%s needs a [channels, height, width] input, got a flat one of %d features",
-					 tname, in.c);
+		if (in.ndim == 2)
+			nn_error_set(err, i, "type", "%s needs a [channels, height, width] input, got a sequence of %d steps of %d features",
+						 tname, in.c, in.w);
+		else
+			nn_error_set(err, i, "type", "%s needs a [channels, height, width] input, got a flat one of %d features",
+						 tname, in.c);
 		return false;
 	}
 	REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
@@ -280,9 +287,17 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			break;
 
 		case NN_GLOBAL_AVGPOOL:
+			if (in.ndim == 2)
+			{
+				/* over the steps of a sequence: one mean per feature */
+				out->ndim = 1;
+				out->c = in.w;
+				out->h = out->w = 1;
+				break;
+			}
 			if (in.ndim != 3)
 			{
-				nn_error_set(err, i, "type", "%s needs a [channels, height, width] input", tname);
+				nn_error_set(err, i, "type", "%s needs a [channels, height, width] input or a sequence", tname);
 				return false;
 			}
 			out->h = out->w = 1;
@@ -311,6 +326,11 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			break;
 
 		case NN_BATCHNORM:
+			if (in.ndim == 2)
+			{
+				nn_error_set(err, i, "type", "%s does not take a sequence; add a flatten layer before it", tname);
+				return false;
+			}
 			REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
 						  "eps", "positive and below 1", l->eps);
 			REQUIRE_FLOAT(isfinite(l->momentum) && l->momentum >= 0.0f && l->momentum <= 1.0f,
@@ -333,6 +353,41 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_ADD:
 		case NN_CONCAT:
 			break;				/* merge_validate */
+		case NN_EMBEDDING:
+			if (i != 0 || in.ndim != 1)
+			{
+				nn_error_set(err, i, "type", "%s must be the first layer, on a flat [steps] input of ids", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->vocab, 1, NN_MAX_DIM, "vocab");
+			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "dim");
+			out->ndim = 2;
+			out->c = in.c;
+			out->h = 1;
+			out->w = l->units;
+			*params = (int64_t) l->vocab * l->units;
+			break;
+
+		case NN_SOFTMAX:
+			break;
+
+		case NN_GRU:
+			if (in.ndim != 2)
+			{
+				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+			if (l->return_sequences)
+				out->w = l->units;
+			else
+			{
+				out->ndim = 1;
+				out->c = l->units;
+				out->h = out->w = 1;
+			}
+			*params = 3 * (int64_t) l->units * (in.w + l->units + 2);
+			break;
 
 		default:
 			nn_error_set(err, i, "type", "unknown layer type %d", (int) l->type);
@@ -679,6 +734,29 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.flops_forward = 8 * in;
 				c.flops_train = 20 * in;
 				break;
+			case NN_EMBEDDING:
+				/* a gather; its gradient zeroes the table, then adds a row per step */
+				c.params = (int64_t) l->vocab * l->units;
+				c.flops_forward = out;
+				c.flops_train = 2 * out + c.params;
+				break;
+			case NN_SOFTMAX:
+				c.flops_forward = 5 * in;
+				c.flops_train = 9 * in;
+				break;
+			case NN_GRU:
+				{
+					/* per step: two products into 3 gates, then the gates; backward twice the products */
+					int64_t		steps = shape[i].c,
+								h3 = 3 * (int64_t) l->units,
+								mm = 2 * h3 * (shape[i].w + l->units);
+
+					c.params = h3 * (shape[i].w + l->units + 2);
+					c.flops_forward = steps * (mm + 12 * (int64_t) l->units);
+					c.flops_train = c.flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
+					c.act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
+					break;
+				}
 			case NN_SIGMOID:
 			case NN_TANH:
 				c.flops_forward = 4 * in;

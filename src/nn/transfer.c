@@ -194,7 +194,8 @@ nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float *out, NnErr
 	int64_t		in_size = nn_model_input_size(m);
 	int64_t		out_size = nn_model_output_size(m);
 
-	if (!nn_model_reserve(m, n < NN_FROZEN_CHUNK ? n : NN_FROZEN_CHUNK, err))
+	if (!nn_model_reserve(m, n < NN_FROZEN_CHUNK ? n : NN_FROZEN_CHUNK, err) ||
+		!nn_model_check_input(m, x, n, err))
 		return false;
 	for (int32_t first = 0; first < n; first += NN_FROZEN_CHUNK)
 	{

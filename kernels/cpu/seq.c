@@ -1,0 +1,191 @@
+/*
+ * seq.c -- the CPU kernels of sequence layers: embedding, softmax over the
+ * last axis, the mean over a sequence's steps, a GRU's gates.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+/* an id's row, or -1 when it is not a whole number in [0, vocab) */
+static inline int64_t
+embedding_row(float id, int vocab)
+{
+	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
+		return -1;
+	return (int64_t) id;
+}
+
+void
+cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
+{
+	for (int64_t p = 0; p < n; p++)
+	{
+		int64_t		row = embedding_row(ids[p], vocab);
+
+		if (row < 0)
+			memset(y + p * dim, 0, sizeof(float) * dim);
+		else
+			memcpy(y + p * dim, table + row * dim, sizeof(float) * dim);
+	}
+}
+
+void
+cpu_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t n, int vocab, int dim)
+{
+	memset(dtable, 0, sizeof(float) * (size_t) vocab * dim);
+	for (int64_t p = 0; p < n; p++)
+	{
+		int64_t		row = embedding_row(ids[p], vocab);
+		float	   *restrict d = dtable + row * dim;
+		const float *restrict g = dy + p * dim;
+
+		if (row < 0)
+			continue;
+		for (int j = 0; j < dim; j++)
+			d[j] += g[j];
+	}
+}
+
+void
+cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols)
+{
+	for (int64_t r = 0; r < rows; r++)
+	{
+		const float *p = x + r * cols;
+		float	   *q = y + r * cols;
+		float		mx = p[0];
+		double		sum = 0.0;
+
+		for (int c = 1; c < cols; c++)
+			if (p[c] > mx)
+				mx = p[c];
+		for (int c = 0; c < cols; c++)
+		{
+			q[c] = expf(p[c] - mx);
+			sum += q[c];
+		}
+		for (int c = 0; c < cols; c++)
+			q[c] = (float) (q[c] / sum);
+	}
+}
+
+void
+cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	for (int64_t r = 0; r < rows; r++)
+	{
+		const float *p = y + r * cols;
+		const float *g = dy + r * cols;
+		float	   *q = dx + r * cols;
+		double		dot = 0.0;
+
+		for (int c = 0; c < cols; c++)
+			dot += (double) g[c] * p[c];
+		for (int c = 0; c < cols; c++)
+			q[c] = p[c] * (g[c] - (float) dot);
+	}
+}
+
+void
+cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim)
+{
+	for (int i = 0; i < n; i++)
+	{
+		const float *p = x + (int64_t) i * steps * dim;
+		float	   *q = y + (int64_t) i * dim;
+
+		for (int d = 0; d < dim; d++)
+		{
+			double		sum = 0.0;
+
+			for (int t = 0; t < steps; t++)
+				sum += p[(int64_t) t * dim + d];
+			q[d] = (float) (sum / steps);
+		}
+	}
+}
+
+void
+cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
+{
+	float		inv = 1.0f / (float) steps;
+
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < steps; t++)
+			for (int d = 0; d < dim; d++)
+				dx[((int64_t) i * steps + t) * dim + d] = dy[(int64_t) i * dim + d] * inv;
+}
+
+static inline float
+sigmoidf(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+void
+cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
+					  const float *hprev, int hprev_stride, float *h, int h_stride,
+					  float *saved, int saved_stride, float *out, int out_stride,
+					  int n, int units)
+{
+	for (int e = 0; e < n; e++)
+	{
+		const float *a = gi + (int64_t) e * gi_stride;
+		const float *b = gh + (int64_t) e * 3 * units;
+		float	   *sv = saved + (int64_t) e * saved_stride;
+
+		for (int j = 0; j < units; j++)
+		{
+			float		r = sigmoidf(a[j] + b[j]);
+			float		z = sigmoidf(a[units + j] + b[units + j]);
+			float		hn = b[2 * units + j];
+			float		nn = tanhf(a[2 * units + j] + r * hn);
+			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
+			float		hv = (1.0f - z) * nn + z * hp;
+
+			h[(int64_t) e * h_stride + j] = hv;
+			if (out)
+				out[(int64_t) e * out_stride + j] = hv;
+			sv[j] = r;
+			sv[units + j] = z;
+			sv[2 * units + j] = nn;
+			sv[3 * units + j] = hn;
+		}
+	}
+}
+
+void
+cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
+					   const float *hprev, int hprev_stride,
+					   const float *saved, int saved_stride,
+					   float *dgi, int gi_stride, float *dgh, int n, int units)
+{
+	for (int e = 0; e < n; e++)
+	{
+		const float *sv = saved + (int64_t) e * saved_stride;
+		float	   *a = dgi + (int64_t) e * gi_stride;
+		float	   *b = dgh + (int64_t) e * 3 * units;
+
+		for (int j = 0; j < units; j++)
+		{
+			float		d = dh[(int64_t) e * units + j] + (dout ? dout[(int64_t) e * dout_stride + j] : 0.0f);
+			float		r = sv[j],
+						z = sv[units + j],
+						nn = sv[2 * units + j],
+						hn = sv[3 * units + j];
+			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
+			float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+			float		dzp = d * (hp - nn) * z * (1.0f - z);
+			float		drp = dnp * hn * r * (1.0f - r);
+
+			a[j] = drp;
+			a[units + j] = dzp;
+			a[2 * units + j] = dnp;
+			b[j] = drp;
+			b[units + j] = dzp;
+			b[2 * units + j] = dnp * r;
+			dh[(int64_t) e * units + j] = d * z;
+		}
+	}
+}
