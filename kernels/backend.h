@@ -199,6 +199,19 @@ typedef struct NnBackend
 	void		(*adam_update) (float *p, const float *g, float *m, float *v, int64_t n,
 								float lr, float beta1, float beta2, float eps,
 								float weight_decay, bool decoupled, int64_t step);
+
+	/*
+	 * softmax_xent with label smoothing s, as torch.nn.CrossEntropyLoss
+	 * (label_smoothing = s): the target is (1 - s) * onehot + s / classes, so
+	 * dlogits = (softmax - target) * scale and loss[r] = (1 - s) * -log
+	 * softmax[label] + s / classes * sum over c of -log softmax[c].
+	 */
+	void		(*softmax_xent_smooth) (const float *logits, const float *labels, float *dlogits,
+										float *loss, int rows, int classes, float scale, float smoothing);
+	/* The sum of x's squares, in double, in a fixed order (returned to the host). */
+	double		(*sum_squares) (const float *x, int64_t n);
+	/* x *= a */
+	void		(*scale) (float *x, float a, int64_t n);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

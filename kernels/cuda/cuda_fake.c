@@ -171,6 +171,17 @@ fake_all_finite(const float *x, int64_t n)
 	return ok;
 }
 
+static double
+fake_sum_squares(const float *x, int64_t n)
+{
+	double		s;
+
+	fake_open();
+	s = cpu->sum_squares(x, n);
+	fake_close();
+	return s;
+}
+
 /* Every other primitive: the CPU kernel, with the memory open while it runs. */
 #define FAKE(name, params, args) \
 	static void fake_##name params { fake_open(); cpu->name args; fake_close(); }
@@ -240,6 +251,10 @@ FAKE(adam_update, (float *p, const float *g, float *m, float *v, int64_t n, floa
 				   float beta2, float eps, float weight_decay, bool decoupled, int64_t step),
 	 (p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step))
 
+FAKE(softmax_xent_smooth, (const float *z, const float *labels, float *dz, float *loss, int rows, int classes,
+						   float scale, float smoothing), (z, labels, dz, loss, rows, classes, scale, smoothing))
+FAKE(scale, (float *x, float a, int64_t n), (x, a, n))
+
 #define ENTRY(name) .name = fake_##name
 
 static const NnBackend fake_backend = {
@@ -258,6 +273,7 @@ static const NnBackend fake_backend = {
 	ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
 	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
+	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */
