@@ -207,6 +207,8 @@ typedef struct NnBackend
 	 */
 	void		(*copy_rows) (float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
 							  int64_t rows, int64_t cols, bool add);
+
+	/*
 	 * Embedding: y[p][d] = table[ids[p]][d] for positions p < n, ids stored
 	 * as floats (checked by the caller; one outside [0, vocab) gives a zero row
 	 * and no gradient, never a read outside the table).  Backward overwrites
@@ -249,6 +251,19 @@ typedef struct NnBackend
 									   const float *hprev, int hprev_stride,
 									   const float *saved, int saved_stride,
 									   float *dgi, int gi_stride, float *dgh, int n, int units);
+
+	/*
+	 * softmax_xent with label smoothing s, as torch.nn.CrossEntropyLoss
+	 * (label_smoothing = s): the target is (1 - s) * onehot + s / classes, so
+	 * dlogits = (softmax - target) * scale and loss[r] = (1 - s) * -log
+	 * softmax[label] + s / classes * sum over c of -log softmax[c].
+	 */
+	void		(*softmax_xent_smooth) (const float *logits, const float *labels, float *dlogits,
+										float *loss, int rows, int classes, float scale, float smoothing);
+	/* The sum of x's squares, in double, in a fixed order (returned to the host). */
+	double		(*sum_squares) (const float *x, int64_t n);
+	/* x *= a */
+	void		(*scale) (float *x, float a, int64_t n);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

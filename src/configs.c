@@ -12,7 +12,9 @@
  * uses (momentum and nesterov for sgd; beta1, beta2 and eps for adam and
  * adamw) are dropped from the configurations of the others rather than
  * rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
- * configurations, sgd with momentum and plain adam.
+ * configurations, sgd with momentum and plain adam.  Likewise the keys of one
+ * learning-rate schedule (step_size and gamma for step, eta_min for cosine) are
+ * dropped from the configurations of the other schedules.
  */
 #include "postgres.h"
 
@@ -45,6 +47,17 @@ static const struct
 	{"beta1", false, true},
 	{"beta2", false, true},
 	{"eps", false, true},
+};
+
+/* Which schedule a key applies to. */
+static const struct
+{
+	const char *key;
+	NnSchedule	schedule;
+}			schedule_keys[] = {
+	{"step_size", NN_SCHED_STEP},
+	{"gamma", NN_SCHED_STEP},
+	{"eta_min", NN_SCHED_COSINE},
 };
 
 /* A key of a grid or search space and what it takes. */
@@ -324,6 +337,33 @@ optimizer_of(const SearchKey *keys, const JsonbValue *const *values, int n)
 	return NN_OPT_SGD;
 }
 
+/* The schedule a combination names: none by default, -1 when it is not a known one. */
+static int
+schedule_of(const SearchKey *keys, const JsonbValue *const *values, int n)
+{
+	for (int k = 0; k < n; k++)
+	{
+		if (strcmp(keys[k].name, "schedule") != 0)
+			continue;
+		if (values[k]->type != jbvString)
+			return -1;
+		return (int) nn_schedule_from_name(pnstrdup(values[k]->val.string.val, values[k]->val.string.len));
+	}
+	return NN_SCHED_NONE;
+}
+
+/* Whether a key is one of a schedule other than `schedule` (a known one, else -1). */
+static bool
+schedule_key_dropped(const char *key, int schedule)
+{
+	if (schedule < 0)
+		return false;			/* the validator will complain about the schedule */
+	for (int i = 0; i < lengthof(schedule_keys); i++)
+		if (strcmp(key, schedule_keys[i].key) == 0)
+			return schedule_keys[i].schedule != (NnSchedule) schedule;
+	return false;
+}
+
 /* Whether a key is one that `type`, a known optimizer, does not use. */
 static bool
 key_dropped(const char *key, NnOptType type)
@@ -342,12 +382,13 @@ build_config(const SearchKey *keys, const JsonbValue *const *values, int n)
 {
 	JsonbParseState *state = NULL;
 	NnOptType	type = optimizer_of(keys, values, n);
+	int			schedule = schedule_of(keys, values, n);
 	JsonbValue *res;
 
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int k = 0; k < n; k++)
 	{
-		if (key_dropped(keys[k].name, type))
+		if (key_dropped(keys[k].name, type) || schedule_key_dropped(keys[k].name, schedule))
 			continue;
 		pgdl_jsonb_put_key(&state, keys[k].name);
 		pushJsonbValue(&state, WJB_VALUE, (JsonbValue *) values[k]);

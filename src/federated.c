@@ -314,6 +314,7 @@ pgdl_fit_federated(PG_FUNCTION_ARGS)
 	pgdl_spec_from_jsonb(pgdl_architecture_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)), &f.arch_id), f.spec);
 	f.config_json = PG_GETARG_JSONB_P(2);
 	pgdl_config_from_jsonb(f.config_json, &f.config);
+	pgdl_config_refuse_epochs(&f.config, "pgdl.fit_federated");
 	f.rounds = int_between(fcinfo, 3, "rounds", PGDL_MAX_EPOCHS);
 	f.local_epochs = int_between(fcinfo, 4, "local_epochs", PGDL_MAX_EPOCHS);
 	f.ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));

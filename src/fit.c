@@ -193,6 +193,12 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
 	pgdl_config_from_jsonb(config_json, &f->config);
 	fit_check_threads(f->config.threads);
+	if (f->config.patience > 0 && !OidIsValid(validation))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid training configuration at patience"),
+				 errdetail("Early stopping watches the validation set: \"patience\" needs a validation table."),
+				 errhint("Pass validation => a packed table.")));
 	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
@@ -251,6 +257,14 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 
 	nn_rng_permutation((uint64) f->config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, f->order);
 	memset(&state->stats, 0, sizeof(NnBatchStats));
+	/* the epoch's learning rate, as a fit_multiple worker sets it for the model's epoch */
+	pgdl_config_at_epoch(&state->config, e, f->epochs);
+	{
+		NnError		err;
+
+		if (!nn_model_set_optim(f->model, &state->config.optim, &err))
+			pgdl_report_nn_error("training configuration", &err);
+	}
 	f->epoch = e;
 	f->epoch_done = 0;
 	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total, false);
@@ -370,9 +384,12 @@ fit_begin_run(FitRun *f)
 static void
 fit_epochs(FitRun *f, PgdlEpochMetrics *m)
 {
+	PgdlPatience patience = {0};
+
 	for (int32 e = 0; e < f->epochs; e++)
 	{
 		fit_epoch(f, e, m);
+		m->early_stopped = e + 1 < f->epochs && pgdl_early_stop(&f->config, m, &patience);
 		pgdl_recorder_epoch(f->recorder, f->run_id, f->config_id, m);
 		pgdl_call_progress_loss(m->train_loss);
 		if (m->diverged)
@@ -385,7 +402,41 @@ fit_epochs(FitRun *f, PgdlEpochMetrics *m)
 			break;
 		}
 		pgdl_fit_report_epoch("epoch", m, f->epochs);
+		if (m->early_stopped)
+		{
+			ereport(NOTICE,
+					(errmsg("early stopping after epoch %d of %d", m->epoch, f->epochs),
+					 errdetail("The %s has not improved by more than %g for %d epochs.",
+							   f->config.monitor_accuracy ? "validation accuracy" : "validation loss",
+							   (double) f->config.min_delta, f->config.patience)));
+			break;
+		}
 	}
+}
+
+/*
+ * Keras's EarlyStopping (restore_best_weights off): an epoch improves when its
+ * metric beats the best so far by more than min_delta; after patience epochs
+ * without improvement, training stops.  A function of the model's own
+ * validation metrics only, so pgdl.fit and pgdl.fit_multiple stop alike.
+ */
+bool
+pgdl_early_stop(const PgdlTrainConfig *config, const PgdlEpochMetrics *m, PgdlPatience *p)
+{
+	double		v;
+
+	if (config->patience <= 0 || !m->has_validation || m->diverged)
+		return false;
+	v = config->monitor_accuracy ? -m->validation_accuracy : m->validation_loss;
+	if (!p->seen || v < p->best - (double) config->min_delta)
+	{
+		p->seen = true;
+		p->best = v;
+		p->bad_epochs = 0;
+	}
+	else
+		p->bad_epochs++;
+	return p->bad_epochs >= config->patience;
 }
 
 /*

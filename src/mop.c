@@ -1196,6 +1196,28 @@ set_workers(MopRun *run, int32 workers, int32 per_node)
 										 run->worker_server, run->owner);
 }
 
+/* Training methods that need a validation set, or a run on this server (whose workers count epochs). */
+static void
+check_methods(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		if (c->config.patience > 0 && run->vds == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid training configuration at patience"),
+					 errdetail("Configuration " INT64_FORMAT " stops early on the validation set: \"patience\" needs a validation table.",
+							   c->config_id),
+					 errhint("Pass validation => a packed table.")));
+		if (run->distributed)
+			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+	}
+}
+
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
 static MopRun *
 setup_run(FunctionCallInfo fcinfo)
@@ -1231,6 +1253,7 @@ setup_run(FunctionCallInfo fcinfo)
 		check_can_read(run->vds);
 	load_configs(run);
 	prepare_configs(run);
+	check_methods(run);
 	plan_devices(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);

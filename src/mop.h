@@ -113,6 +113,7 @@ typedef struct MopModel
 	int32		next_arrival;	/* asha: the model after it in the order rungs are decided in; -1: last */
 	uint32		rung_known;		/* bit r: it completed rung r (from the bottom) without diverging */
 	double		rung_key[MOP_MAX_RUNGS];	/* its loss there: validation loss, else training loss */
+	PgdlPatience patience;		/* early stopping: its best validation metric and the epochs since */
 } MopModel;
 
 typedef struct MopWorker

@@ -345,6 +345,7 @@ pgdl_train_partitions(PG_FUNCTION_ARGS)
 	model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(0));
 	pgdl_model_free_with(model, CurrentMemoryContext);
 	pgdl_config_from_jsonb(PG_GETARG_JSONB_P(1), &config);
+	pgdl_config_refuse_epochs(&config, "pgdl.train_partitions");
 	if (PG_NARGS() > 5 && !PG_ARGISNULL(5))
 	{
 		prefix = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(5));

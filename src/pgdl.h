@@ -165,6 +165,10 @@ typedef struct PgdlTrainConfig
 	int32		workers_per_device; /* "workers_per_device" (fit_multiple); 0: not given */
 	bool		mixed_devices;	/* "mixed_devices": may hop between GPU and CPU workers */
 	int32		threads;		/* "threads": pgdl.fit's cores for one step; default 1 */
+	/* early stopping; the other training methods are optim's */
+	int32		patience;		/* "patience": epochs without improvement before stopping; 0: none */
+	float		min_delta;		/* "min_delta": the least change that counts as improvement */
+	bool		monitor_accuracy;	/* "monitor": validation_accuracy (else validation_loss) */
 } PgdlTrainConfig;
 
 /*
@@ -546,7 +550,26 @@ typedef struct PgdlEpochMetrics
 	bool		diverged;		/* training stopped in this epoch: see PgdlDivergence */
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 	double		predicted_seconds;	/* fit_multiple: the epoch's training as pgdl.estimate predicts it; 0: none */
+	bool		early_stopped;	/* early stopping ended training after this epoch */
 } PgdlEpochMetrics;
+
+/*
+ * Early stopping (patience): the best validation metric so far and the epochs
+ * since it improved, a model's own; pgdl_early_stop takes an epoch's metrics
+ * and says whether training stops after it.
+ */
+typedef struct PgdlPatience
+{
+	double		best;
+	int32		bad_epochs;
+	bool		seen;
+} PgdlPatience;
+extern bool pgdl_early_stop(const PgdlTrainConfig *config, const PgdlEpochMetrics *m, PgdlPatience *p);
+/* The schedule's epoch counters of a configuration: the epoch being trained (0-based) of a run of `epochs`. */
+extern void pgdl_config_at_epoch(PgdlTrainConfig *config, int32 epoch, int32 epochs);
+extern bool pgdl_config_counts_epochs(const PgdlTrainConfig *config);
+/* An error when the configuration has keys that need epochs counted, which caller does not. */
+extern void pgdl_config_refuse_epochs(const PgdlTrainConfig *config, const char *caller);
 
 /*
  * fit.c: the model a pgdl.fit or pgdl.fit_federated run trained, stored; the run finished.  Its id.

@@ -55,6 +55,8 @@ metrics_jsonb(const PgdlModelRecord *rec)
 	}
 	if (rec->selection)
 		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);
+	if (m->early_stopped)
+		pgdl_jsonb_put_bool(&state, "early_stopped", true);
 	if (m->diverged)
 	{
 		pgdl_jsonb_put_bool(&state, "diverged", true);
@@ -70,7 +72,7 @@ typedef struct Statement
 {
 	const char *sql;
 	int			nargs;
-	Oid			types[12];
+	Oid			types[13];
 	SPIPlanPtr	plan;
 } Statement;
 
@@ -89,10 +91,10 @@ static Statement finish_run = {
 };
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-	12, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
-	FLOAT8OID}
+	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds, decision) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+	13, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
+	FLOAT8OID, TEXTOID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -129,7 +131,7 @@ static Statement last_checkpoint = {
 	2, {INT8OID, INT8OID}
 };
 static Statement was_stopped = {
-	"SELECT 1 FROM pgdl.run_metrics WHERE run = $1 AND config = $2 AND decision = 'stop'",
+	"SELECT 1 FROM pgdl.run_metrics WHERE run = $1 AND config = $2 AND decision IN ('stop', 'early_stop')",
 	2, {INT8OID, INT8OID}
 };
 static Statement last_metrics = {
@@ -283,11 +285,12 @@ pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 void
 pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
 {
-	Datum		values[12];
-	char		nulls[12] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+	Datum		values[13];
+	char		nulls[13] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
 		m->classification ? MEASURED(m->train_accuracy) : 'n',
 		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
-	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n'};
+	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n',
+	m->early_stopped ? ' ' : 'n'};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -301,6 +304,8 @@ pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const P
 	values[9] = CStringGetTextDatum(m->diverged ? "diverged" : "ok");
 	values[10] = node ? CStringGetTextDatum(node) : (Datum) 0;
 	values[11] = Float8GetDatum(m->predicted_seconds);
+	/* early stopping's decision is the epoch's own: it comes with the row */
+	values[12] = m->early_stopped ? CStringGetTextDatum("early_stop") : (Datum) 0;
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();

@@ -77,6 +77,8 @@ static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
 	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
+	"schedule", "step_size", "gamma", "eta_min", "warmup_epochs", "warmup_steps", "warmup_start_factor",
+	"clip_norm", "no_decay_bias_norm", "label_smoothing", "patience", "min_delta", "monitor",
 	TRANSFER_KEYS, NULL
 };
 
@@ -690,6 +692,112 @@ config_device_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
 	}
 }
 
+/*
+ * A number key of the training methods within [lo, hi] (above lo when
+ * lo_open), as a double; the detail says the range in words.
+ */
+static double
+method_number(JsonbValue *v, const char *key, double lo, double hi, bool lo_open, const char *range)
+{
+	double		d = get_number(v, "training configuration", key);
+
+	if (!(lo_open ? d > lo : d >= lo) || !(d <= hi))
+		spec_error("training configuration", key, psprintf("\"%s\" must be %s, got %g.", key, range, d));
+	return d;
+}
+
+static int64
+method_int(JsonbValue *v, const char *key, int64 lo, int64 hi)
+{
+	double		d = get_number(v, "training configuration", key);
+
+	if (d != floor(d) || d < (double) lo || d > (double) hi)
+		spec_error("training configuration", key,
+				   psprintf("\"%s\" must be an integer between " INT64_FORMAT " and " INT64_FORMAT ", got %g.",
+							key, lo, hi, d));
+	return (int64) d;
+}
+
+/* A key that only a schedule (or a warmup, or early stopping) uses, given without it. */
+static void
+method_needs(JsonbContainer *root, const char *key, bool ok, const char *needs)
+{
+	if (pgdl_jsonb_key(root, key) != NULL && !ok)
+		spec_error("training configuration", key, psprintf("\"%s\" needs %s.", key, needs));
+}
+
+/* The training methods: schedules, clipping, decay groups, label smoothing, early stopping. */
+static void
+config_method_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
+{
+	NnOptim    *o = &cfg->optim;
+	JsonbValue *v;
+
+	if ((v = pgdl_jsonb_key(root, "schedule")) != NULL)
+	{
+		char	   *name = get_string(v, "training configuration", "schedule");
+		int			s = (int) nn_schedule_from_name(name);
+
+		if (s < 0)
+			spec_error("training configuration", "schedule",
+					   psprintf("Unknown schedule \"%s\"; known: none, step, cosine.", pgdl_echo(name)));
+		o->schedule = (NnSchedule) s;
+	}
+	method_needs(root, "step_size", o->schedule == NN_SCHED_STEP, "\"schedule\": \"step\"");
+	method_needs(root, "gamma", o->schedule == NN_SCHED_STEP, "\"schedule\": \"step\"");
+	method_needs(root, "eta_min", o->schedule == NN_SCHED_COSINE, "\"schedule\": \"cosine\"");
+	if (o->schedule == NN_SCHED_STEP)
+	{
+		if ((v = pgdl_jsonb_key(root, "step_size")) == NULL)
+			spec_error("training configuration", "step_size",
+					   "\"schedule\": \"step\" needs \"step_size\", the epochs between two decays.");
+		o->step_size = (int32) method_int(v, "step_size", 1, NN_MAX_SCHEDULE_EPOCHS);
+		o->gamma = 0.1f;
+		if ((v = pgdl_jsonb_key(root, "gamma")) != NULL)
+			o->gamma = (float) method_number(v, "gamma", 0, 1, true, "above 0 and at most 1");
+	}
+	if ((v = pgdl_jsonb_key(root, "eta_min")) != NULL)
+		o->eta_min = (float) method_number(v, "eta_min", 0, o->lr, false, "at least 0 and at most \"lr\"");
+	if ((v = pgdl_jsonb_key(root, "warmup_epochs")) != NULL)
+		o->warmup_epochs = (int32) method_int(v, "warmup_epochs", 0, NN_MAX_SCHEDULE_EPOCHS);
+	if ((v = pgdl_jsonb_key(root, "warmup_steps")) != NULL)
+		o->warmup_steps = method_int(v, "warmup_steps", 0, NN_MAX_STEP);
+	if (o->warmup_epochs > 0 && o->warmup_steps > 0)
+		spec_error("training configuration", "warmup_steps",
+				   "Give \"warmup_epochs\" or \"warmup_steps\", not both.");
+	method_needs(root, "warmup_start_factor", o->warmup_epochs > 0 || o->warmup_steps > 0,
+				 "a positive \"warmup_epochs\" or \"warmup_steps\"");
+	o->warmup_start = (o->warmup_epochs > 0 || o->warmup_steps > 0) ? 1.0f / 3.0f : 0.0f;
+	if ((v = pgdl_jsonb_key(root, "warmup_start_factor")) != NULL)
+		o->warmup_start = (float) method_number(v, "warmup_start_factor", 0, 1, true, "above 0 and at most 1");
+	if ((v = pgdl_jsonb_key(root, "clip_norm")) != NULL)
+		o->clip_norm = (float) method_number(v, "clip_norm", 0, 1e30, true, "positive (at most 1e30)");
+	if ((v = pgdl_jsonb_key(root, "label_smoothing")) != NULL)
+		o->label_smoothing = (float) method_number(v, "label_smoothing", 0, 1, false, "between 0 and 1");
+	if ((v = pgdl_jsonb_key(root, "no_decay_bias_norm")) != NULL)
+	{
+		if (v->type != jbvBool)
+			spec_error("training configuration", "no_decay_bias_norm", "Expected true or false.");
+		o->no_decay_bias_norm = v->val.boolean;
+	}
+	if ((v = pgdl_jsonb_key(root, "patience")) != NULL)
+		cfg->patience = (int32) method_int(v, "patience", 1, PGDL_MAX_EPOCHS);
+	method_needs(root, "min_delta", cfg->patience > 0, "\"patience\"");
+	method_needs(root, "monitor", cfg->patience > 0, "\"patience\"");
+	if ((v = pgdl_jsonb_key(root, "min_delta")) != NULL)
+		cfg->min_delta = (float) method_number(v, "min_delta", 0, 1e30, false, "at least 0 (at most 1e30)");
+	if ((v = pgdl_jsonb_key(root, "monitor")) != NULL)
+	{
+		char	   *name = get_string(v, "training configuration", "monitor");
+
+		if (strcmp(name, "validation_loss") != 0 && strcmp(name, "validation_accuracy") != 0)
+			spec_error("training configuration", "monitor",
+					   psprintf("Unknown metric \"%s\"; known: validation_loss, validation_accuracy.",
+								pgdl_echo(name)));
+		cfg->monitor_accuracy = strcmp(name, "validation_accuracy") == 0;
+	}
+}
+
 void
 pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 {
@@ -755,6 +863,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 			spec_error("training configuration", "seed", "Expected a non-negative integer below 2^53.");
 		cfg->seed = (int64) seed;
 	}
+	config_method_keys(root, cfg);
 	if (!nn_optim_validate(&cfg->optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	config_device_keys(root, cfg);
@@ -848,6 +957,34 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	/* only when more than one: the bytes of a step depend on it (see training.md) */
 	if (cfg->threads > 1)
 		pgdl_jsonb_put_int(&state, "threads", cfg->threads);
+	/* training methods, only when used: a configuration without them keeps its canonical form */
+	if (o->schedule != NN_SCHED_NONE)
+		pgdl_jsonb_put_string(&state, "schedule", nn_schedule_name(o->schedule));
+	if (o->schedule == NN_SCHED_STEP)
+	{
+		pgdl_jsonb_put_int(&state, "step_size", o->step_size);
+		pgdl_jsonb_put_float4(&state, "gamma", o->gamma);
+	}
+	if (o->schedule == NN_SCHED_COSINE)
+		pgdl_jsonb_put_float4(&state, "eta_min", o->eta_min);
+	if (o->warmup_epochs > 0)
+		pgdl_jsonb_put_int(&state, "warmup_epochs", o->warmup_epochs);
+	if (o->warmup_steps > 0)
+		pgdl_jsonb_put_int(&state, "warmup_steps", o->warmup_steps);
+	if (o->warmup_epochs > 0 || o->warmup_steps > 0)
+		pgdl_jsonb_put_float4(&state, "warmup_start_factor", o->warmup_start);
+	if (o->clip_norm > 0)
+		pgdl_jsonb_put_float4(&state, "clip_norm", o->clip_norm);
+	if (o->no_decay_bias_norm)
+		pgdl_jsonb_put_bool(&state, "no_decay_bias_norm", true);
+	if (o->label_smoothing > 0)
+		pgdl_jsonb_put_float4(&state, "label_smoothing", o->label_smoothing);
+	if (cfg->patience > 0)
+	{
+		pgdl_jsonb_put_int(&state, "patience", cfg->patience);
+		pgdl_jsonb_put_float4(&state, "min_delta", cfg->min_delta);
+		pgdl_jsonb_put_string(&state, "monitor", cfg->monitor_accuracy ? "validation_accuracy" : "validation_loss");
+	}
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 

@@ -20,6 +20,34 @@
 #include "backend.h"
 #include "pgdl.h"
 
+void
+pgdl_config_at_epoch(PgdlTrainConfig *config, int32 epoch, int32 epochs)
+{
+	config->optim.epoch = epoch;
+	config->optim.epochs = epochs;
+}
+
+/*
+ * Whether a configuration's lr depends on the epoch (a schedule, warmup over
+ * epochs) or it stops early: what only a caller that counts epochs can train.
+ */
+bool
+pgdl_config_counts_epochs(const PgdlTrainConfig *config)
+{
+	return config->optim.schedule != NN_SCHED_NONE || config->optim.warmup_epochs > 0 || config->patience > 0;
+}
+
+void
+pgdl_config_refuse_epochs(const PgdlTrainConfig *config, const char *caller)
+{
+	if (pgdl_config_counts_epochs(config))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s does not take \"schedule\", \"warmup_epochs\" or \"patience\"", caller),
+				 errdetail("Those depend on the epoch a model is in, which %s does not count.", caller),
+				 errhint("Train with pgdl.fit or pgdl.fit_multiple; \"warmup_steps\", \"clip_norm\", \"label_smoothing\" and \"no_decay_bias_norm\" work everywhere.")));
+}
+
 PgdlTrainState *
 pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cxt)
 {
@@ -183,6 +211,7 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 			int64		id;
 
 			pgdl_config_from_jsonb(PG_GETARG_JSONB_P(5), &config);
+			pgdl_config_refuse_epochs(&config, "pgdl.train");
 			if (pgdl_warm_start_key(PG_GETARG_JSONB_P(5), &name, &id))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -267,6 +267,8 @@ advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
 		m->state = MOP_DIVERGED;
 	else if (epoch >= shared->epochs)
 		m->state = MOP_DONE;
+	else if (metrics->early_stopped)
+		m->state = MOP_STOPPED;
 	else if (r >= 0)
 	{
 		m->rung_key[r] = mop_rank_key(metrics);
@@ -307,6 +309,8 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	metrics.seconds = m->seconds;
 	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
 	metrics.predicted_seconds = m->predicted_seconds;
+	/* the model is this worker's alone until advance_model releases it */
+	metrics.early_stopped = metrics.epoch < shared->epochs && pgdl_early_stop(&m->config, &metrics, &m->patience);
 
 	wait_for_run_row();
 	record_epoch(i, nn, &metrics);
@@ -400,13 +404,17 @@ visit_here(int i, Visit *v, MemoryContext step_cxt)
 	MopModel   *m = &shared->models[i];
 	NnError		err;
 	PgdlTrainState *state;
+	PgdlTrainConfig config;
 	ScanArg		sa;
 
 	v->nn = nn_model_deserialize((const uint8_t *) blobs + m->blob_offset, m->blob_len, &err);
 	if (v->nn == NULL)
 		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " is corrupt: %s", m->config_id, err.msg);
 	pgdl_model_free_with(v->nn, step_cxt);
-	state = pgdl_train_begin(v->nn, &m->config, step_cxt);
+	/* the model's own epoch sets its learning rate, whichever worker trains it */
+	config = m->config;
+	pgdl_config_at_epoch(&config, m->epoch, shared->epochs);
+	state = pgdl_train_begin(v->nn, &config, step_cxt);
 	sa.train = state;
 	sa.src = &sources[m->source];
 	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);

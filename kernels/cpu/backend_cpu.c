@@ -361,6 +361,58 @@ cpu_softmax_xent(const float *restrict logits, const float *restrict labels, flo
 }
 
 static void
+cpu_softmax_xent_smooth(const float *restrict logits, const float *restrict labels, float *restrict dlogits,
+						float *restrict loss, int rows, int classes, float scale, float smoothing)
+{
+	float		off = smoothing / (float) classes;
+
+	for (int r = 0; r < rows; r++)
+	{
+		const float *restrict z = logits + (size_t) r * classes;
+		float	   *restrict dz = dlogits + (size_t) r * classes;
+		int			label = (int) labels[r];
+		float		max = z[0];
+		float		sum = 0.0f;
+		float		lse,
+					nll_sum = 0.0f,
+					inv;
+
+		for (int c = 1; c < classes; c++)
+			max = z[c] > max ? z[c] : max;
+		for (int c = 0; c < classes; c++)
+		{
+			dz[c] = expf(z[c] - max);
+			sum += dz[c];
+		}
+		lse = max + logf(sum);
+		for (int c = 0; c < classes; c++)
+			nll_sum += lse - z[c];
+		loss[r] = (1.0f - smoothing) * (lse - z[label]) + off * nll_sum;
+		inv = scale / sum;
+		for (int c = 0; c < classes; c++)
+			dz[c] = dz[c] * inv - off * scale;
+		dz[label] -= (1.0f - smoothing) * scale;
+	}
+}
+
+static double
+cpu_sum_squares(const float *x, int64_t n)
+{
+	double		s = 0.0;
+
+	for (int64_t i = 0; i < n; i++)
+		s += (double) x[i] * x[i];
+	return s;
+}
+
+static void
+cpu_scale(float *x, float a, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		x[i] *= a;
+}
+
+static void
 cpu_dropout_forward(const float *x, float *y, int64_t n, float rate,
 					uint64_t seed, uint64_t stream, uint64_t counter)
 {
@@ -500,6 +552,9 @@ static const NnBackend cpu_backend = {
 	.layernorm_forward = cpu_layernorm_forward,
 	.layernorm_backward = cpu_layernorm_backward,
 	.softmax_xent = cpu_softmax_xent,
+	.softmax_xent_smooth = cpu_softmax_xent_smooth,
+	.sum_squares = cpu_sum_squares,
+	.scale = cpu_scale,
 	.xent_metrics = cpu_xent_metrics,
 	.mse_loss = cpu_mse_loss,
 	.bce_loss = cpu_bce_loss,

@@ -1256,6 +1256,74 @@ cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
 		   loss, rows, classes, scale);
 }
 
+__global__ void
+softmax_xent_smooth_kernel(const float *logits, const float *labels, float *dlogits,
+						   float *loss, int rows, int classes, float scale, float smoothing)
+{
+	int			lane = threadIdx.x & 31;
+	int64_t		warp = ((int64_t) blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int64_t		warps = ((int64_t) gridDim.x * blockDim.x) >> 5;
+	float		off = smoothing / (float) classes;
+
+	for (int64_t r = warp; r < rows; r += warps)
+	{
+		const float *z = logits + r * classes;
+		float	   *dz = dlogits + r * classes;
+		int			label = (int) labels[r];
+		float		zmax = -INFINITY;
+		float		sum = 0.0f,
+					nll_sum = 0.0f;
+		float		inv,
+					lse;
+
+		for (int c = lane; c < classes; c += 32)
+			zmax = z[c] > zmax ? z[c] : zmax;
+		zmax = warp_max(zmax);
+		for (int c = lane; c < classes; c += 32)
+		{
+			float		e = expf(z[c] - zmax);
+
+			dz[c] = e;
+			sum += e;
+		}
+		sum = warp_sum(sum);
+		lse = zmax + logf(sum);
+		for (int c = lane; c < classes; c += 32)
+			nll_sum += lse - z[c];
+		nll_sum = warp_sum(nll_sum);
+		inv = scale / sum;
+		for (int c = lane; c < classes; c += 32)
+			dz[c] = dz[c] * inv - off * scale - (c == label ? (1.0f - smoothing) * scale : 0.0f);
+		if (lane == 0)
+			loss[r] = label >= 0 && label < classes
+				? (1.0f - smoothing) * (lse - z[label]) + off * nll_sum : NAN;
+	}
+}
+
+static void
+cuda_softmax_xent_smooth(const float *logits, const float *labels, float *dlogits,
+						 float *loss, int rows, int classes, float scale, float smoothing)
+{
+	if (rows <= 0 || classes <= 0)
+		return;
+	launch("softmax_xent_smooth", (int64_t) rows * 32, softmax_xent_smooth_kernel, logits, labels, dlogits,
+		   loss, rows, classes, scale, smoothing);
+}
+
+__global__ void
+scale_kernel(float *x, float a, int64_t n)
+{
+	GRID_STRIDE(i, n)
+		x[i] *= a;
+}
+
+static void
+cuda_scale(float *x, float a, int64_t n)
+{
+	if (n > 0)
+		launch("scale", n, scale_kernel, x, a, n);
+}
+
 /* ---------------------------------------------------------------------------
  * Losses and a batch's metrics.  A fixed grid of METRIC_BLOCKS blocks: thread
  * t of the grid takes rows t, t + G, ... in order, each block adds its
@@ -1387,6 +1455,30 @@ metric_totals(const char *name, double *sums)
 	cuda_download(sums, cuda_scratch + 2 * METRIC_BLOCKS, 2 * sizeof(double));
 	if (cuda_failed)
 		sums[0] = sums[1] = NAN;
+}
+
+__global__ void
+sum_squares_kernel(const float *x, int64_t n, double *part)
+{
+	double		s = 0.0;
+
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		s += (double) x[i] * x[i];
+	block_pair_sum(s, 0.0, part);
+}
+
+/* In the metrics' fixed order: the same sum on every run. */
+static double
+cuda_sum_squares(const float *x, int64_t n)
+{
+	double		sums[2];
+
+	if (n <= 0)
+		return 0.0;
+	sum_squares_kernel<<<METRIC_BLOCKS, BLOCK>>>(x, n, cuda_scratch);
+	metric_totals("sum_squares", sums);
+	return sums[0];
 }
 
 static void
@@ -1818,6 +1910,9 @@ cuda_fill_table(NnBackend *b)
 	b->tanh_backward = cuda_tanh_backward;
 	b->softmax_xent = cuda_softmax_xent;
 	b->xent_metrics = cuda_xent_metrics;
+	b->softmax_xent_smooth = cuda_softmax_xent_smooth;
+	b->sum_squares = cuda_sum_squares;
+	b->scale = cuda_scale;
 	b->mse_loss = cuda_mse_loss;
 	b->bce_loss = cuda_bce_loss;
 	b->dropout_forward = cuda_dropout_forward;

@@ -171,6 +171,17 @@ fake_all_finite(const float *x, int64_t n)
 	return ok;
 }
 
+static double
+fake_sum_squares(const float *x, int64_t n)
+{
+	double		s;
+
+	fake_open();
+	s = cpu->sum_squares(x, n);
+	fake_close();
+	return s;
+}
+
 /* Every other primitive: the CPU kernel, with the memory open while it runs. */
 #define FAKE(name, params, args) \
 	static void fake_##name params { fake_open(); cpu->name args; fake_close(); }
@@ -257,6 +268,10 @@ FAKE(gru_gates_backward, (float *dh, const float *dout, int ds, const float *hp,
 FAKE(copy_rows, (float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t cols, bool add),
 	 (dst, ds, src, ss, rows, cols, add))
 
+FAKE(softmax_xent_smooth, (const float *z, const float *labels, float *dz, float *loss, int rows, int classes,
+						   float scale, float smoothing), (z, labels, dz, loss, rows, classes, scale, smoothing))
+FAKE(scale, (float *x, float a, int64_t n), (x, a, n))
+
 #define ENTRY(name) .name = fake_##name
 
 static const NnBackend fake_backend = {
@@ -279,6 +294,7 @@ static const NnBackend fake_backend = {
 	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
+	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

@@ -50,6 +50,7 @@ files are the same on every run on one machine.
 
 import os
 import struct
+import warnings
 import sys
 
 import numpy as np
@@ -356,6 +357,88 @@ def case_optim(outdir, name, seed, cls, hp):
     write_fixture(os.path.join(outdir, name + ".bin"), tensors)
 
 
+# Training methods (test_parity.c's parity_methods_* and parity_schedules).
+#   methods_* cases, the optim_* MLP trained 5 steps:
+#     hp             [optimizer (1 sgd, 3 adamw), lr, momentum, weight_decay, clip_norm,
+#                     label_smoothing, no_decay_bias_norm, warmup_steps, warmup_start_factor]
+#     param.k, x.s, y.s, step.s.param.k as optim_*; loss.s the step's mean loss
+#   schedules: lr.NAME, the lr torch.optim.lr_scheduler gives each epoch
+METHOD_CASES = [
+    # name, seed, hp as above
+    ("methods_sgd_clip_ls", 2101, [1, 0.1, 0.9, 1e-3, 0.5, 0.1, 0, 0, 1.0]),
+    ("methods_adamw_nodecay_warmup", 2102, [3, 1e-2, 0.0, 0.1, 0.0, 0.0, 1, 3, 0.1]),
+    ("methods_sgd_nodecay_clip", 2103, [1, 0.2, 0.0, 1e-2, 0.05, 0.2, 1, 0, 1.0]),
+]
+
+
+def case_methods(outdir, name, seed, hp):
+    kind, lr, momentum, wd, clip, smoothing, no_decay, warmup_steps, warmup_start = hp
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 5))
+    if no_decay:
+        groups = [{"params": [model[0].weight, model[2].weight], "weight_decay": wd},
+                  {"params": [model[0].bias, model[2].bias], "weight_decay": 0.0}]
+    else:
+        groups = [{"params": list(model.parameters()), "weight_decay": wd}]
+    if kind == 1:
+        opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+    else:
+        opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    sched = (torch.optim.lr_scheduler.LinearLR(opt, start_factor=warmup_start, total_iters=warmup_steps)
+             if warmup_steps else None)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=smoothing)
+    tensors = [("hp", hp)]
+    for k, p in enumerate(params_of(model)):
+        tensors.append(("param.%d" % k, p.detach().clone()))
+    n = 8
+    for s in range(5):
+        x = torch.randn(n, 20)
+        labels = torch.randint(0, 5, (n,))
+        tensors.append(("x.%d" % s, x))
+        tensors.append(("y.%d" % s, labels.float()))
+        opt.zero_grad()
+        loss = loss_fn(model(x), labels)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=clip)
+        opt.step()
+        if sched:
+            sched.step()
+        tensors.append(("loss.%d" % s, loss.detach().reshape(1)))
+        for k, p in enumerate(params_of(model)):
+            tensors.append(("step.%d.param.%d" % (s, k), p.detach().clone()))
+    write_fixture(os.path.join(outdir, name + ".bin"), tensors)
+
+
+def lr_sequence(make, epochs, lr=0.1):
+    """The lr of each epoch: what the optimizer holds while the epoch trains, stepped after it."""
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
+    sched = make(opt)
+    out = []
+    for _ in range(epochs):
+        out.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return out
+
+
+def case_schedules(outdir):
+    S = torch.optim.lr_scheduler
+    tensors = [
+        ("lr.step", lr_sequence(lambda o: S.StepLR(o, step_size=3, gamma=0.5), 12)),
+        ("lr.cosine", lr_sequence(lambda o: S.CosineAnnealingLR(o, T_max=10, eta_min=0.001), 10)),
+        ("lr.warmup_cosine", lr_sequence(lambda o: S.SequentialLR(
+            o, [S.LinearLR(o, start_factor=0.25, total_iters=3), S.CosineAnnealingLR(o, T_max=7)],
+            milestones=[3]), 10)),
+        ("lr.warmup_step", lr_sequence(lambda o: S.SequentialLR(
+            o, [S.LinearLR(o, start_factor=0.25, total_iters=2), S.StepLR(o, step_size=3, gamma=0.5)],
+            milestones=[2]), 10)),
+        # per optimizer step: LinearLR stepped after every step
+        ("lr.warmup_steps", lr_sequence(lambda o: S.LinearLR(o, start_factor=0.1, total_iters=5), 8)),
+    ]
+    write_fixture(os.path.join(outdir, "schedules.bin"), tensors)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: gen_parity.py OUTDIR")
@@ -364,6 +447,8 @@ def main():
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float32)
     torch.use_deterministic_algorithms(True)
+    # SequentialLR steps its schedulers with an epoch argument, which torch 1.x warns about
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch.optim.lr_scheduler")
 
     case_mlp(outdir)
     case_cnn(outdir)
@@ -374,6 +459,9 @@ def main():
     case_gru(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
+    for name, seed, hp in METHOD_CASES:
+        case_methods(outdir, name, seed, hp)
+    case_schedules(outdir)
 
 
 if __name__ == "__main__":

@@ -671,3 +671,30 @@ UNIT_TEST(device_staged_training_matches_steps)
 	free(ys);
 	CHECK(nn_fake_cuda_used() == 0);
 }
+
+/* Training methods on the fake device: clipping, label smoothing, decay groups, warmup; the CPU's bytes. */
+UNIT_TEST(device_fake_training_methods_match_cpu)
+{
+	NnSpec		s;
+	NnOptim		o;
+
+	mlp_dropout(&s, NN_LOSS_CROSS_ENTROPY);
+	optim(&o, NN_OPT_SGD, 0.9f, false, 1e-2f);
+	o.clip_norm = 0.05f;
+	o.label_smoothing = 0.1f;
+	o.no_decay_bias_norm = true;
+	o.warmup_steps = 3;
+	o.warmup_start = 0.25f;
+	o.schedule = NN_SCHED_STEP;
+	o.step_size = 1;
+	o.gamma = 0.5f;
+	o.epoch = 2;
+	check_same_run("sgd with training methods", &s, &o, 6, 16, 9);
+	optim(&o, NN_OPT_ADAMW, 0.0f, false, 1e-1f);
+	o.clip_norm = 0.5f;
+	o.no_decay_bias_norm = true;
+	o.schedule = NN_SCHED_COSINE;
+	o.epochs = 4;
+	o.epoch = 1;
+	check_same_run("adamw with training methods", &s, &o, 6, 16, 9);
+}

@@ -17,6 +17,9 @@ typedef struct Trained
 } Trained;
 
 /* steps of batch n (n varies: odd sizes give uneven shards), threads 0: never set */
+/* train()'s clip_norm, with no_decay_bias_norm and weight decay when set (0: none) */
+static float train_clip;
+
 static Trained
 train(const NnSpec *s, NnOptType opt_type, int threads, int steps, int n)
 {
@@ -33,6 +36,12 @@ train(const NnSpec *s, NnOptType opt_type, int threads, int steps, int n)
 	o.lr = 0.01f;
 	if (opt_type == NN_OPT_SGD)
 		o.momentum = 0.9f;
+	if (train_clip > 0)
+	{
+		o.clip_norm = train_clip;
+		o.no_decay_bias_norm = true;
+		o.weight_decay = 0.01f;
+	}
 	CHECK(nn_model_set_optim(m, &o, &err));
 	CHECK(nn_model_reserve(m, n, &err));
 	if (threads > 0)
@@ -191,4 +200,24 @@ UNIT_TEST(parallel_residual_graph)
 
 	spec_residual_cnn(&s, 2, 8, 4, 5);
 	check_spec(&s, NN_OPT_SGD, 19, 1e-4);
+}
+
+/* Clipping on threads: the norm of the summed gradient, before any update; deterministic per thread count. */
+UNIT_TEST(parallel_clip_norm)
+{
+	NnSpec		s;
+	Trained		plain,
+				clipped;
+
+	spec_reference_mlp(&s);
+	plain = train(&s, NN_OPT_SGD, 2, 6, 33);
+	train_clip = 0.01f;
+	clipped = train(&s, NN_OPT_SGD, 2, 6, 33);
+	CHECK_MSG(!same(&plain, &clipped), "clip_norm changed nothing");
+	check_spec(&s, NN_OPT_SGD, 33, 1e-4);
+	bn_dropout_cnn(&s);
+	check_spec(&s, NN_OPT_SGD, 21, 1e-4);
+	train_clip = 0;
+	release(&plain);
+	release(&clipped);
 }

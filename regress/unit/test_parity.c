@@ -33,6 +33,7 @@
  * A missing or malformed fixture is a failed check, never a skipped test: run
  * `make fixtures` first (`make unit` does).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -960,4 +961,177 @@ UNIT_TEST(parity_optim_adam)
 UNIT_TEST(parity_optim_adamw)
 {
 	run_optim("optim_adamw", NN_OPT_ADAMW);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Training methods                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * methods_*: the optim_* MLP trained 5 steps with gradient clipping, label
+ * smoothing, per-group weight decay and step warmup, as gen_parity.py's
+ * case_methods does with torch (clip_grad_norm_, CrossEntropyLoss
+ * (label_smoothing), parameter groups, LinearLR stepped per step); the
+ * parameters after each step and each step's loss, to PARITY_RTOL.
+ */
+static void
+run_methods(const char *case_name)
+{
+	Fixture		fx;
+	ParityResult res;
+	NnSpec		spec;
+	NnModel    *m = NULL;
+	NnOptim		opt;
+	NnError		err;
+	const FixTensor *h;
+	char		name[64];
+
+	memset(&res, 0, sizeof(res));
+	if (!fixture_load(&fx, case_name))
+		return;
+	spec_optim_mlp(&spec);
+	m = create_model(case_name, &spec);
+	if (m == NULL || (h = fixture_get(&fx, "hp", 9)) == NULL)
+		goto done;
+
+	/* hp = [optimizer, lr, momentum, weight_decay, clip_norm, label_smoothing, no_decay, warmup_steps, warmup_start] */
+	nn_optim_defaults(&opt, h->data[0] == 1 ? NN_OPT_SGD : NN_OPT_ADAMW);
+	opt.lr = h->data[1];
+	opt.momentum = h->data[2];
+	opt.weight_decay = h->data[3];
+	opt.clip_norm = h->data[4];
+	opt.label_smoothing = h->data[5];
+	opt.no_decay_bias_norm = h->data[6] != 0;
+	opt.warmup_steps = (int64_t) h->data[7];
+	opt.warmup_start = h->data[8];
+	memset(&err, 0, sizeof(err));
+	if (!nn_model_set_optim(m, &opt, &err))
+	{
+		CHECK_MSG(false, "%s: nn_model_set_optim: %s (field %s)", case_name, err.msg, err.field);
+		goto done;
+	}
+	if (!load_reference(m, &fx))
+		goto done;
+
+	for (int s = 0; s < OPTIM_STEPS; s++)
+	{
+		const FixTensor *x,
+				   *y;
+		NnBatchStats stats;
+		int32_t		n;
+		char		fmt[64];
+		float		loss;
+
+		snprintf(name, sizeof(name), "x.%d", s);
+		if ((x = fixture_get(&fx, name, -1)) == NULL)
+			goto done;
+		n = x->ndim > 0 ? (int32_t) x->dims[0] : 0;
+		snprintf(name, sizeof(name), "y.%d", s);
+		if ((y = fixture_get(&fx, name, (int64_t) n * nn_model_target_size(m))) == NULL)
+			goto done;
+		if (!nn_model_reserve(m, n, &err))
+		{
+			CHECK_MSG(false, "%s: nn_model_reserve(%d): %s", case_name, n, err.msg);
+			goto done;
+		}
+		memset(&stats, 0, sizeof(stats));
+		if (!nn_model_train_step(m, x->data, y->data, n, &stats, &err))
+		{
+			CHECK_MSG(false, "%s: nn_model_train_step %d: %s", case_name, s, err.msg);
+			goto done;
+		}
+		loss = (float) (stats.loss_sum / stats.n);
+		snprintf(name, sizeof(name), "loss.%d", s);
+		compare_tensor(&res, case_name, name, &loss, fixture_get(&fx, name, 1));
+		snprintf(fmt, sizeof(fmt), "step.%d.param.%%d", s);
+		compare_blocks(&res, m, &fx, false, m->params, fmt);
+	}
+	parity_report(&res, case_name);
+
+done:
+	if (m)
+		nn_model_free(m);
+	fixture_free(&fx);
+}
+
+UNIT_TEST(parity_methods_sgd_clip_ls)
+{
+	run_methods("methods_sgd_clip_ls");
+}
+
+UNIT_TEST(parity_methods_adamw_nodecay_warmup)
+{
+	run_methods("methods_adamw_nodecay_warmup");
+}
+
+UNIT_TEST(parity_methods_sgd_nodecay_clip)
+{
+	run_methods("methods_sgd_nodecay_clip");
+}
+
+/* One schedule's lr per epoch (or per step: warmup_steps) against torch's, to 1e-6 relative. */
+static void
+check_schedule(const Fixture *fx, const char *name, const NnOptim *base, bool per_step)
+{
+	const FixTensor *t = fixture_get(fx, name, -1);
+
+	if (t == NULL)
+		return;
+	for (int64_t e = 0; e < t->size; e++)
+	{
+		NnOptim		o = *base;
+		double		lr;
+
+		o.epoch = per_step ? 0 : (int32_t) e;
+		lr = nn_optim_lr(&o, per_step ? e + 1 : 1);
+		CHECK_MSG(fabs(lr - t->data[e]) <= 1e-6 * fabs(t->data[e]) + 1e-12,
+				  "%s[%lld]: pgdl %.9g, torch %.9g", name, (long long) e, lr, (double) t->data[e]);
+	}
+}
+
+UNIT_TEST(parity_schedules)
+{
+	Fixture		fx;
+	NnOptim		o;
+	NnError		err;
+
+	if (!fixture_load(&fx, "schedules"))
+		return;
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.lr = 0.1f;
+	o.schedule = NN_SCHED_STEP;
+	o.step_size = 3;
+	o.gamma = 0.5f;
+	CHECK(nn_optim_validate(&o, &err));
+	check_schedule(&fx, "lr.step", &o, false);
+
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.lr = 0.1f;
+	o.schedule = NN_SCHED_COSINE;
+	o.eta_min = 0.001f;
+	o.epochs = 10;
+	CHECK(nn_optim_validate(&o, &err));
+	check_schedule(&fx, "lr.cosine", &o, false);
+
+	o.eta_min = 0.0f;
+	o.warmup_epochs = 3;
+	o.warmup_start = 0.25f;
+	CHECK(nn_optim_validate(&o, &err));
+	check_schedule(&fx, "lr.warmup_cosine", &o, false);
+
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.lr = 0.1f;
+	o.schedule = NN_SCHED_STEP;
+	o.step_size = 3;
+	o.gamma = 0.5f;
+	o.warmup_epochs = 2;
+	o.warmup_start = 0.25f;
+	check_schedule(&fx, "lr.warmup_step", &o, false);
+
+	nn_optim_defaults(&o, NN_OPT_SGD);
+	o.lr = 0.1f;
+	o.warmup_steps = 5;
+	o.warmup_start = 0.1f;
+	check_schedule(&fx, "lr.warmup_steps", &o, true);
+	fixture_free(&fx);
 }

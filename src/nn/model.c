@@ -500,6 +500,12 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 
 	if (!nn_optim_validate(opt, err))
 		return false;
+	if (opt->label_smoothing > 0.0f && m->spec.loss != NN_LOSS_CROSS_ENTROPY)
+	{
+		nn_error_set(err, -1, "label_smoothing", "\"label_smoothing\" applies to the cross_entropy loss only, the model's loss is %s",
+					 nn_loss_name(m->spec.loss));
+		return false;
+	}
 	n_state = optim_state_floats(opt, m->n_params);
 	if (opt->type != m->optim.type || n_state != m->n_opt_state)
 	{
@@ -760,8 +766,10 @@ check_labels(NnModel *m, const float *y, int32_t n, NnError *err)
  * unless y_staged: a staged batch's targets, on the device and checked.
  */
 static bool
-model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, NnBatchStats *stats, NnError *err)
+model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, NnBatchStats *stats,
+		   NnError *err)
 {
+	float		smoothing = training ? m->optim.label_smoothing : 0.0f;
 	int			L = m->spec.n_layers;
 	int			k = (int) nn_model_output_size(m);
 	const float *z = m->out[L - 1];
@@ -783,7 +791,10 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, NnBatchStats *s
 	switch (m->spec.loss)
 	{
 		case NN_LOSS_CROSS_ENTROPY:
-			m->be->softmax_xent(z, y, dz, m->row_loss, n, k, 1.0f / (float) n);
+			if (smoothing > 0.0f)
+				m->be->softmax_xent_smooth(z, y, dz, m->row_loss, n, k, 1.0f / (float) n, smoothing);
+			else
+				m->be->softmax_xent(z, y, dz, m->row_loss, n, k, 1.0f / (float) n);
 			m->be->xent_metrics(z, y, m->row_loss, n, k, sums);
 			break;
 		case NN_LOSS_MSE:
@@ -809,7 +820,7 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, NnBatchStats *s
 bool
 nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
 {
-	return model_loss(m, y, n, false, stats, err);
+	return model_loss(m, y, n, false, false, stats, err);
 }
 
 /*
@@ -899,19 +910,93 @@ nn_layer_backward_whole(NnModel *m, int i, int n)
 	}
 }
 
-void
-nn_model_update(NnModel *m)
+/* The optimizer's update of parameters [a, b) with weight decay wd. */
+static void
+update_piece(NnModel *m, int64_t a, int64_t b, float lr, float wd)
 {
 	const NnOptim *o = &m->optim;
 
-	m->step++;
+	if (a >= b)
+		return;
 	if (o->type == NN_OPT_SGD)
-		m->be->sgd_update(m->params, m->grads, m->opt_state, m->n_params,
-						  o->lr, o->momentum, o->weight_decay, o->nesterov);
+		m->be->sgd_update(m->params + a, m->grads + a, m->opt_state ? m->opt_state + a : NULL, b - a,
+						  lr, o->momentum, wd, o->nesterov);
 	else
-		m->be->adam_update(m->params, m->grads, m->opt_state, m->opt_state + m->n_params,
-						   m->n_params, o->lr, o->beta1, o->beta2, o->eps,
-						   o->weight_decay, o->type == NN_OPT_ADAMW, m->step);
+		m->be->adam_update(m->params + a, m->grads + a, m->opt_state + a, m->opt_state + m->n_params + a,
+						   b - a, lr, o->beta1, o->beta2, o->eps, wd, o->type == NN_OPT_ADAMW, m->step);
+}
+
+/*
+ * The parameters of layer i that weight decay applies to under
+ * no_decay_bias_norm: the leading ones, i.e. a dense or conv2d layer's weight
+ * but not its bias, none of a norm layer's.
+ */
+static int64_t
+decayed_len(const NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+
+	switch (l->type)
+	{
+		case NN_DENSE:
+			return m->param_len[i] - l->units;
+		case NN_CONV2D:
+			return m->param_len[i] - l->filters;
+		case NN_BATCHNORM:
+		case NN_LAYERNORM:
+			return 0;
+		default:
+			return m->param_len[i];
+	}
+}
+
+/*
+ * The update of parameters [a, b) at step m->step with learning rate lr, each
+ * parameter group with its weight decay.  Elementwise: a range split into
+ * pieces gets the bytes it gets whole.
+ */
+void
+nn_update_range(NnModel *m, int64_t a, int64_t b, float lr)
+{
+	const NnOptim *o = &m->optim;
+
+	if (!o->no_decay_bias_norm || o->weight_decay == 0.0f)
+	{
+		update_piece(m, a, b, lr, o->weight_decay);
+		return;
+	}
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		int64_t		off = m->param_off[i],
+					mid = off + decayed_len(m, i),
+					end = off + m->param_len[i];
+
+		update_piece(m, a > off ? a : off, b < mid ? b : mid, lr, o->weight_decay);
+		update_piece(m, a > mid ? a : mid, b < end ? b : end, lr, 0.0f);
+	}
+}
+
+/* torch.nn.utils.clip_grad_norm_: gradients times clip_norm / (norm + 1e-6) when that is below 1. */
+void
+nn_clip_grads(NnModel *m)
+{
+	double		norm;
+	float		coef;
+
+	if (m->optim.clip_norm <= 0.0f || m->n_params == 0)
+		return;
+	norm = sqrt(m->be->sum_squares(m->grads, m->n_params));
+	coef = m->optim.clip_norm / ((float) norm + 1e-6f);
+	if (coef < 1.0f)
+		m->be->scale(m->grads, coef, m->n_params);
+}
+
+void
+nn_model_update(NnModel *m)
+{
+	m->step++;
+	nn_clip_grads(m);
+	nn_update_range(m, 0, m->n_params, (float) nn_optim_lr(&m->optim, m->step));
 }
 
 /* The backward pass and the update of a training step, on the model's threads when it has them. */
@@ -993,7 +1078,7 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 		nn_parallel_forward(m, x, n);
 	else
 		forward_pass(m, x, n, m->spec.n_layers, training, on_device);
-	ok = model_loss(m, y, n, on_device, stats, err);
+	ok = model_loss(m, y, n, on_device, training, stats, err);
 	if (ok && training)
 		backward_update(m);
 	fp_leave(fp);
@@ -1014,7 +1099,7 @@ step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_devic
 		nn_parallel_forward(m, x, n);
 	else
 		forward_pass(m, x, n, m->spec.n_layers, true, on_device);
-	ok = model_loss(m, y, n, on_device, &step, err);
+	ok = model_loss(m, y, n, on_device, true, &step, err);
 	*finite = !ok || isfinite(step.loss_sum);
 	if (ok && *finite)
 		backward_update(m);

@@ -33,6 +33,7 @@ extern "C"
 #define NN_MAX_STEP			((int64_t) 1 << 53)	/* optimizer steps a model blob may declare */
 #define NN_MAX_INPUTS		8	/* inputs of one layer (add, concat) */
 #define NN_MAX_NAME			32	/* bytes of a layer's name, with its NUL */
+#define NN_MAX_SCHEDULE_EPOCHS	1000000	/* epochs a schedule may count */
 
 typedef enum NnLayerType
 {
@@ -151,6 +152,15 @@ typedef enum NnOptType
 	NN_OPT_MAX
 } NnOptType;
 
+/* Learning-rate schedules, stepped per epoch as torch.optim.lr_scheduler's usually are. */
+typedef enum NnSchedule
+{
+	NN_SCHED_NONE = 0,			/* constant lr */
+	NN_SCHED_STEP,				/* StepLR */
+	NN_SCHED_COSINE,			/* CosineAnnealingLR over the run's epochs after warmup */
+	NN_SCHED_MAX
+} NnSchedule;
+
 /* Semantics follow torch.optim (SGD with dampening 0, Adam, AdamW). */
 typedef struct NnOptim
 {
@@ -160,6 +170,23 @@ typedef struct NnOptim
 	bool		nesterov;		/* sgd */
 	float		weight_decay;	/* L2 for sgd/adam, decoupled for adamw */
 	float		beta1, beta2, eps;	/* adam, adamw */
+
+	/*
+	 * Training methods.  A configuration sets them before each sub-epoch (with
+	 * the epoch the model is in); a model blob does not keep them.  Zero: off.
+	 */
+	NnSchedule	schedule;
+	int32_t		step_size;		/* step: epochs between decays */
+	float		gamma;			/* step: the decay factor */
+	float		eta_min;		/* cosine: the lr it anneals to */
+	int32_t		warmup_epochs;	/* linear warmup over epochs, then the schedule (SequentialLR) */
+	int32_t		epochs;			/* the run's epochs (cosine's T_max is epochs - warmup_epochs) */
+	int64_t		warmup_steps;	/* linear warmup over optimizer steps: a factor on the epoch's lr */
+	float		warmup_start;	/* the warmup's first factor (LinearLR's start_factor) */
+	float		clip_norm;		/* clip_grad_norm_ over all parameters before the update */
+	float		label_smoothing;	/* cross_entropy in training steps */
+	bool		no_decay_bias_norm; /* no weight decay on biases and norm layers' parameters */
+	int32_t		epoch;			/* the 0-based epoch being trained */
 } NnOptim;
 
 typedef struct NnCost
@@ -243,6 +270,10 @@ extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
 extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
 extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
 extern bool nn_optim_validate(const NnOptim *opt, NnError *err);
+extern const char *nn_schedule_name(NnSchedule s);
+extern NnSchedule nn_schedule_from_name(const char *name);	/* 0 (none) for "none", -1 when unknown */
+/* The lr of optimizer step `step` (1-based) taken in epoch opt->epoch: the schedule, then step warmup. */
+extern double nn_optim_lr(const NnOptim *opt, int64_t step);
 extern bool nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err);
 extern int64_t nn_spec_output_size(const NnSpec *spec);	/* after validation */
 extern void nn_error_set(NnError *err, int layer, const char *field, const char *fmt,...)

@@ -69,6 +69,10 @@ extern bool nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err);
 extern void nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, int upto, bool training);
 extern void nn_backward_layers(NnModel *m, int from, int to);
 extern float *nn_model_thread_areas(const NnModel *m);
+/* the optimizer's update of parameters [a, b) (nn_model_update's, per parameter group) */
+extern void nn_update_range(NnModel *m, int64_t a, int64_t b, float lr);
+/* clip_norm applied to m->grads (the batch's summed gradients) */
+extern void nn_clip_grads(NnModel *m);
 
 extern void nn_layer_backward_whole(NnModel *m, int i, int n);
 

@@ -297,6 +297,9 @@ typedef struct Step
 	int			from,
 				to;				/* the layers of a forward or backward job */
 	int64_t		pfirst[NN_MAX_THREADS + 1]; /* update: thread t's parameters */
+	bool		sum,
+				update;			/* update_job: sum the shards' gradients, apply the update */
+	float		lr;
 } Step;
 
 /* Thread t's view of the model: its shard of every buffer, its own scratch and gradients. */
@@ -421,13 +424,12 @@ update_job(void *arg, int t)
 {
 	Step	   *st = arg;
 	NnModel    *m = st->m;
-	const NnOptim *o = &m->optim;
 
 	for (int64_t a = st->pfirst[t]; a < st->pfirst[t + 1]; a += UPDATE_PIECE)
 	{
 		int64_t		b = a + UPDATE_PIECE < st->pfirst[t + 1] ? a + UPDATE_PIECE : st->pfirst[t + 1];
 
-		for (int i = 0; i < m->spec.n_layers; i++)
+		for (int i = 0; i < m->spec.n_layers && st->sum; i++)
 		{
 			int64_t		lo = a > m->param_off[i] ? a : m->param_off[i],
 						hi = b < m->param_off[i] + m->param_len[i] ? b : m->param_off[i] + m->param_len[i];
@@ -442,13 +444,8 @@ update_job(void *arg, int t)
 					m->grads[k] += g[k];
 			}
 		}
-		if (o->type == NN_OPT_SGD)
-			m->be->sgd_update(m->params + a, m->grads + a, m->opt_state ? m->opt_state + a : NULL, b - a,
-							  o->lr, o->momentum, o->weight_decay, o->nesterov);
-		else
-			m->be->adam_update(m->params + a, m->grads + a, m->opt_state + a,
-							   m->opt_state + m->n_params + a, b - a, o->lr, o->beta1, o->beta2,
-							   o->eps, o->weight_decay, o->type == NN_OPT_ADAMW, m->step);
+		if (st->update)
+			nn_update_range(m, a, b, st->lr);
 	}
 }
 
@@ -480,5 +477,16 @@ nn_parallel_backward_update(NnModel *m)
 	m->step++;
 	for (int t = 0; t <= st.shards; t++)
 		st.pfirst[t] = t == st.shards ? m->n_params : (m->n_params * t / st.shards) & ~(int64_t) 15;
+	st.lr = (float) nn_optim_lr(&m->optim, m->step);
+	st.sum = true;
+	/* clipping needs the norm of the whole summed gradient before any update */
+	st.update = m->optim.clip_norm <= 0.0f;
 	pool_run(st.shards, update_job, &st);
+	if (!st.update)
+	{
+		nn_clip_grads(m);
+		st.sum = false;
+		st.update = true;
+		pool_run(st.shards, update_job, &st);
+	}
 }

@@ -46,6 +46,11 @@ static const char *const optim_names[NN_OPT_MAX] = {
 	[NN_OPT_ADAMW] = "adamw",
 };
 
+static const char *const schedule_names[NN_SCHED_MAX] = {
+	[NN_SCHED_STEP] = "step",
+	[NN_SCHED_COSINE] = "cosine",
+};
+
 /* names[t] for 0 < t < max, else "unknown". */
 static const char *
 name_of(const char *const *names, int max, int t)
@@ -97,6 +102,21 @@ NnOptType
 nn_optim_from_name(const char *name)
 {
 	return (NnOptType) named(optim_names, NN_OPT_MAX, name);
+}
+
+const char *
+nn_schedule_name(NnSchedule s)
+{
+	return s == NN_SCHED_NONE ? "none" : name_of(schedule_names, NN_SCHED_MAX, s);
+}
+
+NnSchedule
+nn_schedule_from_name(const char *name)
+{
+	if (strcmp(name, "none") == 0)
+		return NN_SCHED_NONE;
+	return named(schedule_names, NN_SCHED_MAX, name) ? (NnSchedule) named(schedule_names, NN_SCHED_MAX, name)
+		: (NnSchedule) -1;
 }
 
 void
@@ -626,6 +646,8 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 	return true;
 }
 
+static bool nn_methods_validate(const NnOptim *opt, NnError *err);
+
 bool
 nn_optim_validate(const NnOptim *opt, NnError *err)
 {
@@ -658,8 +680,76 @@ nn_optim_validate(const NnOptim *opt, NnError *err)
 					  "beta2", "at least 0 and below 1", opt->beta2);
 		REQUIRE_FLOAT(isfinite(opt->eps) && opt->eps > 0.0f, "eps", "positive", opt->eps);
 	}
-	(void) tname;
+	return nn_methods_validate(opt, err);
+}
+
+/* The training methods of an optimizer (zero: off); ranges as the configuration keys state them. */
+static bool
+nn_methods_validate(const NnOptim *opt, NnError *err)
+{
+	const char *tname = nn_optim_name(opt->type);
+	int			i = -1;
+
+	if (opt->schedule < NN_SCHED_NONE || opt->schedule >= NN_SCHED_MAX)
+	{
+		nn_error_set(err, -1, "schedule", "unknown \"schedule\"");
+		return false;
+	}
+	if (opt->schedule == NN_SCHED_STEP)
+	{
+		REQUIRE_RANGE(opt->step_size, 1, NN_MAX_SCHEDULE_EPOCHS, "step_size");
+		REQUIRE_FLOAT(isfinite(opt->gamma) && opt->gamma > 0.0f && opt->gamma <= 1.0f,
+					  "gamma", "above 0 and at most 1", opt->gamma);
+	}
+	REQUIRE_FLOAT(isfinite(opt->eta_min) && opt->eta_min >= 0.0f && opt->eta_min <= opt->lr,
+				  "eta_min", "at least 0 and at most lr", opt->eta_min);
+	REQUIRE_RANGE(opt->warmup_epochs, 0, NN_MAX_SCHEDULE_EPOCHS, "warmup_epochs");
+	REQUIRE_RANGE(opt->epochs, 0, NN_MAX_SCHEDULE_EPOCHS, "epochs");
+	REQUIRE_RANGE(opt->epoch, 0, NN_MAX_SCHEDULE_EPOCHS, "epoch");
+	if (opt->warmup_steps < 0 || opt->warmup_steps > NN_MAX_STEP)
+	{
+		nn_error_set(err, -1, "warmup_steps", "\"warmup_steps\" must be between 0 and %lld, got %lld",
+					 (long long) NN_MAX_STEP, (long long) opt->warmup_steps);
+		return false;
+	}
+	if (opt->warmup_epochs > 0 || opt->warmup_steps > 0)
+		REQUIRE_FLOAT(isfinite(opt->warmup_start) && opt->warmup_start > 0.0f && opt->warmup_start <= 1.0f,
+					  "warmup_start_factor", "above 0 and at most 1", opt->warmup_start);
+	REQUIRE_FLOAT(isfinite(opt->clip_norm) && opt->clip_norm >= 0.0f, "clip_norm", "positive",
+				  opt->clip_norm);
+	REQUIRE_FLOAT(isfinite(opt->label_smoothing) && opt->label_smoothing >= 0.0f && opt->label_smoothing <= 1.0f,
+				  "label_smoothing", "between 0 and 1", opt->label_smoothing);
 	return true;
+}
+
+/*
+ * torch.optim.lr_scheduler's closed forms, in double: an epoch's lr is
+ * LinearLR's during warmup_epochs, then StepLR's or CosineAnnealingLR's
+ * counted from the end of warmup (SequentialLR with the milestone there); step
+ * warmup is LinearLR stepped per optimizer step, a factor on that.
+ */
+double
+nn_optim_lr(const NnOptim *o, int64_t step)
+{
+	double		base = o->lr,
+				lr = base,
+				start = o->warmup_start;
+
+	if (o->warmup_epochs > 0 && o->epoch < o->warmup_epochs)
+		lr = base * (start + (1.0 - start) * o->epoch / o->warmup_epochs);
+	else
+	{
+		int32_t		t = o->epoch - o->warmup_epochs,
+					t_max = o->epochs - o->warmup_epochs;
+
+		if (o->schedule == NN_SCHED_STEP)
+			lr = base * pow(o->gamma, (double) (t / o->step_size));
+		else if (o->schedule == NN_SCHED_COSINE && t_max > 0)
+			lr = o->eta_min + (base - o->eta_min) * (1.0 + cos(3.14159265358979323846 * t / t_max)) / 2.0;
+	}
+	if (o->warmup_steps > 0 && step - 1 < o->warmup_steps)
+		lr *= start + (1.0 - start) * (double) (step - 1) / o->warmup_steps;
+	return lr;
 }
 
 int64_t
