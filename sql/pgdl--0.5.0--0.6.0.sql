@@ -156,3 +156,71 @@ SELECT j.pid, j.owner, j.database, j.state, j."position", j.workers, j.queued_si
 COMMENT ON VIEW pgdl.jobs IS
 	'pgdl jobs (pgdl.fit_multiple and pgdl.resume calls) queued or running on this server, the caller''s own (all for pgdl_admin): state, place in the queue, workers held, the run, configurations left and estimated seconds left';
 GRANT SELECT ON pgdl.jobs TO PUBLIC;
+
+-- ---- mixed inputs: categorical columns in pgdl.pack (vocabularies in pgdl.datasets.categorical), several targets ----
+ALTER TABLE pgdl.datasets ADD COLUMN categorical jsonb;
+DROP FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass);
+CREATE FUNCTION pgdl.pack(
+	source regclass,
+	features text,
+	label text,
+	output text,
+	buffer_rows integer DEFAULT 128,
+	partitions integer DEFAULT 4,
+	seed bigint DEFAULT 42,
+	scale double precision DEFAULT NULL,
+	standardize boolean DEFAULT false,
+	nulls text DEFAULT 'error',
+	reference regclass DEFAULT NULL,
+	categorical text DEFAULT NULL,
+	max_categories integer DEFAULT 10000)
+RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_pack'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer) IS
+	'packs a table''s features (numeric, and categorical columns as vocabulary ids) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+
+-- The vocabularies of categorical columns, one row per value: id 0 (not listed) is any value not seen
+-- when packing, and NULL.  security_invoker: a role sees the vocabularies of the datasets it may read.
+CREATE VIEW pgdl.vocabulary WITH (security_invoker = true) AS
+SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'column' AS "column",
+	   (d.n_features - jsonb_array_length(d.categorical) + c.position)::integer AS feature,
+	   v.id::integer AS id, v.value
+  FROM pgdl.datasets d
+ CROSS JOIN LATERAL jsonb_array_elements(d.categorical) WITH ORDINALITY AS c(col, position)
+ CROSS JOIN LATERAL jsonb_array_elements_text(c.col -> 'values') WITH ORDINALITY AS v(value, id)
+ WHERE jsonb_typeof(d.categorical) = 'array';
+COMMENT ON VIEW pgdl.vocabulary IS
+	'the vocabulary of each categorical column of the datasets the caller may read: value and its id (id 0 is unseen or NULL), and which feature of the example vector carries it';
+GRANT SELECT ON pgdl.vocabulary TO PUBLIC;
+
+CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_encode'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.encode(regclass, real[], text[]) IS
+	'the example vector of a dataset with categorical columns: raw numeric features x, then the id of each categorical value (0 when unseen or NULL); what pgdl.predict and predict_batch take';
+
+-- pgdl.predict, pgdl.predict_class with categorical values (datasets packed with categorical => ...)
+
+CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[]) IS
+	'outputs of stored model (by id) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, real[], text[]) IS
+	'outputs of stored model (by name) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
+COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
