@@ -30,10 +30,15 @@
 
 #include "pgdl.h"
 
-/* The columns read, in this order (1-based, as SPI counts them). */
+/*
+ * The columns read, in this order (1-based, as SPI counts them).  categorical
+ * (0.6.0) through to_jsonb: a catalog not yet updated has no such column.
+ */
 #define DATASET_COLUMNS \
 	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
-	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows, categorical FROM pgdl.datasets"
+	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows," \
+	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical" \
+	" FROM pgdl.datasets d"
 
 enum
 {

@@ -262,9 +262,14 @@ read_args(FunctionCallInfo fcinfo, PackArgs *args)
 	args->standardize = PG_GETARG_BOOL(8);
 	args->nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
 	args->reference = PG_ARGISNULL(10) ? InvalidOid : PG_GETARG_OID(10);
-	args->categorical = PG_ARGISNULL(11) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(11));
-	require_arg(fcinfo, 12, "max_categories");
-	args->max_categories = PG_GETARG_INT32(12);
+	/* an older catalog's pgdl.pack has eleven arguments */
+	args->categorical = PG_NARGS() <= 11 || PG_ARGISNULL(11) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(11));
+	args->max_categories = 10000;
+	if (PG_NARGS() > 12)
+	{
+		require_arg(fcinfo, 12, "max_categories");
+		args->max_categories = PG_GETARG_INT32(12);
+	}
 }
 
 /* The arguments alone, before any table is looked at (and nulls read as skip). */
@@ -2049,12 +2054,19 @@ register_dataset(const PackOutput *out, const PackArgs *args, const PackData *da
 	values[16] = categorical != NULL ? JsonbPGetDatum(categorical) : (Datum) 0;
 	nulls[16] = categorical != NULL ? ' ' : 'n';
 
-	ret = SPI_execute_with_args("INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+	/* categorical only when there are some: a catalog not yet updated to 0.6.0 lacks the column */
+	ret = SPI_execute_with_args(categorical != NULL
+								? "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
 								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
 								" partitions, seed, reference, categorical)"
 								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
-								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id",
-								17, types, values, nulls, false, 1);
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+								: "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+								categorical != NULL ? 17 : 16, types, values, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "pgdl.pack: registering the dataset failed: %s", SPI_result_code_string(ret));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
