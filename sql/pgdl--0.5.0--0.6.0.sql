@@ -224,3 +224,77 @@ COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
 	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
 COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
 	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
+
+-- pgdl.export_dataset and pgdl.import_dataset carry the vocabularies (for packing on nodes with a reference)
+CREATE OR REPLACE FUNCTION pgdl.export_dataset(packed regclass) RETURNS jsonb
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+	SELECT jsonb_build_object('task', d.task, 'n_features', d.n_features, 'n_targets', d.n_targets,
+							  'classes', to_jsonb(d.classes), 'label_type', d.label_type::text,
+							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows,
+							  'categorical', d.categorical)
+	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
+$$;
+COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
+	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization, vocabularies of categorical columns), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
+
+-- No SET search_path: the table goes where the caller's CREATE TABLE would put it (its first schema).
+CREATE OR REPLACE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS
+$$
+DECLARE
+	schema name := (pg_catalog.current_schemas(false))[1];
+	made regclass;
+	label_regtype regtype;
+BEGIN
+	IF pg_catalog.jsonb_typeof(description) IS DISTINCT FROM 'object'
+	   OR pg_catalog.jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'classes') NOT IN ('array', 'null')
+	   OR pg_catalog.jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
+	END IF;
+	-- checked before the casts, whose errors would echo the value (a number of any length)
+	IF (description->>'n_features') !~ '^[1-9][0-9]{0,8}$' OR (description->>'n_targets') !~ '^[1-9][0-9]{0,8}$' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Its n_features and n_targets must be positive integers.';
+	END IF;
+	-- a type name is parsed as SQL: any error of it (syntax, no such type or schema) is the description's
+	BEGIN
+		label_regtype := (description->>'label_type')::regtype;
+	EXCEPTION
+		WHEN OTHERS THEN
+			RAISE EXCEPTION 'invalid label_type "%" in dataset description', pg_catalog.left(description->>'label_type', 64)
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = 'It must name a type of this server, as pgdl.export_dataset writes it.';
+	END;
+	IF schema IS NULL THEN
+		RAISE EXCEPTION 'no schema to create "%" in', pg_catalog.left(name, 64) USING ERRCODE = 'invalid_schema_name';
+	END IF;
+	IF pg_catalog.octet_length(name) > 60 OR name = '' THEN
+		RAISE EXCEPTION 'invalid table name "%"', pg_catalog.left(name, 64)
+			USING ERRCODE = 'invalid_name', DETAIL = 'The name must be 1 to 60 bytes long.';
+	END IF;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
+				   ' x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id)) PARTITION BY LIST (part)',
+				   schema, name);
+	made := pg_catalog.format('%I.%I', schema, name)::regclass;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, name || '_p0', made);
+	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, categorical)
+	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
+			(description->>'n_targets')::integer,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
+				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
+			label_regtype, description->'normalization', 0, 0, 1, 1, 0,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'categorical') = 'array' THEN description->'categorical' END);
+	RETURN made;
+END
+$$;
+COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
+	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';

@@ -101,6 +101,12 @@ SELECT pgdl.encode('mixed_test', ARRAY[3, 0.3]::real[], ARRAY['Paris', '30']);
 SELECT pgdl.pack('mixed_src', 'a, b', 'lab', 'mixed_plain', buffer_rows => 8, partitions => 1) > 0 AS packed;
 SELECT pgdl.encode('mixed_plain', ARRAY[3, 0.3]::real[], ARRAY['Paris', '30']);
 
+-- the vocabularies travel with pgdl.export_dataset: a node packs its rows with the same ids
+SELECT pgdl.import_dataset(pgdl.export_dataset('mixed_packed'), 'mixed_imported') AS imported;
+SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_from_import', buffer_rows => 3, partitions => 1,
+                 reference => 'mixed_imported', categorical => 'city, "we""ird\col"') > 0 AS packed;
+SELECT (SELECT x FROM mixed_from_import) = (SELECT x FROM mixed_test_packed) AS same_ids;
+
 -- a vocabulary a role may not read is not shown
 CREATE ROLE regress_mixed_other;
 GRANT USAGE ON SCHEMA public TO regress_mixed_other;
@@ -205,7 +211,8 @@ SELECT n, y FROM mixed_skip;
 DELETE FROM pgdl.models WHERE name LIKE 'mixed\_%' OR run > :mx_first_run;
 DELETE FROM pgdl.runs WHERE id > :mx_first_run;
 DROP TABLE mixed_src, mixed_test, mixed_packed, mixed_test_packed, mixed_plain, mixed_labels, mixed_multilabel,
-           mixed_multilabel_array, mixed_regress, mixed_regress_packed, mixed_bad_targets, mixed_skip;
+           mixed_multilabel_array, mixed_regress, mixed_regress_packed, mixed_bad_targets, mixed_skip,
+           mixed_imported, mixed_from_import;
 SELECT setval('pgdl.runs_id_seq', :mx_runs_seq, :'mx_runs_called'::boolean) > 0 AS restored,
        setval('pgdl.models_id_seq', :mx_models_seq, :'mx_models_called'::boolean) > 0 AS restored,
        setval('pgdl.datasets_id_seq', :mx_datasets_seq, :'mx_datasets_called'::boolean) > 0 AS restored;
