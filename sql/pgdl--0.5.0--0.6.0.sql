@@ -156,3 +156,145 @@ SELECT j.pid, j.owner, j.database, j.state, j."position", j.workers, j.queued_si
 COMMENT ON VIEW pgdl.jobs IS
 	'pgdl jobs (pgdl.fit_multiple and pgdl.resume calls) queued or running on this server, the caller''s own (all for pgdl_admin): state, place in the queue, workers held, the run, configurations left and estimated seconds left';
 GRANT SELECT ON pgdl.jobs TO PUBLIC;
+
+-- ---- mixed inputs: categorical columns in pgdl.pack (vocabularies in pgdl.datasets.categorical), several targets ----
+ALTER TABLE pgdl.datasets ADD COLUMN categorical jsonb;
+DROP FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass);
+CREATE FUNCTION pgdl.pack(
+	source regclass,
+	features text,
+	label text,
+	output text,
+	buffer_rows integer DEFAULT 128,
+	partitions integer DEFAULT 4,
+	seed bigint DEFAULT 42,
+	scale double precision DEFAULT NULL,
+	standardize boolean DEFAULT false,
+	nulls text DEFAULT 'error',
+	reference regclass DEFAULT NULL,
+	categorical text DEFAULT NULL,
+	max_categories integer DEFAULT 10000)
+RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_pack'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer) IS
+	'packs a table''s features (numeric, and categorical columns as vocabulary ids) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+
+-- The vocabularies of categorical columns, one row per value: id 0 (not listed) is any value not seen
+-- when packing, and NULL.  security_invoker: a role sees the vocabularies of the datasets it may read.
+CREATE VIEW pgdl.vocabulary WITH (security_invoker = true) AS
+SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'column' AS "column",
+	   (d.n_features - jsonb_array_length(d.categorical) + c.position)::integer AS feature,
+	   v.id::integer AS id, v.value
+  FROM pgdl.datasets d
+ CROSS JOIN LATERAL jsonb_array_elements(d.categorical) WITH ORDINALITY AS c(col, position)
+ CROSS JOIN LATERAL jsonb_array_elements_text(c.col -> 'values') WITH ORDINALITY AS v(value, id)
+ WHERE jsonb_typeof(d.categorical) = 'array';
+COMMENT ON VIEW pgdl.vocabulary IS
+	'the vocabulary of each categorical column of the datasets the caller may read: value and its id (id 0 is unseen or NULL), and which feature of the example vector carries it';
+GRANT SELECT ON pgdl.vocabulary TO PUBLIC;
+
+CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_encode'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.encode(regclass, real[], text[]) IS
+	'the example vector of a dataset with categorical columns: raw numeric features x, then the id of each categorical value (0 when unseen or NULL); what pgdl.predict and predict_batch take';
+
+-- pgdl.predict, pgdl.predict_class with categorical values (datasets packed with categorical => ...)
+
+CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[]) IS
+	'outputs of stored model (by id) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, real[], text[]) IS
+	'outputs of stored model (by name) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
+COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
+
+-- pgdl.export_dataset and pgdl.import_dataset carry the vocabularies (for packing on nodes with a reference)
+CREATE OR REPLACE FUNCTION pgdl.export_dataset(packed regclass) RETURNS jsonb
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+	SELECT jsonb_build_object('task', d.task, 'n_features', d.n_features, 'n_targets', d.n_targets,
+							  'classes', to_jsonb(d.classes), 'label_type', d.label_type::text,
+							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows,
+							  'categorical', d.categorical)
+	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
+$$;
+COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
+	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization, vocabularies of categorical columns), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
+
+-- No SET search_path: the table goes where the caller's CREATE TABLE would put it (its first schema).
+CREATE OR REPLACE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS
+$$
+DECLARE
+	schema name := (pg_catalog.current_schemas(false))[1];
+	made regclass;
+	label_regtype regtype;
+BEGIN
+	IF pg_catalog.jsonb_typeof(description) IS DISTINCT FROM 'object'
+	   OR pg_catalog.jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'classes') NOT IN ('array', 'null')
+	   OR pg_catalog.jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
+	END IF;
+	-- checked before the casts, whose errors would echo the value (a number of any length)
+	IF (description->>'n_features') !~ '^[1-9][0-9]{0,8}$' OR (description->>'n_targets') !~ '^[1-9][0-9]{0,8}$' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Its n_features and n_targets must be positive integers.';
+	END IF;
+	-- a type name is parsed as SQL: any error of it (syntax, no such type or schema) is the description's
+	BEGIN
+		label_regtype := (description->>'label_type')::regtype;
+	EXCEPTION
+		WHEN OTHERS THEN
+			RAISE EXCEPTION 'invalid label_type "%" in dataset description', pg_catalog.left(description->>'label_type', 64)
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = 'It must name a type of this server, as pgdl.export_dataset writes it.';
+	END;
+	IF schema IS NULL THEN
+		RAISE EXCEPTION 'no schema to create "%" in', pg_catalog.left(name, 64) USING ERRCODE = 'invalid_schema_name';
+	END IF;
+	IF pg_catalog.octet_length(name) > 60 OR name = '' THEN
+		RAISE EXCEPTION 'invalid table name "%"', pg_catalog.left(name, 64)
+			USING ERRCODE = 'invalid_name', DETAIL = 'The name must be 1 to 60 bytes long.';
+	END IF;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
+				   ' x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id)) PARTITION BY LIST (part)',
+				   schema, name);
+	made := pg_catalog.format('%I.%I', schema, name)::regclass;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, name || '_p0', made);
+	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, categorical)
+	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
+			(description->>'n_targets')::integer,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
+				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
+			label_regtype, description->'normalization', 0, 0, 1, 1, 0,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'categorical') = 'array' THEN description->'categorical' END);
+	RETURN made;
+END
+$$;
+COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
+	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';

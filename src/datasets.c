@@ -14,6 +14,8 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 
 #include "catalog/pg_type.h"
@@ -28,10 +30,15 @@
 
 #include "pgdl.h"
 
-/* The columns read, in this order (1-based, as SPI counts them). */
+/*
+ * The columns read, in this order (1-based, as SPI counts them).  categorical
+ * (0.6.0) through to_jsonb: a catalog not yet updated has no such column.
+ */
 #define DATASET_COLUMNS \
 	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
-	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows FROM pgdl.datasets"
+	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows," \
+	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical" \
+	" FROM pgdl.datasets d"
 
 enum
 {
@@ -44,7 +51,8 @@ enum
 	COL_LABEL_TYPE,
 	COL_NORMALIZATION,
 	COL_PARTITIONS,
-	COL_N_ROWS
+	COL_N_ROWS,
+	COL_CATEGORICAL
 };
 
 /* One row, as SPI returned it, and the id that names it in errors. */
@@ -236,8 +244,146 @@ read_normalization(const DatasetRow *row, PgdlDataset *ds)
 	if (scale != NULL || mean == NULL || std == NULL)
 		corrupted(row->id, "normalization", "must have either \"scale\" or \"mean\" and \"std\"");
 	ds->scale = 1.0f;
-	ds->mean = read_float_array(row, mean, "mean", ds->n_features, false);
-	ds->std = read_float_array(row, std, "std", ds->n_features, true);
+	ds->mean = read_float_array(row, mean, "mean", ds->n_numeric, false);
+	ds->std = read_float_array(row, std, "std", ds->n_numeric, true);
+}
+
+/* An integer's text as pgdl.pack writes it (no sign but '-', no leading zeros), or false. */
+static bool
+parse_integer(const char *text, int64 *out)
+{
+	char	   *end;
+	long long	v;
+
+	if (text == NULL || *text == '\0' || isspace((unsigned char) *text))
+		return false;
+	errno = 0;
+	v = strtoll(text, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return false;
+	*out = (int64) v;
+	return true;
+}
+
+int
+pgdl_category_compare(bool is_integer, const char *a, const char *b)
+{
+	if (is_integer)
+	{
+		int64		x = 0;
+		int64		y = 0;
+
+		(void) parse_integer(a, &x);
+		(void) parse_integer(b, &y);
+		return x < y ? -1 : x > y ? 1 : 0;
+	}
+	return strcmp(a, b);
+}
+
+/* A JSON string's text (palloc'd), or NULL when v is not a string. */
+static char *
+json_string(const JsonbValue *v)
+{
+	if (v == NULL || v->type != jbvString)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/*
+ * categorical: NULL, or [{"column": c, "type": "integer" | "text", "values":
+ * [v1, ...]}, ...], values as strings, distinct and sorted (numerically for
+ * integers, by bytes for text), since ids are found by binary search.
+ */
+static void
+read_categorical(const DatasetRow *row, PgdlDataset *ds)
+{
+	bool		isnull;
+	Datum		d = get_column(row, COL_CATEGORICAL, &isnull);
+	Jsonb	   *jb;
+	int			n;
+
+	ds->n_numeric = ds->n_features;
+	if (isnull)
+		return;
+	jb = DatumGetJsonbPCopy(d);
+	if (JB_ROOT_IS_SCALAR(jb) || !JB_ROOT_IS_ARRAY(jb))
+		corrupted(row->id, "categorical", "is not a JSON array");
+	n = (int) JsonContainerSize(&jb->root);
+	if (n < 1 || n >= ds->n_features)
+		corrupted(row->id, "categorical", "has %d columns, not between 1 and %d (n_features less one)",
+				  n, ds->n_features - 1);
+	ds->categorical = jb;
+	ds->n_categorical = n;
+	ds->n_numeric = ds->n_features - n;
+	ds->vocabulary = palloc0(sizeof(PgdlVocabulary) * n);
+	for (int c = 0; c < n; c++)
+	{
+		JsonbValue *col = getIthJsonbValueFromContainer(&jb->root, c);
+		PgdlVocabulary *v = &ds->vocabulary[c];
+		JsonbValue *values;
+		char	   *type;
+
+		if (col == NULL || col->type != jbvBinary || !JsonContainerIsObject(col->val.binary.data))
+			corrupted(row->id, "categorical", "has an element (%d) that is not a JSON object", c + 1);
+		v->column = json_string(pgdl_jsonb_key(col->val.binary.data, "column"));
+		type = json_string(pgdl_jsonb_key(col->val.binary.data, "type"));
+		values = pgdl_jsonb_key(col->val.binary.data, "values");
+		if (v->column == NULL || type == NULL ||
+			(strcmp(type, "integer") != 0 && strcmp(type, "text") != 0) ||
+			values == NULL || values->type != jbvBinary || !JsonContainerIsArray(values->val.binary.data))
+			corrupted(row->id, "categorical", "has an invalid element %d: it must have a \"column\" string, "
+					  "a \"type\" of \"integer\" or \"text\" and a \"values\" array", c + 1);
+		v->is_integer = strcmp(type, "integer") == 0;
+		if (JsonContainerSize(values->val.binary.data) > PGDL_MAX_CATEGORIES)
+			corrupted(row->id, "categorical", "has more than %d values in element %d", PGDL_MAX_CATEGORIES, c + 1);
+		v->n_values = (int32) JsonContainerSize(values->val.binary.data);
+		v->values = palloc(sizeof(char *) * Max(v->n_values, 1));
+		if (v->is_integer)
+			v->integers = palloc(sizeof(int64) * Max(v->n_values, 1));
+		for (int32 i = 0; i < v->n_values; i++)
+		{
+			v->values[i] = json_string(getIthJsonbValueFromContainer(values->val.binary.data, i));
+			if (v->values[i] == NULL || (v->is_integer && !parse_integer(v->values[i], &v->integers[i])))
+				corrupted(row->id, "categorical", "has an invalid value %d in element %d: it must be %s",
+						  i + 1, c + 1, v->is_integer ? "an integer as a string" : "a string");
+			if (i > 0 && pgdl_category_compare(v->is_integer, v->values[i - 1], v->values[i]) >= 0)
+				corrupted(row->id, "categorical", "has values out of order or twice in element %d (value %d)",
+						  c + 1, i + 1);
+			if ((i & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
+
+int32
+pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value)
+{
+	const PgdlVocabulary *v = &ds->vocabulary[c];
+	int64		key = 0;
+	int32		lo = 0;
+	int32		hi = v->n_values - 1;
+
+	if (value == NULL)
+		return 0;
+	if (v->is_integer && !parse_integer(value, &key))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("categorical column \"%s\" takes integers, not \"%s\"", v->column, pgdl_echo(value))));
+	while (lo <= hi)
+	{
+		int32		mid = lo + (hi - lo) / 2;
+		int			cmp = v->is_integer
+			? (key < v->integers[mid] ? -1 : key > v->integers[mid] ? 1 : 0)
+			: strcmp(value, v->values[mid]);
+
+		if (cmp == 0)
+			return mid + 1;
+		if (cmp < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return 0;
 }
 
 /* The row's values into a new dataset, every one checked (in the current memory context). */
@@ -270,6 +416,7 @@ dataset_from_row(const DatasetRow *row)
 			corrupted(row->id, "classes", "is not NULL, but a regression dataset has no classes");
 	}
 	ds->label_type = DatumGetObjectId(required_column(row, COL_LABEL_TYPE));
+	read_categorical(row, ds);
 	read_normalization(row, ds);
 	ds->partitions = int32_column(row, COL_PARTITIONS, 1, PGDL_MAX_PARTITIONS);
 	n_rows = DatumGetInt64(required_column(row, COL_N_ROWS));
@@ -323,13 +470,38 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 	}
 	if (ds->mean != NULL)
 	{
-		copy->mean = palloc(sizeof(float) * ds->n_features);
-		memcpy(copy->mean, ds->mean, sizeof(float) * ds->n_features);
+		copy->mean = palloc(sizeof(float) * ds->n_numeric);
+		memcpy(copy->mean, ds->mean, sizeof(float) * ds->n_numeric);
 	}
 	if (ds->std != NULL)
 	{
-		copy->std = palloc(sizeof(float) * ds->n_features);
-		memcpy(copy->std, ds->std, sizeof(float) * ds->n_features);
+		copy->std = palloc(sizeof(float) * ds->n_numeric);
+		memcpy(copy->std, ds->std, sizeof(float) * ds->n_numeric);
+	}
+	if (ds->vocabulary != NULL)
+	{
+		copy->vocabulary = palloc(sizeof(PgdlVocabulary) * ds->n_categorical);
+		for (int c = 0; c < ds->n_categorical; c++)
+		{
+			const PgdlVocabulary *v = &ds->vocabulary[c];
+			PgdlVocabulary *w = &copy->vocabulary[c];
+
+			*w = *v;
+			w->column = pstrdup(v->column);
+			w->values = palloc(sizeof(char *) * Max(v->n_values, 1));
+			for (int32 i = 0; i < v->n_values; i++)
+				w->values[i] = pstrdup(v->values[i]);
+			if (v->integers != NULL)
+			{
+				w->integers = palloc(sizeof(int64) * Max(v->n_values, 1));
+				memcpy(w->integers, v->integers, sizeof(int64) * v->n_values);
+			}
+		}
+	}
+	if (ds->categorical != NULL)
+	{
+		copy->categorical = palloc(VARSIZE(ds->categorical));
+		memcpy(copy->categorical, ds->categorical, VARSIZE(ds->categorical));
 	}
 	if (ds->normalization != NULL)
 	{
@@ -339,19 +511,27 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 	return copy;
 }
 
+/* Only the numeric features: categorical ids, after them, are used as they are. */
 void
 pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 {
 	int			nf = ds->n_features;
+	int			nn = ds->n_numeric;
 
 	if (ds->mean == NULL)
 	{
-		if (ds->scale != 1.0f)
+		if (ds->scale == 1.0f)
+			return;
+		if (nn == nf)
 			for (int64 i = 0; i < rows * nf; i++)
 				x[i] *= ds->scale;
+		else
+			for (int64 r = 0; r < rows; r++)
+				for (int j = 0; j < nn; j++)
+					x[r * nf + j] *= ds->scale;
 		return;
 	}
 	for (int64 r = 0; r < rows; r++)
-		for (int j = 0; j < nf; j++)
+		for (int j = 0; j < nn; j++)
 			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
 }

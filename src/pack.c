@@ -51,6 +51,8 @@
 #include "utils/regproc.h"
 #include "utils/syscache.h"
 #include "utils/varlena.h"
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
 
 #include "nn/nn.h"
 #include "pgdl.h"
@@ -80,6 +82,8 @@ typedef struct PackArgs
 	char	   *nulls;			/* 'error' or 'skip' */
 	bool		skip;			/* nulls => 'skip' */
 	Oid			reference;		/* InvalidOid when none */
+	char	   *categorical;	/* NULL when none */
+	int32		max_categories;
 } PackArgs;
 
 /* How a number of a feature or label column becomes a float. */
@@ -91,7 +95,8 @@ typedef enum PackNumKind
 	PACK_FLOAT4,
 	PACK_FLOAT8,
 	PACK_NUMERIC,
-	PACK_TEXT,					/* labels only */
+	PACK_TEXT,					/* labels and categorical columns only */
+	PACK_BOOL,					/* targets only: 0 or 1 */
 	PACK_OTHER
 } PackNumKind;
 
@@ -103,6 +108,30 @@ typedef struct PackColumn
 	PackNumKind kind;			/* of the column, or of its elements (array mode) */
 	Oid			elem_base;		/* array mode: the elements' base type */
 } PackColumn;
+
+/*
+ * A categorical column: each distinct value gets a provisional index, in the
+ * order first seen (a hash of the values), and each kept row that index (-1
+ * for NULL); the vocabulary, made once every row is read, maps provisional
+ * indices to ids.
+ */
+typedef struct PackCategorical
+{
+	PackColumn	col;
+	bool		is_integer;
+	HTAB	   *seen;			/* value -> provisional index */
+	char	  **values;			/* by provisional index */
+	int32		n_values;
+	int32		cap_values;
+	int32	   *row_index;		/* per kept row */
+	int32	   *id_of;			/* provisional index -> id (0: unseen in the reference) */
+} PackCategorical;
+
+typedef struct PackSeen
+{
+	char	   *value;			/* the key: a pointer to the string */
+	int32		index;
+} PackSeen;
 
 /* The dataset given as reference (NULL when none), and its packed table's name for messages. */
 typedef struct PackReference
@@ -120,9 +149,17 @@ typedef struct PackData
 	bool		array_mode;		/* features: one array column */
 	int			n_cols;			/* feature columns */
 	PackColumn *cols;
-	PackColumn	label;
+	PackColumn	label;			/* the first label column */
+	PackColumn *labels;			/* all n_label_cols of them */
+	int			n_label_cols;
+	bool		label_array;	/* targets: one array column */
+	int32		n_targets;		/* floats of y per row; -1 until the first row (label_array) */
 	bool		classification;
-	int32		n_features;		/* -1 until the first row (array mode) */
+	int32		n_features;		/* -1 until the first row (array mode); numeric only */
+	int			n_categorical;
+	PackCategorical *cats;
+	int32		max_categories;
+	int32		n_total;		/* n_features + n_categorical: an example's floats */
 
 	/* rows kept, their features in chunks of chunk_rows rows each */
 	int64		n_rows;
@@ -136,6 +173,7 @@ typedef struct PackData
 
 	/* each kept row's label: one of these, by the label's kind */
 	int64		label_cap;
+	int64		targets_cap;	/* rows label_float holds */
 	int64	   *label_int;
 	char	  **label_text;
 	float	   *label_float;
@@ -186,6 +224,8 @@ typedef struct PackOutput
 	Oid			namespace;
 } PackOutput;
 
+static float *target_slot(PackData *data);
+
 /* ---- arguments ---- */
 
 static void
@@ -222,6 +262,14 @@ read_args(FunctionCallInfo fcinfo, PackArgs *args)
 	args->standardize = PG_GETARG_BOOL(8);
 	args->nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
 	args->reference = PG_ARGISNULL(10) ? InvalidOid : PG_GETARG_OID(10);
+	/* an older catalog's pgdl.pack has eleven arguments */
+	args->categorical = PG_NARGS() <= 11 || PG_ARGISNULL(11) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(11));
+	args->max_categories = 10000;
+	if (PG_NARGS() > 12)
+	{
+		require_arg(fcinfo, 12, "max_categories");
+		args->max_categories = PG_GETARG_INT32(12);
+	}
 }
 
 /* The arguments alone, before any table is looked at (and nulls read as skip). */
@@ -245,6 +293,12 @@ check_args(PackArgs *args)
 				 errmsg("invalid nulls value \"%s\"", pgdl_echo(args->nulls)),
 				 errhint("Use 'error' (the default) or 'skip'.")));
 	args->skip = strcmp(args->nulls, "skip") == 0;
+	if (args->max_categories < 1 || args->max_categories > PGDL_MAX_CATEGORIES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_categories must be between 1 and %d, not %d", PGDL_MAX_CATEGORIES,
+						args->max_categories),
+				 errdetail("Categorical ids are carried as float32 values, exact up to 2^24.")));
 	if (args->has_scale && args->standardize)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -292,6 +346,8 @@ kind_of(Oid type)
 		case VARCHAROID:
 		case BPCHAROID:
 			return PACK_TEXT;
+		case BOOLOID:
+			return PACK_BOOL;
 		default:
 			return PACK_OTHER;
 	}
@@ -320,6 +376,8 @@ number_of(Datum d, PackNumKind kind)
 			return DatumGetFloat8(d);
 		case PACK_NUMERIC:
 			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+		case PACK_BOOL:
+			return DatumGetBool(d) ? 1.0 : 0.0;
 		default:
 			elog(ERROR, "pgdl.pack: unexpected value kind %d", (int) kind);
 			return 0;
@@ -411,19 +469,88 @@ find_features(Oid relid, const char *features, PackData *data)
 	data->n_features = data->array_mode ? -1 : data->n_cols;
 }
 
+#define PACK_TARGET_TYPES_DETAIL \
+	"Several targets are a comma-separated list of columns, or one array column, of types smallint, integer, " \
+	"bigint, real, double precision, numeric or boolean."
+
+/* One target column of several (a list, or an array column's elements). */
+static void
+target_kind(PackColumn *col, Oid type)
+{
+	col->kind = kind_of(type);
+	if (!kind_is_numeric(col->kind) && col->kind != PACK_BOOL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("label column \"%s\" has type %s, which cannot be a target",
+						col->name, format_type_be(col->type)),
+				 errdetail(PACK_TARGET_TYPES_DETAIL)));
+}
+
+/*
+ * The label: one column (integer or text: classes; real, double precision
+ * or numeric: one target), or several targets (regression, or multi-label
+ * with 0/1 targets): a list of columns, or one array column.
+ */
 static void
 find_label(Oid relid, const char *label, int position, PackData *data)
 {
 	char	   *raw = pstrdup(label);
 	List	   *names;
+	ListCell   *lc;
+	int			i = 0;
+	Oid			elemtype;
 
-	if (!SplitIdentifierString(raw, ',', &names) || list_length(names) != 1)
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid label column name \"%s\"", pgdl_echo(label)),
-				 errhint("Give the name of one column.")));
+				 errhint("Give the name of one column, or a comma-separated list of target columns.")));
+	if (list_length(names) > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many label columns: %d", list_length(names)),
+				 errhint("Put the targets in one array column.")));
 
-	find_column(relid, data->relname, (char *) linitial(names), position, &data->label);
+	data->n_label_cols = list_length(names);
+	data->labels = palloc0(sizeof(PackColumn) * data->n_label_cols);
+	foreach(lc, names)
+	{
+		find_column(relid, data->relname, (char *) lfirst(lc), position + i, &data->labels[i]);
+		i++;
+	}
+	data->label = data->labels[0];
+	data->n_targets = 1;
+
+	if (data->n_label_cols > 1)
+	{
+		for (i = 0; i < data->n_label_cols; i++)
+		{
+			if (OidIsValid(get_element_type(getBaseType(data->labels[i].type))))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("label column \"%s\" is an array, which cannot be part of a list of label columns",
+								data->labels[i].name),
+						 errdetail(PACK_TARGET_TYPES_DETAIL)));
+			target_kind(&data->labels[i], data->labels[i].type);
+		}
+		data->classification = false;
+		data->n_targets = data->n_label_cols;
+		data->label.type = FLOAT4OID;
+		return;
+	}
+
+	elemtype = get_element_type(getBaseType(data->label.type));
+	if (OidIsValid(elemtype))
+	{
+		target_kind(&data->labels[0], elemtype);
+		data->labels[0].elem_base = getBaseType(elemtype);
+		data->label = data->labels[0];
+		data->label_array = true;
+		data->classification = false;
+		data->n_targets = -1;
+		return;
+	}
+
 	data->label.kind = kind_of(data->label.type);
 	switch (data->label.kind)
 	{
@@ -444,7 +571,83 @@ find_label(Oid relid, const char *label, int position, PackData *data)
 					 errmsg("label column \"%s\" has type %s, which cannot be a label",
 							data->label.name, format_type_be(data->label.type)),
 					 errdetail("An integer or text label is a class (classification); "
-							   "a real, double precision or numeric label is a target value (regression).")));
+							   "a real, double precision or numeric label is a target value (regression); "
+							   "several targets are a list of columns or an array column.")));
+	}
+	data->labels[0] = data->label;
+}
+
+static uint32
+seen_hash(const void *key, Size keysize)
+{
+	const char *v = *(char *const *) key;
+
+	return DatumGetUInt32(hash_any((const unsigned char *) v, (int) strlen(v)));
+}
+
+static int
+seen_match(const void *a, const void *b, Size keysize)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * The categorical columns: integer or text, each mapped to ids by a
+ * vocabulary.  Names follow SQL's rules for identifiers, as features do.
+ */
+static void
+find_categorical(Oid relid, const char *categorical, int position, PackData *data)
+{
+	char	   *raw = pstrdup(categorical);
+	List	   *names;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid categorical column list \"%s\"", pgdl_echo(categorical)),
+				 errhint("Give column names separated by commas, or leave categorical out.")));
+	data->n_categorical = list_length(names);
+	if (data->n_categorical > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many categorical columns: %d", data->n_categorical)));
+	data->cats = palloc0(sizeof(PackCategorical) * data->n_categorical);
+	foreach(lc, names)
+	{
+		PackCategorical *cat = &data->cats[i];
+		HASHCTL		ctl;
+
+		find_column(relid, data->relname, (char *) lfirst(lc), position + i, &cat->col);
+		for (int k = 0; k < data->n_cols; k++)
+			if (strcmp(data->cols[k].name, cat->col.name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("column \"%s\" is both a feature and a categorical column", cat->col.name)));
+		for (int k = 0; k < i; k++)
+			if (strcmp(data->cats[k].col.name, cat->col.name) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("categorical column \"%s\" is given twice", cat->col.name)));
+		cat->col.kind = kind_of(cat->col.type);
+		if (cat->col.kind != PACK_INT2 && cat->col.kind != PACK_INT4 && cat->col.kind != PACK_INT8 &&
+			cat->col.kind != PACK_TEXT)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("categorical column \"%s\" has type %s, which cannot be categorical",
+							cat->col.name, format_type_be(cat->col.type)),
+					 errdetail("Categorical columns have type smallint, integer, bigint, text, varchar or char.")));
+		cat->is_integer = cat->col.kind != PACK_TEXT;
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(char *);
+		ctl.entrysize = sizeof(PackSeen);
+		ctl.hash = seen_hash;
+		ctl.match = seen_match;
+		ctl.hcxt = data->cxt;
+		cat->seen = hash_create("pgdl pack categories", 256, &ctl,
+								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+		i++;
 	}
 }
 
@@ -460,7 +663,9 @@ find_source(const PackArgs *args, PackData *data)
 	data->source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
 												  data->relname);
 	find_features(args->source, args->features, data);
-	find_label(args->source, args->label, data->n_cols + 1, data);
+	if (args->categorical != NULL)
+		find_categorical(args->source, args->categorical, data->n_cols + 1, data);
+	find_label(args->source, args->label, data->n_cols + data->n_categorical + 1, data);
 }
 
 /*
@@ -493,12 +698,23 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 				 errmsg("label \"%s\" is a %s label, but reference dataset \"%s\" is a %s dataset",
 						data->label.name, data->classification ? "classification" : "regression",
 						ref->name, ref->ds->classification ? "classification" : "regression")));
-	if (!data->array_mode && data->n_features != ref->ds->n_features)
+	if (!data->array_mode && data->n_features != ref->ds->n_numeric)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("source has %d features, but reference dataset \"%s\" has %d",
-						data->n_features, ref->name, ref->ds->n_features),
+						data->n_features, ref->name, ref->ds->n_numeric),
 				 errdetail("A dataset packed with a reference must have the reference's features.")));
+	if (data->n_categorical != ref->ds->n_categorical)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d categorical columns, but reference dataset \"%s\" has %d",
+						data->n_categorical, ref->name, ref->ds->n_categorical),
+				 errdetail("A dataset packed with a reference maps its categorical columns with the reference's vocabularies.")));
+	if (!data->classification && !data->label_array && data->n_targets != ref->ds->n_targets)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d targets, but reference dataset \"%s\" has %d",
+						data->n_targets, ref->name, ref->ds->n_targets)));
 }
 
 /* ---- reading the source ---- */
@@ -510,20 +726,21 @@ set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReferenc
 	Size		bytes;
 
 	data->n_features = n;
+	data->n_total = n + data->n_categorical;
 
 	/* A buffer's x is one real[]: at most MaxArraySize elements. */
-	if ((int64) n * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+	if ((int64) data->n_total * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a buffer of %d rows of %d features is too large", buffer_rows, n),
+				 errmsg("a buffer of %d rows of %d features is too large", buffer_rows, data->n_total),
 				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
 				 errhint("Use a smaller buffer_rows.")));
 
-	if (ref->ds != NULL && ref->ds->n_features != n)
+	if (ref->ds != NULL && ref->ds->n_numeric != n)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("source has %d features, but reference dataset \"%s\" has %d", n, ref->name,
-						ref->ds->n_features),
+						ref->ds->n_numeric),
 				 errdetail("A dataset packed with a reference must have the reference's features.")));
 
 	bytes = mul_size((Size) n, sizeof(float));
@@ -544,20 +761,29 @@ static void
 grow_labels(PackData *data)
 {
 	int64		cap = data->label_cap == 0 ? 1024 : data->label_cap * 2;
-	Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *)
-		: data->classification ? sizeof(int64) : sizeof(float);
-	void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text
-		: data->classification ? (void *) data->label_int : (void *) data->label_float;
-	void	   *grown = old == NULL
-		? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
-		: repalloc_huge(old, mul_size((Size) cap, esize));
 
-	if (data->label.kind == PACK_TEXT)
-		data->label_text = grown;
-	else if (data->classification)
-		data->label_int = grown;
-	else
-		data->label_float = grown;
+	if (data->classification)
+	{
+		Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *) : sizeof(int64);
+		void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text : (void *) data->label_int;
+		void	   *grown = old == NULL
+			? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
+			: repalloc_huge(old, mul_size((Size) cap, esize));
+
+		if (data->label.kind == PACK_TEXT)
+			data->label_text = grown;
+		else
+			data->label_int = grown;
+	}
+	/* targets grow in store_targets: an array's length is known only at its first row */
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		PackCategorical *cat = &data->cats[c];
+		Size		bytes = mul_size((Size) cap, sizeof(int32));
+
+		cat->row_index = cat->row_index == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(cat->row_index, bytes);
+	}
 	data->label_cap = cap;
 }
 
@@ -784,9 +1010,176 @@ store_label(PackData *data, Datum d, int64 row)
 
 				if (!isfinite(v))
 					non_finite("label", data->label.name, row, 0);
-				data->label_float[data->n_rows] = v;
+				*target_slot(data) = v;
 				break;
 			}
+	}
+}
+
+/* Room for the targets of row data->n_rows (n_targets floats each). */
+static float *
+target_slot(PackData *data)
+{
+	if (data->n_rows >= data->targets_cap)
+	{
+		int64		cap = Max(data->targets_cap * 2, Max(data->label_cap, 1024));
+		Size		bytes = mul_size(mul_size((Size) cap, sizeof(float)), (Size) data->n_targets);
+
+		data->label_float = data->label_float == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(data->label_float, bytes);
+		data->targets_cap = cap;
+	}
+	return data->label_float + data->n_rows * data->n_targets;
+}
+
+/*
+ * Several targets (a list of columns, or an array column) into t.  false:
+ * skip the row (a NULL, with nulls => 'skip').
+ */
+static bool
+read_targets(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float *t)
+{
+	bool		isnull;
+
+	if (!data->label_array)
+	{
+		for (int i = 0; i < data->n_label_cols; i++)
+		{
+			Datum		d = SPI_getbinval(tuple, desc, data->labels[i].position, &isnull);
+
+			if (isnull)
+				return null_value(skip, "label", data->labels[i].name, row, 0);
+			t[i] = (float) number_of(d, data->labels[i].kind);
+			if (!isfinite(t[i]))
+				non_finite("label", data->labels[i].name, row, 0);
+		}
+		return true;
+	}
+	else
+	{
+		Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+		ArrayType  *arr;
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (isnull)
+			return null_value(skip, "label", data->label.name, row, 0);
+		arr = DatumGetArrayTypeP(d);
+		if (ARR_NDIM(arr) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("label array \"%s\" has %d dimensions in row " INT64_FORMAT ", not one",
+							data->label.name, ARR_NDIM(arr), row)));
+		get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &typbyval, &typalign);
+		deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, typbyval, typalign, &elems, &nulls, &n);
+		if (n != data->n_targets)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("expected %d targets, found %d in row " INT64_FORMAT " of \"%s\"",
+							data->n_targets, n, row, data->label.name),
+					 errdetail("Every row's label array must have as many elements as the first row's.")));
+		for (int i = 0; i < n; i++)
+		{
+			if (nulls[i])
+				return null_value(skip, "label", data->label.name, row, i + 1);
+			t[i] = (float) number_of(elems[i], data->label.kind);
+			if (!isfinite(t[i]))
+				non_finite("label", data->label.name, row, i + 1);
+		}
+		return true;
+	}
+}
+
+/* The first row's label array sets the number of targets. */
+static void
+set_target_count(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, const PackReference *ref)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+	ArrayType  *arr;
+	int			n;
+
+	if (isnull)
+		return;
+	arr = DatumGetArrayTypeP(d);
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("label array \"%s\" is empty in row " INT64_FORMAT, data->label.name, row)));
+	if ((int64) n * PGDL_MAX_BUFFER_ROWS > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label array \"%s\" has too many targets: %d", data->label.name, n)));
+	if (ref->ds != NULL && ref->ds->n_targets != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d targets, but reference dataset \"%s\" has %d",
+						n, ref->name, ref->ds->n_targets)));
+	data->n_targets = n;
+}
+
+/*
+ * Row data->n_rows's categorical values as provisional indices: a value seen
+ * for the first time gets the next one; NULL is -1 (id 0, as unseen values).
+ */
+static void
+store_categorical(PackData *data, HeapTuple tuple, TupleDesc desc)
+{
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		PackCategorical *cat = &data->cats[c];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, cat->col.position, &isnull);
+		char	   *value;
+		char		buf[32];
+		PackSeen   *hit;
+		bool		found;
+
+		if (isnull)
+		{
+			cat->row_index[data->n_rows] = -1;
+			continue;
+		}
+		if (cat->is_integer)
+		{
+			snprintf(buf, sizeof(buf), INT64_FORMAT,
+					 cat->col.kind == PACK_INT2 ? (int64) DatumGetInt16(d)
+					 : cat->col.kind == PACK_INT4 ? (int64) DatumGetInt32(d) : DatumGetInt64(d));
+			value = buf;
+		}
+		else
+			value = TextDatumGetCString(d);
+		hit = hash_search(cat->seen, &value, HASH_FIND, NULL);
+		if (hit == NULL)
+		{
+			char	   *kept;
+
+			if (cat->n_values >= data->max_categories)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("categorical column \"%s\" has more than %d distinct values",
+								cat->col.name, data->max_categories),
+						 errdetail("Its vocabulary would exceed max_categories."),
+						 errhint("Raise max_categories (at most %d), or bucket the column's values.",
+								 PGDL_MAX_CATEGORIES)));
+			kept = MemoryContextStrdup(data->cxt, value);
+			hit = hash_search(cat->seen, &kept, HASH_ENTER, &found);
+			hit->index = cat->n_values;
+			if (cat->n_values == cat->cap_values)
+			{
+				cat->cap_values = cat->cap_values == 0 ? 64 : cat->cap_values * 2;
+				cat->values = cat->values == NULL
+					? MemoryContextAllocHuge(data->cxt, sizeof(char *) * cat->cap_values)
+					: repalloc_huge(cat->values, sizeof(char *) * cat->cap_values);
+			}
+			cat->values[cat->n_values++] = kept;
+		}
+		cat->row_index[data->n_rows] = hit->index;
 	}
 }
 
@@ -818,8 +1211,11 @@ read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffe
 	float	   *x = NULL;
 	bool		isnull;
 	bool		kept;
-	Datum		d;
+	Datum		d = (Datum) 0;
+	bool		several = data->label_array || data->n_label_cols > 1;
 
+	if (data->label_array && data->n_targets < 0)
+		set_target_count(data, tuple, desc, row, ref);
 	if (data->array_mode)
 	{
 		d = SPI_getbinval(tuple, desc, 1, &isnull);
@@ -829,7 +1225,11 @@ read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffe
 	else
 		kept = columns_row(data, tuple, desc, row, skip, &x);
 
-	if (kept)
+	if (kept && several)
+		kept = data->n_targets > 0
+			? read_targets(data, tuple, desc, row, skip, target_slot(data))
+			: null_value(skip, "label", data->label.name, row, 0);	/* NULL arrays so far */
+	else if (kept)
 	{
 		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
 		if (isnull)
@@ -837,7 +1237,9 @@ read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffe
 	}
 	if (kept)
 	{
-		store_label(data, d, row);
+		if (!several)
+			store_label(data, d, row);
+		store_categorical(data, tuple, desc);
 		keep_row(data, x);
 	}
 	else
@@ -857,7 +1259,11 @@ open_source(const PackData *data, SPIPlanPtr *plan)
 	appendStringInfoString(&sql, "SELECT ");
 	for (int i = 0; i < data->n_cols; i++)
 		appendStringInfo(&sql, "%s, ", quote_identifier(data->cols[i].name));
-	appendStringInfo(&sql, "%s FROM %s", quote_identifier(data->label.name), data->source_sql);
+	for (int c = 0; c < data->n_categorical; c++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->cats[c].col.name));
+	for (int i = 0; i < data->n_label_cols; i++)
+		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_identifier(data->labels[i].name));
+	appendStringInfo(&sql, " FROM %s", data->source_sql);
 
 	/*
 	 * The plan is prepared without CURSOR_OPT_PARALLEL_OK, so it is never a
@@ -1155,6 +1561,79 @@ make_classes(PackData *data, const PackReference *ref, char ***classes_out, int 
 	return y;
 }
 
+/* ---- vocabularies ---- */
+
+static bool vocabulary_integer;	/* for cmp_vocabulary: qsort has no argument */
+
+static int
+cmp_vocabulary(const void *a, const void *b)
+{
+	return pgdl_category_compare(vocabulary_integer, *(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Each categorical column's ids: its distinct values sorted (numerically for
+ * integers, by bytes for text, so that ids do not depend on the order of the
+ * rows or the locale), value i having id i + 1; or, with a reference, the
+ * reference's ids (0 for a value it has not seen).  Returns the vocabularies
+ * as stored in pgdl.datasets.categorical, NULL when there are none.
+ */
+static Jsonb *
+make_vocabularies(PackData *data, const PackReference *ref)
+{
+	JsonbParseState *state = NULL;
+
+	if (data->n_categorical == 0)
+		return NULL;
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		PackCategorical *cat = &data->cats[c];
+		char	  **sorted = palloc(sizeof(char *) * Max(cat->n_values, 1));
+
+		cat->id_of = MemoryContextAlloc(data->cxt, sizeof(int32) * Max(cat->n_values, 1));
+		if (ref->ds != NULL)
+		{
+			if (ref->ds->vocabulary[c].is_integer != cat->is_integer)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("categorical column \"%s\" has type %s, but column \"%s\" of reference dataset \"%s\" was %s",
+								cat->col.name, format_type_be(cat->col.type), ref->ds->vocabulary[c].column,
+								ref->name, ref->ds->vocabulary[c].is_integer ? "an integer" : "text")));
+			for (int32 i = 0; i < cat->n_values; i++)
+				cat->id_of[i] = pgdl_dataset_category_id(ref->ds, c, cat->values[i]);
+			continue;
+		}
+
+		memcpy(sorted, cat->values, sizeof(char *) * cat->n_values);
+		vocabulary_integer = cat->is_integer;
+		qsort(sorted, cat->n_values, sizeof(char *), cmp_vocabulary);
+		for (int32 i = 0; i < cat->n_values; i++)
+		{
+			PackSeen   *hit = hash_search(cat->seen, &sorted[i], HASH_FIND, NULL);
+
+			Assert(hit != NULL);
+			cat->id_of[hit->index] = i + 1;
+			if ((i & 1023) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+
+		(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+		pgdl_jsonb_put_string(&state, "column", cat->col.name);
+		pgdl_jsonb_put_string(&state, "type", cat->is_integer ? "integer" : "text");
+		pgdl_jsonb_put_key(&state, "values");
+		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+		for (int32 i = 0; i < cat->n_values; i++)
+			pgdl_jsonb_put_string(&state, NULL, sorted[i]);
+		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+		(void) pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+		pfree(sorted);
+	}
+	if (ref->ds != NULL)
+		return ref->ds->categorical;
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
 /* ---- normalization ---- */
 
 /* {"scale": s}, s as the shortest text of the double given. */
@@ -1450,13 +1929,22 @@ static void
 fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 			int n_targets, int64 first, int32 n, float *x, float *y)
 {
-	int32		nf = order->data->n_features;
+	const PackData *data = order->data;
+	int32		nf = data->n_features;
 
 	for (int32 i = 0; i < n; i++)
 	{
 		int64		r;
 		const float *src = ordered_row(order, first + i, &r);
-		float	   *dst = x + (int64) i * nf;
+		float	   *dst = x + (int64) i * data->n_total;
+
+		/* the ids after the numeric features, exact and not normalized */
+		for (int c = 0; c < data->n_categorical; c++)
+		{
+			int32		p = data->cats[c].row_index[r];
+
+			dst[nf + c] = p < 0 ? 0.0f : (float) data->cats[c].id_of[p];
+		}
 
 		if (norm->mean != NULL)
 			for (int j = 0; j < nf; j++)
@@ -1495,7 +1983,7 @@ write_buffers(const PackOutput *out, const PackOrder *order, const PackNorm *nor
 		int64		first = (int64) b * buffer_rows;
 		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
 		MemoryContext old = MemoryContextSwitchTo(bufcxt);
-		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_features);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_total);
 		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
 		Datum		values[5];
 		int			ret;
@@ -1534,12 +2022,12 @@ classes_array(char **classes, int n_classes)
 static int64
 register_dataset(const PackOutput *out, const PackArgs *args, const PackData *data,
 				 char **classes, int n_classes, int n_targets, Jsonb *normalization,
-				 int32 n_buffers, const PackReference *ref)
+				 int32 n_buffers, const PackReference *ref, Jsonb *categorical)
 {
-	Oid			types[16] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
-	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID};
-	Datum		values[16];
-	char		nulls[16];
+	Oid			types[17] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
+	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID, JSONBOID};
+	Datum		values[17];
+	char		nulls[17];
 	bool		isnull;
 	int			ret;
 
@@ -1550,7 +2038,7 @@ register_dataset(const PackOutput *out, const PackArgs *args, const PackData *da
 	values[2] = CStringGetTextDatum(args->features);
 	values[3] = CStringGetTextDatum(args->label);
 	values[4] = CStringGetTextDatum(data->classification ? "classification" : "regression");
-	values[5] = Int32GetDatum(data->n_features);
+	values[5] = Int32GetDatum(data->n_total);
 	values[6] = Int32GetDatum(n_targets);
 	values[7] = data->classification ? classes_array(classes, n_classes) : (Datum) 0;
 	nulls[7] = data->classification ? ' ' : 'n';
@@ -1563,13 +2051,22 @@ register_dataset(const PackOutput *out, const PackArgs *args, const PackData *da
 	values[14] = Int64GetDatum(args->seed);
 	values[15] = ref->ds != NULL ? Int64GetDatum(ref->ds->id) : (Datum) 0;
 	nulls[15] = ref->ds != NULL ? ' ' : 'n';
+	values[16] = categorical != NULL ? JsonbPGetDatum(categorical) : (Datum) 0;
+	nulls[16] = categorical != NULL ? ' ' : 'n';
 
-	ret = SPI_execute_with_args("INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+	/* categorical only when there are some: a catalog not yet updated to 0.6.0 lacks the column */
+	ret = SPI_execute_with_args(categorical != NULL
+								? "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference, categorical)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+								: "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
 								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
 								" partitions, seed, reference)"
 								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
 								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
-								16, types, values, nulls, false, 1);
+								categorical != NULL ? 17 : 16, types, values, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "pgdl.pack: registering the dataset failed: %s", SPI_result_code_string(ret));
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -1589,7 +2086,8 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	float	   *y;
 	char	  **classes = NULL;
 	int			n_classes = 0;
-	int			n_targets = 1;
+	int			n_targets;
+	Jsonb	   *categorical;
 	int32		n_buffers;
 	PackOrder	order;
 	int64		id;
@@ -1610,6 +2108,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	data.cxt = packcxt;
 	data.standardize = args.standardize;
 	data.budget = mul_size((Size) maintenance_work_mem, 1024);
+	data.max_categories = args.max_categories;
 	find_source(&args, &data);
 	if (OidIsValid(args.reference))
 		read_reference(args.reference, &data, packcxt, &ref);
@@ -1622,6 +2121,8 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
 	pgdl_call_progress_update(0, 0, 0.5);
 	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
+	n_targets = data.classification ? 1 : data.n_targets;
+	categorical = make_vocabularies(&data, &ref);
 	make_normalization(&args, &data, &ref, &norm);
 	make_order(&data, args.seed, &norm, packcxt, &order);
 	finish_normalization(&data, &norm);
@@ -1632,7 +2133,8 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	write_buffers(&out, &order, &norm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
 	if (data.spill != NULL)
 		pgdl_spill_end(data.spill);
-	id = register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref);
+	id = register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref,
+						  categorical);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");

@@ -277,7 +277,25 @@ typedef struct PgdlDataset
 	float	   *mean;			/* else (x - mean) / std, per feature */
 	float	   *std;
 	Jsonb	   *normalization;	/* as stored: a dataset packed with this one as reference copies it */
+	/* categorical columns: their ids follow the n_numeric normalized features (see pack.md) */
+	int32		n_numeric;		/* features normalized: n_features less n_categorical */
+	int32		n_categorical;
+	struct PgdlVocabulary *vocabulary;	/* n_categorical of them; NULL when none */
+	Jsonb	   *categorical;	/* as stored: a dataset packed with this one as reference copies it */
 } PgdlDataset;
+
+/* One categorical column's vocabulary: value i (sorted) has id i + 1; id 0 is unseen or NULL. */
+typedef struct PgdlVocabulary
+{
+	char	   *column;
+	bool		is_integer;		/* values are integers, sorted numerically; else text, by bytes */
+	int32		n_values;
+	char	  **values;			/* as text */
+	int64	   *integers;		/* is_integer: the values as numbers */
+} PgdlVocabulary;
+
+/* At most this many values a categorical column: ids are floats, exact up to 2^24. */
+#define PGDL_MAX_CATEGORIES		16777215
 
 /*
  * The row of dataset `id` (or, when id is 0, of packed table `packed`), every
@@ -289,6 +307,10 @@ extern PgdlDataset *pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt);
 extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
 /* x (n rows of raw features) to what the model was trained on, in place. */
 extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+/* Value `value` (NULL: a NULL) of categorical column c as its id: 0 when unseen or NULL. */
+extern int32 pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value);
+/* Compares two values of a categorical column, by number or by bytes. */
+extern int	pgdl_category_compare(bool is_integer, const char *a, const char *b);
 
 /* model_io.c: models as bytea, by id or name (cached), as a SQL function's argument; datasets (cached) */
 

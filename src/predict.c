@@ -157,7 +157,10 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("wrong number of features"),
 				 errdetail("The model takes " INT64_FORMAT " features; x has " INT64_FORMAT ".",
-						   expected, length)));
+						   expected, length),
+				 ds != NULL && ds->n_categorical > 0 && length == ds->n_numeric
+				 ? errhint("The dataset has %d categorical columns: give their values as categories => ARRAY[...].",
+						   ds->n_categorical) : 0));
 	if (ds == NULL && dst == NULL)
 	{
 		pgdl_predict_check_finite(x, x, length, "x");
@@ -283,6 +286,70 @@ pgdl_predict_class_name(const PgdlDataset *ds, int index)
 	return pstrdup(ds->classes[index]);
 }
 
+/* ---- categorical columns: values to ids ---- */
+
+/*
+ * categories, a text[] with one value per categorical column of the dataset
+ * (NULL elements allowed), as its ids after the raw numeric features xraw,
+ * into a palloc'd vector of the dataset's n_features (not normalized).  Runs
+ * no query: the cached model that holds ds stays valid.
+ */
+static float *
+encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayType *categories,
+				  const char *function)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	float	   *x;
+
+	if (ds == NULL || ds->n_categorical == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s has no categorical columns", ds == NULL ? "a model blob" : "the dataset"),
+				 errdetail("Only a dataset packed with categorical => ... maps categorical values to ids."),
+				 strcmp(function, "pgdl.encode") == 0 ? 0 :
+				 errhint("Call %s without categories.", function)));
+	if (ARR_NDIM(categories) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("categories must be a one-dimensional array")));
+	deconstruct_array(categories, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n != ds->n_categorical)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("wrong number of categorical values"),
+				 errdetail("The dataset has %d categorical columns; categories has %d values.",
+						   ds->n_categorical, n)));
+	if (length != ds->n_numeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("wrong number of features"),
+				 errdetail("The dataset has %d numeric features besides its categorical columns; x has " INT64_FORMAT ".",
+						   ds->n_numeric, length)));
+	x = palloc(sizeof(float) * ds->n_features);
+	memcpy(x, xraw, sizeof(float) * length);
+	for (int c = 0; c < n; c++)
+		x[length + c] = (float) pgdl_dataset_category_id(ds, c, nulls[c] ? NULL : TextDatumGetCString(elems[c]));
+	return x;
+}
+
+/* pgdl.encode(packed, x, categories): the vector pgdl.predict takes, for predict_batch's queries. */
+PG_FUNCTION_INFO_V1(pgdl_encode);
+Datum
+pgdl_encode(PG_FUNCTION_ARGS)
+{
+	Oid			packed = PG_GETARG_OID(0);
+	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(2);
+	int64		length;
+	const float *xraw = pgdl_float4_array(xa, "x", &length);
+	PgdlDataset *ds = pgdl_dataset_by_packed(packed);
+
+	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(encode_categories(ds, xraw, length, ca, "pgdl.encode"),
+												 ds->n_features));
+}
+
 /* ---- pgdl.features: the output of a network's first layers ---- */
 
 PG_FUNCTION_INFO_V1(pgdl_features);
@@ -329,6 +396,7 @@ Datum
 pgdl_predict(PG_FUNCTION_ARGS)
 {
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);	/* detoasted before the model is resolved */
+	ArrayType  *ca = PG_NARGS() > 2 ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	int64		length;
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlModel  *model;
@@ -342,6 +410,11 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	model = pgdl_model_arg(fcinfo);
 	m = model->nn;
 	pgdl_predict_check_dataset(m, model->dataset);
+	if (ca != NULL)
+	{
+		xraw = encode_categories(model->dataset, xraw, length, ca, "pgdl.predict");
+		length = model->dataset->n_features;
+	}
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
 	z = pgdl_predict_forward(m, x, 1);
 	k = nn_model_output_size(m);
@@ -357,9 +430,10 @@ pgdl_predict(PG_FUNCTION_ARGS)
  * at the next catalog access (such as a type lookup).
  */
 static char *
-predict_label(FunctionCallInfo fcinfo, Oid *label_type)
+predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 {
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *ca = categories ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	int64		length;
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlModel  *model;
@@ -372,6 +446,11 @@ predict_label(FunctionCallInfo fcinfo, Oid *label_type)
 	m = model->nn;
 	pgdl_predict_check_classifier(m, "pgdl.predict_class");
 	pgdl_predict_check_dataset(m, model->dataset);
+	if (ca != NULL)
+	{
+		xraw = encode_categories(model->dataset, xraw, length, ca, "pgdl.predict_class");
+		length = model->dataset->n_features;
+	}
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
 	index = pgdl_predict_class_of(m, pgdl_predict_forward(m, x, 1), NULL);
 	*label_type = model->dataset ? model->dataset->label_type : InvalidOid;
@@ -384,7 +463,17 @@ pgdl_predict_class(PG_FUNCTION_ARGS)
 {
 	Oid			label_type;
 
-	PG_RETURN_TEXT_P(cstring_to_text(predict_label(fcinfo, &label_type)));
+	PG_RETURN_TEXT_P(cstring_to_text(predict_label(fcinfo, false, &label_type)));
+}
+
+/* predict_class(model, x, categories text[]) */
+PG_FUNCTION_INFO_V1(pgdl_predict_class_categories);
+Datum
+pgdl_predict_class_categories(PG_FUNCTION_ARGS)
+{
+	Oid			label_type;
+
+	PG_RETURN_TEXT_P(cstring_to_text(predict_label(fcinfo, true, &label_type)));
 }
 
 /*
@@ -443,7 +532,7 @@ pgdl_predict_class_as(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	if (!OidIsValid(type))
 		elog(ERROR, "could not determine the type of label_type");
-	label = predict_label(fcinfo, &label_type);
+	label = predict_label(fcinfo, false, &label_type);
 	getTypeInputInfo(type, &input, &ioparam);
 	fmgr_info(input, &flinfo);
 	return pgdl_predict_label_as(label, type, label_type, &flinfo, ioparam);

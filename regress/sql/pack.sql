@@ -156,7 +156,7 @@ SELECT pgdl.pack('pack_src', 'f', 'nope', 'pack_err');
 SELECT pgdl.pack('pack_src', 'ctid', 'lab', 'pack_err');
 SELECT pgdl.pack('pack_src', 'a,,b', 'lab', 'pack_err');
 SELECT pgdl.pack('pack_src', (SELECT string_agg('a', ',') FROM generate_series(1, 1601)), 'lab', 'pack_err');
-SELECT pgdl.pack('pack_src', 'f', 'lab, id', 'pack_err');
+SELECT pgdl.pack('pack_src', 'f', 'lab,', 'pack_err');
 :nothing_left;
 
 -- feature and label types

@@ -26,7 +26,8 @@ CREATE TABLE pgdl.datasets (
 	seed bigint NOT NULL,
 	reference bigint,						-- dataset whose classes and normalization were reused (see below)
 	created timestamptz NOT NULL DEFAULT now(),
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	categorical jsonb						-- vocabularies of categorical columns (see pack.md); NULL if none
 );
 
 CREATE TABLE pgdl.architectures (

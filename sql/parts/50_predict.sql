@@ -67,6 +67,30 @@ COMMENT ON FUNCTION pgdl.predict_class(text, real[], anyelement) IS
 COMMENT ON FUNCTION pgdl.predict_class(bytea, real[], anyelement) IS
 	'most likely class index of one example under a classifier blob, as a value of label_type''s type';
 
+-- pgdl.predict, pgdl.predict_class with categorical values (datasets packed with categorical => ...)
+
+CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x real[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[]) IS
+	'outputs of stored model (by id) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, real[], text[]) IS
+	'outputs of stored model (by name) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
+COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
+
 -- pgdl.predict_batch
 --
 -- pgdl.predict_batch_rows does the work, one row per call, fetching batch_size rows of the source at a
