@@ -136,15 +136,16 @@ SELECT s.run, s.kind,
 -- The server's queue of pgdl jobs (src/jobs.c): at most pgdl.max_workers pgdl workers train at once,
 -- whoever started them; jobs that find none free wait their turn.
 CREATE FUNCTION pgdl.job_rows(OUT pid integer, OUT owner regrole, OUT database text, OUT state text,
-		OUT "position" integer, OUT workers integer, OUT queued_since timestamptz, OUT run bigint)
+		OUT "position" integer, OUT workers integer, OUT queued_since timestamptz, OUT run bigint,
+		OUT priority integer, OUT predicted_seconds_left double precision)
 	RETURNS SETOF record
 	AS 'MODULE_PATHNAME', 'pgdl_job_rows' LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION pgdl.job_rows() IS
-	'the pgdl.fit_multiple and pgdl.resume calls of every database of the server that hold or wait for pgdl worker slots, from the lock table; see the view pgdl.jobs';
+	'the pgdl.fit_multiple and pgdl.resume calls of every database of the server that hold or wait for pgdl worker slots, from the lock table, with their priority and the seconds their run has left as pgdl.estimate predicts them; see the view pgdl.jobs';
 
 CREATE VIEW pgdl.jobs AS
-SELECT j.pid, j.owner, j.database, j.state, j."position", j.workers, j.queued_since, j.run,
-	   p.configurations_left, p.seconds_left
+SELECT j.pid, j.owner, j.database, j.state, j."position", j.priority, j.workers, j.queued_since, j.run,
+	   p.configurations_left, p.seconds_left, j.predicted_seconds_left
   FROM pgdl.job_rows() j
   LEFT JOIN LATERAL (
 	SELECT count(*) FILTER (WHERE g.state IN ('waiting', 'training', 'at rung'))::integer AS configurations_left,
@@ -154,7 +155,7 @@ SELECT j.pid, j.owner, j.database, j.state, j."position", j.workers, j.queued_si
   ) p ON j.run IS NOT NULL
  WHERE pgdl.acts_as(j.owner);
 COMMENT ON VIEW pgdl.jobs IS
-	'pgdl jobs (pgdl.fit_multiple and pgdl.resume calls) queued or running on this server, the caller''s own (all for pgdl_admin): state, place in the queue, workers held, the run, configurations left and estimated seconds left';
+	'pgdl jobs (pgdl.fit_multiple and pgdl.resume calls) queued or running on this server, the caller''s own (all for pgdl_admin): state, place in the queue, priority among the owner''s jobs, workers held, the run, configurations left, seconds left at the pace measured so far and as predicted by the calibrated estimate';
 GRANT SELECT ON pgdl.jobs TO PUBLIC;
 
 -- ---- mixed inputs: categorical columns in pgdl.pack (vocabularies in pgdl.datasets.categorical), several targets ----
@@ -298,3 +299,25 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
 	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';
+-- ---- the job queue: a priority among a role's own jobs ----
+DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer);
+CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; stores the models and returns the leaderboard';
+DROP FUNCTION pgdl.resume(bigint, integer);
+CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority integer DEFAULT 0)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer) IS
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s';

@@ -7,10 +7,16 @@
  * PostgreSQL's lock manager (an advisory tag with database 0, so server-wide,
  * and no shared memory of pgdl's own: nothing needs shared_preload_libraries),
  * held by the leader's transaction, so an error, a cancel or a crash lets it
- * go.  Jobs that find no free slot queue on one more lock, the turnstile, which
- * the lock manager grants in the order it was asked for; the job at the head
- * takes the free slots (up to what it asked for) as they come, and the next
- * one moves up.  While other jobs wait, a running job that holds more than
+ * go.  A job that finds no free slot queues: it holds a ticket (a lock whose
+ * tag is the time it queued) and its priority (another lock) and looks at the
+ * lock table every 100 ms.  The queue is the tickets in the order they were
+ * taken, except that each role's own jobs swap places among the places that
+ * role holds, higher priority first (ties: the earlier ticket), so that a
+ * role's priorities never move it ahead of another role's jobs.  The job at
+ * the head takes one more lock, the turnstile, and the free slots (up to what
+ * it asked for) as they come; a job that a higher-priority job of its role
+ * overtakes lets the turnstile go.  While other jobs wait, a running job that
+ * holds more than
  * its fair share gives workers back between two models (the server's slots
  * split evenly between the roles with jobs, then between a role's jobs), and
  * one that holds fewer than it asked for takes free slots when no job waits
@@ -41,12 +47,17 @@
 #define JOB_LOCK_SPACE		0x7067646c	/* "pgdl" */
 #define JOB_SLOT_LOCK		0x7066
 #define JOB_OWNER_LOCK		0x7067	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
+#define JOB_TICKET_LOCK		0x7068	/* held while queued: fields 1 and 3 are the time it queued */
+#define JOB_PRIORITY_LOCK	0x7069	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
 #define JOB_POLL_MS			100
 
 /* The slots this backend's job holds, until pgdl_jobs_release; and the role it runs as. */
 static bool held[PGDL_MAX_WORKERS];
 static Oid	held_owner = InvalidOid;
+static int	held_priority = 0;
+static TimestampTz held_ticket = 0;	/* 0: not queued */
+static bool held_turnstile = false;
 
 static void
 job_locktag(LOCKTAG *tag, int slot)
@@ -72,6 +83,26 @@ owner_locktag(LOCKTAG *tag, Oid role)
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) role, JOB_OWNER_LOCK);
 }
 
+static void
+ticket_locktag(LOCKTAG *tag, TimestampTz ticket)
+{
+	SET_LOCKTAG_ADVISORY(*tag, (uint32) ((uint64) ticket >> 32), JOB_LOCK_SPACE, (uint32) ticket, JOB_TICKET_LOCK);
+}
+
+static void
+priority_locktag(LOCKTAG *tag, int priority)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) (priority - PGDL_PRIORITY_MIN), JOB_PRIORITY_LOCK);
+}
+
+/* Whether a lock tag is one of the job locks `kind` (JOB_OWNER_LOCK, ...), whose field 1 may be anything. */
+static bool
+job_tag_is(const LOCKTAG *tag, uint16 kind)
+{
+	return tag->locktag_type == LOCKTAG_ADVISORY && tag->locktag_field2 == JOB_LOCK_SPACE &&
+		tag->locktag_field4 == kind;
+}
+
 static bool
 job_lock(int slot, bool wait)
 {
@@ -88,24 +119,6 @@ job_unlock(int slot)
 
 	job_locktag(&tag, slot);
 	LockRelease(&tag, ExclusiveLock, false);
-}
-
-/* Jobs ahead of this backend: the one at the turnstile and those waiting for it. */
-static int
-jobs_queued(void)
-{
-	LockData   *data = GetLockStatusData();
-	int			n = 0;
-
-	for (int i = 0; i < data->nelements; i++)
-	{
-		LockInstanceData *l = &data->locks[i];
-
-		if (l->pid != MyProcPid && job_slot_of(&l->locktag) == JOB_TURNSTILE &&
-			(l->holdMask != 0 || l->waitLockMode != NoLock))
-			n++;
-	}
-	return n;
 }
 
 static int
@@ -136,24 +149,221 @@ take_free_slots(int wanted)
 	return n;
 }
 
+/* ---- the queue, read from the lock table ---- */
+
+typedef struct JobRow
+{
+	int			pid;
+	int			workers;		/* slots held */
+	bool		at_turnstile;	/* holds it: first in the queue, taking slots */
+	TimestampTz ticket;			/* when it queued; 0: not queued */
+	int64		run;
+	Oid			owner;
+	int			priority;
+	int			position;		/* in the queue, from 1; 0: not queued */
+} JobRow;
+
+static JobRow *
+job_row(JobRow *rows, int *n, int pid)
+{
+	for (int i = 0; i < *n; i++)
+		if (rows[i].pid == pid)
+			return &rows[i];
+	memset(&rows[*n], 0, sizeof(JobRow));
+	rows[*n].pid = pid;
+	return &rows[(*n)++];
+}
+
+static int
+by_ticket(const void *a, const void *b)
+{
+	const JobRow *x = *(JobRow *const *) a;
+	const JobRow *y = *(JobRow *const *) b;
+
+	if (x->ticket != y->ticket)
+		return x->ticket < y->ticket ? -1 : 1;
+	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* A role's jobs together, higher priority first, then as by_ticket. */
+static int
+by_role_priority(const void *a, const void *b)
+{
+	const JobRow *x = *(JobRow *const *) a;
+	const JobRow *y = *(JobRow *const *) b;
+
+	if (x->owner != y->owner)
+		return x->owner < y->owner ? -1 : 1;
+	if (x->priority != y->priority)
+		return x->priority > y->priority ? -1 : 1;
+	return by_ticket(a, b);
+}
+
+/*
+ * Numbers the queued jobs: the places are the tickets in order, and the k-th
+ * place a role holds goes to that role's k-th job by priority.
+ */
+static void
+order_queue(JobRow *rows, int n)
+{
+	JobRow	  **places = palloc(sizeof(JobRow *) * Max(n, 1));
+	JobRow	  **ranked = palloc(sizeof(JobRow *) * Max(n, 1));
+	int			nq = 0;
+
+	for (int i = 0; i < n; i++)
+		if (rows[i].ticket != 0)
+			places[nq++] = &rows[i];
+	memcpy(ranked, places, sizeof(JobRow *) * nq);
+	qsort(places, nq, sizeof(JobRow *), by_ticket);
+	qsort(ranked, nq, sizeof(JobRow *), by_role_priority);
+	for (int i = 0; i < nq; i++)
+	{
+		int			k = 0,
+					first = 0;
+
+		for (int j = 0; j < i; j++)
+			k += places[j]->owner == places[i]->owner;
+		while (ranked[first]->owner != places[i]->owner)
+			first++;
+		ranked[first + k]->position = i + 1;
+	}
+	pfree(places);
+	pfree(ranked);
+}
+
+/* The jobs in the lock table, numbered in the queue; the run each running job leads. */
+static JobRow *
+collect_jobs(LockData *data, int *n)
+{
+	JobRow	   *rows = palloc0(sizeof(JobRow) * Max(data->nelements, 1));
+
+	*n = 0;
+	/* a job is one that holds slots, the turnstile or a ticket: no job lock is ever waited for */
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		const LOCKTAG *t = &l->locktag;
+		int			slot = job_slot_of(t);
+
+		if (l->holdMask == 0)
+			continue;
+		if (slot >= 0)
+		{
+			JobRow	   *r = job_row(rows, n, l->pid);
+
+			if (slot < JOB_TURNSTILE)
+				r->workers++;
+			else
+				r->at_turnstile = true;
+		}
+		else if (job_tag_is(t, JOB_TICKET_LOCK))
+			job_row(rows, n, l->pid)->ticket =
+				(TimestampTz) (((uint64) t->locktag_field1 << 32) | t->locktag_field3);
+	}
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		const LOCKTAG *t = &l->locktag;
+		int64		run = pgdl_run_of_leader_lock(t);
+		bool		owner = job_tag_is(t, JOB_OWNER_LOCK) && t->locktag_field1 == InvalidOid;
+		bool		priority = job_tag_is(t, JOB_PRIORITY_LOCK) && t->locktag_field1 == InvalidOid;
+
+		for (int j = 0; (run != 0 || owner || priority) && l->holdMask != 0 && j < *n; j++)
+			if (rows[j].pid == l->pid)
+			{
+				if (run != 0)
+					rows[j].run = run;
+				else if (owner)
+					rows[j].owner = (Oid) t->locktag_field3;
+				else
+					rows[j].priority = (int) t->locktag_field3 + PGDL_PRIORITY_MIN;
+			}
+	}
+	order_queue(rows, *n);
+	return rows;
+}
+
+/* Jobs ahead of this backend's in the queue (-1: queued jobs but this backend's none), and queued jobs. */
+static int
+jobs_ahead(int *queued)
+{
+	/* called every 100 ms while queued: the lock table's copy goes with this context */
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl queue", ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	JobRow	   *rows;
+	int			n,
+				ahead = -1;
+
+	rows = collect_jobs(GetLockStatusData(), &n);
+	*queued = 0;
+	for (int i = 0; i < n; i++)
+	{
+		*queued += rows[i].ticket != 0;
+		if (rows[i].pid == MyProcPid && rows[i].position > 0)
+			ahead = rows[i].position - 1;
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return ahead;
+}
+
+static void
+release_slots(void)
+{
+	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
+		if (held[s])
+		{
+			job_unlock(s);
+			held[s] = false;
+		}
+}
+
+static void
+release_turnstile(void)
+{
+	if (held_turnstile)
+		job_unlock(JOB_TURNSTILE);
+	held_turnstile = false;
+}
+
+static void
+release_ticket(void)
+{
+	if (held_ticket != 0)
+	{
+		LOCKTAG		tag;
+
+		ticket_locktag(&tag, held_ticket);
+		LockRelease(&tag, ShareLock, false);
+	}
+	held_ticket = 0;
+}
+
 /*
  * Wait in the server's queue for worker slots: returns how many this job may
  * start, between `least` (all of `wanted` for a run that needs every worker it
- * asked for) and `wanted`, capped by pgdl.max_workers.  The slots are this
- * transaction's until pgdl_jobs_release.
+ * asked for) and `wanted`, capped by pgdl.max_workers.  `priority` orders the
+ * job among its role's own queued jobs.  The slots are this transaction's
+ * until pgdl_jobs_release.
  */
 int
-pgdl_jobs_acquire(int wanted, bool need_all)
+pgdl_jobs_acquire(int wanted, bool need_all, int priority)
 {
 	int			least;
 	int			n;
 	bool		told = false;
-
+	bool		was_told = false;
 	LOCKTAG		tag;
 
+	/* what an earlier job's error left here went with its transaction */
 	memset(held, 0, sizeof(held));
+	held_turnstile = false;
+	held_ticket = 0;
 	held_owner = GetUserId();
 	owner_locktag(&tag, held_owner);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	held_priority = priority;
+	priority_locktag(&tag, priority);
 	(void) LockAcquire(&tag, ShareLock, false, false);
 	if (need_all && wanted > pgdl_max_workers)
 		ereport(ERROR,
@@ -164,38 +374,56 @@ pgdl_jobs_acquire(int wanted, bool need_all)
 	wanted = Min(wanted, pgdl_max_workers);
 	least = need_all ? wanted : 1;
 
-	if (!job_lock(JOB_TURNSTILE, false))
+	held_ticket = GetCurrentTimestamp();
+	ticket_locktag(&tag, held_ticket);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	for (;;)
 	{
-		int			ahead = jobs_queued();
+		int			queued;
+		int			ahead = jobs_ahead(&queued);
 
-		ereport(NOTICE,
-				(errmsg_plural("pgdl job queued behind %d other job", "pgdl job queued behind %d other jobs",
-							   ahead, ahead),
-				 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
-						   pgdl_max_workers),
-				 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
-		told = true;
-		pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
-		(void) job_lock(JOB_TURNSTILE, true);
-	}
-	while ((n = take_free_slots(wanted)) < least)
-	{
-		if (!told)
+		if (ahead <= 0 && (held_turnstile || (held_turnstile = job_lock(JOB_TURNSTILE, false))))
 		{
-			ereport(NOTICE,
-					(errmsg("pgdl job waiting for a worker: all %d are busy", pgdl_max_workers),
-					 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
-							   pgdl_max_workers),
-					 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
+			if ((n = take_free_slots(wanted)) >= least)
+				break;
+			if (!told)
+				ereport(NOTICE,
+						(errmsg("pgdl job waiting for a worker: all %d are busy", pgdl_max_workers),
+						 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
+								   pgdl_max_workers),
+						 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
 			told = true;
-			pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
 		}
+		else
+		{
+			/* overtaken by a job of this role with a higher priority: it takes the turnstile */
+			if (held_turnstile)
+			{
+				release_slots();
+				release_turnstile();
+			}
+			/* first but the turnstile busy: its holder is about to go, not worth telling */
+			if (!told && ahead > 0)
+			{
+				ereport(NOTICE,
+						(errmsg_plural("pgdl job queued behind %d other job", "pgdl job queued behind %d other jobs",
+									   ahead, ahead),
+						 errdetail("At most pgdl.max_workers = %d pgdl workers train at once on this server.",
+								   pgdl_max_workers),
+						 errhint("pgdl.jobs shows the queue; cancelling this statement withdraws the job.")));
+				told = true;
+			}
+		}
+		if (told && !was_told)
+			pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
+		was_told = told;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 JOB_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	job_unlock(JOB_TURNSTILE);
+	release_turnstile();
+	release_ticket();
 	return n;
 }
 
@@ -209,14 +437,13 @@ pgdl_jobs_release(void)
 
 		owner_locktag(&tag, held_owner);
 		LockRelease(&tag, ShareLock, false);
+		priority_locktag(&tag, held_priority);
+		LockRelease(&tag, ShareLock, false);
 		held_owner = InvalidOid;
 	}
-	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
-		if (held[s])
-		{
-			job_unlock(s);
-			held[s] = false;
-		}
+	release_ticket();
+	release_turnstile();
+	release_slots();
 }
 
 /* Gives one of the job's slots back: a worker of it has left its run early. */
@@ -232,104 +459,20 @@ pgdl_jobs_release_one(void)
 		}
 }
 
-/* One more slot for a running job, when no job waits for one (none holds the turnstile). */
+/* One more slot for a running job, when no job is queued. */
 bool
 pgdl_jobs_take_one(void)
 {
 	int			n = slots_held();
+	int			queued;
 	bool		taken;
 
 	if (n >= pgdl_max_workers || !job_lock(JOB_TURNSTILE, false))
 		return false;
-	taken = take_free_slots(n + 1) > n;
+	(void) jobs_ahead(&queued);
+	taken = queued == 0 && take_free_slots(n + 1) > n;
 	job_unlock(JOB_TURNSTILE);
 	return taken;
-}
-
-/* ---- pgdl.jobs ---- */
-
-typedef struct JobRow
-{
-	int			pid;
-	int			workers;
-	bool		at_turnstile;	/* holds it: first in the queue */
-	TimestampTz waiting_since;	/* 0: not waiting for the turnstile */
-	int64		run;
-	Oid			owner;
-} JobRow;
-
-static JobRow *
-job_row(JobRow *rows, int *n, int pid)
-{
-	for (int i = 0; i < *n; i++)
-		if (rows[i].pid == pid)
-			return &rows[i];
-	memset(&rows[*n], 0, sizeof(JobRow));
-	rows[*n].pid = pid;
-	return &rows[(*n)++];
-}
-
-/* The jobs in the lock table, and the run each running job leads. */
-static JobRow *
-collect_jobs(LockData *data, int *n)
-{
-	JobRow	   *rows = palloc0(sizeof(JobRow) * Max(data->nelements, 1));
-
-	*n = 0;
-	for (int i = 0; i < data->nelements; i++)
-	{
-		LockInstanceData *l = &data->locks[i];
-		int			slot = job_slot_of(&l->locktag);
-		JobRow	   *r;
-
-		if (slot < 0 || (l->holdMask == 0 && l->waitLockMode == NoLock))
-			continue;
-		r = job_row(rows, n, l->pid);
-		if (slot < JOB_TURNSTILE)
-			r->workers += l->holdMask != 0;
-		else if (l->holdMask != 0)
-			r->at_turnstile = true;
-		else
-			r->waiting_since = l->waitStart ? l->waitStart : GetCurrentTimestamp();
-	}
-	for (int i = 0; i < data->nelements; i++)
-	{
-		LockInstanceData *l = &data->locks[i];
-		const LOCKTAG *t = &l->locktag;
-		int64		run = pgdl_run_of_leader_lock(t);
-		bool		owner = t->locktag_type == LOCKTAG_ADVISORY && t->locktag_field1 == InvalidOid &&
-			t->locktag_field2 == JOB_LOCK_SPACE && t->locktag_field4 == JOB_OWNER_LOCK;
-
-		for (int j = 0; (run != 0 || owner) && l->holdMask != 0 && j < *n; j++)
-			if (rows[j].pid == l->pid)
-			{
-				if (run != 0)
-					rows[j].run = run;
-				else
-					rows[j].owner = (Oid) t->locktag_field3;
-			}
-	}
-	return rows;
-}
-
-/* Place in the queue: 1 at the turnstile, then by the time each began waiting; 0 for a running job. */
-static int
-queue_position(const JobRow *rows, int n, const JobRow *r)
-{
-	int			ahead = 0;
-
-	if (r->workers > 0)
-		return 0;
-	if (r->at_turnstile)
-		return 1;
-	for (int i = 0; i < n; i++)
-		if (rows[i].workers == 0 &&
-			(rows[i].at_turnstile ||
-			 (rows[i].waiting_since != 0 &&
-			  (rows[i].waiting_since < r->waiting_since ||
-			   (rows[i].waiting_since == r->waiting_since && rows[i].pid < r->pid)))))
-			ahead++;
-	return ahead + 1;
 }
 
 /*
@@ -356,7 +499,7 @@ pgdl_jobs_fair_share(bool *others_waiting)
 	{
 		bool		known = false;
 
-		if (rows[i].pid != MyProcPid && rows[i].workers == 0)
+		if (rows[i].pid != MyProcPid && rows[i].ticket != 0)
 			*others_waiting = true;
 		if (rows[i].owner == held_owner)
 			mine++;
@@ -387,8 +530,9 @@ pgdl_job_rows(PG_FUNCTION_ARGS)
 	{
 		JobRow	   *r = &rows[i];
 		PGPROC	   *proc = BackendPidGetProc(r->pid);
-		Datum		values[8];
-		bool		nulls[8] = {0};
+		Datum		values[10];
+		bool		nulls[10] = {0};
+		double		predicted;
 		char	   *dbname;
 		int			position;
 
@@ -396,19 +540,24 @@ pgdl_job_rows(PG_FUNCTION_ARGS)
 		if (proc == NULL)
 			continue;			/* ended since the lock table was read */
 		dbname = get_database_name(proc->databaseId);
-		position = queue_position(rows, n, r);
+		position = r->position;
 		values[0] = Int32GetDatum(r->pid);
 		values[1] = ObjectIdGetDatum(OidIsValid(r->owner) ? r->owner : proc->roleId);
 		values[2] = CStringGetTextDatum(dbname ? dbname : "");
 		nulls[2] = dbname == NULL;
-		values[3] = CStringGetTextDatum(position == 0 ? "running" : "queued");
+		values[3] = CStringGetTextDatum(r->ticket == 0 ? "running" : "queued");
 		values[4] = Int32GetDatum(position);
 		nulls[4] = position == 0;
 		values[5] = Int32GetDatum(r->workers);
-		values[6] = TimestampTzGetDatum(r->waiting_since);
-		nulls[6] = r->waiting_since == 0;
+		values[6] = TimestampTzGetDatum(r->ticket);
+		nulls[6] = r->ticket == 0;
 		values[7] = Int64GetDatum(r->run);
 		nulls[7] = r->run == 0;
+		values[8] = Int32GetDatum(r->priority);
+		/* a queued job's workers: those it asked for (the run's count) */
+		predicted = r->run != 0 ? pgdl_run_predicted_seconds_left(r->run, r->ticket != 0 ? 0 : r->workers) : -1;
+		values[9] = Float8GetDatum(predicted);
+		nulls[9] = predicted < 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

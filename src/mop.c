@@ -70,6 +70,7 @@ typedef struct MopRun
 	int32		epochs;
 	int32		workers;		/* for the partitions here */
 	int32		workers_per_node;	/* for each node's */
+	int32		priority;		/* among its role's queued jobs (jobs.c) */
 	int32		n_workers;		/* in all */
 	bool		distributed;
 	Oid			worker_server[PGDL_MAX_WORKERS];
@@ -969,7 +970,7 @@ register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
 
 /* Start the workers, let them go, and wait until the run is done; on any error, stop them first. */
 static void
-run_workers(MopSegment *s, int wanted)
+run_workers(MopSegment *s, int wanted, int priority)
 {
 	MopShared  *shared = s->shared;
 	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * PGDL_MAX_WORKERS);
@@ -979,7 +980,7 @@ run_workers(MopSegment *s, int wanted)
 
 	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
 	if (crew.queued)
-		granted = pgdl_jobs_acquire(wanted, false);
+		granted = pgdl_jobs_acquire(wanted, false, priority);
 	crew.can_grow = crew.queued;
 	for (int w = 0; w < wanted; w++)
 		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
@@ -1075,7 +1076,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	assign_brackets(s.shared, run);
 	restore_rungs(s.shared, run);
 	resume_pending_rung(s.shared);
-	run_workers(&s, run->n_workers);
+	run_workers(&s, run->n_workers, run->priority);
 	store_models(fcinfo, run, s.shared, s.blobs);
 	dsm_detach(s.seg);
 }
@@ -1263,14 +1264,39 @@ setup_run(FunctionCallInfo fcinfo)
 /*
  * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix, feature_cache)
  */
+/* The priority argument `arg` (absent under an older SQL definition: 0), checked. */
+static int32
+get_priority(FunctionCallInfo fcinfo, int arg)
+{
+	int32		priority;
+
+	if (PG_NARGS() <= arg)
+		return 0;
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("priority must not be NULL"),
+				 errhint("The default priority is 0.")));
+	priority = PG_GETARG_INT32(arg);
+	if (priority < PGDL_PRIORITY_MIN || priority > PGDL_PRIORITY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("priority must be between %d and %d, got %d", PGDL_PRIORITY_MIN, PGDL_PRIORITY_MAX,
+						priority),
+				 errdetail("The priority orders only the caller's own queued jobs.")));
+	return priority;
+}
+
 PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
 Datum
 pgdl_fit_multiple(PG_FUNCTION_ARGS)
 {
 	MopRun	   *run;
+	int32		priority = get_priority(fcinfo, 10);
 
 	check_isolation();
 	run = setup_run(fcinfo);
+	run->priority = priority;
 	mop_execute(fcinfo, run);
 	return (Datum) 0;
 }
@@ -1620,7 +1646,7 @@ read_resume_points(MopRun *run)
 }
 
 /*
- * resume(run_id [, workers]): continue a pgdl.fit_multiple run from each model's
+ * resume(run_id [, workers [, priority]]): continue a pgdl.fit_multiple run from each model's
  * last checkpoint.  The models end with the bytes an uninterrupted run gives.
  */
 PG_FUNCTION_INFO_V1(pgdl_resume);
@@ -1635,6 +1661,7 @@ pgdl_resume(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run must not be NULL")));
+	run->priority = get_priority(fcinfo, 2);
 	check_isolation();
 	pgdl_engine_prepare();
 	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */

@@ -53,11 +53,16 @@ struct LOCKTAG;
 extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
 
 /* jobs.c: the server's queue for pgdl workers (pgdl.max_workers in all) */
-extern int	pgdl_jobs_acquire(int wanted, bool need_all);
+/* pgdl.fit_multiple's priority: orders one role's own queued jobs (jobs.c) */
+#define PGDL_PRIORITY_MIN		(-100)
+#define PGDL_PRIORITY_MAX		100
+extern int	pgdl_jobs_acquire(int wanted, bool need_all, int priority);
 extern void pgdl_jobs_release(void);
 extern void pgdl_jobs_release_one(void);
 extern bool pgdl_jobs_take_one(void);
 extern int	pgdl_jobs_fair_share(bool *others_waiting);
+/* progress.c: a run's seconds left as the calibrated estimate predicts them; negative: unknown */
+extern double pgdl_run_predicted_seconds_left(int64 run_id, int workers);
 extern void pgdl_run_prune_checkpoints(int64 run);	/* at the end of a finished run */
 /* for errors about a table pgdl.datasets does not know: packed before pgdl was dropped? */
 extern bool pgdl_packed_left_behind(Oid relid);

@@ -9,6 +9,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
@@ -93,6 +95,47 @@ run_seconds_left(const MopShared *run)
 		seconds += Max(left, 0) / rate;
 	}
 	return seconds / Max(run->n_workers, 1);
+}
+
+/*
+ * The seconds run `run_id` has left as the calibrated estimate predicts them
+ * (pgdl.jobs): each unfinished model's epochs left, less the part of the
+ * current one it has visited, times its predicted seconds per epoch, shared
+ * by `workers` (0: the run's own count); negative when the run is not in
+ * flight or a model has no prediction.
+ */
+double
+pgdl_run_predicted_seconds_left(int64 run_id, int workers)
+{
+	int64	   *runs;
+	int64	   *handles;
+	int64		n_runs = pgdl_run_list_running(&runs, &handles);
+
+	for (int64 r = 0; r < n_runs; r++)
+	{
+		MopShared  *copy;
+		double		seconds = 0;
+
+		if (runs[r] != run_id)
+			continue;
+		copy = copy_run(run_id, (dsm_handle) handles[r]);
+		if (copy == NULL)
+			return -1;
+		for (int i = 0; i < copy->n_models; i++)
+		{
+			const MopModel *m = &copy->models[i];
+			double		epochs_left;
+
+			if (mop_finished(m->state))
+				continue;
+			if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
+				return -1;
+			epochs_left = copy->epochs - m->epoch - (double) m->visit / Max(copy->n_partitions, 1);
+			seconds += Max(epochs_left, 0) * m->predicted_seconds;
+		}
+		return seconds / Max(workers > 0 ? workers : copy->n_workers, 1);
+	}
+	return -1;
 }
 
 static void

@@ -115,10 +115,17 @@ SELECT * FROM pgdl.fit_multiple('mop_packed', NULL);
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', NULL);
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, eta => NULL);
 SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, feature_cache => NULL);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, priority => NULL);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, priority => 101);
+SELECT * FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, priority => -2147483648);
 SELECT * FROM pgdl.explain_fit_multiple('mop_packed', NULL);
 SELECT count(*) AS trained_with_defaults
   FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, NULL, NULL, name_prefix => NULL);
 SELECT * FROM pgdl.resume(NULL);
+SELECT * FROM pgdl.resume(-1, priority => NULL);
+SELECT * FROM pgdl.resume(-1, priority => -101);
+-- the priority orders only the caller's own queued jobs: alone, it trains as any job
+SELECT count(*) AS trained_at_priority FROM pgdl.fit_multiple('mop_packed', 'mop_set', 1, workers => 1, priority => 100);
 INSERT INTO pgdl.configs (set_name, architecture, config)
 VALUES ('mop_bad', pgdl.add_architecture('mop_five', '{"input": [5], "layers": [{"type": "dense", "units": 4}]}'),
         '{"lr": 0.1}');

@@ -3,7 +3,8 @@
 # later jobs wait in the queue (a NOTICE says so, pgdl.jobs shows it), each role
 # sees only its own jobs, a queued job can be cancelled, a job gives a worker
 # back to another role's and takes free slots, every model equals the one its
-# selection trains alone, and a worker that dies fails only its job.
+# selection trains alone, and a worker that dies fails only its job; with
+# pgdl.max_workers = 1, a role's priorities reorder only its own queued jobs.
 use strict;
 use warnings;
 
@@ -47,9 +48,10 @@ SELECT pgdl.grid_search('set_$role', '{small_$role}', '{"optimizer": "sgd", "lr"
 
 sub fit_sql
 {
-	my ($role, $table, $workers, $epochs) = @_;
+	my ($role, $table, $workers, $epochs, $priority) = @_;
 	$epochs //= $EPOCHS;
-	return "CREATE TABLE $table AS SELECT * FROM pgdl.fit_multiple('packed', 'set_$role', $epochs, workers => $workers)";
+	my $prio = defined $priority ? ", priority => $priority" : '';
+	return "CREATE TABLE $table AS SELECT * FROM pgdl.fit_multiple('packed', 'set_$role', $epochs, workers => $workers$prio)";
 }
 
 sub jobs_as
@@ -91,6 +93,8 @@ is(jobs_as('alice', "SELECT string_agg(state, ',' ORDER BY state) FROM pgdl.jobs
 like(jobs_as('alice', "SELECT run FROM pgdl.jobs WHERE state = 'running'"), qr/^\d+$/, 'a running job names its run');
 cmp_ok(jobs_as('alice', "SELECT configurations_left FROM pgdl.jobs WHERE state = 'running'"), '>=', 1,
 	'... and how many configurations it has left');
+ok(jobs_as('alice', "SELECT predicted_seconds_left > 0 AND priority = 0 FROM pgdl.jobs WHERE state = 'running'") eq 't',
+	'... the seconds it has left as predicted, and its priority');
 
 # withdraw the fourth job: cancelling its statement
 $node->safe_psql('postgres', "SELECT pg_cancel_backend(" . pid_of('job_b2') . ")");
@@ -159,5 +163,57 @@ ok( poll_until(
 isnt(finish_psql($a4, 60), 0, 'the job whose worker died fails');
 is(finish_psql($b4, 120), 0, 'the other job finishes');
 is(model_digests($node, 'lb_survivor'), model_digests($node, 'alone_bob'), '... with the models it trains alone');
+
+# ---------------------------------------------------------------------------
+# Priority, with pgdl.max_workers = 1: while bob's long job runs, bob queues
+# a job, then alice a low-priority one and a high-priority one.  Alice's
+# high-priority job takes the place of her earlier low-priority one, but not
+# bob's place ahead of both: bob's, alice's high, alice's low start in turn.
+# ---------------------------------------------------------------------------
+$node->safe_psql('postgres', 'ALTER SYSTEM SET pgdl.max_workers = 1; SELECT pg_reload_conf()');
+ok(poll_until($node, "SELECT current_setting('pgdl.max_workers') = '1'", 10), 'pgdl.max_workers is 1');
+
+sub queue_shown
+{
+	return $node->safe_psql('postgres',
+		"SELECT string_agg(a.application_name || ':' || j.state || ':' || coalesce(j.position, 0) || ':' || j.priority, ','
+		                   ORDER BY j.position NULLS FIRST)
+		   FROM pgdl.jobs j JOIN pg_stat_activity a USING (pid)");
+}
+
+my $r5 = start_psql($node, 'job_r5', 'bob', fit_sql('bob', 'lb_prio_long', 1, 2 * $EPOCHS));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'running' AND workers = 1", 30),
+	"bob's long job takes the only worker slot");
+my $b5 = start_psql($node, 'job_b5', 'bob', fit_sql('bob', 'lb_prio_bob', 1, $EPOCHS / 4));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'queued'", 30), 'bob queues a job');
+my $l5 = start_psql($node, 'job_l5', 'alice', 'SET client_min_messages = notice',
+	fit_sql('alice', 'lb_prio_low', 1, $EPOCHS / 4, -5));
+ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'queued'", 30), 'alice queues a low-priority job');
+is(queue_shown(), 'job_r5:running:0:0,job_b5:queued:1:0,job_l5:queued:2:-5', 'the queue in the order jobs came');
+my $h5 = start_psql($node, 'job_h5', 'alice', 'SET client_min_messages = notice', fit_sql('alice', 'lb_prio_high', 1, $EPOCHS, 7));
+ok(poll_until($node, "SELECT count(*) = 3 FROM pgdl.jobs WHERE state = 'queued'", 30), 'then a high-priority one');
+is(queue_shown(), 'job_r5:running:0:0,job_b5:queued:1:0,job_h5:queued:2:7,job_l5:queued:3:-5',
+	"alice's high-priority job takes her low-priority job's place, behind bob's");
+is(jobs_as('alice', "SELECT string_agg(position || ':' || priority, ',' ORDER BY position) FROM pgdl.jobs"), '2:7,3:-5',
+	'alice sees her jobs, their places and priorities');
+
+ok( poll_until(
+		$node, "SELECT count(*) = 1 FROM pgdl.jobs j JOIN pg_stat_activity a USING (pid)
+		         WHERE a.application_name = 'job_b5' AND j.state = 'running'", 120),
+	"bob's queued job starts first");
+is(queue_shown(), 'job_b5:running:0:0,job_h5:queued:1:7,job_l5:queued:2:-5', '... while both of alice\'s wait');
+ok( poll_until(
+		$node, "SELECT count(*) = 1 FROM pgdl.jobs j JOIN pg_stat_activity a USING (pid)
+		         WHERE a.application_name = 'job_h5' AND j.state = 'running'", 120),
+	"alice's high-priority job starts next");
+is(queue_shown(), 'job_h5:running:0:7,job_l5:queued:1:-5', "... before her earlier low-priority one");
+is(finish_psql($r5, 120), 0, "bob's long job finishes");
+is(finish_psql($b5, 120), 0, "bob's queued job finishes");
+is(finish_psql($h5, 120), 0, "alice's high-priority job finishes");
+is(finish_psql($l5, 120), 0, "alice's low-priority job finishes last");
+like($l5->{stderr}, qr/NOTICE:  pgdl job queued behind 1 other job\n/, 'it had been told it queued behind bob\'s');
+is(model_digests($node, 'lb_prio_high'), model_digests($node, 'alone_alice'),
+	"alice's high-priority job's models equal her selection alone");
+is(model_digests($node, 'lb_prio_long'), model_digests($node, 'alone_bob_long'), "bob's long job's too");
 
 done_testing();
