@@ -942,6 +942,8 @@ decayed_len(const NnModel *m, int i)
 			return m->param_len[i] - l->units;
 		case NN_CONV2D:
 			return m->param_len[i] - l->filters;
+		case NN_GRU:
+			return m->param_len[i] - 6 * (int64_t) l->units;	/* W_ih, W_hh; not b_ih, b_hh */
 		case NN_BATCHNORM:
 		case NN_LAYERNORM:
 			return 0;
