@@ -67,6 +67,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_LAYERNORM] = {"eps"},
 	[NN_EMBEDDING] = {"vocab", "dim"},
 	[NN_GRU] = {"units", "return_sequences"},
+	[NN_SLICE] = {"start", "length"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -295,6 +296,8 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	INT_FIELD("units", units);
 	INT_FIELD("dim", units);	/* an embedding's width is its units */
 	INT_FIELD("vocab", vocab);
+	INT_FIELD("start", start);
+	INT_FIELD("length", units);	/* a slice's width is its units */
 	INT_FIELD("filters", filters);
 	INT_FIELD("kernel", kernel);
 	INT_FIELD("size", kernel);
@@ -620,6 +623,10 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_GRU:
 			pgdl_jsonb_put_int(state, "units", l->units);
 			pgdl_jsonb_put_bool(state, "return_sequences", l->return_sequences);
+			break;
+		case NN_SLICE:
+			pgdl_jsonb_put_int(state, "start", l->start);
+			pgdl_jsonb_put_int(state, "length", l->units);
 			break;
 		default:
 			break;

@@ -183,6 +183,7 @@ layer_kind(NnLayerType type, const NnShape *in)
 		case NN_GLOBAL_AVGPOOL:
 			return "global_avgpool";
 		case NN_FLATTEN:
+		case NN_SLICE:
 			return NULL;
 		case NN_EMBEDDING:
 			return "embedding";	/* not measured: costed from its flops */

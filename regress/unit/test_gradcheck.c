@@ -107,6 +107,26 @@ gradcheck(const char *what, const NnSpec *spec, int n)
 		for (int64_t j = 0; j < n * in_size; j++)
 			CHECK_MSG(dinput[j] == 0.0f, "%s: gradient of id %lld is %g", what, (long long) j, (double) dinput[j]);
 	}
+	else if (spec->layers[0].type == NN_SLICE)
+	{
+		/* mixed inputs: features, then ids read through a slice (zero gradient) */
+		int64_t		features = in_size;
+
+		for (int i = 0; i < spec->n_layers; i++)
+			if (spec->layers[i].type == NN_EMBEDDING)
+			{
+				int64_t		count,
+							from = test_id_columns(spec, i, &count);
+
+				features = from < features ? from : features;
+				for (int64_t e = 0; e < n; e++)
+					for (int64_t j = from; j < from + count; j++)
+						CHECK_MSG(dinput[e * in_size + j] == 0.0f, "%s: gradient of id %lld of example %lld is %g",
+								  what, (long long) j, (long long) e, (double) dinput[e * in_size + j]);
+			}
+		for (int64_t e = 0; e < n; e++)
+			check_tensor(what, "input features", m, x + e * in_size, dinput + e * in_size, features, x, y, n);
+	}
 	else
 		check_tensor(what, "input", m, x, dinput, n * in_size, x, y, n);
 
@@ -398,6 +418,40 @@ UNIT_TEST(gradcheck_concat)
 	spec_merge(&s, NN_CONCAT, 3, (const int[]) {0, 1, -1});
 	spec_add(&s, NN_TANH);
 	check_layer("concat channels", &s, NN_LOSS_MSE);
+}
+
+/*
+ * Mixed inputs through slices: 4 features and 3 ids, the ids embedded, then
+ * joined to the features (a tabular model over numeric and categorical columns).
+ */
+UNIT_TEST(gradcheck_slice)
+{
+	NnSpec		s;
+	NnLayerSpec *l;
+
+	spec_begin(&s, 1, 7, 1, 1, NN_LOSS_MSE);
+	l = spec_inputs(spec_add(&s, NN_SLICE), 1, (const int[]) {-1});
+	l->start = 0;
+	l->units = 4;
+	l = spec_inputs(spec_add(&s, NN_SLICE), 1, (const int[]) {-1});
+	l->start = 4;
+	l->units = 3;
+	l = spec_add(&s, NN_EMBEDDING);		/* 2: over the ids */
+	l->vocab = 5;
+	l->units = 2;
+	spec_add(&s, NN_FLATTEN);				/* 3 */
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {0, 3});
+	spec_dense(&s, 4);
+	spec_add(&s, NN_TANH);
+	check_layer("features and embedded ids", &s, NN_LOSS_MSE);
+
+	/* a slice in a chain: the middle features of a dense layer's output */
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 6);
+	l = spec_add(&s, NN_SLICE);
+	l->start = 2;
+	l->units = 3;
+	check_layer("slice of a dense layer", &s, NN_LOSS_MSE);
 }
 
 UNIT_TEST(gradcheck_residual_block)

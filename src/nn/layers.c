@@ -65,7 +65,7 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
 	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT ||
-		t == NN_EMBEDDING || t == NN_GRU)
+		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE)
 		return false;
 
 	/*
@@ -698,6 +698,25 @@ concat_backward(const LayerCall *c)
 }
 
 /*
+ * slice: columns [start, start + length) of each example; its input's gradient
+ * is zero outside them.  The whole batch (or a thread's shard) at once.
+ */
+static void
+slice_forward(const LayerCall *c)
+{
+	c->be->copy_rows(c->out, c->out_size, c->in + c->l->start, c->in_size, c->n, c->out_size, false);
+}
+
+static void
+slice_backward(const LayerCall *c)
+{
+	if (c->din == NULL)
+		return;
+	c->be->fill(c->din, 0.0f, c->n * c->in_size);
+	c->be->copy_rows(c->din + c->l->start, c->in_size, c->dout, c->out_size, c->n, c->out_size, false);
+}
+
+/*
  * The whole batch (or a thread's shard) at once: the table's gradient is
  * zeroed, then each step's row added in example and step order.
  */
@@ -923,6 +942,7 @@ static const struct
 	[NN_EMBEDDING] = {embedding_forward, embedding_backward},
 	[NN_SOFTMAX] = {softmax_forward, softmax_backward},
 	[NN_GRU] = {gru_forward, gru_backward},
+	[NN_SLICE] = {slice_forward, slice_backward},
 };
 
 void

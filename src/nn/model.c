@@ -1022,21 +1022,34 @@ backward_update(NnModel *m)
 bool
 nn_model_check_input(const NnModel *m, const float *x, int32_t n, NnError *err)
 {
-	const NnLayerSpec *l = &m->spec.layers[0];
 	int64_t		len = nn_model_input_size(m);
 
-	if (m->spec.n_layers < 1 || l->type != NN_EMBEDDING)
-		return true;
-	for (int64_t j = 0; j < (int64_t) n * len; j++)
+	for (int i = 0; i < m->spec.n_layers; i++)
 	{
-		float		id = x[j];
+		const NnLayerSpec *l = &m->spec.layers[i];
+		int			src = nn_layer_src(&m->spec, i, 0);
+		int64_t		from = 0,
+					count = len;
 
-		if (!(id >= 0.0f && id < (float) l->vocab && id == floorf(id)))
+		if (l->type != NN_EMBEDDING)
+			continue;
+		if (src >= 0)			/* a slice of the input: nn_reads_input_ids */
 		{
-			nn_error_set(err, 0, "x", "embedding: id %g at step %lld of example %lld is not a whole number between 0 and %d",
-						 (double) id, (long long) (j % len), (long long) (j / len), (int) l->vocab - 1);
-			return false;
+			from = m->spec.layers[src].start;
+			count = m->spec.layers[src].units;
 		}
+		for (int64_t e = 0; e < n; e++)
+			for (int64_t j = from; j < from + count; j++)
+			{
+				float		id = x[e * len + j];
+
+				if (!(id >= 0.0f && id < (float) l->vocab && id == floorf(id)))
+				{
+					nn_error_set(err, i, "x", "embedding: id %g at step %lld of example %lld is not a whole number between 0 and %d",
+								 (double) id, (long long) (j - from), (long long) e, (int) l->vocab - 1);
+					return false;
+				}
+			}
 	}
 	return true;
 }

@@ -56,6 +56,7 @@ typedef enum NnLayerType
 	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
 	NN_SOFTMAX,					/* over the last axis */
 	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
+	NN_SLICE,					/* features [start, start + length) of a flat input, as torch.narrow */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -93,6 +94,7 @@ typedef struct NnLayerSpec
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
+	int32_t		start;			/* slice: its first feature (its length is in units) */
 } NnLayerSpec;
 
 typedef struct NnSpec
@@ -120,6 +122,8 @@ nn_layer_src(const NnSpec *spec, int i, int k)
 
 /* Whether any layer reads other than the layer before it (a graph, not a chain). */
 extern bool nn_spec_is_graph(const NnSpec *spec);
+/* Whether layer i reads the spec's input or a slice of it (an embedding's ids must). */
+extern bool nn_reads_input_ids(const NnSpec *spec, int i);
 
 /*
  * ndim 2 is a sequence [steps, features], step after step (as torch's

@@ -196,7 +196,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->filters));
 		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->kernel));
 		put_u32(&w, (uint32_t) l->stride);
-		put_u32(&w, (uint32_t) l->padding);
+		put_u32(&w, (uint32_t) (l->type == NN_SLICE ? l->start : l->padding));
 		put_u32(&w, (uint32_t) l->init);
 		put_f32(&w, l->alpha);
 		put_f32(&w, l->rate);
@@ -421,6 +421,11 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		{
 			l->return_sequences = l->kernel != 0;
 			l->kernel = 0;
+		}
+		if (l->type == NN_SLICE)
+		{
+			l->start = l->padding;
+			l->padding = 0;
 		}
 	}
 	for (uint32_t i = 0; version == NN_FORMAT_VERSION_GRAPH && i < n_layers; i++)

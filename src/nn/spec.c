@@ -32,6 +32,7 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_EMBEDDING] = "embedding",
 	[NN_SOFTMAX] = "softmax",
 	[NN_GRU] = "gru",
+	[NN_SLICE] = "slice",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -374,7 +375,7 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_CONCAT:
 			break;				/* merge_validate */
 		case NN_EMBEDDING:
-			if (i != 0 || in.ndim != 1)
+			if (in.ndim != 1)
 			{
 				nn_error_set(err, i, "type", "%s must be the first layer, on a flat [steps] input of ids", tname);
 				return false;
@@ -389,6 +390,18 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			break;
 
 		case NN_SOFTMAX:
+			break;
+
+		case NN_SLICE:
+			if (in.ndim != 1)
+			{
+				nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
+							 tname, in.c, in.h, in.w);
+				return false;
+			}
+			REQUIRE_RANGE(l->start, 0, in.c - 1, "start");
+			REQUIRE_RANGE(l->units, 1, in.c - l->start, "length");
+			out->c = l->units;
 			break;
 
 		case NN_GRU:
@@ -430,6 +443,18 @@ nn_spec_is_graph(const NnSpec *spec)
 		if (spec->layers[i].n_inputs != 0)
 			return true;
 	return false;
+}
+
+/*
+ * Does layer i read the spec's input, or a slice of it?  Ids must come from the
+ * caller's examples so that nn_model_check_input can check them.
+ */
+bool
+nn_reads_input_ids(const NnSpec *spec, int i)
+{
+	int			src = nn_layer_src(spec, i, 0);
+
+	return src == -1 || (spec->layers[src].type == NN_SLICE && nn_layer_src(spec, src, 0) == -1);
 }
 
 static void
@@ -622,6 +647,11 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 							 (long long) NN_SHAPE_SIZE(shape[i + 1]), (long long) NN_MAX_ACT_PER_EX);
 				return false;
 			}
+		}
+		else if (spec->layers[i].type == NN_EMBEDDING && !nn_reads_input_ids(spec, i))
+		{
+			nn_error_set(err, i, "type", "embedding must be the first layer, or read a slice of the spec's input: its ids come from the examples");
+			return false;
 		}
 		else if (!layer_validate(&spec->layers[i], i, NN_IN_SHAPE(shape, spec, i), &shape[i + 1], &params, err))
 			return false;
@@ -833,6 +863,10 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 			case NN_SOFTMAX:
 				c.flops_forward = 5 * in;
 				c.flops_train = 9 * in;
+				break;
+			case NN_SLICE:
+				c.flops_forward = out;
+				c.flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
 				break;
 			case NN_GRU:
 				{
