@@ -225,6 +225,8 @@ typedef struct NnBackend
 	 */
 	void		(*softmax_forward) (const float *x, float *y, int64_t rows, int cols);
 	void		(*softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
+	/* s[k][i][j] = -inf for j > i in each of mats [t][t] matrices: causal attention's mask */
+	void		(*causal_mask) (float *s, int64_t mats, int t);
 
 	/*
 	 * The mean over the steps of n sequences x[n][steps][dim]: y[n][dim];

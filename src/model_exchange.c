@@ -66,6 +66,17 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 				t[3] = (PgdlTensor) {i, "bias_hh_l0", 1, {h3}, p + (int64) h3 * (win + l->units) + h3, false};
 				return 4;
 			}
+		case NN_ATTENTION:
+			{
+				/* torch.nn.MultiheadAttention's state_dict (pgdl keeps the weights first) */
+				int			d = m->shape[i].w;
+
+				t[0] = (PgdlTensor) {i, "in_proj_weight", 2, {3 * d, d}, p, false};
+				t[1] = (PgdlTensor) {i, "out_proj.weight", 2, {d, d}, p + (int64) 3 * d * d, false};
+				t[2] = (PgdlTensor) {i, "in_proj_bias", 1, {3 * d}, p + (int64) 4 * d * d, false};
+				t[3] = (PgdlTensor) {i, "out_proj.bias", 1, {d}, p + (int64) 4 * d * d + 3 * d, false};
+				return 4;
+			}
 		default:
 			if (m->param_len[i] != 0 || m->buffer_len[i] != 0)
 				elog(ERROR, "layer %d (%s) has parameters of unknown shape", i, nn_layer_type_name(l->type));

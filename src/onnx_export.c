@@ -451,6 +451,12 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
 					 errdetail("pgdl does not write ONNX's GRU yet (its gates are ordered z, r, h and its sequences time-major).")));
 			break;
+		case NN_ATTENTION:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
+			break;
 		case NN_SLICE:
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

@@ -68,6 +68,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_EMBEDDING] = {"vocab", "dim"},
 	[NN_GRU] = {"units", "return_sequences"},
 	[NN_SLICE] = {"start", "length"},
+	[NN_ATTENTION] = {"heads", "causal"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -297,6 +298,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	INT_FIELD("dim", units);	/* an embedding's width is its units */
 	INT_FIELD("vocab", vocab);
 	INT_FIELD("start", start);
+	INT_FIELD("heads", heads);
 	INT_FIELD("length", units);	/* a slice's width is its units */
 	INT_FIELD("filters", filters);
 	INT_FIELD("kernel", kernel);
@@ -311,6 +313,13 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	{
 		snprintf(field, sizeof(field), "%s.init", path);
 		l->init = parse_init(v, field);
+	}
+	if ((v = pgdl_jsonb_key(obj, "causal")) != NULL)
+	{
+		snprintf(field, sizeof(field), "%s.causal", path);
+		if (v->type != jbvBool)
+			spec_error("model spec", field, "Expected true or false.");
+		l->causal = v->val.boolean;
 	}
 	if ((v = pgdl_jsonb_key(obj, "return_sequences")) != NULL)
 	{
@@ -623,6 +632,10 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_GRU:
 			pgdl_jsonb_put_int(state, "units", l->units);
 			pgdl_jsonb_put_bool(state, "return_sequences", l->return_sequences);
+			break;
+		case NN_ATTENTION:
+			pgdl_jsonb_put_int(state, "heads", l->heads);
+			pgdl_jsonb_put_bool(state, "causal", l->causal);
 			break;
 		case NN_SLICE:
 			pgdl_jsonb_put_int(state, "start", l->start);

@@ -191,6 +191,8 @@ layer_kind(NnLayerType type, const NnShape *in)
 			return "softmax";
 		case NN_GRU:
 			return "gru";
+		case NN_ATTENTION:
+			return "attention";	/* not measured: costed from its flops */
 		default:
 			return "relu";
 	}

@@ -567,6 +567,7 @@ static const NnBackend cpu_backend = {
 	.embedding_backward = cpu_embedding_backward,
 	.softmax_forward = cpu_softmax_forward,
 	.softmax_backward = cpu_softmax_backward,
+	.causal_mask = cpu_causal_mask,
 	.seq_avgpool_forward = cpu_seq_avgpool_forward,
 	.seq_avgpool_backward = cpu_seq_avgpool_backward,
 	.gru_gates_forward = cpu_gru_gates_forward,

@@ -1740,6 +1740,25 @@ cuda_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, 
 }
 
 __global__ void
+causal_mask_kernel(float *s, int64_t n, int t)
+{
+	GRID_STRIDE(k, n)
+	{
+		int			j = (int) (k % t),
+					i = (int) ((k / t) % t);
+
+		if (j > i)
+			s[k] = -INFINITY;
+	}
+}
+
+static void
+cuda_causal_mask(float *s, int64_t mats, int t)
+{
+	launch("causal_mask", mats * t * t, causal_mask_kernel, s, mats * t * t, t);
+}
+
+__global__ void
 seq_avgpool_forward_kernel(const float *x, float *y, int n, int steps, int dim)
 {
 	GRID_STRIDE(i, (int64_t) n * dim)
@@ -1924,6 +1943,7 @@ cuda_fill_table(NnBackend *b)
 	b->embedding_backward = cuda_embedding_backward;
 	b->softmax_forward = cuda_softmax_forward;
 	b->softmax_backward = cuda_softmax_backward;
+	b->causal_mask = cuda_causal_mask;
 	b->seq_avgpool_forward = cuda_seq_avgpool_forward;
 	b->seq_avgpool_backward = cuda_seq_avgpool_backward;
 	b->gru_gates_forward = cuda_gru_gates_forward;

@@ -256,6 +256,7 @@ FAKE(embedding_backward, (const float *ids, const float *dy, float *dtable, int6
 	 (ids, dy, dtable, n, vocab, dim))
 FAKE(softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y, rows, cols))
 FAKE(softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
+FAKE(causal_mask, (float *s, int64_t mats, int t), (s, mats, t))
 FAKE(seq_avgpool_forward, (const float *x, float *y, int n, int steps, int dim), (x, y, n, steps, dim))
 FAKE(seq_avgpool_backward, (const float *dy, float *dx, int n, int steps, int dim), (dy, dx, n, steps, dim))
 FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *hp, int hps, float *h, int hs,
@@ -291,7 +292,7 @@ static const NnBackend fake_backend = {
 	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 	ENTRY(copy_rows),
-	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
+	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward), ENTRY(causal_mask),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),

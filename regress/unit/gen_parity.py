@@ -201,6 +201,42 @@ def case_gru(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+class SelfAttention(nn.Module):
+    """torch's multi-head attention (F.multi_head_attention_forward, as nn.MultiheadAttention with
+    batch_first calls it) on x as query, key and value; the parameters in pgdl's order: the two
+    weights, then the two biases."""
+
+    def __init__(self, dim, heads, causal):
+        super().__init__()
+        ref = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.in_proj_weight = nn.Parameter(ref.in_proj_weight.detach().clone())
+        self.out_proj_weight = nn.Parameter(ref.out_proj.weight.detach().clone())
+        self.in_proj_bias = nn.Parameter(torch.empty(3 * dim).uniform_(-0.2, 0.2))
+        self.out_proj_bias = nn.Parameter(torch.empty(dim).uniform_(-0.2, 0.2))
+        self.dim, self.heads, self.causal = dim, heads, causal
+
+    def forward(self, x):
+        steps = x.shape[1]
+        mask = torch.triu(torch.ones(steps, steps, dtype=torch.bool), 1) if self.causal else None
+        seq = x.transpose(0, 1)
+        out, _ = nn.functional.multi_head_attention_forward(
+            seq, seq, seq, self.dim, self.heads, self.in_proj_weight, self.in_proj_bias, None, None, False,
+            0.0, self.out_proj_weight, self.out_proj_bias, training=True, need_weights=False, attn_mask=mask)
+        return out.transpose(0, 1)
+
+
+def case_attention(outdir):
+    """embedding -> attention (4 heads) -> tanh -> causal attention (2 heads) -> dense over the sequence."""
+    torch.manual_seed(1007)
+    model = nn.Sequential(FloatIds(11, 8), SelfAttention(8, 4, False), nn.Tanh(), SelfAttention(8, 2, True),
+                          nn.Flatten(), nn.Linear(6 * 8, 5))
+    n = 9
+    x = torch.randint(0, 11, (n, 6)).float()
+    labels = torch.randint(0, 5, (n,))
+    forward_backward_case(outdir, "attention", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 def case_cnn(outdir):
     torch.manual_seed(1002)
     model = nn.Sequential(
@@ -457,6 +493,7 @@ def main():
     case_residual(outdir)
     case_emb_softmax(outdir)
     case_gru(outdir)
+    case_attention(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
     for name, seed, hp in METHOD_CASES:

@@ -315,6 +315,25 @@ UNIT_TEST(gradcheck_embedding_softmax_seqpool)
 	check_layer("softmax image rows", &s, NN_LOSS_MSE);
 }
 
+UNIT_TEST(gradcheck_attention)
+{
+	NnSpec		s;
+	NnLayerSpec *l;
+
+	spec_embedding(&s, 5, 7, 6);
+	spec_add(&s, NN_ATTENTION)->heads = 2;
+	check_layer("attention", &s, NN_LOSS_MSE);
+
+	spec_embedding(&s, 5, 7, 6);
+	l = spec_add(&s, NN_ATTENTION);
+	l->heads = 3;
+	l->causal = true;
+	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_ATTENTION)->heads = 1;
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	check_layer("causal attention, twice", &s, NN_LOSS_CROSS_ENTROPY);
+}
+
 static void
 spec_gru(NnSpec *s, int units, bool return_sequences)
 {

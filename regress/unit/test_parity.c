@@ -546,6 +546,24 @@ spec_gru_case(NnSpec *spec)
 	spec_dense(spec, 4);
 }
 
+/* gen_parity.py: case_attention */
+static void
+spec_attention_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 6, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 11;
+	l->units = 8;
+	spec_add(spec, NN_ATTENTION)->heads = 4;
+	spec_add(spec, NN_TANH);
+	l = spec_add(spec, NN_ATTENTION);
+	l->heads = 2;
+	l->causal = true;
+	spec_dense(spec, 5);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -566,8 +584,8 @@ layer_tensor_count(NnLayerType type, bool buffers)
 {
 	if (!buffers && type == NN_EMBEDDING)
 		return 1;
-	if (!buffers && type == NN_GRU)
-		return 4;				/* weight_ih, weight_hh, bias_ih, bias_hh */
+	if (!buffers && (type == NN_GRU || type == NN_ATTENTION))
+		return 4;				/* gru: weight_ih, weight_hh, bias_ih, bias_hh; attention: two weights, two biases */
 	return 2;
 }
 
@@ -578,6 +596,8 @@ param_name(NnLayerType type, int which)
 		return which == 0 ? "gamma" : "beta";
 	if (type == NN_GRU)
 		return (const char *[]) {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}[which];
+	if (type == NN_ATTENTION)
+		return (const char *[]) {"in_proj_weight", "out_proj_weight", "in_proj_bias", "out_proj_bias"}[which];
 	return which == 0 ? "weight" : "bias";
 }
 
@@ -904,6 +924,14 @@ UNIT_TEST(parity_gru)
 
 	spec_gru_case(&spec);
 	run_forward_backward("gru", &spec);
+}
+
+UNIT_TEST(parity_attention)
+{
+	NnSpec		spec;
+
+	spec_attention_case(&spec);
+	run_forward_backward("attention", &spec);
 }
 
 UNIT_TEST(parity_cnn)

@@ -65,7 +65,7 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
 	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT ||
-		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE)
+		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE || t == NN_ATTENTION)
 		return false;
 
 	/*
@@ -155,6 +155,14 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 	}
 	if (m->spec.layers[i].type == NN_GRU)
 		return (int64_t) batch * 4 * m->spec.layers[i].units;	/* one step's gh (or dgh) and dh */
+	if (m->spec.layers[i].type == NN_ATTENTION)
+	{
+		/* backward: dO and dQKV of the batch, then one head's dP and dS */
+		int64_t		t = m->shape[i].c,
+					d = m->shape[i].w;
+
+		return (int64_t) batch * t * 4 * d + 2 * t * t;
+	}
 	return 0;
 }
 
@@ -172,6 +180,10 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 		case NN_GRU:
 			/* per example, step-major: input gates (3H), saved r, z, n, W_hn h + b_hn (4H), state (H) */
 			return (int64_t) batch * m->shape[i].c * 8 * m->spec.layers[i].units;
+		case NN_ATTENTION:
+			/* per example: Q, K, V [T][3D], each head's attention [T][T], the heads' outputs [T][D] */
+			return (int64_t) batch * m->shape[i].c * (4 * (int64_t) m->shape[i].w +
+													  (int64_t) m->spec.layers[i].heads * m->shape[i].c);
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -218,6 +230,21 @@ nn_layer_init_params(NnModel *m, int i)
 
 				for (int64_t j = 0; j < m->param_len[i]; j++)
 					p[j] = (2.0f * nn_rng_uniform(seed, i, j) - 1.0f) * k;
+				return;
+			}
+		case NN_ATTENTION:
+			{
+				/*
+				 * As torch.nn.MultiheadAttention: in_proj xavier-uniform over [3D, D],
+				 * out_proj as nn.Linear's, U(-1/sqrt(D), 1/sqrt(D)); biases zero.
+				 */
+				int64_t		d = m->shape[i].w;
+				float		in_limit = sqrtf(6.0f / (float) (4 * d)),
+							out_limit = 1.0f / sqrtf((float) d);
+
+				for (int64_t j = 0; j < 4 * d * d; j++)
+					p[j] = (2.0f * nn_rng_uniform(seed, i, j) - 1.0f) * (j < 3 * d * d ? in_limit : out_limit);
+				memset(p + 4 * d * d, 0, sizeof(float) * 4 * d);
 				return;
 			}
 		case NN_EMBEDDING:
@@ -698,6 +725,123 @@ concat_backward(const LayerCall *c)
 }
 
 /*
+ * Multi-head self-attention, as torch.nn.MultiheadAttention(D, heads,
+ * batch_first=True) called as attn(x, x, x) (with a causal mask when causal):
+ *   [Q K V] = x W_in^T + b_in;  per head h, P = softmax(Q_h K_h^T / sqrt(D / heads));
+ *   O_h = P V_h;  y = O W_out^T + b_out.
+ * Parameters: W_in [3D, D], W_out [D, D], b_in [3D], b_out [D] (weights first).
+ * aux per example: Q K V [T][3D], P [heads][T][T], O [T][D].  The whole batch
+ * (or a thread's shard) at once; one small product per example and head.
+ */
+typedef struct AttnView
+{
+	int			t,
+				d,
+				heads,
+				dh;
+	float		scale;
+	const float *w_in,
+			   *w_out,
+			   *b_in,
+			   *b_out;
+	float	   *qkv,
+			   *p,
+			   *o;
+} AttnView;
+
+static void
+attn_view(const LayerCall *c, const float *params, AttnView *a)
+{
+	a->t = c->m->shape[c->i].c;
+	a->d = c->m->shape[c->i].w;
+	a->heads = c->l->heads;
+	a->dh = a->d / a->heads;
+	a->scale = 1.0f / sqrtf((float) a->dh);
+	a->w_in = params;
+	a->w_out = params + 3 * (int64_t) a->d * a->d;
+	a->b_in = params + 4 * (int64_t) a->d * a->d;
+	a->b_out = a->b_in + 3 * (int64_t) a->d;
+	a->qkv = c->m->aux[c->i];
+	a->p = a->qkv + (int64_t) c->n * a->t * 3 * a->d;
+	a->o = a->p + (int64_t) c->n * a->heads * a->t * a->t;
+}
+
+static void
+attention_forward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	AttnView	a;
+	int64_t		rows;
+	float	   *s = c->m->scratch;
+
+	attn_view(c, c->p, &a);
+	rows = (int64_t) c->n * a.t;
+	be->gemm(false, true, rows, 3 * a.d, a.d, 1.0f, c->in, a.d, a.w_in, a.d, 0.0f, a.qkv, 3 * a.d);
+	be->bias_add_rows(a.qkv, a.b_in, rows, 3 * a.d);
+	for (int e = 0; e < c->n; e++)
+		for (int h = 0; h < a.heads; h++)
+		{
+			const float *q = a.qkv + (int64_t) e * a.t * 3 * a.d + h * a.dh;
+			float	   *p = a.p + ((int64_t) e * a.heads + h) * a.t * a.t;
+
+			be->gemm(false, true, a.t, a.t, a.dh, a.scale, q, 3 * a.d, q + a.d, 3 * a.d, 0.0f, s, a.t);
+			if (c->l->causal)
+				be->causal_mask(s, 1, a.t);
+			be->softmax_forward(s, p, a.t, a.t);
+			be->gemm(false, false, a.t, a.dh, a.t, 1.0f, p, a.t, q + 2 * a.d, 3 * a.d, 0.0f,
+					 a.o + (int64_t) e * a.t * a.d + h * a.dh, a.d);
+		}
+	be->gemm(false, true, rows, a.d, a.d, 1.0f, a.o, a.d, a.w_out, a.d, 0.0f, c->out, a.d);
+	be->bias_add_rows(c->out, a.b_out, rows, a.d);
+}
+
+static void
+attention_backward(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	AttnView	a,
+				g;
+	int64_t		rows;
+	float	   *d_o = c->m->scratch,
+			   *dqkv,
+			   *dp,
+			   *ds;
+
+	attn_view(c, c->p, &a);
+	attn_view(c, c->dp, &g);
+	rows = (int64_t) c->n * a.t;
+	dqkv = d_o + rows * a.d;
+	dp = dqkv + rows * 3 * a.d;
+	ds = dp + (int64_t) a.t * a.t;
+	/* the output projection */
+	be->gemm(true, false, a.d, a.d, rows, 1.0f, c->dout, a.d, a.o, a.d, 0.0f, (float *) g.w_out, a.d);
+	be->fill((float *) g.b_out, 0.0f, a.d);
+	be->col_sum(c->dout, (float *) g.b_out, rows, a.d);
+	be->gemm(false, false, rows, a.d, a.d, 1.0f, c->dout, a.d, a.w_out, a.d, 0.0f, d_o, a.d);
+	/* each head: dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = dS K, dK = dS^T Q (scaled) */
+	for (int e = 0; e < c->n; e++)
+		for (int h = 0; h < a.heads; h++)
+		{
+			int64_t		at = (int64_t) e * a.t * 3 * a.d + h * a.dh;
+			const float *q = a.qkv + at;
+			const float *p = a.p + ((int64_t) e * a.heads + h) * a.t * a.t;
+			const float *dout_h = d_o + (int64_t) e * a.t * a.d + h * a.dh;
+
+			be->gemm(true, false, a.t, a.dh, a.t, 1.0f, p, a.t, dout_h, a.d, 0.0f, dqkv + at + 2 * a.d, 3 * a.d);
+			be->gemm(false, true, a.t, a.t, a.dh, 1.0f, dout_h, a.d, q + 2 * a.d, 3 * a.d, 0.0f, dp, a.t);
+			be->softmax_backward(p, dp, ds, a.t, a.t);
+			be->gemm(false, false, a.t, a.dh, a.t, a.scale, ds, a.t, q + a.d, 3 * a.d, 0.0f, dqkv + at, 3 * a.d);
+			be->gemm(true, false, a.t, a.dh, a.t, a.scale, ds, a.t, q, 3 * a.d, 0.0f, dqkv + at + a.d, 3 * a.d);
+		}
+	/* the input projection */
+	be->gemm(true, false, 3 * a.d, a.d, rows, 1.0f, dqkv, 3 * a.d, c->in, a.d, 0.0f, (float *) g.w_in, a.d);
+	be->fill((float *) g.b_in, 0.0f, 3 * a.d);
+	be->col_sum(dqkv, (float *) g.b_in, rows, 3 * a.d);
+	if (c->din)
+		be->gemm(false, false, rows, a.d, 3 * a.d, 1.0f, dqkv, 3 * a.d, a.w_in, a.d, 0.0f, c->din, a.d);
+}
+
+/*
  * slice: columns [start, start + length) of each example; its input's gradient
  * is zero outside them.  The whole batch (or a thread's shard) at once.
  */
@@ -943,6 +1087,7 @@ static const struct
 	[NN_SOFTMAX] = {softmax_forward, softmax_backward},
 	[NN_GRU] = {gru_forward, gru_backward},
 	[NN_SLICE] = {slice_forward, slice_backward},
+	[NN_ATTENTION] = {attention_forward, attention_backward},
 };
 
 void

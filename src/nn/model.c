@@ -125,6 +125,9 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			case NN_GRU:
 				m->param_len[i] = 3 * (int64_t) l->units * (m->shape[i].w + l->units + 2);
 				break;
+			case NN_ATTENTION:
+				m->param_len[i] = 4 * (int64_t) m->shape[i].w * (m->shape[i].w + 1);
+				break;
 			default:
 				break;
 		}
@@ -944,6 +947,8 @@ decayed_len(const NnModel *m, int i)
 			return m->param_len[i] - l->filters;
 		case NN_GRU:
 			return m->param_len[i] - 6 * (int64_t) l->units;	/* W_ih, W_hh; not b_ih, b_hh */
+		case NN_ATTENTION:
+			return m->param_len[i] - 4 * (int64_t) m->shape[i].w;	/* W_in, W_out; not their biases */
 		case NN_BATCHNORM:
 		case NN_LAYERNORM:
 			return 0;

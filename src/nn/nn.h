@@ -57,6 +57,7 @@ typedef enum NnLayerType
 	NN_SOFTMAX,					/* over the last axis */
 	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
 	NN_SLICE,					/* features [start, start + length) of a flat input, as torch.narrow */
+	NN_ATTENTION,				/* multi-head self-attention over a sequence, as torch.nn.MultiheadAttention */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 
@@ -95,6 +96,8 @@ typedef struct NnLayerSpec
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
 	int32_t		start;			/* slice: its first feature (its length is in units) */
+	int32_t		heads;			/* attention: heads, dividing the features */
+	bool		causal;			/* attention: a step attends to itself and the steps before it only */
 } NnLayerSpec;
 
 typedef struct NnSpec

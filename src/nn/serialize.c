@@ -193,8 +193,8 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 
 		put_u32(&w, (uint32_t) l->type);
 		put_u32(&w, (uint32_t) l->units);
-		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->filters));
-		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->kernel));
+		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->type == NN_ATTENTION ? l->heads : l->filters));
+		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->type == NN_ATTENTION ? l->causal : l->kernel));
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) (l->type == NN_SLICE ? l->start : l->padding));
 		put_u32(&w, (uint32_t) l->init);
@@ -421,6 +421,12 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		{
 			l->return_sequences = l->kernel != 0;
 			l->kernel = 0;
+		}
+		if (l->type == NN_ATTENTION)
+		{
+			l->heads = l->filters;
+			l->causal = l->kernel != 0;
+			l->filters = l->kernel = 0;
 		}
 		if (l->type == NN_SLICE)
 		{

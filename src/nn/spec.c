@@ -33,6 +33,7 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_SOFTMAX] = "softmax",
 	[NN_GRU] = "gru",
 	[NN_SLICE] = "slice",
+	[NN_ATTENTION] = "attention",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -390,6 +391,21 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			break;
 
 		case NN_SOFTMAX:
+			break;
+
+		case NN_ATTENTION:
+			if (in.ndim != 2)
+			{
+				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->heads, 1, in.w, "heads");
+			if (in.w % l->heads != 0)
+			{
+				nn_error_set(err, i, "heads", "%s: %d heads do not divide the %d features of a step", tname, l->heads, in.w);
+				return false;
+			}
+			*params = 4 * (int64_t) in.w * (in.w + 1);
 			break;
 
 		case NN_SLICE:
@@ -864,6 +880,18 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.flops_forward = 5 * in;
 				c.flops_train = 9 * in;
 				break;
+			case NN_ATTENTION:
+				{
+					/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
+					int64_t		steps = shape[i].c,
+								d = shape[i].w;
+
+					c.params = 4 * d * (d + 1);
+					c.flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
+					c.flops_train = 3 * c.flops_forward;
+					c.act_floats = out + 4 * steps * d + l->heads * steps * steps;
+					break;
+				}
 			case NN_SLICE:
 				c.flops_forward = out;
 				c.flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
