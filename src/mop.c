@@ -56,6 +56,7 @@ typedef struct MopConfig
 	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
 	PgdlEpochMetrics last;
 	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
+	PgdlPatience patience;		/* resume: early stopping's count, replayed from its metrics */
 	double		cost;
 	PgdlTransfer *transfer;		/* when it starts from a base model */
 	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
@@ -916,6 +917,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 			m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
 		if (c->has_metrics)
 			m->last = c->last;
+		m->patience = c->patience;
 		m->blob_offset = off;
 		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
 		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
@@ -1623,6 +1625,46 @@ read_epoch_keys(MopRun *run, MopConfig *c)
 	SPI_finish();
 }
 
+/*
+ * Resume: early stopping's best metric and epochs without improvement, as the
+ * run had them, from the validation metrics of each configuration's epochs.
+ */
+static void
+restore_patience(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		Oid			types[3] = {INT8OID, INT8OID, INT4OID};
+		Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+
+		if (c->config.patience <= 0 || c->start_epoch == 0)
+			continue;
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT validation_loss, validation_accuracy, state = 'diverged' FROM pgdl.run_metrics "
+								  "WHERE run = $1 AND config = $2 AND node IS NULL AND epoch BETWEEN 1 AND $3 ORDER BY epoch",
+								  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read pgdl.run_metrics");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			PgdlEpochMetrics em = {0};
+			bool		isnull[3];
+			Datum		loss = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]);
+			Datum		acc = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+			Datum		diverged = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull[2]);
+
+			em.has_validation = !isnull[0];
+			em.validation_loss = isnull[0] ? 0 : DatumGetFloat8(loss);
+			em.validation_accuracy = isnull[1] ? 0 : DatumGetFloat8(acc);
+			em.diverged = !isnull[2] && DatumGetBool(diverged);
+			(void) pgdl_early_stop(&c->config, &em, &c->patience);
+		}
+		SPI_finish();
+	}
+}
+
 /* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
 static void
 read_resume_points(MopRun *run)
@@ -1672,6 +1714,8 @@ pgdl_resume(PG_FUNCTION_ARGS)
 	load_configs(run);
 	read_resume_points(run);
 	prepare_configs(run);
+	check_methods(run);
+	restore_patience(run);
 	plan_devices(run);
 	plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);

@@ -144,9 +144,23 @@ SELECT count(*) FILTER (WHERE config ? 'step_size') = count(*) FILTER (WHERE con
        bool_and((config->>'clip_norm')::float8 BETWEEN 0.1 AND 10) AS clip_in_range
   FROM pgdl.configs WHERE set_name = 'mt_random';
 
+-- pgdl.resume: early stopping goes on counting from the epochs before (patience 2 stops after epoch 3 of 4)
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'mt_resume', a.id, '{"lr": 0.1, "momentum": 0.9, "batch_size": 4, "seed": 5, "schedule": "step", "step_size": 1,
+                           "gamma": 0.5, "clip_norm": 0.5, "patience": 2, "min_delta": 10}'
+  FROM pgdl.architectures a WHERE a.name = 'mt_mlp';
+CREATE TABLE mt_r1 AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_resume', 2, 'mt_valid', workers => 1);
+SELECT DISTINCT m.run AS mt_run FROM mt_r1 l JOIN pgdl.models m ON m.id = l.model \gset
+UPDATE pgdl.runs SET status = 'running', epochs = 4 WHERE id = :mt_run;
+CREATE TABLE mt_r2 AS SELECT * FROM pgdl.resume(:mt_run);
+CREATE TABLE mt_straight AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_resume', 4, 'mt_valid', workers => 2);
+SELECT r.epochs, s.epochs AS straight_epochs, m.weights = ms.weights AS same_as_straight_run
+  FROM mt_r2 r JOIN pgdl.models m ON m.id = r.model
+  JOIN mt_straight s ON s.config = r.config JOIN pgdl.models ms ON ms.id = s.model;
+
 -- what this test added
 DELETE FROM pgdl.models WHERE run > :mt_first_run;
 DELETE FROM pgdl.runs WHERE id > :mt_first_run;
 DELETE FROM pgdl.configs WHERE architecture = (SELECT id FROM pgdl.architectures WHERE name = 'mt_mlp');
 DELETE FROM pgdl.architectures WHERE name = 'mt_mlp';
-DROP TABLE mt_rows, mt_packed, mt_valid, mt_each, mt_lb, mt_fits, mt_sha;
+DROP TABLE mt_rows, mt_packed, mt_valid, mt_each, mt_lb, mt_fits, mt_sha, mt_r1, mt_r2, mt_straight;

@@ -421,6 +421,50 @@ my $killed_pid;
 }
 
 # ---------------------------------------------------------------------------
+# Training methods (docs/reference/training.md): a schedule per epoch, step
+# warmup, clipping, label smoothing, decay groups and early stopping give the
+# same bytes whatever the workers, and pgdl.fit's.  min_delta 1e9: no epoch
+# after the first improves, so patience 2 stops after epoch 3 of 5.
+# ---------------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'methods', a.id, c::jsonb
+  FROM pgdl.architectures a,
+       unnest(ARRAY['{"lr": 0.1, "momentum": 0.9, "batch_size": 25, "seed": 1, "schedule": "cosine", "warmup_epochs": 1,
+                      "clip_norm": 0.5, "label_smoothing": 0.1, "patience": 2, "min_delta": 1e9}',
+                    '{"optimizer": "adamw", "lr": 0.005, "batch_size": 25, "seed": 3, "schedule": "step", "step_size": 2,
+                      "warmup_steps": 30, "no_decay_bias_norm": true, "clip_norm": 1}']) c
+ WHERE a.name IN ('small', 'wide') AND a.owner = current_user::regrole
+ ORDER BY a.name, c;
+});
+for my $w (1, 3)
+{
+	$node->safe_psql('postgres',
+		"CREATE TABLE lb_methods_w$w AS SELECT * FROM pgdl.fit_multiple('train_packed', 'methods', $EPOCHS, 'valid_packed', workers => $w)"
+	);
+}
+$node->safe_psql(
+	'postgres', qq{
+SET client_min_messages = warning;
+CREATE TABLE lb_methods_fit AS
+SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'valid_packed') AS model
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
+ WHERE c.set_name = 'methods' ORDER BY c.id;
+});
+my %methods = map { $_ => model_digests($node, "lb_methods_$_") } qw(w1 w3 fit);
+my $n_methods = () = $methods{w1} =~ /:[0-9a-f]{32}/g;
+is($n_methods, 4, 'training methods: 4 models stored');
+is($methods{w3},  $methods{w1}, 'training methods, 3 workers: the same models as 1 worker, bit for bit');
+is($methods{fit}, $methods{w1}, 'training methods: pgdl.fit of each configuration gives the same models');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT epochs || ':' || stopped, ',') FROM lb_methods_w3 WHERE config_json ? 'patience'"),
+	'3:true', 'early stopping: the configurations with patience stop after epoch 3');
+is($node->safe_psql('postgres',
+		"SELECT string_agg(DISTINCT epochs::text, ',') FROM lb_methods_w3 WHERE NOT config_json ? 'patience'"),
+	"$EPOCHS", '... the others train every epoch');
+
+# ---------------------------------------------------------------------------
 # Too few background worker slots.
 # ---------------------------------------------------------------------------
 # max_worker_processes = 1 and the logical replication launcher holds that slot:

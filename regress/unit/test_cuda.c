@@ -684,11 +684,38 @@ check_activations(void)
 	check_activation(ACT_TANH, "tanh");
 }
 
+/* sum_squares (the same sum to 1e-6: another order) and scale (the same bytes) */
+static void
+check_clip_primitives(void)
+{
+	float	   *x = host_random(BIG_N, -1.0f, 1.0f);
+	float	   *dx = device_copy(x, BIG_N);
+	double		c = cpu->sum_squares(x, BIG_N),
+				g = gpu->sum_squares(dx, BIG_N);
+
+	CHECK_MSG(fabs(c - g) <= 1e-6 * c, "sum_squares: cuda %.17g, cpu %.17g", g, c);
+	CHECK(gpu->sum_squares(dx, 0) == 0.0);
+	cpu->scale(x, 0.37f, BIG_N);
+	gpu->scale(dx, 0.37f, BIG_N);
+	compare("scale", x, dx, BIG_N, 1.0);
+	cpu->release(x);
+	gpu->release(dx);
+}
+
 /* ---------------------------------------------------------------------------
  * Softmax cross-entropy
  * ------------------------------------------------------------------------- */
+static void check_softmax_xent_smooth(int rows, int classes, float smoothing);
+
 static void
 check_softmax_xent(int rows, int classes)
+{
+	check_softmax_xent_smooth(rows, classes, 0.0f);
+}
+
+/* smoothing 0: softmax_xent; else softmax_xent_smooth */
+static void
+check_softmax_xent_smooth(int rows, int classes, float smoothing)
 {
 	size_t		total = (size_t) rows * classes;
 	float		scale = 1.0f / rows;
@@ -713,11 +740,19 @@ check_softmax_xent(int rows, int classes)
 	d_dlogits = device_copy(dlogits, total);
 	d_loss = device_copy(loss, rows);
 
-	cpu->softmax_xent(logits, labels, dlogits, loss, rows, classes, scale);
-	gpu->softmax_xent(d_logits, d_labels, d_dlogits, d_loss, rows, classes, scale);
-	snprintf(what, sizeof(what), "softmax_xent dlogits %dx%d", rows, classes);
+	if (smoothing > 0.0f)
+	{
+		cpu->softmax_xent_smooth(logits, labels, dlogits, loss, rows, classes, scale, smoothing);
+		gpu->softmax_xent_smooth(d_logits, d_labels, d_dlogits, d_loss, rows, classes, scale, smoothing);
+	}
+	else
+	{
+		cpu->softmax_xent(logits, labels, dlogits, loss, rows, classes, scale);
+		gpu->softmax_xent(d_logits, d_labels, d_dlogits, d_loss, rows, classes, scale);
+	}
+	snprintf(what, sizeof(what), "softmax_xent dlogits %dx%d smoothing %g", rows, classes, smoothing);
 	compare(what, dlogits, d_dlogits, total, scale);
-	snprintf(what, sizeof(what), "softmax_xent loss %dx%d", rows, classes);
+	snprintf(what, sizeof(what), "softmax_xent loss %dx%d smoothing %g", rows, classes, smoothing);
 	compare(what, loss, d_loss, rows, 1.0);
 
 	cpu->release(logits);
@@ -1035,6 +1070,9 @@ check_table_complete(const NnBackend *b)
 	HAS(dropout_backward);
 	HAS(sgd_update);
 	HAS(adam_update);
+	HAS(softmax_xent_smooth);
+	HAS(sum_squares);
+	HAS(scale);
 #undef HAS
 }
 
@@ -1135,6 +1173,9 @@ check_primitives(void)
 	check_softmax_xent(129, 10);
 	check_softmax_xent(3, 1001);
 	check_softmax_xent(1000, 1);
+	check_softmax_xent_smooth(129, 10, 0.1f);
+	check_softmax_xent_smooth(3, 1001, 0.5f);
+	check_clip_primitives();
 	check_sgd(0.0f, 0.0f, false);
 	check_sgd(0.0f, 1e-2f, false);
 	check_sgd(0.9f, 1e-4f, false);
