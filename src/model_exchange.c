@@ -48,6 +48,7 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			t[3] = (PgdlTensor) {i, "running_var", 1, {c}, m->buffer_off[i] + c, true};
 			return 4;
 		case NN_LAYERNORM:
+			c = NN_NORM_FEATURES(NN_IN_SHAPE(m->shape, &m->spec, i));
 			t[0] = (PgdlTensor) {i, "weight", 1, {c}, p, false};
 			t[1] = (PgdlTensor) {i, "bias", 1, {c}, p + c, false};
 			return 2;
@@ -58,7 +59,7 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			{
 				/* torch.nn.GRU's state_dict: gates r, z, n stacked */
 				int			h3 = 3 * l->units,
-							win = m->shape[i].w;
+							win = NN_IN_SHAPE(m->shape, &m->spec, i).w;
 
 				t[0] = (PgdlTensor) {i, "weight_ih_l0", 2, {h3, win}, p, false};
 				t[1] = (PgdlTensor) {i, "weight_hh_l0", 2, {h3, l->units}, p + (int64) h3 * win, false};
@@ -69,7 +70,7 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 		case NN_ATTENTION:
 			{
 				/* torch.nn.MultiheadAttention's state_dict (pgdl keeps the weights first) */
-				int			d = m->shape[i].w;
+				int			d = NN_IN_SHAPE(m->shape, &m->spec, i).w;
 
 				t[0] = (PgdlTensor) {i, "in_proj_weight", 2, {3 * d, d}, p, false};
 				t[1] = (PgdlTensor) {i, "out_proj.weight", 2, {d, d}, p + (int64) 3 * d * d, false};

@@ -237,6 +237,32 @@ def case_attention(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+class EncoderBlock(nn.Module):
+    """A transformer encoder's attention half: layernorm(x + attention(x)), over each step's features."""
+
+    def __init__(self, dim, heads, causal):
+        super().__init__()
+        self.attn = SelfAttention(dim, heads, causal)
+        self.norm = nn.LayerNorm(dim)
+        with torch.no_grad():
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        return self.norm(x + self.attn(x))
+
+
+def case_encoder(outdir):
+    """embedding -> [attention, + its input, layernorm] -> gelu -> mean over steps -> dense."""
+    torch.manual_seed(1008)
+    model = nn.Sequential(FloatIds(9, 8), EncoderBlock(8, 2, True), nn.GELU(), StepMean(), nn.Linear(8, 3))
+    n = 7
+    x = torch.randint(0, 9, (n, 5)).float()
+    labels = torch.randint(0, 3, (n,))
+    forward_backward_case(outdir, "encoder", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 def case_cnn(outdir):
     torch.manual_seed(1002)
     model = nn.Sequential(
@@ -494,6 +520,7 @@ def main():
     case_emb_softmax(outdir)
     case_gru(outdir)
     case_attention(outdir)
+    case_encoder(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
     for name, seed, hp in METHOD_CASES:

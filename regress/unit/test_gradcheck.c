@@ -332,6 +332,14 @@ UNIT_TEST(gradcheck_attention)
 	spec_add(&s, NN_ATTENTION)->heads = 1;
 	spec_add(&s, NN_GLOBAL_AVGPOOL);
 	check_layer("causal attention, twice", &s, NN_LOSS_CROSS_ENTROPY);
+
+	/* an encoder block: layernorm over each step of the embeddings plus their attention */
+	spec_embedding(&s, 5, 7, 6);
+	spec_add(&s, NN_ATTENTION)->heads = 2;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	spec_add(&s, NN_TANH);
+	check_layer("attention, add, layernorm over steps", &s, NN_LOSS_MSE);
 }
 
 static void

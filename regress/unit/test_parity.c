@@ -564,6 +564,29 @@ spec_attention_case(NnSpec *spec)
 	spec_dense(spec, 5);
 }
 
+/* gen_parity.py: case_encoder: the graph form's add, layernorm over each step */
+static void
+spec_encoder_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 5, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);		/* 0 */
+	l->vocab = 9;
+	l->units = 8;
+	l = spec_add(spec, NN_ATTENTION);		/* 1 */
+	l->heads = 2;
+	l->causal = true;
+	l = spec_add(spec, NN_ADD);			/* 2 */
+	l->n_inputs = 2;
+	l->inputs[0] = 0;
+	l->inputs[1] = 1;
+	spec_add(spec, NN_LAYERNORM)->eps = 1e-5f;
+	spec_add(spec, NN_GELU);
+	spec_add(spec, NN_GLOBAL_AVGPOOL);
+	spec_dense(spec, 3);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -932,6 +955,14 @@ UNIT_TEST(parity_attention)
 
 	spec_attention_case(&spec);
 	run_forward_backward("attention", &spec);
+}
+
+UNIT_TEST(parity_encoder)
+{
+	NnSpec		spec;
+
+	spec_encoder_case(&spec);
+	run_forward_backward("encoder", &spec);
 }
 
 UNIT_TEST(parity_cnn)

@@ -73,10 +73,19 @@ UNIT_TEST(seq_spec_shapes_and_errors)
 	spec_add(&s, NN_BATCHNORM);
 	expect_invalid(&s, 1, "type", "batchnorm does not take a sequence");
 
+	/* layernorm over each step's features: a weight and a bias per feature */
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
 	add_embedding(&s, 10, 4);
-	spec_add(&s, NN_LAYERNORM);
-	expect_invalid(&s, 1, "type", "layernorm needs a flat");
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	{
+		NnError		err;
+		NnModel    *m = nn_model_create(&s, 1, &err);
+
+		CHECK_MSG(m != NULL, "layernorm over a sequence refused: %s", m ? "" : err.msg);
+		if (m)
+			CHECK(m->param_len[1] == 2 * 4 && m->shape[2].ndim == 2 && m->shape[2].c == 12);
+		nn_model_free(m);
+	}
 
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
 	spec_dense(&s, 4);

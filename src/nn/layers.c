@@ -158,8 +158,8 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 	if (m->spec.layers[i].type == NN_ATTENTION)
 	{
 		/* backward: dO and dQKV of the batch, then one head's dP and dS */
-		int64_t		t = m->shape[i].c,
-					d = m->shape[i].w;
+		int64_t		t = IN_SHAPE(m, i).c,
+					d = IN_SHAPE(m, i).w;
 
 		return (int64_t) batch * t * 4 * d + 2 * t * t;
 	}
@@ -176,14 +176,14 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 		case NN_BATCHNORM:
 			return 2 * (int64_t) IN_SHAPE(m, i).c;
 		case NN_LAYERNORM:
-			return 2 * (int64_t) batch;	/* each example's mean and 1/std */
+			return 2 * (int64_t) batch * NN_NORM_ROWS(IN_SHAPE(m, i));	/* each row's mean and 1/std */
 		case NN_GRU:
 			/* per example, step-major: input gates (3H), saved r, z, n, W_hn h + b_hn (4H), state (H) */
-			return (int64_t) batch * m->shape[i].c * 8 * m->spec.layers[i].units;
+			return (int64_t) batch * IN_SHAPE(m, i).c * 8 * m->spec.layers[i].units;
 		case NN_ATTENTION:
 			/* per example: Q, K, V [T][3D], each head's attention [T][T], the heads' outputs [T][D] */
-			return (int64_t) batch * m->shape[i].c * (4 * (int64_t) m->shape[i].w +
-													  (int64_t) m->spec.layers[i].heads * m->shape[i].c);
+			return (int64_t) batch * IN_SHAPE(m, i).c * (4 * (int64_t) IN_SHAPE(m, i).w +
+													  (int64_t) m->spec.layers[i].heads * IN_SHAPE(m, i).c);
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -217,10 +217,10 @@ nn_layer_init_params(NnModel *m, int i)
 			n_weights = fan_in * l->filters;
 			break;
 		case NN_LAYERNORM:
-			for (int c = 0; c < IN_SHAPE(m, i).c; c++)
+			for (int c = 0; c < NN_NORM_FEATURES(IN_SHAPE(m, i)); c++)
 			{
 				p[c] = 1.0f;
-				p[IN_SHAPE(m, i).c + c] = 0.0f;
+				p[NN_NORM_FEATURES(IN_SHAPE(m, i)) + c] = 0.0f;
 			}
 			return;
 		case NN_GRU:
@@ -238,7 +238,7 @@ nn_layer_init_params(NnModel *m, int i)
 				 * As torch.nn.MultiheadAttention: in_proj xavier-uniform over [3D, D],
 				 * out_proj as nn.Linear's, U(-1/sqrt(D), 1/sqrt(D)); biases zero.
 				 */
-				int64_t		d = m->shape[i].w;
+				int64_t		d = IN_SHAPE(m, i).w;
 				float		in_limit = sqrtf(6.0f / (float) (4 * d)),
 							out_limit = 1.0f / sqrtf((float) d);
 
@@ -639,22 +639,25 @@ gelu_backward(const LayerCall *c)
 }
 
 /* Per example over its features; the whole batch (or a thread's shard) at once: see nn_layer_chunkable. */
+/* over each example's features, or each step's of a sequence (as torch.nn.LayerNorm(features)) */
 static void
 layernorm_forward(const LayerCall *c)
 {
-	int			cols = (int) c->in_size;
+	int			steps = NN_NORM_ROWS(IN_SHAPE(c->m, c->i)),
+				cols = NN_NORM_FEATURES(IN_SHAPE(c->m, c->i));
 
-	c->be->layernorm_forward(c->in, c->out, c->n, cols, c->p, c->p + cols, c->l->eps,
-							 c->m->aux[c->i] + 2 * (int64_t) c->first);
+	c->be->layernorm_forward(c->in, c->out, c->n * steps, cols, c->p, c->p + cols, c->l->eps,
+							 c->m->aux[c->i] + 2 * (int64_t) c->first * steps);
 }
 
 static void
 layernorm_backward(const LayerCall *c)
 {
-	int			cols = (int) c->in_size;
+	int			steps = NN_NORM_ROWS(IN_SHAPE(c->m, c->i)),
+				cols = NN_NORM_FEATURES(IN_SHAPE(c->m, c->i));
 
-	c->be->layernorm_backward(c->in, c->dout, c->din, c->n, cols, c->p, c->dp, c->dp + cols,
-							  c->m->aux[c->i] + 2 * (int64_t) c->first);
+	c->be->layernorm_backward(c->in, c->dout, c->din, c->n * steps, cols, c->p, c->dp, c->dp + cols,
+							  c->m->aux[c->i] + 2 * (int64_t) c->first * steps);
 }
 
 /*
@@ -752,8 +755,8 @@ typedef struct AttnView
 static void
 attn_view(const LayerCall *c, const float *params, AttnView *a)
 {
-	a->t = c->m->shape[c->i].c;
-	a->d = c->m->shape[c->i].w;
+	a->t = IN_SHAPE(c->m, c->i).c;
+	a->d = IN_SHAPE(c->m, c->i).w;
 	a->heads = c->l->heads;
 	a->dh = a->d / a->heads;
 	a->scale = 1.0f / sqrtf((float) a->dh);
@@ -882,7 +885,7 @@ embedding_backward(const LayerCall *c)
 static int
 softmax_cols(const LayerCall *c)
 {
-	const NnShape *s = &c->m->shape[c->i];
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
 	return s->ndim == 1 ? s->c : s->w;
 }
@@ -934,8 +937,8 @@ gru_view(const LayerCall *c, const float *p, GruView *g)
 {
 	int64_t		h3;
 
-	g->steps = c->m->shape[c->i].c;
-	g->in = c->m->shape[c->i].w;
+	g->steps = IN_SHAPE(c->m, c->i).c;
+	g->in = IN_SHAPE(c->m, c->i).w;
 	g->units = c->l->units;
 	h3 = 3 * (int64_t) g->units;
 	g->ex = (int64_t) g->steps * 8 * g->units;

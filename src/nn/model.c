@@ -117,16 +117,16 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 				m->buffer_len[i] = 2 * (int64_t) ins.c;
 				break;
 			case NN_LAYERNORM:
-				m->param_len[i] = 2 * (int64_t) ins.c;
+				m->param_len[i] = 2 * (int64_t) NN_NORM_FEATURES(ins);
 				break;
 			case NN_EMBEDDING:
 				m->param_len[i] = (int64_t) l->vocab * l->units;
 				break;
 			case NN_GRU:
-				m->param_len[i] = 3 * (int64_t) l->units * (m->shape[i].w + l->units + 2);
+				m->param_len[i] = 3 * (int64_t) l->units * (ins.w + l->units + 2);
 				break;
 			case NN_ATTENTION:
-				m->param_len[i] = 4 * (int64_t) m->shape[i].w * (m->shape[i].w + 1);
+				m->param_len[i] = 4 * (int64_t) ins.w * (ins.w + 1);
 				break;
 			default:
 				break;
@@ -948,7 +948,7 @@ decayed_len(const NnModel *m, int i)
 		case NN_GRU:
 			return m->param_len[i] - 6 * (int64_t) l->units;	/* W_ih, W_hh; not b_ih, b_hh */
 		case NN_ATTENTION:
-			return m->param_len[i] - 4 * (int64_t) m->shape[i].w;	/* W_in, W_out; not their biases */
+			return m->param_len[i] - 4 * (int64_t) NN_IN_SHAPE(m->shape, &m->spec, i).w;	/* W_in, W_out; not their biases */
 		case NN_BATCHNORM:
 		case NN_LAYERNORM:
 			return 0;

@@ -140,6 +140,9 @@ typedef struct NnShape
 } NnShape;
 
 #define NN_SHAPE_SIZE(s) ((int64_t) (s).c * (s).h * (s).w)
+/* a layernorm's rows per example (a sequence's steps, or 1) and its features per row */
+#define NN_NORM_ROWS(s) ((s).ndim == 2 ? (s).c : 1)
+#define NN_NORM_FEATURES(s) ((s).ndim == 2 ? (s).w : (s).c)
 /* The shape of layer i's (first) input, from shapes as nn_spec_validate fills them. */
 #define NN_IN_SHAPE(shapes, spec, i) ((shapes)[nn_layer_src((spec), (i), 0) + 1])
 

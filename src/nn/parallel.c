@@ -323,7 +323,7 @@ view_point(const Step *st, int t)
 		if (m->spec.layers[i].type == NN_MAXPOOL2D)
 			v->aux[i] = m->aux[i] + lo * size;	/* argmax, per output element */
 		else if (m->spec.layers[i].type == NN_LAYERNORM)
-			v->aux[i] = m->aux[i] + 2 * (int64_t) lo;	/* mean and 1/std, per example */
+			v->aux[i] = m->aux[i] + 2 * (int64_t) lo * NN_NORM_ROWS(NN_IN_SHAPE(m->shape, &m->spec, i));	/* per row */
 		else if (m->spec.layers[i].type == NN_GRU || m->spec.layers[i].type == NN_ATTENTION)
 			v->aux[i] = m->aux[i] + lo * nn_layer_aux_floats(m, i, 1);	/* gates and states, per example */
 	}

@@ -361,15 +361,15 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			break;
 
 		case NN_LAYERNORM:
-			if (in.ndim != 1)
+			if (in.ndim == 3)
 			{
-				nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
+				nn_error_set(err, i, "type", "%s needs a flat [features] input or a sequence, got [%d, %d, %d]; add a flatten layer before it",
 							 tname, in.c, in.h, in.w);
 				return false;
 			}
 			REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
 						  "eps", "positive and below 1", l->eps);
-			*params = 2 * (int64_t) in.c;
+			*params = 2 * (int64_t) NN_NORM_FEATURES(in);
 			break;
 
 		case NN_ADD:
@@ -862,7 +862,7 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				break;
 			case NN_BATCHNORM:
 			case NN_LAYERNORM:
-				c.params = 2 * (int64_t) ins.c;
+				c.params = 2 * (int64_t) NN_NORM_FEATURES(ins);
 				c.flops_forward = 5 * in;
 				c.flops_train = 13 * in;
 				break;
@@ -883,8 +883,8 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 			case NN_ATTENTION:
 				{
 					/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
-					int64_t		steps = shape[i].c,
-								d = shape[i].w;
+					int64_t		steps = ins.c,
+								d = ins.w;
 
 					c.params = 4 * d * (d + 1);
 					c.flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
@@ -899,11 +899,11 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 			case NN_GRU:
 				{
 					/* per step: two products into 3 gates, then the gates; backward twice the products */
-					int64_t		steps = shape[i].c,
+					int64_t		steps = ins.c,
 								h3 = 3 * (int64_t) l->units,
-								mm = 2 * h3 * (shape[i].w + l->units);
+								mm = 2 * h3 * (ins.w + l->units);
 
-					c.params = h3 * (shape[i].w + l->units + 2);
+					c.params = h3 * (ins.w + l->units + 2);
 					c.flops_forward = steps * (mm + 12 * (int64_t) l->units);
 					c.flops_train = c.flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
 					c.act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
