@@ -1415,6 +1415,7 @@ check_models(void)
 
 	/* the graph form: a residual block (gradients that add up) and a concat */
 	spec_residual_cnn(&s, 3, 12, 8, 5);
+	s.layers[3].groups = 8;		/* depthwise */
 	spec_merge(&s, NN_CONCAT, 2, (const int[]) {12, 11});
 	spec_dense(&s, 4);
 	check_model("residual, concat, adam", &s, NN_OPT_ADAM, 200, 40);
