@@ -271,6 +271,8 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	INT_FIELD("stride", stride);
 	INT_FIELD("padding", padding);
 	INT_FIELD("groups", groups);
+	if (l->groups == 1)
+		l->groups = 0;			/* one group is stored as 0, as before groups existed: one spec, one form */
 	FLOAT_FIELD("alpha", alpha);
 	FLOAT_FIELD("rate", rate);
 	FLOAT_FIELD("eps", eps);

@@ -4,7 +4,7 @@
 SET client_min_messages = warning;
 
 -- canonical form: names and inputs kept, every field filled in; a plain list is still a chain
-\set res '{"input": [1, 6, 6], "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm"}, {"type": "relu", "name": "stem"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm"}, {"type": "relu"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm", "name": "branch"}, {"type": "add", "inputs": ["branch", "stem"]}, {"type": "relu"}, {"type": "global_avgpool"}, {"type": "flatten"}, {"type": "dense", "units": 3}]}'
+\set res '{"input": [1, 6, 6], "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm"}, {"type": "relu", "name": "stem"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1, "groups": 2}, {"type": "batchnorm"}, {"type": "relu"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm", "name": "branch"}, {"type": "add", "inputs": ["branch", "stem"]}, {"type": "relu"}, {"type": "global_avgpool"}, {"type": "flatten"}, {"type": "dense", "units": 3}]}'
 SELECT jsonb_pretty(pgdl.validate_spec(:'res'));
 SELECT pgdl.validate_spec(pgdl.validate_spec(:'res')) = pgdl.validate_spec(:'res') AS round_trip;
 -- concat along channels ([4, 6, 6] and the input [1, 6, 6]) and along features; ONNX names too
@@ -42,6 +42,16 @@ SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "dense", "units": 
 SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "dense", "units": 4, "inputs": []}]}');
 SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "dense", "units": 4, "inputs": null}]}');
 
+-- conv2d "groups": depthwise (a 3x3 filter per channel) then pointwise; groups must divide channels and filters
+SELECT pgdl.validate_spec('{"input": [4, 6, 6], "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1, "groups": 4},
+  {"type": "conv2d", "filters": 8, "kernel": 1, "groups": 1}, {"type": "flatten"}, {"type": "dense", "units": 2}]}')->'layers'->0 AS depthwise;
+SELECT parameters FROM pgdl.estimate('{"input": [4, 6, 6], "layers": [{"type": "conv2d", "filters": 8, "kernel": 3, "groups": 4},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4, 6, 6], "layers": [{"type": "conv2d", "filters": 6, "kernel": 3, "groups": 4},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [4, 6, 6], "layers": [{"type": "maxpool2d", "size": 2, "groups": 2},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+
 -- 6x6 images; the class is where the brightest quarter is (left, right or neither)
 CREATE TABLE gr_rows AS
 SELECT i, array_agg(v ORDER BY p) AS x,
@@ -53,8 +63,8 @@ SELECT i, array_agg(v ORDER BY p) AS x,
 SELECT pgdl.pack('gr_rows', 'x', 'label', 'gr_packed', buffer_rows => 16, partitions => 2) > 0 AS packed;
 SELECT pgdl.add_architecture('gr_resnet', :'res') > 0 AS stored;
 
--- pgdl.estimate counts the graph's parameters: three 3x3 convolutions, three batchnorms, the head
-SELECT parameters = (1 * 9 * 4 + 4) + 2 * (4 * 9 * 4 + 4) + 3 * 8 + (4 * 3 + 3) AS parameters_counted
+-- pgdl.estimate counts the graph's parameters: three 3x3 convolutions (one of 2 groups), three batchnorms, the head
+SELECT parameters = (1 * 9 * 4 + 4) + (2 * 9 * 4 + 4) + (4 * 9 * 4 + 4) + 3 * 8 + (4 * 3 + 3) AS parameters_counted
   FROM pgdl.estimate(:'res');
 
 -- trained twice with one seed: the same bytes; the loss goes down

@@ -87,7 +87,7 @@ typedef struct NnLayerSpec
 	int16_t		n_inputs;		/* 0: the layer before (a chain) */
 	int16_t		inputs[NN_MAX_INPUTS];	/* a layer before it, or -1: the spec's input */
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
-	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 or 1: one */
+	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 
 /* conv2d's channel groups, 1 for a blob or spec from before they existed (0) */

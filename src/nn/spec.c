@@ -105,7 +105,6 @@ nn_layer_defaults(NnLayerSpec *layer, NnLayerType type)
 	{
 		case NN_CONV2D:
 			layer->stride = 1;
-			layer->groups = 1;
 			break;
 		case NN_LEAKY_RELU:
 			layer->alpha = 0.01f;
