@@ -2,6 +2,7 @@
 -- branches.  Specs and their errors, a residual network trained by pgdl.fit (twice: the same
 -- bytes; on two threads too) and by pgdl.fit_multiple (the bytes of pgdl.fit).
 SET client_min_messages = warning;
+SELECT coalesce(max(id), 0) AS gr_first_run FROM pgdl.runs \gset
 
 -- canonical form: names and inputs kept, every field filled in; a plain list is still a chain
 \set res '{"input": [1, 6, 6], "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm"}, {"type": "relu", "name": "stem"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1, "groups": 2}, {"type": "batchnorm"}, {"type": "relu"}, {"type": "conv2d", "filters": 4, "kernel": 3, "padding": 1}, {"type": "batchnorm", "name": "branch"}, {"type": "add", "inputs": ["branch", "stem"]}, {"type": "relu"}, {"type": "global_avgpool"}, {"type": "flatten"}, {"type": "dense", "units": 3}]}'
@@ -103,9 +104,11 @@ SELECT l.config_json->>'optimizer' AS optimizer, l.epochs, m.weights = mf.weight
 -- not yet exported to ONNX: refused with a reason
 SELECT pgdl.export_onnx(:fit_a::bigint) IS NOT NULL;
 
-DELETE FROM pgdl.models WHERE id IN (SELECT model FROM gr_lb UNION ALL SELECT model FROM gr_fits) OR id IN (:fit_a, :fit_b, :fit_t1, :fit_t2)
-    OR run IN (SELECT id FROM pgdl.runs WHERE architecture = (SELECT id FROM pgdl.architectures WHERE name = 'gr_resnet'));
+DELETE FROM pgdl.models WHERE run > :gr_first_run;
+DELETE FROM pgdl.runs WHERE id > :gr_first_run;
 DELETE FROM pgdl.configs WHERE set_name = 'gr_set';
 DELETE FROM pgdl.architectures WHERE name = 'gr_resnet';
 DELETE FROM pgdl.datasets WHERE packed = 'gr_packed'::regclass;
 DROP TABLE gr_lb, gr_fits, gr_rows, gr_packed;
+SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :gr_first_run) AS runs_left,
+       (SELECT count(*) FROM pgdl.models WHERE run > :gr_first_run) AS models_left;
