@@ -3,7 +3,8 @@
  *
  * Trains the reference MLP (784-512-256-10, ReLU) and CNN (conv3x3x16 pad 1,
  * relu, maxpool 2, conv3x3x32 pad 1, relu, maxpool 2, dense 10) of
- * docs/benchmarks.md with SGD (momentum 0.9), cross_entropy, batch 128, one
+ * docs/benchmarks.md, and a small ResNet (a conv-bn-relu stem, two basic blocks
+ * with batchnorm in the graph form; see build_spec), with SGD (momentum 0.9), cross_entropy, batch 128, one
  * BLAS thread, timing the training loop only, then evaluates on the test set.
  * It also measures single-thread sgemm in the same process: the best of several
  * 1024^3 products, and the shapes of the MLP's own products.
