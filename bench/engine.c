@@ -3,7 +3,8 @@
  *
  * Trains the reference MLP (784-512-256-10, ReLU) and CNN (conv3x3x16 pad 1,
  * relu, maxpool 2, conv3x3x32 pad 1, relu, maxpool 2, dense 10) of
- * docs/benchmarks.md with SGD (momentum 0.9), cross_entropy, batch 128, one
+ * docs/benchmarks.md, and a small ResNet (a conv-bn-relu stem, two basic blocks
+ * with batchnorm in the graph form; see build_spec), with SGD (momentum 0.9), cross_entropy, batch 128, one
  * BLAS thread, timing the training loop only, then evaluates on the test set.
  * It also measures single-thread sgemm in the same process: the best of several
  * 1024^3 products, and the shapes of the MLP's own products.
@@ -13,7 +14,7 @@
  * Output, one line per model (machine-readable, key=value):
  *   pgdl mlp images_per_s=... train_s=... test_acc=... gflops=... peak_fraction=...
  *
- * Usage: engine_bench [--model mlp|cnn|all] [--epochs N] [--limit N]
+ * Usage: engine_bench [--model mlp|cnn|resnet|all] [--epochs N] [--limit N]
  *                     [--batch N] [--lr X] [--seed N] [--no-peak]
  */
 #include <cblas.h>
@@ -56,7 +57,7 @@ static void
 usage(const char *prog)
 {
 	fprintf(stderr,
-			"usage: %s [--model mlp|cnn|all] [--epochs N] [--limit N] [--batch N]\n"
+			"usage: %s [--model mlp|cnn|resnet|all] [--epochs N] [--limit N] [--batch N]\n"
 			"          [--lr X] [--seed N] [--no-peak]\n", prog);
 	exit(2);
 }
@@ -103,7 +104,8 @@ parse_args(int argc, char **argv, Options *o)
 			usage(argv[0]);
 		if (strcmp(a, "--model") == 0)
 		{
-			if (strcmp(v, "mlp") != 0 && strcmp(v, "cnn") != 0 && strcmp(v, "all") != 0)
+			if (strcmp(v, "mlp") != 0 && strcmp(v, "cnn") != 0 && strcmp(v, "resnet") != 0 &&
+				strcmp(v, "all") != 0)
 				usage(argv[0]);
 			o->model = v;
 		}
@@ -173,6 +175,51 @@ build_spec(const char *name, NnSpec *spec)
 		spec->layers[l++].units = 256;
 		nn_layer_defaults(&spec->layers[l++], NN_RELU);
 		nn_layer_defaults(&spec->layers[l], NN_DENSE);
+		spec->layers[l++].units = FMNIST_CLASSES;
+	}
+	else if (strcmp(name, "resnet") == 0)
+	{
+		/*
+		 * A small ResNet (bench/engine_torch.py's ResNet): a conv-bn-relu stem,
+		 * two basic blocks (conv-bn-relu-conv-bn plus the block's input, relu),
+		 * a 1x1 convolution widening between them, max pools, a dense head.
+		 */
+		static const int widths[2] = {8, 16};
+
+		spec->input_ndim = 3;
+		spec->input[0] = 1;
+		spec->input[1] = FMNIST_ROWS;
+		spec->input[2] = FMNIST_COLS;
+		for (int b = 0; b < 2; b++)
+		{
+			int			skip;
+
+			nn_layer_defaults(&spec->layers[l], NN_CONV2D);	/* stem, or 1x1 widening */
+			spec->layers[l].filters = widths[b];
+			spec->layers[l].kernel = b == 0 ? 3 : 1;
+			spec->layers[l++].padding = b == 0 ? 1 : 0;
+			nn_layer_defaults(&spec->layers[l++], NN_BATCHNORM);
+			nn_layer_defaults(&spec->layers[l++], NN_RELU);
+			skip = l - 1;
+			for (int c = 0; c < 2; c++)
+			{
+				nn_layer_defaults(&spec->layers[l], NN_CONV2D);
+				spec->layers[l].filters = widths[b];
+				spec->layers[l].kernel = 3;
+				spec->layers[l++].padding = 1;
+				nn_layer_defaults(&spec->layers[l++], NN_BATCHNORM);
+				if (c == 0)
+					nn_layer_defaults(&spec->layers[l++], NN_RELU);
+			}
+			nn_layer_defaults(&spec->layers[l], NN_ADD);
+			spec->layers[l].n_inputs = 2;
+			spec->layers[l].inputs[0] = (int16_t) (l - 1);
+			spec->layers[l++].inputs[1] = (int16_t) skip;
+			nn_layer_defaults(&spec->layers[l++], NN_RELU);
+			nn_layer_defaults(&spec->layers[l], NN_MAXPOOL2D);
+			spec->layers[l++].kernel = 2;
+		}
+		nn_layer_defaults(&spec->layers[l], NN_DENSE);	/* flattens its input */
 		spec->layers[l++].units = FMNIST_CLASSES;
 	}
 	else
@@ -451,6 +498,8 @@ main(int argc, char **argv)
 		run_model("mlp", &o, &train, n_train, &test, peak);
 	if (strcmp(o.model, "cnn") == 0 || strcmp(o.model, "all") == 0)
 		run_model("cnn", &o, &train, n_train, &test, peak);
+	if (strcmp(o.model, "resnet") == 0 || strcmp(o.model, "all") == 0)
+		run_model("resnet", &o, &train, n_train, &test, peak);
 
 	fmnist_free(&train);
 	fmnist_free(&test);

@@ -2,24 +2,26 @@
 # bench/engine.sh -- pgdl's engine alone vs PyTorch, one thread, Fashion-MNIST.
 #
 # Usage: bench/engine.sh PATH_TO_engine_bench [options for both sides]
-#   options: --model mlp|cnn|all, --epochs N, --limit N (see bench/engine.c)
+#   options: --model mlp|cnn|resnet|all, --epochs N, --limit N (see bench/engine.c)
 #   environment: ROUNDS (default 3: engine, PyTorch, engine, PyTorch, ...; the best
 #   images/s of each side counts), PYTHON (default /usr/bin/python3),
 #   FMNIST_DIR (the data directory).
 #
 # Both sides run in this one invocation under the same environment:
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through exactly as they are.
-# The last three lines are always
+# The last four lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
+#   resnet: pgdl/pytorch = R
 #   cnn: peak fraction = Z
-# with X, Y the ratios of training images/s and Z the CNN's training GFLOP/s over
+# with X, Y, R the ratios of training images/s (resnet: a small ResNet-style CNN,
+# two residual blocks with batchnorm) and Z the CNN's training GFLOP/s over
 # the single-thread sgemm rate of the same process, in pgdl's best round (n/a for
 # a model not run).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ ! -x "$1" ]; then
-	echo "usage: $0 PATH_TO_engine_bench [--model mlp|cnn|all] [--epochs N] [--limit N]" >&2
+	echo "usage: $0 PATH_TO_engine_bench [--model mlp|cnn|resnet|all] [--epochs N] [--limit N]" >&2
 	exit 2
 fi
 BIN=$1
@@ -41,8 +43,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	# Count FLOPs the same way on both sides: the engine's nn_spec_cost.
 	fm=$(awk '$1 == "pgdl" && $2 == "mlp" { for (i = 3; i <= NF; i++) if ($i ~ /^flops_train_per_ex=/) { sub(/.*=/, "", $i); print $i } }' "$out" | tail -n 1)
 	fc=$(awk '$1 == "pgdl" && $2 == "cnn" { for (i = 3; i <= NF; i++) if ($i ~ /^flops_train_per_ex=/) { sub(/.*=/, "", $i); print $i } }' "$out" | tail -n 1)
+	fr=$(awk '$1 == "pgdl" && $2 == "resnet" { for (i = 3; i <= NF; i++) if ($i ~ /^flops_train_per_ex=/) { sub(/.*=/, "", $i); print $i } }' "$out" | tail -n 1)
 	echo "-- round $r: pytorch"
-	"$PYTHON" "$HERE/engine_torch.py" "$@" ${fm:+--flops-mlp "$fm"} ${fc:+--flops-cnn "$fc"} | tee -a "$out"
+	"$PYTHON" "$HERE/engine_torch.py" "$@" ${fm:+--flops-mlp "$fm"} ${fc:+--flops-cnn "$fc"} ${fr:+--flops-resnet "$fr"} | tee -a "$out"
 done
 
 echo "== summary (best images/s of $ROUNDS rounds)"
@@ -53,7 +56,7 @@ awk '
 				return substr($i, length(key) + 2)
 		return ""
 	}
-	($1 == "pgdl" || $1 == "pytorch") && ($2 == "mlp" || $2 == "cnn") {
+	($1 == "pgdl" || $1 == "pytorch") && ($2 == "mlp" || $2 == "cnn" || $2 == "resnet") {
 		k = $1 SUBSEP $2
 		ips = val("images_per_s") + 0
 		if (!(k in best) || ips > best[k]) {
@@ -64,16 +67,16 @@ awk '
 	}
 	END {
 		printf "%-6s %-8s %12s %9s %14s\n", "model", "side", "images/s", "test_acc", "peak_fraction"
-		for (mi = 1; mi <= 2; mi++) {
-			m = mi == 1 ? "mlp" : "cnn"
+		for (mi = 1; mi <= 3; mi++) {
+			m = mi == 1 ? "mlp" : mi == 2 ? "cnn" : "resnet"
 			for (si = 1; si <= 2; si++) {
 				s = si == 1 ? "pgdl" : "pytorch"
 				if ((s, m) in best)
 					printf "%-6s %-8s %12.0f %9s %14s\n", m, s, best[s, m], acc[s, m], frac[s, m]
 			}
 		}
-		for (mi = 1; mi <= 2; mi++) {
-			m = mi == 1 ? "mlp" : "cnn"
+		for (mi = 1; mi <= 3; mi++) {
+			m = mi == 1 ? "mlp" : mi == 2 ? "cnn" : "resnet"
 			if ((("pgdl", m) in best) && (("pytorch", m) in best) && best["pytorch", m] > 0)
 				printf "%s: pgdl/pytorch = %.2f\n", m, best["pgdl", m] / best["pytorch", m]
 			else

@@ -61,8 +61,32 @@ def splitmix64_perm(n, seed):
     return np.array(perm, dtype=np.int64)
 
 
+class BasicBlock(tnn.Module):
+    """conv-bn-relu-conv-bn, plus the block's input, relu (torchvision's, with conv biases as pgdl's)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = tnn.Conv2d(c, c, 3, padding=1)
+        self.bn1 = tnn.BatchNorm2d(c)
+        self.conv2 = tnn.Conv2d(c, c, 3, padding=1)
+        self.bn2 = tnn.BatchNorm2d(c)
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(h)) + x)
+
+
+def resnet_layers():
+    """bench/engine.c's resnet: stem, block (8), 1x1 widening, block (16), pools, dense."""
+    return [tnn.Conv2d(1, 8, 3, padding=1), tnn.BatchNorm2d(8), tnn.ReLU(), BasicBlock(8), tnn.MaxPool2d(2),
+            tnn.Conv2d(8, 16, 1), tnn.BatchNorm2d(16), tnn.ReLU(), BasicBlock(16), tnn.MaxPool2d(2),
+            tnn.Flatten(), tnn.Linear(16 * 7 * 7, 10)]
+
+
 def make_model(name):
-    if name == "mlp":
+    if name == "resnet":
+        layers = resnet_layers()
+    elif name == "mlp":
         layers = [tnn.Flatten(), tnn.Linear(784, 512), tnn.ReLU(),
                   tnn.Linear(512, 256), tnn.ReLU(), tnn.Linear(256, 10)]
     else:
@@ -87,6 +111,11 @@ def train_flops_per_example(name):
         fwd = sum(2 * a * b for a, b in dims)
         bwd = sum(2 * a * b for a, b in dims) * 2 - 2 * 784 * 512  # no dx for the input
         return fwd + bwd
+    if name == "resnet":
+        # stem, two 3x3 convs at 28x28 (8 ch); 1x1 widening, two 3x3 at 14x14 (16 ch); dense
+        first = 2 * 1 * 9 * 8 * 784
+        rest = 2 * 2 * 8 * 9 * 8 * 784 + 2 * 8 * 16 * 196 + 2 * 2 * 16 * 9 * 16 * 196 + 2 * 16 * 49 * 10
+        return (first + rest) * 3 - first
     conv1 = 2 * 1 * 9 * 16 * 28 * 28
     conv2 = 2 * 16 * 9 * 32 * 14 * 14
     dense = 2 * 32 * 7 * 7 * 10
@@ -153,7 +182,7 @@ def run(name, args, train, test, peak, flops):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn", "all"], default="all")
+    ap.add_argument("--model", choices=["mlp", "cnn", "resnet", "all"], default="all")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N images")
     ap.add_argument("--batch", type=int, default=128)
@@ -162,6 +191,7 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--flops-mlp", type=int, default=0, help="training FLOPs per example (engine's count)")
     ap.add_argument("--flops-cnn", type=int, default=0)
+    ap.add_argument("--flops-resnet", type=int, default=0)
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -183,7 +213,7 @@ def main():
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')} "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', 'unset')} "
           f"sgemm_1024_gflops={peak:.2f}", flush=True)
-    for name in (["mlp", "cnn"] if args.model == "all" else [args.model]):
+    for name in (["mlp", "cnn", "resnet"] if args.model == "all" else [args.model]):
         flops = getattr(args, f"flops_{name}") or train_flops_per_example(name)
         run(name, args, train, test, peak, flops)
     return 0

@@ -388,6 +388,11 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
 			break;
 		case NN_CONV2D:
+			if (NN_GROUPS(l) > 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
+						 errdetail("pgdl exports convolutions without groups only.")));
 			add_window(g, l, "Conv", name, params);
 			break;
 		case NN_MAXPOOL2D:

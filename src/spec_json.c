@@ -58,7 +58,7 @@ static const struct
 /* The keys each layer type accepts besides "type". */
 static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_DENSE] = {"units", "init"},
-	[NN_CONV2D] = {"filters", "kernel", "stride", "padding", "init"},
+	[NN_CONV2D] = {"filters", "kernel", "stride", "padding", "init", "groups"},
 	[NN_MAXPOOL2D] = {"size", "kernel", "stride"},
 	[NN_AVGPOOL2D] = {"size", "kernel", "stride"},
 	[NN_LEAKY_RELU] = {"alpha"},
@@ -305,6 +305,9 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	INT_FIELD("size", kernel);
 	INT_FIELD("stride", stride);
 	INT_FIELD("padding", padding);
+	INT_FIELD("groups", groups);
+	if (l->groups == 1)
+		l->groups = 0;			/* one group is stored as 0, as before groups existed: one spec, one form */
 	FLOAT_FIELD("alpha", alpha);
 	FLOAT_FIELD("rate", rate);
 	FLOAT_FIELD("eps", eps);
@@ -606,6 +609,8 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 			pgdl_jsonb_put_int(state, "kernel", l->kernel);
 			pgdl_jsonb_put_int(state, "stride", l->stride);
 			pgdl_jsonb_put_int(state, "padding", l->padding);
+			if (l->groups > 1)
+				pgdl_jsonb_put_int(state, "groups", l->groups);
 			break;
 		case NN_MAXPOOL2D:
 		case NN_AVGPOOL2D:

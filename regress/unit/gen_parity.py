@@ -381,6 +381,20 @@ def case_residual(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+def case_groups(outdir):
+    """conv2d with groups: depthwise (a filter per channel), then 2 groups of 3 filters."""
+    torch.manual_seed(1006)
+    model = nn.Sequential(
+        nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Tanh(),
+        nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), nn.Tanh(),
+        nn.Flatten(), nn.Linear(6 * 4 * 4, 5))
+    n = 6
+    x = torch.randn(n, 4, 8, 8)
+    labels = torch.randint(0, 5, (n,))
+    forward_backward_case(outdir, "groups", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 OPTIM_CASES = [
     # name, seed, class, hyperparameters as passed to torch.optim
     ("optim_sgd", 2001, torch.optim.SGD, dict(lr=0.1, momentum=0.0, weight_decay=1e-3)),
@@ -521,6 +535,7 @@ def main():
     case_gru(outdir)
     case_attention(outdir)
     case_encoder(outdir)
+    case_groups(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
     for name, seed, hp in METHOD_CASES:

@@ -802,6 +802,34 @@ check_sgd(float momentum, float weight_decay, bool nesterov)
 	gpu->release(d_buf);
 }
 
+/* The graph form's add and concat: rows copied into and added to a strided destination. */
+static void
+check_copy_rows(void)
+{
+	const int64_t rows = 37,
+				cols = 101,
+				dst_stride = 250,
+				src_stride = 120;
+	float	   *src = host_random(rows * src_stride, -1.0f, 1.0f);
+	float	   *dst = host_random(rows * dst_stride, -1.0f, 1.0f);
+	float	   *d_src = device_copy(src, rows * src_stride);
+	float	   *d_dst = device_copy(dst, rows * dst_stride);
+
+	cpu->copy_rows(dst + 7, dst_stride, src, src_stride, rows, cols, false);
+	gpu->copy_rows(d_dst + 7, dst_stride, d_src, src_stride, rows, cols, false);
+	compare("copy_rows", dst, d_dst, rows * dst_stride, 1e-6);
+	cpu->copy_rows(dst + 120, dst_stride, src + 3, src_stride, rows, cols, true);
+	gpu->copy_rows(d_dst + 120, dst_stride, d_src + 3, src_stride, rows, cols, true);
+	compare("copy_rows, adding", dst, d_dst, rows * dst_stride, 1e-6);
+	cpu->copy_rows(dst, 0, src, 0, 1, rows * cols, true);
+	gpu->copy_rows(d_dst, 0, d_src, 0, 1, rows * cols, true);
+	compare("copy_rows, one row adding", dst, d_dst, rows * dst_stride, 1e-6);
+	cpu->release(src);
+	cpu->release(dst);
+	gpu->release(d_src);
+	gpu->release(d_dst);
+}
+
 static void
 check_adam(float weight_decay, bool decoupled)
 {
@@ -1073,6 +1101,7 @@ check_table_complete(const NnBackend *b)
 	HAS(softmax_xent_smooth);
 	HAS(sum_squares);
 	HAS(scale);
+	HAS(copy_rows);
 #undef HAS
 }
 
@@ -1183,6 +1212,7 @@ check_primitives(void)
 	check_adam(1e-2f, false);
 	check_adam(1e-2f, true);
 	check_adam(0.0f, false);
+	check_copy_rows();
 	check_memory_primitives();
 	check_xent_metrics(129, 10);
 	check_xent_metrics(70000, 3);	/* more rows than the metric grid has threads */
@@ -1432,6 +1462,13 @@ check_models(void)
 	spec_add(&s, NN_BATCHNORM);
 	spec_dense(&s, 4);
 	check_model("mlp, mse, sgd", &s, NN_OPT_SGD, 300, 50);
+
+	/* the graph form: a residual block (gradients that add up) and a concat */
+	spec_residual_cnn(&s, 3, 12, 8, 5);
+	s.layers[3].groups = 8;		/* depthwise */
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {12, 11});
+	spec_dense(&s, 4);
+	check_model("residual, concat, adam", &s, NN_OPT_ADAM, 200, 40);
 
 	/* a transformer block's pieces: layernorm and gelu */
 	spec_begin(&s, 1, 48, 1, 1, NN_LOSS_CROSS_ENTROPY);

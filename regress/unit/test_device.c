@@ -249,6 +249,20 @@ same_model(const NnModel *a, const NnModel *b)
 }
 
 /* The engine never reads a device model's memory itself: it faults. */
+UNIT_TEST(device_fake_residual_graph_matches_cpu)
+{
+	NnSpec		s;
+	NnOptim		o;
+
+	/* the graph form: add and concat on the device, gradients that add up, chunked batches */
+	spec_residual_cnn(&s, 2, 10, 4, 3);
+	s.layers[3].groups = 2;		/* and a grouped convolution */
+	spec_merge(&s, NN_CONCAT, 2, (const int[]) {12, 11});
+	spec_dense(&s, 3);
+	optim(&o, NN_OPT_ADAM, 0.0f, false, 0.0f);
+	check_same_run("residual graph", &s, &o, 4, 48, 100);
+}
+
 UNIT_TEST(device_fake_memory_is_not_host_memory)
 {
 	float	   *x,

@@ -507,3 +507,28 @@ UNIT_TEST(gradcheck_residual_block)
 	spec_dense(&s, 2);
 	gradcheck("residual chunked", &s, 24);
 }
+
+UNIT_TEST(gradcheck_conv2d_groups)
+{
+	NnSpec		s;
+
+	/* depthwise: one filter per channel */
+	spec_begin(&s, 3, 3, 6, 5, NN_LOSS_MSE);
+	spec_conv(&s, 3, 3, 1, 1);
+	s.layers[0].groups = 3;
+	check_layer("conv2d depthwise", &s, NN_LOSS_MSE);
+
+	/* 2 groups of 2 channels, 3 filters each, stride 2; after another layer (an input gradient) */
+	spec_begin(&s, 3, 4, 7, 7, NN_LOSS_MSE);
+	spec_add(&s, NN_TANH);
+	spec_conv(&s, 6, 3, 2, 1);
+	s.layers[1].groups = 2;
+	check_layer("conv2d 2 groups", &s, NN_LOSS_MSE);
+
+	/* depthwise with a channel multiplier (2 filters per channel), several images */
+	spec_begin(&s, 3, 2, 8, 8, NN_LOSS_MSE);
+	spec_conv(&s, 4, 3, 1, 0);
+	s.layers[0].groups = 2;
+	spec_dense(&s, 2);
+	gradcheck("conv2d depthwise x2", &s, 6);
+}

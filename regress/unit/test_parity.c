@@ -502,6 +502,21 @@ spec_residual(NnSpec *spec)
 	spec_dense(spec, 10);
 }
 
+/* gen_parity.py: case_groups */
+static void
+spec_groups(NnSpec *spec)
+{
+	spec_init(spec, 3, 4, 8, 8, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(spec, 4, 3, 1, 1);
+	spec->layers[0].groups = 4;
+	spec_add(spec, NN_TANH);
+	spec_conv(spec, 6, 3, 2, 1);
+	spec->layers[2].groups = 2;
+	spec_add(spec, NN_TANH);
+	spec_add(spec, NN_FLATTEN);
+	spec_dense(spec, 5);
+}
+
 /* gen_parity.py: case_ln_gelu */
 static void
 spec_ln_gelu(NnSpec *spec)
@@ -995,6 +1010,14 @@ UNIT_TEST(parity_residual_block)
 
 	spec_residual(&spec);
 	run_forward_backward("residual", &spec);
+}
+
+UNIT_TEST(parity_conv2d_groups)
+{
+	static NnSpec spec;
+
+	spec_groups(&spec);
+	run_forward_backward("groups", &spec);
 }
 
 UNIT_TEST(parity_optim_sgd)

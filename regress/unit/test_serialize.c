@@ -411,6 +411,7 @@ UNIT_TEST(serialize_graph_round_trip)
 
 	spec_residual_cnn(&s, 1, 4, 2, 3);
 	strcpy(s.layers[2].name, "stem");
+	s.layers[3].groups = 2;
 	m = trained_model(&s, 2);
 	a = serialize(m, &len);
 	CHECK(a[8] == NN_FORMAT_VERSION_GRAPH);
@@ -419,6 +420,7 @@ UNIT_TEST(serialize_graph_round_trip)
 	if (back == NULL)
 		return;
 	CHECK(strcmp(back->spec.layers[2].name, "stem") == 0);
+	CHECK(back->spec.layers[3].groups == 2 && back->param_len[3] == m->param_len[3]);
 	CHECK(back->spec.layers[8].n_inputs == 2 && back->spec.layers[8].inputs[0] == 7 &&
 		  back->spec.layers[8].inputs[1] == 2);
 	CHECK(memcmp(&back->spec, &m->spec, sizeof(NnSpec)) == 0);

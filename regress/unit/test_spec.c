@@ -304,3 +304,29 @@ UNIT_TEST(spec_graph_errors)
 	spec_reference_cnn(&s);
 	CHECK(!nn_spec_is_graph(&s));
 }
+
+UNIT_TEST(spec_conv_groups)
+{
+	NnSpec		s;
+	NnCost		per[NN_MAX_LAYERS],
+				total;
+	NnError		err;
+
+	spec_begin(&s, 3, 6, 5, 5, NN_LOSS_MSE);
+	spec_conv(&s, 4, 3, 1, 1);
+	s.layers[0].groups = 4;
+	expect_invalid(&s, 0, "groups", "conv2d: \"groups\" (4) must divide the input's 6 channels and the 4 filters");
+
+	spec_begin(&s, 3, 6, 5, 5, NN_LOSS_MSE);
+	spec_conv(&s, 4, 3, 1, 1);
+	s.layers[0].groups = -2;
+	expect_invalid(&s, 0, "groups", "\"groups\" must be between 0 and");
+
+	/* depthwise: a 3x3 filter per channel, a ninth of the dense convolution's weights */
+	spec_begin(&s, 3, 6, 5, 5, NN_LOSS_MSE);
+	spec_conv(&s, 6, 3, 1, 1);
+	s.layers[0].groups = 6;
+	CHECK(nn_spec_cost(&s, per, &total, &err));
+	CHECK(per[0].params == 6 * 9 + 6);
+	CHECK(per[0].flops_forward == 2 * 9 * 150 + 150);
+}

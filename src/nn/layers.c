@@ -139,7 +139,7 @@ conv_weight_grad_transposed(const NnModel *m, int i)
 {
 	const NnLayerSpec *l = &m->spec.layers[i];
 
-	return IN_SHAPE(m, i).c * l->kernel * l->kernel > l->filters;
+	return NN_GROUPS(l) == 1 && IN_SHAPE(m, i).c * l->kernel * l->kernel > l->filters;
 }
 
 int64_t
@@ -212,7 +212,7 @@ nn_layer_init_params(NnModel *m, int i)
 			n_weights = fan_in * fan_out;
 			break;
 		case NN_CONV2D:
-			fan_in = (int64_t) IN_SHAPE(m, i).c * l->kernel * l->kernel;
+			fan_in = (int64_t) (IN_SHAPE(m, i).c / NN_GROUPS(l)) * l->kernel * l->kernel;
 			fan_out = (int64_t) l->filters * l->kernel * l->kernel;
 			n_weights = fan_in * l->filters;
 			break;
@@ -347,25 +347,78 @@ conv_forward(const LayerCall *c)
 	int			plane,
 				kk;
 	int			filters = c->l->filters;
+	int			groups = NN_GROUPS(c->l);
+	int			fg = filters / groups;
+	int64_t		in_group;
 	const float *bias;
 	bool		relu = c->i + 1 < c->m->spec.n_layers && relu_fused_into_conv(c->m, c->i + 1);
 
 	conv_geom(c->m, c->i, &g);
 	plane = g.oh * g.ow;
+	in_group = (int64_t) (g.c / groups) * g.h * g.w;
+	g.c /= groups;				/* each group's gemm sees its own channels */
 	kk = g.c * g.k * g.k;
 	bias = c->p + (int64_t) kk * filters;
 	for (int img = 0; img < c->n; img++)
 	{
 		float	   *out = c->out + img * c->out_size;
 
-		be->im2col(c->in + img * c->in_size, 1, &g, c->m->scratch);
-		be->gemm(false, false, filters, plane, kk, 1.0f, c->p, kk,
-				 c->m->scratch, plane, 0.0f, out, plane);
+		for (int grp = 0; grp < groups; grp++)
+		{
+			be->im2col(c->in + img * c->in_size + grp * in_group, 1, &g, c->m->scratch);
+			be->gemm(false, false, fg, plane, kk, 1.0f, c->p + (int64_t) grp * fg * kk, kk,
+					 c->m->scratch, plane, 0.0f, out + (int64_t) grp * fg * plane, plane);
+		}
 		if (relu)
 			be->bias_relu_planes(out, bias, 1, filters, plane);
 		else
 			be->bias_add_planes(out, bias, 1, filters, plane);
 	}
+}
+
+/*
+ * Grouped (and depthwise) convolution's backward: an image and a group at a
+ * time, each group's filters against its own channels' columns; the weight
+ * gradient accumulates over images and calls as conv_backward's does.
+ */
+static void
+conv_backward_grouped(const LayerCall *c)
+{
+	const NnBackend *be = c->be;
+	NnConvGeom	g;
+	int			filters = c->l->filters;
+	int			groups = NN_GROUPS(c->l);
+	int			fg = filters / groups;
+	int			plane,
+				kk;
+	int64_t		in_group;
+	float	   *col = c->m->scratch;
+
+	conv_geom(c->m, c->i, &g);
+	plane = g.oh * g.ow;
+	in_group = (int64_t) (g.c / groups) * g.h * g.w;
+	g.c /= groups;
+	kk = g.c * g.k * g.k;
+	if (c->din)
+		be->fill(c->din, 0.0f, c->n * c->in_size);
+	for (int s = 0; s < c->n; s++)
+		for (int grp = 0; grp < groups; grp++)
+		{
+			const float *dy = c->dout + s * c->out_size + (int64_t) grp * fg * plane;
+			const float *w = c->p + (int64_t) grp * fg * kk;
+
+			be->im2col(c->in + s * c->in_size + grp * in_group, 1, &g, col);
+			be->gemm(false, true, fg, kk, plane, 1.0f, dy, plane, col, plane,
+					 c->first + s == 0 ? 0.0f : 1.0f, c->dp + (int64_t) grp * fg * kk, kk);
+			if (c->din)
+			{
+				be->gemm(true, false, kk, plane, fg, 1.0f, w, kk, dy, plane, 0.0f, col, plane);
+				be->col2im(col, 1, &g, c->din + s * c->in_size + grp * in_group);
+			}
+		}
+	if (c->first == 0)
+		be->fill(c->dp + (int64_t) kk * filters, 0.0f, filters);
+	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
 }
 
 /*
@@ -389,6 +442,11 @@ conv_backward(const LayerCall *c)
 			   *dwt = c->m->aux[c->i];
 	bool		transposed = conv_weight_grad_transposed(c->m, c->i);
 
+	if (NN_GROUPS(c->l) > 1)
+	{
+		conv_backward_grouped(c);
+		return;
+	}
 	conv_geom(c->m, c->i, &g);
 	plane = g.oh * g.ow;
 	kk = g.c * g.k * g.k;

@@ -110,7 +110,7 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 				m->param_len[i] = in * l->units + l->units;
 				break;
 			case NN_CONV2D:
-				m->param_len[i] = (int64_t) l->filters * ins.c * l->kernel * l->kernel + l->filters;
+				m->param_len[i] = (int64_t) l->filters * (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel + l->filters;
 				break;
 			case NN_BATCHNORM:
 				m->param_len[i] = 2 * (int64_t) ins.c;

@@ -98,7 +98,11 @@ typedef struct NnLayerSpec
 	int32_t		start;			/* slice: its first feature (its length is in units) */
 	int32_t		heads;			/* attention: heads, dividing the features */
 	bool		causal;			/* attention: a step attends to itself and the steps before it only */
+	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
+
+/* conv2d's channel groups, 1 for a blob or spec from before they existed (0) */
+#define NN_GROUPS(l) ((l)->groups > 1 ? (l)->groups : 1)
 
 typedef struct NnSpec
 {

@@ -9,6 +9,7 @@
  *                         u32 name length, the name's bytes
  *               (a type added later keeps its own fields in slots it does not use:
  *               embedding's vocab in filters, gru's return_sequences in kernel)
+ *                         u32 name length, the name's bytes, i32 groups
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
@@ -144,7 +145,7 @@ static bool
 needs_graph_section(const NnSpec *s)
 {
 	for (int i = 0; i < s->n_layers; i++)
-		if (s->layers[i].n_inputs != 0 || s->layers[i].name[0] != '\0')
+		if (s->layers[i].n_inputs != 0 || s->layers[i].name[0] != '\0' || s->layers[i].groups > 1)
 			return true;
 	return false;
 }
@@ -157,7 +158,7 @@ graph_section_size(const NnSpec *s)
 	if (!needs_graph_section(s))
 		return 0;
 	for (int i = 0; i < s->n_layers; i++)
-		n += 4 + 4 * (size_t) s->layers[i].n_inputs + 4 + strnlen(s->layers[i].name, NN_MAX_NAME);
+		n += 4 + 4 * (size_t) s->layers[i].n_inputs + 4 + strnlen(s->layers[i].name, NN_MAX_NAME) + 4;
 	return n;
 }
 
@@ -215,6 +216,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 			put_u32(&w, (uint32_t) len);
 			memcpy(w.p, l->name, len);
 			w.p += len;
+			put_u32(&w, (uint32_t) l->groups);
 		}
 
 	put_u64(&w, m->seed);
@@ -462,6 +464,12 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		memcpy(l->name, r->p, len);
 		l->name[len] = '\0';
 		r->p += len;
+		if (!have(r, 4))
+		{
+			nn_error_set(err, i, "groups", "model blob is truncated in the layers' groups");
+			return false;
+		}
+		l->groups = (int32_t) get_u32(r);	/* nn_spec_validate checks it */
 	}
 	return true;
 }

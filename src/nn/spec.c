@@ -271,8 +271,17 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	}
 	if (l->type == NN_CONV2D)
 	{
+		int			groups = NN_GROUPS(l);
+
+		REQUIRE_RANGE(l->groups, 0, NN_MAX_CHANNELS, "groups");
+		if (in.c % groups != 0 || l->filters % groups != 0)
+		{
+			nn_error_set(err, i, "groups", "%s: \"groups\" (%d) must divide the input's %d channels and the %d filters",
+						 tname, groups, in.c, l->filters);
+			return false;
+		}
 		out->c = l->filters;
-		*params = (int64_t) l->filters * in.c * l->kernel * l->kernel + l->filters;
+		*params = (int64_t) l->filters * (in.c / groups) * l->kernel * l->kernel + l->filters;
 	}
 	return true;
 }
@@ -841,7 +850,7 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				break;
 			case NN_CONV2D:
 				{
-					int64_t		kk = (int64_t) ins.c * l->kernel * l->kernel;
+					int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
 
 					c.params = kk * l->filters + l->filters;
 					c.flops_forward = 2 * kk * out + out;
