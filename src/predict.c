@@ -43,6 +43,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 #include "pgdl.h"
 
@@ -586,4 +587,95 @@ pgdl_evaluate(PG_FUNCTION_ARGS)
 	MemoryContextDelete(callcxt);	/* frees the model */
 	result = heap_form_tuple(tupdesc, values, nulls);
 	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
+/* ---- pgdl.evaluate_targets: loss and accuracy of each target of a packed table ---- */
+
+typedef struct TargetStats
+{
+	NnModel    *model;
+	int64		k;
+	double	   *loss;			/* per target: sums over the rows */
+	int64	   *right;
+	int64		n;
+} TargetStats;
+
+static void
+targets_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	TargetStats *ts = arg;
+	const float *z = pgdl_predict_forward(ts->model, x, n);
+	bool		bce = ts->model->spec.loss == NN_LOSS_BCE;
+
+	for (int32 r = 0; r < n; r++)
+		for (int64 c = 0; c < ts->k; c++)
+		{
+			float		zi = z[r * ts->k + c];
+			float		t = y[r * ts->k + c];
+
+			if (bce)
+			{
+				ts->loss[c] += (double) fmaxf(zi, 0.0f) - (double) zi * t + log1p(exp(-fabs((double) zi)));
+				ts->right[c] += (zi > 0.0f) == (t > 0.5f);
+			}
+			else
+				ts->loss[c] += ((double) zi - t) * ((double) zi - t);
+		}
+	ts->n += n;
+}
+
+/*
+ * For a model with several targets (binary_cross_entropy: multi-label;
+ * mse: several regression outputs), per target: the mean loss and, for
+ * binary_cross_entropy, the share of rows whose label is right.
+ */
+PG_FUNCTION_INFO_V1(pgdl_evaluate_targets);
+Datum
+pgdl_evaluate_targets(PG_FUNCTION_ARGS)
+{
+	Oid			packed = PG_GETARG_OID(1);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext callcxt;
+	MemoryContext old;
+	PgdlModel  *model;
+	PgdlDataset *ds;
+	TargetStats ts;
+
+	InitMaterializedSRF(fcinfo, 0);
+	pgdl_engine_prepare();
+	callcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl evaluate_targets", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(callcxt);
+
+	model = pgdl_model_arg_copy(fcinfo, callcxt);
+	ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
+	if (model->nn->spec.loss == NN_LOSS_CROSS_ENTROPY)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("model has one target, a class"),
+				 errdetail("Its loss is cross_entropy; pgdl.evaluate_targets is for binary_cross_entropy and mse."),
+				 errhint("Use pgdl.evaluate().")));
+	pgdl_check_model_fits(&model->nn->spec, ds);
+
+	memset(&ts, 0, sizeof(ts));
+	ts.model = model->nn;
+	ts.k = nn_model_output_size(model->nn);
+	ts.loss = palloc0(sizeof(double) * ts.k);
+	ts.right = palloc0(sizeof(int64) * ts.k);
+	pgdl_packed_scan(ds, -1, targets_buffer, &ts, NULL, NULL);
+
+	MemoryContextSwitchTo(old);
+	for (int64 c = 0; c < ts.k && ts.n > 0; c++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = Int32GetDatum((int32) c + 1);
+		values[1] = Float8GetDatum(ts.loss[c] / (double) ts.n);
+		values[2] = Float8GetDatum((double) ts.right[c] / (double) ts.n);
+		nulls[2] = model->nn->spec.loss != NN_LOSS_BCE;
+		values[3] = Int64GetDatum(ts.n);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MemoryContextDelete(callcxt);	/* frees the model */
+	return (Datum) 0;
 }
