@@ -303,7 +303,9 @@ encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayT
 	int			n;
 	float	   *x;
 
-	if (ds == NULL || ds->n_categorical == 0)
+	if (ARR_NDIM(categories) == 0 && ds != NULL && ds->n_categorical == 0)
+		;						/* none for none: x as it is */
+	else if (ds == NULL || ds->n_categorical == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has no categorical columns", ds == NULL ? "a model blob" : "the dataset"),
@@ -315,6 +317,8 @@ encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayT
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("categories must be a one-dimensional array")));
 	deconstruct_array(categories, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (ds == NULL)
+		elog(ERROR, "categories without a dataset");
 	if (n != ds->n_categorical)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -607,6 +611,24 @@ targets_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 	const float *z = pgdl_predict_forward(ts->model, x, n);
 	bool		bce = ts->model->spec.loss == NN_LOSS_BCE;
 
+	if (ts->model->spec.loss == NN_LOSS_CROSS_ENTROPY)
+	{
+		/* one target, the class: -log softmax(z)[y], and the argmax right or not */
+		for (int32 r = 0; r < n; r++)
+		{
+			const float *zr = z + r * ts->k;
+			int			best = pgdl_predict_class_of(ts->model, zr, NULL);
+			float		max = zr[best];
+			double		sum = 0.0;
+
+			for (int64 c = 0; c < ts->k; c++)
+				sum += exp((double) zr[c] - max);
+			ts->loss[0] += log(sum) - ((double) zr[(int64) y[r]] - max);
+			ts->right[0] += best == (int) y[r];
+		}
+		ts->n += n;
+		return;
+	}
 	for (int32 r = 0; r < n; r++)
 		for (int64 c = 0; c < ts->k; c++)
 		{
@@ -648,12 +670,6 @@ pgdl_evaluate_targets(PG_FUNCTION_ARGS)
 
 	model = pgdl_model_arg_copy(fcinfo, callcxt);
 	ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
-	if (model->nn->spec.loss == NN_LOSS_CROSS_ENTROPY)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("model has one target, a class"),
-				 errdetail("Its loss is cross_entropy; pgdl.evaluate_targets is for binary_cross_entropy and mse."),
-				 errhint("Use pgdl.evaluate().")));
 	pgdl_check_model_fits(&model->nn->spec, ds);
 
 	memset(&ts, 0, sizeof(ts));
@@ -664,7 +680,8 @@ pgdl_evaluate_targets(PG_FUNCTION_ARGS)
 	pgdl_packed_scan(ds, -1, targets_buffer, &ts, NULL, NULL);
 
 	MemoryContextSwitchTo(old);
-	for (int64 c = 0; c < ts.k && ts.n > 0; c++)
+	/* a cross_entropy model has one target, its class */
+	for (int64 c = 0; c < (model->nn->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : ts.k) && ts.n > 0; c++)
 	{
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
@@ -672,7 +689,7 @@ pgdl_evaluate_targets(PG_FUNCTION_ARGS)
 		values[0] = Int32GetDatum((int32) c + 1);
 		values[1] = Float8GetDatum(ts.loss[c] / (double) ts.n);
 		values[2] = Float8GetDatum((double) ts.right[c] / (double) ts.n);
-		nulls[2] = model->nn->spec.loss != NN_LOSS_BCE;
+		nulls[2] = model->nn->spec.loss == NN_LOSS_MSE;
 		values[3] = Int64GetDatum(ts.n);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

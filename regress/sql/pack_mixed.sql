@@ -219,7 +219,11 @@ SELECT pgdl.fit('mixed_regress_packed', '{"input": [2], "layers": [{"type": "den
 SELECT loss < 0.001 AS fits, accuracy, n FROM pgdl.evaluate('mixed_regress_model', 'mixed_regress_packed');
 SELECT target, loss < 0.001 AS fits, accuracy, n
   FROM pgdl.evaluate_targets('mixed_regress_model', 'mixed_regress_packed') ORDER BY target;
-SELECT pgdl.evaluate_targets('mixed_model', 'mixed_packed');
+-- a classifier has one target, its class: evaluate's numbers
+SELECT t.target, abs(t.loss - e.loss) < 1e-6 AS same_loss, t.accuracy = e.accuracy AS same_accuracy, t.n = e.n AS same_n
+  FROM pgdl.evaluate_targets('mixed_model', 'mixed_packed') t, pgdl.evaluate('mixed_model', 'mixed_packed') e;
+-- no categorical values for a dataset without categorical columns
+SELECT pgdl.encode('mixed_plain', ARRAY[3, 0.3]::real[], '{}') AS none_for_none;
 SELECT round(p[1]::numeric, 2) AS sum, round(p[2]::numeric, 2) AS difference
   FROM pgdl.predict('mixed_regress_model', ARRAY[0.5, 0.25]::real[]) p;
 
