@@ -321,3 +321,25 @@ CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority i
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s';
+
+-- pgdl.evaluate_targets: per target of a model with several (multi-label, several regression outputs)
+
+CREATE FUNCTION pgdl.evaluate_targets(model bigint, packed regclass)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
+CREATE FUNCTION pgdl.evaluate_targets(model text, packed regclass)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
+CREATE FUNCTION pgdl.evaluate_targets(model bytea, packed regclass)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
+
+COMMENT ON FUNCTION pgdl.evaluate_targets(bigint, regclass) IS
+	'per target of stored model (by id) over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';
+COMMENT ON FUNCTION pgdl.evaluate_targets(text, regclass) IS
+	'per target of stored model (by name) over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';
+COMMENT ON FUNCTION pgdl.evaluate_targets(bytea, regclass) IS
+	'per target of a model blob over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';

@@ -28,11 +28,16 @@ pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid
 
 	for (int i = 0; same && i < train->n_classes; i++)
 		same = strcmp(train->classes[i], valid->classes[i]) == 0;
+	/* ids mean the same values only under the same vocabularies (jsonb's bytes are canonical) */
+	same = same && train->n_categorical == valid->n_categorical &&
+		(train->categorical == NULL ||
+		 (VARSIZE(train->categorical) == VARSIZE(valid->categorical) &&
+		  memcmp(train->categorical, valid->categorical, VARSIZE(train->categorical)) == 0));
 	if (!same)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("validation set \"%s\" does not match the training set", get_rel_name(validation)),
-				 errdetail("Both must have the same features, task and classes in the same order."),
+				 errdetail("Both must have the same features, task, classes and vocabularies of categorical columns, in the same order."),
 				 errhint("Pack the validation set with reference => the training set's packed table.")));
 }
 

@@ -43,6 +43,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/tuplestore.h"
 
 #include "pgdl.h"
 
@@ -303,7 +304,9 @@ encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayT
 	int			n;
 	float	   *x;
 
-	if (ds == NULL || ds->n_categorical == 0)
+	if (ARR_NDIM(categories) == 0 && ds != NULL && ds->n_categorical == 0)
+		;						/* none for none: x as it is */
+	else if (ds == NULL || ds->n_categorical == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has no categorical columns", ds == NULL ? "a model blob" : "the dataset"),
@@ -315,6 +318,8 @@ encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayT
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("categories must be a one-dimensional array")));
 	deconstruct_array(categories, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (ds == NULL)
+		elog(ERROR, "categories without a dataset");
 	if (n != ds->n_categorical)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -588,4 +593,108 @@ pgdl_evaluate(PG_FUNCTION_ARGS)
 	MemoryContextDelete(callcxt);	/* frees the model */
 	result = heap_form_tuple(tupdesc, values, nulls);
 	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
+/* ---- pgdl.evaluate_targets: loss and accuracy of each target of a packed table ---- */
+
+typedef struct TargetStats
+{
+	NnModel    *model;
+	int64		k;
+	double	   *loss;			/* per target: sums over the rows */
+	int64	   *right;
+	int64		n;
+} TargetStats;
+
+static void
+targets_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	TargetStats *ts = arg;
+	const float *z = pgdl_predict_forward(ts->model, x, n);
+	bool		bce = ts->model->spec.loss == NN_LOSS_BCE;
+
+	if (ts->model->spec.loss == NN_LOSS_CROSS_ENTROPY)
+	{
+		/* one target, the class: -log softmax(z)[y], and the argmax right or not */
+		for (int32 r = 0; r < n; r++)
+		{
+			const float *zr = z + r * ts->k;
+			int			best = pgdl_predict_class_of(ts->model, zr, NULL);
+			float		max = zr[best];
+			double		sum = 0.0;
+
+			for (int64 c = 0; c < ts->k; c++)
+				sum += exp((double) zr[c] - max);
+			ts->loss[0] += log(sum) - ((double) zr[(int64) y[r]] - max);
+			ts->right[0] += best == (int) y[r];
+		}
+		ts->n += n;
+		return;
+	}
+	for (int32 r = 0; r < n; r++)
+		for (int64 c = 0; c < ts->k; c++)
+		{
+			float		zi = z[r * ts->k + c];
+			float		t = y[r * ts->k + c];
+
+			if (bce)
+			{
+				ts->loss[c] += (double) fmaxf(zi, 0.0f) - (double) zi * t + log1p(exp(-fabs((double) zi)));
+				ts->right[c] += (zi > 0.0f) == (t > 0.5f);
+			}
+			else
+				ts->loss[c] += ((double) zi - t) * ((double) zi - t);
+		}
+	ts->n += n;
+}
+
+/*
+ * For a model with several targets (binary_cross_entropy: multi-label;
+ * mse: several regression outputs), per target: the mean loss and, for
+ * binary_cross_entropy, the share of rows whose label is right.
+ */
+PG_FUNCTION_INFO_V1(pgdl_evaluate_targets);
+Datum
+pgdl_evaluate_targets(PG_FUNCTION_ARGS)
+{
+	Oid			packed = PG_GETARG_OID(1);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext callcxt;
+	MemoryContext old;
+	PgdlModel  *model;
+	PgdlDataset *ds;
+	TargetStats ts;
+
+	InitMaterializedSRF(fcinfo, 0);
+	pgdl_engine_prepare();
+	callcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl evaluate_targets", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(callcxt);
+
+	model = pgdl_model_arg_copy(fcinfo, callcxt);
+	ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
+	pgdl_check_model_fits(&model->nn->spec, ds);
+
+	memset(&ts, 0, sizeof(ts));
+	ts.model = model->nn;
+	ts.k = nn_model_output_size(model->nn);
+	ts.loss = palloc0(sizeof(double) * ts.k);
+	ts.right = palloc0(sizeof(int64) * ts.k);
+	pgdl_packed_scan(ds, -1, targets_buffer, &ts, NULL, NULL);
+
+	MemoryContextSwitchTo(old);
+	/* a cross_entropy model has one target, its class */
+	for (int64 c = 0; c < (model->nn->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : ts.k) && ts.n > 0; c++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		values[0] = Int32GetDatum((int32) c + 1);
+		values[1] = Float8GetDatum(ts.loss[c] / (double) ts.n);
+		values[2] = Float8GetDatum((double) ts.right[c] / (double) ts.n);
+		nulls[2] = model->nn->spec.loss == NN_LOSS_MSE;
+		values[3] = Int64GetDatum(ts.n);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MemoryContextDelete(callcxt);	/* frees the model */
+	return (Datum) 0;
 }

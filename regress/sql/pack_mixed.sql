@@ -70,7 +70,13 @@ SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_p
 
 -- a model on the ids (a dense network: they are just floats), and pgdl.predict mapping raw values
 SELECT pgdl.fit('mixed_packed', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}'::jsonb,
-                '{"optimizer": "sgd", "lr": 0.01, "seed": 3}', epochs => 2, name => 'mixed_model') > 0 AS trained;
+                '{"optimizer": "sgd", "lr": 0.01, "seed": 3}', epochs => 2, validation => 'mixed_test_packed',
+                name => 'mixed_model') > 0 AS trained;
+-- a validation set packed with vocabularies of its own would mean other values by the same ids
+SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_test_own', buffer_rows => 3, partitions => 1,
+                 categorical => 'city, "we""ird\col"') > 0 AS packed;
+SELECT pgdl.fit('mixed_packed', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}'::jsonb,
+                epochs => 1, validation => 'mixed_test_own');
 SELECT pgdl.predict('mixed_model', ARRAY[3, 0.3]::real[], ARRAY['O''Hare', '-7'])
      = pgdl.predict('mixed_model', pgdl.encode('mixed_packed', ARRAY[3, 0.3]::real[], ARRAY['O''Hare', '-7']))
        AS same_as_encoded,
@@ -100,6 +106,21 @@ SELECT pgdl.predict('mixed_model', ARRAY[3, 0.3]::real[], ARRAY['Paris', 'thirty
 SELECT pgdl.encode('mixed_test', ARRAY[3, 0.3]::real[], ARRAY['Paris', '30']);
 SELECT pgdl.pack('mixed_src', 'a, b', 'lab', 'mixed_plain', buffer_rows => 8, partitions => 1) > 0 AS packed;
 SELECT pgdl.encode('mixed_plain', ARRAY[3, 0.3]::real[], ARRAY['Paris', '30']);
+
+-- spilled to temporary files, the same bytes: ids follow each row through the external shuffle
+CREATE TABLE mixed_big AS
+SELECT ARRAY(SELECT (i * j % 97)::real FROM generate_series(1, 16) j) AS f, 'c' || (i * 7 % 50) AS city,
+       i % 3 AS lab
+  FROM generate_series(1, 20000) i;
+SET maintenance_work_mem = '64MB';
+SELECT pgdl.pack('mixed_big', 'f', 'lab', 'mixed_big_mem', buffer_rows => 500, categorical => 'city') > 0 AS packed;
+SET maintenance_work_mem = '1MB';
+SELECT pgdl.pack('mixed_big', 'f', 'lab', 'mixed_big_disk', buffer_rows => 500, categorical => 'city') > 0 AS packed;
+RESET maintenance_work_mem;
+SELECT (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM mixed_big_mem)
+     = (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM mixed_big_disk)
+       AS same_bytes,
+       (SELECT count(DISTINCT x[17 * i + 17]) FROM mixed_big_disk, generate_series(0, n - 1) i) AS ids;
 
 -- the vocabularies travel with pgdl.export_dataset: a node packs its rows with the same ids
 SELECT pgdl.import_dataset(pgdl.export_dataset('mixed_packed'), 'mixed_imported') AS imported;
@@ -170,6 +191,13 @@ SELECT pgdl.fit('mixed_multilabel', '{"input": [2], "layers": [{"type": "dense",
                 name => 'mixed_multilabel_model') > 0 AS trained;
 SELECT loss < 0.25 AS low_loss, accuracy > 0.85 AS mostly_right, n
   FROM pgdl.evaluate('mixed_multilabel_model', 'mixed_multilabel');
+-- per label: its loss and the share of rows it is right for; their mean is evaluate's loss
+SELECT target, loss < 0.3 AS low_loss, accuracy > 0.85 AS mostly_right, n
+  FROM pgdl.evaluate_targets('mixed_multilabel_model', 'mixed_multilabel') ORDER BY target;
+SELECT abs(avg(t.loss) - e.loss) < 1e-5 AS mean_is_evaluate, min(t.accuracy) >= e.accuracy AS each_beats_all
+  FROM pgdl.evaluate_targets('mixed_multilabel_model', 'mixed_multilabel') t,
+       pgdl.evaluate('mixed_multilabel_model', 'mixed_multilabel') e
+ GROUP BY e.loss, e.accuracy;
 SELECT array_length(p, 1) AS outputs, p[1] > 0.5 AS first, p[2] > 0.5 AS second, p[3] > 0.5 AS both
   FROM pgdl.predict('mixed_multilabel_model', ARRAY[0.8, 0.7]::real[]) p;
 SELECT pgdl.predict_class('mixed_multilabel_model', ARRAY[0.8, 0.7]::real[]);
@@ -189,6 +217,13 @@ SELECT pgdl.fit('mixed_regress_packed', '{"input": [2], "layers": [{"type": "den
                 '{"optimizer": "sgd", "lr": 0.1, "batch_size": 10, "seed": 1}', epochs => 20,
                 name => 'mixed_regress_model') > 0 AS trained;
 SELECT loss < 0.001 AS fits, accuracy, n FROM pgdl.evaluate('mixed_regress_model', 'mixed_regress_packed');
+SELECT target, loss < 0.001 AS fits, accuracy, n
+  FROM pgdl.evaluate_targets('mixed_regress_model', 'mixed_regress_packed') ORDER BY target;
+-- a classifier has one target, its class: evaluate's numbers
+SELECT t.target, abs(t.loss - e.loss) < 1e-6 AS same_loss, t.accuracy = e.accuracy AS same_accuracy, t.n = e.n AS same_n
+  FROM pgdl.evaluate_targets('mixed_model', 'mixed_packed') t, pgdl.evaluate('mixed_model', 'mixed_packed') e;
+-- no categorical values for a dataset without categorical columns
+SELECT pgdl.encode('mixed_plain', ARRAY[3, 0.3]::real[], '{}') AS none_for_none;
 SELECT round(p[1]::numeric, 2) AS sum, round(p[2]::numeric, 2) AS difference
   FROM pgdl.predict('mixed_regress_model', ARRAY[0.5, 0.25]::real[]) p;
 
@@ -212,7 +247,7 @@ DELETE FROM pgdl.models WHERE name LIKE 'mixed\_%' OR run > :mx_first_run;
 DELETE FROM pgdl.runs WHERE id > :mx_first_run;
 DROP TABLE mixed_src, mixed_test, mixed_packed, mixed_test_packed, mixed_plain, mixed_labels, mixed_multilabel,
            mixed_multilabel_array, mixed_regress, mixed_regress_packed, mixed_bad_targets, mixed_skip,
-           mixed_imported, mixed_from_import;
+           mixed_imported, mixed_from_import, mixed_test_own, mixed_big, mixed_big_mem, mixed_big_disk;
 SELECT setval('pgdl.runs_id_seq', :mx_runs_seq, :'mx_runs_called'::boolean) > 0 AS restored,
        setval('pgdl.models_id_seq', :mx_models_seq, :'mx_models_called'::boolean) > 0 AS restored,
        setval('pgdl.datasets_id_seq', :mx_datasets_seq, :'mx_datasets_called'::boolean) > 0 AS restored;
