@@ -94,6 +94,27 @@ SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER B
   FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :seq_a);
 SELECT array_length(pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,5}'), 1) AS outputs;
 
+-- a gru (as torch.nn.GRU, batch_first): the last state, or every step's with return_sequences
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, {"type": "dense", "units": 2}]}');
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "gru", "units": 5}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "gru", "units": 5, "return_sequences": 1}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "gru"}]}');
+SELECT pgdl.add_architecture('seq_gru', '{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 8},
+  {"type": "gru", "units": 16}, {"type": "dense", "units": 2}]}') > 0 AS stored;
+SELECT pgdl.fit('seq_packed', 'seq_gru', :'cfg', 8) AS gru_a \gset
+SELECT pgdl.fit('seq_packed', 'seq_gru', :'cfg', 8) AS gru_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :gru_a AND b.id = :gru_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :gru_a);
+SELECT array_length(pgdl.predict(:gru_a::bigint, '{7,1,2,3,4,5}'), 1) AS outputs;
+SELECT layer, name, shape FROM pgdl.model_weights(:gru_a::bigint) WHERE layer = 1;
+DELETE FROM pgdl.models WHERE id IN (:gru_a, :gru_b);
+DELETE FROM pgdl.architectures WHERE name = 'seq_gru';
+
 -- an id outside [0, vocab) or not whole is an error naming the layer (22003), in prediction and in training
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,10}');
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2.5,3,4,5}');
