@@ -190,6 +190,8 @@ layer_kind(NnLayerType type, const NnShape *in)
 			return "softmax";
 		case NN_GRU:
 			return "gru";
+		case NN_CONV1D:
+			return "conv1d";
 		default:
 			return "relu";
 	}

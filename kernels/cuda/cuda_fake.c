@@ -253,6 +253,8 @@ FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *
 FAKE(gru_gates_backward, (float *dh, const float *dout, int ds, const float *hp, int hps, const float *sv, int ss,
 						  float *dgi, int gs, float *dgh, int n, int units),
 	 (dh, dout, ds, hp, hps, sv, ss, dgi, gs, dgh, n, units))
+FAKE(seq_unfold, (const float *x, int n, const NnConvGeom *g, float *cols), (x, n, g, cols))
+FAKE(seq_fold, (const float *cols, int n, const NnConvGeom *g, float *dx), (cols, n, g, dx))
 
 #define ENTRY(name) .name = fake_##name
 
@@ -274,7 +276,7 @@ static const NnBackend fake_backend = {
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
-	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
+	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward), ENTRY(seq_unfold), ENTRY(seq_fold),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

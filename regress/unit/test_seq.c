@@ -97,6 +97,24 @@ UNIT_TEST(seq_spec_shapes_and_errors)
 	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
 	CHECK(shape[2].ndim == 2 && shape[2].c == 12 && shape[2].w == 3);
 
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 4);
+	spec_add(&s, NN_CONV1D)->filters = 3;
+	s.layers[1].kernel = 13;
+	expect_invalid(&s, 1, "kernel", "a window of 13 does not fit 12 steps");
+	s.layers[1].kernel = 3;
+	s.layers[1].padding = 3;
+	expect_invalid(&s, 1, "padding", "\"padding\" must be between 0 and 2");
+	s.layers[1].padding = 1;
+	s.layers[1].stride = 2;
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[2].ndim == 2 && shape[2].c == 6 && shape[2].w == 3);
+
+	spec_begin(&s, 3, 2, 4, 4, NN_LOSS_MSE);
+	spec_add(&s, NN_CONV1D)->filters = 3;
+	s.layers[0].kernel = 1;
+	expect_invalid(&s, 0, "type", "conv1d needs a sequence");
+
 	/* a table of more than NN_MAX_PARAMS floats is refused before anything is allocated */
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
 	add_embedding(&s, NN_MAX_DIM, NN_MAX_DIM);

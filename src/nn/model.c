@@ -101,6 +101,9 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			case NN_GRU:
 				m->param_len[i] = 3 * (int64_t) l->units * (m->shape[i].w + l->units + 2);
 				break;
+			case NN_CONV1D:
+				m->param_len[i] = (int64_t) l->filters * m->shape[i].w * l->kernel + l->filters;
+				break;
 			default:
 				break;
 		}

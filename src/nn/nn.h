@@ -51,6 +51,7 @@ typedef enum NnLayerType
 	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
 	NN_SOFTMAX,					/* over the last axis */
 	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
+	NN_CONV1D,					/* over a sequence's steps; channels = features */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 

@@ -30,6 +30,7 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_EMBEDDING] = "embedding",
 	[NN_SOFTMAX] = "softmax",
 	[NN_GRU] = "gru",
+	[NN_CONV1D] = "conv1d",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -105,6 +106,7 @@ nn_layer_defaults(NnLayerSpec *layer, NnLayerType type)
 	switch (type)
 	{
 		case NN_CONV2D:
+		case NN_CONV1D:
 			layer->stride = 1;
 			break;
 		case NN_LEAKY_RELU:
@@ -366,6 +368,28 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		case NN_SOFTMAX:
 			break;
 
+		case NN_CONV1D:
+			if (in.ndim != 2)
+			{
+				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
+			REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
+			REQUIRE_RANGE(l->stride, 1, NN_MAX_KERNEL, "stride");
+			REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
+			if (!init_validate(l, i, tname, err))
+				return false;
+			out->c = window_out(in.c, l->kernel, l->stride, l->padding);
+			if (out->c < 1)
+			{
+				nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);
+				return false;
+			}
+			out->w = l->filters;
+			*params = (int64_t) l->filters * in.w * l->kernel + l->filters;
+			break;
+
 		case NN_GRU:
 			if (in.ndim != 2)
 			{
@@ -577,6 +601,15 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.flops_forward = 5 * in;
 				c.flops_train = 9 * in;
 				break;
+			case NN_CONV1D:
+				{
+					int64_t		kk = (int64_t) shape[i].w * l->kernel;
+
+					c.params = kk * l->filters + l->filters;
+					c.flops_forward = 2 * kk * out + out;
+					c.flops_train = c.flops_forward + (i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
+					break;
+				}
 			case NN_GRU:
 				{
 					/* per step: two products into 3 gates, then the gates; backward twice the products */
