@@ -115,6 +115,25 @@ SELECT layer, name, shape FROM pgdl.model_weights(:gru_a::bigint) WHERE layer = 
 DELETE FROM pgdl.models WHERE id IN (:gru_a, :gru_b);
 DELETE FROM pgdl.architectures WHERE name = 'seq_gru';
 
+-- conv1d over the steps (as torch.nn.Conv1d on [batch, features, steps]), trained by pgdl.fit
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "conv1d", "filters": 5, "kernel": 3, "padding": 1}, {"type": "conv1d", "filters": 2, "kernel": 2, "stride": 2},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "conv1d", "filters": 5, "kernel": 3}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "conv1d", "filters": 5, "kernel": 7}]}');
+SELECT pgdl.add_architecture('seq_conv1d', '{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 8},
+  {"type": "conv1d", "filters": 8, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "global_avgpool"},
+  {"type": "dense", "units": 2}]}') > 0 AS stored;
+SELECT pgdl.fit('seq_packed', 'seq_conv1d', :'cfg', 8) AS c1_a \gset
+SELECT pgdl.fit('seq_packed', 'seq_conv1d', :'cfg', 8) AS c1_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :c1_a AND b.id = :c1_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :c1_a);
+SELECT layer, name, shape FROM pgdl.model_weights(:c1_a::bigint) WHERE layer = 1;
+DELETE FROM pgdl.models WHERE id IN (:c1_a, :c1_b);
+DELETE FROM pgdl.architectures WHERE name = 'seq_conv1d';
+
 -- an id outside [0, vocab) or not whole is an error naming the layer (22003), in prediction and in training
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,10}');
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2.5,3,4,5}');
