@@ -158,6 +158,12 @@ END $$;
 SELECT layer, name, shape FROM pgdl.model_weights(:seq_a::bigint) WHERE layer = 0;
 SELECT pgdl.export_onnx(:seq_a::bigint) IS NOT NULL;
 
+-- softmax inside a network is ONNX's Softmax over the last axis; pgdl's import takes a Softmax only as the output
+SELECT length(pgdl.export_onnx(pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 3},
+  {"type": "softmax"}, {"type": "dense", "units": 2}]}'), false)) > 0 AS exported;
+SELECT pgdl.import_onnx('seq_softmax_back', pgdl.export_onnx(pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 3},
+  {"type": "softmax"}, {"type": "dense", "units": 2}]}'), false));
+
 DELETE FROM pgdl.models WHERE id IN (:seq_a, :seq_b);
 DELETE FROM pgdl.architectures WHERE name = 'seq_embed_mean';
 DELETE FROM pgdl.datasets WHERE packed = 'seq_packed'::regclass;
