@@ -115,6 +115,18 @@ UNIT_TEST(seq_spec_shapes_and_errors)
 	s.layers[0].kernel = 1;
 	expect_invalid(&s, 0, "type", "conv1d needs a sequence");
 
+	/* what a gru keeps per example, and conv1d's windows, are bounded like an output */
+	spec_begin(&s, 1, 1 << 16, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 2);
+	spec_add(&s, NN_GRU)->units = 200;
+	expect_invalid(&s, 1, "units", "keep more than");
+
+	spec_begin(&s, 1, 1 << 16, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 512);
+	spec_add(&s, NN_CONV1D)->filters = 2;
+	s.layers[1].kernel = 64;
+	expect_invalid(&s, 1, "kernel", "windows of 64 x 512 values exceed");
+
 	/* a table of more than NN_MAX_PARAMS floats is refused before anything is allocated */
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
 	add_embedding(&s, NN_MAX_DIM, NN_MAX_DIM);

@@ -386,6 +386,13 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 				nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);
 				return false;
 			}
+			if ((int64_t) out->c * in.w * l->kernel > NN_MAX_ACT_PER_EX)
+			{
+				/* its windows, unfolded per example */
+				nn_error_set(err, i, "kernel", "%s: %d windows of %d x %d values exceed %lld per example",
+							 tname, out->c, l->kernel, in.w, (long long) NN_MAX_ACT_PER_EX);
+				return false;
+			}
 			out->w = l->filters;
 			*params = (int64_t) l->filters * in.w * l->kernel + l->filters;
 			break;
@@ -397,6 +404,13 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 				return false;
 			}
 			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+			if ((int64_t) in.c * 8 * l->units > NN_MAX_ACT_PER_EX)
+			{
+				/* what it keeps per example for backward: gates and states of every step */
+				nn_error_set(err, i, "units", "%s: %d steps of %d units keep more than %lld values per example",
+							 tname, in.c, l->units, (long long) NN_MAX_ACT_PER_EX);
+				return false;
+			}
 			if (l->return_sequences)
 				out->w = l->units;
 			else
