@@ -245,6 +245,20 @@ UNIT_TEST(seq_embedding_train_serialize_threads)
 		CHECK_MSG(fabsf(a->params[j] - c->params[j]) <= 1e-4f * (1.0f + fabsf(a->params[j])),
 				  "param %lld: %g vs %g on 4 threads", (long long) j, a->params[j], c->params[j]);
 
+	/* a model cut where a sequence flows: the prefix is fine, the rest (a sequence as its input) is refused */
+	{
+		NnModel    *cut = nn_model_slice(a, 1, a->spec.n_layers, 1, &err);
+
+		CHECK_MSG(cut == NULL && strstr(err.msg, "cannot cut the model before layer 1") != NULL, "%s",
+				  cut ? "sliced" : err.msg);
+		nn_model_free(cut);
+		cut = nn_model_slice(a, 0, 3, 1, &err);
+		CHECK_MSG(cut != NULL, "prefix: %s", err.msg);
+		nn_model_free(cut);
+		cut = nn_model_slice(a, 4, a->spec.n_layers, 1, &err);	/* after the mean over steps: flat */
+		CHECK_MSG(cut != NULL, "rest after the pooling: %s", err.msg);
+		nn_model_free(cut);
+	}
 	len = nn_model_serialized_size(a);
 	buf = malloc(len);
 	nn_model_serialize(a, buf);
