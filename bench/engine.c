@@ -14,7 +14,13 @@
  * Output, one line per model (machine-readable, key=value):
  *   pgdl mlp images_per_s=... train_s=... test_acc=... gflops=... peak_fraction=...
  *
- * Usage: engine_bench [--model mlp|cnn|resnet|all] [--epochs N] [--limit N]
+ * --model gru is a sequence model on synthetic ids instead (no data set):
+ * embedding (1000 ids, 32) -> gru (64 units, the last state) -> dense 4,
+ * 4096 sequences of 32 steps, Adam (lr 1e-3), batch 64;
+ * bench/engine_torch.py --model gru trains the same network:
+ *   pgdl gru examples_per_s=... train_s=... params=... flops_train_per_ex=...
+ *
+ * Usage: engine_bench [--model mlp|cnn|resnet|all|gru] [--epochs N] [--limit N]
  *                     [--batch N] [--lr X] [--seed N] [--no-peak]
  */
 #include <cblas.h>
@@ -57,7 +63,7 @@ static void
 usage(const char *prog)
 {
 	fprintf(stderr,
-			"usage: %s [--model mlp|cnn|resnet|all] [--epochs N] [--limit N] [--batch N]\n"
+			"usage: %s [--model mlp|cnn|resnet|all|gru] [--epochs N] [--limit N] [--batch N]\n"
 			"          [--lr X] [--seed N] [--no-peak]\n", prog);
 	exit(2);
 }
@@ -105,7 +111,7 @@ parse_args(int argc, char **argv, Options *o)
 		if (strcmp(a, "--model") == 0)
 		{
 			if (strcmp(v, "mlp") != 0 && strcmp(v, "cnn") != 0 && strcmp(v, "resnet") != 0 &&
-				strcmp(v, "all") != 0)
+				strcmp(v, "all") != 0 && strcmp(v, "gru") != 0)
 				usage(argv[0]);
 			o->model = v;
 		}
@@ -456,6 +462,69 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	nn_model_free(m);
 }
 
+#define GRU_VOCAB	1000
+#define GRU_STEPS	32
+#define GRU_DIM		32
+#define GRU_UNITS	64
+#define GRU_CLASSES	4
+#define GRU_N		4096
+#define GRU_BATCH	64
+
+static void
+run_gru(const Options *o)
+{
+	NnSpec		spec;
+	NnCost		cost;
+	NnError		err;
+	NnOptim		opt;
+	NnModel    *m;
+	NnBatchStats st = {0};
+	float	   *xs = alloc_floats((size_t) GRU_N * GRU_STEPS),
+			   *ys = alloc_floats(GRU_N);
+	double		t0,
+				train_s;
+
+	memset(&err, 0, sizeof(err));
+	memset(&spec, 0, sizeof(spec));
+	spec.loss = NN_LOSS_CROSS_ENTROPY;
+	spec.input_ndim = 1;
+	spec.input[0] = GRU_STEPS;
+	nn_layer_defaults(&spec.layers[0], NN_EMBEDDING);
+	spec.layers[0].vocab = GRU_VOCAB;
+	spec.layers[0].units = GRU_DIM;
+	nn_layer_defaults(&spec.layers[1], NN_GRU);
+	spec.layers[1].units = GRU_UNITS;
+	nn_layer_defaults(&spec.layers[2], NN_DENSE);
+	spec.layers[2].units = GRU_CLASSES;
+	spec.n_layers = 3;
+	if (!nn_spec_cost(&spec, NULL, &cost, &err))
+		die_err("nn_spec_cost", &err);
+	if ((m = nn_model_create(&spec, o->seed, &err)) == NULL)
+		die_err("nn_model_create", &err);
+	nn_optim_defaults(&opt, NN_OPT_ADAM);
+	if (!nn_model_reserve(m, GRU_BATCH, &err) || !nn_model_set_optim(m, &opt, &err))
+		die_err("nn_model_reserve", &err);
+	for (size_t i = 0; i < (size_t) GRU_N * GRU_STEPS; i++)
+		xs[i] = (float) (int) (nn_rng_uniform(o->seed, 1, i) * GRU_VOCAB);
+	for (int i = 0; i < GRU_N; i++)
+		ys[i] = (float) (int) (nn_rng_uniform(o->seed, 2, i) * GRU_CLASSES);
+
+	t0 = now_s();
+	for (int e = 0; e < o->epochs; e++)
+		for (int32_t i = 0; i < GRU_N; i += GRU_BATCH)
+			if (!nn_model_train_step(m, xs + (size_t) i * GRU_STEPS, ys + i, GRU_BATCH, &st, &err))
+				die_err("nn_model_train_step", &err);
+	train_s = now_s() - t0;
+	printf("pgdl gru examples_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d train_loss=%.4f "
+		   "params=%lld flops_train_per_ex=%lld\n",
+		   (double) st.n / train_s, train_s, o->epochs, GRU_N, GRU_BATCH, st.loss_sum / (double) st.n,
+		   (long long) cost.params, (long long) cost.flops_train);
+	fflush(stdout);
+	free(xs);
+	free(ys);
+	nn_model_free(m);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -470,6 +539,11 @@ main(int argc, char **argv)
 
 	parse_args(argc, argv, &o);
 	nn_set_blas_threads(1);
+	if (strcmp(o.model, "gru") == 0)
+	{
+		run_gru(&o);
+		return 0;
+	}
 
 	if (!fmnist_load(NULL, "train", &train, errbuf, sizeof(errbuf)) ||
 		!fmnist_load(NULL, "test", &test, errbuf, sizeof(errbuf)))

@@ -9,6 +9,9 @@
 #
 # Both sides run in this one invocation under the same environment:
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through exactly as they are.
+# Then ROUNDS rounds of a sequence model on synthetic ids (--model gru: embedding,
+# gru, dense; no data set), whose ratio of training examples/s comes before them:
+#   gru: pgdl/pytorch = W
 # The last four lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
@@ -48,6 +51,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	"$PYTHON" "$HERE/engine_torch.py" "$@" ${fm:+--flops-mlp "$fm"} ${fc:+--flops-cnn "$fc"} ${fr:+--flops-resnet "$fr"} | tee -a "$out"
 done
 
+for ((r = 1; r <= ROUNDS; r++)); do
+	echo "-- round $r: pgdl gru"
+	"$BIN" --model gru | tee -a "$out"
+	echo "-- round $r: pytorch gru"
+	"$PYTHON" "$HERE/engine_torch.py" --model gru | tee -a "$out"
+done
+
 echo "== summary (best images/s of $ROUNDS rounds)"
 awk '
 	function val(key,    i) {
@@ -55,6 +65,12 @@ awk '
 			if (index($i, key "=") == 1)
 				return substr($i, length(key) + 2)
 		return ""
+	}
+	($1 == "pgdl" || $1 == "pytorch") && $2 == "gru" {
+		k = $1 SUBSEP $2
+		ips = val("examples_per_s") + 0
+		if (!(k in best) || ips > best[k])
+			best[k] = ips
 	}
 	($1 == "pgdl" || $1 == "pytorch") && ($2 == "mlp" || $2 == "cnn" || $2 == "resnet") {
 		k = $1 SUBSEP $2
@@ -75,6 +91,10 @@ awk '
 					printf "%-6s %-8s %12.0f %9s %14s\n", m, s, best[s, m], acc[s, m], frac[s, m]
 			}
 		}
+		if ((("pgdl", "gru") in best) && (("pytorch", "gru") in best) && best["pytorch", "gru"] > 0)
+			printf "gru: pgdl/pytorch = %.2f\n", best["pgdl", "gru"] / best["pytorch", "gru"]
+		else
+			printf "gru: pgdl/pytorch = n/a\n"
 		for (mi = 1; mi <= 3; mi++) {
 			m = mi == 1 ? "mlp" : mi == 2 ? "cnn" : "resnet"
 			if ((("pgdl", m) in best) && (("pytorch", m) in best) && best["pytorch", m] > 0)

@@ -5,7 +5,7 @@ pgdl's engine (same data order, same hyperparameters, same initialization
 scheme), timing the training loop only.
 
 Run with Debian's Python and python3-torch:  /usr/bin/python3 bench/engine_torch.py
-Options: --model mlp|cnn|all, --epochs N, --limit N (first N training images),
+Options: --model mlp|cnn|all|gru (gru: a sequence model on synthetic ids), --epochs N, --limit N (first N training images),
 --lr, --batch, --seed.  Prints one machine-readable line per model:
 
   pytorch mlp images_per_s=... train_s=... epochs=... n_train=... train_loss=... test_acc=... gflops=... peak_gflops=... peak_fraction=...
@@ -180,9 +180,47 @@ def run(name, args, train, test, peak, flops):
           f"peak_gflops={peak:.2f} peak_fraction={gflops / peak:.3f}", flush=True)
 
 
+def run_gru(args):
+    """bench/engine.c's run_gru: embedding -> GRU (last state) -> linear on synthetic ids, Adam."""
+    vocab, steps, dim, units, classes, n, batch = 1000, 32, 32, 64, 4, 4096, 64
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tnn.Embedding(vocab, dim)
+            self.gru = tnn.GRU(dim, units, batch_first=True)
+            self.out = tnn.Linear(units, classes)
+
+        def forward(self, x):
+            _, h = self.gru(self.emb(x))
+            return self.out(h[0])
+
+    torch.manual_seed(args.seed)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    xs = torch.randint(0, vocab, (n, steps))
+    ys = torch.randint(0, classes, (n,))
+    batches = [(xs[i:i + batch], ys[i:i + batch]) for i in range(0, n, batch)]
+    loss_fn = tnn.CrossEntropyLoss()
+    model.train()
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    t0 = time.perf_counter()
+    for _ in range(args.epochs):
+        for xb, yb in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach() * xb.shape[0]
+    train_s = time.perf_counter() - t0
+    seen = n * args.epochs
+    print(f"pytorch gru examples_per_s={seen / train_s:.1f} train_s={train_s:.3f} epochs={args.epochs} "
+          f"n_train={n} batch={batch} train_loss={float(loss_sum) / seen:.4f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn", "resnet", "all"], default="all")
+    ap.add_argument("--model", choices=["mlp", "cnn", "resnet", "all", "gru"], default="all")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N images")
     ap.add_argument("--batch", type=int, default=128)
@@ -200,6 +238,10 @@ def main():
         ctypes.CDLL(None).openblas_set_num_threads(1)
     except (AttributeError, OSError):
         pass
+
+    if args.model == "gru":
+        run_gru(args)
+        return 0
 
     xtr, ytr = load_fmnist("train")
     if args.limit > 0:

@@ -266,6 +266,16 @@ typedef struct NnBackend
 	double		(*sum_squares) (const float *x, int64_t n);
 	/* x *= a */
 	void		(*scale) (float *x, float a, int64_t n);
+
+	/*
+	 * conv1d's windows over n sequences x[n][steps][features] (g: c features,
+	 * w steps, k, stride, pad, ow output steps; h = oh = 1):
+	 * cols[i * ow + t][ci * k + j] = x[i][t * stride - pad + j][ci], zero
+	 * outside the sequence.  seq_fold is its adjoint and overwrites dx, each
+	 * element's terms added in the order of t.
+	 */
+	void		(*seq_unfold) (const float *x, int n, const NnConvGeom *g, float *cols);
+	void		(*seq_fold) (const float *cols, int n, const NnConvGeom *g, float *dx);
 } NnBackend;
 
 extern const NnBackend *nn_backend_cpu(void);

@@ -55,6 +55,14 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 		case NN_EMBEDDING:
 			t[0] = (PgdlTensor) {i, "weight", 2, {l->vocab, l->units}, p, false};
 			return 1;
+		case NN_CONV1D:
+			{
+				int			win = NN_IN_SHAPE(m->shape, &m->spec, i).w;
+
+				t[0] = (PgdlTensor) {i, "weight", 3, {l->filters, win, l->kernel}, p, false};
+				t[1] = (PgdlTensor) {i, "bias", 1, {l->filters}, p + (int64) l->filters * win * l->kernel, false};
+				return 2;
+			}
 		case NN_GRU:
 			{
 				/* torch.nn.GRU's state_dict: gates r, z, n stacked */

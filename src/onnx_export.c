@@ -450,6 +450,12 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			/* opset 13's Softmax is over one axis, the last here as in pgdl */
 			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
 			break;
+		case NN_CONV1D:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl's sequences are steps first, ONNX's Conv wants channels first; pgdl does not write the transposes yet.")));
+			break;
 		case NN_GRU:
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

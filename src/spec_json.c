@@ -69,6 +69,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_GRU] = {"units", "return_sequences"},
 	[NN_SLICE] = {"start", "length"},
 	[NN_ATTENTION] = {"heads", "causal"},
+	[NN_CONV1D] = {"filters", "kernel", "stride", "padding", "init"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
@@ -251,7 +252,7 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 		spec_error("model spec", field,
 				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
 							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm, "
-							"gelu, layernorm, embedding, softmax, gru.", pgdl_echo(name)));
+							"gelu, layernorm, embedding, softmax, gru, conv1d.", pgdl_echo(name)));
 	return type;
 }
 
@@ -605,6 +606,7 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 			pgdl_jsonb_put_int(state, "units", l->units);
 			break;
 		case NN_CONV2D:
+		case NN_CONV1D:
 			pgdl_jsonb_put_int(state, "filters", l->filters);
 			pgdl_jsonb_put_int(state, "kernel", l->kernel);
 			pgdl_jsonb_put_int(state, "stride", l->stride);
@@ -649,7 +651,7 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		default:
 			break;
 	}
-	if ((l->type == NN_DENSE || l->type == NN_CONV2D) && l->init != NN_INIT_DEFAULT)
+	if ((l->type == NN_DENSE || l->type == NN_CONV2D || l->type == NN_CONV1D) && l->init != NN_INIT_DEFAULT)
 		pgdl_jsonb_put_string(state, "init", l->init == NN_INIT_GLOROT ? "glorot" : "he");
 	pushJsonbValue(state, WJB_END_OBJECT, NULL);
 }

@@ -193,6 +193,8 @@ layer_kind(NnLayerType type, const NnShape *in)
 			return "gru";
 		case NN_ATTENTION:
 			return "attention";	/* not measured: costed from its flops */
+		case NN_CONV1D:
+			return "conv1d";
 		default:
 			return "relu";
 	}

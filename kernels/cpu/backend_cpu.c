@@ -572,6 +572,8 @@ static const NnBackend cpu_backend = {
 	.seq_avgpool_backward = cpu_seq_avgpool_backward,
 	.gru_gates_forward = cpu_gru_gates_forward,
 	.gru_gates_backward = cpu_gru_gates_backward,
+	.seq_unfold = cpu_seq_unfold,
+	.seq_fold = cpu_seq_fold,
 };
 
 const NnBackend *

@@ -61,6 +61,8 @@ extern void cpu_causal_mask(float *s, int64_t mats, int t);
 extern void cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
 extern void cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim);
 extern void cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim);
+extern void cpu_seq_unfold(const float *x, int n, const NnConvGeom *g, float *cols);
+extern void cpu_seq_fold(const float *cols, int n, const NnConvGeom *g, float *dx);
 extern void cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 								  const float *hprev, int hprev_stride, float *h, int h_stride,
 								  float *saved, int saved_stride, float *out, int out_stride,

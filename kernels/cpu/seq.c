@@ -198,3 +198,48 @@ cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
 		}
 	}
 }
+
+void
+cpu_seq_unfold(const float *x, int n, const NnConvGeom *g, float *cols)
+{
+	int			kk = g->c * g->k;
+
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < g->ow; t++)
+		{
+			float	   *row = cols + ((int64_t) i * g->ow + t) * kk;
+
+			for (int j = 0; j < g->k; j++)
+			{
+				int			s = t * g->stride - g->pad + j;
+				const float *src = x + ((int64_t) i * g->w + s) * g->c;
+
+				for (int ci = 0; ci < g->c; ci++)
+					row[ci * g->k + j] = s >= 0 && s < g->w ? src[ci] : 0.0f;
+			}
+		}
+}
+
+void
+cpu_seq_fold(const float *cols, int n, const NnConvGeom *g, float *dx)
+{
+	int			kk = g->c * g->k;
+
+	memset(dx, 0, sizeof(float) * (size_t) n * g->w * g->c);
+	for (int i = 0; i < n; i++)
+		for (int t = 0; t < g->ow; t++)
+		{
+			const float *row = cols + ((int64_t) i * g->ow + t) * kk;
+
+			for (int j = 0; j < g->k; j++)
+			{
+				int			s = t * g->stride - g->pad + j;
+				float	   *dst = dx + ((int64_t) i * g->w + s) * g->c;
+
+				if (s < 0 || s >= g->w)
+					continue;
+				for (int ci = 0; ci < g->c; ci++)
+					dst[ci] += row[ci * g->k + j];
+			}
+		}
+}

@@ -1877,6 +1877,69 @@ cuda_gru_gates_backward(float *dh, const float *dout, int dout_stride,
 		   hprev, hprev_stride, saved, saved_stride, dgi, gi_stride, dgh, n, units);
 }
 
+/* conv1d's windows (see kernels/backend.h); fold gathers, each element's terms in the order of t */
+__global__ void
+seq_unfold_kernel(const float *x, int n, int c, int w, int k, int stride, int pad, int ow, float *cols)
+{
+	int64_t		kk = (int64_t) c * k;
+
+	GRID_STRIDE(idx, (int64_t) n * ow * kk)
+	{
+		int64_t		row = idx / kk;
+		int			col = (int) (idx % kk);
+		int			ci = col / k,
+					j = col % k;
+		int64_t		i = row / ow;
+		int			t = (int) (row % ow);
+		int			s = t * stride - pad + j;
+
+		cols[idx] = s >= 0 && s < w ? x[(i * w + s) * c + ci] : 0.0f;
+	}
+}
+
+__global__ void
+seq_fold_kernel(const float *cols, int n, int c, int w, int k, int stride, int pad, int ow, float *dx)
+{
+	int64_t		kk = (int64_t) c * k;
+
+	GRID_STRIDE(idx, (int64_t) n * w * c)
+	{
+		int			ci = (int) (idx % c);
+		int			s = (int) ((idx / c) % w);
+		int64_t		i = idx / ((int64_t) c * w);
+		float		sum = 0.0f;
+
+		/* t ascending: j descending */
+		for (int j = k - 1; j >= 0; j--)
+		{
+			int			num = s + pad - j;
+			int			t;
+
+			if (num < 0 || num % stride != 0)
+				continue;
+			t = num / stride;
+			if (t >= ow)
+				continue;
+			sum += cols[(i * ow + t) * kk + (int64_t) ci * k + j];
+		}
+		dx[idx] = sum;
+	}
+}
+
+static void
+cuda_seq_unfold(const float *x, int n, const NnConvGeom *g, float *cols)
+{
+	launch("seq_unfold", (int64_t) n * g->ow * g->c * g->k, seq_unfold_kernel, x, n, g->c, g->w, g->k,
+		   g->stride, g->pad, g->ow, cols);
+}
+
+static void
+cuda_seq_fold(const float *cols, int n, const NnConvGeom *g, float *dx)
+{
+	launch("seq_fold", (int64_t) n * g->w * g->c, seq_fold_kernel, cols, n, g->c, g->w, g->k,
+		   g->stride, g->pad, g->ow, dx);
+}
+
 /* ---------------------------------------------------------------------------
  * Initialization
  * ------------------------------------------------------------------------- */
@@ -1948,6 +2011,8 @@ cuda_fill_table(NnBackend *b)
 	b->seq_avgpool_backward = cuda_seq_avgpool_backward;
 	b->gru_gates_forward = cuda_gru_gates_forward;
 	b->gru_gates_backward = cuda_gru_gates_backward;
+	b->seq_unfold = cuda_seq_unfold;
+	b->seq_fold = cuda_seq_fold;
 }
 
 /* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */

@@ -265,6 +265,8 @@ FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *
 FAKE(gru_gates_backward, (float *dh, const float *dout, int ds, const float *hp, int hps, const float *sv, int ss,
 						  float *dgi, int gs, float *dgh, int n, int units),
 	 (dh, dout, ds, hp, hps, sv, ss, dgi, gs, dgh, n, units))
+FAKE(seq_unfold, (const float *x, int n, const NnConvGeom *g, float *cols), (x, n, g, cols))
+FAKE(seq_fold, (const float *cols, int n, const NnConvGeom *g, float *dx), (cols, n, g, dx))
 
 FAKE(copy_rows, (float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t cols, bool add),
 	 (dst, ds, src, ss, rows, cols, add))
@@ -296,6 +298,7 @@ static const NnBackend fake_backend = {
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),
+	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward), ENTRY(seq_unfold), ENTRY(seq_fold),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

@@ -101,6 +101,9 @@ BLOB_SPECS = {
         {"type": "dense", "units": 3}]},
     "mse_blob": {"input": [1, 4, 4], "loss": "mse", "layers": [
         {"type": "conv2d", "filters": 2, "kernel": 3}, {"type": "relu"}]},
+    # a softmax layer inside the network: ONNX's Softmax over the last axis
+    "softmax_mid_blob": {"input": [6], "loss": "mse", "layers": [
+        {"type": "dense", "units": 5}, {"type": "softmax"}, {"type": "dense", "units": 3}]},
 }
 
 

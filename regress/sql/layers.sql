@@ -94,6 +94,46 @@ SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER B
   FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :seq_a);
 SELECT array_length(pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,5}'), 1) AS outputs;
 
+-- a gru (as torch.nn.GRU, batch_first): the last state, or every step's with return_sequences
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, {"type": "dense", "units": 2}]}');
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "gru", "units": 5}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "gru", "units": 5, "return_sequences": 1}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "gru"}]}');
+SELECT pgdl.add_architecture('seq_gru', '{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 8},
+  {"type": "gru", "units": 16}, {"type": "dense", "units": 2}]}') > 0 AS stored;
+SELECT pgdl.fit('seq_packed', 'seq_gru', :'cfg', 8) AS gru_a \gset
+SELECT pgdl.fit('seq_packed', 'seq_gru', :'cfg', 8) AS gru_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :gru_a AND b.id = :gru_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :gru_a);
+SELECT array_length(pgdl.predict(:gru_a::bigint, '{7,1,2,3,4,5}'), 1) AS outputs;
+SELECT layer, name, shape FROM pgdl.model_weights(:gru_a::bigint) WHERE layer = 1;
+DELETE FROM pgdl.models WHERE id IN (:gru_a, :gru_b);
+DELETE FROM pgdl.architectures WHERE name = 'seq_gru';
+
+-- conv1d over the steps (as torch.nn.Conv1d on [batch, features, steps]), trained by pgdl.fit
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4},
+  {"type": "conv1d", "filters": 5, "kernel": 3, "padding": 1}, {"type": "conv1d", "filters": 2, "kernel": 2, "stride": 2},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "conv1d", "filters": 5, "kernel": 3}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4}, {"type": "conv1d", "filters": 5, "kernel": 7}]}');
+SELECT pgdl.add_architecture('seq_conv1d', '{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 8},
+  {"type": "conv1d", "filters": 8, "kernel": 3, "padding": 1}, {"type": "relu"}, {"type": "global_avgpool"},
+  {"type": "dense", "units": 2}]}') > 0 AS stored;
+SELECT pgdl.fit('seq_packed', 'seq_conv1d', :'cfg', 8) AS c1_a \gset
+SELECT pgdl.fit('seq_packed', 'seq_conv1d', :'cfg', 8) AS c1_b \gset
+SELECT a.weights = b.weights AS same_bytes
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :c1_a AND b.id = :c1_b;
+SELECT (array_agg(train_loss ORDER BY epoch))[8] < (array_agg(train_loss ORDER BY epoch))[1] AS loss_went_down
+  FROM pgdl.run_metrics WHERE run = (SELECT run FROM pgdl.models WHERE id = :c1_a);
+SELECT layer, name, shape FROM pgdl.model_weights(:c1_a::bigint) WHERE layer = 1;
+DELETE FROM pgdl.models WHERE id IN (:c1_a, :c1_b);
+DELETE FROM pgdl.architectures WHERE name = 'seq_conv1d';
+
 -- an id outside [0, vocab) or not whole is an error naming the layer (22003), in prediction and in training
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,10}');
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2.5,3,4,5}');
@@ -118,7 +158,60 @@ END $$;
 SELECT layer, name, shape FROM pgdl.model_weights(:seq_a::bigint) WHERE layer = 0;
 SELECT pgdl.export_onnx(:seq_a::bigint) IS NOT NULL;
 
+-- softmax inside a network is ONNX's Softmax over the last axis; pgdl's import takes a Softmax only as the output
+SELECT length(pgdl.export_onnx(pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 3},
+  {"type": "softmax"}, {"type": "dense", "units": 2}]}'), false)) > 0 AS exported;
+SELECT pgdl.import_onnx('seq_softmax_back', pgdl.export_onnx(pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 3},
+  {"type": "softmax"}, {"type": "dense", "units": 2}]}'), false));
+
 DELETE FROM pgdl.models WHERE id IN (:seq_a, :seq_b);
 DELETE FROM pgdl.architectures WHERE name = 'seq_embed_mean';
 DELETE FROM pgdl.datasets WHERE packed = 'seq_packed'::regclass;
 DROP TABLE seq_packed, seq_rows;
+
+-- an order-dependent sequence task (is the first id below the last?) that a bag of ids cannot solve:
+-- a gru and a bag model through pgdl.fit_multiple, byte-identical to pgdl.fit (its runs are removed at the end)
+SELECT coalesce(max(id), 0) AS seqo_first_run FROM pgdl.runs \gset
+CREATE TABLE seqo_rows AS
+SELECT b, i, array_agg(v ORDER BY j) AS x,
+       ((array_agg(v ORDER BY j))[1] < (array_agg(v ORDER BY j))[8])::int::real AS label
+  FROM generate_series(0, 7) b, generate_series(1, 32) i, generate_series(1, 8) j,
+       LATERAL (SELECT floor(((abs(sin(b * 1000 + i * 10 + j * 3)) * 997)::numeric % 1) * 4)::real AS v) t
+ GROUP BY b, i;
+CREATE TABLE seqo_packed (part integer, buffer_id integer, n integer, x real[], y real[]) PARTITION BY LIST (part);
+CREATE TABLE seqo_packed_p0 PARTITION OF seqo_packed FOR VALUES IN (0);
+INSERT INTO seqo_packed
+SELECT 0, b, count(*) FILTER (WHERE ord = 1), array_agg(v ORDER BY i, ord), array_agg(label ORDER BY i) FILTER (WHERE ord = 1)
+  FROM seqo_rows, unnest(x) WITH ORDINALITY AS u(v, ord) GROUP BY b;
+INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+                           normalization, n_rows, n_buffers, buffer_rows, partitions, seed)
+VALUES ('seqo_packed', 'seqo_rows', 'x', 'label', 'classification', 8, 1, '{0,1}', 'int4', '{"scale": 1}',
+        256, 8, 32, 1, 1);
+SELECT pgdl.add_architecture('seqo_gru', '{"input": [8], "layers": [{"type": "embedding", "vocab": 4, "dim": 8},
+  {"type": "gru", "units": 16}, {"type": "dense", "units": 2}]}') > 0 AS stored;
+SELECT pgdl.add_architecture('seqo_bag', '{"input": [8], "layers": [{"type": "embedding", "vocab": 4, "dim": 8},
+  {"type": "global_avgpool"}, {"type": "dense", "units": 2}]}') > 0 AS stored;
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'seqo_set', a.id, '{"optimizer": "adam", "lr": 0.05, "batch_size": 16, "seed": 5}'
+  FROM pgdl.architectures a WHERE a.name IN ('seqo_gru', 'seqo_bag') ORDER BY a.name;
+CREATE TABLE seqo_results AS
+SELECT * FROM pgdl.fit_multiple('seqo_packed', 'seqo_set', 6, workers => 1);
+CREATE TABLE seqo_fits AS
+SELECT c.id AS config, pgdl.fit('seqo_packed', a.name, c.config, 6) AS model
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture
+ WHERE c.set_name = 'seqo_set' ORDER BY c.id;
+SELECT r.architecture, mf.weights = mm.weights AS fit_equals_fit_multiple
+  FROM seqo_fits f JOIN pgdl.models mf ON mf.id = f.model
+  JOIN seqo_results r ON r.config = f.config JOIN pgdl.models mm ON mm.id = r.model
+ ORDER BY r.architecture;
+-- the gru learns the order; the bag of ids stays near chance (about half the rows are positive)
+SELECT a.name, (array_agg(m.train_accuracy ORDER BY m.epoch DESC))[1] > 0.75 AS above_075
+  FROM seqo_fits f JOIN pgdl.models pm ON pm.id = f.model JOIN pgdl.run_metrics m ON m.run = pm.run
+  JOIN pgdl.configs c ON c.id = f.config JOIN pgdl.architectures a ON a.id = c.architecture
+ GROUP BY a.name ORDER BY a.name;
+DELETE FROM pgdl.models WHERE id IN (SELECT model FROM seqo_fits UNION SELECT model FROM seqo_results);
+DELETE FROM pgdl.configs WHERE set_name = 'seqo_set';
+DELETE FROM pgdl.architectures WHERE name IN ('seqo_gru', 'seqo_bag');
+DELETE FROM pgdl.datasets WHERE packed = 'seqo_packed'::regclass;
+DROP TABLE seqo_results, seqo_fits, seqo_packed, seqo_rows;
+DELETE FROM pgdl.runs WHERE id > :seqo_first_run;

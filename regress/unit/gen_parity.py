@@ -263,6 +263,29 @@ def case_encoder(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+class StepsConv(nn.Module):
+    """torch.nn.Conv1d on a sequence [n, steps, features]: pgdl's conv1d."""
+
+    def __init__(self, *args, **kw):
+        super().__init__()
+        self.conv = nn.Conv1d(*args, **kw)
+
+    def forward(self, x):
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)
+
+
+def case_conv1d(outdir):
+    """embedding -> conv1d (pad 1) -> relu -> conv1d (stride 2) -> mean over steps -> dense."""
+    torch.manual_seed(1007)
+    model = nn.Sequential(FloatIds(12, 5), StepsConv(5, 6, 3, padding=1), nn.ReLU(),
+                          StepsConv(6, 4, 2, stride=2), StepMean(), nn.Linear(4, 3))
+    n = 8
+    x = torch.randint(0, 12, (n, 11)).float()
+    labels = torch.randint(0, 3, (n,))
+    forward_backward_case(outdir, "conv1d", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 def case_cnn(outdir):
     torch.manual_seed(1002)
     model = nn.Sequential(
@@ -536,6 +559,7 @@ def main():
     case_attention(outdir)
     case_encoder(outdir)
     case_groups(outdir)
+    case_conv1d(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
     for name, seed, hp in METHOD_CASES:

@@ -1090,6 +1090,8 @@ check_table_complete(const NnBackend *b)
 	HAS(seq_avgpool_backward);
 	HAS(gru_gates_forward);
 	HAS(gru_gates_backward);
+	HAS(seq_unfold);
+	HAS(seq_fold);
 	HAS(softmax_xent);
 	HAS(xent_metrics);
 	HAS(mse_loss);
@@ -1497,4 +1499,18 @@ check_models(void)
 	spec_add(&s, NN_GRU)->units = 10;
 	spec_dense(&s, 5);
 	check_model("embedding, gru, gru, adam", &s, NN_OPT_ADAM, 256, 32);
+
+	/* conv1d with padding, then with stride */
+	spec_begin(&s, 1, 15, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 30;
+	s.layers[0].units = 8;
+	spec_add(&s, NN_CONV1D)->filters = 12;
+	s.layers[1].kernel = 3;
+	s.layers[1].padding = 1;
+	spec_add(&s, NN_RELU);
+	spec_add(&s, NN_CONV1D)->filters = 6;
+	s.layers[3].kernel = 3;
+	s.layers[3].stride = 2;
+	spec_dense(&s, 5);
+	check_model("embedding, conv1d, conv1d, sgd", &s, NN_OPT_SGD, 256, 32);
 }

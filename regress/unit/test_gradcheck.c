@@ -373,6 +373,35 @@ UNIT_TEST(gradcheck_gru)
 	check_layer("embedding gru one step", &s, NN_LOSS_MSE);
 }
 
+static void
+spec_conv1d(NnSpec *s, int filters, int kernel, int stride, int padding)
+{
+	NnLayerSpec *l = spec_add(s, NN_CONV1D);
+
+	l->filters = filters;
+	l->kernel = kernel;
+	l->stride = stride;
+	l->padding = padding;
+}
+
+UNIT_TEST(gradcheck_conv1d)
+{
+	NnSpec		s;
+
+	/* padding and stride; a second conv1d takes the first one's input gradient to the table */
+	spec_embedding(&s, 9, 6, 3);
+	spec_conv1d(&s, 4, 3, 1, 1);
+	spec_add(&s, NN_TANH);
+	spec_conv1d(&s, 3, 2, 2, 1);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("embedding conv1d conv1d(stride 2)", &s, NN_LOSS_MSE);
+
+	spec_embedding(&s, 8, 5, 4);
+	spec_conv1d(&s, 5, 3, 1, 0);
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	check_layer("embedding conv1d seqpool", &s, NN_LOSS_CROSS_ENTROPY);
+}
+
 UNIT_TEST(gradcheck_losses)
 {
 	static const NnLoss losses[] = {NN_LOSS_CROSS_ENTROPY, NN_LOSS_MSE, NN_LOSS_BCE};

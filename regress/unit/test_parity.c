@@ -602,6 +602,29 @@ spec_encoder_case(NnSpec *spec)
 	spec_dense(spec, 3);
 }
 
+/* gen_parity.py: case_conv1d */
+static void
+spec_conv1d_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 11, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 12;
+	l->units = 5;
+	l = spec_add(spec, NN_CONV1D);
+	l->filters = 6;
+	l->kernel = 3;
+	l->padding = 1;
+	spec_add(spec, NN_RELU);
+	l = spec_add(spec, NN_CONV1D);
+	l->filters = 4;
+	l->kernel = 2;
+	l->stride = 2;
+	spec_add(spec, NN_GLOBAL_AVGPOOL);
+	spec_dense(spec, 3);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -978,6 +1001,14 @@ UNIT_TEST(parity_encoder)
 
 	spec_encoder_case(&spec);
 	run_forward_backward("encoder", &spec);
+}
+
+UNIT_TEST(parity_conv1d)
+{
+	NnSpec		spec;
+
+	spec_conv1d_case(&spec);
+	run_forward_backward("conv1d", &spec);
 }
 
 UNIT_TEST(parity_cnn)

@@ -106,6 +106,36 @@ UNIT_TEST(seq_spec_shapes_and_errors)
 	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
 	CHECK(shape[2].ndim == 2 && shape[2].c == 12 && shape[2].w == 3);
 
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 4);
+	spec_add(&s, NN_CONV1D)->filters = 3;
+	s.layers[1].kernel = 13;
+	expect_invalid(&s, 1, "kernel", "a window of 13 does not fit 12 steps");
+	s.layers[1].kernel = 3;
+	s.layers[1].padding = 3;
+	expect_invalid(&s, 1, "padding", "\"padding\" must be between 0 and 2");
+	s.layers[1].padding = 1;
+	s.layers[1].stride = 2;
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[2].ndim == 2 && shape[2].c == 6 && shape[2].w == 3);
+
+	spec_begin(&s, 3, 2, 4, 4, NN_LOSS_MSE);
+	spec_add(&s, NN_CONV1D)->filters = 3;
+	s.layers[0].kernel = 1;
+	expect_invalid(&s, 0, "type", "conv1d needs a sequence");
+
+	/* what a gru keeps per example, and conv1d's windows, are bounded like an output */
+	spec_begin(&s, 1, 1 << 16, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 2);
+	spec_add(&s, NN_GRU)->units = 200;
+	expect_invalid(&s, 1, "units", "keep more than");
+
+	spec_begin(&s, 1, 1 << 16, 1, 1, NN_LOSS_MSE);
+	add_embedding(&s, 10, 512);
+	spec_add(&s, NN_CONV1D)->filters = 2;
+	s.layers[1].kernel = 64;
+	expect_invalid(&s, 1, "kernel", "windows of 64 x 512 values exceed");
+
 	/* a table of more than NN_MAX_PARAMS floats is refused before anything is allocated */
 	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
 	add_embedding(&s, NN_MAX_DIM, NN_MAX_DIM);
@@ -224,6 +254,20 @@ UNIT_TEST(seq_embedding_train_serialize_threads)
 		CHECK_MSG(fabsf(a->params[j] - c->params[j]) <= 1e-4f * (1.0f + fabsf(a->params[j])),
 				  "param %lld: %g vs %g on 4 threads", (long long) j, a->params[j], c->params[j]);
 
+	/* a model cut where a sequence flows: the prefix is fine, the rest (a sequence as its input) is refused */
+	{
+		NnModel    *cut = nn_model_slice(a, 1, a->spec.n_layers, 1, &err);
+
+		CHECK_MSG(cut == NULL && strstr(err.msg, "cannot cut the model before layer 1") != NULL, "%s",
+				  cut ? "sliced" : err.msg);
+		nn_model_free(cut);
+		cut = nn_model_slice(a, 0, 3, 1, &err);
+		CHECK_MSG(cut != NULL, "prefix: %s", err.msg);
+		nn_model_free(cut);
+		cut = nn_model_slice(a, 4, a->spec.n_layers, 1, &err);	/* after the mean over steps: flat */
+		CHECK_MSG(cut != NULL, "rest after the pooling: %s", err.msg);
+		nn_model_free(cut);
+	}
 	len = nn_model_serialized_size(a);
 	buf = malloc(len);
 	nn_model_serialize(a, buf);

@@ -65,7 +65,8 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 * gemm; layernorm's parameter gradients are sums over the whole batch
 	 */
 	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT ||
-		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE || t == NN_ATTENTION)
+		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE || t == NN_ATTENTION ||
+		t == NN_CONV1D)
 		return false;
 
 	/*
@@ -163,6 +164,8 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 
 		return (int64_t) batch * t * 4 * d + 2 * t * t;
 	}
+	if (m->spec.layers[i].type == NN_CONV1D)	/* the batch's windows, [n * out steps][features * k] */
+		return (int64_t) batch * m->shape[i + 1].c * IN_SHAPE(m, i).w * m->spec.layers[i].kernel;
 	return 0;
 }
 
@@ -214,6 +217,11 @@ nn_layer_init_params(NnModel *m, int i)
 		case NN_CONV2D:
 			fan_in = (int64_t) (IN_SHAPE(m, i).c / NN_GROUPS(l)) * l->kernel * l->kernel;
 			fan_out = (int64_t) l->filters * l->kernel * l->kernel;
+			n_weights = fan_in * l->filters;
+			break;
+		case NN_CONV1D:
+			fan_in = (int64_t) IN_SHAPE(m, i).w * l->kernel;
+			fan_out = (int64_t) l->filters * l->kernel;
 			n_weights = fan_in * l->filters;
 			break;
 		case NN_LAYERNORM:
@@ -1100,6 +1108,65 @@ gru_backward(const LayerCall *c)
 		be->gemm(false, false, c->n * g.steps, g.in, h3, 1.0f, g.gi, h3, g.w_ih, g.in, 0.0f, c->din, g.in);
 }
 
+/*
+ * conv1d over a sequence [steps][features], as torch.nn.Conv1d on its
+ * transpose: weight [filters][features][k], bias.  The batch's windows are
+ * unfolded into rows (one per output step, features-major as the weight), so
+ * forward, the weight gradient and the input gradient are one gemm each.
+ */
+static void
+conv1d_geom(const LayerCall *c, NnConvGeom *g)
+{
+	g->c = IN_SHAPE(c->m, c->i).w;
+	g->h = 1;
+	g->w = IN_SHAPE(c->m, c->i).c;	/* steps */
+	g->k = c->l->kernel;
+	g->stride = c->l->stride;
+	g->pad = c->l->padding;
+	g->oh = 1;
+	g->ow = c->m->shape[c->i + 1].c;
+}
+
+static void
+conv1d_forward(const LayerCall *c)
+{
+	NnConvGeom	g;
+	int			kk,
+				rows;
+
+	conv1d_geom(c, &g);
+	kk = g.c * g.k;
+	rows = c->n * g.ow;
+	c->be->seq_unfold(c->in, c->n, &g, c->m->scratch);
+	c->be->gemm(false, true, rows, c->l->filters, kk, 1.0f, c->m->scratch, kk, c->p, kk, 0.0f,
+				c->out, c->l->filters);
+	c->be->bias_add_rows(c->out, c->p + (int64_t) kk * c->l->filters, rows, c->l->filters);
+}
+
+static void
+conv1d_backward(const LayerCall *c)
+{
+	NnConvGeom	g;
+	int			kk,
+				rows,
+				f = c->l->filters;
+	float	   *db;
+
+	conv1d_geom(c, &g);
+	kk = g.c * g.k;
+	rows = c->n * g.ow;
+	db = c->dp + (int64_t) kk * f;
+	c->be->seq_unfold(c->in, c->n, &g, c->m->scratch);
+	c->be->gemm(true, false, f, kk, rows, 1.0f, c->dout, f, c->m->scratch, kk, 0.0f, c->dp, kk);
+	c->be->fill(db, 0.0f, f);
+	c->be->col_sum(c->dout, db, rows, f);
+	if (c->din)
+	{
+		c->be->gemm(false, false, rows, kk, f, 1.0f, c->dout, f, c->p, kk, 0.0f, c->m->scratch, kk);
+		c->be->seq_fold(c->m->scratch, c->n, &g, c->din);
+	}
+}
+
 static void
 layer_call(LayerCall *c, NnModel *m, int i, const float *in, int first, int n)
 {
@@ -1149,6 +1216,7 @@ static const struct
 	[NN_GRU] = {gru_forward, gru_backward},
 	[NN_SLICE] = {slice_forward, slice_backward},
 	[NN_ATTENTION] = {attention_forward, attention_backward},
+	[NN_CONV1D] = {conv1d_forward, conv1d_backward},
 };
 
 void

@@ -128,6 +128,9 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 			case NN_ATTENTION:
 				m->param_len[i] = 4 * (int64_t) ins.w * (ins.w + 1);
 				break;
+			case NN_CONV1D:
+				m->param_len[i] = (int64_t) l->filters * ins.w * l->kernel + l->filters;
+				break;
 			default:
 				break;
 		}

@@ -58,6 +58,7 @@ typedef enum NnLayerType
 	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
 	NN_SLICE,					/* features [start, start + length) of a flat input, as torch.narrow */
 	NN_ATTENTION,				/* multi-head self-attention over a sequence, as torch.nn.MultiheadAttention */
+	NN_CONV1D,					/* over a sequence's steps; channels = features */
 	NN_LAYER_TYPE_MAX			/* keep last */
 } NnLayerType;
 

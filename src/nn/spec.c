@@ -34,6 +34,7 @@ static const char *const layer_names[NN_LAYER_TYPE_MAX] = {
 	[NN_GRU] = "gru",
 	[NN_SLICE] = "slice",
 	[NN_ATTENTION] = "attention",
+	[NN_CONV1D] = "conv1d",
 };
 
 static const char *const loss_names[NN_LOSS_MAX] = {
@@ -129,6 +130,7 @@ nn_layer_defaults(NnLayerSpec *layer, NnLayerType type)
 	switch (type)
 	{
 		case NN_CONV2D:
+		case NN_CONV1D:
 			layer->stride = 1;
 			break;
 		case NN_LEAKY_RELU:
@@ -429,6 +431,35 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			out->c = l->units;
 			break;
 
+		case NN_CONV1D:
+			if (in.ndim != 2)
+			{
+				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
+				return false;
+			}
+			REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
+			REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
+			REQUIRE_RANGE(l->stride, 1, NN_MAX_KERNEL, "stride");
+			REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
+			if (!init_validate(l, i, tname, err))
+				return false;
+			out->c = window_out(in.c, l->kernel, l->stride, l->padding);
+			if (out->c < 1)
+			{
+				nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);
+				return false;
+			}
+			if ((int64_t) out->c * in.w * l->kernel > NN_MAX_ACT_PER_EX)
+			{
+				/* its windows, unfolded per example */
+				nn_error_set(err, i, "kernel", "%s: %d windows of %d x %d values exceed %lld per example",
+							 tname, out->c, l->kernel, in.w, (long long) NN_MAX_ACT_PER_EX);
+				return false;
+			}
+			out->w = l->filters;
+			*params = (int64_t) l->filters * in.w * l->kernel + l->filters;
+			break;
+
 		case NN_GRU:
 			if (in.ndim != 2)
 			{
@@ -436,6 +467,13 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 				return false;
 			}
 			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+			if ((int64_t) in.c * 8 * l->units > NN_MAX_ACT_PER_EX)
+			{
+				/* what it keeps per example for backward: gates and states of every step */
+				nn_error_set(err, i, "units", "%s: %d steps of %d units keep more than %lld values per example",
+							 tname, in.c, l->units, (long long) NN_MAX_ACT_PER_EX);
+				return false;
+			}
 			if (l->return_sequences)
 				out->w = l->units;
 			else
@@ -905,6 +943,15 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				c.flops_forward = out;
 				c.flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
 				break;
+			case NN_CONV1D:
+				{
+					int64_t		kk = (int64_t) ins.w * l->kernel;
+
+					c.params = kk * l->filters + l->filters;
+					c.flops_forward = 2 * kk * out + out;
+					c.flops_train = c.flops_forward + (i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
+					break;
+				}
 			case NN_GRU:
 				{
 					/* per step: two products into 3 gates, then the gates; backward twice the products */

@@ -101,6 +101,13 @@ nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
 					 "a frozen part and a rest");
 		return NULL;
 	}
+	if (m->shape[from].ndim == 2)
+	{
+		/* a model's input is flat or an image; only an embedding makes a sequence */
+		nn_error_set(err, from, "layers", "cannot cut the model before layer %d: it reads a sequence, which cannot be a model's input",
+					 from);
+		return NULL;
+	}
 	spec = malloc(sizeof(NnSpec));
 	if (spec == NULL)
 	{
