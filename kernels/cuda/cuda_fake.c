@@ -298,7 +298,7 @@ static const NnBackend fake_backend = {
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),
-	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward), ENTRY(seq_unfold), ENTRY(seq_fold),
+	ENTRY(seq_unfold), ENTRY(seq_fold),
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */
