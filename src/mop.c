@@ -1283,6 +1283,7 @@ typedef struct ExplainTotals
 {
 	double		flops;
 	double		seconds;
+	double		models;			/* making the models, their visits' blobs and checkpoints (profile) */
 	double		bytes;
 	double		longest;		/* the slowest model's seconds: no run ends before it */
 	double		models_bytes;	/* every model and its optimizer state, in shared memory */
@@ -1364,10 +1365,11 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	/* workers start and read their partitions once */
+	/* workers start and read their partitions once; the models are made, visited and checkpointed */
 	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) +
 								pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
-								pgdl_profile_worker_start_seconds(prof, run->n_workers) : totals->seconds);
+								pgdl_profile_worker_start_seconds(prof, run->n_workers) + totals->models :
+								totals->seconds);
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
 											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
@@ -1409,6 +1411,8 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	eg->memory += mem.model + mem.optim;
 	eg->workspace = Max(eg->workspace, mem.workspace);
 	totals->longest = Max(totals->longest, seconds);
+	totals->models += pgdl_profile_model_seconds(prof, (double) cost.params, run->epochs, run->ds->partitions,
+												 run->n_workers);
 	totals->models_bytes += mem.model + mem.optim;
 	totals->workspace = Max(totals->workspace, mem.workspace);
 
