@@ -117,11 +117,11 @@ BEGIN;
 SELECT predicted_seconds AS whole FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
  WHERE action = 'total' \gset
 UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
-  (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('model_init', 'visit', 'checkpoint')))
+  (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('visit', 'checkpoint')))
  WHERE id = (SELECT max(id) FROM pgdl.server_profiles);
 SELECT predicted_seconds AS no_models FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
  WHERE action = 'total' \gset
-SELECT format('  of the prediction: %s s the models'' making, visits and checkpoints, %s s the workers'' start',
+SELECT format('  of the prediction: %s s the models'' visits and checkpoints, %s s the workers'' start',
   round((:whole - :no_models)::numeric, 2),
   round((SELECT (r->>'seconds')::numeric FROM pgdl.server_profiles p, jsonb_array_elements(p.measurements->'points') r
           WHERE p.id = (SELECT max(id) FROM pgdl.server_profiles) AND r->>'kind' = 'worker_start' LIMIT 1), 2));

@@ -432,12 +432,12 @@ probe_read(Cal *cal)
 /* ---- a pgdl.fit_multiple run's work besides training ---- */
 
 #define CAL_MODEL_UNITS	256		/* a dense 784-256-10 network: about 200,000 parameters */
+#define CAL_MODEL_BATCH	64
 
 /*
- * A pgdl.fit_multiple run makes each configuration's starting model in the
- * leader (random initial weights, optimizer state, its blob: "model_init");
- * at each visit of a partition a worker takes the model from its blob and
- * writes it back ("visit": deserialize, serialize), and at the end of each
+ * In a pgdl.fit_multiple run, at each visit of a partition a worker takes the model from its blob, makes
+ * its workspace in its first step and writes it back ("visit": deserialize,
+ * a first step less a second one, serialize), and at the end of each
  * epoch stores it as a checkpoint (a serialize, and "checkpoint": the row
  * written).  Per parameter, on one dense network, predicted in proportion to
  * a model's parameters.
@@ -454,6 +454,8 @@ probe_model_costs(Cal *cal)
 	NnCost		cost;
 	NnError		err;
 	bytea	   *blob = NULL;
+	float	   *x,
+			   *y;
 	double		start,
 				elapsed,
 				visit = 0,
@@ -469,41 +471,48 @@ probe_model_costs(Cal *cal)
 	if (!nn_spec_validate(&spec, NULL, &err) || !nn_spec_cost(&spec, NULL, &cost, &err))
 		pgdl_report_nn_error("calibration probe", &err);
 
-	start = now_seconds();
-	do
 	{
-		NnModel    *m = nn_model_create(&spec, 42 + n, &err);
+		NnModel    *m = nn_model_create(&spec, 42, &err);
 
-		CHECK_FOR_INTERRUPTS();
 		if (m == NULL || !nn_model_set_optim(m, &opt, &err))
 			pgdl_report_nn_error("calibration probe", &err);
-		if (blob)
-			pfree(blob);
 		blob = pgdl_model_serialize(m);
 		nn_model_free(m);
-		n++;
-		elapsed = now_seconds() - start;
-	} while (n < 2 || elapsed < cal->budget * 3);
-	add_point(cal, "model_init", (double) cost.params, 1, elapsed / n);
+	}
 
 	SPI_connect();
 	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_checkpoint (model bytea) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not make the calibration's checkpoint table");
+	x = palloc(sizeof(float) * 784 * CAL_MODEL_BATCH);
+	y = palloc(sizeof(float) * CAL_MODEL_BATCH);
+	fill_uniform(x, 784 * CAL_MODEL_BATCH, 1);
+	for (int i = 0; i < CAL_MODEL_BATCH; i++)
+		y[i] = (float) (i % 10);
 	n = 0;
 	start = now_seconds();
 	do
 	{
 		double		t0 = now_seconds();
 		NnModel    *m = pgdl_model_deserialize(blob);
+		NnBatchStats stats = {0};
 		bytea	   *again;
 		Datum		values[1];
-		double		t1;
+		double		t1,
+					t2;
 
 		CHECK_FOR_INTERRUPTS();
+		/* a visit's first step makes the workspace: what it costs beyond a step is the visit's */
+		if (!nn_model_reserve(m, CAL_MODEL_BATCH, &err) ||
+			!nn_model_train_step(m, x, y, CAL_MODEL_BATCH, &stats, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		t1 = now_seconds();
+		if (!nn_model_train_step(m, x, y, CAL_MODEL_BATCH, &stats, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		t2 = now_seconds();
 		again = pgdl_model_serialize(m);
 		nn_model_free(m);
+		visit += (t1 - t0) - (t2 - t1) + (now_seconds() - t2);
 		t1 = now_seconds();
-		visit += t1 - t0;
 		values[0] = PointerGetDatum(again);
 		if (SPI_execute_with_args("INSERT INTO pgdl_calibrate_checkpoint VALUES ($1)", 1, types, values, NULL,
 								  false, 0) != SPI_OK_INSERT)

@@ -62,9 +62,9 @@ extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int wor
 extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
 /*
  * A pgdl.fit_multiple run's work for one model of `params` parameters besides
- * training: making it in the leader, its visits of `partitions` partitions
- * and its checkpoints over `epochs`, shared by `workers` (0 without a
- * profile, or one that did not measure them).
+ * training: its visits of `partitions` partitions and its checkpoints over
+ * `epochs`, shared by `workers` (0 without a profile, or one that did not
+ * measure them).
  */
 extern double pgdl_profile_model_seconds(const PgdlProfile *prof, double params, int epochs, int partitions,
 										 int workers);
