@@ -123,6 +123,32 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 	return per_visit * visits_left(shared, m);
 }
 
+/*
+ * The seconds a run has left as the calibrated estimate predicts them: each
+ * unfinished model's epochs left, less the part of the current one it has
+ * visited, times its predicted seconds per epoch, shared by `workers` (0: the
+ * run's own count); negative when a model has no prediction.
+ */
+double
+mop_predicted_seconds_left(const MopShared *shared, int workers)
+{
+	double		seconds = 0;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		const MopModel *m = &shared->models[i];
+		double		epochs_left;
+
+		if (mop_finished(m->state))
+			continue;
+		if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
+			return -1;
+		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(shared->n_partitions, 1);
+		seconds += Max(epochs_left, 0) * m->predicted_seconds;
+	}
+	return seconds / Max(workers > 0 ? workers : shared->n_workers, 1);
+}
+
 /* ---- the configurations ---- */
 
 static void
@@ -980,7 +1006,7 @@ run_workers(MopSegment *s, int wanted, int priority)
 
 	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
 	if (crew.queued)
-		granted = pgdl_jobs_acquire(wanted, false, priority);
+		granted = pgdl_jobs_acquire(wanted, false, priority, mop_predicted_seconds_left(shared, wanted));
 	crew.can_grow = crew.queued;
 	for (int w = 0; w < wanted; w++)
 		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
