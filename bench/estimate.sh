@@ -111,6 +111,22 @@ SQL
 psql -At -c "SELECT format('fit_multiple: predicted %s s, measured %s s, error %s%%', round(predicted::numeric, 2),
   round(measured::numeric, 2), round((100 * abs(predicted - measured) / measured)::numeric, 1))
   FROM bench_est_results WHERE what = 'fit_multiple wall time'"
+# the prediction's parts besides training, from the profile: a profile without them, in a rolled-back transaction
+psql -At <<SQL
+BEGIN;
+SELECT predicted_seconds AS whole FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
+ WHERE action = 'total' \gset
+UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
+  (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('visit', 'checkpoint')))
+ WHERE id = (SELECT max(id) FROM pgdl.server_profiles);
+SELECT predicted_seconds AS no_models FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
+ WHERE action = 'total' \gset
+SELECT format('  of the prediction: %s s the models'' visits and checkpoints, %s s the workers'' start',
+  round((:whole - :no_models)::numeric, 2),
+  round((SELECT (r->>'seconds')::numeric FROM pgdl.server_profiles p, jsonb_array_elements(p.measurements->'points') r
+          WHERE p.id = (SELECT max(id) FROM pgdl.server_profiles) AND r->>'kind' = 'worker_start' LIMIT 1), 2));
+ROLLBACK;
+SQL
 psql -At -c "SELECT format('  per model and epoch (pgdl.run_metrics): predicted %s s, measured %s s of training',
   round(sum(m.predicted_seconds)::numeric, 2), round(sum(m.seconds)::numeric, 2))
   FROM pgdl.run_metrics m JOIN pgdl.runs r ON r.id = m.run WHERE r.config->>'set' = '$SET'"

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -80,7 +81,9 @@ typedef struct CalShared
 	uint32		magic;
 	int32		n_workers;
 	double		budget;
+	PgdlCaller	caller;			/* workers connect as it, as pgdl.fit_multiple's do */
 	volatile bool go;
+	volatile bool ready[PGDL_MAX_WORKERS];	/* connected */
 	volatile bool done[PGDL_MAX_WORKERS];
 	double		seconds[PGDL_MAX_WORKERS][CAL_CONC_PROBES];
 } CalShared;
@@ -426,6 +429,108 @@ probe_read(Cal *cal)
 	SPI_finish();
 }
 
+/* ---- a pgdl.fit_multiple run's work besides training ---- */
+
+#define CAL_MODEL_UNITS	256		/* a dense 784-256-10 network: about 200,000 parameters */
+#define CAL_MODEL_BATCH	64
+
+/*
+ * In a pgdl.fit_multiple run, at each visit of a partition a worker takes the model from its blob, makes
+ * its workspace in its first step and writes it back ("visit": deserialize,
+ * a first step less a second one, serialize), and at the end of each
+ * epoch stores it as a checkpoint (a serialize, and "checkpoint": the row
+ * written).  Per parameter, on one dense network, predicted in proportion to
+ * a model's parameters.
+ */
+static void
+probe_model_costs(Cal *cal)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl calibration models",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	Oid			types[1] = {BYTEAOID};
+	NnSpec		spec;
+	NnOptim		opt;
+	NnCost		cost;
+	NnError		err;
+	bytea	   *blob = NULL;
+	float	   *x,
+			   *y;
+	double		start,
+				elapsed,
+				visit = 0,
+				write = 0;
+	int			n = 0;
+
+	spec_start(&spec, 784, 0, 0, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&spec, NN_DENSE)->units = CAL_MODEL_UNITS;
+	spec_add(&spec, NN_RELU);
+	spec_add(&spec, NN_DENSE)->units = 10;
+	nn_optim_defaults(&opt, NN_OPT_SGD);
+	opt.momentum = 0.9f;
+	if (!nn_spec_validate(&spec, NULL, &err) || !nn_spec_cost(&spec, NULL, &cost, &err))
+		pgdl_report_nn_error("calibration probe", &err);
+
+	{
+		NnModel    *m = nn_model_create(&spec, 42, &err);
+
+		if (m == NULL || !nn_model_set_optim(m, &opt, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		blob = pgdl_model_serialize(m);
+		nn_model_free(m);
+	}
+
+	SPI_connect();
+	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_checkpoint (model bytea) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not make the calibration's checkpoint table");
+	x = palloc(sizeof(float) * 784 * CAL_MODEL_BATCH);
+	y = palloc(sizeof(float) * CAL_MODEL_BATCH);
+	fill_uniform(x, 784 * CAL_MODEL_BATCH, 1);
+	for (int i = 0; i < CAL_MODEL_BATCH; i++)
+		y[i] = (float) (i % 10);
+	n = 0;
+	start = now_seconds();
+	do
+	{
+		double		t0 = now_seconds();
+		NnModel    *m = pgdl_model_deserialize(blob);
+		NnBatchStats stats = {0};
+		bytea	   *again;
+		Datum		values[1];
+		double		t1,
+					t2;
+
+		CHECK_FOR_INTERRUPTS();
+		/* a visit's first step makes the workspace: what it costs beyond a step is the visit's */
+		if (!nn_model_reserve(m, CAL_MODEL_BATCH, &err) ||
+			!nn_model_train_step(m, x, y, CAL_MODEL_BATCH, &stats, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		t1 = now_seconds();
+		if (!nn_model_train_step(m, x, y, CAL_MODEL_BATCH, &stats, &err))
+			pgdl_report_nn_error("calibration probe", &err);
+		t2 = now_seconds();
+		again = pgdl_model_serialize(m);
+		nn_model_free(m);
+		visit += (t1 - t0) - (t2 - t1) + (now_seconds() - t2);
+		t1 = now_seconds();
+		values[0] = PointerGetDatum(again);
+		if (SPI_execute_with_args("INSERT INTO pgdl_calibrate_checkpoint VALUES ($1)", 1, types, values, NULL,
+								  false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "could not write the calibration's checkpoint");
+		write += now_seconds() - t1;
+		pfree(again);
+		n++;
+		elapsed = now_seconds() - start;
+	} while (n < 2 || elapsed < cal->budget * 3);
+	add_point(cal, "visit", (double) cost.params, 1, visit / n);
+	add_point(cal, "checkpoint", (double) cost.params, 1, write / n);
+	if (SPI_execute("DROP TABLE pgdl_calibrate_checkpoint", false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop the calibration's checkpoint table");
+	SPI_finish();
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
 /* ---- concurrency ---- */
 
 /* The three probes run alone and with N workers: a dense layer, a convolution, relus. */
@@ -472,7 +577,13 @@ pgdl_calibrate_worker_main(Datum main_arg)
 	if (shared->magic != CAL_MAGIC || me < 0 || me >= shared->n_workers)
 		proc_exit(0);
 	pgstat_report_appname("pgdl calibration");
+	/* connected to the database in a first transaction, as a pgdl.fit_multiple worker starts */
+	pgdl_caller_connect(&shared->caller);
+	StartTransactionCommand();
 	pgdl_engine_prepare();
+	CommitTransactionCommand();
+	pg_memory_barrier();
+	shared->ready[me] = true;
 	/* all start together; a leader that never says go is gone */
 	while (!shared->go && waited < 60)
 	{
@@ -505,6 +616,7 @@ run_concurrent(int n, double budget, double *mean, double *start_seconds)
 
 	memset(shared, 0, sizeof(CalShared));
 	shared->magic = CAL_MAGIC;
+	pgdl_caller_capture(&shared->caller);
 	shared->budget = budget;
 	for (int w = 0; w < n; w++)
 	{
@@ -521,6 +633,19 @@ run_concurrent(int n, double budget, double *mean, double *start_seconds)
 		for (int w = 0; w < started; w++)
 			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
 				failed = true;
+		/* started and connected: what a pgdl.fit_multiple worker takes before it trains */
+		for (int w = 0; !failed && w < started; w++)
+			while (!shared->ready[w])
+			{
+				CHECK_FOR_INTERRUPTS();
+				if (GetBackgroundWorkerPid(handles[w], &pid) == BGWH_STOPPED && !shared->ready[w])
+				{
+					failed = true;
+					break;
+				}
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1, PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+			}
 		*start_seconds = now_seconds() - t0;
 		pg_memory_barrier();
 		shared->go = !failed && started >= 2;
@@ -661,15 +786,17 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 
 	/*
 	 * probes: 12 per spatial activation and batch (7 per flat one), 11 compute
-	 * per batch, 3 updates, 3 steps, reading; 1/4 for concurrency
+	 * per batch, 3 updates, 3 steps, reading, a model's making and
+	 * checkpoint; 1/4 for concurrency
 	 */
 	n_probes = 0;
 	for (int a = 0; a < lengthof(cal_acts); a++)
 		n_probes += CAL_N_BATCHES * (cal_acts[a][1] > 0 ? 12 : 7);
-	n_probes += CAL_N_BATCHES * 11 + 9;
+	n_probes += CAL_N_BATCHES * 11 + 15;
 	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
 	probe_step(cal);
 	probe_read(cal);
+	probe_model_costs(cal);
 	probe_updates(cal);
 	probe_memory_bound(cal);
 	probe_compute(cal);

@@ -7,7 +7,7 @@
  * PostgreSQL's lock manager (an advisory tag with database 0, so server-wide,
  * and no shared memory of pgdl's own: nothing needs shared_preload_libraries),
  * held by the leader's transaction, so an error, a cancel or a crash lets it
- * go.  A job that finds no free slot queues: it holds a ticket (a lock whose
+ * go.  A job queues until it has a slot: it holds a ticket (a lock whose
  * tag is the time it queued) and its priority (another lock) and looks at the
  * lock table every 100 ms.  The queue is the tickets in the order they were
  * taken, except that each role's own jobs swap places among the places that
@@ -16,10 +16,10 @@
  * the head takes one more lock, the turnstile, and the free slots (up to what
  * it asked for) as they come; a job that a higher-priority job of its role
  * overtakes lets the turnstile go.  While other jobs wait, a running job that
- * holds more than
- * its fair share gives workers back between two models (the server's slots
- * split evenly between the roles with jobs, then between a role's jobs), and
- * one that holds fewer than it asked for takes free slots when no job waits
+ * holds more than its fair share gives workers back between two models (the
+ * server's slots split evenly between the roles with jobs, then between a
+ * role's jobs), and one that holds fewer than it asked for takes free slots
+ * when no job is queued
  * (mop.c, pgdl_jobs_fair_share and pgdl_jobs_take_one).
  *
  * pgdl.jobs reads the lock table: queued and running jobs, their owners and
@@ -49,6 +49,7 @@
 #define JOB_OWNER_LOCK		0x7067	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
 #define JOB_TICKET_LOCK		0x7068	/* held while queued: fields 1 and 3 are the time it queued */
 #define JOB_PRIORITY_LOCK	0x7069	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
+#define JOB_PREDICTED_LOCK	0x706a	/* shared, never waited for: field 3 is the run's predicted seconds, a float4's bits */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
 #define JOB_POLL_MS			100
 
@@ -57,6 +58,7 @@ static bool held[PGDL_MAX_WORKERS];
 static Oid	held_owner = InvalidOid;
 static int	held_priority = 0;
 static TimestampTz held_ticket = 0;	/* 0: not queued */
+static uint32 held_predicted = 0;	/* a float4's bits; 0: none published */
 static bool held_turnstile = false;
 
 static void
@@ -93,6 +95,12 @@ static void
 priority_locktag(LOCKTAG *tag, int priority)
 {
 	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) (priority - PGDL_PRIORITY_MIN), JOB_PRIORITY_LOCK);
+}
+
+static void
+predicted_locktag(LOCKTAG *tag, uint32 bits)
+{
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, bits, JOB_PREDICTED_LOCK);
 }
 
 /* Whether a lock tag is one of the job locks `kind` (JOB_OWNER_LOCK, ...), whose field 1 may be anything. */
@@ -161,6 +169,7 @@ typedef struct JobRow
 	Oid			owner;
 	int			priority;
 	int			position;		/* in the queue, from 1; 0: not queued */
+	double		predicted;		/* the run's predicted seconds when it queued; 0: none */
 } JobRow;
 
 static JobRow *
@@ -267,16 +276,27 @@ collect_jobs(LockData *data, int *n)
 		int64		run = pgdl_run_of_leader_lock(t);
 		bool		owner = job_tag_is(t, JOB_OWNER_LOCK) && t->locktag_field1 == InvalidOid;
 		bool		priority = job_tag_is(t, JOB_PRIORITY_LOCK) && t->locktag_field1 == InvalidOid;
+		bool		predicted = job_tag_is(t, JOB_PREDICTED_LOCK) && t->locktag_field1 == InvalidOid;
 
-		for (int j = 0; (run != 0 || owner || priority) && l->holdMask != 0 && j < *n; j++)
+		for (int j = 0; (run != 0 || owner || priority || predicted) && l->holdMask != 0 && j < *n; j++)
 			if (rows[j].pid == l->pid)
 			{
 				if (run != 0)
 					rows[j].run = run;
 				else if (owner)
 					rows[j].owner = (Oid) t->locktag_field3;
-				else
+				else if (priority)
 					rows[j].priority = (int) t->locktag_field3 + PGDL_PRIORITY_MIN;
+				else
+				{
+					union
+					{
+						uint32		bits;
+						float4		value;
+					}			u = {.bits = t->locktag_field3};
+
+					rows[j].predicted = u.value;
+				}
 			}
 	}
 	order_queue(rows, *n);
@@ -343,11 +363,12 @@ release_ticket(void)
  * Wait in the server's queue for worker slots: returns how many this job may
  * start, between `least` (all of `wanted` for a run that needs every worker it
  * asked for) and `wanted`, capped by pgdl.max_workers.  `priority` orders the
- * job among its role's own queued jobs.  The slots are this transaction's
- * until pgdl_jobs_release.
+ * job among its role's own queued jobs; `predicted_seconds` (<= 0: unknown)
+ * is what pgdl.jobs shows as its time left before its run is recorded.  The
+ * slots are this transaction's until pgdl_jobs_release.
  */
 int
-pgdl_jobs_acquire(int wanted, bool need_all, int priority)
+pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seconds)
 {
 	int			least;
 	int			n;
@@ -365,6 +386,19 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority)
 	held_priority = priority;
 	priority_locktag(&tag, priority);
 	(void) LockAcquire(&tag, ShareLock, false, false);
+	held_predicted = 0;
+	if (predicted_seconds > 0 && predicted_seconds < 1e30)
+	{
+		union
+		{
+			uint32		bits;
+			float4		value;
+		}			u = {.value = (float4) predicted_seconds};
+
+		held_predicted = u.bits;
+		predicted_locktag(&tag, held_predicted);
+		(void) LockAcquire(&tag, ShareLock, false, false);
+	}
 	if (need_all && wanted > pgdl_max_workers)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
@@ -439,6 +473,12 @@ pgdl_jobs_release(void)
 		LockRelease(&tag, ShareLock, false);
 		priority_locktag(&tag, held_priority);
 		LockRelease(&tag, ShareLock, false);
+		if (held_predicted != 0)
+		{
+			predicted_locktag(&tag, held_predicted);
+			LockRelease(&tag, ShareLock, false);
+		}
+		held_predicted = 0;
 		held_owner = InvalidOid;
 	}
 	release_ticket();
@@ -554,8 +594,10 @@ pgdl_job_rows(PG_FUNCTION_ARGS)
 		values[7] = Int64GetDatum(r->run);
 		nulls[7] = r->run == 0;
 		values[8] = Int32GetDatum(r->priority);
-		/* a queued job's workers: those it asked for (the run's count) */
+		/* a queued job's workers: those it asked for (the run's count); before its run is recorded, what it published */
 		predicted = r->run != 0 ? pgdl_run_predicted_seconds_left(r->run, r->ticket != 0 ? 0 : r->workers) : -1;
+		if (predicted < 0 && r->predicted > 0)
+			predicted = r->predicted;
 		values[9] = Float8GetDatum(predicted);
 		nulls[9] = predicted < 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -124,6 +124,32 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 	return per_visit * visits_left(shared, m);
 }
 
+/*
+ * The seconds a run has left as the calibrated estimate predicts them: each
+ * unfinished model's epochs left, less the part of the current one it has
+ * visited, times its predicted seconds per epoch, shared by `workers` (0: the
+ * run's own count); negative when a model has no prediction.
+ */
+double
+mop_predicted_seconds_left(const MopShared *shared, int workers)
+{
+	double		seconds = 0;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		const MopModel *m = &shared->models[i];
+		double		epochs_left;
+
+		if (mop_finished(m->state))
+			continue;
+		if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
+			return -1;
+		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(shared->n_partitions, 1);
+		seconds += Max(epochs_left, 0) * m->predicted_seconds;
+	}
+	return seconds / Max(workers > 0 ? workers : shared->n_workers, 1);
+}
+
 /* ---- the configurations ---- */
 
 static void
@@ -982,7 +1008,7 @@ run_workers(MopSegment *s, int wanted, int priority)
 
 	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
 	if (crew.queued)
-		granted = pgdl_jobs_acquire(wanted, false, priority);
+		granted = pgdl_jobs_acquire(wanted, false, priority, mop_predicted_seconds_left(shared, wanted));
 	crew.can_grow = crew.queued;
 	for (int w = 0; w < wanted; w++)
 		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
@@ -1308,6 +1334,8 @@ typedef struct ExplainTotals
 {
 	double		flops;
 	double		seconds;
+	double		models;			/* making the models, their visits' blobs and checkpoints (profile) */
+	double		setup;			/* this call's own setup_run, which a run's leader does too */
 	double		bytes;
 	double		longest;		/* the slowest model's seconds: no run ends before it */
 	double		models_bytes;	/* every model and its optimizer state, in shared memory */
@@ -1389,10 +1417,12 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	/* workers start and read their partitions once */
+	/* workers start and read their partitions once; the models are made, visited and checkpointed */
 	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) +
 								pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
-								pgdl_profile_worker_start_seconds(prof, run->n_workers) : totals->seconds);
+								pgdl_profile_worker_start_seconds(prof, run->n_workers) + totals->models +
+								totals->setup :
+								totals->seconds);
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
 											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
@@ -1434,6 +1464,8 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	eg->memory += mem.model + mem.optim;
 	eg->workspace = Max(eg->workspace, mem.workspace);
 	totals->longest = Max(totals->longest, seconds);
+	totals->models += pgdl_profile_model_seconds(prof, (double) cost.params, run->epochs, run->ds->partitions,
+												 run->n_workers);
 	totals->models_bytes += mem.model + mem.optim;
 	totals->workspace = Max(totals->workspace, mem.workspace);
 
@@ -1459,6 +1491,7 @@ PG_FUNCTION_INFO_V1(pgdl_explain_fit_multiple);
 Datum
 pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 {
+	TimestampTz begun = GetCurrentTimestamp();
 	MopRun	   *run = setup_run(fcinfo);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n_groups = run->plan->n_groups;
@@ -1466,6 +1499,12 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
 	ExplainTotals totals = {0};
 	ListCell   *lc;
+	long		secs;
+	int			usecs;
+
+	/* the run's leader does this first (its configurations read, its starting models made): as long */
+	TimestampDifference(begun, GetCurrentTimestamp(), &secs, &usecs);
+	totals.setup = secs + usecs / 1e6;
 
 	InitMaterializedSRF(fcinfo, 0);
 	pgdl_profile_load(prof);

@@ -172,6 +172,8 @@ typedef struct MopShared
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
 /* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
 extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
+/* A run's seconds left as the calibrated estimate predicts them, shared by workers (0: its own); <0: unknown. */
+extern double mop_predicted_seconds_left(const MopShared *shared, int workers);
 
 /* halving.c: the rungs, and the decisions taken there */
 

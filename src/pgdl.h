@@ -56,7 +56,7 @@ extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
 /* pgdl.fit_multiple's priority: orders one role's own queued jobs (jobs.c) */
 #define PGDL_PRIORITY_MIN		(-100)
 #define PGDL_PRIORITY_MAX		100
-extern int	pgdl_jobs_acquire(int wanted, bool need_all, int priority);
+extern int	pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seconds);
 extern void pgdl_jobs_release(void);
 extern void pgdl_jobs_release_one(void);
 extern bool pgdl_jobs_take_one(void);

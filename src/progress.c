@@ -99,9 +99,7 @@ run_seconds_left(const MopShared *run)
 
 /*
  * The seconds run `run_id` has left as the calibrated estimate predicts them
- * (pgdl.jobs): each unfinished model's epochs left, less the part of the
- * current one it has visited, times its predicted seconds per epoch, shared
- * by `workers` (0: the run's own count); negative when the run is not in
+ * (pgdl.jobs, mop_predicted_seconds_left); negative when the run is not in
  * flight or a model has no prediction.
  */
 double
@@ -114,26 +112,13 @@ pgdl_run_predicted_seconds_left(int64 run_id, int workers)
 	for (int64 r = 0; r < n_runs; r++)
 	{
 		MopShared  *copy;
-		double		seconds = 0;
 
 		if (runs[r] != run_id)
 			continue;
 		copy = copy_run(run_id, (dsm_handle) handles[r]);
 		if (copy == NULL)
 			return -1;
-		for (int i = 0; i < copy->n_models; i++)
-		{
-			const MopModel *m = &copy->models[i];
-			double		epochs_left;
-
-			if (mop_finished(m->state))
-				continue;
-			if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
-				return -1;
-			epochs_left = copy->epochs - m->epoch - (double) m->visit / Max(copy->n_partitions, 1);
-			seconds += Max(epochs_left, 0) * m->predicted_seconds;
-		}
-		return seconds / Max(workers > 0 ? workers : copy->n_workers, 1);
+		return mop_predicted_seconds_left(copy, workers);
 	}
 	return -1;
 }

@@ -26,7 +26,7 @@
 static const char *const kind_names[] = {
 	"dense", "conv2d", "relu", "sigmoid", "tanh", "dropout", "batchnorm", "maxpool2d", "avgpool2d",
 	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first",
-	"leaky_relu", "batchnorm1d", NULL
+	"leaky_relu", "batchnorm1d", "visit", "checkpoint", NULL
 };
 
 static int
@@ -106,6 +106,19 @@ pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers)
 	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "worker_start", workers, 1) : -1;
 
 	return s > 0 ? s : 0;
+}
+
+double
+pgdl_profile_model_seconds(const PgdlProfile *prof, double params, int epochs, int partitions, int workers)
+{
+	double		visit = prof->id ? pgdl_profile_kind_seconds(prof, "visit", params, 1) : -1;
+	double		checkpoint = prof->id ? pgdl_profile_kind_seconds(prof, "checkpoint", params, 1) : -1;
+
+	/* a profile of before these were measured: none */
+	visit = Max(visit, 0);
+	checkpoint = Max(checkpoint, 0);
+	/* a checkpoint serializes the model: half a visit */
+	return ((double) epochs * partitions * visit + epochs * (checkpoint + visit / 2)) / Max(workers, 1);
 }
 
 double

@@ -60,5 +60,13 @@ extern double pgdl_predict_images_per_second(const PgdlProfile *prof, const NnSp
 extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers);
 /* Seconds to read `floats` from a packed table (0 without a profile). */
 extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
+/*
+ * A pgdl.fit_multiple run's work for one model of `params` parameters besides
+ * training: its visits of `partitions` partitions and its checkpoints over
+ * `epochs`, shared by `workers` (0 without a profile, or one that did not
+ * measure them).
+ */
+extern double pgdl_profile_model_seconds(const PgdlProfile *prof, double params, int epochs, int partitions,
+										 int workers);
 
 #endif							/* PGDL_THROUGHPUT_H */

@@ -60,7 +60,7 @@ SELECT count(*) AS profiles, count(DISTINCT system_identifier) AS servers, bool_
 SELECT pg_typeof(p.id) AS id, measurements->>'version' AS version,
        (SELECT array_agg(DISTINCT k ORDER BY k) FROM jsonb_object_keys(measurements) k) AS keys,
        (SELECT array_agg(DISTINCT r->>'kind') FROM jsonb_array_elements(measurements->'points') r)
-         @> '{dense,conv2d,conv2d_first,relu,leaky_relu,sigmoid,tanh,dropout,batchnorm,batchnorm1d,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read}' AS kinds,
+         @> '{dense,conv2d,conv2d_first,relu,leaky_relu,sigmoid,tanh,dropout,batchnorm,batchnorm1d,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read,visit,checkpoint}' AS kinds,
        (SELECT array_agg(DISTINCT (r->>'batch')::int ORDER BY (r->>'batch')::int) FROM jsonb_array_elements(measurements->'points') r
          WHERE r->>'kind' = 'dense') AS batches,
        (SELECT bool_and((r->>'seconds')::float8 > 0 AND (r->>'size')::float8 >= 1) FROM jsonb_array_elements(measurements->'points') r) AS positive,
@@ -96,6 +96,21 @@ ROLLBACK TO forged;
 UPDATE pgdl.server_profiles SET system_identifier = system_identifier + 1;
 SELECT basis, profile FROM pgdl.estimate(:'mlp');
 ROLLBACK TO forged;
+-- a pgdl.fit_multiple run's work besides training (its models' visits and checkpoints) counts in
+-- explain_fit_multiple's total, in proportion to the models' parameters; not with a profile of before
+SAVEPOINT models;
+CREATE TABLE est_rows AS SELECT i, ARRAY[(i % 7)::real, (i % 5)::real, (i % 3)::real, 1] AS x, i % 2 AS label
+  FROM generate_series(1, 200) i;
+SELECT pgdl.pack('est_rows', 'x', 'label', 'est_packed', buffer_rows => 50, partitions => 2, seed => 1) IS NOT NULL AS packed;
+SELECT pgdl.add_architecture('est_wide', '{"input": [4], "layers": [{"type": "dense", "units": 32768}, {"type": "relu"}, {"type": "dense", "units": 2}]}') > 0 AS added;
+SELECT pgdl.grid_search('est_set', ARRAY['est_wide'], '{"lr": [0.1, 0.01], "batch_size": 50}') AS configs;
+SELECT predicted_seconds AS with_models FROM pgdl.explain_fit_multiple('est_packed', 'est_set', 3, workers => 2)
+ WHERE action = 'total' \gset
+UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
+  (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('visit', 'checkpoint')));
+SELECT predicted_seconds < :with_models AS models_counted
+  FROM pgdl.explain_fit_multiple('est_packed', 'est_set', 3, workers => 2) WHERE action = 'total';
+ROLLBACK TO models;
 -- a profile of before leaky_relu and batchnorm1d were measured apart: they are predicted as relu and batchnorm
 UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
   (SELECT jsonb_agg(r) FROM jsonb_array_elements(measurements->'points') r WHERE r->>'kind' NOT IN ('leaky_relu', 'batchnorm1d')));

@@ -500,6 +500,7 @@ my %VALID = (
 	'eta'                          => '3',
 	'name_prefix'                  => q{'sweep_mm'},
 	'feature_cache'                => q{'auto'},
+	'priority'                     => '5',
 	'run'                          => q{(SELECT id FROM sweep_runs WHERE label = 'cancelled')},
 	'layers'                       => '3',
 	'layer'                        => '3',

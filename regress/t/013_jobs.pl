@@ -95,6 +95,8 @@ cmp_ok(jobs_as('alice', "SELECT configurations_left FROM pgdl.jobs WHERE state =
 	'... and how many configurations it has left');
 ok(jobs_as('alice', "SELECT predicted_seconds_left > 0 AND priority = 0 FROM pgdl.jobs WHERE state = 'running'") eq 't',
 	'... the seconds it has left as predicted, and its priority');
+ok(jobs_as('alice', "SELECT predicted_seconds_left > 0 FROM pgdl.jobs WHERE state = 'queued'") eq 't',
+	'a queued job shows its predicted time too');
 
 # withdraw the fourth job: cancelling its statement
 $node->safe_psql('postgres', "SELECT pg_cancel_backend(" . pid_of('job_b2') . ")");
