@@ -232,8 +232,9 @@ CREATE OR REPLACE FUNCTION pgdl.export_dataset(packed regclass) RETURNS jsonb
 $$
 	SELECT jsonb_build_object('task', d.task, 'n_features', d.n_features, 'n_targets', d.n_targets,
 							  'classes', to_jsonb(d.classes), 'label_type', d.label_type::text,
-							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows,
-							  'categorical', d.categorical)
+							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows)
+		   -- the vocabularies only when there are some: a description without them reads as before
+		   || CASE WHEN d.categorical IS NOT NULL THEN jsonb_build_object('categorical', d.categorical) ELSE '{}' END
 	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
 $$;
 COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
