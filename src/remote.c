@@ -106,7 +106,9 @@ cancel_and_finish(PgdlNode *node)
 
 		if (cancel)
 		{
-			if (PQcancel(cancel, errbuf, sizeof(errbuf)))
+			/* a query we were still sending never runs: there is no answer to wait for */
+			if (PQcancel(cancel, errbuf, sizeof(errbuf)) &&
+				!(PQisnonblocking(node->conn) && PQflush(node->conn) != 0))
 				await_cancel(node->conn, cancel);
 			PQfreeCancel(cancel);
 		}

@@ -249,10 +249,19 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 		if (strcmp(name, onnx_names[i].name) == 0)
 			type = onnx_names[i].type;
 	if (type == 0)
-		spec_error("model spec", field,
-				   psprintf("Unknown layer type \"%s\"; known: dense, conv2d, maxpool2d, avgpool2d, "
-							"global_avgpool, flatten, relu, leaky_relu, sigmoid, tanh, dropout, batchnorm, "
-							"gelu, layernorm, embedding, softmax, gru, conv1d.", pgdl_echo(name)));
+	{
+		StringInfoData known;
+
+		/* the engine's names, so that the list is never behind the layers */
+		initStringInfo(&known);
+		for (int t = 1; t < NN_LAYER_TYPE_MAX; t++)
+			appendStringInfo(&known, "%s%s", t > 1 ? ", " : "", nn_layer_type_name((NnLayerType) t));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid model spec at %s", field),
+				 errdetail("Unknown layer type \"%s\".", pgdl_echo(name)),
+				 errhint("Layer types: %s.", known.data)));
+	}
 	return type;
 }
 
