@@ -116,7 +116,9 @@ gradcheck(const char *what, const NnSpec *spec, int n)
 			if (spec->layers[i].type == NN_EMBEDDING)
 			{
 				int64_t		count,
-							from = test_id_columns(spec, i, &count);
+							from;
+
+				CHECK(nn_input_columns(spec, i, &from, &count));
 
 				features = from < features ? from : features;
 				for (int64_t e = 0; e < n; e++)

@@ -139,17 +139,6 @@ test_ids(int64_t n, int vocab, uint64_t seed)
 }
 
 /* x as ids in place when the spec starts with an embedding */
-/* The first input column an embedding reads (a slice's start, or 0), and how many. */
-static inline int64_t
-test_id_columns(const NnSpec *s, int i, int64_t *count)
-{
-	int			src = nn_layer_src(s, i, 0);
-	int64_t		len = (int64_t) s->input[0] * (s->input_ndim == 3 ? (int64_t) s->input[1] * s->input[2] : 1);
-
-	*count = src >= 0 ? s->layers[src].units : len;
-	return src >= 0 ? s->layers[src].start : 0;
-}
-
 /* ids (whole numbers below the vocabulary) in the input columns each embedding reads */
 static inline void
 test_ids_for(const NnSpec *s, float *x, int64_t n, uint64_t seed)
@@ -161,9 +150,8 @@ test_ids_for(const NnSpec *s, float *x, int64_t n, uint64_t seed)
 		int64_t		count,
 					from;
 
-		if (s->layers[i].type != NN_EMBEDDING)
+		if (s->layers[i].type != NN_EMBEDDING || !nn_input_columns(s, i, &from, &count))
 			continue;
-		from = test_id_columns(s, i, &count);
 		for (int64_t e = 0; e < n / len; e++)
 			for (int64_t j = from; j < from + count; j++)
 				x[e * len + j] = (float) (int) (nn_rng_uniform(seed, 13, e * len + j) * s->layers[i].vocab);

@@ -1035,17 +1035,12 @@ nn_model_check_input(const NnModel *m, const float *x, int32_t n, NnError *err)
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		const NnLayerSpec *l = &m->spec.layers[i];
-		int			src = nn_layer_src(&m->spec, i, 0);
-		int64_t		from = 0,
-					count = len;
+		int64_t		from,
+					count;
 
-		if (l->type != NN_EMBEDDING)
+		/* the spec's validation saw to it that an embedding reads the input */
+		if (l->type != NN_EMBEDDING || !nn_input_columns(&m->spec, i, &from, &count))
 			continue;
-		if (src >= 0)			/* a slice of the input: nn_reads_input_ids */
-		{
-			from = m->spec.layers[src].start;
-			count = m->spec.layers[src].units;
-		}
 		for (int64_t e = 0; e < n; e++)
 			for (int64_t j = from; j < from + count; j++)
 			{

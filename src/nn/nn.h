@@ -130,8 +130,8 @@ nn_layer_src(const NnSpec *spec, int i, int k)
 
 /* Whether any layer reads other than the layer before it (a graph, not a chain). */
 extern bool nn_spec_is_graph(const NnSpec *spec);
-/* Whether layer i reads the spec's input or a slice of it (an embedding's ids must). */
-extern bool nn_reads_input_ids(const NnSpec *spec, int i);
+/* The columns of the spec's input that layer i reads (all, or a slice's); false if it reads another layer. */
+extern bool nn_input_columns(const NnSpec *spec, int i, int64_t *start, int64_t *count);
 
 /*
  * ndim 2 is a sequence [steps, features], step after step (as torch's

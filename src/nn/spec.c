@@ -509,15 +509,27 @@ nn_spec_is_graph(const NnSpec *spec)
 }
 
 /*
- * Does layer i read the spec's input, or a slice of it?  Ids must come from the
- * caller's examples so that nn_model_check_input can check them.
+ * The columns of the spec's input that layer i reads, [*start, *start + *count):
+ * all of them, or a slice's; false when it reads anything else.  An embedding's
+ * ids must come from the caller's examples so that nn_model_check_input can
+ * check them.
  */
 bool
-nn_reads_input_ids(const NnSpec *spec, int i)
+nn_input_columns(const NnSpec *spec, int i, int64_t *start, int64_t *count)
 {
 	int			src = nn_layer_src(spec, i, 0);
 
-	return src == -1 || (spec->layers[src].type == NN_SLICE && nn_layer_src(spec, src, 0) == -1);
+	if (src == -1)
+	{
+		*start = 0;
+		*count = (int64_t) spec->input[0] * (spec->input_ndim == 3 ? (int64_t) spec->input[1] * spec->input[2] : 1);
+		return true;
+	}
+	if (spec->layers[src].type != NN_SLICE || nn_layer_src(spec, src, 0) != -1)
+		return false;
+	*start = spec->layers[src].start;
+	*count = spec->layers[src].units;
+	return true;
 }
 
 static void
@@ -660,7 +672,9 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 {
 	NnShape		local[NN_MAX_LAYERS + 1];
 	NnShape    *shape = shapes ? shapes : local;
-	int64_t		total_params = 0;
+	int64_t		total_params = 0,
+				start,
+				count;
 	int			i = -1;			/* for the REQUIRE macros: the spec itself */
 	const char *tname = "input";
 
@@ -711,7 +725,7 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 				return false;
 			}
 		}
-		else if (spec->layers[i].type == NN_EMBEDDING && !nn_reads_input_ids(spec, i))
+		else if (spec->layers[i].type == NN_EMBEDDING && !nn_input_columns(spec, i, &start, &count))
 		{
 			nn_error_set(err, i, "type", "embedding must be the first layer, or read a slice of the spec's input: its ids come from the examples");
 			return false;
