@@ -33,6 +33,8 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 	switch (l->type)
 	{
 		case NN_DENSE:
+			if (l->per_step)	/* torch.nn.Linear on each step: [units, features] */
+				in = NN_IN_SHAPE(m->shape, &m->spec, i).w;
 			t[0] = (PgdlTensor) {i, "weight", 2, {l->units, in}, p, false};
 			t[1] = (PgdlTensor) {i, "bias", 1, {l->units}, p + (int64) l->units * in, false};
 			return 2;
@@ -54,7 +56,11 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 			return 2;
 		case NN_EMBEDDING:
 			t[0] = (PgdlTensor) {i, "weight", 2, {l->vocab, l->units}, p, false};
-			return 1;
+			if (!l->positions)
+				return 1;
+			/* as a second nn.Embedding(steps, dim), GPT-2's wpe */
+			t[1] = (PgdlTensor) {i, "positions", 2, {c, l->units}, p + (int64) l->vocab * l->units, false};
+			return 2;
 		case NN_CONV1D:
 			{
 				int			win = NN_IN_SHAPE(m->shape, &m->spec, i).w;

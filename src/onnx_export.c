@@ -384,6 +384,11 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 	switch (l->type)
 	{
 		case NN_DENSE:
+			if (l->per_step)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
+						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
 			flatten_to_rows(g, psprintf("layer%d_flatten", i));
 			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
 			break;

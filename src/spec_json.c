@@ -53,11 +53,18 @@ static const struct
 	{"Add", NN_ADD},
 	{"Concat", NN_CONCAT},
 	{"Softmax", NN_SOFTMAX},
+	/*
+	 * ONNX's GRU with linear_before_reset = 1 (PyTorch's); Slice on the last
+	 * axis.  Not Gather for embedding: ONNX's Gather indexes any tensor on any
+	 * axis, a layer with a learned table is one use of it.
+	 */
+	{"GRU", NN_GRU},
+	{"Slice", NN_SLICE},
 };
 
 /* The keys each layer type accepts besides "type". */
 static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
-	[NN_DENSE] = {"units", "init"},
+	[NN_DENSE] = {"units", "init", "per_step"},
 	[NN_CONV2D] = {"filters", "kernel", "stride", "padding", "init", "groups"},
 	[NN_MAXPOOL2D] = {"size", "kernel", "stride"},
 	[NN_AVGPOOL2D] = {"size", "kernel", "stride"},
@@ -65,7 +72,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_DROPOUT] = {"rate"},
 	[NN_BATCHNORM] = {"eps", "momentum"},
 	[NN_LAYERNORM] = {"eps"},
-	[NN_EMBEDDING] = {"vocab", "dim"},
+	[NN_EMBEDDING] = {"vocab", "dim", "positions"},
 	[NN_GRU] = {"units", "return_sequences"},
 	[NN_SLICE] = {"start", "length"},
 	[NN_ATTENTION] = {"heads", "causal"},
@@ -327,20 +334,19 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 		snprintf(field, sizeof(field), "%s.init", path);
 		l->init = parse_init(v, field);
 	}
-	if ((v = pgdl_jsonb_key(obj, "causal")) != NULL)
-	{
-		snprintf(field, sizeof(field), "%s.causal", path);
-		if (v->type != jbvBool)
-			spec_error("model spec", field, "Expected true or false.");
-		l->causal = v->val.boolean;
+#define BOOL_FIELD(key, member) \
+	if ((v = pgdl_jsonb_key(obj, key)) != NULL) \
+	{ \
+		snprintf(field, sizeof(field), "%s.%s", path, key); \
+		if (v->type != jbvBool) \
+			spec_error("model spec", field, "Expected true or false."); \
+		l->member = v->val.boolean; \
 	}
-	if ((v = pgdl_jsonb_key(obj, "return_sequences")) != NULL)
-	{
-		snprintf(field, sizeof(field), "%s.return_sequences", path);
-		if (v->type != jbvBool)
-			spec_error("model spec", field, "Expected true or false.");
-		l->return_sequences = v->val.boolean;
-	}
+
+	BOOL_FIELD("causal", causal);
+	BOOL_FIELD("return_sequences", return_sequences);
+	BOOL_FIELD("per_step", per_step);
+	BOOL_FIELD("positions", positions);
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		spec_error("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
 	if ((v = pgdl_jsonb_key(obj, "name")) != NULL)
@@ -613,6 +619,8 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 	{
 		case NN_DENSE:
 			pgdl_jsonb_put_int(state, "units", l->units);
+			if (l->per_step)	/* only when on: a spec from before it existed reads as it did */
+				pgdl_jsonb_put_bool(state, "per_step", true);
 			break;
 		case NN_CONV2D:
 		case NN_CONV1D:
@@ -644,6 +652,8 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_EMBEDDING:
 			pgdl_jsonb_put_int(state, "vocab", l->vocab);
 			pgdl_jsonb_put_int(state, "dim", l->units);
+			if (l->positions)
+				pgdl_jsonb_put_bool(state, "positions", true);
 			break;
 		case NN_GRU:
 			pgdl_jsonb_put_int(state, "units", l->units);

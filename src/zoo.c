@@ -56,7 +56,7 @@ append_layer(StringInfo s, const NnLayerSpec *l)
 	switch (l->type)
 	{
 		case NN_DENSE:
-			appendStringInfo(s, "%s(%d)", name, l->units);
+			appendStringInfo(s, l->per_step ? "%s(%d,per_step)" : "%s(%d)", name, l->units);
 			break;
 		case NN_CONV2D:
 			appendStringInfo(s, "%s(%d,%dx%d", name, l->filters, l->kernel, l->kernel);

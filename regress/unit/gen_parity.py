@@ -263,6 +263,78 @@ def case_encoder(outdir):
                           lambda out, y: nn.functional.cross_entropy(out, y.long()))
 
 
+class PositionIds(nn.Module):
+    """pgdl's embedding with positions: nn.Embedding(vocab, dim) plus a learned [steps, dim] table (GPT-2's wpe)."""
+
+    def __init__(self, vocab, dim, steps):
+        super().__init__()
+        # both parameters of this module (not a submodule's): state_dict order is then table, positions
+        self.weight = nn.Parameter(torch.randn(vocab, dim))
+        self.positions = nn.Parameter(torch.randn(steps, dim))
+
+    def forward(self, x):
+        return nn.functional.embedding(x.long(), self.weight) + self.positions
+
+
+def case_per_step(outdir):
+    """embedding -> dense per step -> gelu -> dense per step -> dense over the flattened sequence."""
+    torch.manual_seed(1010)
+    model = nn.Sequential(FloatIds(10, 6), nn.Linear(6, 12), nn.GELU(), nn.Linear(12, 4), nn.Flatten(),
+                          nn.Linear(7 * 4, 3))
+    n = 8
+    x = torch.randint(0, 10, (n, 7)).float()
+    labels = torch.randint(0, 3, (n,))
+    forward_backward_case(outdir, "per_step", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
+def case_positions(outdir):
+    """embedding with positions -> tanh -> mean over steps -> dense; ids repeat across steps."""
+    torch.manual_seed(1011)
+    model = nn.Sequential(PositionIds(7, 5, 6), nn.Tanh(), StepMean(), nn.Linear(5, 3))
+    n = 9
+    x = torch.randint(0, 7, (n, 6)).float()
+    labels = torch.randint(0, 3, (n,))
+    forward_backward_case(outdir, "positions", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
+class TransformerEncoder(nn.Module):
+    """A post-norm transformer encoder block (as nn.TransformerEncoderLayer with norm_first false,
+    activation gelu, no dropout) on embeddings with positions, then the mean over steps and a dense."""
+
+    def __init__(self, vocab, steps, dim, heads, hidden, classes):
+        super().__init__()
+        self.embed = PositionIds(vocab, dim, steps)
+        self.attn = SelfAttention(dim, heads, False)
+        self.norm1 = nn.LayerNorm(dim)
+        self.ff1 = nn.Linear(dim, hidden)
+        self.ff2 = nn.Linear(hidden, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+        with torch.no_grad():
+            for norm in (self.norm1, self.norm2):
+                norm.weight.uniform_(0.5, 1.5)
+                norm.bias.uniform_(-0.2, 0.2)
+
+    def forward(self, x):
+        e = self.embed(x)
+        h = self.norm1(e + self.attn(e))
+        h = self.norm2(h + self.ff2(nn.functional.gelu(self.ff1(h))))
+        return self.head(h.mean(dim=1))
+
+
+def case_transformer(outdir):
+    """The block of TransformerEncoder, pgdl's graph form of it in test_parity.c."""
+    torch.manual_seed(1012)
+    model = TransformerEncoder(13, 6, 8, 2, 16, 4)
+    n = 10
+    x = torch.randint(0, 13, (n, 6)).float()
+    labels = torch.randint(0, 4, (n,))
+    forward_backward_case(outdir, "transformer", model, x, labels.float(),
+                          lambda out, y: nn.functional.cross_entropy(out, y.long()))
+
+
 class StepsConv(nn.Module):
     """torch.nn.Conv1d on a sequence [n, steps, features]: pgdl's conv1d."""
 
@@ -560,6 +632,9 @@ def main():
     case_encoder(outdir)
     case_groups(outdir)
     case_conv1d(outdir)
+    case_per_step(outdir)
+    case_positions(outdir)
+    case_transformer(outdir)
     for name, seed, cls, hp in OPTIM_CASES:
         case_optim(outdir, name, seed, cls, hp)
     for name, seed, hp in METHOD_CASES:

@@ -66,6 +66,7 @@ run(const NnSpec *s, const NnOptim *o, const NnBackend *be, int steps, int batch
 	CHECK_MSG(m != NULL, "%s", err.msg);
 	tgt = nn_model_target_size(m);
 	x = test_normal((int64_t) (total > n_out ? total : n_out) * in, 41, 1.0f);
+	test_ids_for(s, x, (int64_t) (total > n_out ? total : n_out) * in, 43);
 	y = test_targets(s->loss, total, nn_model_output_size(m), 42);
 	CHECK(nn_model_set_optim(m, o, &err));
 	CHECK(nn_model_reserve(m, batch, &err));
@@ -261,6 +262,32 @@ UNIT_TEST(device_fake_residual_graph_matches_cpu)
 	spec_dense(&s, 3);
 	optim(&o, NN_OPT_ADAM, 0.0f, false, 0.0f);
 	check_same_run("residual graph", &s, &o, 4, 48, 100);
+}
+
+UNIT_TEST(device_fake_transformer_matches_cpu)
+{
+	NnSpec		s;
+	NnOptim		o;
+
+	/* embedding with positions, attention, per-step dense, residual adds and layernorm over steps */
+	spec_begin(&s, 1, 7, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 11;
+	s.layers[0].units = 8;
+	s.layers[0].positions = true;
+	spec_add(&s, NN_ATTENTION)->heads = 2;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_DENSE)->units = 16;
+	s.layers[4].per_step = true;
+	spec_add(&s, NN_GELU);
+	spec_add(&s, NN_DENSE)->units = 8;
+	s.layers[6].per_step = true;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	spec_dense(&s, 3);
+	optim(&o, NN_OPT_ADAMW, 0.0f, false, 0.01f);
+	check_same_run("transformer encoder", &s, &o, 4, 24, 30);
 }
 
 UNIT_TEST(device_fake_memory_is_not_host_memory)

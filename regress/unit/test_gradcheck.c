@@ -344,6 +344,48 @@ UNIT_TEST(gradcheck_attention)
 	check_layer("attention, add, layernorm over steps", &s, NN_LOSS_MSE);
 }
 
+UNIT_TEST(gradcheck_transformer)
+{
+	NnSpec		s;
+	NnLayerSpec *l;
+
+	/* positions: each step's row of the table gets the sum over the batch */
+	spec_embedding(&s, 5, 4, 3);
+	s.layers[0].positions = true;
+	spec_add(&s, NN_TANH);
+	check_layer("embedding with positions", &s, NN_LOSS_MSE);
+
+	/* the feed-forward half, per step; its output a sequence the loss reads flat */
+	spec_embedding(&s, 4, 6, 5);
+	l = spec_add(&s, NN_DENSE);
+	l->units = 7;
+	l->per_step = true;
+	spec_add(&s, NN_GELU);
+	l = spec_add(&s, NN_DENSE);
+	l->units = 3;
+	l->per_step = true;
+	l->init = NN_INIT_GLOROT;
+	check_layer("dense per step, twice", &s, NN_LOSS_MSE);
+
+	/* a whole encoder block, post-norm, then the mean over steps and a head */
+	spec_embedding(&s, 5, 7, 6);
+	s.layers[0].positions = true;
+	spec_add(&s, NN_ATTENTION)->heads = 2;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	l = spec_add(&s, NN_DENSE);
+	l->units = 8;
+	l->per_step = true;
+	spec_add(&s, NN_GELU);
+	l = spec_add(&s, NN_DENSE);
+	l->units = 6;
+	l->per_step = true;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	check_layer("transformer encoder block", &s, NN_LOSS_CROSS_ENTROPY);
+}
+
 static void
 spec_gru(NnSpec *s, int units, bool return_sequences)
 {

@@ -625,6 +625,84 @@ spec_conv1d_case(NnSpec *spec)
 	spec_dense(spec, 3);
 }
 
+/* gen_parity.py: case_per_step */
+static void
+spec_per_step_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 7, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 10;
+	l->units = 6;
+	l = spec_add(spec, NN_DENSE);
+	l->units = 12;
+	l->per_step = true;
+	spec_add(spec, NN_GELU);
+	l = spec_add(spec, NN_DENSE);
+	l->units = 4;
+	l->per_step = true;
+	spec_dense(spec, 3);		/* flattens the sequence, as before per_step */
+}
+
+/* gen_parity.py: case_positions */
+static void
+spec_positions_case(NnSpec *spec)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, 6, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);
+	l->vocab = 7;
+	l->units = 5;
+	l->positions = true;
+	spec_add(spec, NN_TANH);
+	spec_add(spec, NN_GLOBAL_AVGPOOL);
+	spec_dense(spec, 3);
+}
+
+/* an add of layers a and b */
+static void
+spec_add_of(NnSpec *spec, int a, int b)
+{
+	NnLayerSpec *l = spec_add(spec, NN_ADD);
+
+	l->n_inputs = 2;
+	l->inputs[0] = (int16_t) a;
+	l->inputs[1] = (int16_t) b;
+}
+
+/*
+ * A post-norm transformer encoder block in the graph form: embeddings with
+ * positions, layernorm(x + attention(x)), layernorm(h + ff(h)) with a
+ * per-step feed-forward, the mean over steps, a dense head.
+ */
+static void
+spec_transformer(NnSpec *spec, int steps, int vocab, int dim, int heads, int hidden, int classes)
+{
+	NnLayerSpec *l;
+
+	spec_init(spec, 1, steps, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	l = spec_add(spec, NN_EMBEDDING);		/* 0 */
+	l->vocab = vocab;
+	l->units = dim;
+	l->positions = true;
+	spec_add(spec, NN_ATTENTION)->heads = heads;	/* 1 */
+	spec_add_of(spec, 0, 1);				/* 2 */
+	spec_add(spec, NN_LAYERNORM)->eps = 1e-5f;	/* 3 */
+	l = spec_add(spec, NN_DENSE);			/* 4 */
+	l->units = hidden;
+	l->per_step = true;
+	spec_add(spec, NN_GELU);				/* 5 */
+	l = spec_add(spec, NN_DENSE);			/* 6 */
+	l->units = dim;
+	l->per_step = true;
+	spec_add_of(spec, 3, 6);				/* 7 */
+	spec_add(spec, NN_LAYERNORM)->eps = 1e-5f;	/* 8 */
+	spec_add(spec, NN_GLOBAL_AVGPOOL);
+	spec_dense(spec, classes);
+}
+
 /* gen_parity.py: case_optim */
 static void
 spec_optim_mlp(NnSpec *spec)
@@ -639,12 +717,14 @@ spec_optim_mlp(NnSpec *spec)
 /* Model <-> fixture                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* tensors of a layer with parameters: weight and bias, but an embedding's table is one */
+/* tensors of a layer with parameters: weight and bias, but an embedding's table is one (two with positions) */
 static int
-layer_tensor_count(NnLayerType type, bool buffers)
+layer_tensor_count(const NnLayerSpec *l, bool buffers)
 {
+	NnLayerType type = l->type;
+
 	if (!buffers && type == NN_EMBEDDING)
-		return 1;
+		return l->positions ? 2 : 1;
 	if (!buffers && (type == NN_GRU || type == NN_ATTENTION))
 		return 4;				/* gru: weight_ih, weight_hh, bias_ih, bias_hh; attention: two weights, two biases */
 	return 2;
@@ -657,6 +737,8 @@ param_name(NnLayerType type, int which)
 		return which == 0 ? "gamma" : "beta";
 	if (type == NN_GRU)
 		return (const char *[]) {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}[which];
+	if (type == NN_EMBEDDING)
+		return which == 0 ? "weight" : "positions";
 	if (type == NN_ATTENTION)
 		return (const char *[]) {"in_proj_weight", "out_proj_weight", "in_proj_bias", "out_proj_bias"}[which];
 	return which == 0 ? "weight" : "bias";
@@ -690,7 +772,7 @@ load_reference(NnModel *m, const Fixture *fx)
 
 			if (len == 0)
 				continue;
-			for (int which = 0; which < layer_tensor_count(m->spec.layers[i].type, buffers); which++, k++)
+			for (int which = 0; which < layer_tensor_count(&m->spec.layers[i], buffers); which++, k++)
 			{
 				const FixTensor *t;
 
@@ -749,7 +831,7 @@ compare_blocks(ParityResult *res, NnModel *m, const Fixture *fx, bool buffers,
 
 		if (len == 0)
 			continue;
-		for (int which = 0; which < layer_tensor_count(m->spec.layers[i].type, buffers); which++, k++)
+		for (int which = 0; which < layer_tensor_count(&m->spec.layers[i], buffers); which++, k++)
 		{
 			const FixTensor *t;
 
@@ -1001,6 +1083,31 @@ UNIT_TEST(parity_encoder)
 
 	spec_encoder_case(&spec);
 	run_forward_backward("encoder", &spec);
+}
+
+UNIT_TEST(parity_per_step)
+{
+	NnSpec		spec;
+
+	spec_per_step_case(&spec);
+	run_forward_backward("per_step", &spec);
+}
+
+UNIT_TEST(parity_positions)
+{
+	NnSpec		spec;
+
+	spec_positions_case(&spec);
+	run_forward_backward("positions", &spec);
+}
+
+/* gen_parity.py: case_transformer */
+UNIT_TEST(parity_transformer)
+{
+	NnSpec		spec;
+
+	spec_transformer(&spec, 6, 13, 8, 2, 16, 4);
+	run_forward_backward("transformer", &spec);
 }
 
 UNIT_TEST(parity_conv1d)

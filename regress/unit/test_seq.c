@@ -287,3 +287,63 @@ UNIT_TEST(seq_embedding_train_serialize_threads)
 	nn_model_free(b);
 	nn_model_free(c);
 }
+
+/* dense per_step and embedding positions: shapes, errors, cost, and blobs that keep them */
+UNIT_TEST(seq_transformer_keys)
+{
+	NnSpec		s;
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnCost		per[NN_MAX_LAYERS],
+				total;
+	NnError		err;
+	NnModel    *a,
+			   *b;
+	uint8_t    *buf,
+			   *again;
+	size_t		len;
+
+	spec_begin(&s, 1, 9, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	add_embedding(&s, 30, 6)->positions = true;
+	spec_add(&s, NN_DENSE)->units = 10;
+	s.layers[1].per_step = true;
+	spec_dense(&s, 4);			/* without per_step, a sequence is flattened as always */
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[1].ndim == 2 && shape[1].c == 9 && shape[1].w == 6);
+	CHECK(shape[2].ndim == 2 && shape[2].c == 9 && shape[2].w == 10);
+	CHECK(shape[3].ndim == 1 && shape[3].c == 4);
+	CHECK_MSG(nn_spec_cost(&s, per, &total, &err), "%s", err.msg);
+	CHECK(per[0].params == (30 + 9) * 6);
+	CHECK(per[1].params == 6 * 10 + 10);
+	CHECK(per[1].flops_forward == 2 * 9 * 6 * 10 + 9 * 10);
+	CHECK(per[2].params == 9 * 10 * 4 + 4);
+
+	a = nn_model_create(&s, 3, &err);
+	CHECK_MSG(a != NULL, "%s", err.msg);
+	if (a == NULL)
+		return;
+	CHECK(a->param_len[0] == per[0].params && a->param_len[1] == per[1].params && a->n_params == total.params);
+	len = nn_model_serialized_size(a);
+	buf = malloc(len);
+	nn_model_serialize(a, buf);
+	b = nn_model_deserialize(buf, len, &err);
+	CHECK_MSG(b != NULL, "%s", err.msg);
+	if (b)
+	{
+		CHECK(b->spec.layers[0].positions && b->spec.layers[0].kernel == 0 && b->spec.layers[0].vocab == 30);
+		CHECK(b->spec.layers[1].per_step && b->spec.layers[1].kernel == 0);
+		CHECK(!b->spec.layers[2].per_step);
+		again = malloc(len);
+		nn_model_serialize(b, again);
+		CHECK(nn_model_serialized_size(b) == len && memcmp(buf, again, len) == 0);
+		free(again);
+	}
+	free(buf);
+	nn_model_free(a);
+	nn_model_free(b);
+
+	/* per_step on a flat input is refused: it would be an ordinary dense under another name */
+	spec_begin(&s, 1, 9, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_DENSE)->units = 3;
+	s.layers[0].per_step = true;
+	expect_invalid(&s, 0, "per_step", "needs a sequence");
+}

@@ -210,7 +210,7 @@ nn_layer_init_params(NnModel *m, int i)
 	switch (l->type)
 	{
 		case NN_DENSE:
-			fan_in = NN_SHAPE_SIZE(IN_SHAPE(m, i));
+			fan_in = m->spec.layers[i].per_step ? IN_SHAPE(m, i).w : NN_SHAPE_SIZE(IN_SHAPE(m, i));
 			fan_out = l->units;
 			n_weights = fan_in * fan_out;
 			break;
@@ -315,30 +315,45 @@ typedef struct LayerCall
 	float	   *din;
 } LayerCall;
 
+/* A dense layer's rows and their width: examples and their features, or per_step every step of every example. */
+static void
+dense_rows(const LayerCall *c, int *rows, int *width)
+{
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
+
+	*rows = c->l->per_step ? c->n * s->c : c->n;
+	*width = c->l->per_step ? s->w : (int) c->in_size;
+}
+
 static void
 dense_forward(const LayerCall *c)
 {
 	int			units = c->l->units;
-	int			in_size = (int) c->in_size;
+	int			rows,
+				in_size;
 
-	c->be->gemm(false, true, c->n, units, in_size, 1.0f, c->in, in_size,
+	dense_rows(c, &rows, &in_size);
+	c->be->gemm(false, true, rows, units, in_size, 1.0f, c->in, in_size,
 				c->p, in_size, 0.0f, c->out, units);
-	c->be->bias_add_rows(c->out, c->p + c->in_size * units, c->n, units);
+	c->be->bias_add_rows(c->out, c->p + (int64_t) in_size * units, rows, units);
 }
 
 static void
 dense_backward(const LayerCall *c)
 {
 	int			units = c->l->units;
-	int			in_size = (int) c->in_size;
-	float	   *db = c->dp + c->in_size * units;
+	int			rows,
+				in_size;
+	float	   *db;
 
-	c->be->gemm(true, false, units, in_size, c->n, 1.0f, c->dout, units,
+	dense_rows(c, &rows, &in_size);
+	db = c->dp + (int64_t) in_size * units;
+	c->be->gemm(true, false, units, in_size, rows, 1.0f, c->dout, units,
 				c->in, in_size, 0.0f, c->dp, in_size);
 	c->be->fill(db, 0.0f, units);
-	c->be->col_sum(c->dout, db, c->n, units);
+	c->be->col_sum(c->dout, db, rows, units);
 	if (c->din)
-		c->be->gemm(false, false, c->n, in_size, units, 1.0f, c->dout, units,
+		c->be->gemm(false, false, rows, in_size, units, 1.0f, c->dout, units,
 					c->p, in_size, 0.0f, c->din, in_size);
 }
 
@@ -937,12 +952,22 @@ static void
 embedding_forward(const LayerCall *c)
 {
 	c->be->embedding_forward(c->in, c->p, c->out, c->n * c->in_size, c->l->vocab, c->l->units);
+	/* positions: an example's [steps, dim] output plus the [steps, dim] table, as a bias over its row */
+	if (c->l->positions)
+		c->be->bias_add_rows(c->out, c->p + (int64_t) c->l->vocab * c->l->units, c->n, (int) c->out_size);
 }
 
 static void
 embedding_backward(const LayerCall *c)
 {
 	c->be->embedding_backward(c->in, c->dout, c->dp, c->n * c->in_size, c->l->vocab, c->l->units);
+	if (c->l->positions)
+	{
+		float	   *dpos = c->dp + (int64_t) c->l->vocab * c->l->units;
+
+		c->be->fill(dpos, 0.0f, c->out_size);
+		c->be->col_sum(c->dout, dpos, c->n, (int) c->out_size);
+	}
 	if (c->din)
 		c->be->fill(c->din, 0.0f, c->n * c->in_size);	/* ids have no gradient */
 }

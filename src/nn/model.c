@@ -107,7 +107,7 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 		switch (l->type)
 		{
 			case NN_DENSE:
-				m->param_len[i] = in * l->units + l->units;
+				m->param_len[i] = (l->per_step ? ins.w : in) * l->units + l->units;
 				break;
 			case NN_CONV2D:
 				m->param_len[i] = (int64_t) l->filters * (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel + l->filters;
@@ -120,7 +120,8 @@ nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err)
 				m->param_len[i] = 2 * (int64_t) NN_NORM_FEATURES(ins);
 				break;
 			case NN_EMBEDDING:
-				m->param_len[i] = (int64_t) l->vocab * l->units;
+				/* the table, then with positions one row per step */
+				m->param_len[i] = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
 				break;
 			case NN_GRU:
 				m->param_len[i] = 3 * (int64_t) l->units * (ins.w + l->units + 2);

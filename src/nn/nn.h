@@ -53,7 +53,7 @@ typedef enum NnLayerType
 	NN_LAYERNORM,				/* over a flat [features] input */
 	NN_ADD,						/* elementwise sum of 2+ inputs of one shape */
 	NN_CONCAT,					/* along channels ([C, H, W]) or features (flat) */
-	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim]; first layer only */
+	NN_EMBEDDING,				/* ids [L] to a sequence [L, dim], plus a position's row with positions */
 	NN_SOFTMAX,					/* over the last axis */
 	NN_GRU,						/* as torch.nn.GRU, one layer, batch_first, h0 = 0 */
 	NN_SLICE,					/* features [start, start + length) of a flat input, as torch.narrow */
@@ -99,6 +99,8 @@ typedef struct NnLayerSpec
 	int32_t		start;			/* slice: its first feature (its length is in units) */
 	int32_t		heads;			/* attention: heads, dividing the features */
 	bool		causal;			/* attention: a step attends to itself and the steps before it only */
+	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
+	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 

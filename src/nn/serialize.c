@@ -7,8 +7,10 @@
  *                         f32 alpha, rate, eps, momentum
  *               version 2 (the graph form) only, per layer: i32 n_inputs, i32 inputs[n_inputs],
  *                         u32 name length, the name's bytes
- *               (a type added later keeps its own fields in slots it does not use:
- *               embedding's vocab in filters, gru's return_sequences in kernel)
+ *               (a type or key added later keeps its own fields in slots it does not use:
+ *               embedding's vocab in filters, gru's return_sequences in kernel, as are
+ *               attention's causal, dense's per_step and embedding's positions; a blob
+ *               from before they existed has 0 there, their off)
  *                         u32 name length, the name's bytes, i32 groups
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
@@ -162,6 +164,25 @@ graph_section_size(const NnSpec *s)
 	return n;
 }
 
+/* What a layer keeps in the kernel slot: its kernel, or a flag of a type without one. */
+static int32_t
+kernel_slot(const NnLayerSpec *l)
+{
+	switch (l->type)
+	{
+		case NN_GRU:
+			return l->return_sequences;
+		case NN_ATTENTION:
+			return l->causal;
+		case NN_DENSE:
+			return l->per_step;
+		case NN_EMBEDDING:
+			return l->positions;
+		default:
+			return l->kernel;
+	}
+}
+
 size_t
 nn_model_serialized_size(const NnModel *m)
 {
@@ -195,7 +216,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		put_u32(&w, (uint32_t) l->type);
 		put_u32(&w, (uint32_t) l->units);
 		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->type == NN_ATTENTION ? l->heads : l->filters));
-		put_u32(&w, (uint32_t) (l->type == NN_GRU ? l->return_sequences : l->type == NN_ATTENTION ? l->causal : l->kernel));
+		put_u32(&w, (uint32_t) kernel_slot(l));
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) (l->type == NN_SLICE ? l->start : l->padding));
 		put_u32(&w, (uint32_t) l->init);
@@ -417,7 +438,13 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		if (l->type == NN_EMBEDDING)
 		{
 			l->vocab = l->filters;
-			l->filters = 0;
+			l->positions = l->kernel != 0;
+			l->filters = l->kernel = 0;
+		}
+		if (l->type == NN_DENSE)
+		{
+			l->per_step = l->kernel != 0;
+			l->kernel = 0;
 		}
 		if (l->type == NN_GRU)
 		{

@@ -306,6 +306,18 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
 			if (!init_validate(l, i, tname, err))
 				return false;
+			if (l->per_step)
+			{
+				/* torch.nn.Linear on the last axis; without per_step a sequence is flattened */
+				if (in.ndim != 2)
+				{
+					nn_error_set(err, i, "per_step", "%s: \"per_step\" needs a sequence [steps, features] input", tname);
+					return false;
+				}
+				out->w = l->units;
+				*params = (int64_t) in.w * l->units + l->units;
+				break;
+			}
 			out->ndim = 1;
 			out->c = l->units;
 			out->h = out->w = 1;
@@ -398,7 +410,7 @@ layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			out->c = in.c;
 			out->h = 1;
 			out->w = l->units;
-			*params = (int64_t) l->vocab * l->units;
+			*params = ((int64_t) l->vocab + (l->positions ? in.c : 0)) * l->units;
 			break;
 
 		case NN_SOFTMAX:
@@ -895,11 +907,17 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 		switch (l->type)
 		{
 			case NN_DENSE:
-				c.params = in * out + out;
-				c.flops_forward = 2 * in * out + out;
-				/* the first layer needs no input gradient */
-				c.flops_train = c.flops_forward + (!first ? 2 * in * out : 0) + 2 * in * out + out;
-				break;
+				{
+					/* per step: a [steps, features] x [features, units] product */
+					int64_t		w_in = l->per_step ? ins.w : in,
+								w = w_in * l->units;
+
+					c.params = w + l->units;
+					c.flops_forward = 2 * w * (out / l->units) + out;
+					/* the first layer needs no input gradient */
+					c.flops_train = c.flops_forward + (!first ? 2 * in * l->units : 0) + 2 * in * l->units + out;
+					break;
+				}
 			case NN_CONV2D:
 				{
 					int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
@@ -933,9 +951,10 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 				break;
 			case NN_EMBEDDING:
 				/* a gather; its gradient zeroes the table, then adds a row per step */
-				c.params = (int64_t) l->vocab * l->units;
-				c.flops_forward = out;
-				c.flops_train = 2 * out + c.params;
+				/* with positions, a position's row is added and its gradient summed over the batch */
+				c.params = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
+				c.flops_forward = (l->positions ? 2 : 1) * out;
+				c.flops_train = (l->positions ? 4 : 2) * out + c.params;
 				break;
 			case NN_SOFTMAX:
 				c.flops_forward = 5 * in;
