@@ -134,6 +134,21 @@ SELECT layer, name, shape FROM pgdl.model_weights(:c1_a::bigint) WHERE layer = 1
 DELETE FROM pgdl.models WHERE id IN (:c1_a, :c1_b);
 DELETE FROM pgdl.architectures WHERE name = 'seq_conv1d';
 
+-- a transformer's pieces: dense per_step (torch.nn.Linear on each step) and embedding positions (a learned [steps, dim] table)
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [6], "layers": [
+  {"type": "embedding", "vocab": 10, "dim": 4, "positions": true}, {"type": "dense", "units": 8, "per_step": true},
+  {"type": "gelu"}, {"type": "dense", "units": 4, "per_step": true}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4, "positions": true},
+  {"type": "dense", "units": 3, "per_step": true}, {"type": "dense", "units": 2, "per_step": false}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "dense", "units": 3, "per_step": true}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "vocab": 10, "dim": 4, "positions": 1}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "relu", "per_step": true}]}');
+SELECT layer, name, shape FROM pgdl.model_weights(pgdl.init_model('{"input": [6], "layers": [
+  {"type": "embedding", "vocab": 10, "dim": 4, "positions": true}, {"type": "dense", "units": 3, "per_step": true}]}'));
+-- ONNX's operator names for gru and slice
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "Slice", "start": 1, "length": 5},
+  {"type": "embedding", "vocab": 10, "dim": 4}, {"type": "GRU", "units": 3}]}')->'layers';
+
 -- an id outside [0, vocab) or not whole is an error naming the layer (22003), in prediction and in training
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2,3,4,10}');
 SELECT pgdl.predict(:seq_a::bigint, '{7,1,2.5,3,4,5}');

@@ -1,6 +1,6 @@
 -- The workloads of real networks, end to end, each trained by pgdl.fit_multiple
--- to the bytes of pgdl.fit: a sequence model on a task that a bag of features
--- cannot solve (which of two tokens comes first), and a tabular model over
+-- to the bytes of pgdl.fit: sequence models (a GRU, a transformer encoder) on a
+-- task that a bag of features cannot solve (which of two tokens comes first), and a tabular model over
 -- numeric and categorical columns (embeddings joined to the features).
 SET client_min_messages = warning;
 SELECT coalesce(max(id), 0) AS wl_first_run FROM pgdl.runs \gset
@@ -28,15 +28,26 @@ SELECT pgdl.add_architecture('wl_gru', '{"input": [8], "layers": [{"type": "embe
   {"type": "gru", "units": 16}, {"type": "dense", "units": 2}]}') > 0 AS added;
 SELECT pgdl.add_architecture('wl_bag', '{"input": [8], "layers": [{"type": "embedding", "vocab": 6, "dim": 8},
   {"type": "global_avgpool"}, {"type": "dense", "units": 16}, {"type": "relu"}, {"type": "dense", "units": 2}]}') > 0 AS added;
+-- A transformer encoder block: embeddings with positions (attention alone is
+-- blind to order), layernorm(x + attention(x)), then layernorm(h + a feed-forward
+-- on each step), the mean over the steps and a dense head
+SELECT pgdl.add_architecture('wl_transformer', '{"input": [8], "layers": [
+  {"type": "embedding", "name": "embedded", "vocab": 6, "dim": 16, "positions": true},
+  {"type": "attention", "name": "attention", "heads": 2},
+  {"type": "add", "inputs": ["embedded", "attention"]}, {"type": "layernorm", "name": "attended"},
+  {"type": "dense", "units": 32, "per_step": true}, {"type": "gelu"},
+  {"type": "dense", "name": "feed_forward", "units": 16, "per_step": true},
+  {"type": "add", "inputs": ["attended", "feed_forward"]}, {"type": "layernorm"},
+  {"type": "global_avgpool"}, {"type": "dense", "units": 2}]}') > 0 AS added;
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'wl_set', a.id, c::jsonb
   FROM pgdl.architectures a,
        (VALUES ('{"optimizer": "adam", "lr": 0.01, "batch_size": 32, "seed": 3}'),
                ('{"optimizer": "adam", "lr": 0.005, "batch_size": 32, "seed": 4, "schedule": "cosine", "clip_norm": 1}')) v(c)
- WHERE a.name IN ('wl_gru', 'wl_bag');
+ WHERE a.name IN ('wl_gru', 'wl_bag', 'wl_transformer');
 
 CREATE TABLE wl_lb AS SELECT * FROM pgdl.fit_multiple('wl_train', 'wl_set', 8, 'wl_valid', workers => 2);
--- the order is learned by the GRU, not by the bag
+-- the order is learned by the GRU and the transformer, not by the bag
 SELECT architecture, config_json->>'lr' AS lr,
        CASE WHEN validation_accuracy > 0.9 THEN 'above 0.9'
             WHEN validation_accuracy BETWEEN 0.4 AND 0.6 THEN 'chance'
@@ -51,6 +62,11 @@ SELECT l.architecture, l.config_json->>'lr' AS lr, m.weights = mf.weights AS sam
 -- and it predicts the order of sequences it never saw
 SELECT count(*) FILTER (WHERE pgdl.predict_class(l.model, x)::integer = label) > 0.9 * count(*) AS predicts
   FROM wl_order_valid, (SELECT model FROM wl_lb WHERE architecture = 'wl_gru' ORDER BY rank LIMIT 1) l;
+SELECT count(*) FILTER (WHERE pgdl.predict_class(l.model, x)::integer = label) > 0.9 * count(*) AS predicts
+  FROM wl_order_valid, (SELECT model FROM wl_lb WHERE architecture = 'wl_transformer' ORDER BY rank LIMIT 1) l;
+-- its spec as stored: the new keys only where they are on
+SELECT jsonb_path_query_array(spec, '$.layers[*] ? (exists(@.per_step) || exists(@.positions))')
+  FROM pgdl.architectures WHERE name = 'wl_transformer';
 
 
 -- Tabular: a known ground truth.  Each city and each shop has an effect (drawn
@@ -121,6 +137,6 @@ SELECT pgdl.validate_spec('{"input": [1, 2, 2], "layers": [{"type": "slice", "st
 DELETE FROM pgdl.models WHERE run > :wl_first_run;
 DELETE FROM pgdl.runs WHERE id > :wl_first_run;
 DELETE FROM pgdl.configs WHERE set_name IN ('wl_set', 'wl_tab_set');
-DELETE FROM pgdl.architectures WHERE name IN ('wl_gru', 'wl_bag', 'wl_tab', 'wl_numeric');
+DELETE FROM pgdl.architectures WHERE name IN ('wl_gru', 'wl_bag', 'wl_transformer', 'wl_tab', 'wl_numeric');
 DROP TABLE wl_lb, wl_fits, wl_order, wl_order_train, wl_order_valid, wl_train, wl_valid;
 DROP TABLE wl_tab_lb, wl_tab_fits, wl_sales, wl_sales_train, wl_sales_valid, wl_tab_train, wl_tab_valid;
