@@ -19,8 +19,12 @@
  * 4096 sequences of 32 steps, Adam (lr 1e-3), batch 64;
  * bench/engine_torch.py --model gru trains the same network:
  *   pgdl gru examples_per_s=... train_s=... params=... flops_train_per_ex=...
+ * --model attention likewise: a post-norm transformer encoder block on the same
+ * ids (embedding 1000 x 64 with positions, attention of 4 heads, add, layernorm,
+ * per-step dense 128, gelu, per-step dense 64, add, layernorm, the mean over the
+ * steps, dense 4), as nn.TransformerEncoderLayer (gelu, no dropout).
  *
- * Usage: engine_bench [--model mlp|cnn|resnet|all|gru] [--epochs N] [--limit N]
+ * Usage: engine_bench [--model mlp|cnn|resnet|all|gru|attention] [--epochs N] [--limit N]
  *                     [--batch N] [--lr X] [--seed N] [--no-peak]
  */
 #include <cblas.h>
@@ -63,7 +67,7 @@ static void
 usage(const char *prog)
 {
 	fprintf(stderr,
-			"usage: %s [--model mlp|cnn|resnet|all|gru] [--epochs N] [--limit N] [--batch N]\n"
+			"usage: %s [--model mlp|cnn|resnet|all|gru|attention] [--epochs N] [--limit N] [--batch N]\n"
 			"          [--lr X] [--seed N] [--no-peak]\n", prog);
 	exit(2);
 }
@@ -111,7 +115,7 @@ parse_args(int argc, char **argv, Options *o)
 		if (strcmp(a, "--model") == 0)
 		{
 			if (strcmp(v, "mlp") != 0 && strcmp(v, "cnn") != 0 && strcmp(v, "resnet") != 0 &&
-				strcmp(v, "all") != 0 && strcmp(v, "gru") != 0)
+				strcmp(v, "all") != 0 && strcmp(v, "gru") != 0 && strcmp(v, "attention") != 0)
 				usage(argv[0]);
 			o->model = v;
 		}
@@ -469,9 +473,45 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 #define GRU_CLASSES	4
 #define GRU_N		4096
 #define GRU_BATCH	64
+#define ATT_DIM		64
+#define ATT_HEADS	4
+#define ATT_HIDDEN	128
 
+/* an encoder block's layers after the embedding (layer 0), in the graph form */
 static void
-run_gru(const Options *o)
+encoder_spec(NnSpec *spec)
+{
+	NnLayerSpec *l = spec->layers;
+
+	spec->layers[0].positions = true;
+	nn_layer_defaults(&l[1], NN_ATTENTION);
+	l[1].heads = ATT_HEADS;
+	nn_layer_defaults(&l[2], NN_ADD);
+	l[2].n_inputs = 2;
+	l[2].inputs[0] = 0;
+	l[2].inputs[1] = 1;
+	nn_layer_defaults(&l[3], NN_LAYERNORM);
+	nn_layer_defaults(&l[4], NN_DENSE);
+	l[4].units = ATT_HIDDEN;
+	l[4].per_step = true;
+	nn_layer_defaults(&l[5], NN_GELU);
+	nn_layer_defaults(&l[6], NN_DENSE);
+	l[6].units = ATT_DIM;
+	l[6].per_step = true;
+	nn_layer_defaults(&l[7], NN_ADD);
+	l[7].n_inputs = 2;
+	l[7].inputs[0] = 3;
+	l[7].inputs[1] = 6;
+	nn_layer_defaults(&l[8], NN_LAYERNORM);
+	nn_layer_defaults(&l[9], NN_GLOBAL_AVGPOOL);
+	nn_layer_defaults(&l[10], NN_DENSE);
+	l[10].units = GRU_CLASSES;
+	spec->n_layers = 11;
+}
+
+/* --model gru or attention: an epoch of Adam over GRU_N synthetic sequences */
+static void
+run_seq(const Options *o)
 {
 	NnSpec		spec;
 	NnCost		cost;
@@ -483,6 +523,7 @@ run_gru(const Options *o)
 			   *ys = alloc_floats(GRU_N);
 	double		t0,
 				train_s;
+	bool		attention = strcmp(o->model, "attention") == 0;
 
 	memset(&err, 0, sizeof(err));
 	memset(&spec, 0, sizeof(spec));
@@ -491,12 +532,17 @@ run_gru(const Options *o)
 	spec.input[0] = GRU_STEPS;
 	nn_layer_defaults(&spec.layers[0], NN_EMBEDDING);
 	spec.layers[0].vocab = GRU_VOCAB;
-	spec.layers[0].units = GRU_DIM;
-	nn_layer_defaults(&spec.layers[1], NN_GRU);
-	spec.layers[1].units = GRU_UNITS;
-	nn_layer_defaults(&spec.layers[2], NN_DENSE);
-	spec.layers[2].units = GRU_CLASSES;
-	spec.n_layers = 3;
+	spec.layers[0].units = attention ? ATT_DIM : GRU_DIM;
+	if (attention)
+		encoder_spec(&spec);
+	else
+	{
+		nn_layer_defaults(&spec.layers[1], NN_GRU);
+		spec.layers[1].units = GRU_UNITS;
+		nn_layer_defaults(&spec.layers[2], NN_DENSE);
+		spec.layers[2].units = GRU_CLASSES;
+		spec.n_layers = 3;
+	}
 	if (!nn_spec_cost(&spec, NULL, &cost, &err))
 		die_err("nn_spec_cost", &err);
 	if ((m = nn_model_create(&spec, o->seed, &err)) == NULL)
@@ -515,8 +561,8 @@ run_gru(const Options *o)
 			if (!nn_model_train_step(m, xs + (size_t) i * GRU_STEPS, ys + i, GRU_BATCH, &st, &err))
 				die_err("nn_model_train_step", &err);
 	train_s = now_s() - t0;
-	printf("pgdl gru examples_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d train_loss=%.4f "
-		   "params=%lld flops_train_per_ex=%lld\n",
+	printf("pgdl %s examples_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d train_loss=%.4f "
+		   "params=%lld flops_train_per_ex=%lld\n", o->model,
 		   (double) st.n / train_s, train_s, o->epochs, GRU_N, GRU_BATCH, st.loss_sum / (double) st.n,
 		   (long long) cost.params, (long long) cost.flops_train);
 	fflush(stdout);
@@ -539,9 +585,9 @@ main(int argc, char **argv)
 
 	parse_args(argc, argv, &o);
 	nn_set_blas_threads(1);
-	if (strcmp(o.model, "gru") == 0)
+	if (strcmp(o.model, "gru") == 0 || strcmp(o.model, "attention") == 0)
 	{
-		run_gru(&o);
+		run_seq(&o);
 		return 0;
 	}
 

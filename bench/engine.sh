@@ -9,9 +9,11 @@
 #
 # Both sides run in this one invocation under the same environment:
 # OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are passed through exactly as they are.
-# Then ROUNDS rounds of a sequence model on synthetic ids (--model gru: embedding,
-# gru, dense; no data set), whose ratio of training examples/s comes before them:
+# Then ROUNDS rounds of two sequence models on synthetic ids (--model gru: embedding,
+# gru, dense; --model attention: a transformer encoder block; no data set), whose
+# ratios of training examples/s come before them:
 #   gru: pgdl/pytorch = W
+#   attention: pgdl/pytorch = A
 # The last four lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
@@ -56,6 +58,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	"$BIN" --model gru | tee -a "$out"
 	echo "-- round $r: pytorch gru"
 	"$PYTHON" "$HERE/engine_torch.py" --model gru | tee -a "$out"
+	echo "-- round $r: pgdl attention"
+	"$BIN" --model attention | tee -a "$out"
+	echo "-- round $r: pytorch attention"
+	"$PYTHON" "$HERE/engine_torch.py" --model attention | tee -a "$out"
 done
 
 echo "== summary (best images/s of $ROUNDS rounds)"
@@ -66,7 +72,7 @@ awk '
 				return substr($i, length(key) + 2)
 		return ""
 	}
-	($1 == "pgdl" || $1 == "pytorch") && $2 == "gru" {
+	($1 == "pgdl" || $1 == "pytorch") && ($2 == "gru" || $2 == "attention") {
 		k = $1 SUBSEP $2
 		ips = val("examples_per_s") + 0
 		if (!(k in best) || ips > best[k])
@@ -91,10 +97,13 @@ awk '
 					printf "%-6s %-8s %12.0f %9s %14s\n", m, s, best[s, m], acc[s, m], frac[s, m]
 			}
 		}
-		if ((("pgdl", "gru") in best) && (("pytorch", "gru") in best) && best["pytorch", "gru"] > 0)
-			printf "gru: pgdl/pytorch = %.2f\n", best["pgdl", "gru"] / best["pytorch", "gru"]
-		else
-			printf "gru: pgdl/pytorch = n/a\n"
+		for (si = 1; si <= 2; si++) {
+			m = si == 1 ? "gru" : "attention"
+			if ((("pgdl", m) in best) && (("pytorch", m) in best) && best["pytorch", m] > 0)
+				printf "%s: pgdl/pytorch = %.2f\n", m, best["pgdl", m] / best["pytorch", m]
+			else
+				printf "%s: pgdl/pytorch = n/a\n", m
+		}
 		for (mi = 1; mi <= 3; mi++) {
 			m = mi == 1 ? "mlp" : mi == 2 ? "cnn" : "resnet"
 			if ((("pgdl", m) in best) && (("pytorch", m) in best) && best["pytorch", m] > 0)

@@ -5,7 +5,7 @@ pgdl's engine (same data order, same hyperparameters, same initialization
 scheme), timing the training loop only.
 
 Run with Debian's Python and python3-torch:  /usr/bin/python3 bench/engine_torch.py
-Options: --model mlp|cnn|all|gru (gru: a sequence model on synthetic ids), --epochs N, --limit N (first N training images),
+Options: --model mlp|cnn|all|gru|attention (gru, attention: sequence models on synthetic ids), --epochs N, --limit N (first N training images),
 --lr, --batch, --seed.  Prints one machine-readable line per model:
 
   pytorch mlp images_per_s=... train_s=... epochs=... n_train=... train_loss=... test_acc=... gflops=... peak_gflops=... peak_fraction=...
@@ -218,9 +218,48 @@ def run_gru(args):
           f"n_train={n} batch={batch} train_loss={float(loss_sum) / seen:.4f}", flush=True)
 
 
+def run_attention(args):
+    """bench/engine.c's --model attention: a post-norm transformer encoder block on synthetic ids, Adam."""
+    vocab, steps, dim, heads, hidden, classes, n, batch = 1000, 32, 64, 4, 128, 4, 4096, 64
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tnn.Embedding(vocab, dim)
+            self.pos = tnn.Parameter(torch.randn(steps, dim))
+            self.block = tnn.TransformerEncoderLayer(dim, heads, hidden, dropout=0.0, activation="gelu",
+                                                     batch_first=True)
+            self.out = tnn.Linear(dim, classes)
+
+        def forward(self, x):
+            return self.out(self.block(self.emb(x) + self.pos).mean(dim=1))
+
+    torch.manual_seed(args.seed)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    xs = torch.randint(0, vocab, (n, steps))
+    ys = torch.randint(0, classes, (n,))
+    batches = [(xs[i:i + batch], ys[i:i + batch]) for i in range(0, n, batch)]
+    loss_fn = tnn.CrossEntropyLoss()
+    model.train()
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    t0 = time.perf_counter()
+    for _ in range(args.epochs):
+        for xb, yb in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xb), yb)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach() * xb.shape[0]
+    train_s = time.perf_counter() - t0
+    seen = n * args.epochs
+    print(f"pytorch attention examples_per_s={seen / train_s:.1f} train_s={train_s:.3f} epochs={args.epochs} "
+          f"n_train={n} batch={batch} train_loss={float(loss_sum) / seen:.4f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=["mlp", "cnn", "resnet", "all", "gru"], default="all")
+    ap.add_argument("--model", choices=["mlp", "cnn", "resnet", "all", "gru", "attention"], default="all")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--limit", type=int, default=0, help="train on the first N images")
     ap.add_argument("--batch", type=int, default=128)
@@ -241,6 +280,9 @@ def main():
 
     if args.model == "gru":
         run_gru(args)
+        return 0
+    if args.model == "attention":
+        run_attention(args)
         return 0
 
     xtr, ytr = load_fmnist("train")
