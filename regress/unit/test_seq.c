@@ -341,6 +341,30 @@ UNIT_TEST(seq_transformer_keys)
 	nn_model_free(a);
 	nn_model_free(b);
 
+	/*
+	 * Without the keys, each layer's kernel slot holds 0 as before they existed (the layer's
+	 * kernel, 0 for these types): the bytes of older blobs, which read back as flattening
+	 * dense layers and embeddings without positions.  The slot: after the 44-byte header
+	 * and spec prefix, the 4th of a layer's 11 u32.
+	 */
+	s.layers[0].positions = false;
+	s.layers[1].per_step = false;
+	a = nn_model_create(&s, 3, &err);
+	CHECK_MSG(a != NULL, "%s", err.msg);
+	if (a == NULL)
+		return;
+	len = nn_model_serialized_size(a);
+	buf = malloc(len);
+	nn_model_serialize(a, buf);
+	for (int i = 0; i < s.n_layers; i++)
+		CHECK_MSG(memcmp(buf + 44 + 44 * i + 12, "\0\0\0\0", 4) == 0, "layer %d: kernel slot not 0", i);
+	b = nn_model_deserialize(buf, len, &err);
+	CHECK(b != NULL && !b->spec.layers[0].positions && !b->spec.layers[1].per_step &&
+		  b->shape[2].ndim == 1 && b->shape[2].c == 10);
+	free(buf);
+	nn_model_free(a);
+	nn_model_free(b);
+
 	/* per_step on a flat input is refused: it would be an ordinary dense under another name */
 	spec_begin(&s, 1, 9, 1, 1, NN_LOSS_MSE);
 	spec_add(&s, NN_DENSE)->units = 3;
