@@ -32,6 +32,7 @@ train(const NnSpec *s, NnOptType opt_type, int threads, int steps, int n)
 	Trained		r;
 
 	CHECK(m != NULL);
+	test_ids_for(s, x, (int64_t) n * nn_model_input_size(m), 33);
 	nn_optim_defaults(&o, opt_type);
 	o.lr = 0.01f;
 	if (opt_type == NN_OPT_SGD)
@@ -200,6 +201,30 @@ UNIT_TEST(parallel_residual_graph)
 
 	spec_residual_cnn(&s, 2, 8, 4, 5);
 	check_spec(&s, NN_OPT_SGD, 19, 1e-4);
+}
+
+/* A transformer encoder block on threads: per-step dense, positions and attention per shard. */
+UNIT_TEST(parallel_transformer)
+{
+	NnSpec		s;
+
+	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(&s, NN_EMBEDDING)->vocab = 9;
+	s.layers[0].units = 8;
+	s.layers[0].positions = true;
+	spec_add(&s, NN_ATTENTION)->heads = 2;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_DENSE)->units = 16;
+	s.layers[4].per_step = true;
+	spec_add(&s, NN_GELU);
+	spec_add(&s, NN_DENSE)->units = 8;
+	s.layers[6].per_step = true;
+	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
+	spec_add(&s, NN_LAYERNORM);
+	spec_add(&s, NN_GLOBAL_AVGPOOL);
+	spec_dense(&s, 4);
+	check_spec(&s, NN_OPT_SGD, 23, 1e-4);
 }
 
 /* Clipping on threads: the norm of the summed gradient, before any update; deterministic per thread count. */
