@@ -21,7 +21,8 @@
  * table's bytes are the same whether the rows were spilled or not.  Memory is
  * about maintenance_work_mem: the features, or once spilled one bucket of
  * them, less the 12 bytes a row that stay (its class and its position); the
- * labels (8 bytes a row for numbers) stay until the classes are made.
+ * labels (8 bytes a row for numbers) stay until the classes are made; the
+ * tokens of sequence columns (4 bytes each, 12 a row) stay to the end.
  *
  * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
  * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
@@ -676,7 +677,7 @@ find_vocabulary_column(Oid relid, PackData *data, const char *name, int position
 		if (strcmp(data->cats[k].col.name, cat->col.name) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 cat->what[0] == 'c'
+					 strcmp(what, "categorical") == 0
 					 ? errmsg("categorical column \"%s\" is given twice", cat->col.name)
 					 : errmsg("column \"%s\" is both a categorical and a sequence column", cat->col.name)));
 	for (int k = 0; k < data->n_sequences && &data->seqs[k].cat != cat; k++)

@@ -97,6 +97,21 @@ SELECT pgdl.encode('seq_packed', ARRAY[0]::real[], ARRAY['x'], '[["five"], []]')
 SELECT pgdl.encode('seq_packed', ARRAY[0]::real[], ARRAY['x']);
 SELECT pgdl.encode('seq_cut', ARRAY[0]::real[], '{}', '[]');
 
+-- spilled to temporary files, the same bytes: each row's tokens follow it through the external shuffle
+CREATE TABLE seq_big AS
+SELECT ARRAY(SELECT (i * j % 97)::real FROM generate_series(1, 16) j) AS f,
+       ARRAY(SELECT 'w' || (i * k % 31) FROM generate_series(1, i % 7) k) AS words, i % 3 AS lab
+  FROM generate_series(1, 20000) i;
+SET maintenance_work_mem = '64MB';
+SELECT pgdl.pack('seq_big', 'f', 'lab', 'seq_big_mem', buffer_rows => 500, sequence => 'words') > 0 AS packed;
+SET maintenance_work_mem = '1MB';
+SELECT pgdl.pack('seq_big', 'f', 'lab', 'seq_big_disk', buffer_rows => 500, sequence => 'words') > 0 AS packed;
+RESET maintenance_work_mem;
+SELECT (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM seq_big_mem)
+     = (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM seq_big_disk)
+       AS same_bytes,
+       (SELECT count(DISTINCT x[23 * i + 23]) FROM seq_big_disk, generate_series(0, n - 1) i) AS lengths;
+
 -- which of two tokens comes first, in sequences of 2 to 6 tokens: an embedding of the ids (a slice of
 -- the example, after the row's id), a gru and a dense layer learn it from the packed sequences
 CREATE TABLE seq_order AS
@@ -134,7 +149,7 @@ SELECT pgdl.predict('seq_order_model', ARRAY[1]::real[]);
 DELETE FROM pgdl.models WHERE name LIKE 'seq\_%' OR run > :sq_first_run;
 DELETE FROM pgdl.runs WHERE id > :sq_first_run;
 DROP TABLE seq_src, seq_packed, seq_cut, seq_long, seq_test, seq_test_packed, seq_bad, seq_huge,
-           seq_order, seq_order_packed;
+           seq_big, seq_big_mem, seq_big_disk, seq_order, seq_order_packed;
 SELECT setval('pgdl.runs_id_seq', :sq_runs_seq, :'sq_runs_called'::boolean) > 0 AS restored,
        setval('pgdl.models_id_seq', :sq_models_seq, :'sq_models_called'::boolean) > 0 AS restored,
        setval('pgdl.datasets_id_seq', :sq_datasets_seq, :'sq_datasets_called'::boolean) > 0 AS restored;
