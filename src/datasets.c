@@ -290,9 +290,80 @@ json_string(const JsonbValue *v)
 }
 
 /*
+ * A sequence column's "length", "padding" and "unseen": L between 1 and
+ * PGDL_MAX_SEQUENCE_LENGTH, and the two ids pgdl.pack reserves.
+ */
+static void
+read_sequence_keys(const DatasetRow *row, JsonbContainer *col, int c, PgdlVocabulary *v)
+{
+	char	   *length = json_number_text(pgdl_jsonb_key(col, "length"));
+	char	   *padding = json_number_text(pgdl_jsonb_key(col, "padding"));
+	char	   *unseen = json_number_text(pgdl_jsonb_key(col, "unseen"));
+	int64		l = 0;
+	int64		p = -1;
+	int64		u = -1;
+
+	if (length == NULL || !parse_integer(length, &l) || l < 1 || l > PGDL_MAX_SEQUENCE_LENGTH ||
+		padding == NULL || !parse_integer(padding, &p) || p != PGDL_SEQUENCE_PADDING ||
+		unseen == NULL || !parse_integer(unseen, &u) || u != PGDL_SEQUENCE_UNSEEN)
+		corrupted(row->id, "categorical", "has an invalid sequence column in element %d: its \"length\" must be "
+				  "an integer between 1 and %d, its \"padding\" %d and its \"unseen\" %d",
+				  c + 1, PGDL_MAX_SEQUENCE_LENGTH, PGDL_SEQUENCE_PADDING, PGDL_SEQUENCE_UNSEEN);
+	v->length = (int32) l;
+}
+
+/* Element c of categorical: one column's vocabulary, checked. */
+static void
+read_vocabulary(const DatasetRow *row, JsonbValue *col, int c, PgdlVocabulary *v)
+{
+	JsonbValue *values;
+	char	   *type;
+
+	if (col == NULL || col->type != jbvBinary || !JsonContainerIsObject(col->val.binary.data))
+		corrupted(row->id, "categorical", "has an element (%d) that is not a JSON object", c + 1);
+	v->column = json_string(pgdl_jsonb_key(col->val.binary.data, "column"));
+	type = json_string(pgdl_jsonb_key(col->val.binary.data, "type"));
+	values = pgdl_jsonb_key(col->val.binary.data, "values");
+	if (v->column == NULL || type == NULL ||
+		(strcmp(type, "integer") != 0 && strcmp(type, "text") != 0) ||
+		values == NULL || values->type != jbvBinary || !JsonContainerIsArray(values->val.binary.data))
+		corrupted(row->id, "categorical", "has an invalid element %d: it must have a \"column\" string, "
+				  "a \"type\" of \"integer\" or \"text\" and a \"values\" array", c + 1);
+	v->is_integer = strcmp(type, "integer") == 0;
+	if (pgdl_jsonb_key(col->val.binary.data, "length") != NULL)
+		read_sequence_keys(row, col->val.binary.data, c, v);
+	if (JsonContainerSize(values->val.binary.data) > PGDL_MAX_CATEGORIES)
+		corrupted(row->id, "categorical", "has more than %d values in element %d", PGDL_MAX_CATEGORIES, c + 1);
+	v->n_values = (int32) JsonContainerSize(values->val.binary.data);
+	v->values = palloc(sizeof(char *) * Max(v->n_values, 1));
+	if (v->is_integer)
+		v->integers = palloc(sizeof(int64) * Max(v->n_values, 1));
+	for (int32 i = 0; i < v->n_values; i++)
+	{
+		v->values[i] = json_string(getIthJsonbValueFromContainer(values->val.binary.data, i));
+		if (v->values[i] == NULL || (v->is_integer && !parse_integer(v->values[i], &v->integers[i])))
+			corrupted(row->id, "categorical", "has an invalid value %d in element %d: it must be %s",
+					  i + 1, c + 1, v->is_integer ? "an integer as a string" : "a string");
+		if (i > 0 && pgdl_category_compare(v->is_integer, v->values[i - 1], v->values[i]) >= 0)
+			corrupted(row->id, "categorical", "has values out of order or twice in element %d (value %d)",
+					  c + 1, i + 1);
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+int32
+pgdl_vocabulary_width(const PgdlVocabulary *v)
+{
+	return v->length > 0 ? v->length + 1 : 1;
+}
+
+/*
  * categorical: NULL, or [{"column": c, "type": "integer" | "text", "values":
  * [v1, ...]}, ...], values as strings, distinct and sorted (numerically for
- * integers, by bytes for text), since ids are found by binary search.
+ * integers, by bytes for text), since ids are found by binary search.  The
+ * sequence columns, after the categorical ones, also have "length",
+ * "padding" and "unseen".  At least one numeric feature comes before them.
  */
 static void
 read_categorical(const DatasetRow *row, PgdlDataset *ds)
@@ -301,6 +372,7 @@ read_categorical(const DatasetRow *row, PgdlDataset *ds)
 	Datum		d = get_column(row, COL_CATEGORICAL, &isnull);
 	Jsonb	   *jb;
 	int			n;
+	int64		width = 0;
 
 	ds->n_numeric = ds->n_features;
 	if (isnull)
@@ -313,62 +385,46 @@ read_categorical(const DatasetRow *row, PgdlDataset *ds)
 		corrupted(row->id, "categorical", "has %d columns, not between 1 and %d (n_features less one)",
 				  n, ds->n_features - 1);
 	ds->categorical = jb;
-	ds->n_categorical = n;
-	ds->n_numeric = ds->n_features - n;
 	ds->vocabulary = palloc0(sizeof(PgdlVocabulary) * n);
 	for (int c = 0; c < n; c++)
 	{
-		JsonbValue *col = getIthJsonbValueFromContainer(&jb->root, c);
 		PgdlVocabulary *v = &ds->vocabulary[c];
-		JsonbValue *values;
-		char	   *type;
 
-		if (col == NULL || col->type != jbvBinary || !JsonContainerIsObject(col->val.binary.data))
-			corrupted(row->id, "categorical", "has an element (%d) that is not a JSON object", c + 1);
-		v->column = json_string(pgdl_jsonb_key(col->val.binary.data, "column"));
-		type = json_string(pgdl_jsonb_key(col->val.binary.data, "type"));
-		values = pgdl_jsonb_key(col->val.binary.data, "values");
-		if (v->column == NULL || type == NULL ||
-			(strcmp(type, "integer") != 0 && strcmp(type, "text") != 0) ||
-			values == NULL || values->type != jbvBinary || !JsonContainerIsArray(values->val.binary.data))
-			corrupted(row->id, "categorical", "has an invalid element %d: it must have a \"column\" string, "
-					  "a \"type\" of \"integer\" or \"text\" and a \"values\" array", c + 1);
-		v->is_integer = strcmp(type, "integer") == 0;
-		if (JsonContainerSize(values->val.binary.data) > PGDL_MAX_CATEGORIES)
-			corrupted(row->id, "categorical", "has more than %d values in element %d", PGDL_MAX_CATEGORIES, c + 1);
-		v->n_values = (int32) JsonContainerSize(values->val.binary.data);
-		v->values = palloc(sizeof(char *) * Max(v->n_values, 1));
-		if (v->is_integer)
-			v->integers = palloc(sizeof(int64) * Max(v->n_values, 1));
-		for (int32 i = 0; i < v->n_values; i++)
-		{
-			v->values[i] = json_string(getIthJsonbValueFromContainer(values->val.binary.data, i));
-			if (v->values[i] == NULL || (v->is_integer && !parse_integer(v->values[i], &v->integers[i])))
-				corrupted(row->id, "categorical", "has an invalid value %d in element %d: it must be %s",
-						  i + 1, c + 1, v->is_integer ? "an integer as a string" : "a string");
-			if (i > 0 && pgdl_category_compare(v->is_integer, v->values[i - 1], v->values[i]) >= 0)
-				corrupted(row->id, "categorical", "has values out of order or twice in element %d (value %d)",
-						  c + 1, i + 1);
-			if ((i & 1023) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
+		read_vocabulary(row, getIthJsonbValueFromContainer(&jb->root, c), c, v);
+		if (v->length == 0 && ds->n_sequences > 0)
+			corrupted(row->id, "categorical", "has a categorical column (element %d) after a sequence column", c + 1);
+		if (v->length > 0)
+			ds->n_sequences++;
+		else
+			ds->n_categorical++;
+		width += pgdl_vocabulary_width(v);
 	}
+	if (width >= ds->n_features)
+		corrupted(row->id, "categorical", "takes " INT64_FORMAT " features of the example, but n_features is %d "
+				  "(one at least is numeric)", width, ds->n_features);
+	ds->n_numeric = ds->n_features - (int32) width;
 }
 
+/*
+ * Ids found by binary search: value i has id i + 1 (a categorical column) or
+ * i + 2 (a sequence column, after padding and unseen).
+ */
 int32
 pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value)
 {
 	const PgdlVocabulary *v = &ds->vocabulary[c];
+	int32		unseen = v->length > 0 ? PGDL_SEQUENCE_UNSEEN : 0;
 	int64		key = 0;
 	int32		lo = 0;
 	int32		hi = v->n_values - 1;
 
 	if (value == NULL)
-		return 0;
+		return unseen;
 	if (v->is_integer && !parse_integer(value, &key))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 errmsg("categorical column \"%s\" takes integers, not \"%s\"", v->column, pgdl_echo(value))));
+				 errmsg("%s column \"%s\" takes integers, not \"%s\"", v->length > 0 ? "sequence" : "categorical",
+						v->column, pgdl_echo(value))));
 	while (lo <= hi)
 	{
 		int32		mid = lo + (hi - lo) / 2;
@@ -377,13 +433,25 @@ pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value)
 			: strcmp(value, v->values[mid]);
 
 		if (cmp == 0)
-			return mid + 1;
+			return mid + 1 + unseen;
 		if (cmp < 0)
 			hi = mid - 1;
 		else
 			lo = mid + 1;
 	}
-	return 0;
+	return unseen;
+}
+
+void
+pgdl_sequence_layout(const int32 *ids, int64 n, int32 L, float *out)
+{
+	int32		kept = (int32) Min(n, (int64) L);
+
+	for (int32 i = 0; i < kept; i++)
+		out[i] = (float) ids[i];
+	for (int32 i = kept; i < L; i++)
+		out[i] = (float) PGDL_SEQUENCE_PADDING;
+	out[L] = (float) kept;
 }
 
 /* The row's values into a new dataset, every one checked (in the current memory context). */
@@ -480,8 +548,8 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 	}
 	if (ds->vocabulary != NULL)
 	{
-		copy->vocabulary = palloc(sizeof(PgdlVocabulary) * ds->n_categorical);
-		for (int c = 0; c < ds->n_categorical; c++)
+		copy->vocabulary = palloc(sizeof(PgdlVocabulary) * (ds->n_categorical + ds->n_sequences));
+		for (int c = 0; c < ds->n_categorical + ds->n_sequences; c++)
 		{
 			const PgdlVocabulary *v = &ds->vocabulary[c];
 			PgdlVocabulary *w = &copy->vocabulary[c];
@@ -511,7 +579,7 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 	return copy;
 }
 
-/* Only the numeric features: categorical ids, after them, are used as they are. */
+/* Only the numeric features: the ids and lengths after them are used as they are. */
 void
 pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 {

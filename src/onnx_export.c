@@ -305,12 +305,12 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	int64		dims[3];
 
 	/* the graph normalizes every input: ids of categorical columns must not be */
-	if (ds->n_categorical > 0)
+	if (ds->n_categorical + ds->n_sequences > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("a model trained on categorical columns cannot be exported to ONNX"),
-				 errdetail("Its dataset maps %d categorical columns to ids, which the exported graph cannot do.",
-						   ds->n_categorical)));
+				 errdetail("Its dataset maps %d categorical and %d sequence columns to ids, which the exported graph cannot do.",
+						   ds->n_categorical, ds->n_sequences)));
 	if (ds->mean == NULL)
 	{
 		add_initializer(g, PGDL_ONNX_NORMALIZE_SCALE, 0, NULL, &ds->scale);

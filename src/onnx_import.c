@@ -793,7 +793,7 @@ read_normalization(Reader *r, const char *op)
 	if (strcmp(op, "Mul") == 0)
 		same = ds->mean == NULL && same_floats((float[]) {const_scalar(r, 1)}, &ds->scale, 1);
 	else
-		same = ds->mean != NULL && ds->n_features == f && ds->n_categorical == 0 &&
+		same = ds->mean != NULL && ds->n_features == f && ds->n_categorical + ds->n_sequences == 0 &&
 			same_floats(normalization_vector(r, 1), strcmp(op, "Sub") == 0 ? ds->mean : ds->std, f);
 	if (!same)
 		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,

@@ -21,7 +21,8 @@
  * table's bytes are the same whether the rows were spilled or not.  Memory is
  * about maintenance_work_mem: the features, or once spilled one bucket of
  * them, less the 12 bytes a row that stay (its class and its position); the
- * labels (8 bytes a row for numbers) stay until the classes are made.
+ * labels (8 bytes a row for numbers) stay until the classes are made; the
+ * tokens of sequence columns (4 bytes each, 12 a row) stay to the end.
  *
  * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
  * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
@@ -84,6 +85,9 @@ typedef struct PackArgs
 	Oid			reference;		/* InvalidOid when none */
 	char	   *categorical;	/* NULL when none */
 	int32		max_categories;
+	char	   *sequence;		/* NULL when none */
+	bool		has_max_length;
+	int32		max_length;		/* 0: the longest array packed */
 } PackArgs;
 
 /* How a number of a feature or label column becomes a float. */
@@ -95,7 +99,7 @@ typedef enum PackNumKind
 	PACK_FLOAT4,
 	PACK_FLOAT8,
 	PACK_NUMERIC,
-	PACK_TEXT,					/* labels and categorical columns only */
+	PACK_TEXT,					/* labels, categorical and sequence columns only */
 	PACK_BOOL,					/* targets only: 0 or 1 */
 	PACK_OTHER
 } PackNumKind;
@@ -118,6 +122,7 @@ typedef struct PackColumn
 typedef struct PackCategorical
 {
 	PackColumn	col;
+	const char *what;			/* "categorical" or "sequence", for messages */
 	bool		is_integer;
 	HTAB	   *seen;			/* value -> provisional index */
 	char	  **values;			/* by provisional index */
@@ -126,6 +131,26 @@ typedef struct PackCategorical
 	int32	   *row_index;		/* per kept row */
 	int32	   *id_of;			/* provisional index -> id (0: unseen in the reference) */
 } PackCategorical;
+
+/*
+ * A sequence column: its tokens get provisional indices as categorical
+ * values do (cat; row_index unused), and go one row after another into
+ * tokens (-1 for a NULL element), row r's row_count[r] of them from
+ * row_start[r].  L is known once every row is read.
+ */
+typedef struct PackSequence
+{
+	PackCategorical cat;
+	int32		limit;			/* tokens kept a row: max_length, the reference's L, or 0 (all) */
+	int32	   *tokens;
+	int64		n_tokens;
+	int64		cap_tokens;
+	int64	   *row_start;		/* per kept row */
+	int32	   *row_count;
+	int32		longest;
+	int32		length;			/* L */
+	int32	   *ids;			/* L of them: one row's ids, while writing */
+} PackSequence;
 
 typedef struct PackSeen
 {
@@ -158,8 +183,10 @@ typedef struct PackData
 	int32		n_features;		/* -1 until the first row (array mode); numeric only */
 	int			n_categorical;
 	PackCategorical *cats;
+	int			n_sequences;
+	PackSequence *seqs;
 	int32		max_categories;
-	int32		n_total;		/* n_features + n_categorical: an example's floats */
+	int32		n_total;		/* an example's floats: n_features, the ids, the sequences' ids and lengths */
 
 	/* rows kept, their features in chunks of chunk_rows rows each */
 	int64		n_rows;
@@ -270,6 +297,9 @@ read_args(FunctionCallInfo fcinfo, PackArgs *args)
 		require_arg(fcinfo, 12, "max_categories");
 		args->max_categories = PG_GETARG_INT32(12);
 	}
+	args->sequence = PG_NARGS() <= 13 || PG_ARGISNULL(13) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(13));
+	args->has_max_length = PG_NARGS() > 14 && !PG_ARGISNULL(14);
+	args->max_length = args->has_max_length ? PG_GETARG_INT32(14) : 0;
 }
 
 /* The arguments alone, before any table is looked at (and nulls read as skip). */
@@ -299,6 +329,22 @@ check_args(PackArgs *args)
 				 errmsg("max_categories must be between 1 and %d, not %d", PGDL_MAX_CATEGORIES,
 						args->max_categories),
 				 errdetail("Categorical ids are carried as float32 values, exact up to 2^24.")));
+	if (args->has_max_length && (args->max_length < 1 || args->max_length > PGDL_MAX_SEQUENCE_LENGTH))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length must be between 1 and %d, not %d", PGDL_MAX_SEQUENCE_LENGTH, args->max_length),
+				 errdetail("It is the number of ids a sequence column packs a row; NULL packs the longest array's.")));
+	if (args->has_max_length && args->sequence == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length is given without a sequence column"),
+				 errhint("Name the sequence columns with sequence => ..., or leave max_length out.")));
+	if (has_ref && args->has_max_length)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference has the reference's sequence lengths."),
+				 errhint("Leave max_length out.")));
 	if (args->has_scale && args->standardize)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -591,62 +637,124 @@ seen_match(const void *a, const void *b, Size keysize)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/*
- * The categorical columns: integer or text, each mapped to ids by a
- * vocabulary.  Names follow SQL's rules for identifiers, as features do.
- */
-static void
-find_categorical(Oid relid, const char *categorical, int position, PackData *data)
+/* A list of column names (SQL identifiers, as features are), for categorical or sequence. */
+static List *
+split_columns(const char *list, const char *what)
 {
-	char	   *raw = pstrdup(categorical);
+	char	   *raw = pstrdup(list);
 	List	   *names;
-	ListCell   *lc;
-	int			i = 0;
 
 	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid categorical column list \"%s\"", pgdl_echo(categorical)),
-				 errhint("Give column names separated by commas, or leave categorical out.")));
-	data->n_categorical = list_length(names);
-	if (data->n_categorical > MaxHeapAttributeNumber)
+				 errmsg("invalid %s column list \"%s\"", what, pgdl_echo(list)),
+				 errhint("Give column names separated by commas, or leave %s out.", what)));
+	if (list_length(names) > MaxHeapAttributeNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("too many categorical columns: %d", data->n_categorical)));
+				 errmsg("too many %s columns: %d", what, list_length(names))));
+	return names;
+}
+
+/*
+ * Column `name` as a new categorical or sequence column: found, none of the
+ * columns given before it, with an empty vocabulary.
+ */
+static void
+find_vocabulary_column(Oid relid, PackData *data, const char *name, int position, const char *what,
+					   PackCategorical *cat)
+{
+	HASHCTL		ctl;
+
+	find_column(relid, data->relname, name, position, &cat->col);
+	cat->what = what;
+	for (int k = 0; k < data->n_cols; k++)
+		if (strcmp(data->cols[k].name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" is both a feature and a %s column", cat->col.name, what)));
+	for (int k = 0; k < data->n_categorical && &data->cats[k] != cat; k++)
+		if (strcmp(data->cats[k].col.name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 strcmp(what, "categorical") == 0
+					 ? errmsg("categorical column \"%s\" is given twice", cat->col.name)
+					 : errmsg("column \"%s\" is both a categorical and a sequence column", cat->col.name)));
+	for (int k = 0; k < data->n_sequences && &data->seqs[k].cat != cat; k++)
+		if (strcmp(data->seqs[k].cat.col.name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence column \"%s\" is given twice", cat->col.name)));
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(PackSeen);
+	ctl.hash = seen_hash;
+	ctl.match = seen_match;
+	ctl.hcxt = data->cxt;
+	cat->seen = hash_create("pgdl pack categories", 256, &ctl,
+							HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+static inline bool
+kind_is_category(PackNumKind kind)
+{
+	return kind == PACK_INT2 || kind == PACK_INT4 || kind == PACK_INT8 || kind == PACK_TEXT;
+}
+
+/* The categorical columns: integer or text, each mapped to ids by a vocabulary. */
+static void
+find_categorical(Oid relid, const char *categorical, int position, PackData *data)
+{
+	List	   *names = split_columns(categorical, "categorical");
+	ListCell   *lc;
+	int			i = 0;
+
+	data->n_categorical = list_length(names);
 	data->cats = palloc0(sizeof(PackCategorical) * data->n_categorical);
 	foreach(lc, names)
 	{
 		PackCategorical *cat = &data->cats[i];
-		HASHCTL		ctl;
 
-		find_column(relid, data->relname, (char *) lfirst(lc), position + i, &cat->col);
-		for (int k = 0; k < data->n_cols; k++)
-			if (strcmp(data->cols[k].name, cat->col.name) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("column \"%s\" is both a feature and a categorical column", cat->col.name)));
-		for (int k = 0; k < i; k++)
-			if (strcmp(data->cats[k].col.name, cat->col.name) == 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("categorical column \"%s\" is given twice", cat->col.name)));
+		find_vocabulary_column(relid, data, (char *) lfirst(lc), position + i, "categorical", cat);
 		cat->col.kind = kind_of(cat->col.type);
-		if (cat->col.kind != PACK_INT2 && cat->col.kind != PACK_INT4 && cat->col.kind != PACK_INT8 &&
-			cat->col.kind != PACK_TEXT)
+		if (!kind_is_category(cat->col.kind))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("categorical column \"%s\" has type %s, which cannot be categorical",
 							cat->col.name, format_type_be(cat->col.type)),
 					 errdetail("Categorical columns have type smallint, integer, bigint, text, varchar or char.")));
 		cat->is_integer = cat->col.kind != PACK_TEXT;
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(char *);
-		ctl.entrysize = sizeof(PackSeen);
-		ctl.hash = seen_hash;
-		ctl.match = seen_match;
-		ctl.hcxt = data->cxt;
-		cat->seen = hash_create("pgdl pack categories", 256, &ctl,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+		i++;
+	}
+}
+
+/* The sequence columns: arrays of integers or text, their tokens mapped to ids by a vocabulary. */
+static void
+find_sequences(Oid relid, const char *sequence, int position, int32 max_length, PackData *data)
+{
+	List	   *names = split_columns(sequence, "sequence");
+	ListCell   *lc;
+	int			i = 0;
+
+	data->n_sequences = list_length(names);
+	data->seqs = palloc0(sizeof(PackSequence) * data->n_sequences);
+	foreach(lc, names)
+	{
+		PackCategorical *cat = &data->seqs[i].cat;
+		Oid			elemtype;
+
+		find_vocabulary_column(relid, data, (char *) lfirst(lc), position + i, "sequence", cat);
+		elemtype = get_element_type(getBaseType(cat->col.type));
+		cat->col.kind = OidIsValid(elemtype) ? kind_of(elemtype) : PACK_OTHER;
+		if (!kind_is_category(cat->col.kind))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("sequence column \"%s\" has type %s, which cannot be a sequence",
+							cat->col.name, format_type_be(cat->col.type)),
+					 errdetail("Sequence columns are arrays of smallint, integer, bigint, text, varchar or char.")));
+		cat->col.elem_base = getBaseType(elemtype);
+		cat->is_integer = cat->col.kind != PACK_TEXT;
+		data->seqs[i].limit = max_length;
 		i++;
 	}
 }
@@ -665,7 +773,9 @@ find_source(const PackArgs *args, PackData *data)
 	find_features(args->source, args->features, data);
 	if (args->categorical != NULL)
 		find_categorical(args->source, args->categorical, data->n_cols + 1, data);
-	find_label(args->source, args->label, data->n_cols + data->n_categorical + 1, data);
+	if (args->sequence != NULL)
+		find_sequences(args->source, args->sequence, data->n_cols + data->n_categorical + 1, args->max_length, data);
+	find_label(args->source, args->label, data->n_cols + data->n_categorical + data->n_sequences + 1, data);
 }
 
 /*
@@ -710,6 +820,14 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 				 errmsg("source has %d categorical columns, but reference dataset \"%s\" has %d",
 						data->n_categorical, ref->name, ref->ds->n_categorical),
 				 errdetail("A dataset packed with a reference maps its categorical columns with the reference's vocabularies.")));
+	if (data->n_sequences != ref->ds->n_sequences)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d sequence columns, but reference dataset \"%s\" has %d",
+						data->n_sequences, ref->name, ref->ds->n_sequences),
+				 errdetail("A dataset packed with a reference maps its sequence columns with the reference's vocabularies.")));
+	for (int s = 0; s < data->n_sequences; s++)
+		data->seqs[s].limit = ref->ds->vocabulary[ref->ds->n_categorical + s].length;
 	if (!data->classification && !data->label_array && data->n_targets != ref->ds->n_targets)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -719,6 +837,18 @@ read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReferenc
 
 /* ---- reading the source ---- */
 
+/* A buffer's x is one real[]: at most MaxArraySize elements. */
+static void
+check_buffer_size(int64 n_total, int32 buffer_rows)
+{
+	if (n_total * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a buffer of %d rows of " INT64_FORMAT " features is too large", buffer_rows, n_total),
+				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
+				 errhint("Use a smaller buffer_rows.")));
+}
+
 /* The first row sets the number of features of an array column. */
 static void
 set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReference *ref)
@@ -727,14 +857,7 @@ set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReferenc
 
 	data->n_features = n;
 	data->n_total = n + data->n_categorical;
-
-	/* A buffer's x is one real[]: at most MaxArraySize elements. */
-	if ((int64) data->n_total * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("a buffer of %d rows of %d features is too large", buffer_rows, data->n_total),
-				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
-				 errhint("Use a smaller buffer_rows.")));
+	check_buffer_size(data->n_total, buffer_rows);
 
 	if (ref->ds != NULL && ref->ds->n_numeric != n)
 		ereport(ERROR,
@@ -783,6 +906,17 @@ grow_labels(PackData *data)
 
 		cat->row_index = cat->row_index == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
 			: repalloc_huge(cat->row_index, bytes);
+	}
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+		Size		bytes = mul_size((Size) cap, sizeof(int64));
+
+		seq->row_start = seq->row_start == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(seq->row_start, bytes);
+		bytes = mul_size((Size) cap, sizeof(int32));
+		seq->row_count = seq->row_count == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(seq->row_count, bytes);
 	}
 	data->label_cap = cap;
 }
@@ -1123,9 +1257,53 @@ set_target_count(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, con
 	data->n_targets = n;
 }
 
+/* A categorical value or token as text: integers in buf (32 bytes), text palloc'd. */
+static char *
+category_text(PackNumKind kind, Datum d, char *buf)
+{
+	if (kind == PACK_TEXT)
+		return TextDatumGetCString(d);
+	snprintf(buf, 32, INT64_FORMAT,
+			 kind == PACK_INT2 ? (int64) DatumGetInt16(d)
+			 : kind == PACK_INT4 ? (int64) DatumGetInt32(d) : DatumGetInt64(d));
+	return buf;
+}
+
+/* A value's provisional index in column cat: a value seen for the first time gets the next one. */
+static int32
+category_index(PackData *data, PackCategorical *cat, char *value)
+{
+	PackSeen   *hit = hash_search(cat->seen, &value, HASH_FIND, NULL);
+	char	   *kept;
+	bool		found;
+
+	if (hit != NULL)
+		return hit->index;
+	if (cat->n_values >= data->max_categories)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s column \"%s\" has more than %d distinct values",
+						cat->what, cat->col.name, data->max_categories),
+				 errdetail("Its vocabulary would exceed max_categories."),
+				 errhint("Raise max_categories (at most %d), or bucket the column's values.",
+						 PGDL_MAX_CATEGORIES)));
+	kept = MemoryContextStrdup(data->cxt, value);
+	hit = hash_search(cat->seen, &kept, HASH_ENTER, &found);
+	hit->index = cat->n_values;
+	if (cat->n_values == cat->cap_values)
+	{
+		cat->cap_values = cat->cap_values == 0 ? 64 : cat->cap_values * 2;
+		cat->values = cat->values == NULL
+			? MemoryContextAllocHuge(data->cxt, sizeof(char *) * cat->cap_values)
+			: repalloc_huge(cat->values, sizeof(char *) * cat->cap_values);
+	}
+	cat->values[cat->n_values++] = kept;
+	return hit->index;
+}
+
 /*
- * Row data->n_rows's categorical values as provisional indices: a value seen
- * for the first time gets the next one; NULL is -1 (id 0, as unseen values).
+ * Row data->n_rows's categorical values as provisional indices; NULL is -1
+ * (id 0, as unseen values).
  */
 static void
 store_categorical(PackData *data, HeapTuple tuple, TupleDesc desc)
@@ -1135,52 +1313,107 @@ store_categorical(PackData *data, HeapTuple tuple, TupleDesc desc)
 		PackCategorical *cat = &data->cats[c];
 		bool		isnull;
 		Datum		d = SPI_getbinval(tuple, desc, cat->col.position, &isnull);
-		char	   *value;
 		char		buf[32];
-		PackSeen   *hit;
-		bool		found;
 
-		if (isnull)
-		{
-			cat->row_index[data->n_rows] = -1;
-			continue;
-		}
-		if (cat->is_integer)
-		{
-			snprintf(buf, sizeof(buf), INT64_FORMAT,
-					 cat->col.kind == PACK_INT2 ? (int64) DatumGetInt16(d)
-					 : cat->col.kind == PACK_INT4 ? (int64) DatumGetInt32(d) : DatumGetInt64(d));
-			value = buf;
-		}
-		else
-			value = TextDatumGetCString(d);
-		hit = hash_search(cat->seen, &value, HASH_FIND, NULL);
-		if (hit == NULL)
-		{
-			char	   *kept;
-
-			if (cat->n_values >= data->max_categories)
-				ereport(ERROR,
-						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-						 errmsg("categorical column \"%s\" has more than %d distinct values",
-								cat->col.name, data->max_categories),
-						 errdetail("Its vocabulary would exceed max_categories."),
-						 errhint("Raise max_categories (at most %d), or bucket the column's values.",
-								 PGDL_MAX_CATEGORIES)));
-			kept = MemoryContextStrdup(data->cxt, value);
-			hit = hash_search(cat->seen, &kept, HASH_ENTER, &found);
-			hit->index = cat->n_values;
-			if (cat->n_values == cat->cap_values)
-			{
-				cat->cap_values = cat->cap_values == 0 ? 64 : cat->cap_values * 2;
-				cat->values = cat->values == NULL
-					? MemoryContextAllocHuge(data->cxt, sizeof(char *) * cat->cap_values)
-					: repalloc_huge(cat->values, sizeof(char *) * cat->cap_values);
-			}
-			cat->values[cat->n_values++] = kept;
-		}
-		cat->row_index[data->n_rows] = hit->index;
+		cat->row_index[data->n_rows] = isnull ? -1 : category_index(data, cat, category_text(cat->col.kind, d, buf));
 	}
+}
+
+/* A sequence array's element count, once its shape and size are checked. */
+static int
+sequence_array_items(const PackSequence *seq, ArrayType *arr, int64 row)
+{
+	int			n;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("sequence column \"%s\" has %d dimensions in row " INT64_FORMAT,
+						seq->cat.col.name, ARR_NDIM(arr), row),
+				 errdetail("A sequence is a one-dimensional array of tokens.")));
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (seq->limit == 0 && n > PGDL_MAX_SEQUENCE_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("sequence column \"%s\" has %d tokens in row " INT64_FORMAT ", more than %d",
+						seq->cat.col.name, n, row, PGDL_MAX_SEQUENCE_LENGTH),
+				 errhint("Give max_length to keep the first tokens of each array.")));
+	return n;
+}
+
+/*
+ * Row data->n_rows's tokens of each sequence column, as provisional indices:
+ * a NULL array is an empty sequence, a NULL element -1 (an unseen token);
+ * the tokens past the column's limit are left out.
+ */
+static void
+store_sequences(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, seq->cat.col.position, &isnull);
+		ArrayType  *arr;
+		ArrayIterator it;
+		Datum		elem;
+		int32		keep;
+		int32		i = 0;
+
+		seq->row_start[data->n_rows] = seq->n_tokens;
+		seq->row_count[data->n_rows] = 0;
+		if (isnull)
+			continue;
+		arr = DatumGetArrayTypeP(d);
+		keep = sequence_array_items(seq, arr, row);
+		if (seq->limit > 0)
+			keep = Min(keep, seq->limit);
+		if (seq->n_tokens + keep > seq->cap_tokens)
+		{
+			int64		cap = Max(seq->cap_tokens * 2, seq->n_tokens + keep + 1024);
+
+			seq->tokens = seq->tokens == NULL
+				? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, sizeof(int32)))
+				: repalloc_huge(seq->tokens, mul_size((Size) cap, sizeof(int32)));
+			seq->cap_tokens = cap;
+		}
+		it = array_create_iterator(arr, 0, NULL);
+		while (i < keep && array_iterate(it, &elem, &isnull))
+		{
+			char		buf[32];
+
+			seq->tokens[seq->n_tokens + i++] = isnull ? -1
+				: category_index(data, &seq->cat, category_text(seq->cat.col.kind, elem, buf));
+		}
+		array_free_iterator(it);
+		seq->n_tokens += keep;
+		seq->row_count[data->n_rows] = keep;
+		seq->longest = Max(seq->longest, keep);
+	}
+}
+
+/*
+ * Each sequence column's L, once every row is read: the reference's, or
+ * max_length, or the longest array's; the example grows by L ids and the length.
+ */
+static void
+finish_sequences(PackData *data, int32 buffer_rows)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+
+		seq->length = seq->limit > 0 ? seq->limit : seq->longest;
+		if (seq->length == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence column \"%s\" has no tokens", seq->cat.col.name),
+					 errdetail("Its array is empty or NULL in every row packed."),
+					 errhint("Give max_length to pack empty sequences.")));
+		seq->ids = MemoryContextAlloc(data->cxt, sizeof(int32) * seq->length);
+		data->n_total += seq->length + 1;
+	}
+	check_buffer_size(data->n_total, buffer_rows);
 }
 
 /* The row in the last slot new_row gave is kept. */
@@ -1240,6 +1473,7 @@ read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffe
 		if (!several)
 			store_label(data, d, row);
 		store_categorical(data, tuple, desc);
+		store_sequences(data, tuple, desc, row);
 		keep_row(data, x);
 	}
 	else
@@ -1261,6 +1495,8 @@ open_source(const PackData *data, SPIPlanPtr *plan)
 		appendStringInfo(&sql, "%s, ", quote_identifier(data->cols[i].name));
 	for (int c = 0; c < data->n_categorical; c++)
 		appendStringInfo(&sql, "%s, ", quote_identifier(data->cats[c].col.name));
+	for (int c = 0; c < data->n_sequences; c++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->seqs[c].cat.col.name));
 	for (int i = 0; i < data->n_label_cols; i++)
 		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_identifier(data->labels[i].name));
 	appendStringInfo(&sql, " FROM %s", data->source_sql);
@@ -1572,63 +1808,84 @@ cmp_vocabulary(const void *a, const void *b)
 }
 
 /*
- * Each categorical column's ids: its distinct values sorted (numerically for
+ * Column c's ids (c counts the categorical columns, then the sequence
+ * columns, whose L is length): its distinct values sorted (numerically for
  * integers, by bytes for text, so that ids do not depend on the order of the
- * rows or the locale), value i having id i + 1; or, with a reference, the
- * reference's ids (0 for a value it has not seen).  Returns the vocabularies
- * as stored in pgdl.datasets.categorical, NULL when there are none.
+ * rows or the locale), value i having id i + 1 (i + 2 in a sequence, after
+ * padding and unseen); or, with a reference, the reference's ids (unseen for
+ * a value it has not seen).  Pushes the column's vocabulary to state, as
+ * stored in pgdl.datasets.categorical.
+ */
+static void
+make_vocabulary(PackData *data, PackCategorical *cat, int c, int32 length, const PackReference *ref,
+				JsonbParseState **state)
+{
+	int32		first = length > 0 ? PGDL_SEQUENCE_UNSEEN + 1 : 1;
+	char	  **sorted;
+
+	cat->id_of = MemoryContextAlloc(data->cxt, sizeof(int32) * Max(cat->n_values, 1));
+	if (ref->ds != NULL)
+	{
+		if (ref->ds->vocabulary[c].is_integer != cat->is_integer)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("%s column \"%s\" has type %s, but column \"%s\" of reference dataset \"%s\" was %s",
+							cat->what, cat->col.name, format_type_be(cat->col.type), ref->ds->vocabulary[c].column,
+							ref->name, ref->ds->vocabulary[c].is_integer ? "an integer" : "text")));
+		for (int32 i = 0; i < cat->n_values; i++)
+			cat->id_of[i] = pgdl_dataset_category_id(ref->ds, c, cat->values[i]);
+		return;
+	}
+
+	sorted = palloc(sizeof(char *) * Max(cat->n_values, 1));
+	memcpy(sorted, cat->values, sizeof(char *) * cat->n_values);
+	vocabulary_integer = cat->is_integer;
+	qsort(sorted, cat->n_values, sizeof(char *), cmp_vocabulary);
+	for (int32 i = 0; i < cat->n_values; i++)
+	{
+		PackSeen   *hit = hash_search(cat->seen, &sorted[i], HASH_FIND, NULL);
+
+		Assert(hit != NULL);
+		cat->id_of[hit->index] = i + first;
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+
+	(void) pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(state, "column", cat->col.name);
+	pgdl_jsonb_put_string(state, "type", cat->is_integer ? "integer" : "text");
+	if (length > 0)
+	{
+		pgdl_jsonb_put_int(state, "length", length);
+		pgdl_jsonb_put_int(state, "padding", PGDL_SEQUENCE_PADDING);
+		pgdl_jsonb_put_int(state, "unseen", PGDL_SEQUENCE_UNSEEN);
+	}
+	pgdl_jsonb_put_key(state, "values");
+	(void) pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
+	for (int32 i = 0; i < cat->n_values; i++)
+		pgdl_jsonb_put_string(state, NULL, sorted[i]);
+	(void) pushJsonbValue(state, WJB_END_ARRAY, NULL);
+	(void) pushJsonbValue(state, WJB_END_OBJECT, NULL);
+	pfree(sorted);
+}
+
+/*
+ * The ids of every categorical and sequence column.  Returns the
+ * vocabularies as stored in pgdl.datasets.categorical (the reference's, with
+ * one), NULL when there are none.
  */
 static Jsonb *
 make_vocabularies(PackData *data, const PackReference *ref)
 {
 	JsonbParseState *state = NULL;
 
-	if (data->n_categorical == 0)
+	if (data->n_categorical + data->n_sequences == 0)
 		return NULL;
 	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int c = 0; c < data->n_categorical; c++)
-	{
-		PackCategorical *cat = &data->cats[c];
-		char	  **sorted = palloc(sizeof(char *) * Max(cat->n_values, 1));
-
-		cat->id_of = MemoryContextAlloc(data->cxt, sizeof(int32) * Max(cat->n_values, 1));
-		if (ref->ds != NULL)
-		{
-			if (ref->ds->vocabulary[c].is_integer != cat->is_integer)
-				ereport(ERROR,
-						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("categorical column \"%s\" has type %s, but column \"%s\" of reference dataset \"%s\" was %s",
-								cat->col.name, format_type_be(cat->col.type), ref->ds->vocabulary[c].column,
-								ref->name, ref->ds->vocabulary[c].is_integer ? "an integer" : "text")));
-			for (int32 i = 0; i < cat->n_values; i++)
-				cat->id_of[i] = pgdl_dataset_category_id(ref->ds, c, cat->values[i]);
-			continue;
-		}
-
-		memcpy(sorted, cat->values, sizeof(char *) * cat->n_values);
-		vocabulary_integer = cat->is_integer;
-		qsort(sorted, cat->n_values, sizeof(char *), cmp_vocabulary);
-		for (int32 i = 0; i < cat->n_values; i++)
-		{
-			PackSeen   *hit = hash_search(cat->seen, &sorted[i], HASH_FIND, NULL);
-
-			Assert(hit != NULL);
-			cat->id_of[hit->index] = i + 1;
-			if ((i & 1023) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-
-		(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-		pgdl_jsonb_put_string(&state, "column", cat->col.name);
-		pgdl_jsonb_put_string(&state, "type", cat->is_integer ? "integer" : "text");
-		pgdl_jsonb_put_key(&state, "values");
-		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
-		for (int32 i = 0; i < cat->n_values; i++)
-			pgdl_jsonb_put_string(&state, NULL, sorted[i]);
-		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
-		(void) pushJsonbValue(&state, WJB_END_OBJECT, NULL);
-		pfree(sorted);
-	}
+		make_vocabulary(data, &data->cats[c], c, 0, ref, &state);
+	for (int s = 0; s < data->n_sequences; s++)
+		make_vocabulary(data, &data->seqs[s].cat, data->n_categorical + s, data->seqs[s].length, ref, &state);
 	if (ref->ds != NULL)
 		return ref->ds->categorical;
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
@@ -1924,6 +2181,23 @@ ordered_row(const PackOrder *order, int64 pos, int64 *row)
 	return row_features(order->data, *row);
 }
 
+/* Row r's sequences, each as its L ids and its length (pgdl_sequence_layout), into out. */
+static void
+write_sequences(const PackData *data, int64 r, float *out)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		const PackSequence *seq = &data->seqs[s];
+		const int32 *tokens = seq->tokens + seq->row_start[r];
+		int32		n = seq->row_count[r];
+
+		for (int32 i = 0; i < n; i++)
+			seq->ids[i] = tokens[i] < 0 ? PGDL_SEQUENCE_UNSEEN : seq->cat.id_of[tokens[i]];
+		pgdl_sequence_layout(seq->ids, n, seq->length, out);
+		out += seq->length + 1;
+	}
+}
+
 /* The rows at positions first .. first + n normalized into x, their targets into y. */
 static void
 fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
@@ -1945,6 +2219,7 @@ fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 
 			dst[nf + c] = p < 0 ? 0.0f : (float) data->cats[c].id_of[p];
 		}
+		write_sequences(data, r, dst + nf + data->n_categorical);
 
 		if (norm->mean != NULL)
 			for (int j = 0; j < nf; j++)
@@ -2117,6 +2392,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	/* the data: every error about it comes from here, before anything is created */
 	read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
 	report_rows(&data);
+	finish_sequences(&data, args.buffer_rows);
 	n_buffers = count_buffers(&data, &args);
 	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
 	pgdl_call_progress_update(0, 0, 0.5);

@@ -283,16 +283,22 @@ typedef struct PgdlDataset
 	float	   *std;
 	Jsonb	   *normalization;	/* as stored: a dataset packed with this one as reference copies it */
 	/* categorical columns: their ids follow the n_numeric normalized features (see pack.md) */
-	int32		n_numeric;		/* features normalized: n_features less n_categorical */
+	int32		n_numeric;		/* features normalized: n_features less the ids and lengths */
 	int32		n_categorical;
-	struct PgdlVocabulary *vocabulary;	/* n_categorical of them; NULL when none */
+	int32		n_sequences;	/* sequence columns: their ids and length follow the categorical ids */
+	struct PgdlVocabulary *vocabulary;	/* n_categorical, then n_sequences; NULL when none */
 	Jsonb	   *categorical;	/* as stored: a dataset packed with this one as reference copies it */
 } PgdlDataset;
 
-/* One categorical column's vocabulary: value i (sorted) has id i + 1; id 0 is unseen or NULL. */
+/*
+ * One categorical column's vocabulary: value i (sorted) has id i + 1; id 0 is
+ * unseen or NULL.  A sequence column's: value i has id i + 2, id 0 is padding
+ * and id 1 an unseen or NULL token.
+ */
 typedef struct PgdlVocabulary
 {
 	char	   *column;
+	int32		length;			/* a sequence column: L, its ids a row (0: a categorical column) */
 	bool		is_integer;		/* values are integers, sorted numerically; else text, by bytes */
 	int32		n_values;
 	char	  **values;			/* as text */
@@ -301,6 +307,12 @@ typedef struct PgdlVocabulary
 
 /* At most this many values a categorical column: ids are floats, exact up to 2^24. */
 #define PGDL_MAX_CATEGORIES		16777215
+
+/* A sequence column's ids for padding and for an unseen or NULL token; its values' ids start after them. */
+#define PGDL_SEQUENCE_PADDING	0
+#define PGDL_SEQUENCE_UNSEEN	1
+/* At most this many ids a sequence (max_length, or the longest array packed). */
+#define PGDL_MAX_SEQUENCE_LENGTH	65536
 
 /*
  * The row of dataset `id` (or, when id is 0, of packed table `packed`), every
@@ -316,6 +328,13 @@ extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
 extern int32 pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value);
 /* Compares two values of a categorical column, by number or by bytes. */
 extern int	pgdl_category_compare(bool is_integer, const char *a, const char *b);
+/* The floats of the example vector column c (categorical or sequence) takes: 1, or L ids and the length. */
+extern int32 pgdl_vocabulary_width(const PgdlVocabulary *v);
+/*
+ * A sequence's n ids (tokens in order) as its L floats of the example vector,
+ * then its length: the first L ids, padded; the length is how many are tokens.
+ */
+extern void pgdl_sequence_layout(const int32 *ids, int64 n, int32 L, float *out);
 
 /* model_io.c: models as bytea, by id or name (cached), as a SQL function's argument; datasets (cached) */
 

@@ -41,6 +41,8 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
@@ -159,6 +161,9 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 				 errmsg("wrong number of features"),
 				 errdetail("The model takes " INT64_FORMAT " features; x has " INT64_FORMAT ".",
 						   expected, length),
+				 ds != NULL && ds->n_sequences > 0 && length == ds->n_numeric
+				 ? errhint("The dataset has %d categorical and %d sequence columns: give their values as categories => ARRAY[...] and sequences => ...",
+						   ds->n_categorical, ds->n_sequences) :
 				 ds != NULL && ds->n_categorical > 0 && length == ds->n_numeric
 				 ? errhint("The dataset has %d categorical columns: give their values as categories => ARRAY[...].",
 						   ds->n_categorical) : 0));
@@ -287,26 +292,83 @@ pgdl_predict_class_name(const PgdlDataset *ds, int index)
 	return pstrdup(ds->classes[index]);
 }
 
-/* ---- categorical columns: values to ids ---- */
+/* ---- categorical and sequence columns: values to ids ---- */
+
+/* Token i of a sequence (a JSON string, number or null) as text, NULL for null. */
+static char *
+sequence_token(JsonbValue *v, int s, int i)
+{
+	if (v->type == jbvNull)
+		return NULL;
+	if (v->type == jbvString)
+		return pnstrdup(v->val.string.val, v->val.string.len);
+	if (v->type == jbvNumeric)
+		return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("token %d of sequence %d is not a string, a number or null", i + 1, s + 1),
+			 errdetail("A sequence's tokens are the elements of its array, as pgdl.pack read them.")));
+	return NULL;
+}
+
+/*
+ * sequences, a jsonb array with one element per sequence column of the
+ * dataset, each an array of tokens or null (an empty sequence), as each
+ * column's L ids and length into out (pgdl_sequence_layout): a token the
+ * vocabulary lacks, or null, is the unseen id; tokens past L are left out.
+ */
+static void
+encode_sequences(const PgdlDataset *ds, Jsonb *sequences, float *out)
+{
+	int			n = JB_ROOT_IS_ARRAY(sequences) && !JB_ROOT_IS_SCALAR(sequences)
+		? (int) JsonContainerSize(&sequences->root) : -1;
+
+	if (n != ds->n_sequences)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sequences must be a JSON array of %d sequences", ds->n_sequences),
+				 errdetail("The dataset has %d sequence columns; give each one's tokens as an array, "
+						   "for example with jsonb_build_array(tokens).", ds->n_sequences)));
+	for (int s = 0; s < n; s++)
+	{
+		const PgdlVocabulary *v = &ds->vocabulary[ds->n_categorical + s];
+		JsonbValue *seq = getIthJsonbValueFromContainer(&sequences->root, s);
+		int32	   *ids = palloc(sizeof(int32) * v->length);
+		int32		kept = 0;
+
+		if (seq->type == jbvBinary && JsonContainerIsArray(seq->val.binary.data))
+			kept = (int32) Min(JsonContainerSize(seq->val.binary.data), (uint32) v->length);
+		else if (seq->type != jbvNull)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence %d is not an array of tokens", s + 1),
+					 errdetail("Each element of sequences is an array of tokens, or null for an empty sequence.")));
+		for (int32 i = 0; i < kept; i++)
+			ids[i] = pgdl_dataset_category_id(ds, ds->n_categorical + s,
+											  sequence_token(getIthJsonbValueFromContainer(seq->val.binary.data, i), s, i));
+		pgdl_sequence_layout(ids, kept, v->length, out);
+		out += v->length + 1;
+		pfree(ids);
+	}
+}
 
 /*
  * categories, a text[] with one value per categorical column of the dataset
  * (NULL elements allowed), as its ids after the raw numeric features xraw,
+ * then the sequences (NULL: none given) as encode_sequences lays them out,
  * into a palloc'd vector of the dataset's n_features (not normalized).  Runs
  * no query: the cached model that holds ds stays valid.
  */
 static float *
-encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayType *categories,
-				  const char *function)
+encode_inputs(const PgdlDataset *ds, const float *xraw, int64 length, ArrayType *categories,
+			  Jsonb *sequences, const char *function)
 {
 	Datum	   *elems;
 	bool	   *nulls;
 	int			n;
 	float	   *x;
 
-	if (ARR_NDIM(categories) == 0 && ds != NULL && ds->n_categorical == 0)
-		;						/* none for none: x as it is */
-	else if (ds == NULL || ds->n_categorical == 0)
+	if (ds == NULL || (ds->n_categorical == 0 && ARR_NDIM(categories) > 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s has no categorical columns", ds == NULL ? "a model blob" : "the dataset"),
@@ -318,28 +380,36 @@ encode_categories(const PgdlDataset *ds, const float *xraw, int64 length, ArrayT
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("categories must be a one-dimensional array")));
 	deconstruct_array(categories, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
-	if (ds == NULL)
-		elog(ERROR, "categories without a dataset");
 	if (n != ds->n_categorical)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("wrong number of categorical values"),
 				 errdetail("The dataset has %d categorical columns; categories has %d values.",
 						   ds->n_categorical, n)));
+	if (sequences == NULL && ds->n_sequences > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the dataset has %d sequence columns", ds->n_sequences),
+				 errhint("Give their tokens as a fourth argument, for example jsonb_build_array(tokens).")));
 	if (length != ds->n_numeric)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("wrong number of features"),
-				 errdetail("The dataset has %d numeric features besides its categorical columns; x has " INT64_FORMAT ".",
-						   ds->n_numeric, length)));
+				 errdetail("The dataset has %d numeric features besides its categorical%s columns; x has " INT64_FORMAT ".",
+						   ds->n_numeric, ds->n_sequences > 0 ? " and sequence" : "", length)));
 	x = palloc(sizeof(float) * ds->n_features);
 	memcpy(x, xraw, sizeof(float) * length);
 	for (int c = 0; c < n; c++)
 		x[length + c] = (float) pgdl_dataset_category_id(ds, c, nulls[c] ? NULL : TextDatumGetCString(elems[c]));
+	if (sequences != NULL)
+		encode_sequences(ds, sequences, x + length + n);
 	return x;
 }
 
-/* pgdl.encode(packed, x, categories): the vector pgdl.predict takes, for predict_batch's queries. */
+/*
+ * pgdl.encode(packed, x, categories [, sequences]): the vector pgdl.predict
+ * takes, for predict_batch's queries.
+ */
 PG_FUNCTION_INFO_V1(pgdl_encode);
 Datum
 pgdl_encode(PG_FUNCTION_ARGS)
@@ -347,11 +417,12 @@ pgdl_encode(PG_FUNCTION_ARGS)
 	Oid			packed = PG_GETARG_OID(0);
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);
 	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(2);
+	Jsonb	   *sa = PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlDataset *ds = pgdl_dataset_by_packed(packed);
 
-	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(encode_categories(ds, xraw, length, ca, "pgdl.encode"),
+	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(encode_inputs(ds, xraw, length, ca, sa, "pgdl.encode"),
 												 ds->n_features));
 }
 
@@ -402,6 +473,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 {
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);	/* detoasted before the model is resolved */
 	ArrayType  *ca = PG_NARGS() > 2 ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
+	Jsonb	   *sa = PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlModel  *model;
@@ -417,7 +489,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	pgdl_predict_check_dataset(m, model->dataset);
 	if (ca != NULL)
 	{
-		xraw = encode_categories(model->dataset, xraw, length, ca, "pgdl.predict");
+		xraw = encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict");
 		length = model->dataset->n_features;
 	}
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
@@ -439,6 +511,7 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 {
 	ArrayType  *xa = PG_GETARG_ARRAYTYPE_P(1);
 	ArrayType  *ca = categories ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
+	Jsonb	   *sa = categories && PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlModel  *model;
@@ -453,7 +526,7 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	pgdl_predict_check_dataset(m, model->dataset);
 	if (ca != NULL)
 	{
-		xraw = encode_categories(model->dataset, xraw, length, ca, "pgdl.predict_class");
+		xraw = encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict_class");
 		length = model->dataset->n_features;
 	}
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
@@ -471,7 +544,7 @@ pgdl_predict_class(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(predict_label(fcinfo, false, &label_type)));
 }
 
-/* predict_class(model, x, categories text[]) */
+/* predict_class(model, x, categories text[] [, sequences jsonb]) */
 PG_FUNCTION_INFO_V1(pgdl_predict_class_categories);
 Datum
 pgdl_predict_class_categories(PG_FUNCTION_ARGS)

@@ -474,6 +474,9 @@ my %VALID = (
 	'categorical'                  => 'NULL',
 	'max_categories'               => '10000',
 	'categories'                   => q{'{}'},
+	'sequence'                     => 'NULL',
+	'max_length'                   => 'NULL',
+	'sequences'                    => q{'[]'},
 	'x'                            => $x_sql,
 	'train.x'                      => 'x',    # columns of the packed table
 	'train.y'                      => 'y',
@@ -952,7 +955,19 @@ my %JSON_VARIANTS = (
 	'params:jsonb'  => json_variants($GRID),
 	'space'         => json_variants($SPACE),
 	'description'   => json_variants(decode_json($description)),
-	'query:jsonb'   => json_variants($SPEC),);
+	'query:jsonb'   => json_variants($SPEC),
+	# a JSON array of token arrays, not an object: its own variants
+	'sequences' => [
+		[ '{}'              => q{'{}'} ],
+		[ 'null'            => q{'null'} ],
+		[ '"x"'             => q{'"x"'} ],
+		[ '[null]'          => q{'[null]'} ],
+		[ '[[1, "x", null]]' => q{'[[1, "x", null]]'} ],
+		[ '[[{}]]'          => q{'[[{}]]'} ],
+		[ '1000 deep'       => q{('[' || repeat('[', 1000) || repeat(']', 1000) || ']')::jsonb} ],
+		[ 'a 10 MB token'   => "jsonb_build_array(jsonb_build_array(repeat('t', $TEN_MB)))" ],
+		[ 'a million tokens' => q{jsonb_build_array((SELECT jsonb_agg(i) FROM generate_series(1, 1000000) i))} ],
+	],);
 
 # ---------------------------------------------------------------------------
 # The functions, from pg_proc.

@@ -13,26 +13,36 @@ CREATE FUNCTION pgdl.pack(
 	nulls text DEFAULT 'error',
 	reference regclass DEFAULT NULL,
 	categorical text DEFAULT NULL,
-	max_categories integer DEFAULT 10000)
+	max_categories integer DEFAULT 10000,
+	sequence text DEFAULT NULL,
+	max_length integer DEFAULT NULL)
 RETURNS bigint
 	AS 'MODULE_PATHNAME', 'pgdl_pack'
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer) IS
-	'packs a table''s features (numeric, and categorical columns as vocabulary ids) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer) IS
+	'packs a table''s features (numeric, categorical columns as vocabulary ids, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
 
--- The vocabularies of categorical columns, one row per value: id 0 (not listed) is any value not seen
--- when packing, and NULL.  security_invoker: a role sees the vocabularies of the datasets it may read.
+-- The vocabularies of categorical and sequence columns, one row per value.  A categorical column's id 0
+-- (not listed) is any value not seen when packing, and NULL; a sequence column's id 0 is padding and id 1
+-- an unseen or NULL token.  feature: the first (1-based) of the floats of the example vector that carry
+-- the column, a sequence's L ids and then its length.  security_invoker: a role sees the vocabularies of
+-- the datasets it may read.
 CREATE VIEW pgdl.vocabulary WITH (security_invoker = true) AS
 SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'column' AS "column",
-	   (d.n_features - jsonb_array_length(d.categorical) + c.position)::integer AS feature,
-	   v.id::integer AS id, v.value
+	   (d.n_features - c.total + c.before + 1)::integer AS feature,
+	   (v.id + CASE WHEN c.col ->> 'length' IS NULL THEN 0 ELSE 1 END)::integer AS id, v.value,
+	   (c.col ->> 'length')::integer AS length
   FROM pgdl.datasets d
- CROSS JOIN LATERAL jsonb_array_elements(d.categorical) WITH ORDINALITY AS c(col, position)
- CROSS JOIN LATERAL jsonb_array_elements_text(c.col -> 'values') WITH ORDINALITY AS v(value, id)
- WHERE jsonb_typeof(d.categorical) = 'array';
+ CROSS JOIN LATERAL (
+	SELECT e.col, e.position, sum(w.width) OVER () AS total,
+		   sum(w.width) OVER (ORDER BY e.position) - w.width AS before
+	  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(d.categorical) = 'array' THEN d.categorical END)
+		   WITH ORDINALITY AS e(col, position)
+	 CROSS JOIN LATERAL (SELECT coalesce((e.col ->> 'length')::bigint + 1, 1) AS width) w) c
+ CROSS JOIN LATERAL jsonb_array_elements_text(c.col -> 'values') WITH ORDINALITY AS v(value, id);
 COMMENT ON VIEW pgdl.vocabulary IS
-	'the vocabulary of each categorical column of the datasets the caller may read: value and its id (id 0 is unseen or NULL), and which feature of the example vector carries it';
+	'the vocabulary of each categorical and sequence column of the datasets the caller may read: value and its id (categorical: id 0 is unseen or NULL; sequence: id 0 is padding, id 1 unseen or NULL), the first feature of the example vector that carries the column, and a sequence''s length L';
 GRANT SELECT ON pgdl.vocabulary TO PUBLIC;
 
 CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[]) RETURNS real[]
@@ -40,3 +50,9 @@ CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[]) RETURN
 	LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION pgdl.encode(regclass, real[], text[]) IS
 	'the example vector of a dataset with categorical columns: raw numeric features x, then the id of each categorical value (0 when unseen or NULL); what pgdl.predict and predict_batch take';
+
+CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[], sequences jsonb) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_encode'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION pgdl.encode(regclass, real[], text[], jsonb) IS
+	'the example vector of a dataset with categorical and sequence columns: raw numeric features x, the id of each categorical value, then each sequence (a JSON array of tokens in sequences) as its L ids, padded or cut, and its length';

@@ -91,6 +91,31 @@ COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
 COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
 	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
 
+-- ... and with token sequences (datasets packed with sequence => ...): sequences is a JSON array, one
+-- array of tokens (or null) per sequence column, e.g. jsonb_build_array(tokens)
+
+CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[], sequences jsonb) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x real[], categories text[], sequences jsonb) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[], sequences jsonb) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[], sequences jsonb) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[], jsonb) IS
+	'outputs of stored model (by id) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, real[], text[], jsonb) IS
+	'outputs of stored model (by name) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[], jsonb) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features, categorical values and token sequences';
+COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[], jsonb) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features, categorical values and token sequences';
+
 -- pgdl.predict_batch
 --
 -- pgdl.predict_batch_rows does the work, one row per call, fetching batch_size rows of the source at a
