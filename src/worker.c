@@ -23,6 +23,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
@@ -78,14 +79,29 @@ wake_everyone(void)
 		SetLatch(&shared->leader->procLatch);
 }
 
-/* Read a partition (or the whole validation set, part -1) into memory, as far as the budget goes. */
+/*
+ * Read a partition (or the whole validation set, part -1) into memory, as far
+ * as the budget goes, or attach another job's worker's copy (shared_scan.c).
+ * A DEBUG1 line says which, for tests.
+ */
 static void
 load(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp)
 {
+	PgdlShareResult how;
+	char	   *relname;
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_packed_hold(ds, part, hp, data_cxt, &budget, NULL, NULL);
+	how = pgdl_shared_hold(ds, part, hp, data_cxt, &budget);
+	relname = get_rel_name(ds->packed);
+	ereport(DEBUG1,
+			(errmsg_internal("pgdl worker %d of backend %d: %s of \"%s\" %s", me, (int) shared->leader_pid,
+							 part >= 0 ? psprintf("partition %d", part) : "the validation set",
+							 relname ? relname : "?",
+							 how == PGDL_SHARE_ATTACHED ? "attached from another worker" :
+							 how == PGDL_SHARE_PUBLISHED ? "read from its table and published" :
+							 "read from its table")));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
