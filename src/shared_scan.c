@@ -3,7 +3,7 @@
  *
  * A model hopper worker that reads a partition of a packed table into memory
  * copies it into a DSM segment and publishes the segment as a session lock of
- * the lock manager (tag: the segment's handle, the table, its database and the
+ * the lock manager (tag: the database, the table, the segment's handle and the
  * partition), so no shared memory of pgdl's own is needed (as jobs.c).  A
  * worker of any job that needs the same partition attaches the segment instead
  * of reading the table, and publishes it too: the segment outlives the worker
@@ -87,7 +87,7 @@ static int	n_held = 0;
 static void
 share_locktag(LOCKTAG *tag, dsm_handle handle, Oid relid, int32 part)
 {
-	SET_LOCKTAG_ADVISORY(*tag, (uint32) handle, (uint32) relid, (uint32) MyDatabaseId,
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) relid, (uint32) handle,
 						 SHARE_LOCK_KIND | (part >= 0 ? part : SHARE_ALL_PARTS));
 }
 
@@ -258,12 +258,12 @@ attach_published(const PgdlDataset *ds, int32 part, const Manifest *mf, PgdlHeld
 	for (int i = 0; i < locks->nelements; i++)
 	{
 		const LOCKTAG *t = &locks->locks[i].locktag;
-		dsm_handle	handle = (dsm_handle) t->locktag_field1;
+		dsm_handle	handle = (dsm_handle) t->locktag_field3;
 		dsm_segment *seg;
 
 		CHECK_FOR_INTERRUPTS();
 		if (locks->locks[i].holdMask == 0 || t->locktag_type != want.locktag_type ||
-			t->locktag_field2 != want.locktag_field2 || t->locktag_field3 != want.locktag_field3 ||
+			t->locktag_field1 != want.locktag_field1 || t->locktag_field2 != want.locktag_field2 ||
 			t->locktag_field4 != want.locktag_field4 || handle == DSM_HANDLE_INVALID ||
 			dsm_find_mapping(handle) != NULL)
 			continue;
