@@ -546,6 +546,23 @@ extern void pgdl_packed_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartitio
 extern void pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *held,
 								PgdlBufferFn fn, void *arg);
 
+/* shared_scan.c: a partition held by workers of several jobs, read once */
+
+typedef enum PgdlShareResult
+{
+	PGDL_SHARE_READ = 0,		/* read from its table, for this worker alone */
+	PGDL_SHARE_PUBLISHED,		/* read from its table, and published for other jobs' workers */
+	PGDL_SHARE_ATTACHED			/* not read: another worker's copy, of the same tuple versions */
+} PgdlShareResult;
+
+/*
+ * pgdl_packed_hold, in a transaction, through a DSM segment other workers of
+ * any job attach (the caller's copy when one exists).  The segments live as
+ * long as the process (or another that attached them).
+ */
+extern PgdlShareResult pgdl_shared_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartition *held,
+										MemoryContext keep_cxt, int64 *budget);
+
 /* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
 extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
 								  ArrayType *x, ArrayType *y, float **xdata, float **ydata);

@@ -23,6 +23,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
@@ -47,7 +48,7 @@ typedef struct WorkerSource
 	PgdlDataset train;			/* the packed table, or a cache view read as one */
 	PgdlDataset valid;
 	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
-	bool	   *tried;			/* per partition: held as the budget allowed (owned, or stolen once) */
+	bool	   *tried;			/* per partition: held as the budget allowed (owned, inherited or stolen, once) */
 	PgdlHeldPartition *held_validation;
 	bool	   *validation_loaded;
 	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
@@ -78,14 +79,29 @@ wake_everyone(void)
 		SetLatch(&shared->leader->procLatch);
 }
 
-/* Read a partition (or the whole validation set, part -1) into memory, as far as the budget goes. */
+/*
+ * Read a partition (or the whole validation set, part -1) into memory, as far
+ * as the budget goes, or attach another job's worker's copy (shared_scan.c).
+ * A DEBUG1 line says which, for tests.
+ */
 static void
 load(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp)
 {
+	PgdlShareResult how;
+	char	   *relname;
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_packed_hold(ds, part, hp, data_cxt, &budget, NULL, NULL);
+	how = pgdl_shared_hold(ds, part, hp, data_cxt, &budget);
+	relname = get_rel_name(ds->packed);
+	ereport(DEBUG1,
+			(errmsg_internal("pgdl worker %d of backend %d: %s of \"%s\" %s", me, (int) shared->leader_pid,
+							 part >= 0 ? psprintf("partition %d", part) : "the validation set",
+							 relname ? relname : "?",
+							 how == PGDL_SHARE_ATTACHED ? "attached from another worker" :
+							 how == PGDL_SHARE_PUBLISHED ? "read from its table and published" :
+							 "read from its table")));
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -332,7 +348,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
  * when, changes no byte of the models: a model's visits keep their order.
  */
 static int
-take_model(bool *all_finished, bool *stolen)
+take_model(bool *all_finished)
 {
 	int			best = -1;
 	bool		best_ours = false;
@@ -376,17 +392,17 @@ take_model(bool *all_finished, bool *stolen)
 		m->partition = mop_next_partition(m, shared->n_partitions);
 	}
 	SpinLockRelease(&shared->mutex);
-	*stolen = best >= 0 && !best_ours;
 	return best;
 }
 
 /*
- * Model i is to visit a partition another worker owns: hold it here as the
- * budget allows, once, for the models that come after (else it is read from
- * its table at each visit).
+ * Model i is to visit a partition this worker did not load at the start (one
+ * another worker owns, or inherited from a worker that retired): hold it here
+ * as the budget allows, once, for the models that come after (else it is read
+ * from its table at each visit).
  */
 static void
-hold_stolen(int i)
+hold_partition(int i)
 {
 	MopModel   *m = &shared->models[i];
 	WorkerSource *src = &sources[m->source];
@@ -776,8 +792,7 @@ train_models(MemoryContext step_cxt)
 	pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
 	for (;;)
 	{
-		bool		all_finished,
-					stolen;
+		bool		all_finished;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
@@ -788,11 +803,11 @@ train_models(MemoryContext step_cxt)
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
-		i = take_model(&all_finished, &stolen);
+		i = take_model(&all_finished);
 		if (i >= 0)
 		{
-			if (stolen)
-				hold_stolen(i);
+			if (node == NULL)
+				hold_partition(i);
 			train_model(i, step_cxt);
 			continue;
 		}

@@ -3,8 +3,10 @@
 # later jobs wait in the queue (a NOTICE says so, pgdl.jobs shows it), each role
 # sees only its own jobs, a queued job can be cancelled, a job gives a worker
 # back to another role's and takes free slots, every model equals the one its
-# selection trains alone, and a worker that dies fails only its job; with
-# pgdl.max_workers = 1, a role's priorities reorder only its own queued jobs.
+# selection trains alone, two jobs over one packed table read each partition
+# once (shared scans, src/shared_scan.c), and a worker that dies, holding
+# buffers another job uses, fails only its job; with pgdl.max_workers = 1, a
+# role's priorities reorder only its own queued jobs.
 use strict;
 use warnings;
 
@@ -144,15 +146,54 @@ is(model_digests($node, 'lb_bob_shared'), model_digests($node, 'alone_bob_long')
 	"bob's models, trained by one worker then two, equal his selection alone");
 
 # ---------------------------------------------------------------------------
-# Two jobs of one worker each: a worker that dies fails only its own job.
+# Shared scans: two jobs of one worker each over one packed table.  Bob's
+# worker attaches the partitions alice's worker read, except one whose row was
+# updated (to the same values) since: that one it reads.  Alice's worker,
+# terminated while both train on those buffers, fails only her job.
 # ---------------------------------------------------------------------------
+$node->safe_psql('postgres', 'ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()');
+
+# How many of the packed table's partitions the workers of the job of backend $pid loaded as $how.
+sub loads_of
+{
+	my ($pid, $how) = @_;
+	my @lines = slurp_file($node->logfile) =~ /pgdl worker \d+ of backend $pid: partition \d+ of "packed" \Q$how\E\n/g;
+	return scalar @lines;
+}
+
+sub loads_within
+{
+	my ($pid, $how, $count, $secs) = @_;
+	for (1 .. $secs * 10)
+	{
+		return 1 if loads_of($pid, $how) >= $count;
+		usleep(100_000);
+	}
+	diag("the job of backend $pid loaded " . loads_of($pid, $how) . " partitions as \"$how\"");
+	return 0;
+}
+
 my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
 my $a4 = start_psql($node, 'job_a4', $superuser, 'SET ROLE alice', fit_sql('alice', 'lb_killed', 1));
+ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.jobs WHERE state = 'running' AND run IS NOT NULL", 30),
+	"alice's job runs");
+my $a4_pid = pid_of('job_a4');
+ok(loads_within($a4_pid, 'read from its table and published', 4, 30),
+	"alice's worker reads the 4 partitions and publishes them");
+# a new version of one row of partition 2, of the same bytes: what alice's worker holds of it is stale
+$node->safe_psql('postgres', 'UPDATE packed SET n = n WHERE part = 2 AND buffer_id = (SELECT min(buffer_id) FROM packed WHERE part = 2)');
 my $b4 = start_psql($node, 'job_b4', 'bob', fit_sql('bob', 'lb_survivor', 1));
 ok(poll_until($node, "SELECT count(*) = 2 FROM pgdl.jobs WHERE state = 'running' AND workers = 1 AND run IS NOT NULL", 30),
 	'two jobs run side by side, a worker each');
-my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = " . pid_of('job_a4'));
-is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = " . pid_of('job_a4')), 'alice',
+my $b4_pid = pid_of('job_b4');
+ok(loads_within($b4_pid, 'attached from another worker', 3, 30), "bob's worker attaches the 3 partitions alice's read");
+ok(loads_within($b4_pid, 'read from its table and published', 1, 30), '... and reads the one updated since');
+like(slurp_file($node->logfile), qr/of backend $b4_pid: partition 2 of "packed" read from its table and published\n/,
+	'... which is partition 2');
+is(loads_of($b4_pid, 'read from its table'), 0, '... and reads nothing it does not share');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()');
+my $victim_run = $node->safe_psql('postgres', "SELECT run FROM pgdl.jobs WHERE pid = $a4_pid");
+is($node->safe_psql('postgres', "SELECT owner FROM pgdl.jobs WHERE pid = $a4_pid"), 'alice',
 	'a job started after SET ROLE belongs to that role');
 is(jobs_as('alice', "SELECT count(*) FROM pgdl.jobs"), '1', '... and shows to it');
 # between two visits no model of the run is busy and no worker shows: try until one is terminated
@@ -163,7 +204,7 @@ ok( poll_until(
 		30),
 	"alice's worker, training, is terminated");
 isnt(finish_psql($a4, 60), 0, 'the job whose worker died fails');
-is(finish_psql($b4, 120), 0, 'the other job finishes');
+is(finish_psql($b4, 120), 0, 'the other job finishes, on the buffers the dead worker read');
 is(model_digests($node, 'lb_survivor'), model_digests($node, 'alone_bob'), '... with the models it trains alone');
 
 # ---------------------------------------------------------------------------
