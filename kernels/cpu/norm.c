@@ -18,8 +18,8 @@
  * runs in vectors.  (One sum in order is a chain of dependent adds, which took
  * longer than the convolutions around the batchnorm.)  The lanes are four
  * vectors of two doubles, the default target's width, which the compiler
- * keeps in registers (a vector of eight it kept in memory).  Multiplies and
- * adds are rounded apart: the default target has no FMA.
+ * keeps in registers (a vector of eight it kept in memory).  On x86-64's
+ * default target, which has no FMA, multiplies and adds are rounded apart.
  */
 #define LANES 8
 
