@@ -180,23 +180,8 @@ def run(name, args, train, test, peak, flops):
           f"peak_gflops={peak:.2f} peak_fraction={gflops / peak:.3f}", flush=True)
 
 
-def run_gru(args):
-    """bench/engine.c's run_gru: embedding -> GRU (last state) -> linear on synthetic ids, Adam."""
-    vocab, steps, dim, units, classes, n, batch = 1000, 32, 32, 64, 4, 4096, 64
-
-    class Net(tnn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = tnn.Embedding(vocab, dim)
-            self.gru = tnn.GRU(dim, units, batch_first=True)
-            self.out = tnn.Linear(units, classes)
-
-        def forward(self, x):
-            _, h = self.gru(self.emb(x))
-            return self.out(h[0])
-
-    torch.manual_seed(args.seed)
-    model = Net()
+def time_on_ids(args, name, model, vocab, steps, classes, n, batch):
+    """Adam over n synthetic id sequences (drawn after the model, from the same seed), timed as engine.c does."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     xs = torch.randint(0, vocab, (n, steps))
     ys = torch.randint(0, classes, (n,))
@@ -214,8 +199,27 @@ def run_gru(args):
             loss_sum += loss.detach() * xb.shape[0]
     train_s = time.perf_counter() - t0
     seen = n * args.epochs
-    print(f"pytorch gru examples_per_s={seen / train_s:.1f} train_s={train_s:.3f} epochs={args.epochs} "
+    print(f"pytorch {name} examples_per_s={seen / train_s:.1f} train_s={train_s:.3f} epochs={args.epochs} "
           f"n_train={n} batch={batch} train_loss={float(loss_sum) / seen:.4f}", flush=True)
+
+
+def run_gru(args):
+    """bench/engine.c's run_gru: embedding -> GRU (last state) -> linear on synthetic ids, Adam."""
+    vocab, steps, dim, units, classes, n, batch = 1000, 32, 32, 64, 4, 4096, 64
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = tnn.Embedding(vocab, dim)
+            self.gru = tnn.GRU(dim, units, batch_first=True)
+            self.out = tnn.Linear(units, classes)
+
+        def forward(self, x):
+            _, h = self.gru(self.emb(x))
+            return self.out(h[0])
+
+    torch.manual_seed(args.seed)
+    time_on_ids(args, "gru", Net(), vocab, steps, classes, n, batch)
 
 
 def run_attention(args):
@@ -235,26 +239,7 @@ def run_attention(args):
             return self.out(self.block(self.emb(x) + self.pos).mean(dim=1))
 
     torch.manual_seed(args.seed)
-    model = Net()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    xs = torch.randint(0, vocab, (n, steps))
-    ys = torch.randint(0, classes, (n,))
-    batches = [(xs[i:i + batch], ys[i:i + batch]) for i in range(0, n, batch)]
-    loss_fn = tnn.CrossEntropyLoss()
-    model.train()
-    loss_sum = torch.zeros((), dtype=torch.float64)
-    t0 = time.perf_counter()
-    for _ in range(args.epochs):
-        for xb, yb in batches:
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            loss_sum += loss.detach() * xb.shape[0]
-    train_s = time.perf_counter() - t0
-    seen = n * args.epochs
-    print(f"pytorch attention examples_per_s={seen / train_s:.1f} train_s={train_s:.3f} epochs={args.epochs} "
-          f"n_train={n} batch={batch} train_loss={float(loss_sum) / seen:.4f}", flush=True)
+    time_on_ids(args, "attention", Net(), vocab, steps, classes, n, batch)
 
 
 def main():

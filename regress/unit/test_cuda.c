@@ -1515,21 +1515,6 @@ check_models(void)
 	check_model("embedding, conv1d, conv1d, sgd", &s, NN_OPT_SGD, 256, 32);
 
 	/* a transformer encoder block: positions, attention, per-step feed-forward, residual adds */
-	spec_begin(&s, 1, 10, 1, 1, NN_LOSS_CROSS_ENTROPY);
-	spec_add(&s, NN_EMBEDDING)->vocab = 20;
-	s.layers[0].units = 16;
-	s.layers[0].positions = true;
-	spec_add(&s, NN_ATTENTION)->heads = 4;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_DENSE)->units = 32;
-	s.layers[4].per_step = true;
-	spec_add(&s, NN_GELU);
-	spec_add(&s, NN_DENSE)->units = 16;
-	s.layers[6].per_step = true;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_GLOBAL_AVGPOOL);
-	spec_dense(&s, 5);
+	spec_transformer_block(&s, 10, 20, 16, 4, 32, 5);
 	check_model("transformer encoder, adamw", &s, NN_OPT_ADAMW, 256, 32);
 }

@@ -270,22 +270,7 @@ UNIT_TEST(device_fake_transformer_matches_cpu)
 	NnOptim		o;
 
 	/* embedding with positions, attention, per-step dense, residual adds and layernorm over steps */
-	spec_begin(&s, 1, 7, 1, 1, NN_LOSS_CROSS_ENTROPY);
-	spec_add(&s, NN_EMBEDDING)->vocab = 11;
-	s.layers[0].units = 8;
-	s.layers[0].positions = true;
-	spec_add(&s, NN_ATTENTION)->heads = 2;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_DENSE)->units = 16;
-	s.layers[4].per_step = true;
-	spec_add(&s, NN_GELU);
-	spec_add(&s, NN_DENSE)->units = 8;
-	s.layers[6].per_step = true;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_GLOBAL_AVGPOOL);
-	spec_dense(&s, 3);
+	spec_transformer_block(&s, 7, 11, 8, 2, 16, 3);
 	optim(&o, NN_OPT_ADAMW, 0.0f, false, 0.01f);
 	check_same_run("transformer encoder", &s, &o, 4, 24, 30);
 }

@@ -208,22 +208,7 @@ UNIT_TEST(parallel_transformer)
 {
 	NnSpec		s;
 
-	spec_begin(&s, 1, 6, 1, 1, NN_LOSS_CROSS_ENTROPY);
-	spec_add(&s, NN_EMBEDDING)->vocab = 9;
-	s.layers[0].units = 8;
-	s.layers[0].positions = true;
-	spec_add(&s, NN_ATTENTION)->heads = 2;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {0, 1});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_DENSE)->units = 16;
-	s.layers[4].per_step = true;
-	spec_add(&s, NN_GELU);
-	spec_add(&s, NN_DENSE)->units = 8;
-	s.layers[6].per_step = true;
-	spec_merge(&s, NN_ADD, 2, (const int[]) {3, 6});
-	spec_add(&s, NN_LAYERNORM);
-	spec_add(&s, NN_GLOBAL_AVGPOOL);
-	spec_dense(&s, 4);
+	spec_transformer_block(&s, 6, 9, 8, 2, 16, 4);
 	check_spec(&s, NN_OPT_SGD, 23, 1e-4);
 }
 

@@ -90,6 +90,33 @@ spec_residual_cnn(NnSpec *s, int c, int hw, int filters, int classes)
 	spec_dense(s, classes);
 }
 
+/*
+ * A post-norm transformer encoder block over ids, as torch's
+ * nn.TransformerEncoderLayer with GELU: embedding with positions (0),
+ * attention (1), + (2), layernorm (3), per-step dense, gelu, per-step dense
+ * (6), + the normed (7), layernorm; the mean over steps and a head.
+ */
+static inline void
+spec_transformer_block(NnSpec *s, int steps, int vocab, int dim, int heads, int hidden, int classes)
+{
+	spec_begin(s, 1, steps, 1, 1, NN_LOSS_CROSS_ENTROPY);
+	spec_add(s, NN_EMBEDDING)->vocab = vocab;
+	s->layers[0].units = dim;
+	s->layers[0].positions = true;
+	spec_add(s, NN_ATTENTION)->heads = heads;
+	spec_merge(s, NN_ADD, 2, (const int[]) {0, 1});
+	spec_add(s, NN_LAYERNORM);
+	spec_add(s, NN_DENSE)->units = hidden;
+	s->layers[4].per_step = true;
+	spec_add(s, NN_GELU);
+	spec_add(s, NN_DENSE)->units = dim;
+	s->layers[6].per_step = true;
+	spec_merge(s, NN_ADD, 2, (const int[]) {3, 6});
+	spec_add(s, NN_LAYERNORM);
+	spec_add(s, NN_GLOBAL_AVGPOOL);
+	spec_dense(s, classes);
+}
+
 /* The reference models of design.md. */
 static inline void
 spec_reference_mlp(NnSpec *s)
