@@ -806,6 +806,8 @@ train_models(MemoryContext step_cxt)
 		i = take_model(&all_finished);
 		if (i >= 0)
 		{
+			/* this worker busy, the others may take models of its partitions (take_model): they look again */
+			wake_everyone();
 			if (node == NULL)
 				hold_partition(i);
 			train_model(i, step_cxt);
