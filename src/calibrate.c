@@ -14,11 +14,13 @@
  */
 #include "postgres.h"
 
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -31,7 +33,9 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/wait_event.h"
 
 #include "pgdl.h"
@@ -56,8 +60,12 @@ static const int32 cal_acts[][3] = {{8, 14, 14}, {16, 28, 28}, {512, 0, 0}};
 /* dense probes: inputs, units */
 static const int32 cal_dense[][2] = {{64, 64}, {256, 256}, {784, 512}, {1024, 1024}};
 
-/* conv2d probes: input channels, filters, height = width, kernel; then first layers (no input gradient) */
-static const int32 cal_conv_first[][4] = {{1, 16, 28, 3}, {1, 32, 28, 3}};
+/*
+ * conv2d probes: input channels, filters, height = width, kernel; then first
+ * layers (no input gradient), whose cost per FLOP depends on the kernel (a
+ * wider one makes a longer gemm per column) and on the filters
+ */
+static const int32 cal_conv_first[][4] = {{1, 8, 28, 3}, {1, 16, 28, 3}, {1, 32, 28, 3}, {1, 8, 28, 5}, {1, 16, 28, 5}};
 static const int32 cal_conv[][4] = {{1, 16, 28, 3}, {4, 16, 28, 3}, {16, 32, 14, 3}, {16, 16, 28, 3}, {32, 64, 14, 3}};
 
 typedef struct CalPoint
@@ -65,6 +73,7 @@ typedef struct CalPoint
 	const char *kind;
 	double		size;			/* per example: training FLOPs, input floats, or parameters */
 	int32		batch;
+	int32		kernel;			/* a convolution's; 0: none */
 	double		seconds;		/* per step */
 } CalPoint;
 
@@ -73,6 +82,8 @@ typedef struct Cal
 	CalPoint	points[CAL_MAX_POINTS];
 	int			n;
 	double		budget;			/* seconds each probe runs */
+	/* a probe's loss (mse) and fixed cost per step on each activation of cal_acts, at each batch */
+	double		loss[lengthof(cal_acts)][CAL_N_BATCHES];
 } Cal;
 
 /* What the concurrent workers share. */
@@ -201,6 +212,7 @@ add_point(Cal *cal, const char *kind, double size, int32 batch, double seconds)
 	p->kind = kind;
 	p->size = size;
 	p->batch = batch;
+	p->kernel = 0;
 	/* a difference of two noisy timings can come out at or below zero: keep a floor */
 	p->seconds = Max(seconds, 1e-12 * Max(size, 1.0) * batch);
 }
@@ -213,7 +225,7 @@ measured(const Cal *cal, const char *kind, double size, int32 batch)
 
 	for (int i = 0; i < cal->n; i++)
 		pgdl_profile_add_point(&prof, cal->points[i].kind, cal->points[i].size, cal->points[i].batch,
-							   cal->points[i].seconds);
+							   cal->points[i].kernel, cal->points[i].seconds);
 	return pgdl_profile_kind_seconds(&prof, kind, size, batch);
 }
 
@@ -265,6 +277,9 @@ probe_memory_bound(Cal *cal)
 				add_point(cal, !spatial && stacked[k].type == NN_BATCHNORM ? "batchnorm1d" : stacked[k].kind,
 						  floats, batch,
 						  (time_act(s, batch, stacked[k].type, CAL_STACK, cal->budget) - base) / CAL_STACK);
+			/* the base is a relu's forward pass (about half a relu: at position 0 it has no backward), the loss, a step */
+			relu = cal->points[cal->n - lengthof(stacked)].seconds;
+			cal->loss[a][b] = Max(base - 0.5 * relu, 0);
 			if (!spatial)
 				continue;
 			base_half = time_act(half, batch, NN_RELU, 0, cal->budget);
@@ -328,13 +343,48 @@ probe_step(Cal *cal)
 }
 
 /*
+ * A probe's loss and fixed cost per step on `floats` outputs at batch
+ * cal_batches[b]: per float linear in log-log between the activations measured,
+ * flat beyond them.
+ */
+static double
+loss_seconds(const Cal *cal, double floats, int b)
+{
+	double		lo_x = 0,
+				lo_y = 0,
+				hi_x = 0,
+				hi_y = 0;
+	bool		lo = false,
+				hi = false;
+
+	for (int a = 0; a < lengthof(cal_acts); a++)
+	{
+		double		n = (double) cal_acts[a][0] * Max(cal_acts[a][1], 1) * Max(cal_acts[a][2], 1);
+		double		x = log(n),
+					y = log(Max(cal->loss[a][b], 1e-12) / n);
+
+		if (n <= floats && (!lo || x > lo_x))
+			lo = true, lo_x = x, lo_y = y;
+		if (n >= floats && (!hi || x < hi_x))
+			hi = true, hi_x = x, hi_y = y;
+	}
+	if (!lo)
+		return exp(hi_y) * floats;
+	if (!hi || hi_x - lo_x < 1e-12)
+		return exp(lo_y) * floats;
+	return exp(lo_y + (hi_y - lo_y) * (log(floats) - lo_x) / (hi_x - lo_x)) * floats;
+}
+
+/*
  * A compute layer at position 1 (behind a relu, so that its input gradient is
- * computed, as for every layer but the first); the relu, the loss (about a
- * relu over the output) and the update are taken off.
+ * computed, as for every layer but the first); the relu's forward pass, the
+ * loss and step (measured on the memory-bound probes' bases: an mse costs
+ * several relus per value) and the update are taken off.
  */
 static void
-add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int32 batch)
+add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int b)
 {
+	int32		batch = cal_batches[b];
 	NnShape		shape[NN_MAX_LAYERS + 1];
 	NnCost		per[2];
 	int			l = spec->n_layers - 1;	/* the layer measured: the last */
@@ -344,10 +394,12 @@ add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int32 batch)
 		elog(ERROR, "invalid calibration probe");
 	t = time_steps(spec, batch, NULL, false, cal->budget);
 	if (l > 0)
-		t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
-	t -= measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[l + 1]), batch);
+		t -= 0.5 * measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
+	t -= loss_seconds(cal, (double) NN_SHAPE_SIZE(shape[l + 1]), b);
 	t -= measured(cal, "update_momentum", (double) per[l].params, 1);
 	add_point(cal, kind, (double) per[l].flops_train, batch, t);
+	if (spec->layers[l].type == NN_CONV2D)
+		cal->points[cal->n - 1].kernel = spec->layers[l].kernel;
 }
 
 static void
@@ -362,7 +414,7 @@ probe_compute(Cal *cal)
 			spec_start(&spec, cal_dense[d][0], 0, 0, NN_LOSS_MSE);
 			spec_add(&spec, NN_RELU);
 			spec_add(&spec, NN_DENSE)->units = cal_dense[d][1];
-			add_compute_point(cal, "dense", &spec, cal_batches[b]);
+			add_compute_point(cal, "dense", &spec, b);
 		}
 		for (int c = 0; c < lengthof(cal_conv); c++)
 		{
@@ -375,7 +427,7 @@ probe_compute(Cal *cal)
 			l->filters = cal_conv[c][1];
 			l->kernel = cal_conv[c][3];
 			l->padding = cal_conv[c][3] / 2;
-			add_compute_point(cal, "conv2d", &spec, cal_batches[b]);
+			add_compute_point(cal, "conv2d", &spec, b);
 		}
 		for (int c = 0; c < lengthof(cal_conv_first); c++)
 		{
@@ -387,44 +439,87 @@ probe_compute(Cal *cal)
 			l->filters = cal_conv_first[c][1];
 			l->kernel = cal_conv_first[c][3];
 			l->padding = cal_conv_first[c][3] / 2;
-			add_compute_point(cal, "conv2d_first", &spec, cal_batches[b]);
+			add_compute_point(cal, "conv2d_first", &spec, b);
 		}
 	}
 }
 
 /*
- * Reading packed buffers back from their table, per float: arrays stored
- * EXTERNAL (as pgdl.pack stores them) detoasted from their TOAST chunks.
+ * Reading packed buffers back from their table into memory, per float, as a
+ * pgdl.fit_multiple worker loads a partition and pgdl.fit its first epoch
+ * (pgdl_packed_hold): arrays stored EXTERNAL, as pgdl.pack stores them, fetched
+ * from their TOAST chunks through shared buffers and checked; then copied
+ * into a new shared memory segment, as a worker publishes what it read for
+ * other jobs (shared_scan.c).
  */
-#define CAL_READ_FLOATS 262144
-#define CAL_READ_ROWS	4
+#define CAL_READ_EXAMPLES	256
+#define CAL_READ_FEATURES	1024
+#define CAL_READ_FLOATS		(CAL_READ_EXAMPLES * CAL_READ_FEATURES)
+#define CAL_READ_ROWS		4
+
+/* One read of the probe's buffers, and their copy into a segment. */
+static void
+read_buffers(const PgdlDataset *ds)
+{
+	MemoryContext keep = AllocSetContextCreate(CurrentMemoryContext, "pgdl calibration buffers",
+											   ALLOCSET_DEFAULT_SIZES);
+	PgdlHeldPartition held = {0};
+	int64		budget = INT64CONST(1) << 40;
+	dsm_segment *seg = dsm_create((Size) CAL_READ_ROWS * CAL_READ_EXAMPLES * (CAL_READ_FEATURES + 1) * sizeof(float), 0);
+	char	   *to = dsm_segment_address(seg);
+	ListCell   *lc;
+
+	pgdl_packed_hold(ds, 0, &held, keep, &budget, NULL, NULL);
+	foreach(lc, held.buffers)
+	{
+		PgdlHeldBuffer *b = lfirst(lc);
+
+		memcpy(to, b->x, sizeof(float) * b->n * CAL_READ_FEATURES);
+		to += sizeof(float) * b->n * CAL_READ_FEATURES;
+		memcpy(to, b->y, sizeof(float) * b->n);
+		to += sizeof(float) * b->n;
+	}
+	dsm_detach(seg);
+	MemoryContextDelete(keep);
+}
 
 static void
 probe_read(Cal *cal)
 {
+	/* a table of the calibration's own (not temporary: packed tables are read through shared buffers) */
+	char	   *table = psprintf("pgdl.calibrate_read_%d", MyProcPid);
+	PgdlDataset ds = {0};
 	double		start,
 				elapsed;
 	int			reads = 0;
 
 	SPI_connect();
-	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_read (x real[]) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY ||
-		SPI_execute("ALTER TABLE pgdl_calibrate_read ALTER COLUMN x SET STORAGE EXTERNAL", false, 0) != SPI_OK_UTILITY ||
-		SPI_execute("INSERT INTO pgdl_calibrate_read SELECT (SELECT array_agg(((g * 7919 + i) % 1000)::real) "
-					"FROM generate_series(1, " CppAsString2(CAL_READ_FLOATS) ") g) "
-					"FROM generate_series(1, " CppAsString2(CAL_READ_ROWS) ") i", false, 0) != SPI_OK_INSERT)
+	if (SPI_execute(psprintf("CREATE TABLE %s (part integer, buffer_id integer, n integer, x real[], y real[])",
+							 table), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
+							 table), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("INSERT INTO %s SELECT 0, i, " CppAsString2(CAL_READ_EXAMPLES) ", "
+							 "(SELECT array_agg(((g * 7919 + i) %% 1000)::real) FROM generate_series(1, " CppAsString2(CAL_READ_FLOATS) ") g), "
+							 "(SELECT array_agg((g %% 10)::real) FROM generate_series(1, " CppAsString2(CAL_READ_EXAMPLES) ") g) "
+							 "FROM generate_series(1, " CppAsString2(CAL_READ_ROWS) ") i", table), false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not make the calibration's buffers");
+	ds.packed = DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(table)));
+	ds.n_features = CAL_READ_FEATURES;
+	ds.n_targets = 1;
+	/* the statement's snapshot does not see the rows just written: a newer one */
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetLatestSnapshot());
 	start = now_seconds();
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		/* not read-only: a read-only query would see the table as the statement's snapshot does, empty */
-		if (SPI_execute("SELECT sum(array_length(x, 1)) FROM pgdl_calibrate_read", false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read the calibration's buffers");
+		read_buffers(&ds);
 		reads++;
 		elapsed = now_seconds() - start;
 	} while (reads < 2 || elapsed < cal->budget * 3);
+	PopActiveSnapshot();
 	add_point(cal, "read", CAL_READ_FLOATS, 1, elapsed / (reads * CAL_READ_ROWS));
-	if (SPI_execute("DROP TABLE pgdl_calibrate_read", false, 0) != SPI_OK_UTILITY)
+	if (SPI_execute(psprintf("DROP TABLE %s", table), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop the calibration's buffers");
 	SPI_finish();
 }
@@ -449,6 +544,8 @@ probe_model_costs(Cal *cal)
 											  ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	Oid			types[1] = {BYTEAOID};
+	char	   *table = psprintf("pgdl.calibrate_checkpoint_%d", MyProcPid);
+	char	   *insert;
 	NnSpec		spec;
 	NnOptim		opt;
 	NnCost		cost;
@@ -481,8 +578,11 @@ probe_model_costs(Cal *cal)
 	}
 
 	SPI_connect();
-	if (SPI_execute("CREATE TEMP TABLE pgdl_calibrate_checkpoint (model bytea) ON COMMIT DROP", false, 0) != SPI_OK_UTILITY)
+	/* as pgdl.checkpoints: a logged table, the blob stored out of line uncompressed */
+	if (SPI_execute(psprintf("CREATE TABLE %s (model bytea)", table), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN model SET STORAGE EXTERNAL", table), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not make the calibration's checkpoint table");
+	insert = psprintf("INSERT INTO %s VALUES ($1)", table);
 	x = palloc(sizeof(float) * 784 * CAL_MODEL_BATCH);
 	y = palloc(sizeof(float) * CAL_MODEL_BATCH);
 	fill_uniform(x, 784 * CAL_MODEL_BATCH, 1);
@@ -514,8 +614,7 @@ probe_model_costs(Cal *cal)
 		visit += (t1 - t0) - (t2 - t1) + (now_seconds() - t2);
 		t1 = now_seconds();
 		values[0] = PointerGetDatum(again);
-		if (SPI_execute_with_args("INSERT INTO pgdl_calibrate_checkpoint VALUES ($1)", 1, types, values, NULL,
-								  false, 0) != SPI_OK_INSERT)
+		if (SPI_execute_with_args(insert, 1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not write the calibration's checkpoint");
 		write += now_seconds() - t1;
 		pfree(again);
@@ -524,7 +623,7 @@ probe_model_costs(Cal *cal)
 	} while (n < 2 || elapsed < cal->budget * 3);
 	add_point(cal, "visit", (double) cost.params, 1, visit / n);
 	add_point(cal, "checkpoint", (double) cost.params, 1, write / n);
-	if (SPI_execute("DROP TABLE pgdl_calibrate_checkpoint", false, 0) != SPI_OK_UTILITY)
+	if (SPI_execute(psprintf("DROP TABLE %s", table), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop the calibration's checkpoint table");
 	SPI_finish();
 	MemoryContextSwitchTo(old);
@@ -705,6 +804,8 @@ profile_jsonb(const Cal *cal, int workers, double compute_ratio, double memory_r
 		pgdl_jsonb_put_string(&state, "kind", cal->points[i].kind);
 		pgdl_jsonb_put_float8(&state, "size", cal->points[i].size);
 		pgdl_jsonb_put_int(&state, "batch", cal->points[i].batch);
+		if (cal->points[i].kernel > 0)
+			pgdl_jsonb_put_int(&state, "kernel", cal->points[i].kernel);
 		pgdl_jsonb_put_float8(&state, "seconds", cal->points[i].seconds);
 		pushJsonbValue(&state, WJB_END_OBJECT, NULL);
 	}
@@ -785,14 +886,14 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 	pgdl_engine_prepare();
 
 	/*
-	 * probes: 12 per spatial activation and batch (7 per flat one), 11 compute
-	 * per batch, 3 updates, 3 steps, reading, a model's making and
+	 * probes: 12 per spatial activation and batch (7 per flat one), the
+	 * compute ones per batch, 3 updates, 3 steps, reading, a model's making and
 	 * checkpoint; 1/4 for concurrency
 	 */
 	n_probes = 0;
 	for (int a = 0; a < lengthof(cal_acts); a++)
 		n_probes += CAL_N_BATCHES * (cal_acts[a][1] > 0 ? 12 : 7);
-	n_probes += CAL_N_BATCHES * 11 + 15;
+	n_probes += CAL_N_BATCHES * (lengthof(cal_dense) + lengthof(cal_conv) + lengthof(cal_conv_first)) + 15;
 	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
 	probe_step(cal);
 	probe_read(cal);

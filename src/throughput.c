@@ -39,7 +39,8 @@ kind_index(const char *kind)
 }
 
 void
-pgdl_profile_add_point(PgdlProfile *prof, const char *kind, double size, int32_t batch, double seconds)
+pgdl_profile_add_point(PgdlProfile *prof, const char *kind, double size, int32_t batch, int32_t kernel,
+					   double seconds)
 {
 	int			k = kind_index(kind);
 	PgdlProfilePoint *p;
@@ -50,12 +51,22 @@ pgdl_profile_add_point(PgdlProfile *prof, const char *kind, double size, int32_t
 	p->kind = k;
 	p->size = size;
 	p->batch = batch;
+	p->kernel = kernel;
 	p->unit = seconds / (size * batch);
+}
+
+static double kind_seconds(const PgdlProfile *prof, int k, double size, int32_t batch, int32_t kernel);
+
+/* Whether point p is of kind k and kernel (0: any). */
+static bool
+point_of(const PgdlProfilePoint *p, int k, int32_t kernel)
+{
+	return p->kind == k && (kernel == 0 || p->kernel == kernel);
 }
 
 /* log(unit) at log(size) over the points of kind k at one batch, piecewise linear, flat beyond the ends */
 static double
-interpolate_size(const PgdlProfile *prof, int k, int32_t batch, double lsize)
+interpolate_size(const PgdlProfile *prof, int k, int32_t kernel, int32_t batch, double lsize)
 {
 	double		lo_x = -INFINITY,
 				lo_y = 0,
@@ -72,7 +83,7 @@ interpolate_size(const PgdlProfile *prof, int k, int32_t batch, double lsize)
 		double		x = log(p->size),
 					y = log(p->unit);
 
-		if (p->kind != k || p->batch != batch)
+		if (!point_of(p, k, kernel) || p->batch != batch)
 			continue;
 		if (x < min_x)
 			min_x = x, min_y = y;
@@ -109,22 +120,65 @@ pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers)
 }
 
 double
+pgdl_profile_visit_seconds(const PgdlProfile *prof, double params)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "visit", params, 1) : -1;
+
+	return Max(s, 0);			/* a profile of before it was measured: none */
+}
+
+double
+pgdl_profile_checkpoint_seconds(const PgdlProfile *prof, double params)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "checkpoint", params, 1) : -1;
+
+	return Max(s, 0);
+}
+
+double
 pgdl_profile_model_seconds(const PgdlProfile *prof, double params, int epochs, int partitions, int workers)
 {
-	double		visit = prof->id ? pgdl_profile_kind_seconds(prof, "visit", params, 1) : -1;
-	double		checkpoint = prof->id ? pgdl_profile_kind_seconds(prof, "checkpoint", params, 1) : -1;
+	double		visit = pgdl_profile_visit_seconds(prof, params);
 
-	/* a profile of before these were measured: none */
-	visit = Max(visit, 0);
-	checkpoint = Max(checkpoint, 0);
 	/* a checkpoint serializes the model: half a visit */
-	return ((double) epochs * partitions * visit + epochs * (checkpoint + visit / 2)) / Max(workers, 1);
+	return ((double) epochs * partitions * visit +
+			epochs * (pgdl_profile_checkpoint_seconds(prof, params) + visit / 2)) / Max(workers, 1);
+}
+
+/* The points' kernel nearest to `kernel` (the smaller of two as near); 0 when they have none. */
+static int32_t
+nearest_kernel(const PgdlProfile *prof, int k, int32_t kernel)
+{
+	int32_t		best = 0;
+
+	for (int i = 0; i < prof->n; i++)
+	{
+		int32_t		pk = prof->points[i].kernel;
+
+		if (prof->points[i].kind == k && pk > 0 &&
+			(best == 0 || abs(pk - kernel) < abs(best - kernel) ||
+			 (abs(pk - kernel) == abs(best - kernel) && pk < best)))
+			best = pk;
+	}
+	return best;
+}
+
+double
+pgdl_profile_conv_seconds(const PgdlProfile *prof, const char *kind, double size, int32_t batch, int32_t kernel)
+{
+	return kind_seconds(prof, kind_index(kind), size, batch, nearest_kernel(prof, kind_index(kind), kernel));
 }
 
 double
 pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kind, double size, int32_t batch)
 {
-	int			k = kind_index(kind);
+	return kind_seconds(prof, kind_index(kind), size, batch, 0);
+}
+
+/* Kind k's seconds at a size and batch over its points of that kernel (0: all); -1 when none. */
+static double
+kind_seconds(const PgdlProfile *prof, int k, double size, int32_t batch, int32_t kernel)
+{
 	double		lbatch = log((double) batch),
 				lsize = log(Max(size, 1.0));
 	int32_t		lo_b = 0,
@@ -138,7 +192,7 @@ pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kind, double size
 	{
 		int32_t		b = prof->points[i].batch;
 
-		if (prof->points[i].kind != k)
+		if (!point_of(&prof->points[i], k, kernel))
 			continue;
 		if (min_b == 0 || b < min_b)
 			min_b = b;
@@ -155,12 +209,12 @@ pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kind, double size
 		lo_b = hi_b = min_b;
 	if (hi_b == 0)
 		lo_b = hi_b = max_b;
-	y = interpolate_size(prof, k, lo_b, lsize);
+	y = interpolate_size(prof, k, kernel, lo_b, lsize);
 	if (hi_b != lo_b)
 	{
 		double		t = (lbatch - log((double) lo_b)) / (log((double) hi_b) - log((double) lo_b));
 
-		y += t * (interpolate_size(prof, k, hi_b, lsize) - y);
+		y += t * (interpolate_size(prof, k, kernel, hi_b, lsize) - y);
 	}
 	return exp(y) * size * batch;
 }
@@ -269,7 +323,9 @@ pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *op
 		/* add and concat: a pass over each input, as an elementwise layer's over its one */
 		size = compute ? (double) per[i].flops_train :
 			(double) NN_SHAPE_SIZE(*in) * nn_layer_n_inputs(spec, i);
-		s = pgdl_profile_kind_seconds(prof, kind, size, batch);
+		s = spec->layers[i].type == NN_CONV2D ?
+			pgdl_profile_conv_seconds(prof, kind, size, batch, spec->layers[i].kernel) :
+			pgdl_profile_kind_seconds(prof, kind, size, batch);
 		if (s < 0 && fallback_kind(kind))
 			s = pgdl_profile_kind_seconds(prof, fallback_kind(kind), size, batch);
 		/*
@@ -404,7 +460,7 @@ pgdl_profile_load(PgdlProfile *prof)
 	}
 	values[0] = Int64GetDatum(id);
 	if (SPI_execute_with_args("SELECT r.kind, r.size, r.batch, r.seconds FROM pgdl.server_profiles p, "
-							  "jsonb_to_recordset(p.measurements->'points') AS r(kind text, size float8, batch integer, seconds float8) "
+							  "jsonb_to_recordset(p.measurements->'points') AS r(kind text, size float8, batch integer, seconds float8, kernel integer) "
 							  "WHERE p.id = $1",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read pgdl.server_profiles");
@@ -415,17 +471,22 @@ pgdl_profile_load(PgdlProfile *prof)
 		bool		n1,
 					n2,
 					n3,
-					n4;
+					n4,
+					n5;
 		Datum		kind = SPI_getbinval(tup, desc, 1, &n1);
 		double		size = DatumGetFloat8(SPI_getbinval(tup, desc, 2, &n2));
 		Datum		batch = SPI_getbinval(tup, desc, 3, &n3);
 		double		seconds = DatumGetFloat8(SPI_getbinval(tup, desc, 4, &n4));
+		Datum		kernel = SPI_getbinval(tup, desc, 5, &n5);
 
 		if (n1 || n2 || n3 || n4 || !(size >= 1 && size < 1e18) || DatumGetInt32(batch) < 1 ||
 			DatumGetInt32(batch) > NN_MAX_BATCH || !(seconds > 0 && seconds < 1e6))
 			bad_profile(id, psprintf("Point " UINT64_FORMAT " needs a kind, a size of at least 1, a batch between 1 and %d and positive seconds.",
 									 r + 1, NN_MAX_BATCH));
-		pgdl_profile_add_point(prof, TextDatumGetCString(kind), size, DatumGetInt32(batch), seconds);
+		if (!n5 && (DatumGetInt32(kernel) < 1 || DatumGetInt32(kernel) > NN_MAX_KERNEL))
+			bad_profile(id, psprintf("Point " UINT64_FORMAT "'s kernel must be between 1 and %d.", r + 1, NN_MAX_KERNEL));
+		pgdl_profile_add_point(prof, TextDatumGetCString(kind), size, DatumGetInt32(batch),
+							   n5 ? 0 : DatumGetInt32(kernel), seconds);
 	}
 	SPI_finish();
 	prof->id = id;

@@ -16,6 +16,7 @@ typedef struct PgdlProfilePoint
 	int			kind;
 	double		size;
 	int32_t		batch;
+	int32_t		kernel;			/* a convolution's: its cost per FLOP depends on it; 0: none */
 	double		unit;
 } PgdlProfilePoint;
 
@@ -40,9 +41,12 @@ typedef struct PgdlStepPrediction
 /* The newest profile of this server (system identifier and host name), or id 0. */
 extern void pgdl_profile_load(PgdlProfile *prof);
 extern void pgdl_profile_add_point(PgdlProfile *prof, const char *kind, double size, int32_t batch,
-								   double seconds);
+								   int32_t kernel, double seconds);
 /* Seconds the profile predicts for one kind at a size and batch; -1 when it has no point of it. */
 extern double pgdl_profile_kind_seconds(const PgdlProfile *prof, const char *kind, double size, int32_t batch);
+/* The same for a convolution's kind, from the points of the measured kernel nearest to `kernel`. */
+extern double pgdl_profile_conv_seconds(const PgdlProfile *prof, const char *kind, double size, int32_t batch,
+										int32_t kernel);
 /* A training step of spec at batch with optimizer opt (the spec is valid). */
 extern void pgdl_predict_step(const PgdlProfile *prof, const NnSpec *spec, const NnOptim *opt, int32_t batch,
 							  PgdlStepPrediction *out);
@@ -60,6 +64,14 @@ extern double pgdl_predict_images_per_second(const PgdlProfile *prof, const NnSp
 extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers);
 /* Seconds to read `floats` from a packed table (0 without a profile). */
 extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
+/*
+ * A pgdl.fit_multiple model's work besides training, by its parameters (0
+ * without a profile, or one that did not measure it): at each visit of a
+ * partition (its blob read, first step, written back), and a row of its
+ * blob written (a checkpoint at the end of each epoch, or the model stored).
+ */
+extern double pgdl_profile_visit_seconds(const PgdlProfile *prof, double params);
+extern double pgdl_profile_checkpoint_seconds(const PgdlProfile *prof, double params);
 /*
  * A pgdl.fit_multiple run's work for one model of `params` parameters besides
  * training: its visits of `partitions` partitions and its checkpoints over
