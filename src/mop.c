@@ -1334,13 +1334,30 @@ typedef struct ExplainTotals
 {
 	double		flops;
 	double		seconds;
-	double		models;			/* making the models, their visits' blobs and checkpoints (profile) */
+	double		models;			/* their visits' blobs and checkpoints (profile), shared by the workers */
+	double		store;			/* the leader storing them in pgdl.models: a checkpoint's row each */
+	double		caches;			/* building the feature caches, and recomputing frozen prefixes */
 	double		setup;			/* this call's own setup_run, which a run's leader does too */
 	double		bytes;
 	double		longest;		/* the slowest model's seconds: no run ends before it */
 	double		models_bytes;	/* every model and its optimizer state, in shared memory */
 	double		workspace;		/* the largest workspace, which each worker may hold at once */
+	struct SimModel *sim;		/* each configuration, for the schedule's simulation */
+	int			n_sim;
 } ExplainTotals;
+
+/* A configuration as explain_schedule sees it. */
+typedef struct SimModel
+{
+	uint64		seed;			/* its partitions' order */
+	int32		epoch;
+	int32		visit;
+	double		per_visit;		/* training a partition (and its share of validation), predicted */
+	double		visit_cost;		/* the visit's blob read, first step and write back */
+	double		epoch_cost;		/* its checkpoint at the end of an epoch */
+	double		ready;			/* when its visit in progress ends */
+	bool		done;
+} SimModel;
 
 /* A group's configurations, predicted. */
 typedef struct ExplainGroup
@@ -1398,8 +1415,159 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	totals->flops += flops;
 	totals->seconds += seconds;
+	totals->caches += grp ? grp->seconds : 0;
 	if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
 		totals->bytes += grp->bytes;
+}
+
+/*
+ * The run's training as its workers would schedule it (worker.c's take_model):
+ * each worker loads the partitions it owns, then takes an idle model whose next
+ * partition is its own, else one whose partition's owner is busy (reading that
+ * partition first, once as the budget allows); the one with the most work
+ * left first; waiting for a visit to end or another worker to take a model
+ * when there is none.  Returns when the last model finishes, or -1 when the
+ * run is too long to simulate.  The models' partition orders are those of the
+ * run, so that, with the same seed, they all start on the same partition.
+ */
+static double
+explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double load, double part_bytes,
+				 double validation_load)
+{
+	int			workers = run->n_workers,
+				parts = run->ds->partitions;
+	double		free_at[PGDL_MAX_WORKERS],
+				used[PGDL_MAX_WORKERS] = {0};
+	bool		waiting[PGDL_MAX_WORKERS] = {false};
+	bool		validated[PGDL_MAX_WORKERS] = {false};
+	bool	   *held = palloc0(sizeof(bool) * workers * parts);
+	double		budget = (double) pgdl_worker_cache_mem * 1024.0;
+	double		end = start;
+	int			left = 0;
+	int64		steps = 0;
+
+	for (int i = 0; i < n; i++)
+		left += !sim[i].done;
+	if ((double) left * run->epochs * parts > 100000)
+		return -1;
+	for (int w = 0; w < workers; w++)
+	{
+		free_at[w] = start;
+		for (int p = 0; p < parts; p++)
+			if (run->owner[p] == w && used[w] + part_bytes <= budget)
+			{
+				free_at[w] += load;
+				used[w] += part_bytes;
+				held[w * parts + p] = true;
+			}
+	}
+	while (left > 0 && steps++ < 10 * 100000)
+	{
+		int			w = 0,
+					best = -1,
+					p;
+		double		t,
+					best_left = 0,
+					d;
+		bool		best_ours = false;
+		int32		order[PGDL_MAX_PARTITIONS];
+
+		for (int v = 1; v < workers; v++)
+			if (free_at[v] < free_at[w])
+				w = v;
+		t = free_at[w];
+		for (int i = 0; i < n; i++)
+		{
+			SimModel   *m = &sim[i];
+			int			owner;
+			bool		ours;
+			double		todo;
+
+			if (m->done || m->ready > t)
+				continue;
+			nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
+			owner = run->owner[order[m->visit]];
+			ours = owner == w;
+			if (!ours && (waiting[owner] || free_at[owner] <= t))
+				continue;		/* its owner is not busy */
+			todo = m->per_visit * ((run->epochs - m->epoch) * parts - m->visit);
+			if (best < 0 || (ours && !best_ours) || (ours == best_ours && todo > best_left))
+				best = i, best_ours = ours, best_left = todo;
+		}
+		if (best < 0)
+		{
+			double		next = get_float8_infinity();
+
+			/* until a visit ends */
+			for (int v = 0; v < workers; v++)
+				if (v != w && !waiting[v] && free_at[v] > t)
+					next = Min(next, free_at[v]);
+			if (isinf(next))
+				break;
+			waiting[w] = true;
+			free_at[w] = next;
+			continue;
+		}
+		waiting[w] = false;
+		nn_rng_permutation(sim[best].seed, NN_EPOCH_ORDER_STREAM(sim[best].epoch), parts, order);
+		p = order[sim[best].visit];
+		d = sim[best].visit_cost + sim[best].per_visit;
+		if (!held[w * parts + p])
+		{
+			d += load;			/* read at this visit; held for the next as the budget allows */
+			if (used[w] + part_bytes <= budget)
+			{
+				used[w] += part_bytes;
+				held[w * parts + p] = true;
+			}
+		}
+		if (++sim[best].visit == parts)
+		{
+			/* validation: the worker's first reads its set */
+			d += sim[best].epoch_cost + (validated[w] ? 0 : validation_load);
+			validated[w] = true;
+			sim[best].visit = 0;
+			if (++sim[best].epoch >= run->epochs)
+			{
+				sim[best].done = true;
+				left--;
+			}
+		}
+		sim[best].ready = free_at[w] = t + d;
+		end = Max(end, t + d);
+		/* the others may now take models of w's partitions */
+		for (int v = 0; v < workers; v++)
+			if (waiting[v])
+				free_at[v] = t;
+	}
+	return left > 0 ? -1 : end;
+}
+
+/*
+ * The run's wall time: the leader's setup, the workers' start, their schedule,
+ * and the leader storing the models.  Without a profile: the training alone.
+ */
+static double
+explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof, double data)
+{
+	double		part_bytes = data / run->ds->partitions;
+	double		start = totals->setup + pgdl_profile_worker_start_seconds(prof, run->n_workers);
+	double		vds = run->vds ? (double) run->vds->n_rows_hint * (run->vds->n_features + run->vds->n_targets) : 0;
+	double		seconds;
+
+	if (prof->id == 0)
+		return totals->seconds;
+	seconds = run->distributed ? -1 :
+		explain_schedule(run, totals->sim, totals->n_sim, start,
+						 pgdl_profile_read_seconds(prof, part_bytes / sizeof(float)), part_bytes,
+						 pgdl_profile_read_seconds(prof, vds));
+	/* not simulated (on nodes, or too long): workers read their partitions once, the models' own work shared */
+	if (seconds < 0)
+		seconds = Max(totals->seconds, totals->longest) + start +
+			pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) + totals->models;
+	else
+		seconds += totals->caches;
+	return seconds + totals->store;
 }
 
 static void
@@ -1417,12 +1585,7 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	/* workers start and read their partitions once; the models are made, visited and checkpointed */
-	values[11] = Float8GetDatum(prof->id ? Max(totals->seconds, totals->longest) +
-								pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
-								pgdl_profile_worker_start_seconds(prof, run->n_workers) + totals->models +
-								totals->setup :
-								totals->seconds);
+	values[11] = Float8GetDatum(explain_total_seconds(run, totals, prof, data));
 	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
 											  run->n_workers, run->plan->used_bytes / 1048576.0,
 											  run->plan->budget_bytes / 1048576.0));
@@ -1445,7 +1608,8 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	double		flops = c->cost * run->ds->n_rows_hint * run->epochs;
 	double		ips = pgdl_predict_images_per_second(prof, spec, &c->config.optim, c->config.batch_size,
 													 run->n_workers, false);
-	double		seconds;
+	double		seconds,
+				blob_params;
 	NnMemory	mem;
 	NnCost		cost;
 	NnError		err;
@@ -1466,6 +1630,20 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	totals->longest = Max(totals->longest, seconds);
 	totals->models += pgdl_profile_model_seconds(prof, (double) cost.params, run->epochs, run->ds->partitions,
 												 run->n_workers);
+	/* a row of the model's blob: its weights and optimizer state, as the probe's model (with momentum) has two */
+	blob_params = ((double) cost.params + (double) mem.optim / sizeof(float)) / 2;
+	totals->store += pgdl_profile_checkpoint_seconds(prof, blob_params);
+	{
+		SimModel   *m = &totals->sim[totals->n_sim++];
+
+		m->seed = (uint64) c->config.seed;
+		m->epoch = c->start_epoch;
+		m->done = c->stopped || c->start_epoch >= run->epochs || (c->has_metrics && c->last.diverged);
+		m->per_visit = seconds / run->epochs / run->ds->partitions;
+		m->visit_cost = pgdl_profile_visit_seconds(prof, (double) cost.params);
+		/* a checkpoint serializes the model: half a visit */
+		m->epoch_cost = pgdl_profile_checkpoint_seconds(prof, blob_params) + m->visit_cost / 2;
+	}
 	totals->models_bytes += mem.model + mem.optim;
 	totals->workspace = Max(totals->workspace, mem.workspace);
 
@@ -1508,6 +1686,7 @@ pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	pgdl_profile_load(prof);
+	totals.sim = palloc0(sizeof(SimModel) * list_length(run->configs));
 	for (int g = 0; g <= n_groups; g++)
 		pushJsonbValue(&groups[g].configs, WJB_BEGIN_ARRAY, NULL);
 	/* training the trainable layers: every configuration, every epoch, spread over the workers */
