@@ -534,8 +534,9 @@ probe_read(Cal *cal)
  * its workspace in its first step and writes it back ("visit": deserialize,
  * a first step less a second one, serialize), and at the end of each
  * epoch stores it as a checkpoint (a serialize, and "checkpoint": the row
- * written).  Per parameter, on one dense network, predicted in proportion to
- * a model's parameters.
+ * written into a logged table and its WAL flushed, as its commit does).  Per
+ * parameter, on one dense network with momentum, predicted in proportion to a
+ * model's parameters (its rows: to its blob's size).
  */
 static void
 probe_model_costs(Cal *cal)
@@ -616,6 +617,8 @@ probe_model_costs(Cal *cal)
 		values[0] = PointerGetDatum(again);
 		if (SPI_execute_with_args(insert, 1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not write the calibration's checkpoint");
+		/* flushed, as the commit of a worker's checkpoint (or of the call that stores the models) flushes it */
+		XLogFlush(GetXLogInsertRecPtr());
 		write += now_seconds() - t1;
 		pfree(again);
 		n++;
