@@ -121,7 +121,7 @@ UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}
  WHERE id = (SELECT max(id) FROM pgdl.server_profiles);
 SELECT predicted_seconds AS no_models FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
  WHERE action = 'total' \gset
-SELECT format('  of the prediction: %s s the models'' visits and checkpoints, %s s the workers'' start',
+SELECT format('  of the prediction: %s s the models'' visits, checkpoints and storing, %s s the workers'' start',
   round((:whole - :no_models)::numeric, 2),
   round((SELECT (r->>'seconds')::numeric FROM pgdl.server_profiles p, jsonb_array_elements(p.measurements->'points') r
           WHERE p.id = (SELECT max(id) FROM pgdl.server_profiles) AND r->>'kind' = 'worker_start' LIMIT 1), 2));
