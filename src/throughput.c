@@ -459,7 +459,7 @@ pgdl_profile_load(PgdlProfile *prof)
 		prof->memory_ratio = checked_ratio(id, isnull, w);
 	}
 	values[0] = Int64GetDatum(id);
-	if (SPI_execute_with_args("SELECT r.kind, r.size, r.batch, r.seconds FROM pgdl.server_profiles p, "
+	if (SPI_execute_with_args("SELECT r.kind, r.size, r.batch, r.seconds, r.kernel FROM pgdl.server_profiles p, "
 							  "jsonb_to_recordset(p.measurements->'points') AS r(kind text, size float8, batch integer, seconds float8, kernel integer) "
 							  "WHERE p.id = $1",
 							  1, types, values, NULL, true, 0) != SPI_OK_SELECT)

@@ -67,6 +67,10 @@ SELECT pg_typeof(p.id) AS id, measurements->>'version' AS version,
        (measurements->'concurrency'->>'workers')::int = p.workers AS concurrency_workers,
        (measurements->'concurrency'->>'compute')::float8 > 0 AS compute_ratio
   FROM pgdl.server_profiles p ORDER BY id DESC LIMIT 1;
+-- first convolutions are measured at two kernels: their points say which
+SELECT array_agg(DISTINCT (r->>'kernel')::int ORDER BY (r->>'kernel')::int) AS first_conv_kernels
+  FROM pgdl.server_profiles p, jsonb_array_elements(p.measurements->'points') r
+ WHERE p.id = (SELECT max(id) FROM pgdl.server_profiles) AND r->>'kind' = 'conv2d_first';
 SELECT e.profile = (SELECT max(id) FROM pgdl.server_profiles) AS newest, e.basis,
        e.images_per_second > 0 AS predicts, e.seconds_per_epoch > 0 AS epoch,
        jsonb_array_length(e.workers) >= (SELECT workers FROM pgdl.server_profiles ORDER BY id DESC LIMIT 1) AS per_worker_count
@@ -91,6 +95,16 @@ SELECT basis FROM pgdl.estimate(:'mlp');
 ROLLBACK TO forged;
 UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{concurrency,memory}', '0');
 SELECT basis FROM pgdl.estimate(:'mlp');
+ROLLBACK TO forged;
+UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
+  (SELECT jsonb_agg(CASE WHEN r ? 'kernel' THEN jsonb_set(r, '{kernel}', '0') ELSE r END)
+     FROM jsonb_array_elements(measurements->'points') r));
+SELECT basis FROM pgdl.estimate(:'cnn');
+ROLLBACK TO forged;
+-- a profile of before convolutions were keyed by kernel: all their points are used
+UPDATE pgdl.server_profiles SET measurements = jsonb_set(measurements, '{points}',
+  (SELECT jsonb_agg(r - 'kernel') FROM jsonb_array_elements(measurements->'points') r));
+SELECT basis, images_per_second > 0 AS predicts FROM pgdl.estimate(:'cnn');
 ROLLBACK TO forged;
 -- another server's profile (a restored catalog) is not used
 UPDATE pgdl.server_profiles SET system_identifier = system_identifier + 1;
