@@ -138,9 +138,25 @@ fill_uniform(float *v, int64 n, uint64 stream)
 }
 
 /*
+ * A probe's budget is timed in three windows and the median kept: on a shared
+ * machine another process taking the core for a moment slows one window, and
+ * a mean would carry it into every prediction from that point.
+ */
+#define CAL_WINDOWS 3
+
+static double
+median3(const double *v)
+{
+	double		lo = Min(v[0], v[1]),
+				hi = Max(v[0], v[1]);
+
+	return v[2] < lo ? lo : (v[2] > hi ? hi : v[2]);
+}
+
+/*
  * Seconds per training step of spec at batch with optimizer opt (NULL: SGD
- * with momentum 0.9), after one step to warm up; at least one step and about
- * `budget` seconds.  update_only: time nn_model_update alone.
+ * with momentum 0.9), after one step to warm up; at least one step a window
+ * and about `budget` seconds in all.  update_only: time nn_model_update alone.
  */
 static double
 time_steps(const NnSpec *spec, int32 batch, const NnOptim *opt, bool update_only, double budget)
@@ -157,8 +173,8 @@ time_steps(const NnSpec *spec, int32 batch, const NnOptim *opt, bool update_only
 	int64		n_in,
 				n_y;
 	double		start,
-				elapsed;
-	int			steps = 0;
+				elapsed,
+				per_step[CAL_WINDOWS];
 
 	if (opt == NULL)
 	{
@@ -185,20 +201,26 @@ time_steps(const NnSpec *spec, int32 batch, const NnOptim *opt, bool update_only
 
 	if (!nn_model_train_step(m, x, y, batch, &stats, &err))
 		pgdl_report_nn_error("calibration probe", &err);
-	start = now_seconds();
-	do
+	for (int w = 0; w < CAL_WINDOWS; w++)
 	{
-		CHECK_FOR_INTERRUPTS();
-		if (update_only)
-			nn_model_update(m);
-		else if (!nn_model_train_step(m, x, y, batch, &stats, &err))
-			pgdl_report_nn_error("calibration probe", &err);
-		steps++;
-		elapsed = now_seconds() - start;
-	} while (elapsed < budget);
+		int			steps = 0;
+
+		start = now_seconds();
+		do
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (update_only)
+				nn_model_update(m);
+			else if (!nn_model_train_step(m, x, y, batch, &stats, &err))
+				pgdl_report_nn_error("calibration probe", &err);
+			steps++;
+			elapsed = now_seconds() - start;
+		} while (elapsed < budget / CAL_WINDOWS);
+		per_step[w] = elapsed / steps;
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
-	return elapsed / steps;
+	return median3(per_step);
 }
 
 static void
