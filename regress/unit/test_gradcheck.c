@@ -5,7 +5,7 @@
  * Central differences in float32: with h = 1e-3 on inputs of unit scale, the
  * truncation error is O(h^2) and the rounding error about 1e-7 * |loss| / h, so
  * a check passes when |numeric - analytic| <= 1e-2 * max(|numeric|, |analytic|)
- * + 2e-3 * (the tensor's largest analytic gradient).  A wrong formula is off by
+ * + 2e-3 * (the tensor's largest analytic gradient) + that rounding error.  A wrong formula is off by
  * far more than that.  (h = 1e-2 would step across ReLU and max-pool kinks.)
  */
 #include "test_util.h"
@@ -14,6 +14,7 @@
 #define GC_H		1e-3f
 #define GC_RTOL		1e-2
 #define GC_ATOL		2e-3
+#define GC_ROUNDING	1e-7		/* the float loss's relative rounding */
 #define GC_SAMPLES	60			/* entries checked per tensor */
 
 static double
@@ -52,7 +53,8 @@ check_tensor(const char *what, const char *tensor, NnModel *m, float *values, co
 		down = loss_at(m, x, y, n);
 		values[j] = saved;
 		numeric = (up - down) / (2.0 * GC_H);
-		if (fabs(numeric - analytic[j]) > GC_RTOL * fmax(fabs(numeric), fabs(analytic[j])) + GC_ATOL * scale)
+		if (fabs(numeric - analytic[j]) > GC_RTOL * fmax(fabs(numeric), fabs(analytic[j])) + GC_ATOL * scale +
+			GC_ROUNDING * fabs(up) / GC_H)
 		{
 			if (bad++ < 3)
 				unit_fail(__FILE__, __LINE__, "%s: d loss / d %s[%lld]: numeric %.6g, analytic %.6g",
