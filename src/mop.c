@@ -1352,7 +1352,6 @@ typedef struct SimModel
 	uint64		seed;			/* its partitions' order */
 	int32		epoch;
 	int32		visit;
-	int32		part;			/* the partition of its next visit */
 	double		per_visit;		/* training a partition (and its share of validation), predicted */
 	double		visit_cost;		/* the visit's blob read, first step and write back */
 	double		epoch_cost;		/* its checkpoint at the end of an epoch */
@@ -1421,16 +1420,6 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
 		totals->bytes += grp->bytes;
 }
 
-/* m's next partition: its epoch's order (as fit and the workers draw it), at its visit. */
-static void
-sim_next_part(SimModel *m, int parts)
-{
-	int32		order[PGDL_MAX_PARTITIONS];
-
-	nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
-	m->part = order[m->visit];
-}
-
 /*
  * The run's training as its workers would schedule it (worker.c's take_model):
  * each worker loads the partitions it owns, then takes an idle model whose next
@@ -1461,9 +1450,6 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 		left += !sim[i].done;
 	if ((double) left * run->epochs * parts > 100000)
 		return -1;
-	for (int i = 0; i < n; i++)
-		if (!sim[i].done)
-			sim_next_part(&sim[i], parts);
 	for (int w = 0; w < workers; w++)
 	{
 		free_at[w] = start;
@@ -1484,6 +1470,7 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 					best_left = 0,
 					d;
 		bool		best_ours = false;
+		int32		order[PGDL_MAX_PARTITIONS];
 
 		for (int v = 1; v < workers; v++)
 			if (free_at[v] < free_at[w])
@@ -1498,7 +1485,8 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 
 			if (m->done || m->ready > t)
 				continue;
-			owner = run->owner[m->part];
+			nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
+			owner = run->owner[order[m->visit]];
 			ours = owner == w;
 			if (!ours && (waiting[owner] || free_at[owner] <= t))
 				continue;		/* its owner is not busy */
@@ -1521,7 +1509,8 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 			continue;
 		}
 		waiting[w] = false;
-		p = sim[best].part;
+		nn_rng_permutation(sim[best].seed, NN_EPOCH_ORDER_STREAM(sim[best].epoch), parts, order);
+		p = order[sim[best].visit];
 		d = sim[best].visit_cost + sim[best].per_visit;
 		if (!held[w * parts + p])
 		{
@@ -1544,8 +1533,6 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 				left--;
 			}
 		}
-		if (!sim[best].done)
-			sim_next_part(&sim[best], parts);
 		sim[best].ready = free_at[w] = t + d;
 		end = Max(end, t + d);
 		/* the others may now take models of w's partitions */
