@@ -640,7 +640,7 @@ probe_model_costs(Cal *cal)
 		if (SPI_execute_with_args(insert, 1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not write the calibration's checkpoint");
 		/* flushed, as the commit of a worker's checkpoint (or of the call that stores the models) flushes it */
-		XLogFlush(GetXLogInsertRecPtr());
+		XLogFlush(XactLastRecEnd);
 		write += now_seconds() - t1;
 		pfree(again);
 		n++;
