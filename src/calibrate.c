@@ -14,7 +14,11 @@
  */
 #include "postgres.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <math.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -467,6 +471,58 @@ probe_compute(Cal *cal)
 }
 
 /*
+ * Memory this process freed goes back to the system before a probe's round:
+ * a worker's partitions and a model's blobs land in memory new to the process,
+ * which faults in page by page, and a probe that reused the same sizes round
+ * after round would keep its pages mapped (on some virtual machines a fault
+ * costs more than copying the page).
+ */
+static void
+fresh_memory(void)
+{
+#ifdef __GLIBC__
+	(void) malloc_trim(0);
+#endif
+}
+
+/*
+ * A process's first write to each page of shared memory that already exists,
+ * per byte: a worker starts with none of the shared buffers mapped, so reading
+ * a partition through them, or training on another worker's published copy,
+ * faults on every page.  The segment's pages are unmapped from this process
+ * only (a shared mapping keeps them) before each window.
+ */
+#define CAL_FAULT_BYTES		(16 * 1024 * 1024)
+
+static void
+probe_fault(Cal *cal)
+{
+	dsm_segment *seg = dsm_create(CAL_FAULT_BYTES, 0);
+	volatile char *p = dsm_segment_address(seg);
+	long		page = sysconf(_SC_PAGESIZE);
+	double		seconds[CAL_WINDOWS];
+
+	memset((char *) p, 1, CAL_FAULT_BYTES);
+	for (int w = 0; w < CAL_WINDOWS; w++)
+	{
+		double		start;
+
+		CHECK_FOR_INTERRUPTS();
+		if (page <= 0 || madvise((char *) p, CAL_FAULT_BYTES, MADV_DONTNEED) != 0)
+		{
+			dsm_detach(seg);
+			return;				/* no point: predicted without faults, as before */
+		}
+		start = now_seconds();
+		for (Size i = 0; i < CAL_FAULT_BYTES; i += page)
+			p[i] = 2;
+		seconds[w] = now_seconds() - start;
+	}
+	dsm_detach(seg);
+	add_point(cal, "fault", CAL_FAULT_BYTES, 1, median3(seconds));
+}
+
+/*
  * Reading packed buffers back from their table into memory, per float, as a
  * pgdl.fit_multiple worker loads a partition and pgdl.fit its first epoch
  * (pgdl_packed_hold): arrays stored EXTERNAL, as pgdl.pack stores them, fetched
@@ -512,7 +568,8 @@ probe_read(Cal *cal)
 	char	   *table = psprintf("pgdl.calibrate_read_%d", MyProcPid);
 	PgdlDataset ds = {0};
 	double		start,
-				elapsed;
+				elapsed,
+				reading = 0;
 	int			reads = 0;
 
 	SPI_connect();
@@ -534,13 +591,18 @@ probe_read(Cal *cal)
 	start = now_seconds();
 	do
 	{
+		double		t0;
+
 		CHECK_FOR_INTERRUPTS();
+		fresh_memory();
+		t0 = now_seconds();
 		read_buffers(&ds);
+		reading += now_seconds() - t0;
 		reads++;
 		elapsed = now_seconds() - start;
 	} while (reads < 2 || elapsed < cal->budget * 3);
 	PopActiveSnapshot();
-	add_point(cal, "read", CAL_READ_FLOATS, 1, elapsed / (reads * CAL_READ_ROWS));
+	add_point(cal, "read", CAL_READ_FLOATS, 1, reading / (reads * CAL_READ_ROWS));
 	if (SPI_execute(psprintf("DROP TABLE %s", table), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop the calibration's buffers");
 	SPI_finish();
@@ -601,11 +663,16 @@ probe_model_costs(Cal *cal)
 	}
 
 	SPI_connect();
-	/* as pgdl.checkpoints: a logged table, the blob stored out of line uncompressed */
-	if (SPI_execute(psprintf("CREATE TABLE %s (model bytea)", table), false, 0) != SPI_OK_UTILITY ||
-		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN model SET STORAGE EXTERNAL", table), false, 0) != SPI_OK_UTILITY)
+	/*
+	 * as pgdl.checkpoints and pgdl.models: a logged table, the blob stored out
+	 * of line uncompressed, behind their trigger (which copies the row)
+	 */
+	if (SPI_execute(psprintf("CREATE TABLE %s (run bigint, owner regrole, model bytea)", table), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN model SET STORAGE EXTERNAL", table), false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("CREATE TRIGGER owner BEFORE INSERT ON %s FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run()",
+							 table), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not make the calibration's checkpoint table");
-	insert = psprintf("INSERT INTO %s VALUES ($1)", table);
+	insert = psprintf("INSERT INTO %s (model) VALUES ($1)", table);
 	x = palloc(sizeof(float) * 784 * CAL_MODEL_BATCH);
 	y = palloc(sizeof(float) * CAL_MODEL_BATCH);
 	fill_uniform(x, 784 * CAL_MODEL_BATCH, 1);
@@ -615,7 +682,7 @@ probe_model_costs(Cal *cal)
 	start = now_seconds();
 	do
 	{
-		double		t0 = now_seconds();
+		double		t0 = (fresh_memory(), now_seconds());
 		NnModel    *m = pgdl_model_deserialize(blob);
 		NnBatchStats stats = {0};
 		bytea	   *again;
@@ -922,6 +989,7 @@ pgdl_calibrate(PG_FUNCTION_ARGS)
 	cal->budget = seconds * (workers > 1 ? 0.75 : 1.0) / n_probes;
 	probe_step(cal);
 	probe_read(cal);
+	probe_fault(cal);
 	probe_model_costs(cal);
 	probe_updates(cal);
 	probe_memory_bound(cal);

@@ -1346,6 +1346,15 @@ typedef struct ExplainTotals
 	int			n_sim;
 } ExplainTotals;
 
+/* Seconds a worker takes to hold a partition, and its bytes. */
+typedef struct ExplainLoads
+{
+	double		part_bytes;
+	double		read;			/* from its table */
+	double		attach;			/* another worker's copy */
+	double		validation;		/* the validation set, read */
+} ExplainLoads;
+
 /* A configuration as explain_schedule sees it. */
 typedef struct SimModel
 {
@@ -1424,15 +1433,15 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
  * The run's training as its workers would schedule it (worker.c's take_model):
  * each worker loads the partitions it owns, then takes an idle model whose next
  * partition is its own, else one whose partition's owner is busy (reading that
- * partition first, once as the budget allows); the one with the most work
- * left first; waiting for a visit to end or another worker to take a model
- * when there is none.  Returns when the last model finishes, or -1 when the
- * run is too long to simulate.  The models' partition orders are those of the
- * run, so that, with the same seed, they all start on the same partition.
+ * partition first, or attaching the copy another worker holds, once as the
+ * budget allows); the one with the most work left first; waiting for a visit
+ * to end or another worker to take a model when there is none.  Returns when
+ * the last model finishes, or -1 when the run is too long to simulate.  The
+ * models' partition orders are those of the run, so that, with the same seed,
+ * they all start on the same partition.
  */
 static double
-explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double load, double part_bytes,
-				 double validation_load)
+explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads)
 {
 	int			workers = run->n_workers,
 				parts = run->ds->partitions;
@@ -1454,10 +1463,10 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 	{
 		free_at[w] = start;
 		for (int p = 0; p < parts; p++)
-			if (run->owner[p] == w && used[w] + part_bytes <= budget)
+			if (run->owner[p] == w && used[w] + loads->part_bytes <= budget)
 			{
-				free_at[w] += load;
-				used[w] += part_bytes;
+				free_at[w] += loads->read;
+				used[w] += loads->part_bytes;
 				held[w * parts + p] = true;
 			}
 	}
@@ -1472,8 +1481,9 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 		bool		best_ours = false;
 		int32		order[PGDL_MAX_PARTITIONS];
 
+		/* the next worker free; of two free at once, one that is not waiting for another's move */
 		for (int v = 1; v < workers; v++)
-			if (free_at[v] < free_at[w])
+			if (free_at[v] < free_at[w] || (free_at[v] == free_at[w] && waiting[w] && !waiting[v]))
 				w = v;
 		t = free_at[w];
 		for (int i = 0; i < n; i++)
@@ -1498,9 +1508,9 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 		{
 			double		next = get_float8_infinity();
 
-			/* until a visit ends */
+			/* until a visit ends, or another worker free now takes a model */
 			for (int v = 0; v < workers; v++)
-				if (v != w && !waiting[v] && free_at[v] > t)
+				if (v != w && !waiting[v] && free_at[v] >= t)
 					next = Min(next, free_at[v]);
 			if (isinf(next))
 				break;
@@ -1514,17 +1524,22 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 		d = sim[best].visit_cost + sim[best].per_visit;
 		if (!held[w * parts + p])
 		{
-			d += load;			/* read at this visit; held for the next as the budget allows */
-			if (used[w] + part_bytes <= budget)
+			bool		elsewhere = false;
+
+			for (int v = 0; v < workers; v++)
+				elsewhere |= held[v * parts + p];
+			/* read at this visit (or attached); held for the next as the budget allows */
+			d += elsewhere ? loads->attach : loads->read;
+			if (used[w] + loads->part_bytes <= budget)
 			{
-				used[w] += part_bytes;
+				used[w] += loads->part_bytes;
 				held[w * parts + p] = true;
 			}
 		}
 		if (++sim[best].visit == parts)
 		{
 			/* validation: the worker's first reads its set */
-			d += sim[best].epoch_cost + (validated[w] ? 0 : validation_load);
+			d += sim[best].epoch_cost + (validated[w] ? 0 : loads->validation);
 			validated[w] = true;
 			sim[best].visit = 0;
 			if (++sim[best].epoch >= run->epochs)
@@ -1550,21 +1565,30 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, double l
 static double
 explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof, double data)
 {
-	double		part_bytes = data / run->ds->partitions;
 	double		start = totals->setup + pgdl_profile_worker_start_seconds(prof, run->n_workers);
 	double		vds = run->vds ? (double) run->vds->n_rows_hint * (run->vds->n_features + run->vds->n_targets) : 0;
+	ExplainLoads loads;
 	double		seconds;
 
 	if (prof->id == 0)
 		return totals->seconds;
-	seconds = run->distributed ? -1 :
-		explain_schedule(run, totals->sim, totals->n_sim, start,
-						 pgdl_profile_read_seconds(prof, part_bytes / sizeof(float)), part_bytes,
-						 pgdl_profile_read_seconds(prof, vds));
+	/*
+	 * A worker starts with none of the shared buffers mapped: what it reads
+	 * faults in page by page, as does another worker's copy it attaches
+	 * (shared_scan.c), which costs nothing else.
+	 */
+	loads.part_bytes = data / run->ds->partitions;
+	loads.attach = pgdl_profile_fault_seconds(prof, loads.part_bytes);
+	loads.read = pgdl_profile_read_seconds(prof, loads.part_bytes / sizeof(float)) + loads.attach;
+	if (!pgdl_shared_scan_allowed(run->ds))
+		loads.attach = loads.read;
+	loads.validation = pgdl_profile_read_seconds(prof, vds) + pgdl_profile_fault_seconds(prof, vds * sizeof(float));
+	seconds = run->distributed ? -1 : explain_schedule(run, totals->sim, totals->n_sim, start, &loads);
 	/* not simulated (on nodes, or too long): workers read their partitions once, the models' own work shared */
 	if (seconds < 0)
 		seconds = Max(totals->seconds, totals->longest) + start +
-			pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) + totals->models;
+			pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
+			pgdl_profile_fault_seconds(prof, data / run->n_workers) + totals->models;
 	else
 		seconds += totals->caches;
 	return seconds + totals->store;

@@ -562,6 +562,8 @@ typedef enum PgdlShareResult
  */
 extern PgdlShareResult pgdl_shared_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartition *held,
 										MemoryContext keep_cxt, int64 *budget);
+/* Whether the current role's workers may share ds's partitions (its kind of table, privileges, row security). */
+extern bool pgdl_shared_scan_allowed(const PgdlDataset *ds);
 
 /* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
 extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,

@@ -91,16 +91,21 @@ share_locktag(LOCKTAG *tag, dsm_handle handle, Oid relid, int32 part)
 						 SHARE_LOCK_KIND | (part >= 0 ? part : SHARE_ALL_PARTS));
 }
 
+bool
+pgdl_shared_scan_allowed(const PgdlDataset *ds)
+{
+	Oid			relid = ds->packed;
+
+	return (get_rel_relkind(relid) == RELKIND_RELATION || get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE) &&
+		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
+		check_enable_rls(relid, InvalidOid, true) == RLS_NONE;
+}
+
 /* Whether this worker may read the partition only as the table gives it (see the head comment). */
 static bool
 shareable(const PgdlDataset *ds, int32 part)
 {
-	Oid			relid = ds->packed;
-
-	return part < SHARE_ALL_PARTS && n_held < SHARE_MAX_HELD &&
-		(get_rel_relkind(relid) == RELKIND_RELATION || get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE) &&
-		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
-		check_enable_rls(relid, InvalidOid, true) == RLS_NONE;
+	return part < SHARE_ALL_PARTS && n_held < SHARE_MAX_HELD && pgdl_shared_scan_allowed(ds);
 }
 
 /* The file of a table the query read (and locked): InvalidOid when it is no plain table (a foreign partition). */

@@ -26,7 +26,7 @@
 static const char *const kind_names[] = {
 	"dense", "conv2d", "relu", "sigmoid", "tanh", "dropout", "batchnorm", "maxpool2d", "avgpool2d",
 	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first",
-	"leaky_relu", "batchnorm1d", "visit", "checkpoint", NULL
+	"leaky_relu", "batchnorm1d", "visit", "checkpoint", "fault", NULL
 };
 
 static int
@@ -104,6 +104,14 @@ interpolate_size(const PgdlProfile *prof, int k, int32_t kernel, int32_t batch, 
 }
 
 double
+pgdl_profile_fault_seconds(const PgdlProfile *prof, double bytes)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "fault", bytes, 1) : -1;
+
+	return Max(s, 0);			/* a profile of before it was measured: none */
+}
+
+double
 pgdl_profile_read_seconds(const PgdlProfile *prof, double floats)
 {
 	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "read", floats, 1) : -1;
@@ -132,7 +140,13 @@ pgdl_profile_checkpoint_seconds(const PgdlProfile *prof, double params)
 {
 	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "checkpoint", params, 1) : -1;
 
-	return Max(s, 0);
+	/*
+	 * The row's bytes (two floats a parameter, as the probe's weights and
+	 * momentum) pass through the WAL buffers and the shared buffers of its
+	 * table, whose pages the probe's process had mapped by its later rounds
+	 * and a worker or a call's backend has not.
+	 */
+	return s > 0 ? s + pgdl_profile_fault_seconds(prof, 2 * params * 2 * sizeof(float)) : 0;
 }
 
 double

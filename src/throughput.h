@@ -64,6 +64,8 @@ extern double pgdl_predict_images_per_second(const PgdlProfile *prof, const NnSp
 extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers);
 /* Seconds to read `floats` from a packed table (0 without a profile). */
 extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
+/* Seconds a process takes to first touch `bytes` of shared memory others wrote (0 without a profile). */
+extern double pgdl_profile_fault_seconds(const PgdlProfile *prof, double bytes);
 /*
  * A pgdl.fit_multiple model's work besides training, by its parameters (0
  * without a profile, or one that did not measure it): at each visit of a

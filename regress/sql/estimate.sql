@@ -60,7 +60,7 @@ SELECT count(*) AS profiles, count(DISTINCT system_identifier) AS servers, bool_
 SELECT pg_typeof(p.id) AS id, measurements->>'version' AS version,
        (SELECT array_agg(DISTINCT k ORDER BY k) FROM jsonb_object_keys(measurements) k) AS keys,
        (SELECT array_agg(DISTINCT r->>'kind') FROM jsonb_array_elements(measurements->'points') r)
-         @> '{dense,conv2d,conv2d_first,relu,leaky_relu,sigmoid,tanh,dropout,batchnorm,batchnorm1d,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read,visit,checkpoint}' AS kinds,
+         @> '{dense,conv2d,conv2d_first,relu,leaky_relu,sigmoid,tanh,dropout,batchnorm,batchnorm1d,maxpool2d,avgpool2d,global_avgpool,update_sgd,update_momentum,update_adam,step,read,fault,visit,checkpoint}' AS kinds,
        (SELECT array_agg(DISTINCT (r->>'batch')::int ORDER BY (r->>'batch')::int) FROM jsonb_array_elements(measurements->'points') r
          WHERE r->>'kind' = 'dense') AS batches,
        (SELECT bool_and((r->>'seconds')::float8 > 0 AND (r->>'size')::float8 >= 1) FROM jsonb_array_elements(measurements->'points') r) AS positive,
