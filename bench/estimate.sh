@@ -9,9 +9,13 @@
 # the packed table and start the call, are shown beside pgdl.estimate's seconds_per_epoch), and the predicted wall time of a small
 # pgdl.fit_multiple run (pgdl.explain_fit_multiple's total) against the measured one.
 #
-# Usage: bench/estimate.sh   (make install first; make bench-estimate runs it, about 3 minutes)
+# Everything is measured in PASSES (default 2) passes, one after the other, and the faster pass of each
+# counts: on a shared machine the pace of the same build and data drifts by 20-30% over minutes, and
+# calibration's medians measure the machine when nothing else slows it.
+#
+# Usage: bench/estimate.sh   (make install first; make bench-estimate runs it, about 6 minutes)
 # Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE, or none (a private
-# server is started).  LIMIT (default 12800 training images), CALIBRATE_SECONDS (default 40).
+# server is started).  LIMIT (default 12800 training images), CALIBRATE_SECONDS (default 40), PASSES.
 # The last line is always
 #   estimate: median error = X%, worst = Y%
 # over every pair and the fit_multiple run (error = |predicted - measured| / measured).
@@ -19,6 +23,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LIMIT=${LIMIT:-12800}
 CALIBRATE_SECONDS=${CALIBRATE_SECONDS:-40}
+PASSES=${PASSES:-2}
 SET=bench_estimate
 
 # shellcheck source=bench/pg_private.sh
@@ -36,7 +41,8 @@ DROP TABLE IF EXISTS bench_est_train, bench_est_results;
 SELECT pgdl.pack('$train', 'image', 'label', 'bench_est_train', buffer_rows => 3200, partitions => 2, seed => 42,
                  scale => 1 / 255.0) IS NOT NULL AS packed \gset
 CREATE TABLE bench_est_results (what text, batch integer, predicted double precision, measured double precision,
-                                first_predicted double precision, first_measured double precision);
+                                first_predicted double precision, first_measured double precision, pass integer,
+                                run bigint, ord integer);
 SQL
 
 cal_s=$(psql -At <<SQL
@@ -73,28 +79,33 @@ nets=(
 	"cnn 16-16-32 deep|$(cnn "$(conv 16 3), $(act relu), $(conv 16 3), $(act relu), $(pool maxpool2d), $(conv 32 3), $(act relu), $(pool maxpool2d), $(act flatten), $(dense 10)")|{\"batch_size\": 128, \"optimizer\": \"adam\", \"lr\": 0.001}"
 )
 
-echo "== pgdl.fit, 4 epochs each: predicted (pgdl.estimate) vs measured (pgdl.run_metrics, median of epochs 2-4) images/s;"
-echo "   first epoch's seconds (reading the packed table, starting the call) for information"
-printf '%-26s %6s %10s %10s %7s %14s %14s\n' network batch predicted measured error 'epoch 1 pred' 'epoch 1 meas' 
-for n in "${nets[@]}"; do
-	IFS='|' read -r name spec config <<<"$n"
-	psql -v name="$name" -v spec="$spec" -v config="$config" -v n_train="$n_train" <<'SQL'
+echo "== pgdl.fit, 4 epochs each, $PASSES passes: predicted (pgdl.estimate) vs measured (pgdl.run_metrics, median of"
+echo "   epochs 2-4, the faster pass) images/s; first epoch's seconds (reading the packed table, starting the call) for information"
+for pass in $(seq 1 "$PASSES"); do
+	for ord in "${!nets[@]}"; do
+		IFS='|' read -r name spec config <<<"${nets[$ord]}"
+		psql -v name="$name" -v spec="$spec" -v config="$config" -v n_train="$n_train" -v pass="$pass" -v ord="$ord" <<'SQL'
 SET client_min_messages = warning;
 SELECT images_per_second AS predicted, seconds_per_epoch AS first FROM pgdl.estimate(:'spec', :'config', :n_train) \gset
-SELECT pgdl.fit('bench_est_train', :'spec'::jsonb, :'config', epochs => 4, name => 'bench_est_' || md5(:'name')) AS model \gset
+SELECT pgdl.fit('bench_est_train', :'spec'::jsonb, :'config', epochs => 4, name => 'bench_est_' || md5(:'name') || '_' || :pass) AS model \gset
 INSERT INTO bench_est_results
 SELECT :'name', (:'config'::jsonb->>'batch_size')::integer, :predicted,
        (SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY r.images_per_second)
           FROM pgdl.run_metrics r WHERE r.run = m.run AND r.epoch BETWEEN 2 AND 4),
-       :first, r1.seconds
+       :first, r1.seconds, :pass, NULL, :ord
   FROM pgdl.models m JOIN pgdl.run_metrics r1 ON r1.run = m.run AND r1.epoch = 1 WHERE m.id = :model;
 SQL
+	done
 done
+# the faster pass of each network
+psql -c "DELETE FROM bench_est_results r WHERE EXISTS (SELECT FROM bench_est_results o WHERE o.what = r.what
+  AND (o.measured > r.measured OR (o.measured = r.measured AND o.pass < r.pass)))"
+printf '%-26s %6s %10s %10s %7s %14s %14s\n' network batch predicted measured error 'epoch 1 pred' 'epoch 1 meas'
 psql -At -c "SELECT format('%-26s %6s %10s %10s %6s%% %14s %14s', what, batch, round(predicted::numeric), round(measured::numeric),
   round((100 * abs(predicted - measured) / measured)::numeric, 1), round(first_predicted::numeric, 3), round(first_measured::numeric, 3))
-  FROM bench_est_results ORDER BY ctid"
+  FROM bench_est_results ORDER BY ord"
 
-echo "== pgdl.fit_multiple, 2 workers, 1 epoch, 4 configurations: predicted (explain_fit_multiple) vs measured wall time"
+echo "== pgdl.fit_multiple, 2 workers, 1 epoch, 4 configurations: predicted (explain_fit_multiple) vs measured wall time (the faster pass)"
 psql <<SQL
 SET client_min_messages = warning;
 SELECT pgdl.add_architecture('bench_est_mlp', '$(mlp "$(dense 384), $(act relu), $(dense 128), $(act relu), $(dense 10)")') AS mlp \gset
@@ -104,13 +115,21 @@ INSERT INTO pgdl.configs (set_name, architecture, config) VALUES
   ('$SET', :mlp, '{"batch_size": 128, "optimizer": "adam", "lr": 0.001, "seed": 42}'),
   ('$SET', :cnn, '{"batch_size": 64, "momentum": 0.9, "lr": 0.01, "seed": 42}'),
   ('$SET', :cnn, '{"batch_size": 100, "momentum": 0.9, "lr": 0.02, "seed": 42}');
+SQL
+for pass in $(seq 1 "$PASSES"); do
+	psql <<SQL
+SET client_min_messages = warning;
 SELECT predicted_seconds AS predicted FROM pgdl.explain_fit_multiple('bench_est_train', '$SET', 1, workers => 2)
  WHERE action = 'total' \gset
 SELECT clock_timestamp() AS t0 \gset
 SELECT count(*) AS models FROM pgdl.fit_multiple('bench_est_train', '$SET', 1, workers => 2) \gset
-INSERT INTO bench_est_results
-SELECT 'fit_multiple wall time', NULL, :predicted, extract(epoch FROM clock_timestamp() - :'t0'::timestamptz);
+INSERT INTO bench_est_results (what, predicted, measured, pass, run)
+SELECT 'fit_multiple wall time', :predicted, extract(epoch FROM clock_timestamp() - :'t0'::timestamptz), $pass,
+       (SELECT max(id) FROM pgdl.runs WHERE config->>'set' = '$SET');
 SQL
+done
+psql -c "DELETE FROM bench_est_results r WHERE what = 'fit_multiple wall time' AND EXISTS (SELECT FROM bench_est_results o
+  WHERE o.what = r.what AND (o.measured < r.measured OR (o.measured = r.measured AND o.pass < r.pass)))"
 psql -At -c "SELECT format('fit_multiple: predicted %s s, measured %s s, error %s%%', round(predicted::numeric, 2),
   round(measured::numeric, 2), round((100 * abs(predicted - measured) / measured)::numeric, 1))
   FROM bench_est_results WHERE what = 'fit_multiple wall time'"
@@ -132,7 +151,7 @@ ROLLBACK;
 SQL
 psql -At -c "SELECT format('  per model and epoch (pgdl.run_metrics): predicted %s s, measured %s s of training',
   round(sum(m.predicted_seconds)::numeric, 2), round(sum(m.seconds)::numeric, 2))
-  FROM pgdl.run_metrics m JOIN pgdl.runs r ON r.id = m.run WHERE r.config->>'set' = '$SET'"
+  FROM pgdl.run_metrics m WHERE m.run = (SELECT run FROM bench_est_results WHERE what = 'fit_multiple wall time')"
 
 psql -At -c "SELECT format('estimate: median error = %s%%, worst = %s%%',
   round(percentile_cont(0.5) WITHIN GROUP (ORDER BY e)::numeric, 1), round(max(e)::numeric, 1))
