@@ -497,18 +497,22 @@ fresh_memory(void)
 static void
 probe_fault(Cal *cal)
 {
-	dsm_segment *seg = dsm_create(CAL_FAULT_BYTES, 0);
-	volatile char *p = dsm_segment_address(seg);
 	long		page = sysconf(_SC_PAGESIZE);
+	dsm_segment *seg;
+	volatile char *p;
 	double		seconds[CAL_WINDOWS];
 
+	if (page <= 0)
+		return;					/* no point: predicted without faults, as before */
+	seg = dsm_create(CAL_FAULT_BYTES, 0);
+	p = dsm_segment_address(seg);
 	memset((char *) p, 1, CAL_FAULT_BYTES);
 	for (int w = 0; w < CAL_WINDOWS; w++)
 	{
 		double		start;
 
 		CHECK_FOR_INTERRUPTS();
-		if (page <= 0 || madvise((char *) p, CAL_FAULT_BYTES, MADV_DONTNEED) != 0)
+		if (madvise((char *) p, CAL_FAULT_BYTES, MADV_DONTNEED) != 0)
 		{
 			dsm_detach(seg);
 			return;				/* no point: predicted without faults, as before */

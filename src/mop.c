@@ -1572,23 +1572,16 @@ explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const Pgdl
 
 	if (prof->id == 0)
 		return totals->seconds;
-	/*
-	 * A worker starts with none of the shared buffers mapped: what it reads
-	 * faults in page by page, as does another worker's copy it attaches
-	 * (shared_scan.c), which costs nothing else.
-	 */
 	loads.part_bytes = data / run->ds->partitions;
-	loads.attach = pgdl_profile_fault_seconds(prof, loads.part_bytes);
-	loads.read = pgdl_profile_read_seconds(prof, loads.part_bytes / sizeof(float)) + loads.attach;
-	if (!pgdl_shared_scan_allowed(run->ds))
-		loads.attach = loads.read;
-	loads.validation = pgdl_profile_read_seconds(prof, vds) + pgdl_profile_fault_seconds(prof, vds * sizeof(float));
+	loads.read = pgdl_profile_worker_read_seconds(prof, loads.part_bytes / sizeof(float));
+	/* another worker's copy (shared_scan.c) costs the first touch of its pages, nothing else */
+	loads.attach = pgdl_shared_scan_allowed(run->ds) ? pgdl_profile_fault_seconds(prof, loads.part_bytes) : loads.read;
+	loads.validation = pgdl_profile_worker_read_seconds(prof, vds);
 	seconds = run->distributed ? -1 : explain_schedule(run, totals->sim, totals->n_sim, start, &loads);
 	/* not simulated (on nodes, or too long): workers read their partitions once, the models' own work shared */
 	if (seconds < 0)
 		seconds = Max(totals->seconds, totals->longest) + start +
-			pgdl_profile_read_seconds(prof, data / sizeof(float) / run->n_workers) +
-			pgdl_profile_fault_seconds(prof, data / run->n_workers) + totals->models;
+			pgdl_profile_worker_read_seconds(prof, data / sizeof(float) / run->n_workers) + totals->models;
 	else
 		seconds += totals->caches;
 	return seconds + totals->store;

@@ -120,6 +120,13 @@ pgdl_profile_read_seconds(const PgdlProfile *prof, double floats)
 }
 
 double
+pgdl_profile_worker_read_seconds(const PgdlProfile *prof, double floats)
+{
+	/* the probe's process had the table's shared buffers mapped; a worker faults on each page */
+	return pgdl_profile_read_seconds(prof, floats) + pgdl_profile_fault_seconds(prof, floats * sizeof(float));
+}
+
+double
 pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers)
 {
 	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "worker_start", workers, 1) : -1;

@@ -66,6 +66,8 @@ extern double pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int wor
 extern double pgdl_profile_read_seconds(const PgdlProfile *prof, double floats);
 /* Seconds a process takes to first touch `bytes` of shared memory others wrote (0 without a profile). */
 extern double pgdl_profile_fault_seconds(const PgdlProfile *prof, double bytes);
+/* pgdl_profile_read_seconds in a process new to the table's shared buffers: a worker. */
+extern double pgdl_profile_worker_read_seconds(const PgdlProfile *prof, double floats);
 /*
  * A pgdl.fit_multiple model's work besides training, by its parameters (0
  * without a profile, or one that did not measure it): at each visit of a
