@@ -183,7 +183,7 @@ bench-zoo:
 	bench/zoo.sh
 
 # Throughput prediction: pgdl.calibrate, then pgdl.estimate against pgdl.fit for 13 networks and
-# explain_fit_multiple against a fit_multiple run, two passes (about 6 minutes).
+# explain_fit_multiple against a fit_multiple run, three passes, each after its own calibration (about 6 minutes).
 bench-estimate:
 	bench/estimate.sh
 
