@@ -17,14 +17,12 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <math.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -37,7 +35,6 @@
 #include "storage/latch.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/wait_event.h"
@@ -86,8 +83,8 @@ typedef struct Cal
 	CalPoint	points[CAL_MAX_POINTS];
 	int			n;
 	double		budget;			/* seconds each probe runs */
-	/* a probe's loss (mse) and fixed cost per step on each activation of cal_acts, at each batch */
-	double		loss[lengthof(cal_acts)][CAL_N_BATCHES];
+	/* kind "loss": a probe's loss (mse) and fixed cost per step, by its output floats and batch */
+	PgdlProfile losses;
 } Cal;
 
 /* What the concurrent workers share. */
@@ -305,7 +302,7 @@ probe_memory_bound(Cal *cal)
 						  (time_act(s, batch, stacked[k].type, CAL_STACK, cal->budget) - base) / CAL_STACK);
 			/* the base is a relu's forward pass (about half a relu: at position 0 it has no backward), the loss, a step */
 			relu = cal->points[cal->n - lengthof(stacked)].seconds;
-			cal->loss[a][b] = Max(base - 0.5 * relu, 0);
+			pgdl_profile_add_point(&cal->losses, "loss", floats, batch, 0, Max(base - 0.5 * relu, 1e-12));
 			if (!spatial)
 				continue;
 			base_half = time_act(half, batch, NN_RELU, 0, cal->budget);
@@ -369,48 +366,14 @@ probe_step(Cal *cal)
 }
 
 /*
- * A probe's loss and fixed cost per step on `floats` outputs at batch
- * cal_batches[b]: per float linear in log-log between the activations measured,
- * flat beyond them.
- */
-static double
-loss_seconds(const Cal *cal, double floats, int b)
-{
-	double		lo_x = 0,
-				lo_y = 0,
-				hi_x = 0,
-				hi_y = 0;
-	bool		lo = false,
-				hi = false;
-
-	for (int a = 0; a < lengthof(cal_acts); a++)
-	{
-		double		n = (double) cal_acts[a][0] * Max(cal_acts[a][1], 1) * Max(cal_acts[a][2], 1);
-		double		x = log(n),
-					y = log(Max(cal->loss[a][b], 1e-12) / n);
-
-		if (n <= floats && (!lo || x > lo_x))
-			lo = true, lo_x = x, lo_y = y;
-		if (n >= floats && (!hi || x < hi_x))
-			hi = true, hi_x = x, hi_y = y;
-	}
-	if (!lo)
-		return exp(hi_y) * floats;
-	if (!hi || hi_x - lo_x < 1e-12)
-		return exp(lo_y) * floats;
-	return exp(lo_y + (hi_y - lo_y) * (log(floats) - lo_x) / (hi_x - lo_x)) * floats;
-}
-
-/*
  * A compute layer at position 1 (behind a relu, so that its input gradient is
  * computed, as for every layer but the first); the relu's forward pass, the
  * loss and step (measured on the memory-bound probes' bases: an mse costs
  * several relus per value) and the update are taken off.
  */
 static void
-add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int b)
+add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int32 batch)
 {
-	int32		batch = cal_batches[b];
 	NnShape		shape[NN_MAX_LAYERS + 1];
 	NnCost		per[2];
 	int			l = spec->n_layers - 1;	/* the layer measured: the last */
@@ -421,7 +384,7 @@ add_compute_point(Cal *cal, const char *kind, const NnSpec *spec, int b)
 	t = time_steps(spec, batch, NULL, false, cal->budget);
 	if (l > 0)
 		t -= 0.5 * measured(cal, "relu", (double) NN_SHAPE_SIZE(shape[0]), batch);
-	t -= loss_seconds(cal, (double) NN_SHAPE_SIZE(shape[l + 1]), b);
+	t -= pgdl_profile_kind_seconds(&cal->losses, "loss", (double) NN_SHAPE_SIZE(shape[l + 1]), batch);
 	t -= measured(cal, "update_momentum", (double) per[l].params, 1);
 	add_point(cal, kind, (double) per[l].flops_train, batch, t);
 	if (spec->layers[l].type == NN_CONV2D)
@@ -440,7 +403,7 @@ probe_compute(Cal *cal)
 			spec_start(&spec, cal_dense[d][0], 0, 0, NN_LOSS_MSE);
 			spec_add(&spec, NN_RELU);
 			spec_add(&spec, NN_DENSE)->units = cal_dense[d][1];
-			add_compute_point(cal, "dense", &spec, b);
+			add_compute_point(cal, "dense", &spec, cal_batches[b]);
 		}
 		for (int c = 0; c < lengthof(cal_conv); c++)
 		{
@@ -453,7 +416,7 @@ probe_compute(Cal *cal)
 			l->filters = cal_conv[c][1];
 			l->kernel = cal_conv[c][3];
 			l->padding = cal_conv[c][3] / 2;
-			add_compute_point(cal, "conv2d", &spec, b);
+			add_compute_point(cal, "conv2d", &spec, cal_batches[b]);
 		}
 		for (int c = 0; c < lengthof(cal_conv_first); c++)
 		{
@@ -465,7 +428,7 @@ probe_compute(Cal *cal)
 			l->filters = cal_conv_first[c][1];
 			l->kernel = cal_conv_first[c][3];
 			l->padding = cal_conv_first[c][3] / 2;
-			add_compute_point(cal, "conv2d_first", &spec, b);
+			add_compute_point(cal, "conv2d_first", &spec, cal_batches[b]);
 		}
 	}
 }
@@ -548,19 +511,9 @@ read_buffers(const PgdlDataset *ds)
 	PgdlHeldPartition held = {0};
 	int64		budget = INT64CONST(1) << 40;
 	dsm_segment *seg = dsm_create((Size) CAL_READ_ROWS * CAL_READ_EXAMPLES * (CAL_READ_FEATURES + 1) * sizeof(float), 0);
-	char	   *to = dsm_segment_address(seg);
-	ListCell   *lc;
 
 	pgdl_packed_hold(ds, 0, &held, keep, &budget, NULL, NULL);
-	foreach(lc, held.buffers)
-	{
-		PgdlHeldBuffer *b = lfirst(lc);
-
-		memcpy(to, b->x, sizeof(float) * b->n * CAL_READ_FEATURES);
-		to += sizeof(float) * b->n * CAL_READ_FEATURES;
-		memcpy(to, b->y, sizeof(float) * b->n);
-		to += sizeof(float) * b->n;
-	}
+	pgdl_shared_copy_buffers(ds, &held, dsm_segment_address(seg));
 	dsm_detach(seg);
 	MemoryContextDelete(keep);
 }

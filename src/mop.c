@@ -1361,6 +1361,7 @@ typedef struct SimModel
 	uint64		seed;			/* its partitions' order */
 	int32		epoch;
 	int32		visit;
+	int32		part;			/* the partition of its next visit */
 	double		per_visit;		/* training a partition (and its share of validation), predicted */
 	double		visit_cost;		/* the visit's blob read, first step and write back */
 	double		epoch_cost;		/* its checkpoint at the end of an epoch */
@@ -1429,6 +1430,16 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
 		totals->bytes += grp->bytes;
 }
 
+/* m's next partition: its epoch's order (as fit and the workers draw it), at its visit. */
+static void
+sim_next_part(SimModel *m, int parts)
+{
+	int32		order[PGDL_MAX_PARTITIONS];
+
+	nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
+	m->part = order[m->visit];
+}
+
 /*
  * The run's training as its workers would schedule it (worker.c's take_model):
  * each worker loads the partitions it owns, then takes an idle model whose next
@@ -1459,6 +1470,9 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 		left += !sim[i].done;
 	if ((double) left * run->epochs * parts > 100000)
 		return -1;
+	for (int i = 0; i < n; i++)
+		if (!sim[i].done)
+			sim_next_part(&sim[i], parts);
 	for (int w = 0; w < workers; w++)
 	{
 		free_at[w] = start;
@@ -1479,7 +1493,6 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 					best_left = 0,
 					d;
 		bool		best_ours = false;
-		int32		order[PGDL_MAX_PARTITIONS];
 
 		/* the next worker free; of two free at once, one that is not waiting for another's move */
 		for (int v = 1; v < workers; v++)
@@ -1495,8 +1508,7 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 
 			if (m->done || m->ready > t)
 				continue;
-			nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
-			owner = run->owner[order[m->visit]];
+			owner = run->owner[m->part];
 			ours = owner == w;
 			if (!ours && (waiting[owner] || free_at[owner] <= t))
 				continue;		/* its owner is not busy */
@@ -1519,8 +1531,7 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 			continue;
 		}
 		waiting[w] = false;
-		nn_rng_permutation(sim[best].seed, NN_EPOCH_ORDER_STREAM(sim[best].epoch), parts, order);
-		p = order[sim[best].visit];
+		p = sim[best].part;
 		d = sim[best].visit_cost + sim[best].per_visit;
 		if (!held[w * parts + p])
 		{
@@ -1548,6 +1559,8 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 				left--;
 			}
 		}
+		if (!sim[best].done)
+			sim_next_part(&sim[best], parts);
 		sim[best].ready = free_at[w] = t + d;
 		end = Max(end, t + d);
 		/* the others may now take models of w's partitions */

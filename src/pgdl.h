@@ -564,6 +564,8 @@ extern PgdlShareResult pgdl_shared_hold(const PgdlDataset *ds, int32 part, PgdlH
 										MemoryContext keep_cxt, int64 *budget);
 /* Whether the current role's workers may share ds's partitions (its kind of table, privileges, row security). */
 extern bool pgdl_shared_scan_allowed(const PgdlDataset *ds);
+/* held's buffers into a segment's data at `to`, as the segment lays them out: each one's x, then its y. */
+extern void pgdl_shared_copy_buffers(const PgdlDataset *ds, const PgdlHeldPartition *held, char *to);
 
 /* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
 extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,

@@ -325,6 +325,23 @@ create_segment(Size size)
 	return seg;
 }
 
+void
+pgdl_shared_copy_buffers(const PgdlDataset *ds, const PgdlHeldPartition *held, char *to)
+{
+	ListCell   *lc;
+
+	foreach(lc, held->buffers)
+	{
+		PgdlHeldBuffer *b = lfirst(lc);
+		Size		xb = (Size) b->n * ds->n_features * sizeof(float);
+		Size		yb = (Size) b->n * ds->n_targets * sizeof(float);
+
+		memcpy(to, b->x, xb);
+		memcpy(to + xb, b->y, yb);
+		to += xb + yb;
+	}
+}
+
 /* The buffers just read (as mf lists them) into a new segment, published; held then points there. */
 static bool
 share_read(const PgdlDataset *ds, int32 part, const Manifest *mf, PgdlHeldPartition *held,
@@ -332,7 +349,6 @@ share_read(const PgdlDataset *ds, int32 part, const Manifest *mf, PgdlHeldPartit
 {
 	dsm_segment *seg;
 	ShareHeader *h;
-	char	   *data;
 	ListCell   *lc;
 	int32		i = 0;
 
@@ -354,17 +370,7 @@ share_read(const PgdlDataset *ds, int32 part, const Manifest *mf, PgdlHeldPartit
 	h->n_rows = mf->n_rows;
 	h->data_bytes = mf->data_bytes;
 	memcpy(h->rows, mf->rows, sizeof(ShareRow) * mf->n_rows);
-	data = (char *) h + SHARE_DATA_OFFSET(mf->n_rows);
-	foreach(lc, held->buffers)
-	{
-		PgdlHeldBuffer *b = lfirst(lc);
-		Size		xb = (Size) b->n * ds->n_features * sizeof(float);
-		Size		yb = (Size) b->n * ds->n_targets * sizeof(float);
-
-		memcpy(data, b->x, xb);
-		memcpy(data + xb, b->y, yb);
-		data += xb + yb;
-	}
+	pgdl_shared_copy_buffers(ds, held, (char *) h + SHARE_DATA_OFFSET(mf->n_rows));
 	hold_segment(seg, ds, mf, held, keep_cxt);
 	publish(seg, ds->packed, part);
 	return true;

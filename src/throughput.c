@@ -26,7 +26,7 @@
 static const char *const kind_names[] = {
 	"dense", "conv2d", "relu", "sigmoid", "tanh", "dropout", "batchnorm", "maxpool2d", "avgpool2d",
 	"global_avgpool", "update_sgd", "update_momentum", "update_adam", "step", "read", "worker_start", "conv2d_first",
-	"leaky_relu", "batchnorm1d", "visit", "checkpoint", "fault", NULL
+	"leaky_relu", "batchnorm1d", "visit", "checkpoint", "fault", "loss", NULL
 };
 
 static int
