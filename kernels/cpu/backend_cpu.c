@@ -282,7 +282,7 @@ cpu_sigmoid_forward(const float *x, float *y, int64_t n)
 {
 #pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		y[i] = 1.0f / (1.0f + expf(-x[i]));
+		y[i] = cpu_sigmoid(x[i]);
 }
 
 static void
@@ -293,51 +293,12 @@ cpu_sigmoid_backward(const float *y, const float *dy, float *dx, int64_t n)
 		dx[i] = dy[i] * y[i] * (1.0f - y[i]);
 }
 
-/*
- * Not tanhf: glibc's branches on |x| and mispredicts on a layer's inputs, which
- * straddle 1 (16-17 ns a value against 12 on inputs all under 1, so a network's
- * tanh ran slower than calibration's probe of it).  One double exp costs the
- * same for every input, about 5 ns, and its quotient is within an ulp of tanh
- * (every float checked); under 2^-12, where e - 1 would lose digits, tanh(x) is
- * x in float (x^3/3 is under half an ulp).  The clamp keeps it finite (tanh is
- * 1 in float from 9.01) and NaN NaN.  No branch either: glibc's exp takes
- * another path for arguments under 2^-54, and a relu's zeros before a tanh
- * made it mispredict half the time (9.3 ns a value against 4.1, and the
- * calibration's probe, which has a relu first, charged a network twice its
- * tanh); tiny inputs go to exp as 0.5 and take x back, both by mask.
- */
-static inline float
-tanh_branchless(float x)
-{
-	uint64_t	tiny = -(uint64_t) (fabsf(x) < 0x1p-12f);
-	double		c = x > 20.0f ? 20.0 : (x < -20.0f ? -20.0 : (double) x);
-	double		half = 0.5;
-	uint64_t	cb,
-				hb;
-	uint32_t	xb,
-				rb;
-	double		e;
-	float		r;
-
-	memcpy(&cb, &c, sizeof(cb));
-	memcpy(&hb, &half, sizeof(hb));
-	cb = (hb & tiny) | (cb & ~tiny);
-	memcpy(&c, &cb, sizeof(c));
-	e = exp(2.0 * c);
-	r = (float) ((e - 1.0) / (e + 1.0));
-	memcpy(&xb, &x, sizeof(xb));
-	memcpy(&rb, &r, sizeof(rb));
-	rb = (xb & (uint32_t) tiny) | (rb & ~(uint32_t) tiny);
-	memcpy(&r, &rb, sizeof(r));
-	return r;
-}
-
 static void
 cpu_tanh_forward(const float *x, float *y, int64_t n)
 {
 #pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		y[i] = tanh_branchless(x[i]);
+		y[i] = cpu_tanh(x[i]);
 }
 
 static void

@@ -1,15 +1,67 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c, loss.c).  Private to kernels/cpu: the engine reaches them through the
- * table in backend.h, whose comments say what each one computes.
+ * pool.c, norm.c, loss.c, seq.c), and the scalar functions they share.  Private
+ * to kernels/cpu: the engine reaches them through the table in backend.h, whose
+ * comments say what each one computes.
  */
 #ifndef PGDL_KERNELS_CPU_H
 #define PGDL_KERNELS_CPU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "backend.h"
 
 /* backend_cpu.c: whether the AVX-512 paths may run (the CPU has them, nn_set_cpu_simd allows) */
 extern bool cpu_simd_avx512(void);
+
+/* The logistic function of the sigmoid layer, the GRU's gates and the bce loss. */
+static inline float
+cpu_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+/*
+ * tanh, of the tanh layer and of the GRU's candidate state.  Not tanhf: glibc's
+ * branches on |x| and mispredicts on a layer's inputs, which straddle 1 (16-17
+ * ns a value against 12 on inputs all under 1, so a network's tanh ran slower
+ * than calibration's probe of it).  One double exp costs the same for every
+ * input, about 5 ns, and its quotient is within an ulp of tanh (every float
+ * checked); under 2^-12, where e - 1 would lose digits, tanh(x) is x in float
+ * (x^3/3 is under half an ulp).  The clamp keeps it finite (tanh is 1 in float
+ * from 9.01) and NaN NaN.  No branch either: glibc's exp takes another path for
+ * arguments under 2^-54, and a relu's zeros before a tanh made it mispredict
+ * half the time (9.3 ns a value against 4.1, and the calibration's probe, which
+ * has a relu first, charged a network twice its tanh); tiny inputs go to exp as
+ * 0.5 and take x back, both by mask.
+ */
+static inline float
+cpu_tanh(float x)
+{
+	uint64_t	tiny = -(uint64_t) (fabsf(x) < 0x1p-12f);
+	double		c = x > 20.0f ? 20.0 : (x < -20.0f ? -20.0 : (double) x);
+	double		half = 0.5;
+	uint64_t	cb,
+				hb;
+	uint32_t	xb,
+				rb;
+	double		e;
+	float		r;
+
+	memcpy(&cb, &c, sizeof(cb));
+	memcpy(&hb, &half, sizeof(hb));
+	cb = (hb & tiny) | (cb & ~tiny);
+	memcpy(&c, &cb, sizeof(c));
+	e = exp(2.0 * c);
+	r = (float) ((e - 1.0) / (e + 1.0));
+	memcpy(&xb, &x, sizeof(xb));
+	memcpy(&rb, &r, sizeof(rb));
+	rb = (xb & (uint32_t) tiny) | (rb & ~(uint32_t) tiny);
+	memcpy(&r, &rb, sizeof(r));
+	return r;
+}
 
 /* conv.c */
 extern void cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col);

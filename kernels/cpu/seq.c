@@ -126,12 +126,6 @@ cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
 				dx[((int64_t) i * steps + t) * dim + d] = dy[(int64_t) i * dim + d] * inv;
 }
 
-static inline float
-sigmoidf(float x)
-{
-	return 1.0f / (1.0f + expf(-x));
-}
-
 void
 cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 					  const float *hprev, int hprev_stride, float *h, int h_stride,
@@ -146,10 +140,10 @@ cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 
 		for (int j = 0; j < units; j++)
 		{
-			float		r = sigmoidf(a[j] + b[j]);
-			float		z = sigmoidf(a[units + j] + b[units + j]);
+			float		r = cpu_sigmoid(a[j] + b[j]);
+			float		z = cpu_sigmoid(a[units + j] + b[units + j]);
 			float		hn = b[2 * units + j];
-			float		nn = tanhf(a[2 * units + j] + r * hn);
+			float		nn = cpu_tanh(a[2 * units + j] + r * hn);
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
 			float		hv = (1.0f - z) * nn + z * hp;
 
