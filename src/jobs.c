@@ -523,7 +523,7 @@ pgdl_jobs_take_one(void)
 int
 pgdl_jobs_fair_share(bool *others_waiting)
 {
-	/* called twice a second for a whole run: the lock table's copy goes with this context */
+	/* called ten times a second for a whole run: the lock table's copy goes with this context */
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl fair share", ALLOCSET_SMALL_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	JobRow	   *rows;
