@@ -51,7 +51,6 @@
 #define JOB_PRIORITY_LOCK	0x7069	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
 #define JOB_PREDICTED_LOCK	0x706a	/* shared, never waited for: field 3 is the run's predicted seconds, a float4's bits */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
-#define JOB_POLL_MS			100
 
 /* The slots this backend's job holds, until pgdl_jobs_release; and the role it runs as. */
 static bool held[PGDL_MAX_WORKERS];
@@ -452,7 +451,7 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seco
 			pgstat_report_activity(STATE_RUNNING, "pgdl job: queued");
 		was_told = told;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 JOB_POLL_MS, PG_WAIT_EXTENSION);
+						 PGDL_JOBS_POLL_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -507,7 +507,7 @@ add_worker(MopShared *shared, MopCrew *crew)
 }
 
 /*
- * Ten times a second, as often as a queued job looks: give back the slots of
+ * As often as a queued job looks (PGDL_JOBS_POLL_MS): give back the slots of
  * workers that left; ask workers to leave while other jobs wait and this one
  * holds more than its fair share; take a free slot for one more worker when
  * none waits.  (Twice a second left a core idle for up to a second at each
@@ -520,7 +520,7 @@ rebalance(MopShared *shared, MopCrew *crew)
 	int			fair;
 	bool		waiting;
 
-	if (!crew->queued || !TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(), 100))
+	if (!crew->queued || !TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(), PGDL_JOBS_POLL_MS))
 		return;
 	crew->last = GetCurrentTimestamp();
 	for (int w = 0; w < shared->n_workers; w++)

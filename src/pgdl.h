@@ -56,6 +56,8 @@ extern int64 pgdl_run_of_leader_lock(const struct LOCKTAG *tag);
 /* pgdl.fit_multiple's priority: orders one role's own queued jobs (jobs.c) */
 #define PGDL_PRIORITY_MIN		(-100)
 #define PGDL_PRIORITY_MAX		100
+/* how often a queued job looks at the queue, and a running job's leader at its fair share */
+#define PGDL_JOBS_POLL_MS		100
 extern int	pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seconds);
 extern void pgdl_jobs_release(void);
 extern void pgdl_jobs_release_one(void);
