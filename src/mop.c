@@ -506,23 +506,22 @@ add_worker(MopShared *shared, MopCrew *crew)
 	}
 }
 
-/*
- * As often as a queued job looks (PGDL_JOBS_POLL_MS): give back the slots of
- * workers that left; ask workers to leave while other jobs wait and this one
- * holds more than its fair share; take a free slot for one more worker when
- * none waits.  (Twice a second left a core idle for up to a second at each
- * hand-over, a sixth of two 3-second selections.)
- */
-static void
-rebalance(MopShared *shared, MopCrew *crew)
+/* Workers still training, with the mutex held. */
+static int
+count_active(const MopShared *shared)
 {
 	int			active = 0;
-	int			fair;
-	bool		waiting;
 
-	if (!crew->queued || !TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(), PGDL_JOBS_POLL_MS))
-		return;
-	crew->last = GetCurrentTimestamp();
+	for (int w = 0; w < shared->n_workers; w++)
+		if (!shared->workers[w].retired && !shared->workers[w].finished)
+			active++;
+	return active;
+}
+
+/* The slots of workers that retired and are gone go back at once: a queued job is woken to take them. */
+static void
+release_retired(MopShared *shared, MopCrew *crew)
+{
 	for (int w = 0; w < shared->n_workers; w++)
 	{
 		pid_t		pid;
@@ -534,12 +533,36 @@ rebalance(MopShared *shared, MopCrew *crew)
 			crew->released[w] = true;
 		}
 	}
+}
+
+/*
+ * At each wake-up: give back the slots of workers that left.  As often as a
+ * queued job looks (PGDL_JOBS_POLL_MS), or ten times as often while the job
+ * holds fewer workers than it asked for (another job's release wakes it): ask
+ * workers to leave while other jobs wait and this one holds more than its
+ * fair share; take a free slot for one more worker when none waits.
+ */
+static void
+rebalance(MopShared *shared, MopCrew *crew)
+{
+	int			active;
+	int			fair;
+	bool		waiting;
+
+	if (!crew->queued)
+		return;
+	release_retired(shared, crew);
+	SpinLockAcquire(&shared->mutex);
+	active = count_active(shared);
+	SpinLockRelease(&shared->mutex);
+	if (!TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(),
+									(active < crew->wanted && crew->can_grow) ? PGDL_JOBS_POLL_MS / 10 : PGDL_JOBS_POLL_MS))
+		return;
+	crew->last = GetCurrentTimestamp();
 	fair = pgdl_jobs_fair_share(&waiting);
 	/* counted and asked under one lock: a worker leaving meanwhile is not asked for twice */
 	SpinLockAcquire(&shared->mutex);
-	for (int w = 0; w < shared->n_workers; w++)
-		if (!shared->workers[w].retired && !shared->workers[w].finished)
-			active++;
+	active = count_active(shared);
 	shared->retire_requests = waiting ? Max(active - fair, 0) : 0;
 	SpinLockRelease(&shared->mutex);
 	if (shared->retire_requests > 0)
