@@ -327,23 +327,61 @@ jobs_ahead(int *queued)
 	return ahead;
 }
 
+/*
+ * After this job let a slot or the turnstile go: the other jobs look now
+ * rather than at their next poll, so a queued one takes the slot and a running
+ * one short of workers grows.  (A core sat idle 100-200 ms at each hand-over.)
+ */
 static void
+wake_other_jobs(void)
+{
+	/* also called while an error unwinds: the lock table's copy goes with this context */
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl wake", ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	LockData   *data = GetLockStatusData();
+
+	for (int i = 0; i < data->nelements; i++)
+	{
+		LockInstanceData *l = &data->locks[i];
+		PGPROC	   *proc;
+
+		if (l->holdMask == 0 || l->pid == MyProcPid ||
+			!(job_tag_is(&l->locktag, JOB_SLOT_LOCK) || job_tag_is(&l->locktag, JOB_TICKET_LOCK)))
+			continue;
+		proc = BackendPidGetProc(l->pid);
+		if (proc != NULL)
+			SetLatch(&proc->procLatch);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+}
+
+/* True if any slot was held. */
+static bool
 release_slots(void)
 {
+	bool		any = false;
+
 	for (int s = 0; s < PGDL_MAX_WORKERS; s++)
 		if (held[s])
 		{
 			job_unlock(s);
 			held[s] = false;
+			any = true;
 		}
+	return any;
 }
 
-static void
+/* True if it was held. */
+static bool
 release_turnstile(void)
 {
+	bool		was = held_turnstile;
+
 	if (held_turnstile)
 		job_unlock(JOB_TURNSTILE);
 	held_turnstile = false;
+	return was;
 }
 
 static void
@@ -435,6 +473,7 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seco
 			{
 				release_slots();
 				release_turnstile();
+				wake_other_jobs();
 			}
 			/* first but the turnstile busy: its holder is about to go, not worth telling */
 			if (!told && ahead > 0)
@@ -456,44 +495,19 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seco
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
-	release_turnstile();
+	/* slots may be left for the next job in the queue */
+	if (release_turnstile())
+		wake_other_jobs();
 	release_ticket();
 	return n;
-}
-
-/*
- * The other jobs look now rather than at their next poll: a queued one may
- * take the slot just freed, a running one short of workers may grow.  (A core
- * otherwise sat idle for 100-200 ms at each hand-over.)
- */
-static void
-wake_other_jobs(void)
-{
-	/* also called while an error unwinds: the lock table's copy goes with this context */
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl wake", ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	LockData   *data = GetLockStatusData();
-
-	for (int i = 0; i < data->nelements; i++)
-	{
-		LockInstanceData *l = &data->locks[i];
-		PGPROC	   *proc;
-
-		if (l->holdMask == 0 || l->pid == MyProcPid ||
-			!(job_tag_is(&l->locktag, JOB_SLOT_LOCK) || job_tag_is(&l->locktag, JOB_TICKET_LOCK)))
-			continue;
-		proc = BackendPidGetProc(l->pid);
-		if (proc != NULL)
-			SetLatch(&proc->procLatch);
-	}
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
 }
 
 /* Gives the job's slots back (an aborted transaction has already). */
 void
 pgdl_jobs_release(void)
 {
+	bool		freed;
+
 	if (OidIsValid(held_owner))
 	{
 		LOCKTAG		tag;
@@ -511,12 +525,10 @@ pgdl_jobs_release(void)
 		held_owner = InvalidOid;
 	}
 	release_ticket();
-	release_turnstile();
-	if (slots_held() > 0)
-	{
-		release_slots();
+	freed = release_turnstile();
+	freed |= release_slots();
+	if (freed)
 		wake_other_jobs();
-	}
 }
 
 /* Gives one of the job's slots back: a worker of it has left its run early. */
