@@ -9,19 +9,19 @@
  * held by the leader's transaction, so an error, a cancel or a crash lets it
  * go.  A job queues until it has a slot: it holds a ticket (a lock whose
  * tag is the time it queued) and its priority (another lock) and looks at the
- * lock table every 100 ms, and at once when a job gives slots back (which sets
- * the latches of the other jobs' backends).  The queue is the tickets in the order they were
- * taken, except that each role's own jobs swap places among the places that
- * role holds, higher priority first (ties: the earlier ticket), so that a
- * role's priorities never move it ahead of another role's jobs.  The job at
- * the head takes one more lock, the turnstile, and the free slots (up to what
- * it asked for) as they come; a job that a higher-priority job of its role
- * overtakes lets the turnstile go.  While other jobs wait, a running job that
- * holds more than its fair share gives workers back between two models (the
- * server's slots split evenly between the roles with jobs, then between a
- * role's jobs), and one that holds fewer than it asked for takes free slots
- * when no job is queued
- * (mop.c, pgdl_jobs_fair_share and pgdl_jobs_take_one).
+ * lock table every 100 ms, and at once when another job lets a slot or the
+ * turnstile go (that job sets the latches of the other jobs' backends).  The
+ * queue is the tickets in the order they were taken, except that each role's
+ * own jobs swap places among the places that role holds, higher priority
+ * first (ties: the earlier ticket), so that a role's priorities never move it
+ * ahead of another role's jobs.  The job at the head takes one more lock, the
+ * turnstile, and the free slots (up to what it asked for) as they come; a job
+ * that a higher-priority job of its role overtakes lets the turnstile go.
+ * While other jobs wait, a running job that holds more than its fair share
+ * gives workers back between two models (the server's slots split evenly
+ * between the roles with jobs, then between a role's jobs), and one that holds
+ * fewer than it asked for takes free slots when no job is queued (mop.c,
+ * pgdl_jobs_fair_share and pgdl_jobs_take_one).
  *
  * pgdl.jobs reads the lock table: queued and running jobs, their owners and
  * the slots they hold.
