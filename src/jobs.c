@@ -338,17 +338,13 @@ wake_other_jobs(void)
 	/* also called while an error unwinds: the lock table's copy goes with this context */
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl wake", ALLOCSET_SMALL_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
-	LockData   *data = GetLockStatusData();
+	int			n;
+	JobRow	   *rows = collect_jobs(GetLockStatusData(), &n);
 
-	for (int i = 0; i < data->nelements; i++)
+	for (int i = 0; i < n; i++)
 	{
-		LockInstanceData *l = &data->locks[i];
-		PGPROC	   *proc;
+		PGPROC	   *proc = rows[i].pid != MyProcPid ? BackendPidGetProc(rows[i].pid) : NULL;
 
-		if (l->holdMask == 0 || l->pid == MyProcPid ||
-			!(job_tag_is(&l->locktag, JOB_SLOT_LOCK) || job_tag_is(&l->locktag, JOB_TICKET_LOCK)))
-			continue;
-		proc = BackendPidGetProc(l->pid);
 		if (proc != NULL)
 			SetLatch(&proc->procLatch);
 	}
@@ -382,6 +378,17 @@ release_turnstile(void)
 		job_unlock(JOB_TURNSTILE);
 	held_turnstile = false;
 	return was;
+}
+
+/* Lets the turnstile and every slot go; the other jobs are woken if any was held. */
+static void
+let_slots_go(void)
+{
+	bool		freed = release_turnstile();
+
+	freed |= release_slots();
+	if (freed)
+		wake_other_jobs();
 }
 
 static void
@@ -470,11 +477,7 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seco
 		{
 			/* overtaken by a job of this role with a higher priority: it takes the turnstile */
 			if (held_turnstile)
-			{
-				release_slots();
-				release_turnstile();
-				wake_other_jobs();
-			}
+				let_slots_go();
 			/* first but the turnstile busy: its holder is about to go, not worth telling */
 			if (!told && ahead > 0)
 			{
@@ -506,8 +509,6 @@ pgdl_jobs_acquire(int wanted, bool need_all, int priority, double predicted_seco
 void
 pgdl_jobs_release(void)
 {
-	bool		freed;
-
 	if (OidIsValid(held_owner))
 	{
 		LOCKTAG		tag;
@@ -525,10 +526,7 @@ pgdl_jobs_release(void)
 		held_owner = InvalidOid;
 	}
 	release_ticket();
-	freed = release_turnstile();
-	freed |= release_slots();
-	if (freed)
-		wake_other_jobs();
+	let_slots_go();
 }
 
 /* Gives one of the job's slots back: a worker of it has left its run early. */
