@@ -1,7 +1,7 @@
 # pgdl -- deep learning as SQL.  PGXS build; see README.md.
 
 EXTENSION   = pgdl
-EXTVERSION  = 0.6.0
+EXTVERSION  = 0.7.0
 MODULE_big  = pgdl
 
 PG_CONFIG  ?= /usr/lib/postgresql/15/bin/pg_config

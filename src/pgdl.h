@@ -13,7 +13,7 @@
 #include "utils/jsonb.h"
 
 /* Keep in step with extension/pgdl.control; regress/sql/pgdl.sql checks it. */
-#define PGDL_VERSION		"0.6.0"
+#define PGDL_VERSION		"0.7.0"
 
 /*
  * Limits on SQL arguments, defined once for every function that checks them.

@@ -266,8 +266,8 @@ def check_structure(what, onnx_bytes, spec, meta_want, normalize):
     except Exception as e:  # noqa: BLE001 -- whatever the checker says is the failure
         check(False, f"{what}: onnx.checker accepts it", e)
     check(model.ir_version == 7 and [(o.domain, o.version) for o in model.opset_import] == [("", 13)]
-          and model.producer_name == "pgdl" and model.producer_version == "0.6.0",
-          f"{what}: IR 7, opset 13, producer pgdl 0.6.0")
+          and model.producer_name == "pgdl" and model.producer_version == "0.7.0",
+          f"{what}: IR 7, opset 13, producer pgdl 0.7.0")
     dims = lambda v: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]  # noqa: E731
     g = model.graph
     check(len(g.input) == 1 and g.input[0].name == "input" and dims(g.input[0]) == ["batch"] + spec["input"],

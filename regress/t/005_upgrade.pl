@@ -1,7 +1,7 @@
 # pgdl 0.1.0, as released (sql/pgdl--0.1.0.sql), upgraded in place with
 # ALTER EXTENSION pgdl UPDATE: the models it stored predict the same bytes, its
 # rows get owners, users' views and foreign keys on the catalog stay, and the
-# upgraded catalog is a fresh 0.6.0 one (through 0.2.0, 0.3.0, 0.4.0 and 0.5.0), object for object.  Then DROP
+# upgraded catalog is a fresh 0.7.0 one (through 0.2.0, 0.3.0, 0.4.0, 0.5.0 and 0.6.0), object for object.  Then DROP
 # EXTENSION: it takes its schemas, says which packed tables it leaves, and a
 # pgdl created again says what such a table is.
 #
@@ -100,7 +100,7 @@ my $weights = $node->safe_psql('upgraded', $weights_sql);
 $node->safe_psql('upgraded', 'ALTER EXTENSION pgdl UPDATE');
 is( $node->safe_psql('upgraded',
 		"SELECT extversion || ' ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'pgdl'"),
-	'0.6.0 pg_catalog', 'ALTER EXTENSION pgdl UPDATE: 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to 0.5.0 to 0.6.0, installed as a fresh 0.6.0 is');
+	'0.7.0 pg_catalog', 'ALTER EXTENSION pgdl UPDATE: 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to 0.5.0 to 0.6.0 to 0.7.0, installed as a fresh 0.7.0 is');
 is($node->safe_psql('upgraded', $weights_sql), $weights, 'the stored models keep their bytes');
 is($node->safe_psql('upgraded', $predictions_sql), $before, 'and predict the same values and classes, bit for bit');
 is($node->safe_psql('upgraded', $evaluate_sql), $evaluated, 'and evaluate the same');
@@ -122,7 +122,7 @@ is($node->safe_psql('upgraded', 'SELECT count(*) FROM my_predictions p JOIN pgdl
 	'2', 'and a user\'s foreign key to it');
 
 # ---------------------------------------------------------------------------
-# The upgraded catalog is a fresh 0.6.0 one
+# The upgraded catalog is a fresh 0.7.0 one
 # ---------------------------------------------------------------------------
 $node->safe_psql('fresh', 'CREATE EXTENSION pgdl; GRANT CREATE ON SCHEMA public TO alice');
 

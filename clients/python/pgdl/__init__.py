@@ -12,7 +12,7 @@ from .inference import (Predictions, export_onnx, import_onnx, label_converter, 
 from .metrics import plot_training_curves, run_metrics
 from .training import fit, fit_multiple, progress_done
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 __all__ = [
     "register", "as_float32", "Float32ArrayDumper", "Float32ArrayBinaryLoader", "Float32ArrayTextLoader",
