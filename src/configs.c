@@ -182,6 +182,7 @@ PG_FUNCTION_INFO_V1(pgdl_configs_validate);
 Datum
 pgdl_configs_validate(PG_FUNCTION_ARGS)
 {
+	static const char *const served[] = {"configs", NULL};
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	TupleDesc	desc;
 	HeapTuple	tuple;
@@ -191,8 +192,8 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 	Datum		d;
 	bool		isnull;
 
-	/* anyone may call it, or attach it to a table of their own */
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+	pgdl_check_trigger_table(fcinfo, "pgdl.configs_validate()", served);
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
 		ereport(ERROR,

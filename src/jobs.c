@@ -623,6 +623,9 @@ pgdl_job_rows(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 		if (proc == NULL)
 			continue;			/* ended since the lock table was read */
+		/* what pgdl.jobs shows, not more: another role's jobs are its own business */
+		if (!pgdl_acts_as(OidIsValid(r->owner) ? r->owner : proc->roleId))
+			continue;
 		dbname = get_database_name(proc->databaseId);
 		position = r->position;
 		values[0] = Int32GetDatum(r->pid);

@@ -197,26 +197,25 @@ pgdl_run_in_progress(PG_FUNCTION_ARGS)
 
 /* ---- checkpoints ---- */
 
-/* All but the last `keep` checkpoints of each model of the run, those the caller may delete; within SPI. */
+/*
+ * All but the last `keep` checkpoints of each model of the run, those the
+ * caller may delete (owners.c: nobody holds DELETE on the catalog); within SPI.
+ */
 static int64
 prune_run(int64 run, int32 keep)
 {
 	Oid			types[2] = {INT8OID, INT4OID};
 	Datum		values[2] = {Int64GetDatum(run), Int32GetDatum(keep)};
-	bool		isnull;
 
 	Assert(keep >= 0);
-	if (SPI_execute_with_args("WITH gone AS ("
-							  " DELETE FROM pgdl.checkpoints k"
-							  "  USING (SELECT c.config, c.epoch,"
-							  "                row_number() OVER (PARTITION BY c.config ORDER BY c.epoch DESC) AS newest"
-							  "           FROM pgdl.checkpoints c WHERE c.run = $1) r"
-							  "  WHERE k.run = $1 AND k.config = r.config AND k.epoch = r.epoch AND r.newest > $2"
-							  " RETURNING 1) "
-							  "SELECT count(*) FROM gone",
-							  2, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "pgdl: could not prune the checkpoints of run " INT64_FORMAT, run);
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return pgdl_catalog_delete("pgdl.checkpoints",
+							   "t.run = $1 AND (t.config, t.epoch) IN ("
+							   " SELECT r.config, r.epoch FROM ("
+							   "  SELECT c.config, c.epoch,"
+							   "         row_number() OVER (PARTITION BY c.config ORDER BY c.epoch DESC) AS newest"
+							   "    FROM pgdl.checkpoints c WHERE c.run = $1) r"
+							   " WHERE r.newest > $2)",
+							   2, types, values);
 }
 
 /* A run that has just finished keeps the last pgdl.keep_checkpoints of each model. */

@@ -157,12 +157,10 @@ PG_FUNCTION_INFO_V1(pgdl_catalog_changed);
 Datum
 pgdl_catalog_changed(PG_FUNCTION_ARGS)
 {
+	static const char *const served[] = {"models", "datasets", NULL};
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
-	if (!CALLED_AS_TRIGGER(fcinfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("pgdl.catalog_changed() may only be called as a trigger")));
+	pgdl_check_trigger_table(fcinfo, "pgdl.catalog_changed()", served);
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(NULL);
 }

@@ -40,6 +40,11 @@ extern int	pgdl_max_model_memory;	/* kB */
 
 extern void pgdl_guc_init(void);
 
+/* owners.c: who acts as an owner, the tables trigger functions serve, deleting catalog rows */
+extern bool pgdl_acts_as(Oid owner);
+extern void pgdl_check_trigger_table(FunctionCallInfo fcinfo, const char *fn, const char *const *names);
+extern int64 pgdl_catalog_delete(const char *table, const char *where, int nargs, Oid *argtypes, Datum *args);
+
 /* lifecycle.c: runs in flight, checkpoints of finished runs, DROP EXTENSION */
 extern int	pgdl_keep_checkpoints;
 

@@ -131,7 +131,7 @@ SELECT m.id AS alice_model, m.spec AS alice_spec FROM pgdl.models m WHERE m.run 
 INSERT INTO pgdl.models (owner, name, spec, weights, parent)
 SELECT 'regress_lc_bob', 'lc_child', spec, weights, id FROM pgdl.models WHERE id = :alice_model;
 SET ROLE regress_lc_alice;
-DELETE FROM pgdl.models WHERE id = :alice_model;
+SELECT pgdl.delete_rows('pgdl.models', ARRAY[:alice_model]::bigint[]) AS deleted;
 RESET ROLE;
 SELECT owner, parent FROM pgdl.models WHERE name = 'lc_child';
 SET ROLE regress_lc_alice;

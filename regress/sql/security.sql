@@ -116,18 +116,17 @@ SELECT pgdl.grid_search('sec_set', '{sec_mlp}', '{"lr": [0.1, 0.05], "batch_size
 INSERT INTO pgdl.configs (owner, set_name, architecture, config) VALUES ('regress_sec_alice', 'sec_set', :alice_arch, '{"lr": 9}');
 INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ('sec_set', :alice_arch, '{"lr": 9}');
 SELECT owner::text, count(*) FROM pgdl.configs GROUP BY 1;
--- deletes her runs, metrics, checkpoints, configurations, architectures, caches, datasets, models
-WITH r AS (DELETE FROM pgdl.runs WHERE id = :alice_run RETURNING 1),
-     m AS (DELETE FROM pgdl.run_metrics WHERE run = :alice_run RETURNING 1),
-     c AS (DELETE FROM pgdl.checkpoints WHERE run = :alice_run RETURNING 1),
-     s AS (DELETE FROM pgdl.configs WHERE owner <> 'regress_sec_bob'::regrole RETURNING 1),
-     a AS (DELETE FROM pgdl.architectures WHERE id = :alice_arch RETURNING 1),
-     f AS (DELETE FROM pgdl.feature_cache RETURNING 1),
-     d AS (DELETE FROM pgdl.datasets WHERE id = :alice_dataset RETURNING 1),
-     o AS (DELETE FROM pgdl.models WHERE id = :alice_model RETURNING 1)
-SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM m) AS metrics, (SELECT count(*) FROM c) AS checkpoints,
-       (SELECT count(*) FROM s) AS configs, (SELECT count(*) FROM a) AS architectures,
-       (SELECT count(*) FROM f) AS caches, (SELECT count(*) FROM d) AS datasets, (SELECT count(*) FROM o) AS models;
+-- deletes her runs, metrics, checkpoints, configurations, architectures, caches, datasets, models: DELETE
+-- is nobody's (it would let him LOCK the table), and pgdl.delete_rows deletes only his own
+DELETE FROM pgdl.models WHERE id = :alice_model;
+SELECT pgdl.delete_rows('pgdl.runs', ARRAY[:alice_run]::bigint[]) AS runs,
+       pgdl.delete_rows('pgdl.run_metrics', ARRAY[:alice_run]::bigint[]) AS metrics,
+       pgdl.delete_rows('pgdl.checkpoints', ARRAY[:alice_run]::bigint[]) AS checkpoints,
+       pgdl.delete_rows('pgdl.configs', ARRAY(SELECT id FROM pgdl.configs WHERE owner <> 'regress_sec_bob'::regrole)) AS configs,
+       pgdl.delete_rows('pgdl.architectures', ARRAY[:alice_arch]::bigint[]) AS architectures,
+       pgdl.delete_rows('pgdl.feature_cache', ARRAY(SELECT generate_series(1, 1000)::bigint)) AS caches,
+       pgdl.delete_rows('pgdl.datasets', ARRAY[:alice_dataset]::bigint[]) AS datasets,
+       pgdl.delete_rows('pgdl.models', ARRAY[:alice_model]::bigint[]) AS models;
 -- writes rows in her name, or gives her his
 INSERT INTO pgdl.models (owner, name, spec, weights)
 VALUES ('regress_sec_alice', 'sec_gift', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}',
@@ -182,9 +181,8 @@ SELECT m.parent = :alice_model AS parent_is_hers, m.owner::text
 SELECT owner::text, count(*) FROM pgdl.feature_cache GROUP BY 1;
 -- he cannot change it, nor share it on
 WITH u AS (UPDATE pgdl.models SET weights = pgdl.init_model(spec), name = 'bobs', acl = NULL
-            WHERE id = :alice_model RETURNING 1),
-     d AS (DELETE FROM pgdl.models WHERE id = :alice_model RETURNING 1)
-SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM d) AS deleted;
+            WHERE id = :alice_model RETURNING 1)
+SELECT (SELECT count(*) FROM u) AS updated, pgdl.delete_rows('pgdl.models', ARRAY[:alice_model]::bigint[]) AS deleted;
 SELECT pgdl.grant_model('sec_model', 'regress_sec_carol');
 SELECT pgdl.revoke_model('sec_model', 'regress_sec_bob');
 -- a model of his own of the same name is the one the name means to him

@@ -57,7 +57,7 @@ SELECT count(*) FROM pgdl.fit_multiple('points_packed', 'heads', 2, 'points_vali
 SET pgdl.keep_checkpoints = -1;
 SELECT count(*) FROM pgdl.fit_multiple('points_packed', 'grid', 2, workers => 1);
 UPDATE pgdl.runs SET status = 'cancelled', epochs = 4, finished = NULL WHERE id = (SELECT max(id) FROM pgdl.runs);
-DELETE FROM pgdl.models WHERE run = (SELECT max(id) FROM pgdl.runs);
+SELECT pgdl.delete_rows('pgdl.models', ARRAY(SELECT id FROM pgdl.models WHERE run = (SELECT max(id) FROM pgdl.runs)));
 SELECT pgdl.grant_model('base', 'bob');
 }, extra_params => [ '-U', 'alice' ]);
 my $cancelled = $node->safe_psql('original', 'SELECT max(id) FROM pgdl.runs');

@@ -1168,7 +1168,12 @@ sub trigger_cases
 		],
 		base_model_changed => [
 			[ 'UPDATE of weights' => q{UPDATE pgdl.models SET weights = weights WHERE name = 'sweep_model'} ],
-			[ 'DELETE of a base model' => q{DELETE FROM pgdl.models WHERE name = 'sweep_model'} ],
+			[ 'DELETE of a base model' =>
+				  q{SELECT pgdl.delete_rows('pgdl.models', ARRAY(SELECT id FROM pgdl.models WHERE name = 'sweep_model'))} ],
+		],
+		references_visible => [
+			[ 'UPDATE of a model\'s architecture' => q{UPDATE pgdl.models
+				SET architecture = (SELECT id FROM pgdl.architectures WHERE name = 'sweep_arch') WHERE name = 'sweep_model'} ],
 		],
 		forget_dropped_relations => [
 			[ 'DROP of a packed table' => 'DROP TABLE sweep_valid CASCADE' ],
@@ -1205,6 +1210,15 @@ sub trigger_cases
 		push @cases,
 		  { group => 'fired by hostile rows', label => 'a metrics row moved to another role\'s run',
 			sql => 'UPDATE pgdl.run_metrics SET run = (SELECT other_run FROM sweep_fix)', refused => 1 };
+	}
+	if ($f->{name} eq 'references_visible')
+	{
+		# a model that names another role's run, or no run: the same foreign-key error
+		push @cases,
+		  { group => 'fired by hostile rows', label => "model naming $_->[0]", refused => 1,
+			sql => "INSERT INTO pgdl.models (name, spec, weights, run) SELECT 'sweep_named', m.spec, m.weights, ($_->[1])::bigint
+				FROM pgdl.models m WHERE m.name = 'sweep_model'" }
+		  for [ "another role's run" => '(SELECT other_run FROM sweep_fix)' ], [ 'no run' => '-1' ];
 	}
 	return @cases unless $f->{name} eq 'configs_validate';
 

@@ -114,17 +114,31 @@ SELECT pg_catalog.pg_extension_config_dump('pgdl.run_metrics', '');
 -- without a foreign key: pg_dump loads the catalog's rows in the order their foreign keys allow, and a
 -- table's key to itself is a loop it warns about ("circular foreign-key constraints").  Deleting a row
 -- clears the names of it, as ON DELETE SET NULL did, in every role's rows: as the extension's owner.
+-- So it runs only as the trigger of the three tables it serves, each with its own column, and names no
+-- table or column it was given (docs/security.md argues every SECURITY DEFINER function).
 CREATE FUNCTION pgdl.forget_deleted_rows() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
-	EXECUTE format('UPDATE %I.%I t SET %I = NULL WHERE t.%I IN (SELECT g.id FROM gone g)',
-				   TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_ARGV[0], TG_ARGV[0]);
+	IF TG_WHEN <> 'AFTER' OR TG_LEVEL <> 'STATEMENT' OR TG_OP <> 'DELETE' THEN
+		RAISE EXCEPTION 'pgdl.forget_deleted_rows() may only be fired AFTER DELETE FOR EACH STATEMENT'
+			USING ERRCODE = 'trigger_protocol_violated';
+	ELSIF TG_RELID = 'pgdl.datasets'::regclass AND TG_ARGV[0] = 'reference' THEN
+		UPDATE pgdl.datasets t SET reference = NULL WHERE t.reference IN (SELECT g.id FROM gone g);
+	ELSIF TG_RELID = 'pgdl.models'::regclass AND TG_ARGV[0] = 'parent' THEN
+		UPDATE pgdl.models t SET parent = NULL WHERE t.parent IN (SELECT g.id FROM gone g);
+	ELSIF TG_RELID = 'pgdl.feature_cache'::regclass AND TG_ARGV[0] = 'staged_from' THEN
+		UPDATE pgdl.feature_cache t SET staged_from = NULL WHERE t.staged_from IN (SELECT g.id FROM gone g);
+	ELSE
+		RAISE EXCEPTION 'pgdl.forget_deleted_rows() may only be fired by pgdl''s own catalog tables'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
 	RETURN NULL;
 END
 $$;
 COMMENT ON FUNCTION pgdl.forget_deleted_rows() IS
-	'trigger: sets to NULL the column (the argument) of the rows that named deleted rows of the same table';
+	'trigger of pgdl.datasets, models and feature_cache: sets to NULL the column (the argument) of the rows that named deleted rows of the same table';
 CREATE TRIGGER datasets_reference AFTER DELETE ON pgdl.datasets REFERENCING OLD TABLE AS gone
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.forget_deleted_rows('reference');
 CREATE TRIGGER models_parent AFTER DELETE ON pgdl.models REFERENCING OLD TABLE AS gone
@@ -135,8 +149,9 @@ CREATE TRIGGER models_parent AFTER DELETE ON pgdl.models REFERENCING OLD TABLE A
 CREATE FUNCTION pgdl.catalog_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'pgdl_catalog_changed'
 	LANGUAGE C;
+REVOKE EXECUTE ON FUNCTION pgdl.forget_deleted_rows(), pgdl.catalog_changed() FROM PUBLIC;
 COMMENT ON FUNCTION pgdl.catalog_changed() IS
-	'trigger: flushes the per-backend cache of models and datasets when pgdl.models or pgdl.datasets changes';
+	'trigger of pgdl.models and pgdl.datasets: flushes the per-backend cache of models and datasets when either changes';
 
 CREATE TRIGGER models_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.models
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
@@ -144,8 +159,9 @@ CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON 
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
 -- Users train, store and share models: the catalog is theirs to read and write, each their own rows.
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs,
-	pgdl.run_metrics TO PUBLIC;
+-- UPDATE by column and DELETE through pgdl.delete_rows (70_owners.sql): either privilege on a whole table
+-- would let its holder LOCK it in every mode.
+GRANT SELECT, INSERT ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs, pgdl.run_metrics TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
 	pgdl.runs_id_seq TO PUBLIC;
 
@@ -164,7 +180,7 @@ COMMENT ON TABLE pgdl.configs IS
 	'configuration sets for pgdl.fit_multiple: an architecture (or a base model in the configuration) and a training configuration per row';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.configs', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.configs_id_seq', '');
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.configs TO PUBLIC;
+GRANT SELECT, INSERT ON pgdl.configs TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.configs_id_seq TO PUBLIC;
 
 -- Every model of a pgdl.fit_multiple run after every epoch, each in its own committed transaction,
@@ -181,4 +197,4 @@ CREATE TABLE pgdl.checkpoints (
 ALTER TABLE pgdl.checkpoints ALTER COLUMN weights SET STORAGE EXTERNAL;
 COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, for pgdl.resume';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.checkpoints', '');
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.checkpoints TO PUBLIC;
+GRANT SELECT, INSERT ON pgdl.checkpoints TO PUBLIC;

@@ -3,6 +3,7 @@
 
 CREATE FUNCTION pgdl.configs_validate() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'pgdl_configs_validate' LANGUAGE C;
+REVOKE EXECUTE ON FUNCTION pgdl.configs_validate() FROM PUBLIC;
 COMMENT ON FUNCTION pgdl.configs_validate() IS
 	'trigger: checks a pgdl.configs row (a non-empty set name, a valid training configuration) and stores its configuration in canonical form';
 CREATE TRIGGER configs_validate BEFORE INSERT OR UPDATE ON pgdl.configs

@@ -32,7 +32,7 @@ COMMENT ON TABLE pgdl.feature_cache IS
 	'feature caches: per packed table and frozen prefix of a base model, the materialized view of its outputs, its size, use and validity';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.feature_cache_id_seq', '');
-GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.feature_cache TO PUBLIC;
+GRANT SELECT, INSERT ON pgdl.feature_cache TO PUBLIC;	-- UPDATE by column: 70_owners.sql
 GRANT USAGE ON SEQUENCE pgdl.feature_cache_id_seq TO PUBLIC;
 
 -- The storage of every role's caches, for pgdl.feature_cache_budget, which is for all of them: as the
@@ -68,14 +68,23 @@ $$;
 COMMENT ON FUNCTION pgdl.packed_version(regclass) IS
 	'the version of a packed table: it changes with any change to its rows; feature caches of another version are stale';
 
+-- As the extension's owner, since every role's caches of the model go stale: so only as the trigger
+-- of pgdl.models, where OLD.id is a model's id.
 CREATE FUNCTION pgdl.base_model_changed() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
+	IF TG_RELID <> 'pgdl.models'::regclass OR TG_WHEN <> 'AFTER' OR TG_LEVEL <> 'ROW'
+	   OR TG_OP NOT IN ('UPDATE', 'DELETE') THEN
+		RAISE EXCEPTION 'pgdl.base_model_changed() may only be fired by pgdl.models, AFTER UPDATE OR DELETE FOR EACH ROW'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
 	UPDATE pgdl.feature_cache SET valid = false WHERE base_model = OLD.id AND valid;
 	RETURN NULL;
 END
 $$;
+REVOKE EXECUTE ON FUNCTION pgdl.base_model_changed() FROM PUBLIC;
 COMMENT ON FUNCTION pgdl.base_model_changed() IS
 	'trigger on pgdl.models: marks the feature caches computed by a model stale when its weights change or it is deleted';
 CREATE TRIGGER models_feature_cache AFTER UPDATE OF weights OR DELETE ON pgdl.models
@@ -98,6 +107,7 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
 	'event trigger: removes the pgdl.datasets rows of dropped packed tables and the pgdl.feature_cache rows of dropped cache views';
+REVOKE EXECUTE ON FUNCTION pgdl.forget_dropped_relations() FROM PUBLIC;
 CREATE EVENT TRIGGER pgdl_forget_dropped_relations ON sql_drop
 	EXECUTE FUNCTION pgdl.forget_dropped_relations();
 

@@ -4,10 +4,14 @@
 -- rules hold in the catalog: a role sees and changes the rows of the roles it is a member of, and sees
 -- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
 -- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
--- too, so these rules are the only ones: nothing of pgdl reads the catalog with other rights but the
--- four SECURITY DEFINER functions that must touch other roles' rows (65_feature_cache.sql:
--- base_model_changed, forget_dropped_relations, feature_cache_bytes; 20_catalog.sql:
--- forget_deleted_rows).
+-- too, so these rules are the only ones: nothing of pgdl touches the catalog with other rights but the
+-- SECURITY DEFINER functions that must touch other roles' rows, and pgdl.delete_rows (src/owners.c),
+-- each argued in docs/security.md, whose test fails on a definer function it does not name.
+--
+-- No ordinary role holds UPDATE or DELETE on a catalog table as a whole: in PostgreSQL 15 either lets
+-- its holder LOCK the table in every mode and stall every role.  Roles update by column (below) and
+-- delete through pgdl.delete_rows.  Trigger functions are not PUBLIC's to execute (CREATE TRIGGER needs
+-- it) and refuse to fire on any table but those they serve.
 
 -- The administrators of the catalog.  A role is not part of an extension: DROP EXTENSION leaves it.
 DO $$
@@ -55,6 +59,14 @@ $$
 DECLARE
 	run_owner regrole;
 BEGIN
+	-- pgdl.calibrate() times a copy of pgdl.checkpoints in schema pgdl, where only pgdl creates tables
+	IF (TG_RELID NOT IN ('pgdl.run_metrics'::regclass, 'pgdl.checkpoints'::regclass, 'pgdl.models'::regclass)
+		AND NOT (TG_TABLE_SCHEMA = 'pgdl' AND TG_TABLE_NAME LIKE 'calibrate\_checkpoint\_%'))
+	   OR TG_WHEN <> 'BEFORE' OR TG_LEVEL <> 'ROW' THEN
+		RAISE EXCEPTION 'pgdl.owned_by_run() may only be fired by pgdl.run_metrics, checkpoints and models, BEFORE FOR EACH ROW'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
 	-- a run the writer may not see leaves the row as written, for the policy to refuse
 	SELECT r.owner INTO run_owner FROM pgdl.runs r WHERE r.id = NEW.run;
 	IF FOUND THEN
@@ -65,6 +77,7 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.owned_by_run() IS
 	'trigger on pgdl.run_metrics, pgdl.checkpoints and pgdl.models: a row a run writes belongs to the owner of the run';
+REVOKE EXECUTE ON FUNCTION pgdl.owned_by_run() FROM PUBLIC;
 CREATE TRIGGER run_metrics_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.run_metrics
 	FOR EACH ROW EXECUTE FUNCTION pgdl.owned_by_run();
 CREATE TRIGGER checkpoints_owner BEFORE INSERT OR UPDATE OF run, owner ON pgdl.checkpoints
@@ -125,6 +138,99 @@ COMMENT ON POLICY owners ON pgdl.run_metrics IS
 	'the owner of a run (or pgdl_admin) reads and changes its metrics; nobody writes metrics into another role''s run';
 COMMENT ON POLICY owners ON pgdl.checkpoints IS
 	'the owner of a run (or pgdl_admin) reads and changes its checkpoints; nobody writes checkpoints into another role''s run';
+
+-- What a row points at must be the writer's to see.  The foreign keys look as the tables' owner, who
+-- sees every row: without this, a row pointing at another role's id would be stored where a missing id
+-- is refused, telling the writer which of another role's ids exist (and locking that role's row FOR KEY
+-- SHARE).  So an id the writer may not see is refused here, with the foreign key's own error, exactly as
+-- a missing one is.  A role that bypasses row-level security sees every row: the keys are the check.
+-- configs, run_metrics and checkpoints check what they point at in their policies.
+CREATE FUNCTION pgdl.references_visible() RETURNS trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	cols text[];
+	refs text[];
+	keys bigint[];
+	olds bigint[];
+	seen boolean;
+BEGIN
+	IF TG_WHEN <> 'BEFORE' OR TG_LEVEL <> 'ROW' OR TG_OP NOT IN ('INSERT', 'UPDATE') THEN
+		RAISE EXCEPTION 'pgdl.references_visible() may only be fired BEFORE INSERT OR UPDATE FOR EACH ROW'
+			USING ERRCODE = 'trigger_protocol_violated';
+	ELSIF TG_RELID = 'pgdl.models'::regclass THEN
+		cols := '{architecture, dataset, run}';
+		refs := '{architectures, datasets, runs}';
+		keys := ARRAY[NEW.architecture, NEW.dataset, NEW.run];
+		olds := CASE WHEN TG_OP = 'UPDATE' THEN ARRAY[OLD.architecture, OLD.dataset, OLD.run] END;
+	ELSIF TG_RELID = 'pgdl.runs'::regclass THEN
+		cols := '{dataset, validation, architecture}';
+		refs := '{datasets, datasets, architectures}';
+		keys := ARRAY[NEW.dataset, NEW.validation, NEW.architecture];
+		olds := CASE WHEN TG_OP = 'UPDATE' THEN ARRAY[OLD.dataset, OLD.validation, OLD.architecture] END;
+	ELSIF TG_RELID = 'pgdl.feature_cache'::regclass THEN
+		cols := '{dataset}';
+		refs := '{datasets}';
+		keys := ARRAY[NEW.dataset];
+		olds := CASE WHEN TG_OP = 'UPDATE' THEN ARRAY[OLD.dataset] END;
+	ELSE
+		RAISE EXCEPTION 'pgdl.references_visible() may only be fired by pgdl.models, runs and feature_cache'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
+	FOR i IN 1 .. cardinality(cols) LOOP
+		CONTINUE WHEN keys[i] IS NULL OR keys[i] IS NOT DISTINCT FROM olds[i]
+				   OR NOT row_security_active(format('pgdl.%I', refs[i]));
+		EXECUTE format('SELECT EXISTS (SELECT 1 FROM pgdl.%I r WHERE r.id = $1)', refs[i]) INTO seen USING keys[i];
+		IF NOT seen THEN
+			RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"',
+				  TG_TABLE_NAME, format('%s_%s_fkey', TG_TABLE_NAME, cols[i])
+				USING ERRCODE = 'foreign_key_violation',
+					  DETAIL = format('Key (%s)=(%s) is not present in table "%s".', cols[i], keys[i], refs[i]),
+					  SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME,
+					  CONSTRAINT = format('%s_%s_fkey', TG_TABLE_NAME, cols[i]);
+		END IF;
+	END LOOP;
+	RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION pgdl.references_visible() IS
+	'trigger of pgdl.models, runs and feature_cache: an id the writer may not see is refused as a missing one is';
+REVOKE EXECUTE ON FUNCTION pgdl.references_visible() FROM PUBLIC;
+CREATE TRIGGER models_references BEFORE INSERT OR UPDATE OF architecture, dataset, run ON pgdl.models
+	FOR EACH ROW EXECUTE FUNCTION pgdl.references_visible();
+CREATE TRIGGER runs_references BEFORE INSERT OR UPDATE OF dataset, validation, architecture ON pgdl.runs
+	FOR EACH ROW EXECUTE FUNCTION pgdl.references_visible();
+CREATE TRIGGER feature_cache_references BEFORE INSERT OR UPDATE OF dataset ON pgdl.feature_cache
+	FOR EACH ROW EXECUTE FUNCTION pgdl.references_visible();
+
+-- ---- Privileges ----
+--
+-- UPDATE of every column but id, never of a table: row-level security decides which rows, and without
+-- a table-level UPDATE or DELETE no ordinary role can LOCK a catalog table beyond ROW EXCLUSIVE (INSERT),
+-- which blocks nobody's reads and writes.  pgdl_admin, whose members change every row anyway, may
+-- delete by hand.  A column added later is granted in the script that adds it.
+DO $$
+DECLARE
+	t regclass;
+	cols text;
+BEGIN
+	FOREACH t IN ARRAY '{pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs, pgdl.run_metrics, pgdl.configs,
+						 pgdl.checkpoints, pgdl.feature_cache}'::regclass[] LOOP
+		SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
+		  FROM pg_catalog.pg_attribute a
+		 WHERE a.attrelid = t AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> 'id';
+		EXECUTE format('GRANT UPDATE (%s) ON %s TO PUBLIC', cols, t);
+		EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgdl_admin', t);
+	END LOOP;
+END
+$$;
+
+-- DELETE FROM catalog WHERE key = ANY (ids), as the caller's row-level security allows it.
+CREATE FUNCTION pgdl.delete_rows(catalog regclass, ids bigint[]) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_delete_rows' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.delete_rows(regclass, bigint[]) IS
+	'deletes the rows of a pgdl catalog table with these ids (run_metrics and checkpoints: of these runs) that the caller may delete; returns how many';
 
 -- ---- Names ----
 --

@@ -17,6 +17,7 @@ COMMENT ON FUNCTION pgdl.run_in_progress(bigint) IS
 -- the C function reads the statement, so that it speaks only when pgdl is dropped.
 CREATE FUNCTION pgdl.on_drop_extension() RETURNS event_trigger
 	AS 'MODULE_PATHNAME', 'pgdl_on_drop_extension' LANGUAGE C;
+REVOKE EXECUTE ON FUNCTION pgdl.on_drop_extension() FROM PUBLIC;
 COMMENT ON FUNCTION pgdl.on_drop_extension() IS
 	'event trigger: a NOTICE at DROP EXTENSION pgdl that lists the packed tables it leaves';
 CREATE EVENT TRIGGER pgdl_drop_extension ON ddl_command_start WHEN TAG IN ('DROP EXTENSION')
