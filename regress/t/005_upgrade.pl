@@ -97,7 +97,22 @@ my $weights = $node->safe_psql('upgraded', $weights_sql);
 # ---------------------------------------------------------------------------
 # ALTER EXTENSION pgdl UPDATE
 # ---------------------------------------------------------------------------
-$node->safe_psql('upgraded', 'ALTER EXTENSION pgdl UPDATE');
+# pgdl's trigger functions attached to a table that is not pgdl's (0.6.0 let any role attach them, and
+# base_model_changed ran as the extension's owner): the update drops those triggers, and says so
+$node->safe_psql('upgraded', q{
+CREATE TABLE attached (id bigint);
+CREATE TRIGGER stale_caches AFTER DELETE ON attached FOR EACH ROW EXECUTE FUNCTION pgdl.base_model_changed();
+CREATE TRIGGER flush AFTER INSERT ON attached FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+ALTER TABLE attached OWNER TO alice;
+});
+my ($update_rc, $update_out, $update_err) = $node->psql('upgraded', 'ALTER EXTENSION pgdl UPDATE');
+is($update_rc, 0, 'ALTER EXTENSION pgdl UPDATE succeeds');
+like($update_err, qr/NOTICE:  dropped trigger "flush" on table attached, which called pgdl's trigger function pgdl.catalog_changed\(\)/,
+	'the update drops a trigger of pgdl.catalog_changed() on a table that is not pgdl\'s, with a NOTICE');
+like($update_err, qr/NOTICE:  dropped trigger "stale_caches" on table attached, which called pgdl's trigger function pgdl.base_model_changed\(\)/,
+	'... and one of pgdl.base_model_changed()');
+is($node->safe_psql('upgraded', "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'attached'::regclass"), '0',
+	'the table keeps no trigger of pgdl\'s');
 is( $node->safe_psql('upgraded',
 		"SELECT extversion || ' ' || extnamespace::regnamespace FROM pg_extension WHERE extname = 'pgdl'"),
 	'0.7.0 pg_catalog', 'ALTER EXTENSION pgdl UPDATE: 0.1.0 to 0.2.0 to 0.3.0 to 0.4.0 to 0.5.0 to 0.6.0 to 0.7.0, installed as a fresh 0.7.0 is');
