@@ -8,7 +8,8 @@
 -- ---- an id another role's is refused as a missing one is (docs/security.md) ----
 
 -- A trigger of a role's own table that calls one of pgdl's trigger functions was the way to run them
--- (two of them as the extension's owner) on rows pgdl does not own: each such trigger goes.
+-- (two of them as the extension's owner) on rows pgdl does not own: each such trigger goes, with a
+-- WARNING (an extension's script runs with client_min_messages at least WARNING: a NOTICE is not seen).
 DO $$
 DECLARE
 	t record;
@@ -22,7 +23,7 @@ BEGIN
 			  ORDER BY g.tgrelid, g.tgname
 	LOOP
 		EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
-		RAISE NOTICE 'dropped trigger "%" on table %, which called pgdl''s trigger function %', t.tgname, t.rel, t.fn
+		RAISE WARNING 'dropped trigger "%" on table %, which called pgdl''s trigger function %', t.tgname, t.rel, t.fn
 			USING DETAIL = 'pgdl''s trigger functions serve only pgdl''s own catalog tables; fired by another table, '
 						   'two of them ran as the extension''s owner.';
 	END LOOP;

@@ -107,9 +107,9 @@ ALTER TABLE attached OWNER TO alice;
 });
 my ($update_rc, $update_out, $update_err) = $node->psql('upgraded', 'ALTER EXTENSION pgdl UPDATE');
 is($update_rc, 0, 'ALTER EXTENSION pgdl UPDATE succeeds');
-like($update_err, qr/NOTICE:  dropped trigger "flush" on table attached, which called pgdl's trigger function pgdl.catalog_changed\(\)/,
-	'the update drops a trigger of pgdl.catalog_changed() on a table that is not pgdl\'s, with a NOTICE');
-like($update_err, qr/NOTICE:  dropped trigger "stale_caches" on table attached, which called pgdl's trigger function pgdl.base_model_changed\(\)/,
+like($update_err, qr/WARNING:  dropped trigger "flush" on table public.attached, which called pgdl's trigger function pgdl.catalog_changed\(\)/,
+	'the update drops a trigger of pgdl.catalog_changed() on a table that is not pgdl\'s, with a WARNING');
+like($update_err, qr/WARNING:  dropped trigger "stale_caches" on table public.attached, which called pgdl's trigger function pgdl.base_model_changed\(\)/,
 	'... and one of pgdl.base_model_changed()');
 is($node->safe_psql('upgraded', "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'attached'::regclass"), '0',
 	'the table keeps no trigger of pgdl\'s');
