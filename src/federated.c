@@ -59,6 +59,7 @@ typedef struct FedRun
 	int			n_sites;
 	Size		model_len;
 	int64		run_id;
+	int32		round;			/* the one being trained, 0-based */
 } FedRun;
 
 /* The sites of the packed table, in the order of their first partition. */
@@ -105,7 +106,8 @@ take_result(FedRun *f, Site *site)
 {
 	PgdlVisit	v;
 
-	pgdl_node_read_visit(site->node, f->model_len, &v);
+	pgdl_node_read_visit(site->node, VARDATA(site->model), f->model_len, &f->config,
+						 psprintf("round %d", f->round + 1), &v);
 	pfree(site->model);
 	site->model = v.model;
 	site->result.examples += v.examples;
@@ -200,6 +202,7 @@ run_round(FedRun *f, const bytea *global, int32 round, PgdlEpochMetrics *m)
 				elapsed;
 
 	INSTR_TIME_SET_CURRENT(start);
+	f->round = round;
 	train_sites(f, global);
 	model = average_sites(f, &total);
 	INSTR_TIME_SET_CURRENT(elapsed);

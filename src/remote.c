@@ -720,29 +720,248 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const ch
 	pgdl_node_send(node, NODE_VISIT_SQL, 6, values, lengths, formats, true);
 }
 
+/* ---- what a visit returns: the model sent, trained ---- */
+
+/*
+ * A node is trusted with data, not with the coordinator: of the model it was
+ * sent, a visit may change the numbers that training computes (weights,
+ * running statistics, optimizer state, which no check can tell from right
+ * ones) and the step counter, by what the rows it reports take.  Everything
+ * else must come back as it went: the architecture (and so the parameter
+ * count), the seed (which orders a model's partitions and its dropout), the
+ * optimizer the configuration sent names (train_begin sets it on the node)
+ * and the layout of its state.  The comparison is of the blobs' summaries
+ * (nn_model_blob_summary), before anything is allocated by a size the node
+ * gives.  The floats, and the optimizer settings a configuration does not
+ * send, are the blob reader's to check when the model is read.
+ */
+typedef struct Returned
+{
+	const PgdlNode *node;
+	const char *what;			/* "configuration 3", "round 2": what errors name */
+	NnSpec	   *spec;			/* the model returned */
+	NnBlobSummary sum;
+	NnSpec	   *sent_spec;		/* the model sent */
+	NnBlobSummary sent;
+} Returned;
+
+static void
+refuse_corrupt(const Returned *r, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("server \"%s\" returned a corrupt model for %s", r->node->name, r->what),
+			 errdetail("%c%s.", pg_toupper((unsigned char) detail[0]), detail + 1)));
+}
+
+/* How the returned spec differs from the sent one, as a sentence. */
+static char *
+spec_difference(const NnSpec *got, const NnSpec *sent)
+{
+	if (got->input_ndim != sent->input_ndim || memcmp(got->input, sent->input, sizeof(got->input)) != 0)
+		return pstrdup("Its input shape is not the model sent's.");
+	if (got->loss != sent->loss)
+		return psprintf("Its loss is %s, the model sent's %s.", nn_loss_name(got->loss), nn_loss_name(sent->loss));
+	if (got->n_layers != sent->n_layers)
+		return psprintf("It has %d layers, the model sent %d.", got->n_layers, sent->n_layers);
+	for (int i = 0; i < got->n_layers; i++)
+	{
+		const NnLayerSpec *g = &got->layers[i];
+		const NnLayerSpec *s = &sent->layers[i];
+
+		if (g->type != s->type)
+			return psprintf("Its layer %d is %s, the model sent's %s.", i, nn_layer_type_name(g->type),
+							nn_layer_type_name(s->type));
+		if (memcmp(g, s, sizeof(NnLayerSpec)) != 0)
+			return psprintf("Its layer %d (%s) is not the model sent's.", i, nn_layer_type_name(g->type));
+	}
+	return pstrdup("Its spec is not the model sent's.");
+}
+
+/* The same architecture, and so the same parameter count, as the model sent. */
+static void
+check_architecture(const Returned *r)
+{
+	NnCost		cost;
+	NnError		err;
+
+	/* the spec's own count: what the declared one must equal, and a valid spec to describe */
+	if (!nn_spec_cost(r->spec, NULL, &cost, &err))
+		refuse_corrupt(r, err.msg);
+	if (cost.params != r->sent.n_params)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned a model with another parameter count for %s",
+						r->node->name, r->what),
+				 errdetail("It has " INT64_FORMAT " parameters, the model sent " INT64_FORMAT ".",
+						   cost.params, r->sent.n_params)));
+	if (memcmp(r->spec, r->sent_spec, sizeof(NnSpec)) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned a model of another architecture for %s", r->node->name, r->what),
+				 errdetail_internal("%s", spec_difference(r->spec, r->sent_spec))));
+	if (r->sum.n_params != r->sent.n_params || r->sum.n_buffers != r->sent.n_buffers)
+		refuse_corrupt(r, psprintf("it declares " INT64_FORMAT " parameters and " INT64_FORMAT
+								   " running statistics, its spec implies " INT64_FORMAT " and " INT64_FORMAT,
+								   r->sum.n_params, r->sum.n_buffers, r->sent.n_params, r->sent.n_buffers));
+}
+
+static void
+refuse_optimizer(const Returned *r, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("server \"%s\" returned a model with another optimizer for %s", r->node->name, r->what),
+			 errdetail_internal("%s", detail)));
+}
+
+/*
+ * The configuration's optimizer, with the settings the configuration sent
+ * holds for its kind (pgdl_config_to_jsonb: the others are not sent, and a
+ * node's are its defaults), and the sent model's layout of its state.
+ */
+static void
+check_optimizer(const Returned *r, const NnOptim *want)
+{
+	const NnOptim *got = &r->sum.optim;
+	bool		sgd = want->type == NN_OPT_SGD;
+	struct
+	{
+		const char *name;
+		float		got,
+					want;
+		bool		sent;
+	}			f[] = {
+		{"lr", got->lr, want->lr, true},
+		{"weight_decay", got->weight_decay, want->weight_decay, true},
+		{"momentum", got->momentum, want->momentum, sgd},
+		{"beta1", got->beta1, want->beta1, !sgd},
+		{"beta2", got->beta2, want->beta2, !sgd},
+		{"eps", got->eps, want->eps, !sgd},
+	};
+
+	if (got->type != want->type)
+		refuse_optimizer(r, psprintf("It has %s, the configuration sent %s.",
+									 got->type == 0 ? "none" : nn_optim_name(got->type), nn_optim_name(want->type)));
+	for (int i = 0; i < lengthof(f); i++)
+		if (f[i].sent && f[i].got != f[i].want)
+			refuse_optimizer(r, psprintf("Its \"%s\" is %.9g, the configuration's %.9g.", f[i].name,
+										 (double) f[i].got, (double) f[i].want));
+	if (sgd && got->nesterov != want->nesterov)
+		refuse_optimizer(r, psprintf("Its \"nesterov\" is %s, the configuration's %s.",
+									 got->nesterov ? "true" : "false", want->nesterov ? "true" : "false"));
+	if (r->sum.n_opt_state != r->sent.n_opt_state)
+		refuse_optimizer(r, psprintf("Its state has " INT64_FORMAT " values, the model sent's " INT64_FORMAT ".",
+									 r->sum.n_opt_state, r->sent.n_opt_state));
+}
+
+static void
+refuse_counts(const Returned *r, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("server \"%s\" returned a model whose step count does not match its training for %s",
+					r->node->name, r->what),
+			 errdetail_internal("%s", detail)));
+}
+
+/*
+ * The seed, and the counters.  A visit's optimizer steps are its buffers'
+ * batches, the sum over the buffers it trained of ceil(rows / batch_size) (a
+ * step whose loss is not finite is not taken, nor its rows counted).  The
+ * coordinator does not see the node's buffers (they are the node's data: a
+ * partition attached there was packed there, in buffers of any size), only
+ * the examples the node reports; each step took between 1 and batch_size of
+ * them, so the steps taken are at least ceil(examples / batch_size) and at most
+ * examples, which is as exact as the coordinator can know.  That refuses a
+ * model returned untrained or with its counter set back, and a counter moved
+ * on at will; the examples themselves stay the node's word (they weigh its
+ * model in federated averaging), but must be the ones its loss figures count.
+ */
+static void
+check_counters(const Returned *r, const PgdlVisit *v, int32 batch_size)
+{
+	int64		steps = r->sum.step - r->sent.step;
+	int64		fewest;
+
+	if (r->sum.seed != r->sent.seed)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned a model with another seed for %s", r->node->name, r->what),
+				 errdetail("Its seed is " UINT64_FORMAT ", the model sent's " UINT64_FORMAT ".",
+						   r->sum.seed, r->sent.seed)));
+	if (v->examples < 0 || v->examples != v->stats.n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned inconsistent example counts for %s", r->node->name, r->what),
+				 errdetail("It reports " INT64_FORMAT " examples trained, and " INT64_FORMAT " in its loss figures.",
+						   v->examples, v->stats.n)));
+	if (steps < 0)
+		refuse_counts(r, psprintf("Its step count " INT64_FORMAT " is below the model sent's, " INT64_FORMAT ".",
+								  r->sum.step, r->sent.step));
+	fewest = v->examples / batch_size + (v->examples % batch_size != 0);
+	if (steps < fewest || steps > v->examples)
+		refuse_counts(r, psprintf("It took " INT64_FORMAT " optimizer steps for the " INT64_FORMAT
+								  " examples it reports; in batches of at most %d they take between "
+								  INT64_FORMAT " and " INT64_FORMAT ".",
+								  steps, v->examples, batch_size, fewest, v->examples));
+}
+
+/* The model a node returned (len bytes at got, in its result) against the one sent; errors name what differs. */
+static void
+check_returned_model(const PgdlNode *node, const char *what, const char *sent, Size sent_len, const char *got,
+					 Size len, const PgdlTrainConfig *config, const PgdlVisit *v)
+{
+	Returned	r = {.node = node, .what = what};
+	NnError		err;
+
+	r.spec = palloc(sizeof(NnSpec));
+	r.sent_spec = palloc(sizeof(NnSpec));
+	if (!nn_model_blob_summary((const uint8_t *) sent, sent_len, r.sent_spec, &r.sent, &err))
+		elog(ERROR, "pgdl: the model sent to server \"%s\" for %s is corrupt: %s", node->name, what, err.msg);
+	if (!nn_model_blob_summary((const uint8_t *) got, len, r.spec, &r.sum, &err))
+		refuse_corrupt(&r, err.msg);
+	check_architecture(&r);
+	check_optimizer(&r, &config->optim);
+	check_counters(&r, v, config->batch_size);
+	pfree(r.spec);
+	pfree(r.sent_spec);
+}
+
 void
-pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out)
+pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len, const PgdlTrainConfig *config,
+					 const char *what, PgdlVisit *out)
 {
 	PGresult   *res = pgdl_node_result(node, PGRES_TUPLES_OK);
 
-	if (PQntuples(res) != 1 || PQnfields(res) != 6 || PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 5) != 1 ||
-		PQgetlength(res, 0, 0) != (int) model_len)
+	PG_TRY();
+	{
+		if (PQntuples(res) != 1 || PQnfields(res) != 6 || PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 5) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("server \"%s\" returned an unexpected result for pgdl.train_partitions", node->name),
+					 errdetail("It must return one row, with a model of %zu bytes.", sent_len)));
+		out->examples = pgdl_node_get_int64(res, 0, 1);
+		out->stats.loss_sum = pgdl_node_get_float8(res, 0, 2);
+		out->stats.correct = pgdl_node_get_int64(res, 0, 3);
+		out->stats.n = pgdl_node_get_int64(res, 0, 4);
+		out->diverged = PQgetvalue(res, 0, 5)[0] != 0;
+		check_returned_model(node, what, sent, sent_len, PQgetvalue(res, 0, 0), PQgetlength(res, 0, 0), config, out);
+		/* all that is compared the same, the size can differ only in how the blob is laid out */
+		if (PQgetlength(res, 0, 0) != (int) sent_len)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("server \"%s\" returned an unexpected result for pgdl.train_partitions", node->name),
+					 errdetail("It must return one row, with a model of %zu bytes.", sent_len)));
+		out->model = palloc(VARHDRSZ + sent_len);
+		SET_VARSIZE(out->model, VARHDRSZ + sent_len);
+		memcpy(VARDATA(out->model), PQgetvalue(res, 0, 0), sent_len);
+	}
+	PG_FINALLY();
 	{
 		PQclear(res);
-		ereport(ERROR,
-				(errcode(ERRCODE_PROTOCOL_VIOLATION),
-				 errmsg("server \"%s\" returned an unexpected result for pgdl.train_partitions", node->name),
-				 errdetail("It must return one row, with a model of %zu bytes.", model_len)));
 	}
-	out->model = palloc(VARHDRSZ + model_len);
-	SET_VARSIZE(out->model, VARHDRSZ + model_len);
-	memcpy(VARDATA(out->model), PQgetvalue(res, 0, 0), model_len);
-	out->examples = pgdl_node_get_int64(res, 0, 1);
-	out->stats.loss_sum = pgdl_node_get_float8(res, 0, 2);
-	out->stats.correct = pgdl_node_get_int64(res, 0, 3);
-	out->stats.n = pgdl_node_get_int64(res, 0, 4);
-	out->diverged = PQgetvalue(res, 0, 5)[0] != 0;
-	PQclear(res);
+	PG_END_TRY();
 }
 
 void

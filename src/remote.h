@@ -70,11 +70,16 @@ typedef struct PgdlVisit
 
 /*
  * Send a model (with its frozen prefix, or NULL) to train on a node's table's
- * partitions, in order, epochs times; then read what came back.
+ * partitions, in order, epochs times; then read what came back, which must be
+ * the model sent, trained with that configuration: another architecture,
+ * parameter count, optimizer, seed, or a step count the examples reported do
+ * not account for is an error (data_corrupted) naming the server and `what`
+ * ("configuration 3").
  */
 extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const char *prefix,
 								 Size prefix_len, const PgdlTrainConfig *config, const char *table,
 								 const int32 *parts, int n_parts, int32 epochs);
-extern void pgdl_node_read_visit(PgdlNode *node, Size model_len, PgdlVisit *out);
+extern void pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len, const PgdlTrainConfig *config,
+								 const char *what, PgdlVisit *out);
 
 #endif							/* PGDL_REMOTE_H */

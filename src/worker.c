@@ -453,7 +453,8 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
 						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
 						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
-	pgdl_node_read_visit(node, m->blob_len, &result);
+	pgdl_node_read_visit(node, blobs + m->blob_offset, m->blob_len, &m->config,
+						 psprintf("configuration " INT64_FORMAT, m->config_id), &result);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)
 		ereport(ERROR,

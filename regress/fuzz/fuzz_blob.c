@@ -5,7 +5,8 @@
  * memory).  Each input is read twice: as it is, and with its length field and
  * checksum made right, so that mutations reach the checks behind the checksum.
  * A blob that is accepted must be one the engine can use: it is trained,
- * evaluated, cut and joined, and must serialize back to the same bytes.
+ * evaluated, cut and joined, and must serialize back to the same bytes; and
+ * its summary (nn_model_blob_summary) must be its model's.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +28,28 @@ reseal(uint8_t *blob, size_t len)
 		blob[len - 4 + i] = (uint8_t) (crc >> (8 * i));
 }
 
+/*
+ * The summary a coordinator compares a node's model by: read from any bytes
+ * without a crash, and of an accepted blob, its model's.
+ */
+static void
+summarize_blob(const uint8_t *data, size_t size, const NnModel *m)
+{
+	NnError		err = {0};
+	NnSpec	   *spec = malloc(sizeof(NnSpec));
+	NnBlobSummary sum;
+	bool		ok = nn_model_blob_summary(data, size, spec, &sum, &err);
+
+	if (!ok && err.msg[0] == '\0')
+		fuzz_fail("a blob is not summarized, without a message");
+	if (m != NULL && (!ok || memcmp(spec, &m->spec, sizeof(NnSpec)) != 0 || sum.seed != m->seed ||
+					  sum.step != m->step || sum.n_params != m->n_params || sum.n_buffers != m->n_buffers ||
+					  sum.n_opt_state != m->n_opt_state || sum.optim.type != m->optim.type ||
+					  sum.optim.lr != m->optim.lr))
+		fuzz_fail("an accepted blob's summary is not its model's");
+	free(spec);
+}
+
 static void
 read_blob(const uint8_t *data, size_t size)
 {
@@ -34,6 +57,8 @@ read_blob(const uint8_t *data, size_t size)
 	NnModel    *m = nn_model_deserialize(data, size, &err);
 	size_t		len;
 	uint8_t    *again;
+
+	summarize_blob(data, size, m);
 
 	if (m == NULL)
 	{

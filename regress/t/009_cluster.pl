@@ -9,8 +9,11 @@
 # after the node is back ends with the bytes of an uninterrupted run; cancel and
 # statement_timeout on the coordinator cancel the nodes' queries; the node runs as the
 # mapped user (passwords as postgres_fdw wants them, SELECT as the node grants
-# it); a node without pgdl or with another build is refused; no password is
-# ever printed, in an error or a log line.
+# it); a node without pgdl or with another build is refused; a node that
+# returns a model other than the one sent, trained (another architecture,
+# parameter count, optimizer or seed, a step count its examples do not account
+# for) is refused, and nothing of it stored; no password is ever printed, in an
+# error or a log line.
 use strict;
 use warnings;
 
@@ -725,6 +728,170 @@ GRANT USAGE ON FOREIGN SERVER nowhere TO alice;
 	is( $coord->safe_psql('postgres',
 			"SET log_statement = 'none'; SELECT count(*) FROM pgdl.runs r WHERE r::text LIKE '%$WRONG_PW%' OR r::text LIKE '%$RIGHT_PW%'"),
 		'0', 'no password in pgdl.runs');
+}
+
+# ---------------------------------------------------------------------------
+# 7. A hostile node: trusted with data, not with the coordinator.  On node1,
+# pgdl.train_partitions becomes a wrapper of the real one that returns, as the
+# table hostile says, a model that is not the one sent, trained: each a valid
+# blob (its checksum right), made with pgdl's own functions there.  The
+# coordinator refuses each, naming the server and what differs, and stores
+# nothing from the run; node2, honest, goes on training; the wrapper passing
+# the real result through trains the models of one server.
+# ---------------------------------------------------------------------------
+$node1->safe_psql(
+	'postgres', q{
+CREATE TABLE public.hostile (mode text NOT NULL);
+INSERT INTO public.hostile VALUES ('honest');
+ALTER FUNCTION pgdl.train_partitions(bytea, jsonb, regclass, integer[], integer, bytea) RENAME TO train_partitions_real;
+CREATE FUNCTION pgdl.train_partitions(bytea, jsonb, regclass, integer[], integer DEFAULT 1, bytea DEFAULT NULL)
+	RETURNS TABLE (model bytea, examples bigint, loss_sum double precision, correct bigint, n bigint, diverged boolean)
+	LANGUAGE plpgsql SET search_path = pg_catalog AS $f$
+#variable_conflict use_column
+DECLARE
+	r record;
+	m bytea;
+	mode text := (SELECT h.mode FROM public.hostile h);
+	small text := '{"input": [16], "layers": [{"type": "dense", "units": %s}, {"type": "%s"}, {"type": "dense", "units": 4}]}';
+	n_params int;
+	retrain text := format('SELECT pgdl.train(x, y, n, $1, $2 ORDER BY part, buffer_id) FROM %s WHERE part = ANY($3)', $3);
+BEGIN
+	SELECT * INTO r FROM pgdl.train_partitions_real($1, $2, $3, $4, $5, $6) t;
+	m := r.model;
+	n_params := (SELECT sum(cardinality(w."values")) FROM pgdl.model_weights(r.model) w);
+	CASE mode
+	WHEN 'honest' THEN NULL;
+	WHEN 'architecture' THEN	-- tanh for relu: the same parameters
+		m := pgdl.model_from_weights(format(small, 32, 'tanh')::jsonb, array_fill(0.01::real, ARRAY[n_params]), NULL, 0);
+	WHEN 'parameters' THEN
+		m := pgdl.model_from_weights(format(small, 33, 'relu')::jsonb, array_fill(0.01::real, ARRAY[n_params + 21]), NULL, 0);
+	WHEN 'optimizer' THEN
+		EXECUTE retrain INTO m USING $1, $2 || '{"optimizer": "adam", "momentum": 0}', $4;
+	WHEN 'lr' THEN
+		EXECUTE retrain INTO m USING $1, $2 || '{"lr": 0.5}', $4;
+	WHEN 'seed' THEN			-- trained with the configuration sent, from a model of another seed
+		EXECUTE retrain INTO m USING pgdl.model_from_weights(format(small, 32, 'relu')::jsonb,
+			array_fill(0.01::real, ARRAY[n_params]), NULL, 99), $2, $4;
+	WHEN 'untrained' THEN		-- the model sent, as if trained
+		m := $1;
+	WHEN 'more_steps' THEN		-- trained again, one example a step
+		EXECUTE retrain INTO m USING r.model, $2 || '{"batch_size": 1}', $4;
+	WHEN 'examples' THEN
+		r.examples := r.examples * 2;
+	WHEN 'flipped' THEN			-- a bit flipped, the checksum not made again
+		m := set_byte(m, 100, get_byte(m, 100) # 1);
+	END CASE;
+	RETURN QUERY SELECT m, r.examples, r.loss_sum, r.correct, r.n, r.diverged;
+END
+$f$;
+});
+$coord->safe_psql(
+	'postgres', q{
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'hostile', a.id, '{"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "batch_size": 25, "seed": 1}'
+  FROM pgdl.architectures a WHERE a.name = 'small' AND a.owner = 'postgres'::regrole;
+});
+my $hostile_config = $coord->safe_psql('postgres', "SELECT id FROM pgdl.configs WHERE set_name = 'hostile'");
+
+sub set_hostile
+{
+	my ($mode) = @_;
+	$node1->safe_psql('postgres', "UPDATE public.hostile SET mode = '$mode'");
+	return;
+}
+
+# What the coordinator holds of models, checkpoints and metrics.
+sub stored
+{
+	return $coord->safe_psql('postgres',
+		q{SELECT (SELECT count(*) FROM pgdl.models) || ' / ' || (SELECT count(*) FROM pgdl.checkpoints) || ' / ' || (SELECT count(*) FROM pgdl.run_metrics)}
+	);
+}
+
+{
+	# what each is refused with (WHAT: the configuration or round), and its detail
+	my %refused = (
+		architecture => [ q{server "node1" returned a model of another architecture for WHAT},
+			q{Its layer 1 is tanh, the model sent's relu\.} ],
+		parameters => [ q{server "node1" returned a model with another parameter count for WHAT},
+			q{It has 697 parameters, the model sent 676\.} ],
+		optimizer => [ q{server "node1" returned a model with another optimizer for WHAT},
+			q{It has adam, the configuration sent sgd\.} ],
+		lr => [ q{server "node1" returned a model with another optimizer for WHAT},
+			q{Its "lr" is 0\.5, the configuration's 0\.100000001\.} ],
+		seed => [ q{server "node1" returned a model with another seed for WHAT},
+			q{Its seed is 99, the model sent's \d+\.} ],
+		untrained => [ q{server "node1" returned a model whose step count does not match its training for WHAT},
+			q{It took 0 optimizer steps for the (\d+) examples it reports; in batches of at most 25 they take between \d+ and \1\.} ],
+		more_steps => [ q{server "node1" returned a model whose step count does not match its training for WHAT},
+			q{It took \d+ optimizer steps for the (\d+) examples it reports; in batches of at most 25 they take between \d+ and \1\.} ],
+		examples => [ q{server "node1" returned inconsistent example counts for WHAT},
+			q{It reports \d+ examples trained, and \d+ in its loss figures\.} ],
+		flipped => [ q{server "node1" returned a corrupt model for WHAT},
+			q{Model blob is corrupt \(checksum mismatch\)\.} ],
+	);
+	my $refusal = sub {
+		my ($mode, $what) = @_;
+		(my $msg = $refused{$mode}[0]) =~ s/WHAT/$what/;
+		return ($msg, $refused{$mode}[1]);
+	};
+	for my $mode (sort keys %refused)
+	{
+		set_hostile($mode);
+		my $before = stored();
+		my $offset = -s $coord->logfile;
+		my ($ret, $out, $err) = $coord->psql('postgres',
+			"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'hostile', 1, 'valid_packed')");
+		isnt($ret, 0, "hostile node, $mode: fit_multiple fails");
+		my ($msg, $detail) = $refusal->($mode, "configuration $hostile_config");
+		like($err, qr/ERROR:  pgdl worker \d+ failed: $msg\n/, "... refusing the model: $mode") or diag($err);
+		# the caller gets the worker's message; its detail is in the log
+		like(substr(slurp_file($coord->logfile), $offset), qr/ERROR:  $msg\n[^\n]*DETAIL:  $detail/,
+			'... whose detail says what differs');
+		is(stored(), $before, '... and stores nothing from the run');
+		ok(workers_gone_within($coord, 2), '... and no worker is left behind');
+	}
+	for my $mode (qw(architecture untrained))
+	{
+		set_hostile($mode);
+		my $before = stored();
+		my ($ret, $out, $err) = $coord->psql('postgres',
+			"SELECT pgdl.fit_federated('train_packed', 'small', '{\"optimizer\": \"sgd\", \"lr\": 0.1, \"momentum\": 0.9, \"batch_size\": 25, \"seed\": 1}', 2, 1)");
+		isnt($ret, 0, "hostile node, $mode: fit_federated fails");
+		my ($msg, $detail) = $refusal->($mode, 'round 1');
+		like($err, qr/ERROR:  $msg\nDETAIL:  $detail/, "... refusing the site's model: $mode") or diag($err);
+		is(stored(), $before, '... and stores nothing');
+	}
+
+	# node2 is honest: a table of its own trains while node1 is hostile
+	set_hostile('architecture');
+	my ($ret, $out, $err) = $coord->psql(
+		'postgres', q{
+SET client_min_messages = warning;
+CREATE TABLE lb_node2 AS SELECT * FROM pgdl.fit_multiple('valid_remote', 'hostile', 2);
+SELECT pgdl.fit_federated('valid_remote', 'small', '{"optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "batch_size": 25, "seed": 1}', 2, 1) > 0;
+});
+	is($ret, 0, 'while node1 is hostile, fit_multiple and fit_federated over node2 train') or diag($err);
+	is($coord->safe_psql('postgres', 'SELECT count(*) FROM lb_node2 l JOIN pgdl.models m ON m.id = l.model'),
+		'1', '... and store their models');
+
+	# the real result passed through: the models of one server
+	set_hostile('honest');
+	($ret, $out, $err) = $coord->psql('postgres',
+		"CREATE TABLE lb_hostile AS SELECT * FROM pgdl.fit_multiple('train_packed', 'hostile', $EPOCHS, 'valid_packed')");
+	is($ret, 0, 'node1 passing the real result through: fit_multiple trains') or diag($err);
+	is( $coord->safe_psql(
+			'postgres', q{
+		SELECT count(*) = 1 AND bool_and(ma.weights = mg.weights)
+		  FROM lb_hostile a JOIN lb_d1 g ON g.architecture = a.architecture AND g.config_json = a.config_json
+		  JOIN pgdl.models ma ON ma.id = a.model JOIN pgdl.models mg ON mg.id = g.model}),
+		't', '... the model of the same configuration trained across the honest nodes, bit for bit');
+	$node1->safe_psql(
+		'postgres', q{
+DROP FUNCTION pgdl.train_partitions(bytea, jsonb, regclass, integer[], integer, bytea);
+ALTER FUNCTION pgdl.train_partitions_real(bytea, jsonb, regclass, integer[], integer, bytea) RENAME TO train_partitions;
+DROP TABLE public.hostile;
+});
 }
 
 # ---------------------------------------------------------------------------

@@ -450,3 +450,69 @@ UNIT_TEST(serialize_graph_round_trip)
 	nn_model_free(m);
 	nn_model_free(back);
 }
+
+/*
+ * A blob's summary: all but its floats, as a coordinator compares what a node
+ * returned with what it sent.  Every cut, a step beyond NN_MAX_STEP and a
+ * trailing byte are errors; a count that disagrees with the spec is read as
+ * declared (the caller compares it).
+ */
+UNIT_TEST(serialize_summary)
+{
+	NnSpec		s,
+				read;
+	NnBlobSummary sum;
+	NnError		err;
+	NnModel    *m;
+	size_t		len,
+				state;
+	uint8_t    *a,
+			   *t;
+
+	small_spec(&s);
+	m = trained_model(&s, 3);
+	a = serialize(m, &len);
+	state = OFF_LAYER0 + (size_t) s.n_layers * LAYER_SIZE;
+	CHECK_MSG(nn_model_blob_summary(a, len, &read, &sum, &err), "%s", err.msg);
+	CHECK(memcmp(&read, &m->spec, sizeof(NnSpec)) == 0);
+	CHECK(sum.seed == 7 && sum.step == 3);
+	CHECK(sum.n_params == m->n_params && sum.n_buffers == m->n_buffers && sum.n_opt_state == m->n_opt_state);
+	CHECK(sum.optim.type == NN_OPT_ADAM && sum.optim.lr == m->optim.lr && sum.optim.beta2 == m->optim.beta2);
+
+	for (size_t cut = 0; cut < len; cut += unit_fast ? 13 : 1)
+	{
+		t = malloc(cut ? cut : 1);
+		memcpy(t, a, cut);
+		if (cut >= 24)
+		{
+			for (int i = 0; i < 8; i++)
+				t[12 + i] = (uint8_t) ((uint64_t) cut >> (8 * i));
+			reseal(t, cut);
+		}
+		CHECK_MSG(!nn_model_blob_summary(t, cut, &read, &sum, &err), "a blob cut to %zu bytes was summarized", cut);
+		free(t);
+	}
+
+	t = malloc(len + 4);
+	memcpy(t, a, len);
+	put32(t + state + 8, 41);
+	reseal(t, len);
+	CHECK(nn_model_blob_summary(t, len, &read, &sum, &err) && sum.step == 41);
+	put32(t + state + 12, 0x00400000u);		/* 2^54 steps */
+	reseal(t, len);
+	CHECK(!nn_model_blob_summary(t, len, &read, &sum, &err) && strstr(err.msg, "step") != NULL);
+	put32(t + state + 12, 0);
+	put32(t + state + 16, (uint32_t) m->n_params - 1);	/* read as declared; the rest is then off */
+	reseal(t, len);
+	CHECK(!nn_model_blob_summary(t, len, &read, &sum, &err));
+	put32(t + state + 16, (uint32_t) m->n_params);
+	/* a byte more, its length and checksum to match */
+	memmove(t + len - 3, t + len - 4, 4);
+	for (int i = 0; i < 8; i++)
+		t[12 + i] = (uint8_t) ((uint64_t) (len + 1) >> (8 * i));
+	reseal(t, len + 1);
+	CHECK(!nn_model_blob_summary(t, len + 1, &read, &sum, &err) && strstr(err.msg, "trailing") != NULL);
+	free(t);
+	free(a);
+	nn_model_free(m);
+}
