@@ -235,6 +235,15 @@ pgdl_check_model_batch(const NnModel *model, int32 batch, const char *what)
 		pgdl_check_model_memory(&model->spec, model->optim.type != 0 ? &model->optim : NULL, batch, what);
 }
 
+void
+pgdl_report_blob_error(const NnError *err)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("invalid pgdl model"),
+			 errdetail("%c%s.", pg_toupper((unsigned char) err->msg[0]), err->msg + 1)));
+}
+
 NnModel *
 pgdl_model_deserialize(bytea *blob)
 {
@@ -245,10 +254,7 @@ pgdl_model_deserialize(bytea *blob)
 	pgdl_check_model_blob(VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), "the model");
 	m = nn_model_deserialize((const uint8_t *) VARDATA_ANY(blob), VARSIZE_ANY_EXHDR(blob), &err);
 	if (m == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("invalid pgdl model"),
-				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
+		pgdl_report_blob_error(&err);
 	return m;
 }
 

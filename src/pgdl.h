@@ -391,6 +391,8 @@ extern Datum pgdl_predict_label_as(const char *label, Oid type, Oid label_type, 
 
 /* The engine allocates with malloc; these tie its models to PostgreSQL's memory and errors. */
 extern NnModel *pgdl_model_deserialize(bytea *blob);	/* caller frees, or hands to a context */
+/* "invalid pgdl model" (data_corrupted), the engine's words as the detail */
+extern void pgdl_report_blob_error(const NnError *err) pg_attribute_noreturn();
 extern bytea *pgdl_model_serialize(const NnModel *model);	/* palloc'd in CurrentMemoryContext */
 /* A bytea of size bytes of data (length set, data not), or ERROR beyond 1 GB naming `what`. */
 extern bytea *pgdl_bytea_alloc(size_t size, const char *what);

@@ -423,23 +423,20 @@ data_reason(const DataDesc *a, const DataDesc *b)
 
 /* ---- pgdl.spec_summary(spec) ---- */
 
-PG_FUNCTION_INFO_V1(pgdl_spec_summary);
-Datum
-pgdl_spec_summary(PG_FUNCTION_ARGS)
+#define SUMMARY_COLUMNS		5
+
+/* A spec's summary into values[0 .. 4]: layers, their number, parameters, FLOPs, input shape. */
+static void
+summarize(Jsonb *jb, Datum *values)
 {
 	NnSpec	   *spec = palloc(sizeof(NnSpec));
 	NnCost		total;
 	NnError		err;
-	TupleDesc	desc;
-	Datum		values[5];
-	bool		nulls[5] = {false};
 	Datum		dims[3];
 
-	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(0), spec);
+	pgdl_spec_from_jsonb(jb, spec);
 	if (!nn_spec_cost(spec, NULL, &total, &err))
 		pgdl_report_nn_error("model spec", &err);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 	for (int d = 0; d < spec->input_ndim; d++)
 		dims[d] = Int32GetDatum(spec->input[d]);
 	values[0] = CStringGetTextDatum(layers_text(spec));
@@ -447,6 +444,81 @@ pgdl_spec_summary(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(total.params);
 	values[3] = Int64GetDatum(total.flops_forward);
 	values[4] = PointerGetDatum(construct_array(dims, spec->input_ndim, INT4OID, 4, true, TYPALIGN_INT));
+	pfree(spec);
+}
+
+PG_FUNCTION_INFO_V1(pgdl_spec_summary);
+Datum
+pgdl_spec_summary(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[SUMMARY_COLUMNS];
+	bool		nulls[SUMMARY_COLUMNS] = {false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	summarize(PG_GETARG_JSONB_P(0), values);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
+}
+
+/*
+ * The summary of a spec read from the catalog, in a subtransaction: a spec that is not valid (a data
+ * exception, class 22, what the spec reader raises) leaves the columns NULL and says why in `problem`,
+ * so that one role's row does not fail a query over every role's.  Any other error, a cancel included,
+ * goes on.
+ */
+static char *
+summarize_or_problem(Jsonb *jb, Datum *values)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char	   *volatile problem = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		summarize(jb, values);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		problem = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return problem;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_stored_spec_summary);
+Datum
+pgdl_stored_spec_summary(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[SUMMARY_COLUMNS + 1];
+	bool		nulls[SUMMARY_COLUMNS + 1] = {false};
+	char	   *problem;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	problem = summarize_or_problem(PG_GETARG_JSONB_P(0), values);
+	for (int c = 0; c < SUMMARY_COLUMNS; c++)
+		nulls[c] = problem != NULL;
+	nulls[SUMMARY_COLUMNS] = problem == NULL;
+	if (problem != NULL)
+		values[SUMMARY_COLUMNS] = CStringGetTextDatum(problem);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls)));
 }
 

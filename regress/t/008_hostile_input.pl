@@ -278,12 +278,19 @@ SELECT 'sweep_forged_dataset', m.spec, m.weights, d.id
   FROM pgdl.models m, pgdl.datasets d WHERE m.name = 'sweep_model' AND d.packed = 'sweep_forged_table'::regclass;
 INSERT INTO pgdl.architectures (name, spec) VALUES ('sweep_forged_arch', '{"input": [4], "layers": 5}');
 };
-my ($forge_ret, $forge_out, $forge_err) =
-  $node->psql('postgres', "BEGIN; SET ROLE sweeper; $forge COMMIT;", on_error_stop => 1);
+# models_validate and architectures_validate refuse the forged models and architecture when written: the
+# sweeping role writes them with the triggers disabled, as rows written before pgdl 0.7.0 would be
+my $triggers = 'ALTER TABLE pgdl.models %1$s TRIGGER models_validate; '
+  . 'ALTER TABLE pgdl.architectures %1$s TRIGGER architectures_validate;';
+my ($forge_ret, $forge_out, $forge_err) = $node->psql('postgres',
+	'BEGIN; ' . sprintf($triggers, 'DISABLE') . " SET ROLE sweeper; $forge RESET ROLE; " . sprintf($triggers, 'ENABLE')
+	  . ' COMMIT;',
+	on_error_stop => 1);
 if ($forge_ret != 0)
 {
 	note("the sweeping role may not forge catalog rows ($forge_err); a superuser forges them");
-	$node->safe_psql('postgres', "BEGIN; $forge COMMIT;");
+	$node->safe_psql('postgres',
+		'BEGIN; ' . sprintf($triggers, 'DISABLE') . " $forge " . sprintf($triggers, 'ENABLE') . ' COMMIT;');
 }
 is($node->safe_psql('postgres', 'SELECT count(*) FROM sweep_runs'), '16', 'the forged runs are in place');
 
@@ -1179,6 +1186,15 @@ sub trigger_cases
 			[ 'DROP of a packed table' => 'DROP TABLE sweep_valid CASCADE' ],
 			[ 'DROP of a cache view' => 'DROP TABLE sweep_packed CASCADE' ],
 		],
+		models_validate => [
+			[ 'INSERT INTO pgdl.models' => q{INSERT INTO pgdl.models (name, spec, weights)
+				SELECT 'sweep_checked', spec, weights FROM pgdl.models WHERE name = 'sweep_model'} ],
+			[ 'UPDATE of weights' => q{UPDATE pgdl.models SET weights = weights WHERE name = 'sweep_model'} ],
+		],
+		architectures_validate => [
+			[ 'INSERT INTO pgdl.architectures' => q{INSERT INTO pgdl.architectures (name, spec)
+				SELECT 'sweep_checked', spec FROM pgdl.architectures WHERE name = 'sweep_arch'} ],
+		],
 		owned_by_run => [
 			[ 'INSERT INTO pgdl.run_metrics' => q{INSERT INTO pgdl.run_metrics (run, epoch)
 				SELECT id, 7 FROM sweep_runs WHERE label = 'cancelled'} ],
@@ -1220,6 +1236,27 @@ sub trigger_cases
 				FROM pgdl.models m WHERE m.name = 'sweep_model'" }
 		  for [ "another role's run" => '(SELECT other_run FROM sweep_fix)' ], [ 'no run' => '-1' ];
 	}
+	if ($f->{name} eq 'models_validate')
+	{
+		# a spec or weights that do not parse, or weights of another spec: refused when written
+		my $model = sub {
+			my ($spec, $weights) = @_;
+			return "INSERT INTO pgdl.models (name, spec, weights) SELECT 'sweep_bad', ($spec)::jsonb, ($weights)::bytea"
+			  . " FROM pgdl.models m, sweep_fix f WHERE m.name = 'sweep_model'";
+		};
+		push @cases, { group => 'fired by hostile rows', label => "spec = $_->[0]", sql => $model->($_->[1], 'm.weights') }
+		  for @{ $JSON_VARIANTS{spec} };
+		push @cases, { group => 'fired by hostile rows', label => "spec = $_->[0]", refused => 1,
+					   sql => $model->($_->[1], 'm.weights') }
+		  for [ '"x"' => q{'"x"'} ], [ 'layers 5' => q{'{"input": [4], "layers": 5}'} ];
+		push @cases, { group => 'fired by hostile rows', label => "weights = $_->[0]", refused => 1,
+					   sql => $model->('m.spec', $_->[1]) }
+		  for [ '\xdeadbeef' => q{'\xdeadbeef'} ], [ 'cut short' => 'substring(m.weights for length(m.weights) - 4)' ],
+		  [ 'of another spec' => 'f.other_blob' ];
+	}
+	push @cases, { group => 'fired by hostile rows', label => "architecture spec = $_->[0]", refused => 1,
+				   sql => "INSERT INTO pgdl.architectures (name, spec) VALUES ('sweep_bad', ($_->[1])::jsonb)" }
+	  for $f->{name} eq 'architectures_validate' ? ([ '"x"' => q{'"x"'} ], [ 'layers 5' => q{'{"input": [4], "layers": 5}'} ]) : ();
 	return @cases unless $f->{name} eq 'configs_validate';
 
 	my $arch = q{(SELECT id FROM pgdl.architectures WHERE name = 'sweep_arch')};

@@ -158,6 +158,26 @@ CREATE TRIGGER models_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pg
 CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.datasets
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
+-- A spec or weights that do not parse would fail the queries of every role that reads the row (a model
+-- granted to PUBLIC, every row for pgdl_admin): they are refused when written (src/catalog_checks.c),
+-- by the rules the readers apply.  The functions run as the writer; PUBLIC may not attach them to a
+-- table (CREATE TRIGGER needs EXECUTE, firing does not), and each checks the table it fires on.
+CREATE FUNCTION pgdl.models_validate() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'pgdl_models_validate' LANGUAGE C;
+COMMENT ON FUNCTION pgdl.models_validate() IS
+	'trigger: checks a pgdl.models row: a valid spec, and weights the engine reads whose model has that spec';
+REVOKE EXECUTE ON FUNCTION pgdl.models_validate() FROM PUBLIC;
+CREATE TRIGGER models_validate BEFORE INSERT OR UPDATE OF spec, weights ON pgdl.models
+	FOR EACH ROW EXECUTE FUNCTION pgdl.models_validate();
+
+CREATE FUNCTION pgdl.architectures_validate() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'pgdl_architectures_validate' LANGUAGE C;
+COMMENT ON FUNCTION pgdl.architectures_validate() IS
+	'trigger: checks a pgdl.architectures row: a valid spec';
+REVOKE EXECUTE ON FUNCTION pgdl.architectures_validate() FROM PUBLIC;
+CREATE TRIGGER architectures_validate BEFORE INSERT OR UPDATE OF spec ON pgdl.architectures
+	FOR EACH ROW EXECUTE FUNCTION pgdl.architectures_validate();
+
 -- Users train, store and share models: the catalog is theirs to read and write, each their own rows.
 -- UPDATE by column and DELETE through pgdl.delete_rows (70_owners.sql): either privilege on a whole table
 -- would let its holder LOCK it in every mode.

@@ -7,9 +7,17 @@ CREATE FUNCTION pgdl.spec_summary(spec jsonb, OUT layers text, OUT n_layers inte
 COMMENT ON FUNCTION pgdl.spec_summary(jsonb) IS
 	'a spec in a line: its layers as text (''conv2d(8,3x3) relu flatten dense(10)''), their number, parameters, forward FLOPs per example and input shape';
 
+CREATE FUNCTION pgdl.stored_spec_summary(spec jsonb, OUT layers text, OUT n_layers integer, OUT params bigint,
+		OUT flops bigint, OUT input_shape integer[], OUT problem text)
+	AS 'MODULE_PATHNAME', 'pgdl_stored_spec_summary' LANGUAGE C STABLE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.stored_spec_summary(jsonb) IS
+	'internal, pgdl.zoo: pgdl.spec_summary of a spec read from the catalog, or NULLs and what is wrong with it (problem) when it is not valid';
+
 -- A model's best metrics come from its run's rows (which its run's owner sees), else from the last
 -- epoch's that pgdl.models keeps (which whoever sees the model sees).  Values read from jsonb are typed
 -- only when they have the type, as in the BI views: a row written by hand shows NULL, never an error.
+-- A spec that is not valid (a row from before 0.7.0, or written with the trigger models_validate
+-- disabled) leaves its summary's columns NULL and says why in the last, problem.
 CREATE VIEW pgdl.zoo WITH (security_invoker = true) AS
 SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	   s.layers, s.n_layers, s.params, s.flops, s.input_shape,
@@ -31,9 +39,10 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	   m.parent, m.run,
 	   coalesce(r.best_validation_accuracy, mm.validation_accuracy) AS best_validation_accuracy,
 	   coalesce(r.best_validation_loss, mm.validation_loss) AS best_validation_loss,
-	   coalesce(r.last_train_loss, mm.train_loss) AS last_train_loss
+	   coalesce(r.last_train_loss, mm.train_loss) AS last_train_loss,
+	   s.problem
   FROM pgdl.models m
- CROSS JOIN LATERAL pgdl.spec_summary(m.spec) s
+ CROSS JOIN LATERAL pgdl.stored_spec_summary(m.spec) s
   LEFT JOIN pgdl.datasets d ON d.id = m.dataset
  CROSS JOIN LATERAL (
 	SELECT CASE WHEN jsonb_typeof(m.metrics -> 'validation_accuracy') = 'number'
@@ -56,6 +65,8 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
   ) r ON true;
 COMMENT ON VIEW pgdl.zoo IS
 	'every model the caller may see, with its layers, size, task, data, training configuration, lineage and best metrics';
+COMMENT ON COLUMN pgdl.zoo.problem IS
+	'NULL, or why the model''s spec could not be read (its layers, n_layers, params, flops and input_shape are then NULL)';
 GRANT SELECT ON pgdl.zoo TO PUBLIC;
 
 CREATE FUNCTION pgdl.similar_models(query bigint, k integer DEFAULT 10, by text DEFAULT 'architecture')

@@ -496,6 +496,25 @@ optim_state_floats(const NnOptim *opt, int64_t n_params)
 }
 
 /*
+ * An optimizer a model laid out in m (nn_model_layout) may have, and the
+ * floats of state it keeps: nn_model_set_optim's rule, nothing allocated.
+ */
+bool
+nn_model_optim_fits(const NnModel *m, const NnOptim *opt, int64_t *n_state, NnError *err)
+{
+	if (!nn_optim_validate(opt, err))
+		return false;
+	if (opt->label_smoothing > 0.0f && m->spec.loss != NN_LOSS_CROSS_ENTROPY)
+	{
+		nn_error_set(err, -1, "label_smoothing", "\"label_smoothing\" applies to the cross_entropy loss only, the model's loss is %s",
+					 nn_loss_name(m->spec.loss));
+		return false;
+	}
+	*n_state = optim_state_floats(opt, m->n_params);
+	return true;
+}
+
+/*
  * Adopt an optimizer.  State is kept when the type stays the same (a new
  * learning rate, say), and started afresh when it changes.
  */
@@ -505,15 +524,8 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 	int64_t		n_state;
 	size_t		bytes;
 
-	if (!nn_optim_validate(opt, err))
+	if (!nn_model_optim_fits(m, opt, &n_state, err))
 		return false;
-	if (opt->label_smoothing > 0.0f && m->spec.loss != NN_LOSS_CROSS_ENTROPY)
-	{
-		nn_error_set(err, -1, "label_smoothing", "\"label_smoothing\" applies to the cross_entropy loss only, the model's loss is %s",
-					 nn_loss_name(m->spec.loss));
-		return false;
-	}
-	n_state = optim_state_floats(opt, m->n_params);
 	if (opt->type != m->optim.type || n_state != m->n_opt_state)
 	{
 		float	   *state = NULL;

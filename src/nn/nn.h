@@ -402,6 +402,8 @@ extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
 extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);
 /* A blob's spec and optimizer settings, nothing allocated: for nn_spec_memory before deserializing. */
 extern bool nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, NnError *err);
+/* Every check of nn_model_deserialize, no model allocated: for the catalog's writers. */
+extern bool nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnError *err);
 extern uint32_t nn_crc32(uint32_t crc, const uint8_t *data, size_t len);
 
 /*

@@ -66,6 +66,8 @@ typedef struct NnStaging
 extern NnModel *nn_model_alloc(const NnSpec *spec, NnError *err);
 /* the spec validated and the parameters laid out in m (zeroed), nothing allocated */
 extern bool nn_model_layout(NnModel *m, const NnSpec *spec, NnError *err);
+/* nn_model_set_optim's rule for m's optimizer, nothing allocated; *n_state: its floats of state */
+extern bool nn_model_optim_fits(const NnModel *m, const NnOptim *opt, int64_t *n_state, NnError *err);
 extern void nn_forward_layers(NnModel *m, const float *x, int32_t n, int from, int upto, bool training);
 extern void nn_backward_layers(NnModel *m, int from, int to);
 extern float *nn_model_thread_areas(const NnModel *m);

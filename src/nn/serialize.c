@@ -307,9 +307,15 @@ get_f32(Reader *r)
 	return f;
 }
 
+/* dst NULL: skipped (nn_model_blob_check) */
 static void
 get_floats(Reader *r, float *dst, int64_t n)
 {
+	if (dst == NULL)
+	{
+		r->p += (size_t) n * 4;
+		return;
+	}
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	if (n > 0)
 		memcpy(dst, r->p, (size_t) n * 4);
@@ -530,7 +536,10 @@ read_optim_settings(Reader *r, NnOptim *opt, NnError *err)
 	return true;
 }
 
-/* The optimizer's settings, adopted by m (which sizes its state), then the state. */
+/*
+ * The optimizer's settings, adopted by m (which sizes its state), then the
+ * state; a model only laid out (no parameters) is sized by the same rule.
+ */
 static bool
 read_optim(Reader *r, NnModel *m, NnError *err)
 {
@@ -541,7 +550,8 @@ read_optim(Reader *r, NnModel *m, NnError *err)
 		return false;
 	if (opt.type != 0)
 	{
-		if (!nn_model_set_optim(m, &opt, err))
+		if (m->params == NULL ? !nn_model_optim_fits(m, &opt, &m->n_opt_state, err) :
+			!nn_model_set_optim(m, &opt, err))
 			return false;
 	}
 	else if (!all_zero(opt_bytes + 4, OPTIM_BYTES - 4))
@@ -693,6 +703,51 @@ check_holds_params(const Reader *r, const NnSpec *spec, size_t len, NnError *err
 	return true;
 }
 
+/* What follows the spec, into m, or checked only when m is only laid out; nothing may follow it. */
+static bool
+read_content(Reader *r, NnModel *m, NnError *err)
+{
+	if (!read_weights(r, m, err) || !read_optim(r, m, err))
+		return false;
+	if (r->p != r->end)
+	{
+		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r->end - r->p));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Whether nn_model_deserialize would read the blob, every check made (the
+ * checksum, the spec, each count against it) but nothing allocated by the
+ * spec and no float copied: what a writer of a stored model checks.  spec gets
+ * the blob's, unused layer slots zero.
+ */
+bool
+nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnError *err)
+{
+	Reader		r = {buf, buf + len};
+	NnModel    *m;
+	uint32_t	version;
+	bool		ok;
+
+	memset(spec, 0, sizeof(*spec));
+	if (!read_header(&r, buf, len, &version, err) || !read_spec(&r, version, spec, err) ||
+		!check_holds_params(&r, spec, len, err))
+		return false;
+	m = calloc(1, sizeof(NnModel));
+	if (m == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory");
+		return false;
+	}
+	ok = nn_model_layout(m, spec, err) && read_content(&r, m, err);
+	if (ok)
+		memcpy(spec, &m->spec, sizeof(NnSpec));
+	free(m);
+	return ok;
+}
+
 NnModel *
 nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 {
@@ -713,14 +768,8 @@ nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err)
 	free(spec);
 	if (m == NULL)
 		return NULL;
-	if (!read_weights(&r, m, err) || !read_optim(&r, m, err))
+	if (!read_content(&r, m, err))
 	{
-		nn_model_free(m);
-		return NULL;
-	}
-	if (r.p != r.end)
-	{
-		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r.end - r.p));
 		nn_model_free(m);
 		return NULL;
 	}
