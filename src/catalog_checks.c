@@ -15,7 +15,6 @@
  */
 #include "postgres.h"
 
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -25,27 +24,40 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 
 #include "pgdl.h"
 
-/* The tuple a BEFORE ROW trigger on pgdl.<table> writes, after checking how and where it fires. */
+/*
+ * The tuple a BEFORE ROW trigger on pgdl.<table> writes, after checking how and where it fires; NULL
+ * when the writer bypasses row-level security (a superuser, the tables' owner): such a role may write
+ * any row anyway, and a restore, which writes rows of before 0.7.0 as a superuser, keeps them all
+ * (the views show one still invalid as invalid).
+ */
 static HeapTuple
 checked_trigger(FunctionCallInfo fcinfo, const char *function, const char *table)
 {
+	const char *const served[] = {table, NULL};
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+	pgdl_check_trigger_table(fcinfo, function, served);
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) || !TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
 		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("%s() may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW", function)));
-	/* the table itself, not one of the same name or columns elsewhere */
-	if (RelationGetRelid(trigdata->tg_relation) != get_relname_relid(table, get_namespace_oid("pgdl", false)))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("%s() may only be fired by pgdl.%s", function, table)));
+				 errmsg("%s may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW", function)));
+	if (check_enable_rls(RelationGetRelid(trigdata->tg_relation), InvalidOid, true) != RLS_ENABLED)
+		return NULL;
 	return TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+}
+
+/* The tuple the trigger returns: the new row, unchanged. */
+static Datum
+row_written(FunctionCallInfo fcinfo)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple);
 }
 
 /* Column `name` of the tuple; NULL when it is NULL, left to the NOT NULL constraint (checked after). */
@@ -84,11 +96,14 @@ PG_FUNCTION_INFO_V1(pgdl_architectures_validate);
 Datum
 pgdl_architectures_validate(PG_FUNCTION_ARGS)
 {
-	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.architectures_validate", "architectures");
+	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.architectures_validate()", "architectures");
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	bool		isnull;
-	Datum		spec = column(trigdata, tuple, "spec", JSONBOID, &isnull);
+	Datum		spec;
 
+	if (tuple == NULL)
+		return row_written(fcinfo);
+	spec = column(trigdata, tuple, "spec", JSONBOID, &isnull);
 	if (!isnull && !unchanged(trigdata, tuple, "spec", JSONBOID))
 	{
 		NnSpec	   *parsed = palloc(sizeof(NnSpec));
@@ -131,12 +146,17 @@ PG_FUNCTION_INFO_V1(pgdl_models_validate);
 Datum
 pgdl_models_validate(PG_FUNCTION_ARGS)
 {
-	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.models_validate", "models");
+	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.models_validate()", "models");
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	bool		spec_null,
 				weights_null;
-	Datum		spec = column(trigdata, tuple, "spec", JSONBOID, &spec_null);
-	Datum		weights = column(trigdata, tuple, "weights", BYTEAOID, &weights_null);
+	Datum		spec,
+				weights;
+
+	if (tuple == NULL)
+		return row_written(fcinfo);
+	spec = column(trigdata, tuple, "spec", JSONBOID, &spec_null);
+	weights = column(trigdata, tuple, "weights", BYTEAOID, &weights_null);
 
 	/*
 	 * An UPDATE of other columns (a name, a grant) does not fetch megabytes of weights again: what it

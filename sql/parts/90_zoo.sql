@@ -16,8 +16,8 @@ COMMENT ON FUNCTION pgdl.stored_spec_summary(jsonb) IS
 -- A model's best metrics come from its run's rows (which its run's owner sees), else from the last
 -- epoch's that pgdl.models keeps (which whoever sees the model sees).  Values read from jsonb are typed
 -- only when they have the type, as in the BI views: a row written by hand shows NULL, never an error.
--- A spec that is not valid (a row from before 0.7.0, or written with the trigger models_validate
--- disabled) leaves its summary's columns NULL and says why in the last, problem.
+-- A spec that is not valid (a row from before 0.7.0, or written by a superuser, whom models_validate
+-- does not check) leaves its summary's columns NULL and says why in the last, problem.
 CREATE VIEW pgdl.zoo WITH (security_invoker = true) AS
 SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	   s.layers, s.n_layers, s.params, s.flops, s.input_shape,
