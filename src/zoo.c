@@ -462,13 +462,12 @@ pgdl_spec_summary(PG_FUNCTION_ARGS)
 }
 
 /*
- * The summary of a spec read from the catalog, in a subtransaction: a spec that is not valid (a data
- * exception, class 22, what the spec reader raises) leaves the columns NULL and says why in `problem`,
- * so that one role's row does not fail a query over every role's.  Any other error, a cancel included,
- * goes on.
+ * Runs fn(arg) in a subtransaction.  A data exception (class 22: what the spec reader raises for a spec
+ * that is not valid) is caught and returned as its message and detail, so that one role's row does not
+ * fail a query over every role's; NULL when fn returned.  Any other error, a cancel included, goes on.
  */
 static char *
-summarize_or_problem(Jsonb *jb, Datum *values)
+data_exception_in_subxact(void (*fn) (void *), void *arg)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -478,7 +477,7 @@ summarize_or_problem(Jsonb *jb, Datum *values)
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		summarize(jb, values);
+		fn(arg);
 		ReleaseCurrentSubTransaction();
 	}
 	PG_CATCH();
@@ -500,6 +499,29 @@ summarize_or_problem(Jsonb *jb, Datum *values)
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = owner;
 	return problem;
+}
+
+typedef struct SummaryCall
+{
+	Jsonb	   *spec;
+	Datum	   *values;
+} SummaryCall;
+
+static void
+summarize_call(void *arg)
+{
+	SummaryCall *call = arg;
+
+	summarize(call->spec, call->values);
+}
+
+/* The summary of a spec read from the catalog: a spec that is not valid leaves the columns NULL and says why. */
+static char *
+summarize_or_problem(Jsonb *jb, Datum *values)
+{
+	SummaryCall call = {jb, values};
+
+	return data_exception_in_subxact(summarize_call, &call);
 }
 
 PG_FUNCTION_INFO_V1(pgdl_stored_spec_summary);
@@ -721,44 +743,29 @@ parse_entry(SpecEntry *e)
 	pfree(spec);
 }
 
-/*
- * Entries [from, to) parsed in a subtransaction; false when one is not a valid spec, a data exception
- * (class 22, what the spec reader raises).  Any other error, a cancel included, goes on.
- */
+typedef struct ParseCall
+{
+	SpecEntry **entries;
+	int			from;
+	int			to;
+} ParseCall;
+
+static void
+parse_range(void *arg)
+{
+	ParseCall  *call = arg;
+
+	for (int i = call->from; i < call->to; i++)
+		parse_entry(call->entries[i]);
+}
+
+/* Entries [from, to) parsed in a subtransaction; false when one is not a valid spec. */
 static bool
 parse_in_subxact(SpecEntry **entries, int from, int to)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	ParseCall	call = {entries, from, to};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		for (int i = from; i < to; i++)
-			parse_entry(entries[i]);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-		ok = false;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	return ok;
+	return data_exception_in_subxact(parse_range, &call) == NULL;
 }
 
 /*
