@@ -18,7 +18,7 @@
  *   job ticket           time >> 32   "pgdl"           time             JOB_TICKET            jobs.c
  *   job priority         0            "pgdl"           priority - min   JOB_PRIORITY          jobs.c
  *   job prediction       0            "pgdl"           float4 bits      JOB_PREDICTED         jobs.c
- *   feature cache build  database     role             hash of name     CACHE_BUILD           worker.c
+ *   feature cache build  database     role             hash of name     CACHE_BUILD           feature_cache.c
  *   shared scan          database     packed table     DSM handle       SHARED_SCAN | part    shared_scan.c
  *
  * pg_locks shows these tags to every role, as it shows every lock: that a
