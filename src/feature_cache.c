@@ -101,7 +101,8 @@ cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *take
 	char	   *rel = get_rel_name(ds->packed);
 	char		base[NAMEDATALEN];
 
-	snprintf(base, sizeof(base), "%.32s_k%d_%.8s_%u", rel ? rel : "dataset", depth, hash, GetUserId());
+	/* at most 28 + 2 + 3 + 1 + 8 + 1 + 10 bytes: room below NAMEDATALEN for a suffix _1, _2 ... */
+	snprintf(base, sizeof(base), "%.28s_k%d_%.8s_%u", rel ? rel : "dataset", depth, hash, GetUserId());
 	/* a plain name whatever the table's: lower-case letters, digits and underscores */
 	for (char *c = base; *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
