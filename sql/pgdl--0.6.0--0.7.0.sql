@@ -283,3 +283,8 @@ SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'co
 									 THEN l.n::integer END AS length) w) c
  CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(c.col -> 'values') = 'array'
 												   THEN c.col -> 'values' END) WITH ORDINALITY AS v(value, id);
+
+-- ---- lock tags and cache view names ----
+-- Only the schema's owner creates in pgdl_cache now (65_feature_cache.sql): feature cache views are made
+-- by pgdl's workers as that owner and given to the caller.  Caches other roles made before stay theirs.
+REVOKE CREATE ON SCHEMA pgdl_cache FROM PUBLIC;

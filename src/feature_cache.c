@@ -10,7 +10,8 @@
  * packed table.  With several depths on one base, a deeper cache is staged:
  * computed from a shallower one.  The decision weighs the prefix's FLOPs
  * against the bytes written and read, within pgdl.feature_cache_budget; the
- * work on each cache is an SQL task that a worker runs before training.
+ * work on each cache is a task that a worker runs before training, under the
+ * cache's build lock (its SQL, and a new view made in C: see "in the worker").
  *
  * A view names the hash of the weights it was defined for (pgdl.cache_features
  * refuses to compute with others); a trigger marks a cache stale when its base
@@ -19,18 +20,28 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/tablecmds.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
+#include "locks.h"
 #include "pgdl.h"
 
 /* What the planner assumes of this machine, besides pgdl.cpu_gflops. */
 #define CACHE_WRITE_BYTES_PER_SECOND	(150.0 * 1024 * 1024)	/* materialized view, TOAST and WAL */
 #define CACHE_READ_BYTES_PER_SECOND		(400.0 * 1024 * 1024)
-
-#define PGDL_ADVISORY_LOCK_SPACE		0x7067646c	/* "pgdl" */
 
 static const char *const action_names[] = {
 	[PGDL_CACHE_RECOMPUTE] = "recompute",
@@ -79,14 +90,19 @@ spi_int8(const char *sql, int nargs, Oid *types, Datum *values)
 
 /* ---- a group's cache of one packed table: what there is ---- */
 
-/* A free name in pgdl_cache for the cache of `ds` at `depth`. */
+/*
+ * A free name in pgdl_cache for the caller's cache of `ds` at `depth`, qualified
+ * and quoted; *relname: as is.  It ends with the caller's role OID, so builds of
+ * two roles never want one name (nor its build lock).
+ */
 static char *
-cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *taken)
+cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *taken, char **relname)
 {
 	char	   *rel = get_rel_name(ds->packed);
 	char		base[NAMEDATALEN];
 
-	snprintf(base, sizeof(base), "%.32s_k%d_%.8s", rel ? rel : "dataset", depth, hash);
+	/* at most 28 + 2 + 3 + 1 + 8 + 1 + 10 bytes: room below NAMEDATALEN for a suffix _1, _2 ... */
+	snprintf(base, sizeof(base), "%.28s_k%d_%.8s_%u", rel ? rel : "dataset", depth, hash, GetUserId());
 	/* a plain name whatever the table's: lower-case letters, digits and underscores */
 	for (char *c = base; *c; c++)
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
@@ -103,7 +119,10 @@ cache_view_name(const PgdlDataset *ds, int32 depth, const char *hash, List *take
 		foreach(lc, taken)
 			used |= strcmp(lfirst(lc), qualified) == 0;
 		if (!used && spi_int8("SELECT to_regclass($1)::oid::int8", 1, types, values) == 0)
+		{
+			*relname = name;
 			return qualified;
+		}
 	}
 }
 
@@ -142,7 +161,7 @@ find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 	 * materialized view in pgdl_cache that the caller owns.
 	 */
 	if (!plan_query("SELECT f.id, f.view::text, f.base_hash = $3, f.valid, f.bytes, f.source_version, "
-							  "f.staged_from IS NOT NULL "
+							  "f.staged_from IS NOT NULL, c.relname::text "
 							  "FROM pgdl.feature_cache f JOIN pg_catalog.pg_class c ON c.oid = f.view "
 							  "WHERE f.dataset = $1 AND f.depth = $2 AND f.owner = quote_ident(current_user)::regrole "
 							  "AND c.relkind = 'm' AND c.relnamespace = 'pgdl_cache'::regnamespace "
@@ -171,6 +190,7 @@ find_cache(const PgdlCacheGroup *g, const PgdlDataset *ds, PgdlCacheSide *s)
 		staged ? PGDL_CACHE_REBUILD : PGDL_CACHE_REFRESH;
 	/* rebuilt with other weights, it gets a name with their hash; else it keeps its own */
 	s->view = s->action == PGDL_CACHE_REBUILD && !same ? NULL : s->old_view;
+	s->relname = s->view ? SPI_getvalue(tup, desc, 8) : NULL;
 	return true;
 }
 
@@ -186,7 +206,7 @@ plan_side(PgdlCacheGroup *g, int side, const PgdlDataset *ds, List **taken)
 		s->action = PGDL_CACHE_BUILD;
 	if (s->view == NULL)
 	{
-		s->view = cache_view_name(ds, g->depth, g->hash, *taken);
+		s->view = cache_view_name(ds, g->depth, g->hash, *taken, &s->relname);
 		*taken = lappend(*taken, s->view);
 	}
 	s->bytes = (double) ds->n_rows_hint * (g->feature_floats + ds->n_targets) * sizeof(float);
@@ -205,9 +225,10 @@ append_refresh(StringInfo sql, const char *view, const PgdlDataset *ds)
 	appendStringInfo(sql, "REFRESH MATERIALIZED VIEW %s;\n", view);
 }
 
+/* A build: the view, made by the worker (pgdl_cache_create_view), then filled and registered. */
 static void
-append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, const PgdlCacheGroup *from,
-			 int side)
+append_build(PgdlCacheTask *task, StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s,
+			 const PgdlCacheGroup *from, int side)
 {
 	const char *source = from ? from->side[side].view :
 		quote_qualified_identifier(get_namespace_name(get_rel_namespace(s->ds->packed)), get_rel_name(s->ds->packed));
@@ -215,12 +236,10 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
 	char	   *view_literal = quote_literal_cstr(s->view);
 
 	if (s->action == PGDL_CACHE_REBUILD)
-		appendStringInfo(sql, "DROP MATERIALIZED VIEW IF EXISTS %s CASCADE;\n", s->old_view);
-	/* a run that built the same cache meanwhile (same name) is waited for and its cache refreshed */
-	appendStringInfo(sql,
-					 "CREATE MATERIALIZED VIEW IF NOT EXISTS %s AS SELECT part, buffer_id, n,"
-					 " pgdl.cache_features(" INT64_FORMAT ", %d, %d, '%s', x, n) AS x, y FROM %s WITH NO DATA;\n",
-					 s->view, g->base_id, first, g->depth, g->hash, source);
+		task->before = psprintf("DROP MATERIALIZED VIEW IF EXISTS %s CASCADE;\n", s->old_view);
+	/* every name is qualified: the view is made with search_path pg_catalog */
+	task->definition = psprintf("SELECT part, buffer_id, n, pgdl.cache_features(" INT64_FORMAT ", %d, %d, '%s', x, n)"
+								" AS x, y FROM %s", g->base_id, first, g->depth, g->hash, source);
 	appendStringInfo(sql, "ALTER MATERIALIZED VIEW %s ALTER COLUMN x SET STORAGE EXTERNAL,"
 					 " ALTER COLUMN y SET STORAGE EXTERNAL;\n", s->view);
 	append_refresh(sql, s->view, s->ds);
@@ -239,17 +258,19 @@ append_build(StringInfo sql, const PgdlCacheGroup *g, const PgdlCacheSide *s, co
  * The work on one cache, in a transaction of its own: builds and refreshes of a
  * view wait for any other run's on the same view (it then finds it built).
  */
-static char *
-side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
+static PgdlCacheTask *
+side_task(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 {
 	const PgdlCacheSide *s = &g->side[side];
+	PgdlCacheTask *task = palloc0(sizeof(PgdlCacheTask));
 	StringInfoData buf;
 	StringInfo	sql = &buf;
 
 	initStringInfo(sql);
-	if (s->action != PGDL_CACHE_REUSE)
-		appendStringInfo(sql, "SELECT pg_advisory_xact_lock(%d, hashtext(%s));\n", PGDL_ADVISORY_LOCK_SPACE,
-						 quote_literal_cstr(s->view));
+	Assert(s->action == PGDL_CACHE_REUSE || s->relname != NULL);
+	task->relname = s->action != PGDL_CACHE_REUSE ? s->relname : "";
+	task->before = "";
+	task->definition = "";
 	switch (s->action)
 	{
 		case PGDL_CACHE_REUSE:
@@ -265,12 +286,112 @@ side_task_sql(const PgdlCacheGroup *g, const PgdlCacheGroup *from, int side)
 			break;
 		case PGDL_CACHE_BUILD:
 		case PGDL_CACHE_REBUILD:
-			append_build(sql, g, s, from, side);
+			append_build(task, sql, g, s, from, side);
 			break;
 		case PGDL_CACHE_RECOMPUTE:
 			break;
 	}
-	return sql->data;
+	task->sql = sql->data;
+	return task;
+}
+
+/* ---- in the worker: the build lock and the view ---- */
+
+/*
+ * The build lock of cache view `relname` of the caller, until the transaction
+ * ends: two runs that build or refresh one view take turns, and the second
+ * finds the view built.  Taken here, in C, with a tag of pgdl's own (locks.h)
+ * that no SQL function can name, so no role can hold it to stall a build.  The
+ * key is a hash of the name: two names with one hash only make their builds
+ * take turns.  The names carry the caller's role OID: only the caller's own
+ * runs ever wait here for each other.
+ */
+void
+pgdl_cache_lock_build(const char *relname)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) GetUserId(),
+						 hash_bytes((const unsigned char *) relname, strlen(relname)), PGDL_LOCK_CACHE_BUILD);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	/* the view another run made while this one waited is in the catalog caches from now */
+	AcceptInvalidationMessages();
+}
+
+static Oid
+rel_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Make cache view pgdl_cache.`relname` for the caller, under its build lock: a
+ * materialized view WITH NO DATA of `definition`, the caller's.
+ *
+ * Only the schema's owner (the extension's) may create in pgdl_cache, so that
+ * no role can take or plant a name a build is about to use.  The view is
+ * therefore made as that owner, and given to the caller at once, in the same
+ * transaction, as if the caller had made it: the caller fills it (REFRESH runs
+ * as the owner), drops it, and nobody else is granted anything.  What runs as
+ * the schema's owner is the parse of pgdl's own definition (the planner's,
+ * from the run's shared memory, which no SQL reaches; its names qualified),
+ * with search_path pg_catalog, pg_temp and as a restricted operation: WITH NO
+ * DATA executes nothing, and the caller's privileges on what it reads are
+ * checked when the caller fills it.
+ */
+void
+pgdl_cache_create_view(const char *relname, const char *definition)
+{
+	Oid			nsp = get_namespace_oid("pgdl_cache", false);
+	Oid			caller = GetUserId();
+	Oid			relid = get_relname_relid(relname, nsp);
+	Oid			save_user;
+	int			save_sec;
+	int			nest;
+	HeapTuple	tup;
+	Oid			schema_owner;
+
+	if (OidIsValid(relid))
+	{
+		/* another run of the caller's built it meanwhile: it is refreshed next */
+		if (get_rel_relkind(relid) == RELKIND_MATVIEW && rel_owner(relid) == caller)
+			return;
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("feature cache view \"pgdl_cache.%s\" exists and is not a cache of the caller", relname),
+				 errdetail("Only the owner of schema pgdl_cache and superusers can create relations there.")));
+	}
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for schema %u", nsp);
+	schema_owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(schema_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_execute(psprintf("CREATE MATERIALIZED VIEW pgdl_cache.%s AS %s WITH NO DATA",
+							 quote_identifier(relname), definition), false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create feature cache view \"pgdl_cache.%s\"", relname);
+	AtEOXact_GUC(false, nest);
+	SetUserIdAndSecContext(save_user, save_sec);
+
+	/*
+	 * recursing skips ALTER OWNER's checks (that the schema's owner may become
+	 * the caller): the view is the one just made, for the caller
+	 */
+	relid = get_relname_relid(relname, nsp);
+	ATExecChangeOwner(relid, caller, true, AccessExclusiveLock);
+	CommandCounterIncrement();
 }
 
 /* ---- grouping and deciding ---- */
@@ -475,9 +596,8 @@ apply_decision(Planner *p, PgdlCacheGroup *grp, const GroupWork *w)
 	grp->compute_flops = w->compute;
 	for (int s = 0; s < (p->valid ? 2 : 1); s++)
 	{
-		PgdlCacheTask *task = palloc0(sizeof(PgdlCacheTask));
+		PgdlCacheTask *task = side_task(grp, from, s);
 
-		task->sql = side_task_sql(grp, from, s);
 		/* a staged cache is computed once the one it reads is there */
 		task->depends = from ? from->side[s].task : -1;
 		grp->side[s].task = list_length(plan->tasks);

@@ -43,14 +43,16 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "locks.h"
 #include "pgdl.h"
 
-#define JOB_LOCK_SPACE		0x7067646c	/* "pgdl" */
-#define JOB_SLOT_LOCK		0x7066
-#define JOB_OWNER_LOCK		0x7067	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
-#define JOB_TICKET_LOCK		0x7068	/* held while queued: fields 1 and 3 are the time it queued */
-#define JOB_PRIORITY_LOCK	0x7069	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
-#define JOB_PREDICTED_LOCK	0x706a	/* shared, never waited for: field 3 is the run's predicted seconds, a float4's bits */
+/* the job locks' kinds and tags: locks.h */
+#define JOB_LOCK_SPACE		PGDL_LOCK_JOB_SPACE
+#define JOB_SLOT_LOCK		PGDL_LOCK_JOB_SLOT
+#define JOB_OWNER_LOCK		PGDL_LOCK_JOB_OWNER	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
+#define JOB_TICKET_LOCK		PGDL_LOCK_JOB_TICKET	/* held while queued: fields 1 and 3 are the time it queued */
+#define JOB_PRIORITY_LOCK	PGDL_LOCK_JOB_PRIORITY	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
+#define JOB_PREDICTED_LOCK	PGDL_LOCK_JOB_PREDICTED	/* shared, never waited for: field 3 is the run's predicted seconds, a float4's bits */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
 
 /* The slots this backend's job holds, until pgdl_jobs_release; and the role it runs as. */

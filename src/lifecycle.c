@@ -29,17 +29,17 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 
+#include "locks.h"
 #include "pgdl.h"
 
 int			pgdl_keep_checkpoints = 1;
 
 /*
- * locktag_field4 of the run locks, which pg_locks shows as objsubid of an
- * advisory lock; PostgreSQL's own advisory locks use 1 and 2.  The run id is
- * the other two fields, whole.
+ * locktag_field4 of the run locks (locks.h), which pg_locks shows as objsubid
+ * of an advisory lock.  The run id is the other two fields, whole.
  */
-#define RUN_LEADER_LOCK		0x7064
-#define RUN_WORKERS_LOCK	0x7065
+#define RUN_LEADER_LOCK		PGDL_LOCK_RUN_LEADER
+#define RUN_WORKERS_LOCK	PGDL_LOCK_RUN_WORKERS
 
 /* The most packed tables the NOTICE of DROP EXTENSION names. */
 #define MAX_TABLES_NAMED	20

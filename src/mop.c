@@ -911,6 +911,25 @@ init_shared(MopShared *shared, const MopRun *run)
 	}
 }
 
+/* The bytes of a task's texts in the plan area. */
+static Size
+task_len(const PgdlCacheTask *task)
+{
+	return strlen(task->before) + strlen(task->definition) + strlen(task->sql) + 3;
+}
+
+/* A text of a task into the plan area at *off; its offset. */
+static Size
+copy_text(char *plan_sql, Size *off, const char *text)
+{
+	Size		at = *off;
+	Size		len = strlen(text) + 1;
+
+	memcpy(plan_sql + at, text, len);
+	*off += len;
+	return at;
+}
+
 /* The feature cache tasks, their SQL one after another in the plan area. */
 static void
 copy_tasks(MopShared *shared, char *plan_sql, const PgdlCachePlan *plan)
@@ -924,13 +943,13 @@ copy_tasks(MopShared *shared, char *plan_sql, const PgdlCachePlan *plan)
 	{
 		PgdlCacheTask *task = lfirst(lc);
 		MopTask    *t = &shared->tasks[shared->n_tasks++];
-		Size		len = strlen(task->sql) + 1;
 
-		t->sql_offset = off;
+		strlcpy(t->relname, task->relname, sizeof(t->relname));
+		t->before_offset = copy_text(plan_sql, &off, task->before);
+		t->definition_offset = copy_text(plan_sql, &off, task->definition);
+		t->sql_offset = copy_text(plan_sql, &off, task->sql);
 		t->depends = task->depends;
 		t->state = MOP_TASK_PENDING;
-		memcpy(plan_sql + off, task->sql, len);
-		off += len;
 	}
 }
 
@@ -1119,7 +1138,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 		blob_len = add_size(blob_len, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
 	}
 	foreach(lc, plan->tasks)
-		plan_len = add_size(plan_len, strlen(((PgdlCacheTask *) lfirst(lc))->sql) + 1);
+		plan_len = add_size(plan_len, task_len(lfirst(lc)));
 
 	create_segment(list_length(run->configs), blob_len, plan_len, run_config_jsonb(run), &s);
 	init_shared(s.shared, run);

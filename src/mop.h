@@ -83,7 +83,10 @@ typedef enum MopTaskState
 
 typedef struct MopTask
 {
-	Size		sql_offset;		/* in the plan area, NUL-terminated */
+	char		relname[NAMEDATALEN];	/* the cache view whose build lock it takes; "": none */
+	Size		before_offset;	/* PgdlCacheTask's before, definition and sql: in the plan area, */
+	Size		definition_offset;	/* NUL-terminated */
+	Size		sql_offset;
 	int32		depends;		/* a task to wait for, or -1 */
 	MopTaskState state;
 } MopTask;

@@ -853,13 +853,21 @@ typedef struct PgdlCacheSide	/* a group's cache of one packed table */
 	char	   *old_view;		/* its view */
 	double		existing_bytes;
 	char	   *view;			/* the view to read (qualified, quoted) */
+	char	   *relname;		/* its name in pgdl_cache, as is */
 	double		bytes;			/* predicted storage */
 	int			task;			/* its PgdlCacheTask, when materialized */
 } PgdlCacheSide;
 
-/* SQL a worker runs in a transaction of its own before training: a build, refresh or reuse of a cache. */
+/*
+ * What a worker does in a transaction of its own before training: a build,
+ * refresh or reuse of a cache.  Under the cache's build lock (all but a
+ * reuse), `before`, then the view made from `definition` (a build), then `sql`.
+ */
 typedef struct PgdlCacheTask
 {
+	char	   *relname;		/* the view in pgdl_cache whose build lock it takes; "": none */
+	char	   *before;			/* SQL run first: a rebuild drops the old view; or "" */
+	char	   *definition;		/* the query of a view to make (pgdl_cache_create_view); or "" */
 	char	   *sql;
 	int			depends;		/* the task that must be done first (a staged cache's source), or -1 */
 } PgdlCacheTask;
@@ -905,5 +913,8 @@ extern PgdlCachePlan *pgdl_cache_plan(const PgdlDataset *train, const PgdlDatase
 									  PgdlTransfer **transfers, int n, int32 epochs, int32 workers,
 									  const char *mode, int *group_of);
 extern const char *pgdl_cache_action_name(PgdlCacheAction action);
+/* in a worker's task transaction: the build lock of a cache view, and the view made for the caller */
+extern void pgdl_cache_lock_build(const char *relname);
+extern void pgdl_cache_create_view(const char *relname, const char *definition);
 
 #endif							/* PGDL_H */

@@ -38,10 +38,11 @@
 #include "utils/rls.h"
 #include "utils/syscache.h"
 
+#include "locks.h"
 #include "pgdl.h"
 
 #define SHARE_MAGIC			0x70677370	/* "pgsp" */
-#define SHARE_LOCK_KIND		0x8000	/* field 4, with the partition: SQL's advisory locks use 1 and 2 */
+#define SHARE_LOCK_KIND		PGDL_LOCK_SHARED_SCAN	/* field 4, with the partition (locks.h) */
 #define SHARE_ALL_PARTS		0x3fff	/* the partition code of part < 0 */
 #define SHARE_MAX_HELD		64		/* segments one process holds: each is a lock and a DSM slot */
 

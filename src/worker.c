@@ -511,16 +511,27 @@ train_model(int i, MemoryContext step_cxt)
 	MemoryContextReset(step_cxt);
 }
 
-/* One feature cache task, in a transaction of its own. */
 static void
-run_task(const char *sql)
+run_task_sql(const char *sql)
+{
+	if (sql[0] != '\0' && SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "pgdl worker: a feature cache task failed");
+}
+
+/* One feature cache task, in a transaction of its own, under its view's build lock (feature_cache.c). */
+static void
+run_task(const MopTask *task)
 {
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
+	if (task->relname[0] != '\0')
+		pgdl_cache_lock_build(task->relname);
 	PushActiveSnapshot(GetTransactionSnapshot());
-	if (SPI_execute(sql, false, 0) < 0)
-		elog(ERROR, "pgdl worker: a feature cache task failed");
+	run_task_sql(plan_sql + task->before_offset);
+	if (plan_sql[task->definition_offset] != '\0')
+		pgdl_cache_create_view(task->relname, plan_sql + task->definition_offset);
+	run_task_sql(plan_sql + task->sql_offset);
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -560,7 +571,7 @@ run_cache_tasks(void)
 			return;
 		if (take >= 0)
 		{
-			run_task(plan_sql + shared->tasks[take].sql_offset);
+			run_task(&shared->tasks[take]);
 			SpinLockAcquire(&shared->mutex);
 			shared->tasks[take].state = MOP_TASK_DONE;
 			SpinLockRelease(&shared->mutex);

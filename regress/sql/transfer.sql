@@ -80,13 +80,16 @@ SELECT architecture IS NULL AS no_architecture, config->>'base_model' AS base, c
        jsonb_array_length(config->'head') AS head_layers, config->>'lr' AS lr
   FROM pgdl.configs WHERE set_name = 'tl_set' ORDER BY id;
 
+-- a cache view's name: the packed table's, the depth, the prefix's hash and the owner's role OID
+CREATE FUNCTION tl_name(view text) RETURNS text
+LANGUAGE sql AS $$ SELECT regexp_replace(view, '_[0-9a-f]{8}_' || current_user::text::regrole::oid || '$', '_<hash>_<owner>') $$;
 -- the plan: one group per frozen prefix, the deeper cache staged from the shallower one
 CREATE FUNCTION tl_plan(mode text, epochs integer DEFAULT 2) RETURNS TABLE (
     "group" integer, frozen_layers integer, configs integer, action text, cache text, validation_cache text,
     staged_from text, storage_mb numeric, reason text)
 LANGUAGE sql AS $$
-  SELECT "group", frozen_layers, configs, action, regexp_replace(cache, '_[0-9a-f]{8}', '_<hash>'),
-         regexp_replace(validation_cache, '_[0-9a-f]{8}', '_<hash>'), regexp_replace(staged_from, '_[0-9a-f]{8}', '_<hash>'),
+  SELECT "group", frozen_layers, configs, action, tl_name(cache),
+         tl_name(validation_cache), tl_name(staged_from),
          round(storage_mb::numeric, 3), regexp_replace(reason, '[0-9]+\.[0-9]+', '<n>', 'g')
     FROM pgdl.explain_fit_multiple('tl_packed', 'tl_set', epochs, 'tl_valid', feature_cache => mode)
 $$;
@@ -109,7 +112,7 @@ SELECT r1.architecture, r1.config_json->>'lr' AS lr, m1.weights = m2.weights AS 
   FROM tl_results r1 JOIN tl_results r2 ON r2.config = r1.config AND r2.mode = 'off'
   JOIN pgdl.models m1 ON m1.id = r1.model JOIN pgdl.models m2 ON m2.id = r2.model
  WHERE r1.mode = 'on' ORDER BY r1.config;
-SELECT regexp_replace(view::text, '_[0-9a-f]{8}', '_<hash>') AS view, source, depth, rows, valid,
+SELECT tl_name(view::text) AS view, source, depth, rows, valid,
        staged_from IS NOT NULL AS staged, owner = current_user::regrole AS mine
   FROM pgdl.feature_cache ORDER BY depth, source::text;
 
@@ -262,7 +265,7 @@ DROP MATERIALIZED VIEW tl_not_a_cache;
 -- any table name: cache names are plain, and names are quoted wherever they go
 SELECT pgdl.pack('tl_rows', 'x', 'label', '"Odd''Name; x"', buffer_rows => 64, partitions => 2) > 0 AS packed;
 SELECT count(*) AS trained FROM pgdl.fit_multiple('"Odd''Name; x"', 'tl_one', 1, feature_cache => 'on');
-SELECT regexp_replace(view::text, '_[0-9a-f]{8}$', '_<hash>') AS view FROM pgdl.feature_cache
+SELECT tl_name(view::text) AS view FROM pgdl.feature_cache
  WHERE source = '"Odd''Name; x"'::regclass;
 -- dropping the packed table takes its caches (CASCADE: the views depend on it); packed again, it gets new ones
 DO $$

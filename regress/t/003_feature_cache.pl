@@ -5,13 +5,15 @@
 # were built resumes from its checkpoints (whole models), reuses the caches and
 # ends with the models of an uninterrupted run, and refuses to resume when the
 # base model's frozen layers changed; two runs that build the same cache at once
-# both succeed and leave one cache.
+# both succeed and leave one cache; another role can neither stall a build with
+# advisory locks nor take or plant the name of a cache view.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 use FindBin;
 use lib $FindBin::RealBin;
@@ -118,6 +120,88 @@ drop_caches();
 	is( $node->safe_psql('postgres',
 			'SELECT count(*) || \' \' || bool_and(valid) || \' \' || bool_and(refreshed > created OR staged_from IS NOT NULL) FROM pgdl.feature_cache'),
 		'4 true true', '... refreshed them, and rebuilt the staged ones');
+}
+
+# ---------------------------------------------------------------------------
+# Another role can neither hold a build's lock nor take a cache view's name.
+# bob holds every advisory key he can compute from alice's cache names (those
+# pgdl 0.6 used among them) and tries to create her views in pgdl_cache first;
+# her run builds its caches without waiting for him, and they are hers.
+# ---------------------------------------------------------------------------
+drop_caches();
+is( $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_proc WHERE pronamespace = 'pgdl'::regnamespace AND prosrc ~* 'advisory|pg_locks'"),
+	'0', 'no pgdl function takes an advisory lock in SQL');
+$node->safe_psql(
+	'postgres', q{
+CREATE ROLE alice LOGIN;
+CREATE ROLE bob LOGIN;
+GRANT SELECT ON train_packed, valid_packed TO alice, bob;
+SELECT pgdl.grant_model('base', 'alice'), pgdl.grant_model('base', 'bob');
+});
+$node->safe_psql('postgres',
+	q{SELECT pgdl.grid_search('aheads', '{}', '{"base_model": "base", "freeze": [3, 5], "lr": 0.05, "batch_size": 25,
+	  "head": [[{"type": "dense", "units": 4}]]}')}, extra_params => [ '-U', 'alice' ]);
+{
+	my $alice_run = "SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'aheads', 1, 'valid_packed', workers => 1, feature_cache => 'on')";
+	my $alice_caches = "SELECT count(*) || ' ' || bool_and(c.relowner = 'alice'::regrole AND c.relkind = 'm')
+	  FROM pgdl.feature_cache f JOIN pg_class c ON c.oid = f.view WHERE f.owner = 'alice'::regrole";
+	my $cleanup = "SELECT pgdl.cleanup_feature_cache('0 seconds')";
+
+	# an unblocked run, for its time; its views' names are what bob can compute too (from the
+	# packed table's name, the depth, the base's prefix_hash and alice's OID)
+	my $t0 = time;
+	$node->safe_psql('postgres', $alice_run, extra_params => [ '-U', 'alice' ]);
+	my $baseline = time - $t0;
+	is($node->safe_psql('postgres', $alice_caches), '4 true', "alice's run built four caches of her own");
+	my @names = split /\n/, $node->safe_psql('postgres', 'SELECT c.relname FROM pgdl.feature_cache f JOIN pg_class c ON c.oid = f.view');
+	my $alice_oid = $node->safe_psql('postgres', "SELECT 'alice'::regrole::oid");
+	is(scalar(grep { /_\Q$alice_oid\E$/ } @names), 4, "each view's name ends with its owner's OID");
+	$node->safe_psql('postgres', $cleanup, extra_params => [ '-U', 'alice' ]);
+
+	my @old_names = map { s/_\Q$alice_oid\E$//r } @names;
+	my $keys = join(',', map { "('$_')" } (@names, @old_names, map { "pgdl_cache.$_" } (@names, @old_names)));
+	my $bob = start_psql(
+		$node, 'bob_locks', 'bob',
+		"SELECT count(pg_advisory_lock(1885824108, hashtext(n))) + count(pg_advisory_lock(hashtext(n)))
+		      + count(pg_advisory_lock($alice_oid, hashtext(n))) + count(pg_advisory_lock(hashtext(n)::bigint << 32 | $alice_oid))
+		   FROM (VALUES $keys) k(n)",
+		'SELECT pg_sleep(120)');
+	my $n_keys = 4 * 4 * @names;
+	ok( poll_until(
+			$node,
+			"SELECT count(*) = $n_keys FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			  WHERE a.application_name = 'bob_locks' AND l.locktype = 'advisory' AND l.granted",
+			30),
+		"bob holds $n_keys advisory locks computed from alice's cache names");
+	my ($ret, $out, $err) = $node->psql('postgres', "CREATE TABLE pgdl_cache.$names[0] ()", extra_params => [ '-U', 'bob' ]);
+	like($err, qr/permission denied for schema pgdl_cache/, "bob cannot take the name of alice's next view");
+	($ret, $out, $err) = $node->psql('postgres', "CREATE MATERIALIZED VIEW pgdl_cache.$old_names[0] AS SELECT 1",
+		extra_params => [ '-U', 'bob' ]);
+	like($err, qr/permission denied for schema pgdl_cache/, '... nor the name pgdl 0.6 would have used');
+	# what bob may have made there before an upgrade revoked CREATE stays his
+	$node->safe_psql('postgres', "CREATE TABLE pgdl_cache.$names[1] (x int); ALTER TABLE pgdl_cache.$names[1] OWNER TO bob");
+
+	my $bob_pid = $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE application_name = 'bob_locks'");
+	my $run = start_psql($node, 'alice_run', 'alice', $alice_run);
+	my ($blocked, $t1) = (0, time);
+	while ($run->{h}->pumpable && time < $t1 + 60)
+	{
+		$run->{h}->pump_nb;
+		$blocked += $node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE $bob_pid = ANY(pg_blocking_pids(pid))");
+	}
+	is(finish_psql($run, 1), 0, "alice's run succeeds while bob holds his locks") or diag($run->{stderr});
+	my $elapsed = time - $t1;
+	is($blocked, 0, 'no session of hers ever waited for bob');
+	ok($elapsed < $baseline + 1.5, sprintf('it took %.1f s, %.1f s unblocked', $elapsed, $baseline));
+	is($node->safe_psql('postgres', $alice_caches), '4 true', 'it built four caches, all hers');
+	is( $node->safe_psql('postgres',
+			"SELECT relkind::text || ' ' || relowner::regrole FROM pg_class WHERE oid = 'pgdl_cache.$names[1]'::regclass"),
+		'r bob', "bob's table is left as it was, and not used");
+	$bob->{h}->kill_kill;
+	$node->safe_psql('postgres', $cleanup, extra_params => [ '-U', 'alice' ]);
+	$node->safe_psql('postgres', "DROP TABLE pgdl_cache.$names[1]");
 }
 
 # ---------------------------------------------------------------------------

@@ -536,6 +536,7 @@ my %VALID = (
 	'shared'                       => 'true',
 	# the extension's life (sql/parts/75_lifecycle.sql)
 	'cleanup_checkpoints.keep'     => '1',
+	'delete_rows.catalog'          => q{'pgdl.models'},
 	'train_partitions.prefix'      => 'NULL',
 	# several servers (sql/parts/80_cluster.sql)
 	'parts'                        => 'ARRAY[0]',

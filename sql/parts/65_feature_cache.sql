@@ -4,8 +4,11 @@
 CREATE SCHEMA pgdl_cache;
 COMMENT ON SCHEMA pgdl_cache IS
 	'feature caches of pgdl.fit_multiple: materialized views of frozen layers'' outputs, owned by the users who built them';
--- Workers build caches as the calling user, who owns them; nobody else is granted anything on them.
-GRANT USAGE, CREATE ON SCHEMA pgdl_cache TO PUBLIC;
+-- Caches belong to the users who built them; nobody else is granted anything on them.  Only the
+-- schema's owner may create in it: a role that could would take or plant the name of a view another
+-- role's build is about to make.  The worker that builds a cache makes its view as the schema's owner
+-- and gives it to the caller at once (feature_cache.c, pgdl_cache_create_view).
+GRANT USAGE ON SCHEMA pgdl_cache TO PUBLIC;
 
 CREATE TABLE pgdl.feature_cache (
 	id bigserial PRIMARY KEY,
