@@ -343,6 +343,21 @@ SELECT pgdl.delete_rows('pgdl.architectures', ARRAY(SELECT id FROM pgdl.architec
 	nothing_gained('references');
 }
 
+# One role's row never makes another's query fail: bob's model with a spec and weights that do not parse,
+# granted to PUBLIC, is refused when written, and the zoo answers alice, pgdl_admin and the superuser.
+{
+	my (undef, undef, $err) = as_role('bob',
+		q{INSERT INTO pgdl.models (name, spec, weights, acl) VALUES ('f', '"x"', '\xdeadbeef', '{=U/bob}')});
+	like($err, qr/ERROR:  22023: invalid model spec/, 'bob\'s model of an invalid spec is refused when written');
+	$node->safe_psql('postgres', 'CREATE ROLE admin_member LOGIN IN ROLE pgdl_admin');
+	for my $reader ('alice', 'admin_member', 'postgres')
+	{
+		my ($ret, $out, $zoo_err) = $node->psql('postgres', 'SELECT count(*) FROM pgdl.zoo', extra_params => [ '-U', $reader ]);
+		is($ret, 0, "$reader reads pgdl.zoo") or diag($zoo_err);
+	}
+	nothing_gained('an invalid model');
+}
+
 # pgdl.job_rows() shows bob no other role's job, as pgdl.jobs does not.
 {
 	my ($bg, $run) = start_long_run('attack_alice', 'alice', 'alice');

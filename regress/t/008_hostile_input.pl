@@ -278,10 +278,12 @@ SELECT 'sweep_forged_dataset', m.spec, m.weights, d.id
   FROM pgdl.models m, pgdl.datasets d WHERE m.name = 'sweep_model' AND d.packed = 'sweep_forged_table'::regclass;
 INSERT INTO pgdl.architectures (name, spec) VALUES ('sweep_forged_arch', '{"input": [4], "layers": 5}');
 };
-# models_validate and architectures_validate refuse the forged models and architecture when written: the
-# sweeping role writes them with the triggers disabled, as rows written before pgdl 0.7.0 would be
+# models_validate and architectures_validate refuse the forged models and architecture when written, and
+# runs_references a run of another role's dataset: the sweeping role writes them with those triggers
+# disabled, as rows written before pgdl 0.7.0 would be
 my $triggers = 'ALTER TABLE pgdl.models %1$s TRIGGER models_validate; '
-  . 'ALTER TABLE pgdl.architectures %1$s TRIGGER architectures_validate;';
+  . 'ALTER TABLE pgdl.architectures %1$s TRIGGER architectures_validate; '
+  . 'ALTER TABLE pgdl.runs %1$s TRIGGER runs_references;';
 my ($forge_ret, $forge_out, $forge_err) = $node->psql('postgres',
 	'BEGIN; ' . sprintf($triggers, 'DISABLE') . " SET ROLE sweeper; $forge RESET ROLE; " . sprintf($triggers, 'ENABLE')
 	  . ' COMMIT;',
