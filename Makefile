@@ -123,8 +123,11 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	done
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
-build/%/unit_tests: $(UNIT_SRCS) $(wildcard regress/unit/*.h) build/%/nn.a
-	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
+# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan
+UNIT_GLUE   = src/onnx_depth.c
+
+build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/onnx_depth.h build/%/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) $(UNIT_GLUE) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
 	@mkdir -p regress/unit/fixtures
