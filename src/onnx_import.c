@@ -238,23 +238,18 @@ unpack(const uint8 *data, size_t len)
 	ProtobufCAllocator allocator = {onnx_alloc, onnx_free, NULL};
 	Onnx__ModelProto *model;
 	size_t		where = 0;
+	PgdlOnnxScan scan;
 
 	if (len == 0)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are empty.");
 	check_depth_table();
 	/* protobuf-c recurses once per level with no bound: the scan bounds it first */
-	switch (pgdl_onnx_scan(data, len, &where))
-	{
-		case PGDL_ONNX_SCAN_OK:
-			break;
-		case PGDL_ONNX_SCAN_TOO_DEEP:
-			model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
-						PGDL_ONNX_MAX_DEPTH, where);
-		case PGDL_ONNX_SCAN_MALFORMED:
-			model_error(ERRCODE_INVALID_PARAMETER_VALUE,
-						"The bytes are not an ONNX ModelProto (protobuf could not read them at byte %zu).", where);
-	}
-	model = onnx__model_proto__unpack(&allocator, len, data);
+	scan = pgdl_onnx_scan(data, len, &where);
+	if (scan == PGDL_ONNX_SCAN_TOO_DEEP)
+		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
+					PGDL_ONNX_MAX_DEPTH, where);
+	/* wire data the scan cannot walk protobuf-c refuses too: the same words either way */
+	model = scan == PGDL_ONNX_SCAN_OK ? onnx__model_proto__unpack(&allocator, len, data) : NULL;
 	if (model == NULL)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are not an ONNX ModelProto (protobuf could not read them).");
 	if (model->graph == NULL)
