@@ -123,8 +123,11 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	done
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
-build/%/unit_tests: $(UNIT_SRCS) $(wildcard regress/unit/*.h) build/%/nn.a
-	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
+# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan
+UNIT_GLUE   = src/onnx_depth.c
+
+build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/onnx_depth.h build/%/nn.a
+	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) $(UNIT_GLUE) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
 	@mkdir -p regress/unit/fixtures
@@ -265,12 +268,12 @@ $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/pack
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 
 # the ONNX reader (src/onnx_import.c) and the protobuf-c code generated from onnx.proto
-$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/onnx_import.o \
+$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/onnx_import.o $(FUZZ)/obj/src/onnx_depth.o \
 		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/model_exchange.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec_json.o $(FUZZ)/obj/src/messages.o \
 		$(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lprotobuf-c -lm -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lprotobuf-c -lpthread -lm -o $@
 
 $(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c regress/fuzz/gen_onnx.c $(ONNX_GEN)/onnx.pb-c.c $(FUZZ)/nn.a \
 		regress/fuzz/gen_onnx.h $(ONNX_GEN)/onnx.pb-c.h

@@ -10,6 +10,7 @@
 #define PGDL_ONNX_H
 
 #include "onnx.pb-c.h"
+#include "onnx_depth.h"
 
 #define PGDL_ONNX_OPSET			13		/* the opset pgdl writes; imports take 7 or later */
 #define PGDL_ONNX_IR_VERSION	7		/* IR version of opset 13 */

@@ -161,15 +161,95 @@ fill_strings(Onnx__ModelProto *m)
 		FILL(g->output[i]->name);
 }
 
+/* Why the depth scan's copy of onnx.proto (onnx_depth.c) differs from one message's descriptor, or NULL. */
+static const char *
+depth_table_differs(const ProtobufCMessageDescriptor *d, int message)
+{
+	int			n_message_fields = 0;
+
+	if (message < 0)
+		return psprintf("It lacks the message %s.", d->name);
+	for (unsigned i = 0; i < d->n_fields; i++)
+	{
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		int			got = pgdl_onnx_scan_field_message(message, f->id);
+		const char *want = f->type == PROTOBUF_C_TYPE_MESSAGE ?
+			((const ProtobufCMessageDescriptor *) f->descriptor)->name : NULL;
+
+		if (want ? got < 0 || strcmp(pgdl_onnx_scan_message_name(got), want) != 0 : got >= 0)
+			return psprintf("It has field %u of %s wrong.", f->id, d->name);
+		n_message_fields += want != NULL;
+	}
+	if (n_message_fields != pgdl_onnx_scan_n_fields(message))
+		return psprintf("It has fields of %s that protobuf-c does not.", d->name);
+	return NULL;
+}
+
+/*
+ * The scan descends only where its table says a field holds a message; a
+ * message field it missed would be unpacked with no bound.  protoc-c generated
+ * onnx.pb-c.c from whichever onnx.proto the build found, so the table is
+ * checked against it, every message ModelProto reaches, once per backend.
+ */
+static void
+check_depth_table(void)
+{
+	static bool checked = false;
+	const ProtobufCMessageDescriptor *todo[64];
+	int			n_todo = 0;
+	int			n_seen = 0;
+	const char *why = NULL;
+
+	if (checked)
+		return;
+	todo[n_todo++] = &onnx__model_proto__descriptor;
+	while (n_seen < n_todo && why == NULL)
+	{
+		const ProtobufCMessageDescriptor *d = todo[n_seen++];
+		int			message = -1;
+
+		for (int m = 0; m < pgdl_onnx_scan_n_messages(); m++)
+			if (strcmp(pgdl_onnx_scan_message_name(m), d->name) == 0)
+				message = m;
+		why = depth_table_differs(d, message);
+		for (unsigned i = 0; i < d->n_fields && why == NULL; i++)
+		{
+			const ProtobufCMessageDescriptor *sub = d->fields[i].descriptor;
+			bool		seen = d->fields[i].type != PROTOBUF_C_TYPE_MESSAGE;
+
+			for (int j = 0; j < n_todo && !seen; j++)
+				seen = todo[j] == sub;
+			if (!seen && n_todo == lengthof(todo))
+				why = "ModelProto reaches too many messages.";
+			else if (!seen)
+				todo[n_todo++] = sub;
+		}
+	}
+	if (why == NULL && n_todo != pgdl_onnx_scan_n_messages())
+		why = psprintf("It has %d messages, ModelProto reaches %d.", pgdl_onnx_scan_n_messages(), n_todo);
+	if (why != NULL)
+		elog(ERROR, "pgdl: onnx_depth.c's copy of onnx.proto is not the one this build unpacks with: %s", why);
+	checked = true;
+}
+
 static Onnx__ModelProto *
 unpack(const uint8 *data, size_t len)
 {
 	ProtobufCAllocator allocator = {onnx_alloc, onnx_free, NULL};
 	Onnx__ModelProto *model;
+	size_t		where = 0;
+	PgdlOnnxScan scan;
 
 	if (len == 0)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are empty.");
-	model = onnx__model_proto__unpack(&allocator, len, data);
+	check_depth_table();
+	/* protobuf-c recurses once per level with no bound: the scan bounds it first */
+	scan = pgdl_onnx_scan(data, len, &where);
+	if (scan == PGDL_ONNX_SCAN_TOO_DEEP)
+		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
+					PGDL_ONNX_MAX_DEPTH, where);
+	/* wire data the scan cannot walk protobuf-c refuses too: the same words either way */
+	model = scan == PGDL_ONNX_SCAN_OK ? onnx__model_proto__unpack(&allocator, len, data) : NULL;
 	if (model == NULL)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are not an ONNX ModelProto (protobuf could not read them).");
 	if (model->graph == NULL)

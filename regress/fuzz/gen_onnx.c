@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
+#include "onnx_depth.h"
 
 #include "gen_onnx.h"
 
@@ -211,6 +212,54 @@ value(const char *name, int rank, const int64_t *dims)
 	return v;
 }
 
+/* v with its type wrapped in sequences until its deepest message (a Dimension) is as deep as the reader takes. */
+static Onnx__ValueInfoProto *
+deep_type(Onnx__ValueInfoProto *v)
+{
+	/* the Dimension is 6 deep (GraphProto > ValueInfoProto > TypeProto > Tensor > TensorShapeProto > it) */
+	for (int depth = 6; depth + 2 <= PGDL_ONNX_MAX_DEPTH; depth += 2)
+	{
+		Onnx__TypeProto *t = NEW(Onnx__TypeProto, ONNX__TYPE_PROTO__INIT);
+		Onnx__TypeProto__Sequence *s = NEW(Onnx__TypeProto__Sequence, ONNX__TYPE_PROTO__SEQUENCE__INIT);
+
+		s->elem_type = v->type;
+		t->value_case = ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE;
+		t->sequence_type = s;
+		v->type = t;
+	}
+	return v;
+}
+
+/* A graph attribute of subgraphs (Loop bodies) one in another, the innermost as deep as the reader takes. */
+static Onnx__AttributeProto *
+deep_subgraphs(void)
+{
+	Onnx__GraphProto *g = NEW(Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
+	Onnx__AttributeProto *a;
+
+	g->name = "innermost";
+	/* the attribute's graph is 4 deep (GraphProto > NodeProto > AttributeProto > it); each body 3 more */
+	for (int depth = 4; depth + 3 <= PGDL_ONNX_MAX_DEPTH; depth += 3)
+	{
+		Onnx__NodeProto *n = NEW(Onnx__NodeProto, ONNX__NODE_PROTO__INIT);
+
+		a = attr("body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+		a->g = g;
+		n->op_type = "Loop";
+		n->n_attribute = 1;
+		n->attribute = gen_alloc(sizeof(Onnx__AttributeProto *));
+		n->attribute[0] = a;
+		g = NEW(Onnx__GraphProto, ONNX__GRAPH_PROTO__INIT);
+		g->name = "body";
+		g->n_node = 1;
+		g->node = gen_alloc(sizeof(Onnx__NodeProto *));
+		g->node[0] = n;
+	}
+	a = attr("body", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH);
+	a->g = g;
+	return a;
+}
+
 static void
 meta(Graph *g, const char *key, const char *val)
 {
@@ -313,4 +362,12 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Identity", IN("d"), "i", NULL, NULL, NULL);
 	node(&g, "Gemm", IN("i", "w"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "normalized", &g, value("x", 2, (int64_t[]) {8}), value("y", 2, (int64_t[]) {2}));
+
+	/* nesting as deep as the reader takes (100, src/onnx_depth.h): one level more is refused before protobuf-c */
+	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);
+	node(&g, "Gemm", IN("x", "w"), "y", attr_int("transB", 1), NULL, NULL);
+	write_model(write, "deep_type", &g, deep_type(value("x", 2, (int64_t[]) {4})), value("y", 2, (int64_t[]) {3}));
+	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);
+	node(&g, "Gemm", IN("x", "w"), "y", attr_int("transB", 1), deep_subgraphs(), NULL);
+	write_model(write, "deep_graph", &g, value("x", 2, (int64_t[]) {4}), value("y", 2, (int64_t[]) {3}));
 }

@@ -1454,5 +1454,119 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pgdl.models WHERE name = 
 is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part >= 2')),
 	$node_site_rows, "after the sweep, the attached partitions 2 and 3 still read the node's partitions 0 and 1");
 
+# ---------------------------------------------------------------------------
+# ONNX nested 200,000 deep (issue 32).  protobuf-c unpacks each nested message
+# by calling itself, with no bound: a file nesting TypeProto in TypeProto
+# 200,000 times once overflowed the backend's stack and restarted the server.
+# pgdl.import_onnx scans the nesting first (src/onnx_depth.c) and refuses more
+# than 100 levels with 22023.  Each recursive path of onnx.proto is fed 200,000
+# and 101 levels deep as the sweeping role: TypeProto's sequence, map and
+# optional element types (under the graph's input), AttributeProto g and
+# graphs (through GraphProto and NodeProto), and FunctionProto's nodes' graph
+# attributes.  At 100 levels the same files pass the scan; a model exported by
+# pgdl.export_onnx imports, with or without a FunctionProto 100 deep after it.
+# ---------------------------------------------------------------------------
+
+# a protobuf varint
+sub pb_varint
+{
+	my ($v) = @_;
+	my $s = '';
+	while ($v >= 0x80)
+	{
+		$s .= chr(($v & 0x7f) | 0x80);
+		$v >>= 7;
+	}
+	return $s . chr($v);
+}
+
+# A ModelProto whose messages nest through the field numbers @$outer, then
+# $levels more around @$cycle (all length-delimited), the innermost empty:
+# each message's size inside-out first, then the headers outside-in, O(n).
+sub nested_onnx
+{
+	my ($outer, $cycle, $levels) = @_;
+	my @fields = (@$outer, map { $cycle->[ $_ % @$cycle ] } 0 .. $levels - 1);
+	my @size = (0) x (@fields + 1);
+	for (my $i = $#fields; $i >= 0; $i--)
+	{
+		$size[$i] = length(pb_varint($fields[$i] << 3 | 2)) + length(pb_varint($size[ $i + 1 ])) + $size[ $i + 1 ];
+	}
+	my $bytes = '';
+	$bytes .= pb_varint($fields[$_] << 3 | 2) . pb_varint($size[ $_ + 1 ]) for 0 .. $#fields;
+	die 'nested_onnx: sizes and bytes disagree' unless length($bytes) == $size[0];
+	return $bytes;
+}
+
+# each path: the fields to its first recursive message (3 deep), and its cycle
+my @onnx_paths = (
+	[ 'TypeProto.sequence_type.elem_type',   [ 7,  11, 2 ], [ 4,  1 ] ],
+	[ 'TypeProto.map_type.value_type',       [ 7,  11, 2 ], [ 5,  2 ] ],
+	[ 'TypeProto.optional_type.elem_type',   [ 7,  11, 2 ], [ 9,  1 ] ],
+	[ 'AttributeProto.g.node.attribute',     [ 7,  1,  5 ], [ 6,  1, 5 ] ],
+	[ 'AttributeProto.graphs.node.attribute', [ 7,  1,  5 ], [ 11, 1, 5 ] ],
+	[ 'FunctionProto.node.attribute.g',      [ 25, 7,  5 ], [ 6,  1, 5 ] ]);
+my $onnx_started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+my $onnx_log_at = -s $node->logfile;
+$node->safe_psql('postgres',
+	'CREATE TABLE deep_onnx (name text PRIMARY KEY, bytes bytea); GRANT SELECT ON deep_onnx TO sweeper');
+my $onnx_file = $node->basedir . '/deep.onnx';
+for my $p (@onnx_paths)
+{
+	my ($path, $outer, $cycle) = @$p;
+	# 200,000 levels, 101 and 100 deep (3 to the first recursive message)
+	for my $levels (200_000, 98, 97)
+	{
+		open(my $fh, '>:raw', $onnx_file) or die "$onnx_file: $!";
+		print $fh nested_onnx($outer, $cycle, $levels);
+		close($fh);
+		$node->safe_psql('postgres',
+			"INSERT INTO deep_onnx VALUES ('$path ' || ($levels + 3), pg_read_binary_file('$onnx_file'))");
+	}
+}
+cmp_ok($node->safe_psql('postgres', q{SELECT min(length(bytes)) FROM deep_onnx WHERE name LIKE '% 200003'}),
+	'>', 600_000, 'each file 200,000 levels deep is over 600 kB');
+
+# the sweeping role's import of SQL `bytes`: (SQLSTATE, message and detail), or the new model's id
+sub import_as_sweeper
+{
+	my ($bytes) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"SET ROLE sweeper;\n\\set VERBOSITY verbose\nSELECT pgdl.import_onnx(NULL, $bytes);");
+	return $out if $ret == 0;
+	my ($state, $msg) = $err =~ /ERROR:  ([0-9A-Z]{5}): (.*?)(?:\nLOCATION|\z)/s;
+	return ($state // 'none') . ' ' . ($msg // $err);
+}
+
+my $too_deep = qr/^22023 cannot import the ONNX model\nDETAIL:  Its protobuf messages nest more than 100 deep/;
+for my $p (@onnx_paths)
+{
+	my $path = $p->[0];
+	for my $deep (200_003, 101)
+	{
+		like(import_as_sweeper("(SELECT bytes FROM deep_onnx WHERE name = '$path $deep')"),
+			$too_deep, "import_onnx of $path $deep deep: refused with 22023 before protobuf-c reads it");
+	}
+	# past the scan and protobuf-c; then refused for what the model lacks (an opset, a graph), not for its depth
+	like(import_as_sweeper("(SELECT bytes FROM deep_onnx WHERE name = '$path 100')"),
+		qr/^(?:0A000|22023) cannot import the ONNX model\nDETAIL:  (?:Its opset is 0|The model has no graph)/,
+		"import_onnx of $path 100 deep: read, then refused for its missing opset or graph");
+}
+
+# A serialized ModelProto followed by another one's fields reads as one: the exported model (without the
+# dataset's normalization, so that it needs no dataset) with a FunctionProto (which pgdl does not use) nesting
+# 100 deep imports; 200,003 deep is refused.
+my $exported = q{pgdl.export_onnx((SELECT id FROM pgdl.models WHERE name = 'sweep_model' AND owner = 'sweeper'::regrole), false)};
+like(import_as_sweeper($exported), qr/^\d+$/, 'a model exported by pgdl.export_onnx still imports');
+like(import_as_sweeper("$exported || (SELECT bytes FROM deep_onnx WHERE name = 'FunctionProto.node.attribute.g 100')"),
+	qr/^\d+$/, 'the exported model with a FunctionProto nesting 100 deep imports');
+like(import_as_sweeper("$exported || (SELECT bytes FROM deep_onnx WHERE name = 'FunctionProto.node.attribute.g 200003')"),
+	$too_deep, 'the exported model with a FunctionProto nesting 200,003 deep is refused with 22023');
+
+is($node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()'),
+	$onnx_started, 'the postmaster did not restart during the deep ONNX imports');
+my @onnx_crashes = grep { /$restarts_re/ } split /\n/, slurp_file($node->logfile, $onnx_log_at);
+ok(!@onnx_crashes, 'no server process crashed during the deep ONNX imports') or diag(join("\n", @onnx_crashes));
+
 $node->stop;
 done_testing();
