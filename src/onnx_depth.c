@@ -15,11 +15,19 @@
  * as well (it scans a message's fields before unpacking any of them), so
  * refusing it here costs no valid file and leaves nothing unwalked behind.
  *
+ * A singular message field that comes again is merged into the first by
+ * protobuf-c, which copies what the two hold: N of them in one message cost
+ * about N^2 copies (40,000 took 4.8 s, which no cancel stops: protobuf-c checks
+ * for none).  No tool writes one twice; the scan refuses more than
+ * PGDL_ONNX_MAX_MERGES in one message, which keeps the merges' cost within a
+ * few times the bytes.
+ *
  * onnx_import.c checks this table against protoc-c's descriptors, once per
  * backend: a newer onnx.proto with a message field this table lacks is a
  * build that refuses every import, not an unbounded one.
  */
 #include <limits.h>
+#include <string.h>
 
 #include "onnx_depth.h"
 
@@ -49,10 +57,14 @@ enum
 	N_MESSAGES
 };
 
+#define SINGULAR		0
+#define REPEATED		1
+
 typedef struct MessageField
 {
 	uint32_t	number;
 	uint8_t		type;			/* an M_ */
+	uint8_t		repeated;		/* REPEATED, or SINGULAR: a second one is merged into the first */
 } MessageField;
 
 typedef struct Message
@@ -63,34 +75,34 @@ typedef struct Message
 
 /* /usr/include/onnx/onnx.proto (IR version 8): each message's fields of a message type. */
 static const Message messages[N_MESSAGES] = {
-	[M_MODEL] = {"onnx.ModelProto",
-	{{7, M_GRAPH}, {8, M_OPSET_ID}, {14, M_STRING_STRING}, {20, M_TRAINING_INFO}, {25, M_FUNCTION}}},
-	[M_GRAPH] = {"onnx.GraphProto",
-		{{1, M_NODE}, {5, M_TENSOR}, {11, M_VALUE_INFO}, {12, M_VALUE_INFO}, {13, M_VALUE_INFO},
-	{14, M_TENSOR_ANNOTATION}, {15, M_SPARSE_TENSOR}}},
-	[M_NODE] = {"onnx.NodeProto", {{5, M_ATTRIBUTE}}},
-	[M_ATTRIBUTE] = {"onnx.AttributeProto",
-		{{5, M_TENSOR}, {6, M_GRAPH}, {10, M_TENSOR}, {11, M_GRAPH}, {14, M_TYPE}, {15, M_TYPE},
-	{22, M_SPARSE_TENSOR}, {23, M_SPARSE_TENSOR}}},
-	[M_TENSOR] = {"onnx.TensorProto", {{3, M_SEGMENT}, {13, M_STRING_STRING}}},
+	[M_MODEL] = {"onnx.ModelProto", {{7, M_GRAPH, SINGULAR}, {8, M_OPSET_ID, REPEATED},
+		{14, M_STRING_STRING, REPEATED}, {20, M_TRAINING_INFO, REPEATED}, {25, M_FUNCTION, REPEATED}}},
+	[M_GRAPH] = {"onnx.GraphProto", {{1, M_NODE, REPEATED}, {5, M_TENSOR, REPEATED},
+		{11, M_VALUE_INFO, REPEATED}, {12, M_VALUE_INFO, REPEATED}, {13, M_VALUE_INFO, REPEATED},
+		{14, M_TENSOR_ANNOTATION, REPEATED}, {15, M_SPARSE_TENSOR, REPEATED}}},
+	[M_NODE] = {"onnx.NodeProto", {{5, M_ATTRIBUTE, REPEATED}}},
+	[M_ATTRIBUTE] = {"onnx.AttributeProto", {{5, M_TENSOR, SINGULAR}, {6, M_GRAPH, SINGULAR},
+		{10, M_TENSOR, REPEATED}, {11, M_GRAPH, REPEATED}, {14, M_TYPE, SINGULAR}, {15, M_TYPE, REPEATED},
+		{22, M_SPARSE_TENSOR, SINGULAR}, {23, M_SPARSE_TENSOR, REPEATED}}},
+	[M_TENSOR] = {"onnx.TensorProto", {{3, M_SEGMENT, SINGULAR}, {13, M_STRING_STRING, REPEATED}}},
 	[M_SEGMENT] = {"onnx.TensorProto.Segment"},
-	[M_SPARSE_TENSOR] = {"onnx.SparseTensorProto", {{1, M_TENSOR}, {2, M_TENSOR}}},
-	[M_VALUE_INFO] = {"onnx.ValueInfoProto", {{2, M_TYPE}}},
-	[M_TYPE] = {"onnx.TypeProto",
-	{{1, M_TYPE_TENSOR}, {4, M_TYPE_SEQUENCE}, {5, M_TYPE_MAP}, {8, M_TYPE_SPARSE_TENSOR}, {9, M_TYPE_OPTIONAL}}},
-	[M_TYPE_TENSOR] = {"onnx.TypeProto.Tensor", {{2, M_SHAPE}}},
-	[M_TYPE_SEQUENCE] = {"onnx.TypeProto.Sequence", {{1, M_TYPE}}},
-	[M_TYPE_MAP] = {"onnx.TypeProto.Map", {{2, M_TYPE}}},
-	[M_TYPE_OPTIONAL] = {"onnx.TypeProto.Optional", {{1, M_TYPE}}},
-	[M_TYPE_SPARSE_TENSOR] = {"onnx.TypeProto.SparseTensor", {{2, M_SHAPE}}},
-	[M_SHAPE] = {"onnx.TensorShapeProto", {{1, M_DIMENSION}}},
+	[M_SPARSE_TENSOR] = {"onnx.SparseTensorProto", {{1, M_TENSOR, SINGULAR}, {2, M_TENSOR, SINGULAR}}},
+	[M_VALUE_INFO] = {"onnx.ValueInfoProto", {{2, M_TYPE, SINGULAR}}},
+	[M_TYPE] = {"onnx.TypeProto", {{1, M_TYPE_TENSOR, SINGULAR}, {4, M_TYPE_SEQUENCE, SINGULAR},
+		{5, M_TYPE_MAP, SINGULAR}, {8, M_TYPE_SPARSE_TENSOR, SINGULAR}, {9, M_TYPE_OPTIONAL, SINGULAR}}},
+	[M_TYPE_TENSOR] = {"onnx.TypeProto.Tensor", {{2, M_SHAPE, SINGULAR}}},
+	[M_TYPE_SEQUENCE] = {"onnx.TypeProto.Sequence", {{1, M_TYPE, SINGULAR}}},
+	[M_TYPE_MAP] = {"onnx.TypeProto.Map", {{2, M_TYPE, SINGULAR}}},
+	[M_TYPE_OPTIONAL] = {"onnx.TypeProto.Optional", {{1, M_TYPE, SINGULAR}}},
+	[M_TYPE_SPARSE_TENSOR] = {"onnx.TypeProto.SparseTensor", {{2, M_SHAPE, SINGULAR}}},
+	[M_SHAPE] = {"onnx.TensorShapeProto", {{1, M_DIMENSION, REPEATED}}},
 	[M_DIMENSION] = {"onnx.TensorShapeProto.Dimension"},
-	[M_FUNCTION] = {"onnx.FunctionProto", {{7, M_NODE}, {9, M_OPSET_ID}}},
-	[M_TRAINING_INFO] = {"onnx.TrainingInfoProto",
-	{{1, M_GRAPH}, {2, M_GRAPH}, {3, M_STRING_STRING}, {4, M_STRING_STRING}}},
+	[M_FUNCTION] = {"onnx.FunctionProto", {{7, M_NODE, REPEATED}, {9, M_OPSET_ID, REPEATED}}},
+	[M_TRAINING_INFO] = {"onnx.TrainingInfoProto", {{1, M_GRAPH, SINGULAR}, {2, M_GRAPH, SINGULAR},
+		{3, M_STRING_STRING, REPEATED}, {4, M_STRING_STRING, REPEATED}}},
 	[M_STRING_STRING] = {"onnx.StringStringEntryProto"},
 	[M_OPSET_ID] = {"onnx.OperatorSetIdProto"},
-	[M_TENSOR_ANNOTATION] = {"onnx.TensorAnnotation", {{2, M_STRING_STRING}}},
+	[M_TENSOR_ANNOTATION] = {"onnx.TensorAnnotation", {{2, M_STRING_STRING, REPEATED}}},
 };
 
 #define WIRE_VARINT		0
@@ -120,15 +132,32 @@ pgdl_onnx_scan_n_fields(int message)
 	return n;
 }
 
-int
-pgdl_onnx_scan_field_message(int message, uint32_t field)
+/* The index of a message field in messages[message].fields; -1 for any other field. */
+static int
+field_index(int message, uint32_t field)
 {
 	const MessageField *f = messages[message].fields;
 
 	for (int i = 0; i < 8 && f[i].number != 0; i++)
 		if (f[i].number == field)
-			return f[i].type;
+			return i;
 	return -1;
+}
+
+int
+pgdl_onnx_scan_field_message(int message, uint32_t field)
+{
+	int			i = field_index(message, field);
+
+	return i < 0 ? -1 : messages[message].fields[i].type;
+}
+
+bool
+pgdl_onnx_scan_field_repeated(int message, uint32_t field)
+{
+	int			i = field_index(message, field);
+
+	return i >= 0 && messages[message].fields[i].repeated == REPEATED;
 }
 
 /* A field's tag, as protobuf-c's parse_tag_and_wiretype reads it: its length, or 0 when malformed. */
@@ -211,12 +240,14 @@ pgdl_onnx_scan(const uint8_t *data, size_t len, size_t *where)
 	{
 		size_t		end;
 		int			type;
+		uint8_t		seen[8];	/* how often each singular message field came */
 	}			open[PGDL_ONNX_MAX_DEPTH + 1];
 	int			depth = 0;
 	size_t		at = 0;
 
 	open[0].end = len;
 	open[0].type = M_MODEL;
+	memset(open[0].seen, 0, sizeof(open[0].seen));
 	for (;;)
 	{
 		size_t		rem = open[depth].end - at;
@@ -225,7 +256,8 @@ pgdl_onnx_scan(const uint8_t *data, size_t len, size_t *where)
 					prefix;
 		uint32_t	number = 0;
 		int			wire = 0;
-		int			sub;
+		int			index;
+		const MessageField *field;
 
 		if (rem == 0)
 		{
@@ -242,18 +274,22 @@ pgdl_onnx_scan(const uint8_t *data, size_t len, size_t *where)
 		value_len = value_length(data + at, rem - tag_len, wire, &prefix);
 		if (value_len == 0)
 			return PGDL_ONNX_SCAN_MALFORMED;
-		sub = pgdl_onnx_scan_field_message(open[depth].type, number);
+		index = field_index(open[depth].type, number);
 		/* a message field of another wire type protobuf-c refuses, without descending */
-		if (sub < 0 || wire != WIRE_LENGTH)
+		if (index < 0 || wire != WIRE_LENGTH)
 		{
 			at += value_len;
 			continue;
 		}
+		field = &messages[open[depth].type].fields[index];
+		if (field->repeated == SINGULAR && ++open[depth].seen[index] > PGDL_ONNX_MAX_MERGES)
+			return PGDL_ONNX_SCAN_MERGES;
 		if (depth == PGDL_ONNX_MAX_DEPTH)
 			return PGDL_ONNX_SCAN_TOO_DEEP;
 		depth++;
 		open[depth].end = at + value_len;
-		open[depth].type = sub;
+		open[depth].type = field->type;
+		memset(open[depth].seen, 0, sizeof(open[depth].seen));
 		at += prefix;
 	}
 }

@@ -8,6 +8,7 @@
 #ifndef PGDL_ONNX_DEPTH_H
 #define PGDL_ONNX_DEPTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,12 +23,15 @@
  * under 200 KB, the 8 MB of a backend's stack about 5,000.
  */
 #define PGDL_ONNX_MAX_DEPTH		100
+/* occurrences of one singular message field in one message: protobuf-c merges each into the last */
+#define PGDL_ONNX_MAX_MERGES	4
 
 typedef enum PgdlOnnxScan
 {
 	PGDL_ONNX_SCAN_OK,
 	PGDL_ONNX_SCAN_TOO_DEEP,	/* messages nested beyond PGDL_ONNX_MAX_DEPTH */
-	PGDL_ONNX_SCAN_MALFORMED	/* wire data protobuf-c refuses too */
+	PGDL_ONNX_SCAN_MALFORMED,	/* wire data protobuf-c refuses too */
+	PGDL_ONNX_SCAN_MERGES		/* a singular message field more than PGDL_ONNX_MAX_MERGES times in one message */
 } PgdlOnnxScan;
 
 /*
@@ -48,5 +52,6 @@ extern int	pgdl_onnx_scan_n_messages(void);
 extern const char *pgdl_onnx_scan_message_name(int message);
 extern int	pgdl_onnx_scan_n_fields(int message);
 extern int	pgdl_onnx_scan_field_message(int message, uint32_t field);
+extern bool pgdl_onnx_scan_field_repeated(int message, uint32_t field);
 
 #endif							/* PGDL_ONNX_DEPTH_H */

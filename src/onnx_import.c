@@ -178,6 +178,9 @@ depth_table_differs(const ProtobufCMessageDescriptor *d, int message)
 
 		if (want ? got < 0 || strcmp(pgdl_onnx_scan_message_name(got), want) != 0 : got >= 0)
 			return psprintf("It has field %u of %s wrong.", f->id, d->name);
+		if (want && pgdl_onnx_scan_field_repeated(message, f->id) != (f->label == PROTOBUF_C_LABEL_REPEATED))
+			return psprintf("It has field %u of %s repeated where protobuf-c does not, or not where it does.",
+							f->id, d->name);
 		n_message_fields += want != NULL;
 	}
 	if (n_message_fields != pgdl_onnx_scan_n_fields(message))
@@ -248,6 +251,10 @@ unpack(const uint8 *data, size_t len)
 	if (scan == PGDL_ONNX_SCAN_TOO_DEEP)
 		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
 					PGDL_ONNX_MAX_DEPTH, where);
+	if (scan == PGDL_ONNX_SCAN_MERGES)
+		model_error(ERRCODE_INVALID_PARAMETER_VALUE,
+					"A protobuf message holds one of its fields of a single message more than %d times (at byte %zu).",
+					PGDL_ONNX_MAX_MERGES, where);
 	/* wire data the scan cannot walk protobuf-c refuses too: the same words either way */
 	model = scan == PGDL_ONNX_SCAN_OK ? onnx__model_proto__unpack(&allocator, len, data) : NULL;
 	if (model == NULL)

@@ -160,8 +160,9 @@ UNIT_TEST(onnx_depth_steps_over_bytes_and_unknown_fields)
 	CHECK(scan(nested(unknown_in_type, 4, NULL, 1, 0, inner), NULL) == PGDL_ONNX_SCAN_OK);
 	/* the same bytes where a message belongs are messages: ModelProto's 5000 levels start at depth 0 */
 	CHECK(scan(inner, NULL) == PGDL_ONNX_SCAN_OK);	/* TypeProto's fields 4 and 1 mean nothing to ModelProto */
-	CHECK(scan(nested(to_type, 3, NULL, 1, 0, nested(NULL, 0, seq, 2, 5000, no_leaf)), NULL) ==
-		  PGDL_ONNX_SCAN_TOO_DEEP);
+	inner = nested(NULL, 0, seq, 2, 5000, no_leaf);
+	CHECK(scan(nested(to_type, 3, NULL, 1, 0, inner), NULL) == PGDL_ONNX_SCAN_TOO_DEEP);
+	free(inner.data);
 	/* a message field of another wire type is protobuf-c's to refuse: nothing to descend into */
 	{
 		uint8_t		graph_as_varint[] = {7 << 3 | 0, 0x05, 8 << 3 | 5, 1, 2, 3, 4, 5 << 3 | 1, 1, 2, 3, 4, 5, 6, 7, 8};
@@ -261,4 +262,66 @@ UNIT_TEST(onnx_depth_table_is_consistent)
 	CHECK(type >= 0 && pgdl_onnx_scan_n_fields(type) == 5);
 	CHECK(strcmp(pgdl_onnx_scan_message_name(pgdl_onnx_scan_field_message(0, 7)), "onnx.GraphProto") == 0);
 	CHECK(pgdl_onnx_scan_field_message(0, 2) == -1);	/* producer_name */
+}
+
+/* `count` copies of field `number`, each an empty message, then `inside` */
+static Bytes
+repeated_empty(uint32_t number, int count, Bytes inside)
+{
+	size_t		one = varint(NULL, number << 3 | 2) + 1;
+	Bytes		b;
+
+	b.len = one * count + inside.len;
+	b.data = malloc(b.len ? b.len : 1);
+	for (int i = 0; i < count; i++)
+	{
+		size_t		n = varint(b.data + one * i, number << 3 | 2);
+
+		b.data[one * i + n] = 0;
+	}
+	if (inside.len)
+		memcpy(b.data + one * count, inside.data, inside.len);
+	return b;
+}
+
+/*
+ * A singular message field that comes again is merged by protobuf-c (copies, N^2 of them, uncancellable):
+ * at most PGDL_ONNX_MAX_MERGES of it in one message; a repeated field, any number; the count is per message.
+ */
+UNIT_TEST(onnx_depth_bounds_merges_of_a_singular_field)
+{
+	size_t		where = 0;
+	Bytes		graphs = repeated_empty(7, PGDL_ONNX_MAX_MERGES, no_leaf);	/* ModelProto.graph */
+	Bytes		too_many = repeated_empty(7, PGDL_ONNX_MAX_MERGES + 1, no_leaf);
+	Bytes		opsets = repeated_empty(8, 100000, no_leaf);	/* ModelProto.opset_import: repeated */
+
+	CHECK(scan(graphs, &where) == PGDL_ONNX_SCAN_OK);
+	CHECK(scan(too_many, &where) == PGDL_ONNX_SCAN_MERGES);
+	CHECK(where == 2 * PGDL_ONNX_MAX_MERGES);
+	CHECK(scan(opsets, &where) == PGDL_ONNX_SCAN_OK);
+	CHECK(pgdl_onnx_scan_field_repeated(0, 8) && !pgdl_onnx_scan_field_repeated(0, 7));
+	CHECK(!pgdl_onnx_scan_field_repeated(0, 2));	/* not a message field */
+	/* the bound is per message: a node of three attributes, each with its g (singular) the most times */
+	{
+		static const uint32_t to_node[] = {7, 1};
+		Bytes		attribute = repeated_empty(6, PGDL_ONNX_MAX_MERGES, no_leaf);	/* AttributeProto.g */
+		uint8_t		head[16];
+		size_t		h = varint(head, 5 << 3 | 2);	/* NodeProto.attribute */
+		Bytes		one;
+		Bytes		three;
+
+		h += varint(head + h, attribute.len);
+		one.len = h + attribute.len;
+		one.data = malloc(one.len);
+		memcpy(one.data, head, h);
+		memcpy(one.data + h, attribute.data, attribute.len);
+		three.len = one.len * 3;
+		three.data = malloc(three.len);
+		for (int i = 0; i < 3; i++)
+			memcpy(three.data + one.len * i, one.data, one.len);
+		CHECK(scan(nested(to_node, 2, NULL, 1, 0, three), NULL) == PGDL_ONNX_SCAN_OK);
+		free(attribute.data);
+		free(one.data);
+		free(three.data);
+	}
 }
