@@ -31,7 +31,6 @@
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -352,9 +351,7 @@ pgdl_cache_create_view(const char *relname, const char *definition)
 	Oid			nsp = get_namespace_oid("pgdl_cache", false);
 	Oid			caller = GetUserId();
 	Oid			relid = get_relname_relid(relname, nsp);
-	Oid			save_user;
-	int			save_sec;
-	int			nest;
+	PgdlActAs	saved;
 	HeapTuple	tup;
 	Oid			schema_owner;
 
@@ -374,16 +371,11 @@ pgdl_cache_create_view(const char *relname, const char *definition)
 	schema_owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
 	ReleaseSysCache(tup);
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(schema_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-	nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	pgdl_act_as_begin(schema_owner, &saved);
 	if (SPI_execute(psprintf("CREATE MATERIALIZED VIEW pgdl_cache.%s AS %s WITH NO DATA",
 							 quote_identifier(relname), definition), false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not create feature cache view \"pgdl_cache.%s\"", relname);
-	AtEOXact_GUC(false, nest);
-	SetUserIdAndSecContext(save_user, save_sec);
+	pgdl_act_as_end(&saved);
 
 	/*
 	 * recursing skips ALTER OWNER's checks (that the schema's owner may become

@@ -1,6 +1,9 @@
 /*
  * owners.c -- the C side of 70_owners.sql: who acts as a row's owner, which
- * table a trigger function may serve, and deleting catalog rows.
+ * table a trigger function may serve, deleting catalog rows, and the one way
+ * C code acts with another role's rights (pgdl_act_as_begin: the catalog
+ * delete here, a feature cache view's CREATE in feature_cache.c; both argued
+ * in docs/security.md).
  *
  * Invariants (docs/security.md says why each holds):
  * - No ordinary role holds UPDATE or DELETE on a catalog table as a whole.  In
@@ -105,9 +108,7 @@ pgdl_catalog_delete(const char *table, const char *where, int nargs, Oid *argtyp
 	Oid			relid = DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(table)));
 	HeapTuple	class_tuple;
 	Oid			table_owner;
-	Oid			saved_user;
-	int			saved_context;
-	int			nest;
+	PgdlActAs	saved;
 	Datum		tids;
 	bool		isnull;
 	Oid			tid_type = TIDARRAYOID;
@@ -128,19 +129,36 @@ pgdl_catalog_delete(const char *table, const char *where, int nargs, Oid *argtyp
 	table_owner = ((Form_pg_class) GETSTRUCT(class_tuple))->relowner;
 	ReleaseSysCache(class_tuple);
 
-	GetUserIdAndSecContext(&saved_user, &saved_context);
-	SetUserIdAndSecContext(table_owner,
-						   saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
-	nest = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	pgdl_act_as_begin(table_owner, &saved);
 	if (SPI_execute_with_args(psprintf("DELETE FROM %s WHERE ctid = ANY ($1)", table),
 							  1, &tid_type, &tids, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "pgdl: could not delete rows of %s", table);
 	deleted = (int64) SPI_processed;
-	AtEOXact_GUC(false, nest);
-	SetUserIdAndSecContext(saved_user, saved_context);
+	pgdl_act_as_end(&saved);
 	return deleted;
+}
+
+/*
+ * The one way pgdl's C code acts with another role's rights: as `role`, as a
+ * restricted operation (no SET ROLE, no temporary objects), with search_path
+ * pg_catalog, pg_temp, until pgdl_act_as_end.  An error in between restores
+ * both, as the transaction's abort does.
+ */
+void
+pgdl_act_as_begin(Oid role, PgdlActAs *saved)
+{
+	GetUserIdAndSecContext(&saved->user, &saved->context);
+	SetUserIdAndSecContext(role, saved->context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	saved->nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+void
+pgdl_act_as_end(const PgdlActAs *saved)
+{
+	AtEOXact_GUC(false, saved->nest);
+	SetUserIdAndSecContext(saved->user, saved->context);
 }
 
 /* The catalog tables pgdl.delete_rows takes, and the column its ids are of. */

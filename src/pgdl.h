@@ -45,6 +45,15 @@ extern bool pgdl_acts_as(Oid owner);
 extern void pgdl_check_trigger_table(FunctionCallInfo fcinfo, const char *fn, const char *const *names);
 extern int64 pgdl_catalog_delete(const char *table, const char *where, int nargs, Oid *argtypes, Datum *args);
 
+typedef struct PgdlActAs
+{
+	Oid			user;
+	int			context;
+	int			nest;
+} PgdlActAs;
+extern void pgdl_act_as_begin(Oid role, PgdlActAs *saved);
+extern void pgdl_act_as_end(const PgdlActAs *saved);
+
 /* lifecycle.c: runs in flight, checkpoints of finished runs, DROP EXTENSION */
 extern int	pgdl_keep_checkpoints;
 
