@@ -126,7 +126,7 @@ check_model(Jsonb *spec, bytea *weights)
 
 	pgdl_spec_from_jsonb(spec, described);
 	pgdl_engine_prepare();
-	if (!nn_model_blob_check((const uint8 *) VARDATA_ANY(weights), VARSIZE_ANY_EXHDR(weights), held, &err))
+	if (!nn_model_blob_check((const uint8 *) VARDATA_ANY(weights), VARSIZE_ANY_EXHDR(weights), held, NULL, &err))
 		pgdl_report_blob_error(&err);
 	/* one canonical form for both: defaults filled in, keys in order */
 	canonical = pgdl_spec_to_jsonb(described);

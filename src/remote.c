@@ -730,10 +730,11 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const ch
  * else must come back as it went: the architecture (and so the parameter
  * count), the seed (which orders a model's partitions and its dropout), the
  * optimizer the configuration sent names (train_begin sets it on the node)
- * and the layout of its state.  The comparison is of the blobs' summaries
- * (nn_model_blob_summary), before anything is allocated by a size the node
- * gives.  The floats, and the optimizer settings a configuration does not
- * send, are the blob reader's to check when the model is read.
+ * and so the layout of its state.  The comparison is of the blobs' summaries
+ * (nn_model_blob_check: every check of the blob reader, each count against
+ * its spec), before anything is allocated by a size the node gives.  The
+ * optimizer settings a configuration does not send are the blob reader's to
+ * check when the model is read.
  */
 typedef struct Returned
 {
@@ -778,32 +779,25 @@ spec_difference(const NnSpec *got, const NnSpec *sent)
 	return pstrdup("Its spec is not the model sent's.");
 }
 
-/* The same architecture, and so the same parameter count, as the model sent. */
+/*
+ * The same architecture, and so the same parameter count, as the model sent
+ * (the blob reader has checked each blob's counts against its own spec).
+ */
 static void
 check_architecture(const Returned *r)
 {
-	NnCost		cost;
-	NnError		err;
-
-	/* the spec's own count: what the declared one must equal, and a valid spec to describe */
-	if (!nn_spec_cost(r->spec, NULL, &cost, &err))
-		refuse_corrupt(r, err.msg);
-	if (cost.params != r->sent.n_params)
+	if (r->sum.n_params != r->sent.n_params)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("server \"%s\" returned a model with another parameter count for %s",
 						r->node->name, r->what),
 				 errdetail("It has " INT64_FORMAT " parameters, the model sent " INT64_FORMAT ".",
-						   cost.params, r->sent.n_params)));
+						   r->sum.n_params, r->sent.n_params)));
 	if (memcmp(r->spec, r->sent_spec, sizeof(NnSpec)) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("server \"%s\" returned a model of another architecture for %s", r->node->name, r->what),
 				 errdetail_internal("%s", spec_difference(r->spec, r->sent_spec))));
-	if (r->sum.n_params != r->sent.n_params || r->sum.n_buffers != r->sent.n_buffers)
-		refuse_corrupt(r, psprintf("it declares " INT64_FORMAT " parameters and " INT64_FORMAT
-								   " running statistics, its spec implies " INT64_FORMAT " and " INT64_FORMAT,
-								   r->sum.n_params, r->sum.n_buffers, r->sent.n_params, r->sent.n_buffers));
 }
 
 static void
@@ -850,9 +844,6 @@ check_optimizer(const Returned *r, const NnOptim *want)
 	if (sgd && got->nesterov != want->nesterov)
 		refuse_optimizer(r, psprintf("Its \"nesterov\" is %s, the configuration's %s.",
 									 got->nesterov ? "true" : "false", want->nesterov ? "true" : "false"));
-	if (r->sum.n_opt_state != r->sent.n_opt_state)
-		refuse_optimizer(r, psprintf("Its state has " INT64_FORMAT " values, the model sent's " INT64_FORMAT ".",
-									 r->sum.n_opt_state, r->sent.n_opt_state));
 }
 
 static void
@@ -917,9 +908,9 @@ check_returned_model(const PgdlNode *node, const char *what, const char *sent, S
 
 	r.spec = palloc(sizeof(NnSpec));
 	r.sent_spec = palloc(sizeof(NnSpec));
-	if (!nn_model_blob_summary((const uint8_t *) sent, sent_len, r.sent_spec, &r.sent, &err))
+	if (!nn_model_blob_check((const uint8_t *) sent, sent_len, r.sent_spec, &r.sent, &err))
 		elog(ERROR, "pgdl: the model sent to server \"%s\" for %s is corrupt: %s", node->name, what, err.msg);
-	if (!nn_model_blob_summary((const uint8_t *) got, len, r.spec, &r.sum, &err))
+	if (!nn_model_blob_check((const uint8_t *) got, len, r.spec, &r.sum, &err))
 		refuse_corrupt(&r, err.msg);
 	check_architecture(&r);
 	check_optimizer(&r, &config->optim);

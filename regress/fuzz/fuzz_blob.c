@@ -6,7 +6,7 @@
  * checksum made right, so that mutations reach the checks behind the checksum.
  * A blob that is accepted must be one the engine can use: it is trained,
  * evaluated, cut and joined, and must serialize back to the same bytes; and
- * its summary (nn_model_blob_summary) must be its model's.
+ * its summary (nn_model_blob_check) must be its model's.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@ summarize_blob(const uint8_t *data, size_t size, const NnModel *m)
 	NnError		err = {0};
 	NnSpec	   *spec = malloc(sizeof(NnSpec));
 	NnBlobSummary sum;
-	bool		ok = nn_model_blob_summary(data, size, spec, &sum, &err);
+	bool		ok = nn_model_blob_check(data, size, spec, &sum, &err);
 
 	if (!ok && err.msg[0] == '\0')
 		fuzz_fail("a blob is not summarized, without a message");

@@ -453,9 +453,8 @@ UNIT_TEST(serialize_graph_round_trip)
 
 /*
  * A blob's summary: all but its floats, as a coordinator compares what a node
- * returned with what it sent.  Every cut, a step beyond NN_MAX_STEP and a
- * trailing byte are errors; a count that disagrees with the spec is read as
- * declared (the caller compares it).
+ * returned with what it sent.  Every cut, a step beyond NN_MAX_STEP, a count
+ * that disagrees with the spec and a trailing byte are errors.
  */
 UNIT_TEST(serialize_summary)
 {
@@ -473,7 +472,7 @@ UNIT_TEST(serialize_summary)
 	m = trained_model(&s, 3);
 	a = serialize(m, &len);
 	state = OFF_LAYER0 + (size_t) s.n_layers * LAYER_SIZE;
-	CHECK_MSG(nn_model_blob_summary(a, len, &read, &sum, &err), "%s", err.msg);
+	CHECK_MSG(nn_model_blob_check(a, len, &read, &sum, &err), "%s", err.msg);
 	CHECK(memcmp(&read, &m->spec, sizeof(NnSpec)) == 0);
 	CHECK(sum.seed == 7 && sum.step == 3);
 	CHECK(sum.n_params == m->n_params && sum.n_buffers == m->n_buffers && sum.n_opt_state == m->n_opt_state);
@@ -489,7 +488,7 @@ UNIT_TEST(serialize_summary)
 				t[12 + i] = (uint8_t) ((uint64_t) cut >> (8 * i));
 			reseal(t, cut);
 		}
-		CHECK_MSG(!nn_model_blob_summary(t, cut, &read, &sum, &err), "a blob cut to %zu bytes was summarized", cut);
+		CHECK_MSG(!nn_model_blob_check(t, cut, &read, &sum, &err), "a blob cut to %zu bytes was summarized", cut);
 		free(t);
 	}
 
@@ -497,21 +496,21 @@ UNIT_TEST(serialize_summary)
 	memcpy(t, a, len);
 	put32(t + state + 8, 41);
 	reseal(t, len);
-	CHECK(nn_model_blob_summary(t, len, &read, &sum, &err) && sum.step == 41);
+	CHECK(nn_model_blob_check(t, len, &read, &sum, &err) && sum.step == 41);
 	put32(t + state + 12, 0x00400000u);		/* 2^54 steps */
 	reseal(t, len);
-	CHECK(!nn_model_blob_summary(t, len, &read, &sum, &err) && strstr(err.msg, "step") != NULL);
+	CHECK(!nn_model_blob_check(t, len, &read, &sum, &err) && strstr(err.msg, "step") != NULL);
 	put32(t + state + 12, 0);
-	put32(t + state + 16, (uint32_t) m->n_params - 1);	/* read as declared; the rest is then off */
+	put32(t + state + 16, (uint32_t) m->n_params - 1);	/* not the spec's */
 	reseal(t, len);
-	CHECK(!nn_model_blob_summary(t, len, &read, &sum, &err));
+	CHECK(!nn_model_blob_check(t, len, &read, &sum, &err));
 	put32(t + state + 16, (uint32_t) m->n_params);
 	/* a byte more, its length and checksum to match */
 	memmove(t + len - 3, t + len - 4, 4);
 	for (int i = 0; i < 8; i++)
 		t[12 + i] = (uint8_t) ((uint64_t) (len + 1) >> (8 * i));
 	reseal(t, len + 1);
-	CHECK(!nn_model_blob_summary(t, len + 1, &read, &sum, &err) && strstr(err.msg, "trailing") != NULL);
+	CHECK(!nn_model_blob_check(t, len + 1, &read, &sum, &err) && strstr(err.msg, "trailing") != NULL);
 	free(t);
 	free(a);
 	nn_model_free(m);

@@ -402,17 +402,12 @@ extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
 extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);
 /* A blob's spec and optimizer settings, nothing allocated: for nn_spec_memory before deserializing. */
 extern bool nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, NnError *err);
-/* Every check of nn_model_deserialize, no model allocated: for the catalog's writers. */
-extern bool nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnError *err);
 extern uint32_t nn_crc32(uint32_t crc, const uint8_t *data, size_t len);
 
 /*
- * All a blob holds but its floats, read without allocating a model: header,
- * checksum, spec, seed, step (at most NN_MAX_STEP), the counts as declared
- * (unchecked against the spec, but the floats they count are there, and
- * nothing after them) and the optimizer's settings.  For a caller that
- * compares two blobs of one model, as a coordinator compares what a node
- * returned with what it sent.
+ * All a blob holds but its floats: seed, step, the counts (each its spec's)
+ * and the optimizer's settings.  For a caller that compares two blobs of one
+ * model, as a coordinator compares what a node returned with what it sent.
  */
 typedef struct NnBlobSummary
 {
@@ -423,9 +418,12 @@ typedef struct NnBlobSummary
 	int64_t		n_opt_state;
 	NnOptim		optim;			/* its settings only; type 0: none */
 } NnBlobSummary;
-extern bool nn_model_blob_summary(const uint8_t *buf, size_t len, NnSpec *spec, NnBlobSummary *out,
-								  NnError *err);
-
+/*
+ * Every check of nn_model_deserialize, no model allocated: for the catalog's
+ * writers, and a coordinator's summary (may be NULL) of a node's model.
+ */
+extern bool nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnBlobSummary *summary,
+								NnError *err);
 
 /* rng.c: counter-based, so a value depends on (seed, stream, counter) only */
 extern uint64_t nn_rng_u64(uint64_t seed, uint64_t stream, uint64_t counter);

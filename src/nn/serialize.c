@@ -550,8 +550,14 @@ read_optim(Reader *r, NnModel *m, NnError *err)
 		return false;
 	if (opt.type != 0)
 	{
-		if (m->params == NULL ? !nn_model_optim_fits(m, &opt, &m->n_opt_state, err) :
-			!nn_model_set_optim(m, &opt, err))
+		if (m->params != NULL)
+		{
+			if (!nn_model_set_optim(m, &opt, err))
+				return false;
+		}
+		else if (nn_model_optim_fits(m, &opt, &m->n_opt_state, err))
+			m->optim = opt;
+		else
 			return false;
 	}
 	else if (!all_zero(opt_bytes + 4, OPTIM_BYTES - 4))
@@ -631,57 +637,6 @@ nn_model_blob_spec(const uint8_t *buf, size_t len, NnSpec *spec, NnOptim *opt, N
 	return true;
 }
 
-/* A count as the blob declares it, and its floats skipped; false when they are not all there. */
-static bool
-skip_floats(Reader *r, int64_t *n, const char *what, NnError *err)
-{
-	uint64_t	declared;
-
-	if (!have(r, 8) || (declared = get_u64(r)) > (uint64_t) (r->end - r->p) / 4)
-	{
-		nn_error_set(err, -1, "", "model blob is truncated in the %s", what);
-		return false;
-	}
-	*n = (int64_t) declared;
-	r->p += declared * 4;
-	return true;
-}
-
-bool
-nn_model_blob_summary(const uint8_t *buf, size_t len, NnSpec *spec, NnBlobSummary *out, NnError *err)
-{
-	Reader		r = {buf, buf + len};
-	uint32_t	version;
-
-	memset(spec, 0, sizeof(*spec));
-	memset(out, 0, sizeof(*out));
-	if (!read_header(&r, buf, len, &version, err) || !read_spec(&r, version, spec, err))
-		return false;
-	if (!have(&r, 16))
-	{
-		nn_error_set(err, -1, "", "model blob is truncated before the parameters");
-		return false;
-	}
-	out->seed = get_u64(&r);
-	out->step = (int64_t) get_u64(&r);
-	if ((uint64_t) out->step > NN_MAX_STEP)
-	{
-		nn_error_set(err, -1, "", "model blob declares an invalid step count");
-		return false;
-	}
-	if (!skip_floats(&r, &out->n_params, "parameters", err) ||
-		!skip_floats(&r, &out->n_buffers, "running statistics", err) ||
-		!read_optim_settings(&r, &out->optim, err) ||
-		!skip_floats(&r, &out->n_opt_state, "optimizer state values", err))
-		return false;
-	if (r.p != r.end)
-	{
-		nn_error_set(err, -1, "", "model blob has %zu unexpected trailing bytes", (size_t) (r.end - r.p));
-		return false;
-	}
-	return true;
-}
-
 /*
  * The spec is valid and the blob holds the parameters it implies (after the
  * seed, the step and their count), before they are allocated: a short blob
@@ -720,11 +675,12 @@ read_content(Reader *r, NnModel *m, NnError *err)
 /*
  * Whether nn_model_deserialize would read the blob, every check made (the
  * checksum, the spec, each count against it) but nothing allocated by the
- * spec and no float copied: what a writer of a stored model checks.  spec gets
- * the blob's, unused layer slots zero.
+ * spec and no float copied: what a writer of a stored model checks, and a
+ * coordinator of a node's model.  spec gets the blob's, unused layer slots
+ * zero; summary, when not NULL, all the blob holds but its floats.
  */
 bool
-nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnError *err)
+nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnBlobSummary *summary, NnError *err)
 {
 	Reader		r = {buf, buf + len};
 	NnModel    *m;
@@ -744,6 +700,9 @@ nn_model_blob_check(const uint8_t *buf, size_t len, NnSpec *spec, NnError *err)
 	ok = nn_model_layout(m, spec, err) && read_content(&r, m, err);
 	if (ok)
 		memcpy(spec, &m->spec, sizeof(NnSpec));
+	if (ok && summary != NULL)
+		*summary = (NnBlobSummary) {.seed = m->seed, .step = m->step, .n_params = m->n_params,
+									.n_buffers = m->n_buffers, .n_opt_state = m->n_opt_state, .optim = m->optim};
 	free(m);
 	return ok;
 }
