@@ -29,13 +29,13 @@
 #include "pgdl.h"
 
 /*
- * The tuple a BEFORE ROW trigger on pgdl.<table> writes, after checking how and where it fires; NULL
- * when the writer bypasses row-level security (a superuser, the tables' owner): such a role may write
- * any row anyway, and a restore, which writes rows of before 0.7.0 as a superuser, keeps them all
- * (the views show one still invalid as invalid).
+ * The tuple a BEFORE ROW trigger on pgdl.<table> writes, after checking how and where it fires.
+ * *check: false when the writer bypasses row-level security (a superuser, the tables' owner): such a
+ * role may write any row anyway, and a restore, which writes rows of before 0.7.0 as a superuser,
+ * keeps them all (the views show one still invalid as invalid).
  */
 static HeapTuple
-checked_trigger(FunctionCallInfo fcinfo, const char *function, const char *table)
+checked_trigger(FunctionCallInfo fcinfo, const char *function, const char *table, bool *check)
 {
 	const char *const served[] = {table, NULL};
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
@@ -46,18 +46,8 @@ checked_trigger(FunctionCallInfo fcinfo, const char *function, const char *table
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("%s may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW", function)));
-	if (check_enable_rls(RelationGetRelid(trigdata->tg_relation), InvalidOid, true) != RLS_ENABLED)
-		return NULL;
+	*check = check_enable_rls(RelationGetRelid(trigdata->tg_relation), InvalidOid, true) == RLS_ENABLED;
 	return TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
-}
-
-/* The tuple the trigger returns: the new row, unchanged. */
-static Datum
-row_written(FunctionCallInfo fcinfo)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-
-	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple);
 }
 
 /* Column `name` of the tuple; NULL when it is NULL, left to the NOT NULL constraint (checked after). */
@@ -96,13 +86,14 @@ PG_FUNCTION_INFO_V1(pgdl_architectures_validate);
 Datum
 pgdl_architectures_validate(PG_FUNCTION_ARGS)
 {
-	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.architectures_validate()", "architectures");
+	bool		check;
+	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.architectures_validate()", "architectures", &check);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	bool		isnull;
 	Datum		spec;
 
-	if (tuple == NULL)
-		return row_written(fcinfo);
+	if (!check)
+		return PointerGetDatum(tuple);
 	spec = column(trigdata, tuple, "spec", JSONBOID, &isnull);
 	if (!isnull && !unchanged(trigdata, tuple, "spec", JSONBOID))
 	{
@@ -146,15 +137,16 @@ PG_FUNCTION_INFO_V1(pgdl_models_validate);
 Datum
 pgdl_models_validate(PG_FUNCTION_ARGS)
 {
-	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.models_validate()", "models");
+	bool		check;
+	HeapTuple	tuple = checked_trigger(fcinfo, "pgdl.models_validate()", "models", &check);
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	bool		spec_null,
 				weights_null;
 	Datum		spec,
 				weights;
 
-	if (tuple == NULL)
-		return row_written(fcinfo);
+	if (!check)
+		return PointerGetDatum(tuple);
 	spec = column(trigdata, tuple, "spec", JSONBOID, &spec_null);
 	weights = column(trigdata, tuple, "weights", BYTEAOID, &weights_null);
 
