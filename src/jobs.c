@@ -46,13 +46,6 @@
 #include "locks.h"
 #include "pgdl.h"
 
-/* the job locks' kinds and tags: locks.h */
-#define JOB_LOCK_SPACE		PGDL_LOCK_JOB_SPACE
-#define JOB_SLOT_LOCK		PGDL_LOCK_JOB_SLOT
-#define JOB_OWNER_LOCK		PGDL_LOCK_JOB_OWNER	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
-#define JOB_TICKET_LOCK		PGDL_LOCK_JOB_TICKET	/* held while queued: fields 1 and 3 are the time it queued */
-#define JOB_PRIORITY_LOCK	PGDL_LOCK_JOB_PRIORITY	/* shared, never waited for: field 3 is the priority less PGDL_PRIORITY_MIN */
-#define JOB_PREDICTED_LOCK	PGDL_LOCK_JOB_PREDICTED	/* shared, never waited for: field 3 is the run's predicted seconds, a float4's bits */
 #define JOB_TURNSTILE		PGDL_MAX_WORKERS	/* the slot number past the last slot */
 
 /* The slots this backend's job holds, until pgdl_jobs_release; and the role it runs as. */
@@ -66,7 +59,7 @@ static bool held_turnstile = false;
 static void
 job_locktag(LOCKTAG *tag, int slot)
 {
-	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) slot, JOB_SLOT_LOCK);
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, PGDL_LOCK_JOB_SPACE, (uint32) slot, PGDL_LOCK_JOB_SLOT);
 }
 
 /* The slot a lock tag is, or -1 when it is none of ours; JOB_TURNSTILE for the turnstile. */
@@ -74,7 +67,7 @@ static int
 job_slot_of(const LOCKTAG *tag)
 {
 	if (tag->locktag_type != LOCKTAG_ADVISORY || tag->locktag_field1 != InvalidOid ||
-		tag->locktag_field2 != JOB_LOCK_SPACE || tag->locktag_field4 != JOB_SLOT_LOCK ||
+		tag->locktag_field2 != PGDL_LOCK_JOB_SPACE || tag->locktag_field4 != PGDL_LOCK_JOB_SLOT ||
 		tag->locktag_field3 > JOB_TURNSTILE)
 		return -1;
 	return (int) tag->locktag_field3;
@@ -84,32 +77,32 @@ job_slot_of(const LOCKTAG *tag)
 static void
 owner_locktag(LOCKTAG *tag, Oid role)
 {
-	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) role, JOB_OWNER_LOCK);
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, PGDL_LOCK_JOB_SPACE, (uint32) role, PGDL_LOCK_JOB_OWNER);
 }
 
 static void
 ticket_locktag(LOCKTAG *tag, TimestampTz ticket)
 {
-	SET_LOCKTAG_ADVISORY(*tag, (uint32) ((uint64) ticket >> 32), JOB_LOCK_SPACE, (uint32) ticket, JOB_TICKET_LOCK);
+	SET_LOCKTAG_ADVISORY(*tag, (uint32) ((uint64) ticket >> 32), PGDL_LOCK_JOB_SPACE, (uint32) ticket, PGDL_LOCK_JOB_TICKET);
 }
 
 static void
 priority_locktag(LOCKTAG *tag, int priority)
 {
-	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, (uint32) (priority - PGDL_PRIORITY_MIN), JOB_PRIORITY_LOCK);
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, PGDL_LOCK_JOB_SPACE, (uint32) (priority - PGDL_PRIORITY_MIN), PGDL_LOCK_JOB_PRIORITY);
 }
 
 static void
 predicted_locktag(LOCKTAG *tag, uint32 bits)
 {
-	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, JOB_LOCK_SPACE, bits, JOB_PREDICTED_LOCK);
+	SET_LOCKTAG_ADVISORY(*tag, InvalidOid, PGDL_LOCK_JOB_SPACE, bits, PGDL_LOCK_JOB_PREDICTED);
 }
 
-/* Whether a lock tag is one of the job locks `kind` (JOB_OWNER_LOCK, ...), whose field 1 may be anything. */
+/* Whether a lock tag is one of the job locks `kind` (PGDL_LOCK_JOB_OWNER, ...), whose field 1 may be anything. */
 static bool
 job_tag_is(const LOCKTAG *tag, uint16 kind)
 {
-	return tag->locktag_type == LOCKTAG_ADVISORY && tag->locktag_field2 == JOB_LOCK_SPACE &&
+	return tag->locktag_type == LOCKTAG_ADVISORY && tag->locktag_field2 == PGDL_LOCK_JOB_SPACE &&
 		tag->locktag_field4 == kind;
 }
 
@@ -267,7 +260,7 @@ collect_jobs(LockData *data, int *n)
 			else
 				r->at_turnstile = true;
 		}
-		else if (job_tag_is(t, JOB_TICKET_LOCK))
+		else if (job_tag_is(t, PGDL_LOCK_JOB_TICKET))
 			job_row(rows, n, l->pid)->ticket =
 				(TimestampTz) (((uint64) t->locktag_field1 << 32) | t->locktag_field3);
 	}
@@ -276,9 +269,9 @@ collect_jobs(LockData *data, int *n)
 		LockInstanceData *l = &data->locks[i];
 		const LOCKTAG *t = &l->locktag;
 		int64		run = pgdl_run_of_leader_lock(t);
-		bool		owner = job_tag_is(t, JOB_OWNER_LOCK) && t->locktag_field1 == InvalidOid;
-		bool		priority = job_tag_is(t, JOB_PRIORITY_LOCK) && t->locktag_field1 == InvalidOid;
-		bool		predicted = job_tag_is(t, JOB_PREDICTED_LOCK) && t->locktag_field1 == InvalidOid;
+		bool		owner = job_tag_is(t, PGDL_LOCK_JOB_OWNER) && t->locktag_field1 == InvalidOid;
+		bool		priority = job_tag_is(t, PGDL_LOCK_JOB_PRIORITY) && t->locktag_field1 == InvalidOid;
+		bool		predicted = job_tag_is(t, PGDL_LOCK_JOB_PREDICTED) && t->locktag_field1 == InvalidOid;
 
 		for (int j = 0; (run != 0 || owner || priority || predicted) && l->holdMask != 0 && j < *n; j++)
 			if (rows[j].pid == l->pid)

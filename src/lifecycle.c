@@ -34,13 +34,6 @@
 
 int			pgdl_keep_checkpoints = 1;
 
-/*
- * locktag_field4 of the run locks (locks.h), which pg_locks shows as objsubid
- * of an advisory lock.  The run id is the other two fields, whole.
- */
-#define RUN_LEADER_LOCK		PGDL_LOCK_RUN_LEADER
-#define RUN_WORKERS_LOCK	PGDL_LOCK_RUN_WORKERS
-
 /* The most packed tables the NOTICE of DROP EXTENSION names. */
 #define MAX_TABLES_NAMED	20
 
@@ -60,6 +53,7 @@ pgdl_lifecycle_init(void)
 
 /* ---- runs in flight ---- */
 
+/* The run's lock of one kind (locks.h): the run id is fields 2 and 3, whole. */
 static void
 run_locktag(LOCKTAG *tag, int64 run, uint16 kind)
 {
@@ -82,7 +76,7 @@ run_lock_free(int64 run, uint16 kind)
 bool
 pgdl_run_in_flight(int64 run)
 {
-	return !run_lock_free(run, RUN_LEADER_LOCK) || !run_lock_free(run, RUN_WORKERS_LOCK);
+	return !run_lock_free(run, PGDL_LOCK_RUN_LEADER) || !run_lock_free(run, PGDL_LOCK_RUN_WORKERS);
 }
 
 static void
@@ -145,9 +139,9 @@ pgdl_run_claim(int64 run)
 	LOCKTAG		tag;
 
 	check_run_visible(run);
-	run_locktag(&tag, run, RUN_LEADER_LOCK);
+	run_locktag(&tag, run, PGDL_LOCK_RUN_LEADER);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) == LOCKACQUIRE_NOT_AVAIL ||
-		!run_lock_free(run, RUN_WORKERS_LOCK))
+		!run_lock_free(run, PGDL_LOCK_RUN_WORKERS))
 		run_in_progress_error(run);
 }
 
@@ -157,7 +151,7 @@ pgdl_run_hold_as_leader(int64 run)
 {
 	LOCKTAG		tag;
 
-	run_locktag(&tag, run, RUN_LEADER_LOCK);
+	run_locktag(&tag, run, PGDL_LOCK_RUN_LEADER);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
@@ -165,7 +159,7 @@ pgdl_run_hold_as_leader(int64 run)
 int64
 pgdl_run_of_leader_lock(const LOCKTAG *tag)
 {
-	if (tag->locktag_type != LOCKTAG_ADVISORY || tag->locktag_field4 != RUN_LEADER_LOCK ||
+	if (tag->locktag_type != LOCKTAG_ADVISORY || tag->locktag_field4 != PGDL_LOCK_RUN_LEADER ||
 		tag->locktag_field1 == InvalidOid)
 		return 0;
 	return (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3);
@@ -180,7 +174,7 @@ pgdl_run_hold_as_worker(int64 run)
 
 	if (held == run)
 		return;
-	run_locktag(&tag, run, RUN_WORKERS_LOCK);
+	run_locktag(&tag, run, PGDL_LOCK_RUN_WORKERS);
 	(void) LockAcquire(&tag, ShareLock, true, false);
 	held = run;
 }

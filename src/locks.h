@@ -45,10 +45,10 @@ typedef enum PgdlLockKind
 	PGDL_LOCK_RUN_LEADER = 0x7064,	/* pg_locks objsubid 28772 (docs/reference/lifecycle.md) */
 	PGDL_LOCK_RUN_WORKERS = 0x7065,
 	PGDL_LOCK_JOB_SLOT = 0x7066,
-	PGDL_LOCK_JOB_OWNER = 0x7067,
-	PGDL_LOCK_JOB_TICKET = 0x7068,
-	PGDL_LOCK_JOB_PRIORITY = 0x7069,
-	PGDL_LOCK_JOB_PREDICTED = 0x706a,
+	PGDL_LOCK_JOB_OWNER = 0x7067,	/* shared, never waited for: the role a job runs as, for pgdl.jobs */
+	PGDL_LOCK_JOB_TICKET = 0x7068,	/* held while queued: fields 1 and 3 are the time it queued */
+	PGDL_LOCK_JOB_PRIORITY = 0x7069,	/* shared, never waited for: field 3, the priority less the least */
+	PGDL_LOCK_JOB_PREDICTED = 0x706a,	/* shared, never waited for: field 3, predicted seconds' float4 bits */
 	PGDL_LOCK_CACHE_BUILD = 0x706b,
 	PGDL_LOCK_SHARED_SCAN = 0x8000	/* with the partition in the low 14 bits: 0x8000 .. 0xbfff */
 } PgdlLockKind;

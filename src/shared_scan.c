@@ -42,7 +42,6 @@
 #include "pgdl.h"
 
 #define SHARE_MAGIC			0x70677370	/* "pgsp" */
-#define SHARE_LOCK_KIND		PGDL_LOCK_SHARED_SCAN	/* field 4, with the partition (locks.h) */
 #define SHARE_ALL_PARTS		0x3fff	/* the partition code of part < 0 */
 #define SHARE_MAX_HELD		64		/* segments one process holds: each is a lock and a DSM slot */
 
@@ -89,7 +88,7 @@ static void
 share_locktag(LOCKTAG *tag, dsm_handle handle, Oid relid, int32 part)
 {
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) relid, (uint32) handle,
-						 SHARE_LOCK_KIND | (part >= 0 ? part : SHARE_ALL_PARTS));
+						 PGDL_LOCK_SHARED_SCAN | (part >= 0 ? part : SHARE_ALL_PARTS));
 }
 
 bool
