@@ -14,7 +14,8 @@ CUDA_ARCH  ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false $(CUDA_ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Ikernels
 
 NN_SRCS     = $(sort $(wildcard src/nn/*.c)) $(sort $(wildcard kernels/cpu/*.c))
-GLUE_SRCS   = $(sort $(wildcard src/*.c))
+# the glue: src/pgdl.c and one folder per subsystem (docs/architecture.md); src/nn is the engine
+GLUE_SRCS   = src/pgdl.c $(sort $(filter-out src/nn/%,$(wildcard src/*/*.c)))
 
 ifeq ($(WITH_CUDA),1)
 CUDA_OBJS   = kernels/cuda/backend_cuda.o
@@ -28,7 +29,7 @@ CUDA_OBJS   = kernels/cuda/cuda_stub.o kernels/cuda/cuda_fake.o
 CUDA_LIBS   =
 endif
 
-# ONNX (onnx_import.c, onnx_export.c) reads and writes protobuf through protobuf-c, with C code that
+# ONNX (src/models/onnx_import.c, onnx_export.c) reads and writes protobuf through protobuf-c, with C code that
 # protoc-c generates at build time from the onnx.proto that Debian's libonnx-dev ships.
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 ONNX_GEN    = build/onnx
@@ -43,7 +44,7 @@ DATA        = $(filter-out $(DATA_built),$(wildcard sql/$(EXTENSION)--*.sql)) \
 EXTRA_CLEAN = $(DATA_built) build kernels/cuda/*.o
 
 SHLIB_LINK += $(BLAS_LIBS) $(CUDA_LIBS) -lprotobuf-c -lm
-# libpq: a coordinator reaches its nodes (remote.c), as postgres_fdw does
+# libpq: a coordinator reaches its nodes (src/cluster/remote.c), as postgres_fdw does
 SHLIB_LINK_INTERNAL = $(libpq)
 PG_CPPFLAGS += -I$(srcdir)/src -I$(srcdir)/kernels -I$(ONNX_GEN) -I$(libpq_srcdir) $(BLAS_CFLAGS)
 PG_CFLAGS   += -O3 -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
@@ -124,9 +125,9 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
 # glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan
-UNIT_GLUE   = src/onnx_depth.c
+UNIT_GLUE   = src/models/onnx_depth.c
 
-build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/onnx_depth.h build/%/nn.a
+build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/models/onnx_depth.h build/%/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) $(UNIT_GLUE) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
@@ -214,7 +215,7 @@ bench-pack:
 $(NN_SRCS:.c=.o): override CFLAGS = $(NN_CFLAGS) -fPIC
 
 # PGXS tracks no header dependencies; rebuild every object when a header changes.
-$(OBJS): $(wildcard src/*.h src/nn/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h) $(ONNX_GEN)/onnx.pb-c.h
+$(OBJS): $(wildcard src/*/*.h kernels/*.h kernels/cpu/*.h kernels/cuda/*.h) $(ONNX_GEN)/onnx.pb-c.h
 
 # ---------------------------------------------------------------------------
 # Fuzzing: libFuzzer targets built with Debian's clang (regress/fuzz).
@@ -235,7 +236,7 @@ FUZZ_LDFLAGS   = -Wl,--gc-sections -Wl,-z,start-stop-gc
 # float_to_shortest_decimal_buf, StringInfo, pg_toupper: PostgreSQL's own, from its static libraries
 FUZZ_PG_LIBS   = $(pkglibdir)/libpgcommon_shlib.a $(pkglibdir)/libpgport_shlib.a
 FUZZ_BINS      = $(addprefix $(FUZZ)/fuzz_,$(FUZZ_TARGETS))
-FUZZ_HEADERS   = $(wildcard regress/fuzz/*.h src/*.h src/nn/*.h kernels/*.h) $(ONNX_GEN)/onnx.pb-c.h
+FUZZ_HEADERS   = $(wildcard regress/fuzz/*.h src/*/*.h kernels/*.h) $(ONNX_GEN)/onnx.pb-c.h
 
 FUZZ_COVERAGE  = -fsanitize=fuzzer-no-link
 # Numeric loops (the layers, the kernels, the targets' own data): tracing their
@@ -260,19 +261,20 @@ $(FUZZ)/fuzz_blob: $(FUZZ)/obj/regress/fuzz/fuzz_blob.o $(FUZZ_COMMON) $(FUZZ)/n
 
 $(FUZZ)/fuzz_spec: $(FUZZ)/obj/regress/fuzz/fuzz_spec.o $(FUZZ)/obj/regress/fuzz/fuzz_json.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o $(FUZZ)/obj/regress/fuzz/fuzz_numeric.o \
-		$(FUZZ)/obj/src/spec_json.o $(FUZZ)/obj/src/messages.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
-
-$(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/packed.o \
-		$(FUZZ)/obj/src/arrays.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
-
-# the ONNX reader (src/onnx_import.c) and the protobuf-c code generated from onnx.proto
-$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/onnx_import.o $(FUZZ)/obj/src/onnx_depth.o \
-		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/model_exchange.o \
-		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
-		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec_json.o $(FUZZ)/obj/src/messages.o \
+		$(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o $(FUZZ)/obj/src/base/devices.o \
 		$(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
+
+$(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/data/packed.o \
+		$(FUZZ)/obj/src/base/arrays.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
+
+# the ONNX reader (src/models/onnx_import.c) and the protobuf-c code generated from onnx.proto
+$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/models/onnx_import.o $(FUZZ)/obj/src/models/onnx_depth.o \
+		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/models/model_exchange.o $(FUZZ)/obj/src/spec/tensors.o \
+		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
+		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o \
+		$(FUZZ)/obj/src/base/devices.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lprotobuf-c -lpthread -lm -o $@
 
 $(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c regress/fuzz/gen_onnx.c $(ONNX_GEN)/onnx.pb-c.c $(FUZZ)/nn.a \

@@ -1,6 +1,6 @@
 #!/bin/bash
 # bench/jobs.sh -- two users' model selections on one server: the server's queue
-# of pgdl workers (src/jobs.c) with pgdl.max_workers = 2.
+# of pgdl workers (src/hopper/jobs.c) with pgdl.max_workers = 2.
 #
 # Two roles each own a set of 8 configurations of the reference MLP (4 learning
 # rates x 2 batch sizes, sgd with momentum 0.9, seed 42) over the same packed

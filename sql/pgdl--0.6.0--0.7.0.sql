@@ -186,11 +186,11 @@ COMMENT ON FUNCTION pgdl.delete_rows(regclass, bigint[]) IS
 
 -- ---- rows checked when written (invalid rows) ----
 -- A row of one role must not fail another role's query: specs and weights are checked when written
--- (src/catalog_checks.c), and the views over many rows show a row that is still invalid (written
+-- (src/catalog/catalog_checks.c), and the views over many rows show a row that is still invalid (written
 -- before 0.7.0, or with the triggers disabled) instead of failing.  Rows already stored are not
 -- checked here: an upgrade must not fail on them; pgdl.zoo's problem column shows them.
 -- A spec or weights that do not parse would fail the queries of every role that reads the row (a model
--- granted to PUBLIC, every row for pgdl_admin): they are refused when written (src/catalog_checks.c),
+-- granted to PUBLIC, every row for pgdl_admin): they are refused when written (src/catalog/catalog_checks.c),
 -- by the rules the readers apply.  The functions run as the writer; PUBLIC may not attach them to a
 -- table (CREATE TRIGGER needs EXECUTE, firing does not), and each checks the table it fires on.
 CREATE FUNCTION pgdl.models_validate() RETURNS trigger

@@ -1,6 +1,6 @@
 /*
  * fuzz_onnx.c -- libFuzzer target: the ONNX reader of pgdl.import_onnx
- * (pgdl_onnx_read in src/onnx_import.c): protobuf-c's unpacking, then the graph
+ * (pgdl_onnx_read in src/models/onnx_import.c): protobuf-c's unpacking, then the graph
  * walk, attribute and tensor checks, and the weights put into an engine model.
  *
  * onnx_import.c is compiled as it is, with fuzz_pg.c standing in for the
@@ -15,7 +15,7 @@
  * recurses once per nested message, and the 16 KB inputs (run.sh's -max_len)
  * can nest some 5,000 levels, about as much stack as the main thread's 8 MB.
  * Here nesting half again past the depth scan's bound of 100
- * (src/onnx_depth.c) overflows, and the seeds "deep_type" and "deep_graph",
+ * (src/models/onnx_depth.c) overflows, and the seeds "deep_type" and "deep_graph",
  * 100 deep, show that the bound itself fits.
  */
 #include "postgres.h"
@@ -26,8 +26,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 
-#include "pgdl.h"
-#include "onnx.h"
+#include "models/models.h"
 
 #include "fuzz_engine.h"
 #include "fuzz_pg.h"

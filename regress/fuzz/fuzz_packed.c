@@ -1,6 +1,6 @@
 /*
  * fuzz_packed.c -- libFuzzer target: the checks a row of a packed table passes
- * before the engine reads it (pgdl_packed_check_row in src/packed.c), and the
+ * before the engine reads it (pgdl_packed_check_row in src/data/packed.c), and the
  * engine on the rows that pass.
  *
  * A packed table belongs to whoever packed it and holds whatever real[] values
@@ -24,7 +24,7 @@
 
 #include "catalog/pg_type.h"
 
-#include "pgdl.h"
+#include "data/data.h"
 
 #include "fuzz_engine.h"
 #include "fuzz_pg.h"

@@ -1,6 +1,6 @@
 /*
  * fuzz_spec.c -- libFuzzer target: the jsonb spec and configuration parser
- * (src/spec_json.c) and the engine's validator behind it.
+ * (src/spec/spec_json.c) and the engine's validator behind it.
  *
  * spec_json.c is compiled as it is, against PostgreSQL's headers, with
  * fuzz_pg.c and fuzz_json.c standing in for the backend (jsonb, ereport,
@@ -19,7 +19,7 @@
  */
 #include "postgres.h"
 
-#include "pgdl.h"
+#include "spec/spec.h"
 
 #include "fuzz_engine.h"
 #include "fuzz_pg.h"

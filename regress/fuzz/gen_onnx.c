@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "onnx.pb-c.h"
-#include "onnx_depth.h"
+#include "models/onnx_depth.h"
 
 #include "gen_onnx.h"
 
@@ -363,7 +363,7 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Gemm", IN("i", "w"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "normalized", &g, value("x", 2, (int64_t[]) {8}), value("y", 2, (int64_t[]) {2}));
 
-	/* nesting as deep as the reader takes (100, src/onnx_depth.h): one level more is refused before protobuf-c */
+	/* nesting as deep as the reader takes (100, src/models/onnx_depth.h): one level more is refused before protobuf-c */
 	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);
 	node(&g, "Gemm", IN("x", "w"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "deep_type", &g, deep_type(value("x", 2, (int64_t[]) {4})), value("y", 2, (int64_t[]) {3}));

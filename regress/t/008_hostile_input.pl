@@ -1458,7 +1458,7 @@ is($node->safe_psql('postgres', sprintf($attached_rows, 'sweep_joined WHERE part
 # ONNX nested 200,000 deep (issue 32).  protobuf-c unpacks each nested message
 # by calling itself, with no bound: a file nesting TypeProto in TypeProto
 # 200,000 times once overflowed the backend's stack and restarted the server.
-# pgdl.import_onnx scans the nesting first (src/onnx_depth.c) and refuses more
+# pgdl.import_onnx scans the nesting first (src/models/onnx_depth.c) and refuses more
 # than 100 levels with 22023.  Each recursive path of onnx.proto is fed 200,000
 # and 101 levels deep as the sweeping role: TypeProto's sequence, map and
 # optional element types (under the graph's input), AttributeProto g and

@@ -4,7 +4,7 @@
 # sees only its own jobs, a queued job can be cancelled, a job gives a worker
 # back to another role's and takes free slots, every model equals the one its
 # selection trains alone, two jobs over one packed table read each partition
-# once (shared scans, src/shared_scan.c), and a worker that dies, holding
+# once (shared scans, src/data/shared_scan.c), and a worker that dies, holding
 # buffers another job uses, fails only its job; with pgdl.max_workers = 1, a
 # role's priorities reorder only its own queued jobs.
 use strict;

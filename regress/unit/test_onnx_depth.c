@@ -1,5 +1,5 @@
 /*
- * test_onnx_depth.c -- the depth scan of ONNX bytes (src/onnx_depth.c), which
+ * test_onnx_depth.c -- the depth scan of ONNX bytes (src/models/onnx_depth.c), which
  * runs before protobuf-c unpacks: each recursive path of onnx.proto is refused
  * one level past the bound and 200,000 levels deep, and passes at the bound;
  * bytes, strings and unknown fields are stepped over, never descended into;
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx_depth.h"
+#include "models/onnx_depth.h"
 #include "unit.h"
 
 typedef struct Bytes

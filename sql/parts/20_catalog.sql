@@ -159,7 +159,7 @@ CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON 
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
 -- A spec or weights that do not parse would fail the queries of every role that reads the row (a model
--- granted to PUBLIC, every row for pgdl_admin): they are refused when written (src/catalog_checks.c),
+-- granted to PUBLIC, every row for pgdl_admin): they are refused when written (src/catalog/catalog_checks.c),
 -- by the rules the readers apply.  The functions run as the writer; PUBLIC may not attach them to a
 -- table (CREATE TRIGGER needs EXECUTE, firing does not), and each checks the table it fires on.
 CREATE FUNCTION pgdl.models_validate() RETURNS trigger

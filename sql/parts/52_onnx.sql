@@ -5,7 +5,7 @@
 -- (binary_cross_entropy).  A stored model's dataset normalization is folded in as the graph's first
 -- nodes unless with_normalization is false; the classes, the loss and the model's id and name go into the
 -- file's metadata.  pgdl.import_onnx reads such a file (pgdl's or another framework's) into a new row of
--- pgdl.models (src/onnx_import.c), and recognizes what export added around the network.
+-- pgdl.models (src/models/onnx_import.c), and recognizes what export added around the network.
 
 -- pgdl.export_onnx
 

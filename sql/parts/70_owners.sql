@@ -5,7 +5,7 @@
 -- the models it was granted (pgdl.grant_model) and the datasets it may read; superusers and members of
 -- pgdl_admin see and change everything.  The functions of pgdl run as the caller, background workers
 -- too, so these rules are the only ones: nothing of pgdl touches the catalog with other rights but the
--- SECURITY DEFINER functions that must touch other roles' rows, and pgdl.delete_rows (src/owners.c),
+-- SECURITY DEFINER functions that must touch other roles' rows, and pgdl.delete_rows (src/base/owners.c),
 -- each argued in docs/security.md, whose test fails on a definer function it does not name.
 --
 -- No ordinary role holds UPDATE or DELETE on a catalog table as a whole: in PostgreSQL 15 either lets

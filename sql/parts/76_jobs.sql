@@ -1,4 +1,4 @@
--- The server's queue of pgdl jobs (src/jobs.c): at most pgdl.max_workers pgdl workers train at once,
+-- The server's queue of pgdl jobs (src/hopper/jobs.c): at most pgdl.max_workers pgdl workers train at once,
 -- whoever started them; jobs that find none free wait their turn.
 CREATE FUNCTION pgdl.job_rows(OUT pid integer, OUT owner regrole, OUT database text, OUT state text,
 		OUT "position" integer, OUT workers integer, OUT queued_since timestamptz, OUT run bigint,

@@ -1,5 +1,5 @@
 -- The model zoo (docs/reference/zoo.md): every model the caller may see with its descriptors, the stored
--- models most like a model or a spec, and (src/transfer.c) warm starts from one of them.
+-- models most like a model or a spec, and (src/train/transfer.c) warm starts from one of them.
 
 CREATE FUNCTION pgdl.spec_summary(spec jsonb, OUT layers text, OUT n_layers integer, OUT params bigint,
 		OUT flops bigint, OUT input_shape integer[])

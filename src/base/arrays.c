@@ -1,0 +1,117 @@
+/*
+ * arrays.c -- real[] in and out of SQL functions: the one place that reads and
+ * builds float4 arrays.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "utils/fmgrprotos.h"
+#include "utils/array.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+
+float *
+pgdl_float4_array(ArrayType *array, const char *what, int64 *length)
+{
+	if (ARR_ELEMTYPE(array) != FLOAT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s must be a real[] array", what)));
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what),
+				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
+	if (ARR_HASNULL(array) && array_contains_nulls(array))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not contain NULL values", what)));
+	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
+	return (float *) ARR_DATA_PTR(array);
+}
+
+ArrayType *
+pgdl_float4_array_new(int64 n)
+{
+	Size		total;
+	ArrayType  *a;
+
+	if (n == 0)
+		return construct_empty_array(FLOAT4OID);
+	if (n < 0 || n > MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array of " INT64_FORMAT " values is too large", n)));
+	total = add_size(ARR_OVERHEAD_NONULLS(1), mul_size((Size) n, sizeof(float)));
+	if (!AllocSizeIsValid(total))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("array of " INT64_FORMAT " values is too large", n),
+				 errdetail("An array holds at most 1 GB.")));
+	a = palloc0(total);
+	SET_VARSIZE(a, total);
+	a->ndim = 1;
+	a->dataoffset = 0;
+	a->elemtype = FLOAT4OID;
+	ARR_DIMS(a)[0] = (int) n;
+	ARR_LBOUND(a)[0] = 1;
+	return a;
+}
+
+ArrayType *
+pgdl_float4_array_from(const float *v, int64 n)
+{
+	ArrayType  *a = pgdl_float4_array_new(n);
+
+	if (n > 0)
+		memcpy(ARR_DATA_PTR(a), v, (Size) n * sizeof(float));
+	return a;
+}
+
+/*
+ * The first n elements of a NULL-free array of smallint, integer, bigint,
+ * real, double precision or numeric (or domains over them: elem_base is the
+ * element's base type) as floats into x: feature arrays as pgdl.pack and
+ * pgdl.predict_batch read them.
+ */
+void
+pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x)
+{
+	const char *data = ARR_DATA_PTR(arr);
+
+	switch (elem_base)
+	{
+		case FLOAT4OID:
+			memcpy(x, data, sizeof(float) * n);
+			break;
+		case FLOAT8OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const double *) data)[i];
+			break;
+		case INT2OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int16 *) data)[i];
+			break;
+		case INT4OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int32 *) data)[i];
+			break;
+		case INT8OID:
+			for (int i = 0; i < n; i++)
+				x[i] = (float) ((const int64 *) data)[i];
+			break;
+		case NUMERICOID:
+			{
+				Datum	   *elems;
+				int			count;
+
+				deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_INT, &elems, NULL, &count);
+				for (int i = 0; i < n && i < count; i++)
+					x[i] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, elems[i]));
+				break;
+			}
+		default:
+			elog(ERROR, "pgdl: an array of type %u is not an array of numbers", elem_base);
+	}
+}

@@ -1,0 +1,70 @@
+/*
+ * engine.c -- the engine bridge: the engine brought in line with this session's
+ * settings before a SQL function uses it, and the description of the build
+ * that nodes of one cluster compare.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "backend.h"
+#include "base/base.h"
+
+/*
+ * OpenBLAS's own description ("OpenBLAS 0.3.21 DYNAMIC_ARCH ..."), present when
+ * the BLAS we are linked against is OpenBLAS.  Weak, so that pgdl still loads
+ * with another BLAS.
+ */
+extern char *openblas_get_config(void) __attribute__((weak));
+
+/* The pgdl.blas_threads value the engine runs with; 0: not applied yet. */
+static int	applied_blas_threads = 0;
+
+void
+pgdl_engine_prepare(void)
+{
+	if (pgdl_blas_threads != applied_blas_threads)
+	{
+		nn_set_blas_threads(pgdl_blas_threads);
+		applied_blas_threads = pgdl_blas_threads;
+	}
+}
+
+/* "OpenBLAS 0.3.21" from OpenBLAS's description, or "unknown". */
+static void
+BlasDescribe(StringInfo buf)
+{
+	const char *config = openblas_get_config ? openblas_get_config() : NULL;
+	const char *end;
+
+	if (config == NULL)
+	{
+		appendStringInfoString(buf, "unknown");
+		return;
+	}
+
+	/* The name and the version are the first two words. */
+	end = strchr(config, ' ');
+	if (end != NULL)
+		end = strchr(end + 1, ' ');
+	if (end == NULL)
+		end = config + strlen(config);
+	appendBinaryStringInfo(buf, config, (int) (end - config));
+}
+
+/* pgdl.version(): what a coordinator compares with its nodes' before it trains there. */
+char *
+pgdl_build_description(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfo(&buf, "pgdl %s (engine format %d, blas: ", PGDL_VERSION, NN_FORMAT_VERSION);
+	BlasDescribe(&buf);
+#ifdef PGDL_WITH_CUDA
+	appendStringInfoString(&buf, ", cuda: yes)");
+#else
+	appendStringInfoString(&buf, ", cuda: no)");
+#endif
+	return buf.data;
+}

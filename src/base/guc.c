@@ -1,0 +1,150 @@
+/*
+ * guc.c -- pgdl.* settings.
+ *
+ * Settings only record values here; pgdl_engine_prepare() applies them to the
+ * engine in the backend that uses it, never in the postmaster.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include "utils/guc.h"
+
+#include "base/base.h"
+
+int			pgdl_blas_threads = 1;
+int			pgdl_train_cache_mem = 256 * 1024;	/* kB */
+int			pgdl_max_workers = 2;
+int			pgdl_max_fit_threads = 2;
+int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
+int			pgdl_node_cache_mem = 0;	/* kB */
+int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
+double		pgdl_cpu_gflops = 40.0;
+char	   *pgdl_device_setting = NULL;
+int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
+
+/* A device name, whether or not this server has the device: that is checked where a model moves. */
+static bool
+check_device(char **newval, void **extra, GucSource source)
+{
+	int32		device;
+
+	if (pgdl_device_parse(*newval, &device))
+		return true;
+	GUC_check_errdetail("A device is \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to %d).", PGDL_MAX_DEVICES - 1);
+	return false;
+}
+
+void
+pgdl_guc_init(void)
+{
+	DefineCustomIntVariable("pgdl.blas_threads",
+							"Threads each backend's BLAS calls may use.",
+							"Takes effect at the next pgdl call in the session. "
+							"Parallel workers and pgdl's own workers each use this many.",
+							&pgdl_blas_threads,
+							1, 1, 64,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.train_cache_mem",
+							"Memory a training run may use to keep packed buffers between epochs.",
+							"pgdl.fit reads each buffer from its table in the first epoch and keeps "
+							"it in memory for later epochs while this budget allows; 0 reads every epoch.",
+							&pgdl_train_cache_mem,
+							256 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	/* one worker per core by default: a worker is one BLAS thread */
+	{
+		long		cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		pgdl_max_workers = cores < 1 ? 1 : (cores > 64 ? 64 : (int) cores);
+	}
+	DefineCustomIntVariable("pgdl.max_workers",
+							"pgdl workers that train at once on this server, all jobs together; also a job's workers when not told how many.",
+							"Defaults to the number of cores; each worker also needs a slot of max_worker_processes. "
+							"Jobs that find none free wait in a queue (pgdl.jobs).",
+							&pgdl_max_workers,
+							pgdl_max_workers, 1, 64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	/* the same default: a fit's threads are cores, as workers are */
+	pgdl_max_fit_threads = pgdl_max_workers;
+	DefineCustomIntVariable("pgdl.max_fit_threads",
+							"Most threads one pgdl.fit may train with (its configuration's \"threads\").",
+							"Defaults to the number of cores; a configuration asking for more is refused. "
+							"Only superusers may raise it.",
+							&pgdl_max_fit_threads,
+							pgdl_max_fit_threads, 1, 64,
+							PGC_SUSET,
+							0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgdl.worker_cache_mem",
+							"Memory each pgdl.fit_multiple worker may use to keep its partitions' buffers.",
+							"Buffers beyond it are read from the packed table at every visit.",
+							&pgdl_worker_cache_mem,
+							512 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.node_cache_mem",
+							"Memory a session may use to keep the partitions pgdl.train_partitions reads, between its calls.",
+							"A coordinator's worker sets it on its session on a node to its pgdl.worker_cache_mem, so that "
+							"the node reads each partition once per run, as a worker on one server does; 0 reads them at every call.",
+							&pgdl_node_cache_mem,
+							0, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgdl.feature_cache_budget",
+							"Storage all feature caches (materialized views in schema pgdl_cache) may take together.",
+							"pgdl.fit_multiple recomputes a frozen prefix rather than cache its features beyond it; "
+							"0 never caches.",
+							&pgdl_feature_cache_budget,
+							4 * 1024 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	DefineCustomRealVariable("pgdl.cpu_gflops",
+							 "Billions of floating-point operations per second one worker runs, for plans.",
+							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",
+							 &pgdl_cpu_gflops,
+							 40.0, 0.001, 1e6,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * A guard for a shared server, so a superuser's: each model lives in one
+	 * backend or worker, and a user who could raise the limit could take the
+	 * server's memory.  1 GB by default, as large as a stored model may be
+	 * (a bytea); GRANT SET ON PARAMETER lets a role raise it.
+	 */
+	DefineCustomIntVariable("pgdl.max_model_memory",
+							"Memory one model may take: parameters, gradients, optimizer state and the workspace for a batch.",
+							"A model, or a batch for it, that would take more is refused before anything is allocated.",
+							&pgdl_max_model_memory,
+							1024 * 1024, 64, MAX_KILOBYTES,
+							PGC_SUSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgdl.device",
+							   "Where models train and predict_batch and evaluate run when a configuration or argument does not say: cpu, cuda or cuda:N.",
+							   "No CUDA context is made until a model moves to the device, in the process that trains it.",
+							   &pgdl_device_setting,
+							   "cpu",
+							   PGC_USERSET,
+							   0,
+							   check_device, NULL, NULL);
+
+	MarkGUCPrefixReserved("pgdl");
+}

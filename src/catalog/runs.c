@@ -1,0 +1,534 @@
+/*
+ * runs.c -- the run record: pgdl.runs, pgdl.run_metrics, pgdl.models and
+ * pgdl.checkpoints, written and read back in one place.
+ *
+ * pgdl.fit's run and epochs are written by its run recorder (run_recorder.c),
+ * each committed on its own, and its model by the caller; a pgdl.fit_multiple
+ * run is written by its workers, each epoch committed on its own (so that
+ * pgdl.resume can continue it), and its models by the leader.  Every function
+ * here connects to SPI itself, so callers in a backend or a background worker
+ * need only be in a transaction.  The statements are prepared once per process.
+ *
+ * What is read back is checked before use: the catalog is writable by its
+ * users, and a forged row must give an error, not a crash.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+
+static const char *const status_names[] = {
+	[PGDL_RUN_RUNNING] = "running", [PGDL_RUN_FINISHED] = "finished",
+	[PGDL_RUN_FAILED] = "failed", [PGDL_RUN_CANCELLED] = "cancelled"
+};
+
+/*
+ * A model's pgdl.models.metrics: its last epoch, in a model selection whether
+ * it was stopped early, and "diverged": true with the steps its weights took
+ * when training diverged (the key is absent otherwise).
+ */
+static Jsonb *
+metrics_jsonb(const PgdlModelRecord *rec)
+{
+	const PgdlEpochMetrics *m = &rec->last;
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "epoch", m->epoch);
+	pgdl_jsonb_put_float8(&state, "train_loss", m->train_loss);
+	if (m->classification)
+		pgdl_jsonb_put_float8(&state, "train_accuracy", m->train_accuracy);
+	if (m->has_validation)
+	{
+		pgdl_jsonb_put_float8(&state, "validation_loss", m->validation_loss);
+		if (m->classification)
+			pgdl_jsonb_put_float8(&state, "validation_accuracy", m->validation_accuracy);
+	}
+	if (rec->selection)
+		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);
+	if (m->early_stopped)
+		pgdl_jsonb_put_bool(&state, "early_stopped", true);
+	if (m->diverged)
+	{
+		pgdl_jsonb_put_bool(&state, "diverged", true);
+		pgdl_jsonb_put_int(&state, "steps", m->steps);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* ---- statements ---- */
+
+/* A statement prepared on first use and kept for the life of the process. */
+typedef struct Statement
+{
+	const char *sql;
+	int			nargs;
+	Oid			types[13];
+	SPIPlanPtr	plan;
+} Statement;
+
+static Statement insert_run = {
+	"INSERT INTO pgdl.runs (kind, dataset, validation, architecture, config, epochs, progress_handle) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+	7, {TEXTOID, INT8OID, INT8OID, INT8OID, JSONBOID, INT4OID, INT8OID}
+};
+static Statement restart_run = {
+	"UPDATE pgdl.runs SET status = 'running', finished = NULL, progress_handle = $2 WHERE id = $1",
+	2, {INT8OID, INT8OID}
+};
+static Statement finish_run = {
+	"UPDATE pgdl.runs SET status = $2, finished = clock_timestamp() WHERE id = $1",
+	2, {INT8OID, TEXTOID}
+};
+static Statement insert_metrics = {
+	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
+	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds, decision) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+	13, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
+	FLOAT8OID, TEXTOID}
+};
+static Statement record_decision = {
+	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
+	5, {INT8OID, INT8OID, INT4OID, TEXTOID, INT4OID}
+};
+static Statement insert_checkpoint = {
+	"INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
+	4, {INT8OID, INT8OID, INT4OID, BYTEAOID}
+};
+static Statement insert_model = {
+	"INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent, origin) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+	10, {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID, JSONBOID}
+};
+/* a pgdl.fit run has one model and no configuration ids */
+static Statement link_run_metrics = {
+	"UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2",
+	2, {INT8OID, INT8OID}
+};
+static Statement link_config_metrics = {
+	"UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2 AND config = $3",
+	3, {INT8OID, INT8OID, INT8OID}
+};
+static Statement model_named = {
+	"SELECT 1 FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, {TEXTOID}
+};
+static Statement select_run = {
+	"SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
+	1, {INT8OID}
+};
+static Statement last_checkpoint = {
+	"SELECT epoch, weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 "
+	"AND owner = (SELECT owner FROM pgdl.runs WHERE id = $1) ORDER BY epoch DESC LIMIT 1",
+	2, {INT8OID, INT8OID}
+};
+static Statement was_stopped = {
+	"SELECT 1 FROM pgdl.run_metrics WHERE run = $1 AND config = $2 AND decision IN ('stop', 'early_stop')",
+	2, {INT8OID, INT8OID}
+};
+static Statement last_metrics = {
+	"SELECT train_loss, train_accuracy, validation_loss, validation_accuracy, state = 'diverged' "
+	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
+	2, {INT8OID, INT8OID}
+};
+static Statement add_fit_config = {
+	"INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
+	"ON CONFLICT (owner, set_name, architecture, config) DO NOTHING RETURNING id",
+	3, {TEXTOID, INT8OID, JSONBOID}
+};
+static Statement find_fit_config = {
+	"SELECT id FROM pgdl.configs WHERE owner = quote_ident(current_user)::regrole "
+	"AND set_name = $1 AND architecture = $2 AND config = $3",
+	3, {TEXTOID, INT8OID, JSONBOID}
+};
+static Statement fail_running = {
+	"UPDATE pgdl.runs SET status = 'failed', finished = clock_timestamp()"
+	" WHERE id = $1 AND status = 'running' AND progress_handle IS NOT DISTINCT FROM $2",
+	2, {INT8OID, INT8OID}
+};
+static Statement running_runs = {
+	"SELECT id, progress_handle FROM pgdl.runs WHERE status = 'running' "
+	"AND progress_handle IS NOT NULL ORDER BY id", 0, {InvalidOid}
+};
+
+/* Run a statement (within SPI_connect), prepared on first use, and check what it did. */
+static void
+execute(Statement *st, Datum *values, const char *nulls, int expected)
+{
+	int			ret;
+
+	if (st->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(st->sql, st->nargs, st->types);
+
+		if (plan == NULL)
+			elog(ERROR, "pgdl: could not prepare \"%s\": %s", st->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "pgdl: could not keep the plan of \"%s\"", st->sql);
+		st->plan = plan;
+	}
+	ret = SPI_execute_plan(st->plan, values, nulls, expected == SPI_OK_SELECT, 0);
+	if (ret != expected)
+		elog(ERROR, "pgdl: \"%s\" failed: %s", st->sql, SPI_result_code_string(ret));
+}
+
+/* An id argument: 0 means none, stored as NULL. */
+#define ID_NULL(id) ((id) != 0 ? ' ' : 'n')
+
+static int64
+returned_id(void)
+{
+	bool		isnull;
+
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* ---- writing ---- */
+
+int64
+pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architecture,
+			   Jsonb *config, int32 epochs, int64 progress_handle)
+{
+	Datum		values[7];
+	char		nulls[7] = {' ', ID_NULL(dataset), ID_NULL(validation), ID_NULL(architecture), ' ', ' ',
+	ID_NULL(progress_handle)};
+	int64		id;
+
+	values[0] = CStringGetTextDatum(kind);
+	values[1] = Int64GetDatum(dataset);
+	values[2] = Int64GetDatum(validation);
+	values[3] = Int64GetDatum(architecture);
+	values[4] = JsonbPGetDatum(config);
+	values[5] = Int32GetDatum(epochs);
+	values[6] = Int64GetDatum(progress_handle);
+	SPI_connect();
+	execute(&insert_run, values, nulls, SPI_OK_INSERT_RETURNING);
+	id = returned_id();
+	SPI_finish();
+	return id;
+}
+
+int64
+pgdl_run_fit_config(int64 architecture, Jsonb *config)
+{
+	Datum		values[3];
+	int64		id = 0;
+
+	if (architecture == 0)
+		return 0;
+	values[0] = CStringGetTextDatum(PGDL_FIT_CONFIG_SET);
+	values[1] = Int64GetDatum(architecture);
+	values[2] = JsonbPGetDatum(config);
+	SPI_connect();
+	execute(&add_fit_config, values, NULL, SPI_OK_INSERT_RETURNING);
+	if (SPI_processed == 0)
+		execute(&find_fit_config, values, NULL, SPI_OK_SELECT);
+	/* none: a snapshot that does not see the row another session added meanwhile */
+	if (SPI_processed == 1)
+		id = returned_id();
+	SPI_finish();
+	return id;
+}
+
+void
+pgdl_run_fail_if_running(int64 run, int64 progress_handle)
+{
+	Datum		values[2] = {Int64GetDatum(run), Int64GetDatum(progress_handle)};
+	char		nulls[2] = {' ', ID_NULL(progress_handle)};
+
+	SPI_connect();
+	execute(&fail_running, values, nulls, SPI_OK_UPDATE);
+	SPI_finish();
+}
+
+void
+pgdl_run_restart(int64 run, int64 progress_handle)
+{
+	Datum		values[2] = {Int64GetDatum(run), Int64GetDatum(progress_handle)};
+	char		nulls[2] = {' ', ID_NULL(progress_handle)};
+
+	SPI_connect();
+	execute(&restart_run, values, nulls, SPI_OK_UPDATE);
+	SPI_finish();
+}
+
+void
+pgdl_run_finish(int64 run, PgdlRunStatus status)
+{
+	Datum		values[2] = {Int64GetDatum(run), CStringGetTextDatum(status_names[status])};
+
+	Assert(status != PGDL_RUN_RUNNING);
+	SPI_connect();
+	execute(&finish_run, values, NULL, SPI_OK_UPDATE);
+	SPI_finish();
+	if (status == PGDL_RUN_FINISHED)
+		pgdl_run_prune_checkpoints(run);
+}
+
+/* NaN: nothing was measured (a model that diverged at the first step of an epoch) */
+#define MEASURED(v) (isnan(v) ? 'n' : ' ')
+
+void
+pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
+{
+	pgdl_run_record_node_epoch(run, config_id, NULL, m);
+}
+
+void
+pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
+{
+	Datum		values[13];
+	char		nulls[13] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+		m->classification ? MEASURED(m->train_accuracy) : 'n',
+		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
+	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n',
+	m->early_stopped ? ' ' : 'n'};
+
+	values[0] = Int64GetDatum(run);
+	values[1] = Int64GetDatum(config_id);
+	values[2] = Int32GetDatum(m->epoch);
+	values[3] = Float8GetDatum(m->train_loss);
+	values[4] = Float8GetDatum(m->train_accuracy);
+	values[5] = Float8GetDatum(m->validation_loss);
+	values[6] = Float8GetDatum(m->validation_accuracy);
+	values[7] = Float8GetDatum(m->seconds);
+	values[8] = Float8GetDatum(m->images_per_second);
+	values[9] = CStringGetTextDatum(m->diverged ? "diverged" : "ok");
+	values[10] = node ? CStringGetTextDatum(node) : (Datum) 0;
+	values[11] = Float8GetDatum(m->predicted_seconds);
+	/* early stopping's decision is the epoch's own: it comes with the row */
+	values[12] = m->early_stopped ? CStringGetTextDatum("early_stop") : (Datum) 0;
+	SPI_connect();
+	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
+	SPI_finish();
+}
+
+void
+pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket)
+{
+	Datum		values[5];
+
+	values[0] = Int64GetDatum(run);
+	values[1] = Int64GetDatum(config_id);
+	values[2] = Int32GetDatum(epoch);
+	values[3] = CStringGetTextDatum(stop ? "stop" : "continue");
+	values[4] = Int32GetDatum(bracket);
+	SPI_connect();
+	execute(&record_decision, values, NULL, SPI_OK_UPDATE);
+	SPI_finish();
+}
+
+void
+pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights)
+{
+	Datum		values[4];
+
+	values[0] = Int64GetDatum(run);
+	values[1] = Int64GetDatum(config_id);
+	values[2] = Int32GetDatum(epoch);
+	values[3] = PointerGetDatum(weights);
+	SPI_connect();
+	execute(&insert_checkpoint, values, NULL, SPI_OK_INSERT);
+	SPI_finish();
+}
+
+void
+pgdl_run_check_model_name(const char *name)
+{
+	Datum		values[1] = {CStringGetTextDatum(name)};
+	bool		taken;
+
+	SPI_connect();
+	execute(&model_named, values, NULL, SPI_OK_SELECT);
+	taken = SPI_processed > 0;
+	SPI_finish();
+	if (taken)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("model \"%s\" already exists", pgdl_echo(name)),
+				 errhint("Choose another name, or pass NULL to store the model without one.")));
+}
+
+int64
+pgdl_run_store_model(const PgdlModelRecord *rec)
+{
+	Datum		values[10];
+	char		nulls[10] = {rec->name ? ' ' : 'n', ID_NULL(rec->architecture), ' ', ' ', ID_NULL(rec->dataset),
+	' ', ' ', ' ', ID_NULL(rec->parent), rec->origin ? ' ' : 'n'};
+	Datum		link[3];
+	int64		id;
+
+	values[0] = rec->name ? CStringGetTextDatum(rec->name) : (Datum) 0;
+	values[1] = Int64GetDatum(rec->architecture);
+	values[2] = JsonbPGetDatum(rec->spec);
+	values[3] = JsonbPGetDatum(rec->config);
+	values[4] = Int64GetDatum(rec->dataset);
+	values[5] = Int64GetDatum(rec->run);
+	values[6] = PointerGetDatum(rec->weights);
+	values[7] = JsonbPGetDatum(metrics_jsonb(rec));
+	values[8] = Int64GetDatum(rec->parent);
+	values[9] = rec->origin ? JsonbPGetDatum(rec->origin) : (Datum) 0;
+	SPI_connect();
+	execute(&insert_model, values, nulls, SPI_OK_INSERT_RETURNING);
+	id = returned_id();
+	link[0] = Int64GetDatum(id);
+	link[1] = Int64GetDatum(rec->run);
+	link[2] = Int64GetDatum(rec->config_id);
+	execute(rec->config_id ? &link_config_metrics : &link_run_metrics, link, NULL, SPI_OK_UPDATE);
+	SPI_finish();
+	return id;
+}
+
+/* ---- reading back ---- */
+
+static void
+corrupt_run(int64 run, const char *detail) pg_attribute_noreturn();
+
+static void
+corrupt_run(int64 run, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("run " INT64_FORMAT " in pgdl.runs is not valid", run),
+			 errdetail("%s", detail)));
+}
+
+static PgdlRunStatus
+status_from_name(int64 run, const char *name)
+{
+	for (int s = 0; s < lengthof(status_names); s++)
+		if (strcmp(name, status_names[s]) == 0)
+			return (PgdlRunStatus) s;
+	corrupt_run(run, psprintf("Its status \"%s\" is not one of running, finished, failed and cancelled.", name));
+}
+
+bool
+pgdl_run_read(int64 run, PgdlRunRecord *out)
+{
+	Datum		values[1] = {Int64GetDatum(run)};
+	MemoryContext caller = CurrentMemoryContext;
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+
+	SPI_connect();
+	execute(&select_run, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+	{
+		SPI_finish();
+		return false;
+	}
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	MemoryContextSwitchTo(caller);
+	memset(out, 0, sizeof(*out));
+	out->id = run;
+	out->kind = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+	out->status = status_from_name(run, TextDatumGetCString(SPI_getbinval(tup, desc, 2, &isnull)));
+	d = SPI_getbinval(tup, desc, 3, &isnull);
+	out->dataset = isnull ? 0 : DatumGetInt64(d);
+	d = SPI_getbinval(tup, desc, 4, &isnull);
+	out->validation = isnull ? 0 : DatumGetInt64(d);
+	out->config = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
+	out->epochs = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
+	SPI_finish();
+	if (!JsonContainerIsObject(&out->config->root))
+		corrupt_run(run, "Its config is not a JSON object.");
+	if (out->epochs < 1 || out->epochs > PGDL_MAX_EPOCHS)
+		corrupt_run(run, psprintf("Its epochs %d are not between 1 and %d.", out->epochs, PGDL_MAX_EPOCHS));
+	return true;
+}
+
+/* Its last epoch's metrics; NULL columns read as NaN (nothing was measured), as they were written. */
+static bool
+read_last_metrics(Datum *key, PgdlEpochMetrics *m)
+{
+	double		v[4];
+	bool		isnull[5];
+	Datum		diverged;
+
+	execute(&last_metrics, key, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		return false;
+	for (int f = 0; f < 4; f++)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, f + 1, &isnull[f]);
+
+		v[f] = isnull[f] ? get_float8_nan() : DatumGetFloat8(d);
+	}
+	diverged = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &isnull[4]);
+	m->train_loss = v[0];
+	m->train_accuracy = v[1];
+	m->validation_loss = v[2];
+	m->validation_accuracy = v[3];
+	m->has_validation = !isnull[2];
+	m->diverged = !isnull[4] && DatumGetBool(diverged);
+	return true;
+}
+
+/* epochs: the run's, which a checkpoint's epoch must be within */
+void
+pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out)
+{
+	Datum		key[2] = {Int64GetDatum(run), Int64GetDatum(config_id)};
+	MemoryContext caller = CurrentMemoryContext;
+	bool		isnull;
+
+	memset(out, 0, sizeof(*out));
+	SPI_connect();
+	execute(&last_checkpoint, key, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+	{
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		out->epoch = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		out->weights = DatumGetByteaPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		MemoryContextSwitchTo(old);
+		if (out->epoch < 1 || out->epoch > epochs)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the checkpoint of configuration " INT64_FORMAT " in run " INT64_FORMAT " is not valid",
+							config_id, run),
+					 errdetail("Its epoch %d is not between 1 and the run's %d.", out->epoch, epochs)));
+	}
+	execute(&was_stopped, key, NULL, SPI_OK_SELECT);
+	out->stopped = SPI_processed > 0;
+	out->has_metrics = out->epoch > 0 && read_last_metrics(key, &out->metrics);
+	SPI_finish();
+}
+
+int64
+pgdl_run_list_running(int64 **runs, int64 **handles)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	int64		n = 0;
+
+	SPI_connect();
+	execute(&running_runs, NULL, NULL, SPI_OK_SELECT);
+	*runs = MemoryContextAlloc(caller, sizeof(int64) * (SPI_processed + 1));
+	*handles = MemoryContextAlloc(caller, sizeof(int64) * (SPI_processed + 1));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int64		handle = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull));
+
+		/* a dsm_handle is 32 bits: anything else is not a run's shared memory */
+		if (handle <= 0 || handle > PG_UINT32_MAX)
+			continue;
+		(*runs)[n] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+		(*handles)[n++] = handle;
+	}
+	SPI_finish();
+	return n;
+}

@@ -1,0 +1,123 @@
+/*
+ * cluster/cluster.h -- several servers: distributed packed tables and where each
+ * partition lives (cluster.c), libpq connections from a coordinator to its nodes
+ * (remote.c, the only libpq user; as postgres_fdw does, pgdl connects with a
+ * foreign server's options and the caller's user mapping and keeps no password
+ * of its own), pgdl.distribute, what a node runs for its coordinator (node.c),
+ * and federated averaging (federated.c).
+ */
+#ifndef PGDL_CLUSTER_H
+#define PGDL_CLUSTER_H
+
+#include "libpq-fe.h"
+
+#include "train/train.h"
+
+/* Where a partition lives: here (server invalid), or in a node's table. */
+typedef struct PgdlPartPlace
+{
+	Oid			relid;			/* the partition: a table here, or a foreign table; invalid if none */
+	Oid			server;
+	char	   *remote;			/* the node's table, qualified and quoted; NULL when here */
+	char	   *remote_schema;	/* the same, its two parts as they are */
+	char	   *remote_table;
+} PgdlPartPlace;
+
+/* Each partition 0 .. partitions - 1 of a packed table; *distributed when one lives on a node. */
+extern PgdlPartPlace *pgdl_packed_places(Oid packed, int32 partitions, bool *distributed);
+
+/*
+ * Workers for a run over these places: local_workers for the partitions here,
+ * per_node for each node's (never more than a place has partitions).  Sets
+ * each worker's server and each partition's owner; returns the workers.
+ */
+extern int32 pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, int32 local_workers,
+								 int32 per_node, Oid *worker_server, int16 *owner);
+
+/*
+ * Connect to each node once, so that a node that is down, refuses the user or
+ * runs another pgdl build is found before a run starts rather than by a worker.
+ */
+extern void pgdl_cluster_check_nodes(const Oid *servers, int n);
+
+/* remote.c */
+
+typedef struct PgdlNode
+{
+	Oid			server;
+	char	   *name;			/* the foreign server's name: the only thing errors say of it */
+	PGconn	   *conn;
+	bool		for_process;	/* a worker's: kept across its transactions, closed at exit */
+	bool		busy;			/* a query was sent and its result not read */
+} PgdlNode;
+
+/*
+ * Connect to foreign server `server` as the current user's mapping, refuse a
+ * node that runs another pgdl build, and prepare the session.  Interruptible;
+ * the connection is closed (its query cancelled) when the transaction aborts,
+ * or, for_process, when the process exits.
+ */
+extern PgdlNode *pgdl_node_connect(Oid server, bool for_process);
+extern void pgdl_node_close(PgdlNode *node);
+/* The oid of a foreign server of postgres_fdw, by name; errors otherwise. */
+extern Oid	pgdl_node_server(const char *name);
+
+/* Send a query (parameters as text, or binary where formats say so); results binary when binary_result. */
+extern void pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const *values,
+						   const int *lengths, const int *formats, bool binary_result);
+/* Wait for the result of the query sent; errors (naming the node) unless it is `expect`. */
+extern PGresult *pgdl_node_result(PgdlNode *node, ExecStatusType expect);
+/* Both, for a query with text parameters. */
+extern PGresult *pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, const char *const *values,
+								ExecStatusType expect);
+/* Wait until one of the busy nodes has its result ready; its index. */
+extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
+
+/*
+ * The node's session keeps the partitions pgdl.train_partitions reads, up to
+ * bytes (pgdl.node_cache_mem), for the models that follow: for a run's own
+ * connection only, whose partitions do not change while it trains.
+ */
+extern void pgdl_node_keep_partitions(PgdlNode *node, int64 bytes);
+
+/* COPY ... FROM STDIN: begin it, send its data, end it; returns the rows the node took. */
+extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
+extern void pgdl_node_copy_data(PgdlNode *node, const char *data, int len);
+extern int64 pgdl_node_copy_end(PgdlNode *node);
+
+/* Binary result values (network byte order). */
+extern int64 pgdl_node_get_int64(const PGresult *res, int row, int col);
+extern double pgdl_node_get_float8(const PGresult *res, int row, int col);
+
+/* What pgdl.train_partitions did on a node: the model after it (model_len bytes) and what it measured. */
+typedef struct PgdlVisit
+{
+	bytea	   *model;
+	int64		examples;
+	NnBatchStats stats;
+	bool		diverged;
+} PgdlVisit;
+
+/*
+ * Send a model (with its frozen prefix, or NULL) to train on a node's table's
+ * partitions, in order, epochs times; then read what came back, which must be
+ * the model sent, trained with that configuration: another architecture,
+ * parameter count, optimizer, seed, or a step count the examples reported do
+ * not account for is an error (data_corrupted) naming the server and `what`
+ * ("configuration 3").
+ */
+extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const char *prefix,
+								 Size prefix_len, const PgdlTrainConfig *config, const char *table,
+								 const int32 *parts, int n_parts, int32 epochs);
+extern void pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len, const PgdlTrainConfig *config,
+								 const char *what, PgdlVisit *out);
+
+/*
+ * node.c: the model on partitions parts[0 .. n) of ds, in that order, epochs
+ * times, each visit begun and checked as a model hopper worker does; through
+ * its frozen prefix (inference mode) when there is one.
+ */
+extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config,
+										 const PgdlDataset *ds, const int32 *parts, int n_parts, int32 epochs);
+
+#endif							/* PGDL_CLUSTER_H */

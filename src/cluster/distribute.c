@@ -1,0 +1,555 @@
+/*
+ * distribute.c -- pgdl.distribute: a packed table's partitions, moved to nodes.
+ *
+ * Partition k goes to servers[k % n]: its rows are copied (COPY BINARY over
+ * libpq, a batch of buffers at a time) into a table of the same name on the
+ * node, in one remote transaction that first empties it; once that has
+ * committed, the local partition is replaced by a postgres_fdw foreign table
+ * over the node's.  A partition that is already foreign is left as it is, so
+ * a call that failed half way is finished by calling again: a partition is
+ * either still here, whole, or there, whole; never both, never half.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "miscadmin.h"
+#include "port/pg_bswap.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "catalog/catalog.h"
+#include "cluster/cluster.h"
+
+#define SHIP_BATCH_BUFFERS 16
+/*
+ * The node's view that gives its partition j of packed table t the part number
+ * k here: t_as_k_of_j.  One view per (k, j): t attached to several packed
+ * tables here, at other numbers, never redefines a view another one reads.
+ */
+#define ATTACHED_VIEW_FORMAT "%.40s_as_"
+
+typedef struct Target
+{
+	Oid			server;
+	PgdlNode   *node;			/* opened at its first partition */
+} Target;
+
+/* The servers named, each a postgres_fdw server the caller may use. */
+static Target *
+read_servers(ArrayType *servers, int *n)
+{
+	Datum	   *values;
+	bool	   *nulls;
+	Target	   *targets;
+
+	if (ARR_NDIM(servers) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("servers must be a one-dimensional array")));
+	deconstruct_array(servers, TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, n);
+	if (*n < 1 || *n > PGDL_MAX_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("servers must name between 1 and %d servers, not %d", PGDL_MAX_WORKERS, *n)));
+	targets = palloc0(sizeof(Target) * *n);
+	for (int i = 0; i < *n; i++)
+	{
+		AclResult	acl;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("servers must not hold NULL")));
+		targets[i].server = pgdl_node_server(TextDatumGetCString(values[i]));
+		acl = pg_foreign_server_aclcheck(targets[i].server, GetUserId(), ACL_USAGE);
+		if (acl != ACLCHECK_OK)
+			aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(targets[i].server)->servername);
+	}
+	return targets;
+}
+
+static void
+exec_local(const char *sql)
+{
+	SPI_connect();
+	if (SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "pgdl.distribute: \"%s\" failed", sql);
+	SPI_finish();
+}
+
+/* A relation's name, qualified and quoted, for the SQL this file runs. */
+static const char *
+qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
+}
+
+/* Partition k of packed: a postgres_fdw foreign table `local` (qualified) over a node's table or view. */
+static void
+create_foreign_partition(Oid packed, const char *local, int32 k, Oid server, const char *remote_schema,
+						 const char *remote_table)
+{
+	exec_local(psprintf("CREATE FOREIGN TABLE %s PARTITION OF %s FOR VALUES IN (%d) SERVER %s"
+						" OPTIONS (schema_name %s, table_name %s)",
+						local, qualified_name(packed), k, quote_identifier(GetForeignServer(server)->servername),
+						quote_literal_cstr(remote_schema), quote_literal_cstr(remote_table)));
+}
+
+/*
+ * What a table pgdl.distribute made says of itself (its comment on the node):
+ * which coordinator's partition it holds.  A table of that name that says
+ * anything else is not ours to empty.
+ */
+static char *
+shipped_marker(Oid packed, int32 k)
+{
+	return psprintf("pgdl.distribute: partition %d of %s in database %s of system " UINT64_FORMAT, k,
+					qualified_name(packed),
+					get_database_name(MyDatabaseId), GetSystemIdentifier());
+}
+
+/* Whether the node has the table, and if so that pgdl.distribute made it for this partition. */
+static bool
+check_remote_table(PgdlNode *node, const char *schema, const char *name, const char *marker)
+{
+	const char *values[2] = {schema, name};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pg_catalog.obj_description(c.oid, 'pg_class')"
+									 " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE n.nspname = $1 AND c.relname = $2", 2, values, PGRES_TUPLES_OK);
+	bool		exists = PQntuples(res) == 1;
+	bool		ours = exists && !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), marker) == 0;
+
+	PQclear(res);
+	if (exists && !ours)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_TABLE),
+				 errmsg("server \"%s\" has a table %s that pgdl.distribute did not make for this partition",
+						node->name, quote_qualified_identifier(schema, name)),
+				 errdetail("pgdl.distribute empties and fills only the tables it made (their comment says which partition they hold)."),
+				 errhint("Rename or drop that table on the node, or rename the packed table here.")));
+	return exists;
+}
+
+/* The node's table for partition k: same name, columns and key as pgdl.pack makes; emptied. */
+static void
+prepare_remote_table(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name)
+{
+	const char *qualified = quote_qualified_identifier(schema, name);
+	char	   *marker = shipped_marker(packed, k);
+	const char *values[1] = {schema};
+	PGresult   *res = pgdl_node_exec(node, "SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1",
+									 1, values, PGRES_TUPLES_OK);
+	bool		has_schema = PQntuples(res) == 1;
+
+	PQclear(res);
+	PQclear(pgdl_node_exec(node, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	if (!has_schema)
+		PQclear(pgdl_node_exec(node, psprintf("CREATE SCHEMA %s", quote_identifier(schema)),
+							   0, NULL, PGRES_COMMAND_OK));
+	if (!check_remote_table(node, schema, name, marker))
+	{
+		PQclear(pgdl_node_exec(node, psprintf("CREATE TABLE %s (part integer NOT NULL,"
+											  " buffer_id integer NOT NULL, n integer NOT NULL, x real[] NOT NULL,"
+											  " y real[] NOT NULL, PRIMARY KEY (part, buffer_id))", qualified),
+							   0, NULL, PGRES_COMMAND_OK));
+		PQclear(pgdl_node_exec(node, psprintf("ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL,"
+											  " ALTER COLUMN y SET STORAGE EXTERNAL", qualified),
+							   0, NULL, PGRES_COMMAND_OK));
+		PQclear(pgdl_node_exec(node, psprintf("COMMENT ON TABLE %s IS %s", qualified, quote_literal_cstr(marker)),
+							   0, NULL, PGRES_COMMAND_OK));
+	}
+	PQclear(pgdl_node_exec(node, psprintf("TRUNCATE %s", qualified), 0, NULL, PGRES_COMMAND_OK));
+}
+
+static void
+put_int16(StringInfo buf, int16 v)
+{
+	uint16		n = pg_hton16((uint16) v);
+
+	appendBinaryStringInfo(buf, (char *) &n, 2);
+}
+
+static void
+put_int32(StringInfo buf, int32 v)
+{
+	uint32		n = pg_hton32((uint32) v);
+
+	appendBinaryStringInfo(buf, (char *) &n, 4);
+}
+
+/* A row of the partition in COPY BINARY: part, buffer_id, n as int4; x and y as array_send writes them. */
+static void
+put_row(StringInfo buf, HeapTuple tup, TupleDesc desc, FmgrInfo *array_send_fn)
+{
+	put_int16(buf, 5);
+	for (int col = 1; col <= 5; col++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+		if (isnull)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("a packed table holds a NULL value"),
+					 errdetail("Column %d of a row of the partition being distributed is NULL.", col)));
+		if (col <= 3)
+		{
+			put_int32(buf, 4);
+			put_int32(buf, DatumGetInt32(d));
+		}
+		else
+		{
+			bytea	   *sent = SendFunctionCall(array_send_fn, d);
+
+			put_int32(buf, VARSIZE_ANY_EXHDR(sent));
+			appendBinaryStringInfo(buf, VARDATA_ANY(sent), VARSIZE_ANY_EXHDR(sent));
+		}
+	}
+}
+
+/* Where pgdl.distribute stands, for pgdl.progress. */
+typedef struct ShipProgress
+{
+	int32		to_move;		/* partitions this call moves */
+	int32		moved;
+	int64		buffers_moved;	/* in the partitions moved */
+} ShipProgress;
+
+/* The share of the partition being shipped that `sent` buffers are, guessed from those moved before. */
+static double
+part_share(const ShipProgress *progress, int64 sent)
+{
+	double		per_part = progress->moved > 0 ? (double) progress->buffers_moved / progress->moved : 0;
+
+	return per_part > 0 ? Min(sent / per_part, 1.0) : 0;
+}
+
+/* The partition's rows into the node's table, in batches; returns the rows sent. */
+static int64
+copy_rows(PgdlNode *node, const char *local, const char *remote, const ShipProgress *progress)
+{
+	static const char header[] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	MemoryContext batch_cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl distribute", ALLOCSET_DEFAULT_SIZES);
+	StringInfoData buf;
+	Portal		portal;
+	int64		rows = 0;
+	FmgrInfo	array_send_fn;
+
+	fmgr_info(F_ARRAY_SEND, &array_send_fn);
+	pgdl_node_copy_begin(node, psprintf("COPY %s (part, buffer_id, n, x, y) FROM STDIN (FORMAT binary)", remote));
+	pgdl_node_copy_data(node, header, sizeof(header) - 1);
+	SPI_connect();
+	portal = SPI_cursor_open_with_args(NULL, psprintf("SELECT part, buffer_id, n, x, y FROM %s ORDER BY buffer_id", local),
+									   0, NULL, NULL, NULL, true, 0);
+	for (;;)
+	{
+		MemoryContext old;
+
+		SPI_cursor_fetch(portal, true, SHIP_BATCH_BUFFERS);
+		if (SPI_processed == 0)
+			break;
+		old = MemoryContextSwitchTo(batch_cxt);
+		initStringInfo(&buf);
+		for (uint64 r = 0; r < SPI_processed; r++)
+			put_row(&buf, SPI_tuptable->vals[r], SPI_tuptable->tupdesc, &array_send_fn);
+		pgdl_node_copy_data(node, buf.data, buf.len);
+		rows += SPI_processed;
+		pgdl_call_progress_update(progress->moved, 0, (progress->moved + part_share(progress, rows)) / progress->to_move);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(batch_cxt);
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	initStringInfo(&buf);
+	put_int16(&buf, -1);
+	pgdl_node_copy_data(node, buf.data, buf.len);
+	MemoryContextDelete(batch_cxt);
+	return rows;
+}
+
+/* Partition k here becomes a foreign table over the node's copy of it. */
+static void
+swap_partition(Oid packed, Oid child, int32 k, Oid server)
+{
+	char	   *schema = get_namespace_name(get_rel_namespace(child));
+	char	   *name = get_rel_name(child);
+	const char *qualified = quote_qualified_identifier(schema, name);
+
+	exec_local(psprintf("ALTER TABLE %s DETACH PARTITION %s", qualified_name(packed), qualified));
+	exec_local(psprintf("DROP TABLE %s", qualified));
+	create_foreign_partition(packed, qualified, k, server, schema, name);
+}
+
+/* Ship partition k to its node, then point the packed table at it there. */
+static void
+move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target,
+			   ShipProgress *progress)
+{
+	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
+	char	   *name = get_rel_name(place->relid);
+	const char *qualified = quote_qualified_identifier(schema, name);
+	int64		sent;
+	int64		taken;
+
+	if (target->node == NULL)
+		target->node = pgdl_node_connect(target->server, false);
+	prepare_remote_table(target->node, packed, k, schema, name);
+	sent = copy_rows(target->node, qualified, qualified, progress);
+	taken = pgdl_node_copy_end(target->node);
+	if (taken != sent)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
+						target->node->name, taken, sent, k)));
+	PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	swap_partition(packed, place->relid, k, target->server);
+	progress->moved++;
+	progress->buffers_moved += sent;
+	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
+	ereport(NOTICE,
+			(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
+					k + 1, partitions, sent, target->node->name)));
+}
+
+/* A foreign table cannot be a partition of a table with a unique index: the nodes' tables keep the key. */
+static void
+drop_primary_key(Oid packed)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	Datum		arg[1] = {ObjectIdGetDatum(packed)};
+	Oid			type[1] = {OIDOID};
+	char	   *conname = NULL;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT conname FROM pg_catalog.pg_constraint WHERE conrelid = $1 AND contype = 'p'",
+							  1, type, arg, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		conname = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	if (conname)
+		exec_local(psprintf("ALTER TABLE %s DROP CONSTRAINT %s",
+							qualified_name(packed),
+							quote_identifier(conname)));
+}
+
+/*
+ * distribute(packed, servers): partition k of the packed table to servers[k %
+ * n]; returns the partitions moved by this call.
+ */
+PG_FUNCTION_INFO_V1(pgdl_distribute);
+Datum
+pgdl_distribute(PG_FUNCTION_ARGS)
+{
+	Oid			packed;
+	const PgdlDataset *ds;
+	Target	   *targets;
+	int			n_targets;
+	PgdlPartPlace *places;
+	bool		distributed;
+	ShipProgress progress = {0};
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.distribute needs a packed table and servers")));
+	packed = PG_GETARG_OID(0);
+	ds = pgdl_dataset_by_packed(packed);
+	if (!pg_class_ownercheck(packed, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
+	places = pgdl_packed_places(packed, ds->partitions, &distributed);
+	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
+	for (int32 k = 0; k < ds->partitions; k++)
+		progress.to_move += OidIsValid(places[k].relid) && !OidIsValid(places[k].server);
+	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
+	drop_primary_key(packed);
+	for (int32 k = 0; k < ds->partitions; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!OidIsValid(places[k].relid) || OidIsValid(places[k].server))
+			continue;			/* none, or there already */
+		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets], &progress);
+	}
+	for (int i = 0; i < n_targets; i++)
+		if (targets[i].node)
+			pgdl_node_close(targets[i].node);
+	pgdl_call_progress_end();
+	PG_RETURN_INT32(progress.moved);
+}
+
+/* ---- pgdl.attach_partitions: a node's own packed table, as partitions of one here ---- */
+
+/* The node's dataset must mean what ours does: same task, features, targets, classes and normalization. */
+static void
+check_same_dataset(PgdlNode *node, Oid packed, const char *remote_packed, int32 *partitions, int64 *rows)
+{
+	const char *values[1] = {remote_packed};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pgdl.export_dataset($1::regclass)::text", 1, values,
+									 PGRES_TUPLES_OK);
+	char	   *remote = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? pstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	Datum		args[2];
+	Oid			types[2] = {TEXTOID, OIDOID};
+	bool		same = false;
+
+	PQclear(res);
+	if (remote == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("\"%s\" on server \"%s\" is not a packed table", pgdl_echo(remote_packed), node->name)));
+	args[0] = CStringGetTextDatum(remote);
+	args[1] = ObjectIdGetDatum(packed);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT ($1::jsonb - '{partitions,n_rows}'::text[]) ="
+							  " (pgdl.export_dataset($2) - '{partitions,n_rows}'::text[]),"
+							  " ($1::jsonb->>'partitions')::integer, ($1::jsonb->>'n_rows')::bigint",
+							  2, types, args, NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		bool		isnull;
+
+		same = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) && !isnull;
+		*partitions = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		*rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	}
+	SPI_finish();
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("packed table \"%s\" on server \"%s\" does not match \"%s\"",
+						pgdl_echo(remote_packed), node->name, get_rel_name(packed)),
+				 errdetail("Both must have the same task, features, targets, classes and normalization."),
+				 errhint("Pack on the node with reference => pgdl.import_dataset(<pgdl.export_dataset of \"%s\">, ...).",
+						 get_rel_name(packed))));
+}
+
+/* The node's packed table's schema and name, as the mapped user's own search_path resolves remote_packed. */
+static void
+remote_name(PgdlNode *node, const char *remote_packed, char **schema, char **name)
+{
+	const char *values[1] = {remote_packed};
+	PGresult   *res;
+
+	PQclear(pgdl_node_exec(node, "BEGIN", 0, NULL, PGRES_COMMAND_OK));
+	PQclear(pgdl_node_exec(node, "SET LOCAL search_path TO DEFAULT", 0, NULL, PGRES_COMMAND_OK));
+	res = pgdl_node_exec(node, "SELECT n.nspname, c.relname FROM pg_catalog.pg_class c"
+						 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+						 " WHERE c.oid = $1::regclass", 1, values, PGRES_TUPLES_OK);
+	*schema = pstrdup(PQgetvalue(res, 0, 0));
+	*name = pstrdup(PQgetvalue(res, 0, 1));
+	PQclear(res);
+	PQclear(pgdl_node_exec(node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+}
+
+/*
+ * Global partition k over the node's partition j: a view on the node gives its
+ * rows part = k (what the coordinator and the model hopper ask for), and a
+ * foreign table here over that view is partition k.
+ */
+static void
+attach_one(PgdlNode *node, Oid packed, Oid server, const char *schema, const char *name, int32 j, int32 k)
+{
+	char	   *view = psprintf(ATTACHED_VIEW_FORMAT "%d_of_%d", name, k, j);
+	char	   *local = psprintf("%.50s_p%d", get_rel_name(packed), k);
+
+	PQclear(pgdl_node_exec(node, psprintf("CREATE OR REPLACE VIEW %s AS SELECT %d AS part, buffer_id, n, x, y"
+										  " FROM %s WHERE part = %d",
+										  quote_qualified_identifier(schema, view), k,
+										  quote_qualified_identifier(schema, name), j),
+						   0, NULL, PGRES_COMMAND_OK));
+	create_foreign_partition(packed, quote_qualified_identifier(get_namespace_name(get_rel_namespace(packed)), local),
+							 k, server, schema, view);
+}
+
+static void
+grow_dataset(int64 id, int32 added, int64 rows)
+{
+	Datum		args[3] = {Int64GetDatum(id), Int32GetDatum(added), Int64GetDatum(rows)};
+	Oid			types[3] = {INT8OID, INT4OID, INT8OID};
+
+	SPI_connect();
+	if (SPI_execute_with_args("UPDATE pgdl.datasets SET partitions = partitions + $2, n_rows = n_rows + $3"
+							  " WHERE id = $1", 3, types, args, NULL, false, 0) != SPI_OK_UPDATE ||
+		SPI_processed != 1)
+		elog(ERROR, "pgdl.attach_partitions: could not update dataset " INT64_FORMAT, id);
+	SPI_finish();
+}
+
+/* Attaching the same node table twice would count its rows twice. */
+static void
+check_not_attached(Oid packed, int32 partitions, Oid server, const char *schema, const char *name)
+{
+	bool		distributed;
+	PgdlPartPlace *places = pgdl_packed_places(packed, partitions, &distributed);
+	char	   *prefix = psprintf(ATTACHED_VIEW_FORMAT, name);
+
+	for (int32 p = 0; p < partitions; p++)
+		if (places[p].server == server && strcmp(places[p].remote_schema, schema) == 0 &&
+			strncmp(places[p].remote_table, prefix, strlen(prefix)) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("\"%s\" on server \"%s\" is attached already", name, GetForeignServer(server)->servername),
+					 errdetail("Partition %d of \"%s\" is one of its partitions.", p, get_rel_name(packed))));
+}
+
+/* attach_partitions(packed, server, remote_packed): returns the partitions added. */
+PG_FUNCTION_INFO_V1(pgdl_attach_partitions);
+Datum
+pgdl_attach_partitions(PG_FUNCTION_ARGS)
+{
+	Oid			packed;
+	const PgdlDataset *ds;
+	Oid			server;
+	PgdlNode   *node;
+	char	   *remote = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	char	   *schema,
+			   *name;
+	int32		parts;
+	int32		first;
+	int64		rows;
+	AclResult	acl;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || remote == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.attach_partitions needs a packed table, a server and the node's packed table")));
+	packed = PG_GETARG_OID(0);
+	ds = pgdl_dataset_by_packed(packed);
+	if (!pg_class_ownercheck(packed, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	server = pgdl_node_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	acl = pg_foreign_server_aclcheck(server, GetUserId(), ACL_USAGE);
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(server)->servername);
+	node = pgdl_node_connect(server, false);
+	remote_name(node, remote, &schema, &name);
+	check_not_attached(packed, ds->partitions, server, schema, name);
+	check_same_dataset(node, packed, quote_qualified_identifier(schema, name), &parts, &rows);
+	if (parts < 1 || ds->partitions + parts > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a packed table has at most %d partitions", PGDL_MAX_PARTITIONS),
+				 errdetail("\"%s\" has %d, and the node's %d.", get_rel_name(packed), ds->partitions, parts)));
+	first = ds->partitions;
+	drop_primary_key(packed);
+	for (int32 j = 0; j < parts; j++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		attach_one(node, packed, server, schema, name, j, first + j);
+	}
+	grow_dataset(ds->id, parts, rows);
+	pgdl_node_close(node);
+	ereport(NOTICE,
+			(errmsg("partitions %d to %d of \"%s\" are those of \"%s\" on server \"%s\"",
+					first, first + parts - 1, get_rel_name(packed), name,
+					GetForeignServer(server)->servername)));
+	PG_RETURN_INT32(parts);
+}

@@ -1,0 +1,2426 @@
+/*
+ * pack.c -- pgdl.pack: a source table to shuffled minibatch buffers in a
+ * LIST-partitioned table, registered in pgdl.datasets.
+ *
+ * The work runs in this order, so that every error about the arguments or the
+ * data is raised before anything is created (and the caller's transaction
+ * rolls back the rest):
+ *
+ *   1. check the arguments, find the columns and their types, read the
+ *      reference dataset, check that the output's names are free;
+ *   2. read the whole source once, in its physical order: features as
+ *      float32 into memory, or, once they pass maintenance_work_mem, into
+ *      temporary files (pack_spill.c); labels as they are, into memory;
+ *   3. compute the classes (or map to the reference's) and the normalization;
+ *   4. shuffle the row order once (seeded Fisher-Yates on nn_rng_u64); spilled
+ *      rows are scattered to bucket files by their place in that order;
+ *   5. create the packed table, write buffer after buffer through one prepared
+ *      INSERT, and register the dataset.
+ *
+ * The order is a function of the seed and the rows alone, so the packed
+ * table's bytes are the same whether the rows were spilled or not.  Memory is
+ * about maintenance_work_mem: the features, or once spilled one bucket of
+ * them, less the 12 bytes a row that stay (its class and its position); the
+ * labels (8 bytes a row for numbers) stay until the classes are made; the
+ * tokens of sequence columns (4 bytes each, 12 a row) stay to the end.
+ *
+ * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
+ * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
+ * with mean and std stored as the float32 values used here.
+ */
+#include "postgres.h"
+
+#include <float.h>
+#include <math.h>
+
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+#include "utils/varlena.h"
+#include "common/hashfn.h"
+#include "utils/hsearch.h"
+
+#include "nn/nn.h"
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "data/pack.h"
+
+#define PACK_FETCH_ROWS			1000	/* rows per SPI cursor fetch */
+#define PACK_CHUNK_BYTES		(32 * 1024 * 1024)	/* feature storage grows by this much */
+
+/*
+ * nn_rng_u64's stream for the shuffle ("pack"), so that a seed used for the
+ * shuffle and for a model's initialization draws unrelated numbers.
+ */
+#define PACK_SHUFFLE_STREAM		UINT64_C(0x7061636b)
+
+/* The arguments of pgdl.pack, checked. */
+typedef struct PackArgs
+{
+	Oid			source;
+	char	   *features;
+	char	   *label;
+	char	   *output;
+	int32		buffer_rows;
+	int32		partitions;
+	int64		seed;
+	bool		has_scale;
+	double		scale;
+	bool		standardize;
+	char	   *nulls;			/* 'error' or 'skip' */
+	bool		skip;			/* nulls => 'skip' */
+	Oid			reference;		/* InvalidOid when none */
+	char	   *categorical;	/* NULL when none */
+	int32		max_categories;
+	char	   *sequence;		/* NULL when none */
+	bool		has_max_length;
+	int32		max_length;		/* 0: the longest array packed */
+} PackArgs;
+
+/* How a number of a feature or label column becomes a float. */
+typedef enum PackNumKind
+{
+	PACK_INT2,
+	PACK_INT4,
+	PACK_INT8,
+	PACK_FLOAT4,
+	PACK_FLOAT8,
+	PACK_NUMERIC,
+	PACK_TEXT,					/* labels, categorical and sequence columns only */
+	PACK_BOOL,					/* targets only: 0 or 1 */
+	PACK_OTHER
+} PackNumKind;
+
+typedef struct PackColumn
+{
+	char	   *name;			/* as found in the relation */
+	int			position;		/* 1-based in the cursor's SELECT list */
+	Oid			type;			/* the column's type */
+	PackNumKind kind;			/* of the column, or of its elements (array mode) */
+	Oid			elem_base;		/* array mode: the elements' base type */
+} PackColumn;
+
+/*
+ * A categorical column: each distinct value gets a provisional index, in the
+ * order first seen (a hash of the values), and each kept row that index (-1
+ * for NULL); the vocabulary, made once every row is read, maps provisional
+ * indices to ids.
+ */
+typedef struct PackCategorical
+{
+	PackColumn	col;
+	const char *what;			/* "categorical" or "sequence", for messages */
+	bool		is_integer;
+	HTAB	   *seen;			/* value -> provisional index */
+	char	  **values;			/* by provisional index */
+	int32		n_values;
+	int32		cap_values;
+	int32	   *row_index;		/* per kept row */
+	int32	   *id_of;			/* provisional index -> id (0: unseen in the reference) */
+} PackCategorical;
+
+/*
+ * A sequence column: its tokens get provisional indices as categorical
+ * values do (cat; row_index unused), and go one row after another into
+ * tokens (-1 for a NULL element), row r's row_count[r] of them from
+ * row_start[r].  L is known once every row is read.
+ */
+typedef struct PackSequence
+{
+	PackCategorical cat;
+	int32		limit;			/* tokens kept a row: max_length, the reference's L, or 0 (all) */
+	int32	   *tokens;
+	int64		n_tokens;
+	int64		cap_tokens;
+	int64	   *row_start;		/* per kept row */
+	int32	   *row_count;
+	int32		longest;
+	int32		length;			/* L */
+	int32	   *ids;			/* L of them: one row's ids, while writing */
+} PackSequence;
+
+typedef struct PackSeen
+{
+	char	   *value;			/* the key: a pointer to the string */
+	int32		index;
+} PackSeen;
+
+/* The dataset given as reference (NULL when none), and its packed table's name for messages. */
+typedef struct PackReference
+{
+	const PgdlDataset *ds;
+	char	   *name;
+} PackReference;
+
+/* The source, read into memory. */
+typedef struct PackData
+{
+	/* what is read */
+	char	   *relname;		/* the source, for messages */
+	char	   *source_sql;		/* the source, qualified and quoted */
+	bool		array_mode;		/* features: one array column */
+	int			n_cols;			/* feature columns */
+	PackColumn *cols;
+	PackColumn	label;			/* the first label column */
+	PackColumn *labels;			/* all n_label_cols of them */
+	int			n_label_cols;
+	bool		label_array;	/* targets: one array column */
+	int32		n_targets;		/* floats of y per row; -1 until the first row (label_array) */
+	bool		classification;
+	int32		n_features;		/* -1 until the first row (array mode); numeric only */
+	int			n_categorical;
+	PackCategorical *cats;
+	int			n_sequences;
+	PackSequence *seqs;
+	int32		max_categories;
+	int32		n_total;		/* an example's floats: n_features, the ids, the sequences' ids and lengths */
+
+	/* rows kept, their features in chunks of chunk_rows rows each */
+	int64		n_rows;
+	int64		n_read;			/* rows of the source seen, kept or skipped */
+	int64		n_skipped;
+	int64		chunk_rows;		/* rows per chunk (PACK_CHUNK_BYTES of them) */
+	int64		first_rows;		/* rows allocated in chunk 0, which grows up to chunk_rows */
+	float	  **chunks;
+	int			n_chunks;
+	int			max_chunks;
+
+	/* each kept row's label: one of these, by the label's kind */
+	int64		label_cap;
+	int64		targets_cap;	/* rows label_float holds */
+	int64	   *label_int;
+	char	  **label_text;
+	float	   *label_float;
+
+	/* per feature, for the overflow check of the normalization */
+	float	   *fmin;
+	float	   *fmax;
+	bool		standardize;	/* sum the features as they are read */
+	double	   *sum;			/* then: the features' sums, in the order read */
+
+	/*
+	 * Features beyond `budget` bytes go to temporary files (pack_spill.c):
+	 * once spill is set, the chunks are gone and every row goes through
+	 * scratch into the spill.
+	 */
+	Size		budget;
+	PgdlSpill  *spill;
+	float	   *scratch;
+
+	MemoryContext cxt;			/* where what is kept lives */
+} PackData;
+
+/* The normalization applied while writing. */
+typedef struct PackNorm
+{
+	float		scale;			/* when mean == NULL */
+	float	   *mean;
+	float	   *std;
+	double	   *ssq;			/* standardize: squared deviations, until std is set */
+	int32		n_features;
+	Jsonb	   *jsonb;			/* as stored in pgdl.datasets */
+} PackNorm;
+
+/* Where the row at each position of the shuffled order is. */
+typedef struct PackOrder
+{
+	const PackData *data;
+	const int64 *perm;			/* in memory: the row at each position */
+	PgdlSpill  *spill;			/* spilled: rows come back from it, position after position */
+} PackOrder;
+
+/* The output's schema and names, checked to be free. */
+typedef struct PackOutput
+{
+	char	   *schema;
+	char	   *name;
+	char	   *qualified;		/* quoted, for SQL */
+	Oid			namespace;
+} PackOutput;
+
+static float *target_slot(PackData *data);
+
+/* ---- arguments ---- */
+
+static void
+require_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be NULL", name)));
+}
+
+static void
+read_args(FunctionCallInfo fcinfo, PackArgs *args)
+{
+	require_arg(fcinfo, 0, "source");
+	require_arg(fcinfo, 1, "features");
+	require_arg(fcinfo, 2, "label");
+	require_arg(fcinfo, 3, "output");
+	require_arg(fcinfo, 4, "buffer_rows");
+	require_arg(fcinfo, 5, "partitions");
+	require_arg(fcinfo, 6, "seed");
+	require_arg(fcinfo, 8, "standardize");
+	require_arg(fcinfo, 9, "nulls");
+
+	args->source = PG_GETARG_OID(0);
+	args->features = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	args->label = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	args->output = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	args->buffer_rows = PG_GETARG_INT32(4);
+	args->partitions = PG_GETARG_INT32(5);
+	args->seed = PG_GETARG_INT64(6);
+	args->has_scale = !PG_ARGISNULL(7);
+	args->scale = args->has_scale ? PG_GETARG_FLOAT8(7) : 1.0;
+	args->standardize = PG_GETARG_BOOL(8);
+	args->nulls = text_to_cstring(PG_GETARG_TEXT_PP(9));
+	args->reference = PG_ARGISNULL(10) ? InvalidOid : PG_GETARG_OID(10);
+	/* an older catalog's pgdl.pack has eleven arguments */
+	args->categorical = PG_NARGS() <= 11 || PG_ARGISNULL(11) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(11));
+	args->max_categories = 10000;
+	if (PG_NARGS() > 12)
+	{
+		require_arg(fcinfo, 12, "max_categories");
+		args->max_categories = PG_GETARG_INT32(12);
+	}
+	args->sequence = PG_NARGS() <= 13 || PG_ARGISNULL(13) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(13));
+	args->has_max_length = PG_NARGS() > 14 && !PG_ARGISNULL(14);
+	args->max_length = args->has_max_length ? PG_GETARG_INT32(14) : 0;
+}
+
+/* The arguments alone, before any table is looked at (and nulls read as skip). */
+static void
+check_args(PackArgs *args)
+{
+	bool		has_ref = OidIsValid(args->reference);
+
+	if (args->buffer_rows < 1 || args->buffer_rows > PGDL_MAX_BUFFER_ROWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("buffer_rows must be between 1 and %d, not %d", PGDL_MAX_BUFFER_ROWS, args->buffer_rows),
+				 errdetail("A buffer is at most one training step's minibatch.")));
+	if (args->partitions < 1 || args->partitions > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("partitions must be between 1 and %d, not %d", PGDL_MAX_PARTITIONS, args->partitions)));
+	if (strcmp(args->nulls, "error") != 0 && strcmp(args->nulls, "skip") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid nulls value \"%s\"", pgdl_echo(args->nulls)),
+				 errhint("Use 'error' (the default) or 'skip'.")));
+	args->skip = strcmp(args->nulls, "skip") == 0;
+	if (args->max_categories < 1 || args->max_categories > PGDL_MAX_CATEGORIES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_categories must be between 1 and %d, not %d", PGDL_MAX_CATEGORIES,
+						args->max_categories),
+				 errdetail("Categorical ids are carried as float32 values, exact up to 2^24.")));
+	if (args->has_max_length && (args->max_length < 1 || args->max_length > PGDL_MAX_SEQUENCE_LENGTH))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length must be between 1 and %d, not %d", PGDL_MAX_SEQUENCE_LENGTH, args->max_length),
+				 errdetail("It is the number of ids a sequence column packs a row; NULL packs the longest array's.")));
+	if (args->has_max_length && args->sequence == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length is given without a sequence column"),
+				 errhint("Name the sequence columns with sequence => ..., or leave max_length out.")));
+	if (has_ref && args->has_max_length)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_length cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference has the reference's sequence lengths."),
+				 errhint("Leave max_length out.")));
+	if (args->has_scale && args->standardize)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot both be given"),
+				 errdetail("Features are either multiplied by scale or standardized per feature, not both.")));
+	if (args->has_scale && (!isfinite(args->scale) || args->scale == 0 ||
+							!isfinite((float) args->scale) || (float) args->scale == 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale must be a finite number other than zero, not %g", args->scale)));
+	if (has_ref && (args->has_scale || args->standardize))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and standardize cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference is normalized as the reference was."),
+				 errhint("Leave scale and standardize out.")));
+}
+
+/* ---- columns ---- */
+
+static inline float *
+row_features(const PackData *data, int64 row)
+{
+	return data->chunks[row / data->chunk_rows] + (row % data->chunk_rows) * data->n_features;
+}
+
+static PackNumKind
+kind_of(Oid type)
+{
+	switch (getBaseType(type))
+	{
+		case INT2OID:
+			return PACK_INT2;
+		case INT4OID:
+			return PACK_INT4;
+		case INT8OID:
+			return PACK_INT8;
+		case FLOAT4OID:
+			return PACK_FLOAT4;
+		case FLOAT8OID:
+			return PACK_FLOAT8;
+		case NUMERICOID:
+			return PACK_NUMERIC;
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+			return PACK_TEXT;
+		case BOOLOID:
+			return PACK_BOOL;
+		default:
+			return PACK_OTHER;
+	}
+}
+
+static inline bool
+kind_is_numeric(PackNumKind kind)
+{
+	return kind <= PACK_NUMERIC;
+}
+
+static inline double
+number_of(Datum d, PackNumKind kind)
+{
+	switch (kind)
+	{
+		case PACK_INT2:
+			return DatumGetInt16(d);
+		case PACK_INT4:
+			return DatumGetInt32(d);
+		case PACK_INT8:
+			return (double) DatumGetInt64(d);
+		case PACK_FLOAT4:
+			return DatumGetFloat4(d);
+		case PACK_FLOAT8:
+			return DatumGetFloat8(d);
+		case PACK_NUMERIC:
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, d));
+		case PACK_BOOL:
+			return DatumGetBool(d) ? 1.0 : 0.0;
+		default:
+			elog(ERROR, "pgdl.pack: unexpected value kind %d", (int) kind);
+			return 0;
+	}
+}
+
+/*
+ * Finds column `name` of `relid` (or errors, naming it) and records its type.
+ */
+static void
+find_column(Oid relid, const char *relname, const char *name, int position, PackColumn *col)
+{
+	AttrNumber	attnum = get_attnum(relid, name);
+
+	if (attnum <= 0)			/* InvalidAttrNumber, or a system column */
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, relname)));
+	col->name = pstrdup(name);
+	col->position = position;
+	col->type = get_atttype(relid, attnum);
+}
+
+#define PACK_FEATURE_TYPES_DETAIL \
+	"Features are one column of type real[], double precision[], smallint[], integer[], bigint[] or numeric[], " \
+	"or a comma-separated list of columns of types smallint, integer, bigint, real, double precision or numeric."
+
+/* One feature column's kind: of its elements when it is the only column and an array. */
+static void
+feature_kind(PackData *data, PackColumn *col)
+{
+	Oid			elemtype = get_element_type(getBaseType(col->type));
+
+	if (OidIsValid(elemtype) && data->n_cols == 1)
+	{
+		data->array_mode = true;
+		col->kind = kind_of(elemtype);
+		col->elem_base = getBaseType(elemtype);
+	}
+	else if (OidIsValid(elemtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("feature column \"%s\" is an array, which cannot be part of a list of feature columns",
+						col->name),
+				 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+	else
+		col->kind = kind_of(col->type);
+
+	if (!kind_is_numeric(col->kind))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("feature column \"%s\" has type %s, which is not numeric",
+						col->name, format_type_be(col->type)),
+				 errdetail(PACK_FEATURE_TYPES_DETAIL)));
+}
+
+/*
+ * The feature columns: one array column, or a list of numeric columns.  Names
+ * follow SQL's rules for identifiers (folded to lower case unless quoted).
+ */
+static void
+find_features(Oid relid, const char *features, PackData *data)
+{
+	char	   *raw = pstrdup(features);
+	List	   *names;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid feature column list \"%s\"", pgdl_echo(features)),
+				 errhint("Give one column name, or column names separated by commas.")));
+
+	data->n_cols = list_length(names);
+	if (data->n_cols > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many feature columns: %d", data->n_cols),
+				 errdetail("A list of feature columns has at most %d names.", MaxHeapAttributeNumber),
+				 errhint("Put the features in one array column.")));
+	data->cols = palloc0(sizeof(PackColumn) * data->n_cols);
+	foreach(lc, names)
+	{
+		find_column(relid, data->relname, (char *) lfirst(lc), i + 1, &data->cols[i]);
+		feature_kind(data, &data->cols[i]);
+		i++;
+	}
+	data->n_features = data->array_mode ? -1 : data->n_cols;
+}
+
+#define PACK_TARGET_TYPES_DETAIL \
+	"Several targets are a comma-separated list of columns, or one array column, of types smallint, integer, " \
+	"bigint, real, double precision, numeric or boolean."
+
+/* One target column of several (a list, or an array column's elements). */
+static void
+target_kind(PackColumn *col, Oid type)
+{
+	col->kind = kind_of(type);
+	if (!kind_is_numeric(col->kind) && col->kind != PACK_BOOL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("label column \"%s\" has type %s, which cannot be a target",
+						col->name, format_type_be(col->type)),
+				 errdetail(PACK_TARGET_TYPES_DETAIL)));
+}
+
+/*
+ * The label: one column (integer or text: classes; real, double precision
+ * or numeric: one target), or several targets (regression, or multi-label
+ * with 0/1 targets): a list of columns, or one array column.
+ */
+static void
+find_label(Oid relid, const char *label, int position, PackData *data)
+{
+	char	   *raw = pstrdup(label);
+	List	   *names;
+	ListCell   *lc;
+	int			i = 0;
+	Oid			elemtype;
+
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid label column name \"%s\"", pgdl_echo(label)),
+				 errhint("Give the name of one column, or a comma-separated list of target columns.")));
+	if (list_length(names) > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many label columns: %d", list_length(names)),
+				 errhint("Put the targets in one array column.")));
+
+	data->n_label_cols = list_length(names);
+	data->labels = palloc0(sizeof(PackColumn) * data->n_label_cols);
+	foreach(lc, names)
+	{
+		find_column(relid, data->relname, (char *) lfirst(lc), position + i, &data->labels[i]);
+		i++;
+	}
+	data->label = data->labels[0];
+	data->n_targets = 1;
+
+	if (data->n_label_cols > 1)
+	{
+		for (i = 0; i < data->n_label_cols; i++)
+		{
+			if (OidIsValid(get_element_type(getBaseType(data->labels[i].type))))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("label column \"%s\" is an array, which cannot be part of a list of label columns",
+								data->labels[i].name),
+						 errdetail(PACK_TARGET_TYPES_DETAIL)));
+			target_kind(&data->labels[i], data->labels[i].type);
+		}
+		data->classification = false;
+		data->n_targets = data->n_label_cols;
+		data->label.type = FLOAT4OID;
+		return;
+	}
+
+	elemtype = get_element_type(getBaseType(data->label.type));
+	if (OidIsValid(elemtype))
+	{
+		target_kind(&data->labels[0], elemtype);
+		data->labels[0].elem_base = getBaseType(elemtype);
+		data->label = data->labels[0];
+		data->label_array = true;
+		data->classification = false;
+		data->n_targets = -1;
+		return;
+	}
+
+	data->label.kind = kind_of(data->label.type);
+	switch (data->label.kind)
+	{
+		case PACK_INT2:
+		case PACK_INT4:
+		case PACK_INT8:
+		case PACK_TEXT:
+			data->classification = true;
+			break;
+		case PACK_FLOAT4:
+		case PACK_FLOAT8:
+		case PACK_NUMERIC:
+			data->classification = false;
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("label column \"%s\" has type %s, which cannot be a label",
+							data->label.name, format_type_be(data->label.type)),
+					 errdetail("An integer or text label is a class (classification); "
+							   "a real, double precision or numeric label is a target value (regression); "
+							   "several targets are a list of columns or an array column.")));
+	}
+	data->labels[0] = data->label;
+}
+
+static uint32
+seen_hash(const void *key, Size keysize)
+{
+	const char *v = *(char *const *) key;
+
+	return DatumGetUInt32(hash_any((const unsigned char *) v, (int) strlen(v)));
+}
+
+static int
+seen_match(const void *a, const void *b, Size keysize)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* A list of column names (SQL identifiers, as features are), for categorical or sequence. */
+static List *
+split_columns(const char *list, const char *what)
+{
+	char	   *raw = pstrdup(list);
+	List	   *names;
+
+	if (!SplitIdentifierString(raw, ',', &names) || names == NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid %s column list \"%s\"", what, pgdl_echo(list)),
+				 errhint("Give column names separated by commas, or leave %s out.", what)));
+	if (list_length(names) > MaxHeapAttributeNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many %s columns: %d", what, list_length(names))));
+	return names;
+}
+
+/*
+ * Column `name` as a new categorical or sequence column: found, none of the
+ * columns given before it, with an empty vocabulary.
+ */
+static void
+find_vocabulary_column(Oid relid, PackData *data, const char *name, int position, const char *what,
+					   PackCategorical *cat)
+{
+	HASHCTL		ctl;
+
+	find_column(relid, data->relname, name, position, &cat->col);
+	cat->what = what;
+	for (int k = 0; k < data->n_cols; k++)
+		if (strcmp(data->cols[k].name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("column \"%s\" is both a feature and a %s column", cat->col.name, what)));
+	for (int k = 0; k < data->n_categorical && &data->cats[k] != cat; k++)
+		if (strcmp(data->cats[k].col.name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 strcmp(what, "categorical") == 0
+					 ? errmsg("categorical column \"%s\" is given twice", cat->col.name)
+					 : errmsg("column \"%s\" is both a categorical and a sequence column", cat->col.name)));
+	for (int k = 0; k < data->n_sequences && &data->seqs[k].cat != cat; k++)
+		if (strcmp(data->seqs[k].cat.col.name, cat->col.name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence column \"%s\" is given twice", cat->col.name)));
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(char *);
+	ctl.entrysize = sizeof(PackSeen);
+	ctl.hash = seen_hash;
+	ctl.match = seen_match;
+	ctl.hcxt = data->cxt;
+	cat->seen = hash_create("pgdl pack categories", 256, &ctl,
+							HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
+}
+
+static inline bool
+kind_is_category(PackNumKind kind)
+{
+	return kind == PACK_INT2 || kind == PACK_INT4 || kind == PACK_INT8 || kind == PACK_TEXT;
+}
+
+/* The categorical columns: integer or text, each mapped to ids by a vocabulary. */
+static void
+find_categorical(Oid relid, const char *categorical, int position, PackData *data)
+{
+	List	   *names = split_columns(categorical, "categorical");
+	ListCell   *lc;
+	int			i = 0;
+
+	data->n_categorical = list_length(names);
+	data->cats = palloc0(sizeof(PackCategorical) * data->n_categorical);
+	foreach(lc, names)
+	{
+		PackCategorical *cat = &data->cats[i];
+
+		find_vocabulary_column(relid, data, (char *) lfirst(lc), position + i, "categorical", cat);
+		cat->col.kind = kind_of(cat->col.type);
+		if (!kind_is_category(cat->col.kind))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("categorical column \"%s\" has type %s, which cannot be categorical",
+							cat->col.name, format_type_be(cat->col.type)),
+					 errdetail("Categorical columns have type smallint, integer, bigint, text, varchar or char.")));
+		cat->is_integer = cat->col.kind != PACK_TEXT;
+		i++;
+	}
+}
+
+/* The sequence columns: arrays of integers or text, their tokens mapped to ids by a vocabulary. */
+static void
+find_sequences(Oid relid, const char *sequence, int position, int32 max_length, PackData *data)
+{
+	List	   *names = split_columns(sequence, "sequence");
+	ListCell   *lc;
+	int			i = 0;
+
+	data->n_sequences = list_length(names);
+	data->seqs = palloc0(sizeof(PackSequence) * data->n_sequences);
+	foreach(lc, names)
+	{
+		PackCategorical *cat = &data->seqs[i].cat;
+		Oid			elemtype;
+
+		find_vocabulary_column(relid, data, (char *) lfirst(lc), position + i, "sequence", cat);
+		elemtype = get_element_type(getBaseType(cat->col.type));
+		cat->col.kind = OidIsValid(elemtype) ? kind_of(elemtype) : PACK_OTHER;
+		if (!kind_is_category(cat->col.kind))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("sequence column \"%s\" has type %s, which cannot be a sequence",
+							cat->col.name, format_type_be(cat->col.type)),
+					 errdetail("Sequence columns are arrays of smallint, integer, bigint, text, varchar or char.")));
+		cat->col.elem_base = getBaseType(elemtype);
+		cat->is_integer = cat->col.kind != PACK_TEXT;
+		data->seqs[i].limit = max_length;
+		i++;
+	}
+}
+
+/* The source relation, its feature columns and its label column. */
+static void
+find_source(const PackArgs *args, PackData *data)
+{
+	data->relname = get_rel_name(args->source);
+	if (data->relname == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", args->source)));
+	data->source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
+												  data->relname);
+	find_features(args->source, args->features, data);
+	if (args->categorical != NULL)
+		find_categorical(args->source, args->categorical, data->n_cols + 1, data);
+	if (args->sequence != NULL)
+		find_sequences(args->source, args->sequence, data->n_cols + data->n_categorical + 1, args->max_length, data);
+	find_label(args->source, args->label, data->n_cols + data->n_categorical + data->n_sequences + 1, data);
+}
+
+/*
+ * The dataset packed into `packed`, from pgdl.datasets (checked by
+ * pgdl_dataset_read, allocated in cxt), which must match the source's task
+ * and features.
+ */
+static void
+read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReference *ref)
+{
+	char	   *name = get_rel_name(packed);
+
+	/* a dropped table (or oid 0) passes as a regclass argument */
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("reference relation with OID %u does not exist", packed)));
+	ref->ds = pgdl_dataset_read(0, packed, cxt);
+	if (ref->ds == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" is not a packed dataset", name),
+				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) :
+				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
+	ref->name = MemoryContextStrdup(cxt, name);
+
+	if (ref->ds->classification != data->classification)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("label \"%s\" is a %s label, but reference dataset \"%s\" is a %s dataset",
+						data->label.name, data->classification ? "classification" : "regression",
+						ref->name, ref->ds->classification ? "classification" : "regression")));
+	if (!data->array_mode && data->n_features != ref->ds->n_numeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d features, but reference dataset \"%s\" has %d",
+						data->n_features, ref->name, ref->ds->n_numeric),
+				 errdetail("A dataset packed with a reference must have the reference's features.")));
+	if (data->n_categorical != ref->ds->n_categorical)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d categorical columns, but reference dataset \"%s\" has %d",
+						data->n_categorical, ref->name, ref->ds->n_categorical),
+				 errdetail("A dataset packed with a reference maps its categorical columns with the reference's vocabularies.")));
+	if (data->n_sequences != ref->ds->n_sequences)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d sequence columns, but reference dataset \"%s\" has %d",
+						data->n_sequences, ref->name, ref->ds->n_sequences),
+				 errdetail("A dataset packed with a reference maps its sequence columns with the reference's vocabularies.")));
+	for (int s = 0; s < data->n_sequences; s++)
+		data->seqs[s].limit = ref->ds->vocabulary[ref->ds->n_categorical + s].length;
+	if (!data->classification && !data->label_array && data->n_targets != ref->ds->n_targets)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d targets, but reference dataset \"%s\" has %d",
+						data->n_targets, ref->name, ref->ds->n_targets)));
+}
+
+/* ---- reading the source ---- */
+
+/* A buffer's x is one real[]: at most MaxArraySize elements. */
+static void
+check_buffer_size(int64 n_total, int32 buffer_rows)
+{
+	if (n_total * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a buffer of %d rows of " INT64_FORMAT " features is too large", buffer_rows, n_total),
+				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
+				 errhint("Use a smaller buffer_rows.")));
+}
+
+/* The first row sets the number of features of an array column. */
+static void
+set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReference *ref)
+{
+	Size		bytes;
+
+	data->n_features = n;
+	data->n_total = n + data->n_categorical;
+	check_buffer_size(data->n_total, buffer_rows);
+
+	if (ref->ds != NULL && ref->ds->n_numeric != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d features, but reference dataset \"%s\" has %d", n, ref->name,
+						ref->ds->n_numeric),
+				 errdetail("A dataset packed with a reference must have the reference's features.")));
+
+	bytes = mul_size((Size) n, sizeof(float));
+	data->chunk_rows = Max(1, PACK_CHUNK_BYTES / bytes);
+	data->fmin = MemoryContextAlloc(data->cxt, sizeof(float) * n);
+	data->fmax = MemoryContextAlloc(data->cxt, sizeof(float) * n);
+	if (data->standardize)
+		data->sum = MemoryContextAllocZero(data->cxt, sizeof(double) * n);
+	for (int j = 0; j < n; j++)
+	{
+		data->fmin[j] = FLT_MAX;
+		data->fmax[j] = -FLT_MAX;
+	}
+}
+
+/* Room for the label of row data->n_rows: the label array of the label's kind, doubled when full. */
+static void
+grow_labels(PackData *data)
+{
+	int64		cap = data->label_cap == 0 ? 1024 : data->label_cap * 2;
+
+	if (data->classification)
+	{
+		Size		esize = data->label.kind == PACK_TEXT ? sizeof(char *) : sizeof(int64);
+		void	   *old = data->label.kind == PACK_TEXT ? (void *) data->label_text : (void *) data->label_int;
+		void	   *grown = old == NULL
+			? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, esize))
+			: repalloc_huge(old, mul_size((Size) cap, esize));
+
+		if (data->label.kind == PACK_TEXT)
+			data->label_text = grown;
+		else
+			data->label_int = grown;
+	}
+	/* targets grow in store_targets: an array's length is known only at its first row */
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		PackCategorical *cat = &data->cats[c];
+		Size		bytes = mul_size((Size) cap, sizeof(int32));
+
+		cat->row_index = cat->row_index == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(cat->row_index, bytes);
+	}
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+		Size		bytes = mul_size((Size) cap, sizeof(int64));
+
+		seq->row_start = seq->row_start == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(seq->row_start, bytes);
+		bytes = mul_size((Size) cap, sizeof(int32));
+		seq->row_count = seq->row_count == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(seq->row_count, bytes);
+	}
+	data->label_cap = cap;
+}
+
+/*
+ * The features read so far take more than the budget: they go to a spill,
+ * and so will the rest; the chunks are freed.
+ */
+static void
+start_spill(PackData *data)
+{
+	MemoryContext old = MemoryContextSwitchTo(data->cxt);	/* not the per-row context */
+
+	ereport(DEBUG1,
+			(errmsg("pgdl.pack spills its rows to temporary files"),
+			 errdetail("The features of " INT64_FORMAT " rows take more than maintenance_work_mem (%zu kB).",
+					   data->n_rows + 1, data->budget / 1024)));
+	data->spill = pgdl_spill_begin(data->n_features);
+	MemoryContextSwitchTo(old);
+	for (int64 r = 0; r < data->n_rows; r++)
+	{
+		if ((r & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		pgdl_spill_write(data->spill, row_features(data, r));
+	}
+	for (int c = 0; c < data->n_chunks; c++)
+		pfree(data->chunks[c]);
+	if (data->chunks != NULL)
+		pfree(data->chunks);
+	data->chunks = NULL;
+	data->n_chunks = data->max_chunks = 0;
+	data->scratch = MemoryContextAlloc(data->cxt, mul_size((Size) data->n_features, sizeof(float)));
+}
+
+/*
+ * Room for one more row: its features' slot in the chunks (or the scratch
+ * row, once spilling), and its label's.  The row is kept once keep_row counts
+ * it; until then the next row reuses the slot.
+ */
+static float *
+new_row(PackData *data)
+{
+	int64		c = data->n_rows / data->chunk_rows;
+	Size		row_bytes = mul_size((Size) data->n_features, sizeof(float));
+
+	if (data->spill == NULL && mul_size((Size) data->n_rows + 1, row_bytes) > data->budget)
+		start_spill(data);
+	if (data->spill != NULL)
+	{
+		if (data->n_rows >= data->label_cap)
+			grow_labels(data);
+		return data->scratch;
+	}
+	if (c >= data->n_chunks)
+	{
+		/* chunk 0 starts small, so that a small source takes little memory */
+		int64		rows = c == 0 ? Min(data->chunk_rows, 64) : data->chunk_rows;
+
+		if (data->n_chunks == data->max_chunks)
+		{
+			data->max_chunks = data->max_chunks == 0 ? 16 : data->max_chunks * 2;
+			data->chunks = data->chunks == NULL
+				? MemoryContextAlloc(data->cxt, sizeof(float *) * data->max_chunks)
+				: repalloc(data->chunks, sizeof(float *) * data->max_chunks);
+		}
+		data->chunks[data->n_chunks++] = MemoryContextAllocHuge(data->cxt, mul_size((Size) rows, row_bytes));
+		if (c == 0)
+			data->first_rows = rows;
+	}
+	else if (c == 0 && data->n_rows >= data->first_rows)
+	{
+		data->first_rows = Min(data->chunk_rows, 2 * data->first_rows);
+		data->chunks[0] = repalloc_huge(data->chunks[0], mul_size((Size) data->first_rows, row_bytes));
+	}
+	if (data->n_rows >= data->label_cap)
+		grow_labels(data);
+	return row_features(data, data->n_rows);
+}
+
+static void
+non_finite(const char *what, const char *column, int64 row, int element)
+{
+	if (element > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s column \"%s\" has a NaN, infinite or out-of-range value in row " INT64_FORMAT ", element %d",
+						what, column, row, element),
+				 errdetail("Values must be finite and within the range of real (float4).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("%s column \"%s\" has a NaN, infinite or out-of-range value in row " INT64_FORMAT,
+					what, column, row),
+			 errdetail("Values must be finite and within the range of real (float4).")));
+}
+
+/*
+ * A NULL where a value must be: an error naming the column and the row, or
+ * false (skip the row) when nulls => 'skip'.
+ */
+static bool
+null_value(bool skip, const char *what, const char *column, int64 row, int element)
+{
+	if (skip)
+		return false;
+	if (element > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s column \"%s\" has a NULL element in row " INT64_FORMAT ", element %d",
+						what, column, row, element),
+				 errhint("Use nulls => 'skip' to leave out rows with NULL values.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("%s column \"%s\" is NULL in row " INT64_FORMAT, what, column, row),
+			 errhint("Use nulls => 'skip' to leave out rows with NULL values.")));
+	return false;
+}
+
+/* A feature array's shape: one dimension, not empty, as many elements as the first row's. */
+static void
+check_feature_array(PackData *data, ArrayType *arr, int64 row, int32 buffer_rows, const PackReference *ref)
+{
+	const PackColumn *col = &data->cols[0];
+	int			n;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature array \"%s\" has %d dimensions in row " INT64_FORMAT,
+						col->name, ARR_NDIM(arr), row),
+				 errdetail("Feature arrays must be one-dimensional; the layout of an image is the model's \"input\" shape."),
+				 errhint("Flatten the array, for example with ARRAY(SELECT unnest(a)).")));
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("feature array \"%s\" is empty in row " INT64_FORMAT, col->name, row)));
+	if (data->n_features < 0)
+		set_feature_count(data, n, buffer_rows, ref);
+	else if (n != data->n_features)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("expected %d features, found %d in row " INT64_FORMAT " of \"%s\"",
+						data->n_features, n, row, col->name),
+				 errdetail("Every row's feature array must have as many elements as the first %s.",
+						   ref->ds != NULL ? "reference's rows" : "row's")));
+}
+
+/*
+ * The features of one row, from an array column, into `out` (allocated when
+ * the row count is known).  Returns false to skip the row.
+ */
+static bool
+array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
+		  const PackReference *ref, float **out)
+{
+	const PackColumn *col = &data->cols[0];
+	ArrayType  *arr = DatumGetArrayTypeP(d);
+	float	   *x;
+
+	check_feature_array(data, arr, row, buffer_rows, ref);
+	if (array_contains_nulls(arr))
+	{
+		const bits8 *bitmap = ARR_NULLBITMAP(arr);
+
+		for (int i = 0; i < data->n_features; i++)
+			if ((bitmap[i / 8] & (1 << (i % 8))) == 0)
+				return null_value(skip, "feature", col->name, row, i + 1);
+	}
+
+	x = new_row(data);
+	pgdl_number_array_to_floats(arr, col->elem_base, data->n_features, x);
+	for (int i = 0; i < data->n_features; i++)
+		if (!isfinite(x[i]))
+			non_finite("feature", col->name, row, i + 1);
+	*out = x;
+	return true;
+}
+
+/* The features of one row, from a list of numeric columns.  false: skip. */
+static bool
+columns_row(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float **out)
+{
+	float	   *x;
+	float		vals[MaxTupleAttributeNumber];
+
+	for (int i = 0; i < data->n_cols; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, data->cols[i].position, &isnull);
+
+		if (isnull)
+			return null_value(skip, "feature", data->cols[i].name, row, 0);
+		vals[i] = (float) number_of(d, data->cols[i].kind);
+		if (!isfinite(vals[i]))
+			non_finite("feature", data->cols[i].name, row, 0);
+	}
+
+	x = new_row(data);
+	memcpy(x, vals, sizeof(float) * data->n_cols);
+	*out = x;
+	return true;
+}
+
+/* The label of the row in the last slot new_row gave. */
+static void
+store_label(PackData *data, Datum d, int64 row)
+{
+	switch (data->label.kind)
+	{
+		case PACK_INT2:
+			data->label_int[data->n_rows] = DatumGetInt16(d);
+			break;
+		case PACK_INT4:
+			data->label_int[data->n_rows] = DatumGetInt32(d);
+			break;
+		case PACK_INT8:
+			data->label_int[data->n_rows] = DatumGetInt64(d);
+			break;
+		case PACK_TEXT:
+			data->label_text[data->n_rows] = MemoryContextStrdup(data->cxt, TextDatumGetCString(d));
+			break;
+		default:
+			{
+				float		v = (float) number_of(d, data->label.kind);
+
+				if (!isfinite(v))
+					non_finite("label", data->label.name, row, 0);
+				*target_slot(data) = v;
+				break;
+			}
+	}
+}
+
+/* Room for the targets of row data->n_rows (n_targets floats each). */
+static float *
+target_slot(PackData *data)
+{
+	if (data->n_rows >= data->targets_cap)
+	{
+		int64		cap = Max(data->targets_cap * 2, Max(data->label_cap, 1024));
+		Size		bytes = mul_size(mul_size((Size) cap, sizeof(float)), (Size) data->n_targets);
+
+		data->label_float = data->label_float == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(data->label_float, bytes);
+		data->targets_cap = cap;
+	}
+	return data->label_float + data->n_rows * data->n_targets;
+}
+
+/*
+ * Several targets (a list of columns, or an array column) into t.  false:
+ * skip the row (a NULL, with nulls => 'skip').
+ */
+static bool
+read_targets(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float *t)
+{
+	bool		isnull;
+
+	if (!data->label_array)
+	{
+		for (int i = 0; i < data->n_label_cols; i++)
+		{
+			Datum		d = SPI_getbinval(tuple, desc, data->labels[i].position, &isnull);
+
+			if (isnull)
+				return null_value(skip, "label", data->labels[i].name, row, 0);
+			t[i] = (float) number_of(d, data->labels[i].kind);
+			if (!isfinite(t[i]))
+				non_finite("label", data->labels[i].name, row, 0);
+		}
+		return true;
+	}
+	else
+	{
+		Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+		ArrayType  *arr;
+		int16		typlen;
+		bool		typbyval;
+		char		typalign;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (isnull)
+			return null_value(skip, "label", data->label.name, row, 0);
+		arr = DatumGetArrayTypeP(d);
+		if (ARR_NDIM(arr) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("label array \"%s\" has %d dimensions in row " INT64_FORMAT ", not one",
+							data->label.name, ARR_NDIM(arr), row)));
+		get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &typbyval, &typalign);
+		deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, typbyval, typalign, &elems, &nulls, &n);
+		if (n != data->n_targets)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("expected %d targets, found %d in row " INT64_FORMAT " of \"%s\"",
+							data->n_targets, n, row, data->label.name),
+					 errdetail("Every row's label array must have as many elements as the first row's.")));
+		for (int i = 0; i < n; i++)
+		{
+			if (nulls[i])
+				return null_value(skip, "label", data->label.name, row, i + 1);
+			t[i] = (float) number_of(elems[i], data->label.kind);
+			if (!isfinite(t[i]))
+				non_finite("label", data->label.name, row, i + 1);
+		}
+		return true;
+	}
+}
+
+/* The first row's label array sets the number of targets. */
+static void
+set_target_count(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, const PackReference *ref)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+	ArrayType  *arr;
+	int			n;
+
+	if (isnull)
+		return;
+	arr = DatumGetArrayTypeP(d);
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("label array \"%s\" is empty in row " INT64_FORMAT, data->label.name, row)));
+	if ((int64) n * PGDL_MAX_BUFFER_ROWS > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label array \"%s\" has too many targets: %d", data->label.name, n)));
+	if (ref->ds != NULL && ref->ds->n_targets != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("source has %d targets, but reference dataset \"%s\" has %d",
+						n, ref->name, ref->ds->n_targets)));
+	data->n_targets = n;
+}
+
+/* A categorical value or token as text: integers in buf (32 bytes), text palloc'd. */
+static char *
+category_text(PackNumKind kind, Datum d, char *buf)
+{
+	if (kind == PACK_TEXT)
+		return TextDatumGetCString(d);
+	snprintf(buf, 32, INT64_FORMAT,
+			 kind == PACK_INT2 ? (int64) DatumGetInt16(d)
+			 : kind == PACK_INT4 ? (int64) DatumGetInt32(d) : DatumGetInt64(d));
+	return buf;
+}
+
+/* A value's provisional index in column cat: a value seen for the first time gets the next one. */
+static int32
+category_index(PackData *data, PackCategorical *cat, char *value)
+{
+	PackSeen   *hit = hash_search(cat->seen, &value, HASH_FIND, NULL);
+	char	   *kept;
+	bool		found;
+
+	if (hit != NULL)
+		return hit->index;
+	if (cat->n_values >= data->max_categories)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s column \"%s\" has more than %d distinct values",
+						cat->what, cat->col.name, data->max_categories),
+				 errdetail("Its vocabulary would exceed max_categories."),
+				 errhint("Raise max_categories (at most %d), or bucket the column's values.",
+						 PGDL_MAX_CATEGORIES)));
+	kept = MemoryContextStrdup(data->cxt, value);
+	hit = hash_search(cat->seen, &kept, HASH_ENTER, &found);
+	hit->index = cat->n_values;
+	if (cat->n_values == cat->cap_values)
+	{
+		cat->cap_values = cat->cap_values == 0 ? 64 : cat->cap_values * 2;
+		cat->values = cat->values == NULL
+			? MemoryContextAllocHuge(data->cxt, sizeof(char *) * cat->cap_values)
+			: repalloc_huge(cat->values, sizeof(char *) * cat->cap_values);
+	}
+	cat->values[cat->n_values++] = kept;
+	return hit->index;
+}
+
+/*
+ * Row data->n_rows's categorical values as provisional indices; NULL is -1
+ * (id 0, as unseen values).
+ */
+static void
+store_categorical(PackData *data, HeapTuple tuple, TupleDesc desc)
+{
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		PackCategorical *cat = &data->cats[c];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, cat->col.position, &isnull);
+		char		buf[32];
+
+		cat->row_index[data->n_rows] = isnull ? -1 : category_index(data, cat, category_text(cat->col.kind, d, buf));
+	}
+}
+
+/* A sequence array's element count, once its shape and size are checked. */
+static int
+sequence_array_items(const PackSequence *seq, ArrayType *arr, int64 row)
+{
+	int			n;
+
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("sequence column \"%s\" has %d dimensions in row " INT64_FORMAT,
+						seq->cat.col.name, ARR_NDIM(arr), row),
+				 errdetail("A sequence is a one-dimensional array of tokens.")));
+	n = ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+	if (seq->limit == 0 && n > PGDL_MAX_SEQUENCE_LENGTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("sequence column \"%s\" has %d tokens in row " INT64_FORMAT ", more than %d",
+						seq->cat.col.name, n, row, PGDL_MAX_SEQUENCE_LENGTH),
+				 errhint("Give max_length to keep the first tokens of each array.")));
+	return n;
+}
+
+/*
+ * Row data->n_rows's tokens of each sequence column, as provisional indices:
+ * a NULL array is an empty sequence, a NULL element -1 (an unseen token);
+ * the tokens past the column's limit are left out.
+ */
+static void
+store_sequences(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, seq->cat.col.position, &isnull);
+		ArrayType  *arr;
+		ArrayIterator it;
+		Datum		elem;
+		int32		keep;
+		int32		i = 0;
+
+		seq->row_start[data->n_rows] = seq->n_tokens;
+		seq->row_count[data->n_rows] = 0;
+		if (isnull)
+			continue;
+		arr = DatumGetArrayTypeP(d);
+		keep = sequence_array_items(seq, arr, row);
+		if (seq->limit > 0)
+			keep = Min(keep, seq->limit);
+		if (seq->n_tokens + keep > seq->cap_tokens)
+		{
+			int64		cap = Max(seq->cap_tokens * 2, seq->n_tokens + keep + 1024);
+
+			seq->tokens = seq->tokens == NULL
+				? MemoryContextAllocHuge(data->cxt, mul_size((Size) cap, sizeof(int32)))
+				: repalloc_huge(seq->tokens, mul_size((Size) cap, sizeof(int32)));
+			seq->cap_tokens = cap;
+		}
+		it = array_create_iterator(arr, 0, NULL);
+		while (i < keep && array_iterate(it, &elem, &isnull))
+		{
+			char		buf[32];
+
+			seq->tokens[seq->n_tokens + i++] = isnull ? -1
+				: category_index(data, &seq->cat, category_text(seq->cat.col.kind, elem, buf));
+		}
+		array_free_iterator(it);
+		seq->n_tokens += keep;
+		seq->row_count[data->n_rows] = keep;
+		seq->longest = Max(seq->longest, keep);
+	}
+}
+
+/*
+ * Each sequence column's L, once every row is read: the reference's, or
+ * max_length, or the longest array's; the example grows by L ids and the length.
+ */
+static void
+finish_sequences(PackData *data, int32 buffer_rows)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		PackSequence *seq = &data->seqs[s];
+
+		seq->length = seq->limit > 0 ? seq->limit : seq->longest;
+		if (seq->length == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence column \"%s\" has no tokens", seq->cat.col.name),
+					 errdetail("Its array is empty or NULL in every row packed."),
+					 errhint("Give max_length to pack empty sequences.")));
+		seq->ids = MemoryContextAlloc(data->cxt, sizeof(int32) * seq->length);
+		data->n_total += seq->length + 1;
+	}
+	check_buffer_size(data->n_total, buffer_rows);
+}
+
+/* The row in the last slot new_row gave is kept. */
+static void
+keep_row(PackData *data, const float *x)
+{
+	for (int j = 0; j < data->n_features; j++)
+	{
+		if (x[j] < data->fmin[j])
+			data->fmin[j] = x[j];
+		if (x[j] > data->fmax[j])
+			data->fmax[j] = x[j];
+	}
+	if (data->sum != NULL)
+		for (int j = 0; j < data->n_features; j++)
+			data->sum[j] += x[j];
+	if (data->spill != NULL)
+		pgdl_spill_write(data->spill, x);
+	data->n_rows++;
+}
+
+/* One row of the source: kept, or skipped for a NULL (nulls => 'skip'). */
+static void
+read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffer_rows,
+		 const PackReference *ref)
+{
+	int64		row = ++data->n_read;
+	float	   *x = NULL;
+	bool		isnull;
+	bool		kept;
+	Datum		d = (Datum) 0;
+	bool		several = data->label_array || data->n_label_cols > 1;
+
+	if (data->label_array && data->n_targets < 0)
+		set_target_count(data, tuple, desc, row, ref);
+	if (data->array_mode)
+	{
+		d = SPI_getbinval(tuple, desc, 1, &isnull);
+		kept = isnull ? null_value(skip, "feature", data->cols[0].name, row, 0)
+			: array_row(data, d, row, skip, buffer_rows, ref, &x);
+	}
+	else
+		kept = columns_row(data, tuple, desc, row, skip, &x);
+
+	if (kept && several)
+		kept = data->n_targets > 0
+			? read_targets(data, tuple, desc, row, skip, target_slot(data))
+			: null_value(skip, "label", data->label.name, row, 0);	/* NULL arrays so far */
+	else if (kept)
+	{
+		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+		if (isnull)
+			kept = null_value(skip, "label", data->label.name, row, 0);
+	}
+	if (kept)
+	{
+		if (!several)
+			store_label(data, d, row);
+		store_categorical(data, tuple, desc);
+		store_sequences(data, tuple, desc, row);
+		keep_row(data, x);
+	}
+	else
+		data->n_skipped++;
+}
+
+/*
+ * A cursor over the feature and label columns of the whole source, in the
+ * order of a plain sequential scan.
+ */
+static Portal
+open_source(const PackData *data, SPIPlanPtr *plan)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	for (int i = 0; i < data->n_cols; i++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->cols[i].name));
+	for (int c = 0; c < data->n_categorical; c++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->cats[c].col.name));
+	for (int c = 0; c < data->n_sequences; c++)
+		appendStringInfo(&sql, "%s, ", quote_identifier(data->seqs[c].cat.col.name));
+	for (int i = 0; i < data->n_label_cols; i++)
+		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_identifier(data->labels[i].name));
+	appendStringInfo(&sql, " FROM %s", data->source_sql);
+
+	/*
+	 * The plan is prepared without CURSOR_OPT_PARALLEL_OK, so it is never a
+	 * parallel scan, whose order would depend on timing.
+	 */
+	*plan = SPI_prepare_cursor(sql.data, 0, NULL, 0);
+	if (*plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare_cursor failed: %s", SPI_result_code_string(SPI_result));
+	return SPI_cursor_open(NULL, *plan, NULL, NULL, true);
+}
+
+/* The planner's count of a table's rows, for pgdl.progress; -1 when it has none. */
+static int64
+rows_estimate(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	float4		reltuples = -1;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		reltuples = ((Form_pg_class) GETSTRUCT(tuple))->reltuples;
+		ReleaseSysCache(tuple);
+	}
+	return reltuples > 0 ? (int64) reltuples : -1;
+}
+
+/*
+ * The share of pgdl.pack done when `read` of `expected` rows are read: reading
+ * and writing count half each (writing a buffer of rows takes about as long as
+ * reading them, on the reference data).
+ */
+static double
+read_share(int64 read, int64 expected)
+{
+	return expected > 0 ? 0.5 * Min((double) read / expected, 1.0) : 0;
+}
+
+/*
+ * Reads the whole source into `data` (allocated in data->cxt).  Errors name
+ * the column and the row (1-based, counting every row of the source).
+ */
+static void
+read_source(PackData *data, bool skip, int32 buffer_rows, const PackReference *ref, Oid source)
+{
+	SPIPlanPtr	plan;
+	Portal		portal;
+	MemoryContext rowcxt;
+	int			guc_level;
+	int64		expected = rows_estimate(source);
+
+	pgdl_call_progress_phase(PGDL_PHASE_READING, 0, expected, true);
+
+	/*
+	 * The order rows are read in must not depend on other sessions: no
+	 * synchronized scan that starts where another scan is.
+	 */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	portal = open_source(data, &plan);
+
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack rows", ALLOCSET_DEFAULT_SIZES);
+	if (!data->array_mode)
+		set_feature_count(data, data->n_cols, buffer_rows, ref);
+	for (;;)
+	{
+		SPITupleTable *tt;
+
+		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, PACK_FETCH_ROWS);
+		if (SPI_processed == 0)
+			break;
+		tt = SPI_tuptable;
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			/* detoasted values live in rowcxt, what is kept in data->cxt */
+			MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+			CHECK_FOR_INTERRUPTS();
+			read_row(data, tt->vals[r], tt->tupdesc, skip, buffer_rows, ref);
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowcxt);
+		}
+		SPI_freetuptable(tt);
+		pgdl_call_progress_update(data->n_read, data->n_read, read_share(data->n_read, expected));
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(plan);
+	MemoryContextDelete(rowcxt);
+	AtEOXact_GUC(true, guc_level);
+}
+
+/* What was read: a NOTICE of the rows skipped, an error when none is left. */
+static void
+report_rows(const PackData *data)
+{
+	if (data->n_skipped > 0)
+		ereport(NOTICE,
+				(errmsg("pgdl.pack skipped " INT64_FORMAT " of " INT64_FORMAT " rows that had NULL values",
+						data->n_skipped, data->n_read)));
+	if (data->n_rows == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 data->n_read == 0
+				 ? errmsg("source \"%s\" has no rows", data->relname)
+				 : errmsg("every row of source \"%s\" has a NULL value", data->relname),
+				 errdetail("There is nothing to pack.")));
+}
+
+/* How many buffers the rows fill; every partition must get one. */
+static int32
+count_buffers(const PackData *data, const PackArgs *args)
+{
+	int64		n_buffers = (data->n_rows + args->buffer_rows - 1) / args->buffer_rows;
+
+	if (n_buffers > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("source has too many rows for buffers of %d rows", args->buffer_rows),
+				 errhint("Use a larger buffer_rows.")));
+
+	/*
+	 * An empty partition would give the worker that owns it nothing to train
+	 * on, and a model hopping through it no step: refuse rather than create one.
+	 */
+	if (args->partitions > n_buffers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("more partitions (%d) than buffers (" INT64_FORMAT ")", args->partitions, n_buffers),
+				 errdetail("Every partition needs at least one buffer; " INT64_FORMAT " rows in buffers of up to %d rows fill " INT64_FORMAT ".",
+						   data->n_rows, args->buffer_rows, n_buffers),
+				 errhint("Use partitions => " INT64_FORMAT " or fewer, or a smaller buffer_rows.", n_buffers)));
+	return (int32) n_buffers;
+}
+
+/* ---- classes ---- */
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Byte order (the "C" collation): the same classes whatever the database's locale. */
+static int
+cmp_string(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+typedef struct PackClassRef
+{
+	const char *value;
+	int			index;
+} PackClassRef;
+
+static int
+cmp_class_ref(const void *a, const void *b)
+{
+	return strcmp(((const PackClassRef *) a)->value, ((const PackClassRef *) b)->value);
+}
+
+/* The labels' distinct values, sorted (int64 or char *, by the label's kind); how many. */
+static int64
+distinct_labels(const PackData *data, void **distinct_out)
+{
+	int64		n = data->n_rows;
+	bool		is_text = data->label.kind == PACK_TEXT;
+	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
+	void	   *distinct = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) n, esize));
+	int64		n_distinct = 0;
+
+	memcpy(distinct, is_text ? (void *) data->label_text : (void *) data->label_int, (Size) n * esize);
+	qsort(distinct, (size_t) n, esize, is_text ? cmp_string : cmp_int64);
+	for (int64 i = 0; i < n; i++)
+	{
+		bool		same;
+
+		CHECK_FOR_INTERRUPTS();
+		if (is_text)
+			same = n_distinct > 0 && strcmp(((char **) distinct)[i], ((char **) distinct)[n_distinct - 1]) == 0;
+		else
+			same = n_distinct > 0 && ((int64 *) distinct)[i] == ((int64 *) distinct)[n_distinct - 1];
+		if (same)
+			continue;
+		if (is_text)
+			((char **) distinct)[n_distinct] = ((char **) distinct)[i];
+		else
+			((int64 *) distinct)[n_distinct] = ((int64 *) distinct)[i];
+		n_distinct++;
+	}
+	*distinct_out = distinct;
+	return n_distinct;
+}
+
+/* Each distinct value's class in the reference, or an error naming a value it lacks. */
+static void
+reference_classes(const PackReference *ref, char **distinct_text, int64 n_distinct, int *distinct_class)
+{
+	int			n_classes = ref->ds->n_classes;
+	PackClassRef *sorted = palloc(sizeof(PackClassRef) * Max(n_classes, 1));
+
+	for (int k = 0; k < n_classes; k++)
+	{
+		sorted[k].value = ref->ds->classes[k];
+		sorted[k].index = k;
+	}
+	qsort(sorted, n_classes, sizeof(PackClassRef), cmp_class_ref);
+	for (int64 i = 0; i < n_distinct; i++)
+	{
+		PackClassRef key = {distinct_text[i], 0};
+		PackClassRef *hit = bsearch(&key, sorted, n_classes, sizeof(PackClassRef), cmp_class_ref);
+
+		if (hit == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("label value \"%s\" is not one of the classes of reference dataset \"%s\"",
+							distinct_text[i], ref->name),
+					 errdetail("The reference dataset has %d classes; a model trained on it cannot predict other values.",
+							   n_classes)));
+		distinct_class[i] = hit->index;
+	}
+}
+
+/*
+ * Class indices of every row (as floats, y's format) and the class list:
+ * the distinct label values sorted, or the reference's classes.  The labels' arrays are
+ * freed: only the classes are needed from here.
+ */
+static float *
+make_classes(PackData *data, const PackReference *ref, char ***classes_out, int *n_classes_out)
+{
+	bool		is_text = data->label.kind == PACK_TEXT;
+	Size		esize = is_text ? sizeof(char *) : sizeof(int64);
+	void	   *distinct;
+	int64		n_distinct = distinct_labels(data, &distinct);
+	char	  **distinct_text;
+	int		   *distinct_class;
+	float	   *y;
+
+	if (ref->ds == NULL && n_distinct > NN_MAX_CLASSES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("label column \"%s\" has " INT64_FORMAT " distinct values, more than the %d classes allowed",
+						data->label.name, n_distinct, NN_MAX_CLASSES),
+				 errhint("For a numeric target, use a real or double precision label (regression).")));
+
+	/* their text, and their class */
+	distinct_text = palloc(sizeof(char *) * n_distinct);
+	distinct_class = palloc(sizeof(int) * n_distinct);
+	for (int64 i = 0; i < n_distinct; i++)
+	{
+		distinct_text[i] = is_text ? ((char **) distinct)[i]
+			: psprintf(INT64_FORMAT, ((int64 *) distinct)[i]);
+		distinct_class[i] = (int) i;
+	}
+	if (ref->ds != NULL)
+	{
+		reference_classes(ref, distinct_text, n_distinct, distinct_class);
+		*classes_out = ref->ds->classes;
+		*n_classes_out = ref->ds->n_classes;
+	}
+	else
+	{
+		*classes_out = distinct_text;
+		*n_classes_out = (int) n_distinct;
+	}
+
+	/* every row's class */
+	y = MemoryContextAllocHuge(CurrentMemoryContext, mul_size((Size) data->n_rows, sizeof(float)));
+	for (int64 r = 0; r < data->n_rows; r++)
+	{
+		void	   *hit;
+
+		if ((r & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		hit = is_text
+			? bsearch(&data->label_text[r], distinct, (size_t) n_distinct, esize, cmp_string)
+			: bsearch(&data->label_int[r], distinct, (size_t) n_distinct, esize, cmp_int64);
+		Assert(hit != NULL);
+		y[r] = (float) distinct_class[((char *) hit - (char *) distinct) / esize];
+	}
+
+	/* what a large source would keep for nothing (the strings of text labels stay: classes point to them) */
+	pfree(distinct);
+	if (is_text)
+		pfree(data->label_text);
+	else
+		pfree(data->label_int);
+	data->label_text = NULL;
+	data->label_int = NULL;
+	return y;
+}
+
+/* ---- vocabularies ---- */
+
+static bool vocabulary_integer;	/* for cmp_vocabulary: qsort has no argument */
+
+static int
+cmp_vocabulary(const void *a, const void *b)
+{
+	return pgdl_category_compare(vocabulary_integer, *(char *const *) a, *(char *const *) b);
+}
+
+/*
+ * Column c's ids (c counts the categorical columns, then the sequence
+ * columns, whose L is length): its distinct values sorted (numerically for
+ * integers, by bytes for text, so that ids do not depend on the order of the
+ * rows or the locale), value i having id i + 1 (i + 2 in a sequence, after
+ * padding and unseen); or, with a reference, the reference's ids (unseen for
+ * a value it has not seen).  Pushes the column's vocabulary to state, as
+ * stored in pgdl.datasets.categorical.
+ */
+static void
+make_vocabulary(PackData *data, PackCategorical *cat, int c, int32 length, const PackReference *ref,
+				JsonbParseState **state)
+{
+	int32		first = length > 0 ? PGDL_SEQUENCE_UNSEEN + 1 : 1;
+	char	  **sorted;
+
+	cat->id_of = MemoryContextAlloc(data->cxt, sizeof(int32) * Max(cat->n_values, 1));
+	if (ref->ds != NULL)
+	{
+		if (ref->ds->vocabulary[c].is_integer != cat->is_integer)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("%s column \"%s\" has type %s, but column \"%s\" of reference dataset \"%s\" was %s",
+							cat->what, cat->col.name, format_type_be(cat->col.type), ref->ds->vocabulary[c].column,
+							ref->name, ref->ds->vocabulary[c].is_integer ? "an integer" : "text")));
+		for (int32 i = 0; i < cat->n_values; i++)
+			cat->id_of[i] = pgdl_dataset_category_id(ref->ds, c, cat->values[i]);
+		return;
+	}
+
+	sorted = palloc(sizeof(char *) * Max(cat->n_values, 1));
+	memcpy(sorted, cat->values, sizeof(char *) * cat->n_values);
+	vocabulary_integer = cat->is_integer;
+	qsort(sorted, cat->n_values, sizeof(char *), cmp_vocabulary);
+	for (int32 i = 0; i < cat->n_values; i++)
+	{
+		PackSeen   *hit = hash_search(cat->seen, &sorted[i], HASH_FIND, NULL);
+
+		Assert(hit != NULL);
+		cat->id_of[hit->index] = i + first;
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+
+	(void) pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(state, "column", cat->col.name);
+	pgdl_jsonb_put_string(state, "type", cat->is_integer ? "integer" : "text");
+	if (length > 0)
+	{
+		pgdl_jsonb_put_int(state, "length", length);
+		pgdl_jsonb_put_int(state, "padding", PGDL_SEQUENCE_PADDING);
+		pgdl_jsonb_put_int(state, "unseen", PGDL_SEQUENCE_UNSEEN);
+	}
+	pgdl_jsonb_put_key(state, "values");
+	(void) pushJsonbValue(state, WJB_BEGIN_ARRAY, NULL);
+	for (int32 i = 0; i < cat->n_values; i++)
+		pgdl_jsonb_put_string(state, NULL, sorted[i]);
+	(void) pushJsonbValue(state, WJB_END_ARRAY, NULL);
+	(void) pushJsonbValue(state, WJB_END_OBJECT, NULL);
+	pfree(sorted);
+}
+
+/*
+ * The ids of every categorical and sequence column.  Returns the
+ * vocabularies as stored in pgdl.datasets.categorical (the reference's, with
+ * one), NULL when there are none.
+ */
+static Jsonb *
+make_vocabularies(PackData *data, const PackReference *ref)
+{
+	JsonbParseState *state = NULL;
+
+	if (data->n_categorical + data->n_sequences == 0)
+		return NULL;
+	(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int c = 0; c < data->n_categorical; c++)
+		make_vocabulary(data, &data->cats[c], c, 0, ref, &state);
+	for (int s = 0; s < data->n_sequences; s++)
+		make_vocabulary(data, &data->seqs[s].cat, data->n_categorical + s, data->seqs[s].length, ref, &state);
+	if (ref->ds != NULL)
+		return ref->ds->categorical;
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
+/* ---- normalization ---- */
+
+/* {"scale": s}, s as the shortest text of the double given. */
+static Jsonb *
+scale_jsonb(double scale)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_float8(&state, "scale", scale);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* {"mean": [...], "std": [...]}, each float as its shortest text, so that it reads back exactly. */
+static Jsonb *
+standardize_jsonb(const float *mean, const float *std, int32 nf)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int which = 0; which < 2; which++)
+	{
+		const float *v = which == 0 ? mean : std;
+
+		pgdl_jsonb_put_key(&state, which == 0 ? "mean" : "std");
+		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+		for (int j = 0; j < nf; j++)
+			pgdl_jsonb_put_float4(&state, NULL, v[j]);
+		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/*
+ * Per-feature mean and standard deviation (population: divided by n), in
+ * double over the float32 features, stored as float32; a std of 0 becomes 1.
+ * The mean is from the sums taken while reading; the deviations from it need
+ * a second pass over the rows (add_deviations), in the same order whether
+ * they are in memory or spilled, so that both give the same bits.
+ */
+static void
+standardize_mean(const PackData *data, PackNorm *norm)
+{
+	int32		nf = data->n_features;
+
+	norm->mean = palloc(sizeof(float) * nf);
+	norm->std = palloc(sizeof(float) * nf);
+	norm->ssq = palloc0(sizeof(double) * nf);
+	for (int j = 0; j < nf; j++)
+		norm->mean[j] = (float) (data->sum[j] / (double) data->n_rows);
+}
+
+/* A PgdlSpillRowFn: row x's squared deviations from the mean, into norm->ssq. */
+static void
+add_deviations(void *arg, int64 row, const float *x)
+{
+	PackNorm   *norm = (PackNorm *) arg;
+
+	for (int j = 0; j < norm->n_features; j++)
+	{
+		double		dev = (double) x[j] - (double) norm->mean[j];
+
+		norm->ssq[j] += dev * dev;
+	}
+}
+
+/* The std, once every row's deviations are in (the rows in memory are added here). */
+static void
+finish_normalization(const PackData *data, PackNorm *norm)
+{
+	if (norm->ssq == NULL)
+		return;
+	if (data->spill == NULL)
+		for (int64 r = 0; r < data->n_rows; r++)
+		{
+			if ((r & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
+			add_deviations(norm, r, row_features(data, r));
+		}
+	for (int j = 0; j < data->n_features; j++)
+	{
+		float		s = (float) sqrt(norm->ssq[j] / (double) data->n_rows);
+
+		norm->std[j] = (s > 0 && isfinite(s)) ? s : 1.0f;
+	}
+	norm->ssq = NULL;
+	norm->jsonb = standardize_jsonb(norm->mean, norm->std, data->n_features);
+}
+
+/*
+ * The normalization: the reference's, the features' mean and std, or a scale
+ * (1 by default).  Standardizing sets the mean here and the std in
+ * finish_normalization.
+ */
+static void
+make_normalization(const PackArgs *args, const PackData *data, const PackReference *ref, PackNorm *norm)
+{
+	memset(norm, 0, sizeof(PackNorm));
+	norm->scale = 1.0f;
+	norm->n_features = data->n_features;
+	if (ref->ds != NULL)
+	{
+		norm->scale = ref->ds->scale;
+		norm->mean = ref->ds->mean;
+		norm->std = ref->ds->std;
+		norm->jsonb = ref->ds->normalization;
+	}
+	else if (args->standardize)
+		standardize_mean(data, norm);
+	else
+	{
+		norm->scale = (float) args->scale;
+		norm->jsonb = scale_jsonb(args->scale);
+	}
+}
+
+static inline float
+normalized(const PackNorm *norm, int j, float v)
+{
+	return norm->mean != NULL ? (v - norm->mean[j]) / norm->std[j] : v * norm->scale;
+}
+
+/*
+ * Normalized features must stay finite.  The normalization is monotonic in x,
+ * so each feature's smallest and largest values decide.
+ */
+static void
+check_normalized(const PackData *data, const PackNorm *norm)
+{
+	for (int j = 0; j < data->n_features; j++)
+	{
+		if (!isfinite(normalized(norm, j, data->fmin[j])) ||
+			!isfinite(normalized(norm, j, data->fmax[j])))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("normalized feature %d is out of the range of real", j + 1),
+					 errdetail("Its values from %g to %g become infinite once normalized.",
+							   data->fmin[j], data->fmax[j])));
+	}
+}
+
+/* The order of the rows: Fisher-Yates, swap i with j uniform in [0, i], from the end. */
+static int64 *
+shuffle(int64 n_rows, int64 seed, MemoryContext cxt)
+{
+	int64	   *perm = MemoryContextAllocHuge(cxt, mul_size((Size) n_rows, sizeof(int64)));
+
+	for (int64 i = 0; i < n_rows; i++)
+		perm[i] = i;
+	for (int64 i = n_rows - 1; i > 0; i--)
+	{
+		uint64		j = nn_rng_u64((uint64) seed, PACK_SHUFFLE_STREAM, (uint64) i) % (uint64) (i + 1);
+		int64		t = perm[i];
+
+		if ((i & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	return perm;
+}
+
+/*
+ * The shuffled order.  In memory, the permutation itself.  Spilled, each
+ * row's position, by which the spill scatters its rows to bucket files,
+ * adding the deviations of standardize on the way.
+ */
+static void
+make_order(PackData *data, int64 seed, PackNorm *norm, MemoryContext cxt, PackOrder *order)
+{
+	int64	   *perm = shuffle(data->n_rows, seed, cxt);
+	int64	   *position;
+	Size		kept;
+	Size		bucket;
+
+	order->data = data;
+	order->perm = perm;
+	order->spill = data->spill;
+	if (data->spill == NULL)
+		return;
+
+	Assert(pgdl_spill_rows(data->spill) == data->n_rows);
+	position = MemoryContextAllocHuge(cxt, mul_size((Size) data->n_rows, sizeof(int64)));
+	for (int64 p = 0; p < data->n_rows; p++)
+	{
+		if ((p & 4095) == 0)
+			CHECK_FOR_INTERRUPTS();
+		position[perm[p]] = p;
+	}
+	pfree(perm);
+	order->perm = NULL;
+
+	/*
+	 * What stays in memory per row (each row's position and class) comes out
+	 * of the budget of a bucket, which keeps at least a quarter of it.
+	 */
+	kept = mul_size((Size) data->n_rows, sizeof(int64) + sizeof(float));
+	bucket = data->budget > add_size(kept, data->budget / 4) ? data->budget - kept : data->budget / 4;
+	pgdl_spill_scatter(data->spill, position, bucket, norm->ssq != NULL ? add_deviations : NULL, norm);
+	ereport(DEBUG1,
+			(errmsg("pgdl.pack shuffles " INT64_FORMAT " rows through %d temporary files",
+					data->n_rows, pgdl_spill_buckets(data->spill))));
+}
+
+/* ---- writing ---- */
+
+static void
+check_output(const char *output, int partitions, PackOutput *out)
+{
+	List	   *names = stringToQualifiedNameList(output);
+	RangeVar   *rv = makeRangeVarFromNameList(names);
+	Oid			nsp = RangeVarGetCreationNamespace(rv);
+	char		suffix[16];
+
+	out->namespace = nsp;
+	out->schema = get_namespace_name(nsp);
+	out->name = rv->relname;
+	out->qualified = quote_qualified_identifier(out->schema, out->name);
+
+	snprintf(suffix, sizeof(suffix), "_p%d", partitions - 1);
+	if (strlen(out->name) + strlen(suffix) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("output name \"%s\" is too long", out->name),
+				 errdetail("Its partitions are named %s_p0 to %s%s, and names have at most %d bytes.",
+						   out->name, out->name, suffix, NAMEDATALEN - 1)));
+
+	for (int k = -1; k < partitions; k++)
+	{
+		char	   *name = k < 0 ? out->name : psprintf("%s_p%d", out->name, k);
+
+		if (OidIsValid(get_relname_relid(name, nsp)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists", quote_qualified_identifier(out->schema, name)),
+					 k < 0 ? errhint("Drop it, or choose another output name.")
+					 : errdetail("pgdl.pack would create it as partition %d of \"%s\".", k, out->name)));
+	}
+}
+
+static void
+exec_utility(const char *sql)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "pgdl.pack: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+/* The packed table and its partitions. */
+static void
+create_table(const PackOutput *out, int partitions)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TABLE %s (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,"
+					 " x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id))"
+					 " PARTITION BY LIST (part)", out->qualified);
+	exec_utility(sql.data);
+
+	/* before the partitions, which take their columns' storage from it */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
+					 out->qualified);
+	exec_utility(sql.data);
+
+	for (int k = 0; k < partitions; k++)
+	{
+		char	   *part = psprintf("%s_p%d", out->name, k);
+
+		CHECK_FOR_INTERRUPTS();
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE TABLE %s PARTITION OF %s FOR VALUES IN (%d)",
+						 quote_qualified_identifier(out->schema, part), out->qualified, k);
+		exec_utility(sql.data);
+	}
+}
+
+/* The row at position pos of the shuffled order, and its number (in the order read). */
+static inline const float *
+ordered_row(const PackOrder *order, int64 pos, int64 *row)
+{
+	if (order->spill != NULL)
+		return pgdl_spill_row_at(order->spill, pos, row);
+	*row = order->perm[pos];
+	return row_features(order->data, *row);
+}
+
+/* Row r's sequences, each as its L ids and its length (pgdl_sequence_layout), into out. */
+static void
+write_sequences(const PackData *data, int64 r, float *out)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		const PackSequence *seq = &data->seqs[s];
+		const int32 *tokens = seq->tokens + seq->row_start[r];
+		int32		n = seq->row_count[r];
+
+		for (int32 i = 0; i < n; i++)
+			seq->ids[i] = tokens[i] < 0 ? PGDL_SEQUENCE_UNSEEN : seq->cat.id_of[tokens[i]];
+		pgdl_sequence_layout(seq->ids, n, seq->length, out);
+		out += seq->length + 1;
+	}
+}
+
+/* The rows at positions first .. first + n normalized into x, their targets into y. */
+static void
+fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
+			int n_targets, int64 first, int32 n, float *x, float *y)
+{
+	const PackData *data = order->data;
+	int32		nf = data->n_features;
+
+	for (int32 i = 0; i < n; i++)
+	{
+		int64		r;
+		const float *src = ordered_row(order, first + i, &r);
+		float	   *dst = x + (int64) i * data->n_total;
+
+		/* the ids after the numeric features, exact and not normalized */
+		for (int c = 0; c < data->n_categorical; c++)
+		{
+			int32		p = data->cats[c].row_index[r];
+
+			dst[nf + c] = p < 0 ? 0.0f : (float) data->cats[c].id_of[p];
+		}
+		write_sequences(data, r, dst + nf + data->n_categorical);
+
+		if (norm->mean != NULL)
+			for (int j = 0; j < nf; j++)
+				dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
+		else if (norm->scale != 1.0f)
+			for (int j = 0; j < nf; j++)
+				dst[j] = src[j] * norm->scale;
+		else
+			memcpy(dst, src, sizeof(float) * nf);
+		memcpy(y + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
+	}
+}
+
+/*
+ * Buffer b: the rows at positions b * buffer_rows ... normalized, in
+ * partition b % partitions.  One prepared INSERT for all buffers.
+ */
+static void
+write_buffers(const PackOutput *out, const PackOrder *order, const PackNorm *norm,
+			  const float *y_all, int n_targets,
+			  int32 buffer_rows, int32 partitions, int32 n_buffers)
+{
+	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
+	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
+							   out->qualified);
+	SPIPlanPtr	plan = SPI_prepare(sql, 5, types);
+	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
+												 ALLOCSET_DEFAULT_SIZES);
+
+	if (plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+
+	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers, true);
+	for (int32 b = 0; b < n_buffers; b++)
+	{
+		int64		first = (int64) b * buffer_rows;
+		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
+		MemoryContext old = MemoryContextSwitchTo(bufcxt);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_total);
+		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
+		Datum		values[5];
+		int			ret;
+
+		CHECK_FOR_INTERRUPTS();
+		fill_buffer(order, norm, y_all, n_targets, first, n,
+					(float *) ARR_DATA_PTR(x), (float *) ARR_DATA_PTR(y));
+		values[0] = Int32GetDatum(b % partitions);
+		values[1] = Int32GetDatum(b);
+		values[2] = Int32GetDatum(n);
+		values[3] = PointerGetDatum(x);
+		values[4] = PointerGetDatum(y);
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", b, SPI_result_code_string(ret));
+		pgdl_call_progress_update(b + 1, first + n, 0.5 + 0.5 * (b + 1) / n_buffers);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(bufcxt);
+	}
+	SPI_freeplan(plan);
+	MemoryContextDelete(bufcxt);
+}
+
+/* classes as a text[] */
+static Datum
+classes_array(char **classes, int n_classes)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n_classes, 1));
+
+	for (int k = 0; k < n_classes; k++)
+		elems[k] = CStringGetTextDatum(classes[k]);
+	return PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* Registers the dataset; its id. */
+static int64
+register_dataset(const PackOutput *out, const PackArgs *args, const PackData *data,
+				 char **classes, int n_classes, int n_targets, Jsonb *normalization,
+				 int32 n_buffers, const PackReference *ref, Jsonb *categorical)
+{
+	Oid			types[17] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
+	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID, JSONBOID};
+	Datum		values[17];
+	char		nulls[17];
+	bool		isnull;
+	int			ret;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = ObjectIdGetDatum(get_relname_relid(out->name, out->namespace));
+	values[1] = CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(regclassout,
+																	   ObjectIdGetDatum(args->source))));
+	values[2] = CStringGetTextDatum(args->features);
+	values[3] = CStringGetTextDatum(args->label);
+	values[4] = CStringGetTextDatum(data->classification ? "classification" : "regression");
+	values[5] = Int32GetDatum(data->n_total);
+	values[6] = Int32GetDatum(n_targets);
+	values[7] = data->classification ? classes_array(classes, n_classes) : (Datum) 0;
+	nulls[7] = data->classification ? ' ' : 'n';
+	values[8] = ObjectIdGetDatum(data->label.type);
+	values[9] = JsonbPGetDatum(normalization);
+	values[10] = Int64GetDatum(data->n_rows);
+	values[11] = Int32GetDatum(n_buffers);
+	values[12] = Int32GetDatum(args->buffer_rows);
+	values[13] = Int32GetDatum(args->partitions);
+	values[14] = Int64GetDatum(args->seed);
+	values[15] = ref->ds != NULL ? Int64GetDatum(ref->ds->id) : (Datum) 0;
+	nulls[15] = ref->ds != NULL ? ' ' : 'n';
+	values[16] = categorical != NULL ? JsonbPGetDatum(categorical) : (Datum) 0;
+	nulls[16] = categorical != NULL ? ' ' : 'n';
+
+	/* categorical only when there are some: a catalog not yet updated to 0.6.0 lacks the column */
+	ret = SPI_execute_with_args(categorical != NULL
+								? "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference, categorical)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+								: "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+								categorical != NULL ? 17 : 16, types, values, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "pgdl.pack: registering the dataset failed: %s", SPI_result_code_string(ret));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_pack);
+Datum
+pgdl_pack(PG_FUNCTION_ARGS)
+{
+	PackArgs	args;
+	PackReference ref = {NULL, NULL};
+	PackData	data;
+	PackOutput	out;
+	PackNorm	norm;
+	MemoryContext packcxt;
+	MemoryContext old;
+	float	   *y;
+	char	  **classes = NULL;
+	int			n_classes = 0;
+	int			n_targets;
+	Jsonb	   *categorical;
+	int32		n_buffers;
+	PackOrder	order;
+	int64		id;
+
+	pgdl_engine_prepare();
+	read_args(fcinfo, &args);
+	check_args(&args);
+	pgdl_call_progress_begin(PGDL_CALL_PACK, args.source);
+
+	packcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(packcxt);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgdl.pack: SPI_connect failed");
+	MemoryContextSwitchTo(packcxt);
+
+	/* the columns, the reference, the output's names */
+	memset(&data, 0, sizeof(data));
+	data.cxt = packcxt;
+	data.standardize = args.standardize;
+	data.budget = mul_size((Size) maintenance_work_mem, 1024);
+	data.max_categories = args.max_categories;
+	find_source(&args, &data);
+	if (OidIsValid(args.reference))
+		read_reference(args.reference, &data, packcxt, &ref);
+	check_output(args.output, args.partitions, &out);
+
+	/* the data: every error about it comes from here, before anything is created */
+	read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
+	report_rows(&data);
+	finish_sequences(&data, args.buffer_rows);
+	n_buffers = count_buffers(&data, &args);
+	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
+	pgdl_call_progress_update(0, 0, 0.5);
+	y = data.classification ? make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
+	n_targets = data.classification ? 1 : data.n_targets;
+	categorical = make_vocabularies(&data, &ref);
+	make_normalization(&args, &data, &ref, &norm);
+	make_order(&data, args.seed, &norm, packcxt, &order);
+	finish_normalization(&data, &norm);
+	check_normalized(&data, &norm);
+
+	/* nothing was created before this point */
+	create_table(&out, args.partitions);
+	write_buffers(&out, &order, &norm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
+	if (data.spill != NULL)
+		pgdl_spill_end(data.spill);
+	id = register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref,
+						  categorical);
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "pgdl.pack: SPI_finish failed");
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(packcxt);
+	pgdl_call_progress_end();
+
+	PG_RETURN_INT64(id);
+}

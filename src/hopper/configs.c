@@ -1,0 +1,762 @@
+/*
+ * configs.c -- configuration sets for model selection.
+ *
+ * A configuration set is the rows of pgdl.configs that share a set_name: each
+ * an architecture and a training configuration, for pgdl.fit_multiple to
+ * train side by side.  Rows come from pgdl.grid_search (every combination of
+ * the values given), pgdl.random_search (n samples of a search space), or
+ * INSERT by hand; a trigger validates each row and stores its configuration
+ * in canonical form, so that one configuration written two ways is one row.
+ *
+ * Grids and spaces commonly mix optimizers, and keys that only one optimizer
+ * uses (momentum and nesterov for sgd; beta1, beta2 and eps for adam and
+ * adamw) are dropped from the configurations of the others rather than
+ * rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
+ * configurations, sgd with momentum and plain adam.  Likewise the keys of one
+ * learning-rate schedule (step_size and gamma for step, eta_min for cosine) are
+ * dropped from the configurations of the other schedules.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/numeric.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "train/train.h"
+#include "hopper/hopper.h"
+
+/* Which optimizers a key applies to; keys not listed apply to all. */
+static const struct
+{
+	const char *key;
+	bool		sgd;
+	bool		adam;			/* adam and adamw */
+}			optimizer_keys[] = {
+	{"momentum", true, false},
+	{"nesterov", true, false},
+	{"beta1", false, true},
+	{"beta2", false, true},
+	{"eps", false, true},
+};
+
+/* Which schedule a key applies to. */
+static const struct
+{
+	const char *key;
+	NnSchedule	schedule;
+}			schedule_keys[] = {
+	{"step_size", NN_SCHED_STEP},
+	{"gamma", NN_SCHED_STEP},
+	{"eta_min", NN_SCHED_COSINE},
+};
+
+/* A key of a grid or search space and what it takes. */
+typedef struct SearchKey
+{
+	char	   *name;
+	JsonbValue	fixed;			/* a scalar (or a container, as jbvBinary) used as is */
+	JsonbContainer *values;		/* grid: the array of values; random: the choice array */
+	int			n_values;		/* grid: 1 for a fixed value */
+	enum
+	{
+		DIST_FIXED, DIST_CHOICE, DIST_UNIFORM, DIST_LOG_UNIFORM, DIST_INT
+	}			dist;			/* random search only */
+	double		lo, hi;			/* uniform, log_uniform, int */
+	uint64		stream;			/* random search: this key's generator stream */
+} SearchKey;
+
+/* For the error context of a configuration being validated. */
+typedef struct ConfigContext
+{
+	const char *function;
+	int			sample;			/* random search: 1-based; grid: 0 */
+	Jsonb	   *config;
+} ConfigContext;
+
+static void
+config_context_callback(void *arg)
+{
+	ConfigContext *c = arg;
+	const char *json = pgdl_clip_for_error(JsonbToCString(NULL, &c->config->root, VARSIZE(c->config)),
+										   PGDL_ECHO_VALUE_BYTES);
+
+	if (c->sample > 0)
+		errcontext("%s sample %d: %s", c->function, c->sample, json);
+	else
+		errcontext("%s configuration %s", c->function, json);
+}
+
+/*
+ * A configuration validated and in canonical form: the optimizer's keys with
+ * defaults filled in, and the transfer keys (base_model, freeze, head) as given,
+ * after checking that the base model exists and the head fits it.
+ *
+ * The base model is not looked up with check_function_bodies off, which is how
+ * pg_dump's scripts and pg_restore load a database: pgdl.configs may be restored
+ * before pgdl.models, as a function may be before the tables it reads.
+ * pgdl.fit_multiple checks the base model when it trains, as it must anyway
+ * (it may have been deleted or revoked since).
+ */
+static Jsonb *
+canonical_form(Jsonb *config, PgdlTrainConfig *parsed)
+{
+	Jsonb	   *canonical;
+	Jsonb	   *transfer;
+
+	pgdl_config_from_jsonb_transfer(config, parsed);
+	canonical = pgdl_config_with_warm_start(pgdl_config_to_jsonb(parsed), config);
+	transfer = pgdl_transfer_keys(config);
+	if (transfer == NULL)
+		return canonical;
+	if (check_function_bodies)
+	{
+		PgdlTransfer t;
+
+		pgdl_transfer_prepare(config, (uint64) parsed->seed, &t);
+	}
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(canonical), JsonbPGetDatum(transfer)));
+}
+
+/* An architecture and a base model are two ways to give the network: a configuration uses one. */
+static void
+check_network_given_once(bool has_architecture, Jsonb *config)
+{
+	bool		transfer = pgdl_config_has_transfer(config);
+
+	if (has_architecture && transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a configuration with a base model takes no architecture"),
+				 errdetail("Its network is the base model's first layers (\"freeze\") and its \"head\" or remaining layers."),
+				 errhint("Leave architecture NULL (pgdl.grid_search and pgdl.random_search: architectures => '{}').")));
+	if (!has_architecture && !transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_NOT_NULL_VIOLATION),
+				 errmsg("a configuration needs an architecture or a base model"),
+				 errhint("Name an architecture, or give \"base_model\" and \"freeze\" in the configuration.")));
+}
+
+/* The canonical form of a configuration, or an error naming the key (and, in context, the configuration). */
+static Jsonb *
+canonical_config(Jsonb *config, const char *function, int sample)
+{
+	ErrorContextCallback callback;
+	ConfigContext ctx = {function, sample, config};
+	PgdlTrainConfig parsed;
+
+	callback.callback = config_context_callback;
+	callback.arg = &ctx;
+	callback.previous = error_context_stack;
+	error_context_stack = &callback;
+	config = canonical_form(config, &parsed);
+	error_context_stack = callback.previous;
+	return config;
+}
+
+static void
+check_set_name(text *set_name)
+{
+	if (VARSIZE_ANY_EXHDR(set_name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a configuration set needs a non-empty name")));
+}
+
+/*
+ * BEFORE INSERT OR UPDATE trigger on pgdl.configs: the set has a name, and
+ * the configuration is valid and stored in canonical form (defaults filled
+ * in, numbers as the engine reads them), so that the UNIQUE constraint
+ * catches one configuration written two ways.
+ */
+PG_FUNCTION_INFO_V1(pgdl_configs_validate);
+Datum
+pgdl_configs_validate(PG_FUNCTION_ARGS)
+{
+	static const char *const served[] = {"configs", NULL};
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	int			set_col;
+	int			config_col;
+	int			arch_col;
+	Datum		d;
+	bool		isnull;
+
+	pgdl_check_trigger_table(fcinfo, "pgdl.configs_validate()", served);
+	if (!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!(TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) || TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be called as a trigger BEFORE INSERT OR UPDATE FOR EACH ROW")));
+
+	desc = trigdata->tg_relation->rd_att;
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ? trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	set_col = SPI_fnumber(desc, "set_name");
+	config_col = SPI_fnumber(desc, "config");
+	arch_col = SPI_fnumber(desc, "architecture");
+	if (set_col <= 0 || config_col <= 0 || arch_col <= 0 || SPI_gettypeid(desc, set_col) != TEXTOID ||
+		SPI_gettypeid(desc, config_col) != JSONBOID || SPI_gettypeid(desc, arch_col) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("pgdl.configs_validate() may only be fired by pgdl.configs"),
+				 errdetail("It needs columns set_name text, architecture bigint and config jsonb.")));
+
+	/* NULLs are left to the NOT NULL constraints, which come after BEFORE triggers */
+	d = heap_getattr(tuple, set_col, desc, &isnull);
+	if (!isnull)
+		check_set_name(DatumGetTextPP(d));
+	d = heap_getattr(tuple, config_col, desc, &isnull);
+	if (!isnull)
+	{
+		PgdlTrainConfig parsed;
+		Datum		canonical;
+		bool		arch_null;
+
+		(void) heap_getattr(tuple, arch_col, desc, &arch_null);
+		check_network_given_once(!arch_null, DatumGetJsonbP(d));
+		canonical = JsonbPGetDatum(canonical_form(DatumGetJsonbP(d), &parsed));
+		tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &config_col, &canonical, &isnull);
+	}
+	return PointerGetDatum(tuple);
+}
+
+/* The ids of the named architectures, in the order given; an error for an unknown name. */
+static int64 *
+architecture_ids(ArrayType *names, int *n, Jsonb *params)
+{
+	bool		transfer = pgdl_config_has_transfer(params);
+	Datum	   *elems;
+	bool	   *nulls;
+	int64	   *ids;
+	Oid			types[1] = {TEXTOID};
+
+	if (ARR_NDIM(names) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("architectures must be a one-dimensional array")));
+	deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	if (*n == 0)
+	{
+		/* configurations with a base model: one "architecture", NULL */
+		if (transfer)
+		{
+			*n = 1;
+			return palloc0(sizeof(int64));
+		}
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("architectures must name at least one architecture"),
+				 errhint("Pass an empty array only for configurations with a \"base_model\".")));
+	}
+	if (transfer)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("configurations with a base model take no architecture"),
+				 errdetail("Their network is the base model's first layers (\"freeze\") and a \"head\" or its remaining layers."),
+				 errhint("Pass architectures => '{}'.")));
+	ids = palloc(sizeof(int64) * *n);
+	SPI_connect();
+	for (int i = 0; i < *n; i++)
+	{
+		bool		isnull;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("architectures must not contain NULL")));
+		if (SPI_execute_with_args("SELECT id FROM pgdl.architectures WHERE id = (SELECT pgdl.architecture_id($1))", 1, types, &elems[i],
+								  NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("architecture \"%s\" does not exist", pgdl_echo(TextDatumGetCString(elems[i]))),
+					 errhint("Store one with pgdl.add_architecture(name, spec).")));
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	return ids;
+}
+
+static int
+key_cmp(const void *a, const void *b)
+{
+	return strcmp(((const SearchKey *) a)->name, ((const SearchKey *) b)->name);
+}
+
+/* The keys of a grid or space object, in name order; values are left to the caller. */
+static SearchKey *
+search_keys(Jsonb *obj, const char *what, int *n)
+{
+	JsonbIterator *it;
+	JsonbIteratorToken tok;
+	JsonbValue	v;
+	SearchKey  *keys;
+	int			i = 0;
+
+	if (!JB_ROOT_IS_OBJECT(obj))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid %s at top level", what),
+				 errdetail("Expected an object mapping configuration keys to values.")));
+	*n = JB_ROOT_COUNT(obj);
+	keys = palloc0(sizeof(SearchKey) * Max(*n, 1));
+	it = JsonbIteratorInit(&obj->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			keys[i].name = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+			keys[i++].fixed = v;
+	}
+	Assert(i == *n);
+	qsort(keys, *n, sizeof(SearchKey), key_cmp);
+	return keys;
+}
+
+/* The optimizer a configuration names (sgd when it names none), or 0 when it names no known one. */
+static NnOptType
+optimizer_of(const SearchKey *keys, const JsonbValue *const *values, int n)
+{
+	for (int k = 0; k < n; k++)
+	{
+		if (strcmp(keys[k].name, "optimizer") != 0)
+			continue;
+		if (values[k]->type != jbvString)
+			return 0;
+		return nn_optim_from_name(pnstrdup(values[k]->val.string.val, values[k]->val.string.len));
+	}
+	return NN_OPT_SGD;
+}
+
+/* The schedule a combination names: none by default, -1 when it is not a known one. */
+static int
+schedule_of(const SearchKey *keys, const JsonbValue *const *values, int n)
+{
+	for (int k = 0; k < n; k++)
+	{
+		if (strcmp(keys[k].name, "schedule") != 0)
+			continue;
+		if (values[k]->type != jbvString)
+			return -1;
+		return (int) nn_schedule_from_name(pnstrdup(values[k]->val.string.val, values[k]->val.string.len));
+	}
+	return NN_SCHED_NONE;
+}
+
+/* Whether a key is one of a schedule other than `schedule` (a known one, else -1). */
+static bool
+schedule_key_dropped(const char *key, int schedule)
+{
+	if (schedule < 0)
+		return false;			/* the validator will complain about the schedule */
+	for (int i = 0; i < lengthof(schedule_keys); i++)
+		if (strcmp(key, schedule_keys[i].key) == 0)
+			return schedule_keys[i].schedule != (NnSchedule) schedule;
+	return false;
+}
+
+/* Whether a key is one that `type`, a known optimizer, does not use. */
+static bool
+key_dropped(const char *key, NnOptType type)
+{
+	if (type == 0)
+		return false;			/* the validator will complain about the optimizer */
+	for (int i = 0; i < lengthof(optimizer_keys); i++)
+		if (strcmp(key, optimizer_keys[i].key) == 0)
+			return type == NN_OPT_SGD ? !optimizer_keys[i].sgd : !optimizer_keys[i].adam;
+	return false;
+}
+
+/* A configuration object from keys and their chosen values, less the keys its optimizer does not use. */
+static Jsonb *
+build_config(const SearchKey *keys, const JsonbValue *const *values, int n)
+{
+	JsonbParseState *state = NULL;
+	NnOptType	type = optimizer_of(keys, values, n);
+	int			schedule = schedule_of(keys, values, n);
+	JsonbValue *res;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int k = 0; k < n; k++)
+	{
+		if (key_dropped(keys[k].name, type) || schedule_key_dropped(keys[k].name, schedule))
+			continue;
+		pgdl_jsonb_put_key(&state, keys[k].name);
+		pushJsonbValue(&state, WJB_VALUE, (JsonbValue *) values[k]);
+	}
+	res = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
+	return JsonbValueToJsonb(res);
+}
+
+/*
+ * Adds (architecture, config) rows to the set, architectures outermost, in
+ * order; returns how many were new.  Rows already in the set are skipped
+ * (ON CONFLICT DO NOTHING), so reruns and duplicates add nothing.
+ */
+static int32
+insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *configs, int n_configs,
+			   bool cross)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, JSONBOID};
+	SPIPlanPtr	plan;
+	int32		added = 0;
+
+	SPI_connect();
+	plan = SPI_prepare("INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
+					   "ON CONFLICT (owner, set_name, architecture, config) DO NOTHING", 3, types);
+	if (plan == NULL)
+		elog(ERROR, "could not prepare insert into pgdl.configs: %s", SPI_result_code_string(SPI_result));
+	for (int a = 0; a < (cross ? n_arch : 1); a++)
+	{
+		for (int c = 0; c < n_configs; c++)
+		{
+			Datum		values[3];
+			int64		id = cross ? arch[a] : arch[c];
+			char		nulls[3] = {' ', id ? ' ' : 'n', ' '};
+
+			CHECK_FOR_INTERRUPTS();
+			values[0] = PointerGetDatum(set_name);
+			values[1] = Int64GetDatum(id);
+			values[2] = JsonbPGetDatum(configs[c]);
+			if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT)
+				elog(ERROR, "could not insert into pgdl.configs");
+			added += SPI_processed;
+		}
+	}
+	SPI_finish();
+	return added;
+}
+
+/*
+ * The number of combinations of the grid's values, each key's n_values set;
+ * counted in double so that no product overflows, and at most the limit
+ * together with the architectures.
+ */
+static int
+grid_size(SearchKey *keys, int n_keys, int n_arch)
+{
+	double		total = n_arch;
+
+	for (int k = 0; k < n_keys; k++)
+	{
+		SearchKey  *key = &keys[k];
+
+		key->n_values = 1;
+		if (key->fixed.type == jbvBinary && JsonContainerIsArray(key->fixed.val.binary.data))
+		{
+			key->values = key->fixed.val.binary.data;
+			key->n_values = JsonContainerSize(key->values);
+			if (key->n_values == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid parameter grid at %s", pgdl_echo(key->name)),
+						 errdetail("An array of values to try must not be empty.")));
+		}
+		total *= key->n_values;
+	}
+	if (total > PGDL_MAX_CONFIGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the parameter grid has %.0f configurations, more than the limit of %d", total,
+						PGDL_MAX_CONFIGS),
+				 errhint("Try fewer values, or sample the space with pgdl.random_search.")));
+	return (int) (total / n_arch);
+}
+
+/*
+ * pgdl.grid_search(set_name, architectures, params): every combination of
+ * the values in params' arrays (scalars are fixed), for each architecture.
+ * Keys vary in name order, the first slowest, values in the order given.
+ */
+PG_FUNCTION_INFO_V1(pgdl_grid_search);
+Datum
+pgdl_grid_search(PG_FUNCTION_ARGS)
+{
+	text	   *set_name = PG_GETARG_TEXT_PP(0);
+	Jsonb	   *params = PG_GETARG_JSONB_P(2);
+	int64	   *arch;
+	int			n_arch;
+	SearchKey  *keys;
+	int			n_keys;
+	int			n_combos;
+	int		   *idx;
+	const JsonbValue **chosen;
+	Jsonb	  **configs;
+
+	check_set_name(set_name);
+	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, params);
+	keys = search_keys(params, "parameter grid", &n_keys);
+	n_combos = grid_size(keys, n_keys, n_arch);
+
+	/* every combination, validated before anything is stored */
+	idx = palloc0(sizeof(int) * Max(n_keys, 1));
+	chosen = palloc(sizeof(JsonbValue *) * Max(n_keys, 1));
+	configs = palloc(sizeof(Jsonb *) * n_combos);
+	for (int c = 0; c < n_combos; c++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		for (int k = 0; k < n_keys; k++)
+			chosen[k] = keys[k].values ? getIthJsonbValueFromContainer(keys[k].values, idx[k]) : &keys[k].fixed;
+		configs[c] = canonical_config(build_config(keys, chosen, n_keys), "pgdl.grid_search", 0);
+		/* the last key varies fastest */
+		for (int k = n_keys - 1; k >= 0; k--)
+		{
+			if (++idx[k] < keys[k].n_values)
+				break;
+			idx[k] = 0;
+		}
+	}
+	PG_RETURN_INT32(insert_configs(set_name, arch, n_arch, configs, n_combos, true));
+}
+
+static double
+get_bound(JsonbContainer *arr, int i, const char *key)
+{
+	JsonbValue *v = getIthJsonbValueFromContainer(arr, i);
+
+	if (v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key)),
+				 errdetail("Bounds must be numbers.")));
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+}
+
+/* The one key of a space's distribution object, and its argument in *arg. */
+static char *
+distribution_name(const SearchKey *key, JsonbValue *arg)
+{
+	JsonbContainer *obj = key->fixed.val.binary.data;
+	JsonbIterator *it;
+	JsonbValue	v;
+	char	   *name = NULL;
+	JsonbIteratorToken tok;
+
+	if (JsonContainerIsArray(obj))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("Expected a distribution or a fixed value, found an array."),
+				 errhint("To draw from a list of values, write {\"choice\": [...]}.")));
+	if (JsonContainerSize(obj) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("A distribution is an object with one key: choice, uniform, log_uniform or int.")));
+	it = JsonbIteratorInit(obj);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			name = pnstrdup(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE)
+			*arg = v;
+	}
+	return name;
+}
+
+static void
+parse_choice(SearchKey *key, const JsonbValue *arg)
+{
+	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"choice\" takes an array of values.")));
+	key->values = arg->val.binary.data;
+	key->n_values = JsonContainerSize(key->values);
+	if (key->n_values == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"choice\" needs at least one value.")));
+}
+
+/* uniform, log_uniform and int: [low, high] */
+static void
+parse_bounds(SearchKey *key, const char *name, const JsonbValue *arg)
+{
+	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data) ||
+		JsonContainerSize(arg->val.binary.data) != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"%s\" takes an array [low, high].", name)));
+	key->lo = get_bound(arg->val.binary.data, 0, key->name);
+	key->hi = get_bound(arg->val.binary.data, 1, key->name);
+	if (key->lo > key->hi)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("The low bound %g is above the high bound %g.", key->lo, key->hi)));
+	if (key->dist == DIST_LOG_UNIFORM && key->lo <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"log_uniform\" needs a positive low bound, got %g.", key->lo)));
+	if (key->dist == DIST_INT &&
+		(key->lo != floor(key->lo) || key->hi != floor(key->hi) ||
+		 fabs(key->lo) > 9007199254740992.0 || fabs(key->hi) > 9007199254740992.0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"int\" takes integer bounds of at most 2^53 in magnitude.")));
+}
+
+/* Reads a space's value for one key: a distribution object, or a scalar used as is. */
+static void
+parse_distribution(SearchKey *key)
+{
+	JsonbValue	arg = {0};
+	char	   *name;
+
+	if (key->fixed.type != jbvBinary)
+	{
+		key->dist = DIST_FIXED;
+		return;
+	}
+	name = distribution_name(key, &arg);
+	if (strcmp(name, "choice") == 0)
+		key->dist = DIST_CHOICE;
+	else if (strcmp(name, "uniform") == 0)
+		key->dist = DIST_UNIFORM;
+	else if (strcmp(name, "log_uniform") == 0)
+		key->dist = DIST_LOG_UNIFORM;
+	else if (strcmp(name, "int") == 0)
+		key->dist = DIST_INT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", pgdl_echo(name))));
+	if (key->dist == DIST_CHOICE)
+		parse_choice(key, &arg);
+	else
+		parse_bounds(key, name, &arg);
+}
+
+/* A stream of the generator per key, from its name alone (FNV-1a), so keys draw independently. */
+static uint64
+key_stream(const char *name)
+{
+	uint64		h = UINT64CONST(0xcbf29ce484222325);
+
+	for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+		h = (h ^ *p) * UINT64CONST(0x100000001b3);
+	return h;
+}
+
+/* In [0, 1), with 53 bits: the engine's counter-based generator, read as a double. */
+static double
+unit_double(uint64 seed, uint64 stream, uint64 counter)
+{
+	return (double) (nn_rng_u64(seed, stream, counter) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Key `key`'s value in sample `i`: a pure function of (seed, key name, i). */
+static void
+draw(const SearchKey *key, uint64 seed, int i, JsonbValue *out)
+{
+	double		u;
+	double		x = 0;
+
+	switch (key->dist)
+	{
+		case DIST_FIXED:
+			*out = key->fixed;
+			return;
+		case DIST_CHOICE:
+			*out = *getIthJsonbValueFromContainer(key->values,
+												  (int) (nn_rng_u64(seed, key->stream, i) % key->n_values));
+			return;
+		case DIST_INT:
+			{
+				uint64		range = (uint64) ((int64) key->hi - (int64) key->lo) + 1;
+
+				out->type = jbvNumeric;
+				out->val.numeric = int64_to_numeric((int64) key->lo +
+													(int64) (nn_rng_u64(seed, key->stream, i) % range));
+				return;
+			}
+		case DIST_UNIFORM:
+			u = unit_double(seed, key->stream, i);
+			x = key->lo + u * (key->hi - key->lo);
+			break;
+		case DIST_LOG_UNIFORM:
+			u = unit_double(seed, key->stream, i);
+			x = exp(log(key->lo) + u * (log(key->hi) - log(key->lo)));
+			break;
+	}
+	/* rounding may step just past a bound */
+	x = Min(Max(x, key->lo), key->hi);
+	out->type = jbvNumeric;
+	out->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric, Float8GetDatum(x)));
+}
+
+
+/*
+ * pgdl.random_search(set_name, architectures, space, n, seed): n samples of
+ * a search space, each with an architecture drawn uniformly from the list.
+ * Sample i's values depend on (seed, key, i) only: adding a key or samples
+ * leaves the other draws as they were.
+ */
+PG_FUNCTION_INFO_V1(pgdl_random_search);
+Datum
+pgdl_random_search(PG_FUNCTION_ARGS)
+{
+	text	   *set_name = PG_GETARG_TEXT_PP(0);
+	Jsonb	   *space = PG_GETARG_JSONB_P(2);
+	int32		n = PG_GETARG_INT32(3);
+	uint64		seed = (uint64) PG_GETARG_INT64(4);
+	uint64		arch_stream = key_stream("architecture");
+	int64	   *arch;
+	int			n_arch;
+	SearchKey  *keys;
+	int			n_keys;
+	JsonbValue *drawn;
+	const JsonbValue **chosen;
+	Jsonb	  **configs;
+	int64	   *sample_arch;
+
+	check_set_name(set_name);
+	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, space);
+	keys = search_keys(space, "search space", &n_keys);
+	for (int k = 0; k < n_keys; k++)
+	{
+		parse_distribution(&keys[k]);
+		keys[k].stream = key_stream(keys[k].name);
+	}
+	if (n < 1 || n > PGDL_MAX_CONFIGS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("n must be between 1 and %d, got %d", PGDL_MAX_CONFIGS, n)));
+
+	drawn = palloc(sizeof(JsonbValue) * Max(n_keys, 1));
+	chosen = palloc(sizeof(JsonbValue *) * Max(n_keys, 1));
+	configs = palloc(sizeof(Jsonb *) * n);
+	sample_arch = palloc(sizeof(int64) * n);
+	for (int i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		for (int k = 0; k < n_keys; k++)
+		{
+			draw(&keys[k], seed, i, &drawn[k]);
+			chosen[k] = &drawn[k];
+		}
+		sample_arch[i] = arch[nn_rng_u64(seed, arch_stream, i) % n_arch];
+		configs[i] = canonical_config(build_config(keys, chosen, n_keys), "pgdl.random_search", i + 1);
+	}
+	PG_RETURN_INT32(insert_configs(set_name, sample_arch, n, configs, n, false));
+}

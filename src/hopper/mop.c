@@ -1,0 +1,2021 @@
+/*
+ * mop.c -- pgdl.fit_multiple and pgdl.resume: the leader of a model hopper run.
+ *
+ * The leader validates every configuration before anything starts, lays the
+ * models out in a DSM segment (shm_toc, as test_shm_mq does), starts dynamic
+ * background workers (worker.c) as the calling user, and waits on its latch
+ * until every model is done, a worker fails, or it is cancelled, in which case
+ * it stops the workers before it reports the error.  The trained models are
+ * stored in pgdl.models in the caller's transaction; the run, the per-epoch
+ * metrics and the checkpoints are committed by the workers as they go, so that
+ * pgdl.resume can continue a run that was cancelled or crashed.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/latch.h"
+#include "storage/shm_toc.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/acl.h"
+#include "utils/float.h"
+#include "utils/fmgrprotos.h"
+#include "utils/timestamp.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/numeric.h"
+#include "utils/wait_event.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "train/train.h"
+#include "plan/plan.h"
+#include "cluster/cluster.h"
+#include "hopper/hopper.h"
+
+/* A configuration of the set, ready to run. */
+typedef struct MopConfig
+{
+	int64		config_id;
+	int64		arch_id;
+	char	   *arch_name;
+	NnSpec	   *spec;
+	Jsonb	   *spec_json;
+	PgdlTrainConfig config;
+	Jsonb	   *config_json;
+	bytea	   *start;			/* the model to start from: new, or a checkpoint */
+	int32		start_epoch;
+	bool		stopped;		/* resume: stopped at a rung before */
+	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
+	PgdlEpochMetrics last;
+	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
+	PgdlPatience patience;		/* resume: early stopping's count, replayed from its metrics */
+	double		cost;
+	PgdlTransfer *transfer;		/* when it starts from a base model */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
+	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
+} MopConfig;
+
+typedef struct MopRun
+{
+	char	   *set_name;
+	PgdlDataset *ds;
+	PgdlDataset *vds;
+	int32		epochs;
+	int32		workers;		/* for the partitions here */
+	int32		workers_per_node;	/* for each node's */
+	int32		priority;		/* among its role's queued jobs (jobs.c) */
+	int32		n_workers;		/* in all */
+	bool		distributed;
+	Oid			worker_server[PGDL_MAX_WORKERS];
+	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
+	int16		owner[PGDL_MAX_PARTITIONS];
+	int32		eta;
+	char	   *strategy;
+	MopStrategy strat;
+	char	   *name_prefix;
+	int64		run_id;			/* resume: the run to continue; 0: a new run */
+	char	   *cache_mode;		/* feature caches: auto, on, off */
+	List	   *configs;		/* of MopConfig * */
+	PgdlCachePlan *plan;
+} MopRun;
+
+int32
+mop_next_partition(const MopModel *m, int32 n_partitions)
+{
+	int32		order[PGDL_MAX_PARTITIONS];
+
+	nn_rng_permutation((uint64) m->config.seed, NN_EPOCH_ORDER_STREAM(m->epoch), n_partitions, order);
+	return order[m->visit];
+}
+
+/*
+ * Visits model m makes to its last epoch, as if promoted at every rung: a
+ * model of an aggressive bracket then moves along with the others, and its
+ * rungs are decided while there is other work, not left for the end.
+ */
+static int32
+visits_left(const MopShared *shared, const MopModel *m)
+{
+	return (shared->epochs - m->epoch) * shared->n_partitions - m->visit;
+}
+
+double
+mop_seconds_left(const MopShared *shared, const MopModel *m)
+{
+	double		per_visit;
+
+	/* measured on this run when it can be (its own pace, batch size and optimizer included), else predicted */
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = m->seconds / m->visit;
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = m->last.seconds / shared->n_partitions;
+	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / shared->n_partitions;
+	else
+		per_visit = m->cost * 1e-9;
+	return per_visit * visits_left(shared, m);
+}
+
+/*
+ * The seconds a run has left as the calibrated estimate predicts them: each
+ * unfinished model's epochs left, less the part of the current one it has
+ * visited, times its predicted seconds per epoch, shared by `workers` (0: the
+ * run's own count); negative when a model has no prediction.
+ */
+double
+mop_predicted_seconds_left(const MopShared *shared, int workers)
+{
+	double		seconds = 0;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		const MopModel *m = &shared->models[i];
+		double		epochs_left;
+
+		if (mop_finished(m->state))
+			continue;
+		if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
+			return -1;
+		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(shared->n_partitions, 1);
+		seconds += Max(epochs_left, 0) * m->predicted_seconds;
+	}
+	return seconds / Max(workers > 0 ? workers : shared->n_workers, 1);
+}
+
+/* ---- the configurations ---- */
+
+static void
+load_configs(MopRun *run)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(run->set_name), Int64GetDatum(run->run_id)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT c.id, a.id, a.name, a.spec, c.config FROM pgdl.configs c "
+							  "LEFT JOIN pgdl.architectures a ON a.id = c.architecture "
+							  "WHERE c.set_name = $1 AND c.owner = (SELECT pgdl.config_set_owner($1, $2)) ORDER BY c.id",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.configs");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("configuration set \"%s\" is empty or does not exist", pgdl_echo(run->set_name)),
+				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
+	if (SPI_processed > PGDL_MAX_MODELS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
+						pgdl_echo(run->set_name), SPI_processed, PGDL_MAX_MODELS)));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		MopConfig  *c = palloc0(sizeof(MopConfig));
+
+		Datum		d;
+
+		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		d = SPI_getbinval(tup, desc, 2, &isnull);
+		/* a configuration with a base model has no architecture: its network comes from the base */
+		if (!isnull)
+		{
+			c->arch_id = DatumGetInt64(d);
+			c->arch_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
+			c->spec_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		}
+		c->config_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
+		run->configs = lappend(run->configs, c);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+}
+
+/*
+ * A checkpoint is read back from the catalog: it must be a model of the
+ * configuration's network (else workers would train a model on buffers of
+ * another shape).  Of a configuration with frozen layers it is the whole
+ * model: its frozen layers must still be the base model's (else the run would
+ * go on with other features than it started with), and training goes on from
+ * the rest.
+ */
+static bytea *
+checked_checkpoint(MopRun *run, MopConfig *c)
+{
+	NnModel    *whole = pgdl_model_deserialize(c->start);
+	PgdlTransfer *t = c->transfer;
+	NnModel    *prefix,
+			   *rest;
+	NnError		err;
+	char		hash[65];
+
+	pgdl_model_free_with(whole, CurrentMemoryContext);
+	/* a model that diverged stays as it was: its metrics say how many steps it took */
+	if (c->has_metrics && c->last.diverged)
+		c->last.steps = whole->step;
+	if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(pgdl_spec_to_jsonb(&whole->spec)),
+										  JsonbPGetDatum(pgdl_spec_to_jsonb(c->spec)))))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("the checkpoint of configuration " INT64_FORMAT " does not match its network", c->config_id),
+				 errdetail("Its spec differs from the configuration's.")));
+	if (t == NULL || t->prefix == NULL)
+		return c->start;
+	prefix = nn_model_slice(whole, 0, t->freeze, 0, &err);
+	if (prefix == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(prefix, CurrentMemoryContext);
+	pgdl_prefix_hash(prefix, hash);
+	if (strcmp(hash, t->hash) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the base model of configuration " INT64_FORMAT " changed since run " INT64_FORMAT " started",
+						c->config_id, run->run_id),
+				 errdetail("Its first %d layers are not those the run's checkpoints were trained on.", t->freeze),
+				 errhint("Restore the base model's weights, or start a new run with pgdl.fit_multiple().")));
+	rest = nn_model_slice_trained(whole, t->freeze, &err);
+	if (rest == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(rest, CurrentMemoryContext);
+	return pgdl_model_serialize(rest);
+}
+
+/* The configuration's network: its architecture's spec, or its base model's with a head. */
+static void
+resolve_network(MopRun *run, MopConfig *c)
+{
+	c->spec = palloc(sizeof(NnSpec));
+	PG_TRY();
+	{
+		pgdl_config_from_jsonb_transfer(c->config_json, &c->config);
+		if (pgdl_config_has_transfer(c->config_json))
+		{
+			c->transfer = palloc(sizeof(PgdlTransfer));
+			pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
+			c->spec = c->transfer->spec;
+			c->spec_json = pgdl_spec_to_jsonb(c->spec);
+			c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);
+		}
+		else if (c->spec_json == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("configuration has neither an architecture nor a base model")));
+		else
+			pgdl_spec_from_jsonb(c->spec_json, c->spec);
+		pgdl_check_model_fits(c->spec, run->ds);
+		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
+	}
+	PG_CATCH();
+	{
+		errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
+				   c->arch_name ? pgdl_echo(c->arch_name) : "a base model");
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* The model a configuration starts from: its checkpoint, its base model's trainable layers, or a new one. */
+static bytea *
+starting_model(MopRun *run, MopConfig *c)
+{
+	NnModel    *m;
+	NnError		err;
+	char	   *name;
+	int64		id;
+
+	if (c->start != NULL)
+	{
+		/* a resumed warm start is made again only for its lineage: its checkpoint goes on */
+		if (c->transfer == NULL && pgdl_warm_start_key(c->config_json, &name, &id))
+			nn_model_free(pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin));
+		return checked_checkpoint(run, c);
+	}
+	if (c->transfer)
+		m = c->transfer->rest;
+	else
+	{
+		m = pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin);
+		pgdl_model_free_with(m, CurrentMemoryContext);
+	}
+	if (!nn_model_set_optim(m, &c->config.optim, &err))
+		pgdl_report_nn_error("training configuration", &err);
+	return pgdl_model_serialize(m);
+}
+
+/* Every configuration is checked, and its starting model made, before any worker starts. */
+static void
+prepare_configs(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		NnCost		cost;
+		NnError		err;
+
+		resolve_network(run, c);
+		/* what the workers run per example: the trainable layers (a recomputed prefix adds its forward pass) */
+		if (!nn_spec_cost(c->transfer ? &c->transfer->rest->spec : c->spec, NULL, &cost, &err))
+			pgdl_report_nn_error("model spec", &err);
+		c->cost = (double) cost.flops_train;
+		c->start = starting_model(run, c);
+	}
+}
+
+/* Each worker's device, refused here if the configurations do not allow it; a node's workers use its own. */
+static void
+plan_devices(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	const PgdlTrainConfig **configs = palloc(sizeof(PgdlTrainConfig *) * n);
+	const NnSpec **specs = palloc(sizeof(NnSpec *) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		MopConfig  *c = list_nth(run->configs, i);
+
+		configs[i] = &c->config;
+		specs[i] = c->transfer ? &c->transfer->rest->spec : c->spec;
+	}
+	for (int w = 0; w < run->n_workers; w++)
+		run->worker_device[w] = PGDL_DEVICE_CPU;
+	if (!run->distributed)
+		pgdl_device_plan(configs, specs, n, run->n_workers, run->worker_device);
+}
+
+/* Group the configurations that share a frozen prefix, and decide what to cache. */
+static void
+plan_caches(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	PgdlTransfer **transfers = palloc0(sizeof(PgdlTransfer *) * n);
+	int		   *group_of = palloc(sizeof(int) * n);
+	ListCell   *lc;
+	int			i = 0;
+	bool		on_nodes = run->distributed;
+
+	foreach(lc, run->configs)
+		transfers[i++] = ((MopConfig *) lfirst(lc))->transfer;
+	/* a distributed validation set has no materialized cache either: it is read through its foreign tables */
+	if (run->vds && !on_nodes)
+		pfree(pgdl_packed_places(run->vds->packed, run->vds->partitions, &on_nodes));
+	if (on_nodes && strcmp(run->cache_mode, "on") == 0)
+		ereport(NOTICE,
+				(errmsg("no feature cache is materialized for a distributed packed table"),
+				 errdetail("Nodes keep the frozen layers' outputs in memory for the run; the validation set goes through them at every epoch.")));
+	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
+								on_nodes ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
+	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the configurations have %d different frozen prefixes, more than %d",
+						run->plan->n_groups, MOP_MAX_SOURCES - 1)));
+	i = 0;
+	foreach(lc, run->configs)
+		((MopConfig *) lfirst(lc))->source = group_of[i++] + 1;
+}
+
+/* ---- running ---- */
+
+/*
+ * Stop the workers and wait until they are gone, so that no checkpoint of theirs
+ * commits after the call has failed (a pgdl.resume right after must not race it).
+ */
+static void
+stop_workers(BackgroundWorkerHandle **handles, int n)
+{
+	HOLD_INTERRUPTS();
+	for (int w = 0; w < n; w++)
+		if (handles[w])
+			TerminateBackgroundWorker(handles[w]);
+	for (int w = 0; w < n; w++)
+		if (handles[w])
+			(void) WaitForBackgroundWorkerShutdown(handles[w]);
+	RESUME_INTERRUPTS();
+}
+
+/*
+ * A worker that waits for a lock the calling transaction holds (it updated or
+ * locked the run's row, deleted its checkpoints, locked a packed table) would
+ * wait forever, and the leader with it: a deadlock that the lock manager
+ * cannot see, since the leader waits on a latch.  So the leader looks, as the
+ * deadlock detector would, and ends it.
+ */
+static void
+check_not_blocking(BackgroundWorkerHandle **handles, int n_workers)
+{
+	for (int w = 0; w < n_workers; w++)
+	{
+		pid_t		pid;
+		ArrayType  *blockers;
+		Datum	   *pids;
+		int			n;
+
+		if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STARTED)
+			continue;
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum((int32) pid)));
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &pids, NULL, &n);
+		for (int i = 0; i < n; i++)
+			if (DatumGetInt32(pids[i]) == MyProcPid)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+						 errmsg("pgdl worker %d waits for a lock that the calling transaction holds", w),
+						 errdetail("The transaction wrote or locked rows or tables that the run's workers write or read: "
+								   "its pgdl.runs row, pgdl.run_metrics or pgdl.checkpoints rows, or its packed tables."),
+						 errhint("Commit first, or call pgdl.fit_multiple and pgdl.resume in a transaction of their own.")));
+	}
+}
+
+/* Wait until the workers have exited (each commits its last writes first).  Cancel-safe. */
+static void
+wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
+{
+	TimestampTz last_check = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		all_exited = true;
+
+		CHECK_FOR_INTERRUPTS();
+		for (int w = 0; w < n_workers; w++)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handles[w], &pid) != BGWH_STOPPED)
+				all_exited = false;
+		}
+		if (all_exited)
+			return;
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(handles, n_workers);
+			last_check = GetCurrentTimestamp();
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * The leader's side of the server's fair share (jobs.c): the workers it may
+ * start, the slots of workers that left given back.
+ */
+typedef struct MopCrew
+{
+	dsm_segment *seg;
+	BackgroundWorkerHandle **handles;	/* PGDL_MAX_WORKERS of them */
+	int			wanted;			/* the most workers at once */
+	bool		queued;			/* the run holds slots of the server's queue (not distributed) */
+	bool		can_grow;		/* every worker trains on the CPU: one that joins later can too */
+	bool		released[PGDL_MAX_WORKERS]; /* a retired worker's slot given back */
+	TimestampTz last;
+} MopCrew;
+
+static bool register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles);
+
+/* One more worker for the run, on a slot just taken; the slot goes back if it cannot start. */
+static void
+add_worker(MopShared *shared, MopCrew *crew)
+{
+	int			w = shared->n_workers;
+	MopWorker  *wk = &shared->workers[w];
+
+	memset(wk, 0, sizeof(*wk));
+	wk->server = InvalidOid;
+	wk->device = PGDL_DEVICE_CPU;
+	SpinLockAcquire(&shared->mutex);
+	shared->n_workers = w + 1;
+	SpinLockRelease(&shared->mutex);
+	if (!register_worker(crew->seg, w, crew->handles))
+	{
+		SpinLockAcquire(&shared->mutex);
+		shared->n_workers = w;
+		SpinLockRelease(&shared->mutex);
+		pgdl_jobs_release_one();
+	}
+}
+
+/* Workers still training, with the mutex held. */
+static int
+count_active(const MopShared *shared)
+{
+	int			active = 0;
+
+	for (int w = 0; w < shared->n_workers; w++)
+		if (!shared->workers[w].retired && !shared->workers[w].finished)
+			active++;
+	return active;
+}
+
+/* The slots of workers that retired and are gone go back at once: a queued job is woken to take them. */
+static void
+release_retired(MopShared *shared, MopCrew *crew)
+{
+	for (int w = 0; w < shared->n_workers; w++)
+	{
+		pid_t		pid;
+
+		if (shared->workers[w].retired && !crew->released[w] &&
+			GetBackgroundWorkerPid(crew->handles[w], &pid) == BGWH_STOPPED)
+		{
+			pgdl_jobs_release_one();
+			crew->released[w] = true;
+		}
+	}
+}
+
+/*
+ * At each wake-up: give back the slots of workers that left.  As often as a
+ * queued job looks (PGDL_JOBS_POLL_MS), or ten times as often while the job
+ * holds fewer workers than it asked for (another job's release wakes it): ask
+ * workers to leave while other jobs wait and this one holds more than its
+ * fair share; take a free slot for one more worker when none waits.
+ */
+static void
+rebalance(MopShared *shared, MopCrew *crew)
+{
+	int			active;
+	int			fair;
+	bool		waiting;
+
+	if (!crew->queued)
+		return;
+	release_retired(shared, crew);
+	SpinLockAcquire(&shared->mutex);
+	active = count_active(shared);
+	SpinLockRelease(&shared->mutex);
+	if (!TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(),
+									(active < crew->wanted && crew->can_grow) ? PGDL_JOBS_POLL_MS / 10 : PGDL_JOBS_POLL_MS))
+		return;
+	crew->last = GetCurrentTimestamp();
+	fair = pgdl_jobs_fair_share(&waiting);
+	/* counted and asked under one lock: a worker leaving meanwhile is not asked for twice */
+	SpinLockAcquire(&shared->mutex);
+	active = count_active(shared);
+	shared->retire_requests = waiting ? Max(active - fair, 0) : 0;
+	SpinLockRelease(&shared->mutex);
+	if (shared->retire_requests > 0)
+		for (int w = 0; w < shared->n_workers; w++)
+			if (shared->workers[w].proc)
+				SetLatch(&shared->workers[w].proc->procLatch);
+	if (!waiting && crew->can_grow && active < crew->wanted && shared->n_workers < PGDL_MAX_WORKERS &&
+		pgdl_jobs_take_one())
+		add_worker(shared, crew);
+}
+
+/* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
+static void
+wait_for_run(MopShared *shared, MopCrew *crew)
+{
+	BackgroundWorkerHandle **handles = crew->handles;
+
+	bool		held = false;
+	TimestampTz last_check = GetCurrentTimestamp();
+
+	for (;;)
+	{
+		bool		all_done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		/* the run is in flight until this transaction ends (lifecycle.c); worker 0 records it first */
+		if (!held && shared->run_id)
+		{
+			pgdl_run_hold_as_leader(shared->run_id);
+			held = true;
+		}
+		if (TimestampDifferenceExceeds(last_check, GetCurrentTimestamp(), DeadlockTimeout))
+		{
+			check_not_blocking(handles, shared->n_workers);
+			last_check = GetCurrentTimestamp();
+		}
+		SpinLockAcquire(&shared->mutex);
+		for (int i = 0; i < shared->n_models; i++)
+			if (!mop_finished(shared->models[i].state))
+				all_done = false;
+		SpinLockRelease(&shared->mutex);
+		if (shared->failed_worker >= 0)
+			ereport(ERROR,
+					(errcode(shared->error_code ? shared->error_code : ERRCODE_INTERNAL_ERROR),
+					 errmsg("pgdl worker %d failed: %s", shared->failed_worker, shared->error),
+					 shared->run_id ? errhint("Run " INT64_FORMAT " can continue from each model's last epoch with pgdl.resume(" INT64_FORMAT ").",
+											  shared->run_id, shared->run_id) : 0));
+		if (all_done)
+			return;
+		rebalance(shared, crew);
+		for (int w = 0; w < shared->n_workers; w++)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handles[w], &pid) == BGWH_STOPPED && !shared->workers[w].finished)
+			{
+				if (shared->run_id)
+					ereport(ERROR,
+							(errcode(ERRCODE_INTERNAL_ERROR),
+							 errmsg("pgdl worker %d (pid %d) exited unexpectedly", w, (int) shared->workers[w].pid),
+							 errhint("See the server log; the run can continue from its last epoch with pgdl.resume(" INT64_FORMAT ").",
+									 shared->run_id)));
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("pgdl worker %d (pid %d) exited unexpectedly", w, (int) shared->workers[w].pid),
+						 errhint("See the server log.")));
+			}
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+static int
+compare_leaderboard(const void *a, const void *b)
+{
+	const MopModel *x = *(MopModel *const *) a;
+	const MopModel *y = *(MopModel *const *) b;
+	int			by_loss = mop_compare_loss(mop_rank_key(&x->last), mop_rank_key(&y->last));
+
+	/* models that diverged last; then models that went further first, then by loss */
+	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
+		return x->state == MOP_DIVERGED ? 1 : -1;
+	if (x->epoch != y->epoch)
+		return x->epoch > y->epoch ? -1 : 1;
+	if (by_loss != 0)
+		return by_loss;
+	return x->config_id < y->config_id ? -1 : 1;
+}
+
+/* The canonical configuration, with its base model, freeze and head (or warm start) as given. */
+static Jsonb *
+config_with_transfer(const MopConfig *c)
+{
+	Jsonb	   *config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(&c->config), c->config_json);
+	Jsonb	   *keys = c->transfer ? pgdl_transfer_keys(c->config_json) : NULL;
+
+	if (keys == NULL)
+		return config;
+	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(config), JsonbPGetDatum(keys)));
+}
+
+/* Model k of the run (the whole model, frozen layers included) into pgdl.models; returns its id. */
+static int64
+store_model(MopRun *run, MopShared *shared, char *blobs, int k)
+{
+	MopConfig  *c = list_nth(run->configs, k);
+	MopModel   *m = &shared->models[k];
+	PgdlModelRecord rec = {0};
+
+	if (c->transfer)
+		rec.weights = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
+	else
+	{
+		rec.weights = palloc(VARHDRSZ + m->blob_len);
+		SET_VARSIZE(rec.weights, VARHDRSZ + m->blob_len);
+		memcpy(VARDATA(rec.weights), blobs + m->blob_offset, m->blob_len);
+	}
+	rec.name = run->name_prefix ? psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id) : NULL;
+	rec.architecture = c->arch_id;
+	rec.spec = c->spec_json;
+	rec.config = config_with_transfer(c);
+	rec.dataset = run->ds->id;
+	rec.run = shared->run_id;
+	rec.config_id = c->config_id;
+	rec.parent = c->transfer ? c->transfer->base_id : 0;
+	rec.origin = c->origin;
+	rec.last = m->last;
+	rec.last.epoch = m->epoch;
+	rec.last.classification = run->ds->classification;
+	rec.selection = true;
+	rec.stopped = m->state == MOP_STOPPED;
+	return pgdl_run_store_model(&rec);
+}
+
+/* The leaderboard: models that diverged last; before them, models that went further first, then by loss. */
+static void
+put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const int64 *model_ids)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MopModel  **order = palloc(sizeof(MopModel *) * shared->n_models);
+
+	for (int i = 0; i < shared->n_models; i++)
+		order[i] = &shared->models[i];
+	qsort(order, shared->n_models, sizeof(MopModel *), compare_leaderboard);
+	for (int r = 0; r < shared->n_models; r++)
+	{
+		MopModel   *m = order[r];
+		int			k = m - shared->models;
+		MopConfig  *c = list_nth(run->configs, k);
+		Datum		values[12];
+		bool		nulls[12] = {false};
+
+		values[0] = Int32GetDatum(r + 1);
+		values[1] = Int64GetDatum(model_ids[k]);
+		values[2] = Int64GetDatum(c->config_id);
+		values[3] = CStringGetTextDatum(c->arch_name);
+		values[4] = JsonbPGetDatum(config_with_transfer(c));
+		values[5] = Int32GetDatum(m->epoch);
+		/* NaN: a model that diverged at the first step of its epoch measured nothing */
+		values[6] = Float8GetDatum(m->last.train_loss);
+		nulls[6] = isnan(m->last.train_loss);
+		values[7] = Float8GetDatum(m->last.train_accuracy);
+		nulls[7] = !run->ds->classification || isnan(m->last.train_accuracy);
+		values[8] = Float8GetDatum(m->last.validation_loss);
+		nulls[8] = !m->last.has_validation;
+		values[9] = Float8GetDatum(m->last.validation_accuracy);
+		nulls[9] = !m->last.has_validation || !run->ds->classification;
+		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
+		values[11] = BoolGetDatum(m->state == MOP_DIVERGED);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/* Store the models, finish the run, return the leaderboard. */
+static void
+store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
+{
+	int64	   *model_ids = palloc0(sizeof(int64) * shared->n_models);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int k = 0; k < shared->n_models; k++)
+	{
+		MopModel   *m = &shared->models[k];
+
+		model_ids[k] = store_model(run, shared, blobs, k);
+		if (m->state == MOP_DIVERGED)
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("configuration " INT64_FORMAT " diverged in epoch %d of %d", m->config_id,
+							m->epoch, shared->epochs),
+					 errdetail_plural("Its loss or weights became NaN or infinite after %lld step; it trained no further.",
+									  "Its loss or weights became NaN or infinite after %lld steps; it trained no further.",
+									  (unsigned long) m->last.steps, (long long) m->last.steps),
+					 errhint("Its model is stored as it was then, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+	}
+	pgdl_run_finish(shared->run_id, PGDL_RUN_FINISHED);
+	put_leaderboard(fcinfo, run, shared, model_ids);
+}
+
+/*
+ * Brackets from the first configuration's seed, asha's order from the trainable
+ * layers' FLOPs (not the cache plan's, which depends on the workers): the same
+ * for the same set, whatever the number of workers.
+ */
+static void
+assign_brackets(MopShared *shared, const MopRun *run)
+{
+	double	   *cost = palloc(sizeof(double) * list_length(run->configs));
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, run->configs)
+		cost[i++] = ((MopConfig *) lfirst(lc))->cost;
+	mop_assign_brackets(shared, (uint64) ((MopConfig *) linitial(run->configs))->config.seed, cost);
+}
+
+/*
+ * Resume: each model's losses at the rungs it passed (asha compares them with
+ * the models that arrive later), from its metrics rows.
+ */
+static void
+restore_rungs(MopShared *shared, const MopRun *run)
+{
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		MopConfig  *c = list_nth(run->configs, i);
+
+		for (int32 r = 0; r < m->bracket && c->epoch_key; r++)
+		{
+			int32		e = mop_rung_epoch(shared, m->bracket, r);
+
+			if (e <= c->start_epoch && !isnan(c->epoch_key[e]))
+			{
+				m->rung_key[r] = c->epoch_key[e];
+				m->rung_known |= 1u << r;
+			}
+		}
+	}
+}
+
+/*
+ * A run stopped while models waited at a rung: put them back at the rung and
+ * decide what can be, as the last of them would have (the decisions depend
+ * only on the losses, so a rung decided before is decided the same way).
+ */
+static void
+resume_pending_rung(MopShared *shared)
+{
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+
+		if (m->state == MOP_IDLE && m->epoch > 0 && mop_rung_of(shared, m, m->epoch) >= 0)
+			m->state = MOP_RUNG;
+	}
+	if (mop_decide(shared, d))
+		mop_record_decisions(shared, d);
+}
+
+/* A run's DSM segment, as the leader lays it out (hopper/hopper.h). */
+typedef struct MopSegment
+{
+	dsm_segment *seg;
+	MopShared  *shared;
+	char	   *blobs;			/* the models, then the frozen prefixes */
+	char	   *plan_sql;		/* the feature cache tasks' SQL */
+} MopSegment;
+
+/* The pgdl.runs.config of a fit_multiple run: how pgdl.resume continues it. */
+static Jsonb *
+run_config_jsonb(const MopRun *run)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(&state, "set", run->set_name);
+	pgdl_jsonb_put_string(&state, "strategy", run->strategy);
+	pgdl_jsonb_put_int(&state, "eta", run->eta);
+	pgdl_jsonb_put_int(&state, "workers", run->workers);
+	pgdl_jsonb_put_int(&state, "workers_per_node", run->workers_per_node);
+	pgdl_jsonb_put_string(&state, "feature_cache", run->cache_mode);
+	if (run->name_prefix)
+		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* The segment: shared state for n models, blob_len bytes of blobs, plan_len of task SQL, the run's config. */
+static void
+create_segment(int n_models, Size blob_len, Size plan_len, Jsonb *run_config, MopSegment *out)
+{
+	shm_toc_estimator e;
+	Size		size;
+	shm_toc    *toc;
+	Jsonb	   *config_copy;
+
+	shm_toc_initialize_estimator(&e);
+	shm_toc_estimate_chunk(&e, MOP_SHARED_SIZE(n_models));
+	shm_toc_estimate_chunk(&e, blob_len);
+	shm_toc_estimate_chunk(&e, plan_len);
+	shm_toc_estimate_chunk(&e, VARSIZE(run_config));
+	shm_toc_estimate_keys(&e, 4);
+	size = shm_toc_estimate(&e);
+	out->seg = dsm_create(size, 0);
+	toc = shm_toc_create(MOP_MAGIC, dsm_segment_address(out->seg), size);
+	out->shared = shm_toc_allocate(toc, MOP_SHARED_SIZE(n_models));
+	memset(out->shared, 0, MOP_SHARED_SIZE(n_models));
+	out->blobs = shm_toc_allocate(toc, blob_len);
+	out->plan_sql = shm_toc_allocate(toc, plan_len);
+	config_copy = shm_toc_allocate(toc, VARSIZE(run_config));
+	memcpy(config_copy, run_config, VARSIZE(run_config));
+	shm_toc_insert(toc, MOP_KEY_SHARED, out->shared);
+	shm_toc_insert(toc, MOP_KEY_BLOBS, out->blobs);
+	shm_toc_insert(toc, MOP_KEY_PLAN, out->plan_sql);
+	shm_toc_insert(toc, MOP_KEY_RUN_CONFIG, config_copy);
+}
+
+static void
+init_shared(MopShared *shared, const MopRun *run)
+{
+	SpinLockInit(&shared->mutex);
+	shared->magic = MOP_MAGIC;
+	pgdl_caller_capture(&shared->caller);
+	shared->dataset_id = run->ds->id;
+	shared->validation_id = run->vds ? run->vds->id : 0;
+	shared->run_id = run->run_id;
+	shared->n_models = list_length(run->configs);
+	shared->n_partitions = run->ds->partitions;
+	shared->epochs = run->epochs;
+	shared->eta = run->eta;
+	shared->strategy = run->strat;
+	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
+	shared->max_model_memory = pgdl_max_model_memory;
+	shared->leader = MyProc;
+	shared->leader_pid = MyProcPid;
+	shared->failed_worker = -1;
+	shared->distributed = run->distributed;
+	memcpy(shared->owner, run->owner, sizeof(shared->owner));
+	for (int w = 0; w < run->n_workers; w++)
+	{
+		shared->workers[w].server = run->worker_server[w];
+		shared->workers[w].device = run->worker_device[w];
+	}
+}
+
+/* The bytes of a task's texts in the plan area. */
+static Size
+task_len(const PgdlCacheTask *task)
+{
+	return strlen(task->before) + strlen(task->definition) + strlen(task->sql) + 3;
+}
+
+/* A text of a task into the plan area at *off; its offset. */
+static Size
+copy_text(char *plan_sql, Size *off, const char *text)
+{
+	Size		at = *off;
+	Size		len = strlen(text) + 1;
+
+	memcpy(plan_sql + at, text, len);
+	*off += len;
+	return at;
+}
+
+/* The feature cache tasks, their SQL one after another in the plan area. */
+static void
+copy_tasks(MopShared *shared, char *plan_sql, const PgdlCachePlan *plan)
+{
+	Size		off = 0;
+	ListCell   *lc;
+
+	if (list_length(plan->tasks) > MOP_MAX_TASKS)
+		elog(ERROR, "too many feature cache tasks");
+	foreach(lc, plan->tasks)
+	{
+		PgdlCacheTask *task = lfirst(lc);
+		MopTask    *t = &shared->tasks[shared->n_tasks++];
+
+		strlcpy(t->relname, task->relname, sizeof(t->relname));
+		t->before_offset = copy_text(plan_sql, &off, task->before);
+		t->definition_offset = copy_text(plan_sql, &off, task->definition);
+		t->sql_offset = copy_text(plan_sql, &off, task->sql);
+		t->depends = task->depends;
+		t->state = MOP_TASK_PENDING;
+	}
+}
+
+/* Each configuration's model slot, its starting model in the blob area; returns the bytes used. */
+static Size
+copy_models(MopShared *shared, char *blobs, const MopRun *run)
+{
+	const PgdlCachePlan *plan = run->plan;
+	Size		off = 0;
+	ListCell   *lc;
+	int			i = 0;
+	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
+
+	pgdl_profile_load(prof);
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		MopModel   *m = &shared->models[i++];
+
+		/* what pgdl.run_metrics shows beside the measured seconds */
+		m->predicted_seconds = pgdl_predict_images_per_second(prof, c->transfer ? &c->transfer->rest->spec : c->spec,
+															  &c->config.optim, c->config.batch_size, run->n_workers, false);
+		m->predicted_seconds = run->ds->n_rows_hint / m->predicted_seconds;
+		m->config_id = c->config_id;
+		m->config = c->config;
+		m->source = c->source;
+		m->cost = c->cost;
+		/* a recomputed prefix is part of every visit's work: the schedule counts it */
+		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
+			m->cost += plan->groups[c->source - 1].prefix_flops;
+		m->epoch = c->start_epoch;
+		if (c->has_metrics && c->last.diverged)
+			m->state = MOP_DIVERGED;
+		else
+			m->state = c->stopped ? MOP_STOPPED : (c->start_epoch >= run->epochs ? MOP_DONE : MOP_IDLE);
+		if (c->has_metrics)
+			m->last = c->last;
+		m->patience = c->patience;
+		m->blob_offset = off;
+		m->blob_len = VARSIZE_ANY_EXHDR(c->start);
+		memcpy(blobs + m->blob_offset, VARDATA_ANY(c->start), m->blob_len);
+		off += MAXALIGN(m->blob_len);
+	}
+	return off;
+}
+
+/* Source 0: the packed tables as they are; then one per frozen prefix, its blob after the models'. */
+static void
+copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea **prefixes)
+{
+	const PgdlCachePlan *plan = run->plan;
+
+	shared->n_sources = plan->n_groups + 1;
+	shared->sources[0].n_features = run->ds->n_features;
+	for (int g = 0; g < plan->n_groups; g++)
+	{
+		PgdlCacheGroup *grp = &plan->groups[g];
+		MopSource  *src = &shared->sources[g + 1];
+
+		src->n_features = (int32) grp->feature_floats;
+		src->cached = grp->action != PGDL_CACHE_RECOMPUTE;
+		for (int s = 0; s < 2 && src->cached; s++)
+			if (grp->side[s].view)
+				strlcpy(src->view[s], grp->side[s].view, sizeof(src->view[s]));
+		src->prefix_offset = off;
+		src->prefix_len = VARSIZE_ANY_EXHDR(prefixes[g]);
+		memcpy(blobs + src->prefix_offset, VARDATA_ANY(prefixes[g]), src->prefix_len);
+		off += MAXALIGN(src->prefix_len);
+	}
+}
+
+static bool
+register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles)
+{
+	char		name[BGW_MAXLEN];
+
+	snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
+	return pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]);
+}
+
+/* Register up to n workers on the segment; returns how many were. */
+static int
+register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
+{
+	for (int w = 0; w < n; w++)
+		if (!register_worker(seg, w, handles))
+			return w;
+	return n;
+}
+
+/* Start the workers, let them go, and wait until the run is done; on any error, stop them first. */
+static void
+run_workers(MopSegment *s, int wanted, int priority)
+{
+	MopShared  *shared = s->shared;
+	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * PGDL_MAX_WORKERS);
+	PgdlSettle *settle = pgdl_run_settle_prepare();
+	MopCrew		crew = {.seg = s->seg, .handles = handles, .wanted = wanted, .queued = !shared->distributed};
+	int			granted = wanted;
+
+	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
+	if (crew.queued)
+		granted = pgdl_jobs_acquire(wanted, false, priority, mop_predicted_seconds_left(shared, wanted));
+	crew.can_grow = crew.queued;
+	for (int w = 0; w < wanted; w++)
+		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
+	PG_TRY();
+	{
+		int			launched = register_workers(s->seg, granted, handles);
+
+		if (launched == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("could not start any pgdl worker"),
+					 errhint("Raise max_worker_processes (it also bounds parallel query workers), or wait for other workers to finish.")));
+		if (launched < wanted && shared->distributed)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("could start only %d of the %d pgdl workers a distributed run needs", launched, wanted),
+					 errhint("Raise max_worker_processes, or lower workers_per_node.")));
+		if (launched < granted)
+			ereport(NOTICE,
+					(errmsg("started %d of %d pgdl workers", launched, granted),
+					 errhint("Raise max_worker_processes to run them all.")));
+		else if (launched < wanted)
+			ereport(NOTICE,
+					(errmsg("started %d of %d pgdl workers", launched, wanted),
+					 errdetail("This server runs at most pgdl.max_workers = %d pgdl workers at once, other jobs' included.",
+							   pgdl_max_workers)));
+		if (launched < wanted)
+		{
+			for (int p = 0; p < shared->n_partitions; p++)
+				shared->owner[p] = (int16) (p % launched);
+		}
+		shared->n_workers = launched;
+		pg_write_barrier();
+		shared->go = true;
+		for (int w = 0; w < launched; w++)
+		{
+			pid_t		pid;
+
+			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+						 errmsg("pgdl worker %d could not start", w),
+						 errhint("See the server log.")));
+		}
+		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
+		crew.last = GetCurrentTimestamp();
+		wait_for_run(shared, &crew);
+		wait_for_exit(handles, shared->n_workers);
+	}
+	PG_CATCH();
+	{
+		shared->abort = true;
+		/* every handle registered, however far the launch got */
+		stop_workers(handles, PGDL_MAX_WORKERS);
+		pgdl_jobs_release();
+		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pgdl_jobs_release();
+	/* from here the call's transaction finishes the run; should it abort, the run is failed */
+	pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
+}
+
+/* Run the prepared configurations with background workers, store the models, return the leaderboard. */
+static void
+mop_execute(FunctionCallInfo fcinfo, MopRun *run)
+{
+	PgdlCachePlan *plan = run->plan;
+	bytea	  **prefixes = palloc0(sizeof(bytea *) * (plan->n_groups + 1));
+	Size		blob_len = 0;
+	Size		plan_len = 1;
+	Size		used;
+	MopSegment	s;
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+		blob_len = add_size(blob_len, MAXALIGN(VARSIZE_ANY_EXHDR(((MopConfig *) lfirst(lc))->start)));
+	/* the frozen prefixes travel as blobs too: workers recompute them or join them to checkpoints */
+	for (int g = 0; g < plan->n_groups; g++)
+	{
+		prefixes[g] = pgdl_model_serialize(plan->groups[g].prefix);
+		blob_len = add_size(blob_len, MAXALIGN(VARSIZE_ANY_EXHDR(prefixes[g])));
+	}
+	foreach(lc, plan->tasks)
+		plan_len = add_size(plan_len, task_len(lfirst(lc)));
+
+	create_segment(list_length(run->configs), blob_len, plan_len, run_config_jsonb(run), &s);
+	init_shared(s.shared, run);
+	copy_tasks(s.shared, s.plan_sql, plan);
+	used = copy_models(s.shared, s.blobs, run);
+	copy_sources(s.shared, s.blobs, used, run, prefixes);
+	assign_brackets(s.shared, run);
+	restore_rungs(s.shared, run);
+	resume_pending_rung(s.shared);
+	run_workers(&s, run->n_workers, run->priority);
+	store_models(fcinfo, run, s.shared, s.blobs);
+	dsm_detach(s.seg);
+}
+
+static void
+check_isolation(void)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("pgdl.fit_multiple and pgdl.resume need READ COMMITTED isolation"),
+				 errdetail("Their workers commit checkpoints that the calling transaction must see.")));
+}
+
+#define MIN_ETA 2
+#define MAX_ETA 100
+
+/* A strategy by name; false if there is none of that name. */
+static bool
+strategy_by_name(const char *name, MopStrategy *out)
+{
+	for (MopStrategy st = MOP_ALL; st <= MOP_ASHA; st++)
+		if (strcmp(name, mop_strategy_name(st)) == 0)
+		{
+			*out = st;
+			return true;
+		}
+	return false;
+}
+
+static bool
+is_cache_mode(const char *mode)
+{
+	return strcmp(mode, "auto") == 0 || strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0;
+}
+
+static void
+set_strategy(MopRun *run, const char *strategy, int32 eta)
+{
+	if (!strategy_by_name(strategy, &run->strat))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
+				 errhint("Use 'all' (every configuration for every epoch), 'successive_halving', 'hyperband' or 'asha'.")));
+	run->eta = 0;
+	if (run->strat != MOP_ALL)
+	{
+		if (eta < MIN_ETA || eta > MAX_ETA)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("eta must be between %d and %d, got %d", MIN_ETA, MAX_ETA, eta)));
+		run->eta = eta;
+	}
+	run->strategy = pstrdup(mop_strategy_name(run->strat));
+}
+
+static void
+set_cache_mode(MopRun *run, const char *mode)
+{
+	if (!is_cache_mode(mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown feature_cache mode \"%s\"", pgdl_echo(mode)),
+				 errhint("Use 'auto' (the planner decides), 'on' (cache every frozen prefix within pgdl.feature_cache_budget) or 'off' (recompute them).")));
+	run->cache_mode = pstrdup(mode);
+}
+
+/* Workers read as the caller; say so before anything starts rather than from a worker. */
+static void
+check_can_read(const PgdlDataset *ds)
+{
+	if (pg_class_aclcheck(ds->packed, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(ds->packed)),
+				 errdetail("pgdl.fit_multiple reads the packed table as the calling user.")));
+}
+
+/* Shared memory and visiting orders are laid out for at most PGDL_MAX_PARTITIONS. */
+static void
+check_partitions(const PgdlDataset *ds)
+{
+	if (ds->partitions < 1 || ds->partitions > PGDL_MAX_PARTITIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("dataset " INT64_FORMAT " has %d partitions, not between 1 and %d",
+						ds->id, ds->partitions, PGDL_MAX_PARTITIONS)));
+}
+
+static void
+check_worker_count(const char *what, int32 workers)
+{
+	if (workers < 1 || workers > PGDL_MAX_WORKERS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between 1 and %d, got %d", what, PGDL_MAX_WORKERS, workers)));
+}
+
+/* Workers for the partitions here and on each node, and which partitions each owns. */
+static void
+set_workers(MopRun *run, int32 workers, int32 per_node)
+{
+	PgdlPartPlace *places;
+
+	check_worker_count("workers", workers);
+	check_worker_count("workers_per_node", per_node);
+	places = pgdl_packed_places(run->ds->packed, run->ds->partitions, &run->distributed);
+	if (!run->distributed && workers > run->ds->partitions)
+	{
+		ereport(NOTICE,
+				(errmsg("using %d workers, one per partition of the packed table", run->ds->partitions),
+				 errhint("A worker owns whole partitions; pack with more partitions to use more workers.")));
+		workers = run->ds->partitions;
+	}
+	run->workers = workers;
+	run->workers_per_node = per_node;
+	run->n_workers = pgdl_cluster_assign(places, run->ds->partitions, workers, per_node,
+										 run->worker_server, run->owner);
+}
+
+/* Training methods that need a validation set, or a run on this server (whose workers count epochs). */
+static void
+check_methods(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		if (c->config.patience > 0 && run->vds == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid training configuration at patience"),
+					 errdetail("Configuration " INT64_FORMAT " stops early on the validation set: \"patience\" needs a validation table.",
+							   c->config_id),
+					 errhint("Pass validation => a packed table.")));
+		if (run->distributed)
+			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+	}
+}
+
+/* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
+static MopRun *
+setup_run(FunctionCallInfo fcinfo)
+{
+	MopRun	   *run = palloc0(sizeof(MopRun));
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(6) ||
+		PG_ARGISNULL(8))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source, configs, epochs, strategy, eta and feature_cache must not be NULL")));
+	pgdl_engine_prepare();
+	run->set_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	run->epochs = PG_GETARG_INT32(2);
+	if (run->epochs < 1 || run->epochs > PGDL_MAX_EPOCHS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, run->epochs)));
+	run->ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
+	check_partitions(run->ds);
+	if (!PG_ARGISNULL(3))
+	{
+		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
+		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
+	}
+	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4),
+				PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);
+	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
+	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
+	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
+	check_can_read(run->ds);
+	if (run->vds)
+		check_can_read(run->vds);
+	load_configs(run);
+	prepare_configs(run);
+	check_methods(run);
+	plan_devices(run);
+	plan_caches(run);
+	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
+	return run;
+}
+
+/*
+ * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix, feature_cache)
+ */
+/* The priority argument `arg` (absent under an older SQL definition: 0), checked. */
+static int32
+get_priority(FunctionCallInfo fcinfo, int arg)
+{
+	int32		priority;
+
+	if (PG_NARGS() <= arg)
+		return 0;
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("priority must not be NULL"),
+				 errhint("The default priority is 0.")));
+	priority = PG_GETARG_INT32(arg);
+	if (priority < PGDL_PRIORITY_MIN || priority > PGDL_PRIORITY_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("priority must be between %d and %d, got %d", PGDL_PRIORITY_MIN, PGDL_PRIORITY_MAX,
+						priority),
+				 errdetail("The priority orders only the caller's own queued jobs.")));
+	return priority;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
+Datum
+pgdl_fit_multiple(PG_FUNCTION_ARGS)
+{
+	MopRun	   *run;
+	int32		priority = get_priority(fcinfo, 10);
+
+	check_isolation();
+	run = setup_run(fcinfo);
+	run->priority = priority;
+	mop_execute(fcinfo, run);
+	return (Datum) 0;
+}
+
+/* What explain_fit_multiple adds up over its rows. */
+typedef struct ExplainTotals
+{
+	double		flops;
+	double		seconds;
+	double		models;			/* their visits' blobs and checkpoints (profile), shared by the workers */
+	double		store;			/* the leader storing them in pgdl.models: a checkpoint's row each */
+	double		caches;			/* building the feature caches, and recomputing frozen prefixes */
+	double		setup;			/* this call's own setup_run, which a run's leader does too */
+	double		bytes;
+	double		longest;		/* the slowest model's seconds: no run ends before it */
+	double		models_bytes;	/* every model and its optimizer state, in shared memory */
+	double		workspace;		/* the largest workspace, which each worker may hold at once */
+	struct SimModel *sim;		/* each configuration, for the schedule's simulation */
+	int			n_sim;
+} ExplainTotals;
+
+/* Seconds a worker takes to hold a partition, and its bytes. */
+typedef struct ExplainLoads
+{
+	double		part_bytes;
+	double		read;			/* from its table */
+	double		attach;			/* another worker's copy */
+	double		validation;		/* the validation set, read */
+} ExplainLoads;
+
+/* A configuration as explain_schedule sees it. */
+typedef struct SimModel
+{
+	uint64		seed;			/* its partitions' order */
+	int32		epoch;
+	int32		visit;
+	int32		part;			/* the partition of its next visit */
+	double		per_visit;		/* training a partition (and its share of validation), predicted */
+	double		visit_cost;		/* the visit's blob read, first step and write back */
+	double		epoch_cost;		/* its checkpoint at the end of an epoch */
+	double		ready;			/* when its visit in progress ends */
+	bool		done;
+} SimModel;
+
+/* A group's configurations, predicted. */
+typedef struct ExplainGroup
+{
+	int			n_configs;
+	double		train_flops;
+	double		seconds;		/* training, spread over the workers */
+	double		memory;			/* bytes: its models, optimizer states and one workspace per worker */
+	double		workspace;
+	JsonbParseState *configs;	/* [{config, architecture, images_per_second, seconds, memory_bytes}] */
+} ExplainGroup;
+
+#define EXPLAIN_COLUMNS 17
+
+/* Group g's row (g = -1: the configurations without a frozen prefix). */
+static void
+explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg, const PgdlProfile *prof,
+			  ExplainTotals *totals)
+{
+	const PgdlCachePlan *plan = run->plan;
+	const PgdlCacheGroup *grp = g >= 0 ? &plan->groups[g] : NULL;
+	double		examples = (double) run->ds->n_rows_hint + (run->vds ? run->vds->n_rows_hint : 0);
+	double		flops = eg->train_flops + (grp ? grp->compute_flops : 0);
+	double		seconds = eg->seconds + (grp ? grp->seconds : 0);
+	double		memory = eg->memory + run->n_workers * eg->workspace;
+	Datum		values[EXPLAIN_COLUMNS];
+	bool		nulls[EXPLAIN_COLUMNS] = {false};
+
+	values[0] = Int32GetDatum(g + 1);
+	values[1] = ObjectIdGetDatum(run->ds->packed);
+	values[2] = Int64GetDatum(grp ? grp->base_id : 0);
+	nulls[2] = grp == NULL;
+	values[3] = Int32GetDatum(grp ? grp->depth : 0);
+	nulls[3] = grp == NULL;
+	values[4] = Int32GetDatum(eg->n_configs);
+	values[5] = CStringGetTextDatum(grp ? pgdl_cache_action_name(grp->action) : "train");
+	nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
+	if (!nulls[6])
+		values[6] = CStringGetTextDatum(grp->side[0].view);
+	nulls[7] = nulls[6] || !run->vds;
+	if (!nulls[7])
+		values[7] = CStringGetTextDatum(grp->side[1].view);
+	nulls[8] = grp == NULL || grp->staged_from < 0;
+	if (!nulls[8])
+		values[8] = CStringGetTextDatum(plan->groups[grp->staged_from].side[0].view);
+	values[9] = Float8GetDatum(flops / 1e9);
+	values[10] = Float8GetDatum(grp && grp->action != PGDL_CACHE_RECOMPUTE ? grp->bytes / 1048576.0 : 0);
+	values[11] = Float8GetDatum(seconds);
+	values[12] = CStringGetTextDatum(grp ? grp->reason : "configurations without a base model train on the packed table");
+	values[13] = Float8GetDatum(grp ? grp->prefix_flops * examples / 1e9 : 0);
+	nulls[13] = grp == NULL;
+	values[14] = Float8GetDatum(memory / 1048576.0);
+	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
+	values[16] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&eg->configs, WJB_END_ARRAY, NULL)));
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	totals->flops += flops;
+	totals->seconds += seconds;
+	totals->caches += grp ? grp->seconds : 0;
+	if (grp && grp->action != PGDL_CACHE_RECOMPUTE)
+		totals->bytes += grp->bytes;
+}
+
+/* m's next partition: its epoch's order (as fit and the workers draw it), at its visit. */
+static void
+sim_next_part(SimModel *m, int parts)
+{
+	int32		order[PGDL_MAX_PARTITIONS];
+
+	nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
+	m->part = order[m->visit];
+}
+
+/*
+ * The run's training as its workers would schedule it (worker.c's take_model):
+ * each worker loads the partitions it owns, then takes an idle model whose next
+ * partition is its own, else one whose partition's owner is busy (reading that
+ * partition first, or attaching the copy another worker holds, once as the
+ * budget allows); the one with the most work left first; waiting for a visit
+ * to end or another worker to take a model when there is none.  Returns when
+ * the last model finishes, or -1 when the run is too long to simulate.  The
+ * models' partition orders are those of the run, so that, with the same seed,
+ * they all start on the same partition.
+ */
+static double
+explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads)
+{
+	int			workers = run->n_workers,
+				parts = run->ds->partitions;
+	double		free_at[PGDL_MAX_WORKERS],
+				used[PGDL_MAX_WORKERS] = {0};
+	bool		waiting[PGDL_MAX_WORKERS] = {false};
+	bool		validated[PGDL_MAX_WORKERS] = {false};
+	bool	   *held = palloc0(sizeof(bool) * workers * parts);
+	double		budget = (double) pgdl_worker_cache_mem * 1024.0;
+	double		end = start;
+	int			left = 0;
+	int64		steps = 0;
+
+	for (int i = 0; i < n; i++)
+		left += !sim[i].done;
+	if ((double) left * run->epochs * parts > 100000)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (!sim[i].done)
+			sim_next_part(&sim[i], parts);
+	for (int w = 0; w < workers; w++)
+	{
+		free_at[w] = start;
+		for (int p = 0; p < parts; p++)
+			if (run->owner[p] == w && used[w] + loads->part_bytes <= budget)
+			{
+				free_at[w] += loads->read;
+				used[w] += loads->part_bytes;
+				held[w * parts + p] = true;
+			}
+	}
+	while (left > 0 && steps++ < 10 * 100000)
+	{
+		int			w = 0,
+					best = -1,
+					p;
+		double		t,
+					best_left = 0,
+					d;
+		bool		best_ours = false;
+
+		/* the next worker free; of two free at once, one that is not waiting for another's move */
+		for (int v = 1; v < workers; v++)
+			if (free_at[v] < free_at[w] || (free_at[v] == free_at[w] && waiting[w] && !waiting[v]))
+				w = v;
+		t = free_at[w];
+		for (int i = 0; i < n; i++)
+		{
+			SimModel   *m = &sim[i];
+			int			owner;
+			bool		ours;
+			double		todo;
+
+			if (m->done || m->ready > t)
+				continue;
+			owner = run->owner[m->part];
+			ours = owner == w;
+			if (!ours && (waiting[owner] || free_at[owner] <= t))
+				continue;		/* its owner is not busy */
+			todo = m->per_visit * ((run->epochs - m->epoch) * parts - m->visit);
+			if (best < 0 || (ours && !best_ours) || (ours == best_ours && todo > best_left))
+				best = i, best_ours = ours, best_left = todo;
+		}
+		if (best < 0)
+		{
+			double		next = get_float8_infinity();
+
+			/* until a visit ends, or another worker free now takes a model */
+			for (int v = 0; v < workers; v++)
+				if (v != w && !waiting[v] && free_at[v] >= t)
+					next = Min(next, free_at[v]);
+			if (isinf(next))
+				break;
+			waiting[w] = true;
+			free_at[w] = next;
+			continue;
+		}
+		waiting[w] = false;
+		p = sim[best].part;
+		d = sim[best].visit_cost + sim[best].per_visit;
+		if (!held[w * parts + p])
+		{
+			bool		elsewhere = false;
+
+			for (int v = 0; v < workers; v++)
+				elsewhere |= held[v * parts + p];
+			/* read at this visit (or attached); held for the next as the budget allows */
+			d += elsewhere ? loads->attach : loads->read;
+			if (used[w] + loads->part_bytes <= budget)
+			{
+				used[w] += loads->part_bytes;
+				held[w * parts + p] = true;
+			}
+		}
+		if (++sim[best].visit == parts)
+		{
+			/* validation: the worker's first reads its set */
+			d += sim[best].epoch_cost + (validated[w] ? 0 : loads->validation);
+			validated[w] = true;
+			sim[best].visit = 0;
+			if (++sim[best].epoch >= run->epochs)
+			{
+				sim[best].done = true;
+				left--;
+			}
+		}
+		if (!sim[best].done)
+			sim_next_part(&sim[best], parts);
+		sim[best].ready = free_at[w] = t + d;
+		end = Max(end, t + d);
+		/* the others may now take models of w's partitions */
+		for (int v = 0; v < workers; v++)
+			if (waiting[v])
+				free_at[v] = t;
+	}
+	return left > 0 ? -1 : end;
+}
+
+/*
+ * The run's wall time: the leader's setup, the workers' start, their schedule,
+ * and the leader storing the models.  Without a profile: the training alone.
+ */
+static double
+explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof, double data)
+{
+	double		start = totals->setup + pgdl_profile_worker_start_seconds(prof, run->n_workers);
+	double		vds = run->vds ? (double) run->vds->n_rows_hint * (run->vds->n_features + run->vds->n_targets) : 0;
+	ExplainLoads loads;
+	double		seconds;
+
+	if (prof->id == 0)
+		return totals->seconds;
+	loads.part_bytes = data / run->ds->partitions;
+	loads.read = pgdl_profile_worker_read_seconds(prof, loads.part_bytes / sizeof(float));
+	/* another worker's copy (shared_scan.c) costs the first touch of its pages, nothing else */
+	loads.attach = pgdl_shared_scan_allowed(run->ds) ? pgdl_profile_fault_seconds(prof, loads.part_bytes) : loads.read;
+	loads.validation = pgdl_profile_worker_read_seconds(prof, vds);
+	seconds = run->distributed ? -1 : explain_schedule(run, totals->sim, totals->n_sim, start, &loads);
+	/* not simulated (on nodes, or too long): workers read their partitions once, the models' own work shared */
+	if (seconds < 0)
+		seconds = Max(totals->seconds, totals->longest) + start +
+			pgdl_profile_worker_read_seconds(prof, data / sizeof(float) / run->n_workers) + totals->models;
+	else
+		seconds += totals->caches;
+	return seconds + totals->store;
+}
+
+static void
+explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof)
+{
+	Datum		values[EXPLAIN_COLUMNS];
+	bool		nulls[EXPLAIN_COLUMNS] = {true, false, true, true, false, false, true, true, true, false, false,
+	false, false, true, false, false, true};
+	/* the buffers each worker keeps, up to pgdl.worker_cache_mem */
+	double		data = (double) run->ds->n_rows_hint * (run->ds->n_features + run->ds->n_targets) * sizeof(float);
+	double		buffers = Min(data / run->n_workers, (double) pgdl_worker_cache_mem * 1024.0) * run->n_workers;
+
+	values[1] = ObjectIdGetDatum(run->ds->packed);
+	values[4] = Int32GetDatum(list_length(run->configs));
+	values[5] = CStringGetTextDatum("total");
+	values[9] = Float8GetDatum(totals->flops / 1e9);
+	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
+	values[11] = Float8GetDatum(explain_total_seconds(run, totals, prof, data));
+	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
+											  run->n_workers, run->plan->used_bytes / 1048576.0,
+											  run->plan->budget_bytes / 1048576.0));
+	values[14] = Float8GetDatum((totals->models_bytes + run->n_workers * totals->workspace + buffers) / 1048576.0);
+	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * A configuration's training over the run, predicted: with this server's
+ * profile, its epochs (training, and validation at the forward pass's share of
+ * a step) at one worker's pace among the run's workers; without one, its
+ * training FLOPs at pgdl.cpu_gflops.  Into its group's row.
+ */
+static void
+explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, ExplainGroup *eg,
+			   ExplainTotals *totals)
+{
+	const NnSpec *spec = c->transfer ? &c->transfer->rest->spec : c->spec;
+	double		flops = c->cost * run->ds->n_rows_hint * run->epochs;
+	double		ips = pgdl_predict_images_per_second(prof, spec, &c->config.optim, c->config.batch_size,
+													 run->n_workers, false);
+	double		seconds,
+				blob_params;
+	NnMemory	mem;
+	NnCost		cost;
+	NnError		err;
+
+	if (!nn_spec_memory(spec, &c->config.optim, c->config.batch_size, &mem, &err) ||
+		!nn_spec_cost(spec, NULL, &cost, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (prof->id)
+		seconds = run->epochs * (run->ds->n_rows_hint +
+								 (run->vds ? (double) run->vds->n_rows_hint * cost.flops_forward / Max(cost.flops_train, 1) : 0)) / ips;
+	else
+		seconds = flops / (pgdl_cpu_gflops * 1e9);
+	eg->n_configs++;
+	eg->train_flops += flops;
+	eg->seconds += seconds / run->n_workers;
+	eg->memory += mem.model + mem.optim;
+	eg->workspace = Max(eg->workspace, mem.workspace);
+	totals->longest = Max(totals->longest, seconds);
+	totals->models += pgdl_profile_model_seconds(prof, (double) cost.params, run->epochs, run->ds->partitions,
+												 run->n_workers);
+	/* a row of the model's blob: its weights and optimizer state, as the probe's model (with momentum) has two */
+	blob_params = ((double) cost.params + (double) mem.optim / sizeof(float)) / 2;
+	totals->store += pgdl_profile_checkpoint_seconds(prof, blob_params);
+	{
+		SimModel   *m = &totals->sim[totals->n_sim++];
+
+		m->seed = (uint64) c->config.seed;
+		m->epoch = c->start_epoch;
+		m->done = c->stopped || c->start_epoch >= run->epochs || (c->has_metrics && c->last.diverged);
+		m->per_visit = seconds / run->epochs / run->ds->partitions;
+		m->visit_cost = pgdl_profile_visit_seconds(prof, (double) cost.params);
+		/* a checkpoint serializes the model: half a visit */
+		m->epoch_cost = pgdl_profile_checkpoint_seconds(prof, blob_params) + m->visit_cost / 2;
+	}
+	totals->models_bytes += mem.model + mem.optim;
+	totals->workspace = Max(totals->workspace, mem.workspace);
+
+	pushJsonbValue(&eg->configs, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&eg->configs, "config", c->config_id);
+	if (c->arch_name)
+		pgdl_jsonb_put_string(&eg->configs, "architecture", c->arch_name);
+	pgdl_jsonb_put_int(&eg->configs, "batch_size", c->config.batch_size);
+	pgdl_jsonb_put_float8(&eg->configs, "images_per_second", ips);
+	pgdl_jsonb_put_float8(&eg->configs, "seconds", seconds);
+	pgdl_jsonb_put_int(&eg->configs, "memory_bytes", mem.total);
+	pushJsonbValue(&eg->configs, WJB_END_OBJECT, NULL);
+}
+
+/*
+ * explain_fit_multiple(the arguments of fit_multiple): what fit_multiple would
+ * do, without doing it: a row per group of configurations that share a frozen
+ * prefix (cache to reuse, build, refresh or rebuild, or recompute), a row for
+ * the configurations trained from scratch, and a total, with predicted compute,
+ * storage, time and memory (pgdl.estimate's prediction, per configuration).
+ */
+PG_FUNCTION_INFO_V1(pgdl_explain_fit_multiple);
+Datum
+pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
+{
+	TimestampTz begun = GetCurrentTimestamp();
+	MopRun	   *run = setup_run(fcinfo);
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			n_groups = run->plan->n_groups;
+	ExplainGroup *groups = palloc0(sizeof(ExplainGroup) * (n_groups + 1));
+	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
+	ExplainTotals totals = {0};
+	ListCell   *lc;
+	long		secs;
+	int			usecs;
+
+	/* the run's leader does this first (its configurations read, its starting models made): as long */
+	TimestampDifference(begun, GetCurrentTimestamp(), &secs, &usecs);
+	totals.setup = secs + usecs / 1e6;
+
+	InitMaterializedSRF(fcinfo, 0);
+	pgdl_profile_load(prof);
+	totals.sim = palloc0(sizeof(SimModel) * list_length(run->configs));
+	for (int g = 0; g <= n_groups; g++)
+		pushJsonbValue(&groups[g].configs, WJB_BEGIN_ARRAY, NULL);
+	/* training the trainable layers: every configuration, every epoch, spread over the workers */
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		CHECK_FOR_INTERRUPTS();
+		explain_config(run, c, prof, &groups[c->source], &totals);
+	}
+	for (int g = -1; g < n_groups; g++)
+		if (g >= 0 || groups[0].n_configs > 0)
+			explain_group(rsinfo, run, g, &groups[g + 1], prof, &totals);
+	explain_total(rsinfo, run, &totals, prof);
+	return (Datum) 0;
+}
+
+/* ---- resume ---- */
+
+static void
+bad_run_config(int64 run_id, const char *key, const char *expected) pg_attribute_noreturn();
+
+static void
+bad_run_config(int64 run_id, const char *key, const char *expected)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("run " INT64_FORMAT " has an invalid configuration", run_id),
+			 errdetail("Key \"%s\" of its pgdl.runs.config must be %s.", key, expected)));
+}
+
+/* A string of the run's config; dflt when the key is absent (or null, when dflt is NULL). */
+static char *
+run_config_string(int64 run_id, Jsonb *cfg, const char *key, const char *dflt)
+{
+	JsonbValue *v = pgdl_jsonb_key(&cfg->root, key);
+
+	if (v == NULL || (v->type == jbvNull && dflt == NULL))
+		return (char *) dflt;
+	if (v->type != jbvString)
+		bad_run_config(run_id, key, "a string");
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* An integer of the run's config within [min, max]; dflt when the key is absent. */
+static int32
+run_config_int(int64 run_id, Jsonb *cfg, const char *key, int32 min, int32 max, int32 dflt)
+{
+	JsonbValue *v = pgdl_jsonb_key(&cfg->root, key);
+	bool		error = false;
+	int32		i;
+
+	if (v == NULL)
+		return dflt;
+	if (v->type == jbvNumeric)
+	{
+		i = numeric_int4_opt_error(v->val.numeric, &error);
+		if (!error && i >= min && i <= max &&
+			DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(v->val.numeric),
+											 NumericGetDatum(int64_to_numeric(i)))))
+			return i;
+	}
+	bad_run_config(run_id, key, psprintf("an integer between %d and %d", min, max));
+}
+
+/*
+ * The run's settings back from its pgdl.runs.config (run_config_jsonb), every
+ * value checked: the row may have been changed since.  Returns its workers.
+ */
+static int32
+run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
+{
+	int64		id = run->run_id;
+	bool		halving;
+
+	run->set_name = run_config_string(id, cfg, "set", NULL);
+	if (run->set_name == NULL)
+		bad_run_config(id, "set", "the name of a configuration set");
+	run->strategy = run_config_string(id, cfg, "strategy", "all");
+	if (!strategy_by_name(run->strategy, &run->strat))
+		bad_run_config(id, "strategy", "'all', 'successive_halving', 'hyperband' or 'asha'");
+	halving = run->strat != MOP_ALL;
+	run->eta = run_config_int(id, cfg, "eta", halving ? MIN_ETA : 0, MAX_ETA, 0);
+	if (!halving)
+		run->eta = 0;			/* 'all' has no rungs */
+	run->name_prefix = run_config_string(id, cfg, "name_prefix", NULL);
+	run->cache_mode = run_config_string(id, cfg, "feature_cache", "auto");
+	if (!is_cache_mode(run->cache_mode))
+		bad_run_config(id, "feature_cache", "'auto', 'on' or 'off'");
+	*per_node = run_config_int(id, cfg, "workers_per_node", 1, PGDL_MAX_WORKERS, 1);
+	return run_config_int(id, cfg, "workers", 1, PGDL_MAX_WORKERS, 1);
+}
+
+/* The run to continue, checked; returns the workers it ran with. */
+static int32
+read_run(MopRun *run, int64 run_id, int32 *per_node)
+{
+	PgdlRunRecord rec;
+
+	if (!pgdl_run_read(run_id, &rec))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("run " INT64_FORMAT " does not exist", run_id)));
+	if (strcmp(rec.kind, "fit_multiple") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("run " INT64_FORMAT " is not a pgdl.fit_multiple run", run_id)));
+	if (rec.status == PGDL_RUN_FINISHED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("run " INT64_FORMAT " has finished", run_id)));
+	if (rec.dataset == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the packed table of run " INT64_FORMAT " no longer exists", run_id)));
+	run->run_id = run_id;
+	run->epochs = rec.epochs;
+	run->ds = pgdl_dataset_by_id(rec.dataset);
+	check_partitions(run->ds);
+	run->vds = rec.validation ? pgdl_dataset_by_id(rec.validation) : NULL;
+	return run_config_from_jsonb(run, rec.config, per_node);
+}
+
+/* Configuration c's rank key at each epoch it completed (validation loss, else training loss), from its metrics. */
+static void
+read_epoch_keys(MopRun *run, MopConfig *c)
+{
+	Oid			types[3] = {INT8OID, INT8OID, INT4OID};
+	Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	c->epoch_key = palloc(sizeof(double) * (c->start_epoch + 1));
+	for (int e = 0; e <= c->start_epoch; e++)
+		c->epoch_key[e] = get_float8_nan();
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
+							  "WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
+							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.run_metrics");
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull[2];
+		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
+		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+
+		if (!isnull[1])
+		{
+			MemoryContext old = MemoryContextSwitchTo(caller);
+
+			c->epoch_key[e] = DatumGetFloat8(key);
+			MemoryContextSwitchTo(old);
+		}
+	}
+	SPI_finish();
+}
+
+/*
+ * Resume: early stopping's best metric and epochs without improvement, as the
+ * run had them, from the validation metrics of each configuration's epochs.
+ */
+static void
+restore_patience(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		Oid			types[3] = {INT8OID, INT8OID, INT4OID};
+		Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+
+		if (c->config.patience <= 0 || c->start_epoch == 0)
+			continue;
+		SPI_connect();
+		if (SPI_execute_with_args("SELECT validation_loss, validation_accuracy, state = 'diverged' FROM pgdl.run_metrics "
+								  "WHERE run = $1 AND config = $2 AND node IS NULL AND epoch BETWEEN 1 AND $3 ORDER BY epoch",
+								  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not read pgdl.run_metrics");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			PgdlEpochMetrics em = {0};
+			bool		isnull[3];
+			Datum		loss = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]);
+			Datum		acc = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+			Datum		diverged = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull[2]);
+
+			em.has_validation = !isnull[0];
+			em.validation_loss = isnull[0] ? 0 : DatumGetFloat8(loss);
+			em.validation_accuracy = isnull[1] ? 0 : DatumGetFloat8(acc);
+			em.diverged = !isnull[2] && DatumGetBool(diverged);
+			(void) pgdl_early_stop(&c->config, &em, &c->patience);
+		}
+		SPI_finish();
+	}
+}
+
+/* Each model's last checkpoint and metrics, and whether it was stopped at a rung. */
+static void
+read_resume_points(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		PgdlResumePoint point;
+
+		pgdl_run_resume_point(run->run_id, c->config_id, run->epochs, &point);
+		c->start_epoch = point.epoch;
+		c->start = point.weights;
+		c->stopped = point.stopped;
+		c->has_metrics = point.has_metrics;
+		c->last = point.metrics;
+		if (run->eta > 0)
+			read_epoch_keys(run, c);
+	}
+}
+
+/*
+ * resume(run_id [, workers [, priority]]): continue a pgdl.fit_multiple run from each model's
+ * last checkpoint.  The models end with the bytes an uninterrupted run gives.
+ */
+PG_FUNCTION_INFO_V1(pgdl_resume);
+Datum
+pgdl_resume(PG_FUNCTION_ARGS)
+{
+	MopRun	   *run = palloc0(sizeof(MopRun));
+	int32		workers;
+	int32		per_node;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("run must not be NULL")));
+	run->priority = get_priority(fcinfo, 2);
+	check_isolation();
+	pgdl_engine_prepare();
+	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
+	pgdl_run_claim(PG_GETARG_INT64(0));
+	workers = read_run(run, PG_GETARG_INT64(0), &per_node);
+	/* workers NULL: as many as the run had */
+	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers, per_node);
+	load_configs(run);
+	read_resume_points(run);
+	prepare_configs(run);
+	check_methods(run);
+	restore_patience(run);
+	plan_devices(run);
+	plan_caches(run);
+	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
+	mop_execute(fcinfo, run);
+	return (Datum) 0;
+}

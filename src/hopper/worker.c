@@ -1,0 +1,908 @@
+/*
+ * worker.c -- a model hopper background worker.
+ *
+ * Attaches the run's DSM segment, connects as the caller to the caller's
+ * database (so it reads only what the caller may read), loads the buffers of
+ * the partitions it owns, then loops: take an idle model whose next partition is
+ * its own, train it there, put it back; at the end of a model's epoch, evaluate
+ * it and checkpoint it in a transaction of its own.  Signal handling follows
+ * worker_spi: SIGTERM ends the worker, the latch wakes it.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "portability/instr_time.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/procarray.h"
+#include "storage/shm_toc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/wait_event.h"
+
+#include "base/base.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "train/train.h"
+#include "plan/plan.h"
+#include "cluster/cluster.h"
+#include "hopper/hopper.h"
+
+static MopShared *shared;
+static char *blobs;
+static char *plan_sql;
+static int	me;
+static MemoryContext data_cxt;
+static int64 budget;
+static dsm_segment *my_segment;
+static Jsonb *run_config;		/* pgdl.runs.config, in the segment */
+
+/* A MopSource as this worker reads it. */
+typedef struct WorkerSource
+{
+	bool		used;			/* some model trains on it */
+	PgdlDataset train;			/* the packed table, or a cache view read as one */
+	PgdlDataset valid;
+	PgdlHeldPartition *held;	/* per partition (only owned ones used); shared with source 0 when recomputing */
+	bool	   *tried;			/* per partition: held as the budget allowed (owned, inherited or stolen, once) */
+	PgdlHeldPartition *held_validation;
+	bool	   *validation_loaded;
+	NnModel    *frozen;			/* the frozen prefix, joined to checkpoints; NULL for source 0 */
+	PgdlPrefixRun recompute;	/* the same, run over every buffer; .prefix NULL when cached or none */
+} WorkerSource;
+
+static WorkerSource *sources;
+
+/* A worker that trains on a node: its connection, and the node's table of each partition. */
+static PgdlNode *node;
+static PgdlPartPlace *places;
+
+/* What a visit did: the model after it, and what it measured. */
+typedef struct Visit
+{
+	NnModel    *nn;
+	NnBatchStats stats;
+	bool		diverged;
+} Visit;
+
+static void
+wake_everyone(void)
+{
+	for (int w = 0; w < shared->n_workers; w++)
+		if (shared->workers[w].proc && w != me)
+			SetLatch(&shared->workers[w].proc->procLatch);
+	if (shared->leader)
+		SetLatch(&shared->leader->procLatch);
+}
+
+/*
+ * Read a partition (or the whole validation set, part -1) into memory, as far
+ * as the budget goes, or attach another job's worker's copy (shared_scan.c).
+ * A DEBUG1 line says which, for tests.
+ */
+static void
+load(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp)
+{
+	PgdlShareResult how;
+	char	   *relname;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	how = pgdl_shared_hold(ds, part, hp, data_cxt, &budget);
+	relname = get_rel_name(ds->packed);
+	ereport(DEBUG1,
+			(errmsg_internal("pgdl worker %d of backend %d: %s of \"%s\" %s", me, (int) shared->leader_pid,
+							 part >= 0 ? psprintf("partition %d", part) : "the validation set",
+							 relname ? relname : "?",
+							 how == PGDL_SHARE_ATTACHED ? "attached from another worker" :
+							 how == PGDL_SHARE_PUBLISHED ? "read from its table and published" :
+							 "read from its table")));
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+typedef struct ScanArg
+{
+	PgdlTrainState *train;
+	NnModel    *model;
+	NnBatchStats *stats;
+	WorkerSource *src;
+} ScanArg;
+
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	ScanArg    *sa = arg;
+
+	/* the rest of the partition, once the model diverged: nothing to train, no prefix to run */
+	if (sa->train->diverged)
+		return;
+	pgdl_train_buffer(sa->train, pgdl_prefix_run(&sa->src->recompute, x, n), y, n);
+}
+
+static void
+evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	ScanArg    *sa = arg;
+	NnError		err;
+
+	x = pgdl_prefix_run(&sa->src->recompute, x, n);
+	pgdl_check_model_batch(sa->model, n, "the model");
+	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
+		ereport(ERROR,
+				(errcode(pgdl_nn_data_errcode(&err)),
+				 errmsg("cannot evaluate a model on the validation set"),
+				 errdetail("%s.", err.msg)));
+}
+
+/* Run fn over a partition: from memory, or from its table in a transaction. */
+static void
+for_each_buffer(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp, PgdlBufferFn fn, void *arg)
+{
+	if (hp->complete)
+	{
+		pgdl_packed_foreach(ds, part, hp, fn, arg);
+		return;
+	}
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_packed_foreach(ds, part, hp, fn, arg);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* Worker 0 records the run; the others wait for its id. */
+static void
+create_run(void)
+{
+	int64		id = shared->run_id;
+	int64		handle = (int64) dsm_segment_handle(my_segment);
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (id == 0)
+		id = pgdl_run_begin("fit_multiple", shared->dataset_id, shared->validation_id, 0, run_config,
+							shared->epochs, handle);
+	else
+		pgdl_run_restart(id, handle);
+	/* in flight from the moment others can see it (lifecycle.c) */
+	pgdl_run_hold_as_worker(id);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	SpinLockAcquire(&shared->mutex);
+	shared->run_id = id;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+}
+
+static void
+record_decisions(const MopDecisions *d)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	mop_record_decisions(shared, d);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* Loss and accuracy of model i on the validation set. */
+static void
+evaluate(int i, NnModel *nn, NnBatchStats *vstats)
+{
+	WorkerSource *src = &sources[shared->models[i].source];
+	ScanArg		sa = {NULL, nn, vstats, src};
+
+	if (!*src->validation_loaded)
+	{
+		load(&src->valid, -1, src->held_validation);
+		*src->validation_loaded = true;
+	}
+	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
+}
+
+/* Worker 0 may not have recorded the run yet: metrics and checkpoints need its id. */
+static void
+wait_for_run_row(void)
+{
+	for (;;)
+	{
+		int64		run_id;
+
+		SpinLockAcquire(&shared->mutex);
+		run_id = shared->run_id;
+		SpinLockRelease(&shared->mutex);
+		if (run_id)
+		{
+			pgdl_run_hold_as_worker(run_id);	/* before this worker writes a row of it */
+			return;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* Model i's metrics and checkpoint of the epoch it finished, committed together. */
+static void
+record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
+{
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
+	bytea	   *blob = palloc(VARHDRSZ + m->blob_len);
+
+	SET_VARSIZE(blob, VARHDRSZ + m->blob_len);
+	memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
+	if (src->frozen)
+	{
+		/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
+		NnError		err;
+		NnModel    *joined = nn_model_join(src->frozen, nn, &err);
+
+		if (joined == NULL)
+			elog(ERROR, "pgdl worker: could not join a model to its frozen layers: %s", err.msg);
+		pgdl_model_free_with(joined, CurrentMemoryContext);
+		blob = pgdl_model_serialize(joined);
+	}
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
+	pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * With the mutex held: model i goes on to its next epoch, is done, diverged, or
+ * waits at a rung; then every rung that can be is decided (its arrival, or its
+ * leaving the bracket, may be what a rung waited for).  True if any was.
+ */
+static bool
+advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
+{
+	MopModel   *m = &shared->models[i];
+	int32		epoch = metrics->epoch;
+	int32		r = mop_rung_of(shared, m, epoch);
+
+	m->epoch = epoch;
+	m->visit = 0;
+	m->last = *metrics;
+	m->loss_sum = 0;
+	m->correct = 0;
+	m->n = 0;
+	m->seconds = 0;
+	if (metrics->diverged)
+		m->state = MOP_DIVERGED;
+	else if (epoch >= shared->epochs)
+		m->state = MOP_DONE;
+	else if (metrics->early_stopped)
+		m->state = MOP_STOPPED;
+	else if (r >= 0)
+	{
+		m->rung_key[r] = mop_rank_key(metrics);
+		m->rung_known |= 1u << r;
+		m->state = MOP_RUNG;
+	}
+	else
+		m->state = MOP_IDLE;
+	return mop_decide(shared, d);
+}
+
+/*
+ * The end of model i's epoch, or of its training when it diverged: evaluate
+ * (unless it diverged), record, checkpoint; then release it.
+ */
+static void
+finish_epoch(int i, NnModel *nn, bool diverged)
+{
+	MopModel   *m = &shared->models[i];
+	NnBatchStats vstats = {0};
+	PgdlEpochMetrics metrics = {0};
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
+	bool		decided;
+	/* a model that diverged at the first step of its epoch measured nothing */
+	double		none = diverged ? get_float8_nan() : 0;
+
+	if (shared->validation_id && !diverged)
+		evaluate(i, nn, &vstats);
+	metrics.epoch = m->epoch + 1;
+	metrics.classification = sources[m->source].train.classification;
+	metrics.diverged = diverged;
+	metrics.steps = diverged ? nn->step : 0;
+	metrics.train_loss = m->n ? m->loss_sum / m->n : none;
+	metrics.train_accuracy = m->n ? (double) m->correct / m->n : none;
+	metrics.has_validation = vstats.n > 0;
+	metrics.validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
+	metrics.validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
+	metrics.seconds = m->seconds;
+	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
+	metrics.predicted_seconds = m->predicted_seconds;
+	/* the model is this worker's alone until advance_model releases it */
+	metrics.early_stopped = metrics.epoch < shared->epochs && pgdl_early_stop(&m->config, &metrics, &m->patience);
+
+	wait_for_run_row();
+	record_epoch(i, nn, &metrics);
+
+	SpinLockAcquire(&shared->mutex);
+	decided = advance_model(i, &metrics, d);
+	SpinLockRelease(&shared->mutex);
+	if (decided)
+		record_decisions(d);
+	wake_everyone();
+}
+
+/*
+ * Take a model to train; -1 if none.  Longest first: the idle model with the
+ * most predicted seconds left to its last epoch (mop_seconds_left), so that
+ * the heaviest do not finish last, one at a time.  Among the models whose
+ * next partition is ours first; when there are none, a model whose partition's
+ * owner is busy, read here (not on nodes).  Which worker trains a visit, and
+ * when, changes no byte of the models: a model's visits keep their order.
+ */
+static int
+take_model(bool *all_finished)
+{
+	int			best = -1;
+	bool		best_ours = false;
+	double		best_left = 0;
+	bool		busy[PGDL_MAX_WORKERS] = {false};
+
+	*all_finished = true;
+	SpinLockAcquire(&shared->mutex);
+	for (int i = 0; i < shared->n_models; i++)
+		if (shared->models[i].state == MOP_BUSY)
+			busy[shared->models[i].worker] = true;
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+		int32		p;
+		bool		ours;
+		double		left;
+
+		if (!mop_finished(m->state))
+			*all_finished = false;
+		if (m->state != MOP_IDLE)
+			continue;
+		p = mop_next_partition(m, shared->n_partitions);
+		ours = shared->owner[p] == me;
+		if (!ours && (shared->distributed || !busy[shared->owner[p]]))
+			continue;
+		left = mop_seconds_left(shared, m);
+		if (best < 0 || (ours && !best_ours) || (ours == best_ours && left > best_left))
+		{
+			best = i;
+			best_ours = ours;
+			best_left = left;
+		}
+	}
+	if (best >= 0)
+	{
+		MopModel   *m = &shared->models[best];
+
+		m->state = MOP_BUSY;
+		m->worker = me;
+		m->partition = mop_next_partition(m, shared->n_partitions);
+	}
+	SpinLockRelease(&shared->mutex);
+	return best;
+}
+
+/*
+ * Model i is to visit a partition this worker did not load at the start (one
+ * another worker owns, or inherited from a worker that retired): hold it here
+ * as the budget allows, once, for the models that come after (else it is read
+ * from its table at each visit).
+ */
+static void
+hold_partition(int i)
+{
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
+
+	if (src->tried[m->partition])
+		return;
+	src->tried[m->partition] = true;
+	load(&src->train, m->partition, &src->held[m->partition]);
+}
+
+/* Model i on its partition, here. */
+static void
+visit_here(int i, Visit *v, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	NnError		err;
+	PgdlTrainState *state;
+	PgdlTrainConfig config;
+	ScanArg		sa;
+
+	v->nn = nn_model_deserialize((const uint8_t *) blobs + m->blob_offset, m->blob_len, &err);
+	if (v->nn == NULL)
+		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " is corrupt: %s", m->config_id, err.msg);
+	pgdl_model_free_with(v->nn, step_cxt);
+	/* the model's own epoch sets its learning rate, whichever worker trains it */
+	config = m->config;
+	pgdl_config_at_epoch(&config, m->epoch, shared->epochs);
+	state = pgdl_train_begin(v->nn, &config, step_cxt);
+	sa.train = state;
+	sa.src = &sources[m->source];
+	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
+	pgdl_train_check_weights(state);
+	v->stats = state->stats;
+	v->diverged = state->diverged != PGDL_HEALTHY;
+}
+
+/* Model i on its partition, on the node that holds it. */
+static void
+visit_node(int i, Visit *v, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	PgdlVisit	result;
+	NnError		err;
+
+	MopSource  *ms = &shared->sources[m->source];
+
+	/* frozen layers run on the node at every visit: distributed runs cache none (mop.c) */
+	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
+						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
+						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
+	pgdl_node_read_visit(node, blobs + m->blob_offset, m->blob_len, &m->config,
+						 psprintf("configuration " INT64_FORMAT, m->config_id), &result);
+	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
+	if (v->nn == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("server \"%s\" returned a corrupt model for configuration " INT64_FORMAT,
+						node->name, m->config_id),
+				 errdetail("%s.", err.msg)));
+	pgdl_model_free_with(v->nn, step_cxt);
+	v->stats = result.stats;
+	v->diverged = result.diverged;
+}
+
+static void
+train_model(int i, MemoryContext step_cxt)
+{
+	MopModel   *m = &shared->models[i];
+	Visit		v;
+	instr_time	start,
+				elapsed;
+	MemoryContext old = MemoryContextSwitchTo(step_cxt);
+	bool		epoch_done;
+
+	INSTR_TIME_SET_CURRENT(start);
+	memset(&v, 0, sizeof(v));
+	if (node)
+		visit_node(i, &v, step_cxt);
+	else
+		visit_here(i, &v, step_cxt);
+	if (nn_model_serialized_size(v.nn) != m->blob_len)
+		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
+	nn_model_serialize(v.nn, (uint8_t *) blobs + m->blob_offset);
+	INSTR_TIME_SET_CURRENT(elapsed);
+	INSTR_TIME_SUBTRACT(elapsed, start);
+
+	SpinLockAcquire(&shared->mutex);
+	m->loss_sum += v.stats.loss_sum;
+	m->correct += v.stats.correct;
+	m->n += v.stats.n;
+	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
+	m->visit++;
+	/* a model that diverged stops here: its epoch ends with what it trained */
+	epoch_done = m->visit == shared->n_partitions || v.diverged;
+	if (!epoch_done)
+		m->state = MOP_IDLE;
+	shared->workers[me].examples += v.stats.n;
+	shared->workers[me].busy_seconds += INSTR_TIME_GET_DOUBLE(elapsed);
+	SpinLockRelease(&shared->mutex);
+
+	if (epoch_done)
+		finish_epoch(i, v.nn, v.diverged);
+	else
+		wake_everyone();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(step_cxt);
+}
+
+static void
+run_task_sql(const char *sql)
+{
+	if (sql[0] != '\0' && SPI_execute(sql, false, 0) < 0)
+		elog(ERROR, "pgdl worker: a feature cache task failed");
+}
+
+/* One feature cache task, in a transaction of its own, under its view's build lock (feature_cache.c). */
+static void
+run_task(const MopTask *task)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	if (task->relname[0] != '\0')
+		pgdl_cache_lock_build(task->relname);
+	PushActiveSnapshot(GetTransactionSnapshot());
+	run_task_sql(plan_sql + task->before_offset);
+	if (plan_sql[task->definition_offset] != '\0')
+		pgdl_cache_create_view(task->relname, plan_sql + task->definition_offset);
+	run_task_sql(plan_sql + task->sql_offset);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * The workers build, refresh and record the run's feature caches before anyone
+ * trains, each taking the next task whose source is there.
+ */
+static void
+run_cache_tasks(void)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: building feature caches");
+	for (;;)
+	{
+		int			take = -1;
+		bool		all_done = true;
+
+		CHECK_FOR_INTERRUPTS();
+		if (shared->abort)
+			proc_exit(0);
+		SpinLockAcquire(&shared->mutex);
+		for (int t = 0; t < shared->n_tasks; t++)
+		{
+			MopTask    *task = &shared->tasks[t];
+
+			if (task->state != MOP_TASK_DONE)
+				all_done = false;
+			if (take < 0 && task->state == MOP_TASK_PENDING &&
+				(task->depends < 0 || shared->tasks[task->depends].state == MOP_TASK_DONE))
+				take = t;
+		}
+		if (take >= 0)
+			shared->tasks[take].state = MOP_TASK_RUNNING;
+		SpinLockRelease(&shared->mutex);
+		if (all_done)
+			return;
+		if (take >= 0)
+		{
+			run_task(&shared->tasks[take]);
+			SpinLockAcquire(&shared->mutex);
+			shared->tasks[take].state = MOP_TASK_DONE;
+			SpinLockRelease(&shared->mutex);
+			wake_everyone();
+			continue;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+static PgdlDataset
+dataset_copy(int64 id)
+{
+	PgdlDataset ds = *pgdl_dataset_by_id(id);
+
+	/* the cache owns these; workers need only shapes and the table */
+	ds.classes = NULL;
+	ds.mean = ds.std = NULL;
+	ds.normalization = NULL;
+	return ds;
+}
+
+/* A cache view read as a packed table: its x are the prefix's outputs, already as the model wants them. */
+static PgdlDataset
+cache_dataset(const PgdlDataset *ds, const char *view, int32 n_features)
+{
+	PgdlDataset c = *ds;
+
+	c.packed = DatumGetObjectId(DirectFunctionCall1(regclassin, CStringGetDatum(view)));
+	c.n_features = n_features;
+	return c;
+}
+
+/* Source s: the packed tables (source 0's buffers, when recomputing a prefix) or a prefix's cache views. */
+static void
+open_source(int s, const PgdlDataset *train_ds, const PgdlDataset *valid_ds)
+{
+	MopSource  *ms = &shared->sources[s];
+	WorkerSource *src = &sources[s];
+
+	if (s == 0 || !ms->cached)
+	{
+		src->train = *train_ds;
+		src->valid = *valid_ds;
+		src->held = s == 0 ? palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions) : sources[0].held;
+		src->tried = s == 0 ? palloc0(sizeof(bool) * shared->n_partitions) : sources[0].tried;
+		src->held_validation = s == 0 ? palloc0(sizeof(PgdlHeldPartition)) : sources[0].held_validation;
+		src->validation_loaded = s == 0 ? palloc0(sizeof(bool)) : sources[0].validation_loaded;
+	}
+	else
+	{
+		src->train = cache_dataset(train_ds, ms->view[0], ms->n_features);
+		if (shared->validation_id)
+			src->valid = cache_dataset(valid_ds, ms->view[1], ms->n_features);
+		src->held = palloc0(sizeof(PgdlHeldPartition) * shared->n_partitions);
+		src->tried = palloc0(sizeof(bool) * shared->n_partitions);
+		src->held_validation = palloc0(sizeof(PgdlHeldPartition));
+		src->validation_loaded = palloc0(sizeof(bool));
+	}
+	if (ms->prefix_len > 0)
+	{
+		NnError		err;
+
+		src->frozen = nn_model_deserialize((const uint8_t *) blobs + ms->prefix_offset, ms->prefix_len, &err);
+		if (src->frozen == NULL)
+			elog(ERROR, "pgdl worker: a frozen prefix is corrupt: %s", err.msg);
+		pgdl_model_free_with(src->frozen, data_cxt);
+		if (!ms->cached)
+			src->recompute = (PgdlPrefixRun) {.prefix = src->frozen, .cxt = data_cxt};
+	}
+}
+
+/* The sources this worker's models train on, with their tables and prefixes. */
+static void
+open_sources(void)
+{
+	PgdlDataset train_ds,
+				valid_ds;
+	MemoryContext old;
+
+	memset(&valid_ds, 0, sizeof(valid_ds));
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgdl_engine_prepare();
+	train_ds = dataset_copy(shared->dataset_id);
+	if (shared->validation_id)
+		valid_ds = dataset_copy(shared->validation_id);
+	old = MemoryContextSwitchTo(data_cxt);
+	sources = palloc0(sizeof(WorkerSource) * shared->n_sources);
+	for (int i = 0; i < shared->n_models; i++)
+		if (!mop_finished(shared->models[i].state))
+			sources[shared->models[i].source].used = true;
+	for (int s = 1; s < shared->n_sources; s++)
+		if (sources[s].used && !shared->sources[s].cached)
+			sources[0].used = true; /* its buffers are source 0's */
+	for (int s = 0; s < shared->n_sources; s++)
+		open_source(s, &train_ds, &valid_ds);
+	MemoryContextSwitchTo(old);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/* The run's shared memory: the DSM segment the leader made, its table of contents. */
+static void
+attach(Datum main_arg)
+{
+	shm_toc    *toc;
+
+	my_segment = dsm_attach(DatumGetUInt32(main_arg));
+	if (my_segment == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl worker could not attach to its run's shared memory")));
+	toc = shm_toc_attach(MOP_MAGIC, dsm_segment_address(my_segment));
+	if (toc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgdl worker found bad shared memory")));
+	shared = shm_toc_lookup(toc, MOP_KEY_SHARED, false);
+	blobs = shm_toc_lookup(toc, MOP_KEY_BLOBS, false);
+	plan_sql = shm_toc_lookup(toc, MOP_KEY_PLAN, false);
+	run_config = shm_toc_lookup(toc, MOP_KEY_RUN_CONFIG, false);
+
+	SpinLockAcquire(&shared->mutex);
+	shared->workers[me].pid = MyProcPid;
+	shared->workers[me].proc = MyProc;
+	SpinLockRelease(&shared->mutex);
+}
+
+/* The leader says go once it knows how many workers it got. */
+static void
+wait_for_go(void)
+{
+	while (!shared->go && !shared->abort)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (shared->abort)
+		proc_exit(0);
+}
+
+/* This worker's partitions of every source a model trains on, into memory as the budget allows. */
+static void
+load_partitions(void)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: loading partitions");
+	for (int s = 0; s < shared->n_sources; s++)
+	{
+		WorkerSource *src = &sources[s];
+
+		if (!src->used || (s > 0 && src->recompute.prefix))
+			continue;			/* a recomputing source reads source 0's buffers */
+		for (int p = 0; p < shared->n_partitions; p++)
+			if (shared->owner[p] == me)
+			{
+				load(&src->train, p, &src->held[p]);
+				src->tried[p] = true;
+			}
+	}
+}
+
+/* A worker whose partitions live on a node connects to it, as the caller's user mapping. */
+static void
+connect_node(void)
+{
+	Oid			server = shared->workers[me].server;
+	bool		distributed;
+	MemoryContext old;
+
+	if (!OidIsValid(server))
+		return;
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: connecting to its node");
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	old = MemoryContextSwitchTo(data_cxt);
+	places = pgdl_packed_places(sources[0].train.packed, shared->n_partitions, &distributed);
+	MemoryContextSwitchTo(old);
+	for (int p = 0; p < shared->n_partitions; p++)
+		if (shared->owner[p] == me && places[p].server != server)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %d of the packed table moved while the run started", p)));
+	node = pgdl_node_connect(server, true);
+	pgdl_node_keep_partitions(node, shared->cache_bytes);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * Whether this worker leaves the run now, as the leader asked so that another
+ * job gets its slot (jobs.c): between two models, and never the last worker.
+ * Its partitions go to the workers that stay, round robin.
+ */
+static bool
+retire_if_asked(void)
+{
+	int			heirs[PGDL_MAX_WORKERS];
+	int			n = 0;
+
+	if (shared->retire_requests <= 0)
+		return false;
+	SpinLockAcquire(&shared->mutex);
+	for (int w = 0; w < shared->n_workers; w++)
+		if (w != me && !shared->workers[w].retired && !shared->workers[w].finished)
+			heirs[n++] = w;
+	if (shared->retire_requests <= 0 || n == 0)
+	{
+		SpinLockRelease(&shared->mutex);
+		return false;
+	}
+	shared->retire_requests--;
+	shared->workers[me].retired = true;
+	for (int p = 0, k = 0; p < shared->n_partitions; p++)
+		if (shared->owner[p] == me)
+			shared->owner[p] = (int16) heirs[k++ % n];
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+	return true;
+}
+
+/* Train models that come to this worker's partitions until every model is done or the run stops. */
+static void
+train_models(MemoryContext step_cxt)
+{
+	pgstat_report_activity(STATE_RUNNING, "pgdl worker: training");
+	for (;;)
+	{
+		bool		all_finished;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		if (shared->abort || retire_if_asked())
+			return;
+		if (BackendPidGetProc(shared->leader_pid) == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_ADMIN_SHUTDOWN),
+					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
+							me, (int) shared->leader_pid)));
+		i = take_model(&all_finished);
+		if (i >= 0)
+		{
+			/* this worker busy, the others may take models of its partitions (take_model): they look again */
+			wake_everyone();
+			if (node == NULL)
+				hold_partition(i);
+			train_model(i, step_cxt);
+			continue;
+		}
+		if (all_finished)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* The first worker to fail tells the leader why, and every worker stops. */
+static void
+report_failure(void)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	SpinLockAcquire(&shared->mutex);
+	if (shared->failed_worker < 0)
+	{
+		shared->failed_worker = me;
+		shared->error_code = edata->sqlerrcode;
+		snprintf(shared->error, sizeof(shared->error), "%s", edata->message);
+	}
+	shared->abort = true;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+}
+
+void
+pgdl_mop_worker_main(Datum main_arg)
+{
+	MemoryContext step_cxt;
+
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	memcpy(&me, MyBgworkerEntry->bgw_extra, sizeof(int));
+
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "pgdl worker");
+	attach(main_arg);
+
+	/* log in as the caller's session user, then become the role it runs as */
+	pgdl_caller_connect(&shared->caller);
+	SetConfigOption("pgdl.max_model_memory", psprintf("%d", shared->max_model_memory), PGC_SUSET, PGC_S_OVERRIDE);
+	pgstat_report_appname("pgdl worker");
+
+	PG_TRY();
+	{
+		data_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker data", ALLOCSET_DEFAULT_SIZES);
+		step_cxt = AllocSetContextCreate(TopMemoryContext, "pgdl worker step", ALLOCSET_DEFAULT_SIZES);
+		budget = shared->cache_bytes;
+		wait_for_go();
+		/* the leader's plan (devices.c): models and cache builds move there, the context made at the first */
+		if (!OidIsValid(shared->workers[me].server))
+			pgdl_device_assign_process(shared->workers[me].device);
+		if (me == 0)
+			create_run();
+		run_cache_tasks();
+		open_sources();
+		if (OidIsValid(shared->workers[me].server))
+			connect_node();
+		else
+			load_partitions();
+		train_models(step_cxt);
+	}
+	PG_CATCH();
+	{
+		report_failure();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	SpinLockAcquire(&shared->mutex);
+	shared->workers[me].finished = true;
+	SpinLockRelease(&shared->mutex);
+	wake_everyone();
+	dsm_detach(my_segment);
+	proc_exit(0);
+}

@@ -1,0 +1,645 @@
+/*
+ * onnx_export.c -- pgdl.export_onnx: a model as an ONNX ModelProto (opset
+ * PGDL_ONNX_OPSET, float32) that computes what pgdl.predict returns.
+ *
+ * The graph is built from protoc-c's structs, palloc'd in the call's memory
+ * context, and packed once by onnx__model_proto__pack.  Weights are
+ * initializers named and shaped as pgdl.model_weights lists them
+ * ("layer3.weight", dense [out, in] read by Gemm with transB = 1).  A stored
+ * model's dataset normalization, when folded in, becomes the graph's first
+ * nodes (names in models/models.h), so that the file takes raw features as
+ * pgdl.predict does; docs/reference/onnx.md describes the whole file.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "port/pg_bswap.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "models/models.h"
+
+/* The graph as it grows: nodes, initializers and the tensor the next node reads. */
+typedef struct OnnxGraph
+{
+	List	   *nodes;			/* of Onnx__NodeProto * */
+	List	   *inits;			/* of Onnx__TensorProto * */
+	List	   *meta;			/* of Onnx__StringStringEntryProto * */
+	char	   *cur;			/* the tensor the next node reads */
+	int			rank;			/* of cur: 2 ([batch, features]) or 4 ([batch, C, H, W]) */
+} OnnxGraph;
+
+/* ---- small builders ---- */
+
+static Onnx__AttributeProto *
+attr_int(const char *name, int64 v)
+{
+	Onnx__AttributeProto *a = palloc(sizeof(Onnx__AttributeProto));
+
+	onnx__attribute_proto__init(a);
+	a->name = pstrdup(name);
+	a->has_type = true;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+	a->has_i = true;
+	a->i = v;
+	return a;
+}
+
+static Onnx__AttributeProto *
+attr_float(const char *name, float v)
+{
+	Onnx__AttributeProto *a = palloc(sizeof(Onnx__AttributeProto));
+
+	onnx__attribute_proto__init(a);
+	a->name = pstrdup(name);
+	a->has_type = true;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+	a->has_f = true;
+	a->f = v;
+	return a;
+}
+
+/* n copies of v: a square window's kernel_shape and strides, a conv's four pads */
+static Onnx__AttributeProto *
+attr_ints(const char *name, int n, int64 v)
+{
+	Onnx__AttributeProto *a = palloc(sizeof(Onnx__AttributeProto));
+
+	onnx__attribute_proto__init(a);
+	a->name = pstrdup(name);
+	a->has_type = true;
+	a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+	a->n_ints = n;
+	a->ints = palloc(sizeof(int64_t) * n);
+	for (int i = 0; i < n; i++)
+		a->ints[i] = v;
+	return a;
+}
+
+/*
+ * A node named `name` that reads the current tensor and then `params` (names
+ * of initializers, NULL-terminated), and whose output, named as the node,
+ * becomes the current tensor.
+ */
+static Onnx__NodeProto *
+add_node(OnnxGraph *g, const char *op, const char *name, const char *const *params)
+{
+	Onnx__NodeProto *n = palloc(sizeof(Onnx__NodeProto));
+	int			n_params = 0;
+
+	while (params && params[n_params])
+		n_params++;
+	onnx__node_proto__init(n);
+	n->op_type = pstrdup(op);
+	n->name = pstrdup(name);
+	n->n_input = 1 + n_params;
+	n->input = palloc(sizeof(char *) * n->n_input);
+	n->input[0] = g->cur;
+	for (int i = 0; i < n_params; i++)
+		n->input[1 + i] = pstrdup(params[i]);
+	n->n_output = 1;
+	n->output = palloc(sizeof(char *));
+	n->output[0] = n->name;
+	g->nodes = lappend(g->nodes, n);
+	g->cur = n->name;
+	return n;
+}
+
+static void
+node_attrs(Onnx__NodeProto *n, int count, Onnx__AttributeProto *a0, Onnx__AttributeProto *a1,
+		   Onnx__AttributeProto *a2)
+{
+	Onnx__AttributeProto *a[3] = {a0, a1, a2};
+
+	n->n_attribute = count;
+	n->attribute = palloc(sizeof(Onnx__AttributeProto *) * count);
+	for (int i = 0; i < count; i++)
+		n->attribute[i] = a[i];
+}
+
+/* float32 as ONNX stores it, little-endian: the engine's own memory where that is the machine's order */
+static ProtobufCBinaryData
+raw_floats(const float *v, int64 n)
+{
+	ProtobufCBinaryData d;
+
+	d.len = (size_t) n * sizeof(float);
+#ifdef WORDS_BIGENDIAN
+	{
+		uint32	   *w = palloc(d.len);
+
+		for (int64 i = 0; i < n; i++)
+		{
+			uint32		u;
+
+			memcpy(&u, &v[i], sizeof(u));
+			w[i] = pg_bswap32(u);
+		}
+		d.data = (uint8_t *) w;
+	}
+#else
+	d.data = (uint8_t *) v;
+#endif
+	return d;
+}
+
+/* An initializer of ndim dims (0: a scalar) holding v, which must outlive the packing. */
+static void
+add_initializer(OnnxGraph *g, const char *name, int ndim, const int64 *dims, const float *v)
+{
+	Onnx__TensorProto *t = palloc(sizeof(Onnx__TensorProto));
+	int64		n = 1;
+
+	onnx__tensor_proto__init(t);
+	t->name = pstrdup(name);
+	t->has_data_type = true;
+	t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	t->n_dims = ndim;
+	t->dims = palloc(sizeof(int64_t) * Max(ndim, 1));
+	for (int d = 0; d < ndim; d++)
+	{
+		t->dims[d] = dims[d];
+		n *= dims[d];
+	}
+	t->has_raw_data = true;
+	t->raw_data = raw_floats(v, n);
+	g->inits = lappend(g->inits, t);
+}
+
+static void
+add_meta(OnnxGraph *g, const char *key, const char *value)
+{
+	Onnx__StringStringEntryProto *e = palloc(sizeof(Onnx__StringStringEntryProto));
+
+	onnx__string_string_entry_proto__init(e);
+	e->key = pstrdup(key);
+	e->value = (char *) value;
+	g->meta = lappend(g->meta, e);
+}
+
+/* A float tensor value of [batch, dims...] */
+static Onnx__ValueInfoProto *
+value_info(const char *name, int ndim, const int32 *dims)
+{
+	Onnx__ValueInfoProto *vi = palloc(sizeof(Onnx__ValueInfoProto));
+	Onnx__TypeProto *type = palloc(sizeof(Onnx__TypeProto));
+	Onnx__TypeProto__Tensor *tensor = palloc(sizeof(Onnx__TypeProto__Tensor));
+	Onnx__TensorShapeProto *shape = palloc(sizeof(Onnx__TensorShapeProto));
+
+	onnx__tensor_shape_proto__init(shape);
+	shape->n_dim = 1 + ndim;
+	shape->dim = palloc(sizeof(Onnx__TensorShapeProto__Dimension *) * shape->n_dim);
+	for (int d = 0; d <= ndim; d++)
+	{
+		Onnx__TensorShapeProto__Dimension *dim = palloc(sizeof(Onnx__TensorShapeProto__Dimension));
+
+		onnx__tensor_shape_proto__dimension__init(dim);
+		if (d == 0)
+		{
+			dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+			dim->dim_param = PGDL_ONNX_BATCH_DIM;
+		}
+		else
+		{
+			dim->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+			dim->dim_value = dims[d - 1];
+		}
+		shape->dim[d] = dim;
+	}
+	onnx__type_proto__tensor__init(tensor);
+	tensor->has_elem_type = true;
+	tensor->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	tensor->shape = shape;
+	onnx__type_proto__init(type);
+	type->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+	type->tensor_type = tensor;
+	onnx__value_info_proto__init(vi);
+	vi->name = (char *) name;
+	vi->type = type;
+	return vi;
+}
+
+/* ---- metadata: JSON text through jsonb ---- */
+
+static char *
+jsonb_text(JsonbValue *v)
+{
+	Jsonb	   *j = JsonbValueToJsonb(v);
+
+	return JsonbToCString(NULL, &j->root, VARSIZE(j));
+}
+
+static char *
+json_string(const char *s)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) s;
+	v.val.string.len = strlen(s);
+	return jsonb_text(&v);
+}
+
+/* The dataset's class values, or indices "0", "1", ... for k classes without one. */
+static char *
+json_classes(const PgdlDataset *ds, int k)
+{
+	JsonbParseState *state = NULL;
+
+	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	for (int c = 0; c < (ds ? ds->n_classes : k); c++)
+		pgdl_jsonb_put_string(&state, NULL, ds ? ds->classes[c] : psprintf("%d", c));
+	return jsonb_text(pushJsonbValue(&state, WJB_END_ARRAY, NULL));
+}
+
+static char *
+json_model(int64 id, const char *name)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	null;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_int(&state, "id", id);
+	if (name)
+		pgdl_jsonb_put_string(&state, "name", name);
+	else
+	{
+		null.type = jbvNull;
+		pgdl_jsonb_put_key(&state, "name");
+		pushJsonbValue(&state, WJB_VALUE, &null);
+	}
+	return jsonb_text(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+static void
+add_model_meta(OnnxGraph *g, const PgdlModel *pm, const char *name)
+{
+	const NnModel *m = pm->nn;
+	const PgdlDataset *ds = pm->dataset && pm->dataset->classification ? pm->dataset : NULL;
+
+	/* classes where an example has one: several binary_cross_entropy outputs are labels of their own */
+	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
+		add_meta(g, PGDL_ONNX_META_CLASSES, json_classes(ds, (int) nn_model_output_size(m)));
+	else if (m->spec.loss == NN_LOSS_BCE && nn_model_output_size(m) == 1)
+		add_meta(g, PGDL_ONNX_META_CLASSES, json_classes(ds, 2));
+	add_meta(g, PGDL_ONNX_META_LOSS, json_string(nn_loss_name(m->spec.loss)));
+	if (pm->id != 0)
+		add_meta(g, PGDL_ONNX_META_MODEL, json_model(pm->id, name));
+}
+
+/* ---- the graph ---- */
+
+/* What pgdl.pack did to the features (pgdl_dataset_normalize): x * scale, or (x - mean) / std. */
+static void
+add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
+{
+	const char *scale[] = {PGDL_ONNX_NORMALIZE_SCALE, NULL};
+	const char *mean[] = {PGDL_ONNX_NORMALIZE_MEAN, NULL};
+	const char *std[] = {PGDL_ONNX_NORMALIZE_STD, NULL};
+	int64		dims[3];
+
+	/* the graph normalizes every input: ids of categorical columns must not be */
+	if (ds->n_categorical + ds->n_sequences > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model trained on categorical columns cannot be exported to ONNX"),
+				 errdetail("Its dataset maps %d categorical and %d sequence columns to ids, which the exported graph cannot do.",
+						   ds->n_categorical, ds->n_sequences)));
+	if (ds->mean == NULL)
+	{
+		add_initializer(g, PGDL_ONNX_NORMALIZE_SCALE, 0, NULL, &ds->scale);
+		add_node(g, "Mul", PGDL_ONNX_NODE_NORMALIZE_MUL, scale);
+	}
+	else
+	{
+		/* one value per feature, shaped as an example: broadcast over the batch */
+		for (int d = 0; d < spec->input_ndim; d++)
+			dims[d] = spec->input[d];
+		add_initializer(g, PGDL_ONNX_NORMALIZE_MEAN, spec->input_ndim, dims, ds->mean);
+		add_initializer(g, PGDL_ONNX_NORMALIZE_STD, spec->input_ndim, dims, ds->std);
+		add_node(g, "Sub", PGDL_ONNX_NODE_NORMALIZE_SUB, mean);
+		add_node(g, "Div", PGDL_ONNX_NODE_NORMALIZE_DIV, std);
+	}
+	add_meta(g, PGDL_ONNX_META_NORMALIZATION,
+			 JsonbToCString(NULL, &ds->normalization->root, VARSIZE(ds->normalization)));
+}
+
+/* Layer i's parameter tensors as initializers "layer<i>.<name>", their names into names[]. */
+static void
+add_layer_params(OnnxGraph *g, const NnModel *m, int i, const char **names)
+{
+	PgdlTensor	t[PGDL_LAYER_MAX_TENSORS];
+	int			n = pgdl_layer_tensors(m, i, t);
+
+	for (int j = 0; j < n; j++)
+	{
+		int64		dims[PGDL_TENSOR_MAX_DIMS];
+
+		for (int d = 0; d < t[j].ndim; d++)
+			dims[d] = t[j].shape[d];
+		names[j] = psprintf("layer%d.%s", i, t[j].name);
+		add_initializer(g, names[j], t[j].ndim, dims,
+						(t[j].buffer ? m->buffers : m->params) + t[j].offset);
+	}
+	names[n] = NULL;
+}
+
+/* [batch, ...] to [batch, features] before what needs it (a dense layer, the output) */
+static void
+flatten_to_rows(OnnxGraph *g, const char *name)
+{
+	if (g->rank == 2)
+		return;
+	node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+	g->rank = 2;
+}
+
+static void
+add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name, const char **params)
+{
+	Onnx__NodeProto *n = add_node(g, op, name, params);
+	int			stride = l->stride > 0 ? l->stride : l->kernel;	/* as the spec defaults it */
+
+	if (l->type == NN_CONV2D)
+		node_attrs(n, 3, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride),
+				   attr_ints("pads", 4, l->padding));
+	else
+		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
+}
+
+static void
+add_layer(OnnxGraph *g, const NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	char	   *name = psprintf("layer%d", i);
+	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
+
+	add_layer_params(g, m, i, params);
+	switch (l->type)
+	{
+		case NN_DENSE:
+			if (l->per_step)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
+						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
+			flatten_to_rows(g, psprintf("layer%d_flatten", i));
+			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
+			break;
+		case NN_CONV2D:
+			if (NN_GROUPS(l) > 1)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
+						 errdetail("pgdl exports convolutions without groups only.")));
+			add_window(g, l, "Conv", name, params);
+			break;
+		case NN_MAXPOOL2D:
+			add_window(g, l, "MaxPool", name, NULL);
+			break;
+		case NN_AVGPOOL2D:
+			add_window(g, l, "AveragePool", name, NULL);
+			break;
+		case NN_GLOBAL_AVGPOOL:
+			add_node(g, "GlobalAveragePool", name, NULL);
+			break;
+		case NN_FLATTEN:
+			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
+			node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+			g->rank = 2;
+			break;
+		case NN_RELU:
+			add_node(g, "Relu", name, NULL);
+			break;
+		case NN_LEAKY_RELU:
+			node_attrs(add_node(g, "LeakyRelu", name, NULL), 1, attr_float("alpha", l->alpha), NULL, NULL);
+			break;
+		case NN_SIGMOID:
+			add_node(g, "Sigmoid", name, NULL);
+			break;
+		case NN_TANH:
+			add_node(g, "Tanh", name, NULL);
+			break;
+		case NN_DROPOUT:
+			{
+				/* an identity at inference; the ratio is kept for the way back */
+				const char *ratio[] = {psprintf("layer%d.ratio", i), NULL};
+
+				add_initializer(g, ratio[0], 0, NULL, &l->rate);
+				add_node(g, "Dropout", name, ratio);
+				break;
+			}
+		case NN_BATCHNORM:
+			/* ONNX's momentum weighs the running statistic, PyTorch's (and pgdl's) the batch's */
+			node_attrs(add_node(g, "BatchNormalization", name, params), 2, attr_float("epsilon", l->eps),
+					   attr_float("momentum", 1.0f - l->momentum), NULL);
+			break;
+		case NN_GELU:
+		case NN_LAYERNORM:
+			/* Gelu is opset 20, LayerNormalization opset 17; pgdl writes PGDL_ONNX_OPSET */
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX opset %d", i,
+							nn_layer_type_name(l->type), PGDL_ONNX_OPSET),
+					 errdetail("ONNX has %s only from opset %d on.",
+							   l->type == NN_GELU ? "Gelu" : "LayerNormalization",
+							   l->type == NN_GELU ? 20 : 17)));
+			break;
+		case NN_SOFTMAX:
+			/* opset 13's Softmax is over one axis, the last here as in pgdl */
+			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+			break;
+		case NN_CONV1D:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl's sequences are steps first, ONNX's Conv wants channels first; pgdl does not write the transposes yet.")));
+			break;
+		case NN_GRU:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl does not write ONNX's GRU yet (its gates are ordered z, r, h and its sequences time-major).")));
+			break;
+		case NN_ATTENTION:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
+			break;
+		case NN_SLICE:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl does not write ONNX's Slice yet.")));
+			break;
+		case NN_EMBEDDING:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
+					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
+			break;
+		default:
+			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
+	}
+}
+
+/* The network, then what pgdl.predict makes of its outputs; the last tensor is named PGDL_ONNX_OUTPUT. */
+static void
+add_network(OnnxGraph *g, const NnModel *m)
+{
+	Onnx__NodeProto *last;
+
+	for (int i = 0; i < m->spec.n_layers; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		add_layer(g, m, i);
+	}
+	flatten_to_rows(g, PGDL_ONNX_NODE_OUTPUT_FLATTEN);
+	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
+		node_attrs(add_node(g, "Softmax", PGDL_ONNX_NODE_SOFTMAX, NULL), 1, attr_int("axis", 1), NULL, NULL);
+	else if (m->spec.loss == NN_LOSS_BCE)
+		add_node(g, "Sigmoid", PGDL_ONNX_NODE_SIGMOID, NULL);
+	if (g->nodes == NIL)
+		add_node(g, "Identity", PGDL_ONNX_NODE_OUTPUT_IDENTITY, NULL);
+	last = llast(g->nodes);
+	last->output[0] = PGDL_ONNX_OUTPUT;
+}
+
+/* ---- the model ---- */
+
+/* list_to_array: a List's pointers as the array protobuf-c wants (NULL for none) */
+static void **
+list_to_array(List *l)
+{
+	void	  **a;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (l == NIL)
+		return NULL;
+	a = palloc(sizeof(void *) * list_length(l));
+	foreach(lc, l)
+		a[i++] = lfirst(lc);
+	return a;
+}
+
+static Onnx__ModelProto *
+build_model(const PgdlModel *pm, const char *name, bool normalize)
+{
+	const NnModel *m = pm->nn;
+	OnnxGraph	g = {NIL, NIL, NIL, PGDL_ONNX_INPUT, m->spec.input_ndim == 3 ? 4 : 2};
+	Onnx__ModelProto *model = palloc(sizeof(Onnx__ModelProto));
+	Onnx__GraphProto *graph = palloc(sizeof(Onnx__GraphProto));
+	Onnx__OperatorSetIdProto *opset = palloc(sizeof(Onnx__OperatorSetIdProto));
+	int32		n_out = (int32) nn_model_output_size(m);
+
+	/* a dataset row that does not describe the model would give initializers of the wrong size */
+	pgdl_check_model_fits(&m->spec, pm->dataset);
+	if (normalize && pm->dataset != NULL)
+		add_normalization(&g, pm->dataset, &m->spec);
+	add_network(&g, m);
+	add_model_meta(&g, pm, name);
+
+	onnx__graph_proto__init(graph);
+	graph->name = "pgdl";
+	graph->n_node = list_length(g.nodes);
+	graph->node = (Onnx__NodeProto **) list_to_array(g.nodes);
+	graph->n_initializer = list_length(g.inits);
+	graph->initializer = (Onnx__TensorProto **) list_to_array(g.inits);
+	graph->n_input = 1;
+	graph->input = palloc(sizeof(Onnx__ValueInfoProto *));
+	graph->input[0] = value_info(PGDL_ONNX_INPUT, m->spec.input_ndim, m->spec.input);
+	graph->n_output = 1;
+	graph->output = palloc(sizeof(Onnx__ValueInfoProto *));
+	graph->output[0] = value_info(PGDL_ONNX_OUTPUT, 1, &n_out);
+
+	onnx__operator_set_id_proto__init(opset);
+	opset->domain = "";
+	opset->has_version = true;
+	opset->version = PGDL_ONNX_OPSET;
+
+	onnx__model_proto__init(model);
+	model->has_ir_version = true;
+	model->ir_version = PGDL_ONNX_IR_VERSION;
+	model->n_opset_import = 1;
+	model->opset_import = palloc(sizeof(Onnx__OperatorSetIdProto *));
+	model->opset_import[0] = opset;
+	model->producer_name = "pgdl";
+	model->producer_version = PGDL_VERSION;
+	model->graph = graph;
+	model->n_metadata_props = list_length(g.meta);
+	model->metadata_props = (Onnx__StringStringEntryProto **) list_to_array(g.meta);
+	return model;
+}
+
+static bytea *
+pack_model(const Onnx__ModelProto *model)
+{
+	size_t		size = onnx__model_proto__get_packed_size(model);
+	bytea	   *out = pgdl_bytea_alloc(size, "ONNX model");
+
+	if (onnx__model_proto__pack(model, (uint8_t *) VARDATA(out)) != size)
+		elog(ERROR, "ONNX model packed to a size other than computed");
+	return out;
+}
+
+/* The name of stored model `id`, or NULL when it has none or is not visible (pgdl_model_arg says so). */
+static char *
+model_name(int64 id)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *name = NULL;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT name FROM pgdl.models WHERE id = $1", 1, argtypes, values, NULL, true, 1)
+		== SPI_OK_SELECT && SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			name = MemoryContextStrdup(caller, TextDatumGetCString(d));
+	}
+	SPI_finish();
+	return name;
+}
+
+PG_FUNCTION_INFO_V1(pgdl_export_onnx);
+Datum
+pgdl_export_onnx(PG_FUNCTION_ARGS)
+{
+	bool		normalize = PG_GETARG_BOOL(1);
+	char	   *name = NULL;
+	Oid		   *argtypes;
+	Oid			argtype;
+	int			nargs;
+	PgdlModel  *pm;
+
+	pgdl_engine_prepare();
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	argtype = argtypes[0];
+	/* the name first: pgdl_model_arg's model is the cache's, and must be used before any query runs */
+	if (argtype == INT8OID)
+		name = model_name(PG_GETARG_INT64(0));
+	else if (argtype == TEXTOID)
+		name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	pm = pgdl_model_arg(fcinfo);
+	if (nn_spec_is_graph(&pm->nn->spec))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model whose layers name their \"inputs\" (a graph) cannot be exported to ONNX yet"),
+				 errdetail("pgdl exports chains of layers only; add and concat have no export.")));
+	PG_RETURN_BYTEA_P(pack_model(build_model(pm, name, normalize)));
+}

@@ -1,0 +1,83 @@
+/*
+ * spec/spec.h -- the description language: jsonb <-> the engine's specs and
+ * training configurations (spec_json.c), and the names and shapes of a layer's
+ * tensors as PyTorch's state_dict has them (tensors.c).
+ */
+#ifndef PGDL_SPEC_H
+#define PGDL_SPEC_H
+
+#include "base/base.h"
+
+/*
+ * A configuration's transfer learning keys, as given and checked for type;
+ * their ranges depend on the base model, which transfer.c looks up.
+ */
+typedef struct PgdlTransferKeys
+{
+	char	   *base_name;		/* "base_model" as a name, or NULL */
+	int64		base_id;		/* "base_model" as an id, when base_name is NULL */
+	bool		freeze_given;
+	char	   *freeze_layer;	/* "freeze" as a layer name, or NULL */
+	int32		freeze_count;	/* "freeze" as a number of layers: -1 if not a whole number of 0 .. NN_MAX_LAYERS */
+	JsonbContainer *head;		/* "head": an array of layers, or NULL */
+} PgdlTransferKeys;
+
+/* Errors are ereport(ERROR)s that name the layer and the field at fault. */
+extern void pgdl_spec_from_jsonb(Jsonb *spec, NnSpec *out);
+extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
+/* Refuses the transfer learning keys; the _transfer form ignores them (see pgdl_transfer_keys_from_jsonb). */
+extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
+extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
+extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+/*
+ * "warm_start": the model (name, or id when name is NULL) a configuration starts from where the shapes
+ * fit; false when it names none.  Checked for type only: transfer.c resolves it (pgdl_model_start).
+ */
+extern bool pgdl_warm_start_key(Jsonb *config, char **name, int64 *id);
+/* canonical (pgdl_config_to_jsonb's) with the "warm_start" of the configuration as given, if any */
+extern Jsonb *pgdl_config_with_warm_start(Jsonb *canonical, Jsonb *given);
+/* Does a configuration name base_model, freeze or head? */
+extern bool pgdl_config_has_transfer(Jsonb *config);
+/* The transfer keys of a configuration as an object, or NULL when it has none. */
+extern Jsonb *pgdl_transfer_keys(Jsonb *config);
+/* The transfer keys of a configuration that has some; base_model is required. */
+extern void pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *out);
+/* A head's spec: "head"'s layers on inputs of shape `in`, with the base model's loss. */
+extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *out);
+/* An input the model cannot take (an embedding's ids) as an error naming the layer. */
+extern void pgdl_check_model_input(const NnModel *m, const float *x, int n);
+/* The value of key in a jsonb object, or NULL. */
+extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
+
+/*
+ * Building jsonb, one value at a time after pushJsonbValue(state,
+ * WJB_BEGIN_OBJECT or WJB_BEGIN_ARRAY): key is the object's key, or NULL for
+ * an array element.  Numbers are the shortest decimal that reads back as the
+ * same float4 or float8; a float8 that is not finite is null.
+ */
+extern void pgdl_jsonb_put_key(JsonbParseState **state, const char *key);
+extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
+extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
+extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
+extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
+extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
+#define PGDL_TENSOR_MAX_DIMS	4
+#define PGDL_LAYER_MAX_TENSORS	4
+
+/* tensors.c: one parameter tensor of a layer, named and shaped as PyTorch's state_dict has it. */
+typedef struct PgdlTensor
+{
+	int			layer;
+	const char *name;			/* the state_dict suffix: "weight", "bias", "running_mean", ... */
+	int			ndim;
+	int			shape[PGDL_TENSOR_MAX_DIMS];
+	int64		offset;			/* in the model's params, or in its buffers */
+	bool		buffer;			/* a running statistic, not a trained parameter */
+} PgdlTensor;
+
+/* The tensors of layer i into t[PGDL_LAYER_MAX_TENSORS], in state_dict order; how many. */
+extern int	pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t);
+extern int64 pgdl_tensor_size(const PgdlTensor *t);
+
+#endif							/* PGDL_SPEC_H */

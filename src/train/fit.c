@@ -1,0 +1,529 @@
+/*
+ * fit.c -- pgdl.fit: one configuration, epochs of sub-epochs.
+ *
+ * An epoch visits every partition of the packed table once, in an order fixed
+ * by the configuration's seed and the epoch number (nn_rng_permutation with
+ * NN_EPOCH_ORDER_STREAM); a sub-epoch is the pgdl.train steps over one
+ * partition's buffers in buffer_id order.  The model hopper will visit
+ * partitions by the same rule, so that a model trained alone and one trained
+ * in a group end identical.
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "portability/instr_time.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "train/train.h"
+
+void
+pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation)
+{
+	bool		same = train->classification == valid->classification &&
+		train->n_features == valid->n_features && train->n_targets == valid->n_targets &&
+		train->n_classes == valid->n_classes;
+
+	for (int i = 0; same && i < train->n_classes; i++)
+		same = strcmp(train->classes[i], valid->classes[i]) == 0;
+	/* ids mean the same values only under the same vocabularies (jsonb's bytes are canonical) */
+	same = same && train->n_categorical == valid->n_categorical &&
+		(train->categorical == NULL ||
+		 (VARSIZE(train->categorical) == VARSIZE(valid->categorical) &&
+		  memcmp(train->categorical, valid->categorical, VARSIZE(train->categorical)) == 0));
+	if (!same)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("validation set \"%s\" does not match the training set", get_rel_name(validation)),
+				 errdetail("Both must have the same features, task, classes and vocabularies of categorical columns, in the same order."),
+				 errhint("Pack the validation set with reference => the training set's packed table.")));
+}
+
+#define FIT_SLOTS 4
+
+/* One pgdl.fit call: what it trains, on what, and where it stands. */
+typedef struct FitRun
+{
+	int64		arch_id;		/* 0: a spec given as jsonb */
+	const NnSpec *spec;
+	PgdlTrainConfig config;
+	Jsonb	   *config_json;	/* as given: its "warm_start" */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
+	int32		epochs;
+	PgdlDataset *ds;
+	PgdlDataset *vds;			/* NULL: no validation set */
+	const char *name;			/* NULL: none */
+	MemoryContext cxt;			/* the model, its optimizer and held buffers */
+	NnModel    *model;
+	PgdlTrainState *state;
+	int32	   *order;			/* partitions, in this epoch's order */
+	PgdlHeldPartition *held;	/* per partition */
+	int64		budget;			/* bytes of buffers that may still be held */
+	int64		run_id;
+	int64		config_id;		/* its pgdl.configs row; 0: none (a spec given as jsonb) */
+	PgdlRecorder *recorder;
+	int32		epoch;			/* 0-based, in training */
+	int64		epoch_done;		/* examples trained in this epoch */
+	int64		epoch_total;	/* examples per epoch: the dataset's rows when packed, until the first epoch ends */
+	float	   *slots[FIT_SLOTS];	/* copies of buffers not kept, while they train ahead; used in turn */
+	int64		slot_floats[FIT_SLOTS];
+	int64		slot_job[FIT_SLOTS];	/* the train_ahead.c job reading each */
+	int			slot;			/* the next one */
+} FitRun;
+
+/* The share of the whole call done: epochs, and examples of this one. */
+static double
+fit_fraction(const FitRun *f)
+{
+	double		in_epoch = f->epoch_total > 0 ? Min((double) f->epoch_done / f->epoch_total, 1.0) : 0;
+
+	return (f->epoch + in_epoch) / f->epochs;
+}
+
+/*
+ * A buffer not kept, which the scan overwrites with the next one, copied into
+ * a slot once the thread is done with the slot's previous buffer.  The copy
+ * costs about 1% of a step of the reference MLP.  Returns the slot.
+ */
+static int
+copy_to_slot(FitRun *f, const float **x, const float **y, int32 n)
+{
+	int			s = f->slot;
+	int64		nx = (int64) n * f->ds->n_features;
+	int64		ny = (int64) n * f->ds->n_targets;
+
+	pgdl_train_ahead_wait_job(f->state, f->slot_job[s]);
+	if (nx + ny > f->slot_floats[s])
+	{
+		if (f->slots[s])
+			pfree(f->slots[s]);
+		f->slots[s] = MemoryContextAllocHuge(f->cxt, (nx + ny) * sizeof(float));
+		f->slot_floats[s] = nx + ny;
+	}
+	memcpy(f->slots[s], *x, nx * sizeof(float));
+	memcpy(f->slots[s] + nx, *y, ny * sizeof(float));
+	*x = f->slots[s];
+	*y = f->slots[s] + nx;
+	f->slot = (s + 1) % FIT_SLOTS;
+	return s;
+}
+
+/*
+ * Buffers read in the first epoch are kept for the next ones, within
+ * pgdl.train_cache_mem: reading a buffer back from its table (TOAST chunks) costs
+ * about a tenth of a training step of the reference MLP.  A buffer read from
+ * the table trains in train_ahead.c's thread while the next one is read (a kept
+ * one where it is kept, the others from a copy); kept buffers of later epochs
+ * train here, with nothing to read beside them.
+ */
+static void
+train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+{
+	FitRun	   *f = arg;
+
+	if (pgdl_train_ahead_possible(f->state) && (!kept || f->epoch == 0))
+	{
+		int			s = kept ? -1 : copy_to_slot(f, &x, &y, n);
+		int64		job = pgdl_train_ahead(f->state, x, y, n);
+
+		if (s >= 0)
+			f->slot_job[s] = job;
+	}
+	else
+	{
+		pgdl_train_ahead_wait(f->state);
+		pgdl_train_buffer(f->state, x, y, n);
+	}
+	f->epoch_done += n;
+	pgdl_call_progress_update(f->epoch_done, f->epoch_done, fit_fraction(f));
+}
+
+/*
+ * A configuration's "threads" within what the server allows: each thread is
+ * a core, and BLAS threads on top of them would multiply.
+ */
+static void
+fit_check_threads(int32 threads)
+{
+	if (threads <= 1)
+		return;
+	if (threads > pgdl_max_fit_threads)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("\"threads\" is %d, more than pgdl.max_fit_threads (%d) allows",
+						threads, pgdl_max_fit_threads),
+				 errhint("Ask for at most %d threads, or have a superuser raise pgdl.max_fit_threads.",
+						 pgdl_max_fit_threads)));
+	if (pgdl_blas_threads > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"threads\" and pgdl.blas_threads do not combine"),
+				 errdetail("Each of a fit's threads calls BLAS on its own core; pgdl.blas_threads is %d.",
+						   pgdl_blas_threads),
+				 errhint("SET pgdl.blas_threads = 1, or train with \"threads\": 1.")));
+}
+
+/* The threads' own gradients and scratch, on top of the model, within pgdl.max_model_memory. */
+static void
+fit_check_thread_memory(const NnSpec *spec, const PgdlTrainConfig *config)
+{
+	NnMemory	mem;
+	NnError		err;
+	int64		threads_bytes;
+
+	if (config->threads <= 1)
+		return;
+	if (!nn_spec_memory(spec, &config->optim, config->batch_size, &mem, &err) ||
+		!nn_spec_thread_memory(spec, config->batch_size, config->threads, &threads_bytes, &err))
+		pgdl_report_nn_error("model spec", &err);
+	if (mem.total + threads_bytes > (int64) pgdl_max_model_memory * 1024)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the model with %d threads needs " INT64_FORMAT " bytes of memory, more than pgdl.max_model_memory (%dkB)",
+						config->threads, mem.total + threads_bytes, pgdl_max_model_memory),
+				 errdetail("The model takes " INT64_FORMAT " bytes; each thread beyond the first adds its own gradients and scratch, " INT64_FORMAT " bytes in all.",
+						   mem.total, threads_bytes),
+				 errhint("Use fewer threads, or ask a superuser to raise pgdl.max_model_memory.")));
+}
+
+/* Every argument checked, and the datasets read, before anything is allocated. */
+static void
+fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
+{
+	if (f->epochs < 1 || f->epochs > PGDL_MAX_EPOCHS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
+	pgdl_config_from_jsonb(config_json, &f->config);
+	fit_check_threads(f->config.threads);
+	if (f->config.patience > 0 && !OidIsValid(validation))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid training configuration at patience"),
+				 errdetail("Early stopping watches the validation set: \"patience\" needs a validation table."),
+				 errhint("Pass validation => a packed table.")));
+	f->config_json = config_json;
+	f->ds = pgdl_dataset_by_packed(source);
+	pgdl_check_model_fits(f->spec, f->ds);
+	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
+	fit_check_thread_memory(f->spec, &f->config);
+	if (OidIsValid(validation))
+	{
+		f->vds = pgdl_dataset_by_packed(validation);
+		pgdl_check_same_dataset_shape(f->ds, f->vds, validation);
+	}
+	if (f->ds->partitions < 1 || f->ds->partitions > PGDL_MAX_PARTITIONS)
+		elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", f->ds->id, f->ds->partitions);
+	if (f->name)
+		pgdl_run_check_model_name(f->name);
+}
+
+/* The step's threads (parallel.c), started once per backend and idle between fits. */
+static void
+fit_threads(NnModel *model, int32 threads)
+{
+	NnError		err;
+
+	if (threads > 1 && !nn_model_set_threads(model, threads, &err))
+		pgdl_report_nn_error("training configuration", &err);
+}
+
+/* The model, its optimizer, and room for the partitions' order and held buffers. */
+static void
+fit_start(FitRun *f)
+{
+	MemoryContext old;
+
+	f->cxt = AllocSetContextCreate(TopTransactionContext, "pgdl fit", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(f->cxt);
+	pgdl_engine_prepare();
+	f->model = pgdl_model_start(f->spec, (uint64) f->config.seed, f->config_json, &f->origin);
+	pgdl_model_free_with(f->model, f->cxt);
+	f->state = pgdl_train_begin(f->model, &f->config, f->cxt);
+	fit_threads(f->model, f->config.threads);
+	f->order = palloc(sizeof(int32) * f->ds->partitions);
+	f->held = palloc0(sizeof(PgdlHeldPartition) * f->ds->partitions);
+	/* with one epoch there is no later epoch to keep buffers for */
+	f->budget = f->epochs > 1 ? (int64) pgdl_train_cache_mem * 1024 : 0;
+	MemoryContextSwitchTo(old);
+}
+
+/* Epoch e (0-based): every partition once, in the seeded order; then the validation set. */
+static void
+fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
+{
+	PgdlTrainState *state = f->state;
+	int32		partitions = f->ds->partitions;
+	instr_time	start,
+				duration;
+	NnBatchStats vstats = {0};
+
+	nn_rng_permutation((uint64) f->config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, f->order);
+	memset(&state->stats, 0, sizeof(NnBatchStats));
+	/* the epoch's learning rate, as a fit_multiple worker sets it for the model's epoch */
+	pgdl_config_at_epoch(&state->config, e, f->epochs);
+	{
+		NnError		err;
+
+		if (!nn_model_set_optim(f->model, &state->config.optim, &err))
+			pgdl_report_nn_error("training configuration", &err);
+	}
+	f->epoch = e;
+	f->epoch_done = 0;
+	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total, false);
+	INSTR_TIME_SET_CURRENT(start);
+	/* a model that diverged is not trained further, nor evaluated */
+	for (int32 k = 0; k < partitions && !state->diverged; k++)
+	{
+		int32		p = f->order[k];
+
+		if (e == 0)
+			pgdl_packed_hold(f->ds, p, &f->held[p], f->cxt, &f->budget, train_cb, f);
+		else
+			pgdl_packed_foreach(f->ds, p, &f->held[p], train_cb, f);
+		pgdl_train_ahead_wait(state);
+		pgdl_train_check_weights(state);
+	}
+	INSTR_TIME_SET_CURRENT(duration);
+	INSTR_TIME_SUBTRACT(duration, start);
+	if (state->stats.n == 0 && !state->diverged)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA),
+				 errmsg("packed table \"%s\" has no buffers", get_rel_name(f->ds->packed))));
+	/* every epoch has as many examples as the first */
+	f->epoch_total = state->stats.n;
+	if (f->vds && !state->diverged)
+	{
+		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
+		pgdl_call_progress_update(0, 0, (double) (e + 1) / f->epochs);
+		pgdl_packed_evaluate(f->model, f->vds, &vstats);
+	}
+
+	memset(m, 0, sizeof(*m));
+	m->epoch = e + 1;
+	m->classification = f->ds->classification;
+	m->diverged = state->diverged != PGDL_HEALTHY;
+	m->steps = m->diverged ? f->model->step : 0;
+	/* a model may diverge at the first step of an epoch: then no loss was measured (NaN) */
+	m->train_loss = state->stats.loss_sum / state->stats.n;
+	m->train_accuracy = (double) state->stats.correct / state->stats.n;
+	m->has_validation = vstats.n > 0;
+	m->validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
+	m->validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
+	m->seconds = INSTR_TIME_GET_DOUBLE(duration);
+	m->images_per_second = m->seconds > 0 ? state->stats.n / m->seconds : 0;
+}
+
+void
+pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
+{
+	if (m->has_validation && m->classification)
+		ereport(NOTICE,
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, validation loss %.4f, validation accuracy %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->validation_loss,
+						m->validation_accuracy, m->images_per_second)));
+	else if (m->has_validation)
+		ereport(NOTICE,
+				(errmsg("%s %d/%d: loss %.4f, validation loss %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->validation_loss, m->images_per_second)));
+	else if (m->classification)
+		ereport(NOTICE,
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->images_per_second)));
+	else
+		ereport(NOTICE,
+				(errmsg("%s %d/%d: loss %.4f, %.0f images/s",
+						unit, m->epoch, epochs, m->train_loss, m->images_per_second)));
+}
+
+int64
+pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
+			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last)
+{
+	PgdlModelRecord rec = {0};
+	int64		model_id;
+
+	rec.name = name;
+	rec.architecture = arch_id;
+	rec.spec = pgdl_spec_to_jsonb(spec);
+	rec.config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(config), config_json);
+	rec.origin = origin;
+	rec.dataset = dataset;
+	rec.run = run;
+	rec.weights = weights;
+	rec.last = *last;
+	model_id = pgdl_run_store_model(&rec);
+	pgdl_run_finish(run, PGDL_RUN_FINISHED);
+	return model_id;
+}
+
+static int64
+fit_store(FitRun *f, const PgdlEpochMetrics *last)
+{
+	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin, f->ds->id,
+						  pgdl_model_serialize(f->model), last);
+}
+
+/*
+ * The run, recorded where other sessions see it (run_recorder.c), and this
+ * call in pgdl.progress.
+ */
+static void
+fit_begin_run(FitRun *f)
+{
+	PgdlRunStart start;
+
+	start.dataset = f->ds->id;
+	start.validation = f->vds ? f->vds->id : 0;
+	start.architecture = f->arch_id;
+	start.config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(&f->config), f->config_json);
+	start.epochs = f->epochs;
+	f->recorder = pgdl_recorder_start(&start, &f->run_id, &f->config_id);
+	f->epoch_total = f->ds->n_rows_hint > 0 ? f->ds->n_rows_hint : -1;
+	pgdl_call_progress_run(f->run_id, f->config_id, f->epochs);
+}
+
+/* Every epoch, each committed to the run as it ends; m: the last. */
+static void
+fit_epochs(FitRun *f, PgdlEpochMetrics *m)
+{
+	PgdlPatience patience = {0};
+
+	for (int32 e = 0; e < f->epochs; e++)
+	{
+		fit_epoch(f, e, m);
+		m->early_stopped = e + 1 < f->epochs && pgdl_early_stop(&f->config, m, &patience);
+		pgdl_recorder_epoch(f->recorder, f->run_id, f->config_id, m);
+		pgdl_call_progress_loss(m->train_loss);
+		if (m->diverged)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
+					 errmsg("training diverged in epoch %d of %d", m->epoch, f->epochs),
+					 pgdl_train_divergence_detail(f->state),
+					 errhint("The model is stored as it was when training stopped, with \"diverged\": true in its metrics. Try a lower learning rate.")));
+			break;
+		}
+		pgdl_fit_report_epoch("epoch", m, f->epochs);
+		if (m->early_stopped)
+		{
+			ereport(NOTICE,
+					(errmsg("early stopping after epoch %d of %d", m->epoch, f->epochs),
+					 errdetail("The %s has not improved by more than %g for %d epochs.",
+							   f->config.monitor_accuracy ? "validation accuracy" : "validation loss",
+							   (double) f->config.min_delta, f->config.patience)));
+			break;
+		}
+	}
+}
+
+/*
+ * Keras's EarlyStopping (restore_best_weights off): an epoch improves when its
+ * metric beats the best so far by more than min_delta; after patience epochs
+ * without improvement, training stops.  A function of the model's own
+ * validation metrics only, so pgdl.fit and pgdl.fit_multiple stop alike.
+ */
+bool
+pgdl_early_stop(const PgdlTrainConfig *config, const PgdlEpochMetrics *m, PgdlPatience *p)
+{
+	double		v;
+
+	if (config->patience <= 0 || !m->has_validation || m->diverged)
+		return false;
+	v = config->monitor_accuracy ? -m->validation_accuracy : m->validation_loss;
+	if (!p->seen || v < p->best - (double) config->min_delta)
+	{
+		p->seen = true;
+		p->best = v;
+		p->bad_epochs = 0;
+	}
+	else
+		p->bad_epochs++;
+	return p->bad_epochs >= config->patience;
+}
+
+/*
+ * Train, with every epoch committed to the run as it ends; store the model and
+ * finish the run in the caller's transaction.  A fit that fails leaves its run
+ * failed.
+ */
+static int64
+fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epochs,
+	Oid validation, text *name)
+{
+	FitRun		f = {0};
+	PgdlEpochMetrics m = {0};
+	int64		model_id;
+
+	f.arch_id = arch_id;
+	f.spec = spec;
+	f.epochs = epochs;
+	f.name = name ? text_to_cstring(name) : NULL;
+	pgdl_call_progress_begin(PGDL_CALL_FIT, source);
+	fit_check(&f, source, config_json, validation);
+	fit_start(&f);
+	fit_begin_run(&f);
+	PG_TRY();
+	{
+		fit_epochs(&f, &m);
+	}
+	PG_CATCH();
+	{
+		pgdl_train_ahead_end(f.state);
+		pgdl_recorder_fail(f.recorder);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pgdl_train_ahead_end(f.state);
+	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
+	model_id = fit_store(&f, &m);
+	pgdl_recorder_release(f.recorder);
+	MemoryContextDelete(f.cxt);
+	pgdl_call_progress_end();
+	return model_id;
+}
+
+static void
+check_not_null(FunctionCallInfo fcinfo, const char *what)
+{
+	for (int i = 0; i < 4; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be NULL", what)));
+}
+
+/* fit(source, architecture name, config, epochs, validation, name) */
+PG_FUNCTION_INFO_V1(pgdl_fit);
+Datum
+pgdl_fit(PG_FUNCTION_ARGS)
+{
+	int64		arch_id;
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+
+	check_not_null(fcinfo, "source, architecture, config and epochs");
+	pgdl_spec_from_jsonb(pgdl_architecture_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)), &arch_id), spec);
+	PG_RETURN_INT64(fit(PG_GETARG_OID(0), arch_id, spec, PG_GETARG_JSONB_P(2), PG_GETARG_INT32(3),
+						PG_ARGISNULL(4) ? InvalidOid : PG_GETARG_OID(4),
+						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5)));
+}
+
+/* fit(source, spec jsonb, config, epochs, validation, name) */
+PG_FUNCTION_INFO_V1(pgdl_fit_spec);
+Datum
+pgdl_fit_spec(PG_FUNCTION_ARGS)
+{
+	NnSpec	   *spec = palloc(sizeof(NnSpec));
+
+	check_not_null(fcinfo, "source, spec, config and epochs");
+	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(1), spec);
+	PG_RETURN_INT64(fit(PG_GETARG_OID(0), 0, spec, PG_GETARG_JSONB_P(2), PG_GETARG_INT32(3),
+						PG_ARGISNULL(4) ? InvalidOid : PG_GETARG_OID(4),
+						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5)));
+}
