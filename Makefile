@@ -153,6 +153,11 @@ build/release/engine_bench: bench/engine.c bench/fmnist.h build/release/nn.a
 $(REL)/gpu_peak: bench/gpu_peak.c $(REL)/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) bench/gpu_peak.c $(REL)/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
+# The house rules of docs/architecture.md: includes in the folders' order, functions of at most 100 lines,
+# every source and script named in architecture.md (CI's layout stage).
+check-layout:
+	$(PYTHON) regress/layout.py
+
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
@@ -208,7 +213,7 @@ bench-gpu:
 bench-pack:
 	bench/pack.sh
 
-.PHONY: unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet
+.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
