@@ -105,7 +105,7 @@ extern void pgdl_call_progress_end(void);
 struct ReturnSetInfo;
 extern void pgdl_call_progress_rows(struct ReturnSetInfo *rsinfo);
 
-/* engine.c: the engine bridge */
+/* engine_bridge.c: the engine bridge */
 
 /*
  * Every SQL-callable function calls this before it uses the engine.  It brings

@@ -1,5 +1,5 @@
 /*
- * engine.c -- the engine bridge: the engine brought in line with this session's
+ * engine_bridge.c -- the engine bridge: the engine brought in line with this session's
  * settings before a SQL function uses it, and the description of the build
  * that nodes of one cluster compare.
  */
