@@ -982,6 +982,193 @@ nn_spec_output_size(const NnSpec *spec)
 	return NN_SHAPE_SIZE(shape[spec->n_layers]);
 }
 
+/* A layer as its cost sees it: what it reads and writes for one example. */
+typedef struct LayerIo
+{
+	const NnSpec *spec;
+	int			i;
+	const NnLayerSpec *l;
+	NnShape		ins;			/* its (first) input's shape */
+	int64_t		in;				/* values in that input */
+	int64_t		out;			/* values in its output */
+	bool		first;			/* it reads the spec's input: no input gradient */
+} LayerIo;
+
+/* dense, conv2d, conv1d: products with a weight, which train as three (forward, input and weight gradients) */
+static void
+product_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const NnShape ins = x->ins;
+	const int64_t in = x->in,
+				out = x->out;
+
+	if (l->type == NN_DENSE)
+	{
+		/* per step: a [steps, features] x [features, units] product */
+		int64_t		w_in = l->per_step ? ins.w : in,
+					w = w_in * l->units;
+
+		c->params = w + l->units;
+		c->flops_forward = 2 * w * (out / l->units) + out;
+		/* the first layer needs no input gradient */
+		c->flops_train = c->flops_forward + (!x->first ? 2 * in * l->units : 0) + 2 * in * l->units + out;
+	}
+	else if (l->type == NN_CONV2D)
+	{
+		int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
+
+		c->params = kk * l->filters + l->filters;
+		c->flops_forward = 2 * kk * out + out;
+		c->flops_train = c->flops_forward + (!x->first ? 2 * kk * out : 0) + 2 * kk * out + out;
+	}
+	else
+	{
+		/* conv1d: a step's features times the window, per output step and filter */
+		int64_t		kk = (int64_t) ins.w * l->kernel;
+
+		c->params = kk * l->filters + l->filters;
+		c->flops_forward = 2 * kk * out + out;
+		c->flops_train = c->flops_forward + (x->i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
+	}
+}
+
+/* embedding, attention, gru: what a sequence layer computes per step, and keeps */
+static void
+sequence_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const NnShape ins = x->ins;
+	const int64_t out = x->out;
+
+	if (l->type == NN_EMBEDDING)
+	{
+		/* a gather; its gradient zeroes the table, then adds a row per step */
+		/* with positions, a position's row is added and its gradient summed over the batch */
+		c->params = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
+		c->flops_forward = (l->positions ? 2 : 1) * out;
+		c->flops_train = (l->positions ? 4 : 2) * out + c->params;
+	}
+	else if (l->type == NN_ATTENTION)
+	{
+		/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
+		int64_t		steps = ins.c,
+					d = ins.w;
+
+		c->params = 4 * d * (d + 1);
+		c->flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
+		c->flops_train = 3 * c->flops_forward;
+		c->act_floats = out + 4 * steps * d + l->heads * steps * steps;
+	}
+	else
+	{
+		/* per step: two products into 3 gates, then the gates; backward twice the products */
+		int64_t		steps = ins.c,
+					h3 = 3 * (int64_t) l->units,
+					mm = 2 * h3 * (ins.w + l->units);
+
+		c->params = h3 * (ins.w + l->units + 2);
+		c->flops_forward = steps * (mm + 12 * (int64_t) l->units);
+		c->flops_train = c->flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
+		c->act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
+	}
+}
+
+/* The other layers: a few operations per value, pooling's per window value, the norms' two vectors. */
+static void
+pointwise_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const int64_t in = x->in,
+				out = x->out;
+
+	switch (l->type)
+	{
+		case NN_MAXPOOL2D:
+		case NN_AVGPOOL2D:
+			c->flops_forward = out * l->kernel * l->kernel;
+			c->flops_train = c->flops_forward + out * l->kernel * l->kernel;
+			break;
+		case NN_GLOBAL_AVGPOOL:
+			c->flops_forward = in;
+			c->flops_train = 2 * in;
+			break;
+		case NN_FLATTEN:
+			c->act_floats = 0;	/* a view of its input */
+			break;
+		case NN_BATCHNORM:
+		case NN_LAYERNORM:
+			c->params = 2 * (int64_t) NN_NORM_FEATURES(x->ins);
+			c->flops_forward = 5 * in;
+			c->flops_train = 13 * in;
+			break;
+		case NN_GELU:
+			c->flops_forward = 8 * in;
+			c->flops_train = 20 * in;
+			break;
+		case NN_SOFTMAX:
+			c->flops_forward = 5 * in;
+			c->flops_train = 9 * in;
+			break;
+		case NN_SLICE:
+			c->flops_forward = out;
+			c->flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
+			break;
+		case NN_SIGMOID:
+		case NN_TANH:
+			c->flops_forward = 4 * in;
+			c->flops_train = 7 * in;
+			break;
+		case NN_ADD:
+			/* one pass per extra input forward; backward hands dout to each */
+			c->flops_forward = (nn_layer_n_inputs(x->spec, x->i) - 1) * out;
+			c->flops_train = c->flops_forward + nn_layer_n_inputs(x->spec, x->i) * out;
+			break;
+		case NN_CONCAT:
+			c->flops_forward = out;	/* copies */
+			c->flops_train = 2 * out;
+			break;
+		default:				/* relu, leaky_relu, dropout */
+			c->flops_forward = in;
+			c->flops_train = 3 * in;
+			break;
+	}
+}
+
+/* Layer i's cost per example, from the shapes nn_spec_validate gave. */
+static NnCost
+layer_cost(const NnSpec *spec, int i, const NnShape *shape)
+{
+	LayerIo		x;
+	NnCost		c = {0};
+
+	x.spec = spec;
+	x.i = i;
+	x.l = &spec->layers[i];
+	x.ins = NN_IN_SHAPE(shape, spec, i);
+	x.in = NN_SHAPE_SIZE(x.ins);
+	x.out = NN_SHAPE_SIZE(shape[i + 1]);
+	x.first = nn_layer_src(spec, i, 0) < 0;
+	c.act_floats = x.out;
+	switch (x.l->type)
+	{
+		case NN_DENSE:
+		case NN_CONV2D:
+		case NN_CONV1D:
+			product_cost(&x, &c);
+			break;
+		case NN_EMBEDDING:
+		case NN_ATTENTION:
+		case NN_GRU:
+			sequence_cost(&x, &c);
+			break;
+		default:
+			pointwise_cost(&x, &c);
+			break;
+	}
+	return c;
+}
+
 /*
  * Per-example cost.  Training counts forward, the input and weight gradients and
  * (for elementwise layers) the backward pass; the optimizer update is per batch,
@@ -997,127 +1184,8 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 		return false;
 	for (int i = 0; i < spec->n_layers; i++)
 	{
-		const NnLayerSpec *l = &spec->layers[i];
-		NnShape		ins = NN_IN_SHAPE(shape, spec, i);
-		int64_t		in = NN_SHAPE_SIZE(ins);
-		int64_t		out = NN_SHAPE_SIZE(shape[i + 1]);
-		bool		first = nn_layer_src(spec, i, 0) < 0;
-		NnCost		c = {0};
+		NnCost		c = layer_cost(spec, i, shape);
 
-		c.act_floats = out;
-		switch (l->type)
-		{
-			case NN_DENSE:
-				{
-					/* per step: a [steps, features] x [features, units] product */
-					int64_t		w_in = l->per_step ? ins.w : in,
-								w = w_in * l->units;
-
-					c.params = w + l->units;
-					c.flops_forward = 2 * w * (out / l->units) + out;
-					/* the first layer needs no input gradient */
-					c.flops_train = c.flops_forward + (!first ? 2 * in * l->units : 0) + 2 * in * l->units + out;
-					break;
-				}
-			case NN_CONV2D:
-				{
-					int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
-
-					c.params = kk * l->filters + l->filters;
-					c.flops_forward = 2 * kk * out + out;
-					c.flops_train = c.flops_forward + (!first ? 2 * kk * out : 0) + 2 * kk * out + out;
-					break;
-				}
-			case NN_MAXPOOL2D:
-			case NN_AVGPOOL2D:
-				c.flops_forward = out * l->kernel * l->kernel;
-				c.flops_train = c.flops_forward + out * l->kernel * l->kernel;
-				break;
-			case NN_GLOBAL_AVGPOOL:
-				c.flops_forward = in;
-				c.flops_train = 2 * in;
-				break;
-			case NN_FLATTEN:
-				c.act_floats = 0;	/* a view of its input */
-				break;
-			case NN_BATCHNORM:
-			case NN_LAYERNORM:
-				c.params = 2 * (int64_t) NN_NORM_FEATURES(ins);
-				c.flops_forward = 5 * in;
-				c.flops_train = 13 * in;
-				break;
-			case NN_GELU:
-				c.flops_forward = 8 * in;
-				c.flops_train = 20 * in;
-				break;
-			case NN_EMBEDDING:
-				/* a gather; its gradient zeroes the table, then adds a row per step */
-				/* with positions, a position's row is added and its gradient summed over the batch */
-				c.params = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
-				c.flops_forward = (l->positions ? 2 : 1) * out;
-				c.flops_train = (l->positions ? 4 : 2) * out + c.params;
-				break;
-			case NN_SOFTMAX:
-				c.flops_forward = 5 * in;
-				c.flops_train = 9 * in;
-				break;
-			case NN_ATTENTION:
-				{
-					/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
-					int64_t		steps = ins.c,
-								d = ins.w;
-
-					c.params = 4 * d * (d + 1);
-					c.flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
-					c.flops_train = 3 * c.flops_forward;
-					c.act_floats = out + 4 * steps * d + l->heads * steps * steps;
-					break;
-				}
-			case NN_SLICE:
-				c.flops_forward = out;
-				c.flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
-				break;
-			case NN_CONV1D:
-				{
-					int64_t		kk = (int64_t) ins.w * l->kernel;
-
-					c.params = kk * l->filters + l->filters;
-					c.flops_forward = 2 * kk * out + out;
-					c.flops_train = c.flops_forward + (i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
-					break;
-				}
-			case NN_GRU:
-				{
-					/* per step: two products into 3 gates, then the gates; backward twice the products */
-					int64_t		steps = ins.c,
-								h3 = 3 * (int64_t) l->units,
-								mm = 2 * h3 * (ins.w + l->units);
-
-					c.params = h3 * (ins.w + l->units + 2);
-					c.flops_forward = steps * (mm + 12 * (int64_t) l->units);
-					c.flops_train = c.flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
-					c.act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
-					break;
-				}
-			case NN_SIGMOID:
-			case NN_TANH:
-				c.flops_forward = 4 * in;
-				c.flops_train = 7 * in;
-				break;
-			case NN_ADD:
-				/* one pass per extra input forward; backward hands dout to each */
-				c.flops_forward = (nn_layer_n_inputs(spec, i) - 1) * out;
-				c.flops_train = c.flops_forward + nn_layer_n_inputs(spec, i) * out;
-				break;
-			case NN_CONCAT:
-				c.flops_forward = out;	/* copies */
-				c.flops_train = 2 * out;
-				break;
-			default:			/* relu, leaky_relu, dropout */
-				c.flops_forward = in;
-				c.flops_train = 3 * in;
-				break;
-		}
 		if (per_layer)
 			per_layer[i] = c;
 		sum.params += c.params;
