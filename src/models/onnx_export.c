@@ -376,14 +376,10 @@ add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name,
 		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
 }
 
+/* Layer i as an error when pgdl does not write it, at PGDL_ONNX_OPSET or at all; nothing when it does. */
 static void
-add_layer(OnnxGraph *g, const NnModel *m, int i)
+check_exportable(const NnLayerSpec *l, int i)
 {
-	const NnLayerSpec *l = &m->spec.layers[i];
-	char	   *name = psprintf("layer%d", i);
-	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
-
-	add_layer_params(g, m, i, params);
 	switch (l->type)
 	{
 		case NN_DENSE:
@@ -392,8 +388,6 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
 						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
-			flatten_to_rows(g, psprintf("layer%d_flatten", i));
-			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
 			break;
 		case NN_CONV2D:
 			if (NN_GROUPS(l) > 1)
@@ -401,47 +395,6 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
 						 errdetail("pgdl exports convolutions without groups only.")));
-			add_window(g, l, "Conv", name, params);
-			break;
-		case NN_MAXPOOL2D:
-			add_window(g, l, "MaxPool", name, NULL);
-			break;
-		case NN_AVGPOOL2D:
-			add_window(g, l, "AveragePool", name, NULL);
-			break;
-		case NN_GLOBAL_AVGPOOL:
-			add_node(g, "GlobalAveragePool", name, NULL);
-			break;
-		case NN_FLATTEN:
-			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
-			node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
-			g->rank = 2;
-			break;
-		case NN_RELU:
-			add_node(g, "Relu", name, NULL);
-			break;
-		case NN_LEAKY_RELU:
-			node_attrs(add_node(g, "LeakyRelu", name, NULL), 1, attr_float("alpha", l->alpha), NULL, NULL);
-			break;
-		case NN_SIGMOID:
-			add_node(g, "Sigmoid", name, NULL);
-			break;
-		case NN_TANH:
-			add_node(g, "Tanh", name, NULL);
-			break;
-		case NN_DROPOUT:
-			{
-				/* an identity at inference; the ratio is kept for the way back */
-				const char *ratio[] = {psprintf("layer%d.ratio", i), NULL};
-
-				add_initializer(g, ratio[0], 0, NULL, &l->rate);
-				add_node(g, "Dropout", name, ratio);
-				break;
-			}
-		case NN_BATCHNORM:
-			/* ONNX's momentum weighs the running statistic, PyTorch's (and pgdl's) the batch's */
-			node_attrs(add_node(g, "BatchNormalization", name, params), 2, attr_float("epsilon", l->eps),
-					   attr_float("momentum", 1.0f - l->momentum), NULL);
 			break;
 		case NN_GELU:
 		case NN_LAYERNORM:
@@ -453,10 +406,6 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					 errdetail("ONNX has %s only from opset %d on.",
 							   l->type == NN_GELU ? "Gelu" : "LayerNormalization",
 							   l->type == NN_GELU ? 20 : 17)));
-			break;
-		case NN_SOFTMAX:
-			/* opset 13's Softmax is over one axis, the last here as in pgdl */
-			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
 			break;
 		case NN_CONV1D:
 			ereport(ERROR,
@@ -487,6 +436,74 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
 					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
+			break;
+		default:
+			break;
+	}
+}
+
+/* Layer i as one node with its attributes. */
+static void
+add_layer(OnnxGraph *g, const NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	char	   *name = psprintf("layer%d", i);
+	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
+
+	add_layer_params(g, m, i, params);
+	check_exportable(l, i);
+	switch (l->type)
+	{
+		case NN_DENSE:
+			flatten_to_rows(g, psprintf("layer%d_flatten", i));
+			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
+			break;
+		case NN_CONV2D:
+			add_window(g, l, "Conv", name, params);
+			break;
+		case NN_MAXPOOL2D:
+			add_window(g, l, "MaxPool", name, NULL);
+			break;
+		case NN_AVGPOOL2D:
+			add_window(g, l, "AveragePool", name, NULL);
+			break;
+		case NN_FLATTEN:
+			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
+			node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+			g->rank = 2;
+			break;
+		case NN_GLOBAL_AVGPOOL:
+			add_node(g, "GlobalAveragePool", name, NULL);
+			break;
+		case NN_RELU:
+			add_node(g, "Relu", name, NULL);
+			break;
+		case NN_SIGMOID:
+			add_node(g, "Sigmoid", name, NULL);
+			break;
+		case NN_TANH:
+			add_node(g, "Tanh", name, NULL);
+			break;
+		case NN_LEAKY_RELU:
+			node_attrs(add_node(g, "LeakyRelu", name, NULL), 1, attr_float("alpha", l->alpha), NULL, NULL);
+			break;
+		case NN_DROPOUT:
+			{
+				/* an identity at inference; the ratio is kept for the way back */
+				const char *ratio[] = {psprintf("layer%d.ratio", i), NULL};
+
+				add_initializer(g, ratio[0], 0, NULL, &l->rate);
+				add_node(g, "Dropout", name, ratio);
+				break;
+			}
+		case NN_BATCHNORM:
+			/* ONNX's momentum weighs the running statistic, PyTorch's (and pgdl's) the batch's */
+			node_attrs(add_node(g, "BatchNormalization", name, params), 2, attr_float("epsilon", l->eps),
+					   attr_float("momentum", 1.0f - l->momentum), NULL);
+			break;
+		case NN_SOFTMAX:
+			/* opset 13's Softmax is over one axis, the last here as in pgdl */
+			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
 			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
