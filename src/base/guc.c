@@ -36,8 +36,9 @@ check_device(char **newval, void **extra, GucSource source)
 	return false;
 }
 
-void
-pgdl_guc_init(void)
+/* Threads and workers: BLAS threads per process, pgdl's workers, a fit's threads. */
+static void
+define_thread_settings(void)
 {
 	DefineCustomIntVariable("pgdl.blas_threads",
 							"Threads each backend's BLAS calls may use.",
@@ -47,16 +48,6 @@ pgdl_guc_init(void)
 							1, 1, 64,
 							PGC_USERSET,
 							0,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("pgdl.train_cache_mem",
-							"Memory a training run may use to keep packed buffers between epochs.",
-							"pgdl.fit reads each buffer from its table in the first epoch and keeps "
-							"it in memory for later epochs while this budget allows; 0 reads every epoch.",
-							&pgdl_train_cache_mem,
-							256 * 1024, 0, MAX_KILOBYTES,
-							PGC_USERSET,
-							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	/* one worker per core by default: a worker is one BLAS thread */
@@ -85,6 +76,22 @@ pgdl_guc_init(void)
 							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
+}
+
+/* Memory: the caches of packed buffers and features, and the most one model may take. */
+static void
+define_memory_settings(void)
+{
+	DefineCustomIntVariable("pgdl.train_cache_mem",
+							"Memory a training run may use to keep packed buffers between epochs.",
+							"pgdl.fit reads each buffer from its table in the first epoch and keeps "
+							"it in memory for later epochs while this budget allows; 0 reads every epoch.",
+							&pgdl_train_cache_mem,
+							256 * 1024, 0, MAX_KILOBYTES,
+							PGC_USERSET,
+							GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("pgdl.worker_cache_mem",
 							"Memory each pgdl.fit_multiple worker may use to keep its partitions' buffers.",
 							"Buffers beyond it are read from the packed table at every visit.",
@@ -113,14 +120,6 @@ pgdl_guc_init(void)
 							PGC_USERSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
-	DefineCustomRealVariable("pgdl.cpu_gflops",
-							 "Billions of floating-point operations per second one worker runs, for plans.",
-							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",
-							 &pgdl_cpu_gflops,
-							 40.0, 0.001, 1e6,
-							 PGC_USERSET,
-							 0,
-							 NULL, NULL, NULL);
 
 	/*
 	 * A guard for a shared server, so a superuser's: each model lives in one
@@ -136,6 +135,20 @@ pgdl_guc_init(void)
 							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
+}
+
+/* Devices and speed: where models run by default, and how fast plans take a CPU worker to be. */
+static void
+define_device_settings(void)
+{
+	DefineCustomRealVariable("pgdl.cpu_gflops",
+							 "Billions of floating-point operations per second one worker runs, for plans.",
+							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",
+							 &pgdl_cpu_gflops,
+							 40.0, 0.001, 1e6,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomStringVariable("pgdl.device",
 							   "Where models train and predict_batch and evaluate run when a configuration or argument does not say: cpu, cuda or cuda:N.",
@@ -145,6 +158,13 @@ pgdl_guc_init(void)
 							   PGC_USERSET,
 							   0,
 							   check_device, NULL, NULL);
+}
 
+void
+pgdl_guc_init(void)
+{
+	define_thread_settings();
+	define_memory_settings();
+	define_device_settings();
 	MarkGUCPrefixReserved("pgdl");
 }

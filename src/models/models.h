@@ -2,7 +2,9 @@
  * models/models.h -- models in and out: what ONNX import (onnx_import.c) and
  * export (onnx_export.c) share:
  * the names pgdl gives a graph's input and output and the metadata it writes,
- * so that a model pgdl exported is recognized when it comes back.
+ * so that a model pgdl exported is recognized when it comes back.  The
+ * operators' names are spec/spec.h's (PgdlOnnxOp), which the description
+ * language reads too.
  *
  * The protobuf types (Onnx__ModelProto, ...) are protoc-c's, generated at build
  * time from Debian's onnx.proto (see the Makefile).

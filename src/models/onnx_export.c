@@ -317,7 +317,7 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	if (ds->mean == NULL)
 	{
 		add_initializer(g, PGDL_ONNX_NORMALIZE_SCALE, 0, NULL, &ds->scale);
-		add_node(g, "Mul", PGDL_ONNX_NODE_NORMALIZE_MUL, scale);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), PGDL_ONNX_NODE_NORMALIZE_MUL, scale);
 	}
 	else
 	{
@@ -326,8 +326,8 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 			dims[d] = spec->input[d];
 		add_initializer(g, PGDL_ONNX_NORMALIZE_MEAN, spec->input_ndim, dims, ds->mean);
 		add_initializer(g, PGDL_ONNX_NORMALIZE_STD, spec->input_ndim, dims, ds->std);
-		add_node(g, "Sub", PGDL_ONNX_NODE_NORMALIZE_SUB, mean);
-		add_node(g, "Div", PGDL_ONNX_NODE_NORMALIZE_DIV, std);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SUB), PGDL_ONNX_NODE_NORMALIZE_SUB, mean);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_DIV), PGDL_ONNX_NODE_NORMALIZE_DIV, std);
 	}
 	add_meta(g, PGDL_ONNX_META_NORMALIZATION,
 			 JsonbToCString(NULL, &ds->normalization->root, VARSIZE(ds->normalization)));
@@ -359,7 +359,7 @@ flatten_to_rows(OnnxGraph *g, const char *name)
 {
 	if (g->rank == 2)
 		return;
-	node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_FLATTEN), name, NULL), 1, attr_int("axis", 1), NULL, NULL);
 	g->rank = 2;
 }
 
@@ -376,14 +376,21 @@ add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name,
 		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
 }
 
-static void
-add_layer(OnnxGraph *g, const NnModel *m, int i)
+/* The ONNX operator a layer of this type is written as (spec/spec.h's table). */
+static const char *
+layer_op(NnLayerType type)
 {
-	const NnLayerSpec *l = &m->spec.layers[i];
-	char	   *name = psprintf("layer%d", i);
-	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
+	PgdlOnnxOp	op = pgdl_onnx_layer_op(type);
 
-	add_layer_params(g, m, i, params);
+	if (op == PGDL_ONNX_NONE)
+		elog(ERROR, "layer type %d has no ONNX operator", (int) type);
+	return pgdl_onnx_op_name(op);
+}
+
+/* Layer i as an error when pgdl does not write it, at PGDL_ONNX_OPSET or at all; nothing when it does. */
+static void
+check_exportable(const NnLayerSpec *l, int i)
+{
 	switch (l->type)
 	{
 		case NN_DENSE:
@@ -392,8 +399,6 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
 						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
-			flatten_to_rows(g, psprintf("layer%d_flatten", i));
-			node_attrs(add_node(g, "Gemm", name, params), 1, attr_int("transB", 1), NULL, NULL);
 			break;
 		case NN_CONV2D:
 			if (NN_GROUPS(l) > 1)
@@ -401,47 +406,6 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
 						 errdetail("pgdl exports convolutions without groups only.")));
-			add_window(g, l, "Conv", name, params);
-			break;
-		case NN_MAXPOOL2D:
-			add_window(g, l, "MaxPool", name, NULL);
-			break;
-		case NN_AVGPOOL2D:
-			add_window(g, l, "AveragePool", name, NULL);
-			break;
-		case NN_GLOBAL_AVGPOOL:
-			add_node(g, "GlobalAveragePool", name, NULL);
-			break;
-		case NN_FLATTEN:
-			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
-			node_attrs(add_node(g, "Flatten", name, NULL), 1, attr_int("axis", 1), NULL, NULL);
-			g->rank = 2;
-			break;
-		case NN_RELU:
-			add_node(g, "Relu", name, NULL);
-			break;
-		case NN_LEAKY_RELU:
-			node_attrs(add_node(g, "LeakyRelu", name, NULL), 1, attr_float("alpha", l->alpha), NULL, NULL);
-			break;
-		case NN_SIGMOID:
-			add_node(g, "Sigmoid", name, NULL);
-			break;
-		case NN_TANH:
-			add_node(g, "Tanh", name, NULL);
-			break;
-		case NN_DROPOUT:
-			{
-				/* an identity at inference; the ratio is kept for the way back */
-				const char *ratio[] = {psprintf("layer%d.ratio", i), NULL};
-
-				add_initializer(g, ratio[0], 0, NULL, &l->rate);
-				add_node(g, "Dropout", name, ratio);
-				break;
-			}
-		case NN_BATCHNORM:
-			/* ONNX's momentum weighs the running statistic, PyTorch's (and pgdl's) the batch's */
-			node_attrs(add_node(g, "BatchNormalization", name, params), 2, attr_float("epsilon", l->eps),
-					   attr_float("momentum", 1.0f - l->momentum), NULL);
 			break;
 		case NN_GELU:
 		case NN_LAYERNORM:
@@ -451,12 +415,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					 errmsg("layer %d (%s) cannot be exported to ONNX opset %d", i,
 							nn_layer_type_name(l->type), PGDL_ONNX_OPSET),
 					 errdetail("ONNX has %s only from opset %d on.",
-							   l->type == NN_GELU ? "Gelu" : "LayerNormalization",
-							   l->type == NN_GELU ? 20 : 17)));
-			break;
-		case NN_SOFTMAX:
-			/* opset 13's Softmax is over one axis, the last here as in pgdl */
-			node_attrs(add_node(g, "Softmax", name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+							   layer_op(l->type), l->type == NN_GELU ? 20 : 17)));
 			break;
 		case NN_CONV1D:
 			ereport(ERROR,
@@ -489,6 +448,66 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
 			break;
 		default:
+			break;
+	}
+}
+
+/* Layer i as one node, the operator spec/spec.h's table gives its type, with its attributes. */
+static void
+add_layer(OnnxGraph *g, const NnModel *m, int i)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	char	   *name = psprintf("layer%d", i);
+	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
+
+	add_layer_params(g, m, i, params);
+	check_exportable(l, i);
+	switch (l->type)
+	{
+		case NN_DENSE:
+			flatten_to_rows(g, psprintf("layer%d_flatten", i));
+			node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
+			break;
+		case NN_CONV2D:
+			add_window(g, l, layer_op(l->type), name, params);
+			break;
+		case NN_MAXPOOL2D:
+		case NN_AVGPOOL2D:
+			add_window(g, l, layer_op(l->type), name, NULL);
+			break;
+		case NN_FLATTEN:
+			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
+			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+			g->rank = 2;
+			break;
+		case NN_GLOBAL_AVGPOOL:
+		case NN_RELU:
+		case NN_SIGMOID:
+		case NN_TANH:
+			add_node(g, layer_op(l->type), name, NULL);
+			break;
+		case NN_LEAKY_RELU:
+			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_float("alpha", l->alpha), NULL, NULL);
+			break;
+		case NN_DROPOUT:
+			{
+				/* an identity at inference; the ratio is kept for the way back */
+				const char *ratio[] = {psprintf("layer%d.ratio", i), NULL};
+
+				add_initializer(g, ratio[0], 0, NULL, &l->rate);
+				add_node(g, layer_op(l->type), name, ratio);
+				break;
+			}
+		case NN_BATCHNORM:
+			/* ONNX's momentum weighs the running statistic, PyTorch's (and pgdl's) the batch's */
+			node_attrs(add_node(g, layer_op(l->type), name, params), 2, attr_float("epsilon", l->eps),
+					   attr_float("momentum", 1.0f - l->momentum), NULL);
+			break;
+		case NN_SOFTMAX:
+			/* opset 13's Softmax is over one axis, the last here as in pgdl */
+			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+			break;
+		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
 	}
 }
@@ -506,11 +525,12 @@ add_network(OnnxGraph *g, const NnModel *m)
 	}
 	flatten_to_rows(g, PGDL_ONNX_NODE_OUTPUT_FLATTEN);
 	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
-		node_attrs(add_node(g, "Softmax", PGDL_ONNX_NODE_SOFTMAX, NULL), 1, attr_int("axis", 1), NULL, NULL);
+		node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SOFTMAX), PGDL_ONNX_NODE_SOFTMAX, NULL), 1,
+				   attr_int("axis", 1), NULL, NULL);
 	else if (m->spec.loss == NN_LOSS_BCE)
-		add_node(g, "Sigmoid", PGDL_ONNX_NODE_SIGMOID, NULL);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SIGMOID), PGDL_ONNX_NODE_SIGMOID, NULL);
 	if (g->nodes == NIL)
-		add_node(g, "Identity", PGDL_ONNX_NODE_OUTPUT_IDENTITY, NULL);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_IDENTITY), PGDL_ONNX_NODE_OUTPUT_IDENTITY, NULL);
 	last = llast(g->nodes);
 	last->output[0] = PGDL_ONNX_OUTPUT;
 }

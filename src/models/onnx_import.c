@@ -9,6 +9,8 @@
  * layer; anything pgdl cannot compute exactly as ONNX does is refused with an
  * error that names the node, its op_type and why.  A trailing Softmax or
  * LogSoftmax (or Sigmoid) is the loss's, not a layer: pgdl.predict applies it.
+ * Operators are known by the names of spec/spec.h's table (PgdlOnnxOp); how
+ * each is read is this file's.
  */
 #include "postgres.h"
 
@@ -869,7 +871,7 @@ normalization_vector(Reader *r, size_t i)
 
 /* Mul by a scalar, or Sub of a mean then Div by a std: what the dataset does to raw features. */
 static void
-read_normalization(Reader *r, const char *op)
+read_normalization(Reader *r, PgdlOnnxOp op)
 {
 	const PgdlDataset *ds = r->args->dataset;
 	int64		f = NN_SHAPE_SIZE(r->shape);
@@ -878,18 +880,19 @@ read_normalization(Reader *r, const char *op)
 	if (ds == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot import ONNX node #%d (%s) without the dataset it normalizes for", r->index, op),
+				 errmsg("cannot import ONNX node #%d (%s) without the dataset it normalizes for", r->index,
+						pgdl_onnx_op_name(op)),
 				 errdetail("The model was exported by pgdl with its dataset's normalization as its first nodes."),
 				 errhint("Pass the packed dataset as dataset, or export with with_normalization => false.")));
-	if (strcmp(op, "Mul") == 0)
+	if (op == PGDL_ONNX_MUL)
 		same = ds->mean == NULL && same_floats((float[]) {const_scalar(r, 1)}, &ds->scale, 1);
 	else
 		same = ds->mean != NULL && ds->n_features == f && ds->n_categorical + ds->n_sequences == 0 &&
-			same_floats(normalization_vector(r, 1), strcmp(op, "Sub") == 0 ? ds->mean : ds->std, f);
+			same_floats(normalization_vector(r, 1), op == PGDL_ONNX_SUB ? ds->mean : ds->std, f);
 	if (!same)
 		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
 				   "The model's input normalization and dataset's disagree.");
-	r->norm_state = strcmp(op, "Sub") == 0 ? 1 : 2;
+	r->norm_state = op == PGDL_ONNX_SUB ? 1 : 2;
 }
 
 /* ---- the chain ---- */
@@ -908,66 +911,76 @@ read_constant(Reader *r)
 
 /* One node of the chain (not a Constant): as a layer, the loss, or nothing. */
 static void
-read_op(Reader *r, const char *op)
+read_op(Reader *r, PgdlOnnxOp op)
 {
-	static const struct
-	{
-		const char *op;
-		NnLayerType type;
-	}			activations[] = {
-		{"Relu", NN_RELU}, {"LeakyRelu", NN_LEAKY_RELU}, {"Sigmoid", NN_SIGMOID}, {"Tanh", NN_TANH},
-	};
-
 	if (r->meta_normalization && r->spec->n_layers == 0 &&
-		((r->norm_state == 0 && (strcmp(op, "Mul") == 0 || strcmp(op, "Sub") == 0)) ||
-		 (r->norm_state == 1 && strcmp(op, "Div") == 0)))
+		((r->norm_state == 0 && (op == PGDL_ONNX_MUL || op == PGDL_ONNX_SUB)) ||
+		 (r->norm_state == 1 && op == PGDL_ONNX_DIV)))
 		return read_normalization(r, op);
 	if (r->norm_state == 1)
 		UNSUPPORTED(r, "pgdl's normalization is a Sub followed by a Div.");
 	r->norm_state = 2;
-	for (int i = 0; i < lengthof(activations); i++)
-		if (strcmp(op, activations[i].op) == 0)
-			return read_activation(r, activations[i].type);
-	if (strcmp(op, "Gemm") == 0)
-		read_gemm(r);
-	else if (strcmp(op, "MatMul") == 0)
-		read_matmul(r);
-	else if (strcmp(op, "Add") == 0)
-		read_add(r);
-	else if (strcmp(op, "Conv") == 0)
-		read_conv(r);
-	else if (strcmp(op, "MaxPool") == 0)
-		read_pool(r, NN_MAXPOOL2D);
-	else if (strcmp(op, "AveragePool") == 0)
-		read_pool(r, NN_AVGPOOL2D);
-	else if (strcmp(op, "GlobalAveragePool") == 0)
+	switch (op)
 	{
-		need_image(r);
-		new_layer(r, NN_GLOBAL_AVGPOOL);
-		add_layer(r, NULL, 0, NULL, 0);
+		case PGDL_ONNX_RELU:
+		case PGDL_ONNX_LEAKYRELU:
+		case PGDL_ONNX_SIGMOID:
+		case PGDL_ONNX_TANH:
+			read_activation(r, pgdl_onnx_op_layer(op));
+			break;
+		case PGDL_ONNX_GEMM:
+			read_gemm(r);
+			break;
+		case PGDL_ONNX_MATMUL:
+			read_matmul(r);
+			break;
+		case PGDL_ONNX_ADD:
+			read_add(r);
+			break;
+		case PGDL_ONNX_CONV:
+			read_conv(r);
+			break;
+		case PGDL_ONNX_MAXPOOL:
+		case PGDL_ONNX_AVERAGEPOOL:
+			read_pool(r, pgdl_onnx_op_layer(op));
+			break;
+		case PGDL_ONNX_GLOBALAVERAGEPOOL:
+			need_image(r);
+			new_layer(r, NN_GLOBAL_AVGPOOL);
+			add_layer(r, NULL, 0, NULL, 0);
+			break;
+		case PGDL_ONNX_FLATTEN:
+			read_flatten(r);
+			break;
+		case PGDL_ONNX_RESHAPE:
+			read_reshape(r);
+			break;
+		case PGDL_ONNX_BATCHNORMALIZATION:
+			read_batchnorm(r);
+			break;
+		case PGDL_ONNX_DROPOUT:
+			read_dropout(r);
+			break;
+		case PGDL_ONNX_SOFTMAX:
+		case PGDL_ONNX_LOGSOFTMAX:
+			read_softmax(r);
+			break;
+		case PGDL_ONNX_PAD:
+			read_pad(r);
+			break;
+		case PGDL_ONNX_IDENTITY:
+			break;
+		default:
+			UNSUPPORTED(r, "pgdl has no layer for this operator.");
 	}
-	else if (strcmp(op, "Flatten") == 0)
-		read_flatten(r);
-	else if (strcmp(op, "Reshape") == 0)
-		read_reshape(r);
-	else if (strcmp(op, "BatchNormalization") == 0)
-		read_batchnorm(r);
-	else if (strcmp(op, "Dropout") == 0)
-		read_dropout(r);
-	else if (strcmp(op, "Softmax") == 0 || strcmp(op, "LogSoftmax") == 0)
-		read_softmax(r);
-	else if (strcmp(op, "Pad") == 0)
-		read_pad(r);
-	else if (strcmp(op, "Identity") != 0)
-		UNSUPPORTED(r, "pgdl has no layer for this operator.");
 }
 
 /* A node continues the chain: its first input (or, for Add, either) is the chain's value, one output. */
 static void
-check_chained(Reader *r)
+check_chained(Reader *r, PgdlOnnxOp op)
 {
 	const Onnx__NodeProto *n = r->node;
-	bool		add = strcmp(n->op_type, "Add") == 0;
+	bool		add = op == PGDL_ONNX_ADD;
 
 	if (n->n_input < 1 || n->n_output < 1 || n->output[0][0] == '\0')
 		MALFORMED(r, "It has no input or no output.");
@@ -986,7 +999,7 @@ static void
 read_node(Reader *r)
 {
 	const Onnx__NodeProto *n = r->node;
-	const char *op = checked_text(n->op_type, "node's op_type");
+	PgdlOnnxOp	op = pgdl_onnx_op_from_name(checked_text(n->op_type, "node's op_type"));
 
 	checked_text(n->name, "node's name");
 	for (size_t i = 0; i < n->n_input; i++)
@@ -995,9 +1008,9 @@ read_node(Reader *r)
 		checked_text(n->output[i], "node's output name");
 	if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
 		UNSUPPORTED(r, "Its domain is \"%s\"; pgdl reads ONNX's own operators.", pgdl_echo(n->domain));
-	if (strcmp(op, "Constant") == 0)
+	if (op == PGDL_ONNX_CONSTANT)
 		return read_constant(r);
-	check_chained(r);
+	check_chained(r, op);
 	read_op(r, op);
 	r->value = n->output[0];
 }

@@ -289,223 +289,324 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 }
 
 /*
+ * The validators of one layer family each, as window_validate is: all take the
+ * layer (number i) and the shape it receives and, with *out already a copy of
+ * it and *params 0, set the output shape and parameter count where the layer
+ * changes them.
+ */
+
+/* dense: every input feature (or, per_step, every feature of a step) to units */
+static bool
+dense_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+			   int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+	if (!init_validate(l, i, tname, err))
+		return false;
+	if (l->per_step)
+	{
+		/* torch.nn.Linear on the last axis; without per_step a sequence is flattened */
+		if (in.ndim != 2)
+		{
+			nn_error_set(err, i, "per_step", "%s: \"per_step\" needs a sequence [steps, features] input", tname);
+			return false;
+		}
+		out->w = l->units;
+		*params = (int64_t) in.w * l->units + l->units;
+		return true;
+	}
+	out->ndim = 1;
+	out->c = l->units;
+	out->h = out->w = 1;
+	*params = NN_SHAPE_SIZE(in) * l->units + l->units;
+	return true;
+}
+
+/* global_avgpool and flatten: a shape made flat, by averaging or as it is */
+static bool
+reshape_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+				 int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (l->type == NN_FLATTEN)
+	{
+		out->ndim = 1;
+		out->c = (int32_t) NN_SHAPE_SIZE(in);
+		out->h = out->w = 1;
+		return true;
+	}
+	if (in.ndim == 2)
+	{
+		/* over the steps of a sequence: one mean per feature */
+		out->ndim = 1;
+		out->c = in.w;
+		out->h = out->w = 1;
+		return true;
+	}
+	if (in.ndim != 3)
+	{
+		nn_error_set(err, i, "type", "%s needs a [channels, height, width] input or a sequence", tname);
+		return false;
+	}
+	out->h = out->w = 1;
+	return true;
+}
+
+/* relu, sigmoid, tanh, gelu, softmax, leaky_relu, dropout: the input's shape; two have a setting */
+static bool
+elementwise_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+					 int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (l->type == NN_LEAKY_RELU)
+		REQUIRE_FLOAT(isfinite(l->alpha) && l->alpha >= 0.0f && l->alpha <= 1.0f,
+					  "alpha", "between 0 and 1", l->alpha);
+	else if (l->type == NN_DROPOUT)
+		REQUIRE_FLOAT(isfinite(l->rate) && l->rate >= 0.0f && l->rate < 1.0f,
+					  "rate", "at least 0 and below 1", l->rate);
+	return true;
+}
+
+/* batchnorm (per channel, not on sequences) and layernorm (per example, not on images) */
+static bool
+norm_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+			  int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (l->type == NN_BATCHNORM)
+	{
+		if (in.ndim == 2)
+		{
+			nn_error_set(err, i, "type", "%s does not take a sequence; add a flatten layer before it", tname);
+			return false;
+		}
+		REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
+					  "eps", "positive and below 1", l->eps);
+		REQUIRE_FLOAT(isfinite(l->momentum) && l->momentum >= 0.0f && l->momentum <= 1.0f,
+					  "momentum", "between 0 and 1", l->momentum);
+		*params = 2 * (int64_t) in.c;
+		return true;
+	}
+	if (in.ndim == 3)
+	{
+		nn_error_set(err, i, "type", "%s needs a flat [features] input or a sequence, got [%d, %d, %d]; add a flatten layer before it",
+					 tname, in.c, in.h, in.w);
+		return false;
+	}
+	REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
+				  "eps", "positive and below 1", l->eps);
+	*params = 2 * (int64_t) NN_NORM_FEATURES(in);
+	return true;
+}
+
+/* slice: features [start, start + length) of a flat input */
+static bool
+slice_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+			   int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (in.ndim != 1)
+	{
+		nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
+					 tname, in.c, in.h, in.w);
+		return false;
+	}
+	REQUIRE_RANGE(l->start, 0, in.c - 1, "start");
+	REQUIRE_RANGE(l->units, 1, in.c - l->start, "length");
+	out->c = l->units;
+	return true;
+}
+
+/* embedding: the first layer, ids [steps] to a sequence [steps, dim] */
+static bool
+embedding_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+				   int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (in.ndim != 1)
+	{
+		nn_error_set(err, i, "type", "%s must be the first layer, on a flat [steps] input of ids", tname);
+		return false;
+	}
+	REQUIRE_RANGE(l->vocab, 1, NN_MAX_DIM, "vocab");
+	REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "dim");
+	out->ndim = 2;
+	out->c = in.c;
+	out->h = 1;
+	out->w = l->units;
+	*params = ((int64_t) l->vocab + (l->positions ? in.c : 0)) * l->units;
+	return true;
+}
+
+/* Layers over a sequence [steps, features]: an error naming the layer for any other input. */
+static bool
+sequence_input(const NnLayerSpec *l, int i, NnShape in, NnError *err)
+{
+	if (in.ndim == 2)
+		return true;
+	nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)",
+				 nn_layer_type_name(l->type));
+	return false;
+}
+
+/* attention: the sequence's shape, heads dividing its features */
+static bool
+attention_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+				   int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (!sequence_input(l, i, in, err))
+		return false;
+	REQUIRE_RANGE(l->heads, 1, in.w, "heads");
+	if (in.w % l->heads != 0)
+	{
+		nn_error_set(err, i, "heads", "%s: %d heads do not divide the %d features of a step", tname, l->heads, in.w);
+		return false;
+	}
+	*params = 4 * (int64_t) in.w * (in.w + 1);
+	return true;
+}
+
+/* conv1d: a window slid over the steps, the features its channels */
+static bool
+conv1d_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+				int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (!sequence_input(l, i, in, err))
+		return false;
+	REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
+	REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
+	REQUIRE_RANGE(l->stride, 1, NN_MAX_KERNEL, "stride");
+	REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
+	if (!init_validate(l, i, tname, err))
+		return false;
+	out->c = window_out(in.c, l->kernel, l->stride, l->padding);
+	if (out->c < 1)
+	{
+		nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);
+		return false;
+	}
+	if ((int64_t) out->c * in.w * l->kernel > NN_MAX_ACT_PER_EX)
+	{
+		/* its windows, unfolded per example */
+		nn_error_set(err, i, "kernel", "%s: %d windows of %d x %d values exceed %lld per example",
+					 tname, out->c, l->kernel, in.w, (long long) NN_MAX_ACT_PER_EX);
+		return false;
+	}
+	out->w = l->filters;
+	*params = (int64_t) l->filters * in.w * l->kernel + l->filters;
+	return true;
+}
+
+/* gru: the sequence to units per step, or to the last step's units */
+static bool
+gru_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+			 int64_t *params, NnError *err)
+{
+	const char *tname = nn_layer_type_name(l->type);
+
+	if (!sequence_input(l, i, in, err))
+		return false;
+	REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
+	if ((int64_t) in.c * 8 * l->units > NN_MAX_ACT_PER_EX)
+	{
+		/* what it keeps per example for backward: gates and states of every step */
+		nn_error_set(err, i, "units", "%s: %d steps of %d units keep more than %lld values per example",
+					 tname, in.c, l->units, (long long) NN_MAX_ACT_PER_EX);
+		return false;
+	}
+	if (l->return_sequences)
+		out->w = l->units;
+	else
+	{
+		out->ndim = 1;
+		out->c = l->units;
+		out->h = out->w = 1;
+	}
+	*params = 3 * (int64_t) l->units * (in.w + l->units + 2);
+	return true;
+}
+
+/*
  * Check one layer against the shape it receives and compute its output shape and
- * parameter count.  Fields that don't apply to the layer's type are ignored.
+ * parameter count, by its family's validator.  Fields that don't apply to the
+ * layer's type are ignored.
  */
 static bool
 layer_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			   int64_t *params, NnError *err)
 {
-	const char *tname = nn_layer_type_name(l->type);
+	bool		(*validate) (const NnLayerSpec *l, int i, NnShape in, NnShape *out,
+							 int64_t *params, NnError *err);
 
 	*out = in;
 	*params = 0;
 	switch (l->type)
 	{
 		case NN_DENSE:
-			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
-			if (!init_validate(l, i, tname, err))
-				return false;
-			if (l->per_step)
-			{
-				/* torch.nn.Linear on the last axis; without per_step a sequence is flattened */
-				if (in.ndim != 2)
-				{
-					nn_error_set(err, i, "per_step", "%s: \"per_step\" needs a sequence [steps, features] input", tname);
-					return false;
-				}
-				out->w = l->units;
-				*params = (int64_t) in.w * l->units + l->units;
-				break;
-			}
-			out->ndim = 1;
-			out->c = l->units;
-			out->h = out->w = 1;
-			*params = NN_SHAPE_SIZE(in) * l->units + l->units;
+			validate = dense_validate;
 			break;
-
 		case NN_CONV2D:
 		case NN_MAXPOOL2D:
 		case NN_AVGPOOL2D:
-			if (!window_validate(l, i, in, out, params, err))
-				return false;
+			validate = window_validate;
 			break;
-
 		case NN_GLOBAL_AVGPOOL:
-			if (in.ndim == 2)
-			{
-				/* over the steps of a sequence: one mean per feature */
-				out->ndim = 1;
-				out->c = in.w;
-				out->h = out->w = 1;
-				break;
-			}
-			if (in.ndim != 3)
-			{
-				nn_error_set(err, i, "type", "%s needs a [channels, height, width] input or a sequence", tname);
-				return false;
-			}
-			out->h = out->w = 1;
-			break;
-
 		case NN_FLATTEN:
-			out->ndim = 1;
-			out->c = (int32_t) NN_SHAPE_SIZE(in);
-			out->h = out->w = 1;
+			validate = reshape_validate;
 			break;
-
 		case NN_RELU:
 		case NN_SIGMOID:
 		case NN_TANH:
 		case NN_GELU:
-			break;
-
+		case NN_SOFTMAX:
 		case NN_LEAKY_RELU:
-			REQUIRE_FLOAT(isfinite(l->alpha) && l->alpha >= 0.0f && l->alpha <= 1.0f,
-						  "alpha", "between 0 and 1", l->alpha);
-			break;
-
 		case NN_DROPOUT:
-			REQUIRE_FLOAT(isfinite(l->rate) && l->rate >= 0.0f && l->rate < 1.0f,
-						  "rate", "at least 0 and below 1", l->rate);
+			validate = elementwise_validate;
 			break;
-
 		case NN_BATCHNORM:
-			if (in.ndim == 2)
-			{
-				nn_error_set(err, i, "type", "%s does not take a sequence; add a flatten layer before it", tname);
-				return false;
-			}
-			REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
-						  "eps", "positive and below 1", l->eps);
-			REQUIRE_FLOAT(isfinite(l->momentum) && l->momentum >= 0.0f && l->momentum <= 1.0f,
-						  "momentum", "between 0 and 1", l->momentum);
-			*params = 2 * (int64_t) in.c;
-			break;
-
 		case NN_LAYERNORM:
-			if (in.ndim == 3)
-			{
-				nn_error_set(err, i, "type", "%s needs a flat [features] input or a sequence, got [%d, %d, %d]; add a flatten layer before it",
-							 tname, in.c, in.h, in.w);
-				return false;
-			}
-			REQUIRE_FLOAT(isfinite(l->eps) && l->eps > 0.0f && l->eps < 1.0f,
-						  "eps", "positive and below 1", l->eps);
-			*params = 2 * (int64_t) NN_NORM_FEATURES(in);
+			validate = norm_validate;
 			break;
-
 		case NN_ADD:
 		case NN_CONCAT:
-			break;				/* merge_validate */
+			validate = NULL;	/* merge_validate */
+			break;
 		case NN_EMBEDDING:
-			if (in.ndim != 1)
-			{
-				nn_error_set(err, i, "type", "%s must be the first layer, on a flat [steps] input of ids", tname);
-				return false;
-			}
-			REQUIRE_RANGE(l->vocab, 1, NN_MAX_DIM, "vocab");
-			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "dim");
-			out->ndim = 2;
-			out->c = in.c;
-			out->h = 1;
-			out->w = l->units;
-			*params = ((int64_t) l->vocab + (l->positions ? in.c : 0)) * l->units;
+			validate = embedding_validate;
 			break;
-
-		case NN_SOFTMAX:
-			break;
-
-		case NN_ATTENTION:
-			if (in.ndim != 2)
-			{
-				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
-				return false;
-			}
-			REQUIRE_RANGE(l->heads, 1, in.w, "heads");
-			if (in.w % l->heads != 0)
-			{
-				nn_error_set(err, i, "heads", "%s: %d heads do not divide the %d features of a step", tname, l->heads, in.w);
-				return false;
-			}
-			*params = 4 * (int64_t) in.w * (in.w + 1);
-			break;
-
 		case NN_SLICE:
-			if (in.ndim != 1)
-			{
-				nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
-							 tname, in.c, in.h, in.w);
-				return false;
-			}
-			REQUIRE_RANGE(l->start, 0, in.c - 1, "start");
-			REQUIRE_RANGE(l->units, 1, in.c - l->start, "length");
-			out->c = l->units;
+			validate = slice_validate;
 			break;
-
+		case NN_ATTENTION:
+			validate = attention_validate;
+			break;
 		case NN_CONV1D:
-			if (in.ndim != 2)
-			{
-				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
-				return false;
-			}
-			REQUIRE_RANGE(l->filters, 1, NN_MAX_CHANNELS, "filters");
-			REQUIRE_RANGE(l->kernel, 1, NN_MAX_KERNEL, "kernel");
-			REQUIRE_RANGE(l->stride, 1, NN_MAX_KERNEL, "stride");
-			REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
-			if (!init_validate(l, i, tname, err))
-				return false;
-			out->c = window_out(in.c, l->kernel, l->stride, l->padding);
-			if (out->c < 1)
-			{
-				nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);
-				return false;
-			}
-			if ((int64_t) out->c * in.w * l->kernel > NN_MAX_ACT_PER_EX)
-			{
-				/* its windows, unfolded per example */
-				nn_error_set(err, i, "kernel", "%s: %d windows of %d x %d values exceed %lld per example",
-							 tname, out->c, l->kernel, in.w, (long long) NN_MAX_ACT_PER_EX);
-				return false;
-			}
-			out->w = l->filters;
-			*params = (int64_t) l->filters * in.w * l->kernel + l->filters;
+			validate = conv1d_validate;
 			break;
-
 		case NN_GRU:
-			if (in.ndim != 2)
-			{
-				nn_error_set(err, i, "type", "%s needs a sequence [steps, features] input (an embedding's output)", tname);
-				return false;
-			}
-			REQUIRE_RANGE(l->units, 1, NN_MAX_DIM, "units");
-			if ((int64_t) in.c * 8 * l->units > NN_MAX_ACT_PER_EX)
-			{
-				/* what it keeps per example for backward: gates and states of every step */
-				nn_error_set(err, i, "units", "%s: %d steps of %d units keep more than %lld values per example",
-							 tname, in.c, l->units, (long long) NN_MAX_ACT_PER_EX);
-				return false;
-			}
-			if (l->return_sequences)
-				out->w = l->units;
-			else
-			{
-				out->ndim = 1;
-				out->c = l->units;
-				out->h = out->w = 1;
-			}
-			*params = 3 * (int64_t) l->units * (in.w + l->units + 2);
+			validate = gru_validate;
 			break;
-
 		default:
 			nn_error_set(err, i, "type", "unknown layer type %d", (int) l->type);
 			return false;
 	}
-
+	if (validate != NULL && !validate(l, i, in, out, params, err))
+		return false;
 	if (NN_SHAPE_SIZE(*out) > NN_MAX_ACT_PER_EX)
 	{
 		nn_error_set(err, i, "type", "%s: output of %lld values per example exceeds the limit of %lld",
-					 tname, (long long) NN_SHAPE_SIZE(*out), (long long) NN_MAX_ACT_PER_EX);
+					 nn_layer_type_name(l->type), (long long) NN_SHAPE_SIZE(*out), (long long) NN_MAX_ACT_PER_EX);
 		return false;
 	}
 	return true;
@@ -881,6 +982,193 @@ nn_spec_output_size(const NnSpec *spec)
 	return NN_SHAPE_SIZE(shape[spec->n_layers]);
 }
 
+/* A layer as its cost sees it: what it reads and writes for one example. */
+typedef struct LayerIo
+{
+	const NnSpec *spec;
+	int			i;
+	const NnLayerSpec *l;
+	NnShape		ins;			/* its (first) input's shape */
+	int64_t		in;				/* values in that input */
+	int64_t		out;			/* values in its output */
+	bool		first;			/* it reads the spec's input: no input gradient */
+} LayerIo;
+
+/* dense, conv2d, conv1d: products with a weight, which train as three (forward, input and weight gradients) */
+static void
+product_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const NnShape ins = x->ins;
+	const int64_t in = x->in,
+				out = x->out;
+
+	if (l->type == NN_DENSE)
+	{
+		/* per step: a [steps, features] x [features, units] product */
+		int64_t		w_in = l->per_step ? ins.w : in,
+					w = w_in * l->units;
+
+		c->params = w + l->units;
+		c->flops_forward = 2 * w * (out / l->units) + out;
+		/* the first layer needs no input gradient */
+		c->flops_train = c->flops_forward + (!x->first ? 2 * in * l->units : 0) + 2 * in * l->units + out;
+	}
+	else if (l->type == NN_CONV2D)
+	{
+		int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
+
+		c->params = kk * l->filters + l->filters;
+		c->flops_forward = 2 * kk * out + out;
+		c->flops_train = c->flops_forward + (!x->first ? 2 * kk * out : 0) + 2 * kk * out + out;
+	}
+	else
+	{
+		/* conv1d: a step's features times the window, per output step and filter */
+		int64_t		kk = (int64_t) ins.w * l->kernel;
+
+		c->params = kk * l->filters + l->filters;
+		c->flops_forward = 2 * kk * out + out;
+		c->flops_train = c->flops_forward + (x->i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
+	}
+}
+
+/* embedding, attention, gru: what a sequence layer computes per step, and keeps */
+static void
+sequence_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const NnShape ins = x->ins;
+	const int64_t out = x->out;
+
+	if (l->type == NN_EMBEDDING)
+	{
+		/* a gather; its gradient zeroes the table, then adds a row per step */
+		/* with positions, a position's row is added and its gradient summed over the batch */
+		c->params = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
+		c->flops_forward = (l->positions ? 2 : 1) * out;
+		c->flops_train = (l->positions ? 4 : 2) * out + c->params;
+	}
+	else if (l->type == NN_ATTENTION)
+	{
+		/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
+		int64_t		steps = ins.c,
+					d = ins.w;
+
+		c->params = 4 * d * (d + 1);
+		c->flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
+		c->flops_train = 3 * c->flops_forward;
+		c->act_floats = out + 4 * steps * d + l->heads * steps * steps;
+	}
+	else
+	{
+		/* per step: two products into 3 gates, then the gates; backward twice the products */
+		int64_t		steps = ins.c,
+					h3 = 3 * (int64_t) l->units,
+					mm = 2 * h3 * (ins.w + l->units);
+
+		c->params = h3 * (ins.w + l->units + 2);
+		c->flops_forward = steps * (mm + 12 * (int64_t) l->units);
+		c->flops_train = c->flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
+		c->act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
+	}
+}
+
+/* The other layers: a few operations per value, pooling's per window value, the norms' two vectors. */
+static void
+pointwise_cost(const LayerIo *x, NnCost *c)
+{
+	const NnLayerSpec *l = x->l;
+	const int64_t in = x->in,
+				out = x->out;
+
+	switch (l->type)
+	{
+		case NN_MAXPOOL2D:
+		case NN_AVGPOOL2D:
+			c->flops_forward = out * l->kernel * l->kernel;
+			c->flops_train = c->flops_forward + out * l->kernel * l->kernel;
+			break;
+		case NN_GLOBAL_AVGPOOL:
+			c->flops_forward = in;
+			c->flops_train = 2 * in;
+			break;
+		case NN_FLATTEN:
+			c->act_floats = 0;	/* a view of its input */
+			break;
+		case NN_BATCHNORM:
+		case NN_LAYERNORM:
+			c->params = 2 * (int64_t) NN_NORM_FEATURES(x->ins);
+			c->flops_forward = 5 * in;
+			c->flops_train = 13 * in;
+			break;
+		case NN_GELU:
+			c->flops_forward = 8 * in;
+			c->flops_train = 20 * in;
+			break;
+		case NN_SOFTMAX:
+			c->flops_forward = 5 * in;
+			c->flops_train = 9 * in;
+			break;
+		case NN_SLICE:
+			c->flops_forward = out;
+			c->flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
+			break;
+		case NN_SIGMOID:
+		case NN_TANH:
+			c->flops_forward = 4 * in;
+			c->flops_train = 7 * in;
+			break;
+		case NN_ADD:
+			/* one pass per extra input forward; backward hands dout to each */
+			c->flops_forward = (nn_layer_n_inputs(x->spec, x->i) - 1) * out;
+			c->flops_train = c->flops_forward + nn_layer_n_inputs(x->spec, x->i) * out;
+			break;
+		case NN_CONCAT:
+			c->flops_forward = out;	/* copies */
+			c->flops_train = 2 * out;
+			break;
+		default:				/* relu, leaky_relu, dropout */
+			c->flops_forward = in;
+			c->flops_train = 3 * in;
+			break;
+	}
+}
+
+/* Layer i's cost per example, from the shapes nn_spec_validate gave. */
+static NnCost
+layer_cost(const NnSpec *spec, int i, const NnShape *shape)
+{
+	LayerIo		x;
+	NnCost		c = {0};
+
+	x.spec = spec;
+	x.i = i;
+	x.l = &spec->layers[i];
+	x.ins = NN_IN_SHAPE(shape, spec, i);
+	x.in = NN_SHAPE_SIZE(x.ins);
+	x.out = NN_SHAPE_SIZE(shape[i + 1]);
+	x.first = nn_layer_src(spec, i, 0) < 0;
+	c.act_floats = x.out;
+	switch (x.l->type)
+	{
+		case NN_DENSE:
+		case NN_CONV2D:
+		case NN_CONV1D:
+			product_cost(&x, &c);
+			break;
+		case NN_EMBEDDING:
+		case NN_ATTENTION:
+		case NN_GRU:
+			sequence_cost(&x, &c);
+			break;
+		default:
+			pointwise_cost(&x, &c);
+			break;
+	}
+	return c;
+}
+
 /*
  * Per-example cost.  Training counts forward, the input and weight gradients and
  * (for elementwise layers) the backward pass; the optimizer update is per batch,
@@ -896,127 +1184,8 @@ nn_spec_cost(const NnSpec *spec, NnCost *per_layer, NnCost *total, NnError *err)
 		return false;
 	for (int i = 0; i < spec->n_layers; i++)
 	{
-		const NnLayerSpec *l = &spec->layers[i];
-		NnShape		ins = NN_IN_SHAPE(shape, spec, i);
-		int64_t		in = NN_SHAPE_SIZE(ins);
-		int64_t		out = NN_SHAPE_SIZE(shape[i + 1]);
-		bool		first = nn_layer_src(spec, i, 0) < 0;
-		NnCost		c = {0};
+		NnCost		c = layer_cost(spec, i, shape);
 
-		c.act_floats = out;
-		switch (l->type)
-		{
-			case NN_DENSE:
-				{
-					/* per step: a [steps, features] x [features, units] product */
-					int64_t		w_in = l->per_step ? ins.w : in,
-								w = w_in * l->units;
-
-					c.params = w + l->units;
-					c.flops_forward = 2 * w * (out / l->units) + out;
-					/* the first layer needs no input gradient */
-					c.flops_train = c.flops_forward + (!first ? 2 * in * l->units : 0) + 2 * in * l->units + out;
-					break;
-				}
-			case NN_CONV2D:
-				{
-					int64_t		kk = (int64_t) (ins.c / NN_GROUPS(l)) * l->kernel * l->kernel;
-
-					c.params = kk * l->filters + l->filters;
-					c.flops_forward = 2 * kk * out + out;
-					c.flops_train = c.flops_forward + (!first ? 2 * kk * out : 0) + 2 * kk * out + out;
-					break;
-				}
-			case NN_MAXPOOL2D:
-			case NN_AVGPOOL2D:
-				c.flops_forward = out * l->kernel * l->kernel;
-				c.flops_train = c.flops_forward + out * l->kernel * l->kernel;
-				break;
-			case NN_GLOBAL_AVGPOOL:
-				c.flops_forward = in;
-				c.flops_train = 2 * in;
-				break;
-			case NN_FLATTEN:
-				c.act_floats = 0;	/* a view of its input */
-				break;
-			case NN_BATCHNORM:
-			case NN_LAYERNORM:
-				c.params = 2 * (int64_t) NN_NORM_FEATURES(ins);
-				c.flops_forward = 5 * in;
-				c.flops_train = 13 * in;
-				break;
-			case NN_GELU:
-				c.flops_forward = 8 * in;
-				c.flops_train = 20 * in;
-				break;
-			case NN_EMBEDDING:
-				/* a gather; its gradient zeroes the table, then adds a row per step */
-				/* with positions, a position's row is added and its gradient summed over the batch */
-				c.params = ((int64_t) l->vocab + (l->positions ? ins.c : 0)) * l->units;
-				c.flops_forward = (l->positions ? 2 : 1) * out;
-				c.flops_train = (l->positions ? 4 : 2) * out + c.params;
-				break;
-			case NN_SOFTMAX:
-				c.flops_forward = 5 * in;
-				c.flops_train = 9 * in;
-				break;
-			case NN_ATTENTION:
-				{
-					/* four D x D products per step, then Q K^T and P V per head: 2 T^2 D per example */
-					int64_t		steps = ins.c,
-								d = ins.w;
-
-					c.params = 4 * d * (d + 1);
-					c.flops_forward = steps * 8 * d * d + 4 * steps * steps * d + 5 * l->heads * steps * steps;
-					c.flops_train = 3 * c.flops_forward;
-					c.act_floats = out + 4 * steps * d + l->heads * steps * steps;
-					break;
-				}
-			case NN_SLICE:
-				c.flops_forward = out;
-				c.flops_train = out + in;	/* its input's gradient: zeros, and the slice's */
-				break;
-			case NN_CONV1D:
-				{
-					int64_t		kk = (int64_t) ins.w * l->kernel;
-
-					c.params = kk * l->filters + l->filters;
-					c.flops_forward = 2 * kk * out + out;
-					c.flops_train = c.flops_forward + (i > 0 ? 2 * kk * out : 0) + 2 * kk * out + out;
-					break;
-				}
-			case NN_GRU:
-				{
-					/* per step: two products into 3 gates, then the gates; backward twice the products */
-					int64_t		steps = ins.c,
-								h3 = 3 * (int64_t) l->units,
-								mm = 2 * h3 * (ins.w + l->units);
-
-					c.params = h3 * (ins.w + l->units + 2);
-					c.flops_forward = steps * (mm + 12 * (int64_t) l->units);
-					c.flops_train = c.flops_forward + steps * (2 * mm + 20 * (int64_t) l->units);
-					c.act_floats = out + steps * 8 * (int64_t) l->units;	/* and the saved gates */
-					break;
-				}
-			case NN_SIGMOID:
-			case NN_TANH:
-				c.flops_forward = 4 * in;
-				c.flops_train = 7 * in;
-				break;
-			case NN_ADD:
-				/* one pass per extra input forward; backward hands dout to each */
-				c.flops_forward = (nn_layer_n_inputs(spec, i) - 1) * out;
-				c.flops_train = c.flops_forward + nn_layer_n_inputs(spec, i) * out;
-				break;
-			case NN_CONCAT:
-				c.flops_forward = out;	/* copies */
-				c.flops_train = 2 * out;
-				break;
-			default:			/* relu, leaky_relu, dropout */
-				c.flops_forward = in;
-				c.flops_train = 3 * in;
-				break;
-		}
 		if (per_layer)
 			per_layer[i] = c;
 		sum.params += c.params;

@@ -1,6 +1,7 @@
 /*
  * spec/spec.h -- the description language: jsonb <-> the engine's specs and
- * training configurations (spec_json.c), and the names and shapes of a layer's
+ * training configurations (spec_json.c) with the ONNX operators' names it
+ * shares with import and export, and the names and shapes of a layer's
  * tensors as PyTorch's state_dict has them (tensors.c).
  */
 #ifndef PGDL_SPEC_H
@@ -61,6 +62,60 @@ extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 v
 extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
 extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
 extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
+/*
+ * ONNX operators, in one table (spec_json.c): every operator whose name pgdl
+ * reads or writes.  Those that are a layer carry its type: the description
+ * language takes their names as layer types ("Gemm" as "dense"), and export
+ * writes each layer of that type as that operator.  The others are ONNX import's
+ * and export's only: what a MatMul, Reshape or Pad, the normalization's Mul, Sub
+ * and Div or a trailing Softmax become (or an Add after a MatMul) is import's
+ * own reading, in onnx_import.c; the names come from here all the same.
+ */
+typedef enum PgdlOnnxOp
+{
+	PGDL_ONNX_NONE = 0,			/* no operator pgdl knows */
+	/* layers */
+	PGDL_ONNX_GEMM,
+	PGDL_ONNX_CONV,
+	PGDL_ONNX_MAXPOOL,
+	PGDL_ONNX_AVERAGEPOOL,
+	PGDL_ONNX_GLOBALAVERAGEPOOL,
+	PGDL_ONNX_FLATTEN,
+	PGDL_ONNX_RELU,
+	PGDL_ONNX_LEAKYRELU,
+	PGDL_ONNX_SIGMOID,
+	PGDL_ONNX_TANH,
+	PGDL_ONNX_DROPOUT,
+	PGDL_ONNX_BATCHNORMALIZATION,
+	PGDL_ONNX_GELU,
+	PGDL_ONNX_LAYERNORMALIZATION,
+	PGDL_ONNX_ADD,
+	PGDL_ONNX_CONCAT,
+	PGDL_ONNX_SOFTMAX,
+	PGDL_ONNX_GRU,
+	PGDL_ONNX_SLICE,
+	/* import's and export's only */
+	PGDL_ONNX_MATMUL,
+	PGDL_ONNX_RESHAPE,
+	PGDL_ONNX_LOGSOFTMAX,
+	PGDL_ONNX_PAD,
+	PGDL_ONNX_IDENTITY,
+	PGDL_ONNX_CONSTANT,
+	PGDL_ONNX_MUL,
+	PGDL_ONNX_SUB,
+	PGDL_ONNX_DIV,
+	PGDL_ONNX_OP_MAX			/* keep last */
+} PgdlOnnxOp;
+
+/* The operator of an ONNX node's op_type, PGDL_ONNX_NONE when pgdl knows none by that name. */
+extern PgdlOnnxOp pgdl_onnx_op_from_name(const char *name);
+/* The operator's name as ONNX spells it ("Gemm"). */
+extern const char *pgdl_onnx_op_name(PgdlOnnxOp op);
+/* The layer type the operator is, 0 for import's and export's only. */
+extern NnLayerType pgdl_onnx_op_layer(PgdlOnnxOp op);
+/* The operator a layer type is, PGDL_ONNX_NONE for a layer ONNX has no operator for. */
+extern PgdlOnnxOp pgdl_onnx_layer_op(NnLayerType type);
 
 #define PGDL_TENSOR_MAX_DIMS	4
 #define PGDL_LAYER_MAX_TENSORS	4

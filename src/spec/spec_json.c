@@ -15,7 +15,8 @@
  * where the shapes fit: {"warm_start": "name" or id} (transfer.c, pgdl_model_start).
  *
  * Layer types take pgdl's names or the ONNX operator's (Gemm, Conv, MaxPool,
- * ...), so that ONNX import and export are a mapping.  Unknown keys are errors,
+ * ...), so that ONNX import and export are a mapping: the table of ONNX's
+ * operators below is the one they read too.  Unknown keys are errors,
  * not silently ignored: a misspelt "paddding" would otherwise train a different
  * network.  Ranges and shapes are checked by the engine's one validator.
  */
@@ -32,36 +33,83 @@
 #include "base/base.h"
 #include "spec/spec.h"
 
+/* ONNX's operators, by PgdlOnnxOp (spec/spec.h): their names, and the layer each that is one is. */
 static const struct
 {
 	const char *name;
-	NnLayerType type;
-}			onnx_names[] = {
-	{"Gemm", NN_DENSE},
-	{"Conv", NN_CONV2D},
-	{"MaxPool", NN_MAXPOOL2D},
-	{"AveragePool", NN_AVGPOOL2D},
-	{"GlobalAveragePool", NN_GLOBAL_AVGPOOL},
-	{"Flatten", NN_FLATTEN},
-	{"Relu", NN_RELU},
-	{"LeakyRelu", NN_LEAKY_RELU},
-	{"Sigmoid", NN_SIGMOID},
-	{"Tanh", NN_TANH},
-	{"Dropout", NN_DROPOUT},
-	{"BatchNormalization", NN_BATCHNORM},
-	{"Gelu", NN_GELU},
-	{"LayerNormalization", NN_LAYERNORM},
-	{"Add", NN_ADD},
-	{"Concat", NN_CONCAT},
-	{"Softmax", NN_SOFTMAX},
+	NnLayerType layer;
+}			onnx_ops[PGDL_ONNX_OP_MAX] = {
+	[PGDL_ONNX_GEMM] = {"Gemm", NN_DENSE},
+	[PGDL_ONNX_CONV] = {"Conv", NN_CONV2D},
+	[PGDL_ONNX_MAXPOOL] = {"MaxPool", NN_MAXPOOL2D},
+	[PGDL_ONNX_AVERAGEPOOL] = {"AveragePool", NN_AVGPOOL2D},
+	[PGDL_ONNX_GLOBALAVERAGEPOOL] = {"GlobalAveragePool", NN_GLOBAL_AVGPOOL},
+	[PGDL_ONNX_FLATTEN] = {"Flatten", NN_FLATTEN},
+	[PGDL_ONNX_RELU] = {"Relu", NN_RELU},
+	[PGDL_ONNX_LEAKYRELU] = {"LeakyRelu", NN_LEAKY_RELU},
+	[PGDL_ONNX_SIGMOID] = {"Sigmoid", NN_SIGMOID},
+	[PGDL_ONNX_TANH] = {"Tanh", NN_TANH},
+	[PGDL_ONNX_DROPOUT] = {"Dropout", NN_DROPOUT},
+	[PGDL_ONNX_BATCHNORMALIZATION] = {"BatchNormalization", NN_BATCHNORM},
+	[PGDL_ONNX_GELU] = {"Gelu", NN_GELU},
+	[PGDL_ONNX_LAYERNORMALIZATION] = {"LayerNormalization", NN_LAYERNORM},
+	[PGDL_ONNX_ADD] = {"Add", NN_ADD},
+	[PGDL_ONNX_CONCAT] = {"Concat", NN_CONCAT},
+	[PGDL_ONNX_SOFTMAX] = {"Softmax", NN_SOFTMAX},
 	/*
 	 * ONNX's GRU with linear_before_reset = 1 (PyTorch's); Slice on the last
 	 * axis.  Not Gather for embedding: ONNX's Gather indexes any tensor on any
 	 * axis, a layer with a learned table is one use of it.
 	 */
-	{"GRU", NN_GRU},
-	{"Slice", NN_SLICE},
+	[PGDL_ONNX_GRU] = {"GRU", NN_GRU},
+	[PGDL_ONNX_SLICE] = {"Slice", NN_SLICE},
+	/*
+	 * No layer type: import reads a MatMul as a dense layer whose bias the Add
+	 * after it gives, a Reshape as flatten, a trailing Softmax or LogSoftmax as
+	 * the loss's; export writes the dataset's normalization as Mul, or Sub and
+	 * Div, and a graph of no other node as an Identity.
+	 */
+	[PGDL_ONNX_MATMUL] = {"MatMul"},
+	[PGDL_ONNX_RESHAPE] = {"Reshape"},
+	[PGDL_ONNX_LOGSOFTMAX] = {"LogSoftmax"},
+	[PGDL_ONNX_PAD] = {"Pad"},
+	[PGDL_ONNX_IDENTITY] = {"Identity"},
+	[PGDL_ONNX_CONSTANT] = {"Constant"},
+	[PGDL_ONNX_MUL] = {"Mul"},
+	[PGDL_ONNX_SUB] = {"Sub"},
+	[PGDL_ONNX_DIV] = {"Div"},
 };
+
+PgdlOnnxOp
+pgdl_onnx_op_from_name(const char *name)
+{
+	for (int op = 1; op < PGDL_ONNX_OP_MAX; op++)
+		if (strcmp(name, onnx_ops[op].name) == 0)
+			return (PgdlOnnxOp) op;
+	return PGDL_ONNX_NONE;
+}
+
+const char *
+pgdl_onnx_op_name(PgdlOnnxOp op)
+{
+	Assert(op > PGDL_ONNX_NONE && op < PGDL_ONNX_OP_MAX);
+	return onnx_ops[op].name;
+}
+
+NnLayerType
+pgdl_onnx_op_layer(PgdlOnnxOp op)
+{
+	return op > PGDL_ONNX_NONE && op < PGDL_ONNX_OP_MAX ? onnx_ops[op].layer : 0;
+}
+
+PgdlOnnxOp
+pgdl_onnx_layer_op(NnLayerType type)
+{
+	for (int op = 1; type != 0 && op < PGDL_ONNX_OP_MAX; op++)
+		if (onnx_ops[op].layer == type)
+			return (PgdlOnnxOp) op;
+	return PGDL_ONNX_NONE;
+}
 
 /* The keys each layer type accepts besides "type". */
 static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
@@ -199,9 +247,8 @@ parse_layer_type(JsonbContainer *obj, const char *field)
 		pgdl_report_invalid("model spec", field, "Every layer needs a \"type\".");
 	name = get_string(v, "model spec", field);
 	type = nn_layer_type_from_name(name);
-	for (int i = 0; type == 0 && i < lengthof(onnx_names); i++)
-		if (strcmp(name, onnx_names[i].name) == 0)
-			type = onnx_names[i].type;
+	if (type == 0)
+		type = pgdl_onnx_op_layer(pgdl_onnx_op_from_name(name));
 	if (type == 0)
 	{
 		StringInfoData known;
