@@ -68,7 +68,7 @@ cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float s
 		{
 			float		zi = z[r * (int64_t) k + c];
 			float		t = y[r * (int64_t) k + c];
-			float		sig = cpu_sigmoid(zi);
+			float		sig = nn_row_sigmoid(zi);
 
 			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
 			dz[r * (int64_t) k + c] = (sig - t) * scale;

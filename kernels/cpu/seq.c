@@ -140,8 +140,8 @@ cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 
 		for (int j = 0; j < units; j++)
 		{
-			float		r = cpu_sigmoid(a[j] + b[j]);
-			float		z = cpu_sigmoid(a[units + j] + b[units + j]);
+			float		r = nn_row_sigmoid(a[j] + b[j]);
+			float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
 			float		hn = b[2 * units + j];
 			float		nn = cpu_tanh(a[2 * units + j] + r * hn);
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;

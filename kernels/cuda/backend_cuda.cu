@@ -37,6 +37,7 @@ extern "C"
 #include "cuda/cuda_backend.h"
 }
 #include "rng.h"
+#include "rows.h"
 
 #define BLOCK 256				/* threads per block for elementwise kernels */
 #define MAX_GRID 65535			/* grid-stride loops cover the rest */
@@ -1079,7 +1080,7 @@ __global__ void
 sigmoid_forward_kernel(const float *x, float *y, int64_t n)
 {
 	GRID_STRIDE(i, n)
-		y[i] = 1.0f / (1.0f + expf(-x[i]));
+		y[i] = nn_row_sigmoid(x[i]);
 }
 
 __global__ void
@@ -1433,7 +1434,7 @@ bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 		{
 			float		zi = z[r * k + c];
 			float		t = y[r * k + c];
-			float		sig = 1.0f / (1.0f + expf(-zi));
+			float		sig = nn_row_sigmoid(zi);
 
 			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
 			dz[r * k + c] = (sig - t) * scale;
@@ -1807,8 +1808,8 @@ gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 		const float *a = gi + e * gi_stride;
 		const float *b = gh + e * 3 * units;
 		float	   *sv = saved + e * saved_stride;
-		float		r = 1.0f / (1.0f + expf(-(a[j] + b[j])));
-		float		z = 1.0f / (1.0f + expf(-(a[units + j] + b[units + j])));
+		float		r = nn_row_sigmoid(a[j] + b[j]);
+		float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
 		float		hn = b[2 * units + j];
 		float		nn = tanhf(a[2 * units + j] + r * hn);
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;

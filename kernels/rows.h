@@ -1,0 +1,40 @@
+/*
+ * rows.h -- one row's arithmetic (an example's, a position's, a window's),
+ * shared by the CPU backend (kernels/cpu) and the CUDA backend
+ * (kernels/cuda/backend_cuda.cu): the CPU calls each helper in its loop over
+ * rows, a CUDA kernel in the thread that owns the row.  One copy of each
+ * formula, so the two backends compute the same operations in the same order
+ * (the CUDA file is compiled with --fmad=false: its products are rounded as
+ * the CPU's are).
+ *
+ * Only what both backends really do alike is here.  Where the GPU splits a
+ * row's reduction over a block or a warp (batch and layer normalization's
+ * sums, softmax cross-entropy) the orders differ by design, and only the
+ * per-element formulas around the sums are shared.
+ *
+ * Plain C that is also CUDA C++: no restrict, no pragmas, no target
+ * attributes, nothing that changes how an including unit is compiled.  The
+ * CPU units build it with the engine's flags (no -ffast-math, no -march), so
+ * a helper rounds in the including unit exactly as the loop it replaced.
+ */
+#ifndef PGDL_KERNELS_ROWS_H
+#define PGDL_KERNELS_ROWS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define NN_ROW_FN static inline __host__ __device__
+#else
+#define NN_ROW_FN static inline
+#endif
+
+/* The logistic function: the sigmoid layer, a GRU's gates, the bce loss. */
+NN_ROW_FN float
+nn_row_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+#endif
