@@ -1640,20 +1640,12 @@ cuda_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_str
  * Sequences: embedding, softmax over the last axis, the mean over steps
  * ------------------------------------------------------------------------- */
 
-__device__ static inline int64_t
-embedding_row(float id, int vocab)
-{
-	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
-		return -1;
-	return (int64_t) id;
-}
-
 __global__ void
 embedding_forward_kernel(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
 {
 	GRID_STRIDE(i, n * dim)
 	{
-		int64_t		row = embedding_row(ids[i / dim], vocab);
+		int64_t		row = nn_row_embedding_index(ids[i / dim], vocab);
 
 		y[i] = row < 0 ? 0.0f : table[row * dim + i % dim];
 	}
@@ -1667,7 +1659,7 @@ embedding_backward_kernel(const float *ids, const float *dy, float *dtable, int6
 	{
 		for (int64_t p = 0; p < n; p++)
 		{
-			int64_t		row = embedding_row(ids[p], vocab);
+			int64_t		row = nn_row_embedding_index(ids[p], vocab);
 
 			if (row >= 0)
 				dtable[row * dim + d] += dy[p * dim + d];
@@ -1692,40 +1684,14 @@ __global__ void
 softmax_forward_kernel(const float *x, float *y, int64_t rows, int cols)
 {
 	GRID_STRIDE(r, rows)
-	{
-		const float *p = x + r * cols;
-		float	   *q = y + r * cols;
-		float		mx = p[0];
-		double		sum = 0.0;
-
-		for (int c = 1; c < cols; c++)
-			if (p[c] > mx)
-				mx = p[c];
-		for (int c = 0; c < cols; c++)
-		{
-			q[c] = expf(p[c] - mx);
-			sum += q[c];
-		}
-		for (int c = 0; c < cols; c++)
-			q[c] = (float) (q[c] / sum);
-	}
+		nn_row_softmax(x + r * cols, y + r * cols, cols);
 }
 
 __global__ void
 softmax_backward_kernel(const float *y, const float *dy, float *dx, int64_t rows, int cols)
 {
 	GRID_STRIDE(r, rows)
-	{
-		const float *p = y + r * cols;
-		const float *g = dy + r * cols;
-		float	   *q = dx + r * cols;
-		double		dot = 0.0;
-
-		for (int c = 0; c < cols; c++)
-			dot += (double) g[c] * p[c];
-		for (int c = 0; c < cols; c++)
-			q[c] = p[c] * (g[c] - (float) dot);
-	}
+		nn_row_softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
 }
 
 static void
@@ -1763,14 +1729,7 @@ __global__ void
 seq_avgpool_forward_kernel(const float *x, float *y, int n, int steps, int dim)
 {
 	GRID_STRIDE(i, (int64_t) n * dim)
-	{
-		const float *p = x + (i / dim) * steps * dim + i % dim;
-		double		sum = 0.0;
-
-		for (int t = 0; t < steps; t++)
-			sum += p[(int64_t) t * dim];
-		y[i] = (float) (sum / steps);
-	}
+		y[i] = nn_row_step_mean(x + (i / dim) * steps * dim + i % dim, steps, dim);
 }
 
 __global__ void
