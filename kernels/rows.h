@@ -92,4 +92,54 @@ nn_row_step_mean(const float *p, int steps, int dim)
 	return (float) (sum / steps);
 }
 
+/*
+ * Unit j of one example's GRU step (see gru_gates_forward in backend.h): a
+ * and b are the example's rows of gi and gh (the gates r, z, n, units apart),
+ * hp the unit's previous state, sv the example's saved row, which gets r, z,
+ * the candidate and its hidden part.  Returns the new state.  The candidate's
+ * tanh is the backend's own (the CPU's cpu_tanh, the GPU's tanhf), as in
+ * their tanh layers.
+ */
+NN_ROW_FN float
+nn_row_gru_unit(const float *a, const float *b, float hp, float *sv, int units, int j,
+				float (*candidate_tanh) (float))
+{
+	float		r = nn_row_sigmoid(a[j] + b[j]);
+	float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
+	float		hn = b[2 * units + j];
+	float		nn = candidate_tanh(a[2 * units + j] + r * hn);
+
+	sv[j] = r;
+	sv[units + j] = z;
+	sv[2 * units + j] = nn;
+	sv[3 * units + j] = hn;
+	return (1.0f - z) * nn + z * hp;
+}
+
+/*
+ * Its gradient: d is the unit's gradient of the new state, sv the saved row
+ * and hp the previous state; a and b, the example's rows of dgi and dgh, get
+ * the gates' gradients (n's times r in b).  Returns d * z, the previous
+ * state's share before the product with W_hh.
+ */
+NN_ROW_FN float
+nn_row_gru_unit_backward(float d, const float *sv, float hp, float *a, float *b, int units, int j)
+{
+	float		r = sv[j],
+				z = sv[units + j],
+				nn = sv[2 * units + j],
+				hn = sv[3 * units + j];
+	float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+	float		dzp = d * (hp - nn) * z * (1.0f - z);
+	float		drp = dnp * hn * r * (1.0f - r);
+
+	a[j] = drp;
+	a[units + j] = dzp;
+	a[2 * units + j] = dnp;
+	b[j] = drp;
+	b[units + j] = dzp;
+	b[2 * units + j] = dnp * r;
+	return d * z;
+}
+
 #endif

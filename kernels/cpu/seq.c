@@ -100,20 +100,12 @@ cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 
 		for (int j = 0; j < units; j++)
 		{
-			float		r = nn_row_sigmoid(a[j] + b[j]);
-			float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
-			float		hn = b[2 * units + j];
-			float		nn = cpu_tanh(a[2 * units + j] + r * hn);
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
-			float		hv = (1.0f - z) * nn + z * hp;
+			float		hv = nn_row_gru_unit(a, b, hp, sv, units, j, cpu_tanh);
 
 			h[(int64_t) e * h_stride + j] = hv;
 			if (out)
 				out[(int64_t) e * out_stride + j] = hv;
-			sv[j] = r;
-			sv[units + j] = z;
-			sv[2 * units + j] = nn;
-			sv[3 * units + j] = hn;
 		}
 	}
 }
@@ -133,22 +125,9 @@ cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
 		for (int j = 0; j < units; j++)
 		{
 			float		d = dh[(int64_t) e * units + j] + (dout ? dout[(int64_t) e * dout_stride + j] : 0.0f);
-			float		r = sv[j],
-						z = sv[units + j],
-						nn = sv[2 * units + j],
-						hn = sv[3 * units + j];
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
-			float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
-			float		dzp = d * (hp - nn) * z * (1.0f - z);
-			float		drp = dnp * hn * r * (1.0f - r);
 
-			a[j] = drp;
-			a[units + j] = dzp;
-			a[2 * units + j] = dnp;
-			b[j] = drp;
-			b[units + j] = dzp;
-			b[2 * units + j] = dnp * r;
-			dh[(int64_t) e * units + j] = d * z;
+			dh[(int64_t) e * units + j] = nn_row_gru_unit_backward(d, sv, hp, a, b, units, j);
 		}
 	}
 }

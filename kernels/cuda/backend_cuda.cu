@@ -1753,7 +1753,14 @@ cuda_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
 	launch("seq_avgpool_backward", (int64_t) n * steps * dim, seq_avgpool_backward_kernel, dy, dx, n, steps, dim);
 }
 
-/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic (see kernels/backend.h) */
+/* tanh as the tanh layer's kernel has it: a GRU's candidate */
+__device__ static float
+device_tanh(float x)
+{
+	return tanhf(x);
+}
+
+/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic, kernels/rows.h's (see kernels/backend.h) */
 __global__ void
 gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 						 const float *hprev, int hprev_stride, float *h, int h_stride,
@@ -1764,23 +1771,13 @@ gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 	{
 		int64_t		e = i / units;
 		int			j = (int) (i % units);
-		const float *a = gi + e * gi_stride;
-		const float *b = gh + e * 3 * units;
-		float	   *sv = saved + e * saved_stride;
-		float		r = nn_row_sigmoid(a[j] + b[j]);
-		float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
-		float		hn = b[2 * units + j];
-		float		nn = tanhf(a[2 * units + j] + r * hn);
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
-		float		hv = (1.0f - z) * nn + z * hp;
+		float		hv = nn_row_gru_unit(gi + e * gi_stride, gh + e * 3 * units, hp,
+										 saved + e * saved_stride, units, j, device_tanh);
 
 		h[e * h_stride + j] = hv;
 		if (out)
 			out[e * out_stride + j] = hv;
-		sv[j] = r;
-		sv[units + j] = z;
-		sv[2 * units + j] = nn;
-		sv[3 * units + j] = hn;
 	}
 }
 
@@ -1794,26 +1791,11 @@ gru_gates_backward_kernel(float *dh, const float *dout, int dout_stride,
 	{
 		int64_t		e = i / units;
 		int			j = (int) (i % units);
-		const float *sv = saved + e * saved_stride;
-		float	   *a = dgi + e * gi_stride;
-		float	   *b = dgh + e * 3 * units;
 		float		d = dh[e * units + j] + (dout ? dout[e * dout_stride + j] : 0.0f);
-		float		r = sv[j],
-					z = sv[units + j],
-					nn = sv[2 * units + j],
-					hn = sv[3 * units + j];
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
-		float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
-		float		dzp = d * (hp - nn) * z * (1.0f - z);
-		float		drp = dnp * hn * r * (1.0f - r);
 
-		a[j] = drp;
-		a[units + j] = dzp;
-		a[2 * units + j] = dnp;
-		b[j] = drp;
-		b[units + j] = dzp;
-		b[2 * units + j] = dnp * r;
-		dh[e * units + j] = d * z;
+		dh[e * units + j] = nn_row_gru_unit_backward(d, saved + e * saved_stride, hp, dgi + e * gi_stride,
+													 dgh + e * 3 * units, units, j);
 	}
 }
 
