@@ -142,4 +142,57 @@ nn_row_gru_unit_backward(float d, const float *sv, float hp, float *a, float *b,
 	return d * z;
 }
 
+/* ---------------------------------------------------------------------------
+ * Normalization (kernels/cpu/norm.c).  The sums are not here: the CPU adds a
+ * channel in eight lanes and a row in order, the GPU through a block's tree;
+ * what both do with the sums is.
+ * ------------------------------------------------------------------------- */
+
+/* 1 / sqrt(var + eps) in double, rounded to float once: batch and layer normalization's invstd. */
+NN_ROW_FN float
+nn_row_invstd(double var, float eps)
+{
+	return (float) (1.0 / sqrt(var + eps));
+}
+
+/*
+ * A channel's running statistics after a training batch of count values with
+ * mean `mean` and sq the sum of their squared deviations: the running
+ * variance takes the unbiased variance, as torch's.
+ */
+NN_ROW_FN void
+nn_row_batchnorm_running(float *running_mean, float *running_var, float mean, double sq,
+						 int64_t count, float momentum)
+{
+	*running_mean = (1.0f - momentum) * *running_mean + momentum * mean;
+	*running_var = (1.0f - momentum) * *running_var +
+		momentum * (float) (count > 1 ? sq / (double) (count - 1) : sq / (double) count);
+}
+
+/* x normalized, in float: what the gradients' sums multiply by. */
+NN_ROW_FN float
+nn_row_xhat(float x, float mean, float invstd)
+{
+	return (x - mean) * invstd;
+}
+
+/* Layer normalization's output for one value. */
+NN_ROW_FN float
+nn_row_layernorm(float x, float mean, float invstd, float gamma, float beta)
+{
+	return nn_row_xhat(x, mean, invstd) * gamma + beta;
+}
+
+/*
+ * The gradient through a normalization for one value: s * (g - k1 - xhat *
+ * k2), k1 and k2 the means of g and of g * xhat over its channel (batch) or
+ * row (layer).  Batch normalization's g is dy and s gamma * invstd; layer
+ * normalization's g is dy * gamma and s invstd.
+ */
+NN_ROW_FN float
+nn_row_norm_dx(float s, float g, float xhat, float k1, float k2)
+{
+	return s * (g - k1 - xhat * k2);
+}
+
 #endif

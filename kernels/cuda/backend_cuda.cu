@@ -799,8 +799,7 @@ batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plan
 		if (training)
 		{
 			double		m = 0.0,
-						sq = 0.0,
-						var;
+						sq = 0.0;
 
 			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
 				m += x[channel_at(j, c, channels, plane)];
@@ -812,16 +811,13 @@ batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plan
 				sq += d * d;
 			}
 			sq = block_sum(sq, part);
-			var = sq / (double) count;
 			mean = (float) m;
-			invstd = (float) (1.0 / sqrt(var + eps));
+			invstd = nn_row_invstd(sq / (double) count, eps);
 			if (threadIdx.x == 0)
 			{
 				saved[c] = mean;
 				saved[channels + c] = invstd;
-				running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-				running_var[c] = (1.0f - momentum) * running_var[c] +
-					momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+				nn_row_batchnorm_running(&running_mean[c], &running_var[c], mean, sq, count, momentum);
 			}
 		}
 		else
@@ -864,7 +860,7 @@ batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
 			int64_t		at = channel_at(j, c, channels, plane);
 
 			sum_dy += dy[at];
-			sum_dy_xhat += (double) dy[at] * ((x[at] - mean) * invstd);
+			sum_dy_xhat += (double) dy[at] * nn_row_xhat(x[at], mean, invstd);
 		}
 		sum_dy = block_sum(sum_dy, part);
 		sum_dy_xhat = block_sum(sum_dy_xhat, part);
@@ -882,7 +878,7 @@ batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
 		{
 			int64_t		at = channel_at(j, c, channels, plane);
 
-			dx[at] = gi * (dy[at] - k1 - (x[at] - mean) * invstd * k2);
+			dx[at] = nn_row_norm_dx(gi, dy[at], nn_row_xhat(x[at], mean, invstd), k1, k2);
 		}
 	}
 }
@@ -945,14 +941,14 @@ layernorm_forward_kernel(const float *x, float *y, int rows, int cols,
 		}
 		sq = block_sum(sq, part);
 		mean = (float) m;
-		invstd = (float) (1.0 / sqrt(sq / (double) cols + eps));
+		invstd = nn_row_invstd(sq / (double) cols, eps);
 		if (threadIdx.x == 0)
 		{
 			saved[2 * r] = mean;
 			saved[2 * r + 1] = invstd;
 		}
 		for (int c = threadIdx.x; c < cols; c += blockDim.x)
-			q[c] = (p[c] - mean) * invstd * gamma[c] + beta[c];
+			q[c] = nn_row_layernorm(p[c], mean, invstd, gamma[c], beta[c]);
 	}
 }
 
@@ -972,7 +968,7 @@ layernorm_param_grad_kernel(const float *x, const float *dy, int rows, int cols,
 			float		g = dy[(int64_t) r * cols + c];
 
 			sum_dy += g;
-			sum_dy_xhat += (double) g * ((x[(int64_t) r * cols + c] - saved[2 * r]) * saved[2 * r + 1]);
+			sum_dy_xhat += (double) g * nn_row_xhat(x[(int64_t) r * cols + c], saved[2 * r], saved[2 * r + 1]);
 		}
 		sum_dy = block_sum(sum_dy, part);
 		sum_dy_xhat = block_sum(sum_dy_xhat, part);
@@ -1007,7 +1003,7 @@ layernorm_input_grad_kernel(const float *x, const float *dy, float *dx, int rows
 			float		g = d[c] * gamma[c];
 
 			sum_g += g;
-			sum_g_xhat += (double) g * ((p[c] - mean) * invstd);
+			sum_g_xhat += (double) g * nn_row_xhat(p[c], mean, invstd);
 		}
 		sum_g = block_sum(sum_g, part);
 		sum_g_xhat = block_sum(sum_g_xhat, part);
@@ -1015,7 +1011,7 @@ layernorm_input_grad_kernel(const float *x, const float *dy, float *dx, int rows
 		k1 = (float) (sum_g / (double) cols);
 		k2 = (float) (sum_g_xhat / (double) cols);
 		for (int c = threadIdx.x; c < cols; c += blockDim.x)
-			q[c] = invstd * (d[c] * gamma[c] - k1 - (p[c] - mean) * invstd * k2);
+			q[c] = nn_row_norm_dx(invstd, d[c] * gamma[c], nn_row_xhat(p[c], mean, invstd), k1, k2);
 	}
 }
 
