@@ -195,4 +195,62 @@ nn_row_norm_dx(float s, float g, float xhat, float k1, float k2)
 	return s * (g - k1 - xhat * k2);
 }
 
+/* ---------------------------------------------------------------------------
+ * Losses and metrics (kernels/cpu/loss.c): a row each.  The CPU adds the
+ * rows' results in row order, the GPU through its fixed grid.
+ * ------------------------------------------------------------------------- */
+
+/* The column of the row's first largest value. */
+NN_ROW_FN int
+nn_row_argmax(const float *row, int classes)
+{
+	int			best = 0;
+
+	for (int c = 1; c < classes; c++)
+		if (row[c] > row[best])
+			best = c;
+	return best;
+}
+
+/* A row of the mse loss: dz = (z - y) * scale; returns the row's mean of (z - y)^2, summed in double. */
+NN_ROW_FN double
+nn_row_mse(const float *z, const float *y, float *dz, int k, float scale)
+{
+	double		s = 0.0;
+
+	for (int64_t c = 0; c < k; c++)
+	{
+		float		d = z[c] - y[c];
+
+		s += (double) d * d;
+		dz[c] = d * scale;
+	}
+	return s / (double) k;
+}
+
+/*
+ * A row of the bce loss on logits, max(z, 0) - z * t + log(1 + exp(-|z|)) as
+ * BCEWithLogitsLoss: dz = (sigmoid(z) - t) * scale; returns the row's mean
+ * loss, and in *all_right whether every logit is on its target's side.
+ */
+NN_ROW_FN double
+nn_row_bce(const float *z, const float *y, float *dz, int k, float scale, bool *all_right)
+{
+	double		s = 0.0;
+	bool		right = true;
+
+	for (int64_t c = 0; c < k; c++)
+	{
+		float		zi = z[c];
+		float		t = y[c];
+		float		sig = nn_row_sigmoid(zi);
+
+		s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
+		dz[c] = (sig - t) * scale;
+		right &= (zi > 0.0f) == (t > 0.5f);
+	}
+	*all_right = right;
+	return s / (double) k;
+}
+
 #endif

@@ -1380,13 +1380,7 @@ xent_metrics_kernel(const float *logits, const float *labels, const float *loss,
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
 	{
-		const float *row = logits + r * classes;
-		int			best = 0;
-
-		for (int c = 1; c < classes; c++)
-			if (row[c] > row[best])
-				best = c;
-		correct += best == (int) labels[r] ? 1.0 : 0.0;
+		correct += nn_row_argmax(logits + r * classes, classes) == (int) labels[r] ? 1.0 : 0.0;
 		loss_sum += loss[r];
 	}
 	block_pair_sum(loss_sum, correct, part);
@@ -1399,18 +1393,7 @@ mse_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
-	{
-		double		s = 0.0;
-
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		d = z[r * k + c] - y[r * k + c];
-
-			s += (double) d * d;
-			dz[r * k + c] = d * scale;
-		}
-		loss_sum += s / (double) k;
-	}
+		loss_sum += nn_row_mse(z + r * k, y + r * k, dz + r * k, k, scale);
 	block_pair_sum(loss_sum, 0.0, part);
 }
 
@@ -1423,20 +1406,9 @@ bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
 	{
-		double		s = 0.0;
-		bool		all_right = true;
+		bool		all_right;
 
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		zi = z[r * k + c];
-			float		t = y[r * k + c];
-			float		sig = nn_row_sigmoid(zi);
-
-			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
-			dz[r * k + c] = (sig - t) * scale;
-			all_right &= (zi > 0.0f) == (t > 0.5f);
-		}
-		loss_sum += s / (double) k;
+		loss_sum += nn_row_bce(z + r * k, y + r * k, dz + r * k, k, scale, &all_right);
 		correct += all_right ? 1.0 : 0.0;
 	}
 	block_pair_sum(loss_sum, correct, part);
