@@ -253,4 +253,59 @@ nn_row_bce(const float *z, const float *y, float *dz, int k, float scale, bool *
 	return s / (double) k;
 }
 
+/* ---------------------------------------------------------------------------
+ * Pooling windows (kernels/cpu/pool.c), forward: a window each.  The
+ * backward passes differ (the CPU adds into dx window by window, the GPU
+ * gathers an element's windows), and so does the CPU's 2x2/2 max pooling,
+ * unrolled and in AVX-512.
+ * ------------------------------------------------------------------------- */
+
+/*
+ * The k x k window at output (oy, ox) of a plane w wide: its largest value
+ * into *best (the first one wins, as in torch), and its index in the plane,
+ * or -1 under relu_before when it is not positive (the relu would have made
+ * it 0, whose gradient is 0).
+ */
+NN_ROW_FN int32_t
+nn_row_maxpool_window(const float *src, int w, int k, int stride, int oy, int ox, bool relu_before,
+					  float *best)
+{
+	int			at = oy * stride * w + ox * stride;
+	float		max = src[at];
+
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++)
+		{
+			int			i = (oy * stride + ky) * w + ox * stride + kx;
+
+			if (src[i] > max)
+				max = src[i], at = i;
+		}
+	*best = max;
+	return relu_before && !(max > 0.0f) ? -1 : at;
+}
+
+/* The sum of the k x k window at output (oy, ox) of a plane w wide, in float, row by row. */
+NN_ROW_FN float
+nn_row_window_sum(const float *src, int w, int k, int stride, int oy, int ox)
+{
+	float		s = 0.0f;
+
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++)
+			s += src[(oy * stride + ky) * w + ox * stride + kx];
+	return s;
+}
+
+/* The mean of a plane's values, summed in float in order. */
+NN_ROW_FN float
+nn_row_plane_mean(const float *src, int plane)
+{
+	float		s = 0.0f;
+
+	for (int k = 0; k < plane; k++)
+		s += src[k];
+	return s / (float) plane;
+}
+
 #endif

@@ -581,23 +581,8 @@ maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total,
 	{
 		int64_t		plane = i / ((int64_t) oh * ow);
 		int			q = (int) (i - plane * oh * ow);
-		int			oy = q / ow,
-					ox = q % ow;
-		const float *src = x + plane * h * w;
-		int			at = oy * stride * w + ox * stride;
-		float		best = src[at];
-
 		/* first maximum wins, as in torch and the CPU twin */
-		for (int ky = 0; ky < k; ky++)
-			for (int kx = 0; kx < k; kx++)
-			{
-				int			j = (oy * stride + ky) * w + ox * stride + kx;
-
-				if (src[j] > best)
-					best = src[j], at = j;
-			}
-		y[i] = best;
-		argmax[i] = relu_before && !(best > 0.0f) ? -1 : at;
+		argmax[i] = nn_row_maxpool_window(x + plane * h * w, w, k, stride, q / ow, q % ow, relu_before, &y[i]);
 	}
 }
 
@@ -635,15 +620,7 @@ avgpool_forward_kernel(const float *x, float *y, int64_t total,
 	{
 		int64_t		plane = i / ((int64_t) oh * ow);
 		int			q = (int) (i - plane * oh * ow);
-		int			oy = q / ow,
-					ox = q % ow;
-		const float *src = x + plane * h * w;
-		float		s = 0.0f;
-
-		for (int ky = 0; ky < k; ky++)
-			for (int kx = 0; kx < k; kx++)
-				s += src[(oy * stride + ky) * w + ox * stride + kx];
-		y[i] = s * scale;
+		y[i] = nn_row_window_sum(x + plane * h * w, w, k, stride, q / ow, q % ow) * scale;
 	}
 }
 
@@ -676,14 +653,7 @@ __global__ void
 global_avgpool_forward_kernel(const float *x, float *y, int64_t planes, int plane)
 {
 	GRID_STRIDE(p, planes)
-	{
-		const float *src = x + p * plane;
-		float		s = 0.0f;
-
-		for (int k = 0; k < plane; k++)
-			s += src[k];
-		y[p] = s / (float) plane;
-	}
+		y[p] = nn_row_plane_mean(x + p * plane, plane);
 }
 
 __global__ void
