@@ -271,18 +271,18 @@ nn_row_maxpool_window(const float *src, int w, int k, int stride, int oy, int ox
 					  float *best)
 {
 	int			at = oy * stride * w + ox * stride;
-	float		max = src[at];
+	float		top = src[at];
 
 	for (int ky = 0; ky < k; ky++)
 		for (int kx = 0; kx < k; kx++)
 		{
 			int			i = (oy * stride + ky) * w + ox * stride + kx;
 
-			if (src[i] > max)
-				max = src[i], at = i;
+			if (src[i] > top)
+				top = src[i], at = i;
 		}
-	*best = max;
-	return relu_before && !(max > 0.0f) ? -1 : at;
+	*best = top;
+	return relu_before && !(top > 0.0f) ? -1 : at;
 }
 
 /* The sum of the k x k window at output (oy, ox) of a plane w wide, in float, row by row. */

@@ -2,8 +2,10 @@
  * backend_cuda.cu -- the CUDA backend: cuBLAS for gemm, small kernels elsewhere.
  *
  * Every function mirrors its twin in kernels/cpu (backend_cpu.c, conv.c,
- * pool.c, norm.c), written with the same float formulas in the same order so
- * that the two agree to ~1e-5 relative (regress/unit/test_cuda.c checks it).
+ * pool.c, norm.c, loss.c, seq.c), written with the same float formulas in the
+ * same order so that the two agree to ~1e-5 relative (regress/unit/test_cuda.c
+ * checks it); a row's arithmetic that both do alike is kernels/rows.h's, which
+ * the kernels call in the thread that owns the row.
  * Reductions accumulate in double through fixed trees, and the adjoints
  * (col2im, pooling backward) gather per input element, so nothing needs
  * atomics and every result is deterministic.
