@@ -83,7 +83,7 @@ $(ONNX_GEN)/onnx.pb-c.c $(ONNX_GEN)/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(ONNX_GEN)
 	protoc-c --c_out=$(ONNX_GEN) --proto_path=$(dir $(ONNX_PROTO)) $<
 
-kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
+kernels/cuda/backend_cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/rows.h kernels/cuda/cuda_backend.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 # ---------------------------------------------------------------------------
@@ -101,7 +101,7 @@ REL        = build/release$(VARIANT_SUFFIX)
 ASAN       = build/asan$(VARIANT_SUFFIX)
 
 ifeq ($(WITH_CUDA),1)
-build/%/cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/cuda/cuda_backend.h
+build/%/cuda.o: kernels/cuda/backend_cuda.cu kernels/backend.h kernels/rows.h kernels/cuda/cuda_backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 NN_LIBS = $(CUDA_LIBS)

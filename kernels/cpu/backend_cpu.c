@@ -282,7 +282,7 @@ cpu_sigmoid_forward(const float *x, float *y, int64_t n)
 {
 #pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
-		y[i] = cpu_sigmoid(x[i]);
+		y[i] = nn_row_sigmoid(x[i]);
 }
 
 static void

@@ -1,6 +1,7 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c, loss.c, seq.c), and the scalar functions they share.  Private
+ * pool.c, norm.c, loss.c, seq.c), and the scalar functions they share (the row
+ * helpers the CUDA backend shares too are in kernels/rows.h).  Private
  * to kernels/cpu: the engine reaches them through the table in backend.h, whose
  * comments say what each one computes.
  */
@@ -12,16 +13,10 @@
 #include <string.h>
 
 #include "backend.h"
+#include "rows.h"
 
 /* backend_cpu.c: whether the AVX-512 paths may run (the CPU has them, nn_set_cpu_simd allows) */
 extern bool cpu_simd_avx512(void);
-
-/* The logistic function of the sigmoid layer, the GRU's gates and the bce loss. */
-static inline float
-cpu_sigmoid(float x)
-{
-	return 1.0f / (1.0f + expf(-x));
-}
 
 /*
  * tanh, of the tanh layer and of the GRU's candidate state.  Not tanhf: glibc's

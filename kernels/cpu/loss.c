@@ -3,6 +3,7 @@
  *
  * Sums run in double in row order: these are the formulas the engine used
  * before they moved behind the table, so the bytes are those of earlier builds.
+ * A row's arithmetic, which the CUDA backend does alike, is kernels/rows.h's.
  */
 #include <math.h>
 
@@ -17,13 +18,7 @@ cpu_xent_metrics(const float *logits, const float *labels, const float *loss,
 
 	for (int r = 0; r < rows; r++)
 	{
-		const float *row = logits + (int64_t) r * classes;
-		int			best = 0;
-
-		for (int c = 1; c < classes; c++)
-			if (row[c] > row[best])
-				best = c;
-		correct += best == (int) labels[r];
+		correct += nn_row_argmax(logits + (int64_t) r * classes, classes) == (int) labels[r];
 		loss_sum += loss[r];
 	}
 	sums[0] = loss_sum;
@@ -36,18 +31,7 @@ cpu_mse_loss(const float *z, const float *y, float *dz, int rows, int k, float s
 	double		loss_sum = 0.0;
 
 	for (int r = 0; r < rows; r++)
-	{
-		double		s = 0.0;
-
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		d = z[r * (int64_t) k + c] - y[r * (int64_t) k + c];
-
-			s += (double) d * d;
-			dz[r * (int64_t) k + c] = d * scale;
-		}
-		loss_sum += s / (double) k;
-	}
+		loss_sum += nn_row_mse(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k, scale);
 	sums[0] = loss_sum;
 	sums[1] = 0.0;
 }
@@ -61,20 +45,10 @@ cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float s
 
 	for (int r = 0; r < rows; r++)
 	{
-		double		s = 0.0;
-		bool		all_right = true;
+		bool		all_right;
 
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		zi = z[r * (int64_t) k + c];
-			float		t = y[r * (int64_t) k + c];
-			float		sig = cpu_sigmoid(zi);
-
-			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
-			dz[r * (int64_t) k + c] = (sig - t) * scale;
-			all_right &= (zi > 0.0f) == (t > 0.5f);
-		}
-		loss_sum += s / (double) k;
+		loss_sum += nn_row_bce(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k, scale,
+							   &all_right);
 		correct += all_right;
 	}
 	sums[0] = loss_sum;

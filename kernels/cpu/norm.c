@@ -1,9 +1,11 @@
 /*
- * norm.c -- batch normalization, forward and backward.
+ * norm.c -- batch and layer normalization, forward and backward.
  *
  * Statistics are accumulated in double: with a few hundred thousand values per
  * channel a float sum loses digits that torch (which uses Welford in float with
- * pairwise blocks) keeps.
+ * pairwise blocks) keeps.  The sums are the CPU's own (the GPU adds through a
+ * block's tree); what both backends make of them, invstd, the running
+ * statistics, the outputs and dx, is kernels/rows.h's.
  */
 #include <math.h>
 #include <stddef.h>
@@ -162,7 +164,7 @@ channel_grad_sums(const float *x, const float *dy, int n, int channels, int plan
 		for (int j = body; j < plane; j++)
 		{
 			s_tail[j - body] += g[j];
-			t_tail[j - body] += (double) g[j] * ((p[j] - mean) * invstd);
+			t_tail[j - body] += (double) g[j] * nn_row_xhat(p[j], mean, invstd);
 		}
 	}
 	*sum_dy = lanes_total((d2[]) {s0, s1, s2, s3}, s_tail);
@@ -187,18 +189,14 @@ cpu_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
 		if (training)
 		{
 			double		m,
-						sq,
-						var;
+						sq;
 
 			channel_moments(x, n, channels, plane, c, &m, &sq);
-			var = sq / (double) count;
 			mean = (float) m;
-			invstd = (float) (1.0 / sqrt(var + eps));
+			invstd = nn_row_invstd(sq / (double) count, eps);
 			saved[c] = mean;
 			saved[channels + c] = invstd;
-			running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-			running_var[c] = (1.0f - momentum) * running_var[c] +
-				momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+			nn_row_batchnorm_running(&running_mean[c], &running_var[c], mean, sq, count, momentum);
 		}
 		else
 		{
@@ -252,7 +250,7 @@ cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
 			float		gi = gamma[c] * invstd;
 
 			for (int j = 0; j < plane; j++)
-				d[j] = gi * (g[j] - k1 - (p[j] - mean) * invstd * k2);
+				d[j] = nn_row_norm_dx(gi, g[j], nn_row_xhat(p[j], mean, invstd), k1, k2);
 		}
 	}
 }
@@ -284,11 +282,11 @@ cpu_layernorm_forward(const float *x, float *y, int rows, int cols,
 			sq += d * d;
 		}
 		mean = (float) sum;
-		invstd = (float) (1.0 / sqrt(sq / (double) cols + eps));
+		invstd = nn_row_invstd(sq / (double) cols, eps);
 		saved[2 * r] = mean;
 		saved[2 * r + 1] = invstd;
 		for (int c = 0; c < cols; c++)
-			q[c] = (p[c] - mean) * invstd * gamma[c] + beta[c];
+			q[c] = nn_row_layernorm(p[c], mean, invstd, gamma[c], beta[c]);
 	}
 }
 
@@ -308,7 +306,7 @@ cpu_layernorm_backward(const float *x, const float *dy, float *dx,
 			float		g = dy[(int64_t) r * cols + c];
 
 			sum_dy += g;
-			sum_dy_xhat += (double) g * ((x[(int64_t) r * cols + c] - saved[2 * r]) * saved[2 * r + 1]);
+			sum_dy_xhat += (double) g * nn_row_xhat(x[(int64_t) r * cols + c], saved[2 * r], saved[2 * r + 1]);
 		}
 		dgamma[c] = (float) sum_dy_xhat;
 		dbeta[c] = (float) sum_dy;
@@ -333,11 +331,11 @@ cpu_layernorm_backward(const float *x, const float *dy, float *dx,
 			float		g = d[c] * gamma[c];
 
 			sum_g += g;
-			sum_g_xhat += (double) g * ((p[c] - mean) * invstd);
+			sum_g_xhat += (double) g * nn_row_xhat(p[c], mean, invstd);
 		}
 		k1 = (float) (sum_g / (double) cols);
 		k2 = (float) (sum_g_xhat / (double) cols);
 		for (int c = 0; c < cols; c++)
-			q[c] = invstd * (d[c] * gamma[c] - k1 - (p[c] - mean) * invstd * k2);
+			q[c] = nn_row_norm_dx(invstd, d[c] * gamma[c], nn_row_xhat(p[c], mean, invstd), k1, k2);
 	}
 }

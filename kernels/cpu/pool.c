@@ -4,6 +4,8 @@
  * 2x2 max pooling with stride 2, the common case, has an AVX-512 path (chosen
  * at run time, see cpu_simd) that computes exactly what the plain loops do:
  * the same comparisons in the same order, so the same values and argmax.
+ * The other windows' forward arithmetic, which the CUDA backend does alike,
+ * is kernels/rows.h's.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -147,21 +149,8 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 		}
 		for (int oy = 0; oy < oh; oy++)
 			for (int ox = 0; ox < ow; ox++)
-			{
-				int			at = oy * stride * w + ox * stride;
-				float		best = src[at];
-
-				for (int ky = 0; ky < k; ky++)
-					for (int kx = 0; kx < k; kx++)
-					{
-						int			i = (oy * stride + ky) * w + ox * stride + kx;
-
-						if (src[i] > best)
-							best = src[i], at = i;
-					}
-				dst[oy * ow + ox] = best;
-				arg[oy * ow + ox] = relu_before && !(best > 0.0f) ? -1 : at;
-			}
+				arg[oy * ow + ox] = nn_row_maxpool_window(src, w, k, stride, oy, ox, relu_before,
+														  &dst[oy * ow + ox]);
 	}
 }
 
@@ -229,14 +218,7 @@ cpu_avgpool_forward(const float *x, float *y, int64_t planes,
 
 		for (int oy = 0; oy < oh; oy++)
 			for (int ox = 0; ox < ow; ox++)
-			{
-				float		s = 0.0f;
-
-				for (int ky = 0; ky < k; ky++)
-					for (int kx = 0; kx < k; kx++)
-						s += src[(oy * stride + ky) * w + ox * stride + kx];
-				dst[oy * ow + ox] = s * scale;
-			}
+				dst[oy * ow + ox] = nn_row_window_sum(src, w, k, stride, oy, ox) * scale;
 	}
 }
 
@@ -268,14 +250,7 @@ void
 cpu_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane)
 {
 	for (int64_t p = 0; p < planes; p++)
-	{
-		const float *src = x + p * plane;
-		float		s = 0.0f;
-
-		for (int k = 0; k < plane; k++)
-			s += src[k];
-		y[p] = s / (float) plane;
-	}
+		y[p] = nn_row_plane_mean(x + p * plane, plane);
 }
 
 void

@@ -1,27 +1,19 @@
 /*
  * seq.c -- the CPU kernels of sequence layers: embedding, softmax over the
- * last axis, the mean over a sequence's steps, a GRU's gates.
+ * last axis, the mean over a sequence's steps, a GRU's gates.  A row's
+ * arithmetic that the CUDA backend does alike is in kernels/rows.h.
  */
 #include <math.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
 
-/* an id's row, or -1 when it is not a whole number in [0, vocab) */
-static inline int64_t
-embedding_row(float id, int vocab)
-{
-	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
-		return -1;
-	return (int64_t) id;
-}
-
 void
 cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
 {
 	for (int64_t p = 0; p < n; p++)
 	{
-		int64_t		row = embedding_row(ids[p], vocab);
+		int64_t		row = nn_row_embedding_index(ids[p], vocab);
 
 		if (row < 0)
 			memset(y + p * dim, 0, sizeof(float) * dim);
@@ -36,7 +28,7 @@ cpu_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t
 	memset(dtable, 0, sizeof(float) * (size_t) vocab * dim);
 	for (int64_t p = 0; p < n; p++)
 	{
-		int64_t		row = embedding_row(ids[p], vocab);
+		int64_t		row = nn_row_embedding_index(ids[p], vocab);
 		float	   *restrict d = dtable + row * dim;
 		const float *restrict g = dy + p * dim;
 
@@ -51,23 +43,7 @@ void
 cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols)
 {
 	for (int64_t r = 0; r < rows; r++)
-	{
-		const float *p = x + r * cols;
-		float	   *q = y + r * cols;
-		float		mx = p[0];
-		double		sum = 0.0;
-
-		for (int c = 1; c < cols; c++)
-			if (p[c] > mx)
-				mx = p[c];
-		for (int c = 0; c < cols; c++)
-		{
-			q[c] = expf(p[c] - mx);
-			sum += q[c];
-		}
-		for (int c = 0; c < cols; c++)
-			q[c] = (float) (q[c] / sum);
-	}
+		nn_row_softmax(x + r * cols, y + r * cols, cols);
 }
 
 void
@@ -83,17 +59,7 @@ void
 cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
 {
 	for (int64_t r = 0; r < rows; r++)
-	{
-		const float *p = y + r * cols;
-		const float *g = dy + r * cols;
-		float	   *q = dx + r * cols;
-		double		dot = 0.0;
-
-		for (int c = 0; c < cols; c++)
-			dot += (double) g[c] * p[c];
-		for (int c = 0; c < cols; c++)
-			q[c] = p[c] * (g[c] - (float) dot);
-	}
+		nn_row_softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
 }
 
 void
@@ -105,13 +71,7 @@ cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim)
 		float	   *q = y + (int64_t) i * dim;
 
 		for (int d = 0; d < dim; d++)
-		{
-			double		sum = 0.0;
-
-			for (int t = 0; t < steps; t++)
-				sum += p[(int64_t) t * dim + d];
-			q[d] = (float) (sum / steps);
-		}
+			q[d] = nn_row_step_mean(p + d, steps, dim);
 	}
 }
 
@@ -140,20 +100,12 @@ cpu_gru_gates_forward(const float *gi, int gi_stride, const float *gh,
 
 		for (int j = 0; j < units; j++)
 		{
-			float		r = cpu_sigmoid(a[j] + b[j]);
-			float		z = cpu_sigmoid(a[units + j] + b[units + j]);
-			float		hn = b[2 * units + j];
-			float		nn = cpu_tanh(a[2 * units + j] + r * hn);
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
-			float		hv = (1.0f - z) * nn + z * hp;
+			float		hv = nn_row_gru_unit(a, b, hp, sv, units, j, cpu_tanh);
 
 			h[(int64_t) e * h_stride + j] = hv;
 			if (out)
 				out[(int64_t) e * out_stride + j] = hv;
-			sv[j] = r;
-			sv[units + j] = z;
-			sv[2 * units + j] = nn;
-			sv[3 * units + j] = hn;
 		}
 	}
 }
@@ -173,22 +125,9 @@ cpu_gru_gates_backward(float *dh, const float *dout, int dout_stride,
 		for (int j = 0; j < units; j++)
 		{
 			float		d = dh[(int64_t) e * units + j] + (dout ? dout[(int64_t) e * dout_stride + j] : 0.0f);
-			float		r = sv[j],
-						z = sv[units + j],
-						nn = sv[2 * units + j],
-						hn = sv[3 * units + j];
 			float		hp = hprev ? hprev[(int64_t) e * hprev_stride + j] : 0.0f;
-			float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
-			float		dzp = d * (hp - nn) * z * (1.0f - z);
-			float		drp = dnp * hn * r * (1.0f - r);
 
-			a[j] = drp;
-			a[units + j] = dzp;
-			a[2 * units + j] = dnp;
-			b[j] = drp;
-			b[units + j] = dzp;
-			b[2 * units + j] = dnp * r;
-			dh[(int64_t) e * units + j] = d * z;
+			dh[(int64_t) e * units + j] = nn_row_gru_unit_backward(d, sv, hp, a, b, units, j);
 		}
 	}
 }

@@ -2,8 +2,10 @@
  * backend_cuda.cu -- the CUDA backend: cuBLAS for gemm, small kernels elsewhere.
  *
  * Every function mirrors its twin in kernels/cpu (backend_cpu.c, conv.c,
- * pool.c, norm.c), written with the same float formulas in the same order so
- * that the two agree to ~1e-5 relative (regress/unit/test_cuda.c checks it).
+ * pool.c, norm.c, loss.c, seq.c), written with the same float formulas in the
+ * same order so that the two agree to ~1e-5 relative (regress/unit/test_cuda.c
+ * checks it); a row's arithmetic that both do alike is kernels/rows.h's, which
+ * the kernels call in the thread that owns the row.
  * Reductions accumulate in double through fixed trees, and the adjoints
  * (col2im, pooling backward) gather per input element, so nothing needs
  * atomics and every result is deterministic.
@@ -37,6 +39,7 @@ extern "C"
 #include "cuda/cuda_backend.h"
 }
 #include "rng.h"
+#include "rows.h"
 
 #define BLOCK 256				/* threads per block for elementwise kernels */
 #define MAX_GRID 65535			/* grid-stride loops cover the rest */
@@ -580,23 +583,8 @@ maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total,
 	{
 		int64_t		plane = i / ((int64_t) oh * ow);
 		int			q = (int) (i - plane * oh * ow);
-		int			oy = q / ow,
-					ox = q % ow;
-		const float *src = x + plane * h * w;
-		int			at = oy * stride * w + ox * stride;
-		float		best = src[at];
-
 		/* first maximum wins, as in torch and the CPU twin */
-		for (int ky = 0; ky < k; ky++)
-			for (int kx = 0; kx < k; kx++)
-			{
-				int			j = (oy * stride + ky) * w + ox * stride + kx;
-
-				if (src[j] > best)
-					best = src[j], at = j;
-			}
-		y[i] = best;
-		argmax[i] = relu_before && !(best > 0.0f) ? -1 : at;
+		argmax[i] = nn_row_maxpool_window(x + plane * h * w, w, k, stride, q / ow, q % ow, relu_before, &y[i]);
 	}
 }
 
@@ -634,15 +622,7 @@ avgpool_forward_kernel(const float *x, float *y, int64_t total,
 	{
 		int64_t		plane = i / ((int64_t) oh * ow);
 		int			q = (int) (i - plane * oh * ow);
-		int			oy = q / ow,
-					ox = q % ow;
-		const float *src = x + plane * h * w;
-		float		s = 0.0f;
-
-		for (int ky = 0; ky < k; ky++)
-			for (int kx = 0; kx < k; kx++)
-				s += src[(oy * stride + ky) * w + ox * stride + kx];
-		y[i] = s * scale;
+		y[i] = nn_row_window_sum(x + plane * h * w, w, k, stride, q / ow, q % ow) * scale;
 	}
 }
 
@@ -675,14 +655,7 @@ __global__ void
 global_avgpool_forward_kernel(const float *x, float *y, int64_t planes, int plane)
 {
 	GRID_STRIDE(p, planes)
-	{
-		const float *src = x + p * plane;
-		float		s = 0.0f;
-
-		for (int k = 0; k < plane; k++)
-			s += src[k];
-		y[p] = s / (float) plane;
-	}
+		y[p] = nn_row_plane_mean(x + p * plane, plane);
 }
 
 __global__ void
@@ -798,8 +771,7 @@ batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plan
 		if (training)
 		{
 			double		m = 0.0,
-						sq = 0.0,
-						var;
+						sq = 0.0;
 
 			for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
 				m += x[channel_at(j, c, channels, plane)];
@@ -811,16 +783,13 @@ batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plan
 				sq += d * d;
 			}
 			sq = block_sum(sq, part);
-			var = sq / (double) count;
 			mean = (float) m;
-			invstd = (float) (1.0 / sqrt(var + eps));
+			invstd = nn_row_invstd(sq / (double) count, eps);
 			if (threadIdx.x == 0)
 			{
 				saved[c] = mean;
 				saved[channels + c] = invstd;
-				running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
-				running_var[c] = (1.0f - momentum) * running_var[c] +
-					momentum * (float) (count > 1 ? sq / (double) (count - 1) : var);
+				nn_row_batchnorm_running(&running_mean[c], &running_var[c], mean, sq, count, momentum);
 			}
 		}
 		else
@@ -863,7 +832,7 @@ batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
 			int64_t		at = channel_at(j, c, channels, plane);
 
 			sum_dy += dy[at];
-			sum_dy_xhat += (double) dy[at] * ((x[at] - mean) * invstd);
+			sum_dy_xhat += (double) dy[at] * nn_row_xhat(x[at], mean, invstd);
 		}
 		sum_dy = block_sum(sum_dy, part);
 		sum_dy_xhat = block_sum(sum_dy_xhat, part);
@@ -881,7 +850,7 @@ batchnorm_backward_kernel(const float *x, const float *dy, float *dx,
 		{
 			int64_t		at = channel_at(j, c, channels, plane);
 
-			dx[at] = gi * (dy[at] - k1 - (x[at] - mean) * invstd * k2);
+			dx[at] = nn_row_norm_dx(gi, dy[at], nn_row_xhat(x[at], mean, invstd), k1, k2);
 		}
 	}
 }
@@ -944,14 +913,14 @@ layernorm_forward_kernel(const float *x, float *y, int rows, int cols,
 		}
 		sq = block_sum(sq, part);
 		mean = (float) m;
-		invstd = (float) (1.0 / sqrt(sq / (double) cols + eps));
+		invstd = nn_row_invstd(sq / (double) cols, eps);
 		if (threadIdx.x == 0)
 		{
 			saved[2 * r] = mean;
 			saved[2 * r + 1] = invstd;
 		}
 		for (int c = threadIdx.x; c < cols; c += blockDim.x)
-			q[c] = (p[c] - mean) * invstd * gamma[c] + beta[c];
+			q[c] = nn_row_layernorm(p[c], mean, invstd, gamma[c], beta[c]);
 	}
 }
 
@@ -971,7 +940,7 @@ layernorm_param_grad_kernel(const float *x, const float *dy, int rows, int cols,
 			float		g = dy[(int64_t) r * cols + c];
 
 			sum_dy += g;
-			sum_dy_xhat += (double) g * ((x[(int64_t) r * cols + c] - saved[2 * r]) * saved[2 * r + 1]);
+			sum_dy_xhat += (double) g * nn_row_xhat(x[(int64_t) r * cols + c], saved[2 * r], saved[2 * r + 1]);
 		}
 		sum_dy = block_sum(sum_dy, part);
 		sum_dy_xhat = block_sum(sum_dy_xhat, part);
@@ -1006,7 +975,7 @@ layernorm_input_grad_kernel(const float *x, const float *dy, float *dx, int rows
 			float		g = d[c] * gamma[c];
 
 			sum_g += g;
-			sum_g_xhat += (double) g * ((p[c] - mean) * invstd);
+			sum_g_xhat += (double) g * nn_row_xhat(p[c], mean, invstd);
 		}
 		sum_g = block_sum(sum_g, part);
 		sum_g_xhat = block_sum(sum_g_xhat, part);
@@ -1014,7 +983,7 @@ layernorm_input_grad_kernel(const float *x, const float *dy, float *dx, int rows
 		k1 = (float) (sum_g / (double) cols);
 		k2 = (float) (sum_g_xhat / (double) cols);
 		for (int c = threadIdx.x; c < cols; c += blockDim.x)
-			q[c] = invstd * (d[c] * gamma[c] - k1 - (p[c] - mean) * invstd * k2);
+			q[c] = nn_row_norm_dx(invstd, d[c] * gamma[c], nn_row_xhat(p[c], mean, invstd), k1, k2);
 	}
 }
 
@@ -1079,7 +1048,7 @@ __global__ void
 sigmoid_forward_kernel(const float *x, float *y, int64_t n)
 {
 	GRID_STRIDE(i, n)
-		y[i] = 1.0f / (1.0f + expf(-x[i]));
+		y[i] = nn_row_sigmoid(x[i]);
 }
 
 __global__ void
@@ -1383,13 +1352,7 @@ xent_metrics_kernel(const float *logits, const float *labels, const float *loss,
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
 	{
-		const float *row = logits + r * classes;
-		int			best = 0;
-
-		for (int c = 1; c < classes; c++)
-			if (row[c] > row[best])
-				best = c;
-		correct += best == (int) labels[r] ? 1.0 : 0.0;
+		correct += nn_row_argmax(logits + r * classes, classes) == (int) labels[r] ? 1.0 : 0.0;
 		loss_sum += loss[r];
 	}
 	block_pair_sum(loss_sum, correct, part);
@@ -1402,18 +1365,7 @@ mse_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
-	{
-		double		s = 0.0;
-
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		d = z[r * k + c] - y[r * k + c];
-
-			s += (double) d * d;
-			dz[r * k + c] = d * scale;
-		}
-		loss_sum += s / (double) k;
-	}
+		loss_sum += nn_row_mse(z + r * k, y + r * k, dz + r * k, k, scale);
 	block_pair_sum(loss_sum, 0.0, part);
 }
 
@@ -1426,20 +1378,9 @@ bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
 	{
-		double		s = 0.0;
-		bool		all_right = true;
+		bool		all_right;
 
-		for (int64_t c = 0; c < k; c++)
-		{
-			float		zi = z[r * k + c];
-			float		t = y[r * k + c];
-			float		sig = 1.0f / (1.0f + expf(-zi));
-
-			s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
-			dz[r * k + c] = (sig - t) * scale;
-			all_right &= (zi > 0.0f) == (t > 0.5f);
-		}
-		loss_sum += s / (double) k;
+		loss_sum += nn_row_bce(z + r * k, y + r * k, dz + r * k, k, scale, &all_right);
 		correct += all_right ? 1.0 : 0.0;
 	}
 	block_pair_sum(loss_sum, correct, part);
@@ -1639,20 +1580,12 @@ cuda_copy_rows(float *dst, int64_t dst_stride, const float *src, int64_t src_str
  * Sequences: embedding, softmax over the last axis, the mean over steps
  * ------------------------------------------------------------------------- */
 
-__device__ static inline int64_t
-embedding_row(float id, int vocab)
-{
-	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
-		return -1;
-	return (int64_t) id;
-}
-
 __global__ void
 embedding_forward_kernel(const float *ids, const float *table, float *y, int64_t n, int vocab, int dim)
 {
 	GRID_STRIDE(i, n * dim)
 	{
-		int64_t		row = embedding_row(ids[i / dim], vocab);
+		int64_t		row = nn_row_embedding_index(ids[i / dim], vocab);
 
 		y[i] = row < 0 ? 0.0f : table[row * dim + i % dim];
 	}
@@ -1666,7 +1599,7 @@ embedding_backward_kernel(const float *ids, const float *dy, float *dtable, int6
 	{
 		for (int64_t p = 0; p < n; p++)
 		{
-			int64_t		row = embedding_row(ids[p], vocab);
+			int64_t		row = nn_row_embedding_index(ids[p], vocab);
 
 			if (row >= 0)
 				dtable[row * dim + d] += dy[p * dim + d];
@@ -1691,40 +1624,14 @@ __global__ void
 softmax_forward_kernel(const float *x, float *y, int64_t rows, int cols)
 {
 	GRID_STRIDE(r, rows)
-	{
-		const float *p = x + r * cols;
-		float	   *q = y + r * cols;
-		float		mx = p[0];
-		double		sum = 0.0;
-
-		for (int c = 1; c < cols; c++)
-			if (p[c] > mx)
-				mx = p[c];
-		for (int c = 0; c < cols; c++)
-		{
-			q[c] = expf(p[c] - mx);
-			sum += q[c];
-		}
-		for (int c = 0; c < cols; c++)
-			q[c] = (float) (q[c] / sum);
-	}
+		nn_row_softmax(x + r * cols, y + r * cols, cols);
 }
 
 __global__ void
 softmax_backward_kernel(const float *y, const float *dy, float *dx, int64_t rows, int cols)
 {
 	GRID_STRIDE(r, rows)
-	{
-		const float *p = y + r * cols;
-		const float *g = dy + r * cols;
-		float	   *q = dx + r * cols;
-		double		dot = 0.0;
-
-		for (int c = 0; c < cols; c++)
-			dot += (double) g[c] * p[c];
-		for (int c = 0; c < cols; c++)
-			q[c] = p[c] * (g[c] - (float) dot);
-	}
+		nn_row_softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
 }
 
 static void
@@ -1762,14 +1669,7 @@ __global__ void
 seq_avgpool_forward_kernel(const float *x, float *y, int n, int steps, int dim)
 {
 	GRID_STRIDE(i, (int64_t) n * dim)
-	{
-		const float *p = x + (i / dim) * steps * dim + i % dim;
-		double		sum = 0.0;
-
-		for (int t = 0; t < steps; t++)
-			sum += p[(int64_t) t * dim];
-		y[i] = (float) (sum / steps);
-	}
+		y[i] = nn_row_step_mean(x + (i / dim) * steps * dim + i % dim, steps, dim);
 }
 
 __global__ void
@@ -1793,7 +1693,14 @@ cuda_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim)
 	launch("seq_avgpool_backward", (int64_t) n * steps * dim, seq_avgpool_backward_kernel, dy, dx, n, steps, dim);
 }
 
-/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic (see kernels/backend.h) */
+/* tanh as the tanh layer's kernel has it: a GRU's candidate */
+__device__ static float
+device_tanh(float x)
+{
+	return tanhf(x);
+}
+
+/* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic, kernels/rows.h's (see kernels/backend.h) */
 __global__ void
 gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 						 const float *hprev, int hprev_stride, float *h, int h_stride,
@@ -1804,23 +1711,13 @@ gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 	{
 		int64_t		e = i / units;
 		int			j = (int) (i % units);
-		const float *a = gi + e * gi_stride;
-		const float *b = gh + e * 3 * units;
-		float	   *sv = saved + e * saved_stride;
-		float		r = 1.0f / (1.0f + expf(-(a[j] + b[j])));
-		float		z = 1.0f / (1.0f + expf(-(a[units + j] + b[units + j])));
-		float		hn = b[2 * units + j];
-		float		nn = tanhf(a[2 * units + j] + r * hn);
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
-		float		hv = (1.0f - z) * nn + z * hp;
+		float		hv = nn_row_gru_unit(gi + e * gi_stride, gh + e * 3 * units, hp,
+										 saved + e * saved_stride, units, j, device_tanh);
 
 		h[e * h_stride + j] = hv;
 		if (out)
 			out[e * out_stride + j] = hv;
-		sv[j] = r;
-		sv[units + j] = z;
-		sv[2 * units + j] = nn;
-		sv[3 * units + j] = hn;
 	}
 }
 
@@ -1834,26 +1731,11 @@ gru_gates_backward_kernel(float *dh, const float *dout, int dout_stride,
 	{
 		int64_t		e = i / units;
 		int			j = (int) (i % units);
-		const float *sv = saved + e * saved_stride;
-		float	   *a = dgi + e * gi_stride;
-		float	   *b = dgh + e * 3 * units;
 		float		d = dh[e * units + j] + (dout ? dout[e * dout_stride + j] : 0.0f);
-		float		r = sv[j],
-					z = sv[units + j],
-					nn = sv[2 * units + j],
-					hn = sv[3 * units + j];
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
-		float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
-		float		dzp = d * (hp - nn) * z * (1.0f - z);
-		float		drp = dnp * hn * r * (1.0f - r);
 
-		a[j] = drp;
-		a[units + j] = dzp;
-		a[2 * units + j] = dnp;
-		b[j] = drp;
-		b[units + j] = dzp;
-		b[2 * units + j] = dnp * r;
-		dh[e * units + j] = d * z;
+		dh[e * units + j] = nn_row_gru_unit_backward(d, saved + e * saved_stride, hp, dgi + e * gi_stride,
+													 dgh + e * 3 * units, units, j);
 	}
 }
 

@@ -1,0 +1,311 @@
+/*
+ * rows.h -- one row's arithmetic (an example's, a position's, a window's),
+ * shared by the CPU backend (kernels/cpu) and the CUDA backend
+ * (kernels/cuda/backend_cuda.cu): the CPU calls each helper in its loop over
+ * rows, a CUDA kernel in the thread that owns the row.  One copy of each
+ * formula, so the two backends compute the same operations in the same order
+ * (the CUDA file is compiled with --fmad=false: its products are rounded as
+ * the CPU's are).
+ *
+ * Only what both backends really do alike is here.  Where the GPU splits a
+ * row's reduction over a block or a warp (batch and layer normalization's
+ * sums, softmax cross-entropy) the orders differ by design, and only the
+ * per-element formulas around the sums are shared.
+ *
+ * Plain C that is also CUDA C++: no restrict, no pragmas, no target
+ * attributes, nothing that changes how an including unit is compiled.  The
+ * CPU units build it with the engine's flags (no -ffast-math, no -march), so
+ * a helper rounds in the including unit exactly as the loop it replaced.
+ */
+#ifndef PGDL_KERNELS_ROWS_H
+#define PGDL_KERNELS_ROWS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define NN_ROW_FN static inline __host__ __device__
+#else
+#define NN_ROW_FN static inline
+#endif
+
+/* The logistic function: the sigmoid layer, a GRU's gates, the bce loss. */
+NN_ROW_FN float
+nn_row_sigmoid(float x)
+{
+	return 1.0f / (1.0f + expf(-x));
+}
+
+/* ---------------------------------------------------------------------------
+ * Sequences (kernels/cpu/seq.c)
+ * ------------------------------------------------------------------------- */
+
+/* An embedding id's row, or -1 when it is not a whole number in [0, vocab). */
+NN_ROW_FN int64_t
+nn_row_embedding_index(float id, int vocab)
+{
+	if (!(id >= 0.0f && id < (float) vocab) || id != floorf(id))
+		return -1;
+	return (int64_t) id;
+}
+
+/* q = softmax(p) over cols values: the maximum subtracted, the sum in double. */
+NN_ROW_FN void
+nn_row_softmax(const float *p, float *q, int cols)
+{
+	float		mx = p[0];
+	double		sum = 0.0;
+
+	for (int c = 1; c < cols; c++)
+		if (p[c] > mx)
+			mx = p[c];
+	for (int c = 0; c < cols; c++)
+	{
+		q[c] = expf(p[c] - mx);
+		sum += q[c];
+	}
+	for (int c = 0; c < cols; c++)
+		q[c] = (float) (q[c] / sum);
+}
+
+/* q = p * (g - <g, p>): softmax's gradient from its output p, the dot in double. */
+NN_ROW_FN void
+nn_row_softmax_backward(const float *p, const float *g, float *q, int cols)
+{
+	double		dot = 0.0;
+
+	for (int c = 0; c < cols; c++)
+		dot += (double) g[c] * p[c];
+	for (int c = 0; c < cols; c++)
+		q[c] = p[c] * (g[c] - (float) dot);
+}
+
+/* The mean of p[0], p[dim], ..., p[(steps - 1) * dim]: one feature over a sequence's steps. */
+NN_ROW_FN float
+nn_row_step_mean(const float *p, int steps, int dim)
+{
+	double		sum = 0.0;
+
+	for (int t = 0; t < steps; t++)
+		sum += p[(int64_t) t * dim];
+	return (float) (sum / steps);
+}
+
+/*
+ * Unit j of one example's GRU step (see gru_gates_forward in backend.h): a
+ * and b are the example's rows of gi and gh (the gates r, z, n, units apart),
+ * hp the unit's previous state, sv the example's saved row, which gets r, z,
+ * the candidate and its hidden part.  Returns the new state.  The candidate's
+ * tanh is the backend's own (the CPU's cpu_tanh, the GPU's tanhf), as in
+ * their tanh layers.
+ */
+NN_ROW_FN float
+nn_row_gru_unit(const float *a, const float *b, float hp, float *sv, int units, int j,
+				float (*candidate_tanh) (float))
+{
+	float		r = nn_row_sigmoid(a[j] + b[j]);
+	float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
+	float		hn = b[2 * units + j];
+	float		nn = candidate_tanh(a[2 * units + j] + r * hn);
+
+	sv[j] = r;
+	sv[units + j] = z;
+	sv[2 * units + j] = nn;
+	sv[3 * units + j] = hn;
+	return (1.0f - z) * nn + z * hp;
+}
+
+/*
+ * Its gradient: d is the unit's gradient of the new state, sv the saved row
+ * and hp the previous state; a and b, the example's rows of dgi and dgh, get
+ * the gates' gradients (n's times r in b).  Returns d * z, the previous
+ * state's share before the product with W_hh.
+ */
+NN_ROW_FN float
+nn_row_gru_unit_backward(float d, const float *sv, float hp, float *a, float *b, int units, int j)
+{
+	float		r = sv[j],
+				z = sv[units + j],
+				nn = sv[2 * units + j],
+				hn = sv[3 * units + j];
+	float		dnp = d * (1.0f - z) * (1.0f - nn * nn);
+	float		dzp = d * (hp - nn) * z * (1.0f - z);
+	float		drp = dnp * hn * r * (1.0f - r);
+
+	a[j] = drp;
+	a[units + j] = dzp;
+	a[2 * units + j] = dnp;
+	b[j] = drp;
+	b[units + j] = dzp;
+	b[2 * units + j] = dnp * r;
+	return d * z;
+}
+
+/* ---------------------------------------------------------------------------
+ * Normalization (kernels/cpu/norm.c).  The sums are not here: the CPU adds a
+ * channel in eight lanes and a row in order, the GPU through a block's tree;
+ * what both do with the sums is.
+ * ------------------------------------------------------------------------- */
+
+/* 1 / sqrt(var + eps) in double, rounded to float once: batch and layer normalization's invstd. */
+NN_ROW_FN float
+nn_row_invstd(double var, float eps)
+{
+	return (float) (1.0 / sqrt(var + eps));
+}
+
+/*
+ * A channel's running statistics after a training batch of count values with
+ * mean `mean` and sq the sum of their squared deviations: the running
+ * variance takes the unbiased variance, as torch's.
+ */
+NN_ROW_FN void
+nn_row_batchnorm_running(float *running_mean, float *running_var, float mean, double sq,
+						 int64_t count, float momentum)
+{
+	*running_mean = (1.0f - momentum) * *running_mean + momentum * mean;
+	*running_var = (1.0f - momentum) * *running_var +
+		momentum * (float) (count > 1 ? sq / (double) (count - 1) : sq / (double) count);
+}
+
+/* x normalized, in float: what the gradients' sums multiply by. */
+NN_ROW_FN float
+nn_row_xhat(float x, float mean, float invstd)
+{
+	return (x - mean) * invstd;
+}
+
+/* Layer normalization's output for one value. */
+NN_ROW_FN float
+nn_row_layernorm(float x, float mean, float invstd, float gamma, float beta)
+{
+	return nn_row_xhat(x, mean, invstd) * gamma + beta;
+}
+
+/*
+ * The gradient through a normalization for one value: s * (g - k1 - xhat *
+ * k2), k1 and k2 the means of g and of g * xhat over its channel (batch) or
+ * row (layer).  Batch normalization's g is dy and s gamma * invstd; layer
+ * normalization's g is dy * gamma and s invstd.
+ */
+NN_ROW_FN float
+nn_row_norm_dx(float s, float g, float xhat, float k1, float k2)
+{
+	return s * (g - k1 - xhat * k2);
+}
+
+/* ---------------------------------------------------------------------------
+ * Losses and metrics (kernels/cpu/loss.c): a row each.  The CPU adds the
+ * rows' results in row order, the GPU through its fixed grid.
+ * ------------------------------------------------------------------------- */
+
+/* The column of the row's first largest value. */
+NN_ROW_FN int
+nn_row_argmax(const float *row, int classes)
+{
+	int			best = 0;
+
+	for (int c = 1; c < classes; c++)
+		if (row[c] > row[best])
+			best = c;
+	return best;
+}
+
+/* A row of the mse loss: dz = (z - y) * scale; returns the row's mean of (z - y)^2, summed in double. */
+NN_ROW_FN double
+nn_row_mse(const float *z, const float *y, float *dz, int k, float scale)
+{
+	double		s = 0.0;
+
+	for (int64_t c = 0; c < k; c++)
+	{
+		float		d = z[c] - y[c];
+
+		s += (double) d * d;
+		dz[c] = d * scale;
+	}
+	return s / (double) k;
+}
+
+/*
+ * A row of the bce loss on logits, max(z, 0) - z * t + log(1 + exp(-|z|)) as
+ * BCEWithLogitsLoss: dz = (sigmoid(z) - t) * scale; returns the row's mean
+ * loss, and in *all_right whether every logit is on its target's side.
+ */
+NN_ROW_FN double
+nn_row_bce(const float *z, const float *y, float *dz, int k, float scale, bool *all_right)
+{
+	double		s = 0.0;
+	bool		right = true;
+
+	for (int64_t c = 0; c < k; c++)
+	{
+		float		zi = z[c];
+		float		t = y[c];
+		float		sig = nn_row_sigmoid(zi);
+
+		s += (double) (fmaxf(zi, 0.0f) - zi * t + log1pf(expf(-fabsf(zi))));
+		dz[c] = (sig - t) * scale;
+		right &= (zi > 0.0f) == (t > 0.5f);
+	}
+	*all_right = right;
+	return s / (double) k;
+}
+
+/* ---------------------------------------------------------------------------
+ * Pooling windows (kernels/cpu/pool.c), forward: a window each.  The
+ * backward passes differ (the CPU adds into dx window by window, the GPU
+ * gathers an element's windows), and so does the CPU's 2x2/2 max pooling,
+ * unrolled and in AVX-512.
+ * ------------------------------------------------------------------------- */
+
+/*
+ * The k x k window at output (oy, ox) of a plane w wide: its largest value
+ * into *best (the first one wins, as in torch), and its index in the plane,
+ * or -1 under relu_before when it is not positive (the relu would have made
+ * it 0, whose gradient is 0).
+ */
+NN_ROW_FN int32_t
+nn_row_maxpool_window(const float *src, int w, int k, int stride, int oy, int ox, bool relu_before,
+					  float *best)
+{
+	int			at = oy * stride * w + ox * stride;
+	float		top = src[at];
+
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++)
+		{
+			int			i = (oy * stride + ky) * w + ox * stride + kx;
+
+			if (src[i] > top)
+				top = src[i], at = i;
+		}
+	*best = top;
+	return relu_before && !(top > 0.0f) ? -1 : at;
+}
+
+/* The sum of the k x k window at output (oy, ox) of a plane w wide, in float, row by row. */
+NN_ROW_FN float
+nn_row_window_sum(const float *src, int w, int k, int stride, int oy, int ox)
+{
+	float		s = 0.0f;
+
+	for (int ky = 0; ky < k; ky++)
+		for (int kx = 0; kx < k; kx++)
+			s += src[(oy * stride + ky) * w + ox * stride + kx];
+	return s;
+}
+
+/* The mean of a plane's values, summed in float in order. */
+NN_ROW_FN float
+nn_row_plane_mean(const float *src, int plane)
+{
+	float		s = 0.0f;
+
+	for (int k = 0; k < plane; k++)
+		s += src[k];
+	return s / (float) plane;
+}
+
+#endif
