@@ -224,4 +224,9 @@ pgdl_pack_row_features(const PackData *data, int64 row)
 	return data->chunks[row / data->chunk_rows] + (row % data->chunk_rows) * data->n_features;
 }
 
+/* pack_args.c: the arguments */
+
+extern void pgdl_pack_read_args(FunctionCallInfo fcinfo, PackArgs *args);
+extern void pgdl_pack_check_args(PackArgs *args);
+
 #endif							/* PGDL_DATA_PACK_H */
