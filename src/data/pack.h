@@ -229,4 +229,11 @@ pgdl_pack_row_features(const PackData *data, int64 row)
 extern void pgdl_pack_read_args(FunctionCallInfo fcinfo, PackArgs *args);
 extern void pgdl_pack_check_args(PackArgs *args);
 
+/* pack_columns.c: the source's columns, and the reference they must match */
+
+extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
+/* sets each sequence's limit to the reference's L */
+extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
+									 PackReference *ref);
+
 #endif							/* PGDL_DATA_PACK_H */
