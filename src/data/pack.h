@@ -236,4 +236,18 @@ extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
 extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
 									 PackReference *ref);
 
+/* pack_write.c: the packed table and its pgdl.datasets row */
+
+extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
+extern int32 pgdl_pack_count_buffers(const PackData *data, const PackArgs *args);
+extern void pgdl_pack_check_output(const char *output, int partitions, PackOutput *out);
+extern void pgdl_pack_create_table(const PackOutput *out, int partitions);
+extern void pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order,
+									const PackNorm *norm, const float *y_all, int n_targets,
+									int32 buffer_rows, int32 partitions, int32 n_buffers);
+extern int64 pgdl_pack_register_dataset(const PackOutput *out, const PackArgs *args,
+										const PackData *data, char **classes, int n_classes,
+										int n_targets, Jsonb *normalization, int32 n_buffers,
+										const PackReference *ref, Jsonb *categorical);
+
 #endif							/* PGDL_DATA_PACK_H */
