@@ -236,6 +236,11 @@ extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
 extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
 									 PackReference *ref);
 
+/* pack_classes.c: the classes of a classification label */
+
+extern float *pgdl_pack_make_classes(PackData *data, const PackReference *ref, char ***classes_out,
+									 int *n_classes_out);
+
 /* pack_write.c: the packed table and its pgdl.datasets row */
 
 extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
