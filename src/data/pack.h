@@ -241,6 +241,16 @@ extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryCon
 extern float *pgdl_pack_make_classes(PackData *data, const PackReference *ref, char ***classes_out,
 									 int *n_classes_out);
 
+/* pack_normalize.c: the normalization of the numeric features */
+
+extern void pgdl_pack_make_normalization(const PackArgs *args, const PackData *data,
+										 const PackReference *ref, PackNorm *norm);
+/* a PgdlSpillRowFn, for pack_order.c's scatter of spilled rows */
+extern void pgdl_pack_add_deviations(void *arg, int64 row, const float *x);
+/* after pgdl_pack_make_order, which adds the deviations of spilled rows */
+extern void pgdl_pack_finish_normalization(const PackData *data, PackNorm *norm);
+extern void pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm);
+
 /* pack_write.c: the packed table and its pgdl.datasets row */
 
 extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
