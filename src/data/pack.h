@@ -251,6 +251,11 @@ extern void pgdl_pack_add_deviations(void *arg, int64 row, const float *x);
 extern void pgdl_pack_finish_normalization(const PackData *data, PackNorm *norm);
 extern void pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm);
 
+/* pack_order.c: the shuffled order */
+
+extern void pgdl_pack_make_order(PackData *data, int64 seed, PackNorm *norm, MemoryContext cxt,
+								 PackOrder *order);
+
 /* pack_write.c: the packed table and its pgdl.datasets row */
 
 extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
