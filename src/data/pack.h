@@ -236,6 +236,15 @@ extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
 extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
 									 PackReference *ref);
 
+/* pack_vocab.c: categorical and sequence values, then their ids */
+
+/* while reading, for row data->n_rows once it is known to be kept */
+extern void pgdl_pack_store_categorical(PackData *data, HeapTuple tuple, TupleDesc desc);
+extern void pgdl_pack_store_sequences(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row);
+/* once every row is read: each sequence's L, and data->n_total with them */
+extern void pgdl_pack_finish_sequences(PackData *data, int32 buffer_rows);
+extern Jsonb *pgdl_pack_make_vocabularies(PackData *data, const PackReference *ref);
+
 /* pack_classes.c: the classes of a classification label */
 
 extern float *pgdl_pack_make_classes(PackData *data, const PackReference *ref, char ***classes_out,
