@@ -236,6 +236,12 @@ extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
 extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
 									 PackReference *ref);
 
+/* pack_read.c: reading the source */
+
+extern void pgdl_pack_read_source(PackData *data, bool skip, int32 buffer_rows,
+								  const PackReference *ref, Oid source);
+extern void pgdl_pack_report_rows(const PackData *data);
+
 /* pack_vocab.c: categorical and sequence values, then their ids */
 
 /* while reading, for row data->n_rows once it is known to be kept */
