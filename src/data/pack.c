@@ -1,21 +1,27 @@
 /*
  * pack.c -- pgdl.pack: a source table to shuffled minibatch buffers in a
- * LIST-partitioned table, registered in pgdl.datasets.
+ * LIST-partitioned table, registered in pgdl.datasets.  This file is the SQL
+ * entry and its flow; each step is in the file named beside it.
  *
  * The work runs in this order, so that every error about the arguments or the
  * data is raised before anything is created (and the caller's transaction
  * rolls back the rest):
  *
- *   1. check the arguments, find the columns and their types, read the
- *      reference dataset, check that the output's names are free;
- *   2. read the whole source once, in its physical order: features as
- *      float32 into memory, or, once they pass maintenance_work_mem, into
- *      temporary files (pack_spill.c); labels as they are, into memory;
- *   3. compute the classes (or map to the reference's) and the normalization;
- *   4. shuffle the row order once (seeded Fisher-Yates on nn_rng_u64); spilled
- *      rows are scattered to bucket files by their place in that order;
+ *   1. check the arguments (pack_args.c), find the columns and their types and
+ *      read the reference dataset (pack_columns.c), check that the output's
+ *      names are free (pack_write.c);
+ *   2. read the whole source once, in its physical order (pack_read.c):
+ *      features as float32 into memory, or, once they pass
+ *      maintenance_work_mem, into temporary files (pack_spill.c); labels as
+ *      they are, into memory; categorical and sequence values as provisional
+ *      indices (pack_vocab.c);
+ *   3. compute the classes or map to the reference's (pack_classes.c), the
+ *      vocabularies (pack_vocab.c) and the normalization (pack_normalize.c);
+ *   4. shuffle the row order once (pack_order.c: seeded Fisher-Yates on
+ *      nn_rng_u64); spilled rows are scattered to bucket files by their place
+ *      in that order;
  *   5. create the packed table, write buffer after buffer through one prepared
- *      INSERT, and register the dataset.
+ *      INSERT, and register the dataset (pack_write.c).
  *
  * The order is a function of the seed and the rows alone, so the packed
  * table's bytes are the same whether the rows were spilled or not.  Memory is
@@ -24,42 +30,23 @@
  * labels (8 bytes a row for numbers) stay until the classes are made; the
  * tokens of sequence columns (4 bytes each, 12 a row) stay to the end.
  *
- * Normalization is float32 arithmetic, exactly as pgdl_dataset_normalize
- * applies it at prediction time: x * (float) scale, or (x - mean[j]) / std[j]
- * with mean and std stored as the float32 values used here.
+ * The packed table holds buffer b, the rows at positions b * buffer_rows ..
+ * of that order, in partition b % partitions: x their examples (the numeric
+ * features normalized, then the categorical ids, then each sequence's ids and
+ * length), y their classes or targets.  Its pgdl.datasets row holds what
+ * reading it back and predicting need: the source and its columns, the task,
+ * an example's floats (n_features) and n_targets, the classes and the label's
+ * type, the normalization, the vocabularies (categorical), the counts of rows,
+ * buffers and partitions, the seed, and the reference.
  */
 #include "postgres.h"
 
-#include <float.h>
-#include <math.h>
-
-#include "catalog/namespace.h"
-#include "catalog/pg_class.h"
-#include "catalog/pg_type.h"
-#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "utils/array.h"
-#include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
-#include "utils/guc.h"
-#include "utils/jsonb.h"
-#include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/regproc.h"
-#include "utils/syscache.h"
-#include "utils/varlena.h"
-#include "common/hashfn.h"
-#include "utils/hsearch.h"
 
-#include "nn/nn.h"
 #include "base/base.h"
-#include "spec/spec.h"
-#include "catalog/catalog.h"
-#include "data/data.h"
 #include "data/pack.h"
 
 PG_FUNCTION_INFO_V1(pgdl_pack);
@@ -124,8 +111,8 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_pack_write_buffers(&out, &order, &norm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
 	if (data.spill != NULL)
 		pgdl_spill_end(data.spill);
-	id = pgdl_pack_register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers, &ref,
-									categorical);
+	id = pgdl_pack_register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers,
+									&ref, categorical);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");
