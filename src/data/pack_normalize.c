@@ -1,0 +1,156 @@
+/*
+ * pack_normalize.c -- the normalization of the numeric features: a scale (1 by
+ * default), each feature's mean and std (standardize), or the reference's.
+ *
+ * It is float32 arithmetic, exactly as pgdl_dataset_normalize applies it at
+ * prediction time: x * (float) scale, or (x - mean[j]) / std[j] with mean and
+ * std stored as the float32 values used here.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/pack.h"
+
+/* {"scale": s}, s as the shortest text of the double given. */
+static Jsonb *
+scale_jsonb(double scale)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_float8(&state, "scale", scale);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* {"mean": [...], "std": [...]}, each float as its shortest text, so that it reads back exactly. */
+static Jsonb *
+standardize_jsonb(const float *mean, const float *std, int32 nf)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int which = 0; which < 2; which++)
+	{
+		const float *v = which == 0 ? mean : std;
+
+		pgdl_jsonb_put_key(&state, which == 0 ? "mean" : "std");
+		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+		for (int j = 0; j < nf; j++)
+			pgdl_jsonb_put_float4(&state, NULL, v[j]);
+		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/*
+ * Per-feature mean and standard deviation (population: divided by n), in
+ * double over the float32 features, stored as float32; a std of 0 becomes 1.
+ * The mean is from the sums taken while reading; the deviations from it need
+ * a second pass over the rows (pgdl_pack_add_deviations), in the same order
+ * whether they are in memory or spilled, so that both give the same bits.
+ */
+static void
+standardize_mean(const PackData *data, PackNorm *norm)
+{
+	int32		nf = data->n_features;
+
+	norm->mean = palloc(sizeof(float) * nf);
+	norm->std = palloc(sizeof(float) * nf);
+	norm->ssq = palloc0(sizeof(double) * nf);
+	for (int j = 0; j < nf; j++)
+		norm->mean[j] = (float) (data->sum[j] / (double) data->n_rows);
+}
+
+/* A PgdlSpillRowFn: row x's squared deviations from the mean, into norm->ssq. */
+void
+pgdl_pack_add_deviations(void *arg, int64 row, const float *x)
+{
+	PackNorm   *norm = (PackNorm *) arg;
+
+	for (int j = 0; j < norm->n_features; j++)
+	{
+		double		dev = (double) x[j] - (double) norm->mean[j];
+
+		norm->ssq[j] += dev * dev;
+	}
+}
+
+/* The std, once every row's deviations are in (the rows in memory are added here). */
+void
+pgdl_pack_finish_normalization(const PackData *data, PackNorm *norm)
+{
+	if (norm->ssq == NULL)
+		return;
+	if (data->spill == NULL)
+		for (int64 r = 0; r < data->n_rows; r++)
+		{
+			if ((r & 255) == 0)
+				CHECK_FOR_INTERRUPTS();
+			pgdl_pack_add_deviations(norm, r, pgdl_pack_row_features(data, r));
+		}
+	for (int j = 0; j < data->n_features; j++)
+	{
+		float		s = (float) sqrt(norm->ssq[j] / (double) data->n_rows);
+
+		norm->std[j] = (s > 0 && isfinite(s)) ? s : 1.0f;
+	}
+	norm->ssq = NULL;
+	norm->jsonb = standardize_jsonb(norm->mean, norm->std, data->n_features);
+}
+
+/*
+ * The normalization: the reference's, the features' mean and std, or a scale
+ * (1 by default).  Standardizing sets the mean here and the std in
+ * pgdl_pack_finish_normalization.
+ */
+void
+pgdl_pack_make_normalization(const PackArgs *args, const PackData *data, const PackReference *ref, PackNorm *norm)
+{
+	memset(norm, 0, sizeof(PackNorm));
+	norm->scale = 1.0f;
+	norm->n_features = data->n_features;
+	if (ref->ds != NULL)
+	{
+		norm->scale = ref->ds->scale;
+		norm->mean = ref->ds->mean;
+		norm->std = ref->ds->std;
+		norm->jsonb = ref->ds->normalization;
+	}
+	else if (args->standardize)
+		standardize_mean(data, norm);
+	else
+	{
+		norm->scale = (float) args->scale;
+		norm->jsonb = scale_jsonb(args->scale);
+	}
+}
+
+static inline float
+normalized(const PackNorm *norm, int j, float v)
+{
+	return norm->mean != NULL ? (v - norm->mean[j]) / norm->std[j] : v * norm->scale;
+}
+
+/*
+ * Normalized features must stay finite.  The normalization is monotonic in x,
+ * so each feature's smallest and largest values decide.
+ */
+void
+pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm)
+{
+	for (int j = 0; j < data->n_features; j++)
+	{
+		if (!isfinite(normalized(norm, j, data->fmin[j])) ||
+			!isfinite(normalized(norm, j, data->fmax[j])))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("normalized feature %d is out of the range of real", j + 1),
+					 errdetail("Its values from %g to %g become infinite once normalized.",
+							   data->fmin[j], data->fmax[j])));
+	}
+}

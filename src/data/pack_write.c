@@ -1,0 +1,316 @@
+/*
+ * pack_write.c -- the packed table and its pgdl.datasets row: the output's
+ * names checked free and the buffers counted and sized before anything is
+ * created; then the table, its buffers in the shuffled order, and the row.
+ *
+ *   output (part integer, buffer_id integer, n integer, x real[], y real[])
+ *   PARTITION BY LIST (part): output_p0 .. output_p<partitions - 1>
+ *
+ * Buffer b holds the rows at positions b * buffer_rows .. of the shuffled
+ * order, in partition b % partitions (every partition gets at least one): x
+ * their n examples of n_total floats (the numeric features normalized, each
+ * categorical id, each sequence's L ids and its length), y their n class
+ * indices or n * n_targets targets.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/regproc.h"
+
+#include "base/base.h"
+#include "catalog/catalog.h"
+#include "data/pack.h"
+
+/* A buffer's x is one real[]: at most MaxArraySize elements. */
+void
+pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows)
+{
+	if (n_total * Min(buffer_rows, PGDL_MAX_BUFFER_ROWS) > (int64) MaxArraySize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a buffer of %d rows of " INT64_FORMAT " features is too large", buffer_rows, n_total),
+				 errdetail("A buffer's features are one real[] array of at most %d elements.", (int) MaxArraySize),
+				 errhint("Use a smaller buffer_rows.")));
+}
+
+/* How many buffers the rows fill; every partition must get one. */
+int32
+pgdl_pack_count_buffers(const PackData *data, const PackArgs *args)
+{
+	int64		n_buffers = (data->n_rows + args->buffer_rows - 1) / args->buffer_rows;
+
+	if (n_buffers > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("source has too many rows for buffers of %d rows", args->buffer_rows),
+				 errhint("Use a larger buffer_rows.")));
+
+	/*
+	 * An empty partition would give the worker that owns it nothing to train
+	 * on, and a model hopping through it no step: refuse rather than create one.
+	 */
+	if (args->partitions > n_buffers)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("more partitions (%d) than buffers (" INT64_FORMAT ")", args->partitions, n_buffers),
+				 errdetail("Every partition needs at least one buffer; " INT64_FORMAT " rows in buffers of up to %d rows fill " INT64_FORMAT ".",
+						   data->n_rows, args->buffer_rows, n_buffers),
+				 errhint("Use partitions => " INT64_FORMAT " or fewer, or a smaller buffer_rows.", n_buffers)));
+	return (int32) n_buffers;
+}
+
+void
+pgdl_pack_check_output(const char *output, int partitions, PackOutput *out)
+{
+	List	   *names = stringToQualifiedNameList(output);
+	RangeVar   *rv = makeRangeVarFromNameList(names);
+	Oid			nsp = RangeVarGetCreationNamespace(rv);
+	char		suffix[16];
+
+	out->namespace = nsp;
+	out->schema = get_namespace_name(nsp);
+	out->name = rv->relname;
+	out->qualified = quote_qualified_identifier(out->schema, out->name);
+
+	snprintf(suffix, sizeof(suffix), "_p%d", partitions - 1);
+	if (strlen(out->name) + strlen(suffix) >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("output name \"%s\" is too long", out->name),
+				 errdetail("Its partitions are named %s_p0 to %s%s, and names have at most %d bytes.",
+						   out->name, out->name, suffix, NAMEDATALEN - 1)));
+
+	for (int k = -1; k < partitions; k++)
+	{
+		char	   *name = k < 0 ? out->name : psprintf("%s_p%d", out->name, k);
+
+		if (OidIsValid(get_relname_relid(name, nsp)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_TABLE),
+					 errmsg("relation \"%s\" already exists", quote_qualified_identifier(out->schema, name)),
+					 k < 0 ? errhint("Drop it, or choose another output name.")
+					 : errdetail("pgdl.pack would create it as partition %d of \"%s\".", k, out->name)));
+	}
+}
+
+static void
+exec_utility(const char *sql)
+{
+	int			ret = SPI_execute(sql, false, 0);
+
+	if (ret != SPI_OK_UTILITY)
+		elog(ERROR, "pgdl.pack: \"%s\" failed: %s", sql, SPI_result_code_string(ret));
+}
+
+/* The packed table and its partitions. */
+void
+pgdl_pack_create_table(const PackOutput *out, int partitions)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfo(&sql,
+					 "CREATE TABLE %s (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,"
+					 " x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id))"
+					 " PARTITION BY LIST (part)", out->qualified);
+	exec_utility(sql.data);
+
+	/* before the partitions, which take their columns' storage from it */
+	resetStringInfo(&sql);
+	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
+					 out->qualified);
+	exec_utility(sql.data);
+
+	for (int k = 0; k < partitions; k++)
+	{
+		char	   *part = psprintf("%s_p%d", out->name, k);
+
+		CHECK_FOR_INTERRUPTS();
+		resetStringInfo(&sql);
+		appendStringInfo(&sql, "CREATE TABLE %s PARTITION OF %s FOR VALUES IN (%d)",
+						 quote_qualified_identifier(out->schema, part), out->qualified, k);
+		exec_utility(sql.data);
+	}
+}
+
+/* The row at position pos of the shuffled order, and its number (in the order read). */
+static inline const float *
+ordered_row(const PackOrder *order, int64 pos, int64 *row)
+{
+	if (order->spill != NULL)
+		return pgdl_spill_row_at(order->spill, pos, row);
+	*row = order->perm[pos];
+	return pgdl_pack_row_features(order->data, *row);
+}
+
+/* Row r's sequences, each as its L ids and its length (pgdl_sequence_layout), into out. */
+static void
+write_sequences(const PackData *data, int64 r, float *out)
+{
+	for (int s = 0; s < data->n_sequences; s++)
+	{
+		const PackSequence *seq = &data->seqs[s];
+		const int32 *tokens = seq->tokens + seq->row_start[r];
+		int32		n = seq->row_count[r];
+
+		for (int32 i = 0; i < n; i++)
+			seq->ids[i] = tokens[i] < 0 ? PGDL_SEQUENCE_UNSEEN : seq->cat.id_of[tokens[i]];
+		pgdl_sequence_layout(seq->ids, n, seq->length, out);
+		out += seq->length + 1;
+	}
+}
+
+/* The rows at positions first .. first + n normalized into x, their targets into y. */
+static void
+fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
+			int n_targets, int64 first, int32 n, float *x, float *y)
+{
+	const PackData *data = order->data;
+	int32		nf = data->n_features;
+
+	for (int32 i = 0; i < n; i++)
+	{
+		int64		r;
+		const float *src = ordered_row(order, first + i, &r);
+		float	   *dst = x + (int64) i * data->n_total;
+
+		/* the ids after the numeric features, exact and not normalized */
+		for (int c = 0; c < data->n_categorical; c++)
+		{
+			int32		p = data->cats[c].row_index[r];
+
+			dst[nf + c] = p < 0 ? 0.0f : (float) data->cats[c].id_of[p];
+		}
+		write_sequences(data, r, dst + nf + data->n_categorical);
+
+		if (norm->mean != NULL)
+			for (int j = 0; j < nf; j++)
+				dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
+		else if (norm->scale != 1.0f)
+			for (int j = 0; j < nf; j++)
+				dst[j] = src[j] * norm->scale;
+		else
+			memcpy(dst, src, sizeof(float) * nf);
+		memcpy(y + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
+	}
+}
+
+/*
+ * Buffer b: the rows at positions b * buffer_rows ... normalized, in
+ * partition b % partitions.  One prepared INSERT for all buffers.
+ */
+void
+pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order, const PackNorm *norm,
+						const float *y_all, int n_targets,
+						int32 buffer_rows, int32 partitions, int32 n_buffers)
+{
+	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
+	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
+							   out->qualified);
+	SPIPlanPtr	plan = SPI_prepare(sql, 5, types);
+	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
+												 ALLOCSET_DEFAULT_SIZES);
+
+	if (plan == NULL)
+		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+
+	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers, true);
+	for (int32 b = 0; b < n_buffers; b++)
+	{
+		int64		first = (int64) b * buffer_rows;
+		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
+		MemoryContext old = MemoryContextSwitchTo(bufcxt);
+		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_total);
+		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
+		Datum		values[5];
+		int			ret;
+
+		CHECK_FOR_INTERRUPTS();
+		fill_buffer(order, norm, y_all, n_targets, first, n,
+					(float *) ARR_DATA_PTR(x), (float *) ARR_DATA_PTR(y));
+		values[0] = Int32GetDatum(b % partitions);
+		values[1] = Int32GetDatum(b);
+		values[2] = Int32GetDatum(n);
+		values[3] = PointerGetDatum(x);
+		values[4] = PointerGetDatum(y);
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", b, SPI_result_code_string(ret));
+		pgdl_call_progress_update(b + 1, first + n, 0.5 + 0.5 * (b + 1) / n_buffers);
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(bufcxt);
+	}
+	SPI_freeplan(plan);
+	MemoryContextDelete(bufcxt);
+}
+
+/* classes as a text[] */
+static Datum
+classes_array(char **classes, int n_classes)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n_classes, 1));
+
+	for (int k = 0; k < n_classes; k++)
+		elems[k] = CStringGetTextDatum(classes[k]);
+	return PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* Registers the dataset; its id. */
+int64
+pgdl_pack_register_dataset(const PackOutput *out, const PackArgs *args, const PackData *data,
+						   char **classes, int n_classes, int n_targets, Jsonb *normalization,
+						   int32 n_buffers, const PackReference *ref, Jsonb *categorical)
+{
+	Oid			types[17] = {OIDOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTARRAYOID,
+	OIDOID, JSONBOID, INT8OID, INT4OID, INT4OID, INT4OID, INT8OID, INT8OID, JSONBOID};
+	Datum		values[17];
+	char		nulls[17];
+	bool		isnull;
+	int			ret;
+
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = ObjectIdGetDatum(get_relname_relid(out->name, out->namespace));
+	values[1] = CStringGetTextDatum(DatumGetCString(DirectFunctionCall1(regclassout,
+																	   ObjectIdGetDatum(args->source))));
+	values[2] = CStringGetTextDatum(args->features);
+	values[3] = CStringGetTextDatum(args->label);
+	values[4] = CStringGetTextDatum(data->classification ? "classification" : "regression");
+	values[5] = Int32GetDatum(data->n_total);
+	values[6] = Int32GetDatum(n_targets);
+	values[7] = data->classification ? classes_array(classes, n_classes) : (Datum) 0;
+	nulls[7] = data->classification ? ' ' : 'n';
+	values[8] = ObjectIdGetDatum(data->label.type);
+	values[9] = JsonbPGetDatum(normalization);
+	values[10] = Int64GetDatum(data->n_rows);
+	values[11] = Int32GetDatum(n_buffers);
+	values[12] = Int32GetDatum(args->buffer_rows);
+	values[13] = Int32GetDatum(args->partitions);
+	values[14] = Int64GetDatum(args->seed);
+	values[15] = ref->ds != NULL ? Int64GetDatum(ref->ds->id) : (Datum) 0;
+	nulls[15] = ref->ds != NULL ? ' ' : 'n';
+	values[16] = categorical != NULL ? JsonbPGetDatum(categorical) : (Datum) 0;
+	nulls[16] = categorical != NULL ? ' ' : 'n';
+
+	/* categorical only when there are some: a catalog not yet updated to 0.6.0 lacks the column */
+	ret = SPI_execute_with_args(categorical != NULL
+								? "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference, categorical)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16, $17) RETURNING id"
+								: "INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features,"
+								" n_targets, classes, label_type, normalization, n_rows, n_buffers, buffer_rows,"
+								" partitions, seed, reference)"
+								" VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7, $8,"
+								" $9::pg_catalog.regtype, $10, $11, $12, $13, $14, $15, $16) RETURNING id",
+								categorical != NULL ? 17 : 16, types, values, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "pgdl.pack: registering the dataset failed: %s", SPI_result_code_string(ret));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
