@@ -103,20 +103,25 @@ interpolate_size(const PgdlProfile *prof, int k, int32_t kernel, int32_t batch, 
 	return lo_y + (hi_y - lo_y) * (lsize - lo_x) / (hi_x - lo_x);
 }
 
+/* A kind's seconds at one size, measured by this server's profile; 0 without one, or before the kind was measured. */
+static double
+measured_seconds(const PgdlProfile *prof, const char *kind, double size)
+{
+	double		s = prof->id ? pgdl_profile_kind_seconds(prof, kind, size, 1) : -1;
+
+	return s > 0 ? s : 0;
+}
+
 double
 pgdl_profile_fault_seconds(const PgdlProfile *prof, double bytes)
 {
-	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "fault", bytes, 1) : -1;
-
-	return Max(s, 0);			/* a profile of before it was measured: none */
+	return measured_seconds(prof, "fault", bytes);
 }
 
 double
 pgdl_profile_read_seconds(const PgdlProfile *prof, double floats)
 {
-	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "read", floats, 1) : -1;
-
-	return s > 0 ? s : 0;
+	return measured_seconds(prof, "read", floats);
 }
 
 double
@@ -129,23 +134,19 @@ pgdl_profile_worker_read_seconds(const PgdlProfile *prof, double floats)
 double
 pgdl_profile_worker_start_seconds(const PgdlProfile *prof, int workers)
 {
-	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "worker_start", workers, 1) : -1;
-
-	return s > 0 ? s : 0;
+	return measured_seconds(prof, "worker_start", workers);
 }
 
 double
 pgdl_profile_visit_seconds(const PgdlProfile *prof, double params)
 {
-	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "visit", params, 1) : -1;
-
-	return Max(s, 0);			/* a profile of before it was measured: none */
+	return measured_seconds(prof, "visit", params);
 }
 
 double
 pgdl_profile_checkpoint_seconds(const PgdlProfile *prof, double params)
 {
-	double		s = prof->id ? pgdl_profile_kind_seconds(prof, "checkpoint", params, 1) : -1;
+	double		s = measured_seconds(prof, "checkpoint", params);
 
 	/*
 	 * The row's bytes (two floats a parameter, as the probe's weights and
