@@ -1889,39 +1889,6 @@ read_run(MopRun *run, int64 run_id, int32 *per_node)
 	return run_config_from_jsonb(run, rec.config, per_node);
 }
 
-/* Configuration c's rank key at each epoch it completed (validation loss, else training loss), from its metrics. */
-static void
-read_epoch_keys(MopRun *run, MopConfig *c)
-{
-	Oid			types[3] = {INT8OID, INT8OID, INT4OID};
-	Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
-	MemoryContext caller = CurrentMemoryContext;
-
-	c->epoch_key = palloc(sizeof(double) * (c->start_epoch + 1));
-	for (int e = 0; e <= c->start_epoch; e++)
-		c->epoch_key[e] = get_float8_nan();
-	SPI_connect();
-	if (SPI_execute_with_args("SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
-							  "WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
-							  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pgdl.run_metrics");
-	for (uint64 r = 0; r < SPI_processed; r++)
-	{
-		bool		isnull[2];
-		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
-		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
-
-		if (!isnull[1])
-		{
-			MemoryContext old = MemoryContextSwitchTo(caller);
-
-			c->epoch_key[e] = DatumGetFloat8(key);
-			MemoryContextSwitchTo(old);
-		}
-	}
-	SPI_finish();
-}
-
 /*
  * Resume: early stopping's best metric and epochs without improvement, as the
  * run had them, from the validation metrics of each configuration's epochs.
@@ -1934,31 +1901,14 @@ restore_patience(MopRun *run)
 	foreach(lc, run->configs)
 	{
 		MopConfig  *c = lfirst(lc);
-		Oid			types[3] = {INT8OID, INT8OID, INT4OID};
-		Datum		values[3] = {Int64GetDatum(run->run_id), Int64GetDatum(c->config_id), Int32GetDatum(c->start_epoch)};
+		PgdlEpochMetrics *history;
+		int32		n;
 
 		if (c->config.patience <= 0 || c->start_epoch == 0)
 			continue;
-		SPI_connect();
-		if (SPI_execute_with_args("SELECT validation_loss, validation_accuracy, state = 'diverged' FROM pgdl.run_metrics "
-								  "WHERE run = $1 AND config = $2 AND node IS NULL AND epoch BETWEEN 1 AND $3 ORDER BY epoch",
-								  3, types, values, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read pgdl.run_metrics");
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			PgdlEpochMetrics em = {0};
-			bool		isnull[3];
-			Datum		loss = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]);
-			Datum		acc = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
-			Datum		diverged = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull[2]);
-
-			em.has_validation = !isnull[0];
-			em.validation_loss = isnull[0] ? 0 : DatumGetFloat8(loss);
-			em.validation_accuracy = isnull[1] ? 0 : DatumGetFloat8(acc);
-			em.diverged = !isnull[2] && DatumGetBool(diverged);
-			(void) pgdl_early_stop(&c->config, &em, &c->patience);
-		}
-		SPI_finish();
+		n = pgdl_run_validation_history(run->run_id, c->config_id, c->start_epoch, &history);
+		for (int32 e = 0; e < n; e++)
+			(void) pgdl_early_stop(&c->config, &history[e], &c->patience);
 	}
 }
 
@@ -1979,8 +1929,9 @@ read_resume_points(MopRun *run)
 		c->stopped = point.stopped;
 		c->has_metrics = point.has_metrics;
 		c->last = point.metrics;
+		/* each epoch's rank key (validation loss, else training loss): the rungs it passed */
 		if (run->eta > 0)
-			read_epoch_keys(run, c);
+			c->epoch_key = pgdl_run_epoch_losses(run->run_id, c->config_id, c->start_epoch);
 	}
 }
 
