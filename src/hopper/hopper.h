@@ -172,7 +172,7 @@ typedef struct MopShared
 
 #define MOP_SHARED_SIZE(n_models) (offsetof(MopShared, models) + sizeof(MopModel) * (n_models))
 
-/* mop.c: scheduling rules both sides apply */
+/* schedule.c: the schedule's arithmetic, which workers, leader and pgdl.progress share */
 
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
