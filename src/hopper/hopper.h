@@ -174,12 +174,29 @@ typedef struct MopShared
 
 /* schedule.c: the schedule's arithmetic, which workers, leader and pgdl.progress share */
 
+/* The partition of a model's visit `visit` in epoch `epoch` (0-based), from its seed. */
+extern int32 mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions);
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
 /* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
 extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
 /* A run's seconds left as the calibrated estimate predicts them, shared by workers (0: its own); <0: unknown. */
 extern double mop_predicted_seconds_left(const MopShared *shared, int workers);
+
+/* A model as the rule for taking one sees it (a worker's shared state, or explain.c's simulation). */
+typedef struct MopCandidate
+{
+	bool		takeable;		/* idle: no worker trains it and it waits at no rung */
+	int32		owner;			/* when takeable: the worker that owns its next partition */
+	double		left;			/* when takeable: seconds it has left to train, its priority */
+} MopCandidate;
+
+/*
+ * The model worker `worker` takes among n candidates, given which workers are
+ * busy (training a model); -1: none.
+ */
+extern int32 mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool *busy,
+							bool distributed);
 
 /* halving.c: the rungs, and the decisions taken there */
 

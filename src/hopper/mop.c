@@ -1416,143 +1416,197 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
 		totals->bytes += grp->bytes;
 }
 
+/* The simulated workers: explain_schedule's state. */
+typedef struct SimWorkers
+{
+	int			n;
+	int			parts;
+	const int16 *owner;			/* the run's: the worker that owns each partition */
+	double		budget;			/* pgdl.worker_cache_mem, in bytes: what each may hold */
+	double		free_at[PGDL_MAX_WORKERS];	/* when it next looks for a model */
+	double		used[PGDL_MAX_WORKERS];	/* bytes of partitions it holds */
+	bool		waiting[PGDL_MAX_WORKERS];	/* found none: for a visit to end or another's move */
+	bool		validated[PGDL_MAX_WORKERS];	/* read the validation set */
+	bool	   *held;			/* [w * parts + p]: worker w holds partition p */
+	MopCandidate *candidates;	/* the models as the rule sees them */
+} SimWorkers;
+
 /* m's next partition: its epoch's order (as fit and the workers draw it), at its visit. */
 static void
 sim_next_part(SimModel *m, int parts)
 {
-	int32		order[PGDL_MAX_PARTITIONS];
+	m->part = mop_visit_partition(m->seed, m->epoch, m->visit, parts);
+}
 
-	nn_rng_permutation(m->seed, NN_EPOCH_ORDER_STREAM(m->epoch), parts, order);
-	m->part = order[m->visit];
+/* Each worker reads the partitions it owns first, as the budget allows; free to train after. */
+static void
+sim_start(SimWorkers *sw, const MopRun *run, int n_models, double start, const ExplainLoads *loads)
+{
+	memset(sw, 0, sizeof(*sw));
+	sw->n = run->n_workers;
+	sw->parts = run->ds->partitions;
+	sw->owner = run->owner;
+	sw->budget = (double) pgdl_worker_cache_mem * 1024.0;
+	sw->held = palloc0(sizeof(bool) * sw->n * sw->parts);
+	sw->candidates = palloc(sizeof(MopCandidate) * Max(n_models, 1));
+	for (int w = 0; w < sw->n; w++)
+	{
+		sw->free_at[w] = start;
+		for (int p = 0; p < sw->parts; p++)
+			if (sw->owner[p] == w && sw->used[w] + loads->part_bytes <= sw->budget)
+			{
+				sw->free_at[w] += loads->read;
+				sw->used[w] += loads->part_bytes;
+				sw->held[w * sw->parts + p] = true;
+			}
+	}
+}
+
+/* The next worker free; of two free at once, one that is not waiting for another's move. */
+static int
+sim_next_worker(const SimWorkers *sw)
+{
+	int			w = 0;
+
+	for (int v = 1; v < sw->n; v++)
+		if (sw->free_at[v] < sw->free_at[w] || (sw->free_at[v] == sw->free_at[w] && sw->waiting[w] && !sw->waiting[v]))
+			w = v;
+	return w;
 }
 
 /*
- * The run's training as its workers would schedule it (worker.c's take_model):
- * each worker loads the partitions it owns, then takes an idle model whose next
- * partition is its own, else one whose partition's owner is busy (reading that
- * partition first, or attaching the copy another worker holds, once as the
- * budget allows); the one with the most work left first; waiting for a visit
- * to end or another worker to take a model when there is none.  Returns when
- * the last model finishes, or -1 when the run is too long to simulate.  The
- * models' partition orders are those of the run, so that, with the same seed,
- * they all start on the same partition.
+ * The model worker w takes at time t, by the workers' own rule: a model is
+ * takeable once its visit in progress has ended, and a worker is busy while
+ * its visit runs (one that waits is not).
+ */
+static int
+sim_pick(SimWorkers *sw, const SimModel *sim, int n, int epochs, int w, double t)
+{
+	bool		busy[PGDL_MAX_WORKERS];
+
+	for (int v = 0; v < sw->n; v++)
+		busy[v] = !(sw->waiting[v] || sw->free_at[v] <= t);
+	for (int i = 0; i < n; i++)
+	{
+		const SimModel *m = &sim[i];
+		MopCandidate *c = &sw->candidates[i];
+
+		c->takeable = !(m->done || m->ready > t);
+		if (c->takeable)
+		{
+			c->owner = sw->owner[m->part];
+			c->left = m->per_visit * ((epochs - m->epoch) * sw->parts - m->visit);
+		}
+	}
+	/* a distributed run is not simulated */
+	return mop_pick_model(sw->candidates, n, w, busy, false);
+}
+
+/* Worker w, free at t, found no model: false if no other worker will ever move. */
+static bool
+sim_wait(SimWorkers *sw, int w, double t)
+{
+	double		next = get_float8_infinity();
+
+	/* until a visit ends, or another worker free now takes a model */
+	for (int v = 0; v < sw->n; v++)
+		if (v != w && !sw->waiting[v] && sw->free_at[v] >= t)
+			next = Min(next, sw->free_at[v]);
+	if (isinf(next))
+		return false;
+	sw->waiting[w] = true;
+	sw->free_at[w] = next;
+	return true;
+}
+
+/*
+ * Worker w trains model m on its next partition: the visit's seconds, with the
+ * partition's read (or attach) when w does not hold it, and at the end of an
+ * epoch the model's checkpoint and validation; m moves on to its next visit.
+ */
+static double
+sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *loads)
+{
+	int			p = m->part;
+	double		d = m->visit_cost + m->per_visit;
+
+	if (!sw->held[w * sw->parts + p])
+	{
+		bool		elsewhere = false;
+
+		for (int v = 0; v < sw->n; v++)
+			elsewhere |= sw->held[v * sw->parts + p];
+		/* read at this visit (or attached); held for the next as the budget allows */
+		d += elsewhere ? loads->attach : loads->read;
+		if (sw->used[w] + loads->part_bytes <= sw->budget)
+		{
+			sw->used[w] += loads->part_bytes;
+			sw->held[w * sw->parts + p] = true;
+		}
+	}
+	if (++m->visit == sw->parts)
+	{
+		/* validation: the worker's first reads its set */
+		d += m->epoch_cost + (sw->validated[w] ? 0 : loads->validation);
+		sw->validated[w] = true;
+		m->visit = 0;
+		if (++m->epoch >= epochs)
+			m->done = true;
+	}
+	if (!m->done)
+		sim_next_part(m, sw->parts);
+	return d;
+}
+
+/*
+ * The run's training as its workers would schedule it: each worker loads the
+ * partitions it owns, then takes models by the workers' rule (schedule.c's
+ * mop_pick_model: its own partitions' first, else one whose partition's owner
+ * is busy, read there or attached from the worker that holds it, once as the
+ * budget allows; the most work left first), waiting for a visit to end or
+ * another worker to take a model when there is none.  Returns when the last
+ * model finishes, or -1 when the run is too long to simulate.  The models'
+ * partition orders are those of the run, so that, with the same seed, they
+ * all start on the same partition.
  */
 static double
 explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads)
 {
-	int			workers = run->n_workers,
-				parts = run->ds->partitions;
-	double		free_at[PGDL_MAX_WORKERS],
-				used[PGDL_MAX_WORKERS] = {0};
-	bool		waiting[PGDL_MAX_WORKERS] = {false};
-	bool		validated[PGDL_MAX_WORKERS] = {false};
-	bool	   *held = palloc0(sizeof(bool) * workers * parts);
-	double		budget = (double) pgdl_worker_cache_mem * 1024.0;
+	SimWorkers	sw;
 	double		end = start;
 	int			left = 0;
 	int64		steps = 0;
 
 	for (int i = 0; i < n; i++)
 		left += !sim[i].done;
-	if ((double) left * run->epochs * parts > 100000)
+	if ((double) left * run->epochs * run->ds->partitions > 100000)
 		return -1;
 	for (int i = 0; i < n; i++)
 		if (!sim[i].done)
-			sim_next_part(&sim[i], parts);
-	for (int w = 0; w < workers; w++)
-	{
-		free_at[w] = start;
-		for (int p = 0; p < parts; p++)
-			if (run->owner[p] == w && used[w] + loads->part_bytes <= budget)
-			{
-				free_at[w] += loads->read;
-				used[w] += loads->part_bytes;
-				held[w * parts + p] = true;
-			}
-	}
+			sim_next_part(&sim[i], run->ds->partitions);
+	sim_start(&sw, run, n, start, loads);
 	while (left > 0 && steps++ < 10 * 100000)
 	{
-		int			w = 0,
-					best = -1,
-					p;
-		double		t,
-					best_left = 0,
-					d;
-		bool		best_ours = false;
+		int			w = sim_next_worker(&sw);
+		double		t = sw.free_at[w];
+		int			best = sim_pick(&sw, sim, n, run->epochs, w, t);
+		double		d;
 
-		/* the next worker free; of two free at once, one that is not waiting for another's move */
-		for (int v = 1; v < workers; v++)
-			if (free_at[v] < free_at[w] || (free_at[v] == free_at[w] && waiting[w] && !waiting[v]))
-				w = v;
-		t = free_at[w];
-		for (int i = 0; i < n; i++)
-		{
-			SimModel   *m = &sim[i];
-			int			owner;
-			bool		ours;
-			double		todo;
-
-			if (m->done || m->ready > t)
-				continue;
-			owner = run->owner[m->part];
-			ours = owner == w;
-			if (!ours && (waiting[owner] || free_at[owner] <= t))
-				continue;		/* its owner is not busy */
-			todo = m->per_visit * ((run->epochs - m->epoch) * parts - m->visit);
-			if (best < 0 || (ours && !best_ours) || (ours == best_ours && todo > best_left))
-				best = i, best_ours = ours, best_left = todo;
-		}
 		if (best < 0)
 		{
-			double		next = get_float8_infinity();
-
-			/* until a visit ends, or another worker free now takes a model */
-			for (int v = 0; v < workers; v++)
-				if (v != w && !waiting[v] && free_at[v] >= t)
-					next = Min(next, free_at[v]);
-			if (isinf(next))
+			if (!sim_wait(&sw, w, t))
 				break;
-			waiting[w] = true;
-			free_at[w] = next;
 			continue;
 		}
-		waiting[w] = false;
-		p = sim[best].part;
-		d = sim[best].visit_cost + sim[best].per_visit;
-		if (!held[w * parts + p])
-		{
-			bool		elsewhere = false;
-
-			for (int v = 0; v < workers; v++)
-				elsewhere |= held[v * parts + p];
-			/* read at this visit (or attached); held for the next as the budget allows */
-			d += elsewhere ? loads->attach : loads->read;
-			if (used[w] + loads->part_bytes <= budget)
-			{
-				used[w] += loads->part_bytes;
-				held[w * parts + p] = true;
-			}
-		}
-		if (++sim[best].visit == parts)
-		{
-			/* validation: the worker's first reads its set */
-			d += sim[best].epoch_cost + (validated[w] ? 0 : loads->validation);
-			validated[w] = true;
-			sim[best].visit = 0;
-			if (++sim[best].epoch >= run->epochs)
-			{
-				sim[best].done = true;
-				left--;
-			}
-		}
-		if (!sim[best].done)
-			sim_next_part(&sim[best], parts);
-		sim[best].ready = free_at[w] = t + d;
+		sw.waiting[w] = false;
+		d = sim_visit(&sw, &sim[best], run->epochs, w, loads);
+		left -= sim[best].done;
+		sim[best].ready = sw.free_at[w] = t + d;
 		end = Max(end, t + d);
 		/* the others may now take models of w's partitions */
-		for (int v = 0; v < workers; v++)
-			if (waiting[v])
-				free_at[v] = t;
+		for (int v = 0; v < sw.n; v++)
+			if (sw.waiting[v])
+				sw.free_at[v] = t;
 	}
 	return left > 0 ? -1 : end;
 }
