@@ -44,53 +44,7 @@
 #include "plan/plan.h"
 #include "cluster/cluster.h"
 #include "hopper/hopper.h"
-
-/* A configuration of the set, ready to run. */
-typedef struct MopConfig
-{
-	int64		config_id;
-	int64		arch_id;
-	char	   *arch_name;
-	NnSpec	   *spec;
-	Jsonb	   *spec_json;
-	PgdlTrainConfig config;
-	Jsonb	   *config_json;
-	bytea	   *start;			/* the model to start from: new, or a checkpoint */
-	int32		start_epoch;
-	bool		stopped;		/* resume: stopped at a rung before */
-	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
-	PgdlEpochMetrics last;
-	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
-	PgdlPatience patience;		/* resume: early stopping's count, replayed from its metrics */
-	double		cost;
-	PgdlTransfer *transfer;		/* when it starts from a base model */
-	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
-	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
-} MopConfig;
-
-typedef struct MopRun
-{
-	char	   *set_name;
-	PgdlDataset *ds;
-	PgdlDataset *vds;
-	int32		epochs;
-	int32		workers;		/* for the partitions here */
-	int32		workers_per_node;	/* for each node's */
-	int32		priority;		/* among its role's queued jobs (jobs.c) */
-	int32		n_workers;		/* in all */
-	bool		distributed;
-	Oid			worker_server[PGDL_MAX_WORKERS];
-	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
-	int16		owner[PGDL_MAX_PARTITIONS];
-	int32		eta;
-	char	   *strategy;
-	MopStrategy strat;
-	char	   *name_prefix;
-	int64		run_id;			/* resume: the run to continue; 0: a new run */
-	char	   *cache_mode;		/* feature caches: auto, on, off */
-	List	   *configs;		/* of MopConfig * */
-	PgdlCachePlan *plan;
-} MopRun;
+#include "hopper/leader.h"
 
 /* ---- the configurations ---- */
 
@@ -578,133 +532,6 @@ wait_for_run(MopShared *shared, MopCrew *crew)
 	}
 }
 
-static int
-compare_leaderboard(const void *a, const void *b)
-{
-	const MopModel *x = *(MopModel *const *) a;
-	const MopModel *y = *(MopModel *const *) b;
-	int			by_loss = mop_compare_loss(mop_rank_key(&x->last), mop_rank_key(&y->last));
-
-	/* models that diverged last; then models that went further first, then by loss */
-	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
-		return x->state == MOP_DIVERGED ? 1 : -1;
-	if (x->epoch != y->epoch)
-		return x->epoch > y->epoch ? -1 : 1;
-	if (by_loss != 0)
-		return by_loss;
-	return x->config_id < y->config_id ? -1 : 1;
-}
-
-/* The canonical configuration, with its base model, freeze and head (or warm start) as given. */
-static Jsonb *
-config_with_transfer(const MopConfig *c)
-{
-	Jsonb	   *config = pgdl_config_with_warm_start(pgdl_config_to_jsonb(&c->config), c->config_json);
-	Jsonb	   *keys = c->transfer ? pgdl_transfer_keys(c->config_json) : NULL;
-
-	if (keys == NULL)
-		return config;
-	return DatumGetJsonbP(DirectFunctionCall2(jsonb_concat, JsonbPGetDatum(config), JsonbPGetDatum(keys)));
-}
-
-/* Model k of the run (the whole model, frozen layers included) into pgdl.models; returns its id. */
-static int64
-store_model(MopRun *run, MopShared *shared, char *blobs, int k)
-{
-	MopConfig  *c = list_nth(run->configs, k);
-	MopModel   *m = &shared->models[k];
-	PgdlModelRecord rec = {0};
-
-	if (c->transfer)
-		rec.weights = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
-	else
-	{
-		rec.weights = palloc(VARHDRSZ + m->blob_len);
-		SET_VARSIZE(rec.weights, VARHDRSZ + m->blob_len);
-		memcpy(VARDATA(rec.weights), blobs + m->blob_offset, m->blob_len);
-	}
-	rec.name = run->name_prefix ? psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id) : NULL;
-	rec.architecture = c->arch_id;
-	rec.spec = c->spec_json;
-	rec.config = config_with_transfer(c);
-	rec.dataset = run->ds->id;
-	rec.run = shared->run_id;
-	rec.config_id = c->config_id;
-	rec.parent = c->transfer ? c->transfer->base_id : 0;
-	rec.origin = c->origin;
-	rec.last = m->last;
-	rec.last.epoch = m->epoch;
-	rec.last.classification = run->ds->classification;
-	rec.selection = true;
-	rec.stopped = m->state == MOP_STOPPED;
-	return pgdl_run_store_model(&rec);
-}
-
-/* The leaderboard: models that diverged last; before them, models that went further first, then by loss. */
-static void
-put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const int64 *model_ids)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MopModel  **order = palloc(sizeof(MopModel *) * shared->n_models);
-
-	for (int i = 0; i < shared->n_models; i++)
-		order[i] = &shared->models[i];
-	qsort(order, shared->n_models, sizeof(MopModel *), compare_leaderboard);
-	for (int r = 0; r < shared->n_models; r++)
-	{
-		MopModel   *m = order[r];
-		int			k = m - shared->models;
-		MopConfig  *c = list_nth(run->configs, k);
-		Datum		values[12];
-		bool		nulls[12] = {false};
-
-		values[0] = Int32GetDatum(r + 1);
-		values[1] = Int64GetDatum(model_ids[k]);
-		values[2] = Int64GetDatum(c->config_id);
-		values[3] = CStringGetTextDatum(c->arch_name);
-		values[4] = JsonbPGetDatum(config_with_transfer(c));
-		values[5] = Int32GetDatum(m->epoch);
-		/* NaN: a model that diverged at the first step of its epoch measured nothing */
-		values[6] = Float8GetDatum(m->last.train_loss);
-		nulls[6] = isnan(m->last.train_loss);
-		values[7] = Float8GetDatum(m->last.train_accuracy);
-		nulls[7] = !run->ds->classification || isnan(m->last.train_accuracy);
-		values[8] = Float8GetDatum(m->last.validation_loss);
-		nulls[8] = !m->last.has_validation;
-		values[9] = Float8GetDatum(m->last.validation_accuracy);
-		nulls[9] = !m->last.has_validation || !run->ds->classification;
-		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
-		values[11] = BoolGetDatum(m->state == MOP_DIVERGED);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-}
-
-/* Store the models, finish the run, return the leaderboard. */
-static void
-store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
-{
-	int64	   *model_ids = palloc0(sizeof(int64) * shared->n_models);
-
-	InitMaterializedSRF(fcinfo, 0);
-	for (int k = 0; k < shared->n_models; k++)
-	{
-		MopModel   *m = &shared->models[k];
-
-		model_ids[k] = store_model(run, shared, blobs, k);
-		if (m->state == MOP_DIVERGED)
-			ereport(WARNING,
-					(errcode(ERRCODE_FLOATING_POINT_EXCEPTION),
-					 errmsg("configuration " INT64_FORMAT " diverged in epoch %d of %d", m->config_id,
-							m->epoch, shared->epochs),
-					 errdetail_plural("Its loss or weights became NaN or infinite after %lld step; it trained no further.",
-									  "Its loss or weights became NaN or infinite after %lld steps; it trained no further.",
-									  (unsigned long) m->last.steps, (long long) m->last.steps),
-					 errhint("Its model is stored as it was then, with \"diverged\": true in its metrics. Try a lower learning rate.")));
-	}
-	pgdl_run_finish(shared->run_id, PGDL_RUN_FINISHED);
-	put_leaderboard(fcinfo, run, shared, model_ids);
-}
-
 /*
  * Brackets from the first configuration's seed, asha's order from the trainable
  * layers' FLOPs (not the cache plan's, which depends on the workers): the same
@@ -1091,7 +918,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	restore_rungs(s.shared, run);
 	resume_pending_rung(s.shared);
 	run_workers(&s, run->n_workers, run->priority);
-	store_models(fcinfo, run, s.shared, s.blobs);
+	mop_store_models(fcinfo, run, s.shared, s.blobs);
 	dsm_detach(s.seg);
 }
 
@@ -1259,7 +1086,7 @@ setup_run(FunctionCallInfo fcinfo)
 		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
 	}
 	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4),
-				PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);
+					PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);
 	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
 	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
 	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));

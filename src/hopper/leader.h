@@ -1,0 +1,74 @@
+/*
+ * hopper/leader.h -- what the leader's files share: the run being set up
+ * (MopRun and its MopConfigs), and the steps from a call's arguments to its
+ * leaderboard.  Workers, the job queue and pgdl.progress see only hopper.h's
+ * shared state; no file but the leader's includes this one.
+ *
+ * The leader's files, each calling only files listed after it (and the rest
+ * of the hopper's), so that they call each other in no cycle:
+ *   mop.c      pgdl.fit_multiple and pgdl.resume, and what is not yet moved out
+ *   store.c    the trained models into pgdl.models, and the leaderboard
+ */
+#ifndef PGDL_HOPPER_LEADER_H
+#define PGDL_HOPPER_LEADER_H
+
+#include "fmgr.h"
+#include "postmaster/bgworker.h"
+#include "utils/timestamp.h"
+
+#include "hopper/hopper.h"
+
+/* A configuration of the set, ready to run. */
+typedef struct MopConfig
+{
+	int64		config_id;
+	int64		arch_id;
+	char	   *arch_name;
+	NnSpec	   *spec;
+	Jsonb	   *spec_json;
+	PgdlTrainConfig config;
+	Jsonb	   *config_json;
+	bytea	   *start;			/* the model to start from: new, or a checkpoint */
+	int32		start_epoch;
+	bool		stopped;		/* resume: stopped at a rung before */
+	bool		has_metrics;	/* resume: `last` holds its last epoch's losses and accuracies */
+	PgdlEpochMetrics last;
+	double	   *epoch_key;		/* resume: its rank key at epochs 1..start_epoch (NaN: none) */
+	PgdlPatience patience;		/* resume: early stopping's count, replayed from its metrics */
+	double		cost;
+	PgdlTransfer *transfer;		/* when it starts from a base model */
+	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
+	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
+} MopConfig;
+
+/* A pgdl.fit_multiple or pgdl.resume call's run, as the leader sets it up. */
+typedef struct MopRun
+{
+	char	   *set_name;
+	PgdlDataset *ds;
+	PgdlDataset *vds;
+	int32		epochs;
+	int32		workers;		/* for the partitions here */
+	int32		workers_per_node;	/* for each node's */
+	int32		priority;		/* among its role's queued jobs (jobs.c) */
+	int32		n_workers;		/* in all */
+	bool		distributed;
+	Oid			worker_server[PGDL_MAX_WORKERS];
+	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
+	int16		owner[PGDL_MAX_PARTITIONS];
+	int32		eta;
+	char	   *strategy;
+	MopStrategy strat;
+	char	   *name_prefix;
+	int64		run_id;			/* resume: the run to continue; 0: a new run */
+	char	   *cache_mode;		/* feature caches: auto, on, off */
+	List	   *configs;		/* of MopConfig * */
+	PgdlCachePlan *plan;
+} MopRun;
+
+/* store.c */
+
+/* Store the models, finish the run, return the leaderboard. */
+extern void mop_store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs);
+
+#endif							/* PGDL_HOPPER_LEADER_H */
