@@ -7,6 +7,7 @@
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
  *   mop.c      pgdl.fit_multiple and pgdl.resume, and what is not yet moved out
+ *   prepare.c  every configuration ready to run; devices and caches planned
  *   store.c    the trained models into pgdl.models, and the leaderboard
  */
 #ifndef PGDL_HOPPER_LEADER_H
@@ -65,6 +66,17 @@ typedef struct MopRun
 	List	   *configs;		/* of MopConfig * */
 	PgdlCachePlan *plan;
 } MopRun;
+
+/* prepare.c */
+
+/* The configurations of run->set_name (of the run's owner when resuming), unchecked. */
+extern void mop_load_configs(MopRun *run);
+/* Every configuration checked, its network resolved and its starting model made. */
+extern void mop_prepare_configs(MopRun *run);
+/* Training methods that need a validation set, or a run on this server. */
+extern void mop_check_methods(MopRun *run);
+extern void mop_plan_devices(MopRun *run);
+extern void mop_plan_caches(MopRun *run);
 
 /* store.c */
 
