@@ -7,6 +7,7 @@
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
  *   mop.c      pgdl.fit_multiple and pgdl.resume, and what is not yet moved out
+ *   setup.c    a call's arguments checked, the run's workers assigned
  *   prepare.c  every configuration ready to run; devices and caches planned
  *   store.c    the trained models into pgdl.models, and the leaderboard
  */
@@ -18,6 +19,10 @@
 #include "utils/timestamp.h"
 
 #include "hopper/hopper.h"
+
+/* halving's eta, as fit_multiple takes it and pgdl.runs.config keeps it */
+#define MOP_MIN_ETA			2
+#define MOP_MAX_ETA			100
 
 /* A configuration of the set, ready to run. */
 typedef struct MopConfig
@@ -66,6 +71,20 @@ typedef struct MopRun
 	List	   *configs;		/* of MopConfig * */
 	PgdlCachePlan *plan;
 } MopRun;
+
+/* setup.c */
+
+/* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
+extern MopRun *mop_setup_run(FunctionCallInfo fcinfo);
+extern void mop_check_isolation(void);
+/* The priority argument `arg` (absent under an older SQL definition: 0), checked. */
+extern int32 mop_priority_arg(FunctionCallInfo fcinfo, int arg);
+/* A strategy by name; false if there is none of that name. */
+extern bool mop_strategy_by_name(const char *name, MopStrategy *out);
+extern bool mop_is_cache_mode(const char *mode);
+extern void mop_check_partitions(const PgdlDataset *ds);
+/* Workers for the partitions here and on each node, and which partitions each owns. */
+extern void mop_set_workers(MopRun *run, int32 workers, int32 per_node);
 
 /* prepare.c */
 

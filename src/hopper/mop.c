@@ -686,199 +686,19 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 	dsm_detach(s.seg);
 }
 
-static void
-check_isolation(void)
-{
-	if (IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("pgdl.fit_multiple and pgdl.resume need READ COMMITTED isolation"),
-				 errdetail("Their workers commit checkpoints that the calling transaction must see.")));
-}
-
-#define MIN_ETA 2
-#define MAX_ETA 100
-
-/* A strategy by name; false if there is none of that name. */
-static bool
-strategy_by_name(const char *name, MopStrategy *out)
-{
-	for (MopStrategy st = MOP_ALL; st <= MOP_ASHA; st++)
-		if (strcmp(name, mop_strategy_name(st)) == 0)
-		{
-			*out = st;
-			return true;
-		}
-	return false;
-}
-
-static bool
-is_cache_mode(const char *mode)
-{
-	return strcmp(mode, "auto") == 0 || strcmp(mode, "on") == 0 || strcmp(mode, "off") == 0;
-}
-
-static void
-set_strategy(MopRun *run, const char *strategy, int32 eta)
-{
-	if (!strategy_by_name(strategy, &run->strat))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown strategy \"%s\"", pgdl_echo(strategy)),
-				 errhint("Use 'all' (every configuration for every epoch), 'successive_halving', 'hyperband' or 'asha'.")));
-	run->eta = 0;
-	if (run->strat != MOP_ALL)
-	{
-		if (eta < MIN_ETA || eta > MAX_ETA)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("eta must be between %d and %d, got %d", MIN_ETA, MAX_ETA, eta)));
-		run->eta = eta;
-	}
-	run->strategy = pstrdup(mop_strategy_name(run->strat));
-}
-
-static void
-set_cache_mode(MopRun *run, const char *mode)
-{
-	if (!is_cache_mode(mode))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown feature_cache mode \"%s\"", pgdl_echo(mode)),
-				 errhint("Use 'auto' (the planner decides), 'on' (cache every frozen prefix within pgdl.feature_cache_budget) or 'off' (recompute them).")));
-	run->cache_mode = pstrdup(mode);
-}
-
-/* Workers read as the caller; say so before anything starts rather than from a worker. */
-static void
-check_can_read(const PgdlDataset *ds)
-{
-	if (pg_class_aclcheck(ds->packed, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", get_rel_name(ds->packed)),
-				 errdetail("pgdl.fit_multiple reads the packed table as the calling user.")));
-}
-
-/* Shared memory and visiting orders are laid out for at most PGDL_MAX_PARTITIONS. */
-static void
-check_partitions(const PgdlDataset *ds)
-{
-	if (ds->partitions < 1 || ds->partitions > PGDL_MAX_PARTITIONS)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("dataset " INT64_FORMAT " has %d partitions, not between 1 and %d",
-						ds->id, ds->partitions, PGDL_MAX_PARTITIONS)));
-}
-
-static void
-check_worker_count(const char *what, int32 workers)
-{
-	if (workers < 1 || workers > PGDL_MAX_WORKERS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be between 1 and %d, got %d", what, PGDL_MAX_WORKERS, workers)));
-}
-
-/* Workers for the partitions here and on each node, and which partitions each owns. */
-static void
-set_workers(MopRun *run, int32 workers, int32 per_node)
-{
-	PgdlPartPlace *places;
-
-	check_worker_count("workers", workers);
-	check_worker_count("workers_per_node", per_node);
-	places = pgdl_packed_places(run->ds->packed, run->ds->partitions, &run->distributed);
-	if (!run->distributed && workers > run->ds->partitions)
-	{
-		ereport(NOTICE,
-				(errmsg("using %d workers, one per partition of the packed table", run->ds->partitions),
-				 errhint("A worker owns whole partitions; pack with more partitions to use more workers.")));
-		workers = run->ds->partitions;
-	}
-	run->workers = workers;
-	run->workers_per_node = per_node;
-	run->n_workers = pgdl_cluster_assign(places, run->ds->partitions, workers, per_node,
-										 run->worker_server, run->owner);
-}
-
-/* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
-static MopRun *
-setup_run(FunctionCallInfo fcinfo)
-{
-	MopRun	   *run = palloc0(sizeof(MopRun));
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(5) || PG_ARGISNULL(6) ||
-		PG_ARGISNULL(8))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source, configs, epochs, strategy, eta and feature_cache must not be NULL")));
-	pgdl_engine_prepare();
-	run->set_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	run->epochs = PG_GETARG_INT32(2);
-	if (run->epochs < 1 || run->epochs > PGDL_MAX_EPOCHS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, run->epochs)));
-	run->ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
-	check_partitions(run->ds);
-	if (!PG_ARGISNULL(3))
-	{
-		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
-		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
-	}
-	set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4),
-					PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);
-	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
-	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
-	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
-	check_can_read(run->ds);
-	if (run->vds)
-		check_can_read(run->vds);
-	mop_load_configs(run);
-	mop_prepare_configs(run);
-	mop_check_methods(run);
-	mop_plan_devices(run);
-	mop_plan_caches(run);
-	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
-	return run;
-}
-
 /*
- * fit_multiple(source, configs, epochs, validation, workers, strategy, eta, name_prefix, feature_cache)
+ * fit_multiple(source, configs, epochs, validation, workers, strategy, eta,
+ * name_prefix, feature_cache, workers_per_node, priority)
  */
-/* The priority argument `arg` (absent under an older SQL definition: 0), checked. */
-static int32
-get_priority(FunctionCallInfo fcinfo, int arg)
-{
-	int32		priority;
-
-	if (PG_NARGS() <= arg)
-		return 0;
-	if (PG_ARGISNULL(arg))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("priority must not be NULL"),
-				 errhint("The default priority is 0.")));
-	priority = PG_GETARG_INT32(arg);
-	if (priority < PGDL_PRIORITY_MIN || priority > PGDL_PRIORITY_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("priority must be between %d and %d, got %d", PGDL_PRIORITY_MIN, PGDL_PRIORITY_MAX,
-						priority),
-				 errdetail("The priority orders only the caller's own queued jobs.")));
-	return priority;
-}
-
 PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
 Datum
 pgdl_fit_multiple(PG_FUNCTION_ARGS)
 {
 	MopRun	   *run;
-	int32		priority = get_priority(fcinfo, 10);
+	int32		priority = mop_priority_arg(fcinfo, 10);
 
-	check_isolation();
-	run = setup_run(fcinfo);
+	mop_check_isolation();
+	run = mop_setup_run(fcinfo);
 	run->priority = priority;
 	mop_execute(fcinfo, run);
 	return (Datum) 0;
@@ -892,7 +712,7 @@ typedef struct ExplainTotals
 	double		models;			/* their visits' blobs and checkpoints (profile), shared by the workers */
 	double		store;			/* the leader storing them in pgdl.models: a checkpoint's row each */
 	double		caches;			/* building the feature caches, and recomputing frozen prefixes */
-	double		setup;			/* this call's own setup_run, which a run's leader does too */
+	double		setup;			/* this call's own mop_setup_run, which a run's leader does too */
 	double		bytes;
 	double		longest;		/* the slowest model's seconds: no run ends before it */
 	double		models_bytes;	/* every model and its optimizer state, in shared memory */
@@ -1309,7 +1129,7 @@ Datum
 pgdl_explain_fit_multiple(PG_FUNCTION_ARGS)
 {
 	TimestampTz begun = GetCurrentTimestamp();
-	MopRun	   *run = setup_run(fcinfo);
+	MopRun	   *run = mop_setup_run(fcinfo);
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int			n_groups = run->plan->n_groups;
 	ExplainGroup *groups = palloc0(sizeof(ExplainGroup) * (n_groups + 1));
@@ -1405,15 +1225,15 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 	if (run->set_name == NULL)
 		bad_run_config(id, "set", "the name of a configuration set");
 	run->strategy = run_config_string(id, cfg, "strategy", "all");
-	if (!strategy_by_name(run->strategy, &run->strat))
+	if (!mop_strategy_by_name(run->strategy, &run->strat))
 		bad_run_config(id, "strategy", "'all', 'successive_halving', 'hyperband' or 'asha'");
 	halving = run->strat != MOP_ALL;
-	run->eta = run_config_int(id, cfg, "eta", halving ? MIN_ETA : 0, MAX_ETA, 0);
+	run->eta = run_config_int(id, cfg, "eta", halving ? MOP_MIN_ETA : 0, MOP_MAX_ETA, 0);
 	if (!halving)
 		run->eta = 0;			/* 'all' has no rungs */
 	run->name_prefix = run_config_string(id, cfg, "name_prefix", NULL);
 	run->cache_mode = run_config_string(id, cfg, "feature_cache", "auto");
-	if (!is_cache_mode(run->cache_mode))
+	if (!mop_is_cache_mode(run->cache_mode))
 		bad_run_config(id, "feature_cache", "'auto', 'on' or 'off'");
 	*per_node = run_config_int(id, cfg, "workers_per_node", 1, PGDL_MAX_WORKERS, 1);
 	return run_config_int(id, cfg, "workers", 1, PGDL_MAX_WORKERS, 1);
@@ -1444,7 +1264,7 @@ read_run(MopRun *run, int64 run_id, int32 *per_node)
 	run->run_id = run_id;
 	run->epochs = rec.epochs;
 	run->ds = pgdl_dataset_by_id(rec.dataset);
-	check_partitions(run->ds);
+	mop_check_partitions(run->ds);
 	run->vds = rec.validation ? pgdl_dataset_by_id(rec.validation) : NULL;
 	return run_config_from_jsonb(run, rec.config, per_node);
 }
@@ -1511,14 +1331,14 @@ pgdl_resume(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("run must not be NULL")));
-	run->priority = get_priority(fcinfo, 2);
-	check_isolation();
+	run->priority = mop_priority_arg(fcinfo, 2);
+	mop_check_isolation();
 	pgdl_engine_prepare();
 	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
 	pgdl_run_claim(PG_GETARG_INT64(0));
 	workers = read_run(run, PG_GETARG_INT64(0), &per_node);
 	/* workers NULL: as many as the run had */
-	set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers, per_node);
+	mop_set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers, per_node);
 	mop_load_configs(run);
 	read_resume_points(run);
 	mop_prepare_configs(run);
