@@ -7,6 +7,7 @@
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
  *   mop.c      pgdl.fit_multiple and pgdl.resume, and what is not yet moved out
+ *   explain.c  pgdl.explain_fit_multiple: what fit_multiple would do, predicted
  *   setup.c    a call's arguments checked, the run's workers assigned
  *   prepare.c  every configuration ready to run; devices and caches planned
  *   store.c    the trained models into pgdl.models, and the leaderboard
