@@ -1,8 +1,9 @@
 /*
  * hopper/leader.h -- what the leader's files share: the run being set up
- * (MopRun and its MopConfigs), and the steps from a call's arguments to its
- * leaderboard.  Workers, the job queue and pgdl.progress see only hopper.h's
- * shared state; no file but the leader's includes this one.
+ * (MopRun and its MopConfigs), its DSM segment (MopSegment), and the steps
+ * from a call's arguments to its leaderboard.  Workers, the job queue and
+ * pgdl.progress see only hopper.h's shared state; no file but the leader's
+ * includes this one.
  *
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
@@ -10,6 +11,7 @@
  *   explain.c  pgdl.explain_fit_multiple: what fit_multiple would do, predicted
  *   setup.c    a call's arguments checked, the run's workers assigned
  *   prepare.c  every configuration ready to run; devices and caches planned
+ *   dsm.c      the DSM segment as the workers first see it
  *   store.c    the trained models into pgdl.models, and the leaderboard
  */
 #ifndef PGDL_HOPPER_LEADER_H
@@ -73,6 +75,15 @@ typedef struct MopRun
 	PgdlCachePlan *plan;
 } MopRun;
 
+/* A run's DSM segment, as the leader lays it out (hopper/hopper.h). */
+typedef struct MopSegment
+{
+	dsm_segment *seg;
+	MopShared  *shared;
+	char	   *blobs;			/* the models, then the frozen prefixes */
+	char	   *plan_sql;		/* the feature cache tasks' SQL */
+} MopSegment;
+
 /* setup.c */
 
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
@@ -97,6 +108,11 @@ extern void mop_prepare_configs(MopRun *run);
 extern void mop_check_methods(MopRun *run);
 extern void mop_plan_devices(MopRun *run);
 extern void mop_plan_caches(MopRun *run);
+
+/* dsm.c */
+
+/* The run's segment, filled: shared state, the models' blobs, the cache tasks, brackets. */
+extern void mop_segment_create(const MopRun *run, Jsonb *run_config, MopSegment *out);
 
 /* store.c */
 
