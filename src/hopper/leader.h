@@ -1,9 +1,9 @@
 /*
  * hopper/leader.h -- what the leader's files share: the run being set up
- * (MopRun and its MopConfigs), its DSM segment (MopSegment), and the steps
- * from a call's arguments to its leaderboard.  Workers, the job queue and
- * pgdl.progress see only hopper.h's shared state; no file but the leader's
- * includes this one.
+ * (MopRun and its MopConfigs), its workers (MopCrew), its DSM segment
+ * (MopSegment), and the steps from a call's arguments to its leaderboard.
+ * Workers, the job queue and pgdl.progress see only hopper.h's shared state;
+ * no file but the leader's includes this one.
  *
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
@@ -11,6 +11,7 @@
  *   explain.c  pgdl.explain_fit_multiple: what fit_multiple would do, predicted
  *   setup.c    a call's arguments checked, the run's workers assigned
  *   prepare.c  every configuration ready to run; devices and caches planned
+ *   crew.c     the run's workers: started, rebalanced (jobs.c), stopped
  *   dsm.c      the DSM segment as the workers first see it
  *   store.c    the trained models into pgdl.models, and the leaderboard
  */
@@ -75,6 +76,22 @@ typedef struct MopRun
 	PgdlCachePlan *plan;
 } MopRun;
 
+/*
+ * The leader's side of the server's fair share (jobs.c): the workers it may
+ * start, the slots of workers that left given back.
+ */
+typedef struct MopCrew
+{
+	dsm_segment *seg;
+	BackgroundWorkerHandle **handles;	/* PGDL_MAX_WORKERS of them */
+	int			wanted;			/* the most workers at once */
+	int			granted;		/* the slots the server's queue gave it to start with */
+	bool		queued;			/* the run holds slots of the server's queue (not distributed) */
+	bool		can_grow;		/* every worker trains on the CPU: one that joins later can too */
+	bool		released[PGDL_MAX_WORKERS]; /* a retired worker's slot given back */
+	TimestampTz last;
+} MopCrew;
+
 /* A run's DSM segment, as the leader lays it out (hopper/hopper.h). */
 typedef struct MopSegment
 {
@@ -108,6 +125,17 @@ extern void mop_prepare_configs(MopRun *run);
 extern void mop_check_methods(MopRun *run);
 extern void mop_plan_devices(MopRun *run);
 extern void mop_plan_caches(MopRun *run);
+
+/* crew.c */
+
+/* Queue for the run's workers' slots (none started); the leader's first wait. */
+extern void mop_crew_init(MopCrew *crew, const MopSegment *s, int wanted, int priority);
+/* Start the workers the slots allow, and let them go. */
+extern void mop_crew_launch(MopCrew *crew, MopShared *shared);
+/* At each of the leader's wake-ups: give slots back, ask workers to leave, take more. */
+extern void mop_crew_rebalance(MopShared *shared, MopCrew *crew);
+/* Stop every worker started, and wait until they are gone. */
+extern void mop_crew_stop(MopCrew *crew);
 
 /* dsm.c */
 

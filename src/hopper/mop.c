@@ -46,25 +46,6 @@
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
-/* ---- running ---- */
-
-/*
- * Stop the workers and wait until they are gone, so that no checkpoint of theirs
- * commits after the call has failed (a pgdl.resume right after must not race it).
- */
-static void
-stop_workers(BackgroundWorkerHandle **handles, int n)
-{
-	HOLD_INTERRUPTS();
-	for (int w = 0; w < n; w++)
-		if (handles[w])
-			TerminateBackgroundWorker(handles[w]);
-	for (int w = 0; w < n; w++)
-		if (handles[w])
-			(void) WaitForBackgroundWorkerShutdown(handles[w]);
-	RESUME_INTERRUPTS();
-}
-
 /*
  * A worker that waits for a lock the calling transaction holds (it updated or
  * locked the run's row, deleted its checkpoints, locked a packed table) would
@@ -127,113 +108,6 @@ wait_for_exit(BackgroundWorkerHandle **handles, int n_workers)
 	}
 }
 
-/*
- * The leader's side of the server's fair share (jobs.c): the workers it may
- * start, the slots of workers that left given back.
- */
-typedef struct MopCrew
-{
-	dsm_segment *seg;
-	BackgroundWorkerHandle **handles;	/* PGDL_MAX_WORKERS of them */
-	int			wanted;			/* the most workers at once */
-	bool		queued;			/* the run holds slots of the server's queue (not distributed) */
-	bool		can_grow;		/* every worker trains on the CPU: one that joins later can too */
-	bool		released[PGDL_MAX_WORKERS]; /* a retired worker's slot given back */
-	TimestampTz last;
-} MopCrew;
-
-static bool register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles);
-
-/* One more worker for the run, on a slot just taken; the slot goes back if it cannot start. */
-static void
-add_worker(MopShared *shared, MopCrew *crew)
-{
-	int			w = shared->n_workers;
-	MopWorker  *wk = &shared->workers[w];
-
-	memset(wk, 0, sizeof(*wk));
-	wk->server = InvalidOid;
-	wk->device = PGDL_DEVICE_CPU;
-	SpinLockAcquire(&shared->mutex);
-	shared->n_workers = w + 1;
-	SpinLockRelease(&shared->mutex);
-	if (!register_worker(crew->seg, w, crew->handles))
-	{
-		SpinLockAcquire(&shared->mutex);
-		shared->n_workers = w;
-		SpinLockRelease(&shared->mutex);
-		pgdl_jobs_release_one();
-	}
-}
-
-/* Workers still training, with the mutex held. */
-static int
-count_active(const MopShared *shared)
-{
-	int			active = 0;
-
-	for (int w = 0; w < shared->n_workers; w++)
-		if (!shared->workers[w].retired && !shared->workers[w].finished)
-			active++;
-	return active;
-}
-
-/* The slots of workers that retired and are gone go back at once: a queued job is woken to take them. */
-static void
-release_retired(MopShared *shared, MopCrew *crew)
-{
-	for (int w = 0; w < shared->n_workers; w++)
-	{
-		pid_t		pid;
-
-		if (shared->workers[w].retired && !crew->released[w] &&
-			GetBackgroundWorkerPid(crew->handles[w], &pid) == BGWH_STOPPED)
-		{
-			pgdl_jobs_release_one();
-			crew->released[w] = true;
-		}
-	}
-}
-
-/*
- * At each wake-up: give back the slots of workers that left.  As often as a
- * queued job looks (PGDL_JOBS_POLL_MS), or ten times as often while the job
- * holds fewer workers than it asked for (another job's release wakes it): ask
- * workers to leave while other jobs wait and this one holds more than its
- * fair share; take a free slot for one more worker when none waits.
- */
-static void
-rebalance(MopShared *shared, MopCrew *crew)
-{
-	int			active;
-	int			fair;
-	bool		waiting;
-
-	if (!crew->queued)
-		return;
-	release_retired(shared, crew);
-	SpinLockAcquire(&shared->mutex);
-	active = count_active(shared);
-	SpinLockRelease(&shared->mutex);
-	if (!TimestampDifferenceExceeds(crew->last, GetCurrentTimestamp(),
-									(active < crew->wanted && crew->can_grow) ? PGDL_JOBS_POLL_MS / 10 : PGDL_JOBS_POLL_MS))
-		return;
-	crew->last = GetCurrentTimestamp();
-	fair = pgdl_jobs_fair_share(&waiting);
-	/* counted and asked under one lock: a worker leaving meanwhile is not asked for twice */
-	SpinLockAcquire(&shared->mutex);
-	active = count_active(shared);
-	shared->retire_requests = waiting ? Max(active - fair, 0) : 0;
-	SpinLockRelease(&shared->mutex);
-	if (shared->retire_requests > 0)
-		for (int w = 0; w < shared->n_workers; w++)
-			if (shared->workers[w].proc)
-				SetLatch(&shared->workers[w].proc->procLatch);
-	if (!waiting && crew->can_grow && active < crew->wanted && shared->n_workers < PGDL_MAX_WORKERS &&
-		pgdl_jobs_take_one())
-		add_worker(shared, crew);
-}
-
 /* Wait until every model is done; errors if a worker fails or dies.  Cancel-safe. */
 static void
 wait_for_run(MopShared *shared, MopCrew *crew)
@@ -272,7 +146,7 @@ wait_for_run(MopShared *shared, MopCrew *crew)
 											  shared->run_id, shared->run_id) : 0));
 		if (all_done)
 			return;
-		rebalance(shared, crew);
+		mop_crew_rebalance(shared, crew);
 		for (int w = 0; w < shared->n_workers; w++)
 		{
 			pid_t		pid;
@@ -360,92 +234,27 @@ run_config_jsonb(const MopRun *run)
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
-static bool
-register_worker(dsm_segment *seg, int w, BackgroundWorkerHandle **handles)
-{
-	char		name[BGW_MAXLEN];
-
-	snprintf(name, sizeof(name), "pgdl worker %d for pid %d", w, MyProcPid);
-	return pgdl_register_worker(seg, "pgdl_mop_worker_main", "pgdl worker", name, &w, sizeof(w), &handles[w]);
-}
-
-/* Register up to n workers on the segment; returns how many were. */
-static int
-register_workers(dsm_segment *seg, int n, BackgroundWorkerHandle **handles)
-{
-	for (int w = 0; w < n; w++)
-		if (!register_worker(seg, w, handles))
-			return w;
-	return n;
-}
-
 /* Start the workers, let them go, and wait until the run is done; on any error, stop them first. */
 static void
 run_workers(MopSegment *s, int wanted, int priority)
 {
 	MopShared  *shared = s->shared;
-	BackgroundWorkerHandle **handles = palloc0(sizeof(BackgroundWorkerHandle *) * PGDL_MAX_WORKERS);
 	PgdlSettle *settle = pgdl_run_settle_prepare();
-	MopCrew		crew = {.seg = s->seg, .handles = handles, .wanted = wanted, .queued = !shared->distributed};
-	int			granted = wanted;
+	MopCrew		crew;
 
-	/* a distributed run's workers drive remote nodes: they are not the server's to queue */
-	if (crew.queued)
-		granted = pgdl_jobs_acquire(wanted, false, priority, mop_predicted_seconds_left(shared, wanted));
-	crew.can_grow = crew.queued;
-	for (int w = 0; w < wanted; w++)
-		crew.can_grow &= shared->workers[w].device == PGDL_DEVICE_CPU;
+	mop_crew_init(&crew, s, wanted, priority);
 	PG_TRY();
 	{
-		int			launched = register_workers(s->seg, granted, handles);
-
-		if (launched == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-					 errmsg("could not start any pgdl worker"),
-					 errhint("Raise max_worker_processes (it also bounds parallel query workers), or wait for other workers to finish.")));
-		if (launched < wanted && shared->distributed)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-					 errmsg("could start only %d of the %d pgdl workers a distributed run needs", launched, wanted),
-					 errhint("Raise max_worker_processes, or lower workers_per_node.")));
-		if (launched < granted)
-			ereport(NOTICE,
-					(errmsg("started %d of %d pgdl workers", launched, granted),
-					 errhint("Raise max_worker_processes to run them all.")));
-		else if (launched < wanted)
-			ereport(NOTICE,
-					(errmsg("started %d of %d pgdl workers", launched, wanted),
-					 errdetail("This server runs at most pgdl.max_workers = %d pgdl workers at once, other jobs' included.",
-							   pgdl_max_workers)));
-		if (launched < wanted)
-		{
-			for (int p = 0; p < shared->n_partitions; p++)
-				shared->owner[p] = (int16) (p % launched);
-		}
-		shared->n_workers = launched;
-		pg_write_barrier();
-		shared->go = true;
-		for (int w = 0; w < launched; w++)
-		{
-			pid_t		pid;
-
-			if (WaitForBackgroundWorkerStartup(handles[w], &pid) != BGWH_STARTED)
-				ereport(ERROR,
-						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
-						 errmsg("pgdl worker %d could not start", w),
-						 errhint("See the server log.")));
-		}
+		mop_crew_launch(&crew, shared);
 		pgstat_report_activity(STATE_RUNNING, "pgdl.fit_multiple: training");
 		crew.last = GetCurrentTimestamp();
 		wait_for_run(shared, &crew);
-		wait_for_exit(handles, shared->n_workers);
+		wait_for_exit(crew.handles, shared->n_workers);
 	}
 	PG_CATCH();
 	{
 		shared->abort = true;
-		/* every handle registered, however far the launch got */
-		stop_workers(handles, PGDL_MAX_WORKERS);
+		mop_crew_stop(&crew);
 		pgdl_jobs_release();
 		pgdl_run_settle_arm(settle, shared->run_id, (int64) dsm_segment_handle(s->seg));
 		PG_RE_THROW();
