@@ -1,8 +1,10 @@
 /*
  * hopper/hopper.h -- model hopper parallelism: configuration sets (configs.c),
- * what the leader (mop.c) and its background workers (worker.c) share in a DSM
- * segment, halving strategies (halving.c), the server's job queue (jobs.c) and
- * pgdl.progress (progress.c).  The top of the glue: no other folder includes it.
+ * what the leader (mop.c and the files of hopper/leader.h) and its background
+ * workers (worker.c) share in a DSM segment, the one scheduling rule both the
+ * workers and the explain simulator apply (schedule.c), halving strategies
+ * (halving.c), the server's job queue (jobs.c) and pgdl.progress
+ * (progress.c).  The top of the glue: no other folder includes it.
  *
  * Worker w owns partitions p with owner[p] == w and keeps their buffers in
  * memory; a partition that lives on a node is owned by a worker that trains

@@ -7,8 +7,9 @@
  *
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
- *   mop.c      pgdl.fit_multiple and pgdl.resume, and what is not yet moved out
+ *   mop.c      pgdl.fit_multiple and pgdl.resume: set up, lay out, run, store
  *   explain.c  pgdl.explain_fit_multiple: what fit_multiple would do, predicted
+ *   resume.c   a run to continue: its settings, each model's point and rungs
  *   setup.c    a call's arguments checked, the run's workers assigned
  *   prepare.c  every configuration ready to run; devices and caches planned
  *   crew.c     the run's workers: started, rebalanced (jobs.c), stopped
@@ -117,7 +118,7 @@ extern void mop_set_workers(MopRun *run, int32 workers, int32 per_node);
 
 /* prepare.c */
 
-/* The configurations of run->set_name (of the run's owner when resuming), unchecked. */
+/* The configurations of run->set_name (the run owner's set when resuming), not yet resolved. */
 extern void mop_load_configs(MopRun *run);
 /* Every configuration checked, its network resolved and its starting model made. */
 extern void mop_prepare_configs(MopRun *run);
@@ -146,5 +147,14 @@ extern void mop_segment_create(const MopRun *run, Jsonb *run_config, MopSegment 
 
 /* Store the models, finish the run, return the leaderboard. */
 extern void mop_store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs);
+
+/* resume.c */
+
+/* The pgdl.runs.config of a fit_multiple run: how pgdl.resume continues it. */
+extern Jsonb *mop_run_config_jsonb(const MopRun *run);
+/* pgdl.resume's arguments and its run, checked; the configurations ready, from their checkpoints. */
+extern MopRun *mop_resume_setup(FunctionCallInfo fcinfo);
+/* In the segment: the rungs each model passed, and the decisions pending there. */
+extern void mop_resume_rungs(MopShared *shared, const MopRun *run);
 
 #endif							/* PGDL_HOPPER_LEADER_H */

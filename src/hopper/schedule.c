@@ -5,8 +5,8 @@
  *
  * There is one rule for taking a model, mop_pick_model: the workers apply it
  * to the run's shared state (worker.c) and pgdl.explain_fit_multiple to its
- * simulation of them (explain_schedule), so that the prediction schedules as a run
- * does.  The leader (its place in the server's queue, jobs.c) and
+ * simulation of them (explain.c), so that the prediction schedules as a run
+ * does.  The leader (its place in the server's queue, crew.c) and
  * pgdl.progress share the arithmetic of what is left.  Everything here is
  * pure: it reads a MopShared (or a copy of one) or a plain struct, and takes
  * no lock, runs no SQL and allocates nothing; a caller that reads the run's

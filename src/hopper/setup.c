@@ -4,7 +4,7 @@
  * eta, feature cache mode, priority, and its workers with the partitions each
  * owns (here, and on each node of a distributed packed table); then its
  * configurations made ready and planned (prepare.c).  pgdl.resume reads the
- * same settings back from its run (mop.c) and checks them with the same
+ * same settings back from its run (resume.c) and checks them with the same
  * functions.
  *
  * Invariants:
