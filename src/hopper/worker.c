@@ -445,7 +445,7 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 
 	MopSource  *ms = &shared->sources[m->source];
 
-	/* frozen layers run on the node at every visit: distributed runs cache none (mop.c) */
+	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
 	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
 						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
 						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
