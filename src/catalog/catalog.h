@@ -270,6 +270,17 @@ extern void pgdl_run_finish(int64 run, PgdlRunStatus status);
 extern bool pgdl_run_read(int64 run, PgdlRunRecord *out);
 /* Configuration config_id's point in run; ERRCODE_DATA_CORRUPTED if its checkpoint is not within 1 .. epochs. */
 extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out);
+/*
+ * A resumed fit_multiple run's history of configuration config_id, from its
+ * run's rows (node NULL) of epochs 1 .. last.  Epoch losses: palloc'd keys[0 ..
+ * last], keys[e] the validation loss of epoch e, else its training loss, NaN
+ * where there is none (no row, or the model diverged in it).  Validation
+ * history: the epochs in order, each with only has_validation, the validation
+ * loss and accuracy (0 when NULL) and diverged set, as early stopping counts
+ * them; *out palloc'd, returns how many.
+ */
+extern double *pgdl_run_epoch_losses(int64 run, int64 config_id, int32 last);
+extern int32 pgdl_run_validation_history(int64 run, int64 config_id, int32 last, PgdlEpochMetrics **out);
 /* The runs in flight that recorded their shared memory: ids and handles, palloc'd; returns how many. */
 extern int64 pgdl_run_list_running(int64 **runs, int64 **handles);
 

@@ -141,6 +141,17 @@ static Statement last_metrics = {
 	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
+/* a resumed run's history: the epochs it completed, for halving's rungs and early stopping's count */
+static Statement epoch_losses = {
+	"SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
+	"WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
+	3, {INT8OID, INT8OID, INT4OID}
+};
+static Statement validation_history = {
+	"SELECT validation_loss, validation_accuracy, state = 'diverged' FROM pgdl.run_metrics "
+	"WHERE run = $1 AND config = $2 AND node IS NULL AND epoch BETWEEN 1 AND $3 ORDER BY epoch",
+	3, {INT8OID, INT8OID, INT4OID}
+};
 static Statement add_fit_config = {
 	"INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
 	"ON CONFLICT (owner, set_name, architecture, config) DO NOTHING RETURNING id",
@@ -506,6 +517,58 @@ pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint 
 	out->stopped = SPI_processed > 0;
 	out->has_metrics = out->epoch > 0 && read_last_metrics(key, &out->metrics);
 	SPI_finish();
+}
+
+/* keys[e] for e in 0 .. last; an epoch's row is within 1 .. last, so a forged epoch cannot index past it */
+double *
+pgdl_run_epoch_losses(int64 run, int64 config_id, int32 last)
+{
+	Datum		values[3] = {Int64GetDatum(run), Int64GetDatum(config_id), Int32GetDatum(last)};
+	double	   *keys = palloc(sizeof(double) * (last + 1));
+
+	for (int e = 0; e <= last; e++)
+		keys[e] = get_float8_nan();
+	SPI_connect();
+	execute(&epoch_losses, values, NULL, SPI_OK_SELECT);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull[2];
+		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
+		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+
+		if (!isnull[1])
+			keys[e] = DatumGetFloat8(key);
+	}
+	SPI_finish();
+	return keys;
+}
+
+int32
+pgdl_run_validation_history(int64 run, int64 config_id, int32 last, PgdlEpochMetrics **out)
+{
+	Datum		values[3] = {Int64GetDatum(run), Int64GetDatum(config_id), Int32GetDatum(last)};
+	MemoryContext caller = CurrentMemoryContext;
+	int32		n;
+
+	SPI_connect();
+	execute(&validation_history, values, NULL, SPI_OK_SELECT);
+	n = (int32) SPI_processed;
+	*out = MemoryContextAllocZero(caller, sizeof(PgdlEpochMetrics) * (n + 1));
+	for (int32 r = 0; r < n; r++)
+	{
+		PgdlEpochMetrics *em = &(*out)[r];
+		bool		isnull[3];
+		Datum		loss = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]);
+		Datum		acc = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+		Datum		diverged = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull[2]);
+
+		em->has_validation = !isnull[0];
+		em->validation_loss = isnull[0] ? 0 : DatumGetFloat8(loss);
+		em->validation_accuracy = isnull[1] ? 0 : DatumGetFloat8(acc);
+		em->diverged = !isnull[2] && DatumGetBool(diverged);
+	}
+	SPI_finish();
+	return n;
 }
 
 int64

@@ -1,8 +1,10 @@
 /*
  * hopper/hopper.h -- model hopper parallelism: configuration sets (configs.c),
- * what the leader (mop.c) and its background workers (worker.c) share in a DSM
- * segment, halving strategies (halving.c), the server's job queue (jobs.c) and
- * pgdl.progress (progress.c).  The top of the glue: no other folder includes it.
+ * what the leader (mop.c and the files of hopper/leader.h) and its background
+ * workers (worker.c) share in a DSM segment, the one scheduling rule both the
+ * workers and the explain simulator apply (schedule.c), halving strategies
+ * (halving.c), the server's job queue (jobs.c) and pgdl.progress
+ * (progress.c).  The top of the glue: no other folder includes it.
  *
  * Worker w owns partitions p with owner[p] == w and keeps their buffers in
  * memory; a partition that lives on a node is owned by a worker that trains
@@ -172,14 +174,31 @@ typedef struct MopShared
 
 #define MOP_SHARED_SIZE(n_models) (offsetof(MopShared, models) + sizeof(MopModel) * (n_models))
 
-/* mop.c: scheduling rules both sides apply */
+/* schedule.c: the schedule's arithmetic, which workers, leader and pgdl.progress share */
 
+/* The partition of a model's visit `visit` in epoch `epoch` (0-based), from its seed. */
+extern int32 mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions);
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
 /* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
 extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
 /* A run's seconds left as the calibrated estimate predicts them, shared by workers (0: its own); <0: unknown. */
 extern double mop_predicted_seconds_left(const MopShared *shared, int workers);
+
+/* A model as the rule for taking one sees it (a worker's shared state, or explain.c's simulation). */
+typedef struct MopCandidate
+{
+	bool		takeable;		/* idle: no worker trains it and it waits at no rung */
+	int32		owner;			/* when takeable: the worker that owns its next partition */
+	double		left;			/* when takeable: seconds it has left to train, its priority */
+} MopCandidate;
+
+/*
+ * The model worker `worker` takes among n candidates, given which workers are
+ * busy (training a model); -1: none.
+ */
+extern int32 mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool *busy,
+							bool distributed);
 
 /* halving.c: the rungs, and the decisions taken there */
 

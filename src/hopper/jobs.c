@@ -20,7 +20,7 @@
  * While other jobs wait, a running job that holds more than its fair share
  * gives workers back between two models (the server's slots split evenly
  * between the roles with jobs, then between a role's jobs), and one that holds
- * fewer than it asked for takes free slots when no job is queued (mop.c,
+ * fewer than it asked for takes free slots when no job is queued (crew.c,
  * pgdl_jobs_fair_share and pgdl_jobs_take_one).
  *
  * pgdl.jobs reads the lock table: queued and running jobs, their owners and

@@ -60,6 +60,7 @@ typedef struct WorkerSource
 } WorkerSource;
 
 static WorkerSource *sources;
+static MopCandidate *candidates;	/* take_model's view of the models */
 
 /* A worker that trains on a node: its connection, and the node's table of each partition. */
 static PgdlNode *node;
@@ -344,49 +345,40 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 }
 
 /*
- * Take a model to train; -1 if none.  Longest first: the idle model with the
- * most predicted seconds left to its last epoch (mop_seconds_left), so that
- * the heaviest do not finish last, one at a time.  Among the models whose
- * next partition is ours first; when there are none, a model whose partition's
- * owner is busy, read here (not on nodes).  Which worker trains a visit, and
- * when, changes no byte of the models: a model's visits keep their order.
+ * Take a model to train; -1 if none.  The schedule's rule picks it
+ * (mop_pick_model, which explain_schedule's simulation applies too) from the state
+ * read under the mutex, and it is marked busy before the mutex goes, so that
+ * no two workers take it.  Which worker trains a visit, and when, changes no
+ * byte of the models: a model's visits keep their order.
  */
 static int
 take_model(bool *all_finished)
 {
-	int			best = -1;
-	bool		best_ours = false;
-	double		best_left = 0;
+	int			best;
 	bool		busy[PGDL_MAX_WORKERS] = {false};
 
+	/* not under the spinlock: an allocation may fail */
+	if (candidates == NULL)
+		candidates = MemoryContextAlloc(TopMemoryContext, sizeof(MopCandidate) * shared->n_models);
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
 	for (int i = 0; i < shared->n_models; i++)
-		if (shared->models[i].state == MOP_BUSY)
-			busy[shared->models[i].worker] = true;
-	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
-		int32		p;
-		bool		ours;
-		double		left;
+		MopCandidate *c = &candidates[i];
 
+		if (m->state == MOP_BUSY)
+			busy[m->worker] = true;
 		if (!mop_finished(m->state))
 			*all_finished = false;
-		if (m->state != MOP_IDLE)
-			continue;
-		p = mop_next_partition(m, shared->n_partitions);
-		ours = shared->owner[p] == me;
-		if (!ours && (shared->distributed || !busy[shared->owner[p]]))
-			continue;
-		left = mop_seconds_left(shared, m);
-		if (best < 0 || (ours && !best_ours) || (ours == best_ours && left > best_left))
+		c->takeable = m->state == MOP_IDLE;
+		if (c->takeable)
 		{
-			best = i;
-			best_ours = ours;
-			best_left = left;
+			c->owner = shared->owner[mop_next_partition(m, shared->n_partitions)];
+			c->left = mop_seconds_left(shared, m);
 		}
 	}
+	best = mop_pick_model(candidates, shared->n_models, me, busy, shared->distributed);
 	if (best >= 0)
 	{
 		MopModel   *m = &shared->models[best];
@@ -453,7 +445,7 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 
 	MopSource  *ms = &shared->sources[m->source];
 
-	/* frozen layers run on the node at every visit: distributed runs cache none (mop.c) */
+	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
 	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
 						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
 						 &m->config, places[m->partition].remote, &m->partition, 1, 1);

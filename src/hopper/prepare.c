@@ -1,0 +1,291 @@
+/*
+ * prepare.c -- a run's configurations made ready before any worker starts:
+ * each read from its set, its network resolved (its architecture's, or its
+ * base model's with a head), checked against the packed table and
+ * pgdl.max_model_memory, and its starting model made (new, its base model's
+ * trainable layers, a warm start, or its checkpoint when resuming); then each
+ * worker's device and the feature caches of the frozen prefixes planned.
+ *
+ * Invariants:
+ * - a configuration that cannot run is refused here, before any worker
+ *   starts, rather than half-way through the run;
+ * - a checkpoint is a model of its configuration's network, and of a
+ *   configuration with frozen layers those layers are still its base model's
+ *   (else workers would train on buffers of another shape, or other features);
+ * - a configuration's cost is that of its trainable layers alone (not of the
+ *   cache plan, which depends on the workers): brackets and asha's order are
+ *   the same whatever the number of workers.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+
+#include "base/base.h"
+#include "spec/spec.h"
+#include "catalog/catalog.h"
+#include "data/data.h"
+#include "train/train.h"
+#include "plan/plan.h"
+#include "cluster/cluster.h"
+#include "hopper/hopper.h"
+#include "hopper/leader.h"
+
+void
+mop_load_configs(MopRun *run)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(run->set_name), Int64GetDatum(run->run_id)};
+	MemoryContext caller = CurrentMemoryContext;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT c.id, a.id, a.name, a.spec, c.config FROM pgdl.configs c "
+							  "LEFT JOIN pgdl.architectures a ON a.id = c.architecture "
+							  "WHERE c.set_name = $1 AND c.owner = (SELECT pgdl.config_set_owner($1, $2)) ORDER BY c.id",
+							  2, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pgdl.configs");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("configuration set \"%s\" is empty or does not exist", pgdl_echo(run->set_name)),
+				 errhint("Fill it with pgdl.grid_search(), pgdl.random_search() or INSERT INTO pgdl.configs.")));
+	if (SPI_processed > PGDL_MAX_MODELS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("configuration set \"%s\" has " UINT64_FORMAT " configurations, more than %d",
+						pgdl_echo(run->set_name), SPI_processed, PGDL_MAX_MODELS)));
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		MemoryContext old = MemoryContextSwitchTo(caller);
+		MopConfig  *c = palloc0(sizeof(MopConfig));
+
+		Datum		d;
+
+		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		d = SPI_getbinval(tup, desc, 2, &isnull);
+		/* a configuration with a base model has no architecture: its network comes from the base */
+		if (!isnull)
+		{
+			c->arch_id = DatumGetInt64(d);
+			c->arch_name = TextDatumGetCString(SPI_getbinval(tup, desc, 3, &isnull));
+			c->spec_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 4, &isnull));
+		}
+		c->config_json = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
+		run->configs = lappend(run->configs, c);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+}
+
+/*
+ * A checkpoint is read back from the catalog: it must be a model of the
+ * configuration's network (else workers would train a model on buffers of
+ * another shape).  Of a configuration with frozen layers it is the whole
+ * model: its frozen layers must still be the base model's (else the run would
+ * go on with other features than it started with), and training goes on from
+ * the rest.
+ */
+static bytea *
+checked_checkpoint(MopRun *run, MopConfig *c)
+{
+	NnModel    *whole = pgdl_model_deserialize(c->start);
+	PgdlTransfer *t = c->transfer;
+	NnModel    *prefix,
+			   *rest;
+	NnError		err;
+	char		hash[65];
+
+	pgdl_model_free_with(whole, CurrentMemoryContext);
+	/* a model that diverged stays as it was: its metrics say how many steps it took */
+	if (c->has_metrics && c->last.diverged)
+		c->last.steps = whole->step;
+	if (!DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(pgdl_spec_to_jsonb(&whole->spec)),
+										  JsonbPGetDatum(pgdl_spec_to_jsonb(c->spec)))))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("the checkpoint of configuration " INT64_FORMAT " does not match its network", c->config_id),
+				 errdetail("Its spec differs from the configuration's.")));
+	if (t == NULL || t->prefix == NULL)
+		return c->start;
+	prefix = nn_model_slice(whole, 0, t->freeze, 0, &err);
+	if (prefix == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(prefix, CurrentMemoryContext);
+	pgdl_prefix_hash(prefix, hash);
+	if (strcmp(hash, t->hash) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the base model of configuration " INT64_FORMAT " changed since run " INT64_FORMAT " started",
+						c->config_id, run->run_id),
+				 errdetail("Its first %d layers are not those the run's checkpoints were trained on.", t->freeze),
+				 errhint("Restore the base model's weights, or start a new run with pgdl.fit_multiple().")));
+	rest = nn_model_slice_trained(whole, t->freeze, &err);
+	if (rest == NULL)
+		pgdl_report_nn_error("checkpoint", &err);
+	pgdl_model_free_with(rest, CurrentMemoryContext);
+	return pgdl_model_serialize(rest);
+}
+
+/* The configuration's network: its architecture's spec, or its base model's with a head. */
+static void
+resolve_network(MopRun *run, MopConfig *c)
+{
+	c->spec = palloc(sizeof(NnSpec));
+	PG_TRY();
+	{
+		pgdl_config_from_jsonb_transfer(c->config_json, &c->config);
+		if (pgdl_config_has_transfer(c->config_json))
+		{
+			c->transfer = palloc(sizeof(PgdlTransfer));
+			pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
+			c->spec = c->transfer->spec;
+			c->spec_json = pgdl_spec_to_jsonb(c->spec);
+			c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);
+		}
+		else if (c->spec_json == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NOT_NULL_VIOLATION),
+					 errmsg("configuration has neither an architecture nor a base model")));
+		else
+			pgdl_spec_from_jsonb(c->spec_json, c->spec);
+		pgdl_check_model_fits(c->spec, run->ds);
+		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
+	}
+	PG_CATCH();
+	{
+		errcontext("configuration " INT64_FORMAT " (%s)", c->config_id,
+				   c->arch_name ? pgdl_echo(c->arch_name) : "a base model");
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* The model a configuration starts from: its checkpoint, its base model's trainable layers, or a new one. */
+static bytea *
+starting_model(MopRun *run, MopConfig *c)
+{
+	NnModel    *m;
+	NnError		err;
+	char	   *name;
+	int64		id;
+
+	if (c->start != NULL)
+	{
+		/* a resumed warm start is made again only for its lineage: its checkpoint goes on */
+		if (c->transfer == NULL && pgdl_warm_start_key(c->config_json, &name, &id))
+			nn_model_free(pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin));
+		return checked_checkpoint(run, c);
+	}
+	if (c->transfer)
+		m = c->transfer->rest;
+	else
+	{
+		m = pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin);
+		pgdl_model_free_with(m, CurrentMemoryContext);
+	}
+	if (!nn_model_set_optim(m, &c->config.optim, &err))
+		pgdl_report_nn_error("training configuration", &err);
+	return pgdl_model_serialize(m);
+}
+
+/* Every configuration is checked, and its starting model made, before any worker starts. */
+void
+mop_prepare_configs(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+		NnCost		cost;
+		NnError		err;
+
+		resolve_network(run, c);
+		/* what the workers run per example: the trainable layers (a recomputed prefix adds its forward pass) */
+		if (!nn_spec_cost(c->transfer ? &c->transfer->rest->spec : c->spec, NULL, &cost, &err))
+			pgdl_report_nn_error("model spec", &err);
+		c->cost = (double) cost.flops_train;
+		c->start = starting_model(run, c);
+	}
+}
+
+/* Each worker's device, refused here if the configurations do not allow it; a node's workers use its own. */
+void
+mop_plan_devices(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	const PgdlTrainConfig **configs = palloc(sizeof(PgdlTrainConfig *) * n);
+	const NnSpec **specs = palloc(sizeof(NnSpec *) * n);
+
+	for (int i = 0; i < n; i++)
+	{
+		MopConfig  *c = list_nth(run->configs, i);
+
+		configs[i] = &c->config;
+		specs[i] = c->transfer ? &c->transfer->rest->spec : c->spec;
+	}
+	for (int w = 0; w < run->n_workers; w++)
+		run->worker_device[w] = PGDL_DEVICE_CPU;
+	if (!run->distributed)
+		pgdl_device_plan(configs, specs, n, run->n_workers, run->worker_device);
+}
+
+/* Group the configurations that share a frozen prefix, and decide what to cache. */
+void
+mop_plan_caches(MopRun *run)
+{
+	int			n = list_length(run->configs);
+	PgdlTransfer **transfers = palloc0(sizeof(PgdlTransfer *) * n);
+	int		   *group_of = palloc(sizeof(int) * n);
+	ListCell   *lc;
+	int			i = 0;
+	bool		on_nodes = run->distributed;
+
+	foreach(lc, run->configs)
+		transfers[i++] = ((MopConfig *) lfirst(lc))->transfer;
+	/* a distributed validation set has no materialized cache either: it is read through its foreign tables */
+	if (run->vds && !on_nodes)
+		pfree(pgdl_packed_places(run->vds->packed, run->vds->partitions, &on_nodes));
+	if (on_nodes && strcmp(run->cache_mode, "on") == 0)
+		ereport(NOTICE,
+				(errmsg("no feature cache is materialized for a distributed packed table"),
+				 errdetail("Nodes keep the frozen layers' outputs in memory for the run; the validation set goes through them at every epoch.")));
+	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
+								on_nodes ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
+	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the configurations have %d different frozen prefixes, more than %d",
+						run->plan->n_groups, MOP_MAX_SOURCES - 1)));
+	i = 0;
+	foreach(lc, run->configs)
+		((MopConfig *) lfirst(lc))->source = group_of[i++] + 1;
+}
+
+/* Training methods that need a validation set, or a run on this server (whose workers count epochs). */
+void
+mop_check_methods(MopRun *run)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		if (c->config.patience > 0 && run->vds == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid training configuration at patience"),
+					 errdetail("Configuration " INT64_FORMAT " stops early on the validation set: \"patience\" needs a validation table.",
+							   c->config_id),
+					 errhint("Pass validation => a packed table.")));
+		if (run->distributed)
+			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+	}
+}

@@ -1,0 +1,132 @@
+/*
+ * schedule.c -- the model hopper's schedule: which model a worker takes
+ * next, the partition a model visits next, and the seconds a model and a run
+ * have left to train.
+ *
+ * There is one rule for taking a model, mop_pick_model: the workers apply it
+ * to the run's shared state (worker.c) and pgdl.explain_fit_multiple to its
+ * simulation of them (explain.c), so that the prediction schedules as a run
+ * does.  The leader (its place in the server's queue, crew.c) and
+ * pgdl.progress share the arithmetic of what is left.  Everything here is
+ * pure: it reads a MopShared (or a copy of one) or a plain struct, and takes
+ * no lock, runs no SQL and allocates nothing; a caller that reads the run's
+ * own segment holds its mutex.
+ *
+ * Invariants:
+ * - a model's next partition is a function of its seed, epoch and visit alone
+ *   (the order pgdl.fit draws), never of the worker that trains it;
+ * - the rule decides only who trains a visit and when, never which visits a
+ *   model makes or in what order, so the models' bytes do not depend on it;
+ * - the rule depends on nothing but its candidates, in their order: the same
+ *   situation picks the same model, in a worker and in the simulation.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "base/base.h"
+#include "hopper/hopper.h"
+
+int32
+mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions)
+{
+	int32		order[PGDL_MAX_PARTITIONS];
+
+	nn_rng_permutation(seed, NN_EPOCH_ORDER_STREAM(epoch), n_partitions, order);
+	return order[visit];
+}
+
+int32
+mop_next_partition(const MopModel *m, int32 n_partitions)
+{
+	return mop_visit_partition((uint64) m->config.seed, m->epoch, m->visit, n_partitions);
+}
+
+/*
+ * Visits model m makes to its last epoch, as if promoted at every rung: a
+ * model of an aggressive bracket then moves along with the others, and its
+ * rungs are decided while there is other work, not left for the end.
+ */
+static int32
+visits_left(const MopShared *shared, const MopModel *m)
+{
+	return (shared->epochs - m->epoch) * shared->n_partitions - m->visit;
+}
+
+double
+mop_seconds_left(const MopShared *shared, const MopModel *m)
+{
+	double		per_visit;
+
+	/* measured on this run when it can be (its own pace, batch size and optimizer included), else predicted */
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = m->seconds / m->visit;
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = m->last.seconds / shared->n_partitions;
+	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / shared->n_partitions;
+	else
+		per_visit = m->cost * 1e-9;
+	return per_visit * visits_left(shared, m);
+}
+
+/*
+ * The seconds a run has left as the calibrated estimate predicts them: each
+ * unfinished model's epochs left, less the part of the current one it has
+ * visited, times its predicted seconds per epoch, shared by `workers` (0: the
+ * run's own count); negative when a model has no prediction.
+ */
+double
+mop_predicted_seconds_left(const MopShared *shared, int workers)
+{
+	double		seconds = 0;
+
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		const MopModel *m = &shared->models[i];
+		double		epochs_left;
+
+		if (mop_finished(m->state))
+			continue;
+		if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
+			return -1;
+		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(shared->n_partitions, 1);
+		seconds += Max(epochs_left, 0) * m->predicted_seconds;
+	}
+	return seconds / Max(workers > 0 ? workers : shared->n_workers, 1);
+}
+
+/*
+ * Longest first: of the candidates a worker may take, the one with the most
+ * seconds left, so that the heaviest models do not finish last, one at a
+ * time.  Models of the worker's own partitions come before all others: a
+ * model of another's partition is taken only while that owner is busy (it
+ * would take the model itself otherwise), and never on a node, whose buffers
+ * only their owner reaches.  Of equals, the first in the set's order.
+ */
+int32
+mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool *busy, bool distributed)
+{
+	int32		best = -1;
+	bool		best_ours = false;
+	double		best_left = 0;
+
+	for (int32 i = 0; i < n; i++)
+	{
+		const MopCandidate *c = &candidates[i];
+		bool		ours;
+
+		if (!c->takeable)
+			continue;
+		ours = c->owner == worker;
+		if (!ours && (distributed || !busy[c->owner]))
+			continue;
+		if (best < 0 || (ours && !best_ours) || (ours == best_ours && c->left > best_left))
+		{
+			best = i;
+			best_ours = ours;
+			best_left = c->left;
+		}
+	}
+	return best;
+}
