@@ -22,7 +22,8 @@ void
 _PG_init(void)
 {
 	pgdl_lifecycle_init();
-	pgdl_guc_init();
+	pgdl_devices_init();
+	pgdl_guc_init();			/* last of those that define settings: it reserves the prefix */
 	pgdl_model_io_init();
 	pgdl_call_progress_init();
 }

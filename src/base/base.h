@@ -170,6 +170,7 @@ typedef struct PgdlTrainConfig
 
 /* devices.c: where a model trains or predicts */
 extern char *pgdl_device_setting;	/* pgdl.device */
+extern void pgdl_devices_init(void);	/* defines pgdl.device: before pgdl_guc_init */
 
 /* "cpu", "cuda" or "cuda:N" into *device; false when it is none of them. */
 extern bool pgdl_device_parse(const char *name, int32 *device);

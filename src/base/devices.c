@@ -20,11 +20,11 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 
 #include "backend.h"
 #include "cuda/cuda_backend.h"
 #include "base/base.h"
-
 
 /*
  * Device names, a configuration's "device" key and pgdl.device's values (what
@@ -64,6 +64,33 @@ pgdl_device_name(int32 device)
 	if (device == PGDL_DEVICE_CUDA)
 		return pstrdup("cuda");
 	return psprintf("cuda:%d", PGDL_DEVICE_ORDINAL(device));
+}
+
+char	   *pgdl_device_setting = NULL;
+
+/* A device name, whether or not this server has the device: that is checked where a model moves. */
+static bool
+check_device(char **newval, void **extra, GucSource source)
+{
+	int32		device;
+
+	if (pgdl_device_parse(*newval, &device))
+		return true;
+	GUC_check_errdetail("A device is \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to %d).", PGDL_MAX_DEVICES - 1);
+	return false;
+}
+
+void
+pgdl_devices_init(void)
+{
+	DefineCustomStringVariable("pgdl.device",
+							   "Where models train and predict_batch and evaluate run when a configuration or argument does not say: cpu, cuda or cuda:N.",
+							   "No CUDA context is made until a model moves to the device, in the process that trains it.",
+							   &pgdl_device_setting,
+							   "cpu",
+							   PGC_USERSET,
+							   0,
+							   check_device, NULL, NULL);
 }
 
 /* A fit_multiple worker's device, which overrides configurations and pgdl.device; UNSET elsewhere. */

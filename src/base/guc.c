@@ -2,7 +2,10 @@
  * guc.c -- pgdl.* settings.
  *
  * Settings only record values here; pgdl_engine_prepare() applies them to the
- * engine in the backend that uses it, never in the postmaster.
+ * engine in the backend that uses it, never in the postmaster.  A subsystem's
+ * own settings are defined by its init (pgdl.device: devices.c,
+ * pgdl.keep_checkpoints: lifecycle.c), which _PG_init calls before this one
+ * reserves the prefix.
  */
 #include "postgres.h"
 
@@ -21,20 +24,7 @@ int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
-char	   *pgdl_device_setting = NULL;
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
-
-/* A device name, whether or not this server has the device: that is checked where a model moves. */
-static bool
-check_device(char **newval, void **extra, GucSource source)
-{
-	int32		device;
-
-	if (pgdl_device_parse(*newval, &device))
-		return true;
-	GUC_check_errdetail("A device is \"cpu\", \"cuda\" or \"cuda:N\" (N from 0 to %d).", PGDL_MAX_DEVICES - 1);
-	return false;
-}
 
 /* Threads and workers: BLAS threads per process, pgdl's workers, a fit's threads. */
 static void
@@ -137,9 +127,9 @@ define_memory_settings(void)
 							NULL, NULL, NULL);
 }
 
-/* Devices and speed: where models run by default, and how fast plans take a CPU worker to be. */
+/* Speed: how fast plans take a CPU worker to be (pgdl.device is devices.c's). */
 static void
-define_device_settings(void)
+define_speed_settings(void)
 {
 	DefineCustomRealVariable("pgdl.cpu_gflops",
 							 "Billions of floating-point operations per second one worker runs, for plans.",
@@ -149,15 +139,6 @@ define_device_settings(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
-
-	DefineCustomStringVariable("pgdl.device",
-							   "Where models train and predict_batch and evaluate run when a configuration or argument does not say: cpu, cuda or cuda:N.",
-							   "No CUDA context is made until a model moves to the device, in the process that trains it.",
-							   &pgdl_device_setting,
-							   "cpu",
-							   PGC_USERSET,
-							   0,
-							   check_device, NULL, NULL);
 }
 
 void
@@ -165,6 +146,6 @@ pgdl_guc_init(void)
 {
 	define_thread_settings();
 	define_memory_settings();
-	define_device_settings();
+	define_speed_settings();
 	MarkGUCPrefixReserved("pgdl");
 }
