@@ -308,4 +308,54 @@ nn_row_plane_mean(const float *src, int plane)
 	return s / (float) plane;
 }
 
+/* ---------------------------------------------------------------------------
+ * Optimizers (kernels/cpu/backend_cpu.c adam_update)
+ * ------------------------------------------------------------------------- */
+
+/* An Adam (or AdamW: decoupled) step's scalars, the same for every parameter of the step. */
+typedef struct NnAdamStep
+{
+	float		beta1;
+	float		beta2;
+	float		one_minus_b1;
+	float		one_minus_b2;
+	float		eps;
+	float		l2;				/* Adam's weight decay, into the gradient */
+	float		shrink;			/* AdamW's, applied to the parameter */
+	float		step_size;
+	float		bc2_sqrt;
+} NnAdamStep;
+
+/* As torch: bias corrections in double, applied as float scalars. */
+NN_ROW_FN NnAdamStep
+nn_row_adam_step(float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled, int64_t step)
+{
+	NnAdamStep	s;
+
+	s.beta1 = beta1;
+	s.beta2 = beta2;
+	s.eps = eps;
+	s.step_size = (float) (lr / (1.0 - pow(beta1, (double) step)));
+	s.bc2_sqrt = (float) sqrt(1.0 - pow(beta2, (double) step));
+	s.one_minus_b1 = (float) (1.0 - beta1);
+	s.one_minus_b2 = (float) (1.0 - beta2);
+	s.l2 = decoupled ? 0.0f : weight_decay;
+	s.shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
+	return s;
+}
+
+/* Parameter *p with gradient g and moments *m, *v, one Adam step on. */
+NN_ROW_FN void
+nn_row_adam(float *p, float *m, float *v, float g, NnAdamStep s)
+{
+	float		pi = *p * s.shrink;
+	float		d = g + s.l2 * pi;
+	float		mi = *m * s.beta1 + s.one_minus_b1 * d;
+	float		vi = *v * s.beta2 + s.one_minus_b2 * d * d;
+
+	*m = mi;
+	*v = vi;
+	*p = pi - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
+}
+
 #endif

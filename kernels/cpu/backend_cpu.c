@@ -469,25 +469,10 @@ cpu_adam_update(float *restrict p, const float *restrict g, float *restrict m, f
 				int64_t n, float lr, float beta1, float beta2, float eps,
 				float weight_decay, bool decoupled, int64_t step)
 {
-	/* as torch: bias corrections in double, applied as float scalars */
-	float		step_size = (float) (lr / (1.0 - pow(beta1, (double) step)));
-	float		bc2_sqrt = (float) sqrt(1.0 - pow(beta2, (double) step));
-	float		one_minus_b1 = (float) (1.0 - beta1);
-	float		one_minus_b2 = (float) (1.0 - beta2);
-	float		l2 = decoupled ? 0.0f : weight_decay;
-	float		shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
+	NnAdamStep	s = nn_row_adam_step(lr, beta1, beta2, eps, weight_decay, decoupled, step);
 
 	for (int64_t i = 0; i < n; i++)
-	{
-		float		pi = p[i] * shrink;
-		float		d = g[i] + l2 * pi;
-		float		mi = m[i] * beta1 + one_minus_b1 * d;
-		float		vi = v[i] * beta2 + one_minus_b2 * d * d;
-
-		m[i] = mi;
-		v[i] = vi;
-		p[i] = pi - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
-	}
+		nn_row_adam(&p[i], &m[i], &v[i], g[i], s);
 }
 
 static void

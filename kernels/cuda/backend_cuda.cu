@@ -1512,21 +1512,10 @@ cuda_sgd_update(float *p, const float *g, float *buf, int64_t n,
 }
 
 __global__ void
-adam_kernel(float *p, const float *g, float *m, float *v, int64_t n,
-			float beta1, float beta2, float one_minus_b1, float one_minus_b2,
-			float eps, float l2, float shrink, float step_size, float bc2_sqrt)
+adam_kernel(float *p, const float *g, float *m, float *v, int64_t n, NnAdamStep s)
 {
 	GRID_STRIDE(i, n)
-	{
-		float		pi = p[i] * shrink;
-		float		d = g[i] + l2 * pi;
-		float		mi = m[i] * beta1 + one_minus_b1 * d;
-		float		vi = v[i] * beta2 + one_minus_b2 * d * d;
-
-		m[i] = mi;
-		v[i] = vi;
-		p[i] = pi - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
-	}
+		nn_row_adam(&p[i], &m[i], &v[i], g[i], s);
 }
 
 static void
@@ -1534,16 +1523,8 @@ cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
 				 float lr, float beta1, float beta2, float eps,
 				 float weight_decay, bool decoupled, int64_t step)
 {
-	/* as torch (and the CPU twin): bias corrections in double, applied as floats */
-	float		step_size = (float) (lr / (1.0 - pow(beta1, (double) step)));
-	float		bc2_sqrt = (float) sqrt(1.0 - pow(beta2, (double) step));
-	float		one_minus_b1 = (float) (1.0 - beta1);
-	float		one_minus_b2 = (float) (1.0 - beta2);
-	float		l2 = decoupled ? 0.0f : weight_decay;
-	float		shrink = decoupled ? (float) (1.0 - (double) lr * weight_decay) : 1.0f;
-
-	launch("adam_update", n, adam_kernel, p, g, m, v, n, beta1, beta2, one_minus_b1,
-		   one_minus_b2, eps, l2, shrink, step_size, bc2_sqrt);
+	launch("adam_update", n, adam_kernel, p, g, m, v, n,
+		   nn_row_adam_step(lr, beta1, beta2, eps, weight_decay, decoupled, step));
 }
 
 /* ---------------------------------------------------------------------------
