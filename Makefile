@@ -267,7 +267,7 @@ $(FUZZ)/fuzz_blob: $(FUZZ)/obj/regress/fuzz/fuzz_blob.o $(FUZZ_COMMON) $(FUZZ)/n
 $(FUZZ)/fuzz_spec: $(FUZZ)/obj/regress/fuzz/fuzz_spec.o $(FUZZ)/obj/regress/fuzz/fuzz_json.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o $(FUZZ)/obj/regress/fuzz/fuzz_numeric.o \
 		$(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o $(FUZZ)/obj/src/base/devices.o \
-		$(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+		$(FUZZ)/obj/src/base/jsonb_build.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 
 $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/data/packed.o \
@@ -279,7 +279,7 @@ $(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/models/o
 		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/models/model_exchange.o $(FUZZ)/obj/src/spec/tensors.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o \
-		$(FUZZ)/obj/src/base/devices.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
+		$(FUZZ)/obj/src/base/devices.o $(FUZZ)/obj/src/base/jsonb_build.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lprotobuf-c -lpthread -lm -o $@
 
 $(FUZZ)/gen_corpus: regress/fuzz/gen_corpus.c regress/fuzz/gen_onnx.c $(ONNX_GEN)/onnx.pb-c.c $(FUZZ)/nn.a \

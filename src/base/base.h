@@ -200,6 +200,20 @@ extern void pgdl_device_check_errors(void);
 extern void pgdl_device_plan(const PgdlTrainConfig *const *configs, const NnSpec *const *specs, int n,
 							 int n_workers, int32 *worker_device);
 
+/*
+ * jsonb_build.c: building jsonb, one value at a time after pushJsonbValue(state,
+ * WJB_BEGIN_OBJECT or WJB_BEGIN_ARRAY): key is the object's key, or NULL for
+ * an array element.  Numbers are the shortest decimal that reads back as the
+ * same float4 or float8; a float8 that is not finite is null.
+ */
+extern void pgdl_jsonb_put_key(JsonbParseState **state, const char *key);
+extern void pgdl_jsonb_put_value(JsonbParseState **state, const char *key, JsonbValue *value);
+extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
+extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
+extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
+extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
+extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
+
 /* arrays.c: real[] in and out */
 
 /* A real[] argument's data and length: 1-d and NULL-free, or an error naming `what`. */

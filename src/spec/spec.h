@@ -50,18 +50,6 @@ extern void pgdl_check_model_input(const NnModel *m, const float *x, int n);
 /* The value of key in a jsonb object, or NULL. */
 extern JsonbValue *pgdl_jsonb_key(JsonbContainer *obj, const char *key);
 
-/*
- * Building jsonb, one value at a time after pushJsonbValue(state,
- * WJB_BEGIN_OBJECT or WJB_BEGIN_ARRAY): key is the object's key, or NULL for
- * an array element.  Numbers are the shortest decimal that reads back as the
- * same float4 or float8; a float8 that is not finite is null.
- */
-extern void pgdl_jsonb_put_key(JsonbParseState **state, const char *key);
-extern void pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value);
-extern void pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value);
-extern void pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value);
-extern void pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value);
-extern void pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value);
 
 /*
  * ONNX operators, in one table (spec_json.c): every operator whose name pgdl

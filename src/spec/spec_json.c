@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <math.h>
 
-#include "common/shortest_dec.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -468,113 +467,7 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 		pgdl_report_nn_error("model spec", &err);
 }
 
-/* ---- jsonb out: built by pushJsonbValue, never printed and parsed back ---- */
-
-/* ---- building jsonb: one value at a time, after pushJsonbValue(state, WJB_BEGIN_OBJECT/ARRAY) ---- */
-
-void
-pgdl_jsonb_put_key(JsonbParseState **state, const char *key)
-{
-	JsonbValue	k;
-
-	k.type = jbvString;
-	k.val.string.val = (char *) key;
-	k.val.string.len = strlen(key);
-	(void) pushJsonbValue(state, WJB_KEY, &k);
-}
-
-/* A key and its value; or an array's element when key is NULL. */
-static void
-put_value(JsonbParseState **state, const char *key, JsonbValue *v)
-{
-	if (key == NULL)
-		(void) pushJsonbValue(state, WJB_ELEM, v);
-	else
-	{
-		pgdl_jsonb_put_key(state, key);
-		(void) pushJsonbValue(state, WJB_VALUE, v);
-	}
-}
-
-static void
-put_decimal(JsonbParseState **state, const char *key, const char *text)
-{
-	JsonbValue	v;
-
-	v.type = jbvNumeric;
-	v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(text),
-														ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-	put_value(state, key, &v);
-}
-
-void
-pgdl_jsonb_put_string(JsonbParseState **state, const char *key, const char *value)
-{
-	JsonbValue	v;
-
-	v.type = jbvString;
-	v.val.string.val = (char *) value;
-	v.val.string.len = strlen(value);
-	put_value(state, key, &v);
-}
-
-void
-pgdl_jsonb_put_int(JsonbParseState **state, const char *key, int64 value)
-{
-	JsonbValue	v;
-
-	v.type = jbvNumeric;
-	v.val.numeric = int64_to_numeric(value);
-	put_value(state, key, &v);
-}
-
-/*
- * As the shortest decimal that reads back as the same float: 0.1, not
- * 0.100000001.  Stored configurations are UNIQUE on this form, so a value
- * that is not finite here is a bug, not an input.
- */
-void
-pgdl_jsonb_put_float4(JsonbParseState **state, const char *key, float value)
-{
-	char		text[FLOAT_SHORTEST_DECIMAL_LEN];
-
-	if (!isfinite(value))
-		elog(ERROR, "pgdl: \"%s\" is %g, which jsonb cannot hold", key ? key : "element", (double) value);
-	float_to_shortest_decimal_buf(value, text);
-	put_decimal(state, key, text);
-}
-
-/*
- * The shortest decimal that reads back as the same double, so that a model's
- * metrics equal its run's float8 columns.  JSON has no NaN or infinity: they
- * are null.
- */
-void
-pgdl_jsonb_put_float8(JsonbParseState **state, const char *key, double value)
-{
-	char		text[DOUBLE_SHORTEST_DECIMAL_LEN];
-
-	if (!isfinite(value))
-	{
-		JsonbValue	v;
-
-		v.type = jbvNull;
-		put_value(state, key, &v);
-		return;
-	}
-	double_to_shortest_decimal_buf(value, text);
-	put_decimal(state, key, text);
-}
-
-void
-pgdl_jsonb_put_bool(JsonbParseState **state, const char *key, bool value)
-{
-	JsonbValue	v;
-
-	v.type = jbvBool;
-	v.val.boolean = value;
-	put_value(state, key, &v);
-}
+/* ---- jsonb out: built by pushJsonbValue (base/jsonb_build.c), never printed and parsed back ---- */
 
 /* Layer j's name as "inputs" refer to it: its own, or one made up for a layer built unnamed. */
 static const char *
@@ -1055,7 +948,7 @@ pgdl_transfer_keys(Jsonb *config)
 
 		if (v == NULL)
 			continue;
-		put_value(&state, transfer_keys[i], v);
+		pgdl_jsonb_put_value(&state, transfer_keys[i], v);
 		any = true;
 	}
 	object = pushJsonbValue(&state, WJB_END_OBJECT, NULL);
