@@ -304,6 +304,29 @@ array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 	return true;
 }
 
+/*
+ * Numeric columns cols[0 .. n) of one row into out, as floats: a NULL skips
+ * the row (false) or is an error, a value that is not finite an error, each
+ * naming `what` ("feature", "label") and the column.
+ */
+static bool
+numeric_columns(const PackColumn *cols, int n, const char *what, HeapTuple tuple, TupleDesc desc,
+				int64 row, bool skip, float *out)
+{
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(tuple, desc, cols[i].position, &isnull);
+
+		if (isnull)
+			return null_value(skip, what, cols[i].name, row, 0);
+		out[i] = (float) number_of(d, cols[i].kind);
+		if (!isfinite(out[i]))
+			non_finite(what, cols[i].name, row, 0);
+	}
+	return true;
+}
+
 /* The features of one row, from a list of numeric columns.  false: skip. */
 static bool
 columns_row(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float **out)
@@ -311,18 +334,8 @@ columns_row(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool ski
 	float	   *x;
 	float		vals[MaxTupleAttributeNumber];
 
-	for (int i = 0; i < data->n_cols; i++)
-	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(tuple, desc, data->cols[i].position, &isnull);
-
-		if (isnull)
-			return null_value(skip, "feature", data->cols[i].name, row, 0);
-		vals[i] = (float) number_of(d, data->cols[i].kind);
-		if (!isfinite(vals[i]))
-			non_finite("feature", data->cols[i].name, row, 0);
-	}
-
+	if (!numeric_columns(data->cols, data->n_cols, "feature", tuple, desc, row, skip, vals))
+		return false;
 	x = new_row(data);
 	memcpy(x, vals, sizeof(float) * data->n_cols);
 	*out = x;
@@ -385,19 +398,7 @@ read_targets(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool sk
 	bool		isnull;
 
 	if (!data->label_array)
-	{
-		for (int i = 0; i < data->n_label_cols; i++)
-		{
-			Datum		d = SPI_getbinval(tuple, desc, data->labels[i].position, &isnull);
-
-			if (isnull)
-				return null_value(skip, "label", data->labels[i].name, row, 0);
-			t[i] = (float) number_of(d, data->labels[i].kind);
-			if (!isfinite(t[i]))
-				non_finite("label", data->labels[i].name, row, 0);
-		}
-		return true;
-	}
+		return numeric_columns(data->labels, data->n_label_cols, "label", tuple, desc, row, skip, t);
 	else
 	{
 		Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
