@@ -308,6 +308,21 @@ nn_row_plane_mean(const float *src, int plane)
 	return s / (float) plane;
 }
 
+/* 1 / sqrt(running_var + eps) in float: batch normalization's invstd in inference. */
+NN_ROW_FN float
+nn_row_running_invstd(float running_var, float eps)
+{
+	return 1.0f / sqrtf(running_var + eps);
+}
+
+/* A channel's batch normalization as y = x * scale + shift, from its mean and invstd. */
+NN_ROW_FN void
+nn_row_batchnorm_affine(float gamma, float beta, float mean, float invstd, float *scale, float *shift)
+{
+	*scale = gamma * invstd;
+	*shift = beta - mean * *scale;
+}
+
 /* ---------------------------------------------------------------------------
  * Optimizers (kernels/cpu/backend_cpu.c adam_update)
  * ------------------------------------------------------------------------- */

@@ -201,11 +201,9 @@ cpu_batchnorm_forward(const float *x, float *y, int n, int channels, int plane,
 		else
 		{
 			mean = running_mean[c];
-			invstd = 1.0f / sqrtf(running_var[c] + eps);
+			invstd = nn_row_running_invstd(running_var[c], eps);
 		}
-
-		scale = gamma[c] * invstd;
-		shift = beta[c] - mean * scale;
+		nn_row_batchnorm_affine(gamma[c], beta[c], mean, invstd, &scale, &shift);
 		for (int i = 0; i < n; i++)
 		{
 			const float *restrict p = x + ((int64_t) i * channels + c) * plane;

@@ -795,10 +795,9 @@ batchnorm_forward_kernel(const float *x, float *y, int n, int channels, int plan
 		else
 		{
 			mean = running_mean[c];
-			invstd = 1.0f / sqrtf(running_var[c] + eps);
+			invstd = nn_row_running_invstd(running_var[c], eps);
 		}
-		scale = gamma[c] * invstd;
-		shift = beta[c] - mean * scale;
+		nn_row_batchnorm_affine(gamma[c], beta[c], mean, invstd, &scale, &shift);
 		for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
 		{
 			int64_t		at = channel_at(j, c, channels, plane);
