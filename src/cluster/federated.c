@@ -219,7 +219,7 @@ run_round(FedRun *f, const bytea *global, int32 round, PgdlEpochMetrics *m)
 		pgdl_run_record_node_epoch(f->run_id, 0, f->sites[s].name, &sm);
 	}
 	if (f->vds && !total.diverged)
-		pgdl_packed_evaluate(model, f->vds, &vstats);
+		pgdl_evaluate_packed(model, f->vds, &vstats);
 	site_metrics(f, &total, round, INSTR_TIME_GET_DOUBLE(elapsed), m);
 	m->has_validation = vstats.n > 0;
 	m->validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;

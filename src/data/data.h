@@ -70,8 +70,6 @@ extern void pgdl_shared_copy_buffers(const PgdlDataset *ds, const PgdlHeldPartit
 /* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
 extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
 								  ArrayType *x, ArrayType *y, float **xdata, float **ydata);
-/* Loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
-extern void pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
 
 
 /*

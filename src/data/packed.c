@@ -399,31 +399,3 @@ pgdl_check_model_fits(const NnSpec *spec, const PgdlDataset *ds)
 	}
 }
 
-typedef struct EvalArg
-{
-	NnModel    *model;
-	NnBatchStats *stats;
-} EvalArg;
-
-static void
-evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
-{
-	EvalArg    *ea = arg;
-	NnError		err;
-
-	pgdl_check_model_batch(ea->model, n, "the model");
-	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
-		ereport(ERROR,
-				(errcode(pgdl_nn_data_errcode(&err)),
-				 errmsg("cannot evaluate the model on a buffer of this dataset"),
-				 errdetail("%c%s.", pg_toupper((unsigned char) err.msg[0]), err.msg + 1)));
-}
-
-void
-pgdl_packed_evaluate(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
-{
-	EvalArg		ea = {model, stats};
-
-	pgdl_check_model_fits(&model->spec, ds);
-	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea, NULL, NULL);
-}

@@ -10,8 +10,6 @@
 extern void pgdl_predict_check_classifier(const NnModel *m, const char *function);
 extern int64 pgdl_predict_first_nonfinite(const float *x, int64 n);
 extern void pgdl_predict_check_finite(const float *raw, const float *x, int64 n, const char *what);
-extern const float *pgdl_predict_forward(NnModel *m, const float *x, int n);
-extern int	pgdl_predict_class_of(const NnModel *m, const float *z, float *probability);
 extern char *pgdl_predict_class_name(const PgdlDataset *ds, int index);
 extern Datum pgdl_predict_label_as(const char *label, Oid type, Oid label_type, FmgrInfo *input, Oid ioparam);
 

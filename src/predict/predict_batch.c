@@ -44,6 +44,7 @@
 #include "base/base.h"
 #include "catalog/catalog.h"
 #include "data/data.h"
+#include "train/train.h"
 #include "predict/predict.h"
 
 /* The state of one scan, in the SRF's multi-call memory. */
@@ -400,10 +401,10 @@ fetch_batch(BatchScan *scan)
 	n = read_rows(scan, SPI_tuptable, scan->rows);
 	if (n > 0)
 	{
-		const float *z = pgdl_predict_forward(scan->model->nn, scan->x, n);
+		const float *z = pgdl_model_outputs(scan->model->nn, scan->x, n);
 
 		for (int j = 0; j < n; j++)
-			scan->classes[j] = pgdl_predict_class_of(scan->model->nn, z + j * scan->k, &scan->probability[j]);
+			scan->classes[j] = pgdl_model_class_of(scan->model->nn, z + j * scan->k, &scan->probability[j]);
 	}
 	MemoryContextSwitchTo(old);
 	SPI_freetuptable(SPI_tuptable);

@@ -302,7 +302,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	{
 		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
 		pgdl_call_progress_update(0, 0, (double) (e + 1) / f->epochs);
-		pgdl_packed_evaluate(f->model, f->vds, &vstats);
+		pgdl_evaluate_packed(f->model, f->vds, &vstats);
 	}
 
 	memset(m, 0, sizeof(*m));

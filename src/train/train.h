@@ -170,4 +170,12 @@ extern const float *pgdl_prefix_run(PgdlPrefixRun *run, const float *x, int32 n)
 /* The prefix's outputs of n examples into out (n x its output size), or an error. */
 extern void pgdl_prefix_forward(NnModel *prefix, const float *x, int32 n, float *out);
 
+/* evaluate.c: loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
+extern void pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
+/* The network's raw outputs (logits for the classification losses) for n examples, in its workspace. */
+extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
+/* One example's class from its raw outputs (the argmax, or logit > 0 for one bce output), and its probability. */
+extern int	pgdl_model_class_of(const NnModel *m, const float *z, float *probability);
+extern float pgdl_logistic(float z);
+
 #endif							/* PGDL_TRAIN_H */
