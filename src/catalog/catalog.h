@@ -159,7 +159,7 @@ extern void pgdl_check_model_batch(const NnModel *model, int32 batch, const char
 /* Whether a table has the columns pgdl.pack writes (part, buffer_id, n, x, y), of their types. */
 extern bool pgdl_packed_has_columns(Oid relid);
 
-/* architectures.c: named network specs (pgdl.architectures), their validation and cost */
+/* architectures.c: named network specs (pgdl.architectures); their cost is plan/estimate.c's */
 
 /* The stored spec of architecture `name` and its id, or an error saying it does not exist. */
 extern Jsonb *pgdl_architecture_by_name(const char *name, int64 *id);

@@ -1,7 +1,7 @@
 /*
  * train/train.h -- training: the aggregate and its steps (train_agg.c,
- * train_ahead.c), pgdl.fit (fit.c) and its run recorder, transfer learning
- * (transfer.c).
+ * train_ahead.c), pgdl.fit (fit.c) and its run recorder, evaluation
+ * (evaluate.c), transfer learning (transfer.c).
  */
 #ifndef PGDL_TRAIN_H
 #define PGDL_TRAIN_H
