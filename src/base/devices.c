@@ -13,7 +13,6 @@
 #include "postgres.h"
 
 #include <errno.h>
-
 #include <limits.h>
 
 #include "fmgr.h"

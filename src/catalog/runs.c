@@ -25,7 +25,6 @@
 #include "utils/numeric.h"
 
 #include "base/base.h"
-#include "spec/spec.h"
 #include "catalog/catalog.h"
 
 static const char *const status_names[] = {

@@ -9,7 +9,6 @@
 #include "miscadmin.h"
 
 #include "nn/nn.h"
-#include "catalog/catalog.h"
 #include "data/pack.h"
 
 static int

@@ -12,8 +12,6 @@
 
 #include "miscadmin.h"
 
-#include "spec/spec.h"
-#include "catalog/catalog.h"
 #include "data/pack.h"
 
 /* {"scale": s}, s as the shortest text of the double given. */

@@ -25,7 +25,6 @@
 #include "utils/syscache.h"
 
 #include "base/base.h"
-#include "catalog/catalog.h"
 #include "data/pack.h"
 
 #define PACK_FETCH_ROWS			1000	/* rows per SPI cursor fetch */
@@ -396,46 +395,43 @@ static bool
 read_targets(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip, float *t)
 {
 	bool		isnull;
+	Datum		d;
+	ArrayType  *arr;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
 
 	if (!data->label_array)
 		return numeric_columns(data->labels, data->n_label_cols, "label", tuple, desc, row, skip, t);
-	else
+	d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
+	if (isnull)
+		return null_value(skip, "label", data->label.name, row, 0);
+	arr = DatumGetArrayTypeP(d);
+	if (ARR_NDIM(arr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("label array \"%s\" has %d dimensions in row " INT64_FORMAT ", not one",
+						data->label.name, ARR_NDIM(arr), row)));
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, typbyval, typalign, &elems, &nulls, &n);
+	if (n != data->n_targets)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("expected %d targets, found %d in row " INT64_FORMAT " of \"%s\"",
+						data->n_targets, n, row, data->label.name),
+				 errdetail("Every row's label array must have as many elements as the first row's.")));
+	for (int i = 0; i < n; i++)
 	{
-		Datum		d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
-		ArrayType  *arr;
-		int16		typlen;
-		bool		typbyval;
-		char		typalign;
-		Datum	   *elems;
-		bool	   *nulls;
-		int			n;
-
-		if (isnull)
-			return null_value(skip, "label", data->label.name, row, 0);
-		arr = DatumGetArrayTypeP(d);
-		if (ARR_NDIM(arr) != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("label array \"%s\" has %d dimensions in row " INT64_FORMAT ", not one",
-							data->label.name, ARR_NDIM(arr), row)));
-		get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &typbyval, &typalign);
-		deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, typbyval, typalign, &elems, &nulls, &n);
-		if (n != data->n_targets)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("expected %d targets, found %d in row " INT64_FORMAT " of \"%s\"",
-							data->n_targets, n, row, data->label.name),
-					 errdetail("Every row's label array must have as many elements as the first row's.")));
-		for (int i = 0; i < n; i++)
-		{
-			if (nulls[i])
-				return null_value(skip, "label", data->label.name, row, i + 1);
-			t[i] = (float) number_of(elems[i], data->label.kind);
-			if (!isfinite(t[i]))
-				non_finite("label", data->label.name, row, i + 1);
-		}
-		return true;
+		if (nulls[i])
+			return null_value(skip, "label", data->label.name, row, i + 1);
+		t[i] = (float) number_of(elems[i], data->label.kind);
+		if (!isfinite(t[i]))
+			non_finite("label", data->label.name, row, i + 1);
 	}
+	return true;
 }
 
 /* The first row's label array sets the number of targets. */

@@ -26,7 +26,6 @@
 #include "storage/buffile.h"
 #include "utils/memutils.h"
 
-#include "data/data.h"
 #include "data/pack.h"
 
 struct PgdlSpill

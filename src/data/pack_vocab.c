@@ -15,7 +15,6 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 
-#include "spec/spec.h"
 #include "catalog/catalog.h"
 #include "data/pack.h"
 

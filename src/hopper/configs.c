@@ -36,7 +36,6 @@
 #include "base/base.h"
 #include "spec/spec.h"
 #include "train/train.h"
-#include "hopper/hopper.h"
 
 /* Which optimizers a key applies to; keys not listed apply to all. */
 static const struct

@@ -29,7 +29,6 @@
 #include "utils/timestamp.h"
 
 #include "base/base.h"
-#include "spec/spec.h"
 #include "data/data.h"
 #include "plan/plan.h"
 #include "hopper/hopper.h"

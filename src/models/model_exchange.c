@@ -23,7 +23,6 @@
 #include "base/base.h"
 #include "spec/spec.h"
 #include "catalog/catalog.h"
-#include "models/models.h"
 
 /* ---- pgdl.model_weights: one row per tensor ---- */
 

@@ -42,7 +42,6 @@
 #include "base/base.h"
 #include "spec/spec.h"
 #include "catalog/catalog.h"
-#include "models/models.h"
 
 #define ZOO_MAX_K			10000
 #define ZOO_FETCH_ROWS		1000

@@ -40,7 +40,6 @@
 #include "utils/wait_event.h"
 
 #include "base/base.h"
-#include "spec/spec.h"
 #include "catalog/catalog.h"
 #include "data/data.h"
 #include "plan/plan.h"
