@@ -46,6 +46,20 @@ extern void pgdl_packed_hold(const PgdlDataset *ds, int32 part, PgdlHeldPartitio
 extern void pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *held,
 								PgdlBufferFn fn, void *arg);
 
+/* pack_stream.c: raw rows preprocessed as a packed dataset's were, for evaluation */
+
+/* Whether a source given as text is a query (SELECT, WITH, VALUES, TABLE or a parenthesis) rather than a table or view name. */
+extern bool pgdl_source_is_query(const char *source);
+/*
+ * The rows of `source` (a table or view name, or a query) to fn, buffer by
+ * buffer (kept: false), as pgdl.pack(source, features, label, reference =>
+ * ds's packed table) with its defaults would pack them: ds's classes,
+ * normalization and vocabularies, its categorical and sequence columns.
+ * Returns how many rows there were.
+ */
+extern int64 pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features,
+							  const char *label, PgdlBufferFn fn, void *arg);
+
 /* shared_scan.c: a partition held by workers of several jobs, read once */
 
 typedef enum PgdlShareResult

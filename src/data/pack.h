@@ -36,7 +36,8 @@ extern void pgdl_spill_end(PgdlSpill *spill);
 /* The arguments of pgdl.pack, checked. */
 typedef struct PackArgs
 {
-	Oid			source;
+	Oid			source;			/* InvalidOid: query is the source */
+	char	   *query;			/* pack_stream.c's source of rows, when not a relation */
 	char	   *features;
 	char	   *label;
 	char	   *output;
@@ -136,6 +137,7 @@ typedef struct PackData
 {
 	/* what is read */
 	char	   *relname;		/* the source, for messages */
+	TupleDesc	query_desc;		/* a query's rows (NULL: the source is a relation) */
 	char	   *source_sql;		/* the source, qualified and quoted */
 	bool		array_mode;		/* features: one array column */
 	int			n_cols;			/* feature columns */
@@ -235,6 +237,8 @@ extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
 /* sets each sequence's limit to the reference's L */
 extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
 									 PackReference *ref);
+/* pgdl_pack_read_reference's checks of the source against ref->ds, and the sequences' limits */
+extern void pgdl_pack_match_reference(const PackData *data, const PackReference *ref);
 
 /* pack_read.c: reading the source */
 
@@ -277,6 +281,9 @@ extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
 extern int32 pgdl_pack_count_buffers(const PackData *data, const PackArgs *args);
 extern void pgdl_pack_check_output(const char *output, int partitions, PackOutput *out);
 extern void pgdl_pack_create_table(const PackOutput *out, int partitions);
+/* The rows in order as buffers of buffer_rows examples, normalized, to fn; pgdl_pack_write_buffers' steps. */
+extern void pgdl_pack_each_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all, int n_targets,
+								  int32 buffer_rows, int32 n_buffers, PgdlBufferFn fn, void *arg);
 extern void pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order,
 									const PackNorm *norm, const float *y_all, int n_targets,
 									int32 buffer_rows, int32 partitions, int32 n_buffers);

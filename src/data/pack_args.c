@@ -36,6 +36,7 @@ pgdl_pack_read_args(FunctionCallInfo fcinfo, PackArgs *args)
 	require_arg(fcinfo, 9, "nulls");
 
 	args->source = PG_GETARG_OID(0);
+	args->query = NULL;
 	args->features = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	args->label = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	args->output = text_to_cstring(PG_GETARG_TEXT_PP(3));

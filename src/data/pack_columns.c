@@ -10,11 +10,15 @@
  */
 #include "postgres.h"
 
+#include <ctype.h>
+
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
+#include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
 #include "utils/varlena.h"
 
 #include "base/base.h"
@@ -56,20 +60,33 @@ kind_is_numeric(PackNumKind kind)
 }
 
 /*
- * Finds column `name` of `relid` (or errors, naming it) and records its type.
+ * Finds column `name` of relation `relid`, or of the query's rows when relid
+ * is invalid (or errors, naming it), and records its type.
  */
 static void
-find_column(Oid relid, const char *relname, const char *name, int position, PackColumn *col)
+find_column(Oid relid, const PackData *data, const char *name, int position, PackColumn *col)
 {
-	AttrNumber	attnum = get_attnum(relid, name);
+	AttrNumber	attnum = InvalidAttrNumber;
 
-	if (attnum <= 0)			/* InvalidAttrNumber, or a system column */
+	if (OidIsValid(relid))
+		attnum = get_attnum(relid, name);
+	else
+		for (int i = 0; i < data->query_desc->natts && attnum == InvalidAttrNumber; i++)
+			if (!TupleDescAttr(data->query_desc, i)->attisdropped &&
+				strcmp(NameStr(TupleDescAttr(data->query_desc, i)->attname), name) == 0)
+				attnum = i + 1;
+	if (attnum <= 0 && OidIsValid(relid))	/* InvalidAttrNumber, or a system column */
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, relname)));
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, data->relname)));
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" does not exist in the query's rows", name),
+				 errhint("Name the column as the query's SELECT list names it.")));
 	col->name = pstrdup(name);
 	col->position = position;
-	col->type = get_atttype(relid, attnum);
+	col->type = OidIsValid(relid) ? get_atttype(relid, attnum) : TupleDescAttr(data->query_desc, attnum - 1)->atttypid;
 }
 
 #define PACK_FEATURE_TYPES_DETAIL \
@@ -133,7 +150,7 @@ find_features(Oid relid, const char *features, PackData *data)
 	data->cols = palloc0(sizeof(PackColumn) * data->n_cols);
 	foreach(lc, names)
 	{
-		find_column(relid, data->relname, (char *) lfirst(lc), i + 1, &data->cols[i]);
+		find_column(relid, data, (char *) lfirst(lc), i + 1, &data->cols[i]);
 		feature_kind(data, &data->cols[i]);
 		i++;
 	}
@@ -186,7 +203,7 @@ find_label(Oid relid, const char *label, int position, PackData *data)
 	data->labels = palloc0(sizeof(PackColumn) * data->n_label_cols);
 	foreach(lc, names)
 	{
-		find_column(relid, data->relname, (char *) lfirst(lc), position + i, &data->labels[i]);
+		find_column(relid, data, (char *) lfirst(lc), position + i, &data->labels[i]);
 		i++;
 	}
 	data->label = data->labels[0];
@@ -291,7 +308,7 @@ find_vocabulary_column(Oid relid, PackData *data, const char *name, int position
 {
 	HASHCTL		ctl;
 
-	find_column(relid, data->relname, name, position, &cat->col);
+	find_column(relid, data, name, position, &cat->col);
 	cat->what = what;
 	for (int k = 0; k < data->n_cols; k++)
 		if (strcmp(data->cols[k].name, cat->col.name) == 0)
@@ -384,17 +401,50 @@ find_sequences(Oid relid, const char *sequence, int position, int32 max_length, 
 	}
 }
 
-/* The source relation, its feature columns and its label column. */
+/*
+ * A query's rows as a source (pack_stream.c's): their columns, from the plan,
+ * and the query as a subquery, which refuses more than one statement and
+ * data-modifying WITH.  The caller has connected to SPI.
+ */
+static void
+find_query_columns(const char *query, PackData *data)
+{
+	SPIPlanPtr	plan = SPI_prepare(query, 0, NULL);
+	List	   *sources = plan != NULL ? SPI_plan_get_plan_sources(plan) : NIL;
+	CachedPlanSource *ps = list_length(sources) == 1 ? linitial(sources) : NULL;
+	const char *text_end;
+
+	if (ps == NULL || ps->resultDesc == NULL || !SPI_is_cursor_plan(plan))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("source must be one query that returns rows"),
+				 errdetail("A source is a table or view name, or one SELECT, WITH, VALUES or TABLE query.")));
+	data->query_desc = CreateTupleDescCopy(ps->resultDesc);
+	SPI_freeplan(plan);
+	data->relname = pstrdup("query");
+	/* as a subquery: a statement's trailing semicolons go */
+	text_end = query + strlen(query);
+	while (text_end > query && (text_end[-1] == ';' || isspace((unsigned char) text_end[-1])))
+		text_end--;
+	data->source_sql = psprintf("(%.*s) AS pgdl_source", (int) (text_end - query), query);
+}
+
+/* The source relation or query, its feature columns and its label column. */
 void
 pgdl_pack_find_source(const PackArgs *args, PackData *data)
 {
-	data->relname = get_rel_name(args->source);
-	if (data->relname == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", args->source)));
-	data->source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
-												  data->relname);
+	if (args->query != NULL)
+		find_query_columns(args->query, data);
+	else
+	{
+		data->relname = get_rel_name(args->source);
+		if (data->relname == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", args->source)));
+		data->source_sql = quote_qualified_identifier(get_namespace_name(get_rel_namespace(args->source)),
+													  data->relname);
+	}
 	find_features(args->source, args->features, data);
 	if (args->categorical != NULL)
 		find_categorical(args->source, args->categorical, data->n_cols + 1, data);
@@ -426,7 +476,12 @@ pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt, Pa
 				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) :
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
 	ref->name = MemoryContextStrdup(cxt, name);
+	pgdl_pack_match_reference(data, ref);
+}
 
+void
+pgdl_pack_match_reference(const PackData *data, const PackReference *ref)
+{
 	if (ref->ds->classification != data->classification)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),

@@ -202,9 +202,74 @@ fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 }
 
 /*
- * Buffer b: the rows at positions b * buffer_rows ... normalized, in
- * partition b % partitions.  One prepared INSERT for all buffers.
+ * Buffer b: the rows at positions b * buffer_rows ... of the order,
+ * normalized, with their targets; fn sees each in turn (kept: false, the
+ * buffer is freed after the call).
  */
+void
+pgdl_pack_each_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all, int n_targets,
+					  int32 buffer_rows, int32 n_buffers, PgdlBufferFn fn, void *arg)
+{
+	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
+												 ALLOCSET_DEFAULT_SIZES);
+
+	for (int32 b = 0; b < n_buffers; b++)
+	{
+		int64		first = (int64) b * buffer_rows;
+		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
+		MemoryContext old = MemoryContextSwitchTo(bufcxt);
+		float	   *x = palloc_extended(mul_size(mul_size((Size) n, order->data->n_total), sizeof(float)),
+										MCXT_ALLOC_HUGE);
+		float	   *y = palloc(mul_size(mul_size((Size) n, n_targets), sizeof(float)));
+
+		CHECK_FOR_INTERRUPTS();
+		fill_buffer(order, norm, y_all, n_targets, first, n, x, y);
+		MemoryContextSwitchTo(old);
+		fn(arg, x, y, n, false);
+		MemoryContextReset(bufcxt);
+	}
+	MemoryContextDelete(bufcxt);
+}
+
+/* Where pgdl_pack_write_buffers is: its INSERT, and the buffers written so far. */
+typedef struct PackInsert
+{
+	SPIPlanPtr	plan;
+	int32		partitions;
+	int32		n_buffers;
+	int32		b;				/* the next buffer's id */
+	int64		rows;			/* written so far */
+	int64		n_floats;		/* an example's */
+	int			n_targets;
+} PackInsert;
+
+static void
+insert_buffer(void *arg, const float *xdata, const float *ydata, int32 n, bool kept)
+{
+	PackInsert *ins = arg;
+	ArrayType  *x = pgdl_float4_array_new((int64) n * ins->n_floats);
+	ArrayType  *y = pgdl_float4_array_new((int64) n * ins->n_targets);
+	Datum		values[5];
+	int			ret;
+
+	memcpy(ARR_DATA_PTR(x), xdata, sizeof(float) * n * ins->n_floats);
+	memcpy(ARR_DATA_PTR(y), ydata, sizeof(float) * n * ins->n_targets);
+	values[0] = Int32GetDatum(ins->b % ins->partitions);
+	values[1] = Int32GetDatum(ins->b);
+	values[2] = Int32GetDatum(n);
+	values[3] = PointerGetDatum(x);
+	values[4] = PointerGetDatum(y);
+	ret = SPI_execute_plan(ins->plan, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", ins->b, SPI_result_code_string(ret));
+	ins->b++;
+	ins->rows += n;
+	pgdl_call_progress_update(ins->b, ins->rows, 0.5 + 0.5 * ins->b / ins->n_buffers);
+	pfree(x);
+	pfree(y);
+}
+
+/* Buffer b in partition b % partitions, through one prepared INSERT. */
 void
 pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order, const PackNorm *norm,
 						const float *y_all, int n_targets,
@@ -213,41 +278,18 @@ pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order, const Pac
 	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
 	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
 							   out->qualified);
-	SPIPlanPtr	plan = SPI_prepare(sql, 5, types);
-	MemoryContext bufcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl pack buffer",
-												 ALLOCSET_DEFAULT_SIZES);
+	PackInsert	ins = {0};
 
-	if (plan == NULL)
+	ins.plan = SPI_prepare(sql, 5, types);
+	if (ins.plan == NULL)
 		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-
+	ins.partitions = partitions;
+	ins.n_buffers = n_buffers;
+	ins.n_floats = order->data->n_total;
+	ins.n_targets = n_targets;
 	pgdl_call_progress_phase(PGDL_PHASE_WRITING, 0, n_buffers, true);
-	for (int32 b = 0; b < n_buffers; b++)
-	{
-		int64		first = (int64) b * buffer_rows;
-		int32		n = (int32) Min((int64) buffer_rows, order->data->n_rows - first);
-		MemoryContext old = MemoryContextSwitchTo(bufcxt);
-		ArrayType  *x = pgdl_float4_array_new((int64) n * order->data->n_total);
-		ArrayType  *y = pgdl_float4_array_new((int64) n * n_targets);
-		Datum		values[5];
-		int			ret;
-
-		CHECK_FOR_INTERRUPTS();
-		fill_buffer(order, norm, y_all, n_targets, first, n,
-					(float *) ARR_DATA_PTR(x), (float *) ARR_DATA_PTR(y));
-		values[0] = Int32GetDatum(b % partitions);
-		values[1] = Int32GetDatum(b);
-		values[2] = Int32GetDatum(n);
-		values[3] = PointerGetDatum(x);
-		values[4] = PointerGetDatum(y);
-		ret = SPI_execute_plan(plan, values, NULL, false, 0);
-		if (ret != SPI_OK_INSERT)
-			elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", b, SPI_result_code_string(ret));
-		pgdl_call_progress_update(b + 1, first + n, 0.5 + 0.5 * (b + 1) / n_buffers);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(bufcxt);
-	}
-	SPI_freeplan(plan);
-	MemoryContextDelete(bufcxt);
+	pgdl_pack_each_buffer(order, norm, y_all, n_targets, buffer_rows, n_buffers, insert_buffer, &ins);
+	SPI_freeplan(ins.plan);
 }
 
 /* classes as a text[] */

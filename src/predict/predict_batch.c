@@ -81,28 +81,6 @@ typedef struct BatchScan
 
 /* ---- the source ---- */
 
-/* Whether the text form's source is a query rather than a table or view name: see predict.md. */
-static bool
-source_is_query(const char *source)
-{
-	static const char *const keywords[] = {"select", "with", "values", "table"};
-	const char *s = source;
-
-	while (isspace((unsigned char) *s))
-		s++;
-	if (*s == '(')
-		return true;
-	for (int i = 0; i < lengthof(keywords); i++)
-	{
-		size_t		len = strlen(keywords[i]);
-
-		if (pg_strncasecmp(s, keywords[i], len) == 0 &&
-			(s[len] == '\0' || isspace((unsigned char) s[len]) || s[len] == '('))
-			return true;
-	}
-	return false;
-}
-
 static void
 check_column_type(const char *column, Oid type, bool features)
 {
@@ -236,7 +214,7 @@ open_source(BatchScan *scan, const char *kind, const char *source, const char *i
 		if (strcmp(kind, "regclass") == 0)
 			query = table_query(DatumGetObjectId(DirectFunctionCall1(oidin, CStringGetDatum(source))),
 								id_column, scan->features_column);
-		else if (strcmp(kind, "text") == 0 && source_is_query(source))
+		else if (strcmp(kind, "text") == 0 && pgdl_source_is_query(source))
 			query = source;
 		else if (strcmp(kind, "text") == 0)
 		{

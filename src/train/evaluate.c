@@ -129,18 +129,71 @@ pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
 	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea, NULL, NULL);
 }
 
-/* ---- pgdl.evaluate: mean loss and accuracy over a packed table ---- */
+/* ---- what an evaluation reads: a packed table, or raw rows ---- */
 
-PG_FUNCTION_INFO_V1(pgdl_evaluate);
-Datum
-pgdl_evaluate(PG_FUNCTION_ARGS)
+void
+pgdl_evaluation_data_args(FunctionCallInfo fcinfo, bool raw, PgdlEvaluationData *data)
 {
-	Oid			packed = PG_GETARG_OID(1);
+	memset(data, 0, sizeof(PgdlEvaluationData));
+	if (!raw)
+	{
+		data->packed = PG_GETARG_OID(1);
+		return;
+	}
+	data->source = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	data->features = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	data->label = text_to_cstring(PG_GETARG_TEXT_PP(3));
+}
+
+/* The packed table's dataset, checked against the model: the table exists and is what the model was trained on. */
+static PgdlDataset *
+packed_dataset(const PgdlModel *model, Oid packed)
+{
+	/* copied at once: the cache may drop it at the next query */
+	PgdlDataset *ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
+
+	if (get_rel_name(packed) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", packed)));
+	pgdl_check_model_fits(&model->nn->spec, ds);
+	return ds;
+}
+
+int64
+pgdl_evaluation_scan(const PgdlModel *model, const PgdlEvaluationData *data, PgdlBufferFn fn, void *arg)
+{
+	PgdlDataset *ds;
+	int64		rows = 0;
+
+	if (OidIsValid(data->packed) || data->source == NULL)
+	{
+		ds = packed_dataset(model, data->packed);
+		pgdl_packed_scan(ds, -1, fn, arg, NULL, NULL);
+		return ds->n_rows_hint;
+	}
+	if (model->dataset == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a model without a training set cannot evaluate raw rows"),
+				 errdetail("Raw rows are preprocessed as the model's training set was packed; a model blob has none."),
+				 errhint("Pack the rows and evaluate the packed table, or evaluate a stored model.")));
+	pgdl_check_model_fits(&model->nn->spec, model->dataset);
+	rows = pgdl_pack_stream(model->dataset, data->source, data->features, data->label, fn, arg);
+	return rows;
+}
+
+/* ---- pgdl.evaluate: mean loss and accuracy over a packed table or raw rows ---- */
+
+static Datum
+evaluate(FunctionCallInfo fcinfo, bool raw)
+{
 	MemoryContext callcxt;
 	MemoryContext old;
 	PgdlModel  *model;
-	PgdlDataset *ds;
+	PgdlEvaluationData data;
 	NnBatchStats stats = {0};
+	EvalArg		ea = {NULL, &stats};
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
@@ -154,16 +207,11 @@ pgdl_evaluate(PG_FUNCTION_ARGS)
 	old = MemoryContextSwitchTo(callcxt);
 
 	model = pgdl_model_arg_copy(fcinfo, callcxt);
-	/* copied at once: the cache may drop it at the next query */
-	ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
-	if (get_rel_name(packed) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", packed)));
-
+	pgdl_evaluation_data_args(fcinfo, raw, &data);
 	/* whole buffers at a time: worth a device when pgdl.device names one (its workspace grows there) */
 	pgdl_device_move(model->nn, pgdl_device_for(NULL), NULL, 0);
-	pgdl_evaluate_packed(model->nn, ds, &stats);
+	ea.model = model->nn;
+	pgdl_evaluation_scan(model, &data, evaluate_buffer, &ea);
 
 	if (stats.n > 0)
 	{
@@ -179,6 +227,20 @@ pgdl_evaluate(PG_FUNCTION_ARGS)
 	MemoryContextDelete(callcxt);	/* frees the model */
 	result = heap_form_tuple(tupdesc, values, nulls);
 	PG_RETURN_DATUM(HeapTupleGetDatum(result));
+}
+
+PG_FUNCTION_INFO_V1(pgdl_evaluate);
+Datum
+pgdl_evaluate(PG_FUNCTION_ARGS)
+{
+	return evaluate(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(pgdl_evaluate_rows);
+Datum
+pgdl_evaluate_rows(PG_FUNCTION_ARGS)
+{
+	return evaluate(fcinfo, true);
 }
 
 /* ---- pgdl.evaluate_targets: loss and accuracy of each target of a packed table ---- */

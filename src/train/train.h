@@ -178,4 +178,23 @@ extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
 extern int	pgdl_model_class_of(const NnModel *m, const float *z, float *probability);
 extern float pgdl_logistic(float z);
 
+/*
+ * What an evaluation reads: a packed table (packed), or raw rows (source, a
+ * table, view or query, with its features and label columns) preprocessed as
+ * the model's training set was packed (data/pack_stream.c).
+ */
+typedef struct PgdlEvaluationData
+{
+	Oid			packed;
+	char	   *source;			/* NULL: the packed table */
+	char	   *features;
+	char	   *label;
+} PgdlEvaluationData;
+
+/* A SQL function's data arguments, after the model: (packed regclass), or raw: (source, features, label text). */
+extern void pgdl_evaluation_data_args(FunctionCallInfo fcinfo, bool raw, PgdlEvaluationData *data);
+/* Every buffer of the data to fn, once the model is checked to suit it; the rows, as far as known. */
+extern int64 pgdl_evaluation_scan(const PgdlModel *model, const PgdlEvaluationData *data, PgdlBufferFn fn,
+								  void *arg);
+
 #endif							/* PGDL_TRAIN_H */
