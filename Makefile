@@ -124,10 +124,10 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	done
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
-# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan
-UNIT_GLUE   = src/models/onnx_depth.c
+# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan, the evaluation metrics
+UNIT_GLUE   = src/models/onnx_depth.c src/train/metrics.c
 
-build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/models/onnx_depth.h build/%/nn.a
+build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/models/onnx_depth.h src/train/metrics.h build/%/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) $(UNIT_GLUE) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
@@ -135,7 +135,13 @@ regress/unit/fixtures/.stamp: regress/unit/gen_parity.py
 	$(PYTHON) $< regress/unit/fixtures
 	touch $@
 
-fixtures: regress/unit/fixtures/.stamp
+# scikit-learn's values for test_metrics.c (a stamp of its own: neither generator reruns for the other)
+regress/unit/fixtures/.stamp-metrics: regress/unit/gen_metrics.py
+	@mkdir -p regress/unit/fixtures
+	$(PYTHON) $< regress/unit/fixtures
+	touch $@
+
+fixtures: regress/unit/fixtures/.stamp regress/unit/fixtures/.stamp-metrics
 
 # make unit: every engine test.  make unit-asan: the same under AddressSanitizer
 # (UBSan too), with the slow exhaustive checks trimmed.
