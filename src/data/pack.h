@@ -232,9 +232,10 @@ extern void pgdl_pack_check_args(PackArgs *args);
 /* pack_columns.c: the source's columns, and the reference they must match */
 
 extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
-/* sets each sequence's limit to the reference's L */
-extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
-									 PackReference *ref);
+/* before the source is found: args' categorical and sequence columns become the reference's */
+extern void pgdl_pack_open_reference(Oid packed, PackArgs *args, MemoryContext cxt, PackReference *ref);
+/* once it is: checked against the reference; sets each sequence's limit to the reference's L */
+extern void pgdl_pack_read_reference(const PackData *data, PackReference *ref);
 
 /* pack_read.c: reading the source */
 
