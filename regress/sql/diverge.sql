@@ -169,6 +169,52 @@ SELECT * FROM pgdl.evaluate('dv_good', 'dv_valid');
 UPDATE dv_valid v SET x = k.x FROM dv_forged_keep k WHERE v.buffer_id = k.buffer_id;
 SELECT n > 0 AS evaluated FROM pgdl.evaluate('dv_good', 'dv_valid');
 
+-- a diverged model answers nothing: predict, predict_class, predict_batch and features are errors naming
+-- the epoch it diverged in (55000); the healthy one works.  The model's id is the same in each message.
+CREATE FUNCTION dv_error(q text, id bigint) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  d text;
+  h text;
+BEGIN
+  EXECUTE q;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+  RETURN SQLSTATE || ' ' || replace(SQLERRM, 'model ' || id || ' ', 'model <id> ') || E'\n' || coalesce(nullif(d, ''), '-') || E'\n' || coalesce(nullif(h, ''), '-');
+END $$;
+UPDATE pgdl.models SET name = 'dv_diverged' WHERE id = :dv_fit;
+SELECT dv_error(format('SELECT pgdl.predict(%s::bigint, ''{0.5,0.5,0.5,0.5}'')', :dv_fit), :dv_fit);
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS by_name;
+SELECT dv_error('SELECT pgdl.predict_class(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS predict_class;
+SELECT dv_error('SELECT count(*) FROM pgdl.predict_batch(''dv_diverged'', ''dv_rows_bad'', ''id'', ''f'')', :dv_fit)
+    AS predict_batch;
+SELECT dv_error('SELECT pgdl.features(''dv_diverged'', 1, ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS features;
+SELECT pgdl.predict_class('dv_good', '{0.5,0.5,0.5,0.5}') IS NOT NULL AS healthy_predicts,
+       (SELECT count(*) FROM pgdl.predict_batch('dv_good', 'dv_rows_bad', 'id', 'f')) AS healthy_batch;
+-- its metrics are anyone's data: forged ones are an error (XX001), never a crash or a model served
+UPDATE pgdl.models SET metrics = m FROM (VALUES ('{"diverged": "yes"}'::jsonb)) v(m) WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS forged;
+UPDATE pgdl.models SET metrics = '{"diverged": true, "epoch": 1.5}' WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS forged;
+UPDATE pgdl.models SET metrics = '{"diverged": true}' WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS forged;
+UPDATE pgdl.models SET metrics = '[true]' WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS forged;
+-- "diverged": false passes, and its weights (from lr 1e30) answer: with infinity, an error of its own (22003)
+UPDATE pgdl.models SET metrics = '{"diverged": false, "epoch": 3}' WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS not_diverged;
+UPDATE pgdl.models SET metrics = '{"diverged": true, "epoch": 2}' WHERE id = :dv_fit;
+SELECT dv_error('SELECT pgdl.predict(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS epoch_2;
+DROP FUNCTION dv_error(text, bigint);
+
+-- a model whose output is NaN or infinite (finite features, but too large for its layers) answers
+-- nothing either (22003): by name, as a blob, and in a batch
+SELECT pgdl.predict('dv_good', '{3e38,-3e38,3e38,-3e38}');
+SELECT pgdl.predict_class((SELECT weights FROM pgdl.models WHERE name = 'dv_good'), '{3e38,-3e38,3e38,-3e38}');
+INSERT INTO dv_rows_bad VALUES (5, '{3e38,-3e38,3e38,-3e38}');
+SELECT * FROM pgdl.predict_batch('dv_good', 'dv_rows_bad', 'id', 'f');
+DELETE FROM dv_rows_bad WHERE id = 5;
+
 -- leave nothing behind
 DELETE FROM pgdl.models WHERE run > :dv_first_run;
 DELETE FROM pgdl.runs WHERE id > :dv_first_run;

@@ -64,9 +64,22 @@ SELECT pgdl.pack('mixed_src', 'a, b', 'lab', 'mixed_bad', categorical => 'city,'
 SELECT pgdl.pack('mixed_src', 'a, b', 'lab', 'mixed_bad', categorical => '"we"ird\col"');
 SELECT pgdl.pack('mixed_src', 'a, b', 'lab', 'mixed_bad', max_categories => NULL);
 SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed', categorical => 'city');
-SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed');
 SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed', partitions => 1,
                  categorical => '"we""ird\col", city');
+SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed', categorical => 'city, b');
+SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed', sequence => 'city');
+CREATE TABLE mixed_test_int AS SELECT a, b, 7 AS city, "we""ird\col", lab FROM mixed_test;
+SELECT pgdl.pack('mixed_test_int', 'a, b', 'lab', 'mixed_bad', reference => 'mixed_packed', partitions => 1);
+DROP TABLE mixed_test_int;
+
+-- with a reference and no categorical => ..., the reference's categorical columns: the same rows as above
+SELECT pgdl.pack('mixed_test', 'a, b', 'lab', 'mixed_implied', buffer_rows => 3, partitions => 1,
+                 reference => 'mixed_packed') > 0 AS packed;
+SELECT (SELECT array_agg(x ORDER BY buffer_id) FROM mixed_implied)
+     = (SELECT array_agg(x ORDER BY buffer_id) FROM mixed_test_packed) AS same_rows,
+       (SELECT categorical FROM pgdl.datasets WHERE packed = 'mixed_implied'::regclass)
+     = (SELECT categorical FROM pgdl.datasets WHERE id = :mixed_id) AS same_vocabulary;
+DROP TABLE mixed_implied;
 
 -- a model on the ids (a dense network: they are just floats), and pgdl.predict mapping raw values
 SELECT pgdl.fit('mixed_packed', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}'::jsonb,

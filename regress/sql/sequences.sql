@@ -56,6 +56,11 @@ INSERT INTO seq_test VALUES (1, ARRAY[9, 9, 6, 5, 7, 7], ARRAY['cat', 'dog', 'th
 SELECT pgdl.pack('seq_test', 'a', 'lab', 'seq_test_packed', buffer_rows => 1, partitions => 1,
                  reference => 'seq_packed', categorical => 'c', sequence => 'toks, "wo""rd\s"') > 0 AS packed;
 SELECT x FROM seq_test_packed;
+-- the same without naming the columns: a reference's categorical and sequence columns are the default
+SELECT pgdl.pack('seq_test', 'a', 'lab', 'seq_test_implied', buffer_rows => 1, partitions => 1,
+                 reference => 'seq_packed') > 0 AS packed;
+SELECT (SELECT array_agg(x) FROM seq_test_implied) = (SELECT array_agg(x) FROM seq_test_packed) AS same_rows;
+DROP TABLE seq_test_implied;
 
 -- errors
 CREATE TABLE seq_bad (a real, toks integer[], r real[], m integer[], k integer, lab integer);

@@ -279,3 +279,13 @@ SELECT count(*) AS caches_left FROM pgdl.feature_cache;
 SELECT pgdl.pack('tl_rows', 'x', 'label', '"Odd''Name; x"', buffer_rows => 64, partitions => 2) > 0 AS repacked;
 SELECT action FROM pgdl.explain_fit_multiple('"Odd''Name; x"', 'tl_one', 1, feature_cache => 'on') WHERE "group" = 1;
 DROP TABLE "Odd'Name; x";
+
+-- a training set whose features are preprocessed otherwise than the base model's dataset: allowed, with
+-- one NOTICE naming the difference; one preprocessed alike (packed apart, with the same scale): none
+SELECT pgdl.pack('tl_rows', 'x', 'label', 'tl_std', buffer_rows => 64, partitions => 2, standardize => true) > 0 AS packed;
+SELECT pgdl.pack('tl_rows', 'x', 'label', 'tl_same', buffer_rows => 64, partitions => 2) > 0 AS packed;
+SET client_min_messages = notice;
+SELECT count(*) AS trained FROM pgdl.fit_multiple('tl_std', 'tl_one', 1, feature_cache => 'off');
+SELECT count(*) AS trained FROM pgdl.fit_multiple('tl_same', 'tl_one', 1, feature_cache => 'off');
+SET client_min_messages = warning;
+DROP TABLE tl_std, tl_same;

@@ -98,6 +98,17 @@ extern int32 pgdl_vocabulary_width(const PgdlVocabulary *v);
  * then its length: the first L ids, padded; the length is how many are tokens.
  */
 extern void pgdl_sequence_layout(const int32 *ids, int64 n, int32 L, float *out);
+/*
+ * NULL when `other` is preprocessed as `trained` (task, targets, classes,
+ * features, vocabularies and sequence lengths, normalization: the floats
+ * themselves, not where they came from), else a palloc'd sentence naming the
+ * first difference.  _check raises it (ERRCODE_INVALID_PARAMETER_VALUE):
+ * "\"what\" was not preprocessed as the model's training set".
+ */
+extern char *pgdl_dataset_preprocessing_difference(const PgdlDataset *trained, const PgdlDataset *other);
+/* The same for the features alone (layout, vocabularies, normalization): what a base model's layers see. */
+extern char *pgdl_dataset_features_difference(const PgdlDataset *trained, const PgdlDataset *other);
+extern void pgdl_check_same_preprocessing(const PgdlDataset *trained, const PgdlDataset *other, const char *what);
 
 /* model_io.c: models as bytea, by id or name (cached), as a SQL function's argument; datasets (cached) */
 
@@ -109,7 +120,15 @@ typedef struct PgdlModel
 	int64		id;				/* 0 when given as bytea */
 	NnModel    *nn;
 	PgdlDataset *dataset;		/* NULL when unknown (a bare bytea, or no dataset) */
+	int32		diverged_epoch; /* the epoch its training diverged in (pgdl.models.metrics); 0: healthy */
 } PgdlModel;
+
+/*
+ * An error (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE) for a model that cannot
+ * answer: one whose training diverged, named with its epoch.  Every function
+ * that runs a stored model (predict, evaluate, features) calls it.
+ */
+extern void pgdl_check_model_usable(const PgdlModel *model);
 
 /*
  * Models by id or name come from a per-backend cache, which a trigger on

@@ -1,7 +1,9 @@
 /*
  * datasets.c -- what a packed table's rows mean: its pgdl.datasets row (task,
- * shape, classes, normalization), read and checked, and the normalization
- * applied to features at prediction time.
+ * shape, classes, normalization), read and checked, the normalization
+ * applied to features at prediction time, and whether two datasets are
+ * preprocessed alike (what a model trained on one may be validated, evaluated
+ * or trained further on).
  *
  * pgdl.pack writes these rows; everything else reads them through
  * pgdl_dataset_read.  The catalog is ordinary data that its owners (and
@@ -19,12 +21,14 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -604,4 +608,159 @@ pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 	for (int64 r = 0; r < rows; r++)
 		for (int j = 0; j < nn; j++)
 			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
+}
+
+/* ---- whether two datasets are preprocessed alike ---- */
+
+/* A dataset in a sentence: its packed table's name, quoted, or its id when the table is gone. */
+static char *
+dataset_name(const PgdlDataset *ds)
+{
+	char	   *name = OidIsValid(ds->packed) ? get_rel_name(ds->packed) : NULL;
+
+	return name ? psprintf("\"%s\"", name) : psprintf("dataset " INT64_FORMAT, ds->id);
+}
+
+/* A float as the shortest text that reads back as it: two that differ never print the same. */
+static char *
+float_text(float f)
+{
+	char		buf[FLOAT_SHORTEST_DECIMAL_LEN];
+
+	float_to_shortest_decimal_buf(f, buf);
+	return pstrdup(buf);
+}
+
+/* What y means: the task, the targets, the classes in order. */
+static char *
+labels_difference(const PgdlDataset *a, const PgdlDataset *b)
+{
+	if (a->classification != b->classification)
+		return psprintf("The model's training set is a %s dataset; %s is a %s dataset.",
+						a->classification ? "classification" : "regression", dataset_name(b),
+						b->classification ? "classification" : "regression");
+	if (a->n_targets != b->n_targets)
+		return psprintf("The model's training set has %d targets and %s has %d.",
+						a->n_targets, dataset_name(b), b->n_targets);
+	if (a->n_classes != b->n_classes)
+		return psprintf("The model's training set has %d classes and %s has %d.",
+						a->n_classes, dataset_name(b), b->n_classes);
+	for (int i = 0; i < a->n_classes; i++)
+		if (strcmp(a->classes[i], b->classes[i]) != 0)
+			return psprintf("Class index %d is \"%s\" in the model's training set and \"%s\" here.",
+							i, pgdl_echo(a->classes[i]), pgdl_echo(b->classes[i]));
+	return NULL;
+}
+
+/* Column c's vocabulary: its name, kind, sequence length and values, which its ids stand for. */
+static char *
+vocabulary_difference(const PgdlVocabulary *v, const PgdlVocabulary *w, int c)
+{
+	const char *kind = v->length > 0 ? "Sequence" : "Categorical";
+
+	if (strcmp(v->column, w->column) != 0)
+		return psprintf("%s column %d is \"%s\" in the model's training set and \"%s\" here.",
+						kind, c + 1, pgdl_echo(v->column), pgdl_echo(w->column));
+	if (v->is_integer != w->is_integer)
+		return psprintf("%s column \"%s\" holds %s in the model's training set and %s here.",
+						kind, pgdl_echo(v->column), v->is_integer ? "integers" : "text",
+						w->is_integer ? "integers" : "text");
+	if (v->length != w->length)
+		return psprintf("Sequence column \"%s\" has length %d in the model's training set and %d here.",
+						pgdl_echo(v->column), v->length, w->length);
+	if (v->n_values != w->n_values)
+		return psprintf("%s column \"%s\" has %d values in the model's training set and %d here.",
+						kind, pgdl_echo(v->column), v->n_values, w->n_values);
+	for (int32 i = 0; i < v->n_values; i++)
+		if (strcmp(v->values[i], w->values[i]) != 0)
+			return psprintf("%s column \"%s\" has \"%s\" as value %d in the model's training set and \"%s\" here.",
+							kind, pgdl_echo(v->column), pgdl_echo(v->values[i]), i + 1,
+							pgdl_echo(w->values[i]));
+	return NULL;
+}
+
+/* The example's layout: how many features of each kind, and the vocabularies of the columns of ids. */
+static char *
+layout_difference(const PgdlDataset *a, const PgdlDataset *b)
+{
+	if (a->n_features != b->n_features)
+		return psprintf("The model's training set has %d features per example and %s has %d.",
+						a->n_features, dataset_name(b), b->n_features);
+	if (a->n_numeric != b->n_numeric)
+		return psprintf("The model's training set has %d numeric features and %s has %d.",
+						a->n_numeric, dataset_name(b), b->n_numeric);
+	if (a->n_categorical != b->n_categorical)
+		return psprintf("The model's training set has %d categorical columns and %s has %d.",
+						a->n_categorical, dataset_name(b), b->n_categorical);
+	if (a->n_sequences != b->n_sequences)
+		return psprintf("The model's training set has %d sequence columns and %s has %d.",
+						a->n_sequences, dataset_name(b), b->n_sequences);
+	for (int c = 0; c < a->n_categorical + a->n_sequences; c++)
+	{
+		char	   *difference = vocabulary_difference(&a->vocabulary[c], &b->vocabulary[c], c);
+
+		if (difference != NULL)
+			return difference;
+	}
+	return NULL;
+}
+
+/* The numeric features' normalization, compared as the floats that are applied. */
+static char *
+normalization_difference(const PgdlDataset *a, const PgdlDataset *b)
+{
+	if (a->mean != NULL && b->mean == NULL)
+		return psprintf("The model's training set standardizes each feature (mean and std of %s); %s scales by %s.",
+						dataset_name(a), dataset_name(b), float_text(b->scale));
+	if (a->mean == NULL && b->mean != NULL)
+		return psprintf("The model's training set scales by %s; %s standardizes each feature (mean and std of %s).",
+						float_text(a->scale), dataset_name(b), dataset_name(b));
+	if (a->mean == NULL)
+		return a->scale == b->scale ? NULL :
+			psprintf("The model's training set scales by %s; %s scales by %s.",
+					 float_text(a->scale), dataset_name(b), float_text(b->scale));
+	for (int32 j = 0; j < a->n_numeric; j++)
+	{
+		if (a->mean[j] != b->mean[j])
+			return psprintf("Feature %d's mean differs: %s against %s.",
+							j + 1, float_text(a->mean[j]), float_text(b->mean[j]));
+		if (a->std[j] != b->std[j])
+			return psprintf("Feature %d's standard deviation differs: %s against %s.",
+							j + 1, float_text(a->std[j]), float_text(b->std[j]));
+	}
+	return NULL;
+}
+
+char *
+pgdl_dataset_features_difference(const PgdlDataset *trained, const PgdlDataset *other)
+{
+	char	   *difference = layout_difference(trained, other);
+
+	return difference ? difference : normalization_difference(trained, other);
+}
+
+char *
+pgdl_dataset_preprocessing_difference(const PgdlDataset *trained, const PgdlDataset *other)
+{
+	char	   *difference = labels_difference(trained, other);
+
+	return difference ? difference : pgdl_dataset_features_difference(trained, other);
+}
+
+void
+pgdl_check_same_preprocessing(const PgdlDataset *trained, const PgdlDataset *other, const char *what)
+{
+	char	   *difference = pgdl_dataset_preprocessing_difference(trained, other);
+	bool		exists = OidIsValid(trained->packed) && get_rel_name(trained->packed) != NULL;
+
+	if (difference == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("\"%s\" was not preprocessed as the model's training set", what),
+			 errdetail("%s", difference),
+			 exists ? errhint("Pack it with reference => '%s'.",
+							  DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(trained->packed)))) :
+			 errhint("The model's training set (dataset " INT64_FORMAT ") has no packed table any more: "
+					 "pack it again, and this table with reference => it.", trained->id)));
 }

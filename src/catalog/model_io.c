@@ -16,6 +16,8 @@
  */
 #include "postgres.h"
 
+#include <errno.h>
+
 #include "access/detoast.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -30,8 +32,10 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/syscache.h"
 
 #include "base/base.h"
@@ -402,7 +406,58 @@ typedef struct ModelRow
 	char	   *name;			/* NULL when the model has none */
 	bytea	   *weights;
 	int64		dataset;		/* 0 when none */
+	int32		diverged_epoch; /* from its metrics; 0: healthy */
 } ModelRow;
+
+static void metrics_corrupted(int64 id, const char *what) pg_attribute_noreturn();
+
+/* A pgdl.models.metrics that pgdl could not have written, forged or damaged. */
+static void
+metrics_corrupted(int64 id, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("model " INT64_FORMAT " in pgdl.models is corrupted", id),
+			 errdetail("Column \"metrics\" %s.", what),
+			 errhint("Train the model again, or delete it.")));
+}
+
+/*
+ * The epoch a model diverged in, from its metrics (runs.c writes "diverged":
+ * true and its last "epoch" then, and no "diverged" key otherwise); 0 when it
+ * did not, or has no metrics (an imported model).  The row is anyone's data:
+ * every value is checked.
+ */
+static int32
+diverged_epoch_of(int64 id, Jsonb *metrics)
+{
+	JsonbValue *diverged;
+	JsonbValue *epoch;
+	char	   *text;
+	char	   *end;
+	long		e;
+
+	if (JB_ROOT_IS_SCALAR(metrics) || !JB_ROOT_IS_OBJECT(metrics))
+		metrics_corrupted(id, "is not a JSON object");
+	diverged = pgdl_jsonb_key(&metrics->root, "diverged");
+	if (diverged == NULL)
+		return 0;
+	if (diverged->type != jbvBool)
+		metrics_corrupted(id, "has a \"diverged\" that is not a boolean");
+	if (!diverged->val.boolean)
+		return 0;
+	epoch = pgdl_jsonb_key(&metrics->root, "epoch");
+	if (epoch == NULL || epoch->type != jbvNumeric || numeric_is_nan(epoch->val.numeric) ||
+		numeric_is_inf(epoch->val.numeric))
+		metrics_corrupted(id, "says the model diverged, but has no \"epoch\" number");
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(epoch->val.numeric)));
+	errno = 0;
+	e = strtol(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || e < 1 || e > PGDL_MAX_EPOCHS)
+		metrics_corrupted(id, psprintf("says the model diverged, but its \"epoch\" is not an integer between 1 and %d",
+									   PGDL_MAX_EPOCHS));
+	return (int32) e;
+}
 
 /*
  * The row of model `id`, or of the model named `name` when by_name, copied
@@ -420,8 +475,8 @@ read_model_row(bool by_name, int64 id, const char *name, ModelRow *row)
 	memset(row, 0, sizeof(ModelRow));
 	SPI_connect();
 	ret = SPI_execute_with_args(by_name ?
-								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))" :
-								"SELECT id, name, weights, dataset FROM pgdl.models WHERE id = $1",
+								"SELECT id, name, weights, dataset, metrics FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))" :
+								"SELECT id, name, weights, dataset, metrics FROM pgdl.models WHERE id = $1",
 								1, argtypes, values, NULL, true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1)
 	{
@@ -440,6 +495,9 @@ read_model_row(bool by_name, int64 id, const char *name, ModelRow *row)
 			row->weights = DatumGetByteaPCopy(d);
 		d = SPI_getbinval(tup, desc, 4, &isnull);
 		row->dataset = isnull ? 0 : DatumGetInt64(d);
+		d = SPI_getbinval(tup, desc, 5, &isnull);
+		if (!isnull)
+			row->diverged_epoch = diverged_epoch_of(row->id, DatumGetJsonbP(d));
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
@@ -468,6 +526,7 @@ load_model(bool by_name, int64 id, const char *name)
 	slot = cache_slot();
 	slot->model.id = row.id;
 	slot->model.nn = nn;
+	slot->model.diverged_epoch = row.diverged_epoch;
 	slot->name = by_name && row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
 	slot->last_used = ++use_clock;
 	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
@@ -495,6 +554,20 @@ pgdl_model_by_id(int64 id)
 			return &cached_models[i]->model;
 		}
 	return load_model(false, id, NULL);
+}
+
+void
+pgdl_check_model_usable(const PgdlModel *model)
+{
+	if (model->diverged_epoch == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("model " INT64_FORMAT " diverged in epoch %d", model->id, model->diverged_epoch),
+			 errdetail("Its loss or weights became NaN or infinite in that epoch and training stopped: "
+					   "its weights are not those of a trained model."),
+			 errhint("Train it again with a smaller learning rate, or on normalized features "
+					 "(pgdl.pack with standardize => true).")));
 }
 
 PgdlModel *
@@ -681,6 +754,7 @@ pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner)
 	old = MemoryContextSwitchTo(owner);
 	model = pgdl_model_arg(fcinfo);
 	copy->id = model->id;
+	copy->diverged_epoch = model->diverged_epoch;
 	copy->nn = nn_model_clone(model->nn, &err);
 	if (copy->nn == NULL)
 		ereport(ERROR,

@@ -330,7 +330,7 @@ pgdl_fit_federated(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(5))
 	{
 		f.vds = pgdl_dataset_by_packed(PG_GETARG_OID(5));
-		pgdl_check_same_dataset_shape(f.ds, f.vds, PG_GETARG_OID(5));
+		pgdl_check_same_preprocessing(f.ds, f.vds, get_rel_name(PG_GETARG_OID(5)));
 	}
 	f.name = PG_ARGISNULL(6) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(6));
 	if (f.name)

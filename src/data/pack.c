@@ -86,9 +86,11 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	data.standardize = args.standardize;
 	data.budget = mul_size((Size) maintenance_work_mem, 1024);
 	data.max_categories = args.max_categories;
+	if (OidIsValid(args.reference))
+		pgdl_pack_open_reference(args.reference, &args, packcxt, &ref);
 	pgdl_pack_find_source(&args, &data);
 	if (OidIsValid(args.reference))
-		pgdl_pack_read_reference(args.reference, &data, packcxt, &ref);
+		pgdl_pack_read_reference(&data, &ref);
 	pgdl_pack_check_output(args.output, args.partitions, &out);
 
 	/* the data: every error about it comes from here, before anything is created */

@@ -234,11 +234,12 @@ extern void pgdl_pack_check_args(PackArgs *args);
 /* pack_columns.c: the source's columns, and the reference they must match */
 
 extern void pgdl_pack_find_source(const PackArgs *args, PackData *data);
-/* sets each sequence's limit to the reference's L */
-extern void pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt,
-									 PackReference *ref);
-/* pgdl_pack_read_reference's checks of the source against ref->ds, and the sequences' limits */
-extern void pgdl_pack_match_reference(const PackData *data, const PackReference *ref);
+/* before the source is found: args' categorical and sequence columns become the reference's */
+extern void pgdl_pack_open_reference(Oid packed, PackArgs *args, MemoryContext cxt, PackReference *ref);
+/* the same for a reference already read (ref->ds, ref->name) */
+extern void pgdl_pack_reference_columns(PackArgs *args, const PackReference *ref);
+/* once it is: checked against the reference; sets each sequence's limit to the reference's L */
+extern void pgdl_pack_read_reference(const PackData *data, PackReference *ref);
 
 /* pack_read.c: reading the source */
 

@@ -454,12 +454,61 @@ pgdl_pack_find_source(const PackArgs *args, PackData *data)
 }
 
 /*
+ * A reference's categorical (sequences false) or sequence columns, as a list
+ * that split_columns reads back; NULL when it has none.
+ */
+static char *
+reference_columns(const PgdlDataset *ds, bool sequences)
+{
+	int			from = sequences ? ds->n_categorical : 0;
+	int			to = sequences ? ds->n_categorical + ds->n_sequences : ds->n_categorical;
+	StringInfoData list;
+
+	if (from == to)
+		return NULL;
+	initStringInfo(&list);
+	for (int c = from; c < to; c++)
+		appendStringInfo(&list, "%s%s", c > from ? ", " : "", quote_identifier(ds->vocabulary[c].column));
+	return list.data;
+}
+
+/* Columns the caller names (`given`) must be the reference's (`expected`, NULL: none), in its order. */
+static void
+check_reference_columns(const char *given, const char *expected, const char *what, const PackReference *ref)
+{
+	List	   *g = split_columns(given, what);
+	List	   *e = expected ? split_columns(expected, what) : NIL;
+	bool		same = list_length(g) == list_length(e);
+	StringInfoData names;
+	ListCell   *a;
+	ListCell   *b;
+
+	if (same)
+		forboth(a, g, b, e)
+			same = same && strcmp((char *) lfirst(a), (char *) lfirst(b)) == 0;
+	if (same)
+		return;
+	initStringInfo(&names);
+	foreach(a, g)
+		appendStringInfo(&names, "%s%s", foreach_current_index(a) > 0 ? ", " : "",
+						 quote_identifier((char *) lfirst(a)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s columns (%s) are not those of reference dataset \"%s\"",
+					what, pgdl_echo(names.data), ref->name),
+			 expected ? errdetail("The reference's are (%s), in this order.", pgdl_echo(expected))
+			 : errdetail("The reference has no %s columns.", what),
+			 errhint("Leave %s out: a dataset packed with a reference takes the reference's.", what)));
+}
+
+/*
  * The dataset packed into `packed`, from pgdl.datasets (checked by
- * pgdl_dataset_read, allocated in cxt), which must match the source's task
- * and features.
+ * pgdl_dataset_read, allocated in cxt).  Its categorical and sequence columns
+ * are the source's: args takes them when it names none, and must name them
+ * when it does.
  */
 void
-pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt, PackReference *ref)
+pgdl_pack_open_reference(Oid packed, PackArgs *args, MemoryContext cxt, PackReference *ref)
 {
 	char	   *name = get_rel_name(packed);
 
@@ -476,11 +525,26 @@ pgdl_pack_read_reference(Oid packed, const PackData *data, MemoryContext cxt, Pa
 				 pgdl_packed_left_behind(packed) ? errdetail(PGDL_UNKNOWN_PACKED_DETAIL) :
 				 errdetail("The reference must be a table written by pgdl.pack and registered in pgdl.datasets.")));
 	ref->name = MemoryContextStrdup(cxt, name);
-	pgdl_pack_match_reference(data, ref);
+	pgdl_pack_reference_columns(args, ref);
 }
 
 void
-pgdl_pack_match_reference(const PackData *data, const PackReference *ref)
+pgdl_pack_reference_columns(PackArgs *args, const PackReference *ref)
+{
+	char	   *categorical = reference_columns(ref->ds, false);
+	char	   *sequence = reference_columns(ref->ds, true);
+
+	if (args->categorical != NULL)
+		check_reference_columns(args->categorical, categorical, "categorical", ref);
+	if (args->sequence != NULL)
+		check_reference_columns(args->sequence, sequence, "sequence", ref);
+	args->categorical = categorical;
+	args->sequence = sequence;
+}
+
+/* The source, found, must match the reference's task and features. */
+void
+pgdl_pack_read_reference(const PackData *data, PackReference *ref)
 {
 	if (ref->ds->classification != data->classification)
 		ereport(ERROR,
@@ -494,18 +558,8 @@ pgdl_pack_match_reference(const PackData *data, const PackReference *ref)
 				 errmsg("source has %d features, but reference dataset \"%s\" has %d",
 						data->n_features, ref->name, ref->ds->n_numeric),
 				 errdetail("A dataset packed with a reference must have the reference's features.")));
-	if (data->n_categorical != ref->ds->n_categorical)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("source has %d categorical columns, but reference dataset \"%s\" has %d",
-						data->n_categorical, ref->name, ref->ds->n_categorical),
-				 errdetail("A dataset packed with a reference maps its categorical columns with the reference's vocabularies.")));
-	if (data->n_sequences != ref->ds->n_sequences)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("source has %d sequence columns, but reference dataset \"%s\" has %d",
-						data->n_sequences, ref->name, ref->ds->n_sequences),
-				 errdetail("A dataset packed with a reference maps its sequence columns with the reference's vocabularies.")));
+	/* the same categorical and sequence columns, by pgdl_pack_open_reference */
+	Assert(data->n_categorical == ref->ds->n_categorical && data->n_sequences == ref->ds->n_sequences);
 	for (int s = 0; s < data->n_sequences; s++)
 		data->seqs[s].limit = ref->ds->vocabulary[ref->ds->n_categorical + s].length;
 	if (!data->classification && !data->label_array && data->n_targets != ref->ds->n_targets)

@@ -50,25 +50,10 @@ pgdl_source_is_query(const char *source)
 	return false;
 }
 
-/* The dataset's categorical (or sequence) columns, as pgdl.pack's list of them; NULL when none. */
-static char *
-vocabulary_columns(const PgdlDataset *ds, bool sequences)
-{
-	StringInfoData list;
-	int			from = sequences ? ds->n_categorical : 0;
-	int			to = sequences ? ds->n_categorical + ds->n_sequences : ds->n_categorical;
-
-	if (from == to)
-		return NULL;
-	initStringInfo(&list);
-	for (int c = from; c < to; c++)
-		appendStringInfo(&list, "%s%s", c > from ? ", " : "", quote_identifier(ds->vocabulary[c].column));
-	return list.data;
-}
-
-/* pgdl.pack's arguments for the stream: the source, and the dataset's columns and defaults. */
+/* pgdl.pack's arguments for the stream: the source, the reference's columns, pack's defaults. */
 static void
-stream_args(const PgdlDataset *ds, const char *source, const char *features, const char *label, PackArgs *args)
+stream_args(const PackReference *ref, const char *source, const char *features, const char *label,
+			PackArgs *args)
 {
 	memset(args, 0, sizeof(PackArgs));
 	if (pgdl_source_is_query(source))
@@ -82,11 +67,10 @@ stream_args(const PgdlDataset *ds, const char *source, const char *features, con
 	args->partitions = 1;
 	args->seed = STREAM_SEED;
 	args->nulls = "error";
-	args->reference = ds->packed;
-	args->categorical = vocabulary_columns(ds, false);
+	args->reference = ref->ds->packed;
 	args->max_categories = PGDL_MAX_CATEGORIES;
-	args->sequence = vocabulary_columns(ds, true);
 	pgdl_pack_check_args(args);
+	pgdl_pack_reference_columns(args, ref);
 }
 
 int64
@@ -105,10 +89,10 @@ pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features
 	int			n_classes = 0;
 	int64		rows;
 
-	stream_args(ds, source, features, label, &args);
 	ref.name = get_rel_name(ds->packed);
 	if (ref.name == NULL)
 		ref.name = "the model's training set";
+	stream_args(&ref, source, features, label, &args);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgdl: SPI_connect failed");
 	MemoryContextSwitchTo(cxt);
@@ -118,7 +102,7 @@ pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features
 	data.budget = mul_size((Size) maintenance_work_mem, 1024);
 	data.max_categories = args.max_categories;
 	pgdl_pack_find_source(&args, &data);
-	pgdl_pack_match_reference(&data, &ref);
+	pgdl_pack_read_reference(&data, &ref);
 	pgdl_pack_read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
 	rows = data.n_rows;
 	if (rows > 0)

@@ -132,6 +132,24 @@ checked_checkpoint(MopRun *run, MopConfig *c)
 	return pgdl_model_serialize(rest);
 }
 
+/* Whether a configuration before c starts from c's base model too (a NOTICE about it is said once). */
+static bool
+base_seen_before(MopRun *run, MopConfig *c)
+{
+	ListCell   *lc;
+
+	foreach(lc, run->configs)
+	{
+		MopConfig  *other = lfirst(lc);
+
+		if (other == c)
+			break;
+		if (other->transfer != NULL && other->transfer->base_id == c->transfer->base_id)
+			return true;
+	}
+	return false;
+}
+
 /* The configuration's network: its architecture's spec, or its base model's with a head. */
 static void
 resolve_network(MopRun *run, MopConfig *c)
@@ -144,6 +162,8 @@ resolve_network(MopRun *run, MopConfig *c)
 		{
 			c->transfer = palloc(sizeof(PgdlTransfer));
 			pgdl_transfer_prepare(c->config_json, (uint64) c->config.seed, c->transfer);
+			if (!base_seen_before(run, c))
+				pgdl_transfer_note_preprocessing(c->transfer, run->ds);
 			c->spec = c->transfer->spec;
 			c->spec_json = pgdl_spec_to_jsonb(c->spec);
 			c->arch_name = psprintf("%s, %d layers frozen", c->transfer->base_name, c->transfer->freeze);

@@ -188,7 +188,7 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	if (!PG_ARGISNULL(3))
 	{
 		run->vds = pgdl_dataset_by_packed(PG_GETARG_OID(3));
-		pgdl_check_same_dataset_shape(run->ds, run->vds, PG_GETARG_OID(3));
+		pgdl_check_same_preprocessing(run->ds, run->vds, get_rel_name(PG_GETARG_OID(3)));
 	}
 	mop_set_workers(run, PG_ARGISNULL(4) ? pgdl_max_workers : PG_GETARG_INT32(4),
 					PG_NARGS() > 9 && !PG_ARGISNULL(9) ? PG_GETARG_INT32(9) : 1);

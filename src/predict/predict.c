@@ -129,6 +129,26 @@ pgdl_predict_check_finite(const float *raw, const float *x, int64 n, const char 
 }
 
 /*
+ * A network's outputs that are NaN or infinite are no answer (argmax would
+ * pick class 0, predict would return {Infinity}): an error naming the first of
+ * one example's k outputs, and the features it came from (`what`).
+ */
+void
+pgdl_predict_check_outputs(const float *z, int64 k, const char *what)
+{
+	int64		j = pgdl_predict_first_nonfinite(z, k);
+
+	if (j < 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("the model's output " INT64_FORMAT " for %s is %s", j + 1, what,
+					isnan(z[j]) ? "NaN" : "infinite"),
+			 errdetail("A prediction must be a finite number: the model's weights, or these features, "
+					   "overflow the range of real in its layers.")));
+}
+
+/*
  * x's `length` features, checked against the model, normalized with its
  * dataset and checked to be finite, into `dst` (which may be NULL: then returns
  * x itself when nothing needs normalizing, or a palloc'd copy).
@@ -360,6 +380,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 
 	pgdl_engine_prepare();
 	model = pgdl_model_arg(fcinfo);
+	pgdl_check_model_usable(model);
 	m = model->nn;
 	if (layer < 1 || layer > m->spec.n_layers)
 		ereport(ERROR,
@@ -401,6 +422,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 
 	pgdl_engine_prepare();
 	model = pgdl_model_arg(fcinfo);
+	pgdl_check_model_usable(model);
 	m = model->nn;
 	pgdl_check_model_fits(&m->spec, model->dataset);
 	if (ca != NULL)
@@ -411,6 +433,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
 	z = pgdl_model_outputs(m, x, 1);
 	k = nn_model_output_size(m);
+	pgdl_predict_check_outputs(z, k, "x");
 	out = palloc(sizeof(float) * k);
 	transform_outputs(m->spec.loss, z, k, out);
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
@@ -433,10 +456,12 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	PgdlModel  *model;
 	NnModel    *m;
 	const float *x;
+	const float *z;
 	int			index;
 
 	pgdl_engine_prepare();
 	model = pgdl_model_arg(fcinfo);
+	pgdl_check_model_usable(model);
 	m = model->nn;
 	pgdl_predict_check_classifier(m, "pgdl.predict_class");
 	pgdl_check_model_fits(&m->spec, model->dataset);
@@ -446,7 +471,9 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 		length = model->dataset->n_features;
 	}
 	x = prepare_features(m, model->dataset, xraw, length, NULL);
-	index = pgdl_model_class_of(m, pgdl_model_outputs(m, x, 1), NULL);
+	z = pgdl_model_outputs(m, x, 1);
+	pgdl_predict_check_outputs(z, nn_model_output_size(m), "x");
+	index = pgdl_model_class_of(m, z, NULL);
 	*label_type = model->dataset ? model->dataset->label_type : InvalidOid;
 	return pgdl_predict_class_name(model->dataset, index);
 }

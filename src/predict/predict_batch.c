@@ -381,6 +381,10 @@ fetch_batch(BatchScan *scan)
 	{
 		const float *z = pgdl_model_outputs(scan->model->nn, scan->x, n);
 
+		if (pgdl_predict_first_nonfinite(z, (int64) n * scan->k) >= 0)
+			for (uint64 r = 0, j = 0; r < scan->rows; r++)
+				if (!scan->x_null[r])
+					pgdl_predict_check_outputs(z + j++ * scan->k, scan->k, row_name(scan, r));
 		for (int j = 0; j < n; j++)
 			scan->classes[j] = pgdl_model_class_of(scan->model->nn, z + j * scan->k, &scan->probability[j]);
 	}
@@ -441,6 +445,7 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const c
 	init_class_type(scan, class_type);
 	pgdl_engine_prepare();
 	scan->model = model_copy(fcinfo, cxt);
+	pgdl_check_model_usable(scan->model);
 	pgdl_predict_check_classifier(scan->model->nn, "pgdl.predict_batch");
 	pgdl_check_model_fits(&scan->model->nn->spec, scan->model->dataset);
 	pgdl_check_model_batch(scan->model->nn, size, "the model");

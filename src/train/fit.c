@@ -23,28 +23,6 @@
 #include "data/data.h"
 #include "train/train.h"
 
-void
-pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation)
-{
-	bool		same = train->classification == valid->classification &&
-		train->n_features == valid->n_features && train->n_targets == valid->n_targets &&
-		train->n_classes == valid->n_classes;
-
-	for (int i = 0; same && i < train->n_classes; i++)
-		same = strcmp(train->classes[i], valid->classes[i]) == 0;
-	/* ids mean the same values only under the same vocabularies (jsonb's bytes are canonical) */
-	same = same && train->n_categorical == valid->n_categorical &&
-		(train->categorical == NULL ||
-		 (VARSIZE(train->categorical) == VARSIZE(valid->categorical) &&
-		  memcmp(train->categorical, valid->categorical, VARSIZE(train->categorical)) == 0));
-	if (!same)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("validation set \"%s\" does not match the training set", get_rel_name(validation)),
-				 errdetail("Both must have the same features, task, classes and vocabularies of categorical columns, in the same order."),
-				 errhint("Pack the validation set with reference => the training set's packed table.")));
-}
-
 #define FIT_SLOTS 4
 
 /* One pgdl.fit call: what it trains, on what, and where it stands. */
@@ -216,7 +194,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 	if (OidIsValid(validation))
 	{
 		f->vds = pgdl_dataset_by_packed(validation);
-		pgdl_check_same_dataset_shape(f->ds, f->vds, validation);
+		pgdl_check_same_preprocessing(f->ds, f->vds, get_rel_name(validation));
 	}
 	if (f->ds->partitions < 1 || f->ds->partitions > PGDL_MAX_PARTITIONS)
 		elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", f->ds->id, f->ds->partitions);

@@ -121,9 +121,6 @@ extern PgdlSettle *pgdl_run_settle_prepare(void);
 extern void pgdl_run_settle_arm(PgdlSettle *settle, int64 run, int64 progress_handle);
 extern PGDLLEXPORT void pgdl_run_settler_main(Datum main_arg);
 
-/* fit.c: a validation set has the training set's features, task and classes. */
-extern void pgdl_check_same_dataset_shape(const PgdlDataset *train, const PgdlDataset *valid, Oid validation);
-
 /* transfer.c: configurations that start from a stored model's first layers, frozen */
 
 /* A configuration that starts from a stored model with its first `freeze` layers frozen. */
@@ -146,6 +143,8 @@ extern void pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *out)
  * *origin: the lineage to store (NULL without a warm start).  Malloc'd: free it or hand it to a context.
  */
 extern NnModel *pgdl_model_start(const NnSpec *spec, uint64 seed, Jsonb *config, Jsonb **origin);
+/* A NOTICE when the training set ds's features are preprocessed otherwise than the base model's dataset. */
+extern void pgdl_transfer_note_preprocessing(const PgdlTransfer *t, const PgdlDataset *ds);
 /* The whole model: the frozen prefix, then the trained rest (a serialized engine model). */
 extern bytea *pgdl_transfer_join(const PgdlTransfer *t, const uint8 *rest_blob, Size rest_len);
 /* SHA-256 (hex, 65 bytes with the NUL) of a slice's spec and weights: what feature caches are keyed by. */

@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "base/base.h"
@@ -234,6 +235,36 @@ pgdl_transfer_prepare(Jsonb *config, uint64 seed, PgdlTransfer *t)
 	t->dataset = base->dataset ? base->dataset->id : 0;
 	t->rest = trained_rest(b, t->freeze, keys.head, seed);
 	t->spec = whole_spec(&b->spec, t);
+}
+
+/*
+ * Training on features preprocessed otherwise than the base model's dataset
+ * is allowed (the new layers learn from whatever the frozen ones make of
+ * them), but seldom meant: a NOTICE names the first difference.  Labels may
+ * differ, which is what a new head is for.
+ */
+void
+pgdl_transfer_note_preprocessing(const PgdlTransfer *t, const PgdlDataset *ds)
+{
+	PgdlDataset *base;
+	char	   *difference;
+	char	   *base_table;
+
+	if (t->dataset == 0 || t->dataset == ds->id)
+		return;
+	base = pgdl_dataset_by_id(t->dataset);
+	difference = pgdl_dataset_features_difference(base, ds);
+	if (difference == NULL)
+		return;
+	base_table = get_rel_name(base->packed);
+	ereport(NOTICE,
+			(errmsg("base model \"%s\" was trained on features preprocessed otherwise than \"%s\"",
+					pgdl_echo(t->base_name), get_rel_name(ds->packed)),
+			 errdetail("%s", difference),
+			 base_table ?
+			 errhint("Its frozen layers take these features as they are. To give them what they were trained on, "
+					 "pack the training set like %s (with reference => it when the labels are the same).",
+					 DatumGetCString(DirectFunctionCall1(regclassout, ObjectIdGetDatum(base->packed)))) : 0));
 }
 
 bytea *
