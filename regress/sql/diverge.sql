@@ -189,6 +189,10 @@ SELECT dv_error('SELECT pgdl.predict_class(''dv_diverged'', ''{0.5,0.5,0.5,0.5}'
 SELECT dv_error('SELECT count(*) FROM pgdl.predict_batch(''dv_diverged'', ''dv_rows_bad'', ''id'', ''f'')', :dv_fit)
     AS predict_batch;
 SELECT dv_error('SELECT pgdl.features(''dv_diverged'', 1, ''{0.5,0.5,0.5,0.5}'')', :dv_fit) AS features;
+-- and evaluation: of a packed table, of raw rows, its metrics
+SELECT dv_error('SELECT * FROM pgdl.evaluate(''dv_diverged'', ''dv_valid'')', :dv_fit) AS evaluate;
+SELECT dv_error('SELECT * FROM pgdl.evaluate(''dv_diverged'', ''dv_rows'', ''x'', ''label'')', :dv_fit) AS evaluate_rows;
+SELECT dv_error('SELECT * FROM pgdl.metrics(''dv_diverged'', ''dv_valid'')', :dv_fit) AS metrics;
 SELECT pgdl.predict_class('dv_good', '{0.5,0.5,0.5,0.5}') IS NOT NULL AS healthy_predicts,
        (SELECT count(*) FROM pgdl.predict_batch('dv_good', 'dv_rows_bad', 'id', 'f')) AS healthy_batch;
 -- its metrics are anyone's data: forged ones are an error (XX001), never a crash or a model served

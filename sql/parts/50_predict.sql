@@ -350,24 +350,33 @@ COMMENT ON FUNCTION pgdl.evaluate(bytea, regclass) IS
 -- pgdl.evaluate_targets: per target of a model with several (multi-label, several regression outputs)
 
 CREATE FUNCTION pgdl.evaluate_targets(model bigint, packed regclass)
-	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint,
+				   "precision" double precision, recall double precision, f1 double precision,
+				   roc_auc double precision, average_precision double precision,
+				   rmse double precision, mae double precision, r2 double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
 CREATE FUNCTION pgdl.evaluate_targets(model text, packed regclass)
-	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint,
+				   "precision" double precision, recall double precision, f1 double precision,
+				   roc_auc double precision, average_precision double precision,
+				   rmse double precision, mae double precision, r2 double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
 CREATE FUNCTION pgdl.evaluate_targets(model bytea, packed regclass)
-	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint)
+	RETURNS TABLE (target integer, loss double precision, accuracy double precision, n bigint,
+				   "precision" double precision, recall double precision, f1 double precision,
+				   roc_auc double precision, average_precision double precision,
+				   rmse double precision, mae double precision, r2 double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_evaluate_targets'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 10;
 
 COMMENT ON FUNCTION pgdl.evaluate_targets(bigint, regclass) IS
-	'per target of stored model (by id) over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';
+	'per target of stored model (by id) over a packed table: mean loss (binary cross-entropy or squared error), and as scikit-learn scores it: for binary_cross_entropy accuracy, precision, recall, F1, ROC and PR AUC; for mse RMSE, MAE, R²';
 COMMENT ON FUNCTION pgdl.evaluate_targets(text, regclass) IS
-	'per target of stored model (by name) over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';
+	'per target of stored model (by name) over a packed table: mean loss (binary cross-entropy or squared error), and as scikit-learn scores it: for binary_cross_entropy accuracy, precision, recall, F1, ROC and PR AUC; for mse RMSE, MAE, R²';
 COMMENT ON FUNCTION pgdl.evaluate_targets(bytea, regclass) IS
-	'per target of a model blob over a packed table: mean loss (binary cross-entropy or squared error) and, for binary_cross_entropy, the share of rows whose label is right';
+	'per target of a model blob over a packed table: mean loss (binary cross-entropy or squared error), and as scikit-learn scores it: for binary_cross_entropy accuracy, precision, recall, F1, ROC and PR AUC; for mse RMSE, MAE, R²';
 
 -- pgdl.model_weights, pgdl.model_from_weights
 

@@ -185,35 +185,6 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 	return dst;
 }
 
-/* What the loss makes of one example's k raw outputs z: probabilities, or z itself. */
-static void
-transform_outputs(NnLoss loss, const float *z, int64 k, float *out)
-{
-	switch (loss)
-	{
-		case NN_LOSS_CROSS_ENTROPY:
-			{
-				float		max = z[0];
-				double		sum = 0.0;
-
-				for (int64 c = 1; c < k; c++)
-					max = Max(max, z[c]);
-				for (int64 c = 0; c < k; c++)
-					sum += exp((double) z[c] - max);
-				for (int64 c = 0; c < k; c++)
-					out[c] = (float) (exp((double) z[c] - max) / sum);
-				break;
-			}
-		case NN_LOSS_BCE:
-			for (int64 c = 0; c < k; c++)
-				out[c] = pgdl_logistic(z[c]);
-			break;
-		default:
-			memcpy(out, z, sizeof(float) * k);
-			break;
-	}
-}
-
 /* Class index `index` as the dataset's value, or as its number when there is no dataset. */
 char *
 pgdl_predict_class_name(const PgdlDataset *ds, int index)
@@ -435,7 +406,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	k = nn_model_output_size(m);
 	pgdl_predict_check_outputs(z, k, "x");
 	out = palloc(sizeof(float) * k);
-	transform_outputs(m->spec.loss, z, k, out);
+	pgdl_model_probabilities(m->spec.loss, z, k, out);
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
 }
 

@@ -67,6 +67,35 @@ pgdl_logistic(float z)
 	}
 }
 
+/* What the loss makes of one example's k raw outputs z: probabilities, or z itself. */
+void
+pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out)
+{
+	switch (loss)
+	{
+		case NN_LOSS_CROSS_ENTROPY:
+			{
+				float		max = z[0];
+				double		sum = 0.0;
+
+				for (int64 c = 1; c < k; c++)
+					max = Max(max, z[c]);
+				for (int64 c = 0; c < k; c++)
+					sum += exp((double) z[c] - max);
+				for (int64 c = 0; c < k; c++)
+					out[c] = (float) (exp((double) z[c] - max) / sum);
+				break;
+			}
+		case NN_LOSS_BCE:
+			for (int64 c = 0; c < k; c++)
+				out[c] = pgdl_logistic(z[c]);
+			break;
+		default:
+			memcpy(out, z, sizeof(float) * k);
+			break;
+	}
+}
+
 /*
  * One example's class from its raw outputs (as the engine counts accuracy: the
  * argmax, or logit > 0 for a single binary output), and its probability.
@@ -152,35 +181,42 @@ packed_dataset(const PgdlModel *model, Oid packed)
 	/* copied at once: the cache may drop it at the next query */
 	PgdlDataset *ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
 
-	if (get_rel_name(packed) == NULL)
+	char	   *name = get_rel_name(packed);
+
+	if (name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation with OID %u does not exist", packed)));
 	pgdl_check_model_fits(&model->nn->spec, ds);
+	/* a number over rows of another preprocessing would be wrong: an error instead */
+	if (model->dataset != NULL)
+		pgdl_check_same_preprocessing(model->dataset, ds, name);
 	return ds;
 }
 
-int64
-pgdl_evaluation_scan(const PgdlModel *model, const PgdlEvaluationData *data, PgdlBufferFn fn, void *arg)
+const PgdlDataset *
+pgdl_evaluation_dataset(const PgdlModel *model, const PgdlEvaluationData *data)
 {
-	PgdlDataset *ds;
-	int64		rows = 0;
-
-	if (OidIsValid(data->packed) || data->source == NULL)
-	{
-		ds = packed_dataset(model, data->packed);
-		pgdl_packed_scan(ds, -1, fn, arg, NULL, NULL);
-		return ds->n_rows_hint;
-	}
+	pgdl_check_model_usable(model);
+	if (data->source == NULL)
+		return packed_dataset(model, data->packed);
 	if (model->dataset == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a model without a training set cannot evaluate raw rows"),
-				 errdetail("Raw rows are preprocessed as the model's training set was packed; a model blob has none."),
+				 errdetail("Raw rows are preprocessed as the model's training set was packed; this model has none (a model blob, or one imported without a dataset)."),
 				 errhint("Pack the rows and evaluate the packed table, or evaluate a stored model.")));
 	pgdl_check_model_fits(&model->nn->spec, model->dataset);
-	rows = pgdl_pack_stream(model->dataset, data->source, data->features, data->label, fn, arg);
-	return rows;
+	return model->dataset;
+}
+
+void
+pgdl_evaluation_scan(const PgdlDataset *ds, const PgdlEvaluationData *data, PgdlBufferFn fn, void *arg)
+{
+	if (data->source == NULL)
+		pgdl_packed_scan(ds, -1, fn, arg, NULL, NULL);
+	else
+		(void) pgdl_pack_stream(ds, data->source, data->features, data->label, fn, arg);
 }
 
 /* ---- pgdl.evaluate: mean loss and accuracy over a packed table or raw rows ---- */
@@ -211,7 +247,7 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 	/* whole buffers at a time: worth a device when pgdl.device names one (its workspace grows there) */
 	pgdl_device_move(model->nn, pgdl_device_for(NULL), NULL, 0);
 	ea.model = model->nn;
-	pgdl_evaluation_scan(model, &data, evaluate_buffer, &ea);
+	pgdl_evaluation_scan(pgdl_evaluation_dataset(model, &data), &data, evaluate_buffer, &ea);
 
 	if (stats.n > 0)
 	{
@@ -241,108 +277,4 @@ Datum
 pgdl_evaluate_rows(PG_FUNCTION_ARGS)
 {
 	return evaluate(fcinfo, true);
-}
-
-/* ---- pgdl.evaluate_targets: loss and accuracy of each target of a packed table ---- */
-
-typedef struct TargetStats
-{
-	NnModel    *model;
-	int64		k;
-	double	   *loss;			/* per target: sums over the rows */
-	int64	   *right;
-	int64		n;
-} TargetStats;
-
-static void
-targets_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
-{
-	TargetStats *ts = arg;
-	const float *z = pgdl_model_outputs(ts->model, x, n);
-	bool		bce = ts->model->spec.loss == NN_LOSS_BCE;
-
-	if (ts->model->spec.loss == NN_LOSS_CROSS_ENTROPY)
-	{
-		/* one target, the class: -log softmax(z)[y], and the argmax right or not */
-		for (int32 r = 0; r < n; r++)
-		{
-			const float *zr = z + r * ts->k;
-			int			best = pgdl_model_class_of(ts->model, zr, NULL);
-			float		max = zr[best];
-			double		sum = 0.0;
-
-			for (int64 c = 0; c < ts->k; c++)
-				sum += exp((double) zr[c] - max);
-			ts->loss[0] += log(sum) - ((double) zr[(int64) y[r]] - max);
-			ts->right[0] += best == (int) y[r];
-		}
-		ts->n += n;
-		return;
-	}
-	for (int32 r = 0; r < n; r++)
-		for (int64 c = 0; c < ts->k; c++)
-		{
-			float		zi = z[r * ts->k + c];
-			float		t = y[r * ts->k + c];
-
-			if (bce)
-			{
-				ts->loss[c] += (double) fmaxf(zi, 0.0f) - (double) zi * t + log1p(exp(-fabs((double) zi)));
-				ts->right[c] += (zi > 0.0f) == (t > 0.5f);
-			}
-			else
-				ts->loss[c] += ((double) zi - t) * ((double) zi - t);
-		}
-	ts->n += n;
-}
-
-/*
- * For a model with several targets (binary_cross_entropy: multi-label;
- * mse: several regression outputs), per target: the mean loss and, for
- * binary_cross_entropy, the share of rows whose label is right.
- */
-PG_FUNCTION_INFO_V1(pgdl_evaluate_targets);
-Datum
-pgdl_evaluate_targets(PG_FUNCTION_ARGS)
-{
-	Oid			packed = PG_GETARG_OID(1);
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext callcxt;
-	MemoryContext old;
-	PgdlModel  *model;
-	PgdlDataset *ds;
-	TargetStats ts;
-
-	InitMaterializedSRF(fcinfo, 0);
-	pgdl_engine_prepare();
-	callcxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl evaluate_targets", ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(callcxt);
-
-	model = pgdl_model_arg_copy(fcinfo, callcxt);
-	ds = pgdl_dataset_copy(pgdl_dataset_by_packed(packed));
-	pgdl_check_model_fits(&model->nn->spec, ds);
-
-	memset(&ts, 0, sizeof(ts));
-	ts.model = model->nn;
-	ts.k = nn_model_output_size(model->nn);
-	ts.loss = palloc0(sizeof(double) * ts.k);
-	ts.right = palloc0(sizeof(int64) * ts.k);
-	pgdl_packed_scan(ds, -1, targets_buffer, &ts, NULL, NULL);
-
-	MemoryContextSwitchTo(old);
-	/* a cross_entropy model has one target, its class */
-	for (int64 c = 0; c < (model->nn->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : ts.k) && ts.n > 0; c++)
-	{
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
-
-		values[0] = Int32GetDatum((int32) c + 1);
-		values[1] = Float8GetDatum(ts.loss[c] / (double) ts.n);
-		values[2] = Float8GetDatum((double) ts.right[c] / (double) ts.n);
-		nulls[2] = model->nn->spec.loss == NN_LOSS_MSE;
-		values[3] = Int64GetDatum(ts.n);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	MemoryContextDelete(callcxt);	/* frees the model */
-	return (Datum) 0;
 }

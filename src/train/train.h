@@ -176,6 +176,8 @@ extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
 /* One example's class from its raw outputs (the argmax, or logit > 0 for one bce output), and its probability. */
 extern int	pgdl_model_class_of(const NnModel *m, const float *z, float *probability);
 extern float pgdl_logistic(float z);
+/* What the loss makes of one example's k raw outputs z: probabilities (as pgdl.predict returns them), or z itself. */
+extern void pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out);
 
 /*
  * What an evaluation reads: a packed table (packed), or raw rows (source, a
@@ -192,8 +194,13 @@ typedef struct PgdlEvaluationData
 
 /* A SQL function's data arguments, after the model: (packed regclass), or raw: (source, features, label text). */
 extern void pgdl_evaluation_data_args(FunctionCallInfo fcinfo, bool raw, PgdlEvaluationData *data);
-/* Every buffer of the data to fn, once the model is checked to suit it; the rows, as far as known. */
-extern int64 pgdl_evaluation_scan(const PgdlModel *model, const PgdlEvaluationData *data, PgdlBufferFn fn,
-								  void *arg);
+/*
+ * The dataset the data is read as, once the model is checked to suit it: the
+ * packed table's, or the model's training set for raw rows.  Then every buffer
+ * of the data to fn.
+ */
+extern const PgdlDataset *pgdl_evaluation_dataset(const PgdlModel *model, const PgdlEvaluationData *data);
+extern void pgdl_evaluation_scan(const PgdlDataset *ds, const PgdlEvaluationData *data, PgdlBufferFn fn,
+								 void *arg);
 
 #endif							/* PGDL_TRAIN_H */
