@@ -52,7 +52,8 @@ separated by ";" or in several comments:
 
 --setup first (re)creates the database(s): drops --dbname (and node1, node2), creates it, loads Fashion-MNIST
 into fmnist_train and fmnist_test (id integer, image real[], label integer) with bench/fmnist_copy.py
-(Debian's dataset-fashion-mnist), and makes the roles.  Without --setup the database is used as it is.
+(Debian's dataset-fashion-mnist) and scikit-learn's breast cancer set into breast_cancer (id integer,
+features double precision[], diagnosis text: 'malignant' or 'benign'), and makes the roles.  Without --setup the database is used as it is.
 
 Prints per block "ok FILE:LINE (Ns)", "skip FILE:LINE (reason)" or "not ok FILE:LINE" with a diff of
 shown and printed output (--verbose: every block's output), and ends with "N passed, N failed, N skipped";
@@ -260,6 +261,23 @@ def must(sql, dbname="postgres"):
         raise SystemExit("setup failed:\n" + "\n".join(output))
 
 
+def load_breast_cancer(dbname):
+    """scikit-learn's bundled breast cancer set as breast_cancer (id, features double precision[], diagnosis)."""
+    code = ("import sys\n"
+            "from sklearn.datasets import load_breast_cancer\n"
+            "d = load_breast_cancer()\n"
+            "for i, (x, y) in enumerate(zip(d.data, d.target)):\n"
+            "    print(i, '{' + ','.join(repr(float(v)) for v in x) + '}', d.target_names[y], sep='\\t')\n")
+    must("CREATE TABLE breast_cancer (id integer, features double precision[], diagnosis text);", dbname)
+    stream = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
+    load = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dbname, "-c",
+                           "COPY breast_cancer FROM STDIN"], stdin=stream.stdout)
+    stream.stdout.close()
+    if stream.wait() != 0 or load.returncode != 0:
+        raise SystemExit("setup failed: loading breast_cancer")
+    must("ANALYZE breast_cancer;", dbname)
+
+
 def setup(dbname, nodes):
     """A fresh database with Fashion-MNIST, the roles, and the node databases the chosen files use."""
     for db in (dbname,) + NODE_DATABASES:
@@ -275,6 +293,7 @@ def setup(dbname, nodes):
         if stream.wait() != 0 or load.returncode != 0:
             raise SystemExit(f"setup failed: loading fmnist_{split}")
     must("ANALYZE fmnist_train; ANALYZE fmnist_test;", dbname)
+    load_breast_cancer(dbname)
     for role in ROLES:
         must(f"DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN "
              f"CREATE ROLE {role} LOGIN NOINHERIT; END IF; END$$;")
@@ -284,7 +303,7 @@ def setup(dbname, nodes):
     for node in nodes:
         must(f'CREATE DATABASE "{node}" TEMPLATE "{dbname}";')
         must("CREATE EXTENSION pgdl;", node)
-    print(f"setup: database {dbname} with fmnist_train and fmnist_test"
+    print(f"setup: database {dbname} with fmnist_train, fmnist_test and breast_cancer"
           + (f", databases {', '.join(nodes)} with pgdl" if nodes else "") + f", roles {', '.join(ROLES)}")
 
 
