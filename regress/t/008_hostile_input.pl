@@ -467,6 +467,13 @@ my %VALID = (
 	'pack.source'                  => q{'sweep_points'},
 	'predict_batch.source'         => q{'sweep_points'},
 	'predict_batch_rows.source'    => q{'sweep_points'},
+	# evaluation over raw rows: the rows sweep_packed was packed from
+	'evaluate.source'              => q{'sweep_points'},
+	'metrics.source'               => q{'sweep_points'},
+	'confusion_matrix.source'      => q{'sweep_points'},
+	'roc_curve.source'             => q{'sweep_points'},
+	'top_k'                        => '2',
+	'positive'                     => q{'1'},				# one of sweep_points' three classes
 	'source_kind'                  => q{'text'},
 	'cursor'                       => 'sweep_open_cursor()',
 	'label_type'                   => 'NULL::integer',
