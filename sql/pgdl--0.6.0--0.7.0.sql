@@ -444,3 +444,131 @@ COMMENT ON FUNCTION pgdl.roc_curve(bigint, text, text, text, text) IS
 	'ROC curve (threshold, fpr, tpr) of stored classifier (by id) over the rows of a table, view or query, for class positive';
 COMMENT ON FUNCTION pgdl.roc_curve(text, text, text, text, text) IS
 	'ROC curve (threshold, fpr, tpr) of stored classifier (by name) over the rows of a table, view or query, for class positive';
+
+-- ---- predict takes any array of numbers ----
+-- x of pgdl.predict and pgdl.predict_class becomes double precision[] (50_predict.sql says why): the real[]
+-- overloads go, and the new ones take every array of numbers.  A view or function that a user made on the
+-- old overloads keeps them from being dropped: drop it before ALTER EXTENSION pgdl UPDATE, then make it again.
+DROP FUNCTION pgdl.predict(bigint, real[]);
+DROP FUNCTION pgdl.predict(text, real[]);
+DROP FUNCTION pgdl.predict(bytea, real[]);
+DROP FUNCTION pgdl.predict_class(bigint, real[]);
+DROP FUNCTION pgdl.predict_class(text, real[]);
+DROP FUNCTION pgdl.predict_class(bytea, real[]);
+DROP FUNCTION pgdl.predict_class(bigint, real[], anyelement);
+DROP FUNCTION pgdl.predict_class(text, real[], anyelement);
+DROP FUNCTION pgdl.predict_class(bytea, real[], anyelement);
+DROP FUNCTION pgdl.predict(bigint, real[], text[]);
+DROP FUNCTION pgdl.predict(text, real[], text[]);
+DROP FUNCTION pgdl.predict_class(bigint, real[], text[]);
+DROP FUNCTION pgdl.predict_class(text, real[], text[]);
+DROP FUNCTION pgdl.predict(bigint, real[], text[], jsonb);
+DROP FUNCTION pgdl.predict(text, real[], text[], jsonb);
+DROP FUNCTION pgdl.predict_class(bigint, real[], text[], jsonb);
+DROP FUNCTION pgdl.predict_class(text, real[], text[], jsonb);
+
+-- pgdl.predict
+
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x double precision[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model bytea, x double precision[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[]) IS
+	'outputs of stored model (by id) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
+COMMENT ON FUNCTION pgdl.predict(text, double precision[]) IS
+	'outputs of stored model (by name) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
+COMMENT ON FUNCTION pgdl.predict(bytea, double precision[]) IS
+	'outputs of a model blob for one example (features not normalized): class probabilities, sigmoids or values';
+
+-- pgdl.predict_class
+
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bytea, x double precision[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[]) IS
+	'most likely class of one example under stored classifier (by id), as the label value of its dataset';
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[]) IS
+	'most likely class of one example under stored classifier (by name), as the label value of its dataset';
+COMMENT ON FUNCTION pgdl.predict_class(bytea, double precision[]) IS
+	'most likely class of one example under a classifier blob, as the class index (a blob has no dataset)';
+
+-- pgdl.predict_class(model, x, label_type): the class in label_type's type (see predict.md)
+
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], label_type anyelement) RETURNS anyelement
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
+	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], label_type anyelement) RETURNS anyelement
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
+	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bytea, x double precision[], label_type anyelement) RETURNS anyelement
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
+	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], anyelement) IS
+	'most likely class of one example under stored classifier (by id), as a value of label_type''s type (pass NULL::integer for integer labels)';
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], anyelement) IS
+	'most likely class of one example under stored classifier (by name), as a value of label_type''s type (pass NULL::integer for integer labels)';
+COMMENT ON FUNCTION pgdl.predict_class(bytea, double precision[], anyelement) IS
+	'most likely class index of one example under a classifier blob, as a value of label_type''s type';
+
+-- pgdl.predict, pgdl.predict_class with categorical values (datasets packed with categorical => ...)
+
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x double precision[], categories text[]) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], categories text[]) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[], text[]) IS
+	'outputs of stored model (by id) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, double precision[], text[]) IS
+	'outputs of stored model (by name) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], text[]) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], text[]) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
+
+-- ... and with token sequences (datasets packed with sequence => ...): sequences is a JSON array, one
+-- array of tokens (or null) per sequence column, e.g. jsonb_build_array(tokens)
+
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[], categories text[], sequences jsonb) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict(model text, x double precision[], categories text[], sequences jsonb) RETURNS real[]
+	AS 'MODULE_PATHNAME', 'pgdl_predict'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], categories text[], sequences jsonb) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], categories text[], sequences jsonb) RETURNS text
+	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
+
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[], text[], jsonb) IS
+	'outputs of stored model (by id) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict(text, double precision[], text[], jsonb) IS
+	'outputs of stored model (by name) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], text[], jsonb) IS
+	'most likely class under stored classifier (by id) of one example of raw numeric features, categorical values and token sequences';
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], text[], jsonb) IS
+	'most likely class under stored classifier (by name) of one example of raw numeric features, categorical values and token sequences';

@@ -89,6 +89,20 @@ SELECT round(avg(x[3 * i + 1])::numeric, 6) AS mean_0, round(stddev_pop(x[3 * i 
        array_agg(DISTINCT x[3 * i + 2]) AS constant_to_0
   FROM pack_std_out, generate_series(0, n - 1) i;
 
+-- features packed as they are (no scale, no standardize) of very different scales give a NOTICE: the
+-- largest max |x| of a non-constant feature above 1000 or above 100 times the smallest (here 4000 and 0.05,
+-- as in sklearn's breast cancer set); the constant feature (7) has no scale of its own
+CREATE TABLE pack_scales (v real[], wide real[], big integer[], k integer);
+INSERT INTO pack_scales VALUES ('{1,0.01,7}', '{500,0.01}', '{1990,20}', 0), ('{2,0.05,7}', '{2,0.05}', '{2001,40}', 1),
+							   ('{4000,0.03,7}', '{3,0.02}', '{2024,60}', 0), ('{3,0.02,7}', '{4,0.03}', '{2010,80}', 1);
+SELECT pgdl.pack('pack_scales', 'v', 'k', 'pack_scales_raw', partitions => 1) > 0 AS notice;
+SELECT pgdl.pack('pack_scales', 'wide', 'k', 'pack_scales_wide', partitions => 1) > 0 AS notice_ratio_only;
+SELECT pgdl.pack('pack_scales', 'big', 'k', 'pack_scales_big', partitions => 1) > 0 AS notice_large_only;
+SELECT pgdl.pack('pack_scales', 'v', 'k', 'pack_scales_std', partitions => 1, standardize => true) > 0 AS no_notice_standardized,
+       pgdl.pack('pack_scales', 'v', 'k', 'pack_scales_scaled', partitions => 1, scale => 0.001) > 0 AS no_notice_scaled,
+       pgdl.pack('pack_scales', 'v', 'k', 'pack_scales_ref', partitions => 1, reference => 'pack_scales_raw') > 0 AS no_notice_reference,
+       pgdl.pack('pack_std', 'v', 'k', 'pack_std_raw', partitions => 1) > 0 AS no_notice_similar_scales;
+
 -- a schema-qualified, quoted output name, a quoted column name, a source outside the search path;
 -- integer classes sorted as numbers (-3, 9, 10)
 CREATE SCHEMA pack_schema;

@@ -36,6 +36,14 @@ SELECT name, CASE WHEN name IN ('pgdl.max_workers', 'pgdl.max_fit_threads') THEN
 SET pgdl.foo = 1;
 SHOW pgdl.foo;
 
+-- pgdl.progress_interval: seconds between pgdl.fit's progress NOTICEs (0: every epoch, -1: none)
+SET pgdl.progress_interval = '1min';
+SHOW pgdl.progress_interval;
+SET pgdl.progress_interval = -1;
+SHOW pgdl.progress_interval;
+SET pgdl.progress_interval = -2;
+RESET pgdl.progress_interval;
+
 -- every function of the extension carries a comment
 SELECT count(*) > 0 AS has_functions
   FROM pg_depend

@@ -142,6 +142,35 @@ SELECT pgdl.predict(:mse_id, '{1,2,3}') AS by_id, pgdl.predict('pred_mse', '{1,2
 SELECT i, pgdl.predict_class('pred_identity', ARRAY[i, 10 - i]) AS class
   FROM generate_series(1, 5) i ORDER BY i;
 
+-- x of any array of numbers (one double precision[] overload): every literal form and type resolves and
+-- gives what real[] does; pred_mse outputs [x1 - x3, 2 (x1 + x2 + x3) + 1] = [-2, 13] for [1, 2, 3]
+SELECT pgdl.predict(:mse_id, '{1,2,3}') AS int_unknown,
+       pgdl.predict('pred_mse', ARRAY[1,2,3]) AS name_integer,
+       pgdl.predict(:mse_id::bigint, ARRAY[1,2,3]::real[]) AS bigint_real,
+       pgdl.predict(:'mse_blob'::bytea, '{1,2,3}'::float8[]) AS blob_float8,
+       pgdl.predict('pred_mse'::text, '{1,2,3}') AS text_unknown;
+SELECT pgdl.predict('pred_mse', ARRAY[0.5, 1.5, 2.5]) AS numeric_literal,
+       pgdl.predict('pred_mse', ARRAY[1, 2, 3]::bigint[]) = pgdl.predict('pred_mse', '{1,2,3}'::real[]) AS bigint_same,
+       pgdl.predict('pred_mse', ARRAY[1, 2, 3]::smallint[]) = pgdl.predict('pred_mse', '{1,2,3}'::real[]) AS smallint_same,
+       pgdl.predict('pred_mse', '{1,2,3}'::numeric[]) = pgdl.predict('pred_mse', '{1,2,3}'::real[]) AS numeric_same,
+       pgdl.predict('pred_mse', ARRAY[0.1, 0.2, 0.3]::float8[])
+       = pgdl.predict('pred_mse', ARRAY[0.1, 0.2, 0.3]::real[]) AS float8_rounds_as_real;
+SELECT pgdl.predict_class('pred_identity', '{5,6}'::float8[]) AS class_float8,
+       pgdl.predict_class(:identity_id, ARRAY[5, 6]) AS class_integer,
+       pgdl.predict_class('pred_identity', ARRAY[5.0, 6.0]) AS class_numeric,
+       pgdl.predict_class('pred_identity', ARRAY[5, 6]::bigint[], NULL::text) AS typed_bigint,
+       pgdl.predict_class(:'ce_blob'::bytea, '{1,-1}'::float8[], NULL::integer) AS blob_typed_float8;
+-- the categories and sequences forms resolve too (and reach the model's checks)
+SELECT pgdl.predict('pred_mse', ARRAY[1, 2, 3]::float8[], '{}');
+SELECT pgdl.predict_class(:identity_id, ARRAY[5, 6]::numeric[], '{}', '[]');
+-- the errors: a NULL element, NaN or infinity, a value beyond real's range, an array of non-numbers
+SELECT pgdl.predict('pred_mse', ARRAY[1, NULL, 3]::float8[]);
+SELECT pgdl.predict('pred_mse', ARRAY[1, 'NaN', 3]::float8[]);
+SELECT pgdl.predict('pred_mse', ARRAY[1, 2, '-Infinity']::numeric[]);
+SELECT pgdl.predict('pred_mse', ARRAY[1, 2, 1e300]::float8[]);
+SELECT pgdl.predict_class('pred_identity', ARRAY[1e39, 1]);
+SELECT pgdl.predict('pred_mse', ARRAY['1', '2', '3']::text[]);
+
 -- model_weights by id and by name
 SELECT * FROM pgdl.model_weights(:identity_id);
 SELECT layer, name, "values" FROM pgdl.model_weights('pred_mse');

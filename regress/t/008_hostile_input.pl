@@ -626,6 +626,21 @@ my %HOSTILE = (
 		[ 'lower bound 0'  => q{'[0:3]={0.1,0.2,0.3,0.4}'} ],
 		[ '10 MB'          => 'array_fill(0.5::real, ARRAY[2621440])' ],
 	],
+	# x of pgdl.predict and pgdl.predict_class: every array of numbers converts to it
+	'double precision[]' => [
+		[ '{}'             => q{'{}'} ],
+		[ '3 values'       => q{'{0.1,0.2,0.3}'} ],
+		[ '5 values'       => q{'{0.1,0.2,0.3,0.4,0.5}'} ],
+		[ 'a NULL'         => q{'{0.1,NULL,0.3,0.4}'} ],
+		[ '2-D'            => q{'{{0.1,0.2},{0.3,0.4}}'} ],
+		[ 'NaN'            => q{'{NaN,0.2,0.3,0.4}'} ],
+		[ 'infinities'     => q{'{Infinity,-Infinity,0.3,0.4}'} ],
+		[ 'beyond real'    => q{'{1e300,-1e-300,0.3,0.4}'} ],
+		[ 'numeric[]'      => q{'{1e38,0.2,0.3,0.4}'::numeric[]} ],
+		[ 'bigint[]'       => q{ARRAY[9223372036854775807,0,0,0]} ],
+		[ 'lower bound 0'  => q{'[0:3]={0.1,0.2,0.3,0.4}'} ],
+		[ '10 MB'          => 'array_fill(0.5::float8, ARRAY[1310720])' ],
+	],
 	'bytea' => [
 		[ 'empty'              => q{''} ],
 		[ 'one byte'           => q{'\x00'} ],

@@ -155,6 +155,19 @@ like($err, qr/NOTICE:  pgdl.fit records its run in the current transaction\nDETA
 	'a transaction that wrote: the run is recorded in it, with a NOTICE');
 is(q_as('alice', 'SELECT status FROM pgdl.runs ORDER BY id DESC LIMIT 1'), 'finished', '... and finished');
 
+# progress NOTICEs: every epoch with pgdl.progress_interval 0; a quick fit's last epoch only at the default
+# (5 s, far longer than its epochs); none with -1.  In rows/s.
+for my $case ([ '0', 5, 5 ], [ 'default', 1, 5 ], [ '-1', 0, 0 ])
+{
+	my ($interval, $lines, $last) = @$case;
+	($ret, $out, $err) = $node->psql('postgres',
+		"SET pgdl.progress_interval = $interval; SELECT pgdl.fit('packed', 'small', '{\"lr\": 0.01}', 5)",
+		extra_params => [ '-U', 'alice' ]);
+	my @epochs = ($err =~ /NOTICE:  epoch (\d+)\/5: loss [0-9.]+, accuracy [0-9.]+, \d+ rows\/s$/mg);
+	is(scalar @epochs, $lines, "pgdl.progress_interval = $interval: $lines progress NOTICEs");
+	is($epochs[-1] // 0, $last, '... the last for the last epoch') if $lines;
+}
+
 # ---------------------------------------------------------------------------
 # pgdl.pack
 # ---------------------------------------------------------------------------

@@ -7,113 +7,118 @@
 -- function.  Stored models normalize raw features with their dataset; a blob has
 -- no dataset: its features are used as given and its classes are indices.
 --
+-- x is double precision[] so that every array of numbers reaches one overload: real[], integer[], bigint[],
+-- smallint[] and numeric[] convert to it implicitly, and an unknown literal ('{1,2,3}') resolves to it.  A
+-- real[] overload beside it would make integer[] and numeric[] ambiguous (neither array type is preferred).
+-- The C side converts to real, a finite value beyond real's range an error (22003).
+--
 -- A network on a row costs what a few hundred rows of a scan do: COST 1000 (of cpu_operator_cost) says so,
 -- so that the planner runs the per-row functions after ORDER BY ... LIMIT and filters, not before.
 
 -- pgdl.predict
 
-CREATE FUNCTION pgdl.predict(model bigint, x real[]) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict(model text, x real[]) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model text, x double precision[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict(model bytea, x real[]) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model bytea, x double precision[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
-COMMENT ON FUNCTION pgdl.predict(bigint, real[]) IS
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[]) IS
 	'outputs of stored model (by id) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
-COMMENT ON FUNCTION pgdl.predict(text, real[]) IS
+COMMENT ON FUNCTION pgdl.predict(text, double precision[]) IS
 	'outputs of stored model (by name) for one example: class probabilities (cross_entropy), sigmoids (binary_cross_entropy) or values (mse)';
-COMMENT ON FUNCTION pgdl.predict(bytea, real[]) IS
+COMMENT ON FUNCTION pgdl.predict(bytea, double precision[]) IS
 	'outputs of a model blob for one example (features not normalized): class probabilities, sigmoids or values';
 
 -- pgdl.predict_class
 
-CREATE FUNCTION pgdl.predict_class(model bigint, x real[]) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model text, x real[]) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model bytea, x real[]) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model bytea, x double precision[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
-COMMENT ON FUNCTION pgdl.predict_class(bigint, real[]) IS
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[]) IS
 	'most likely class of one example under stored classifier (by id), as the label value of its dataset';
-COMMENT ON FUNCTION pgdl.predict_class(text, real[]) IS
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[]) IS
 	'most likely class of one example under stored classifier (by name), as the label value of its dataset';
-COMMENT ON FUNCTION pgdl.predict_class(bytea, real[]) IS
+COMMENT ON FUNCTION pgdl.predict_class(bytea, double precision[]) IS
 	'most likely class of one example under a classifier blob, as the class index (a blob has no dataset)';
 
 -- pgdl.predict_class(model, x, label_type): the class in label_type's type (see predict.md)
 
-CREATE FUNCTION pgdl.predict_class(model bigint, x real[], label_type anyelement) RETURNS anyelement
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], label_type anyelement) RETURNS anyelement
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
 	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model text, x real[], label_type anyelement) RETURNS anyelement
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], label_type anyelement) RETURNS anyelement
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
 	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model bytea, x real[], label_type anyelement) RETURNS anyelement
+CREATE FUNCTION pgdl.predict_class(model bytea, x double precision[], label_type anyelement) RETURNS anyelement
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_as'
 	LANGUAGE C STABLE PARALLEL SAFE COST 1000;
 
-COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], anyelement) IS
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], anyelement) IS
 	'most likely class of one example under stored classifier (by id), as a value of label_type''s type (pass NULL::integer for integer labels)';
-COMMENT ON FUNCTION pgdl.predict_class(text, real[], anyelement) IS
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], anyelement) IS
 	'most likely class of one example under stored classifier (by name), as a value of label_type''s type (pass NULL::integer for integer labels)';
-COMMENT ON FUNCTION pgdl.predict_class(bytea, real[], anyelement) IS
+COMMENT ON FUNCTION pgdl.predict_class(bytea, double precision[], anyelement) IS
 	'most likely class index of one example under a classifier blob, as a value of label_type''s type';
 
 -- pgdl.predict, pgdl.predict_class with categorical values (datasets packed with categorical => ...)
 
-CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[]) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[], categories text[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict(model text, x real[], categories text[]) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model text, x double precision[], categories text[]) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[]) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], categories text[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[]) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], categories text[]) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
-COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[]) IS
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[], text[]) IS
 	'outputs of stored model (by id) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
-COMMENT ON FUNCTION pgdl.predict(text, real[], text[]) IS
+COMMENT ON FUNCTION pgdl.predict(text, double precision[], text[]) IS
 	'outputs of stored model (by name) for one example of raw numeric features and categorical values, mapped by its dataset''s vocabularies';
-COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[]) IS
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], text[]) IS
 	'most likely class under stored classifier (by id) of one example of raw numeric features and categorical values';
-COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[]) IS
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], text[]) IS
 	'most likely class under stored classifier (by name) of one example of raw numeric features and categorical values';
 
 -- ... and with token sequences (datasets packed with sequence => ...): sequences is a JSON array, one
 -- array of tokens (or null) per sequence column, e.g. jsonb_build_array(tokens)
 
-CREATE FUNCTION pgdl.predict(model bigint, x real[], categories text[], sequences jsonb) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model bigint, x double precision[], categories text[], sequences jsonb) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict(model text, x real[], categories text[], sequences jsonb) RETURNS real[]
+CREATE FUNCTION pgdl.predict(model text, x double precision[], categories text[], sequences jsonb) RETURNS real[]
 	AS 'MODULE_PATHNAME', 'pgdl_predict'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model bigint, x real[], categories text[], sequences jsonb) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model bigint, x double precision[], categories text[], sequences jsonb) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
-CREATE FUNCTION pgdl.predict_class(model text, x real[], categories text[], sequences jsonb) RETURNS text
+CREATE FUNCTION pgdl.predict_class(model text, x double precision[], categories text[], sequences jsonb) RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_predict_class_categories'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 1000;
 
-COMMENT ON FUNCTION pgdl.predict(bigint, real[], text[], jsonb) IS
+COMMENT ON FUNCTION pgdl.predict(bigint, double precision[], text[], jsonb) IS
 	'outputs of stored model (by id) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
-COMMENT ON FUNCTION pgdl.predict(text, real[], text[], jsonb) IS
+COMMENT ON FUNCTION pgdl.predict(text, double precision[], text[], jsonb) IS
 	'outputs of stored model (by name) for one example of raw numeric features, categorical values and token sequences, mapped by its dataset''s vocabularies';
-COMMENT ON FUNCTION pgdl.predict_class(bigint, real[], text[], jsonb) IS
+COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], text[], jsonb) IS
 	'most likely class under stored classifier (by id) of one example of raw numeric features, categorical values and token sequences';
-COMMENT ON FUNCTION pgdl.predict_class(text, real[], text[], jsonb) IS
+COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], text[], jsonb) IS
 	'most likely class under stored classifier (by name) of one example of raw numeric features, categorical values and token sequences';
 
 -- pgdl.predict_batch

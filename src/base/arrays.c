@@ -1,13 +1,18 @@
 /*
  * arrays.c -- real[] in and out of SQL functions: the one place that reads and
- * builds float4 arrays.
+ * builds float4 arrays, and reads arrays of other number types as floats.
  */
 #include "postgres.h"
 
+#include <float.h>
+#include <math.h>
+
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 
 #include "base/base.h"
 
@@ -114,4 +119,91 @@ pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x)
 		default:
 			elog(ERROR, "pgdl: an array of type %u is not an array of numbers", elem_base);
 	}
+}
+
+/*
+ * v as a real; a finite v beyond real's range (about 3.4e38) is an error
+ * naming `what` and element j (0-based), as PostgreSQL's own cast to real is.
+ * NaN and infinity pass: the caller's finiteness check words that error.
+ */
+static float
+real_in_range(double v, const char *what, int64 j)
+{
+	float		f = (float) v;
+
+	if (isinf(f) && !isinf(v))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range for type real in element " INT64_FORMAT, what, j + 1),
+				 errdetail("The value is %g; features are real numbers, within about 3.4e38 of zero.", v)));
+	return f;
+}
+
+/*
+ * As pgdl_number_array_to_floats, but a double precision or numeric value
+ * beyond real's range is an error naming `what` rather than an infinity.
+ */
+void
+pgdl_number_array_to_floats_checked(ArrayType *arr, Oid elem_base, int64 n, float *x, const char *what)
+{
+	if (elem_base == FLOAT8OID)
+	{
+		const double *data = (const double *) ARR_DATA_PTR(arr);
+
+		for (int64 j = 0; j < n; j++)
+			x[j] = real_in_range(data[j], what, j);
+	}
+	else if (elem_base == NUMERICOID)
+	{
+		Datum	   *elems;
+		int			count;
+
+		deconstruct_array(arr, ARR_ELEMTYPE(arr), -1, false, TYPALIGN_INT, &elems, NULL, &count);
+		for (int64 j = 0; j < n && j < count; j++)
+		{
+			double		v = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, elems[j]));
+
+			if (isinf(v) && !numeric_is_inf(DatumGetNumeric(elems[j])))
+				v = v > 0 ? DBL_MAX : -DBL_MAX; /* beyond double's range, so beyond real's */
+			x[j] = real_in_range(v, what, j);
+		}
+		pfree(elems);
+	}
+	else
+		pgdl_number_array_to_floats(arr, elem_base, (int) n, x);
+}
+
+/*
+ * The features argument of pgdl.predict and pgdl.predict_class: a 1-d,
+ * NULL-free array of smallint, integer, bigint, real, double precision or
+ * numeric, as floats (real[] read in place, the others converted by
+ * pgdl_number_array_to_floats_checked), or an error naming `what`.
+ */
+const float *
+pgdl_number_array(ArrayType *array, const char *what, int64 *length)
+{
+	Oid			elem = ARR_ELEMTYPE(array);
+	float	   *x;
+
+	if (elem != FLOAT4OID && elem != FLOAT8OID && elem != INT2OID && elem != INT4OID &&
+		elem != INT8OID && elem != NUMERICOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s must be an array of numbers", what),
+				 errdetail("It is of type %s[].", format_type_be(elem))));
+	if (elem == FLOAT4OID)
+		return pgdl_float4_array(array, what, length);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what),
+				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
+	if (ARR_HASNULL(array) && array_contains_nulls(array))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not contain NULL values", what)));
+	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
+	x = palloc(sizeof(float) * Max(*length, 1));
+	pgdl_number_array_to_floats_checked(array, elem, *length, x, what);
+	return x;
 }

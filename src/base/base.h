@@ -41,6 +41,7 @@ extern int	pgdl_node_cache_mem;		/* kB */
 extern int	pgdl_feature_cache_budget;	/* kB */
 extern double pgdl_cpu_gflops;
 extern int	pgdl_max_model_memory;	/* kB */
+extern int	pgdl_progress_interval;	/* s; 0: every epoch, -1: no epoch lines */
 
 extern void pgdl_guc_init(void);
 
@@ -222,6 +223,11 @@ extern float *pgdl_float4_array(ArrayType *array, const char *what, int64 *lengt
 extern ArrayType *pgdl_float4_array_new(int64 n);
 extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 extern void pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x);
+/* The same, a double precision or numeric value beyond real's range an error (22003) naming `what`. */
+extern void pgdl_number_array_to_floats_checked(ArrayType *arr, Oid elem_base, int64 n, float *x,
+												const char *what);
+/* x of pgdl.predict: a 1-d NULL-free array of any number type as floats, or an error naming `what`. */
+extern const float *pgdl_number_array(ArrayType *array, const char *what, int64 *length);
 
 /*
  * bgworker.c: pgdl's background workers, registered on a segment (its handle

@@ -24,6 +24,7 @@ int			pgdl_worker_cache_mem = 512 * 1024; /* kB */
 int			pgdl_node_cache_mem = 0;	/* kB */
 int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
+int			pgdl_progress_interval = 5; /* s */
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
 
 /* Threads and workers: BLAS threads per process, pgdl's workers, a fit's threads. */
@@ -141,11 +142,27 @@ define_speed_settings(void)
 							 NULL, NULL, NULL);
 }
 
+/* Messages: how often pgdl.fit reports an epoch. */
+static void
+define_message_settings(void)
+{
+	DefineCustomIntVariable("pgdl.progress_interval",
+							"Least time between two of pgdl.fit's per-epoch progress NOTICEs.",
+							"The last epoch is always reported; 0 reports every epoch, -1 none. "
+							"Divergence warnings and early stopping are reported whatever the setting.",
+							&pgdl_progress_interval,
+							5, -1, INT_MAX / 1000,
+							PGC_USERSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
 void
 pgdl_guc_init(void)
 {
 	define_thread_settings();
 	define_memory_settings();
 	define_speed_settings();
+	define_message_settings();
 	MarkGUCPrefixReserved("pgdl");
 }

@@ -263,6 +263,10 @@ extern float *pgdl_pack_make_classes(PackData *data, const PackReference *ref, c
 
 /* pack_normalize.c: the normalization of the numeric features */
 
+#define PGDL_PACK_SCALE_LARGEST 1000.0	/* pgdl_pack_scales_differ: a feature above this, */
+#define PGDL_PACK_SCALE_RATIO	100.0	/* or this many times another, gives a NOTICE */
+extern bool pgdl_pack_scales_differ(const float *fmin, const float *fmax, int32 n, int32 *big, int32 *small);
+
 extern void pgdl_pack_make_normalization(const PackArgs *args, const PackData *data,
 										 const PackReference *ref, PackNorm *norm);
 /* a PgdlSpillRowFn, for pack_order.c's scatter of spilled rows */

@@ -102,6 +102,60 @@ pgdl_pack_finish_normalization(const PackData *data, PackNorm *norm)
 }
 
 /*
+ * Whether features packed as they are span scales too different for a network
+ * to train well on: among the features that are not constant, with M_j =
+ * max(|min_j|, |max_j|), the largest M_j is above PGDL_PACK_SCALE_LARGEST
+ * (1000), or above PGDL_PACK_SCALE_RATIO (100) times the smallest M_j (breast
+ * cancer's features reach 4254 and 0.05).  *big and *small (0-based) are
+ * the features of the largest and smallest M_j.  Pure, for the tests.
+ */
+bool
+pgdl_pack_scales_differ(const float *fmin, const float *fmax, int32 n, int32 *big, int32 *small)
+{
+	double		largest = 0;
+	double		smallest = 0;
+
+	*big = *small = -1;
+	for (int32 j = 0; j < n; j++)
+	{
+		double		m = Max(fabs((double) fmin[j]), fabs((double) fmax[j]));
+
+		if (!(fmin[j] < fmax[j]) || !isfinite(m))
+			continue;			/* constant (or no rows): no scale of its own */
+		if (*big < 0 || m > largest)
+			largest = m, *big = j;
+		if (*small < 0 || m < smallest)
+			smallest = m, *small = j;
+	}
+	return *big >= 0 &&
+		(largest > PGDL_PACK_SCALE_LARGEST || largest > PGDL_PACK_SCALE_RATIO * smallest);
+}
+
+/* A NOTICE when features packed without scale or standardize span very different scales. */
+static void
+notice_scales(const PackData *data)
+{
+	int32		big;
+	int32		small;
+	double		largest;
+	double		smallest;
+
+	if (data->fmin == NULL || data->n_features <= 0 ||
+		!pgdl_pack_scales_differ(data->fmin, data->fmax, data->n_features, &big, &small))
+		return;
+	largest = Max(fabs(data->fmin[big]), fabs(data->fmax[big]));
+	smallest = Max(fabs(data->fmin[small]), fabs(data->fmax[small]));
+	ereport(NOTICE,
+			(big == small || largest <= PGDL_PACK_SCALE_RATIO * smallest ?
+			 errmsg("feature %d is packed unscaled with values up to %g", big + 1, largest) :
+			 errmsg("the features span very different scales: feature %d reaches %g, feature %d only %g",
+					big + 1, largest, small + 1, smallest),
+			 errdetail("They are packed as they are, and a network trains poorly on features of very different "
+					   "sizes or on values above %g.", (double) PGDL_PACK_SCALE_LARGEST),
+			 errhint("Pack with standardize => true, or give a scale.")));
+}
+
+/*
  * The normalization: the reference's, the features' mean and std, or a scale
  * (1 by default).  Standardizing sets the mean here and the std in
  * pgdl_pack_finish_normalization.
@@ -125,6 +179,8 @@ pgdl_pack_make_normalization(const PackArgs *args, const PackData *data, const P
 	{
 		norm->scale = (float) args->scale;
 		norm->jsonb = scale_jsonb(args->scale);
+		if (!args->has_scale)
+			notice_scales(data);
 	}
 }
 

@@ -383,7 +383,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	ArrayType  *ca = PG_NARGS() > 2 ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	Jsonb	   *sa = PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
-	const float *xraw = pgdl_float4_array(xa, "x", &length);
+	const float *xraw = pgdl_number_array(xa, "x", &length);
 	PgdlModel  *model;
 	NnModel    *m;
 	const float *x;
@@ -423,7 +423,7 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	ArrayType  *ca = categories ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	Jsonb	   *sa = categories && PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
-	const float *xraw = pgdl_float4_array(xa, "x", &length);
+	const float *xraw = pgdl_number_array(xa, "x", &length);
 	PgdlModel  *model;
 	NnModel    *m;
 	const float *x;

@@ -252,13 +252,24 @@ close_source(Datum arg)
 
 /* ---- a batch ---- */
 
+/* The features of fetched row r, for messages. */
+static char *
+row_name(const BatchScan *scan, uint64 r)
+{
+	if (scan->id_null[r])
+		return psprintf("features column \"%s\" in the row with a NULL id", pgdl_echo(scan->features_column));
+	return psprintf("features column \"%s\" in the row with id " INT64_FORMAT,
+					pgdl_echo(scan->features_column), scan->ids[r]);
+}
+
 /*
  * The features column's value (an array of numbers: check_column_type) into
  * dst when it has n_in of them; its length.  A detoasted copy is freed at once:
  * a batch reads many rows, and their arrays are not needed once converted.
+ * Row r is named in the error for a value beyond real's range.
  */
 static int64
-features_of(const BatchScan *scan, Datum value, float *dst)
+features_of(const BatchScan *scan, Datum value, float *dst, uint64 r)
 {
 	ArrayType  *array = DatumGetArrayTypeP(value);
 	int64		length;
@@ -273,21 +284,18 @@ features_of(const BatchScan *scan, Datum value, float *dst)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("features must not contain NULL values")));
 	length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
-	if (length == scan->n_in)
+	if (length == scan->n_in && (ARR_ELEMTYPE(array) == FLOAT8OID || ARR_ELEMTYPE(array) == NUMERICOID))
+	{
+		char	   *what = row_name(scan, r);
+
+		pgdl_number_array_to_floats_checked(array, ARR_ELEMTYPE(array), scan->n_in, dst, what);
+		pfree(what);
+	}
+	else if (length == scan->n_in)
 		pgdl_number_array_to_floats(array, ARR_ELEMTYPE(array), scan->n_in, dst);
 	if ((Pointer) array != DatumGetPointer(value))
 		pfree(array);
 	return length;
-}
-
-/* The features of fetched row r, for messages. */
-static char *
-row_name(const BatchScan *scan, uint64 r)
-{
-	if (scan->id_null[r])
-		return psprintf("features column \"%s\" in the row with a NULL id", pgdl_echo(scan->features_column));
-	return psprintf("features column \"%s\" in the row with id " INT64_FORMAT,
-					pgdl_echo(scan->features_column), scan->ids[r]);
 }
 
 static int64
@@ -327,7 +335,7 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		d = SPI_getbinval(tuple, desc, scan->x_att, &scan->x_null[r]);
 		if (scan->x_null[r])
 			continue;
-		length = features_of(scan, d, x);
+		length = features_of(scan, d, x, r);
 		if (length != scan->n_in)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -343,7 +351,7 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		{
 			float	   *raw = palloc(sizeof(float) * scan->n_in);
 
-			(void) features_of(scan, d, raw);
+			(void) features_of(scan, d, raw, r);
 			pgdl_predict_check_finite(raw, x, scan->n_in, row_name(scan, r));
 		}
 		n++;

@@ -16,6 +16,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "spec/spec.h"
@@ -298,25 +299,53 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	m->images_per_second = m->seconds > 0 ? state->stats.n / m->seconds : 0;
 }
 
+/*
+ * Whether epoch m's progress line is due under pgdl.progress_interval: every
+ * epoch (0), none (-1), or the first once the interval has passed since the
+ * fit's first epoch began or since the last line; the last epoch (the last of
+ * epochs, or the one that stops early) always.  One fit at a time runs in a
+ * backend, so the time of the last line is kept here, reset at epoch 1.
+ */
+static bool
+epoch_line_due(const PgdlEpochMetrics *m, int32 epochs)
+{
+	static TimestampTz last;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		due;
+
+	if (pgdl_progress_interval < 0)
+		return false;
+	if (m->epoch <= 1)
+		last = now - (TimestampTz) (m->seconds * USECS_PER_SEC);
+	due = pgdl_progress_interval == 0 || m->epoch >= epochs || m->early_stopped ||
+		TimestampDifferenceExceeds(last, now, pgdl_progress_interval * 1000);
+	if (due)
+		last = now;
+	return due;
+}
+
+/* Epoch m's progress NOTICE, when pgdl.progress_interval lets it through: rows per second of training. */
 void
 pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 {
+	if (!epoch_line_due(m, epochs))
+		return;
 	if (m->has_validation && m->classification)
 		ereport(NOTICE,
-				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, validation loss %.4f, validation accuracy %.4f, %.0f images/s",
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, validation loss %.4f, validation accuracy %.4f, %.0f rows/s",
 						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->validation_loss,
 						m->validation_accuracy, m->images_per_second)));
 	else if (m->has_validation)
 		ereport(NOTICE,
-				(errmsg("%s %d/%d: loss %.4f, validation loss %.4f, %.0f images/s",
+				(errmsg("%s %d/%d: loss %.4f, validation loss %.4f, %.0f rows/s",
 						unit, m->epoch, epochs, m->train_loss, m->validation_loss, m->images_per_second)));
 	else if (m->classification)
 		ereport(NOTICE,
-				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, %.0f images/s",
+				(errmsg("%s %d/%d: loss %.4f, accuracy %.4f, %.0f rows/s",
 						unit, m->epoch, epochs, m->train_loss, m->train_accuracy, m->images_per_second)));
 	else
 		ereport(NOTICE,
-				(errmsg("%s %d/%d: loss %.4f, %.0f images/s",
+				(errmsg("%s %d/%d: loss %.4f, %.0f rows/s",
 						unit, m->epoch, epochs, m->train_loss, m->images_per_second)));
 }
 

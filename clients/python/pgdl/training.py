@@ -1,10 +1,10 @@
 """pgdl.fit and pgdl.fit_multiple with a progress bar.
 
-pgdl.fit reports each epoch in a NOTICE (`epoch 3/10: loss ...`); the bar follows those. pgdl.fit_multiple
-trains in background workers and reports nothing until it returns, so a second connection polls
-pgdl.progress while it runs.
+Both bars follow the view pgdl.progress, polled from a second connection while the call runs: pgdl.fit's row
+(kind 'fit', the calling backend's pid) gives its epoch, phase, loss and rows/s; pgdl.fit_multiple's rows
+give each model's epoch.  The per-epoch NOTICEs (as many as pgdl.progress_interval lets through) are not
+read, so the bar moves whatever that setting and client_min_messages say.
 """
-import re
 import threading
 import warnings
 from collections.abc import Mapping
@@ -16,39 +16,38 @@ from tqdm import tqdm
 
 from ._sql import call, cursor, json_arg
 
-_EPOCH_NOTICE = re.compile(r"^epoch (\d+)/(\d+): (.*)$")
 _FINISHED = ("done", "stopped", "diverged")
+_FIT_DEFAULT_EPOCHS = 10		# pgdl.fit's epochs DEFAULT
 
 
 def fit(conn, source, architecture, config=None, epochs=None, validation=None, name=None, *,
-        progress=True, bar=None):
+        progress=True, bar=None, monitor=None, poll_seconds=0.25):
     """Train one configuration with pgdl.fit; returns the model id.
 
     `architecture`: a stored architecture's name (str) or a spec (a mapping). `config`: a mapping or
-    JSON text. Arguments left None take pgdl.fit's defaults. `progress`: show a tqdm bar of epochs
-    (advanced by the per-epoch NOTICEs, so client_min_messages must let NOTICEs through); `bar`: a
-    tqdm-like object to advance instead of a new one.
+    JSON text. Arguments left None take pgdl.fit's defaults. `progress`: show a tqdm bar of epochs, which
+    follows pgdl.progress, polled every `poll_seconds` from `monitor` (a connection or a conninfo string;
+    by default a new connection with conn's parameters); `bar`: a tqdm-like object to advance instead of
+    a new one.
     """
     arch = ("%s::jsonb", json_arg(architecture)) if isinstance(architecture, Mapping) else ("%s::text", architecture)
     text, params = call("fit", [("%s::regclass", source), arch],
                         {"config": json_arg(config), "epochs": epochs, "validation": validation, "name": name})
-    bar = _bar(bar, progress, total=epochs, desc=f"fit {source}", unit="epoch")
-
-    def on_notice(diag):
-        match = _EPOCH_NOTICE.match(diag.message_primary or "")
-        if match and bar is not None:
-            done, total, rest = int(match[1]), int(match[2]), match[3]
-            bar.total = total
-            bar.update(done - bar.n)
-            bar.set_postfix_str(rest, refresh=True)
-
-    conn.add_notice_handler(on_notice)
+    bar = _bar(bar, progress, total=epochs or _FIT_DEFAULT_EPOCHS, desc=f"fit {source}", unit="epoch")
+    watcher = _watch(_FitWatcher, "pgdl.fit", conn, monitor, bar, poll_seconds, conn.info.backend_pid) \
+        if bar is not None else None
     try:
         with cursor(conn) as cur:
             cur.execute(sql.SQL("SELECT {}").format(text), params)
-            return cur.fetchone()[0]
+            model = cur.fetchone()[0]
+        if watcher is not None:
+            watcher.stop()
+        if bar is not None:
+            _complete_fit(conn, bar, model)
+        return model
     finally:
-        conn.remove_notice_handler(on_notice)
+        if watcher is not None:
+            watcher.stop()
         if bar is not None:
             bar.close()
 
@@ -66,7 +65,8 @@ def fit_multiple(conn, source, configs, epochs=None, validation=None, *, progres
     text, params = call("fit_multiple", [("%s::regclass", source), ("%s::text", configs)],
                         {"epochs": epochs, "validation": validation, **options})
     bar = _bar(bar, progress, total=None, desc=f"fit_multiple {configs}", unit="model-epoch")
-    watcher = _watch(conn, monitor, source, bar, poll_seconds) if bar is not None else None
+    watcher = _watch(_RunWatcher, "pgdl.fit_multiple", conn, monitor, bar, poll_seconds, source) \
+        if bar is not None else None
     try:
         with cursor(conn) as cur:
             cur.execute(sql.SQL("SELECT * FROM {}").format(text), params)
@@ -85,11 +85,11 @@ def fit_multiple(conn, source, configs, epochs=None, validation=None, *, progres
             bar.close()
 
 
-def _watch(conn, monitor, source, bar, poll_seconds):
+def _watch(kind, function, conn, monitor, bar, poll_seconds, what):
     try:
-        return _ProgressWatcher(conn, monitor, source, bar, poll_seconds)
+        return kind(conn, monitor, bar, poll_seconds, what)
     except psycopg.Error as e:		# no second connection: train without following
-        warnings.warn(f"pgdl.fit_multiple: cannot follow pgdl.progress: {e}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{function}: cannot follow pgdl.progress: {e}", RuntimeWarning, stacklevel=3)
         return None
 
 
@@ -110,6 +110,19 @@ def _complete(conn, bar, run, models):
     bar.update(bar.total - bar.n)
 
 
+def _complete_fit(conn, bar, model):
+    """Bring the bar to the epochs the fit trained (fewer than asked when it stopped early or diverged)."""
+    with cursor(conn) as cur:
+        cur.execute("SELECT count(*), (array_agg(train_loss ORDER BY epoch DESC))[1] FROM pgdl.run_metrics "
+                    "WHERE model = %s AND node IS NULL", [model])
+        trained, loss = cur.fetchone()
+    if loss is not None:
+        bar.set_postfix_str(f"loss {loss:.4f}", refresh=False)
+    if bar.total is None or trained > bar.total:
+        bar.total = trained
+    bar.update(trained - bar.n)
+
+
 def _bar(bar, progress, **kwargs):
     if bar is not None or not progress:
         return bar
@@ -126,20 +139,14 @@ def progress_done(rows, epochs):
 
 
 class _ProgressWatcher:
-    """Polls pgdl.progress from a second connection in a thread and advances `bar`.
+    """Polls pgdl.progress from a second connection in a thread and advances `bar` (_poll, per call kind)."""
 
-    The run is the newest fit_multiple run on `source`'s dataset that started after the watcher did.
-    """
-
-    def __init__(self, conn, monitor, source, bar, poll_seconds):
-        self.bar, self.poll_seconds, self.source = bar, poll_seconds, source
+    def __init__(self, conn, monitor, bar, poll_seconds, what):
+        self.bar, self.poll_seconds = bar, poll_seconds
         self.error = None
-        self.seen_run = None
         self._own = not isinstance(monitor, psycopg.Connection)
         self._conn = self._connect(conn, monitor) if self._own else monitor
-        with self._conn.cursor() as cur:
-            cur.execute("SELECT coalesce(max(id), 0) FROM pgdl.runs")
-            self._after = cur.fetchone()[0]
+        self._start(what)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pgdl-progress", daemon=True)
         self._thread.start()
@@ -161,6 +168,21 @@ class _ProgressWatcher:
             if self._own:
                 self._conn.close()
 
+    def stop(self):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+class _RunWatcher(_ProgressWatcher):
+    """pgdl.fit_multiple: the newest run on `source`'s dataset that started after the watcher did."""
+
+    def _start(self, source):
+        self.source, self.seen_run = source, None
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT coalesce(max(id), 0) FROM pgdl.runs")
+            self._after = cur.fetchone()[0]
+
     def _poll(self):
         with self._conn.cursor() as cur:
             cur.execute(
@@ -178,7 +200,30 @@ class _ProgressWatcher:
         self.bar.total = len(mine) * epochs
         self.bar.update(progress_done(mine, epochs) - self.bar.n)
 
-    def stop(self):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+
+def fit_epochs_done(epoch, phase):
+    """Epochs pgdl.fit has finished, from its pgdl.progress row: `epoch` is the one it is in (1-based),
+    finished once its training is (validating, storing)."""
+    return epoch if phase in ("validating", "storing") else epoch - 1
+
+
+class _FitWatcher(_ProgressWatcher):
+    """pgdl.fit: the row of kind 'fit' of the backend that runs it (its pid)."""
+
+    def _start(self, pid):
+        self.pid = pid
+
+    def _poll(self):
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT epoch, phase, last_loss, images_per_second FROM pgdl.progress "
+                        "WHERE kind = 'fit' AND pid = %s", [self.pid])
+            row = cur.fetchone()
+        if row is None or row[0] is None:
+            return
+        done = fit_epochs_done(row[0], row[1])
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+        figures = [f"loss {row[2]:.4f}"] if row[2] is not None else []
+        figures += [f"{row[3]:.0f} rows/s"] if row[3] is not None else []
+        if figures:
+            self.bar.set_postfix_str(", ".join(figures), refresh=True)
