@@ -1,4 +1,4 @@
-"""pgdl from Python: numpy arrays in and out, training with a progress bar, metrics as DataFrames.
+"""pgdl from Python: numpy arrays in and out, training with a progress bar, metrics and scores as DataFrames.
 
     import psycopg, pgdl
     conn = psycopg.connect(autocommit=True)
@@ -9,7 +9,7 @@
 from .adapt import Float32ArrayBinaryLoader, Float32ArrayDumper, Float32ArrayTextLoader, as_float32, register
 from .inference import (Predictions, export_onnx, import_onnx, label_converter, model_from_weights, model_weights,
                         predict, predict_batch, predict_class)
-from .metrics import plot_training_curves, run_metrics
+from .metrics import confusion_matrix, metrics, plot_training_curves, run_metrics
 from .training import fit, fit_multiple, progress_done
 
 __version__ = "0.7.0"
@@ -19,4 +19,5 @@ __all__ = [
     "model_weights", "model_from_weights", "export_onnx", "import_onnx", "predict", "predict_class",
     "predict_batch", "Predictions",
     "label_converter", "fit", "fit_multiple", "progress_done", "run_metrics", "plot_training_curves",
+    "metrics", "confusion_matrix",
 ]

@@ -1,9 +1,11 @@
-"""A run's per-epoch metrics as a pandas DataFrame, and its training curves as a matplotlib figure."""
+"""A run's per-epoch metrics and a model's scores (pgdl.metrics, pgdl.confusion_matrix) as pandas
+DataFrames, and its training curves as a matplotlib figure."""
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from psycopg import sql
 
-from ._sql import cursor
+from ._sql import call, cursor, model_arg
 
 
 def run_metrics(conn, run):
@@ -19,6 +21,38 @@ def run_metrics(conn, run):
                     "ORDER BY config NULLS FIRST, node NULLS FIRST, epoch", [run])
         columns = [c.name for c in cur.description]
         return pd.DataFrame(cur.fetchall(), columns=columns)
+
+
+def _data_args(data, features, label):
+    """A packed table (features and label None) or raw rows: a table, view or query and its columns."""
+    if (features is None) != (label is None):
+        raise TypeError("raw rows need both features and label; a packed table takes neither")
+    if features is None:
+        return [("%s::regclass", data)]
+    return [("%s::text", data), ("%s::text", features), ("%s::text", label)]
+
+
+def _rows(conn, function, model, data, features, label, named):
+    text, params = call(function, [model_arg(model)] + _data_args(data, features, label), named)
+    with cursor(conn, binary=False) as cur:
+        cur.execute(sql.SQL("SELECT * FROM {}").format(text), params)
+        return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+
+
+def metrics(conn, model, data, features=None, label=None, *, top_k=None):
+    """pgdl.metrics: scikit-learn's metrics of a model, a row per (metric, class, average).
+
+    `data` is a packed table, or with `features` and `label` a table, view or query whose raw rows pgdl
+    preprocesses as the model's training set was packed. Columns: metric, class, average, value.
+    """
+    return _rows(conn, "metrics", model, data, features, label, {"top_k": top_k})
+
+
+def confusion_matrix(conn, model, data, features=None, label=None):
+    """pgdl.confusion_matrix as a DataFrame: actual classes as rows, predicted ones as columns."""
+    df = _rows(conn, "confusion_matrix", model, data, features, label, {})
+    order = list(dict.fromkeys(df["actual"]))
+    return df.pivot(index="actual", columns="predicted", values="count").reindex(index=order, columns=order)
 
 
 def plot_training_curves(df, title=None):

@@ -249,6 +249,23 @@ class TrainedModelTest(Fixture):
         with self.assertRaises(LookupError):
             pgdl.run_metrics(self.conn, 10 ** 15)
 
+    def test_metrics_as_the_server_gives_them(self):
+        df = pgdl.metrics(self.conn, self.model, "py_points_packed")
+        rows = self.conn.execute("SELECT metric, class, average, value FROM pgdl.metrics(%s::bigint, "
+                                 "'py_points_packed')", [self.model]).fetchall()
+        self.assertEqual(list(df.columns), ["metric", "class", "average", "value"])
+        self.assertEqual([tuple(None if v is None or v != v else v for v in r) for r in df.itertuples(index=False)],
+                         rows)
+        raw = pgdl.metrics(self.conn, self.model, "SELECT x, label FROM py_points", "x", "label", top_k=3)
+        accuracy = df.loc[(df["metric"] == "accuracy") & df["class"].isna(), "value"].item()
+        self.assertEqual(raw.loc[(raw["metric"] == "accuracy") & raw["class"].isna(), "value"].item(), accuracy)
+        matrix = pgdl.confusion_matrix(self.conn, self.model, "py_points_packed")
+        self.assertEqual(matrix.shape, (4, 4))
+        self.assertEqual(int(matrix.to_numpy().sum()), 2000)
+        self.assertAlmostEqual(np.trace(matrix.to_numpy()) / 2000, accuracy, places=12)
+        with self.assertRaises(TypeError):
+            pgdl.metrics(self.conn, self.model, "py_points", "x")
+
     def test_errors_carry_the_servers_sqlstate(self):
         self.sqlstate("22003", pgdl.predict, self.conn, self.model, np.full(16, np.nan, np.float32))
         self.sqlstate("22003", pgdl.predict_batch, self.conn, self.model, np.full((2, 16), np.inf))
