@@ -572,3 +572,31 @@ COMMENT ON FUNCTION pgdl.predict_class(bigint, double precision[], text[], jsonb
 	'most likely class under stored classifier (by id) of one example of raw numeric features, categorical values and token sequences';
 COMMENT ON FUNCTION pgdl.predict_class(text, double precision[], text[], jsonb) IS
 	'most likely class under stored classifier (by name) of one example of raw numeric features, categorical values and token sequences';
+
+-- ---- pack: per-row weights (weight => 'col') and target scaling (standardize_target => true) ----
+DROP FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text,
+						regclass, text, integer, text, integer);
+CREATE FUNCTION pgdl.pack(
+	source regclass,
+	features text,
+	label text,
+	output text,
+	buffer_rows integer DEFAULT 128,
+	partitions integer DEFAULT 4,
+	seed bigint DEFAULT 42,
+	scale double precision DEFAULT NULL,
+	standardize boolean DEFAULT false,
+	nulls text DEFAULT 'error',
+	reference regclass DEFAULT NULL,
+	categorical text DEFAULT NULL,
+	max_categories integer DEFAULT 10000,
+	sequence text DEFAULT NULL,
+	max_length integer DEFAULT NULL,
+	weight text DEFAULT NULL,
+	standardize_target boolean DEFAULT false)
+RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_pack'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean) IS
+	'packs a table''s features (numeric, categorical columns as vocabulary ids, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';

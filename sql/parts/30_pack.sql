@@ -15,12 +15,14 @@ CREATE FUNCTION pgdl.pack(
 	categorical text DEFAULT NULL,
 	max_categories integer DEFAULT 10000,
 	sequence text DEFAULT NULL,
-	max_length integer DEFAULT NULL)
+	max_length integer DEFAULT NULL,
+	weight text DEFAULT NULL,
+	standardize_target boolean DEFAULT false)
 RETURNS bigint
 	AS 'MODULE_PATHNAME', 'pgdl_pack'
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer) IS
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean) IS
 	'packs a table''s features (numeric, categorical columns as vocabulary ids, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
 
 -- The vocabularies of categorical and sequence columns, one row per value.  A categorical column's id 0

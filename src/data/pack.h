@@ -55,6 +55,8 @@ typedef struct PackArgs
 	char	   *sequence;		/* NULL when none */
 	bool		has_max_length;
 	int32		max_length;		/* 0: the longest array packed */
+	char	   *weight;			/* the per-row weight column; NULL when none */
+	bool		standardize_target; /* regression targets to mean 0 and std 1, undone by predict */
 } PackArgs;
 
 /* How a number of a feature or label column becomes a float. */

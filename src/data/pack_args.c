@@ -59,6 +59,14 @@ pgdl_pack_read_args(FunctionCallInfo fcinfo, PackArgs *args)
 	args->sequence = PG_NARGS() <= 13 || PG_ARGISNULL(13) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(13));
 	args->has_max_length = PG_NARGS() > 14 && !PG_ARGISNULL(14);
 	args->max_length = args->has_max_length ? PG_GETARG_INT32(14) : 0;
+	/* an older catalog's pgdl.pack has fifteen arguments */
+	args->weight = PG_NARGS() <= 15 || PG_ARGISNULL(15) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(15));
+	args->standardize_target = false;
+	if (PG_NARGS() > 16)
+	{
+		require_arg(fcinfo, 16, "standardize_target");
+		args->standardize_target = PG_GETARG_BOOL(16);
+	}
 }
 
 /* The arguments alone, before any table is looked at (and nulls read as skip). */
