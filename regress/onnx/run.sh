@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ONNX in and out (docs/reference/onnx.md): runs every regress/onnx/test_*.py against the server in
 # PGHOST/PGPORT/PGUSER (a superuser), each in a database of its own, and ends with "N passed, N failed".
-# Each test prints "ok - ..." / "not ok - ..." lines and ends with its own "N passed, N failed".
+# Each test prints "ok - ..." / "not ok - ..." lines and ends with its own "N passed, N failed"; a test
+# that exits non-zero without counting a failure counts one.
 #
 # onnxruntime-node (npm, the independent runtime) is installed into regress/onnx/node_modules from the
 # committed package-lock.json when a test needs it (ONNXRUNTIME_NODE_INSTALL_CUDA=skip: nothing is
@@ -18,6 +19,7 @@ for t in test_*.py; do
 	createdb "$db"
 	log=$(mktemp)
 	PGDATABASE=$db timeout 600 /usr/bin/python3 "$t" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
 	if [ -n "$line" ]; then
 		passed=$((passed + ${line%% *}))
@@ -25,6 +27,11 @@ for t in test_*.py; do
 		failed=$((failed + ${f%% *}))
 	else
 		echo "not ok - $t ended without its count"
+		failed=$((failed + 1))
+	fi
+	# its exit status is part of its verdict: a script that counted no failure but exited non-zero failed
+	if [ "$rc" -ne 0 ] && [ -n "$line" ] && [ "${f%% *}" -eq 0 ]; then
+		echo "not ok - $t exited with $rc"
 		failed=$((failed + 1))
 	fi
 	rm -f "$log"
