@@ -16,6 +16,7 @@ typedef struct UnitCase
 static UnitCase cases[MAX_TESTS];
 static int	n_cases;
 static int	current_failures;
+static const char *current_skip;	/* the running test's reason it cannot run here; NULL: it ran */
 
 const char *unit_fixture_dir = "regress/unit/fixtures";
 bool		unit_fast = false;
@@ -49,6 +50,12 @@ unit_fail(const char *file, int line, const char *fmt,...)
 	}
 }
 
+void
+unit_skip(const char *why)
+{
+	current_skip = why;
+}
+
 static int
 compare_cases(const void *a, const void *b)
 {
@@ -59,7 +66,8 @@ int
 main(int argc, char **argv)
 {
 	int			passed = 0,
-				failed = 0;
+				failed = 0,
+				skipped = 0;
 	const char *filter = argc > 2 ? argv[2] : NULL;
 	const char *fast = getenv("PGDL_UNIT_FAST");
 
@@ -74,8 +82,14 @@ main(int argc, char **argv)
 		if (filter && strstr(cases[i].name, filter) == NULL)
 			continue;
 		current_failures = 0;
+		current_skip = NULL;
 		cases[i].fn();
-		if (current_failures == 0)
+		if (current_failures == 0 && current_skip != NULL)
+		{
+			printf("skip   %s (%s)\n", cases[i].name, current_skip);
+			skipped++;
+		}
+		else if (current_failures == 0)
 		{
 			printf("ok     %s\n", cases[i].name);
 			passed++;
@@ -86,6 +100,6 @@ main(int argc, char **argv)
 			failed++;
 		}
 	}
-	printf("%d passed, %d failed\n", passed, failed);
+	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	return failed == 0 ? 0 : 1;
 }

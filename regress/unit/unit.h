@@ -4,7 +4,9 @@
  *   UNIT_TEST(dense_gradient) { ... CHECK(x > 0); CHECK_NEAR(a, b, 1e-4); ... }
  *
  * Tests register themselves; main.c runs them in name order (or those whose name
- * contains argv[2]) and ends with "N passed, N failed".
+ * contains argv[2]) and ends with "N passed, N failed, N skipped".  A test that
+ * cannot run on this machine (no GPU) calls unit_skip(why) and returns: it is
+ * reported as skipped, never as a pass.
  */
 #ifndef PGDL_UNIT_H
 #define PGDL_UNIT_H
@@ -18,6 +20,8 @@ typedef void (*UnitFn) (void);
 extern void unit_register(const char *name, UnitFn fn);
 extern void unit_fail(const char *file, int line, const char *fmt,...)
 			__attribute__((format(printf, 3, 4)));
+/* The running test cannot run here: skipped (unless a check of it failed before), for this reason. */
+extern void unit_skip(const char *why);
 extern const char *unit_fixture_dir;	/* argv[1] */
 extern bool unit_fast;			/* PGDL_UNIT_FAST=1: trim exhaustive loops (sanitizer runs) */
 
