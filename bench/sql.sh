@@ -5,7 +5,8 @@
 # The SQL side trains two epochs: the first reads every buffer from the packed
 # table (each buffer trains in a thread while the next one is read), the second
 # trains on the buffers kept in memory; the ratios on the last three lines use
-# the first.
+# the first; the two-epoch lines set pgdl's two epochs against the engine's two (both warm in the
+# second, both cold in the first), never a warm epoch against a cold one.
 #
 # Usage: bench/sql.sh PATH_TO_engine_bench   (make bench-sql builds and runs it)
 # Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE,
@@ -13,10 +14,10 @@
 # many times and its best images/s counts.
 # The last lines are always
 #   sql: mlp epoch 1 / engine = A
-#   sql: mlp epoch 2 / engine = B
+#   sql: mlp 2 epochs / engine 2 epochs = B
 #   sql: cnn epoch 1 / engine = C
-#   sql: cnn epoch 2 / engine = D
-#   epoch 2: ...
+#   sql: cnn 2 epochs / engine 2 epochs = D
+#   2 epochs: ...
 #   cnn: sql/engine = C
 #   mlp: sql/engine = X
 #   mlp: sql/pytorch = Y
@@ -61,37 +62,44 @@ SQL
 }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
-declare -A sql sql2 eng torch
+# two epochs' rate from each epoch's: the images over the time both took
+two_epochs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", 2 / (1 / a + 1 / b) }'; }
+
+declare -A sql sql2 eng eng2 torch
 for model in mlp cnn; do
 	spec=${!model}
-	s=() s2=() e=() t=()
+	s=() s2=() e=() e2=() t=()
 	for ((r = 1; r <= ROUNDS; r++)); do
 		mapfile -t epochs < <(sql_ips "$spec")
 		s+=("${epochs[0]}")
-		s2+=("${epochs[1]}")
+		s2+=("$(two_epochs "${epochs[0]}" "${epochs[1]}")")
 		e+=("$("$BIN" --model "$model" --no-peak | grep "^pgdl $model " | field images_per_s)")
+		# the same two epochs for the engine: both sides' second epoch is warm, their first is not
+		e2+=("$("$BIN" --model "$model" --no-peak --epochs 2 | grep "^pgdl $model " | field images_per_s)")
 		t+=("$("$PYTHON" "$HERE/engine_torch.py" --model "$model" | grep "^pytorch $model " | field images_per_s)")
-		echo "$model round $r: sql ${s[-1]} (epoch 2: ${s2[-1]})  engine ${e[-1]}  pytorch ${t[-1]} images/s"
+		echo "$model round $r: sql ${s[-1]} (2 epochs: ${s2[-1]})  engine ${e[-1]} (2 epochs: ${e2[-1]})  pytorch ${t[-1]} images/s"
 	done
 	sql[$model]=$(printf '%s\n' "${s[@]}" | best)
 	sql2[$model]=$(printf '%s\n' "${s2[@]}" | best)
 	eng[$model]=$(printf '%s\n' "${e[@]}" | best)
+	eng2[$model]=$(printf '%s\n' "${e2[@]}" | best)
 	torch[$model]=$(printf '%s\n' "${t[@]}" | best)
 done
 psql -c "DROP TABLE bench_train_packed"
 
 echo "== best of $ROUNDS rounds, images/s (one thread); sql = the first epoch, read from the table;"
-echo "   sql epoch 2 = the next, with the buffers kept in memory (pgdl.train_cache_mem)"
-printf '%-5s %10s %14s %10s %10s\n' model sql "sql epoch 2" engine pytorch
+echo "   2 epochs = the first and the next (pgdl's buffers kept in memory by pgdl.train_cache_mem), on both sides"
+printf '%-5s %10s %14s %10s %16s %10s\n' model sql "sql 2 epochs" engine "engine 2 epochs" pytorch
 for model in mlp cnn; do
-	printf '%-5s %10.0f %14.0f %10.0f %10.0f\n' "$model" "${sql[$model]}" "${sql2[$model]}" "${eng[$model]}" "${torch[$model]}"
+	printf '%-5s %10.0f %14.0f %10.0f %16.0f %10.0f\n' "$model" "${sql[$model]}" "${sql2[$model]}" "${eng[$model]}" \
+		"${eng2[$model]}" "${torch[$model]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 for model in mlp cnn; do
 	echo "sql: $model epoch 1 / engine = $(ratio "${sql[$model]}" "${eng[$model]}")"
-	echo "sql: $model epoch 2 / engine = $(ratio "${sql2[$model]}" "${eng[$model]}")"
+	echo "sql: $model 2 epochs / engine 2 epochs = $(ratio "${sql2[$model]}" "${eng2[$model]}")"
 done
-echo "epoch 2: mlp sql/engine = $(ratio "${sql2[mlp]}" "${eng[mlp]}"), cnn sql/engine = $(ratio "${sql2[cnn]}" "${eng[cnn]}"), cnn sql/pytorch = $(ratio "${sql2[cnn]}" "${torch[cnn]}")"
+echo "2 epochs: mlp sql/engine = $(ratio "${sql2[mlp]}" "${eng2[mlp]}"), cnn sql/engine = $(ratio "${sql2[cnn]}" "${eng2[cnn]}")"
 echo "cnn: sql/engine = $(ratio "${sql[cnn]}" "${eng[cnn]}")"
 echo "mlp: sql/engine = $(ratio "${sql[mlp]}" "${eng[mlp]}")"
 echo "mlp: sql/pytorch = $(ratio "${sql[mlp]}" "${torch[mlp]}")"
