@@ -12,6 +12,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 passed=0
 failed=0
+skipped=0
 for t in test_*.py; do
 	[ -e "$t" ] || continue
 	db=pgdl_onnx_${t%.py}
@@ -20,11 +21,13 @@ for t in test_*.py; do
 	log=$(mktemp)
 	PGDATABASE=$db timeout 600 /usr/bin/python3 "$t" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' "$log" | tail -n 1)
 	if [ -n "$line" ]; then
 		passed=$((passed + ${line%% *}))
 		f=${line#*, }
 		failed=$((failed + ${f%% *}))
+		k=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" | tail -n 1 | sed -E 's/.*, ([0-9]+) skipped$/\1/')
+		skipped=$((skipped + ${k:-0}))
 	else
 		echo "not ok - $t ended without its count"
 		failed=$((failed + 1))
@@ -37,5 +40,5 @@ for t in test_*.py; do
 	rm -f "$log"
 	dropdb --if-exists "$db" >/dev/null 2>&1
 done
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -149,7 +149,7 @@ def normalized(x, norm):
 
 def ort_installed():
     if os.path.isdir(os.path.join(HERE, "node_modules", "onnxruntime-node")):
-        return check(True, "onnxruntime-node is installed")
+        return True				# already installed: nothing to check, no pass counted
     env = dict(os.environ, ONNXRUNTIME_NODE_INSTALL_CUDA="skip")
     try:
         r = subprocess.run(["npm", "ci", "--prefix", HERE, "--no-audit", "--no-fund"], env=env,
