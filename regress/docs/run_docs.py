@@ -7,8 +7,8 @@ Connects with psql as the environment says (PGHOST, PGPORT, PGUSER: a superuser)
 
 What runs, in what order
   Every fenced ```sql block of README.md, then docs/user-guide.md, then the files of docs/reference in the
-  order docs/reference/README.md links them, then any other docs/reference/*.md alphabetically (--files:
-  just those, in the order given).  All run in ONE database (--dbname), one after another, so a block may
+  order docs/reference/README.md links them, then any other docs/reference/*.md alphabetically, then
+  docs/security.md (--files: just those, in the order given).  All run in ONE database (--dbname), one after another, so a block may
   use what an earlier block of the same or an earlier file made; README.md's CREATE EXTENSION pgdl creates
   the extension.  Other fenced blocks (```sh, ```text not after a sql block, plain ```) are not run.
 
@@ -21,7 +21,10 @@ Shown output
   A ```sql block directly followed (blank lines allowed) by a ```text block: the text block is what psql
   must print, stdout and stderr together (NOTICE, WARNING and ERROR lines as psql prints them, without a
   "psql:<stdin>:N:" prefix).  Compared line by line, trailing spaces and blank lines ignored:
-  - "~" right before a number (~0.87, ~1234.5, ~-3e-05) marks a machine-dependent figure: any number matches;
+  - "~" right before a number (~0.87, ~1234.5, ~-3e-05) marks a figure that may move a little from machine to
+    machine: a number within 5% of it, or within 0.02, whichever is larger, matches (a model at chance, 0.10,
+    does not match ~0.87); a block may set its own tolerance (directive "tolerance 50%" or "tolerance 0.1").
+    A figure that is any number (a timing, a rate) is shown as "..."; a class label is never masked;
   - "..." within a line matches any text;
   - a line that is only "..." matches any number of lines (none included);
   - table rows are compared cell by cell with the cells' padding removed (cells split at "|", separator
@@ -40,6 +43,8 @@ separated by ";" or in several comments:
                                   created in them, when a chosen file names them.
   <!-- docs: error -->            the block must fail (psql stops at an error); its shown output, error
                                   included, is compared as usual.
+  <!-- docs: tolerance 10% -->     the block's "~" figures match within 10% of the shown number (or "tolerance
+                                  0.05": within 0.05).
   <!-- docs: background -->       the block runs alongside the next one (a second session, e.g. one that
                                   watches pgdl.progress or stops a node): the runner starts it, runs the
                                   next block, then waits for it and checks it as usual.
@@ -57,7 +62,8 @@ features double precision[], diagnosis text: 'malignant' or 'benign'), and makes
 
 Prints per block "ok FILE:LINE (Ns)", "skip FILE:LINE (reason)" or "not ok FILE:LINE" with a diff of
 shown and printed output (--verbose: every block's output), and ends with "N passed, N failed, N skipped";
-exits 1 when a block failed.
+exits 1 when a block failed.  --sabotage replaces every stored model's weights by an untrained model's after
+each block: a check of the checks, whose run must fail (CI runs it on README.md).
 """
 
 import argparse
@@ -107,6 +113,8 @@ def parse_directives(texts, where):
                 out["database"] = rest
             elif word in ("error", "background") and not rest:
                 out[word] = True
+            elif word == "tolerance" and re.fullmatch(r"[0-9]+(\.[0-9]+)?%?", rest):
+                out["tolerance"] = rest
             else:
                 raise SystemExit(f"{where}: unknown docs directive: {part}")
     return out
@@ -164,7 +172,7 @@ def default_files():
                 listed.append(name)
     rest = sorted(n for n in os.listdir(ref) if n.endswith(".md") and n != "README.md" and n not in listed)
     return ([os.path.join(ROOT, "README.md"), os.path.join(ROOT, "docs", "user-guide.md")] +
-            [os.path.join(ref, n) for n in listed + rest])
+            [os.path.join(ref, n) for n in listed + rest] + [os.path.join(ROOT, "docs", "security.md")])
 
 
 # ---------------------------------------------------------------------------
@@ -180,17 +188,54 @@ def normalize(line):
     return line.strip()
 
 
-def pattern(shown_line):
-    """A shown line as a regular expression: ~NUMBER matches any number, ... any text."""
-    out = []
-    for piece in re.split(r"(~" + NUMBER + r"|\.\.\.)", shown_line):
-        if piece == "...":
-            out.append(".*")
-        elif piece.startswith("~") and re.fullmatch("~" + NUMBER, piece):
-            out.append(NUMBER)
-        else:
-            out.append(re.escape(piece))
-    return re.compile("".join(out))
+DEFAULT_TOLERANCE = ("relative", 0.05)     # and never below ABSOLUTE_FLOOR
+ABSOLUTE_FLOOR = 0.02
+
+
+def tolerance_of(spec):
+    """A block's "tolerance" directive: "N%" (relative to the shown number) or "N" (absolute)."""
+    if spec is None:
+        return DEFAULT_TOLERANCE
+    if spec.endswith("%"):
+        return ("relative", float(spec[:-1]) / 100)
+    return ("absolute", float(spec))
+
+
+def close_enough(shown, printed, tolerance):
+    """Whether printed is within the tolerance of shown (the default: 5% of it, or 0.02, the larger)."""
+    kind, amount = tolerance
+    if kind == "absolute":
+        allowed = amount
+    elif tolerance is DEFAULT_TOLERANCE:
+        allowed = max(amount * abs(shown), ABSOLUTE_FLOOR)
+    else:
+        allowed = amount * abs(shown)
+    return abs(printed - shown) <= allowed + 1e-12
+
+
+class Pattern:
+    """
+    A shown line: ~NUMBER matches a number within the block's tolerance of NUMBER, "..." any text,
+    the rest itself.
+    """
+
+    def __init__(self, shown_line):
+        out = []
+        self.numbers = []
+        for piece in re.split(r"(~" + NUMBER + r"|\.\.\.)", shown_line):
+            if piece == "...":
+                out.append(".*")
+            elif piece.startswith("~") and re.fullmatch("~" + NUMBER, piece):
+                out.append("(" + NUMBER + ")")
+                self.numbers.append(float(piece[1:]))
+            else:
+                out.append(re.escape(piece))
+        self.regex = re.compile("".join(out))
+
+    def match(self, line, tolerance):
+        m = self.regex.fullmatch(line)
+        return m is not None and all(close_enough(shown, float(got), tolerance)
+                                     for shown, got in zip(self.numbers, m.groups()))
 
 
 def trim(lines):
@@ -202,9 +247,9 @@ def trim(lines):
     return lines
 
 
-def matches(shown, printed):
+def matches(shown, printed, tolerance=DEFAULT_TOLERANCE):
     """Whether the printed lines are what the shown lines describe."""
-    shown = [None if line.strip() == "..." else pattern(normalize(line)) for line in shown if line.strip()]
+    shown = [None if line.strip() == "..." else Pattern(normalize(line)) for line in shown if line.strip()]
     printed = [normalize(line) for line in printed if line.strip()]
     memo = {}
 
@@ -216,7 +261,7 @@ def matches(shown, printed):
         elif shown[i] is None:
             result = any(match(i + 1, k) for k in range(j, len(printed) + 1))
         else:
-            result = j < len(printed) and shown[i].fullmatch(printed[j]) is not None and match(i + 1, j + 1)
+            result = j < len(printed) and shown[i].match(printed[j], tolerance) and match(i + 1, j + 1)
         memo[(i, j)] = result
         return result
 
@@ -328,7 +373,7 @@ def check_block(block, started, args):
         problems.append(f"psql exited {rc}")
     elif rc == 0 and want_error:
         problems.append("the block should end with an error but did not")
-    if block.shown is not None and not matches(block.shown, output):
+    if block.shown is not None and not matches(block.shown, output, tolerance_of(block.directives.get("tolerance"))):
         problems.append("the output differs from the one shown (--- shown, +++ printed):")
         problems += [line.rstrip("\n") for line in difflib.unified_diff(
             trim(block.shown), trim(output), "shown", "printed", lineterm="")]
@@ -349,6 +394,11 @@ def report(block, result, took):
     return problems is None
 
 
+def sabotage(dbname):
+    """Every stored model made untrained (pgdl.init_model of its spec): a model no better than chance."""
+    psql([], "UPDATE pgdl.models SET weights = pgdl.init_model(spec, '{\"seed\": 1}')", dbname, variables=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", nargs="+", help="markdown files to run, in this order (default: all docs)")
@@ -356,6 +406,9 @@ def main():
     parser.add_argument("--setup", action="store_true", help="(re)create the database(s) and load the data first")
     parser.add_argument("--timeout", type=int, default=600, help="seconds a block may run")
     parser.add_argument("--verbose", action="store_true", help="print every block's output")
+    parser.add_argument("--sabotage", action="store_true",
+                        help="after every block, replace every stored model's weights by an untrained model's "
+                             "(a check of the checks: the run must then fail)")
     args = parser.parse_args()
 
     files = [os.path.abspath(f) for f in args.files] if args.files else default_files()
@@ -385,6 +438,8 @@ def main():
             continue
         ok = report(block, check_block(block, started, args), time.monotonic() - started[1])
         passed, failed = passed + ok, failed + (not ok)
+        if args.sabotage:
+            sabotage(args.dbname)
         if background:
             ok = report(background[0], check_block(*background, args), time.monotonic() - background[1][1])
             passed, failed = passed + ok, failed + (not ok)
