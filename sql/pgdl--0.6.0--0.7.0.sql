@@ -600,3 +600,28 @@ RETURNS bigint
 
 COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean) IS
 	'packs a table''s features (numeric, categorical columns as vocabulary ids, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+
+-- ---- ranking and restore_best: fit_multiple's and resume's rank_by, run_metrics.validation_metrics ----
+ALTER TABLE pgdl.run_metrics ADD COLUMN validation_metrics jsonb;
+DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer);
+CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; stores the models and returns the leaderboard';
+DROP FUNCTION pgdl.resume(bigint, integer, integer);
+CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority integer DEFAULT 0,
+		rank_by text DEFAULT NULL)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
