@@ -149,18 +149,72 @@ INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'mt_resume', a.id, '{"lr": 0.1, "momentum": 0.9, "batch_size": 4, "seed": 5, "schedule": "step", "step_size": 1,
                            "gamma": 0.5, "clip_norm": 0.5, "patience": 2, "min_delta": 10}'
   FROM pgdl.architectures a WHERE a.name = 'mt_mlp';
+-- patience turns restore_best on: the stored model is epoch 1's (min_delta 10: no later epoch improves), read
+-- from its checkpoint, which this finished run must keep for the resume below to restore it again
+SET pgdl.keep_checkpoints = -1;
 CREATE TABLE mt_r1 AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_resume', 2, 'mt_valid', workers => 1);
 SELECT DISTINCT m.run AS mt_run FROM mt_r1 l JOIN pgdl.models m ON m.id = l.model \gset
 UPDATE pgdl.runs SET status = 'running', epochs = 4 WHERE id = :mt_run;
 CREATE TABLE mt_r2 AS SELECT * FROM pgdl.resume(:mt_run);
+RESET pgdl.keep_checkpoints;
 CREATE TABLE mt_straight AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_resume', 4, 'mt_valid', workers => 2);
 SELECT r.epochs, s.epochs AS straight_epochs, m.weights = ms.weights AS same_as_straight_run
   FROM mt_r2 r JOIN pgdl.models m ON m.id = r.model
   JOIN mt_straight s ON s.config = r.config JOIN pgdl.models ms ON ms.id = s.model;
+
+-- rank_by and restore_best (issue 35): a grid of 8 configurations with patience; rank 1 has the best
+-- validation loss of the stored epochs, which are each model's best epoch by its run_metrics
+SELECT pgdl.grid_search('mt_rank', ARRAY['mt_mlp'],
+                        '{"lr": [0.01, 0.3], "batch_size": [4, 16], "seed": [1, 2], "patience": 1}') AS configs;
+SET pgdl.keep_checkpoints = -1;
+CREATE TABLE mt_ranked AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_rank', 4, 'mt_valid', workers => 2);
+RESET pgdl.keep_checkpoints;
+WITH best AS (SELECT rm.config, min(rm.validation_loss) AS best_loss
+                FROM mt_ranked l JOIN pgdl.models m ON m.id = l.model
+                JOIN pgdl.run_metrics rm ON rm.run = m.run AND rm.config = l.config GROUP BY rm.config)
+SELECT count(*) AS models,
+       bool_and(l.validation_loss = b.best_loss) AS stored_is_best_epoch,
+       bool_and(l.rank = 1 OR l.validation_loss >= (SELECT validation_loss FROM mt_ranked WHERE rank = 1)) AS rank1_best,
+       array_agg(l.config ORDER BY l.rank) = array_agg(l.config ORDER BY l.validation_loss, l.config) AS ranked_by_loss
+  FROM mt_ranked l JOIN best b ON b.config = l.config;
+-- the stored model is its best epoch's checkpoint, byte for byte; models.metrics say which epoch and how far it went
+SELECT bool_and(c.weights = m.weights) AS same_as_checkpoint,
+       bool_and((m.metrics->>'epoch')::int <= coalesce((m.metrics->>'epochs_trained')::int, l.epochs)) AS epochs_shown,
+       bool_and((m.metrics->>'validation_loss')::float8 = l.validation_loss) AS metrics_of_stored
+  FROM mt_ranked l JOIN pgdl.models m ON m.id = l.model
+  JOIN pgdl.checkpoints c ON c.run = m.run AND c.config = l.config AND c.epoch = (m.metrics->>'epoch')::int;
+SELECT bool_and(z.best_validation_loss = l.validation_loss) AS zoo_shows_stored
+  FROM mt_ranked l JOIN pgdl.zoo z ON z.id = l.model;
+-- rank_by f1 (macro): run_metrics keep each epoch's validation scores, rank 1 has the best F1 of the stored epochs
+CREATE TABLE mt_f1 AS SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_rank', 2, 'mt_valid', workers => 2,
+                                                      rank_by => 'f1');
+SELECT count(*) AS models,
+       array_agg(l.config ORDER BY l.rank) = array_agg(l.config ORDER BY (m.metrics->>'validation_f1')::float8 DESC, l.config) AS ranked_by_f1,
+       bool_and(m.metrics ? 'validation_roc_auc') AS scores_stored
+  FROM mt_f1 l JOIN pgdl.models m ON m.id = l.model;
+SELECT count(*) > 0 AS epochs_scored FROM mt_f1 l JOIN pgdl.models m ON m.id = l.model
+  JOIN pgdl.run_metrics rm ON rm.run = m.run AND rm.config = l.config WHERE rm.validation_metrics ? 'f1';
+-- refused: an unknown name, a regression metric on a classifier, a metric without a validation set
+SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_rank', 2, 'mt_valid', rank_by => 'f2');
+SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_rank', 2, 'mt_valid', rank_by => 'r2');
+SELECT * FROM pgdl.fit_multiple('mt_packed', 'mt_resume', 2, rank_by => 'accuracy');
+SELECT pgdl.validate_config('{"patience": 2, "monitor": "f1"}')->>'monitor' AS monitor;
+SELECT pgdl.validate_config('{"restore_best": true}') AS restore_without_patience;
+SELECT pgdl.validate_config('{"patience": 2, "restore_best": false}') AS restore_off;
+SELECT pgdl.validate_config('{"patience": 2, "restore_best": 1}');
+-- pgdl.fit with restore_best: the stored model equals a fit of exactly the best epoch's epochs
+SELECT pgdl.fit('mt_packed', 'mt_mlp', '{"lr": 0.3, "batch_size": 4, "restore_best": true}', 4, 'mt_valid') AS mt_fit_best \gset
+SELECT (metrics->>'epoch')::int AS mt_best_epoch FROM pgdl.models WHERE id = :mt_fit_best \gset
+SELECT pgdl.fit('mt_packed', 'mt_mlp', '{"lr": 0.3, "batch_size": 4}', :mt_best_epoch, 'mt_valid') AS mt_fit_short \gset
+SELECT a.weights = b.weights AS same_as_best_epoch_fit,
+       (a.metrics->>'validation_loss')::float8 = (SELECT min(validation_loss) FROM pgdl.run_metrics WHERE run = a.run) AS best_loss
+  FROM pgdl.models a, pgdl.models b WHERE a.id = :mt_fit_best AND b.id = :mt_fit_short;
+SELECT pgdl.fit('mt_packed', 'mt_mlp', '{"restore_best": true}', 2);
+SELECT pgdl.fit('mt_packed', 'mt_mlp', '{"patience": 1, "monitor": "r2"}', 2, 'mt_valid');
 
 -- what this test added
 DELETE FROM pgdl.models WHERE run > :mt_first_run;
 DELETE FROM pgdl.runs WHERE id > :mt_first_run;
 DELETE FROM pgdl.configs WHERE architecture = (SELECT id FROM pgdl.architectures WHERE name = 'mt_mlp');
 DELETE FROM pgdl.architectures WHERE name = 'mt_mlp';
-DROP TABLE mt_rows, mt_packed, mt_valid, mt_each, mt_lb, mt_fits, mt_sha, mt_r1, mt_r2, mt_straight;
+DROP TABLE mt_rows, mt_packed, mt_valid, mt_each, mt_lb, mt_fits, mt_sha, mt_r1, mt_r2, mt_straight, mt_ranked, mt_f1;

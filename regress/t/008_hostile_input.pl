@@ -520,6 +520,7 @@ my %VALID = (
 	'name_prefix'                  => q{'sweep_mm'},
 	'feature_cache'                => q{'auto'},
 	'priority'                     => '5',
+	'rank_by'                      => q{'loss'},
 	'run'                          => q{(SELECT id FROM sweep_runs WHERE label = 'cancelled')},
 	'layers'                       => '3',
 	'layer'                        => '3',

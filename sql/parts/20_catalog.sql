@@ -91,6 +91,7 @@ CREATE TABLE pgdl.run_metrics (
 	node text,								-- pgdl.fit_federated: the server a site's row is of; NULL: the run's model
 	predicted_seconds double precision,	-- pgdl.fit_multiple: the epoch's training as pgdl.estimate predicted it
 	bracket integer,						-- pgdl.fit_multiple: with a decision, the model's bracket (its rungs' count)
+	validation_metrics jsonb,				-- rank_by or monitor beyond loss and accuracy: the epoch's validation scores
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
 );
 

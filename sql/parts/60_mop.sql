@@ -3,23 +3,24 @@
 CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
 		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
-		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0)
+		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
 				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer) IS
-	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; stores the models and returns the leaderboard';
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; stores the models and returns the leaderboard';
 
-CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority integer DEFAULT 0)
+CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority integer DEFAULT 0,
+		rank_by text DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
 				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer) IS
-	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s';
+COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
 
 CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
 		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,

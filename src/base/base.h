@@ -149,6 +149,28 @@ extern void pgdl_report_invalid(const char *what, const char *path, const char *
 #define PGDL_DEVICE_ORDINAL(d)	((d) - 3)
 
 /*
+ * A validation metric that ranks models (fit_multiple's rank_by) and that early
+ * stopping watches ("monitor"): names, directions and tasks in spec/rank_metric.c.
+ */
+typedef enum PgdlRankMetric
+{
+	PGDL_RANK_LOSS = 0,
+	PGDL_RANK_ACCURACY,
+	PGDL_RANK_F1,				/* macro */
+	PGDL_RANK_F1_WEIGHTED,
+	PGDL_RANK_PRECISION,		/* macro */
+	PGDL_RANK_RECALL,			/* macro */
+	PGDL_RANK_ROC_AUC,
+	PGDL_RANK_AVERAGE_PRECISION,
+	PGDL_RANK_LOG_LOSS,
+	PGDL_RANK_MSE,
+	PGDL_RANK_RMSE,
+	PGDL_RANK_MAE,
+	PGDL_RANK_R2
+} PgdlRankMetric;
+#define PGDL_RANK_N_METRICS (PGDL_RANK_R2 + 1)
+
+/*
  * How to train: the optimizer and the minibatch size (config jsonb), and
  * where.  The canonical form (pgdl_config_to_jsonb) has the device keys only
  * when given.  Plain data: fit_multiple copies it into shared memory.  Read
@@ -166,7 +188,8 @@ typedef struct PgdlTrainConfig
 	/* early stopping; the other training methods are optim's */
 	int32		patience;		/* "patience": epochs without improvement before stopping; 0: none */
 	float		min_delta;		/* "min_delta": the least change that counts as improvement */
-	bool		monitor_accuracy;	/* "monitor": validation_accuracy (else validation_loss) */
+	PgdlRankMetric monitor;		/* "monitor": the validation metric early stopping and restore_best watch */
+	bool		restore_best;	/* "restore_best": keep the best epoch (by monitor); default on with patience */
 } PgdlTrainConfig;
 
 /* devices.c: where a model trains or predicts */

@@ -217,6 +217,9 @@ typedef struct PgdlEpochMetrics
 	int64		steps;			/* when diverged: the optimizer steps its weights have taken */
 	double		predicted_seconds;	/* fit_multiple: the epoch's training as pgdl.estimate predicts it; 0: none */
 	bool		early_stopped;	/* early stopping ended training after this epoch */
+	/* the validation metrics beyond loss and accuracy, when rank_by or monitor asked for them */
+	bool		has_scores;
+	double		scores[PGDL_RANK_N_METRICS];	/* by PgdlRankMetric; NaN: not defined for the model */
 } PgdlEpochMetrics;
 
 /* A trained model for pgdl.models. */
@@ -232,7 +235,8 @@ typedef struct PgdlModelRecord
 	int64		parent;			/* the base model it started from; 0: none */
 	Jsonb	   *origin;			/* pgdl.models.origin (a warm start's lineage); NULL: none */
 	bytea	   *weights;
-	PgdlEpochMetrics last;		/* its last epoch: pgdl.models.metrics */
+	PgdlEpochMetrics last;		/* its stored epoch (the best one, restore_best): pgdl.models.metrics */
+	int32		epochs_trained; /* restore_best: the epochs it trained, when more than last.epoch; else 0 */
 	bool		selection;		/* trained in a model selection: metrics say whether it was stopped */
 	bool		stopped;
 } PgdlModelRecord;
@@ -280,6 +284,8 @@ extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *n
 /* A halving strategy's decision at a rung, on that epoch's metrics row, with the model's bracket. */
 extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket);
 extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);
+/* The run's checkpoint of a configuration at an epoch (restore_best's); NULL: none. */
+extern bytea *pgdl_run_checkpoint_at(int64 run, int64 config_id, int32 epoch);
 /* An error if a model already has this name. */
 extern void pgdl_run_check_model_name(const char *name);
 /* Insert the model and link its run's metrics rows (its configuration's) to it; returns its id. */
@@ -291,14 +297,11 @@ extern bool pgdl_run_read(int64 run, PgdlRunRecord *out);
 extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out);
 /*
  * A resumed fit_multiple run's history of configuration config_id, from its
- * run's rows (node NULL) of epochs 1 .. last.  Epoch losses: palloc'd keys[0 ..
- * last], keys[e] the validation loss of epoch e, else its training loss, NaN
- * where there is none (no row, or the model diverged in it).  Validation
- * history: the epochs in order, each with only has_validation, the validation
- * loss and accuracy (0 when NULL) and diverged set, as early stopping counts
- * them; *out palloc'd, returns how many.
+ * run's rows (node NULL) of epochs 1 .. last: the epochs in order, each with
+ * its epoch, losses, accuracies (validation's 0 when NULL), diverged and
+ * validation scores, as ranking, early stopping and restore_best read them;
+ * *out palloc'd, returns how many.
  */
-extern double *pgdl_run_epoch_losses(int64 run, int64 config_id, int32 last);
 extern int32 pgdl_run_validation_history(int64 run, int64 config_id, int32 last, PgdlEpochMetrics **out);
 /* The runs in flight that recorded their shared memory: ids and handles, palloc'd; returns how many. */
 extern int64 pgdl_run_list_running(int64 **runs, int64 **handles);

@@ -32,10 +32,26 @@ static const char *const status_names[] = {
 	[PGDL_RUN_FAILED] = "failed", [PGDL_RUN_CANCELLED] = "cancelled"
 };
 
+/* An epoch's validation scores beyond loss and accuracy as a jsonb object of the defined ones; NULL: none. */
+static Jsonb *
+scores_jsonb(const PgdlEpochMetrics *m)
+{
+	JsonbParseState *state = NULL;
+
+	if (!m->has_scores || !m->has_validation)
+		return NULL;
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int r = 0; r < PGDL_RANK_N_METRICS; r++)
+		if (r != PGDL_RANK_LOSS && isfinite(m->scores[r]))
+			pgdl_jsonb_put_float8(&state, pgdl_rank_metric_name((PgdlRankMetric) r), m->scores[r]);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
 /*
  * A model's pgdl.models.metrics: its last epoch, in a model selection whether
  * it was stopped early, and "diverged": true with the steps its weights took
- * when training diverged (the key is absent otherwise).
+ * when training diverged (the key is absent otherwise).  With restore_best
+ * its stored epoch is the best one: "epochs_trained" says how far it went.
  */
 static Jsonb *
 metrics_jsonb(const PgdlModelRecord *rec)
@@ -54,6 +70,15 @@ metrics_jsonb(const PgdlModelRecord *rec)
 		if (m->classification)
 			pgdl_jsonb_put_float8(&state, "validation_accuracy", m->validation_accuracy);
 	}
+	if (m->has_scores && m->has_validation)
+	{
+		for (int r = 0; r < PGDL_RANK_N_METRICS; r++)
+			if (r != PGDL_RANK_LOSS && r != PGDL_RANK_ACCURACY && isfinite(m->scores[r]))
+				pgdl_jsonb_put_float8(&state, psprintf("validation_%s", pgdl_rank_metric_name((PgdlRankMetric) r)),
+									  m->scores[r]);
+	}
+	if (rec->epochs_trained > m->epoch)
+		pgdl_jsonb_put_int(&state, "epochs_trained", rec->epochs_trained);
 	if (rec->selection)
 		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);
 	if (m->early_stopped)
@@ -73,8 +98,9 @@ typedef struct Statement
 {
 	const char *sql;
 	int			nargs;
-	Oid			types[13];
+	Oid			types[14];
 	SPIPlanPtr	plan;
+	bool		fresh;			/* a SELECT that must see what others committed since the statement began */
 } Statement;
 
 static Statement insert_run = {
@@ -92,10 +118,10 @@ static Statement finish_run = {
 };
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
-	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds, decision) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-	13, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
-	FLOAT8OID, TEXTOID}
+	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds, decision, "
+	"validation_metrics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+	14, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
+	FLOAT8OID, TEXTOID, JSONBOID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -140,16 +166,18 @@ static Statement last_metrics = {
 	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
-/* a resumed run's history: the epochs it completed, for halving's rungs and early stopping's count */
-static Statement epoch_losses = {
-	"SELECT epoch, coalesce(validation_loss, train_loss) FROM pgdl.run_metrics "
-	"WHERE run = $1 AND config = $2 AND node IS NULL AND state = 'ok' AND epoch BETWEEN 1 AND $3",
-	3, {INT8OID, INT8OID, INT4OID}
-};
+/* a resumed run's history: the epochs it completed, for halving's rungs, early stopping and restore_best */
 static Statement validation_history = {
-	"SELECT validation_loss, validation_accuracy, state = 'diverged' FROM pgdl.run_metrics "
+	"SELECT epoch, train_loss, train_accuracy, validation_loss, validation_accuracy, state = 'diverged', "
+	"validation_metrics FROM pgdl.run_metrics "
 	"WHERE run = $1 AND config = $2 AND node IS NULL AND epoch BETWEEN 1 AND $3 ORDER BY epoch",
 	3, {INT8OID, INT8OID, INT4OID}
+};
+/* fresh: the leader reads what its workers committed during fit_multiple (read committed, mop_check_isolation) */
+static Statement checkpoint_at = {
+	"SELECT weights FROM pgdl.checkpoints WHERE run = $1 AND config = $2 AND epoch = $3 "
+	"AND owner = (SELECT owner FROM pgdl.runs WHERE id = $1)",
+	3, {INT8OID, INT8OID, INT4OID}, NULL, true
 };
 static Statement add_fit_config = {
 	"INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
@@ -187,7 +215,7 @@ execute(Statement *st, Datum *values, const char *nulls, int expected)
 			elog(ERROR, "pgdl: could not keep the plan of \"%s\"", st->sql);
 		st->plan = plan;
 	}
-	ret = SPI_execute_plan(st->plan, values, nulls, expected == SPI_OK_SELECT, 0);
+	ret = SPI_execute_plan(st->plan, values, nulls, expected == SPI_OK_SELECT && !st->fresh, 0);
 	if (ret != expected)
 		elog(ERROR, "pgdl: \"%s\" failed: %s", st->sql, SPI_result_code_string(ret));
 }
@@ -297,12 +325,13 @@ pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
 void
 pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
 {
-	Datum		values[13];
-	char		nulls[13] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+	Jsonb	   *scores = scores_jsonb(m);
+	Datum		values[14];
+	char		nulls[14] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
 		m->classification ? MEASURED(m->train_accuracy) : 'n',
 		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
 	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n',
-	m->early_stopped ? ' ' : 'n'};
+	m->early_stopped ? ' ' : 'n', scores ? ' ' : 'n'};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -318,6 +347,7 @@ pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const P
 	values[11] = Float8GetDatum(m->predicted_seconds);
 	/* early stopping's decision is the epoch's own: it comes with the row */
 	values[12] = m->early_stopped ? CStringGetTextDatum("early_stop") : (Datum) 0;
+	values[13] = scores ? JsonbPGetDatum(scores) : (Datum) 0;
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();
@@ -518,28 +548,39 @@ pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint 
 	SPI_finish();
 }
 
-/* keys[e] for e in 0 .. last; an epoch's row is within 1 .. last, so a forged epoch cannot index past it */
-double *
-pgdl_run_epoch_losses(int64 run, int64 config_id, int32 last)
+/* A float8 column of a history row: NaN when NULL. */
+static double
+history_float(int r, int col, bool *isnull)
 {
-	Datum		values[3] = {Int64GetDatum(run), Int64GetDatum(config_id), Int32GetDatum(last)};
-	double	   *keys = palloc(sizeof(double) * (last + 1));
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col, isnull);
 
-	for (int e = 0; e <= last; e++)
-		keys[e] = get_float8_nan();
-	SPI_connect();
-	execute(&epoch_losses, values, NULL, SPI_OK_SELECT);
-	for (uint64 r = 0; r < SPI_processed; r++)
+	return *isnull ? get_float8_nan() : DatumGetFloat8(d);
+}
+
+/* validation_metrics back into scores: numbers of known names only, the rest NaN (the row is the user's to forge). */
+static void
+history_scores(int r, PgdlEpochMetrics *em)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 7, &isnull);
+	Jsonb	   *jb;
+
+	for (int m = 0; m < PGDL_RANK_N_METRICS; m++)
+		em->scores[m] = get_float8_nan();
+	if (isnull)
+		return;
+	jb = DatumGetJsonbP(d);
+	if (!JsonContainerIsObject(&jb->root))
+		return;
+	em->has_scores = true;
+	for (int m = 0; m < PGDL_RANK_N_METRICS; m++)
 	{
-		bool		isnull[2];
-		int32		e = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]));
-		Datum		key = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
+		JsonbValue *v = pgdl_jsonb_key(&jb->root, pgdl_rank_metric_name((PgdlRankMetric) m));
 
-		if (!isnull[1])
-			keys[e] = DatumGetFloat8(key);
+		if (v != NULL && v->type == jbvNumeric)
+			em->scores[m] = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow,
+															   NumericGetDatum(v->val.numeric)));
 	}
-	SPI_finish();
-	return keys;
 }
 
 int32
@@ -556,18 +597,48 @@ pgdl_run_validation_history(int64 run, int64 config_id, int32 last, PgdlEpochMet
 	for (int32 r = 0; r < n; r++)
 	{
 		PgdlEpochMetrics *em = &(*out)[r];
-		bool		isnull[3];
-		Datum		loss = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull[0]);
-		Datum		acc = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &isnull[1]);
-		Datum		diverged = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &isnull[2]);
+		bool		isnull;
+		Datum		d;
 
-		em->has_validation = !isnull[0];
-		em->validation_loss = isnull[0] ? 0 : DatumGetFloat8(loss);
-		em->validation_accuracy = isnull[1] ? 0 : DatumGetFloat8(acc);
-		em->diverged = !isnull[2] && DatumGetBool(diverged);
+		em->epoch = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+		em->train_loss = history_float(r, 2, &isnull);
+		em->train_accuracy = history_float(r, 3, &isnull);
+		em->validation_loss = history_float(r, 4, &isnull);
+		em->has_validation = !isnull;
+		em->validation_accuracy = history_float(r, 5, &isnull);
+		em->classification = !isnull;
+		if (isnull)
+			em->validation_accuracy = 0;
+		if (!em->has_validation)
+			em->validation_loss = 0;
+		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 6, &isnull);
+		em->diverged = !isnull && DatumGetBool(d);
+		history_scores(r, em);
 	}
 	SPI_finish();
 	return n;
+}
+
+bytea *
+pgdl_run_checkpoint_at(int64 run, int64 config_id, int32 epoch)
+{
+	Datum		values[3] = {Int64GetDatum(run), Int64GetDatum(config_id), Int32GetDatum(epoch)};
+	MemoryContext caller = CurrentMemoryContext;
+	bytea	   *weights = NULL;
+
+	SPI_connect();
+	execute(&checkpoint_at, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		weights = isnull ? NULL : DatumGetByteaPCopy(d);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return weights;
 }
 
 int64

@@ -289,7 +289,7 @@ fit_federated(FedRun *f)
 		if (f->sites[s].node)
 			pgdl_node_close(f->sites[s].node);
 	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin,
-						  f->ds->id, global, &m);
+						  f->ds->id, global, &m, 0);
 }
 
 static int32

@@ -72,6 +72,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->epochs = run->epochs;
 	shared->eta = run->eta;
 	shared->strategy = run->strat;
+	shared->rank_by = run->rank_by;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->max_model_memory = pgdl_max_model_memory;
 	shared->leader = MyProc;

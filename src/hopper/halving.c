@@ -28,6 +28,7 @@
 #include "nn/nn.h"
 
 #include "catalog/catalog.h"
+#include "train/train.h"
 #include "hopper/hopper.h"
 
 #define BRACKET_STREAM UINT64_C(0x627261636b6574)	/* "bracket": the seeded assignment */
@@ -79,10 +80,26 @@ mop_rung_of(const MopShared *shared, const MopModel *m, int32 epoch)
 	return -1;
 }
 
+/* rank_by's value (loss: the validation loss, else the training loss), turned so that lower is better */
 double
-mop_rank_key(const PgdlEpochMetrics *last)
+mop_rank_key(const MopShared *shared, const PgdlEpochMetrics *m)
 {
-	return last->has_validation ? last->validation_loss : last->train_loss;
+	return pgdl_epoch_rank_key(m, shared->rank_by);
+}
+
+const PgdlEpochMetrics *
+mop_stored_metrics(const MopModel *m)
+{
+	if (m->config.restore_best && m->patience.best_epoch > 0 && m->state != MOP_DIVERGED)
+		return &m->patience.best_metrics;
+	return &m->last;
+}
+
+bool
+mop_needs_scores(const MopShared *shared, const MopModel *m)
+{
+	return pgdl_rank_metric_needs_scores(shared->rank_by) ||
+		((m->config.patience > 0 || m->config.restore_best) && pgdl_rank_metric_needs_scores(m->config.monitor));
 }
 
 /* Lower first; NaN last, so that the order is total. */
@@ -229,11 +246,11 @@ decide_bracket(MopShared *shared, int32 b, MopDecisions *d)
 		d->promote[i] = false;
 		if (m->bracket != b || m->state != MOP_RUNG)
 			continue;
-		/* by loss, ties by position in the set */
+		/* by rank_by, ties by position in the set */
 		for (int32 j = 0; j < shared->n_models; j++)
 		{
 			MopModel   *o = &shared->models[j];
-			int			c = mop_compare_loss(mop_rank_key(&o->last), mop_rank_key(&m->last));
+			int			c = mop_compare_loss(mop_rank_key(shared, &o->last), mop_rank_key(shared, &m->last));
 
 			if (o->bracket == b && o->state == MOP_RUNG && (c < 0 || (c == 0 && j < i)))
 				better++;

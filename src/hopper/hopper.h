@@ -120,8 +120,8 @@ typedef struct MopModel
 	int32		bracket;		/* its bracket s: rungs at epochs / eta^k for k = s..1; 0: none */
 	int32		next_arrival;	/* asha: the model after it in the order rungs are decided in; -1: last */
 	uint32		rung_known;		/* bit r: it completed rung r (from the bottom) without diverging */
-	double		rung_key[MOP_MAX_RUNGS];	/* its loss there: validation loss, else training loss */
-	PgdlPatience patience;		/* early stopping: its best validation metric and the epochs since */
+	double		rung_key[MOP_MAX_RUNGS];	/* its rank key there (mop_rank_key) */
+	PgdlPatience patience;		/* early stopping and restore_best: its best epoch and the epochs since */
 } MopModel;
 
 typedef struct MopWorker
@@ -154,6 +154,7 @@ typedef struct MopShared
 	int32		eta;			/* halving; 0: train every model for all epochs */
 	int32		s_max;			/* halving: the most rungs a bracket has */
 	int32		first_arrival;	/* asha: the first model in the order rungs are decided in */
+	PgdlRankMetric rank_by;		/* what ranks the models at rungs and on the leaderboard */
 	int64		cache_bytes;	/* per worker, for buffers */
 	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
 	PGPROC	   *leader;
@@ -223,7 +224,14 @@ extern int32 mop_rung_of(const MopShared *shared, const MopModel *m, int32 epoch
  */
 extern void mop_assign_brackets(MopShared *shared, uint64 seed, const double *cost);
 /* Rank key of a set of metrics (validation loss, else training loss); NaN ranks last. */
-extern double mop_rank_key(const PgdlEpochMetrics *last);
+/* An epoch's rank key by the run's rank_by, lower first (mop_compare_loss orders it, NaN last). */
+extern double mop_rank_key(const MopShared *shared, const PgdlEpochMetrics *m);
+/* The metrics of the epoch a model is stored as: restore_best's best epoch, else its last. */
+extern const PgdlEpochMetrics *mop_stored_metrics(const MopModel *m);
+/* store.c: the leaderboard's order of two models (diverged last, then rank_by, then configuration id). */
+extern int	mop_compare_models(const MopShared *shared, const MopModel *x, const MopModel *y);
+/* Whether a model's validation pass keeps its predictions: rank_by or its monitor needs more than loss and accuracy. */
+extern bool mop_needs_scores(const MopShared *shared, const MopModel *m);
 extern int	mop_compare_loss(double a, double b);
 extern MopDecisions *mop_decisions_alloc(int32 n_models);
 /*

@@ -70,6 +70,7 @@ typedef struct MopRun
 	int32		eta;
 	char	   *strategy;
 	MopStrategy strat;
+	PgdlRankMetric rank_by;		/* what ranks the models: leaderboard, rungs */
 	char	   *name_prefix;
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
 	char	   *cache_mode;		/* feature caches: auto, on, off */

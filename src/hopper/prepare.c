@@ -288,24 +288,50 @@ mop_plan_caches(MopRun *run)
 		((MopConfig *) lfirst(lc))->source = group_of[i++] + 1;
 }
 
-/* Training methods that need a validation set, or a run on this server (whose workers count epochs). */
+/* Training methods that need a validation set, or a run on this server (whose workers count epochs); rank_by too. */
 void
 mop_check_methods(MopRun *run)
 {
 	ListCell   *lc;
 
+	pgdl_rank_metric_check_task(run->rank_by, run->ds->classification, "rank_by");
+	if (run->rank_by != PGDL_RANK_LOSS && run->vds == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rank_by \"%s\" needs a validation table", pgdl_rank_metric_name(run->rank_by)),
+				 errdetail("Without one, models rank by their training loss."),
+				 errhint("Pass validation => a packed table.")));
+	if (run->distributed && pgdl_rank_metric_needs_scores(run->rank_by))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("rank_by \"%s\" is not supported in a pgdl.fit_multiple run over a cluster's nodes",
+						pgdl_rank_metric_name(run->rank_by)),
+				 errdetail("Nodes measure validation loss and accuracy only."),
+				 errhint("Rank by loss or accuracy.")));
+
 	foreach(lc, run->configs)
 	{
 		MopConfig  *c = lfirst(lc);
 
-		if (c->config.patience > 0 && run->vds == NULL)
+		bool		watches = c->config.patience > 0 || c->config.restore_best;
+
+		if (watches && run->vds == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid training configuration at patience"),
-					 errdetail("Configuration " INT64_FORMAT " stops early on the validation set: \"patience\" needs a validation table.",
-							   c->config_id),
+					 errmsg("invalid training configuration at %s", c->config.patience > 0 ? "patience" : "restore_best"),
+					 errdetail("Configuration " INT64_FORMAT " watches the validation set: \"%s\" needs a validation table.",
+							   c->config_id, c->config.patience > 0 ? "patience" : "restore_best"),
 					 errhint("Pass validation => a packed table.")));
+		if (watches)
+			pgdl_rank_metric_check_task(c->config.monitor, run->ds->classification, "monitor");
 		if (run->distributed)
 			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+		if (run->distributed && watches && pgdl_rank_metric_needs_scores(c->config.monitor))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("monitor \"%s\" is not supported in a pgdl.fit_multiple run over a cluster's nodes",
+							pgdl_rank_metric_name(c->config.monitor)),
+					 errdetail("Nodes measure validation loss and accuracy only."),
+					 errhint("Monitor validation_loss or validation_accuracy.")));
 	}
 }

@@ -19,6 +19,8 @@
 
 #include <math.h>
 
+#include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -44,6 +46,8 @@ mop_run_config_jsonb(const MopRun *run)
 	pgdl_jsonb_put_int(&state, "workers", run->workers);
 	pgdl_jsonb_put_int(&state, "workers_per_node", run->workers_per_node);
 	pgdl_jsonb_put_string(&state, "feature_cache", run->cache_mode);
+	if (run->rank_by != PGDL_RANK_LOSS)
+		pgdl_jsonb_put_string(&state, "rank_by", pgdl_rank_metric_name(run->rank_by));
 	if (run->name_prefix)
 		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
@@ -119,6 +123,8 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 	run->cache_mode = run_config_string(id, cfg, "feature_cache", "auto");
 	if (!mop_is_cache_mode(run->cache_mode))
 		bad_run_config(id, "feature_cache", "'auto', 'on' or 'off'");
+	if (!pgdl_rank_metric_parse(run_config_string(id, cfg, "rank_by", "loss"), &run->rank_by))
+		bad_run_config(id, "rank_by", psprintf("one of %s", pgdl_rank_metric_list()));
 	*per_node = run_config_int(id, cfg, "workers_per_node", 1, PGDL_MAX_WORKERS, 1);
 	return run_config_int(id, cfg, "workers", 1, PGDL_MAX_WORKERS, 1);
 }
@@ -170,18 +176,35 @@ read_resume_points(MopRun *run)
 		c->stopped = point.stopped;
 		c->has_metrics = point.has_metrics;
 		c->last = point.metrics;
-		/* each epoch's rank key (validation loss, else training loss): the rungs it passed */
-		if (run->eta > 0)
-			c->epoch_key = pgdl_run_epoch_losses(run->run_id, c->config_id, c->start_epoch);
 	}
 }
 
+/* resume's rank_by: NULL keeps the run's; another than the run's would rank its rungs two ways */
+static void
+check_rank_by(FunctionCallInfo fcinfo, const MopRun *run)
+{
+	PgdlRankMetric given;
+
+	if (PG_NARGS() <= 3 || PG_ARGISNULL(3))
+		return;
+	given = pgdl_rank_metric_arg("rank_by", text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	if (given != run->rank_by)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("run " INT64_FORMAT " ranks by \"%s\", not \"%s\"", run->run_id,
+						pgdl_rank_metric_name(run->rank_by), pgdl_rank_metric_name(given)),
+				 errdetail("Its rungs were decided by \"%s\" and its epochs measured for it.",
+						   pgdl_rank_metric_name(run->rank_by)),
+				 errhint("Omit rank_by to resume the run as it was started.")));
+}
+
 /*
- * Resume: early stopping's best metric and epochs without improvement, as the
- * run had them, from the validation metrics of each configuration's epochs.
+ * Resume: from each configuration's recorded epochs, its rank key at each
+ * (the rungs it passed), and early stopping's best epoch and epochs without
+ * improvement as the run had them (restore_best's epoch with them).
  */
 static void
-restore_patience(MopRun *run)
+restore_history(MopRun *run)
 {
 	ListCell   *lc;
 
@@ -191,11 +214,21 @@ restore_patience(MopRun *run)
 		PgdlEpochMetrics *history;
 		int32		n;
 
-		if (c->config.patience <= 0 || c->start_epoch == 0)
+		if (c->start_epoch == 0)
 			continue;
 		n = pgdl_run_validation_history(run->run_id, c->config_id, c->start_epoch, &history);
-		for (int32 e = 0; e < n; e++)
-			(void) pgdl_early_stop(&c->config, &history[e], &c->patience);
+		if (run->eta > 0)
+		{
+			c->epoch_key = palloc(sizeof(double) * (c->start_epoch + 1));
+			for (int32 e = 0; e <= c->start_epoch; e++)
+				c->epoch_key[e] = get_float8_nan();
+			for (int32 e = 0; e < n; e++)
+				if (!history[e].diverged)
+					c->epoch_key[history[e].epoch] = pgdl_epoch_rank_key(&history[e], run->rank_by);
+		}
+		if (c->config.patience > 0 || c->config.restore_best)
+			for (int32 e = 0; e < n; e++)
+				(void) pgdl_early_stop(&c->config, &history[e], &c->patience);
 	}
 }
 
@@ -275,13 +308,14 @@ mop_resume_setup(FunctionCallInfo fcinfo)
 	/* the run is this call's (or in progress) before it is read: one that finished meanwhile reads finished */
 	pgdl_run_claim(PG_GETARG_INT64(0));
 	workers = read_run(run, PG_GETARG_INT64(0), &per_node);
+	check_rank_by(fcinfo, run);
 	/* workers NULL: as many as the run had */
 	mop_set_workers(run, PG_NARGS() > 1 && !PG_ARGISNULL(1) ? PG_GETARG_INT32(1) : workers, per_node);
 	mop_load_configs(run);
 	read_resume_points(run);
 	mop_prepare_configs(run);
 	mop_check_methods(run);
-	restore_patience(run);
+	restore_history(run);
 	mop_plan_devices(run);
 	mop_plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);

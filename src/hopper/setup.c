@@ -195,6 +195,10 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	set_strategy(run, text_to_cstring(PG_GETARG_TEXT_PP(5)), PG_GETARG_INT32(6));
 	run->name_prefix = PG_ARGISNULL(7) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(7));
 	set_cache_mode(run, text_to_cstring(PG_GETARG_TEXT_PP(8)));
+	/* fit_multiple's rank_by (explain_fit_multiple has none): NULL is the validation loss */
+	run->rank_by = PGDL_RANK_LOSS;
+	if (PG_NARGS() > 11 && !PG_ARGISNULL(11))
+		run->rank_by = pgdl_rank_metric_arg("rank_by", text_to_cstring(PG_GETARG_TEXT_PP(11)));
 	check_can_read(run->ds);
 	if (run->vds)
 		check_can_read(run->vds);

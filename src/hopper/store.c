@@ -5,8 +5,10 @@
  *
  * Invariants:
  * - models are stored in the set's order and the leaderboard's order depends
- *   only on the models' epochs, losses and configuration ids: the same rows
- *   whatever the number of workers;
+ *   only on the rank_by value of each model's stored epoch (restore_best's
+ *   best one, else its last) and configuration ids: the same rows whatever the
+ *   number of workers; a model stopped early or at a rung ranks like any other;
+ * - restore_best stores the best epoch's checkpoint, byte for byte;
  * - a model that diverged is stored as it was when it diverged, with a
  *   warning, and ranks last.
  */
@@ -25,21 +27,30 @@
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
+/* The order of the leaderboard; shared is set while it sorts (qsort has no argument). */
+static const MopShared *sorting;
+
 static int
 compare_leaderboard(const void *a, const void *b)
 {
 	const MopModel *x = *(MopModel *const *) a;
 	const MopModel *y = *(MopModel *const *) b;
-	int			by_loss = mop_compare_loss(mop_rank_key(&x->last), mop_rank_key(&y->last));
 
-	/* models that diverged last; then models that went further first, then by loss */
+	return mop_compare_models(sorting, x, y);
+}
+
+/* Models that diverged last; before them by rank_by at their stored epoch, ties by configuration id. */
+int
+mop_compare_models(const MopShared *shared, const MopModel *x, const MopModel *y)
+{
+	int			by_rank = mop_compare_loss(mop_rank_key(shared, mop_stored_metrics(x)),
+										   mop_rank_key(shared, mop_stored_metrics(y)));
+
 	if ((x->state == MOP_DIVERGED) != (y->state == MOP_DIVERGED))
 		return x->state == MOP_DIVERGED ? 1 : -1;
-	if (x->epoch != y->epoch)
-		return x->epoch > y->epoch ? -1 : 1;
-	if (by_loss != 0)
-		return by_loss;
-	return x->config_id < y->config_id ? -1 : 1;
+	if (by_rank != 0)
+		return by_rank;
+	return x->config_id < y->config_id ? -1 : (x->config_id > y->config_id ? 1 : 0);
 }
 
 /* The canonical configuration, with its base model, freeze and head (or warm start) as given. */
@@ -60,9 +71,21 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 {
 	MopConfig  *c = list_nth(run->configs, k);
 	MopModel   *m = &shared->models[k];
+	const PgdlEpochMetrics *stored = mop_stored_metrics(m);
 	PgdlModelRecord rec = {0};
 
-	if (c->transfer)
+	if (stored->epoch != m->epoch)
+	{
+		/* restore_best: the best epoch's checkpoint (a whole model), as pgdl.resume would find it */
+		rec.weights = pgdl_run_checkpoint_at(shared->run_id, c->config_id, stored->epoch);
+		if (rec.weights == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the checkpoint of configuration " INT64_FORMAT " at epoch %d of run " INT64_FORMAT " is missing",
+							c->config_id, stored->epoch, shared->run_id),
+					 errdetail("restore_best stores the best epoch's checkpoint from pgdl.checkpoints.")));
+	}
+	else if (c->transfer)
 		rec.weights = pgdl_transfer_join(c->transfer, (const uint8 *) blobs + m->blob_offset, m->blob_len);
 	else
 	{
@@ -79,15 +102,16 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	rec.config_id = c->config_id;
 	rec.parent = c->transfer ? c->transfer->base_id : 0;
 	rec.origin = c->origin;
-	rec.last = m->last;
-	rec.last.epoch = m->epoch;
+	rec.last = *stored;
+	rec.last.early_stopped = m->last.early_stopped;
 	rec.last.classification = run->ds->classification;
+	rec.epochs_trained = stored->epoch != m->epoch ? m->epoch : 0;
 	rec.selection = true;
 	rec.stopped = m->state == MOP_STOPPED;
 	return pgdl_run_store_model(&rec);
 }
 
-/* The leaderboard: models that diverged last; before them, models that went further first, then by loss. */
+/* The leaderboard (mop_compare_models' order): each model's epochs trained and its stored epoch's metrics. */
 static void
 put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const int64 *model_ids)
 {
@@ -96,10 +120,12 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 
 	for (int i = 0; i < shared->n_models; i++)
 		order[i] = &shared->models[i];
+	sorting = shared;
 	qsort(order, shared->n_models, sizeof(MopModel *), compare_leaderboard);
 	for (int r = 0; r < shared->n_models; r++)
 	{
 		MopModel   *m = order[r];
+		const PgdlEpochMetrics *s = mop_stored_metrics(m);
 		int			k = m - shared->models;
 		MopConfig  *c = list_nth(run->configs, k);
 		Datum		values[12];
@@ -112,14 +138,14 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 		values[4] = JsonbPGetDatum(config_with_transfer(c));
 		values[5] = Int32GetDatum(m->epoch);
 		/* NaN: a model that diverged at the first step of its epoch measured nothing */
-		values[6] = Float8GetDatum(m->last.train_loss);
-		nulls[6] = isnan(m->last.train_loss);
-		values[7] = Float8GetDatum(m->last.train_accuracy);
-		nulls[7] = !run->ds->classification || isnan(m->last.train_accuracy);
-		values[8] = Float8GetDatum(m->last.validation_loss);
-		nulls[8] = !m->last.has_validation;
-		values[9] = Float8GetDatum(m->last.validation_accuracy);
-		nulls[9] = !m->last.has_validation || !run->ds->classification;
+		values[6] = Float8GetDatum(s->train_loss);
+		nulls[6] = isnan(s->train_loss);
+		values[7] = Float8GetDatum(s->train_accuracy);
+		nulls[7] = !run->ds->classification || isnan(s->train_accuracy);
+		values[8] = Float8GetDatum(s->validation_loss);
+		nulls[8] = !s->has_validation;
+		values[9] = Float8GetDatum(s->validation_accuracy);
+		nulls[9] = !s->has_validation || !run->ds->classification;
 		values[10] = BoolGetDatum(m->state == MOP_STOPPED);
 		values[11] = BoolGetDatum(m->state == MOP_DIVERGED);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

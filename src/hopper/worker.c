@@ -117,6 +117,7 @@ typedef struct ScanArg
 	NnModel    *model;
 	NnBatchStats *stats;
 	WorkerSource *src;
+	PgdlScores *scores;			/* validation: rank_by's or monitor's scores; NULL: loss and accuracy only */
 } ScanArg;
 
 static void
@@ -143,6 +144,8 @@ evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 				(errcode(pgdl_nn_data_errcode(&err)),
 				 errmsg("cannot evaluate a model on the validation set"),
 				 errdetail("%s.", err.msg)));
+	if (sa->scores)
+		pgdl_scores_add(sa->scores, x, y, n);
 }
 
 /* Run fn over a partition: from memory, or from its table in a transaction. */
@@ -198,19 +201,31 @@ record_decisions(const MopDecisions *d)
 	CommitTransactionCommand();
 }
 
-/* Loss and accuracy of model i on the validation set. */
+/* Loss and accuracy of model i on the validation set; its scores too when rank_by or its monitor needs them. */
 static void
-evaluate(int i, NnModel *nn, NnBatchStats *vstats)
+evaluate(int i, NnModel *nn, NnBatchStats *vstats, PgdlEpochMetrics *metrics)
 {
 	WorkerSource *src = &sources[shared->models[i].source];
 	ScanArg		sa = {NULL, nn, vstats, src};
+	MemoryContext cxt = NULL;
 
+	if (mop_needs_scores(shared, &shared->models[i]))
+	{
+		cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl validation scores", ALLOCSET_DEFAULT_SIZES);
+		sa.scores = pgdl_scores_begin(nn, src->valid.classification, cxt);
+	}
 	if (!*src->validation_loaded)
 	{
 		load(&src->valid, -1, src->held_validation);
 		*src->validation_loaded = true;
 	}
 	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
+	if (cxt)
+	{
+		pgdl_scores_finish(sa.scores, metrics->scores);
+		metrics->has_scores = true;
+		MemoryContextDelete(cxt);
+	}
 }
 
 /* Worker 0 may not have recorded the run yet: metrics and checkpoints need its id. */
@@ -292,7 +307,7 @@ advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
 		m->state = MOP_STOPPED;
 	else if (r >= 0)
 	{
-		m->rung_key[r] = mop_rank_key(metrics);
+		m->rung_key[r] = mop_rank_key(shared, metrics);
 		m->rung_known |= 1u << r;
 		m->state = MOP_RUNG;
 	}
@@ -317,7 +332,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	double		none = diverged ? get_float8_nan() : 0;
 
 	if (shared->validation_id && !diverged)
-		evaluate(i, nn, &vstats);
+		evaluate(i, nn, &vstats, &metrics);
 	metrics.epoch = m->epoch + 1;
 	metrics.classification = sources[m->source].train.classification;
 	metrics.diverged = diverged;
@@ -331,7 +346,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
 	metrics.predicted_seconds = m->predicted_seconds;
 	/* the model is this worker's alone until advance_model releases it */
-	metrics.early_stopped = metrics.epoch < shared->epochs && pgdl_early_stop(&m->config, &metrics, &m->patience);
+	metrics.early_stopped = pgdl_early_stop(&m->config, &metrics, &m->patience) && metrics.epoch < shared->epochs;
 
 	wait_for_run_row();
 	record_epoch(i, nn, &metrics);

@@ -123,4 +123,18 @@ typedef struct PgdlTensor
 extern int	pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t);
 extern int64 pgdl_tensor_size(const PgdlTensor *t);
 
+/*
+ * rank_metric.c: the validation metrics that rank models and that early
+ * stopping watches.  parse takes a name (or monitor's validation_loss and
+ * validation_accuracy); arg parses or raises 22023 listing the names;
+ * check_task raises 22023 when the metric does not suit the dataset's task.
+ */
+extern bool pgdl_rank_metric_parse(const char *name, PgdlRankMetric *out);
+extern PgdlRankMetric pgdl_rank_metric_arg(const char *what, const char *name);
+extern const char *pgdl_rank_metric_name(PgdlRankMetric m);
+extern bool pgdl_rank_metric_higher_better(PgdlRankMetric m);
+extern bool pgdl_rank_metric_needs_scores(PgdlRankMetric m);
+extern char *pgdl_rank_metric_list(void);	/* palloc'd, comma-separated */
+extern void pgdl_rank_metric_check_task(PgdlRankMetric m, bool classification, const char *what);
+
 #endif							/* PGDL_SPEC_H */

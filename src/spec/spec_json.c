@@ -137,6 +137,7 @@ static const char *const config_keys[] = {
 	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
 	"schedule", "step_size", "gamma", "eta_min", "warmup_epochs", "warmup_steps", "warmup_start_factor",
 	"clip_norm", "no_decay_bias_norm", "label_smoothing", "patience", "min_delta", "monitor",
+	"restore_best",
 	TRANSFER_KEYS, NULL
 };
 
@@ -716,19 +717,38 @@ config_method_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
 	if ((v = pgdl_jsonb_key(root, "patience")) != NULL)
 		cfg->patience = (int32) method_int(v, "patience", 1, PGDL_MAX_EPOCHS);
 	method_needs(root, "min_delta", cfg->patience > 0, "\"patience\"");
-	method_needs(root, "monitor", cfg->patience > 0, "\"patience\"");
+	/* Keras's restore_best_weights, on by default with early stopping */
+	cfg->restore_best = cfg->patience > 0;
+	if ((v = pgdl_jsonb_key(root, "restore_best")) != NULL)
+	{
+		if (v->type != jbvBool)
+			pgdl_report_invalid("training configuration", "restore_best", "Expected true or false.");
+		cfg->restore_best = v->val.boolean;
+	}
+	method_needs(root, "monitor", cfg->patience > 0 || cfg->restore_best, "\"patience\" or \"restore_best\"");
 	if ((v = pgdl_jsonb_key(root, "min_delta")) != NULL)
 		cfg->min_delta = (float) method_number(v, "min_delta", 0, 1e30, false, "at least 0 (at most 1e30)");
+	cfg->monitor = PGDL_RANK_LOSS;
 	if ((v = pgdl_jsonb_key(root, "monitor")) != NULL)
 	{
 		char	   *name = get_string(v, "training configuration", "monitor");
 
-		if (strcmp(name, "validation_loss") != 0 && strcmp(name, "validation_accuracy") != 0)
+		if (!pgdl_rank_metric_parse(name, &cfg->monitor))
 			pgdl_report_invalid("training configuration", "monitor",
-					   psprintf("Unknown metric \"%s\"; known: validation_loss, validation_accuracy.",
-								pgdl_echo(name)));
-		cfg->monitor_accuracy = strcmp(name, "validation_accuracy") == 0;
+					   psprintf("Unknown metric \"%s\"; known: validation_loss, validation_accuracy, %s.",
+								pgdl_echo(name), pgdl_rank_metric_list()));
 	}
+}
+
+/* monitor's canonical name: validation_loss and validation_accuracy as they always were, else the metric's */
+static const char *
+monitor_name(PgdlRankMetric m)
+{
+	if (m == PGDL_RANK_LOSS)
+		return "validation_loss";
+	if (m == PGDL_RANK_ACCURACY)
+		return "validation_accuracy";
+	return pgdl_rank_metric_name(m);
 }
 
 void
@@ -916,8 +936,12 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	{
 		pgdl_jsonb_put_int(&state, "patience", cfg->patience);
 		pgdl_jsonb_put_float4(&state, "min_delta", cfg->min_delta);
-		pgdl_jsonb_put_string(&state, "monitor", cfg->monitor_accuracy ? "validation_accuracy" : "validation_loss");
 	}
+	if (cfg->patience > 0 || cfg->restore_best)
+		pgdl_jsonb_put_string(&state, "monitor", monitor_name(cfg->monitor));
+	/* only where it is not the default (on with patience), so that earlier canonical forms stay as they were */
+	if (cfg->restore_best != (cfg->patience > 0))
+		pgdl_jsonb_put_bool(&state, "restore_best", cfg->restore_best);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 

@@ -22,6 +22,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
@@ -56,7 +57,7 @@ typedef struct Predictions
 } Predictions;
 
 static void
-predictions_init(Predictions *pr, NnModel *model, const PgdlDataset *ds, MemoryContext cxt)
+predictions_init(Predictions *pr, NnModel *model, bool classification, MemoryContext cxt)
 {
 	int64		out = nn_model_output_size(model);
 
@@ -65,7 +66,7 @@ predictions_init(Predictions *pr, NnModel *model, const PgdlDataset *ds, MemoryC
 	pr->cxt = cxt;
 	if (model->spec.loss == NN_LOSS_CROSS_ENTROPY)
 		pr->kind = PREDICT_CLASSES;
-	else if (model->spec.loss == NN_LOSS_BCE && ds->classification)
+	else if (model->spec.loss == NN_LOSS_BCE && classification)
 		pr->kind = PREDICT_CLASSES;
 	else
 		pr->kind = model->spec.loss == NN_LOSS_BCE ? PREDICT_LABELS : PREDICT_VALUES;
@@ -215,7 +216,7 @@ predict_all(FunctionCallInfo fcinfo, bool raw, MemoryContext cxt, Predictions *p
 
 	pgdl_evaluation_data_args(fcinfo, raw, &data);
 	ds = pgdl_evaluation_dataset(model, &data);
-	predictions_init(pr, model->nn, ds, cxt);
+	predictions_init(pr, model->nn, ds->classification, cxt);
 	pgdl_evaluation_scan(ds, &data, keep_buffer, pr);
 	return ds;
 }
@@ -671,4 +672,88 @@ pgdl_evaluate_targets(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(callcxt);
 	return (Datum) 0;
+}
+
+/* ---- an epoch's validation scores, for rank_by and monitor ---- */
+
+struct PgdlScores
+{
+	Predictions pr;
+};
+
+PgdlScores *
+pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt)
+{
+	PgdlScores *s = MemoryContextAllocZero(cxt, sizeof(PgdlScores));
+
+	predictions_init(&s->pr, model, classification, cxt);
+	return s;
+}
+
+void
+pgdl_scores_add(PgdlScores *s, const float *x, const float *y, int32 n)
+{
+	keep_buffer(&s->pr, x, y, n, false);
+}
+
+/* A classifier's scores, as classifier_metrics computes them for pgdl.metrics. */
+static void
+class_scores(const Predictions *pr, double *scores)
+{
+	int			k = pr->k;
+	int64	   *counts = palloc0(sizeof(int64) * k * k);
+	PgdlMetricsClassScores *per_class = palloc0(sizeof(PgdlMetricsClassScores) * k);
+	PgdlMetricsAverage macro;
+	PgdlMetricsAverage weighted;
+
+	scores[PGDL_RANK_ACCURACY] = pgdl_metrics_accuracy(pr->y, pr->p, pr->n, k);
+	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->n, k, counts);
+	pgdl_metrics_class_scores(counts, k, per_class, &macro, &weighted);
+	scores[PGDL_RANK_F1] = macro.f1;
+	scores[PGDL_RANK_F1_WEIGHTED] = weighted.f1;
+	scores[PGDL_RANK_PRECISION] = macro.precision;
+	scores[PGDL_RANK_RECALL] = macro.recall;
+	scores[PGDL_RANK_LOG_LOSS] = pgdl_metrics_log_loss(pr->y, pr->p, pr->n, k);
+	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->n, k, NULL, NULL, &scores[PGDL_RANK_ROC_AUC],
+							  &scores[PGDL_RANK_AVERAGE_PRECISION]))
+		out_of_memory();
+	pfree(counts);
+	pfree(per_class);
+}
+
+/* scores[PGDL_RANK_N_METRICS]: the kept rows' metrics (loss is left NaN: the caller has its own) */
+void
+pgdl_scores_finish(PgdlScores *s, double *scores)
+{
+	const Predictions *pr = &s->pr;
+
+	for (int m = 0; m < PGDL_RANK_N_METRICS; m++)
+		scores[m] = get_float8_nan();
+	if (pr->n == 0)
+		return;
+	if (pr->kind == PREDICT_CLASSES)
+		class_scores(pr, scores);
+	else if (pr->kind == PREDICT_VALUES)
+	{
+		PgdlMetricsRegression average;
+
+		pgdl_metrics_regression(pr->t, pr->p, pr->n, pr->k, NULL, &average);
+		scores[PGDL_RANK_MSE] = average.mse;
+		scores[PGDL_RANK_RMSE] = average.rmse;
+		scores[PGDL_RANK_MAE] = average.mae;
+		scores[PGDL_RANK_R2] = average.r2;
+	}
+}
+
+/* The validation set's scores of `model` (checked to fit vds by the caller), in a context of their own. */
+void
+pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, double *scores)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl validation scores",
+											  ALLOCSET_DEFAULT_SIZES);
+	PgdlScores *s = pgdl_scores_begin(model, vds->classification, cxt);
+
+	pgdl_packed_scan(vds, -1, keep_buffer, &s->pr, NULL, NULL);
+	pgdl_scores_finish(s, scores);
+	MemoryContextDelete(cxt);
 }

@@ -10,10 +10,13 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -54,6 +57,7 @@ typedef struct FitRun
 	int64		slot_floats[FIT_SLOTS];
 	int64		slot_job[FIT_SLOTS];	/* the train_ahead.c job reading each */
 	int			slot;			/* the next one */
+	bytea	   *best;			/* restore_best: the best epoch's model (weights and optimizer state), in cxt */
 } FitRun;
 
 /* The share of the whole call done: epochs, and examples of this one. */
@@ -181,11 +185,12 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
 	pgdl_config_from_jsonb(config_json, &f->config);
 	fit_check_threads(f->config.threads);
-	if (f->config.patience > 0 && !OidIsValid(validation))
+	if ((f->config.patience > 0 || f->config.restore_best) && !OidIsValid(validation))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid training configuration at patience"),
-				 errdetail("Early stopping watches the validation set: \"patience\" needs a validation table."),
+				 errmsg("invalid training configuration at %s", f->config.patience > 0 ? "patience" : "restore_best"),
+				 errdetail("Early stopping and restore_best watch the validation set: \"%s\" needs a validation table.",
+						   f->config.patience > 0 ? "patience" : "restore_best"),
 				 errhint("Pass validation => a packed table.")));
 	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
@@ -197,6 +202,8 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 		f->vds = pgdl_dataset_by_packed(validation);
 		pgdl_check_same_preprocessing(f->ds, f->vds, get_rel_name(validation));
 	}
+	if (f->config.patience > 0 || f->config.restore_best)
+		pgdl_rank_metric_check_task(f->config.monitor, f->ds->classification, "monitor");
 	if (f->ds->partitions < 1 || f->ds->partitions > PGDL_MAX_PARTITIONS)
 		elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", f->ds->id, f->ds->partitions);
 	if (f->name)
@@ -297,6 +304,11 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	m->validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
 	m->seconds = INSTR_TIME_GET_DOUBLE(duration);
 	m->images_per_second = m->seconds > 0 ? state->stats.n / m->seconds : 0;
+	if (m->has_validation && pgdl_rank_metric_needs_scores(f->config.monitor))
+	{
+		pgdl_validation_scores(f->model, f->vds, m->scores);
+		m->has_scores = true;
+	}
 }
 
 /*
@@ -351,7 +363,8 @@ pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 
 int64
 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
-			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last)
+			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last,
+			   int32 epochs_trained)
 {
 	PgdlModelRecord rec = {0};
 	int64		model_id;
@@ -365,16 +378,25 @@ pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, c
 	rec.run = run;
 	rec.weights = weights;
 	rec.last = *last;
+	rec.epochs_trained = epochs_trained;
 	model_id = pgdl_run_store_model(&rec);
 	pgdl_run_finish(run, PGDL_RUN_FINISHED);
 	return model_id;
 }
 
+/* The model as it is, or with restore_best the best epoch's (a model that diverged stays as it was then). */
 static int64
-fit_store(FitRun *f, const PgdlEpochMetrics *last)
+fit_store(FitRun *f, const PgdlEpochMetrics *last, const PgdlPatience *patience)
 {
+	PgdlEpochMetrics best;
+
+	if (f->best == NULL || last->diverged || patience->best_epoch == last->epoch)
+		return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin,
+							  f->ds->id, pgdl_model_serialize(f->model), last, 0);
+	best = patience->best_metrics;
+	best.early_stopped = last->early_stopped;
 	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin, f->ds->id,
-						  pgdl_model_serialize(f->model), last);
+						  f->best, &best, last->epoch);
 }
 
 /*
@@ -396,16 +418,30 @@ fit_begin_run(FitRun *f)
 	pgdl_call_progress_run(f->run_id, f->config_id, f->epochs);
 }
 
-/* Every epoch, each committed to the run as it ends; m: the last. */
+/* restore_best: a copy of the model after the epoch that is the best so far, kept in the fit's context. */
 static void
-fit_epochs(FitRun *f, PgdlEpochMetrics *m)
+fit_keep_best(FitRun *f, const PgdlPatience *patience, const PgdlEpochMetrics *m)
 {
-	PgdlPatience patience = {0};
+	MemoryContext old;
 
+	if (!f->config.restore_best || patience->best_epoch != m->epoch)
+		return;
+	old = MemoryContextSwitchTo(f->cxt);
+	if (f->best)
+		pfree(f->best);
+	f->best = pgdl_model_serialize(f->model);
+	MemoryContextSwitchTo(old);
+}
+
+/* Every epoch, each committed to the run as it ends; m: the last; *patience: early stopping's, and the best epoch. */
+static void
+fit_epochs(FitRun *f, PgdlEpochMetrics *m, PgdlPatience *patience)
+{
 	for (int32 e = 0; e < f->epochs; e++)
 	{
 		fit_epoch(f, e, m);
-		m->early_stopped = e + 1 < f->epochs && pgdl_early_stop(&f->config, m, &patience);
+		m->early_stopped = pgdl_early_stop(&f->config, m, patience) && e + 1 < f->epochs;
+		fit_keep_best(f, patience, m);
 		pgdl_recorder_epoch(f->recorder, f->run_id, f->config_id, m);
 		pgdl_call_progress_loss(m->train_loss);
 		if (m->diverged)
@@ -422,8 +458,8 @@ fit_epochs(FitRun *f, PgdlEpochMetrics *m)
 		{
 			ereport(NOTICE,
 					(errmsg("early stopping after epoch %d of %d", m->epoch, f->epochs),
-					 errdetail("The %s has not improved by more than %g for %d epochs.",
-							   f->config.monitor_accuracy ? "validation accuracy" : "validation loss",
+					 errdetail("The validation %s has not improved by more than %g for %d epochs.",
+							   pgdl_rank_metric_name(f->config.monitor),
 							   (double) f->config.min_delta, f->config.patience)));
 			break;
 		}
@@ -431,28 +467,52 @@ fit_epochs(FitRun *f, PgdlEpochMetrics *m)
 }
 
 /*
- * Keras's EarlyStopping (restore_best_weights off): an epoch improves when its
- * metric beats the best so far by more than min_delta; after patience epochs
- * without improvement, training stops.  A function of the model's own
- * validation metrics only, so pgdl.fit and pgdl.fit_multiple stop alike.
+ * Keras's EarlyStopping: an epoch improves when its monitored metric beats the
+ * best so far by more than min_delta (the direction is the metric's); after
+ * patience epochs without improvement, training stops.  The epoch that last
+ * improved is the one restore_best keeps (restore_best_weights).  A function
+ * of the model's own validation metrics only, so pgdl.fit and
+ * pgdl.fit_multiple stop alike.
  */
 bool
 pgdl_early_stop(const PgdlTrainConfig *config, const PgdlEpochMetrics *m, PgdlPatience *p)
 {
 	double		v;
 
-	if (config->patience <= 0 || !m->has_validation || m->diverged)
+	if ((config->patience <= 0 && !config->restore_best) || !m->has_validation || m->diverged)
 		return false;
-	v = config->monitor_accuracy ? -m->validation_accuracy : m->validation_loss;
-	if (!p->seen || v < p->best - (double) config->min_delta)
+	v = pgdl_epoch_rank_key(m, config->monitor);
+	if (!isnan(v) && (!p->seen || v < p->best - (double) config->min_delta))
 	{
 		p->seen = true;
 		p->best = v;
 		p->bad_epochs = 0;
+		p->best_epoch = m->epoch;
+		p->best_metrics = *m;
 	}
 	else
 		p->bad_epochs++;
-	return p->bad_epochs >= config->patience;
+	return config->patience > 0 && p->bad_epochs >= config->patience;
+}
+
+double
+pgdl_epoch_rank_value(const PgdlEpochMetrics *m, PgdlRankMetric r)
+{
+	if (r == PGDL_RANK_LOSS)
+		return m->has_validation ? m->validation_loss : m->train_loss;
+	if (!m->has_validation)
+		return get_float8_nan();
+	if (r == PGDL_RANK_ACCURACY)
+		return m->validation_accuracy;
+	return m->has_scores ? m->scores[r] : get_float8_nan();
+}
+
+double
+pgdl_epoch_rank_key(const PgdlEpochMetrics *m, PgdlRankMetric r)
+{
+	double		v = pgdl_epoch_rank_value(m, r);
+
+	return pgdl_rank_metric_higher_better(r) ? -v : v;
 }
 
 /*
@@ -466,6 +526,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 {
 	FitRun		f = {0};
 	PgdlEpochMetrics m = {0};
+	PgdlPatience patience = {0};
 	int64		model_id;
 
 	f.arch_id = arch_id;
@@ -478,7 +539,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	fit_begin_run(&f);
 	PG_TRY();
 	{
-		fit_epochs(&f, &m);
+		fit_epochs(&f, &m, &patience);
 	}
 	PG_CATCH();
 	{
@@ -489,7 +550,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	PG_END_TRY();
 	pgdl_train_ahead_end(f.state);
 	pgdl_call_progress_phase(PGDL_PHASE_STORING, m.epoch, -1, false);
-	model_id = fit_store(&f, &m);
+	model_id = fit_store(&f, &m, &patience);
 	pgdl_recorder_release(f.recorder);
 	MemoryContextDelete(f.cxt);
 	pgdl_call_progress_end();

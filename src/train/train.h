@@ -59,17 +59,28 @@ extern void pgdl_train_average(PgdlTrainState *a, const PgdlTrainState *b);
 extern int	pgdl_train_divergence_detail(const PgdlTrainState *state);
 
 /*
- * Early stopping (patience): the best validation metric so far and the epochs
- * since it improved, a model's own; pgdl_early_stop takes an epoch's metrics
- * and says whether training stops after it.
+ * Early stopping (patience) and restore_best: the best monitored value so far,
+ * the epochs since it improved, and the epoch it was (with its metrics), a
+ * model's own; pgdl_early_stop takes an epoch's metrics and says whether
+ * training stops after it.  Plain data: it lives in fit_multiple's shared memory.
  */
 typedef struct PgdlPatience
 {
 	double		best;
 	int32		bad_epochs;
 	bool		seen;
+	int32		best_epoch;		/* 0: none yet */
+	PgdlEpochMetrics best_metrics;
 } PgdlPatience;
 extern bool pgdl_early_stop(const PgdlTrainConfig *config, const PgdlEpochMetrics *m, PgdlPatience *p);
+/*
+ * An epoch's value of a rank metric: loss is the validation loss (the training
+ * loss without a validation set), the others the validation set's (NaN when
+ * not measured).  The key orders lower first whatever the direction (NaN last
+ * by mop_compare_loss).
+ */
+extern double pgdl_epoch_rank_value(const PgdlEpochMetrics *m, PgdlRankMetric r);
+extern double pgdl_epoch_rank_key(const PgdlEpochMetrics *m, PgdlRankMetric r);
 /* The schedule's epoch counters of a configuration: the epoch being trained (0-based) of a run of `epochs`. */
 extern void pgdl_config_at_epoch(PgdlTrainConfig *config, int32 epoch, int32 epochs);
 extern bool pgdl_config_counts_epochs(const PgdlTrainConfig *config);
@@ -78,11 +89,12 @@ extern void pgdl_config_refuse_epochs(const PgdlTrainConfig *config, const char 
 
 /*
  * fit.c: the model a pgdl.fit or pgdl.fit_federated run trained, stored; the run finished.  Its id.
- * config_json: the configuration as given (its "warm_start" is kept); origin: pgdl_model_start's.
+ * config_json: the configuration as given (its "warm_start" is kept); origin: pgdl_model_start's;
+ * epochs_trained: restore_best's epochs trained when last is an earlier epoch, else 0.
  */
 extern int64 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec,
 							const PgdlTrainConfig *config, Jsonb *config_json, Jsonb *origin,
-							int64 dataset, bytea *weights, const PgdlEpochMetrics *last);
+							int64 dataset, bytea *weights, const PgdlEpochMetrics *last, int32 epochs_trained);
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
@@ -168,6 +180,18 @@ typedef struct PgdlPrefixRun
 extern const float *pgdl_prefix_run(PgdlPrefixRun *run, const float *x, int32 n);
 /* The prefix's outputs of n examples into out (n x its output size), or an error. */
 extern void pgdl_prefix_forward(NnModel *prefix, const float *x, int32 n, float *out);
+
+/*
+ * evaluate_metrics.c: an epoch's validation scores (by PgdlRankMetric, NaN
+ * where the model's task leaves one undefined) from a model's predictions,
+ * kept as pgdl.metrics keeps them: over a packed table, or fed buffer by
+ * buffer (a fit_multiple worker, its frozen prefix already run).
+ */
+typedef struct PgdlScores PgdlScores;
+extern PgdlScores *pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt);
+extern void pgdl_scores_add(PgdlScores *s, const float *x, const float *y, int32 n);
+extern void pgdl_scores_finish(PgdlScores *s, double *scores);
+extern void pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, double *scores);
 
 /* evaluate.c: loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
