@@ -91,7 +91,8 @@ CREATE TABLE pgdl.run_metrics (
 	node text,								-- pgdl.fit_federated: the server a site's row is of; NULL: the run's model
 	predicted_seconds double precision,	-- pgdl.fit_multiple: the epoch's training as pgdl.estimate predicted it
 	bracket integer,						-- pgdl.fit_multiple: with a decision, the model's bracket (its rungs' count)
-	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
+	fold integer,							-- pgdl.fit_multiple(..., folds => true): the partition the model holds out
+	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node, fold)
 );
 
 COMMENT ON TABLE pgdl.datasets IS 'packed training data written by pgdl.pack: shape, classes, normalization';

@@ -68,6 +68,7 @@ mop_load_configs(MopRun *run)
 		Datum		d;
 
 		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		c->holdout = -1;
 		d = SPI_getbinval(tup, desc, 2, &isnull);
 		/* a configuration with a base model has no architecture: its network comes from the base */
 		if (!isnull)
@@ -298,7 +299,8 @@ mop_check_methods(MopRun *run)
 	{
 		MopConfig  *c = lfirst(lc);
 
-		if (c->config.patience > 0 && run->vds == NULL)
+		/* a fold stops early on its held-out partition */
+		if (c->config.patience > 0 && run->vds == NULL && !run->folds)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid training configuration at patience"),

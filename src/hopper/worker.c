@@ -198,13 +198,23 @@ record_decisions(const MopDecisions *d)
 	CommitTransactionCommand();
 }
 
-/* Loss and accuracy of model i on the validation set. */
+static void hold_partition(int i, int32 part);
+
+/* Loss and accuracy of model i on the validation set, or a fold's on the partition it holds out. */
 static void
 evaluate(int i, NnModel *nn, NnBatchStats *vstats)
 {
-	WorkerSource *src = &sources[shared->models[i].source];
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
 	ScanArg		sa = {NULL, nn, vstats, src};
 
+	if (m->holdout >= 0)
+	{
+		/* its buffers in the order pgdl.fit(..., holdout => p) evaluates them */
+		hold_partition(i, m->holdout);
+		for_each_buffer(&src->train, m->holdout, &src->held[m->holdout], evaluate_cb, &sa);
+		return;
+	}
 	if (!*src->validation_loaded)
 	{
 		load(&src->valid, -1, src->held_validation);
@@ -259,8 +269,14 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
-	pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+	/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
+	if (m->holdout >= 0)
+		pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, metrics);
+	else
+	{
+		pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
+		pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -316,7 +332,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	/* a model that diverged at the first step of its epoch measured nothing */
 	double		none = diverged ? get_float8_nan() : 0;
 
-	if (shared->validation_id && !diverged)
+	if ((shared->validation_id || m->holdout >= 0) && !diverged)
 		evaluate(i, nn, &vstats);
 	metrics.epoch = m->epoch + 1;
 	metrics.classification = sources[m->source].train.classification;
@@ -392,21 +408,22 @@ take_model(bool *all_finished)
 }
 
 /*
- * Model i is to visit a partition this worker did not load at the start (one
- * another worker owns, or inherited from a worker that retired): hold it here
+ * Model i is to visit (or, a fold, be evaluated on) a partition this worker did
+ * not load at the start (one another worker owns, or inherited from a worker
+ * that retired): hold it here
  * as the budget allows, once, for the models that come after (else it is read
  * from its table at each visit).
  */
 static void
-hold_partition(int i)
+hold_partition(int i, int32 part)
 {
 	MopModel   *m = &shared->models[i];
 	WorkerSource *src = &sources[m->source];
 
-	if (src->tried[m->partition])
+	if (src->tried[part])
 		return;
-	src->tried[m->partition] = true;
-	load(&src->train, m->partition, &src->held[m->partition]);
+	src->tried[part] = true;
+	load(&src->train, part, &src->held[part]);
 }
 
 /* Model i on its partition, here. */
@@ -492,7 +509,7 @@ train_model(int i, MemoryContext step_cxt)
 	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
 	m->visit++;
 	/* a model that diverged stops here: its epoch ends with what it trained */
-	epoch_done = m->visit == shared->n_partitions || v.diverged;
+	epoch_done = m->visit == mop_epoch_visits(shared, m) || v.diverged;
 	if (!epoch_done)
 		m->state = MOP_IDLE;
 	shared->workers[me].examples += v.stats.n;
@@ -817,7 +834,7 @@ train_models(MemoryContext step_cxt)
 			/* this worker busy, the others may take models of its partitions (take_model): they look again */
 			wake_everyone();
 			if (node == NULL)
-				hold_partition(i);
+				hold_partition(i, shared->models[i].partition);
 			train_model(i, step_cxt);
 			continue;
 		}
