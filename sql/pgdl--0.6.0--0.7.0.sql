@@ -695,3 +695,125 @@ CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority i
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
+
+-- ---- folds: cross-validation over the packed partitions ----
+ALTER TABLE pgdl.run_metrics ADD COLUMN fold integer;
+ALTER TABLE pgdl.run_metrics DROP CONSTRAINT run_metrics_run_config_epoch_node_key;
+ALTER TABLE pgdl.run_metrics ADD UNIQUE NULLS NOT DISTINCT (run, config, epoch, node, fold);
+GRANT UPDATE (fold) ON pgdl.run_metrics TO PUBLIC;
+-- a model of a run is its (run, config, fold): each fold's last epoch is a row
+CREATE OR REPLACE VIEW pgdl.leaderboard WITH (security_invoker = true) AS
+WITH metrics AS (
+	SELECT rm.*,
+		   row_number() OVER (PARTITION BY rm.run, rm.config, rm.fold ORDER BY rm.epoch DESC) AS from_last,
+		   sum(rm.seconds) OVER (PARTITION BY rm.run, rm.config, rm.fold) AS total_seconds,
+		   bool_or(rm.decision = 'stop') OVER (PARTITION BY rm.run, rm.config, rm.fold) AS halted
+	  FROM pgdl.run_metrics rm
+	 WHERE rm.node IS NULL
+),
+last_epochs AS (
+	SELECT e.run, r.kind, m.id AS model, m.name AS model_name, e.config, a.name AS architecture,
+		   CASE WHEN e.state = 'diverged' THEN 'diverged' WHEN e.halted THEN 'stopped' ELSE r.status END AS status,
+		   e.epoch AS epochs, e.total_seconds AS seconds,
+		   e.train_loss, e.train_accuracy, e.validation_loss, e.validation_accuracy,
+		   -- what was trained: the stored model's configuration, else (in flight) its pgdl.configs row, else
+		   -- the run's own (that of pgdl.fit; a pgdl.fit_multiple run's is the run's settings)
+		   coalesce(m.config, c.config, CASE WHEN r.kind <> 'fit_multiple' THEN r.config END) AS cfg,
+		   r.started
+	  FROM metrics e
+	  JOIN pgdl.runs r ON r.id = e.run
+	  LEFT JOIN pgdl.models m ON m.id = e.model
+	  LEFT JOIN pgdl.configs c ON c.id = e.config
+	  LEFT JOIN pgdl.architectures a ON a.id = coalesce(m.architecture, c.architecture, r.architecture)
+	 WHERE e.from_last = 1
+)
+SELECT s.run, s.kind,
+	   -- as pgdl.fit_multiple ranks: diverged last, then the longest trained, then the lowest loss
+	   (row_number() OVER (PARTITION BY s.run
+						   ORDER BY s.status = 'diverged', s.epochs DESC,
+									coalesce(s.validation_loss, s.train_loss) NULLS LAST,
+									s.config NULLS LAST, s.model NULLS LAST))::integer AS rank,
+	   CASE WHEN s.validation_loss IS NOT NULL THEN 'validation_loss' ELSE 'train_loss' END AS ranked_by,
+	   s.model, s.model_name, s.config, s.architecture, s.status, s.epochs, s.seconds,
+	   s.train_loss, s.train_accuracy, s.validation_loss, s.validation_accuracy,
+	   CASE WHEN jsonb_typeof(s.cfg -> 'optimizer') = 'string' THEN s.cfg ->> 'optimizer' END AS optimizer,
+	   f.lr, f.momentum,
+	   CASE WHEN jsonb_typeof(s.cfg -> 'nesterov') = 'boolean' THEN (s.cfg -> 'nesterov')::boolean END AS nesterov,
+	   f.weight_decay, f.beta1, f.beta2, f.eps,
+	   CASE WHEN n.batch_size = trunc(n.batch_size) AND n.batch_size BETWEEN -2147483648 AND 2147483647
+			THEN n.batch_size::integer END AS batch_size,
+	   CASE WHEN n.seed = trunc(n.seed) AND n.seed BETWEEN -9223372036854775808 AND 9223372036854775807
+			THEN n.seed::bigint END AS seed,
+	   CASE WHEN jsonb_typeof(s.cfg -> 'base_model') IN ('string', 'number') THEN s.cfg ->> 'base_model' END AS base_model,
+	   CASE WHEN jsonb_typeof(s.cfg -> 'freeze') IN ('string', 'number') THEN s.cfg ->> 'freeze' END AS frozen,
+	   s.cfg::text AS config_text,
+	   s.started
+  FROM last_epochs s
+ -- the configuration's numbers, as numeric (any JSON number is one)
+ CROSS JOIN LATERAL (
+	SELECT CASE WHEN jsonb_typeof(s.cfg -> 'lr') = 'number' THEN (s.cfg ->> 'lr')::numeric END AS lr,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'momentum') = 'number' THEN (s.cfg ->> 'momentum')::numeric END AS momentum,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'weight_decay') = 'number' THEN (s.cfg ->> 'weight_decay')::numeric END AS weight_decay,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'beta1') = 'number' THEN (s.cfg ->> 'beta1')::numeric END AS beta1,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'beta2') = 'number' THEN (s.cfg ->> 'beta2')::numeric END AS beta2,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'eps') = 'number' THEN (s.cfg ->> 'eps')::numeric END AS eps,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'batch_size') = 'number' THEN (s.cfg ->> 'batch_size')::numeric END AS batch_size,
+		   CASE WHEN jsonb_typeof(s.cfg -> 'seed') = 'number' THEN (s.cfg ->> 'seed')::numeric END AS seed
+ ) n
+ -- and as double precision where it is one: 1e400 (or 1e-400, which would round to 0) is NULL, not an error
+ CROSS JOIN LATERAL (
+	SELECT CASE WHEN n.lr = 0 OR abs(n.lr) BETWEEN 1e-307 AND 1e308 THEN n.lr::float8 END AS lr,
+		   CASE WHEN n.momentum = 0 OR abs(n.momentum) BETWEEN 1e-307 AND 1e308 THEN n.momentum::float8 END AS momentum,
+		   CASE WHEN n.weight_decay = 0 OR abs(n.weight_decay) BETWEEN 1e-307 AND 1e308
+				THEN n.weight_decay::float8 END AS weight_decay,
+		   CASE WHEN n.beta1 = 0 OR abs(n.beta1) BETWEEN 1e-307 AND 1e308 THEN n.beta1::float8 END AS beta1,
+		   CASE WHEN n.beta2 = 0 OR abs(n.beta2) BETWEEN 1e-307 AND 1e308 THEN n.beta2::float8 END AS beta2,
+		   CASE WHEN n.eps = 0 OR abs(n.eps) BETWEEN 1e-307 AND 1e308 THEN n.eps::float8 END AS eps
+ ) f;
+
+
+DROP FUNCTION pgdl.fit(regclass, text, jsonb, integer, regclass, text);
+DROP FUNCTION pgdl.fit(regclass, jsonb, jsonb, integer, regclass, text);
+CREATE FUNCTION pgdl.fit(source regclass, architecture text, config jsonb DEFAULT '{}',
+		epochs integer DEFAULT 10, validation regclass DEFAULT NULL, name text DEFAULT NULL,
+		holdout integer DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_fit' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit(regclass, text, jsonb, integer, regclass, text, integer) IS
+	'trains a stored architecture on a packed table for some epochs (validating on another packed table if given, or, with holdout, training on every partition but that one and validating on it: one fold of pgdl.fit_multiple(..., folds => true)); stores the model in pgdl.models and returns its id';
+
+CREATE FUNCTION pgdl.fit(source regclass, spec jsonb, config jsonb DEFAULT '{}',
+		epochs integer DEFAULT 10, validation regclass DEFAULT NULL, name text DEFAULT NULL,
+		holdout integer DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_fit_spec' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit(regclass, jsonb, jsonb, integer, regclass, text, integer) IS
+	'trains a network given as a jsonb spec on a packed table (with holdout, on every partition but that one, validated on it); stores the model in pgdl.models and returns its id';
+
+DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text);
+CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL,
+		folds boolean DEFAULT false)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); stores the models and returns the leaderboard';
+
+CREATE VIEW pgdl.cross_validation WITH (security_invoker = true) AS
+	SELECT rm.run, rm.config, count(*)::integer AS folds, max(rm.epoch) AS epochs,
+		   avg(rm.validation_loss) AS validation_loss, stddev_pop(rm.validation_loss) AS validation_loss_std,
+		   avg(rm.validation_accuracy) AS validation_accuracy,
+		   stddev_pop(rm.validation_accuracy) AS validation_accuracy_std,
+		   bool_or(rm.state = 'diverged') AS diverged
+	  FROM pgdl.run_metrics rm
+	  JOIN pgdl.models m ON m.id = rm.model AND (m.metrics->>'epoch')::integer = rm.epoch
+	 WHERE rm.fold IS NOT NULL
+	 GROUP BY rm.run, rm.config;
+COMMENT ON VIEW pgdl.cross_validation IS
+	'per pgdl.fit_multiple(..., folds => true) run and configuration: its folds, and the mean and spread (population standard deviation, as scikit-learn''s cv_results_) of the validation metrics of its stored fold models';
+GRANT SELECT ON pgdl.cross_validation TO PUBLIC;

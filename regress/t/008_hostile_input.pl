@@ -521,6 +521,8 @@ my %VALID = (
 	'feature_cache'                => q{'auto'},
 	'priority'                     => '5',
 	'rank_by'                      => q{'loss'},
+	'holdout'                      => 'NULL',    # with 'validation': each alone is valid
+	'folds'                        => 'false',
 	'run'                          => q{(SELECT id FROM sweep_runs WHERE label = 'cancelled')},
 	'layers'                       => '3',
 	'layer'                        => '3',
@@ -892,6 +894,8 @@ my %EXTRA = (
 	],
 	'fit_federated.name' => [ [ 'a model name taken' => q{'sweep_model'} ] ],
 	'workers_per_node' => [ [ 65 => '65' ], [ 2 => '2' ] ],
+	'holdout' => [ [ 'the largest integer' => '2147483647' ], [ 'the smallest integer' => '-2147483648' ] ],
+	'folds'   => [ [ 'true' => 'true' ] ],
 );
 
 my @run_labels = split /\n/,

@@ -92,7 +92,8 @@ CREATE TABLE pgdl.run_metrics (
 	predicted_seconds double precision,	-- pgdl.fit_multiple: the epoch's training as pgdl.estimate predicted it
 	bracket integer,						-- pgdl.fit_multiple: with a decision, the model's bracket (its rungs' count)
 	validation_metrics jsonb,				-- rank_by or monitor beyond loss and accuracy: the epoch's validation scores
-	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node)
+	fold integer,							-- pgdl.fit_multiple(..., folds => true): the partition the model holds out
+	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node, fold)
 );
 
 COMMENT ON TABLE pgdl.datasets IS 'packed training data written by pgdl.pack: shape, classes, normalization';

@@ -12,9 +12,9 @@
 CREATE VIEW pgdl.leaderboard WITH (security_invoker = true) AS
 WITH metrics AS (
 	SELECT rm.*,
-		   row_number() OVER (PARTITION BY rm.run, rm.config ORDER BY rm.epoch DESC) AS from_last,
-		   sum(rm.seconds) OVER (PARTITION BY rm.run, rm.config) AS total_seconds,
-		   bool_or(rm.decision = 'stop') OVER (PARTITION BY rm.run, rm.config) AS halted
+		   row_number() OVER (PARTITION BY rm.run, rm.config, rm.fold ORDER BY rm.epoch DESC) AS from_last,
+		   sum(rm.seconds) OVER (PARTITION BY rm.run, rm.config, rm.fold) AS total_seconds,
+		   bool_or(rm.decision = 'stop') OVER (PARTITION BY rm.run, rm.config, rm.fold) AS halted
 	  FROM pgdl.run_metrics rm
 	 WHERE rm.node IS NULL
 ),

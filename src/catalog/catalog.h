@@ -237,6 +237,8 @@ typedef struct PgdlModelRecord
 	bytea	   *weights;
 	PgdlEpochMetrics last;		/* its stored epoch (the best one, restore_best): pgdl.models.metrics */
 	int32		epochs_trained; /* restore_best: the epochs it trained, when more than last.epoch; else 0 */
+	bool		folded;			/* a fold of cross-validation: its held-out partition, `fold`, in its metrics */
+	int32		fold;
 	bool		selection;		/* trained in a model selection: metrics say whether it was stopped */
 	bool		stopped;
 } PgdlModelRecord;
@@ -279,6 +281,8 @@ extern void pgdl_run_fail_if_running(int64 run, int64 progress_handle);
 /* A resumed run: running again, with new shared memory. */
 extern void pgdl_run_restart(int64 run, int64 progress_handle);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
+/* The same for fold `fold` of a configuration's cross-validation (pgdl.run_metrics.fold). */
+extern void pgdl_run_record_fold_epoch(int64 run, int64 config_id, int32 fold, const PgdlEpochMetrics *metrics);
 /* The same for a node's part of a federated round (node: its server's name, or NULL for the run's model). */
 extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *metrics);
 /* A halving strategy's decision at a rung, on that epoch's metrics row, with the model's bracket. */

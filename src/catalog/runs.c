@@ -83,6 +83,8 @@ metrics_jsonb(const PgdlModelRecord *rec)
 		pgdl_jsonb_put_bool(&state, "stopped", rec->stopped);
 	if (m->early_stopped)
 		pgdl_jsonb_put_bool(&state, "early_stopped", true);
+	if (rec->folded)
+		pgdl_jsonb_put_int(&state, "fold", rec->fold);
 	if (m->diverged)
 	{
 		pgdl_jsonb_put_bool(&state, "diverged", true);
@@ -98,7 +100,7 @@ typedef struct Statement
 {
 	const char *sql;
 	int			nargs;
-	Oid			types[14];
+	Oid			types[15];
 	SPIPlanPtr	plan;
 	bool		fresh;			/* a SELECT that must see what others committed since the statement began */
 } Statement;
@@ -119,9 +121,9 @@ static Statement finish_run = {
 static Statement insert_metrics = {
 	"INSERT INTO pgdl.run_metrics (run, config, epoch, train_loss, train_accuracy, "
 	"validation_loss, validation_accuracy, seconds, images_per_second, state, node, predicted_seconds, decision, "
-	"validation_metrics) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-	14, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
-	FLOAT8OID, TEXTOID, JSONBOID}
+	"validation_metrics, fold) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+	15, {INT8OID, INT8OID, INT4OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, TEXTOID, TEXTOID,
+	FLOAT8OID, TEXTOID, JSONBOID, INT4OID}
 };
 static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
@@ -144,6 +146,10 @@ static Statement link_run_metrics = {
 static Statement link_config_metrics = {
 	"UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2 AND config = $3",
 	3, {INT8OID, INT8OID, INT8OID}
+};
+static Statement link_fold_metrics = {
+	"UPDATE pgdl.run_metrics SET model = $1 WHERE run = $2 AND config = $3 AND fold = $4",
+	4, {INT8OID, INT8OID, INT8OID, INT4OID}
 };
 static Statement model_named = {
 	"SELECT 1 FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, {TEXTOID}
@@ -316,22 +322,17 @@ pgdl_run_finish(int64 run, PgdlRunStatus status)
 /* NaN: nothing was measured (a model that diverged at the first step of an epoch) */
 #define MEASURED(v) (isnan(v) ? 'n' : ' ')
 
-void
-pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
-{
-	pgdl_run_record_node_epoch(run, config_id, NULL, m);
-}
-
-void
-pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
+/* An epoch's row: of a site (node), of a fold (fold >= 0), or of the run's model. */
+static void
+record_epoch(int64 run, int64 config_id, const char *node, int32 fold, const PgdlEpochMetrics *m)
 {
 	Jsonb	   *scores = scores_jsonb(m);
-	Datum		values[14];
-	char		nulls[14] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
+	Datum		values[15];
+	char		nulls[15] = {' ', ID_NULL(config_id), ' ', MEASURED(m->train_loss),
 		m->classification ? MEASURED(m->train_accuracy) : 'n',
 		m->has_validation ? ' ' : 'n', m->has_validation && m->classification ? ' ' : 'n', ' ', ' ', ' ',
 	node ? ' ' : 'n', m->predicted_seconds > 0 && isfinite(m->predicted_seconds) ? ' ' : 'n',
-	m->early_stopped ? ' ' : 'n', scores ? ' ' : 'n'};
+	m->early_stopped ? ' ' : 'n', scores ? ' ' : 'n', fold >= 0 ? ' ' : 'n'};
 
 	values[0] = Int64GetDatum(run);
 	values[1] = Int64GetDatum(config_id);
@@ -348,9 +349,28 @@ pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const P
 	/* early stopping's decision is the epoch's own: it comes with the row */
 	values[12] = m->early_stopped ? CStringGetTextDatum("early_stop") : (Datum) 0;
 	values[13] = scores ? JsonbPGetDatum(scores) : (Datum) 0;
+	values[14] = Int32GetDatum(fold);
 	SPI_connect();
 	execute(&insert_metrics, values, nulls, SPI_OK_INSERT);
 	SPI_finish();
+}
+
+void
+pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *m)
+{
+	record_epoch(run, config_id, NULL, -1, m);
+}
+
+void
+pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *m)
+{
+	record_epoch(run, config_id, node, -1, m);
+}
+
+void
+pgdl_run_record_fold_epoch(int64 run, int64 config_id, int32 fold, const PgdlEpochMetrics *m)
+{
+	record_epoch(run, config_id, NULL, fold, m);
 }
 
 void
@@ -405,7 +425,7 @@ pgdl_run_store_model(const PgdlModelRecord *rec)
 	Datum		values[10];
 	char		nulls[10] = {rec->name ? ' ' : 'n', ID_NULL(rec->architecture), ' ', ' ', ID_NULL(rec->dataset),
 	' ', ' ', ' ', ID_NULL(rec->parent), rec->origin ? ' ' : 'n'};
-	Datum		link[3];
+	Datum		link[4];
 	int64		id;
 
 	values[0] = rec->name ? CStringGetTextDatum(rec->name) : (Datum) 0;
@@ -424,7 +444,9 @@ pgdl_run_store_model(const PgdlModelRecord *rec)
 	link[0] = Int64GetDatum(id);
 	link[1] = Int64GetDatum(rec->run);
 	link[2] = Int64GetDatum(rec->config_id);
-	execute(rec->config_id ? &link_config_metrics : &link_run_metrics, link, NULL, SPI_OK_UPDATE);
+	link[3] = Int32GetDatum(rec->fold);
+	execute(rec->config_id == 0 ? &link_run_metrics : rec->folded ? &link_fold_metrics : &link_config_metrics,
+			link, NULL, SPI_OK_UPDATE);
 	SPI_finish();
 	return id;
 }

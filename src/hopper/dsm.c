@@ -79,6 +79,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
 	shared->distributed = run->distributed;
+	shared->folds = run->folds;
 	memcpy(shared->owner, run->owner, sizeof(shared->owner));
 	for (int w = 0; w < run->n_workers; w++)
 	{
@@ -152,6 +153,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->config_id = c->config_id;
 		m->config = c->config;
 		m->source = c->source;
+		m->holdout = c->holdout;
 		m->cost = c->cost;
 		/* a recomputed prefix is part of every visit's work: the schedule counts it */
 		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)

@@ -154,7 +154,7 @@ typedef struct SimWorkers
 static void
 sim_next_part(SimModel *m, int parts)
 {
-	m->part = mop_visit_partition(m->seed, m->epoch, m->visit, parts);
+	m->part = mop_visit_partition(m->seed, m->epoch, m->visit, parts, -1);
 }
 
 /* Each worker reads the partitions it owns first, as the budget allows; free to train after. */

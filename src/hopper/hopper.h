@@ -100,6 +100,7 @@ typedef struct MopModel
 {
 	int64		config_id;
 	int32		source;			/* index into MopShared.sources */
+	int32		holdout;		/* folds: the partition it never trains on, validated on instead; -1: none */
 	PgdlTrainConfig config;
 	double		cost;			/* training FLOPs per example: the schedule's guess without a prediction */
 	double		predicted_seconds;	/* an epoch's training, predicted (throughput.c): for pgdl.run_metrics */
@@ -148,6 +149,7 @@ typedef struct MopShared
 	int32		n_workers;
 	int32		n_partitions;
 	bool		distributed;	/* some partitions live on nodes (cluster.c) */
+	bool		folds;			/* cross-validation: a model per (configuration, held-out partition) */
 	int16		owner[PGDL_MAX_PARTITIONS];	/* the worker that trains models on each partition */
 	int32		epochs;
 	MopStrategy strategy;
@@ -177,8 +179,10 @@ typedef struct MopShared
 
 /* schedule.c: the schedule's arithmetic, which workers, leader and pgdl.progress share */
 
-/* The partition of a model's visit `visit` in epoch `epoch` (0-based), from its seed. */
-extern int32 mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions);
+/* The partition of a model's visit `visit` in epoch `epoch` (0-based), from its seed (holdout -1: none). */
+extern int32 mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions, int32 holdout);
+/* The visits a model makes per epoch: every partition, but its held-out one. */
+extern int32 mop_epoch_visits(const MopShared *shared, const MopModel *m);
 /* The partition a model visits next, from its seed, epoch and visit. */
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
 /* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */

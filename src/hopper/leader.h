@@ -50,6 +50,7 @@ typedef struct MopConfig
 	PgdlTransfer *transfer;		/* when it starts from a base model */
 	Jsonb	   *origin;			/* a warm start's lineage, or NULL */
 	int32		source;			/* its MopSource: 0 the packed tables, else its frozen prefix's */
+	int32		holdout;		/* folds: its held-out partition (a copy of the configuration per fold); -1: none */
 } MopConfig;
 
 /* A pgdl.fit_multiple or pgdl.resume call's run, as the leader sets it up. */
@@ -64,6 +65,7 @@ typedef struct MopRun
 	int32		priority;		/* among its role's queued jobs (jobs.c) */
 	int32		n_workers;		/* in all */
 	bool		distributed;
+	bool		folds;			/* cross-validation over the partitions: configs holds each one once per fold */
 	Oid			worker_server[PGDL_MAX_WORKERS];
 	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
 	int16		owner[PGDL_MAX_PARTITIONS];

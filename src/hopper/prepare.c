@@ -68,6 +68,7 @@ mop_load_configs(MopRun *run)
 		Datum		d;
 
 		c->config_id = DatumGetInt64(SPI_getbinval(tup, desc, 1, &isnull));
+		c->holdout = -1;
 		d = SPI_getbinval(tup, desc, 2, &isnull);
 		/* a configuration with a base model has no architecture: its network comes from the base */
 		if (!isnull)
@@ -288,6 +289,36 @@ mop_plan_caches(MopRun *run)
 		((MopConfig *) lfirst(lc))->source = group_of[i++] + 1;
 }
 
+/*
+ * With folds, a configuration's restore_best is off (a fold's model is its last
+ * epoch's, as the cross-validation's figures are): an error when the
+ * configuration asks for it, else the default that patience brought is dropped.
+ */
+static void
+fold_restore_best(const MopRun *run, MopConfig *c)
+{
+	if (c->config_json != NULL && pgdl_jsonb_key(&c->config_json->root, "restore_best") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("restore_best does not combine with folds"),
+				 errdetail("Configuration " INT64_FORMAT " asks for it; a fold's model is stored as its last epoch left it, and the cross-validation's figures are that epoch's.",
+						   c->config_id),
+				 errhint("Leave \"restore_best\" out of the configuration, or cross-validate without it.")));
+	c->config.restore_best = false;
+}
+
+/* Folds rank and stop by the validation loss or accuracy of their held-out partitions. */
+static void
+check_fold_metrics(const MopRun *run)
+{
+	if (run->folds && pgdl_rank_metric_needs_scores(run->rank_by))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("rank_by \"%s\" does not combine with folds", pgdl_rank_metric_name(run->rank_by)),
+				 errdetail("Cross-validation ranks configurations by the mean validation loss over their folds."),
+				 errhint("Leave rank_by out, or rank by loss or accuracy.")));
+}
+
 /* Training methods that need a validation set, or a run on this server (whose workers count epochs); rank_by too. */
 void
 mop_check_methods(MopRun *run)
@@ -295,7 +326,8 @@ mop_check_methods(MopRun *run)
 	ListCell   *lc;
 
 	pgdl_rank_metric_check_task(run->rank_by, run->ds->classification, "rank_by");
-	if (run->rank_by != PGDL_RANK_LOSS && run->vds == NULL)
+	check_fold_metrics(run);
+	if (run->rank_by != PGDL_RANK_LOSS && run->vds == NULL && !run->folds)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("rank_by \"%s\" needs a validation table", pgdl_rank_metric_name(run->rank_by)),
@@ -315,7 +347,11 @@ mop_check_methods(MopRun *run)
 
 		bool		watches = c->config.patience > 0 || c->config.restore_best;
 
-		if (watches && run->vds == NULL)
+		/* a fold watches its held-out partition; it keeps no checkpoint to restore a best epoch from */
+		if (run->folds && c->config.restore_best)
+			fold_restore_best(run, c);
+		watches = c->config.patience > 0 || c->config.restore_best;
+		if (watches && run->vds == NULL && !run->folds)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("invalid training configuration at %s", c->config.patience > 0 ? "patience" : "restore_best"),
@@ -326,6 +362,12 @@ mop_check_methods(MopRun *run)
 			pgdl_rank_metric_check_task(c->config.monitor, run->ds->classification, "monitor");
 		if (run->distributed)
 			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+		if (run->folds && watches && pgdl_rank_metric_needs_scores(c->config.monitor))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("monitor \"%s\" does not combine with folds", pgdl_rank_metric_name(c->config.monitor)),
+					 errdetail("A fold stops early on the validation loss or accuracy of its held-out partition."),
+					 errhint("Monitor validation_loss or validation_accuracy.")));
 		if (run->distributed && watches && pgdl_rank_metric_needs_scores(c->config.monitor))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

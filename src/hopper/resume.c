@@ -50,6 +50,8 @@ mop_run_config_jsonb(const MopRun *run)
 		pgdl_jsonb_put_string(&state, "rank_by", pgdl_rank_metric_name(run->rank_by));
 	if (run->name_prefix)
 		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
+	if (run->folds)
+		pgdl_jsonb_put_bool(&state, "folds", true);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
@@ -112,6 +114,13 @@ run_config_from_jsonb(MopRun *run, Jsonb *cfg, int32 *per_node)
 	run->set_name = run_config_string(id, cfg, "set", NULL);
 	if (run->set_name == NULL)
 		bad_run_config(id, "set", "the name of a configuration set");
+	/* folds write no checkpoints (worker.c): nothing to continue from */
+	if (pgdl_jsonb_key(&cfg->root, "folds") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("run " INT64_FORMAT " is a cross-validation and cannot be resumed", id),
+				 errdetail("pgdl.fit_multiple(..., folds => true) keeps no checkpoints."),
+				 errhint("Run pgdl.fit_multiple(..., folds => true) again: its models come out the same.")));
 	run->strategy = run_config_string(id, cfg, "strategy", "all");
 	if (!mop_strategy_by_name(run->strategy, &run->strat))
 		bad_run_config(id, "strategy", "'all', 'successive_halving', 'hyperband' or 'asha'");

@@ -25,21 +25,29 @@
 #include <math.h>
 
 #include "base/base.h"
+#include "train/train.h"
 #include "hopper/hopper.h"
 
 int32
-mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions)
+mop_visit_partition(uint64 seed, int32 epoch, int32 visit, int32 n_partitions, int32 holdout)
 {
 	int32		order[PGDL_MAX_PARTITIONS];
 
-	nn_rng_permutation(seed, NN_EPOCH_ORDER_STREAM(epoch), n_partitions, order);
+	/* pgdl.fit's rule: a fold model visits the others as pgdl.fit(..., holdout => p) does */
+	pgdl_epoch_order(seed, epoch, n_partitions, holdout, order);
 	return order[visit];
 }
 
 int32
 mop_next_partition(const MopModel *m, int32 n_partitions)
 {
-	return mop_visit_partition((uint64) m->config.seed, m->epoch, m->visit, n_partitions);
+	return mop_visit_partition((uint64) m->config.seed, m->epoch, m->visit, n_partitions, m->holdout);
+}
+
+int32
+mop_epoch_visits(const MopShared *shared, const MopModel *m)
+{
+	return m->holdout >= 0 ? shared->n_partitions - 1 : shared->n_partitions;
 }
 
 /*
@@ -50,7 +58,7 @@ mop_next_partition(const MopModel *m, int32 n_partitions)
 static int32
 visits_left(const MopShared *shared, const MopModel *m)
 {
-	return (shared->epochs - m->epoch) * shared->n_partitions - m->visit;
+	return (shared->epochs - m->epoch) * mop_epoch_visits(shared, m) - m->visit;
 }
 
 double
@@ -62,7 +70,7 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 	if (m->visit > 0 && m->seconds > 0)
 		per_visit = m->seconds / m->visit;
 	else if (m->epoch > 0 && m->last.seconds > 0)
-		per_visit = m->last.seconds / shared->n_partitions;
+		per_visit = m->last.seconds / mop_epoch_visits(shared, m);
 	else if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
 		per_visit = m->predicted_seconds / shared->n_partitions;
 	else
@@ -90,7 +98,7 @@ mop_predicted_seconds_left(const MopShared *shared, int workers)
 			continue;
 		if (!(m->predicted_seconds > 0 && isfinite(m->predicted_seconds)))
 			return -1;
-		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(shared->n_partitions, 1);
+		epochs_left = shared->epochs - m->epoch - (double) m->visit / Max(mop_epoch_visits(shared, m), 1);
 		seconds += Max(epochs_left, 0) * m->predicted_seconds;
 	}
 	return seconds / Max(workers > 0 ? workers : shared->n_workers, 1);

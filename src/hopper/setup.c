@@ -29,6 +29,9 @@
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
+/* fit_multiple's folds argument (explain_fit_multiple has none) */
+#define MOP_ARG_FOLDS		12
+
 void
 mop_check_isolation(void)
 {
@@ -165,6 +168,65 @@ mop_priority_arg(FunctionCallInfo fcinfo, int arg)
 	return priority;
 }
 
+/*
+ * Cross-validation over the packed partitions: each one held out once, no
+ * validation table (a fold validates on its own), every configuration trained
+ * for all its epochs (halving would compare folds of different data), on this
+ * server.
+ */
+static void
+check_folds(const MopRun *run)
+{
+	if (run->vds)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("folds and validation do not combine"),
+				 errdetail("With folds, each fold is validated on the partition it holds out."),
+				 errhint("Pass validation => NULL, or folds => false.")));
+	if (run->strat != MOP_ALL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("folds work with strategy 'all' only, got '%s'", run->strategy),
+				 errdetail("Halving compares configurations at rungs; it does not yet compare the means of their folds."),
+				 errhint("Cross-validate the few configurations a halving run kept.")));
+	if (run->distributed)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("folds do not work on a distributed packed table")));
+	if (run->ds->partitions < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("folds need a packed table of at least 2 partitions, it has 1"),
+				 errhint("Pack with partitions => k for k folds.")));
+}
+
+/* Each configuration once per partition held out, in the set's order, its folds in partition order. */
+static void
+expand_folds(MopRun *run)
+{
+	List	   *folds = NIL;
+	ListCell   *lc;
+	int			parts = run->ds->partitions;
+
+	if ((int64) list_length(run->configs) * parts > PGDL_MAX_MODELS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%d configurations of %d folds are %d models, more than %d",
+						list_length(run->configs), parts, list_length(run->configs) * parts, PGDL_MAX_MODELS)));
+	foreach(lc, run->configs)
+	{
+		for (int p = 0; p < parts; p++)
+		{
+			MopConfig  *fold = palloc(sizeof(MopConfig));
+
+			*fold = *(MopConfig *) lfirst(lc);
+			fold->holdout = p;
+			folds = lappend(folds, fold);
+		}
+	}
+	run->configs = folds;
+}
+
 /* The arguments fit_multiple and explain_fit_multiple share, checked; the configurations ready and planned. */
 MopRun *
 mop_setup_run(FunctionCallInfo fcinfo)
@@ -199,6 +261,17 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	run->rank_by = PGDL_RANK_LOSS;
 	if (PG_NARGS() > 11 && !PG_ARGISNULL(11))
 		run->rank_by = pgdl_rank_metric_arg("rank_by", text_to_cstring(PG_GETARG_TEXT_PP(11)));
+	if (PG_NARGS() > MOP_ARG_FOLDS)
+	{
+		if (PG_ARGISNULL(MOP_ARG_FOLDS))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("folds must not be NULL"),
+					 errhint("Pass folds => true for cross-validation over the packed partitions, else false.")));
+		run->folds = PG_GETARG_BOOL(MOP_ARG_FOLDS);
+	}
+	if (run->folds)
+		check_folds(run);
 	check_can_read(run->ds);
 	if (run->vds)
 		check_can_read(run->vds);
@@ -207,6 +280,8 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	mop_check_methods(run);
 	mop_plan_devices(run);
 	mop_plan_caches(run);
+	if (run->folds)
+		expand_folds(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	return run;
 }

@@ -10,7 +10,10 @@
  *   number of workers; a model stopped early or at a rung ranks like any other;
  * - restore_best stores the best epoch's checkpoint, byte for byte;
  * - a model that diverged is stored as it was when it diverged, with a
- *   warning, and ranks last.
+ *   warning, and ranks last;
+ * - with folds, every fold's model is stored (its fold in its metrics and
+ *   name), and the leaderboard has a row per configuration: the means over its
+ *   folds, which pgdl.cross_validation shows with their spread.
  */
 #include "postgres.h"
 
@@ -73,8 +76,10 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	MopModel   *m = &shared->models[k];
 	const PgdlEpochMetrics *stored = mop_stored_metrics(m);
 	PgdlModelRecord rec = {0};
+	/* restore_best chose an epoch before the last (a resumed model's last may not be read back: not it) */
+	bool		restored = stored != &m->last && stored->epoch != m->epoch;
 
-	if (stored->epoch != m->epoch)
+	if (restored)
 	{
 		/* restore_best: the best epoch's checkpoint (a whole model), as pgdl.resume would find it */
 		rec.weights = pgdl_run_checkpoint_at(shared->run_id, c->config_id, stored->epoch);
@@ -94,6 +99,13 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 		memcpy(VARDATA(rec.weights), blobs + m->blob_offset, m->blob_len);
 	}
 	rec.name = run->name_prefix ? psprintf("%s" INT64_FORMAT, run->name_prefix, c->config_id) : NULL;
+	if (c->holdout >= 0)
+	{
+		rec.folded = true;
+		rec.fold = c->holdout;
+		if (rec.name)
+			rec.name = psprintf("%s_fold%d", rec.name, c->holdout);
+	}
 	rec.architecture = c->arch_id;
 	rec.spec = c->spec_json;
 	rec.config = config_with_transfer(c);
@@ -105,7 +117,7 @@ store_model(MopRun *run, MopShared *shared, char *blobs, int k)
 	rec.last = *stored;
 	rec.last.early_stopped = m->last.early_stopped;
 	rec.last.classification = run->ds->classification;
-	rec.epochs_trained = stored->epoch != m->epoch ? m->epoch : 0;
+	rec.epochs_trained = restored ? m->epoch : 0;
 	rec.selection = true;
 	rec.stopped = m->state == MOP_STOPPED;
 	return pgdl_run_store_model(&rec);
@@ -152,6 +164,92 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 	}
 }
 
+/* A configuration's folds summed up as one leaderboard row: the means of their last epochs. */
+typedef struct FoldSummary
+{
+	int			first;			/* its first fold's model and MopConfig */
+	int32		epochs;			/* the most any fold trained */
+	double		train_loss;
+	double		train_accuracy;
+	double		validation_loss;
+	double		validation_accuracy;
+	bool		stopped;		/* some fold stopped early */
+	bool		diverged;		/* some fold diverged: the configuration ranks last */
+} FoldSummary;
+
+static int
+compare_folds(const void *a, const void *b)
+{
+	const FoldSummary *x = a;
+	const FoldSummary *y = b;
+	int			by_loss = mop_compare_loss(x->validation_loss, y->validation_loss);
+
+	if (x->diverged != y->diverged)
+		return x->diverged ? 1 : -1;
+	if (by_loss != 0)
+		return by_loss;
+	return x->first < y->first ? -1 : 1;
+}
+
+/* The means of n folds, from model `first` on (the folds of a configuration are adjacent, in partition order). */
+static void
+summarize_folds(const MopShared *shared, int first, int n, FoldSummary *s)
+{
+	memset(s, 0, sizeof(FoldSummary));
+	s->first = first;
+	for (int k = first; k < first + n; k++)
+	{
+		const MopModel *m = &shared->models[k];
+
+		s->epochs = Max(s->epochs, m->epoch);
+		s->train_loss += m->last.train_loss / n;
+		s->train_accuracy += m->last.train_accuracy / n;
+		s->validation_loss += m->last.validation_loss / n;
+		s->validation_accuracy += m->last.validation_accuracy / n;
+		s->stopped |= m->state == MOP_STOPPED || m->last.early_stopped;
+		s->diverged |= m->state == MOP_DIVERGED;
+	}
+}
+
+/* With folds: a row per configuration, ranked by its folds' mean validation loss; no single model. */
+static void
+put_fold_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			folds = shared->n_partitions;
+	int			n = shared->n_models / folds;
+	FoldSummary *rows = palloc(sizeof(FoldSummary) * n);
+
+	for (int c = 0; c < n; c++)
+		summarize_folds(shared, c * folds, folds, &rows[c]);
+	qsort(rows, n, sizeof(FoldSummary), compare_folds);
+	for (int r = 0; r < n; r++)
+	{
+		FoldSummary *s = &rows[r];
+		MopConfig  *c = list_nth(run->configs, s->first);
+		Datum		values[12];
+		bool		nulls[12] = {false};
+
+		values[0] = Int32GetDatum(r + 1);
+		nulls[1] = true;
+		values[2] = Int64GetDatum(c->config_id);
+		values[3] = CStringGetTextDatum(c->arch_name);
+		values[4] = JsonbPGetDatum(config_with_transfer(c));
+		values[5] = Int32GetDatum(s->epochs);
+		values[6] = Float8GetDatum(s->train_loss);
+		nulls[6] = isnan(s->train_loss);
+		values[7] = Float8GetDatum(s->train_accuracy);
+		nulls[7] = !run->ds->classification || isnan(s->train_accuracy);
+		values[8] = Float8GetDatum(s->validation_loss);
+		nulls[8] = s->diverged;
+		values[9] = Float8GetDatum(s->validation_accuracy);
+		nulls[9] = s->diverged || !run->ds->classification;
+		values[10] = BoolGetDatum(s->stopped);
+		values[11] = BoolGetDatum(s->diverged);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
 /* Store the models, finish the run, return the leaderboard. */
 void
 mop_store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *blobs)
@@ -175,5 +273,8 @@ mop_store_models(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, char *
 					 errhint("Its model is stored as it was then, with \"diverged\": true in its metrics. Try a lower learning rate.")));
 	}
 	pgdl_run_finish(shared->run_id, PGDL_RUN_FINISHED);
-	put_leaderboard(fcinfo, run, shared, model_ids);
+	if (shared->folds)
+		put_fold_leaderboard(fcinfo, run, shared);
+	else
+		put_leaderboard(fcinfo, run, shared, model_ids);
 }

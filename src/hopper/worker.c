@@ -201,14 +201,28 @@ record_decisions(const MopDecisions *d)
 	CommitTransactionCommand();
 }
 
-/* Loss and accuracy of model i on the validation set; its scores too when rank_by or its monitor needs them. */
+static void hold_partition(int i, int32 part);
+
+/*
+ * Loss and accuracy of model i on the validation set, or a fold's on the
+ * partition it holds out; its scores too when rank_by or its monitor needs
+ * them (never with folds: prepare.c refuses it).
+ */
 static void
 evaluate(int i, NnModel *nn, NnBatchStats *vstats, PgdlEpochMetrics *metrics)
 {
-	WorkerSource *src = &sources[shared->models[i].source];
+	MopModel   *m = &shared->models[i];
+	WorkerSource *src = &sources[m->source];
 	ScanArg		sa = {NULL, nn, vstats, src};
 	MemoryContext cxt = NULL;
 
+	if (m->holdout >= 0)
+	{
+		/* its buffers in the order pgdl.fit(..., holdout => p) evaluates them */
+		hold_partition(i, m->holdout);
+		for_each_buffer(&src->train, m->holdout, &src->held[m->holdout], evaluate_cb, &sa);
+		return;
+	}
 	if (mop_needs_scores(shared, &shared->models[i]))
 	{
 		cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl validation scores", ALLOCSET_DEFAULT_SIZES);
@@ -274,8 +288,14 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
-	pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+	/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
+	if (m->holdout >= 0)
+		pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, metrics);
+	else
+	{
+		pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
+		pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
@@ -331,7 +351,7 @@ finish_epoch(int i, NnModel *nn, bool diverged)
 	/* a model that diverged at the first step of its epoch measured nothing */
 	double		none = diverged ? get_float8_nan() : 0;
 
-	if (shared->validation_id && !diverged)
+	if ((shared->validation_id || m->holdout >= 0) && !diverged)
 		evaluate(i, nn, &vstats, &metrics);
 	metrics.epoch = m->epoch + 1;
 	metrics.classification = sources[m->source].train.classification;
@@ -407,21 +427,22 @@ take_model(bool *all_finished)
 }
 
 /*
- * Model i is to visit a partition this worker did not load at the start (one
- * another worker owns, or inherited from a worker that retired): hold it here
+ * Model i is to visit (or, a fold, be evaluated on) a partition this worker did
+ * not load at the start (one another worker owns, or inherited from a worker
+ * that retired): hold it here
  * as the budget allows, once, for the models that come after (else it is read
  * from its table at each visit).
  */
 static void
-hold_partition(int i)
+hold_partition(int i, int32 part)
 {
 	MopModel   *m = &shared->models[i];
 	WorkerSource *src = &sources[m->source];
 
-	if (src->tried[m->partition])
+	if (src->tried[part])
 		return;
-	src->tried[m->partition] = true;
-	load(&src->train, m->partition, &src->held[m->partition]);
+	src->tried[part] = true;
+	load(&src->train, part, &src->held[part]);
 }
 
 /* Model i on its partition, here. */
@@ -507,7 +528,7 @@ train_model(int i, MemoryContext step_cxt)
 	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
 	m->visit++;
 	/* a model that diverged stops here: its epoch ends with what it trained */
-	epoch_done = m->visit == shared->n_partitions || v.diverged;
+	epoch_done = m->visit == mop_epoch_visits(shared, m) || v.diverged;
 	if (!epoch_done)
 		m->state = MOP_IDLE;
 	shared->workers[me].examples += v.stats.n;
@@ -832,7 +853,7 @@ train_models(MemoryContext step_cxt)
 			/* this worker busy, the others may take models of its partitions (take_model): they look again */
 			wake_everyone();
 			if (node == NULL)
-				hold_partition(i);
+				hold_partition(i, shared->models[i].partition);
 			train_model(i, step_cxt);
 			continue;
 		}

@@ -152,10 +152,17 @@ evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 void
 pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
 {
+	pgdl_evaluate_partition(model, ds, -1, stats);
+}
+
+/* Partition `part` of the packed table (-1: all), its buffers in the order the hopper's workers evaluate them. */
+void
+pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBatchStats *stats)
+{
 	EvalArg		ea = {model, stats};
 
 	pgdl_check_model_fits(&model->spec, ds);
-	pgdl_packed_scan(ds, -1, evaluate_buffer, &ea, NULL, NULL);
+	pgdl_packed_scan(ds, part, evaluate_buffer, &ea, NULL, NULL);
 }
 
 /* ---- what an evaluation reads: a packed table, or raw rows ---- */

@@ -7,6 +7,10 @@
  * partition's buffers in buffer_id order.  The model hopper will visit
  * partitions by the same rule, so that a model trained alone and one trained
  * in a group end identical.
+ *
+ * With holdout => p (one fold of cross-validation), an epoch visits every
+ * partition but p, in the order the seed draws over the others, and validates
+ * on p: what pgdl.fit_multiple(..., folds => true) trains as its fold p.
  */
 #include "postgres.h"
 
@@ -40,6 +44,7 @@ typedef struct FitRun
 	int32		epochs;
 	PgdlDataset *ds;
 	PgdlDataset *vds;			/* NULL: no validation set */
+	int32		holdout;		/* the held-out partition, validated on; -1: none */
 	const char *name;			/* NULL: none */
 	MemoryContext cxt;			/* the model, its optimizer and held buffers */
 	NnModel    *model;
@@ -175,6 +180,58 @@ fit_check_thread_memory(const NnSpec *spec, const PgdlTrainConfig *config)
 				 errhint("Use fewer threads, or ask a superuser to raise pgdl.max_model_memory.")));
 }
 
+/* A fold's held-out partition: one of the packed table's, with others to train on, and no validation table. */
+static void
+fit_check_holdout(FitRun *f, Oid validation, Jsonb *config_json)
+{
+	if (f->holdout < 0)
+		return;
+	/* as a fold of pgdl.fit_multiple(..., folds => true): its last epoch, watched on loss or accuracy */
+	if (f->config.restore_best && pgdl_jsonb_key(&config_json->root, "restore_best") != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("restore_best does not combine with holdout"),
+				 errdetail("A fold's model is stored as its last epoch left it, as in pgdl.fit_multiple(..., folds => true)."),
+				 errhint("Leave \"restore_best\" out of the configuration.")));
+	f->config.restore_best = false;
+	if (f->config.patience > 0 && pgdl_rank_metric_needs_scores(f->config.monitor))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("monitor \"%s\" does not combine with holdout", pgdl_rank_metric_name(f->config.monitor)),
+				 errhint("Monitor validation_loss or validation_accuracy.")));
+	if (OidIsValid(validation))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout and validation do not combine"),
+				 errdetail("With holdout, the model is validated on its held-out partition."),
+				 errhint("Pass either validation => a packed table, or holdout => a partition.")));
+	if (f->ds->partitions < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout needs a packed table of at least 2 partitions, \"%s\" has 1",
+						get_rel_name(f->ds->packed)),
+				 errhint("Pack with partitions => k for k folds.")));
+	if (f->holdout >= f->ds->partitions)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout must be a partition of the packed table, got %d", f->holdout),
+				 errdetail("Partitions are numbered from 0 to %d.", f->ds->partitions - 1)));
+}
+
+int32
+pgdl_epoch_order(uint64 seed, int32 epoch, int32 partitions, int32 holdout, int32 *order)
+{
+	int32		n = holdout >= 0 ? partitions - 1 : partitions;
+
+	/* the others, numbered without the held-out one: the same draw as a table of one partition less */
+	nn_rng_permutation(seed, NN_EPOCH_ORDER_STREAM(epoch), n, order);
+	if (holdout >= 0)
+		for (int32 k = 0; k < n; k++)
+			if (order[k] >= holdout)
+				order[k]++;
+	return n;
+}
+
 /* Every argument checked, and the datasets read, before anything is allocated. */
 static void
 fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
@@ -185,13 +242,13 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 				 errmsg("epochs must be between 1 and %d, got %d", PGDL_MAX_EPOCHS, f->epochs)));
 	pgdl_config_from_jsonb(config_json, &f->config);
 	fit_check_threads(f->config.threads);
-	if ((f->config.patience > 0 || f->config.restore_best) && !OidIsValid(validation))
+	if ((f->config.patience > 0 || f->config.restore_best) && !OidIsValid(validation) && f->holdout < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid training configuration at %s", f->config.patience > 0 ? "patience" : "restore_best"),
 				 errdetail("Early stopping and restore_best watch the validation set: \"%s\" needs a validation table.",
 						   f->config.patience > 0 ? "patience" : "restore_best"),
-				 errhint("Pass validation => a packed table.")));
+				 errhint("Pass validation => a packed table, or holdout => a partition.")));
 	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
@@ -206,6 +263,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 		pgdl_rank_metric_check_task(f->config.monitor, f->ds->classification, "monitor");
 	if (f->ds->partitions < 1 || f->ds->partitions > PGDL_MAX_PARTITIONS)
 		elog(ERROR, "dataset " INT64_FORMAT " has %d partitions", f->ds->id, f->ds->partitions);
+	fit_check_holdout(f, validation, config_json);
 	if (f->name)
 		pgdl_run_check_model_name(f->name);
 }
@@ -245,12 +303,12 @@ static void
 fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 {
 	PgdlTrainState *state = f->state;
-	int32		partitions = f->ds->partitions;
+	int32		visits;
 	instr_time	start,
 				duration;
 	NnBatchStats vstats = {0};
 
-	nn_rng_permutation((uint64) f->config.seed, NN_EPOCH_ORDER_STREAM(e), partitions, f->order);
+	visits = pgdl_epoch_order((uint64) f->config.seed, e, f->ds->partitions, f->holdout, f->order);
 	memset(&state->stats, 0, sizeof(NnBatchStats));
 	/* the epoch's learning rate, as a fit_multiple worker sets it for the model's epoch */
 	pgdl_config_at_epoch(&state->config, e, f->epochs);
@@ -265,7 +323,7 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 	pgdl_call_progress_phase(PGDL_PHASE_TRAINING, e + 1, f->epoch_total, false);
 	INSTR_TIME_SET_CURRENT(start);
 	/* a model that diverged is not trained further, nor evaluated */
-	for (int32 k = 0; k < partitions && !state->diverged; k++)
+	for (int32 k = 0; k < visits && !state->diverged; k++)
 	{
 		int32		p = f->order[k];
 
@@ -289,6 +347,11 @@ fit_epoch(FitRun *f, int32 e, PgdlEpochMetrics *m)
 		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
 		pgdl_call_progress_update(0, 0, (double) (e + 1) / f->epochs);
 		pgdl_evaluate_packed(f->model, f->vds, &vstats);
+	}
+	else if (f->holdout >= 0 && !state->diverged)
+	{
+		pgdl_call_progress_phase(PGDL_PHASE_VALIDATING, e + 1, -1, false);
+		pgdl_evaluate_partition(f->model, f->ds, f->holdout, &vstats);
 	}
 
 	memset(m, 0, sizeof(*m));
@@ -361,13 +424,17 @@ pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs)
 						unit, m->epoch, epochs, m->train_loss, m->images_per_second)));
 }
 
-int64
-pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
-			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last,
-			   int32 epochs_trained)
+/* The model into pgdl.models, a fold's with its number in its metrics (fold < 0: none); the run finished. */
+static int64
+store_fold(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
+		   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last,
+		   int32 epochs_trained, int32 fold)
 {
 	PgdlModelRecord rec = {0};
 	int64		model_id;
+
+	rec.folded = fold >= 0;
+	rec.fold = fold;
 
 	rec.name = name;
 	rec.architecture = arch_id;
@@ -384,6 +451,15 @@ pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, c
 	return model_id;
 }
 
+int64
+pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec, const PgdlTrainConfig *config,
+			   Jsonb *config_json, Jsonb *origin, int64 dataset, bytea *weights, const PgdlEpochMetrics *last,
+			   int32 epochs_trained)
+{
+	return store_fold(run, name, arch_id, spec, config, config_json, origin, dataset, weights, last,
+					  epochs_trained, -1);
+}
+
 /* The model as it is, or with restore_best the best epoch's (a model that diverged stays as it was then). */
 static int64
 fit_store(FitRun *f, const PgdlEpochMetrics *last, const PgdlPatience *patience)
@@ -391,12 +467,12 @@ fit_store(FitRun *f, const PgdlEpochMetrics *last, const PgdlPatience *patience)
 	PgdlEpochMetrics best;
 
 	if (f->best == NULL || last->diverged || patience->best_epoch == last->epoch)
-		return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin,
-							  f->ds->id, pgdl_model_serialize(f->model), last, 0);
+		return store_fold(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin,
+						  f->ds->id, pgdl_model_serialize(f->model), last, 0, f->holdout);
 	best = patience->best_metrics;
 	best.early_stopped = last->early_stopped;
-	return pgdl_fit_store(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin, f->ds->id,
-						  f->best, &best, last->epoch);
+	return store_fold(f->run_id, f->name, f->arch_id, f->spec, &f->config, f->config_json, f->origin, f->ds->id,
+					  f->best, &best, last->epoch, f->holdout);
 }
 
 /*
@@ -522,7 +598,7 @@ pgdl_epoch_rank_key(const PgdlEpochMetrics *m, PgdlRankMetric r)
  */
 static int64
 fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epochs,
-	Oid validation, text *name)
+	Oid validation, text *name, int32 holdout)
 {
 	FitRun		f = {0};
 	PgdlEpochMetrics m = {0};
@@ -532,6 +608,7 @@ fit(Oid source, int64 arch_id, const NnSpec *spec, Jsonb *config_json, int32 epo
 	f.arch_id = arch_id;
 	f.spec = spec;
 	f.epochs = epochs;
+	f.holdout = holdout;
 	f.name = name ? text_to_cstring(name) : NULL;
 	pgdl_call_progress_begin(PGDL_CALL_FIT, source);
 	fit_check(&f, source, config_json, validation);
@@ -567,7 +644,21 @@ check_not_null(FunctionCallInfo fcinfo, const char *what)
 					 errmsg("%s must not be NULL", what)));
 }
 
-/* fit(source, architecture name, config, epochs, validation, name) */
+/* The holdout argument (absent under an older SQL definition, or NULL: none). */
+static int32
+holdout_arg(FunctionCallInfo fcinfo)
+{
+	if (PG_NARGS() <= 6 || PG_ARGISNULL(6))
+		return -1;
+	if (PG_GETARG_INT32(6) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holdout must be a partition of the packed table, got %d", PG_GETARG_INT32(6)),
+				 errdetail("Partitions are numbered from 0.")));
+	return PG_GETARG_INT32(6);
+}
+
+/* fit(source, architecture name, config, epochs, validation, name, holdout) */
 PG_FUNCTION_INFO_V1(pgdl_fit);
 Datum
 pgdl_fit(PG_FUNCTION_ARGS)
@@ -579,10 +670,10 @@ pgdl_fit(PG_FUNCTION_ARGS)
 	pgdl_spec_from_jsonb(pgdl_architecture_by_name(text_to_cstring(PG_GETARG_TEXT_PP(1)), &arch_id), spec);
 	PG_RETURN_INT64(fit(PG_GETARG_OID(0), arch_id, spec, PG_GETARG_JSONB_P(2), PG_GETARG_INT32(3),
 						PG_ARGISNULL(4) ? InvalidOid : PG_GETARG_OID(4),
-						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5)));
+						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5), holdout_arg(fcinfo)));
 }
 
-/* fit(source, spec jsonb, config, epochs, validation, name) */
+/* fit(source, spec jsonb, config, epochs, validation, name, holdout) */
 PG_FUNCTION_INFO_V1(pgdl_fit_spec);
 Datum
 pgdl_fit_spec(PG_FUNCTION_ARGS)
@@ -593,5 +684,5 @@ pgdl_fit_spec(PG_FUNCTION_ARGS)
 	pgdl_spec_from_jsonb(PG_GETARG_JSONB_P(1), spec);
 	PG_RETURN_INT64(fit(PG_GETARG_OID(0), 0, spec, PG_GETARG_JSONB_P(2), PG_GETARG_INT32(3),
 						PG_ARGISNULL(4) ? InvalidOid : PG_GETARG_OID(4),
-						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5)));
+						PG_ARGISNULL(5) ? NULL : PG_GETARG_TEXT_PP(5), holdout_arg(fcinfo)));
 }

@@ -95,6 +95,13 @@ extern void pgdl_config_refuse_epochs(const PgdlTrainConfig *config, const char 
 extern int64 pgdl_fit_store(int64 run, const char *name, int64 arch_id, const NnSpec *spec,
 							const PgdlTrainConfig *config, Jsonb *config_json, Jsonb *origin,
 							int64 dataset, bytea *weights, const PgdlEpochMetrics *last, int32 epochs_trained);
+/*
+ * fit.c: the partitions a configuration visits in epoch `epoch` (0-based), in
+ * its seeded order: all of them, or all but `holdout` (a fold's held-out
+ * partition; -1: none); returns how many.  pgdl.fit and the model hopper's
+ * workers draw by this one rule, so that a model ends with the same bytes.
+ */
+extern int32 pgdl_epoch_order(uint64 seed, int32 epoch, int32 partitions, int32 holdout, int32 *order);
 /* fit.c: a NOTICE with an epoch's (or a federated round's) losses and accuracies. */
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
@@ -195,6 +202,8 @@ extern void pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, doubl
 
 /* evaluate.c: loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
+/* The same over one partition of a packed table: a fold's held-out partition. */
+extern void pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBatchStats *stats);
 /* The network's raw outputs (logits for the classification losses) for n examples, in its workspace. */
 extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
 /* One example's class from its raw outputs (the argmax, or logit > 0 for one bce output), and its probability. */
