@@ -176,6 +176,7 @@ resolve_network(MopRun *run, MopConfig *c)
 			pgdl_spec_from_jsonb(c->spec_json, c->spec);
 		pgdl_check_model_fits(c->spec, run->ds);
 		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
+		pgdl_class_weights_resolve(&c->config, run->ds);
 	}
 	PG_CATCH();
 	{
@@ -307,5 +308,12 @@ mop_check_methods(MopRun *run)
 					 errhint("Pass validation => a packed table.")));
 		if (run->distributed)
 			pgdl_config_refuse_epochs(&c->config, "a pgdl.fit_multiple run over a cluster's nodes");
+		if (run->distributed && c->config.class_weight != PGDL_CLASS_WEIGHT_NONE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("\"class_weight\" is not taken by a pgdl.fit_multiple run over a cluster's nodes"),
+					 errdetail("Configuration " INT64_FORMAT " weighs classes; its nodes would train unweighted.",
+							   c->config_id),
+					 errhint("Weigh rows instead: pgdl.pack(..., weight => 'column').")));
 	}
 }
