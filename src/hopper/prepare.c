@@ -314,6 +314,6 @@ mop_check_methods(MopRun *run)
 					 errmsg("\"class_weight\" is not taken by a pgdl.fit_multiple run over a cluster's nodes"),
 					 errdetail("Configuration " INT64_FORMAT " weighs classes; its nodes would train unweighted.",
 							   c->config_id),
-					 errhint("Weigh rows instead: pgdl.pack(..., weight => 'column').")));
+					 errhint("Train it without \"class_weight\".")));
 	}
 }

@@ -121,7 +121,7 @@ pgdl_class_weights_resolve(PgdlTrainConfig *cfg, const PgdlDataset *ds)
 				 errmsg("\"class_weight\" needs a classification dataset"),
 				 errdetail("The dataset of \"%s\" has a regression target: it has no classes to weigh.",
 						   pgdl_echo(get_rel_name(ds->packed))),
-				 errhint("Weigh rows instead: pgdl.pack(..., weight => 'column').")));
+				 errhint("Train it without \"class_weight\".")));
 	if (ds->n_classes > PGDL_MAX_CLASS_WEIGHTS)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
@@ -144,7 +144,7 @@ pgdl_class_weights_apply(NnModel *model, const PgdlTrainConfig *cfg)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("\"class_weight\" is only taken by pgdl.fit and pgdl.fit_multiple"),
 				 errdetail("Class weights are resolved against the dataset a model trains on, which the pgdl.train aggregate does not know."),
-				 errhint("Train with pgdl.fit, or weigh rows with pgdl.pack(..., weight => 'column').")));
+				 errhint("Train with pgdl.fit or pgdl.fit_multiple.")));
 	if (!nn_model_set_class_weights(model, cfg->n_class_weights > 0 ? cfg->class_weights : NULL,
 									cfg->n_class_weights, &err))
 		pgdl_report_nn_error("training configuration", &err);
