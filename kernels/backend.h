@@ -160,10 +160,13 @@ typedef struct NnBackend
 	/*
 	 * Softmax cross-entropy over rows of logits; labels are class indices stored
 	 * as floats (validated by the caller).  Writes dlogits = (softmax - onehot) *
-	 * scale and loss[r] = -log softmax[label].
+	 * scale and loss[r] = -log softmax[label].  With w (the backend's memory,
+	 * rows floats) row r's gradient is scaled by scale * w[r] instead: a
+	 * weighted mean loss (class and row weights); loss[r] stays unweighted.
+	 * The losses below take w alike; NULL is the unweighted arithmetic, exactly.
 	 */
-	void		(*softmax_xent) (const float *logits, const float *labels, float *dlogits,
-								 float *loss, int rows, int classes, float scale);
+	void		(*softmax_xent) (const float *logits, const float *labels, const float *w,
+								 float *dlogits, float *loss, int rows, int classes, float scale);
 
 	/*
 	 * A batch's metrics, returned in sums (host memory on every backend):
@@ -176,9 +179,9 @@ typedef struct NnBackend
 	 */
 	void		(*xent_metrics) (const float *logits, const float *labels, const float *loss,
 								 int rows, int classes, double *sums);
-	void		(*mse_loss) (const float *z, const float *y, float *dz, int rows, int k,
+	void		(*mse_loss) (const float *z, const float *y, const float *w, float *dz, int rows, int k,
 							 float scale, double *sums);
-	void		(*bce_loss) (const float *z, const float *y, float *dz, int rows, int k,
+	void		(*bce_loss) (const float *z, const float *y, const float *w, float *dz, int rows, int k,
 							 float scale, double *sums);
 
 	/*
@@ -260,8 +263,9 @@ typedef struct NnBackend
 	 * dlogits = (softmax - target) * scale and loss[r] = (1 - s) * -log
 	 * softmax[label] + s / classes * sum over c of -log softmax[c].
 	 */
-	void		(*softmax_xent_smooth) (const float *logits, const float *labels, float *dlogits,
-										float *loss, int rows, int classes, float scale, float smoothing);
+	void		(*softmax_xent_smooth) (const float *logits, const float *labels, const float *w,
+										float *dlogits, float *loss, int rows, int classes, float scale,
+										float smoothing);
 	/* The sum of x's squares, in double, in a fixed order (returned to the host). */
 	double		(*sum_squares) (const float *x, int64_t n);
 	/* x *= a */

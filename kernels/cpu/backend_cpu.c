@@ -333,14 +333,15 @@ cpu_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
 }
 
 static void
-cpu_softmax_xent(const float *restrict logits, const float *restrict labels, float *restrict dlogits,
-				 float *restrict loss, int rows, int classes, float scale)
+cpu_softmax_xent(const float *restrict logits, const float *restrict labels, const float *restrict w,
+				 float *restrict dlogits, float *restrict loss, int rows, int classes, float scale)
 {
 	for (int r = 0; r < rows; r++)
 	{
 		const float *restrict z = logits + (size_t) r * classes;
 		float	   *restrict dz = dlogits + (size_t) r * classes;
 		int			label = (int) labels[r];
+		float		s = w ? scale * w[r] : scale;
 		float		max = z[0];
 		float		sum = 0.0f;
 		float		inv;
@@ -353,16 +354,17 @@ cpu_softmax_xent(const float *restrict logits, const float *restrict labels, flo
 			sum += dz[c];
 		}
 		loss[r] = -(z[label] - max - logf(sum));
-		inv = scale / sum;
+		inv = s / sum;
 		for (int c = 0; c < classes; c++)
 			dz[c] *= inv;
-		dz[label] -= scale;
+		dz[label] -= s;
 	}
 }
 
 static void
-cpu_softmax_xent_smooth(const float *restrict logits, const float *restrict labels, float *restrict dlogits,
-						float *restrict loss, int rows, int classes, float scale, float smoothing)
+cpu_softmax_xent_smooth(const float *restrict logits, const float *restrict labels, const float *restrict w,
+						float *restrict dlogits, float *restrict loss, int rows, int classes, float scale,
+						float smoothing)
 {
 	float		off = smoothing / (float) classes;
 
@@ -371,6 +373,7 @@ cpu_softmax_xent_smooth(const float *restrict logits, const float *restrict labe
 		const float *restrict z = logits + (size_t) r * classes;
 		float	   *restrict dz = dlogits + (size_t) r * classes;
 		int			label = (int) labels[r];
+		float		s = w ? scale * w[r] : scale;
 		float		max = z[0];
 		float		sum = 0.0f;
 		float		lse,
@@ -388,10 +391,10 @@ cpu_softmax_xent_smooth(const float *restrict logits, const float *restrict labe
 		for (int c = 0; c < classes; c++)
 			nll_sum += lse - z[c];
 		loss[r] = (1.0f - smoothing) * (lse - z[label]) + off * nll_sum;
-		inv = scale / sum;
+		inv = s / sum;
 		for (int c = 0; c < classes; c++)
-			dz[c] = dz[c] * inv - off * scale;
-		dz[label] -= (1.0f - smoothing) * scale;
+			dz[c] = dz[c] * inv - off * s;
+		dz[label] -= (1.0f - smoothing) * s;
 	}
 }
 

@@ -93,9 +93,9 @@ extern void cpu_layernorm_backward(const float *x, const float *dy, float *dx,
 /* loss.c */
 extern void cpu_xent_metrics(const float *logits, const float *labels, const float *loss,
 							 int rows, int classes, double *sums);
-extern void cpu_mse_loss(const float *z, const float *y, float *dz, int rows, int k,
+extern void cpu_mse_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k,
 						 float scale, double *sums);
-extern void cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k,
+extern void cpu_bce_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k,
 						 float scale, double *sums);
 
 /* seq.c */

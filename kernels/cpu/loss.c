@@ -26,19 +26,22 @@ cpu_xent_metrics(const float *logits, const float *labels, const float *loss,
 }
 
 void
-cpu_mse_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+cpu_mse_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+			 double *sums)
 {
 	double		loss_sum = 0.0;
 
 	for (int r = 0; r < rows; r++)
-		loss_sum += nn_row_mse(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k, scale);
+		loss_sum += nn_row_mse(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k,
+							   w ? scale * w[r] : scale);
 	sums[0] = loss_sum;
 	sums[1] = 0.0;
 }
 
 /* On logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss. */
 void
-cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+cpu_bce_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+			 double *sums)
 {
 	double		loss_sum = 0.0;
 	int64_t		correct = 0;
@@ -47,8 +50,8 @@ cpu_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float s
 	{
 		bool		all_right;
 
-		loss_sum += nn_row_bce(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k, scale,
-							   &all_right);
+		loss_sum += nn_row_bce(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k,
+							   w ? scale * w[r] : scale, &all_right);
 		correct += all_right;
 	}
 	sums[0] = loss_sum;

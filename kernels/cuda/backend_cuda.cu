@@ -1175,7 +1175,7 @@ warp_sum(float v)
 }
 
 __global__ void
-softmax_xent_kernel(const float *logits, const float *labels, float *dlogits,
+softmax_xent_kernel(const float *logits, const float *labels, const float *w, float *dlogits,
 					float *loss, int rows, int classes, float scale)
 {
 	int			lane = threadIdx.x & 31;
@@ -1188,6 +1188,7 @@ softmax_xent_kernel(const float *logits, const float *labels, float *dlogits,
 		const float *z = logits + r * classes;
 		float	   *dz = dlogits + r * classes;
 		int			label = (int) labels[r];
+		float		s = w ? scale * w[r] : scale;
 		float		zmax = -INFINITY;
 		float		sum = 0.0f;
 		float		inv;
@@ -1203,9 +1204,9 @@ softmax_xent_kernel(const float *logits, const float *labels, float *dlogits,
 			sum += e;
 		}
 		sum = warp_sum(sum);
-		inv = scale / sum;
+		inv = s / sum;
 		for (int c = lane; c < classes; c += 32)
-			dz[c] = dz[c] * inv - (c == label ? scale : 0.0f);
+			dz[c] = dz[c] * inv - (c == label ? s : 0.0f);
 		if (lane == 0)
 		{
 			/* labels are validated by the caller; never read outside the row */
@@ -1215,17 +1216,17 @@ softmax_xent_kernel(const float *logits, const float *labels, float *dlogits,
 }
 
 static void
-cuda_softmax_xent(const float *logits, const float *labels, float *dlogits,
+cuda_softmax_xent(const float *logits, const float *labels, const float *w, float *dlogits,
 				  float *loss, int rows, int classes, float scale)
 {
 	if (rows <= 0 || classes <= 0)
 		return;
-	launch("softmax_xent", (int64_t) rows * 32, softmax_xent_kernel, logits, labels, dlogits,
+	launch("softmax_xent", (int64_t) rows * 32, softmax_xent_kernel, logits, labels, w, dlogits,
 		   loss, rows, classes, scale);
 }
 
 __global__ void
-softmax_xent_smooth_kernel(const float *logits, const float *labels, float *dlogits,
+softmax_xent_smooth_kernel(const float *logits, const float *labels, const float *w, float *dlogits,
 						   float *loss, int rows, int classes, float scale, float smoothing)
 {
 	int			lane = threadIdx.x & 31;
@@ -1238,6 +1239,7 @@ softmax_xent_smooth_kernel(const float *logits, const float *labels, float *dlog
 		const float *z = logits + r * classes;
 		float	   *dz = dlogits + r * classes;
 		int			label = (int) labels[r];
+		float		s = w ? scale * w[r] : scale;
 		float		zmax = -INFINITY;
 		float		sum = 0.0f,
 					nll_sum = 0.0f;
@@ -1259,9 +1261,9 @@ softmax_xent_smooth_kernel(const float *logits, const float *labels, float *dlog
 		for (int c = lane; c < classes; c += 32)
 			nll_sum += lse - z[c];
 		nll_sum = warp_sum(nll_sum);
-		inv = scale / sum;
+		inv = s / sum;
 		for (int c = lane; c < classes; c += 32)
-			dz[c] = dz[c] * inv - off * scale - (c == label ? (1.0f - smoothing) * scale : 0.0f);
+			dz[c] = dz[c] * inv - off * s - (c == label ? (1.0f - smoothing) * s : 0.0f);
 		if (lane == 0)
 			loss[r] = label >= 0 && label < classes
 				? (1.0f - smoothing) * (lse - z[label]) + off * nll_sum : NAN;
@@ -1269,12 +1271,12 @@ softmax_xent_smooth_kernel(const float *logits, const float *labels, float *dlog
 }
 
 static void
-cuda_softmax_xent_smooth(const float *logits, const float *labels, float *dlogits,
+cuda_softmax_xent_smooth(const float *logits, const float *labels, const float *w, float *dlogits,
 						 float *loss, int rows, int classes, float scale, float smoothing)
 {
 	if (rows <= 0 || classes <= 0)
 		return;
-	launch("softmax_xent_smooth", (int64_t) rows * 32, softmax_xent_smooth_kernel, logits, labels, dlogits,
+	launch("softmax_xent_smooth", (int64_t) rows * 32, softmax_xent_smooth_kernel, logits, labels, w, dlogits,
 		   loss, rows, classes, scale, smoothing);
 }
 
@@ -1358,18 +1360,20 @@ xent_metrics_kernel(const float *logits, const float *labels, const float *loss,
 }
 
 __global__ void
-mse_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, float scale, double *part)
+mse_loss_kernel(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+				double *part)
 {
 	double		loss_sum = 0.0;
 
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
 		 r += (int64_t) gridDim.x * blockDim.x)
-		loss_sum += nn_row_mse(z + r * k, y + r * k, dz + r * k, k, scale);
+		loss_sum += nn_row_mse(z + r * k, y + r * k, dz + r * k, k, w ? scale * w[r] : scale);
 	block_pair_sum(loss_sum, 0.0, part);
 }
 
 __global__ void
-bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, float scale, double *part)
+bce_loss_kernel(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+				double *part)
 {
 	double		loss_sum = 0.0,
 				correct = 0.0;
@@ -1379,7 +1383,7 @@ bce_loss_kernel(const float *z, const float *y, float *dz, int rows, int k, floa
 	{
 		bool		all_right;
 
-		loss_sum += nn_row_bce(z + r * k, y + r * k, dz + r * k, k, scale, &all_right);
+		loss_sum += nn_row_bce(z + r * k, y + r * k, dz + r * k, k, w ? scale * w[r] : scale, &all_right);
 		correct += all_right ? 1.0 : 0.0;
 	}
 	block_pair_sum(loss_sum, correct, part);
@@ -1430,16 +1434,18 @@ cuda_xent_metrics(const float *logits, const float *labels, const float *loss,
 }
 
 static void
-cuda_mse_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+cuda_mse_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+			  double *sums)
 {
-	mse_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, dz, rows, k, scale, cuda_scratch);
+	mse_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, w, dz, rows, k, scale, cuda_scratch);
 	metric_totals("mse_loss", sums);
 }
 
 static void
-cuda_bce_loss(const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums)
+cuda_bce_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+			  double *sums)
 {
-	bce_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, dz, rows, k, scale, cuda_scratch);
+	bce_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, w, dz, rows, k, scale, cuda_scratch);
 	metric_totals("bce_loss", sums);
 }
 

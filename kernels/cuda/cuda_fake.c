@@ -233,14 +233,14 @@ FAKE(layernorm_forward, (const float *x, float *y, int rows, int cols, const flo
 FAKE(layernorm_backward, (const float *x, const float *dy, float *dx, int rows, int cols,
 						  const float *gamma, float *dgamma, float *dbeta, const float *saved),
 	 (x, dy, dx, rows, cols, gamma, dgamma, dbeta, saved))
-FAKE(softmax_xent, (const float *z, const float *labels, float *dz, float *loss, int rows, int classes,
-					float scale), (z, labels, dz, loss, rows, classes, scale))
+FAKE(softmax_xent, (const float *z, const float *labels, const float *w, float *dz, float *loss, int rows,
+					int classes, float scale), (z, labels, w, dz, loss, rows, classes, scale))
 FAKE(xent_metrics, (const float *z, const float *labels, const float *loss, int rows, int classes,
 					double *sums), (z, labels, loss, rows, classes, sums))
-FAKE(mse_loss, (const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums),
-	 (z, y, dz, rows, k, scale, sums))
-FAKE(bce_loss, (const float *z, const float *y, float *dz, int rows, int k, float scale, double *sums),
-	 (z, y, dz, rows, k, scale, sums))
+FAKE(mse_loss, (const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+				double *sums), (z, y, w, dz, rows, k, scale, sums))
+FAKE(bce_loss, (const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
+				double *sums), (z, y, w, dz, rows, k, scale, sums))
 FAKE(dropout_forward, (const float *x, float *y, int64_t n, float rate, uint64_t seed, uint64_t stream,
 					   uint64_t counter), (x, y, n, rate, seed, stream, counter))
 FAKE(dropout_backward, (const float *dy, float *dx, int64_t n, float rate, uint64_t seed, uint64_t stream,
@@ -271,8 +271,9 @@ FAKE(seq_fold, (const float *cols, int n, const NnConvGeom *g, float *dx), (cols
 FAKE(copy_rows, (float *dst, int64_t ds, const float *src, int64_t ss, int64_t rows, int64_t cols, bool add),
 	 (dst, ds, src, ss, rows, cols, add))
 
-FAKE(softmax_xent_smooth, (const float *z, const float *labels, float *dz, float *loss, int rows, int classes,
-						   float scale, float smoothing), (z, labels, dz, loss, rows, classes, scale, smoothing))
+FAKE(softmax_xent_smooth, (const float *z, const float *labels, const float *w, float *dz, float *loss,
+						   int rows, int classes, float scale, float smoothing),
+	 (z, labels, w, dz, loss, rows, classes, scale, smoothing))
 FAKE(scale, (float *x, float a, int64_t n), (x, a, n))
 
 #define ENTRY(name) .name = fake_##name

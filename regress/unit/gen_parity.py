@@ -581,6 +581,68 @@ def case_methods(outdir, name, seed, hp):
     write_fixture(os.path.join(outdir, name + ".bin"), tensors)
 
 
+# Weighted losses (test_parity.c's parity_weighted_*): the optim_* MLP (cross_entropy, 5 classes) or a
+# 20-16-3 MLP (mse) trained 5 steps with SGD (lr 0.1, momentum 0.9):
+#   cw             class weights [5], when the case has them
+#   param.k, x.s, y.s, step.s.param.k as optim_*; rw.s the step's row weights, when the case has them
+#   loss.s         the step's plain mean loss (what a step reports), the weighted loss is what it follows
+# The weighted loss is sum(w_i * l_i) / sum(w_i) with w_i = cw[y_i] * rw_i: CrossEntropyLoss(weight=cw)
+# itself when there are no row weights.
+WEIGHTED_CASES = [
+    # name, seed, loss, class weights, row weights
+    ("weighted_xent_class", 2201, "xent", [0.5, 2.0, 1.0, 3.0, 0.25], False),
+    ("weighted_xent_class_rows", 2202, "xent", [1.5, 0.5, 1.0, 2.0, 4.0], True),
+    ("weighted_mse_rows", 2203, "mse", None, True),
+]
+
+
+def case_weighted(outdir, name, seed, loss, cw, rows):
+    torch.manual_seed(seed)
+    k = 5 if loss == "xent" else 3
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, k))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    tensors = []
+    cwt = torch.tensor(cw, dtype=torch.float32) if cw is not None else None
+    if cwt is not None:
+        tensors.append(("cw", cwt))
+    for k_, p in enumerate(params_of(model)):
+        tensors.append(("param.%d" % k_, p.detach().clone()))
+    n = 8
+    for s in range(5):
+        x = torch.randn(n, 20)
+        if loss == "xent":
+            labels = torch.randint(0, 5, (n,))
+            y = labels.float()
+        else:
+            y = torch.randn(n, k)
+        rw = torch.rand(n) * 2.0 if rows else None
+        tensors.append(("x.%d" % s, x))
+        tensors.append(("y.%d" % s, y))
+        if rw is not None:
+            tensors.append(("rw.%d" % s, rw))
+        opt.zero_grad()
+        out = model(x)
+        if loss == "xent":
+            per = nn.functional.cross_entropy(out, labels, reduction="none")
+            w = cwt[labels] if cwt is not None else torch.ones(n)
+        else:
+            per = ((out - y) ** 2).mean(dim=1)
+            w = torch.ones(n)
+        if rw is not None:
+            w = w * rw
+        weighted = (w * per).sum() / w.sum()
+        if loss == "xent" and rw is None:
+            # the definition followed is PyTorch's own weighted cross-entropy
+            ref = nn.CrossEntropyLoss(weight=cwt)(out, labels)
+            assert torch.allclose(ref, weighted, rtol=1e-6), (ref, weighted)
+        weighted.backward()
+        opt.step()
+        tensors.append(("loss.%d" % s, per.detach().mean().reshape(1)))
+        for k_, p in enumerate(params_of(model)):
+            tensors.append(("step.%d.param.%d" % (s, k_), p.detach().clone()))
+    write_fixture(os.path.join(outdir, name + ".bin"), tensors)
+
+
 def lr_sequence(make, epochs, lr=0.1):
     """The lr of each epoch: what the optimizer holds while the epoch trains, stepped after it."""
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=lr)
@@ -640,6 +702,8 @@ def main():
     for name, seed, hp in METHOD_CASES:
         case_methods(outdir, name, seed, hp)
     case_schedules(outdir)
+    for name, seed, loss, cw, rows in WEIGHTED_CASES:
+        case_weighted(outdir, name, seed, loss, cw, rows)
 
 
 if __name__ == "__main__":

@@ -742,13 +742,13 @@ check_softmax_xent_smooth(int rows, int classes, float smoothing)
 
 	if (smoothing > 0.0f)
 	{
-		cpu->softmax_xent_smooth(logits, labels, dlogits, loss, rows, classes, scale, smoothing);
-		gpu->softmax_xent_smooth(d_logits, d_labels, d_dlogits, d_loss, rows, classes, scale, smoothing);
+		cpu->softmax_xent_smooth(logits, labels, NULL, dlogits, loss, rows, classes, scale, smoothing);
+		gpu->softmax_xent_smooth(d_logits, d_labels, NULL, d_dlogits, d_loss, rows, classes, scale, smoothing);
 	}
 	else
 	{
-		cpu->softmax_xent(logits, labels, dlogits, loss, rows, classes, scale);
-		gpu->softmax_xent(d_logits, d_labels, d_dlogits, d_loss, rows, classes, scale);
+		cpu->softmax_xent(logits, labels, NULL, dlogits, loss, rows, classes, scale);
+		gpu->softmax_xent(d_logits, d_labels, NULL, d_dlogits, d_loss, rows, classes, scale);
 	}
 	snprintf(what, sizeof(what), "softmax_xent dlogits %dx%d smoothing %g", rows, classes, smoothing);
 	compare(what, dlogits, d_dlogits, total, scale);
@@ -987,13 +987,13 @@ check_regression_loss(bool bce, int rows, int k)
 
 	if (bce)
 	{
-		cpu->bce_loss(z, y, dz, rows, k, scale, want);
-		gpu->bce_loss(d_z, d_y, d_dz, rows, k, scale, got);
+		cpu->bce_loss(z, y, NULL, dz, rows, k, scale, want);
+		gpu->bce_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
 	else
 	{
-		cpu->mse_loss(z, y, dz, rows, k, scale, want);
-		gpu->mse_loss(d_z, d_y, d_dz, rows, k, scale, got);
+		cpu->mse_loss(z, y, NULL, dz, rows, k, scale, want);
+		gpu->mse_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
 	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : "mse_loss", rows, k);
 	compare(what, dz, d_dz, total, scale);

@@ -1289,6 +1289,108 @@ UNIT_TEST(parity_methods_sgd_nodecay_clip)
 	run_methods("methods_sgd_nodecay_clip");
 }
 
+/*
+ * weighted_*: the optim_* MLP (cross_entropy) or a 20-16-3 one (mse) trained
+ * 5 steps with SGD and class weights (nn_model_set_class_weights) and row
+ * weights (nn_model_weigh_next), as gen_parity.py's case_weighted does with
+ * torch: sum(w_i * l_i) / sum(w_i), CrossEntropyLoss(weight) itself for class
+ * weights alone.  The parameters after each step, and each step's reported
+ * loss (the plain mean), to 1e-5 relative (tighter than PARITY_RTOL).
+ */
+static void
+run_weighted(const char *case_name, bool mse)
+{
+	Fixture		fx;
+	ParityResult res;
+	NnSpec		spec;
+	NnModel    *m = NULL;
+	NnOptim		opt;
+	NnError		err;
+	const FixTensor *cw;
+	char		name[64];
+
+	memset(&res, 0, sizeof(res));
+	memset(&err, 0, sizeof(err));
+	if (!fixture_load(&fx, case_name))
+		return;
+	spec_init(&spec, 1, 20, 1, 1, mse ? NN_LOSS_MSE : NN_LOSS_CROSS_ENTROPY);
+	spec_dense(&spec, 16);
+	spec_add(&spec, NN_RELU);
+	spec_dense(&spec, mse ? 3 : 5);
+	m = create_model(case_name, &spec);
+	if (m == NULL)
+		goto done;
+	nn_optim_defaults(&opt, NN_OPT_SGD);
+	opt.lr = 0.1f;
+	opt.momentum = 0.9f;
+	if (!nn_model_set_optim(m, &opt, &err) || !load_reference(m, &fx))
+	{
+		CHECK_MSG(false, "%s: set up: %s", case_name, err.msg);
+		goto done;
+	}
+	cw = fixture_has(&fx, "cw") ? fixture_get(&fx, "cw", 5) : NULL;
+	if (cw != NULL && !nn_model_set_class_weights(m, cw->data, 5, &err))
+	{
+		CHECK_MSG(false, "%s: nn_model_set_class_weights: %s", case_name, err.msg);
+		goto done;
+	}
+	for (int s = 0; s < OPTIM_STEPS; s++)
+	{
+		const FixTensor *x,
+				   *y,
+				   *rw;
+		NnBatchStats stats;
+		int32_t		n;
+		char		fmt[64];
+		float		loss;
+
+		snprintf(name, sizeof(name), "x.%d", s);
+		if ((x = fixture_get(&fx, name, -1)) == NULL)
+			goto done;
+		n = x->ndim > 0 ? (int32_t) x->dims[0] : 0;
+		snprintf(name, sizeof(name), "y.%d", s);
+		if ((y = fixture_get(&fx, name, (int64_t) n * nn_model_target_size(m))) == NULL)
+			goto done;
+		snprintf(name, sizeof(name), "rw.%d", s);
+		rw = fixture_has(&fx, name) ? fixture_get(&fx, name, n) : NULL;
+		nn_model_weigh_next(m, rw != NULL ? rw->data : NULL);
+		memset(&stats, 0, sizeof(stats));
+		if (!nn_model_train_step(m, x->data, y->data, n, &stats, &err))
+		{
+			CHECK_MSG(false, "%s: nn_model_train_step %d: %s", case_name, s, err.msg);
+			goto done;
+		}
+		loss = (float) (stats.loss_sum / stats.n);
+		snprintf(name, sizeof(name), "loss.%d", s);
+		compare_tensor(&res, case_name, name, &loss, fixture_get(&fx, name, 1));
+		snprintf(fmt, sizeof(fmt), "step.%d.param.%%d", s);
+		compare_blocks(&res, m, &fx, false, m->params, fmt);
+	}
+	parity_report(&res, case_name);
+	CHECK_MSG(res.n_checked > 0 && res.worst_rel <= 1e-5, "%s: worst relative error %.3g > 1e-5 (%s)",
+			  case_name, res.worst_rel, res.worst_what);
+
+done:
+	if (m)
+		nn_model_free(m);
+	fixture_free(&fx);
+}
+
+UNIT_TEST(parity_weighted_xent_class)
+{
+	run_weighted("weighted_xent_class", false);
+}
+
+UNIT_TEST(parity_weighted_xent_class_rows)
+{
+	run_weighted("weighted_xent_class_rows", false);
+}
+
+UNIT_TEST(parity_weighted_mse_rows)
+{
+	run_weighted("weighted_mse_rows", true);
+}
+
 /* One schedule's lr per epoch (or per step: warmup_steps) against torch's, to 1e-6 relative. */
 static void
 check_schedule(const Fixture *fx, const char *name, const NnOptim *base, bool per_step)

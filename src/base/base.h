@@ -176,6 +176,12 @@ typedef enum PgdlRankMetric
  * when given.  Plain data: fit_multiple copies it into shared memory.  Read
  * from jsonb by spec/ (pgdl_config_from_jsonb); here because devices read it.
  */
+#define PGDL_CLASS_WEIGHT_NONE		0
+#define PGDL_CLASS_WEIGHT_BALANCED	1
+#define PGDL_CLASS_WEIGHT_MAP		2
+#define PGDL_CLASS_WEIGHT_MAP_LEN	2048	/* bytes of a "class_weight" object's JSON text, with its NUL */
+#define PGDL_MAX_CLASS_WEIGHTS		1024	/* classes of a dataset "class_weight" weighs */
+
 typedef struct PgdlTrainConfig
 {
 	NnOptim		optim;
@@ -190,6 +196,11 @@ typedef struct PgdlTrainConfig
 	float		min_delta;		/* "min_delta": the least change that counts as improvement */
 	PgdlRankMetric monitor;		/* "monitor": the validation metric early stopping and restore_best watch */
 	bool		restore_best;	/* "restore_best": keep the best epoch (by monitor); default on with patience */
+	/* "class_weight" (spec_json.c), resolved against the dataset at fit start (train/class_weights.c) */
+	int32		class_weight;	/* PGDL_CLASS_WEIGHT_NONE, _BALANCED or _MAP */
+	char		class_weight_map[PGDL_CLASS_WEIGHT_MAP_LEN];	/* _MAP: the object, as JSON text */
+	int32		n_class_weights;	/* resolved: class i weighs class_weights[i]; 0: not (yet) */
+	float		class_weights[PGDL_MAX_CLASS_WEIGHTS];
 } PgdlTrainConfig;
 
 /* devices.c: where a model trains or predicts */

@@ -177,6 +177,7 @@ resolve_network(MopRun *run, MopConfig *c)
 			pgdl_spec_from_jsonb(c->spec_json, c->spec);
 		pgdl_check_model_fits(c->spec, run->ds);
 		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
+		pgdl_class_weights_resolve(&c->config, run->ds);
 	}
 	PG_CATCH();
 	{
@@ -375,5 +376,12 @@ mop_check_methods(MopRun *run)
 							pgdl_rank_metric_name(c->config.monitor)),
 					 errdetail("Nodes measure validation loss and accuracy only."),
 					 errhint("Monitor validation_loss or validation_accuracy.")));
+		if (run->distributed && c->config.class_weight != PGDL_CLASS_WEIGHT_NONE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("\"class_weight\" is not taken by a pgdl.fit_multiple run over a cluster's nodes"),
+					 errdetail("Configuration " INT64_FORMAT " weighs classes; its nodes would train unweighted.",
+							   c->config_id),
+					 errhint("Train it without \"class_weight\".")));
 	}
 }

@@ -208,6 +208,7 @@ nn_model_free(NnModel *m)
 	m->be->release(m->opt_state);
 	m->be->release(m->work);
 	staging_free(m->be, m->staging);
+	nn_weights_free(m);
 	free(m);
 }
 
@@ -778,15 +779,23 @@ check_labels(NnModel *m, const float *y, int32_t n, NnError *err)
 	return true;
 }
 
+/* a / count in float, as the unweighted loss always computed it; 0 for a batch that weighs nothing */
+static float
+loss_scale(double a, double count)
+{
+	return count > 0.0 ? (float) a / (float) count : 0.0f;
+}
+
 /*
  * The loss of the last forward pass against targets y; writes the gradient of
  * the mean loss into the last layer's dout.  The backend computes the loss and
  * the batch's metrics; only those two numbers come back.  y is host memory
- * unless y_staged: a staged batch's targets, on the device and checked.
+ * unless y_staged: a staged batch's targets, on the device and checked.  hw:
+ * the examples' weights (host memory, summing to wsum; weights.c), or NULL.
  */
 static bool
-model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, NnBatchStats *stats,
-		   NnError *err)
+model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, const float *hw, double wsum,
+		   NnBatchStats *stats, NnError *err)
 {
 	float		smoothing = training ? m->optim.label_smoothing : 0.0f;
 	int			L = m->spec.n_layers;
@@ -794,6 +803,8 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, 
 	const float *z = m->out[L - 1];
 	float	   *dz = m->dout[L - 1];
 	double		sums[2] = {0.0, 0.0};
+	const float *w;
+	double		count = hw != NULL ? wsum : (double) n;
 
 	if (m->last_input == NULL || n != m->last_n)
 	{
@@ -807,20 +818,22 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, 
 		m->be->upload(m->staging->y, y, sizeof(float) * n * nn_model_target_size(m));
 		y = m->staging->y;
 	}
+	if ((w = nn_weights_on_backend(m, hw, n, err)) == NULL && hw != NULL)
+		return false;
 	switch (m->spec.loss)
 	{
 		case NN_LOSS_CROSS_ENTROPY:
 			if (smoothing > 0.0f)
-				m->be->softmax_xent_smooth(z, y, dz, m->row_loss, n, k, 1.0f / (float) n, smoothing);
+				m->be->softmax_xent_smooth(z, y, w, dz, m->row_loss, n, k, loss_scale(1.0, count), smoothing);
 			else
-				m->be->softmax_xent(z, y, dz, m->row_loss, n, k, 1.0f / (float) n);
+				m->be->softmax_xent(z, y, w, dz, m->row_loss, n, k, loss_scale(1.0, count));
 			m->be->xent_metrics(z, y, m->row_loss, n, k, sums);
 			break;
 		case NN_LOSS_MSE:
-			m->be->mse_loss(z, y, dz, n, k, 2.0f / (float) ((double) n * k), sums);
+			m->be->mse_loss(z, y, w, dz, n, k, loss_scale(2.0, count * k), sums);
 			break;
 		case NN_LOSS_BCE:
-			m->be->bce_loss(z, y, dz, n, k, 1.0f / (float) ((double) n * k), sums);
+			m->be->bce_loss(z, y, w, dz, n, k, loss_scale(1.0, count * k), sums);
 			break;
 		default:
 			nn_error_set(err, -1, "loss", "unknown loss");
@@ -839,7 +852,7 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, 
 bool
 nn_model_loss(NnModel *m, const float *y, int32_t n, NnBatchStats *stats, NnError *err)
 {
-	return model_loss(m, y, n, false, false, stats, err);
+	return model_loss(m, y, n, false, false, NULL, 0.0, stats, err);
 }
 
 /*
@@ -1101,25 +1114,29 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 {
 	unsigned int fp;
 	bool		ok;
+	const float *hw = NULL;
+	double		wsum = 0.0;
 
 	if (!on_device && !check_batch(m, x, y, n, err))
+		return false;
+	if (training && !nn_weights_batch(m, y, n, &hw, &wsum, err))
 		return false;
 	fp = fp_enter();
 	if (training && step_parallel(m, n))
 		nn_parallel_forward(m, x, n);
 	else
 		forward_pass(m, x, n, m->spec.n_layers, training, on_device);
-	ok = model_loss(m, y, n, on_device, training, stats, err);
+	ok = model_loss(m, y, n, on_device, training, hw, wsum, stats, err);
 	if (ok && training)
 		backward_update(m);
 	fp_leave(fp);
 	return ok;
 }
 
-/* A training step that is not applied when its loss is NaN or infinite (see nn.h). */
+/* A training step that is not applied when its loss is NaN or infinite (see nn.h); hw: as model_loss's. */
 static bool
-step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_device,
-			NnBatchStats *stats, bool *finite, NnError *err)
+step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_device, const float *hw,
+			double wsum, NnBatchStats *stats, bool *finite, NnError *err)
 {
 	NnBatchStats step = {0};
 	unsigned int fp;
@@ -1130,7 +1147,7 @@ step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_devic
 		nn_parallel_forward(m, x, n);
 	else
 		forward_pass(m, x, n, m->spec.n_layers, true, on_device);
-	ok = model_loss(m, y, n, on_device, true, &step, err);
+	ok = model_loss(m, y, n, on_device, true, hw, wsum, &step, err);
 	*finite = !ok || isfinite(step.loss_sum);
 	if (ok && *finite)
 		backward_update(m);
@@ -1210,7 +1227,8 @@ nn_model_stage(NnModel *m, const float *x, const float *y, int32_t n, NnError *e
 				tgt = nn_model_target_size(m);
 
 	if (!check_batch(m, x, y, n, err) ||
-		(m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err)))
+		(m->spec.loss == NN_LOSS_CROSS_ENTROPY && !check_labels(m, y, n, err)) ||
+		!nn_weights_stage(m, y, n, err))
 		return false;
 	if (m->staging == NULL && (m->staging = calloc(1, sizeof(NnStaging))) == NULL)
 	{
@@ -1238,6 +1256,8 @@ nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite, NnError *er
 	NnStaging  *st = m->staging;
 	int32_t		n = st != NULL ? st->staged_n : 0;
 	float	   *t;
+	const float *hw;
+	double		wsum;
 
 	*finite = true;
 	if (n == 0)
@@ -1248,13 +1268,14 @@ nn_model_train_staged(NnModel *m, NnBatchStats *stats, bool *finite, NnError *er
 	if (!check_can_step(m, err))
 		return false;
 	st->staged_n = 0;
+	hw = nn_weights_staged(m, n, &wsum);
 	if (!staged(m))
 		return step_finite(m, st->host_batch, st->host_batch + n * nn_model_input_size(m), n, false,
-						   stats, finite, err);
+						   hw, wsum, stats, finite, err);
 	m->be->wait_uploads();
 	t = st->x, st->x = st->next_x, st->next_x = t;
 	t = st->y, st->y = st->next_y, st->next_y = t;
-	return step_finite(m, st->x, st->y, n, true, stats, finite, err);
+	return step_finite(m, st->x, st->y, n, true, hw, wsum, stats, finite, err);
 }
 
 /*
@@ -1267,10 +1288,14 @@ bool
 nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
 						   NnBatchStats *stats, bool *finite, NnError *err)
 {
+	const float *hw;
+	double		wsum;
+
 	*finite = true;
-	if (!check_can_step(m, err) || !check_batch(m, x, y, n, err))
+	if (!check_can_step(m, err) || !check_batch(m, x, y, n, err) ||
+		!nn_weights_batch(m, y, n, &hw, &wsum, err))
 		return false;
-	return step_finite(m, x, y, n, false, stats, finite, err);
+	return step_finite(m, x, y, n, false, hw, wsum, stats, finite, err);
 }
 
 /* Weights are non-finite when an update overflowed, even if no loss was yet. */

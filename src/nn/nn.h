@@ -265,6 +265,7 @@ typedef struct NnModel
 	int16_t		consumers[NN_MAX_LAYERS + 1];
 	uint8_t		grad_add[NN_MAX_LAYERS];	/* bit k: input k's gradient adds to what others wrote */
 	float	   *gacc;			/* scratch for a gradient that is added, not written (batch_cap rows) */
+	struct NnLossWeights *weights;	/* class and row weights of the loss (weights.c); NULL: none */
 	/* (fields ordered so that the struct stays the size pgdl.estimate's memory_bytes counts) */
 } NnModel;
 
@@ -335,6 +336,20 @@ extern bool nn_model_check_input(const NnModel *m, const float *x, int32_t n, Nn
 extern bool nn_model_train_step_finite(NnModel *m, const float *x, const float *y, int32_t n,
 									   NnBatchStats *stats, bool *finite, NnError *err);
 extern bool nn_model_params_finite(const NnModel *m);
+
+/*
+ * weights.c: a weighted loss.  With class weights w[0 .. k) (k: the model's
+ * classes, cross_entropy only; finite, >= 0; copied; NULL: none) an example of
+ * class c weighs w[c]; nn_model_weigh_next's row_weights[i] (host memory, read
+ * by the next training step or nn_model_stage, then forgotten; NULL: 1 each)
+ * multiplies example i's.  A step then follows the gradient of
+ * sum(w_i * l_i) / sum(w_i), as torch.nn.CrossEntropyLoss(weight = w) does
+ * (a batch weighing 0 in all: no gradient); the loss it reports in
+ * NnBatchStats stays unweighted.  Clones and serialized models have no
+ * weights: they belong to a training, not to the model.
+ */
+extern bool nn_model_set_class_weights(NnModel *m, const float *w, int32_t k, NnError *err);
+extern void nn_model_weigh_next(NnModel *m, const float *row_weights);
 
 /*
  * Backends (kernels/backend.h).  A model lives on one backend: its parameters,

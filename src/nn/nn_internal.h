@@ -62,6 +62,33 @@ typedef struct NnStaging
 	int32_t		staged_n;		/* examples of the staged batch; 0 when none */
 } NnStaging;
 
+/*
+ * weights.c: a model's loss weights (nn_model_set_class_weights,
+ * nn_model_weigh_next), allocated when first set.
+ */
+typedef struct NnLossWeights
+{
+	float	   *classes;		/* host: class c's weight (cross_entropy); NULL: 1 each */
+	int32_t		n_classes;
+	const float *next_rows;		/* host: the next training batch's row weights; NULL: 1 each */
+	float	   *batch;			/* host: a batch's example weights */
+	int32_t		batch_floats;
+	float	   *staged;			/* host: the staged batch's example weights */
+	int32_t		staged_floats;
+	bool		staged_weighted;	/* the staged batch is weighted: staged and staged_sum hold it */
+	double		staged_sum;
+	float	   *device;			/* device_be's memory: the weights the loss reads there */
+	int32_t		device_floats;
+	const struct NnBackend *device_be;
+} NnLossWeights;
+
+extern bool nn_weights_batch(NnModel *m, const float *y, int32_t n, const float **out, double *sum,
+							 NnError *err);
+extern bool nn_weights_stage(NnModel *m, const float *y, int32_t n, NnError *err);
+extern const float *nn_weights_staged(NnModel *m, int32_t n, double *sum);
+extern const float *nn_weights_on_backend(NnModel *m, const float *hw, int32_t n, NnError *err);
+extern void nn_weights_free(NnModel *m);
+
 /* model.c */
 extern NnModel *nn_model_alloc(const NnSpec *spec, NnError *err);
 /* the spec validated and the parameters laid out in m (zeroed), nothing allocated */

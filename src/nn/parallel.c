@@ -333,6 +333,7 @@ view_point(const Step *st, int t)
 	v->batch_cap = v->last_n;
 	v->shard_first = lo;
 	v->staging = NULL;
+	v->weights = NULL;
 	if (t == 0)
 		return;
 	area = nn_model_thread_areas(m) + (t - 1) * nn_parallel_area_floats(m, m->batch_cap);

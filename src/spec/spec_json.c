@@ -134,6 +134,7 @@ static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
 static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
+	"class_weight",
 	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
 	"schedule", "step_size", "gamma", "eta_min", "warmup_epochs", "warmup_steps", "warmup_start_factor",
 	"clip_norm", "no_decay_bias_norm", "label_smoothing", "patience", "min_delta", "monitor",
@@ -751,6 +752,65 @@ monitor_name(PgdlRankMetric m)
 	return pgdl_rank_metric_name(m);
 }
 
+/*
+ * "class_weight": "balanced", or an object from a label (as text) to a finite
+ * positive weight; kept as canonical JSON text until pgdl_class_weights_resolve
+ * knows the dataset's classes.  Label smoothing with class weights is refused:
+ * torch weighs each smoothed class term by its own class's weight, pgdl weighs
+ * an example.
+ */
+static void
+config_class_weight(JsonbContainer *root, PgdlTrainConfig *cfg)
+{
+	JsonbValue *v = pgdl_jsonb_key(root, "class_weight");
+	JsonbIterator *it;
+	JsonbValue	kv;
+	JsonbIteratorToken tok;
+	char	   *text;
+	int			n = 0;
+
+	if (v == NULL)
+		return;
+	if (v->type == jbvString)
+	{
+		if (strcmp(get_string(v, "training configuration", "class_weight"), "balanced") != 0)
+			pgdl_report_invalid("training configuration", "class_weight",
+								"Expected \"balanced\" or an object from label to weight, such as {\"1\": 5}.");
+		cfg->class_weight = PGDL_CLASS_WEIGHT_BALANCED;
+	}
+	else
+	{
+		JsonbContainer *obj = get_container(v, false, "training configuration", "class_weight");
+
+		it = JsonbIteratorInit(obj);
+		while ((tok = JsonbIteratorNext(&it, &kv, true)) != WJB_DONE)
+		{
+			double		w;
+
+			if (tok != WJB_VALUE)
+				continue;
+			n++;
+			w = get_number(&kv, "training configuration", "class_weight");
+			if (!(isfinite(w) && w > 0 && w <= 1e30))
+				pgdl_report_invalid("training configuration", "class_weight",
+									psprintf("A class's weight must be a positive number (at most 1e30), got %g.", w));
+		}
+		if (n == 0)
+			pgdl_report_invalid("training configuration", "class_weight",
+								"An empty object weighs nothing: leave \"class_weight\" out.");
+		text = JsonbToCString(NULL, obj, v->val.binary.len);
+		if (strlen(text) >= PGDL_CLASS_WEIGHT_MAP_LEN)
+			pgdl_report_invalid("training configuration", "class_weight",
+								psprintf("The object is %zu bytes of JSON, more than %d; weigh fewer classes.",
+										 strlen(text), PGDL_CLASS_WEIGHT_MAP_LEN - 1));
+		strlcpy(cfg->class_weight_map, text, PGDL_CLASS_WEIGHT_MAP_LEN);
+		cfg->class_weight = PGDL_CLASS_WEIGHT_MAP;
+	}
+	if (cfg->optim.label_smoothing > 0)
+		pgdl_report_invalid("training configuration", "class_weight",
+							"\"class_weight\" and \"label_smoothing\" do not combine: PyTorch and pgdl would weigh the smoothed terms differently.");
+}
+
 void
 pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 {
@@ -820,6 +880,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	if (!nn_optim_validate(&cfg->optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	config_device_keys(root, cfg);
+	config_class_weight(root, cfg);
 	if (pgdl_jsonb_key(root, "warm_start") != NULL)
 	{
 		char	   *name;
@@ -910,6 +971,18 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	/* only when more than one: the bytes of a step depend on it (see training.md) */
 	if (cfg->threads > 1)
 		pgdl_jsonb_put_int(&state, "threads", cfg->threads);
+	if (cfg->class_weight == PGDL_CLASS_WEIGHT_BALANCED)
+		pgdl_jsonb_put_string(&state, "class_weight", "balanced");
+	else if (cfg->class_weight == PGDL_CLASS_WEIGHT_MAP)
+	{
+		Jsonb	   *map = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(cfg->class_weight_map)));
+		JsonbValue	mv;
+
+		mv.type = jbvBinary;
+		mv.val.binary.data = &map->root;
+		mv.val.binary.len = VARSIZE(map) - VARHDRSZ;
+		pgdl_jsonb_put_value(&state, "class_weight", &mv);
+	}
 	/* training methods, only when used: a configuration without them keeps its canonical form */
 	if (o->schedule != NN_SCHED_NONE)
 		pgdl_jsonb_put_string(&state, "schedule", nn_schedule_name(o->schedule));

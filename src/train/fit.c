@@ -252,6 +252,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 	f->config_json = config_json;
 	f->ds = pgdl_dataset_by_packed(source);
 	pgdl_check_model_fits(f->spec, f->ds);
+	pgdl_class_weights_resolve(&f->config, f->ds);
 	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
 	fit_check_thread_memory(f->spec, &f->config);
 	if (OidIsValid(validation))

@@ -41,6 +41,14 @@ typedef struct PgdlTrainState
 
 extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config,
 										MemoryContext cxt);
+
+/*
+ * class_weights.c: a configuration's "class_weight" resolved against the
+ * dataset it trains on (into config->class_weights; nothing without the key),
+ * then given to a model by pgdl_train_begin (an error if never resolved).
+ */
+extern void pgdl_class_weights_resolve(PgdlTrainConfig *config, const struct PgdlDataset *ds);
+extern void pgdl_class_weights_apply(NnModel *model, const PgdlTrainConfig *config);
 extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
 /*
  * train_ahead.c: buffers' steps in a thread while the backend reads the next

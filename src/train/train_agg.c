@@ -64,6 +64,7 @@ pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cx
 	if (!nn_model_set_optim(model, &config->optim, &err) ||
 		!nn_model_reserve(model, config->batch_size, &err))
 		pgdl_report_nn_error("training configuration", &err);
+	pgdl_class_weights_apply(model, config);
 	/* with its optimizer and workspace, so that all of it is allocated on the device once */
 	pgdl_device_move(model, pgdl_device_for(config), &config->optim, config->batch_size);
 	return state;
