@@ -7,7 +7,8 @@
  * What is kept, per row: a classifier's class and its probabilities (softmax
  * of the logits, or [1 - p, p] for one binary_cross_entropy output); a
  * multi-label model's targets and sigmoids; a regression model's targets and
- * outputs.  All in double, at most maintenance_work_mem of them (ranking
+ * outputs, in target units when the dataset standardized them (as
+ * pgdl.predict answers: y * std + mean in float32).  All in double, at most maintenance_work_mem of them (ranking
  * metrics sort every row), checked before each buffer is added.
  *
  * A metric scikit-learn leaves undefined (ROC AUC when the rows have one
@@ -52,6 +53,7 @@ typedef struct Predictions
 	double	   *t;				/* labels and values: n x k targets */
 	double	   *loss;			/* per output column: the loss summed over the rows (evaluate_targets) */
 	float	   *probability;	/* one row's, as pgdl.predict computes them */
+	const PgdlDataset *targets; /* values of standardized targets: their dataset, to unscale; else NULL */
 	MemoryContext cxt;
 } Predictions;
 
@@ -70,6 +72,9 @@ predictions_init(Predictions *pr, NnModel *model, const PgdlDataset *ds, MemoryC
 	else
 		pr->kind = model->spec.loss == NN_LOSS_BCE ? PREDICT_LABELS : PREDICT_VALUES;
 	pr->k = (int) (pr->kind == PREDICT_CLASSES && out == 1 ? 2 : out);
+	/* outputs and targets in target units, as pgdl.predict answers */
+	if (pr->kind == PREDICT_VALUES && ds->target_mean != NULL)
+		pr->targets = ds;
 	pr->loss = MemoryContextAllocZero(cxt, sizeof(double) * out);
 	pr->probability = MemoryContextAlloc(cxt, sizeof(float) * out);
 }
@@ -182,6 +187,12 @@ keep_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 		{
 			double		zi = zr[c];
 			double		t = y[(int64) r * out + c];
+
+			if (pr->targets != NULL)
+			{
+				zi = (float) (zr[c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
+				t = (float) (y[(int64) r * out + c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
+			}
 
 			if (!isfinite(t))
 				ereport(ERROR,
