@@ -604,6 +604,7 @@ COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigi
 -- ---- target scaling (pgdl.datasets.target_normalization: pack's standardize_target) and pgdl.split ----
 -- Datasets packed before have their targets as they are (NULL).
 ALTER TABLE pgdl.datasets ADD COLUMN target_normalization jsonb;
+GRANT UPDATE (target_normalization) ON pgdl.datasets TO PUBLIC;
 
 -- pgdl.split: a table's rows into <prefix>_train, <prefix>_validation (and <prefix>_test) tables, created
 -- as the caller (see docs/reference/pack.md#split).  A row's place is decided by a hash of its text and
