@@ -44,6 +44,17 @@ SELECT round(avg((z - target) ^ 2)::numeric, 2) AS mse_by_hand,
 -- a dataset scaled otherwise is another preprocessing
 SELECT * FROM pgdl.evaluate(:ts_model, 'ts_plain');
 
+-- export_onnx undoes the scaling in its last nodes (Mul by std, Add of mean); import round-trips
+SELECT position('pgdl_target_mul'::bytea IN pgdl.export_onnx(:ts_model)) > 0 AS has_mul,
+       position('pgdl_target_add'::bytea IN pgdl.export_onnx(:ts_model)) > 0 AS has_add,
+       position('pgdl_target'::bytea IN pgdl.export_onnx(:ts_model, with_normalization => false)) = 0 AS bare_has_none;
+SELECT pgdl.import_onnx('ts_hand_bad', pgdl.export_onnx(:ts_model, with_normalization => false), loss => 'mse')
+       IS NOT NULL AS bare_network;
+SELECT pgdl.import_onnx('ts_hand_rt', pgdl.export_onnx(:ts_model), dataset => 'ts_p') AS ts_rt \gset
+SELECT pgdl.predict(:ts_rt, ARRAY[0.5, 0]) = pgdl.predict(:ts_model, ARRAY[0.5, 0]) AS round_trip,
+       pgdl.predict(:ts_rt, ARRAY[0.5, 0]) <> pgdl.predict('ts_hand_bad', ARRAY[0.5, 0]) AS bare_differs;
+SELECT pgdl.import_onnx('ts_hand_other', pgdl.export_onnx(:ts_model), dataset => 'ts_plain');
+
 -- trained with the defaults on standardized targets, the model fits
 SELECT pgdl.fit('ts_p', '{"input": [2], "layers": [{"type": "dense", "units": 16}, {"type": "relu"},
                                                  {"type": "dense", "units": 1}], "loss": "mse"}'::jsonb,

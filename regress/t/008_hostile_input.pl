@@ -493,6 +493,7 @@ my %VALID = (
 	'sequence'                     => 'NULL',
 	'max_length'                   => 'NULL',
 	'standardize_target'           => 'false',
+	'pack.weight'                  => 'NULL',
 	'split.source'                 => q{'sweep_points'},
 	'output_prefix'                => q{'sweep_split'},
 	'split.validation'             => '0.2',
