@@ -126,7 +126,8 @@ UNION ALL SELECT 'train', kind, count(*) FROM ts_st_train GROUP BY kind ORDER BY
 SELECT pgdl.pack('ts_s_train', 'x', 'target', 'ts_s_train_p', partitions => 1, standardize => true,
                  standardize_target => true) > 0 AS packed;
 SELECT pgdl.pack('ts_s_validation', 'x', 'target', 'ts_s_validation_p', partitions => 1, reference => 'ts_s_train_p') > 0 AS packed;
--- errors
+-- errors (without the PL/pgSQL context, whose line numbers say nothing)
+\set SHOW_CONTEXT never
 SELECT * FROM pgdl.split('ts_rows', 'ts_s');
 SELECT * FROM pgdl.split('ts_rows', 'ts_e', validation => 0.6, test => 0.4);
 SELECT * FROM pgdl.split('ts_rows', 'ts_e', validation => 'NaN');

@@ -620,6 +620,16 @@ my %HOSTILE = (
 		[ -1          => '-1' ],
 		[ '1e308'     => '1e308' ],
 	],
+	# pgdl.split's shares
+	'real' => [
+		[ NaN         => q{'NaN'} ],
+		[ Infinity    => q{'Infinity'} ],
+		[ '-Infinity' => q{'-Infinity'} ],
+		[ 0           => '0' ],
+		[ -1          => '-1' ],
+		[ 1           => '1' ],
+		[ '1e38'      => '1e38' ],
+	],
 	'boolean' => [ [ true => 'true' ] ],
 	'jsonb'   => [],    # generated from each argument's valid value: %JSON_VARIANTS
 	'real[]'  => [

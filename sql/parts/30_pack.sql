@@ -96,6 +96,9 @@ BEGIN
 		RAISE EXCEPTION USING ERRCODE = '22004',
 			MESSAGE = 'source, output_prefix, validation, test and seed must not be NULL';
 	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = source) THEN
+		RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = pg_catalog.format('relation with OID %s does not exist', source::oid);
+	END IF;
 	IF NOT (validation >= 0 AND test >= 0 AND validation + test > 0 AND validation + test < 1) THEN
 		RAISE EXCEPTION USING ERRCODE = '22023',
 			MESSAGE = pg_catalog.format('validation (%s) and test (%s) must be shares of the rows, together above 0 and below 1',
