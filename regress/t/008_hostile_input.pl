@@ -492,6 +492,13 @@ my %VALID = (
 	'categories'                   => q{'{}'},
 	'sequence'                     => 'NULL',
 	'max_length'                   => 'NULL',
+	'standardize_target'           => 'false',
+	'pack.weight'                  => 'NULL',
+	'split.source'                 => q{'sweep_points'},
+	'output_prefix'                => q{'sweep_split'},
+	'split.validation'             => '0.2',
+	'split.test'                   => '0.1',
+	'stratify'                     => 'NULL',
 	'sequences'                    => q{'[]'},
 	'x'                            => $x_sql,
 	'train.x'                      => 'x',    # columns of the packed table
@@ -615,6 +622,16 @@ my %HOSTILE = (
 		[ 0           => '0' ],
 		[ -1          => '-1' ],
 		[ '1e308'     => '1e308' ],
+	],
+	# pgdl.split's shares
+	'real' => [
+		[ NaN         => q{'NaN'} ],
+		[ Infinity    => q{'Infinity'} ],
+		[ '-Infinity' => q{'-Infinity'} ],
+		[ 0           => '0' ],
+		[ -1          => '-1' ],
+		[ 1           => '1' ],
+		[ '1e38'      => '1e38' ],
 	],
 	'boolean' => [ [ true => 'true' ] ],
 	'jsonb'   => [],    # generated from each argument's valid value: %JSON_VARIANTS

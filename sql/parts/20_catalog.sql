@@ -27,7 +27,8 @@ CREATE TABLE pgdl.datasets (
 	reference bigint,						-- dataset whose classes and normalization were reused (see below)
 	created timestamptz NOT NULL DEFAULT now(),
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
-	categorical jsonb						-- vocabularies of categorical and sequence columns (see pack.md); NULL if none
+	categorical jsonb,						-- vocabularies of categorical and sequence columns (see pack.md); NULL if none
+	target_normalization jsonb				-- standardize_target: {"mean": [...], "std": [...]} per target; NULL if none
 );
 
 CREATE TABLE pgdl.architectures (

@@ -51,6 +51,10 @@ typedef struct PgdlDataset
 	int32		n_sequences;	/* sequence columns: their ids and length follow the categorical ids */
 	struct PgdlVocabulary *vocabulary;	/* n_categorical, then n_sequences; NULL when none */
 	Jsonb	   *categorical;	/* as stored: a dataset packed with this one as reference copies it */
+	/* standardize_target: y is (target - mean) / std per target (n_targets of each); NULL when not */
+	float	   *target_mean;
+	float	   *target_std;
+	Jsonb	   *target_normalization;	/* as stored; NULL when none */
 } PgdlDataset;
 
 /*
@@ -87,6 +91,8 @@ extern PgdlDataset *pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt);
 extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
 /* x (n rows of raw features) to what the model was trained on, in place. */
 extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
+/* rows x n_targets standardized targets (or a regression model's outputs) back to target units, in place. */
+extern void pgdl_dataset_unscale_targets(const PgdlDataset *ds, float *y, int64 rows);
 /* Value `value` (NULL: a NULL) of categorical column c as its id: 0 when unseen or NULL. */
 extern int32 pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value);
 /* Compares two values of a categorical column, by number or by bytes. */

@@ -38,12 +38,15 @@
 
 /*
  * The columns read, in this order (1-based, as SPI counts them).  categorical
- * (0.6.0) through to_jsonb: a catalog not yet updated has no such column.
+ * (0.6.0) and target_normalization (0.7.0) through to_jsonb: a catalog not
+ * yet updated has no such column.
  */
 #define DATASET_COLUMNS \
 	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
 	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows," \
-	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical" \
+	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical," \
+	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'target_normalization', 'null'::pg_catalog.jsonb)" \
+	" AS target_normalization" \
 	" FROM pgdl.datasets d"
 
 enum
@@ -58,7 +61,8 @@ enum
 	COL_NORMALIZATION,
 	COL_PARTITIONS,
 	COL_N_ROWS,
-	COL_CATEGORICAL
+	COL_CATEGORICAL,
+	COL_TARGET_NORMALIZATION
 };
 
 /* One row, as SPI returned it, and the id that names it in errors. */
@@ -190,9 +194,10 @@ json_number_text(const JsonbValue *v)
 	return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v->val.numeric)));
 }
 
-/* normalization's "mean" or "std": an array of n_features finite numbers (positive for std). */
+/* column's "mean" or "std": an array of n finite numbers (positive for std). */
 static float *
-read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, int32 n, bool positive)
+read_float_array(const DatasetRow *row, const char *column, const JsonbValue *v, const char *key, int32 n,
+				 bool positive)
 {
 	const char *must = positive ? "finite numbers greater than zero" : "finite numbers";
 	JsonbContainer *arr;
@@ -200,7 +205,7 @@ read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, in
 
 	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data) ||
 		JsonContainerSize(v->val.binary.data) != (uint32) n)
-		corrupted(row->id, "normalization", "has an invalid \"%s\": it must be an array of %d %s",
+		corrupted(row->id, column, "has an invalid \"%s\": it must be an array of %d %s",
 				  key, n, must);
 	arr = v->val.binary.data;
 	out = palloc(sizeof(float) * n);
@@ -212,7 +217,7 @@ read_float_array(const DatasetRow *row, const JsonbValue *v, const char *key, in
 		if (text)
 			pfree(text);		/* the dataset may live in the cache: keep only what it needs */
 		if (!isfinite(out[i]) || (positive && !(out[i] > 0.0f)))
-			corrupted(row->id, "normalization", "has an invalid \"%s\" (element %d): it must be an array of %d %s",
+			corrupted(row->id, column, "has an invalid \"%s\" (element %d): it must be an array of %d %s",
 					  key, i + 1, n, must);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -250,8 +255,33 @@ read_normalization(const DatasetRow *row, PgdlDataset *ds)
 	if (scale != NULL || mean == NULL || std == NULL)
 		corrupted(row->id, "normalization", "must have either \"scale\" or \"mean\" and \"std\"");
 	ds->scale = 1.0f;
-	ds->mean = read_float_array(row, mean, "mean", ds->n_numeric, false);
-	ds->std = read_float_array(row, std, "std", ds->n_numeric, true);
+	ds->mean = read_float_array(row, "normalization", mean, "mean", ds->n_numeric, false);
+	ds->std = read_float_array(row, "normalization", std, "std", ds->n_numeric, true);
+}
+
+/*
+ * NULL (targets as they are), or {"mean": [...], "std": [...]}: a regression
+ * dataset's targets packed as (target - mean) / std, n_targets of each.
+ */
+static void
+read_target_normalization(const DatasetRow *row, PgdlDataset *ds)
+{
+	bool		isnull;
+	Datum		d = get_column(row, COL_TARGET_NORMALIZATION, &isnull);
+	Jsonb	   *norm;
+
+	if (isnull)
+		return;
+	norm = DatumGetJsonbPCopy(d);
+	if (ds->classification)
+		corrupted(row->id, "target_normalization", "is not NULL, but a classification dataset's classes are not scaled");
+	if (JB_ROOT_IS_SCALAR(norm) || !JB_ROOT_IS_OBJECT(norm) || JsonContainerSize(&norm->root) != 2)
+		corrupted(row->id, "target_normalization", "must be a JSON object with \"mean\" and \"std\" only");
+	ds->target_normalization = norm;
+	ds->target_mean = read_float_array(row, "target_normalization", pgdl_jsonb_key(&norm->root, "mean"), "mean",
+									   ds->n_targets, false);
+	ds->target_std = read_float_array(row, "target_normalization", pgdl_jsonb_key(&norm->root, "std"), "std",
+									  ds->n_targets, true);
 }
 
 /* An integer's text as pgdl.pack writes it (no sign but '-', no leading zeros), or false. */
@@ -492,6 +522,7 @@ dataset_from_row(const DatasetRow *row)
 	ds->label_type = DatumGetObjectId(required_column(row, COL_LABEL_TYPE));
 	read_categorical(row, ds);
 	read_normalization(row, ds);
+	read_target_normalization(row, ds);
 	ds->partitions = int32_column(row, COL_PARTITIONS, 1, PGDL_MAX_PARTITIONS);
 	n_rows = DatumGetInt64(required_column(row, COL_N_ROWS));
 	if (n_rows < 0)
@@ -582,6 +613,15 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 		copy->normalization = palloc(VARSIZE(ds->normalization));
 		memcpy(copy->normalization, ds->normalization, VARSIZE(ds->normalization));
 	}
+	if (ds->target_normalization != NULL)
+	{
+		copy->target_normalization = palloc(VARSIZE(ds->target_normalization));
+		memcpy(copy->target_normalization, ds->target_normalization, VARSIZE(ds->target_normalization));
+		copy->target_mean = palloc(sizeof(float) * ds->n_targets);
+		memcpy(copy->target_mean, ds->target_mean, sizeof(float) * ds->n_targets);
+		copy->target_std = palloc(sizeof(float) * ds->n_targets);
+		memcpy(copy->target_std, ds->target_std, sizeof(float) * ds->n_targets);
+	}
 	return copy;
 }
 
@@ -610,6 +650,19 @@ pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 			x[r * nf + j] = (x[r * nf + j] - ds->mean[j]) / ds->std[j];
 }
 
+/* y * std + mean per target, in float32 as pgdl.pack's (y - mean) / std was; nothing when not scaled. */
+void
+pgdl_dataset_unscale_targets(const PgdlDataset *ds, float *y, int64 rows)
+{
+	int			k = ds->n_targets;
+
+	if (ds->target_mean == NULL)
+		return;
+	for (int64 r = 0; r < rows; r++)
+		for (int c = 0; c < k; c++)
+			y[r * k + c] = y[r * k + c] * ds->target_std[c] + ds->target_mean[c];
+}
+
 /* ---- whether two datasets are preprocessed alike ---- */
 
 /* A dataset in a sentence: its packed table's name, quoted, or its id when the table is gone. */
@@ -631,7 +684,27 @@ float_text(float f)
 	return pstrdup(buf);
 }
 
-/* What y means: the task, the targets, the classes in order. */
+/* The targets' scaling (standardize_target), compared as the floats that are applied. */
+static char *
+target_normalization_difference(const PgdlDataset *a, const PgdlDataset *b)
+{
+	if ((a->target_mean == NULL) != (b->target_mean == NULL))
+		return psprintf("The model's training set has %s targets; %s has %s targets.",
+						a->target_mean ? "standardized" : "unscaled", dataset_name(b),
+						b->target_mean ? "standardized" : "unscaled");
+	for (int32 c = 0; a->target_mean != NULL && c < a->n_targets; c++)
+	{
+		if (a->target_mean[c] != b->target_mean[c])
+			return psprintf("Target %d's mean differs: %s against %s.",
+							c + 1, float_text(a->target_mean[c]), float_text(b->target_mean[c]));
+		if (a->target_std[c] != b->target_std[c])
+			return psprintf("Target %d's standard deviation differs: %s against %s.",
+							c + 1, float_text(a->target_std[c]), float_text(b->target_std[c]));
+	}
+	return NULL;
+}
+
+/* What y means: the task, the targets (and their scaling), the classes in order. */
 static char *
 labels_difference(const PgdlDataset *a, const PgdlDataset *b)
 {
@@ -649,7 +722,7 @@ labels_difference(const PgdlDataset *a, const PgdlDataset *b)
 		if (strcmp(a->classes[i], b->classes[i]) != 0)
 			return psprintf("Class index %d is \"%s\" in the model's training set and \"%s\" here.",
 							i, pgdl_echo(a->classes[i]), pgdl_echo(b->classes[i]));
-	return NULL;
+	return target_normalization_difference(a, b);
 }
 
 /* Column c's vocabulary: its name, kind, sequence length and values, which its ids stand for. */

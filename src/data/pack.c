@@ -16,7 +16,8 @@
  *      they are, into memory; categorical and sequence values as provisional
  *      indices (pack_vocab.c);
  *   3. compute the classes or map to the reference's (pack_classes.c), the
- *      vocabularies (pack_vocab.c) and the normalization (pack_normalize.c);
+ *      vocabularies (pack_vocab.c) and the normalization of the features and
+ *      of regression targets (pack_normalize.c);
  *   4. shuffle the row order once (pack_order.c: seeded Fisher-Yates on
  *      nn_rng_u64); spilled rows are scattered to bucket files by their place
  *      in that order;
@@ -65,6 +66,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	int			n_classes = 0;
 	int			n_targets;
 	Jsonb	   *categorical;
+	Jsonb	   *target_normalization;
 	int32		n_buffers;
 	PackOrder	order;
 	int64		id;
@@ -89,6 +91,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	if (OidIsValid(args.reference))
 		pgdl_pack_open_reference(args.reference, &args, packcxt, &ref);
 	pgdl_pack_find_source(&args, &data);
+	pgdl_pack_check_standardize_target(&args, &data);
 	if (OidIsValid(args.reference))
 		pgdl_pack_read_reference(&data, &ref);
 	pgdl_pack_check_output(args.output, args.partitions, &out);
@@ -102,6 +105,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_call_progress_update(0, 0, 0.5);
 	y = data.classification ? pgdl_pack_make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
 	n_targets = data.classification ? 1 : data.n_targets;
+	target_normalization = pgdl_pack_standardize_targets(&args, &data, &ref, y);
 	categorical = pgdl_pack_make_vocabularies(&data, &ref);
 	pgdl_pack_make_normalization(&args, &data, &ref, &norm);
 	pgdl_pack_make_order(&data, args.seed, &norm, packcxt, &order);
@@ -115,6 +119,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 		pgdl_spill_end(data.spill);
 	id = pgdl_pack_register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers,
 									&ref, categorical);
+	pgdl_pack_store_target_normalization(id, target_normalization);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");

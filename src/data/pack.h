@@ -276,6 +276,12 @@ extern void pgdl_pack_add_deviations(void *arg, int64 row, const float *x);
 /* after pgdl_pack_make_order, which adds the deviations of spilled rows */
 extern void pgdl_pack_finish_normalization(const PackData *data, PackNorm *norm);
 extern void pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm);
+/* standardize_target: refused for classes and boolean targets (once the columns are found) */
+extern void pgdl_pack_check_standardize_target(const PackArgs *args, const PackData *data);
+/* y (n_rows x n_targets) standardized in place, or as the reference's were; the jsonb to store (NULL: none) */
+extern Jsonb *pgdl_pack_standardize_targets(const PackArgs *args, const PackData *data, const PackReference *ref,
+											float *y);
+extern void pgdl_pack_store_target_normalization(int64 dataset, Jsonb *target_normalization);
 
 /* pack_order.c: the shuffled order */
 

@@ -135,4 +135,10 @@ pgdl_pack_check_args(PackArgs *args)
 				 errmsg("scale and standardize cannot be given with a reference"),
 				 errdetail("A dataset packed with a reference is normalized as the reference was."),
 				 errhint("Leave scale and standardize out.")));
+	if (has_ref && args->standardize_target)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("standardize_target cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference has its targets scaled as the reference's were."),
+				 errhint("Leave standardize_target out.")));
 }

@@ -8,6 +8,7 @@
 
 #include "miscadmin.h"
 
+#include "base/base.h"
 #include "nn/nn.h"
 #include "data/pack.h"
 
@@ -123,6 +124,15 @@ pgdl_pack_make_classes(PackData *data, const PackReference *ref, char ***classes
 				 errmsg("label column \"%s\" has " INT64_FORMAT " distinct values, more than the %d classes allowed",
 						data->label.name, n_distinct, NN_MAX_CLASSES),
 				 errhint("For a numeric target, use a real or double precision label (regression).")));
+	/* a reference has the classes: a test set may hold one of them only */
+	if (ref->ds == NULL && n_distinct == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("label column \"%s\" has one class only", data->label.name),
+				 errdetail("Every one of the " INT64_FORMAT " rows packed has the label \"%s\": a classifier has nothing to tell apart.",
+						   data->n_rows, pgdl_echo(is_text ? ((char **) distinct)[0]
+												   : psprintf(INT64_FORMAT, ((int64 *) distinct)[0]))),
+				 errhint("Pack more rows, with other classes, or a real or double precision label as a regression target.")));
 
 	/* their text, and their class */
 	distinct_text = palloc(sizeof(char *) * n_distinct);

@@ -1,6 +1,8 @@
 /*
  * pack_normalize.c -- the normalization of the numeric features: a scale (1 by
- * default), each feature's mean and std (standardize), or the reference's.
+ * default), each feature's mean and std (standardize), or the reference's;
+ * and of a regression dataset's targets (standardize_target, or the
+ * reference's), which predict, evaluate, metrics and export_onnx undo.
  *
  * It is float32 arithmetic, exactly as pgdl_dataset_normalize applies it at
  * prediction time: x * (float) scale, or (x - mean[j]) / std[j] with mean and
@@ -10,6 +12,8 @@
 
 #include <math.h>
 
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 
 #include "data/pack.h"
@@ -207,4 +211,119 @@ pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm)
 					 errdetail("Its values from %g to %g become infinite once normalized.",
 							   data->fmin[j], data->fmax[j])));
 	}
+}
+
+/* ---- the targets: standardize_target ---- */
+
+void
+pgdl_pack_check_standardize_target(const PackArgs *args, const PackData *data)
+{
+	if (!args->standardize_target)
+		return;
+	if (data->classification)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("standardize_target needs a regression target"),
+				 errdetail("Label column \"%s\" is packed as classes, which are not numbers to scale.",
+						   data->label.name),
+				 errhint("Leave standardize_target out, or give a real or double precision label.")));
+	for (int i = 0; i < data->n_label_cols; i++)
+		if (data->labels[i].kind == PACK_BOOL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("standardize_target cannot scale boolean target \"%s\"", data->labels[i].name),
+					 errdetail("Boolean targets are labels of 0 or 1 for binary_cross_entropy, not values to scale."),
+					 errhint("Leave standardize_target out.")));
+}
+
+/*
+ * Each target's mean and std (population), in double over the float32
+ * targets, stored as float32 (a std of 0 or not finite becomes 1), and y
+ * standardized in place with those floats, as pgdl_dataset_unscale_targets
+ * undoes it.  Rows in the order read: the same bits whatever the shuffle.
+ */
+static void
+target_mean_std(const PackData *data, const float *y, int k, float *mean, float *std)
+{
+	for (int c = 0; c < k; c++)
+	{
+		double		sum = 0.0;
+		double		ssq = 0.0;
+
+		for (int64 r = 0; r < data->n_rows; r++)
+			sum += (double) y[r * k + c];
+		mean[c] = (float) (sum / (double) data->n_rows);
+		for (int64 r = 0; r < data->n_rows; r++)
+		{
+			double		dev = (double) y[r * k + c] - (double) mean[c];
+
+			if ((r & 65535) == 0)
+				CHECK_FOR_INTERRUPTS();
+			ssq += dev * dev;
+		}
+		std[c] = (float) sqrt(ssq / (double) data->n_rows);
+		if (!(std[c] > 0.0f) || !isfinite(std[c]))
+			std[c] = 1.0f;
+	}
+}
+
+Jsonb *
+pgdl_pack_standardize_targets(const PackArgs *args, const PackData *data, const PackReference *ref, float *y)
+{
+	int			k = data->n_targets;
+	const float *mean;
+	const float *std;
+	Jsonb	   *jsonb;
+
+	if (data->classification || data->n_rows == 0)
+		return NULL;
+	if (ref->ds != NULL)
+	{
+		if (ref->ds->target_mean == NULL)
+			return NULL;
+		mean = ref->ds->target_mean;
+		std = ref->ds->target_std;
+		jsonb = ref->ds->target_normalization;
+	}
+	else if (args->standardize_target)
+	{
+		float	   *m = palloc(sizeof(float) * k);
+		float	   *s = palloc(sizeof(float) * k);
+
+		target_mean_std(data, y, k, m, s);
+		mean = m;
+		std = s;
+		jsonb = standardize_jsonb(m, s, k);
+	}
+	else
+		return NULL;
+	for (int64 r = 0; r < data->n_rows; r++)
+		for (int c = 0; c < k; c++)
+		{
+			float		v = (y[r * k + c] - mean[c]) / std[c];
+
+			if (!isfinite(v))
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("standardized target %d is out of the range of real", c + 1),
+						 errdetail("Its value %g becomes infinite once standardized.", y[r * k + c])));
+			y[r * k + c] = v;
+		}
+	return jsonb;
+}
+
+/* The dataset's row, just registered by pgdl_pack_register_dataset, gets its targets' scaling. */
+void
+pgdl_pack_store_target_normalization(int64 dataset, Jsonb *target_normalization)
+{
+	Oid			types[2] = {JSONBOID, INT8OID};
+	Datum		values[2] = {JsonbPGetDatum(target_normalization), Int64GetDatum(dataset)};
+	int			ret;
+
+	if (target_normalization == NULL)
+		return;
+	ret = SPI_execute_with_args("UPDATE pgdl.datasets SET target_normalization = $1 WHERE id = $2",
+								2, types, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "pgdl.pack: storing the targets' scaling failed: %s", SPI_result_code_string(ret));
 }

@@ -109,6 +109,7 @@ pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features
 	{
 		pgdl_pack_finish_sequences(&data, args.buffer_rows);
 		y = data.classification ? pgdl_pack_make_classes(&data, &ref, &classes, &n_classes) : data.label_float;
+		(void) pgdl_pack_standardize_targets(&args, &data, &ref, y);
 		(void) pgdl_pack_make_vocabularies(&data, &ref);
 		pgdl_pack_make_normalization(&args, &data, &ref, &norm);
 		pgdl_pack_make_order(&data, args.seed, &norm, cxt, &order);

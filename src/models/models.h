@@ -26,6 +26,7 @@
 #define PGDL_ONNX_META_LOSS			"pgdl.loss"				/* "cross_entropy", "mse", ... */
 #define PGDL_ONNX_META_NORMALIZATION "pgdl.normalization"	/* the dataset's, when folded in as nodes */
 #define PGDL_ONNX_META_MODEL		"pgdl.model"			/* {"id": ..., "name": ...} exported from */
+#define PGDL_ONNX_META_TARGET_NORMALIZATION "pgdl.target_normalization"	/* the dataset's, undone as the last nodes */
 
 /*
  * ---- export (onnx_export.c) ----
@@ -45,6 +46,11 @@
 #define PGDL_ONNX_NODE_SIGMOID			"pgdl_sigmoid"			/* Sigmoid, binary_cross_entropy */
 #define PGDL_ONNX_NODE_OUTPUT_FLATTEN	"pgdl_output_flatten"	/* a network that ends in [batch, C, H, W] */
 #define PGDL_ONNX_NODE_OUTPUT_IDENTITY	"pgdl_output_identity"	/* a graph with no other node */
+/* standardized targets (pack's standardize_target) back to target units, behind the network: z * std + mean */
+#define PGDL_ONNX_NODE_TARGET_MUL		"pgdl_target_mul"
+#define PGDL_ONNX_NODE_TARGET_ADD		"pgdl_target_add"
+#define PGDL_ONNX_TARGET_STD			"pgdl_target.std"		/* [n_targets] */
+#define PGDL_ONNX_TARGET_MEAN			"pgdl_target.mean"
 /* ---- import (onnx_import.c) ---- */
 
 #include "catalog/catalog.h"

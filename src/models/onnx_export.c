@@ -512,9 +512,29 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 	}
 }
 
-/* The network, then what pgdl.predict makes of its outputs; the last tensor is named PGDL_ONNX_OUTPUT. */
+/* A regression model of standardized targets: z * std + mean, as pgdl.predict answers. */
 static void
-add_network(OnnxGraph *g, const NnModel *m)
+add_target_unscaling(OnnxGraph *g, const PgdlDataset *ds)
+{
+	const char *std[] = {PGDL_ONNX_TARGET_STD, NULL};
+	const char *mean[] = {PGDL_ONNX_TARGET_MEAN, NULL};
+	int64		dims[1] = {ds->n_targets};
+
+	add_initializer(g, PGDL_ONNX_TARGET_STD, 1, dims, ds->target_std);
+	add_initializer(g, PGDL_ONNX_TARGET_MEAN, 1, dims, ds->target_mean);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), PGDL_ONNX_NODE_TARGET_MUL, std);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), PGDL_ONNX_NODE_TARGET_ADD, mean);
+	add_meta(g, PGDL_ONNX_META_TARGET_NORMALIZATION,
+			 JsonbToCString(NULL, &ds->target_normalization->root, VARSIZE(ds->target_normalization)));
+}
+
+/*
+ * The network, then what pgdl.predict makes of its outputs (targets, when
+ * given, the dataset whose standardized targets to undo); the last tensor is
+ * named PGDL_ONNX_OUTPUT.
+ */
+static void
+add_network(OnnxGraph *g, const NnModel *m, const PgdlDataset *targets)
 {
 	Onnx__NodeProto *last;
 
@@ -529,6 +549,8 @@ add_network(OnnxGraph *g, const NnModel *m)
 				   attr_int("axis", 1), NULL, NULL);
 	else if (m->spec.loss == NN_LOSS_BCE)
 		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SIGMOID), PGDL_ONNX_NODE_SIGMOID, NULL);
+	if (targets != NULL)
+		add_target_unscaling(g, targets);
 	if (g->nodes == NIL)
 		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_IDENTITY), PGDL_ONNX_NODE_OUTPUT_IDENTITY, NULL);
 	last = llast(g->nodes);
@@ -567,7 +589,9 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	pgdl_check_model_fits(&m->spec, pm->dataset);
 	if (normalize && pm->dataset != NULL)
 		add_normalization(&g, pm->dataset, &m->spec);
-	add_network(&g, m);
+	/* with the normalization in front, the targets' scaling undone behind: the file answers as pgdl.predict */
+	add_network(&g, m, normalize && pm->dataset != NULL && pm->dataset->target_mean != NULL &&
+				m->spec.loss == NN_LOSS_MSE ? pm->dataset : NULL);
 	add_model_meta(&g, pm, name);
 
 	onnx__graph_proto__init(graph);

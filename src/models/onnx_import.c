@@ -62,6 +62,8 @@ typedef struct Reader
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
 	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
 	bool		meta_normalization;
+	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */
+	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
 	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
 } Reader;
 
@@ -895,6 +897,39 @@ read_normalization(Reader *r, PgdlOnnxOp op)
 	r->norm_state = op == PGDL_ONNX_SUB ? 1 : 2;
 }
 
+/* One of the target unscaling's initializers: n_targets floats, equal to the dataset's. */
+static void
+check_target_vector(Reader *r, const float *want, int32 k)
+{
+	const Onnx__TensorProto *t = const_input(r, 1, false);
+	int64		n;
+	float	   *v = tensor_floats(r, t, &n);
+
+	if (n != k || !same_floats(v, want, k))
+		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
+				   "The model's target scaling and the dataset's disagree.");
+}
+
+/* pgdl's export's Mul by std then Add of mean behind the network: the dataset's targets, undone. */
+static void
+read_target_unscaling(Reader *r, PgdlOnnxOp op)
+{
+	const PgdlDataset *ds = r->args->dataset;
+
+	if (ds == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot import ONNX node #%d (%s) without the dataset whose targets it unscales", r->index,
+						pgdl_onnx_op_name(op)),
+				 errdetail("The model was exported by pgdl with its dataset's target scaling undone as its last nodes."),
+				 errhint("Pass the packed dataset as dataset, or export with with_normalization => false.")));
+	if (ds->target_mean == NULL)
+		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
+				   "The model undoes a target scaling that the dataset does not have.");
+	check_target_vector(r, op == PGDL_ONNX_MUL ? ds->target_std : ds->target_mean, ds->n_targets);
+	r->target_state = op == PGDL_ONNX_MUL ? 1 : 2;
+}
+
 /* ---- the chain ---- */
 
 static void
@@ -913,6 +948,14 @@ read_constant(Reader *r)
 static void
 read_op(Reader *r, PgdlOnnxOp op)
 {
+	const char *name = r->node->name ? r->node->name : "";
+
+	if (r->meta_target &&
+		((r->target_state == 0 && op == PGDL_ONNX_MUL && strcmp(name, PGDL_ONNX_NODE_TARGET_MUL) == 0) ||
+		 (r->target_state == 1 && op == PGDL_ONNX_ADD && strcmp(name, PGDL_ONNX_NODE_TARGET_ADD) == 0)))
+		return read_target_unscaling(r, op);
+	if (r->target_state != 0)
+		UNSUPPORTED(r, "pgdl's target scaling is a Mul followed by an Add, the graph's last nodes.");
 	if (r->meta_normalization && r->spec->n_layers == 0 &&
 		((r->norm_state == 0 && (op == PGDL_ONNX_MUL || op == PGDL_ONNX_SUB)) ||
 		 (r->norm_state == 1 && op == PGDL_ONNX_DIV)))
@@ -1194,6 +1237,7 @@ pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnx
 	r->spec = palloc0(sizeof(NnSpec));
 	r->sigmoid_node = -1;
 	r->meta_normalization = metadata(model, PGDL_ONNX_META_NORMALIZATION) != NULL;
+	r->meta_target = metadata(model, PGDL_ONNX_META_TARGET_NORMALIZATION) != NULL;
 	read_graph(r);
 	settle_loss(r);
 	out->model = build_model(r);

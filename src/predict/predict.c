@@ -27,7 +27,8 @@
  *    the long-lived cache, and makes the whole scan use one consistent model.
  *
  * A bytea model has no dataset: its inputs are used as given (no
- * normalization) and its classes are class indices.  The per-row functions
+ * normalization), its outputs too (no target scaling undone) and its classes
+ * are class indices.  The per-row functions
  * keep the last blob's deserialized model per call site, keyed by the blob's
  * bytes, so that `pgdl.predict($1::bytea, x) FROM t` deserializes once.
  */
@@ -407,6 +408,9 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	pgdl_predict_check_outputs(z, k, "x");
 	out = palloc(sizeof(float) * k);
 	pgdl_model_probabilities(m->spec.loss, z, k, out);
+	/* a regression model of standardized targets answers in target units */
+	if (model->dataset != NULL && m->spec.loss == NN_LOSS_MSE)
+		pgdl_dataset_unscale_targets(model->dataset, out, 1);
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
 }
 

@@ -4,6 +4,10 @@
  * pgdl.fit and pgdl.fit_federated; and what prediction (predict/) shares with
  * it: a batch's raw outputs in inference mode, and the class they name.
  *
+ * Standardized targets (pack's standardize_target): pgdl.evaluate's loss is
+ * in target units, the validation loss of training in standardized units (the
+ * loss the network minimizes).
+ *
  * Inference mode: a forward pass writes the model's workspace but never its
  * parameters or running statistics, so evaluating a model leaves it as it
  * was.  The SQL functions read a table, so they clone the model and copy its
@@ -133,7 +137,35 @@ typedef struct EvalArg
 {
 	NnModel    *model;
 	NnBatchStats *stats;
+	const PgdlDataset *targets;	/* pgdl.evaluate of standardized targets: their dataset, else NULL */
 } EvalArg;
+
+/*
+ * The mse of a buffer of standardized targets in target units: per example,
+ * the mean over targets of std^2 (z - y)^2, as the engine's mse is the mean
+ * over targets of (z - y)^2.
+ */
+static void
+evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, int32 n)
+{
+	const PgdlDataset *ds = ea->targets;
+	const float *z = pgdl_model_outputs(ea->model, x, n);
+	int			k = ds->n_targets;
+
+	for (int32 r = 0; r < n; r++)
+	{
+		double		sum = 0.0;
+
+		for (int c = 0; c < k; c++)
+		{
+			double		d = ((double) z[(int64) r * k + c] - (double) y[(int64) r * k + c]) * ds->target_std[c];
+
+			sum += d * d;
+		}
+		ea->stats->loss_sum += sum / k;
+	}
+	ea->stats->n += n;
+}
 
 static void
 evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
@@ -141,6 +173,11 @@ evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 	EvalArg    *ea = arg;
 	NnError		err;
 
+	if (ea->targets != NULL)
+	{
+		evaluate_buffer_unscaled(ea, x, y, n);
+		return;
+	}
 	pgdl_check_model_batch(ea->model, n, "the model");
 	if (!nn_model_evaluate(ea->model, x, y, n, ea->stats, &err))
 		ereport(ERROR,
@@ -159,7 +196,7 @@ pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
 void
 pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBatchStats *stats)
 {
-	EvalArg		ea = {model, stats};
+	EvalArg		ea = {model, stats, NULL};
 
 	pgdl_check_model_fits(&model->spec, ds);
 	pgdl_packed_scan(ds, part, evaluate_buffer, &ea, NULL, NULL);
@@ -236,7 +273,8 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 	PgdlModel  *model;
 	PgdlEvaluationData data;
 	NnBatchStats stats = {0};
-	EvalArg		ea = {NULL, &stats};
+	EvalArg		ea = {NULL, &stats, NULL};
+	const PgdlDataset *ds;
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
@@ -254,7 +292,11 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 	/* whole buffers at a time: worth a device when pgdl.device names one (its workspace grows there) */
 	pgdl_device_move(model->nn, pgdl_device_for(NULL), NULL, 0);
 	ea.model = model->nn;
-	pgdl_evaluation_scan(pgdl_evaluation_dataset(model, &data), &data, evaluate_buffer, &ea);
+	ds = pgdl_evaluation_dataset(model, &data);
+	/* the loss in target units: what pgdl.metrics' mse says of the same rows */
+	if (ds->target_mean != NULL && model->nn->spec.loss == NN_LOSS_MSE)
+		ea.targets = ds;
+	pgdl_evaluation_scan(ds, &data, evaluate_buffer, &ea);
 
 	if (stats.n > 0)
 	{

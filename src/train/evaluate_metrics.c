@@ -7,7 +7,8 @@
  * What is kept, per row: a classifier's class and its probabilities (softmax
  * of the logits, or [1 - p, p] for one binary_cross_entropy output); a
  * multi-label model's targets and sigmoids; a regression model's targets and
- * outputs.  All in double, at most maintenance_work_mem of them (ranking
+ * outputs, in target units when the dataset standardized them (as
+ * pgdl.predict answers: y * std + mean in float32).  All in double, at most maintenance_work_mem of them (ranking
  * metrics sort every row), checked before each buffer is added.
  *
  * A metric scikit-learn leaves undefined (ROC AUC when the rows have one
@@ -53,11 +54,13 @@ typedef struct Predictions
 	double	   *t;				/* labels and values: n x k targets */
 	double	   *loss;			/* per output column: the loss summed over the rows (evaluate_targets) */
 	float	   *probability;	/* one row's, as pgdl.predict computes them */
+	const PgdlDataset *targets; /* values of standardized targets: their dataset, to unscale; else NULL */
 	MemoryContext cxt;
 } Predictions;
 
+/* ds: the data's dataset, whose standardized targets are unscaled (NULL: none, as validation scores are kept) */
 static void
-predictions_init(Predictions *pr, NnModel *model, bool classification, MemoryContext cxt)
+predictions_init(Predictions *pr, NnModel *model, bool classification, const PgdlDataset *ds, MemoryContext cxt)
 {
 	int64		out = nn_model_output_size(model);
 
@@ -71,6 +74,9 @@ predictions_init(Predictions *pr, NnModel *model, bool classification, MemoryCon
 	else
 		pr->kind = model->spec.loss == NN_LOSS_BCE ? PREDICT_LABELS : PREDICT_VALUES;
 	pr->k = (int) (pr->kind == PREDICT_CLASSES && out == 1 ? 2 : out);
+	/* outputs and targets in target units, as pgdl.predict answers */
+	if (pr->kind == PREDICT_VALUES && ds != NULL && ds->target_mean != NULL)
+		pr->targets = ds;
 	pr->loss = MemoryContextAllocZero(cxt, sizeof(double) * out);
 	pr->probability = MemoryContextAlloc(cxt, sizeof(float) * out);
 }
@@ -184,6 +190,12 @@ keep_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 			double		zi = zr[c];
 			double		t = y[(int64) r * out + c];
 
+			if (pr->targets != NULL)
+			{
+				zi = (float) (zr[c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
+				t = (float) (y[(int64) r * out + c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
+			}
+
 			if (!isfinite(t))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_EXCEPTION),
@@ -216,7 +228,7 @@ predict_all(FunctionCallInfo fcinfo, bool raw, MemoryContext cxt, Predictions *p
 
 	pgdl_evaluation_data_args(fcinfo, raw, &data);
 	ds = pgdl_evaluation_dataset(model, &data);
-	predictions_init(pr, model->nn, ds->classification, cxt);
+	predictions_init(pr, model->nn, ds->classification, ds, cxt);
 	pgdl_evaluation_scan(ds, &data, keep_buffer, pr);
 	return ds;
 }
@@ -686,7 +698,7 @@ pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt)
 {
 	PgdlScores *s = MemoryContextAllocZero(cxt, sizeof(PgdlScores));
 
-	predictions_init(&s->pr, model, classification, cxt);
+	predictions_init(&s->pr, model, classification, NULL, cxt);
 	return s;
 }
 
