@@ -110,6 +110,68 @@ SELECT rank, l.model, l.model_name, l.architecture, l.optimizer, l.lr, l.batch_s
   FROM pgdl.leaderboard l JOIN bi_lb f USING (config, rank) WHERE l.run = :bi_sh_run AND rank = 1;
 
 -- ---------------------------------------------------------------------------
+-- rank_by and restore_best: the view ranks as pgdl.fit_multiple returned, by rank_by at each model's
+-- stored epoch (its best with patience), and shows that epoch's metrics; the curves mark it
+-- ---------------------------------------------------------------------------
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'bi_rank', a.id, c::jsonb
+  FROM pgdl.architectures a,
+       (VALUES ('{"optimizer": "sgd", "lr": 0.3, "batch_size": 4, "seed": 3, "patience": 1}'),
+               ('{"optimizer": "sgd", "lr": 0.05, "batch_size": 8, "seed": 5, "patience": 1}'),
+               ('{"optimizer": "adam", "lr": 0.05, "batch_size": 4, "seed": 3, "patience": 2}'),
+               ('{"optimizer": "adam", "lr": 0.2, "batch_size": 8, "seed": 4, "patience": 1,
+                  "monitor": "validation_loss"}')) v(c)
+ WHERE a.name IN ('bi_small', 'bi_mlp') ORDER BY a.name, c;
+CREATE TABLE bi_rank_loss AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_rank', 6, 'bi_valid', workers => 2);
+CREATE TABLE bi_rank_f1 AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_rank', 6, 'bi_valid', workers => 2,
+                                                           rank_by => 'f1');
+SELECT f.rank_by, count(*) AS models, count(*) FILTER (WHERE f.rank = l.rank) AS same_rank,
+       count(*) FILTER (WHERE f.epochs = l.epochs AND f.train_loss = l.train_loss
+                        AND f.validation_loss = l.validation_loss
+                        AND f.validation_accuracy = l.validation_accuracy) AS same_metrics,
+       count(*) FILTER (WHERE l.stored_epoch < l.epochs) AS restored,
+       count(*) FILTER (WHERE l.stored_epoch = (m.metrics->>'epoch')::int) AS stored_epoch,
+       min(l.ranked_by) AS ranked_by,
+       bool_and(l.rank = 1 OR l.rank_value IS NULL OR CASE f.rank_by WHEN 'f1'
+                THEN l.rank_value <= (SELECT rank_value FROM pgdl.leaderboard WHERE run = m.run AND rank = 1)
+                ELSE l.rank_value >= (SELECT rank_value FROM pgdl.leaderboard WHERE run = m.run AND rank = 1) END) AS rank1_best
+  FROM (SELECT 'loss' AS rank_by, * FROM bi_rank_loss UNION ALL SELECT 'f1', * FROM bi_rank_f1) f
+  JOIN pgdl.models m ON m.id = f.model JOIN pgdl.leaderboard l ON l.model = f.model
+ GROUP BY f.rank_by ORDER BY f.rank_by;
+-- f1's values are the stored epoch's validation_metrics; the curves mark one epoch per model, the stored one
+SELECT bool_and(l.rank_value = (rm.validation_metrics->>'f1')::float8) AS f1_of_stored_epoch
+  FROM bi_rank_f1 f JOIN pgdl.leaderboard l ON l.model = f.model
+  JOIN pgdl.run_metrics rm ON rm.model = f.model AND rm.epoch = l.stored_epoch;
+SELECT count(DISTINCT c.model) AS models, count(*) FILTER (WHERE c.stored) AS stored_rows,
+       bool_and(NOT c.stored OR c.epoch = l.stored_epoch) AS stored_is_leaderboards
+  FROM bi_rank_f1 f JOIN pgdl.leaderboard l ON l.model = f.model
+  JOIN pgdl.training_curves c ON c.model = f.model AND c.metric = 'validation_loss';
+-- the zoo shows the stored model's numbers, not the best of every epoch
+SELECT bool_and(z.best_validation_loss = f.validation_loss AND z.best_validation_accuracy = f.validation_accuracy
+                AND z.last_train_loss = f.train_loss) AS zoo_shows_stored
+  FROM bi_rank_loss f JOIN pgdl.zoo z ON z.id = f.model;
+-- pruning keeps the checkpoint restore_best stores from: a run that did not finish, pruned to its last
+-- checkpoint, still resumes (min_delta 10: epoch 1 stays the best, read back from its checkpoint at the end)
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'bi_prune', a.id, '{"optimizer": "sgd", "lr": 0.1, "batch_size": 8, "seed": 3, "patience": 5, "min_delta": 10}'
+  FROM pgdl.architectures a WHERE a.name = 'bi_mlp';
+SET pgdl.keep_checkpoints = -1;
+CREATE TABLE bi_prune AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_prune', 3, 'bi_valid', workers => 1);
+RESET pgdl.keep_checkpoints;
+SELECT DISTINCT m.run AS bi_prune_run FROM bi_prune f JOIN pgdl.models m ON m.id = f.model \gset
+UPDATE pgdl.runs SET status = 'cancelled', epochs = 4 WHERE id = :bi_prune_run;
+SELECT pgdl.cleanup_checkpoints(0, :bi_prune_run) AS pruned;
+SELECT array_agg(epoch ORDER BY epoch) AS kept FROM pgdl.checkpoints WHERE run = :bi_prune_run;
+CREATE TABLE bi_resumed AS SELECT * FROM pgdl.resume(:bi_prune_run);
+SELECT r.epochs, (m.metrics->>'epoch')::int AS stored_epoch, m.weights = ck.weights AS stored_is_checkpoint
+  FROM bi_resumed r JOIN pgdl.models m ON m.id = r.model
+  JOIN pgdl.checkpoints ck ON ck.run = :bi_prune_run AND ck.config = r.config AND ck.epoch = 1;
+-- a finished run keeps the stored model's epoch beside its last; keep 0 none
+SELECT pgdl.cleanup_checkpoints(1, :bi_prune_run) AS pruned;
+SELECT array_agg(epoch ORDER BY epoch) AS kept FROM pgdl.checkpoints WHERE run = :bi_prune_run;
+SELECT pgdl.cleanup_checkpoints(0, :bi_prune_run) AS pruned;
+
+-- ---------------------------------------------------------------------------
 -- Row-level security: a role sees its own runs only
 -- ---------------------------------------------------------------------------
 CREATE ROLE regress_bi_alice;
@@ -171,9 +233,9 @@ SELECT run - :bi_first_run AS run, config, epoch, metric, value
 -- leave nothing behind
 DELETE FROM pgdl.models WHERE run > :bi_first_run OR name LIKE 'bi\_%';
 DELETE FROM pgdl.runs WHERE id > :bi_first_run;
-DELETE FROM pgdl.configs WHERE set_name = 'bi_set';
+DELETE FROM pgdl.configs WHERE set_name IN ('bi_set', 'bi_rank', 'bi_prune');
 DELETE FROM pgdl.architectures WHERE name IN ('bi_small', 'bi_mlp');
-DROP TABLE bi_rows, bi_packed, bi_valid, bi_lb;
+DROP TABLE bi_rows, bi_packed, bi_valid, bi_lb, bi_rank_loss, bi_rank_f1, bi_prune, bi_resumed;
 DROP ROLE regress_bi_alice, regress_bi_bob;
 SELECT setval('pgdl.runs_id_seq', :bi_runs_seq, :'bi_runs_called'::boolean) > 0 AS restored,
        setval('pgdl.models_id_seq', :bi_models_seq, :'bi_models_called'::boolean) > 0 AS restored,

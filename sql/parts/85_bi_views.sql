@@ -12,35 +12,79 @@
 CREATE VIEW pgdl.leaderboard WITH (security_invoker = true) AS
 WITH metrics AS (
 	SELECT rm.*,
-		   row_number() OVER (PARTITION BY rm.run, rm.config, rm.fold ORDER BY rm.epoch DESC) AS from_last,
-		   sum(rm.seconds) OVER (PARTITION BY rm.run, rm.config, rm.fold) AS total_seconds,
-		   bool_or(rm.decision = 'stop') OVER (PARTITION BY rm.run, rm.config, rm.fold) AS halted
+		   max(rm.epoch) OVER w AS last_epoch,
+		   sum(rm.seconds) OVER w AS total_seconds,
+		   bool_or(rm.decision = 'stop') OVER w AS halted,
+		   -- the epoch the stored model is (restore_best's best one, else its last): its metrics' "epoch"
+		   CASE WHEN jsonb_typeof(m.metrics -> 'epoch') = 'number' AND (m.metrics ->> 'epoch') ~ '^[0-9]{1,9}$'
+				THEN (m.metrics ->> 'epoch')::integer END AS model_epoch
 	  FROM pgdl.run_metrics rm
+	  LEFT JOIN pgdl.models m ON m.id = rm.model
 	 WHERE rm.node IS NULL
+	WINDOW w AS (PARTITION BY rm.run, rm.config, rm.fold)
+),
+stored AS (
+	-- per model the row of its stored epoch, else (in flight, no model, or a forged epoch) its last
+	SELECT e.*,
+		   row_number() OVER (PARTITION BY e.run, e.config, e.fold
+							  ORDER BY e.epoch = e.model_epoch DESC NULLS LAST, e.epoch DESC) AS pick,
+		   bool_or(e.state = 'diverged' AND e.epoch = e.last_epoch) OVER (PARTITION BY e.run, e.config, e.fold) AS diverged
+	  FROM metrics e
 ),
 last_epochs AS (
-	SELECT e.run, r.kind, m.id AS model, m.name AS model_name, e.config, a.name AS architecture,
-		   CASE WHEN e.state = 'diverged' THEN 'diverged' WHEN e.halted THEN 'stopped' ELSE r.status END AS status,
-		   e.epoch AS epochs, e.total_seconds AS seconds,
-		   e.train_loss, e.train_accuracy, e.validation_loss, e.validation_accuracy,
+	SELECT e.run, r.kind, m.id AS model, m.name AS model_name, e.config, e.fold, a.name AS architecture,
+		   CASE WHEN e.diverged THEN 'diverged' WHEN e.halted THEN 'stopped' ELSE r.status END AS status,
+		   e.last_epoch AS epochs, e.epoch AS stored_epoch, e.total_seconds AS seconds,
+		   e.train_loss, e.train_accuracy, e.validation_loss, e.validation_accuracy, e.validation_metrics,
+		   -- the run's rank_by (pgdl.runs.config of pgdl.fit_multiple; absent: the loss)
+		   CASE WHEN r.kind = 'fit_multiple' AND jsonb_typeof(r.config -> 'rank_by') = 'string'
+				THEN CASE r.config ->> 'rank_by' WHEN 'validation_loss' THEN 'loss'
+						  WHEN 'validation_accuracy' THEN 'accuracy' ELSE r.config ->> 'rank_by' END
+				ELSE 'loss' END AS rank_by,
 		   -- what was trained: the stored model's configuration, else (in flight) its pgdl.configs row, else
 		   -- the run's own (that of pgdl.fit; a pgdl.fit_multiple run's is the run's settings)
 		   coalesce(m.config, c.config, CASE WHEN r.kind <> 'fit_multiple' THEN r.config END) AS cfg,
 		   r.started
-	  FROM metrics e
+	  FROM stored e
 	  JOIN pgdl.runs r ON r.id = e.run
 	  LEFT JOIN pgdl.models m ON m.id = e.model
 	  LEFT JOIN pgdl.configs c ON c.id = e.config
 	  LEFT JOIN pgdl.architectures a ON a.id = coalesce(m.architecture, c.architecture, r.architecture)
-	 WHERE e.from_last = 1
+	 WHERE e.pick = 1
+),
+ranked AS (
+	SELECT s.*, v.rank_value,
+		   -- lower first: a metric where higher is better turned round; not measured (NULL, NaN) last
+		   CASE WHEN v.rank_value = 'NaN'::float8 THEN NULL
+				WHEN s.rank_by IN ('accuracy', 'f1', 'f1_weighted', 'precision', 'recall', 'roc_auc',
+								   'average_precision', 'r2') THEN -v.rank_value
+				ELSE v.rank_value END AS rank_key,
+		   -- with folds, a configuration ranks by its folds' mean validation loss (pgdl.cross_validation)
+		   bool_or(s.status = 'diverged') OVER (PARTITION BY s.run, s.config) AS config_diverged,
+		   avg(s.validation_loss) OVER (PARTITION BY s.run, s.config) AS config_loss
+	  FROM last_epochs s
+	 CROSS JOIN LATERAL (
+		SELECT CASE WHEN s.rank_by = 'loss' THEN coalesce(s.validation_loss, s.train_loss)
+					WHEN s.rank_by = 'accuracy' THEN s.validation_accuracy
+					WHEN jsonb_typeof(s.validation_metrics -> s.rank_by) = 'number'
+					 AND (abs((s.validation_metrics ->> s.rank_by)::numeric) BETWEEN 1e-307 AND 1e308
+						  OR (s.validation_metrics ->> s.rank_by)::numeric = 0)
+					THEN (s.validation_metrics ->> s.rank_by)::float8 END AS rank_value) v
 )
 SELECT s.run, s.kind,
-	   -- as pgdl.fit_multiple ranks: diverged last, then the longest trained, then the lowest loss
-	   (row_number() OVER (PARTITION BY s.run
-						   ORDER BY s.status = 'diverged', s.epochs DESC,
-									coalesce(s.validation_loss, s.train_loss) NULLS LAST,
-									s.config NULLS LAST, s.model NULLS LAST))::integer AS rank,
-	   CASE WHEN s.validation_loss IS NOT NULL THEN 'validation_loss' ELSE 'train_loss' END AS ranked_by,
+	   -- as pgdl.fit_multiple ranks: diverged last, then by rank_by at the stored epoch, then by config
+	   CASE WHEN s.fold IS NULL
+			THEN row_number() OVER (PARTITION BY s.run
+									ORDER BY s.status = 'diverged', s.rank_key NULLS LAST,
+											 s.config NULLS LAST, s.model NULLS LAST)
+			ELSE dense_rank() OVER (PARTITION BY s.run
+									ORDER BY s.config_diverged,
+											 CASE WHEN NOT s.config_diverged THEN s.config_loss END NULLS LAST,
+											 s.config NULLS LAST) END::integer AS rank,
+	   CASE WHEN s.fold IS NOT NULL THEN 'validation_loss'
+			WHEN s.rank_by = 'loss' THEN CASE WHEN s.validation_loss IS NOT NULL THEN 'validation_loss' ELSE 'train_loss' END
+			WHEN s.rank_by = 'accuracy' THEN 'validation_accuracy'
+			ELSE s.rank_by END AS ranked_by,
 	   s.model, s.model_name, s.config, s.architecture, s.status, s.epochs, s.seconds,
 	   s.train_loss, s.train_accuracy, s.validation_loss, s.validation_accuracy,
 	   CASE WHEN jsonb_typeof(s.cfg -> 'optimizer') = 'string' THEN s.cfg ->> 'optimizer' END AS optimizer,
@@ -54,8 +98,11 @@ SELECT s.run, s.kind,
 	   CASE WHEN jsonb_typeof(s.cfg -> 'base_model') IN ('string', 'number') THEN s.cfg ->> 'base_model' END AS base_model,
 	   CASE WHEN jsonb_typeof(s.cfg -> 'freeze') IN ('string', 'number') THEN s.cfg ->> 'freeze' END AS frozen,
 	   s.cfg::text AS config_text,
-	   s.started
-  FROM last_epochs s
+	   s.started,
+	   s.stored_epoch,
+	   CASE WHEN s.fold IS NOT NULL THEN s.config_loss ELSE s.rank_value END AS rank_value,
+	   s.fold
+  FROM ranked s
  -- the configuration's numbers, as numeric (any JSON number is one)
  CROSS JOIN LATERAL (
 	SELECT CASE WHEN jsonb_typeof(s.cfg -> 'lr') = 'number' THEN (s.cfg ->> 'lr')::numeric END AS lr,
@@ -79,16 +126,22 @@ SELECT s.run, s.kind,
  ) f;
 
 COMMENT ON VIEW pgdl.leaderboard IS
-	'one row per model of every run the caller may see (pgdl.fit, pgdl.fit_multiple, pgdl.fit_federated): its rank in the run (as pgdl.fit_multiple ranks), status, last epoch''s metrics and its training configuration''s keys as columns, in plain SQL types for BI tools';
+	'one row per model of every run the caller may see (pgdl.fit, pgdl.fit_multiple, pgdl.fit_federated): its rank in the run (as pgdl.fit_multiple ranks), status, the stored model''s epoch''s metrics and its training configuration''s keys as columns, in plain SQL types for BI tools';
 COMMENT ON COLUMN pgdl.leaderboard.rank IS
-	'1 = best in the run: models that diverged last; before them, those trained the most epochs first, then by ranked_by (lower first), then by config and model id';
+	'1 = best in the run, as pgdl.fit_multiple ranks: models that diverged last; before them by the run''s rank_by at the stored epoch (ranked_by, rank_value; best first), then by config and model id; with folds, each fold carries its configuration''s rank (by the mean validation loss of its folds)';
 COMMENT ON COLUMN pgdl.leaderboard.ranked_by IS
-	'the loss the model was ranked on: validation_loss when its last epoch was validated, else train_loss';
+	'what the model was ranked on: validation_loss (or train_loss when its stored epoch was not validated) for rank_by loss, validation_accuracy, or the rank_by metric''s name (f1, roc_auc, r2, ...: pgdl.run_metrics.validation_metrics)';
+COMMENT ON COLUMN pgdl.leaderboard.stored_epoch IS
+	'the epoch whose metrics the row shows: the stored model''s (restore_best''s best epoch, else the last); in flight, the last so far';
+COMMENT ON COLUMN pgdl.leaderboard.rank_value IS
+	'the value of ranked_by at stored_epoch (with folds, the mean validation loss of the configuration''s folds); NULL when not measured';
+COMMENT ON COLUMN pgdl.leaderboard.fold IS
+	'the partition the model held out (pgdl.fit_multiple(..., folds => true)); NULL otherwise';
 COMMENT ON COLUMN pgdl.leaderboard.config IS
 	'the pgdl.configs.id the run records for the model (pgdl.fit_multiple); NULL where it records none';
 COMMENT ON COLUMN pgdl.leaderboard.status IS
 	'diverged (training stopped on NaN or infinity), stopped (by successive halving), else the run''s status: running, finished, failed, cancelled';
-COMMENT ON COLUMN pgdl.leaderboard.epochs IS 'epochs trained: the last epoch with metrics';
+COMMENT ON COLUMN pgdl.leaderboard.epochs IS 'epochs trained: the last epoch with metrics (the metrics shown are stored_epoch''s)';
 COMMENT ON COLUMN pgdl.leaderboard.seconds IS 'training seconds, all epochs together';
 COMMENT ON COLUMN pgdl.leaderboard.base_model IS
 	'the configuration''s "base_model" key (a model''s name or id) as text: the model it was trained from';
@@ -98,16 +151,20 @@ COMMENT ON COLUMN pgdl.leaderboard.config_text IS
 	'the training configuration as JSON text: the stored model''s, else its pgdl.configs row''s, else the run''s';
 
 CREATE VIEW pgdl.training_curves WITH (security_invoker = true) AS
-SELECT l.run, l.model, l.model_name, l.config, l.architecture, l.rank, rm.epoch, v.metric, v.value
+SELECT l.run, l.model, l.model_name, l.config, l.architecture, l.rank, rm.epoch, v.metric, v.value,
+	   rm.epoch = l.stored_epoch AS stored
   FROM pgdl.run_metrics rm
   JOIN pgdl.leaderboard l ON l.run = rm.run AND coalesce(l.config, 0) = coalesce(rm.config, 0)
+						 AND coalesce(l.fold, -1) = coalesce(rm.fold, -1)
  CROSS JOIN LATERAL (VALUES ('train_loss', rm.train_loss), ('train_accuracy', rm.train_accuracy),
 							('validation_loss', rm.validation_loss),
 							('validation_accuracy', rm.validation_accuracy)) v(metric, value)
  WHERE rm.node IS NULL AND v.value IS NOT NULL;
 
 COMMENT ON VIEW pgdl.training_curves IS
-	'the metrics of every epoch of every model of the runs the caller may see, one row per model, epoch and metric (train_loss, train_accuracy, validation_loss, validation_accuracy), ready to chart';
+	'the metrics of every epoch of every model of the runs the caller may see, one row per model, epoch and metric (train_loss, train_accuracy, validation_loss, validation_accuracy), ready to chart; stored marks the stored model''s epoch';
 COMMENT ON COLUMN pgdl.training_curves.rank IS 'the model''s rank in its run (pgdl.leaderboard)';
+COMMENT ON COLUMN pgdl.training_curves.stored IS
+	'whether this is the epoch the stored model is (restore_best''s best epoch, else the last; pgdl.leaderboard.stored_epoch)';
 
 GRANT SELECT ON pgdl.leaderboard, pgdl.training_curves TO PUBLIC;

@@ -37,9 +37,10 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	   CASE WHEN jsonb_typeof(m.origin -> 'warm_start') = 'number' AND (m.origin ->> 'warm_start')::numeric
 			BETWEEN 1 AND 9223372036854775807 THEN trunc((m.origin ->> 'warm_start')::numeric)::bigint END AS warm_start,
 	   m.parent, m.run,
-	   coalesce(r.best_validation_accuracy, mm.validation_accuracy) AS best_validation_accuracy,
-	   coalesce(r.best_validation_loss, mm.validation_loss) AS best_validation_loss,
-	   coalesce(r.last_train_loss, mm.train_loss) AS last_train_loss,
+	   -- the stored model's numbers (restore_best's best epoch, else its last): its metrics, else its run's row
+	   coalesce(mm.validation_accuracy, r.validation_accuracy) AS best_validation_accuracy,
+	   coalesce(mm.validation_loss, r.validation_loss) AS best_validation_loss,
+	   coalesce(mm.train_loss, r.train_loss) AS last_train_loss,
 	   s.problem
   FROM pgdl.models m
  CROSS JOIN LATERAL pgdl.stored_spec_summary(m.spec) s
@@ -56,15 +57,20 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
 				THEN (m.metrics ->> 'train_loss')::float8 END AS train_loss
  ) mm
   LEFT JOIN LATERAL (
-	SELECT max(rm.validation_accuracy) AS best_validation_accuracy,
-		   min(rm.validation_loss) AS best_validation_loss,
-		   (array_agg(rm.train_loss ORDER BY rm.epoch DESC))[1] AS last_train_loss
+	SELECT rm.validation_accuracy, rm.validation_loss, rm.train_loss
 	  FROM pgdl.run_metrics rm
 	 WHERE rm.model = m.id AND rm.node IS NULL
-	HAVING count(*) > 0
+	 ORDER BY rm.epoch::text = (m.metrics ->> 'epoch') DESC NULLS LAST, rm.epoch DESC
+	 LIMIT 1
   ) r ON true;
 COMMENT ON VIEW pgdl.zoo IS
-	'every model the caller may see, with its layers, size, task, data, training configuration, lineage and best metrics';
+	'every model the caller may see, with its layers, size, task, data, training configuration, lineage and the stored model''s metrics';
+COMMENT ON COLUMN pgdl.zoo.best_validation_accuracy IS
+	'the stored model''s validation accuracy: that of the epoch it is (restore_best''s best epoch, else its last), not the best of every epoch';
+COMMENT ON COLUMN pgdl.zoo.best_validation_loss IS
+	'the stored model''s validation loss: that of the epoch it is (restore_best''s best epoch, else its last)';
+COMMENT ON COLUMN pgdl.zoo.last_train_loss IS
+	'the stored model''s training loss: that of the epoch it is (restore_best''s best epoch, else its last)';
 COMMENT ON COLUMN pgdl.zoo.problem IS
 	'NULL, or why the model''s spec could not be read (its layers, n_layers, params, flops and input_shape are then NULL)';
 GRANT SELECT ON pgdl.zoo TO PUBLIC;

@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include <limits.h>
+#include <math.h>
 
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -25,7 +26,9 @@
 #include "nodes/parsenodes.h"
 #include "storage/lock.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 
@@ -192,24 +195,137 @@ pgdl_run_in_progress(PG_FUNCTION_ARGS)
 /* ---- checkpoints ---- */
 
 /*
+ * Each (config, epoch) of the run whose validation metrics early stopping
+ * watches, in epoch order, up to the model's last checkpoint: restore_best's
+ * best epoch is the last that beat the best before it by more than min_delta
+ * (pgdl_early_stop, replayed as pgdl.resume replays it).  The monitor is the
+ * configuration's "monitor", else the run's rank_by (hopper/prepare.c), else
+ * the loss; the catalog is its owners' to write, so a value that is not a
+ * number of double precision's range is not measured.
+ */
+static const char *const watched_epochs =
+"SELECT rm.config, rm.epoch, k.higher, k.min_delta,"
+"       CASE k.monitor WHEN 'loss' THEN rm.validation_loss WHEN 'accuracy' THEN rm.validation_accuracy"
+"            ELSE CASE WHEN jsonb_typeof(rm.validation_metrics -> k.monitor) = 'number'"
+"                       AND (abs((rm.validation_metrics ->> k.monitor)::numeric) BETWEEN 1e-307 AND 1e308"
+"                            OR (rm.validation_metrics ->> k.monitor)::numeric = 0)"
+"                      THEN (rm.validation_metrics ->> k.monitor)::float8 END END"
+"  FROM pgdl.run_metrics rm"
+"  JOIN pgdl.runs r ON r.id = rm.run"
+"  JOIN pgdl.configs c ON c.id = rm.config"
+" CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(c.config -> 'monitor') = 'string' THEN c.config ->> 'monitor'"
+"                                 WHEN jsonb_typeof(r.config -> 'rank_by') = 'string' THEN r.config ->> 'rank_by'"
+"                                 ELSE 'loss' END AS name,"
+"                            CASE WHEN jsonb_typeof(c.config -> 'min_delta') = 'number'"
+"                                  AND (c.config ->> 'min_delta')::numeric BETWEEN 0 AND 1e30"
+"                                 THEN (c.config ->> 'min_delta')::float4::float8 ELSE 0 END AS min_delta,"
+"                            CASE WHEN jsonb_typeof(c.config -> 'restore_best') = 'boolean'"
+"                                 THEN (c.config -> 'restore_best')::boolean"
+"                                 ELSE jsonb_typeof(c.config -> 'patience') = 'number'"
+"                                      AND (c.config ->> 'patience')::numeric > 0 END AS restore) m"
+" CROSS JOIN LATERAL (SELECT CASE m.name WHEN 'validation_loss' THEN 'loss'"
+"                                 WHEN 'validation_accuracy' THEN 'accuracy' ELSE m.name END AS monitor,"
+"                            m.name IN ('accuracy', 'validation_accuracy', 'f1', 'f1_weighted', 'precision',"
+"                                       'recall', 'roc_auc', 'average_precision', 'r2') AS higher,"
+"                            m.min_delta) k"
+" WHERE rm.run = $1 AND rm.node IS NULL AND rm.fold IS NULL AND m.restore"
+"   AND rm.validation_loss IS NOT NULL AND rm.state IS DISTINCT FROM 'diverged'"
+"   AND rm.epoch <= (SELECT max(ck.epoch) FROM pgdl.checkpoints ck WHERE ck.run = rm.run AND ck.config = rm.config)"
+" ORDER BY rm.config, rm.epoch";
+
+/* A float8 column of the row: NaN when NULL. */
+static double
+row_float(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? get_float8_nan() : DatumGetFloat8(d);
+}
+
+/*
+ * The checkpoints of the run that restore_best stores from (each model's best
+ * epoch), as arrays of configs and epochs for prune_run: pgdl.resume of a run
+ * that did not finish reads them at its end.  Within SPI.
+ */
+static void
+restore_best_epochs(int64 run, Datum *configs, Datum *epochs)
+{
+	Oid			type = INT8OID;
+	Datum		arg = Int64GetDatum(run);
+	uint64		n;
+	Datum	   *cs;
+	Datum	   *es;
+	int			kept = 0;
+
+	if (SPI_execute_with_args(watched_epochs, 1, &type, &arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pgdl: could not read the validation metrics of run " INT64_FORMAT, run);
+	n = SPI_processed;
+	cs = palloc(sizeof(Datum) * Max(n, 1));
+	es = palloc(sizeof(Datum) * Max(n, 1));
+	for (uint64 i = 0; i < n;)
+	{
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int64		config = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], desc, 1, &isnull));
+		bool		seen = false;
+		double		best = 0;
+		int32		best_epoch = 0;
+
+		/* one configuration's epochs, as pgdl_early_stop sees them */
+		for (; i < n && DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], desc, 1, &isnull)) == config; i++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[i];
+			double		v = row_float(tup, desc, 5);
+
+			if (DatumGetBool(SPI_getbinval(tup, desc, 3, &isnull)))
+				v = -v;
+			if (!isnan(v) && (!seen || v < best - row_float(tup, desc, 4)))
+			{
+				seen = true;
+				best = v;
+				best_epoch = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+			}
+		}
+		if (seen)
+		{
+			cs[kept] = Int64GetDatum(config);
+			es[kept++] = Int32GetDatum(best_epoch);
+		}
+	}
+	*configs = PointerGetDatum(construct_array(cs, kept, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	*epochs = PointerGetDatum(construct_array(es, kept, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+}
+
+/*
  * All but the last `keep` checkpoints of each model of the run, those the
  * caller may delete (owners.c: nobody holds DELETE on the catalog); within SPI.
+ * Where it keeps any, it keeps each model's restore_best epoch too: the stored
+ * model's bytes, which pgdl.resume reads at the end of a run that did not
+ * finish (and a finished run's record of the model it stored).
  */
 static int64
 prune_run(int64 run, int32 keep)
 {
-	Oid			types[2] = {INT8OID, INT4OID};
-	Datum		values[2] = {Int64GetDatum(run), Int32GetDatum(keep)};
+	Oid			types[4] = {INT8OID, INT4OID, INT8ARRAYOID, INT4ARRAYOID};
+	Datum		values[4] = {Int64GetDatum(run), Int32GetDatum(keep)};
 
 	Assert(keep >= 0);
+	if (keep == 0)
+		return pgdl_catalog_delete("pgdl.checkpoints", "t.run = $1", 1, types, values);
+	restore_best_epochs(run, &values[2], &values[3]);
 	return pgdl_catalog_delete("pgdl.checkpoints",
 							   "t.run = $1 AND (t.config, t.epoch) IN ("
 							   " SELECT r.config, r.epoch FROM ("
 							   "  SELECT c.config, c.epoch,"
 							   "         row_number() OVER (PARTITION BY c.config ORDER BY c.epoch DESC) AS newest"
 							   "    FROM pgdl.checkpoints c WHERE c.run = $1) r"
-							   " WHERE r.newest > $2)",
-							   2, types, values);
+							   " WHERE r.newest > $2)"
+							   " AND (t.config, t.epoch) NOT IN (SELECT * FROM unnest($3::bigint[], $4::integer[]))"
+							   " AND NOT EXISTS (SELECT 1 FROM pgdl.run_metrics rm JOIN pgdl.models m ON m.id = rm.model"
+							   "  WHERE rm.run = $1 AND rm.config = t.config AND rm.epoch = t.epoch"
+							   "    AND m.metrics ->> 'epoch' = t.epoch::text)",
+							   4, types, values);
 }
 
 /* A run that has just finished keeps the last pgdl.keep_checkpoints of each model. */
