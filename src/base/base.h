@@ -195,6 +195,7 @@ typedef struct PgdlTrainConfig
 	int32		patience;		/* "patience": epochs without improvement before stopping; 0: none */
 	float		min_delta;		/* "min_delta": the least change that counts as improvement */
 	PgdlRankMetric monitor;		/* "monitor": the validation metric early stopping and restore_best watch */
+	bool		monitor_given;	/* "monitor" was named; else fit_multiple's rank_by, pgdl.fit's loss */
 	bool		restore_best;	/* "restore_best": keep the best epoch (by monitor); default on with patience */
 	/* "class_weight" (spec_json.c), resolved against the dataset at fit start (train/class_weights.c) */
 	int32		class_weight;	/* PGDL_CLASS_WEIGHT_NONE, _BALANCED or _MAP */

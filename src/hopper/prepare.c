@@ -352,6 +352,9 @@ mop_check_methods(MopRun *run)
 		if (run->folds && c->config.restore_best)
 			fold_restore_best(run, c);
 		watches = c->config.patience > 0 || c->config.restore_best;
+		/* rank_by drives early stopping too, unless the configuration names its own monitor */
+		if (watches && !c->config.monitor_given)
+			c->config.monitor = run->rank_by;
 		if (watches && run->vds == NULL && !run->folds)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

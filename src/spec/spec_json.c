@@ -730,10 +730,12 @@ config_method_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
 	if ((v = pgdl_jsonb_key(root, "min_delta")) != NULL)
 		cfg->min_delta = (float) method_number(v, "min_delta", 0, 1e30, false, "at least 0 (at most 1e30)");
 	cfg->monitor = PGDL_RANK_LOSS;
+	cfg->monitor_given = false;
 	if ((v = pgdl_jsonb_key(root, "monitor")) != NULL)
 	{
 		char	   *name = get_string(v, "training configuration", "monitor");
 
+		cfg->monitor_given = true;
 		if (!pgdl_rank_metric_parse(name, &cfg->monitor))
 			pgdl_report_invalid("training configuration", "monitor",
 					   psprintf("Unknown metric \"%s\"; known: validation_loss, validation_accuracy, %s.",
@@ -1010,7 +1012,8 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 		pgdl_jsonb_put_int(&state, "patience", cfg->patience);
 		pgdl_jsonb_put_float4(&state, "min_delta", cfg->min_delta);
 	}
-	if (cfg->patience > 0 || cfg->restore_best)
+	/* as given: without it, a pgdl.fit_multiple run watches its rank_by (hopper/prepare.c), pgdl.fit the loss */
+	if ((cfg->patience > 0 || cfg->restore_best) && cfg->monitor_given)
 		pgdl_jsonb_put_string(&state, "monitor", monitor_name(cfg->monitor));
 	/* only where it is not the default (on with patience), so that earlier canonical forms stay as they were */
 	if (cfg->restore_best != (cfg->patience > 0))
