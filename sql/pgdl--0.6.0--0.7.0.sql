@@ -937,3 +937,8 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.split(regclass, text, real, real, bigint, text) IS
 	'splits a table''s rows by a seeded hash into new tables <prefix>_train, <prefix>_validation and (test > 0) <prefix>_test, optionally stratified by a column; pack the training table, then the others with reference => it';
+
+-- ---- per-row weights (pack's weight => col: pgdl.datasets.weighted, the packed table's w real[]) ----
+-- Datasets packed before are unweighted.
+ALTER TABLE pgdl.datasets ADD COLUMN weighted boolean NOT NULL DEFAULT false;
+GRANT UPDATE (weighted) ON pgdl.datasets TO PUBLIC;
