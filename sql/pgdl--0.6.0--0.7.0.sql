@@ -939,6 +939,9 @@ COMMENT ON FUNCTION pgdl.split(regclass, text, real, real, bigint, text) IS
 	'splits a table''s rows by a seeded hash into new tables <prefix>_train, <prefix>_validation and (test > 0) <prefix>_test, optionally stratified by a column; pack the training table, then the others with reference => it';
 
 -- ---- per-row weights (pack's weight => col: pgdl.datasets.weighted, the packed table's w real[]) ----
--- Datasets packed before are unweighted.
-ALTER TABLE pgdl.datasets ADD COLUMN weighted boolean NOT NULL DEFAULT false;
+-- Datasets packed before are unweighted.  Added, filled, then given its default and NOT NULL, so that the
+-- column is stored as a fresh install's is (ADD COLUMN ... DEFAULT would keep a "missing value").
+ALTER TABLE pgdl.datasets ADD COLUMN weighted boolean;
+UPDATE pgdl.datasets SET weighted = false;
+ALTER TABLE pgdl.datasets ALTER COLUMN weighted SET DEFAULT false, ALTER COLUMN weighted SET NOT NULL;
 GRANT UPDATE (weighted) ON pgdl.datasets TO PUBLIC;
