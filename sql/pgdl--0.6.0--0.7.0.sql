@@ -1087,3 +1087,11 @@ COMMENT ON COLUMN pgdl.zoo.last_train_loss IS
 	'the stored model''s training loss: that of the epoch it is (restore_best''s best epoch, else its last)';
 COMMENT ON COLUMN pgdl.zoo.problem IS
 	'NULL, or why the model''s spec could not be read (its layers, n_layers, params, flops and input_shape are then NULL)';
+
+-- ---- per-row weights (pack's weight => col: pgdl.datasets.weighted, the packed table's w real[]) ----
+-- Datasets packed before are unweighted.  Added, filled, then given its default and NOT NULL, so that the
+-- column is stored as a fresh install's is (ADD COLUMN ... DEFAULT would keep a "missing value").
+ALTER TABLE pgdl.datasets ADD COLUMN weighted boolean;
+UPDATE pgdl.datasets SET weighted = false;
+ALTER TABLE pgdl.datasets ALTER COLUMN weighted SET DEFAULT false, ALTER COLUMN weighted SET NOT NULL;
+GRANT UPDATE (weighted) ON pgdl.datasets TO PUBLIC;

@@ -28,7 +28,8 @@ CREATE TABLE pgdl.datasets (
 	created timestamptz NOT NULL DEFAULT now(),
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	categorical jsonb,						-- vocabularies of categorical and sequence columns (see pack.md); NULL if none
-	target_normalization jsonb				-- standardize_target: {"mean": [...], "std": [...]} per target; NULL if none
+	target_normalization jsonb,				-- standardize_target: {"mean": [...], "std": [...]} per target; NULL if none
+	weighted boolean NOT NULL DEFAULT false	-- weight => col: the packed table's w real[] holds each example's weight
 );
 
 CREATE TABLE pgdl.architectures (

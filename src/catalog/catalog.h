@@ -55,6 +55,7 @@ typedef struct PgdlDataset
 	float	   *target_mean;
 	float	   *target_std;
 	Jsonb	   *target_normalization;	/* as stored; NULL when none */
+	bool		weighted;		/* the packed table's column w holds each example's weight */
 } PgdlDataset;
 
 /*

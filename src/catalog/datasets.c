@@ -38,15 +38,16 @@
 
 /*
  * The columns read, in this order (1-based, as SPI counts them).  categorical
- * (0.6.0) and target_normalization (0.7.0) through to_jsonb: a catalog not
- * yet updated has no such column.
+ * (0.6.0), target_normalization and weighted (0.7.0) through to_jsonb: a
+ * catalog not yet updated has no such column.
  */
 #define DATASET_COLUMNS \
 	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
 	" label_type::pg_catalog.oid AS label_type, normalization, partitions, n_rows," \
 	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical," \
 	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'target_normalization', 'null'::pg_catalog.jsonb)" \
-	" AS target_normalization" \
+	" AS target_normalization," \
+	" pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'weighted' AS weighted" \
 	" FROM pgdl.datasets d"
 
 enum
@@ -62,7 +63,8 @@ enum
 	COL_PARTITIONS,
 	COL_N_ROWS,
 	COL_CATEGORICAL,
-	COL_TARGET_NORMALIZATION
+	COL_TARGET_NORMALIZATION,
+	COL_WEIGHTED
 };
 
 /* One row, as SPI returned it, and the id that names it in errors. */
@@ -490,6 +492,26 @@ pgdl_sequence_layout(const int32 *ids, int64 n, int32 L, float *out)
 	out[L] = (float) kept;
 }
 
+/* weighted: true, false, or absent (a catalog before 0.7.0: false). */
+static void
+read_weighted(const DatasetRow *row, PgdlDataset *ds)
+{
+	bool		isnull;
+	Datum		d = get_column(row, COL_WEIGHTED, &isnull);
+	Jsonb	   *j;
+	JsonbValue	v;
+
+	ds->weighted = false;
+	if (isnull)
+		return;
+	j = DatumGetJsonbP(d);
+	if (!JsonContainerIsScalar(&j->root) || !JsonbExtractScalar(&j->root, &v) || v.type == jbvNull)
+		return;
+	if (v.type != jbvBool)
+		corrupted(row->id, "weighted", "is not a boolean");
+	ds->weighted = v.val.boolean;
+}
+
 /* The row's values into a new dataset, every one checked (in the current memory context). */
 static PgdlDataset *
 dataset_from_row(const DatasetRow *row)
@@ -523,6 +545,7 @@ dataset_from_row(const DatasetRow *row)
 	read_categorical(row, ds);
 	read_normalization(row, ds);
 	read_target_normalization(row, ds);
+	read_weighted(row, ds);
 	ds->partitions = int32_column(row, COL_PARTITIONS, 1, PGDL_MAX_PARTITIONS);
 	n_rows = DatumGetInt64(required_column(row, COL_N_ROWS));
 	if (n_rows < 0)

@@ -28,6 +28,7 @@
 
 #include "base/base.h"
 #include "catalog/catalog.h"
+#include "data/data.h"
 #include "cluster/cluster.h"
 
 #define SHIP_BATCH_BUFFERS 16
@@ -364,6 +365,7 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 				 errmsg("pgdl.distribute needs a packed table and servers")));
 	packed = PG_GETARG_OID(0);
 	ds = pgdl_dataset_by_packed(packed);
+	pgdl_packed_refuse_weighted(ds, "pgdl.distribute");
 	if (!pg_class_ownercheck(packed, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
 	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
@@ -523,6 +525,7 @@ pgdl_attach_partitions(PG_FUNCTION_ARGS)
 				 errmsg("pgdl.attach_partitions needs a packed table, a server and the node's packed table")));
 	packed = PG_GETARG_OID(0);
 	ds = pgdl_dataset_by_packed(packed);
+	pgdl_packed_refuse_weighted(ds, "pgdl.attach_partitions");
 	if (!pg_class_ownercheck(packed, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
 	server = pgdl_node_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));

@@ -325,6 +325,7 @@ pgdl_fit_federated(PG_FUNCTION_ARGS)
 	f.rounds = int_between(fcinfo, 3, "rounds", PGDL_MAX_EPOCHS);
 	f.local_epochs = int_between(fcinfo, 4, "local_epochs", PGDL_MAX_EPOCHS);
 	f.ds = pgdl_dataset_by_packed(PG_GETARG_OID(0));
+	pgdl_packed_refuse_weighted(f.ds, "pgdl.fit_federated");
 	pgdl_check_model_fits(f.spec, f.ds);
 	pgdl_check_model_memory(f.spec, &f.config.optim, f.config.batch_size, "the model");
 	if (!PG_ARGISNULL(5))

@@ -207,6 +207,7 @@ keep_features(KeptPartition *k, const float *x, const float *y, int32 n)
 	b = MemoryContextAlloc(kept_cxt, sizeof(PgdlHeldBuffer));
 	b->x = MemoryContextAllocHuge(kept_cxt, xbytes);
 	b->y = MemoryContextAllocHuge(kept_cxt, ybytes);
+	b->w = NULL;				/* the cluster refuses weighted datasets (pgdl_packed_refuse_weighted) */
 	b->n = n;
 	memcpy(b->x, x, xbytes);
 	memcpy(b->y, y, ybytes);
@@ -214,7 +215,7 @@ keep_features(KeptPartition *k, const float *x, const float *y, int32 n)
 }
 
 static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
+train_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept_buffer)
 {
 	Visit	   *v = arg;
 
@@ -231,17 +232,17 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
 			MemoryContextSwitchTo(old);
 		}
 	}
-	pgdl_train_buffer(v->state, x, y, n);
+	pgdl_train_buffer(v->state, x, y, w, n);
 }
 
 /* Kept buffers are the model's inputs already: no prefix to run. */
 static void
-train_kept_cb(void *arg, const float *x, const float *y, int32 n, bool kept_buffer)
+train_kept_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept_buffer)
 {
 	Visit	   *v = arg;
 
 	if (!v->state->diverged)
-		pgdl_train_buffer(v->state, x, y, n);
+		pgdl_train_buffer(v->state, x, y, w, n);
 }
 
 /* A visit's buffers: kept from an earlier call, or read (and kept, within the budget). */

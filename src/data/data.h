@@ -11,8 +11,12 @@
 /* packed.c: reading packed tables, buffer by buffer, in buffer_id order */
 
 
-/* kept: x and y live in the scan's keep context, for the caller to hold on to */
-typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, int32 n, bool kept);
+/*
+ * kept: x, y and w live in the scan's keep context, for the caller to hold on
+ * to.  w: the n examples' weights (pgdl.pack's weight => ...), NULL when the
+ * dataset is unweighted.
+ */
+typedef void (*PgdlBufferFn) (void *arg, const float *x, const float *y, const float *w, int32 n, bool kept);
 
 /*
  * Every buffer of partition `part` (or of all, part order, when part < 0).
@@ -36,6 +40,7 @@ typedef struct PgdlHeldBuffer
 {
 	float	   *x;
 	float	   *y;
+	float	   *w;				/* NULL when the dataset is unweighted */
 	int32		n;
 } PgdlHeldBuffer;
 
@@ -84,6 +89,10 @@ extern void pgdl_shared_copy_buffers(const PgdlDataset *ds, const PgdlHeldPartit
 /* A packed row's x and y (detoasted) hold n examples of ds, or an error says how not. */
 extern void pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_id, int32 n,
 								  ArrayType *x, ArrayType *y, float **xdata, float **ydata);
+/* A weighted dataset (weight => col at pack) refused by `what`, which carries x and y only (0A000). */
+extern void pgdl_packed_refuse_weighted(const PgdlDataset *ds, const char *what);
+/* A weighted dataset's packed row's w holds n finite weights >= 0, or an error says how not. */
+extern float *pgdl_packed_check_weights(const char *relname, int32 buffer_id, int32 n, ArrayType *w);
 
 
 /*

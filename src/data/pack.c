@@ -34,7 +34,8 @@
  * The packed table holds buffer b, the rows at positions b * buffer_rows ..
  * of that order, in partition b % partitions: x their examples (the numeric
  * features normalized, then the categorical ids, then each sequence's ids and
- * length), y their classes or targets.  Its pgdl.datasets row holds what
+ * length), y their classes or targets, and with weight => col a column w of
+ * their weights.  Its pgdl.datasets row holds what
  * reading it back and predicting need: the source and its columns, the task,
  * an example's floats (n_features) and n_targets, the classes and the label's
  * type, the normalization, the vocabularies (categorical), the counts of rows,
@@ -99,6 +100,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	/* the data: every error about it comes from here, before anything is created */
 	pgdl_pack_read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
 	pgdl_pack_report_rows(&data);
+	pgdl_pack_check_weights(&data);
 	pgdl_pack_finish_sequences(&data, args.buffer_rows);
 	n_buffers = pgdl_pack_count_buffers(&data, &args);
 	pgdl_call_progress_phase(PGDL_PHASE_PREPARING, 0, -1, false);
@@ -113,13 +115,14 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	pgdl_pack_check_normalized(&data, &norm);
 
 	/* nothing was created before this point */
-	pgdl_pack_create_table(&out, args.partitions);
+	pgdl_pack_create_table(&out, args.partitions, data.weights != NULL);
 	pgdl_pack_write_buffers(&out, &order, &norm, y, n_targets, args.buffer_rows, args.partitions, n_buffers);
 	if (data.spill != NULL)
 		pgdl_spill_end(data.spill);
 	id = pgdl_pack_register_dataset(&out, &args, &data, classes, n_classes, n_targets, norm.jsonb, n_buffers,
 									&ref, categorical);
 	pgdl_pack_store_target_normalization(id, target_normalization);
+	pgdl_pack_store_weighted(id, &data);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");

@@ -148,6 +148,10 @@ typedef struct PackData
 	PackColumn *labels;			/* all n_label_cols of them */
 	int			n_label_cols;
 	bool		label_array;	/* targets: one array column */
+	PackColumn	weight;			/* weight => col: its column (name NULL when none) */
+	float	   *weights;		/* each kept row's weight; NULL when unweighted */
+	int64		weights_cap;
+	double		weights_sum;
 	int32		n_targets;		/* floats of y per row; -1 until the first row (label_array) */
 	bool		classification;
 	int32		n_features;		/* -1 until the first row (array mode); numeric only */
@@ -247,6 +251,8 @@ extern void pgdl_pack_read_reference(const PackData *data, PackReference *ref);
 
 extern void pgdl_pack_read_source(PackData *data, bool skip, int32 buffer_rows,
 								  const PackReference *ref, Oid source);
+/* weight => col: every kept row weighs 0 is refused */
+extern void pgdl_pack_check_weights(const PackData *data);
 extern void pgdl_pack_report_rows(const PackData *data);
 
 /* pack_vocab.c: categorical and sequence values, then their ids */
@@ -293,13 +299,15 @@ extern void pgdl_pack_make_order(PackData *data, int64 seed, PackNorm *norm, Mem
 extern void pgdl_pack_check_buffer_size(int64 n_total, int32 buffer_rows);
 extern int32 pgdl_pack_count_buffers(const PackData *data, const PackArgs *args);
 extern void pgdl_pack_check_output(const char *output, int partitions, PackOutput *out);
-extern void pgdl_pack_create_table(const PackOutput *out, int partitions);
-/* The rows in order as buffers of buffer_rows examples, normalized, to fn; pgdl_pack_write_buffers' steps. */
+extern void pgdl_pack_create_table(const PackOutput *out, int partitions, bool weighted);
+/* The rows in order as buffers of buffer_rows examples, normalized, with their weights (if any) to fn. */
 extern void pgdl_pack_each_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all, int n_targets,
 								  int32 buffer_rows, int32 n_buffers, PgdlBufferFn fn, void *arg);
 extern void pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order,
 									const PackNorm *norm, const float *y_all, int n_targets,
 									int32 buffer_rows, int32 partitions, int32 n_buffers);
+/* weight => col: the dataset's weighted flag */
+extern void pgdl_pack_store_weighted(int64 dataset, const PackData *data);
 extern int64 pgdl_pack_register_dataset(const PackOutput *out, const PackArgs *args,
 										const PackData *data, char **classes, int n_classes,
 										int n_targets, Jsonb *normalization, int32 n_buffers,

@@ -90,13 +90,6 @@ pgdl_pack_check_args(PackArgs *args)
 				 errmsg("invalid nulls value \"%s\"", pgdl_echo(args->nulls)),
 				 errhint("Use 'error' (the default) or 'skip'.")));
 	args->skip = strcmp(args->nulls, "skip") == 0;
-	/* the engine takes row weights (nn_model_weigh_next); packed tables have no place for them yet */
-	if (args->weight != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("per-row weights (weight => '%s') are not packed yet", pgdl_echo(args->weight)),
-				 errdetail("This release weighs classes, not rows."),
-				 errhint("Weigh classes with \"class_weight\" in the training configuration.")));
 	if (args->max_categories < 1 || args->max_categories > PGDL_MAX_CATEGORIES)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

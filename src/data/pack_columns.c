@@ -429,7 +429,29 @@ find_query_columns(const char *query, PackData *data)
 	data->source_sql = psprintf("(%.*s) AS pgdl_source", (int) (text_end - query), query);
 }
 
-/* The source relation or query, its feature columns and its label column. */
+/* weight => col: one numeric column, read after the label columns. */
+static void
+find_weight(Oid relid, const char *weight, int position, PackData *data)
+{
+	char	   *raw = pstrdup(weight);
+	List	   *names;
+
+	if (!SplitIdentifierString(raw, ',', &names) || list_length(names) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid weight column name \"%s\"", pgdl_echo(weight)),
+				 errhint("Give the name of one numeric column.")));
+	find_column(relid, data, (char *) linitial(names), position, &data->weight);
+	data->weight.kind = kind_of(data->weight.type);
+	if (!kind_is_numeric(data->weight.kind))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("weight column \"%s\" has type %s, which is not a number", data->weight.name,
+						format_type_be(data->weight.type)),
+				 errhint("Weights are a column of type smallint, integer, bigint, real, double precision or numeric.")));
+}
+
+/* The source relation or query, its feature columns and its label column (and weight column). */
 void
 pgdl_pack_find_source(const PackArgs *args, PackData *data)
 {
@@ -451,6 +473,9 @@ pgdl_pack_find_source(const PackArgs *args, PackData *data)
 	if (args->sequence != NULL)
 		find_sequences(args->source, args->sequence, data->n_cols + data->n_categorical + 1, args->max_length, data);
 	find_label(args->source, args->label, data->n_cols + data->n_categorical + data->n_sequences + 1, data);
+	if (args->weight != NULL)
+		find_weight(args->source, args->weight,
+					data->n_cols + data->n_categorical + data->n_sequences + data->n_label_cols + 1, data);
 }
 
 /*

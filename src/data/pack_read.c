@@ -482,6 +482,47 @@ keep_row(PackData *data, const float *x)
 	data->n_rows++;
 }
 
+/*
+ * The weight of the row in the last slot new_row gave (weight => col): NULL
+ * skips the row (false) or is an error; a value that is negative, NaN or
+ * infinite is an error naming the row.
+ */
+static bool
+read_weight(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool skip)
+{
+	float		w;
+
+	if (!numeric_columns(&data->weight, 1, "weight", tuple, desc, row, skip, &w))
+		return false;
+	if (w < 0.0f)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("weight column \"%s\" is negative in row " INT64_FORMAT, data->weight.name, row),
+				 errdetail("The row weighs %g; weights are finite numbers >= 0.", (double) w)));
+	if (data->n_rows >= data->weights_cap)
+	{
+		int64		cap = Max(data->weights_cap * 2, 1024);
+		Size		bytes = mul_size((Size) cap, sizeof(float));
+
+		data->weights = data->weights == NULL ? MemoryContextAllocHuge(data->cxt, bytes)
+			: repalloc_huge(data->weights, bytes);
+		data->weights_cap = cap;
+	}
+	data->weights[data->n_rows] = w;
+	return true;
+}
+
+void
+pgdl_pack_check_weights(const PackData *data)
+{
+	if (data->weight.name != NULL && data->n_rows > 0 && !(data->weights_sum > 0.0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("weight column \"%s\" is 0 in every row", data->weight.name),
+				 errdetail("Training follows the weighted mean of the examples' losses, which rows weighing 0 in all leave undefined."),
+				 errhint("Give some rows a positive weight, or leave weight out.")));
+}
+
 /* One row of the source: kept, or skipped for a NULL (nulls => 'skip'). */
 static void
 read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffer_rows,
@@ -515,8 +556,12 @@ read_row(PackData *data, HeapTuple tuple, TupleDesc desc, bool skip, int32 buffe
 		if (isnull)
 			kept = null_value(skip, "label", data->label.name, row, 0);
 	}
+	if (kept && data->weight.name != NULL)
+		kept = read_weight(data, tuple, desc, row, skip);
 	if (kept)
 	{
+		if (data->weight.name != NULL)
+			data->weights_sum += data->weights[data->n_rows];
 		if (!several)
 			store_label(data, d, row);
 		pgdl_pack_store_categorical(data, tuple, desc);
@@ -546,6 +591,8 @@ open_source(const PackData *data, SPIPlanPtr *plan)
 		appendStringInfo(&sql, "%s, ", quote_identifier(data->seqs[c].cat.col.name));
 	for (int i = 0; i < data->n_label_cols; i++)
 		appendStringInfo(&sql, "%s%s", i > 0 ? ", " : "", quote_identifier(data->labels[i].name));
+	if (data->weight.name != NULL)
+		appendStringInfo(&sql, ", %s", quote_identifier(data->weight.name));
 	appendStringInfo(&sql, " FROM %s", data->source_sql);
 
 	/*

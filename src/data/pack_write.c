@@ -110,21 +110,21 @@ exec_utility(const char *sql)
 
 /* The packed table and its partitions. */
 void
-pgdl_pack_create_table(const PackOutput *out, int partitions)
+pgdl_pack_create_table(const PackOutput *out, int partitions, bool weighted)
 {
 	StringInfoData sql;
 
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "CREATE TABLE %s (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,"
-					 " x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id))"
-					 " PARTITION BY LIST (part)", out->qualified);
+					 " x real[] NOT NULL, y real[] NOT NULL,%s PRIMARY KEY (part, buffer_id))"
+					 " PARTITION BY LIST (part)", out->qualified, weighted ? " w real[] NOT NULL," : "");
 	exec_utility(sql.data);
 
 	/* before the partitions, which take their columns' storage from it */
 	resetStringInfo(&sql);
-	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL",
-					 out->qualified);
+	appendStringInfo(&sql, "ALTER TABLE %s ALTER COLUMN x SET STORAGE EXTERNAL, ALTER COLUMN y SET STORAGE EXTERNAL%s",
+					 out->qualified, weighted ? ", ALTER COLUMN w SET STORAGE EXTERNAL" : "");
 	exec_utility(sql.data);
 
 	for (int k = 0; k < partitions; k++)
@@ -166,10 +166,10 @@ write_sequences(const PackData *data, int64 r, float *out)
 	}
 }
 
-/* The rows at positions first .. first + n normalized into x, their targets into y. */
+/* The rows at positions first .. first + n normalized into x, their targets into y, their weights into w. */
 static void
 fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
-			int n_targets, int64 first, int32 n, float *x, float *y)
+			int n_targets, int64 first, int32 n, float *x, float *y, float *w)
 {
 	const PackData *data = order->data;
 	int32		nf = data->n_features;
@@ -198,6 +198,8 @@ fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 		else
 			memcpy(dst, src, sizeof(float) * nf);
 		memcpy(y + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
+		if (w != NULL)
+			w[i] = data->weights[r];
 	}
 }
 
@@ -221,11 +223,12 @@ pgdl_pack_each_buffer(const PackOrder *order, const PackNorm *norm, const float 
 		float	   *x = palloc_extended(mul_size(mul_size((Size) n, order->data->n_total), sizeof(float)),
 										MCXT_ALLOC_HUGE);
 		float	   *y = palloc(mul_size(mul_size((Size) n, n_targets), sizeof(float)));
+		float	   *w = order->data->weights != NULL ? palloc(sizeof(float) * (Size) n) : NULL;
 
 		CHECK_FOR_INTERRUPTS();
-		fill_buffer(order, norm, y_all, n_targets, first, n, x, y);
+		fill_buffer(order, norm, y_all, n_targets, first, n, x, y, w);
 		MemoryContextSwitchTo(old);
-		fn(arg, x, y, n, false);
+		fn(arg, x, y, w, n, false);
 		MemoryContextReset(bufcxt);
 	}
 	MemoryContextDelete(bufcxt);
@@ -244,21 +247,25 @@ typedef struct PackInsert
 } PackInsert;
 
 static void
-insert_buffer(void *arg, const float *xdata, const float *ydata, int32 n, bool kept)
+insert_buffer(void *arg, const float *xdata, const float *ydata, const float *wdata, int32 n, bool kept)
 {
 	PackInsert *ins = arg;
 	ArrayType  *x = pgdl_float4_array_new((int64) n * ins->n_floats);
 	ArrayType  *y = pgdl_float4_array_new((int64) n * ins->n_targets);
-	Datum		values[5];
+	ArrayType  *w = wdata != NULL ? pgdl_float4_array_new(n) : NULL;
+	Datum		values[6];
 	int			ret;
 
 	memcpy(ARR_DATA_PTR(x), xdata, sizeof(float) * n * ins->n_floats);
 	memcpy(ARR_DATA_PTR(y), ydata, sizeof(float) * n * ins->n_targets);
+	if (w != NULL)
+		memcpy(ARR_DATA_PTR(w), wdata, sizeof(float) * n);
 	values[0] = Int32GetDatum(ins->b % ins->partitions);
 	values[1] = Int32GetDatum(ins->b);
 	values[2] = Int32GetDatum(n);
 	values[3] = PointerGetDatum(x);
 	values[4] = PointerGetDatum(y);
+	values[5] = PointerGetDatum(w);
 	ret = SPI_execute_plan(ins->plan, values, NULL, false, 0);
 	if (ret != SPI_OK_INSERT)
 		elog(ERROR, "pgdl.pack: inserting buffer %d failed: %s", ins->b, SPI_result_code_string(ret));
@@ -267,6 +274,8 @@ insert_buffer(void *arg, const float *xdata, const float *ydata, int32 n, bool k
 	pgdl_call_progress_update(ins->b, ins->rows, 0.5 + 0.5 * ins->b / ins->n_buffers);
 	pfree(x);
 	pfree(y);
+	if (w != NULL)
+		pfree(w);
 }
 
 /* Buffer b in partition b % partitions, through one prepared INSERT. */
@@ -275,12 +284,15 @@ pgdl_pack_write_buffers(const PackOutput *out, const PackOrder *order, const Pac
 						const float *y_all, int n_targets,
 						int32 buffer_rows, int32 partitions, int32 n_buffers)
 {
-	Oid			types[5] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
-	char	   *sql = psprintf("INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
+	Oid			types[6] = {INT4OID, INT4OID, INT4OID, FLOAT4ARRAYOID, FLOAT4ARRAYOID, FLOAT4ARRAYOID};
+	bool		weighted = order->data->weights != NULL;
+	char	   *sql = psprintf(weighted
+							   ? "INSERT INTO %s (part, buffer_id, n, x, y, w) VALUES ($1, $2, $3, $4, $5, $6)"
+							   : "INSERT INTO %s (part, buffer_id, n, x, y) VALUES ($1, $2, $3, $4, $5)",
 							   out->qualified);
 	PackInsert	ins = {0};
 
-	ins.plan = SPI_prepare(sql, 5, types);
+	ins.plan = SPI_prepare(sql, weighted ? 6 : 5, types);
 	if (ins.plan == NULL)
 		elog(ERROR, "pgdl.pack: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	ins.partitions = partitions;
@@ -301,6 +313,21 @@ classes_array(char **classes, int n_classes)
 	for (int k = 0; k < n_classes; k++)
 		elems[k] = CStringGetTextDatum(classes[k]);
 	return PointerGetDatum(construct_array(elems, n_classes, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+void
+pgdl_pack_store_weighted(int64 dataset, const PackData *data)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(dataset)};
+	int			ret;
+
+	if (data->weights == NULL)
+		return;
+	ret = SPI_execute_with_args("UPDATE pgdl.datasets SET weighted = true WHERE id = $1",
+								1, types, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE || SPI_processed != 1)
+		elog(ERROR, "pgdl.pack: storing the dataset's weighted flag failed: %s", SPI_result_code_string(ret));
 }
 
 /* Registers the dataset; its id. */

@@ -1,7 +1,8 @@
 /*
  * packed.c -- reading the packed tables pgdl.pack writes:
- *   (part integer, buffer_id integer, n integer, x real[], y real[])
- * x holds n examples of n_features, y n class indices or n * n_targets targets.
+ *   (part integer, buffer_id integer, n integer, x real[], y real[] [, w real[]])
+ * x holds n examples of n_features, y n class indices or n * n_targets targets,
+ * w (a weighted dataset's only) their n weights.
  *
  * Training, evaluation and (later) the model hopper all read buffers through
  * here, in buffer_id order within a partition, so that a model sees its data in
@@ -43,8 +44,8 @@ typedef struct ScanMem
 	char	   *arena;			/* free space of the current arena block */
 	Size		arena_left;
 	MemoryContext reuse_cxt;
-	struct varlena *reuse[2];	/* x and y of a buffer not kept */
-	Size		reuse_size[2];
+	struct varlena *reuse[3];	/* x, y and w of a buffer not kept */
+	Size		reuse_size[3];
 	Relation	toastrel;		/* of the last value fetched, kept open */
 } ScanMem;
 
@@ -93,7 +94,7 @@ reuse_alloc(ScanMem *sm, int which, Size size)
 }
 
 /*
- * The array in d (which: 0 for x, 1 for y) in the scan's memory: the arena
+ * The array in d (which: 0 for x, 1 for y, 2 for w) in the scan's memory: the arena
  * when kept, else the column's reusable allocation.  What pgdl.pack writes
  * (out of line, uncompressed: STORAGE EXTERNAL) is read straight from its
  * TOAST chunks into that memory, when of the size n examples take (`expected`
@@ -202,6 +203,41 @@ pgdl_packed_check_row(const PgdlDataset *ds, const char *relname, int32 buffer_i
 	check_finite_buffer(*y, ylen, "y", ds->n_targets, buffer_id, relname);
 }
 
+float *
+pgdl_packed_check_weights(const char *relname, int32 buffer_id, int32 n, ArrayType *wa)
+{
+	char		what[64];
+	int64		len;
+	float	   *w;
+
+	snprintf(what, sizeof(what), "w of buffer %d", buffer_id);
+	w = pgdl_float4_array(wa, what, &len);
+	if (len != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("buffer %d of packed table \"%s\" has the wrong number of weights", buffer_id, relname),
+				 errdetail("It holds %d examples and %lld weights.", n, (long long) len)));
+	check_finite_buffer(w, len, "w", 1, buffer_id, relname);
+	for (int32 i = 0; i < n; i++)
+		if (w[i] < 0.0f)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("buffer %d of packed table \"%s\" has a negative weight", buffer_id, relname),
+					 errdetail("Example %d weighs %g; pgdl.pack writes weights >= 0.", (int) i + 1, (double) w[i])));
+	return w;
+}
+
+void
+pgdl_packed_refuse_weighted(const PgdlDataset *ds, const char *what)
+{
+	if (ds->weighted)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s does not take a weighted dataset", what),
+				 errdetail("The table was packed with weight => ..., and %s carries x and y only.", what),
+				 errhint("Pack the table without weight for it.")));
+}
+
 void
 pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 				 MemoryContext keep_cxt, int64 *keep_bytes)
@@ -222,9 +258,15 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("packed table of dataset " INT64_FORMAT " does not exist", ds->id)));
 	qualified = quote_qualified_identifier(get_namespace_name(get_rel_namespace(ds->packed)), relname);
+	if (ds->weighted && get_attnum(ds->packed, "w") == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("packed table \"%s\" has no column w", relname),
+				 errdetail("Its pgdl.datasets row says it is weighted; pgdl.pack writes w real[] for weight => ... only.")));
 	query = part >= 0 ?
-		psprintf("SELECT x, y, n, buffer_id FROM %s WHERE part = $1 ORDER BY buffer_id", qualified) :
-		psprintf("SELECT x, y, n, buffer_id FROM %s ORDER BY part, buffer_id", qualified);
+		psprintf("SELECT x, y, n, buffer_id%s FROM %s WHERE part = $1 ORDER BY buffer_id",
+				 ds->weighted ? ", w" : "", qualified) :
+		psprintf("SELECT x, y, n, buffer_id%s FROM %s ORDER BY part, buffer_id", ds->weighted ? ", w" : "", qualified);
 
 	per_batch = AllocSetContextCreate(CurrentMemoryContext, "pgdl packed scan", ALLOCSET_DEFAULT_SIZES);
 	sm.keep_cxt = keep_cxt;
@@ -250,30 +292,36 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 			Datum		yd = SPI_getbinval(tup, desc, 2, &ynull);
 			Datum		nd = SPI_getbinval(tup, desc, 3, &nnull);
 			int32		buffer_id = DatumGetInt32(SPI_getbinval(tup, desc, 4, &bnull));
+			bool		wnull = false;
+			Datum		wd = ds->weighted ? SPI_getbinval(tup, desc, 5, &wnull) : (Datum) 0;
 			int32		n;
 			ArrayType  *xa,
 					   *ya;
 			float	   *x,
-					   *y;
+					   *y,
+					   *w = NULL;
+			int64		floats;
 			bool		kept,
 						ok_n;
 
 			CHECK_FOR_INTERRUPTS();
-			if (xnull || ynull || nnull)
+			if (xnull || ynull || nnull || wnull)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_CORRUPTED),
 						 errmsg("buffer %d of packed table \"%s\" has NULL values", buffer_id, relname),
-						 errdetail("Columns n, x and y must not be NULL.")));
+						 errdetail("Columns n, x and y (and w, of a weighted dataset) must not be NULL.")));
 			n = DatumGetInt32(nd);
 			ok_n = n > 0 && n <= NN_MAX_BATCH;
-			kept = keep_cxt && ok_n &&
-				(int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float) <= *keep_bytes;
+			floats = (int64) n * (ds->n_features + ds->n_targets + (ds->weighted ? 1 : 0));
+			kept = keep_cxt && ok_n && floats * (int64) sizeof(float) <= *keep_bytes;
 			xa = read_array(&sm, xd, 0, kept, ok_n ? array_bytes((int64) n * ds->n_features) : 0);
 			ya = read_array(&sm, yd, 1, kept, ok_n ? array_bytes((int64) n * ds->n_targets) : 0);
 			pgdl_packed_check_row(ds, relname, buffer_id, n, xa, ya, &x, &y);
+			if (ds->weighted)
+				w = pgdl_packed_check_weights(relname, buffer_id, n, read_array(&sm, wd, 2, kept, array_bytes(n)));
 			if (kept)
-				*keep_bytes -= (int64) n * (ds->n_features + ds->n_targets) * (int64) sizeof(float);
-			fn(arg, x, y, n, kept);
+				*keep_bytes -= floats * (int64) sizeof(float);
+			fn(arg, x, y, w, n, kept);
 		}
 		MemoryContextSwitchTo(old);
 		MemoryContextReset(per_batch);
@@ -284,7 +332,7 @@ pgdl_packed_scan(const PgdlDataset *ds, int32 part, PgdlBufferFn fn, void *arg,
 		table_close(sm.toastrel, AccessShareLock);
 	SPI_finish();
 	MemoryContextDelete(per_batch);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		if (sm.reuse[i])
 			pfree(sm.reuse[i]);
 }
@@ -298,12 +346,12 @@ typedef struct HoldArg
 } HoldArg;
 
 static void
-hold_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+hold_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	HoldArg    *ha = arg;
 
 	if (ha->fn)
-		ha->fn(ha->arg, x, y, n, kept);
+		ha->fn(ha->arg, x, y, w, n, kept);
 	if (kept && ha->held->complete)
 	{
 		MemoryContext old = MemoryContextSwitchTo(ha->keep_cxt);
@@ -311,6 +359,7 @@ hold_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
 
 		b->x = (float *) x;
 		b->y = (float *) y;
+		b->w = (float *) w;
 		b->n = n;
 		ha->held->buffers = lappend(ha->held->buffers, b);
 		MemoryContextSwitchTo(old);
@@ -347,7 +396,7 @@ pgdl_packed_foreach(const PgdlDataset *ds, int32 part, const PgdlHeldPartition *
 	{
 		PgdlHeldBuffer *b = lfirst(lc);
 
-		fn(arg, b->x, b->y, b->n, true);
+		fn(arg, b->x, b->y, b->w, b->n, true);
 	}
 }
 

@@ -16,8 +16,8 @@
  * order, needing SELECT on the whole table), and attaches only a segment read
  * from the same versions.  A tuple version never changes, so a segment is
  * never stale, and a role gets only rows it could read itself.  Tables with
- * row security, views (cache views), foreign partitions and anything else are
- * read as before.
+ * row security, views (cache views), foreign partitions, weighted datasets
+ * and anything else are read as before.
  */
 #include "postgres.h"
 
@@ -97,7 +97,9 @@ pgdl_shared_scan_allowed(const PgdlDataset *ds)
 {
 	Oid			relid = ds->packed;
 
-	return (get_rel_relkind(relid) == RELKIND_RELATION || get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE) &&
+	/* a segment carries x and y: a weighted dataset's workers read their own copies, weights with them */
+	return !ds->weighted &&
+		(get_rel_relkind(relid) == RELKIND_RELATION || get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE) &&
 		pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) == ACLCHECK_OK &&
 		check_enable_rls(relid, InvalidOid, true) == RLS_NONE;
 }
@@ -235,6 +237,7 @@ hold_segment(dsm_segment *seg, const PgdlDataset *ds, const Manifest *mf, PgdlHe
 		b->x = (float *) data;
 		data += (Size) b->n * ds->n_features * sizeof(float);
 		b->y = (float *) data;
+		b->w = NULL;			/* a weighted dataset is not shared (pgdl_shared_scan_allowed) */
 		data += (Size) b->n * ds->n_targets * sizeof(float);
 		held->buffers = lappend(held->buffers, b);
 	}

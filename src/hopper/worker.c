@@ -121,18 +121,18 @@ typedef struct ScanArg
 } ScanArg;
 
 static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+train_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	ScanArg    *sa = arg;
 
 	/* the rest of the partition, once the model diverged: nothing to train, no prefix to run */
 	if (sa->train->diverged)
 		return;
-	pgdl_train_buffer(sa->train, pgdl_prefix_run(&sa->src->recompute, x, n), y, n);
+	pgdl_train_buffer(sa->train, pgdl_prefix_run(&sa->src->recompute, x, n), y, w, n);
 }
 
 static void
-evaluate_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+evaluate_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	ScanArg    *sa = arg;
 	NnError		err;

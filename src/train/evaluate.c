@@ -168,7 +168,7 @@ evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, int32 n)
 }
 
 static void
-evaluate_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+evaluate_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	EvalArg    *ea = arg;
 	NnError		err;

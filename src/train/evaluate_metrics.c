@@ -169,7 +169,7 @@ keep_class_row(Predictions *pr, const float *z, float label)
 }
 
 static void
-keep_buffer(void *arg, const float *x, const float *y, int32 n, bool kept)
+keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	Predictions *pr = arg;
 	const float *z = pgdl_model_outputs(pr->model, x, n);
@@ -705,7 +705,7 @@ pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt)
 void
 pgdl_scores_add(PgdlScores *s, const float *x, const float *y, int32 n)
 {
-	keep_buffer(&s->pr, x, y, n, false);
+	keep_buffer(&s->pr, x, y, NULL, n, false);
 }
 
 /* A classifier's scores, as classifier_metrics computes them for pgdl.metrics. */

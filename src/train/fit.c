@@ -80,24 +80,28 @@ fit_fraction(const FitRun *f)
  * costs about 1% of a step of the reference MLP.  Returns the slot.
  */
 static int
-copy_to_slot(FitRun *f, const float **x, const float **y, int32 n)
+copy_to_slot(FitRun *f, const float **x, const float **y, const float **w, int32 n)
 {
 	int			s = f->slot;
 	int64		nx = (int64) n * f->ds->n_features;
 	int64		ny = (int64) n * f->ds->n_targets;
+	int64		nw = *w != NULL ? n : 0;
 
 	pgdl_train_ahead_wait_job(f->state, f->slot_job[s]);
-	if (nx + ny > f->slot_floats[s])
+	if (nx + ny + nw > f->slot_floats[s])
 	{
 		if (f->slots[s])
 			pfree(f->slots[s]);
-		f->slots[s] = MemoryContextAllocHuge(f->cxt, (nx + ny) * sizeof(float));
-		f->slot_floats[s] = nx + ny;
+		f->slots[s] = MemoryContextAllocHuge(f->cxt, (nx + ny + nw) * sizeof(float));
+		f->slot_floats[s] = nx + ny + nw;
 	}
 	memcpy(f->slots[s], *x, nx * sizeof(float));
 	memcpy(f->slots[s] + nx, *y, ny * sizeof(float));
+	if (nw > 0)
+		memcpy(f->slots[s] + nx + ny, *w, nw * sizeof(float));
 	*x = f->slots[s];
 	*y = f->slots[s] + nx;
+	*w = nw > 0 ? f->slots[s] + nx + ny : NULL;
 	f->slot = (s + 1) % FIT_SLOTS;
 	return s;
 }
@@ -111,14 +115,14 @@ copy_to_slot(FitRun *f, const float **x, const float **y, int32 n)
  * train here, with nothing to read beside them.
  */
 static void
-train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
+train_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
 	FitRun	   *f = arg;
 
 	if (pgdl_train_ahead_possible(f->state) && (!kept || f->epoch == 0))
 	{
-		int			s = kept ? -1 : copy_to_slot(f, &x, &y, n);
-		int64		job = pgdl_train_ahead(f->state, x, y, n);
+		int			s = kept ? -1 : copy_to_slot(f, &x, &y, &w, n);
+		int64		job = pgdl_train_ahead(f->state, x, y, w, n);
 
 		if (s >= 0)
 			f->slot_job[s] = job;
@@ -126,7 +130,7 @@ train_cb(void *arg, const float *x, const float *y, int32 n, bool kept)
 	else
 	{
 		pgdl_train_ahead_wait(f->state);
-		pgdl_train_buffer(f->state, x, y, n);
+		pgdl_train_buffer(f->state, x, y, w, n);
 	}
 	f->epoch_done += n;
 	pgdl_call_progress_update(f->epoch_done, f->epoch_done, fit_fraction(f));

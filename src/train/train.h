@@ -49,13 +49,13 @@ extern PgdlTrainState *pgdl_train_begin(NnModel *model, const PgdlTrainConfig *c
  */
 extern void pgdl_class_weights_resolve(PgdlTrainConfig *config, const struct PgdlDataset *ds);
 extern void pgdl_class_weights_apply(NnModel *model, const PgdlTrainConfig *config);
-extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n);
+extern void pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, const float *w, int32 n);
 /*
  * train_ahead.c: buffers' steps in a thread while the backend reads the next
  * ones (host models only); the same steps, in the same order, as pgdl_train_buffer.
  */
 extern bool pgdl_train_ahead_possible(const PgdlTrainState *state);
-extern int64 pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n);
+extern int64 pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, const float *w, int32 n);
 extern void pgdl_train_ahead_wait(PgdlTrainState *state);
 extern void pgdl_train_ahead_wait_job(PgdlTrainState *state, int64 job);
 extern void pgdl_train_ahead_end(PgdlTrainState *state);

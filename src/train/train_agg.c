@@ -84,7 +84,7 @@ report_step_error(const NnError *err)
  * device still runs this one's backward pass and update (the same bytes).
  */
 void
-pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n)
+pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, const float *w, int32 n)
 {
 	NnModel    *m = state->model;
 	int64		in = nn_model_input_size(m);
@@ -95,6 +95,9 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 
 	if (state->diverged)
 		return;
+	/* w: each example's weight (NULL: unweighted), handed to the engine batch by batch */
+	if (staged && n > 0)
+		nn_model_weigh_next(m, w);
 	if (staged && n > 0 && !nn_model_stage(m, x, y, Min(batch, n), &err))
 		report_step_error(&err);
 	for (int32 s = 0; s < n; s += batch)
@@ -105,6 +108,8 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 		bool		ok;
 
 		CHECK_FOR_INTERRUPTS();
+		if (!staged)
+			nn_model_weigh_next(m, w != NULL ? w + s : NULL);
 		ok = staged ? nn_model_train_staged(m, &state->stats, &finite, &err)
 			: nn_model_train_step_finite(m, x + s * in, y + s * tgt, c, &state->stats, &finite, &err);
 		if (!ok)
@@ -115,6 +120,8 @@ pgdl_train_buffer(PgdlTrainState *state, const float *x, const float *y, int32 n
 			state->examples += s;
 			return;
 		}
+		if (staged && next < n)
+			nn_model_weigh_next(m, w != NULL ? w + next : NULL);
 		if (staged && next < n &&
 			!nn_model_stage(m, x + next * in, y + next * tgt, Min(batch, n - next), &err))
 			report_step_error(&err);
@@ -238,7 +245,7 @@ pgdl_train_transition(PG_FUNCTION_ARGS)
 				 errmsg("n must be between 1 and %d, got %d", NN_MAX_BATCH, n)));
 	check_holds(xlen, n, nn_model_input_size(state->model), "x", "features");
 	check_holds(ylen, n, nn_model_target_size(state->model), "y", "targets");
-	pgdl_train_buffer(state, x, y, n);
+	pgdl_train_buffer(state, x, y, NULL, n);
 	if (state->diverged)
 		report_aggregate_divergence(state);
 	PG_RETURN_POINTER(state);

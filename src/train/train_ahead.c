@@ -32,6 +32,7 @@ typedef struct AheadJob
 {
 	const float *x;
 	const float *y;
+	const float *w;				/* NULL: unweighted */
 	int32		n;
 } AheadJob;
 
@@ -74,6 +75,7 @@ ahead_steps(PgdlTrainAhead *a, const AheadJob *job)
 
 		if (__atomic_load_n(&a->quit, __ATOMIC_RELAXED))
 			return false;
+		nn_model_weigh_next(m, job->w != NULL ? job->w + s : NULL);
 		if (!nn_model_train_step_finite(m, job->x + s * in, job->y + s * tgt, c, &a->state->stats,
 										&finite, &a->err))
 		{
@@ -250,12 +252,12 @@ pgdl_train_ahead_wait_job(PgdlTrainState *state, int64 seq)
 
 /*
  * Trains on the buffer as pgdl_train_buffer does, in the order of the calls,
- * but returns once the thread has it queued: x and y must stay as they are
+ * but returns once the thread has it queued: x, y and w must stay as they are
  * until the job whose number this returns is done (pgdl_train_ahead_wait_job,
  * or pgdl_train_ahead_wait).  0: the buffer was trained here, or not at all.
  */
 int64
-pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n)
+pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, const float *w, int32 n)
 {
 	PgdlTrainAhead *a = state->ahead;
 	bool		stopped;
@@ -266,7 +268,7 @@ pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n)
 		return 0;
 	if (a == NULL && (a = ahead_start(state)) == NULL)
 	{
-		pgdl_train_buffer(state, x, y, n);
+		pgdl_train_buffer(state, x, y, w, n);
 		return 0;
 	}
 	pthread_mutex_lock(&a->lock);
@@ -279,6 +281,7 @@ pgdl_train_ahead(PgdlTrainState *state, const float *x, const float *y, int32 n)
 
 		job->x = x;
 		job->y = y;
+		job->w = w;
 		job->n = n;
 		a->count++;
 		a->pushed++;
