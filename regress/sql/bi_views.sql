@@ -123,6 +123,7 @@ SELECT 'bi_rank', a.id, c::jsonb
                   "monitor": "validation_loss"}')) v(c)
  WHERE a.name IN ('bi_small', 'bi_mlp') ORDER BY a.name, c;
 CREATE TABLE bi_rank_loss AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_rank', 6, 'bi_valid', workers => 2);
+-- ranked by f1, the configurations that name no monitor watch f1 too (restore_best keeps the best f1's epoch)
 CREATE TABLE bi_rank_f1 AS SELECT * FROM pgdl.fit_multiple('bi_packed', 'bi_rank', 6, 'bi_valid', workers => 2,
                                                            rank_by => 'f1');
 SELECT f.rank_by, count(*) AS models, count(*) FILTER (WHERE f.rank = l.rank) AS same_rank,
@@ -138,6 +139,18 @@ SELECT f.rank_by, count(*) AS models, count(*) FILTER (WHERE f.rank = l.rank) AS
   FROM (SELECT 'loss' AS rank_by, * FROM bi_rank_loss UNION ALL SELECT 'f1', * FROM bi_rank_f1) f
   JOIN pgdl.models m ON m.id = f.model JOIN pgdl.leaderboard l ON l.model = f.model
  GROUP BY f.rank_by ORDER BY f.rank_by;
+-- monitor follows rank_by: each model without a monitor of its own stores the epoch restore_best picks by
+-- f1 (the last that beat the best f1 before it), the one with "monitor": "validation_loss" by the loss
+SELECT bool_and(l.stored_epoch = (SELECT max(e.epoch) FROM pgdl.run_metrics e
+                                   WHERE e.run = m.run AND e.config = m.config_id AND e.epoch <= l.epochs
+                                     AND (e.validation_metrics->>'f1')::float8 > coalesce(
+                                         (SELECT max((p.validation_metrics->>'f1')::float8) FROM pgdl.run_metrics p
+                                           WHERE p.run = e.run AND p.config = e.config AND p.epoch < e.epoch), -1)))
+         FILTER (WHERE NOT (c.config ? 'monitor')) AS stored_best_f1
+  FROM bi_rank_f1 f JOIN pgdl.leaderboard l ON l.model = f.model
+  JOIN (SELECT id, run, (SELECT config FROM pgdl.run_metrics WHERE model = pm.id LIMIT 1) AS config_id
+          FROM pgdl.models pm) m ON m.id = f.model
+  JOIN pgdl.configs c ON c.id = f.config;
 -- f1's values are the stored epoch's validation_metrics; the curves mark one epoch per model, the stored one
 SELECT bool_and(l.rank_value = (rm.validation_metrics->>'f1')::float8) AS f1_of_stored_epoch
   FROM bi_rank_f1 f JOIN pgdl.leaderboard l ON l.model = f.model
