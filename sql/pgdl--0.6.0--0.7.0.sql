@@ -377,39 +377,40 @@ COMMENT ON FUNCTION pgdl.metrics(bigint, text, text, text, integer) IS
 COMMENT ON FUNCTION pgdl.metrics(text, text, text, text, integer) IS
 	'scikit-learn''s metrics of stored model (by name) over the rows of a table, view or query, preprocessed as its training set was packed';
 
--- pgdl.confusion_matrix: (actual, predicted, count) for every pair of a classifier's classes
+-- pgdl.confusion_matrix: (actual, predicted, count, weight) for every pair of a classifier's classes;
+-- weight is the rows' weights' sum (scikit-learn's confusion_matrix with sample_weight), count again when unweighted
 
 CREATE FUNCTION pgdl.confusion_matrix(model bigint, packed regclass)
-	RETURNS TABLE (actual text, predicted text, count bigint)
+	RETURNS TABLE (actual text, predicted text, count bigint, weight double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_confusion_matrix'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 100;
 CREATE FUNCTION pgdl.confusion_matrix(model text, packed regclass)
-	RETURNS TABLE (actual text, predicted text, count bigint)
+	RETURNS TABLE (actual text, predicted text, count bigint, weight double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_confusion_matrix'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 100;
 CREATE FUNCTION pgdl.confusion_matrix(model bytea, packed regclass)
-	RETURNS TABLE (actual text, predicted text, count bigint)
+	RETURNS TABLE (actual text, predicted text, count bigint, weight double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_confusion_matrix'
 	LANGUAGE C STABLE STRICT PARALLEL SAFE COST 100000 ROWS 100;
 CREATE FUNCTION pgdl.confusion_matrix(model bigint, source text, features text, label text)
-	RETURNS TABLE (actual text, predicted text, count bigint)
+	RETURNS TABLE (actual text, predicted text, count bigint, weight double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_confusion_matrix_rows'
 	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED COST 100000 ROWS 100;
 CREATE FUNCTION pgdl.confusion_matrix(model text, source text, features text, label text)
-	RETURNS TABLE (actual text, predicted text, count bigint)
+	RETURNS TABLE (actual text, predicted text, count bigint, weight double precision)
 	AS 'MODULE_PATHNAME', 'pgdl_confusion_matrix_rows'
 	LANGUAGE C STABLE STRICT PARALLEL RESTRICTED COST 100000 ROWS 100;
 
 COMMENT ON FUNCTION pgdl.confusion_matrix(bigint, regclass) IS
-	'rows of actual class, predicted class and count of stored classifier (by id) over a packed table, every pair of classes';
+	'rows of actual class, predicted class, count and weight of stored classifier (by id) over a packed table, every pair of classes';
 COMMENT ON FUNCTION pgdl.confusion_matrix(text, regclass) IS
-	'rows of actual class, predicted class and count of stored classifier (by name) over a packed table, every pair of classes';
+	'rows of actual class, predicted class, count and weight of stored classifier (by name) over a packed table, every pair of classes';
 COMMENT ON FUNCTION pgdl.confusion_matrix(bytea, regclass) IS
-	'rows of actual class, predicted class and count of a classifier blob over a packed table, every pair of classes';
+	'rows of actual class, predicted class, count and weight of a classifier blob over a packed table, every pair of classes';
 COMMENT ON FUNCTION pgdl.confusion_matrix(bigint, text, text, text) IS
-	'rows of actual class, predicted class and count of stored classifier (by id) over the rows of a table, view or query';
+	'rows of actual class, predicted class, count and weight of stored classifier (by id) over the rows of a table, view or query';
 COMMENT ON FUNCTION pgdl.confusion_matrix(text, text, text, text) IS
-	'rows of actual class, predicted class and count of stored classifier (by name) over the rows of a table, view or query';
+	'rows of actual class, predicted class, count and weight of stored classifier (by name) over the rows of a table, view or query';
 
 -- pgdl.roc_curve: (threshold, fpr, tpr) of one class against the others, as scikit-learn 1.2's roc_curve
 

@@ -25,6 +25,35 @@ SELECT target, round(loss::numeric, 4) AS loss, round(accuracy::numeric, 4) AS a
 -- top-k of two classes is 1 for k >= 2; top-1 is the accuracy
 SELECT value FROM pgdl.metrics(:'mt_blob'::bytea, 'mt_hand_p', top_k => 1) WHERE metric = 'top_k_accuracy';
 
+-- weighted rows (pack's weight): scikit-learn's sample_weight.  Weights 1 2 3 0 1 1: right rows weigh
+-- 1 + 2 + 1 + 1 of 8 (accuracy .625); class 1's precision 2 / (2 + 3) = .4, recall 2 / (2 + 0) = 1;
+-- supports 6 and 2; ROC AUC without the row of weight 0: positives .731 (1) and .953 (1) against
+-- negatives .269 (2), .731 (3), .5 (1): (6 + 2 + 1 + 3 / 2) / (2 x 6) = .875
+CREATE TABLE mt_hand_w (x real[], label integer, w real);
+INSERT INTO mt_hand_w VALUES ('{1,0}', 1, 1), ('{0,1}', 0, 2), ('{2,1}', 0, 3), ('{0,2}', 1, 0), ('{3,0}', 1, 1),
+                             ('{0,0}', 0, 1);
+SELECT pgdl.pack('mt_hand_w', 'x', 'label', 'mt_hand_wp', partitions => 1, weight => 'w') > 0 AS packed;
+SELECT metric, class, average, round(value::numeric, 4) AS value FROM pgdl.metrics(:'mt_blob'::bytea, 'mt_hand_wp')
+ WHERE metric IN ('accuracy', 'precision', 'recall', 'support', 'roc_auc', 'n') AND average IS DISTINCT FROM 'macro';
+-- count: the rows; weight: their weights
+SELECT * FROM pgdl.confusion_matrix(:'mt_blob'::bytea, 'mt_hand_wp') ORDER BY actual, predicted;
+-- the row of weight 0 (score .119) makes no threshold
+SELECT round(threshold::numeric, 4) AS threshold, round(fpr::numeric, 4) AS fpr, round(tpr::numeric, 4) AS tpr
+  FROM pgdl.roc_curve(:'mt_blob'::bytea, 'mt_hand_wp');
+-- evaluate and evaluate_targets: the weighted mean of the rows' binary cross-entropy (and accuracy)
+SELECT abs(e.loss - (SELECT sum(w * CASE WHEN label = 1 THEN ln(1 + exp(-(x[1] - x[2]))) ELSE ln(1 + exp(x[1] - x[2])) END)
+                            / sum(w) FROM mt_hand_w)) < 1e-6 AS weighted_loss,
+       e.accuracy = 0.625 AS weighted_accuracy, e.n, t.loss = e.loss AS targets_agree
+  FROM pgdl.evaluate(:'mt_blob'::bytea, 'mt_hand_wp') e, pgdl.evaluate_targets(:'mt_blob'::bytea, 'mt_hand_wp') t;
+-- weights all 1 score as no weights, bit for bit
+UPDATE mt_hand_w SET w = 1;
+SELECT pgdl.pack('mt_hand_w', 'x', 'label', 'mt_hand_1p', partitions => 1, weight => 'w') > 0 AS packed;
+SELECT count(*) AS metrics, count(*) FILTER (WHERE a.value IS NOT DISTINCT FROM b.value) AS equal
+  FROM pgdl.metrics(:'mt_blob'::bytea, 'mt_hand_p') a
+  JOIN pgdl.metrics(:'mt_blob'::bytea, 'mt_hand_1p') b
+    ON a.metric = b.metric AND a.class IS NOT DISTINCT FROM b.class AND a.average IS NOT DISTINCT FROM b.average;
+SELECT a = b AS evaluate_equal FROM pgdl.evaluate(:'mt_blob'::bytea, 'mt_hand_p') a, pgdl.evaluate(:'mt_blob'::bytea, 'mt_hand_1p') b;
+
 -- trained models on a three-class set, over a referenced pack and over raw rows
 CREATE TABLE mt_rows AS
 SELECT i AS id, ARRAY[sin(i), cos(i), sin(2 * i)]::double precision[] AS x,
@@ -128,4 +157,4 @@ SELECT count(*) AS no_rows FROM pgdl.roc_curve('mt_clf', 'mt_test', NULL, 'label
 -- what this test added to the catalog goes (the tests after it count runs)
 DELETE FROM pgdl.models WHERE name IN ('mt_clf', 'mt_reg', 'mt_tags', 'mt_no_dataset');
 DELETE FROM pgdl.runs WHERE id > :mt_first_run;
-DROP TABLE mt_hand, mt_hand_p, mt_rows, mt_train, mt_test, mt_train_p, mt_test_p, mt_reg_p, mt_tags, mt_tags_p;
+DROP TABLE mt_hand, mt_hand_p, mt_hand_w, mt_hand_wp, mt_hand_1p, mt_rows, mt_train, mt_test, mt_train_p, mt_test_p, mt_reg_p, mt_tags, mt_tags_p;

@@ -29,6 +29,11 @@ as integers.  Keys:
                    label.L [accuracy, precision, recall, f1, roc_auc, average_precision]
   regression       n, targets, y, pred [n*targets], target.J [mse, rmse, mae, r2], average [same]
 
+A weighted case (its name ends in _w) has one more key, w [n], each row's
+weight (random positive ones, some 0, so that a weight-0 row can hold a score
+of its own), and its values are scikit-learn's with sample_weight=w; its
+support and confusion are the weights' sums, as floats.
+
 Where scikit-learn raises (ROC AUC with one class present) the value is nan,
 as metrics.c returns.  The top-k accuracy of more than two classes when y holds
 at most two distinct labels, which scikit-learn's top_k_accuracy_score refuses
@@ -81,106 +86,177 @@ def softmax_rows(logits):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def top_k(y, p, k, t):
+def top_k(y, p, k, t, w=None):
     if k == 2:
-        return top_k_accuracy_score(y, p[:, 1], k=t, labels=[0, 1])
+        return top_k_accuracy_score(y, p[:, 1], k=t, labels=[0, 1], sample_weight=w)
     if len(np.unique(y)) > 2:
-        return top_k_accuracy_score(y, p, k=t, labels=list(range(k)))
+        return top_k_accuracy_score(y, p, k=t, labels=list(range(k)), sample_weight=w)
     # scikit-learn reads y as binary here and refuses a 2-d score; hits are per row, so count them
     # among rows that make y multiclass and take those rows' own hits away
     extra_y = np.repeat(np.arange(k), 3)
     extra_p = softmax_rows(np.random.RandomState(7).randint(0, 3, size=(3 * k, k)).astype(float))
+    extra_w = None if w is None else np.r_[w, np.ones(3 * k)]
     both = top_k_accuracy_score(np.r_[y, extra_y], np.r_[p, extra_p], k=t, labels=list(range(k)),
-                                normalize=False)
+                                normalize=False, sample_weight=extra_w)
     extra = top_k_accuracy_score(extra_y, extra_p, k=t, labels=list(range(k)), normalize=False)
-    return (both - extra) / len(y)
+    return (both - extra) / (len(y) if w is None else np.sum(w))
 
 
-def classification_case(outdir, name, y, p):
+def classification_case(outdir, name, y, p, w=None):
     n, k = p.shape
     labels = list(range(k))
     pred = p.argmax(axis=1)
+    counts = np.int64 if w is None else float
     fx = Fixture()
     fx.put("n", np.int64(n))
     fx.put("classes", np.int64(k))
     fx.put("y", y.astype(np.int64))
     fx.put("p", p)
-    fx.put("accuracy", accuracy_score(y, pred))
+    if w is not None:
+        fx.put("w", w)
+    fx.put("accuracy", accuracy_score(y, pred, sample_weight=w))
     for t in sorted({1, 2, 3, 5, k}):
         if t <= k + 1:
-            fx.put("top_k.%d" % t, top_k(y, p, k, t))
-    fx.put("confusion", confusion_matrix(y, pred, labels=labels).astype(np.int64))
+            fx.put("top_k.%d" % t, top_k(y, p, k, t, w))
+    fx.put("confusion", confusion_matrix(y, pred, labels=labels, sample_weight=w).astype(counts))
     prec, rec, f1, support = precision_recall_fscore_support(y, pred, labels=labels, average=None,
-                                                             zero_division=0)
+                                                             zero_division=0, sample_weight=w)
     fx.put("precision", prec)
     fx.put("recall", rec)
     fx.put("f1", f1)
-    fx.put("support", support.astype(np.int64))
+    fx.put("support", support.astype(counts))
     for avg in ("macro", "weighted"):
         fx.put(avg, np.array(precision_recall_fscore_support(y, pred, labels=labels, average=avg,
-                                                             zero_division=0)[:3], dtype=float))
-    fx.put("log_loss", log_loss(y, p, labels=labels))
-    fx.put("roc_auc_per_class", [or_nan(lambda: roc_auc_score(y == c, p[:, c])) for c in labels])
-    fx.put("ap_per_class", [average_precision_score(y == c, p[:, c]) for c in labels])
+                                                             zero_division=0, sample_weight=w)[:3],
+                             dtype=float))
+    fx.put("log_loss", log_loss(y, p, labels=labels, sample_weight=w))
+    fx.put("roc_auc_per_class", [or_nan(lambda: roc_auc_score(y == c, p[:, c], sample_weight=w))
+                                 for c in labels])
+    fx.put("ap_per_class", [average_precision_score(y == c, p[:, c], sample_weight=w) for c in labels])
     if k == 2:
-        fx.put("roc_auc", or_nan(lambda: roc_auc_score(y, p[:, 1])))
-        fx.put("average_precision", average_precision_score(y, p[:, 1]))
+        fx.put("roc_auc", or_nan(lambda: roc_auc_score(y, p[:, 1], sample_weight=w)))
+        fx.put("average_precision", average_precision_score(y, p[:, 1], sample_weight=w))
     else:
         fx.put("roc_auc", or_nan(lambda: roc_auc_score(y, p, multi_class="ovr", average="macro",
-                                                       labels=labels)))
+                                                       labels=labels, sample_weight=w)))
         fx.put("average_precision", average_precision_score(label_binarize(y, classes=labels), p,
-                                                            average="macro"))
+                                                            average="macro", sample_weight=w))
     for c in labels:
-        fpr, tpr, thresholds = roc_curve(y == c, p[:, c], drop_intermediate=True)
+        fpr, tpr, thresholds = roc_curve(y == c, p[:, c], drop_intermediate=True, sample_weight=w)
         fx.put("roc.%d" % c, np.stack([thresholds, fpr, tpr], axis=1))
     fx.write(os.path.join(outdir, "metrics_%s.txt" % name))
     return ("classification", name)
 
 
-def binary_label_case(outdir, name, target, p):
+def binary_label_case(outdir, name, target, p, w=None):
     n, n_labels = p.shape
     fx = Fixture()
     fx.put("n", np.int64(n))
     fx.put("labels", np.int64(n_labels))
     fx.put("target", target.astype(float))
     fx.put("p", p)
+    if w is not None:
+        fx.put("w", w)
     for j in range(n_labels):
         t = target[:, j].astype(np.int64)
         pred = (p[:, j] > 0.5).astype(np.int64)
         fx.put("label.%d" % j, [
-            accuracy_score(t, pred),
-            precision_score(t, pred, zero_division=0),
-            recall_score(t, pred, zero_division=0),
-            f1_score(t, pred, zero_division=0),
-            or_nan(lambda: roc_auc_score(t, p[:, j])),
-            average_precision_score(t, p[:, j]),
+            accuracy_score(t, pred, sample_weight=w),
+            precision_score(t, pred, zero_division=0, sample_weight=w),
+            recall_score(t, pred, zero_division=0, sample_weight=w),
+            f1_score(t, pred, zero_division=0, sample_weight=w),
+            or_nan(lambda: roc_auc_score(t, p[:, j], sample_weight=w)),
+            average_precision_score(t, p[:, j], sample_weight=w),
         ])
     fx.write(os.path.join(outdir, "metrics_%s.txt" % name))
     return ("binary_label", name)
 
 
-def regression_case(outdir, name, y, pred):
+def regression_case(outdir, name, y, pred, w=None):
     n, n_targets = y.shape
     fx = Fixture()
     fx.put("n", np.int64(n))
     fx.put("targets", np.int64(n_targets))
     fx.put("y", y)
     fx.put("pred", pred)
+    if w is not None:
+        fx.put("w", w)
     for j in range(n_targets):
         fx.put("target.%d" % j, [
-            mean_squared_error(y[:, j], pred[:, j]),
-            mean_squared_error(y[:, j], pred[:, j], squared=False),
-            mean_absolute_error(y[:, j], pred[:, j]),
-            r2_score(y[:, j], pred[:, j]),
+            mean_squared_error(y[:, j], pred[:, j], sample_weight=w),
+            mean_squared_error(y[:, j], pred[:, j], squared=False, sample_weight=w),
+            mean_absolute_error(y[:, j], pred[:, j], sample_weight=w),
+            r2_score(y[:, j], pred[:, j], sample_weight=w),
         ])
     fx.put("average", [
-        mean_squared_error(y, pred),
-        mean_squared_error(y, pred, squared=False),
-        mean_absolute_error(y, pred),
-        r2_score(y, pred),
+        mean_squared_error(y, pred, sample_weight=w),
+        mean_squared_error(y, pred, squared=False, sample_weight=w),
+        mean_absolute_error(y, pred, sample_weight=w),
+        r2_score(y, pred, sample_weight=w),
     ])
     fx.write(os.path.join(outdir, "metrics_%s.txt" % name))
     return ("regression", name)
+
+
+def weights(rng, n, zero=0.15):
+    """n positive weights in (0, 3), about `zero` of them 0, one at least positive."""
+    w = rng.rand(n) * 3.0
+    w[rng.rand(n) < zero] = 0.0
+    w[0] = max(w[0], 0.5)
+    return w
+
+
+def weighted_classification_cases(outdir):
+    cases = []
+    rng = np.random.RandomState(35)
+    # ties of the coarse grid, some rows of weight 0
+    p1 = rng.randint(0, 11, size=80) / 10.0
+    y = (rng.rand(80) < p1).astype(np.int64)
+    cases.append(classification_case(outdir, "c2_grid_w", y, np.stack([1 - p1, p1], axis=1),
+                                     weights(rng, 80)))
+    # distinct scores: a weight-0 row's score is a threshold of no curve
+    p1 = rng.rand(150)
+    y = (rng.rand(150) < 0.4).astype(np.int64)
+    cases.append(classification_case(outdir, "c2_random_w", y, np.stack([1 - p1, p1], axis=1),
+                                     weights(rng, 150, 0.3)))
+    # integer weights: whole counts, and corners the curve thins exactly
+    p1 = rng.randint(0, 6, size=50) / 5.0
+    y = (rng.rand(50) < p1).astype(np.int64)
+    cases.append(classification_case(outdir, "c2_integer_w", y, np.stack([1 - p1, p1], axis=1),
+                                     rng.randint(0, 4, size=50).astype(float)))
+    y = rng.randint(0, 10, size=300)
+    cases.append(classification_case(outdir, "c10_ties_w", y,
+                                     softmax_rows(rng.randint(0, 3, size=(300, 10)).astype(float)),
+                                     weights(rng, 300)))
+    y = rng.choice([c for c in range(10) if c != 7], size=150)
+    logits = rng.randn(150, 10)
+    logits[:, 3] -= 20.0
+    cases.append(classification_case(outdir, "c10_absent_w", y, softmax_rows(logits), weights(rng, 150)))
+    y = rng.randint(0, 4, size=120)
+    logits = rng.randn(120, 4)
+    logits[np.arange(120), y] += 1.0
+    cases.append(classification_case(outdir, "c4_random_w", y, softmax_rows(logits), weights(rng, 120)))
+    return cases
+
+
+def weighted_other_cases(outdir):
+    cases = []
+    rng = np.random.RandomState(36)
+    target = (rng.rand(120, 3) < [0.5, 0.2, 0.7]).astype(float)
+    p = rng.randint(0, 21, size=(120, 3)) / 20.0
+    cases.append(binary_label_case(outdir, "ml_grid_w", target, p, weights(rng, 120)))
+    y = rng.randn(100, 3) * [1.0, 10.0, 2.0] + [0.0, 5.0, -1.0]
+    pred = y + rng.randn(100, 3) * 0.5
+    pred[:, 2] = y[:, 2]
+    cases.append(regression_case(outdir, "reg_mixed_w", y, pred, weights(rng, 100)))
+    # constant over the rows of positive weight only: SStot 0 there (integer weights, so that
+    # numpy's weighted mean is the constant exactly, as metrics.c's rule has it)
+    y = rng.randn(40, 1)
+    w = rng.randint(0, 3, size=40).astype(float)
+    w[0] = 1.0
+    y[w > 0, 0] = 2.5
+    cases.append(regression_case(outdir, "reg_constant_w", y, y + (rng.rand(40, 1) < 0.5), w))
+    return cases
 
 
 def classification_cases(outdir):
@@ -267,6 +343,7 @@ def main():
     warnings.filterwarnings("ignore", category=UndefinedMetricWarning)
     warnings.filterwarnings("ignore", message="No positive class found in y_true")
     cases = classification_cases(outdir) + binary_label_cases(outdir) + regression_cases(outdir)
+    cases += weighted_classification_cases(outdir) + weighted_other_cases(outdir)
     with open(os.path.join(outdir, "metrics_index.txt.tmp"), "w") as f:
         for kind, name in cases:
             f.write("%s %s\n" % (kind, name))

@@ -6,7 +6,9 @@
  * writes scikit-learn's values for them; each test here computes the same with
  * metrics.c and compares every value within 1e-9, absolute below 1 and relative
  * above (|got - want| <= 1e-9 * max(1, |want|)); NaN (undefined) must meet NaN,
- * and counts must be equal.  A missing or malformed fixture is a failed check,
+ * and counts must be equal.  A weighted case (a key w, each row's weight) is
+ * scored with those weights and compared with scikit-learn's sample_weight
+ * values alike; the unweighted ones pass w = NULL.  A missing or malformed fixture is a failed check,
  * never a skipped test: run `make fixtures` first (`make unit` does).
  */
 #include <stdint.h>
@@ -130,6 +132,16 @@ fixture_get(const Fixture *fx, const char *key, size_t count)
 	return NULL;
 }
 
+/* the weights of a weighted case (n of them), or NULL: unweighted */
+static const double *
+fixture_weights(const Fixture *fx, size_t n)
+{
+	for (int i = 0; i < fx->n_entries; i++)
+		if (strcmp(fx->entries[i].key, "w") == 0)
+			return fixture_get(fx, "w", n);
+	return NULL;
+}
+
 static size_t
 fixture_count(const Fixture *fx, const char *key)
 {
@@ -205,7 +217,7 @@ labels_of(const double *values, size_t n)
 }
 
 static void
-check_ranking(const Fixture *fx, const int32_t *y, const double *p, size_t n, int k)
+check_ranking(const Fixture *fx, const int32_t *y, const double *p, const double *w, size_t n, int k)
 {
 	double	   *auc = malloc(sizeof(double) * k),
 			   *ap = malloc(sizeof(double) * k),
@@ -213,7 +225,7 @@ check_ranking(const Fixture *fx, const int32_t *y, const double *p, size_t n, in
 				ap_summary;
 	PgdlMetricsRocPoint *points = malloc(sizeof(PgdlMetricsRocPoint) * (n + 1));
 
-	CHECK(pgdl_metrics_ranking(y, p, n, k, auc, ap, &auc_summary, &ap_summary));
+	CHECK(pgdl_metrics_ranking(y, p, w, n, k, auc, ap, &auc_summary, &ap_summary));
 	check_values(fx, "roc_auc_per_class", auc, k);
 	check_values(fx, "ap_per_class", ap, k);
 	check_values(fx, "roc_auc", &auc_summary, 1);
@@ -224,7 +236,7 @@ check_ranking(const Fixture *fx, const int32_t *y, const double *p, size_t n, in
 		size_t		n_points = 0;
 
 		snprintf(key, sizeof(key), "roc.%d", c);
-		CHECK(pgdl_metrics_roc_curve(y, p, n, k, c, points, &n_points));
+		CHECK(pgdl_metrics_roc_curve(y, p, w, n, k, c, points, &n_points));
 		CHECK(n_points >= 2 && n_points <= n + 1);
 		check_values(fx, key, (const double *) points, 3 * n_points);
 	}
@@ -239,10 +251,11 @@ check_classification(const Fixture *fx)
 	size_t		n = fixture_count(fx, "n");
 	int			k = (int) fixture_count(fx, "classes");
 	const double *y_values = fixture_get(fx, "y", n),
-			   *p = fixture_get(fx, "p", n * k);
+			   *p = fixture_get(fx, "p", n * k),
+			   *w = fixture_weights(fx, n);
 	int32_t    *y;
-	int64_t    *counts;
-	double	   *as_double,
+	double	   *counts,
+			   *as_double,
 				value;
 	PgdlMetricsClassScores *scores;
 	PgdlMetricsAverage macro,
@@ -251,11 +264,11 @@ check_classification(const Fixture *fx)
 	if (!y_values || !p || k < 2)
 		return;
 	y = labels_of(y_values, n);
-	counts = malloc(sizeof(int64_t) * k * k);
+	counts = malloc(sizeof(double) * k * k);
 	as_double = malloc(sizeof(double) * k * k);
 	scores = malloc(sizeof(PgdlMetricsClassScores) * k);
 
-	value = pgdl_metrics_accuracy(y, p, n, k);
+	value = pgdl_metrics_accuracy(y, p, w, n, k);
 	check_values(fx, "accuracy", &value, 1);
 	for (int t = 1; t <= k + 1; t++)
 	{
@@ -264,13 +277,11 @@ check_classification(const Fixture *fx)
 		if (t != 1 && t != 2 && t != 3 && t != 5 && t != k)
 			continue;
 		snprintf(key, sizeof(key), "top_k.%d", t);
-		value = pgdl_metrics_top_k_accuracy(y, p, n, k, t);
+		value = pgdl_metrics_top_k_accuracy(y, p, w, n, k, t);
 		check_values(fx, key, &value, 1);
 	}
-	pgdl_metrics_confusion_matrix(y, p, n, k, counts);
-	for (int i = 0; i < k * k; i++)
-		as_double[i] = (double) counts[i];
-	check_values(fx, "confusion", as_double, (size_t) k * k);
+	pgdl_metrics_confusion_matrix(y, p, w, n, k, counts);
+	check_values(fx, "confusion", counts, (size_t) k * k);
 	pgdl_metrics_class_scores(counts, k, scores, &macro, &weighted);
 	for (int c = 0; c < k; c++)
 		as_double[c] = scores[c].precision;
@@ -282,13 +293,13 @@ check_classification(const Fixture *fx)
 		as_double[c] = scores[c].f1;
 	check_values(fx, "f1", as_double, k);
 	for (int c = 0; c < k; c++)
-		as_double[c] = (double) scores[c].support;
+		as_double[c] = scores[c].support;
 	check_values(fx, "support", as_double, k);
 	check_values(fx, "macro", (const double *) &macro, 3);
 	check_values(fx, "weighted", (const double *) &weighted, 3);
-	value = pgdl_metrics_log_loss(y, p, n, k);
+	value = pgdl_metrics_log_loss(y, p, w, n, k);
 	check_values(fx, "log_loss", &value, 1);
-	check_ranking(fx, y, p, n, k);
+	check_ranking(fx, y, p, w, n, k);
 	free(y);
 	free(counts);
 	free(as_double);
@@ -301,7 +312,7 @@ UNIT_TEST(metrics_classification)
 	Fixture		fx;
 
 	load_index(&cases);
-	CHECK_MSG(count_kind(&cases, "classification") >= 12, "%d classification cases",
+	CHECK_MSG(count_kind(&cases, "classification") >= 18, "%d classification cases",
 			  count_kind(&cases, "classification"));
 	n_compared = 0;
 	for (int i = 0; i < cases.n; i++)
@@ -320,14 +331,15 @@ UNIT_TEST(metrics_binary_label)
 	Fixture		fx;
 
 	load_index(&cases);
-	CHECK_MSG(count_kind(&cases, "binary_label") >= 3, "%d binary_label cases",
+	CHECK_MSG(count_kind(&cases, "binary_label") >= 4, "%d binary_label cases",
 			  count_kind(&cases, "binary_label"));
 	for (int i = 0; i < cases.n; i++)
 	{
 		size_t		n,
 					labels;
 		const double *target,
-				   *p;
+				   *p,
+				   *w;
 
 		if (strcmp(cases.kind[i], "binary_label") != 0 || !fixture_load(&fx, cases.name[i]))
 			continue;
@@ -335,13 +347,14 @@ UNIT_TEST(metrics_binary_label)
 		labels = fixture_count(&fx, "labels");
 		target = fixture_get(&fx, "target", n * labels);
 		p = fixture_get(&fx, "p", n * labels);
+		w = fixture_weights(&fx, n);
 		for (size_t j = 0; target && p && j < labels; j++)
 		{
 			PgdlMetricsBinary got;
 			char		key[32];
 
 			snprintf(key, sizeof(key), "label.%zu", j);
-			CHECK(pgdl_metrics_binary_label(target + j, p + j, n, labels, &got));
+			CHECK(pgdl_metrics_binary_label(target + j, p + j, w, n, labels, &got));
 			check_values(&fx, key, (const double *) &got, 6);
 		}
 		fixture_free(&fx);
@@ -354,14 +367,15 @@ UNIT_TEST(metrics_regression)
 	Fixture		fx;
 
 	load_index(&cases);
-	CHECK_MSG(count_kind(&cases, "regression") >= 4, "%d regression cases",
+	CHECK_MSG(count_kind(&cases, "regression") >= 6, "%d regression cases",
 			  count_kind(&cases, "regression"));
 	for (int i = 0; i < cases.n; i++)
 	{
 		size_t		n;
 		int			targets;
 		const double *y,
-				   *pred;
+				   *pred,
+				   *w;
 		PgdlMetricsRegression *per_target,
 					average;
 
@@ -371,10 +385,11 @@ UNIT_TEST(metrics_regression)
 		targets = (int) fixture_count(&fx, "targets");
 		y = fixture_get(&fx, "y", n * targets);
 		pred = fixture_get(&fx, "pred", n * targets);
+		w = fixture_weights(&fx, n);
 		per_target = malloc(sizeof(PgdlMetricsRegression) * (targets > 0 ? targets : 1));
 		if (y && pred && targets > 0)
 		{
-			pgdl_metrics_regression(y, pred, n, targets, per_target, &average);
+			pgdl_metrics_regression(y, pred, w, n, targets, per_target, &average);
 			for (int j = 0; j < targets; j++)
 			{
 				char		key[32];
@@ -425,11 +440,78 @@ UNIT_TEST(metrics_row_order)
 		y_reversed[i] = y[N - 1 - i];
 		memcpy(&p_reversed[i * K], &p[(N - 1 - i) * K], sizeof(double) * K);
 	}
-	CHECK(pgdl_metrics_ranking(y, p, N, K, auc, ap, &summary[0], &summary[1]));
-	CHECK(pgdl_metrics_ranking(y_reversed, p_reversed, N, K, auc_r, ap_r, &summary_r[0], &summary_r[1]));
+	CHECK(pgdl_metrics_ranking(y, p, NULL, N, K, auc, ap, &summary[0], &summary[1]));
+	CHECK(pgdl_metrics_ranking(y_reversed, p_reversed, NULL, N, K, auc_r, ap_r, &summary_r[0], &summary_r[1]));
 	CHECK(memcmp(auc, auc_r, sizeof(auc)) == 0 && memcmp(ap, ap_r, sizeof(ap)) == 0);
 	CHECK(memcmp(summary, summary_r, sizeof(summary)) == 0);
-	CHECK(pgdl_metrics_roc_curve(y, p, N, K, 2, points, &n_points));
-	CHECK(pgdl_metrics_roc_curve(y_reversed, p_reversed, N, K, 2, points_r, &n_points_r));
+	CHECK(pgdl_metrics_roc_curve(y, p, NULL, N, K, 2, points, &n_points));
+	CHECK(pgdl_metrics_roc_curve(y_reversed, p_reversed, NULL, N, K, 2, points_r, &n_points_r));
 	CHECK(n_points == n_points_r && memcmp(points, points_r, sizeof(PgdlMetricsRocPoint) * n_points) == 0);
+}
+
+/*
+ * Weights of 1 are no weights, bit for bit, and a row of weight 0 is no row:
+ * every metric of the rows with w (some 0) equals that of the rows of positive
+ * weight alone, with those weights (the ranking metrics and the curve bit for
+ * bit, the means within rounding).
+ */
+UNIT_TEST(metrics_weights_of_one_and_zero)
+{
+	enum
+	{
+		N = 60, K = 3
+	};
+	int32_t		y[N],
+				y_kept[N];
+	double		p[N * K],
+				p_kept[N * K],
+				w[N],
+				w_kept[N],
+				ones[N],
+				a[2],
+				b[2],
+				auc[K],
+				ap[K],
+				auc_k[K],
+				ap_k[K];
+	PgdlMetricsRocPoint points[N + 1],
+				points_k[N + 1];
+	size_t		kept = 0,
+				n_points,
+				n_points_k;
+
+	for (int i = 0; i < N; i++)
+	{
+		y[i] = (i * 5) % K;
+		ones[i] = 1.0;
+		w[i] = i % 4 == 1 ? 0.0 : 0.25 + (double) ((i * 7) % 5);
+		for (int c = 0; c < K; c++)
+			p[i * K + c] = (double) ((i * 11 + c * 3) % 7 + 1) / 28.0;
+		if (w[i] > 0.0)
+		{
+			y_kept[kept] = y[i];
+			w_kept[kept] = w[i];
+			memcpy(&p_kept[kept * K], &p[i * K], sizeof(double) * K);
+			kept++;
+		}
+	}
+	a[0] = pgdl_metrics_accuracy(y, p, NULL, N, K);
+	b[0] = pgdl_metrics_accuracy(y, p, ones, N, K);
+	a[1] = pgdl_metrics_log_loss(y, p, NULL, N, K);
+	b[1] = pgdl_metrics_log_loss(y, p, ones, N, K);
+	CHECK(memcmp(a, b, sizeof(a)) == 0);
+	CHECK(pgdl_metrics_ranking(y, p, w, N, K, auc, ap, &a[0], &a[1]));
+	CHECK(pgdl_metrics_ranking(y_kept, p_kept, w_kept, kept, K, auc_k, ap_k, &b[0], &b[1]));
+	CHECK(memcmp(auc, auc_k, sizeof(auc)) == 0 && memcmp(ap, ap_k, sizeof(ap)) == 0);
+	CHECK(memcmp(a, b, sizeof(a)) == 0);
+	CHECK(pgdl_metrics_roc_curve(y, p, w, N, K, 1, points, &n_points));
+	CHECK(pgdl_metrics_roc_curve(y_kept, p_kept, w_kept, kept, K, 1, points_k, &n_points_k));
+	CHECK(n_points == n_points_k && memcmp(points, points_k, sizeof(PgdlMetricsRocPoint) * n_points) == 0);
+	a[0] = pgdl_metrics_accuracy(y, p, w, N, K);
+	b[0] = pgdl_metrics_accuracy(y_kept, p_kept, w_kept, kept, K);
+	CHECK(fabs(a[0] - b[0]) <= 1e-15);
+	/* every weight 0: the means undefined, the curve empty */
+	memset(w, 0, sizeof(w));
+	CHECK(isnan(pgdl_metrics_accuracy(y, p, w, N, K)) && isnan(pgdl_metrics_log_loss(y, p, w, N, K)));
+	CHECK(pgdl_metrics_roc_curve(y, p, w, N, K, 1, points, &n_points) && n_points == 0);
 }

@@ -145,7 +145,7 @@ evaluate_cb(void *arg, const float *x, const float *y, const float *w, int32 n, 
 				 errmsg("cannot evaluate a model on the validation set"),
 				 errdetail("%s.", err.msg)));
 	if (sa->scores)
-		pgdl_scores_add(sa->scores, x, y, n);
+		pgdl_scores_add(sa->scores, x, y, w, n);
 }
 
 /* Run fn over a partition: from memory, or from its table in a transaction. */

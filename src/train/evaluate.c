@@ -8,6 +8,12 @@
  * in target units, the validation loss of training in standardized units (the
  * loss the network minimizes).
  *
+ * Weighted packed tables (pack's weight): pgdl.evaluate's loss and accuracy
+ * are weighted means, sum w x l / sum w, the loss training minimizes; a
+ * buffer whose weights are all 1 is the engine's, as an unweighted one is, and
+ * others are scored row by row from the outputs (the engine's formulas, in
+ * double).  Validation during training stays unweighted.
+ *
  * Inference mode: a forward pass writes the model's workspace but never its
  * parameters or running statistics, so evaluating a model leaves it as it
  * was.  The SQL functions read a table, so they clone the model and copy its
@@ -138,7 +144,80 @@ typedef struct EvalArg
 	NnModel    *model;
 	NnBatchStats *stats;
 	const PgdlDataset *targets;	/* pgdl.evaluate of standardized targets: their dataset, else NULL */
+	bool		weigh;			/* pgdl.evaluate: weighted buffers into the sums below */
+	double		weighted_loss;	/* sum of w x loss over weighted buffers' rows */
+	double		weighted_correct;	/* sum of w over their rows scored right */
+	double		weight_sum;		/* sum of their w */
+	int64		weighted_rows;	/* their number */
 } EvalArg;
+
+static bool
+all_ones(const float *w, int32 n)
+{
+	for (int32 r = 0; r < n; r++)
+		if (w[r] != 1.0f)
+			return false;
+	return true;
+}
+
+/* One example's loss from its raw outputs z against y, and whether it is right (*right). */
+static double
+row_loss(const NnModel *m, const float *z, const float *y, int k, bool *right)
+{
+	double		s = 0.0;
+
+	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
+	{
+		int			best = pgdl_model_class_of(m, z, NULL);
+		int			label = (int) y[0];
+
+		for (int c = 0; c < k; c++)
+			s += exp((double) z[c] - z[best]);
+		*right = best == label;
+		return label >= 0 && label < k ? log(s) - ((double) z[label] - z[best]) : NAN;
+	}
+	*right = true;
+	for (int c = 0; c < k; c++)
+	{
+		double		zi = z[c],
+					t = y[c];
+
+		if (m->spec.loss == NN_LOSS_BCE)
+		{
+			s += fmax(zi, 0.0) - zi * t + log1p(exp(-fabs(zi)));
+			*right = *right && (z[c] > 0.0f) == (y[c] > 0.5f);
+		}
+		else
+			s += (zi - t) * (zi - t);
+	}
+	return s / k;
+}
+
+/* A buffer of rows weighing w (not all 1), each row's loss from the outputs. */
+static void
+evaluate_buffer_weighted(EvalArg *ea, const float *x, const float *y, const float *w, int32 n)
+{
+	const NnModel *m = ea->model;
+	int			k = (int) nn_model_output_size(m);
+	int			ky = m->spec.loss == NN_LOSS_CROSS_ENTROPY ? 1 : k;
+	const float *z = pgdl_model_outputs(ea->model, x, n);
+
+	for (int32 r = 0; r < n; r++)
+	{
+		bool		right;
+		double		loss = row_loss(m, z + (int64) r * k, y + (int64) r * ky, k, &right);
+
+		if (!isfinite(loss))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("cannot evaluate the model on a buffer of this dataset"),
+					 errdetail("Row %d of a buffer has a loss that is not a finite number.", r + 1)));
+		ea->weighted_loss += w[r] * loss;
+		ea->weighted_correct += right ? w[r] : 0.0;
+		ea->weight_sum += w[r];
+	}
+	ea->weighted_rows += n;
+}
 
 /*
  * The mse of a buffer of standardized targets in target units: per example,
@@ -146,7 +225,7 @@ typedef struct EvalArg
  * over targets of (z - y)^2.
  */
 static void
-evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, int32 n)
+evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, const float *w, int32 n)
 {
 	const PgdlDataset *ds = ea->targets;
 	const float *z = pgdl_model_outputs(ea->model, x, n);
@@ -162,9 +241,18 @@ evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, int32 n)
 
 			sum += d * d;
 		}
-		ea->stats->loss_sum += sum / k;
+		if (w == NULL)
+			ea->stats->loss_sum += sum / k;
+		else
+		{
+			ea->weighted_loss += w[r] * (sum / k);
+			ea->weight_sum += w[r];
+		}
 	}
-	ea->stats->n += n;
+	if (w == NULL)
+		ea->stats->n += n;
+	else
+		ea->weighted_rows += n;
 }
 
 static void
@@ -173,9 +261,17 @@ evaluate_buffer(void *arg, const float *x, const float *y, const float *w, int32
 	EvalArg    *ea = arg;
 	NnError		err;
 
+	if (!ea->weigh || (w != NULL && all_ones(w, n)))
+		w = NULL;
 	if (ea->targets != NULL)
 	{
-		evaluate_buffer_unscaled(ea, x, y, n);
+		evaluate_buffer_unscaled(ea, x, y, w, n);
+		return;
+	}
+	if (w != NULL)
+	{
+		pgdl_check_model_batch(ea->model, n, "the model");
+		evaluate_buffer_weighted(ea, x, y, w, n);
 		return;
 	}
 	pgdl_check_model_batch(ea->model, n, "the model");
@@ -196,7 +292,7 @@ pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats)
 void
 pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBatchStats *stats)
 {
-	EvalArg		ea = {model, stats, NULL};
+	EvalArg		ea = {model, stats, NULL, false, 0.0, 0.0, 0.0, 0};
 
 	pgdl_check_model_fits(&model->spec, ds);
 	pgdl_packed_scan(ds, part, evaluate_buffer, &ea, NULL, NULL);
@@ -273,7 +369,7 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 	PgdlModel  *model;
 	PgdlEvaluationData data;
 	NnBatchStats stats = {0};
-	EvalArg		ea = {NULL, &stats, NULL};
+	EvalArg		ea = {NULL, &stats, NULL, true, 0.0, 0.0, 0.0, 0};
 	const PgdlDataset *ds;
 	TupleDesc	tupdesc;
 	Datum		values[3];
@@ -298,15 +394,18 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 		ea.targets = ds;
 	pgdl_evaluation_scan(ds, &data, evaluate_buffer, &ea);
 
-	if (stats.n > 0)
+	/* weighted rows add to the engine's sums (nothing to add, 0, when unweighted) */
+	if (stats.n > 0 || ea.weight_sum > 0.0)
 	{
-		values[0] = Float8GetDatum(stats.loss_sum / (double) stats.n);
-		values[1] = Float8GetDatum((double) stats.correct / (double) stats.n);
+		double		weight = (double) stats.n + ea.weight_sum;
+
+		values[0] = Float8GetDatum((stats.loss_sum + ea.weighted_loss) / weight);
+		values[1] = Float8GetDatum(((double) stats.correct + ea.weighted_correct) / weight);
 		nulls[1] = model->nn->spec.loss == NN_LOSS_MSE;
 	}
 	else
 		nulls[0] = nulls[1] = true;
-	values[2] = Int64GetDatum(stats.n);
+	values[2] = Int64GetDatum(stats.n + ea.weighted_rows);
 
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(callcxt);	/* frees the model */

@@ -8,8 +8,13 @@
  * of the logits, or [1 - p, p] for one binary_cross_entropy output); a
  * multi-label model's targets and sigmoids; a regression model's targets and
  * outputs, in target units when the dataset standardized them (as
- * pgdl.predict answers: y * std + mean in float32).  All in double, at most maintenance_work_mem of them (ranking
- * metrics sort every row), checked before each buffer is added.
+ * pgdl.predict answers: y * std + mean in float32); and each row's weight
+ * when the packed table is weighted (pgdl.datasets.weighted), so that every
+ * metric is scikit-learn's with sample_weight and each loss a weighted mean
+ * (sum w x loss / sum w, as training weighs it).  Unweighted data keeps no
+ * weights, and its numbers are those of before weights, bit for bit.  All in
+ * double, at most maintenance_work_mem of them (ranking metrics sort every
+ * row), checked before each buffer is added.
  *
  * A metric scikit-learn leaves undefined (ROC AUC when the rows have one
  * class, R² of one row) is NULL.  A diverged model or data of another
@@ -52,7 +57,9 @@ typedef struct Predictions
 	int32	   *y;				/* classes: each row's */
 	double	   *p;				/* n x k: probabilities, sigmoids or outputs */
 	double	   *t;				/* labels and values: n x k targets */
-	double	   *loss;			/* per output column: the loss summed over the rows (evaluate_targets) */
+	double	   *w;				/* each row's weight; NULL while every buffer came unweighted */
+	double		weight_sum;		/* of the rows' weights (n when unweighted) */
+	double	   *loss;			/* per output column: w x loss summed over the rows (evaluate_targets) */
 	float	   *probability;	/* one row's, as pgdl.predict computes them */
 	const PgdlDataset *targets; /* values of standardized targets: their dataset, to unscale; else NULL */
 	MemoryContext cxt;
@@ -86,7 +93,8 @@ static void
 predictions_reserve(Predictions *pr, int32 more)
 {
 	int64		need = pr->n + more;
-	Size		row_bytes = sizeof(double) * pr->k * (pr->kind == PREDICT_CLASSES ? 1 : 2) + sizeof(int32);
+	Size		row_bytes = sizeof(double) * pr->k * (pr->kind == PREDICT_CLASSES ? 1 : 2) + sizeof(int32) +
+		(pr->w ? sizeof(double) : 0);
 	Size		limit = mul_size((Size) maintenance_work_mem, 1024);
 	int64		cap;
 
@@ -114,6 +122,8 @@ predictions_reserve(Predictions *pr, int32 more)
 		if (pr->kind != PREDICT_CLASSES)
 			pr->t = repalloc_huge(pr->t, sizeof(double) * pr->k * cap);
 	}
+	if (pr->w)
+		pr->w = repalloc_huge(pr->w, sizeof(double) * cap);
 	pr->cap = cap;
 }
 
@@ -135,7 +145,7 @@ check_label(const Predictions *pr, float label)
  * the logits (cross-entropy, or binary cross-entropy of one logit).
  */
 static void
-keep_class_row(Predictions *pr, const float *z, float label)
+keep_class_row(Predictions *pr, const float *z, float label, double weight)
 {
 	double	   *p = pr->p + pr->n * pr->k;
 	float	   *probability = pr->probability;
@@ -151,7 +161,7 @@ keep_class_row(Predictions *pr, const float *z, float label)
 		pgdl_model_probabilities(NN_LOSS_BCE, z, 1, probability);
 		p[1] = probability[0];
 		p[0] = 1.0 - p[1];
-		pr->loss[0] += fmax(zi, 0.0) - zi * y + log1p(exp(-fabs(zi)));
+		pr->loss[0] += weight * (fmax(zi, 0.0) - zi * y + log1p(exp(-fabs(zi))));
 		return;
 	}
 	{
@@ -164,8 +174,17 @@ keep_class_row(Predictions *pr, const float *z, float label)
 			p[c] = probability[c];
 			sum += exp((double) z[c] - z[best]);
 		}
-		pr->loss[0] += log(sum) - ((double) z[y] - z[best]);
+		pr->loss[0] += weight * (log(sum) - ((double) z[y] - z[best]));
 	}
+}
+
+/* The first weighted buffer: room for every row's weight, those kept so far 1. */
+static void
+predictions_weigh(Predictions *pr)
+{
+	pr->w = MemoryContextAllocHuge(pr->cxt, sizeof(double) * Max(pr->cap, 1));
+	for (int64 r = 0; r < pr->n; r++)
+		pr->w[r] = 1.0;
 }
 
 static void
@@ -175,14 +194,20 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 	const float *z = pgdl_model_outputs(pr->model, x, n);
 	int			out = (int) nn_model_output_size(pr->model);
 
+	if (w != NULL && pr->w == NULL)
+		predictions_weigh(pr);
 	predictions_reserve(pr, n);
 	for (int32 r = 0; r < n; r++, pr->n++)
 	{
 		const float *zr = z + (int64) r * out;
+		double		weight = w ? w[r] : 1.0;
 
+		if (pr->w)
+			pr->w[pr->n] = weight;
+		pr->weight_sum += weight;
 		if (pr->kind == PREDICT_CLASSES)
 		{
-			keep_class_row(pr, zr, y[r]);
+			keep_class_row(pr, zr, y[r], weight);
 			continue;
 		}
 		for (int c = 0; c < out; c++)
@@ -204,12 +229,12 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 			if (pr->kind == PREDICT_LABELS)
 			{
 				pr->p[pr->n * out + c] = pgdl_logistic(zr[c]);	/* pgdl.predict's sigmoid */
-				pr->loss[c] += fmax(zi, 0.0) - zi * t + log1p(exp(-fabs(zi)));
+				pr->loss[c] += weight * (fmax(zi, 0.0) - zi * t + log1p(exp(-fabs(zi))));
 			}
 			else
 			{
 				pr->p[pr->n * out + c] = zi;
-				pr->loss[c] += (zi - t) * (zi - t);
+				pr->loss[c] += weight * ((zi - t) * (zi - t));
 			}
 		}
 	}
@@ -295,7 +320,7 @@ static void
 classifier_metrics(MetricRows *out, const PgdlDataset *ds, const Predictions *pr, int32 top_k)
 {
 	int			k = pr->k;
-	int64	   *counts = palloc0(sizeof(int64) * k * k);
+	double	   *counts = palloc0(sizeof(double) * k * k);
 	PgdlMetricsClassScores *scores = palloc0(sizeof(PgdlMetricsClassScores) * k);
 	PgdlMetricsAverage macro;
 	PgdlMetricsAverage weighted;
@@ -304,21 +329,21 @@ classifier_metrics(MetricRows *out, const PgdlDataset *ds, const Predictions *pr
 	double		roc_auc;
 	double		average_precision;
 
-	put_metric(out, "accuracy", NULL, NULL, pgdl_metrics_accuracy(pr->y, pr->p, pr->n, k));
-	put_metric(out, "top_k_accuracy", NULL, NULL, pgdl_metrics_top_k_accuracy(pr->y, pr->p, pr->n, k, top_k));
-	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->n, k, counts);
+	put_metric(out, "accuracy", NULL, NULL, pgdl_metrics_accuracy(pr->y, pr->p, pr->w, pr->n, k));
+	put_metric(out, "top_k_accuracy", NULL, NULL, pgdl_metrics_top_k_accuracy(pr->y, pr->p, pr->w, pr->n, k, top_k));
+	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->w, pr->n, k, counts);
 	pgdl_metrics_class_scores(counts, k, scores, &macro, &weighted);
 	for (int c = 0; c < k; c++)
 	{
 		put_metric(out, "precision", class_name(ds, pr, c), NULL, scores[c].precision);
 		put_metric(out, "recall", class_name(ds, pr, c), NULL, scores[c].recall);
 		put_metric(out, "f1", class_name(ds, pr, c), NULL, scores[c].f1);
-		put_metric(out, "support", class_name(ds, pr, c), NULL, (double) scores[c].support);
+		put_metric(out, "support", class_name(ds, pr, c), NULL, scores[c].support);
 	}
 	put_class_averages(out, "macro", &macro);
 	put_class_averages(out, "weighted", &weighted);
-	put_metric(out, "log_loss", NULL, NULL, pgdl_metrics_log_loss(pr->y, pr->p, pr->n, k));
-	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->n, k, auc, ap, &roc_auc, &average_precision))
+	put_metric(out, "log_loss", NULL, NULL, pgdl_metrics_log_loss(pr->y, pr->p, pr->w, pr->n, k));
+	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->w, pr->n, k, auc, ap, &roc_auc, &average_precision))
 		out_of_memory();
 	if (k > 2)
 		for (int c = 0; c < k; c++)
@@ -335,14 +360,14 @@ static void
 label_metrics(MetricRows *out, const Predictions *pr)
 {
 	PgdlMetricsBinary sum = {0};
-	int64		exact = 0;
+	double		exact = 0.0;
 
 	for (int l = 0; l < pr->k; l++)
 	{
 		PgdlMetricsBinary b;
 		char	   *label = psprintf("%d", l + 1);
 
-		if (!pgdl_metrics_binary_label(pr->t + l, pr->p + l, pr->n, pr->k, &b))
+		if (!pgdl_metrics_binary_label(pr->t + l, pr->p + l, pr->w, pr->n, pr->k, &b))
 			out_of_memory();
 		put_metric(out, "accuracy", label, NULL, b.accuracy);
 		put_metric(out, "precision", label, NULL, b.precision);
@@ -362,9 +387,10 @@ label_metrics(MetricRows *out, const Predictions *pr)
 
 		for (int l = 0; l < pr->k && right; l++)
 			right = (pr->p[r * pr->k + l] > 0.5) == (pr->t[r * pr->k + l] > 0.5);
-		exact += right;
+		if (right)
+			exact += pr->w ? pr->w[r] : 1.0;
 	}
-	put_metric(out, "accuracy", NULL, NULL, (double) exact / pr->n);
+	put_metric(out, "accuracy", NULL, NULL, exact / pr->weight_sum);
 	put_metric(out, "precision", NULL, "macro", sum.precision / pr->k);
 	put_metric(out, "recall", NULL, "macro", sum.recall / pr->k);
 	put_metric(out, "f1", NULL, "macro", sum.f1 / pr->k);
@@ -388,7 +414,7 @@ value_metrics(MetricRows *out, const Predictions *pr)
 	PgdlMetricsRegression *per_target = palloc(sizeof(PgdlMetricsRegression) * pr->k);
 	PgdlMetricsRegression average;
 
-	pgdl_metrics_regression(pr->t, pr->p, pr->n, pr->k, per_target, &average);
+	pgdl_metrics_regression(pr->t, pr->p, pr->w, pr->n, pr->k, per_target, &average);
 	put_regression(out, NULL, &average);
 	for (int c = 0; c < pr->k && pr->k > 1; c++)
 		put_regression(out, psprintf("%d", c + 1), &per_target[c]);
@@ -442,7 +468,11 @@ pgdl_metrics_rows(PG_FUNCTION_ARGS)
 	return metrics(fcinfo, true);
 }
 
-/* ---- pgdl.confusion_matrix: (actual, predicted, count), every pair of classes ---- */
+/*
+ * ---- pgdl.confusion_matrix: (actual, predicted, count, weight), every pair of classes ----
+ * count: the rows; weight: their weights' sum (scikit-learn's matrix with sample_weight), the count
+ * again when the data is unweighted.
+ */
 
 static Datum
 confusion_matrix(FunctionCallInfo fcinfo, bool raw)
@@ -452,7 +482,8 @@ confusion_matrix(FunctionCallInfo fcinfo, bool raw)
 	MemoryContext old;
 	Predictions pr;
 	const PgdlDataset *ds;
-	int64	   *counts;
+	double	   *counts;
+	double	   *weights;
 
 	InitMaterializedSRF(fcinfo, 0);
 	pgdl_engine_prepare();
@@ -460,18 +491,23 @@ confusion_matrix(FunctionCallInfo fcinfo, bool raw)
 	old = MemoryContextSwitchTo(callcxt);
 	ds = predict_all(fcinfo, raw, callcxt, &pr);
 	require_classifier(&pr, "a confusion matrix");
-	counts = palloc0(sizeof(int64) * pr.k * pr.k);
+	counts = palloc0(sizeof(double) * pr.k * pr.k);
+	weights = palloc0(sizeof(double) * pr.k * pr.k);
 	if (pr.n > 0)
-		pgdl_metrics_confusion_matrix(pr.y, pr.p, pr.n, pr.k, counts);
+	{
+		pgdl_metrics_confusion_matrix(pr.y, pr.p, NULL, pr.n, pr.k, counts);
+		pgdl_metrics_confusion_matrix(pr.y, pr.p, pr.w, pr.n, pr.k, weights);
+	}
 	for (int a = 0; a < pr.k; a++)
 		for (int p = 0; p < pr.k; p++)
 		{
-			Datum		values[3];
-			bool		nulls[3] = {false, false, false};
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
 
 			values[0] = CStringGetTextDatum(class_name(ds, &pr, a));
 			values[1] = CStringGetTextDatum(class_name(ds, &pr, p));
-			values[2] = Int64GetDatum(counts[a * pr.k + p]);
+			values[2] = Int64GetDatum((int64) counts[a * pr.k + p]);	/* exact: fewer than 2^53 rows */
+			values[3] = Float8GetDatum(weights[a * pr.k + p]);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	MemoryContextSwitchTo(old);
@@ -543,7 +579,7 @@ roc_curve(FunctionCallInfo fcinfo, bool raw)
 	c = positive_class(ds, &pr, PG_ARGISNULL(positive_arg) ? NULL :
 					   text_to_cstring(PG_GETARG_TEXT_PP(positive_arg)));
 	points = MemoryContextAllocHuge(callcxt, sizeof(PgdlMetricsRocPoint) * (pr.n + 1));
-	if (pr.n > 0 && !pgdl_metrics_roc_curve(pr.y, pr.p, pr.n, pr.k, c, points, &n_points))
+	if (pr.n > 0 && !pgdl_metrics_roc_curve(pr.y, pr.p, pr.w, pr.n, pr.k, c, points, &n_points))
 		out_of_memory();
 	for (size_t i = 0; i < n_points; i++)
 	{
@@ -587,7 +623,7 @@ target_scores(const Predictions *pr, int c, Datum *values, bool *nulls)
 		PgdlMetricsRegression *per_target = palloc(sizeof(PgdlMetricsRegression) * pr->k);
 		PgdlMetricsRegression average;
 
-		pgdl_metrics_regression(pr->t, pr->p, pr->n, pr->k, per_target, &average);
+		pgdl_metrics_regression(pr->t, pr->p, pr->w, pr->n, pr->k, per_target, &average);
 		values[9] = Float8GetDatum(per_target[c].rmse);
 		values[10] = Float8GetDatum(per_target[c].mae);
 		values[11] = Float8GetDatum(per_target[c].r2);
@@ -599,7 +635,7 @@ target_scores(const Predictions *pr, int c, Datum *values, bool *nulls)
 	{
 		PgdlMetricsBinary b;
 
-		if (!pgdl_metrics_binary_label(pr->t + c, pr->p + c, pr->n, pr->k, &b))
+		if (!pgdl_metrics_binary_label(pr->t + c, pr->p + c, pr->w, pr->n, pr->k, &b))
 			out_of_memory();
 		values[2] = Float8GetDatum(b.accuracy);
 		values[4] = Float8GetDatum(b.precision);
@@ -616,7 +652,7 @@ target_scores(const Predictions *pr, int c, Datum *values, bool *nulls)
 static void
 classifier_target(const Predictions *pr, Datum *values, bool *nulls)
 {
-	int64	   *counts = palloc0(sizeof(int64) * pr->k * pr->k);
+	double	   *counts = palloc0(sizeof(double) * pr->k * pr->k);
 	PgdlMetricsClassScores *scores = palloc0(sizeof(PgdlMetricsClassScores) * pr->k);
 	PgdlMetricsAverage macro;
 	PgdlMetricsAverage weighted;
@@ -625,13 +661,13 @@ classifier_target(const Predictions *pr, Datum *values, bool *nulls)
 	double		roc_auc;
 	double		average_precision;
 
-	values[2] = Float8GetDatum(pgdl_metrics_accuracy(pr->y, pr->p, pr->n, pr->k));
+	values[2] = Float8GetDatum(pgdl_metrics_accuracy(pr->y, pr->p, pr->w, pr->n, pr->k));
 	nulls[2] = false;
 	if (pr->k != 2)
 		return;
-	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->n, pr->k, counts);
+	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->w, pr->n, pr->k, counts);
 	pgdl_metrics_class_scores(counts, pr->k, scores, &macro, &weighted);
-	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->n, pr->k, auc, ap, &roc_auc, &average_precision))
+	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->w, pr->n, pr->k, auc, ap, &roc_auc, &average_precision))
 		out_of_memory();
 	values[4] = Float8GetDatum(scores[1].precision);
 	values[5] = Float8GetDatum(scores[1].recall);
@@ -670,7 +706,7 @@ pgdl_evaluate_targets(PG_FUNCTION_ARGS)
 
 		memset(nulls, true, sizeof(nulls));
 		values[0] = Int32GetDatum(c + 1);
-		values[1] = Float8GetDatum(pr.loss[c] / (double) pr.n);
+		values[1] = Float8GetDatum(pr.loss[c] / pr.weight_sum);
 		values[3] = Int64GetDatum(pr.n);
 		nulls[0] = nulls[1] = nulls[3] = false;
 		if (pr.kind == PREDICT_CLASSES)
@@ -703,9 +739,9 @@ pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt)
 }
 
 void
-pgdl_scores_add(PgdlScores *s, const float *x, const float *y, int32 n)
+pgdl_scores_add(PgdlScores *s, const float *x, const float *y, const float *w, int32 n)
 {
-	keep_buffer(&s->pr, x, y, NULL, n, false);
+	keep_buffer(&s->pr, x, y, w, n, false);
 }
 
 /* A classifier's scores, as classifier_metrics computes them for pgdl.metrics. */
@@ -713,20 +749,20 @@ static void
 class_scores(const Predictions *pr, double *scores)
 {
 	int			k = pr->k;
-	int64	   *counts = palloc0(sizeof(int64) * k * k);
+	double	   *counts = palloc0(sizeof(double) * k * k);
 	PgdlMetricsClassScores *per_class = palloc0(sizeof(PgdlMetricsClassScores) * k);
 	PgdlMetricsAverage macro;
 	PgdlMetricsAverage weighted;
 
-	scores[PGDL_RANK_ACCURACY] = pgdl_metrics_accuracy(pr->y, pr->p, pr->n, k);
-	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->n, k, counts);
+	scores[PGDL_RANK_ACCURACY] = pgdl_metrics_accuracy(pr->y, pr->p, pr->w, pr->n, k);
+	pgdl_metrics_confusion_matrix(pr->y, pr->p, pr->w, pr->n, k, counts);
 	pgdl_metrics_class_scores(counts, k, per_class, &macro, &weighted);
 	scores[PGDL_RANK_F1] = macro.f1;
 	scores[PGDL_RANK_F1_WEIGHTED] = weighted.f1;
 	scores[PGDL_RANK_PRECISION] = macro.precision;
 	scores[PGDL_RANK_RECALL] = macro.recall;
-	scores[PGDL_RANK_LOG_LOSS] = pgdl_metrics_log_loss(pr->y, pr->p, pr->n, k);
-	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->n, k, NULL, NULL, &scores[PGDL_RANK_ROC_AUC],
+	scores[PGDL_RANK_LOG_LOSS] = pgdl_metrics_log_loss(pr->y, pr->p, pr->w, pr->n, k);
+	if (!pgdl_metrics_ranking(pr->y, pr->p, pr->w, pr->n, k, NULL, NULL, &scores[PGDL_RANK_ROC_AUC],
 							  &scores[PGDL_RANK_AVERAGE_PRECISION]))
 		out_of_memory();
 	pfree(counts);
@@ -749,7 +785,7 @@ pgdl_scores_finish(PgdlScores *s, double *scores)
 	{
 		PgdlMetricsRegression average;
 
-		pgdl_metrics_regression(pr->t, pr->p, pr->n, pr->k, NULL, &average);
+		pgdl_metrics_regression(pr->t, pr->p, pr->w, pr->n, pr->k, NULL, &average);
 		scores[PGDL_RANK_MSE] = average.mse;
 		scores[PGDL_RANK_RMSE] = average.rmse;
 		scores[PGDL_RANK_MAE] = average.mae;

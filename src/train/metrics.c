@@ -44,6 +44,16 @@
  * SStot = 0 it is 1 for a perfect fit, else 0; NaN when n < 2.  A target whose values are all equal
  * has SStot = 0 exactly here, where numpy's rounded mean can leave a tiny SStot and a huge score.
  *
+ * Weighted (w, scikit-learn's sample_weight): a row counts as its weight wherever it counted as 1 --
+ * accuracy, top-k accuracy and log loss are weighted means (sum w x score / sum w), the confusion
+ * matrix holds weights, so precision, recall and F1 come from weighted counts and support is the
+ * weights' sum (the 'weighted' average's weights); the curves' fps and tps are cumulative weights,
+ * rows of weight 0 left out first (_binary_clf_curve drops them, so they make no threshold);
+ * regression errors are weighted means and R² = 1 - sum w (y - pred)^2 / sum w (y - mean_w)^2, a
+ * target constant over its rows of positive weight having SStot = 0.  All weights 0: the means are
+ * NaN (scikit-learn divides by zero), the curves empty.  w NULL is weight 1 everywhere: x 1 and a
+ * sum of ones are exact, so the unweighted results are unchanged bit for bit.
+ *
  * Reproducible bit for bit: sums run in row order (then class or target order), sorting is qsort
  * with a total order (score descending, then row index), and every division by a count comes last.
  * Scores must be finite (scikit-learn refuses others); a NaN sorts after every number.
@@ -58,9 +68,17 @@
 typedef struct ScoredRow
 {
 	double		score;
+	double		weight;
 	size_t		index;
 	bool		positive;
 } ScoredRow;
+
+/* row i's weight: w[i], or 1 without weights */
+static inline double
+weight_of(const double *w, size_t i)
+{
+	return w ? w[i] : 1.0;
+}
 
 int
 pgdl_metrics_predicted_class(const double *p_row, int n_classes)
@@ -74,23 +92,29 @@ pgdl_metrics_predicted_class(const double *p_row, int n_classes)
 }
 
 double
-pgdl_metrics_accuracy(const int32_t *y, const double *p, size_t n, int n_classes)
+pgdl_metrics_accuracy(const int32_t *y, const double *p, const double *w, size_t n, int n_classes)
 {
-	size_t		hits = 0;
+	double		hits = 0.0,
+				total = 0.0;
 
 	for (size_t i = 0; i < n; i++)
-		hits += pgdl_metrics_predicted_class(p + i * n_classes, n_classes) == y[i];
-	return n > 0 ? (double) hits / (double) n : NAN;
+	{
+		total += weight_of(w, i);
+		if (pgdl_metrics_predicted_class(p + i * n_classes, n_classes) == y[i])
+			hits += weight_of(w, i);
+	}
+	return n > 0 ? hits / total : NAN;
 }
 
 /* scikit-learn's binary branch: the rows' p1 against 0.5 (or 0, when one lies outside [0, 1]) */
 static double
-top_1_accuracy_binary(const int32_t *y, const double *p, size_t n)
+top_1_accuracy_binary(const int32_t *y, const double *p, const double *w, size_t n)
 {
 	double		lowest = p[1],
 				highest = p[1],
-				threshold;
-	size_t		hits = 0;
+				threshold,
+				hits = 0.0,
+				total = 0.0;
 
 	for (size_t i = 1; i < n; i++)
 	{
@@ -99,21 +123,27 @@ top_1_accuracy_binary(const int32_t *y, const double *p, size_t n)
 	}
 	threshold = lowest >= 0.0 && highest <= 1.0 ? 0.5 : 0.0;
 	for (size_t i = 0; i < n; i++)
-		hits += (p[2 * i + 1] > threshold) == (y[i] == 1);
-	return (double) hits / (double) n;
+	{
+		total += weight_of(w, i);
+		if ((p[2 * i + 1] > threshold) == (y[i] == 1))
+			hits += weight_of(w, i);
+	}
+	return hits / total;
 }
 
 double
-pgdl_metrics_top_k_accuracy(const int32_t *y, const double *p, size_t n, int n_classes, int k)
+pgdl_metrics_top_k_accuracy(const int32_t *y, const double *p, const double *w, size_t n, int n_classes,
+							int k)
 {
-	size_t		hits = 0;
+	double		hits = 0.0,
+				total = 0.0;
 
 	if (n == 0 || k < 1)
 		return NAN;
 	if (k >= n_classes)
 		return 1.0;
 	if (n_classes == 2)
-		return top_1_accuracy_binary(y, p, n);
+		return top_1_accuracy_binary(y, p, w, n);
 	for (size_t i = 0; i < n; i++)
 	{
 		const double *row = p + i * n_classes;
@@ -122,26 +152,29 @@ pgdl_metrics_top_k_accuracy(const int32_t *y, const double *p, size_t n, int n_c
 
 		for (int c = 0; c < n_classes; c++)
 			ahead += row[c] > row[label] || (row[c] == row[label] && c > label);
-		hits += ahead < k;
+		total += weight_of(w, i);
+		if (ahead < k)
+			hits += weight_of(w, i);
 	}
-	return (double) hits / (double) n;
+	return hits / total;
 }
 
 void
-pgdl_metrics_confusion_matrix(const int32_t *y, const double *p, size_t n, int n_classes,
-							  int64_t *counts)
+pgdl_metrics_confusion_matrix(const int32_t *y, const double *p, const double *w, size_t n, int n_classes,
+							  double *counts)
 {
 	for (int c = 0; c < n_classes * n_classes; c++)
-		counts[c] = 0;
+		counts[c] = 0.0;
 	for (size_t i = 0; i < n; i++)
-		counts[(size_t) y[i] * n_classes + pgdl_metrics_predicted_class(p + i * n_classes, n_classes)]++;
+		counts[(size_t) y[i] * n_classes + pgdl_metrics_predicted_class(p + i * n_classes, n_classes)] +=
+			weight_of(w, i);
 }
 
 /* tp / denominator, or 0 (zero_division=0) */
 static double
-ratio_or_zero(int64_t tp, int64_t denominator)
+ratio_or_zero(double tp, double denominator)
 {
-	return denominator > 0 ? (double) tp / (double) denominator : 0.0;
+	return denominator > 0.0 ? tp / denominator : 0.0;
 }
 
 /* F-beta with beta = 1 in scikit-learn's order: (1 + 1) * P * R / (P + R), the denominator 1 when 0 */
@@ -160,18 +193,18 @@ f1_of(double precision, double recall)
  * averages (macro and weighted may be NULL).
  */
 void
-pgdl_metrics_class_scores(const int64_t *counts, int n_classes, PgdlMetricsClassScores *per_class,
+pgdl_metrics_class_scores(const double *counts, int n_classes, PgdlMetricsClassScores *per_class,
 						  PgdlMetricsAverage *macro, PgdlMetricsAverage *weighted)
 {
 	PgdlMetricsAverage sum = {0, 0, 0},
 				weighted_sum = {0, 0, 0};
-	int64_t		total_support = 0;
+	double		total_support = 0.0;
 
 	for (int c = 0; c < n_classes; c++)
 	{
-		int64_t		tp = counts[(size_t) c * n_classes + c],
-					predicted = 0,
-					actual = 0;
+		double		tp = counts[(size_t) c * n_classes + c],
+					predicted = 0.0,
+					actual = 0.0;
 		PgdlMetricsClassScores *s = &per_class[c];
 
 		for (int other = 0; other < n_classes; other++)
@@ -186,9 +219,9 @@ pgdl_metrics_class_scores(const int64_t *counts, int n_classes, PgdlMetricsClass
 		sum.precision += s->precision;
 		sum.recall += s->recall;
 		sum.f1 += s->f1;
-		weighted_sum.precision += s->precision * (double) actual;
-		weighted_sum.recall += s->recall * (double) actual;
-		weighted_sum.f1 += s->f1 * (double) actual;
+		weighted_sum.precision += s->precision * actual;
+		weighted_sum.recall += s->recall * actual;
+		weighted_sum.f1 += s->f1 * actual;
 		total_support += actual;
 	}
 	if (macro)
@@ -200,7 +233,7 @@ pgdl_metrics_class_scores(const int64_t *counts, int n_classes, PgdlMetricsClass
 	if (weighted)
 	{
 		/* no row at all: scikit-learn's zero_division value, 0, for all three */
-		double		scale = total_support > 0 ? (double) total_support : 1.0;
+		double		scale = total_support > 0.0 ? total_support : 1.0;
 
 		weighted->precision = weighted_sum.precision / scale;
 		weighted->recall = weighted_sum.recall / scale;
@@ -209,10 +242,11 @@ pgdl_metrics_class_scores(const int64_t *counts, int n_classes, PgdlMetricsClass
 }
 
 double
-pgdl_metrics_log_loss(const int32_t *y, const double *p, size_t n, int n_classes)
+pgdl_metrics_log_loss(const int32_t *y, const double *p, const double *w, size_t n, int n_classes)
 {
 	const double eps = DBL_EPSILON;
-	double		total = 0.0;
+	double		total = 0.0,
+				total_weight = 0.0;
 
 	if (n == 0)
 		return NAN;
@@ -223,9 +257,10 @@ pgdl_metrics_log_loss(const int32_t *y, const double *p, size_t n, int n_classes
 
 		for (int c = 0; c < n_classes; c++)
 			row_sum += fmin(fmax(row[c], eps), 1.0 - eps);
-		total += -log(fmin(fmax(row[y[i]], eps), 1.0 - eps) / row_sum);
+		total += weight_of(w, i) * -log(fmin(fmax(row[y[i]], eps), 1.0 - eps) / row_sum);
+		total_weight += weight_of(w, i);
 	}
-	return total / (double) n;
+	return total / total_weight;
 }
 
 /* score descending, then row index ascending: a total order, so qsort's result is unique */
@@ -251,17 +286,41 @@ scored_rows_alloc(size_t n)
 	return malloc(n * sizeof(ScoredRow));
 }
 
-/* rows i: score p[i * stride], positive when y[i] == positive_class; sorted */
-static void
-rank_class(ScoredRow *rows, const int32_t *y, const double *p, size_t n, int stride, int positive_class)
+/*
+ * The rows i of positive weight: score p[i * stride], positive when y[i] ==
+ * positive_class; sorted.  Returns how many.
+ */
+static size_t
+rank_class(ScoredRow *rows, const int32_t *y, const double *p, const double *w, size_t n, int stride,
+		   int positive_class)
 {
+	size_t		m = 0;
+
 	for (size_t i = 0; i < n; i++)
 	{
-		rows[i].score = p[i * stride + positive_class];
-		rows[i].index = i;
-		rows[i].positive = y[i] == positive_class;
+		if (weight_of(w, i) == 0.0)
+			continue;
+		rows[m].score = p[i * stride + positive_class];
+		rows[m].weight = weight_of(w, i);
+		rows[m].index = i;
+		rows[m].positive = y[i] == positive_class;
+		m++;
 	}
-	qsort(rows, n, sizeof(ScoredRow), compare_scored_rows);
+	qsort(rows, m, sizeof(ScoredRow), compare_scored_rows);
+	return m;
+}
+
+/* the cumulative weights after rows[start..end): positives to *tps, negatives to *fps */
+static void
+add_group(const ScoredRow *rows, size_t start, size_t end, double *tps, double *fps)
+{
+	for (size_t i = start; i < end; i++)
+	{
+		if (rows[i].positive)
+			*tps += rows[i].weight;
+		else
+			*fps += rows[i].weight;
+	}
 }
 
 /* one past the last row whose score equals rows[start]'s */
@@ -294,13 +353,7 @@ roc_auc_of_sorted(const ScoredRow *rows, size_t n)
 					previous_fps = fps;
 
 		end = group_end(rows, n, start);
-		for (size_t i = start; i < end; i++)
-		{
-			if (rows[i].positive)
-				tps += 1.0;
-			else
-				fps += 1.0;
-		}
+		add_group(rows, start, end, &tps, &fps);
 		twice_area += (fps - previous_fps) * (tps + previous_tps);
 	}
 	if (tps == 0.0 || fps == 0.0)
@@ -325,13 +378,7 @@ average_precision_of_sorted(const ScoredRow *rows, size_t n)
 		double		previous_tps = tps;
 
 		end = group_end(rows, n, start);
-		for (size_t i = start; i < end; i++)
-		{
-			if (rows[i].positive)
-				tps += 1.0;
-			else
-				fps += 1.0;
-		}
+		add_group(rows, start, end, &tps, &fps);
 		sum += (tps - previous_tps) * (tps / (tps + fps));
 	}
 	return tps > 0.0 ? sum / tps : 0.0;
@@ -343,7 +390,7 @@ average_precision_of_sorted(const ScoredRow *rows, size_t n)
  * arrays (n_classes entries) may be NULL.
  */
 bool
-pgdl_metrics_ranking(const int32_t *y, const double *p, size_t n, int n_classes,
+pgdl_metrics_ranking(const int32_t *y, const double *p, const double *w, size_t n, int n_classes,
 					 double *roc_auc_per_class, double *average_precision_per_class,
 					 double *roc_auc, double *average_precision)
 {
@@ -355,12 +402,10 @@ pgdl_metrics_ranking(const int32_t *y, const double *p, size_t n, int n_classes,
 		return false;
 	for (int c = 0; c < n_classes; c++)
 	{
-		double		auc,
-					ap;
+		size_t		m = rank_class(rows, y, p, w, n, n_classes, c);
+		double		auc = roc_auc_of_sorted(rows, m),
+					ap = average_precision_of_sorted(rows, m);
 
-		rank_class(rows, y, p, n, n_classes, c);
-		auc = roc_auc_of_sorted(rows, n);
-		ap = average_precision_of_sorted(rows, n);
 		if (roc_auc_per_class)
 			roc_auc_per_class[c] = auc;
 		if (average_precision_per_class)
@@ -404,16 +449,13 @@ roc_points_of_sorted(const ScoredRow *rows, size_t n, PgdlMetricsRocPoint *point
 	double		tps = 0.0,
 				fps = 0.0;
 
+	if (n == 0)
+		return 0;
+
 	for (size_t start = 0, end; start < n; start = end)
 	{
 		end = group_end(rows, n, start);
-		for (size_t i = start; i < end; i++)
-		{
-			if (rows[i].positive)
-				tps += 1.0;
-			else
-				fps += 1.0;
-		}
+		add_group(rows, start, end, &tps, &fps);
 		/* the lowest row index of the group, as scikit-learn's reversed stable sort leaves it last */
 		points[1 + m].threshold = rows[start].score;
 		points[1 + m].fpr = fps;
@@ -449,26 +491,28 @@ roc_points_of_sorted(const ScoredRow *rows, size_t n, PgdlMetricsRocPoint *point
 
 /* roc_curve(y == positive_class, p[:, positive_class]): *n_points points, at most n + 1 */
 bool
-pgdl_metrics_roc_curve(const int32_t *y, const double *p, size_t n, int n_classes, int positive_class,
-					   PgdlMetricsRocPoint *points, size_t *n_points)
+pgdl_metrics_roc_curve(const int32_t *y, const double *p, const double *w, size_t n, int n_classes,
+					   int positive_class, PgdlMetricsRocPoint *points, size_t *n_points)
 {
 	ScoredRow  *rows = scored_rows_alloc(n);
+	size_t		m;
 
 	if (rows == NULL)
 		return false;
-	rank_class(rows, y, p, n, n_classes, positive_class);
-	*n_points = roc_points_of_sorted(rows, n, points);
+	m = rank_class(rows, y, p, w, n, n_classes, positive_class);
+	*n_points = roc_points_of_sorted(rows, m, points);
 	free(rows);
 	return true;
 }
 
 bool
-pgdl_metrics_binary_label(const double *target, const double *p, size_t n, size_t stride,
+pgdl_metrics_binary_label(const double *target, const double *p, const double *w, size_t n, size_t stride,
 						  PgdlMetricsBinary *out)
 {
 	ScoredRow  *rows = scored_rows_alloc(n);
-	int64_t		counts[4] = {0, 0, 0, 0};	/* the 2 x 2 confusion matrix */
+	double		counts[4] = {0, 0, 0, 0};	/* the 2 x 2 confusion matrix */
 	PgdlMetricsClassScores per_class[2];
+	size_t		m = 0;
 
 	if (rows == NULL)
 		return false;
@@ -477,55 +521,65 @@ pgdl_metrics_binary_label(const double *target, const double *p, size_t n, size_
 		bool		actual = target[i * stride] > 0.5,
 					predicted = p[i * stride] > 0.5;
 
-		counts[actual * 2 + predicted]++;
-		rows[i].score = p[i * stride];
-		rows[i].index = i;
-		rows[i].positive = actual;
+		counts[actual * 2 + predicted] += weight_of(w, i);
+		if (weight_of(w, i) == 0.0)
+			continue;
+		rows[m].score = p[i * stride];
+		rows[m].weight = weight_of(w, i);
+		rows[m].index = i;
+		rows[m].positive = actual;
+		m++;
 	}
 	pgdl_metrics_class_scores(counts, 2, per_class, NULL, NULL);
-	out->accuracy = (double) (counts[0] + counts[3]) / (double) n;
+	out->accuracy = (counts[0] + counts[3]) / (counts[0] + counts[1] + counts[2] + counts[3]);
 	out->precision = per_class[1].precision;
 	out->recall = per_class[1].recall;
 	out->f1 = per_class[1].f1;
-	qsort(rows, n, sizeof(ScoredRow), compare_scored_rows);
-	out->roc_auc = roc_auc_of_sorted(rows, n);
-	out->average_precision = average_precision_of_sorted(rows, n);
+	qsort(rows, m, sizeof(ScoredRow), compare_scored_rows);
+	out->roc_auc = roc_auc_of_sorted(rows, m);
+	out->average_precision = average_precision_of_sorted(rows, m);
 	free(rows);
 	return true;
 }
 
 /* One target (column j): its errors in row order, R² by scikit-learn's force_finite rule. */
 static PgdlMetricsRegression
-regression_of_target(const double *y, const double *pred, size_t n, int n_targets, int j)
+regression_of_target(const double *y, const double *pred, const double *w, size_t n, int n_targets, int j)
 {
 	PgdlMetricsRegression r;
 	double		sum_y = 0.0,
+				sum_w = 0.0,
 				squared = 0.0,
 				absolute = 0.0,
 				total = 0.0,
-				mean;
+				mean,
+				first = NAN;	/* the first value of positive weight */
 	bool		constant = true;
 
 	for (size_t i = 0; i < n; i++)
 	{
 		double		yi = y[i * n_targets + j],
+					wi = weight_of(w, i),
 					error = yi - pred[i * n_targets + j];
 
-		sum_y += yi;
-		squared += error * error;
-		absolute += fabs(error);
-		constant = constant && yi == y[j];
+		sum_w += wi;
+		sum_y += wi * yi;
+		squared += wi * error * error;
+		absolute += wi * fabs(error);
+		if (wi > 0.0 && isnan(first))
+			first = yi;
+		constant = constant && (wi == 0.0 || yi == first);
 	}
-	mean = sum_y / (double) n;
+	mean = sum_y / sum_w;
 	for (size_t i = 0; i < n && !constant; i++)
 	{
 		double		deviation = y[i * n_targets + j] - mean;
 
-		total += deviation * deviation;
+		total += weight_of(w, i) * deviation * deviation;
 	}
-	r.mse = squared / (double) n;
+	r.mse = squared / sum_w;
 	r.rmse = sqrt(r.mse);
-	r.mae = absolute / (double) n;
+	r.mae = absolute / sum_w;
 	if (n < 2)
 		r.r2 = NAN;
 	else if (squared == 0.0)
@@ -538,14 +592,14 @@ regression_of_target(const double *y, const double *pred, size_t n, int n_target
 }
 
 void
-pgdl_metrics_regression(const double *y, const double *pred, size_t n, int n_targets,
+pgdl_metrics_regression(const double *y, const double *pred, const double *w, size_t n, int n_targets,
 						PgdlMetricsRegression *per_target, PgdlMetricsRegression *average)
 {
 	PgdlMetricsRegression sum = {0, 0, 0, 0};
 
 	for (int j = 0; j < n_targets; j++)
 	{
-		PgdlMetricsRegression r = regression_of_target(y, pred, n, n_targets, j);
+		PgdlMetricsRegression r = regression_of_target(y, pred, w, n, n_targets, j);
 
 		if (per_target)
 			per_target[j] = r;

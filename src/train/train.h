@@ -200,11 +200,12 @@ extern void pgdl_prefix_forward(NnModel *prefix, const float *x, int32 n, float 
  * evaluate_metrics.c: an epoch's validation scores (by PgdlRankMetric, NaN
  * where the model's task leaves one undefined) from a model's predictions,
  * kept as pgdl.metrics keeps them: over a packed table, or fed buffer by
- * buffer (a fit_multiple worker, its frozen prefix already run).
+ * buffer (a fit_multiple worker, its frozen prefix already run), weighted by
+ * w (NULL: unweighted) as scikit-learn's sample_weight.
  */
 typedef struct PgdlScores PgdlScores;
 extern PgdlScores *pgdl_scores_begin(NnModel *model, bool classification, MemoryContext cxt);
-extern void pgdl_scores_add(PgdlScores *s, const float *x, const float *y, int32 n);
+extern void pgdl_scores_add(PgdlScores *s, const float *x, const float *y, const float *w, int32 n);
 extern void pgdl_scores_finish(PgdlScores *s, double *scores);
 extern void pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, double *scores);
 
