@@ -48,11 +48,15 @@ def metrics(conn, model, data, features=None, label=None, *, top_k=None):
     return _rows(conn, "metrics", model, data, features, label, {"top_k": top_k})
 
 
-def confusion_matrix(conn, model, data, features=None, label=None):
-    """pgdl.confusion_matrix as a DataFrame: actual classes as rows, predicted ones as columns."""
+def confusion_matrix(conn, model, data, features=None, label=None, *, weighted=False):
+    """pgdl.confusion_matrix as a DataFrame: actual classes as rows, predicted ones as columns.
+
+    The cells count rows, or with weighted=True sum their weights (a table packed with weight => ...).
+    """
     df = _rows(conn, "confusion_matrix", model, data, features, label, {})
     order = list(dict.fromkeys(df["actual"]))
-    return df.pivot(index="actual", columns="predicted", values="count").reindex(index=order, columns=order)
+    values = "weight" if weighted else "count"
+    return df.pivot(index="actual", columns="predicted", values=values).reindex(index=order, columns=order)
 
 
 def plot_training_curves(df, title=None):

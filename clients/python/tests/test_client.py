@@ -263,6 +263,9 @@ class TrainedModelTest(Fixture):
         self.assertEqual(matrix.shape, (4, 4))
         self.assertEqual(int(matrix.to_numpy().sum()), 2000)
         self.assertAlmostEqual(np.trace(matrix.to_numpy()) / 2000, accuracy, places=12)
+        # an unweighted table: each row weighs 1, so the weights' sums are the counts
+        weighted = pgdl.confusion_matrix(self.conn, self.model, "py_points_packed", weighted=True)
+        self.assertTrue((weighted.to_numpy() == matrix.to_numpy()).all())
         with self.assertRaises(TypeError):
             pgdl.metrics(self.conn, self.model, "py_points", "x")
 
