@@ -272,7 +272,8 @@ $(FUZZ)/fuzz_blob: $(FUZZ)/obj/regress/fuzz/fuzz_blob.o $(FUZZ_COMMON) $(FUZZ)/n
 
 $(FUZZ)/fuzz_spec: $(FUZZ)/obj/regress/fuzz/fuzz_spec.o $(FUZZ)/obj/regress/fuzz/fuzz_json.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o $(FUZZ)/obj/regress/fuzz/fuzz_numeric.o \
-		$(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o $(FUZZ)/obj/src/base/devices.o \
+		$(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/spec/rank_metric.o $(FUZZ)/obj/src/base/messages.o \
+		$(FUZZ)/obj/src/base/devices.o \
 		$(FUZZ)/obj/src/base/jsonb_build.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 

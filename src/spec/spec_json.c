@@ -754,6 +754,37 @@ monitor_name(PgdlRankMetric m)
 	return pgdl_rank_metric_name(m);
 }
 
+/* A key of the class_weight object as JSON text (quotes, backslashes and control characters escaped). */
+static void
+append_json_key(StringInfo json, const JsonbValue *key, int index)
+{
+	appendStringInfoString(json, index > 0 ? ", \"" : "\"");
+	for (int i = 0; i < key->val.string.len; i++)
+	{
+		unsigned char c = (unsigned char) key->val.string.val[i];
+
+		if (c == '"' || c == '\\')
+			appendStringInfo(json, "\\%c", c);
+		else if (c < 0x20)
+			appendStringInfo(json, "\\u%04x", c);
+		else
+			appendStringInfoChar(json, (char) c);
+	}
+	appendStringInfoString(json, "\": ");
+}
+
+/* A weight as the shortest decimal that reads back as the same double. */
+static void
+append_shortest(StringInfo json, double w)
+{
+	char		buf[64];
+
+	snprintf(buf, sizeof(buf), "%.15g", w);
+	if (strtod(buf, NULL) != w)
+		snprintf(buf, sizeof(buf), "%.17g", w);
+	appendStringInfoString(json, buf);
+}
+
 /*
  * "class_weight": "balanced", or an object from a label (as text) to a finite
  * positive weight; kept as canonical JSON text until pgdl_class_weights_resolve
@@ -784,11 +815,17 @@ config_class_weight(JsonbContainer *root, PgdlTrainConfig *cfg)
 	{
 		JsonbContainer *obj = get_container(v, false, "training configuration", "class_weight");
 
+		StringInfoData json;
+
+		initStringInfo(&json);
+		appendStringInfoChar(&json, '{');
 		it = JsonbIteratorInit(obj);
 		while ((tok = JsonbIteratorNext(&it, &kv, true)) != WJB_DONE)
 		{
 			double		w;
 
+			if (tok == WJB_KEY)
+				append_json_key(&json, &kv, n);
 			if (tok != WJB_VALUE)
 				continue;
 			n++;
@@ -796,11 +833,13 @@ config_class_weight(JsonbContainer *root, PgdlTrainConfig *cfg)
 			if (!(isfinite(w) && w > 0 && w <= 1e30))
 				pgdl_report_invalid("training configuration", "class_weight",
 									psprintf("A class's weight must be a positive number (at most 1e30), got %g.", w));
+			append_shortest(&json, w);
 		}
 		if (n == 0)
 			pgdl_report_invalid("training configuration", "class_weight",
 								"An empty object weighs nothing: leave \"class_weight\" out.");
-		text = JsonbToCString(NULL, obj, v->val.binary.len);
+		appendStringInfoChar(&json, '}');
+		text = json.data;
 		if (strlen(text) >= PGDL_CLASS_WEIGHT_MAP_LEN)
 			pgdl_report_invalid("training configuration", "class_weight",
 								psprintf("The object is %zu bytes of JSON, more than %d; weigh fewer classes.",
