@@ -927,7 +927,8 @@ ranked AS (
 				ELSE v.rank_value END AS rank_key,
 		   -- with folds, a configuration ranks by its folds' mean validation loss (pgdl.cross_validation)
 		   bool_or(s.status = 'diverged') OVER (PARTITION BY s.run, s.config) AS config_diverged,
-		   avg(s.validation_loss) OVER (PARTITION BY s.run, s.config) AS config_loss
+		   avg(s.validation_loss) OVER (PARTITION BY s.run, s.config) AS config_loss,
+		   stddev_pop(s.validation_loss) OVER (PARTITION BY s.run, s.config) AS config_loss_std
 	  FROM last_epochs s
 	 CROSS JOIN LATERAL (
 		SELECT CASE WHEN s.rank_by = 'loss' THEN coalesce(s.validation_loss, s.train_loss)
@@ -967,7 +968,9 @@ SELECT s.run, s.kind,
 	   s.started,
 	   s.stored_epoch,
 	   CASE WHEN s.fold IS NOT NULL THEN s.config_loss ELSE s.rank_value END AS rank_value,
-	   s.fold
+	   s.fold,
+	   -- cross-validation: the spread (population standard deviation) of rank_value over the folds
+	   CASE WHEN s.fold IS NOT NULL THEN s.config_loss_std END AS rank_value_std
   FROM ranked s
  -- the configuration's numbers, as numeric (any JSON number is one)
  CROSS JOIN LATERAL (
@@ -1003,6 +1006,8 @@ COMMENT ON COLUMN pgdl.leaderboard.rank_value IS
 	'the value of ranked_by at stored_epoch (with folds, the mean validation loss of the configuration''s folds); NULL when not measured';
 COMMENT ON COLUMN pgdl.leaderboard.fold IS
 	'the partition the model held out (pgdl.fit_multiple(..., folds => true)); NULL otherwise';
+COMMENT ON COLUMN pgdl.leaderboard.rank_value_std IS
+	'with folds, the spread (population standard deviation, as scikit-learn''s std_test_score) of the validation loss over the configuration''s folds, beside its mean in rank_value; NULL otherwise';
 COMMENT ON COLUMN pgdl.leaderboard.config IS
 	'the pgdl.configs.id the run records for the model (pgdl.fit_multiple); NULL where it records none';
 COMMENT ON COLUMN pgdl.leaderboard.status IS

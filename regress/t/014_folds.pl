@@ -131,6 +131,12 @@ for my $c (sort keys %loss)
 		"SELECT validation_loss, validation_loss_std, folds FROM pgdl.cross_validation WHERE run = $run{1} AND config = $c");
 	ok(abs($vm - $mean) < 1e-9 && abs($vs - sqrt($var)) < 1e-9 && $folds == $FOLDS && $vs > 0,
 		"pgdl.cross_validation: configuration ${c}'s mean and spread over its $FOLDS folds");
+	# the leaderboard view gives them too, on each of the configuration's fold rows
+	my ($lm, $ls, $n) = split /\|/,
+	  $node->safe_psql('postgres',
+		"SELECT min(rank_value), min(rank_value_std), count(*) FROM pgdl.leaderboard WHERE run = $run{1} AND config = $c");
+	ok(abs($lm - $mean) < 1e-9 && abs($ls - sqrt($var)) < 1e-9 && $n == $FOLDS,
+		"pgdl.leaderboard: configuration ${c}'s mean (rank_value) and spread (rank_value_std) over its folds");
 }
 
 # rows, checkpoints and resume
