@@ -106,6 +106,24 @@ pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out)
 	}
 }
 
+/* Binary cross-entropy of one logit z against a target t in [0, 1], stable for any z (as the engine's). */
+double
+pgdl_bce_of_logit(double z, double t)
+{
+	return fmax(z, 0.0) - z * t + log1p(exp(-fabs(z)));
+}
+
+/* Cross-entropy of k logits against class `label`: -log softmax(z)[label], shifted by z[best], their largest. */
+double
+pgdl_cross_entropy_of_logits(const float *z, int k, int label, int best)
+{
+	double		sum = 0.0;
+
+	for (int c = 0; c < k; c++)
+		sum += exp((double) z[c] - z[best]);
+	return log(sum) - ((double) z[label] - z[best]);
+}
+
 /*
  * One example's class from its raw outputs (as the engine counts accuracy: the
  * argmax, or logit > 0 for a single binary output), and its probability.
@@ -171,10 +189,8 @@ row_loss(const NnModel *m, const float *z, const float *y, int k, bool *right)
 		int			best = pgdl_model_class_of(m, z, NULL);
 		int			label = (int) y[0];
 
-		for (int c = 0; c < k; c++)
-			s += exp((double) z[c] - z[best]);
 		*right = best == label;
-		return label >= 0 && label < k ? log(s) - ((double) z[label] - z[best]) : NAN;
+		return label >= 0 && label < k ? pgdl_cross_entropy_of_logits(z, k, label, best) : NAN;
 	}
 	*right = true;
 	for (int c = 0; c < k; c++)
@@ -184,7 +200,7 @@ row_loss(const NnModel *m, const float *z, const float *y, int k, bool *right)
 
 		if (m->spec.loss == NN_LOSS_BCE)
 		{
-			s += fmax(zi, 0.0) - zi * t + log1p(exp(-fabs(zi)));
+			s += pgdl_bce_of_logit(zi, t);
 			*right = *right && (z[c] > 0.0f) == (y[c] > 0.5f);
 		}
 		else

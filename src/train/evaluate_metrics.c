@@ -161,21 +161,13 @@ keep_class_row(Predictions *pr, const float *z, float label, double weight)
 		pgdl_model_probabilities(NN_LOSS_BCE, z, 1, probability);
 		p[1] = probability[0];
 		p[0] = 1.0 - p[1];
-		pr->loss[0] += weight * (fmax(zi, 0.0) - zi * y + log1p(exp(-fabs(zi))));
+		pr->loss[0] += weight * pgdl_bce_of_logit(zi, y);
 		return;
 	}
-	{
-		int			best = pgdl_model_class_of(pr->model, z, NULL);
-		double		sum = 0.0;
-
-		pgdl_model_probabilities(NN_LOSS_CROSS_ENTROPY, z, pr->k, probability);
-		for (int c = 0; c < pr->k; c++)
-		{
-			p[c] = probability[c];
-			sum += exp((double) z[c] - z[best]);
-		}
-		pr->loss[0] += weight * (log(sum) - ((double) z[y] - z[best]));
-	}
+	pgdl_model_probabilities(NN_LOSS_CROSS_ENTROPY, z, pr->k, probability);
+	for (int c = 0; c < pr->k; c++)
+		p[c] = probability[c];
+	pr->loss[0] += weight * pgdl_cross_entropy_of_logits(z, pr->k, y, pgdl_model_class_of(pr->model, z, NULL));
 }
 
 /* The first weighted buffer: room for every row's weight, those kept so far 1. */
@@ -193,7 +185,18 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 	Predictions *pr = arg;
 	const float *z = pgdl_model_outputs(pr->model, x, n);
 	int			out = (int) nn_model_output_size(pr->model);
+	float	   *unscaled = NULL;
 
+	/* standardized targets: outputs and targets in target units, as pgdl.predict answers */
+	if (pr->targets != NULL)
+	{
+		unscaled = palloc(mul_size(mul_size(sizeof(float), (Size) n), 2 * (Size) out));
+		memcpy(unscaled, z, sizeof(float) * n * out);
+		memcpy(unscaled + (int64) n * out, y, sizeof(float) * n * out);
+		pgdl_dataset_unscale_targets(pr->targets, unscaled, 2 * (int64) n);
+		z = unscaled;
+		y = unscaled + (int64) n * out;
+	}
 	if (w != NULL && pr->w == NULL)
 		predictions_weigh(pr);
 	predictions_reserve(pr, n);
@@ -215,12 +218,6 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 			double		zi = zr[c];
 			double		t = y[(int64) r * out + c];
 
-			if (pr->targets != NULL)
-			{
-				zi = (float) (zr[c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
-				t = (float) (y[(int64) r * out + c] * pr->targets->target_std[c] + pr->targets->target_mean[c]);
-			}
-
 			if (!isfinite(t))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_EXCEPTION),
@@ -229,7 +226,7 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 			if (pr->kind == PREDICT_LABELS)
 			{
 				pr->p[pr->n * out + c] = pgdl_logistic(zr[c]);	/* pgdl.predict's sigmoid */
-				pr->loss[c] += weight * (fmax(zi, 0.0) - zi * t + log1p(exp(-fabs(zi))));
+				pr->loss[c] += weight * pgdl_bce_of_logit(zi, t);
 			}
 			else
 			{
@@ -238,6 +235,8 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 			}
 		}
 	}
+	if (unscaled)
+		pfree(unscaled);
 }
 
 /*

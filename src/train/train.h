@@ -218,6 +218,9 @@ extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
 /* One example's class from its raw outputs (the argmax, or logit > 0 for one bce output), and its probability. */
 extern int	pgdl_model_class_of(const NnModel *m, const float *z, float *probability);
 extern float pgdl_logistic(float z);
+/* Losses of one example from its raw outputs, as the engine computes them (in double). */
+extern double pgdl_bce_of_logit(double z, double t);
+extern double pgdl_cross_entropy_of_logits(const float *z, int k, int label, int best);
 /* What the loss makes of one example's k raw outputs z: probabilities (as pgdl.predict returns them), or z itself. */
 extern void pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out);
 
