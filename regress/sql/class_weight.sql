@@ -76,7 +76,7 @@ CREATE TABLE cw_lb AS SELECT * FROM pgdl.fit_multiple('cw_packed', 'cw_set', 4, 
 SELECT l.config_json->'class_weight' AS class_weight, m.weights = mf.weights AS same_as_fit
   FROM cw_lb l JOIN pgdl.models m ON m.id = l.model
   JOIN cw_fits f ON f.config::jsonb->'class_weight' = l.config_json->'class_weight'
-  JOIN pgdl.models mf ON mf.id = f.model ORDER BY 1::text;
+  JOIN pgdl.models mf ON mf.id = f.model ORDER BY (l.config_json->'class_weight')::text;
 
 -- refusals: a label the dataset does not have, a regression target, the aggregate (no dataset)
 \set VERBOSITY default

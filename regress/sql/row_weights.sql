@@ -18,7 +18,7 @@ SELECT pgdl.pack('rw_rows', 'x', 'label', 'rw_one', buffer_rows => 32, partition
 SELECT pgdl.pack('rw_rows', 'x', 'target', 'rw_reg', buffer_rows => 32, weight => 'w') > 0 AS packed;
 
 -- the flag, and the weights as packed: each row's, in the rows' shuffled order
-SELECT packed, weighted FROM pgdl.datasets WHERE packed::text LIKE 'rw_%' ORDER BY 1::text;
+SELECT packed, weighted FROM pgdl.datasets WHERE packed::text LIKE 'rw_%' ORDER BY packed::text;
 SELECT (SELECT sum(v) FROM rw_w, unnest(w) v) = (SELECT sum(w) FROM rw_rows) AS all_weights_packed,
        (SELECT bool_and(cardinality(w) = n) FROM rw_w) AS one_weight_an_example;
 SELECT count(*) AS columns_w FROM information_schema.columns WHERE table_name = 'rw_plain' AND column_name = 'w';
