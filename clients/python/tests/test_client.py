@@ -292,7 +292,7 @@ class FitProgressTest(Fixture):
         self.conn.execute("DROP TABLE IF EXISTS py_fitp, py_fitp_packed CASCADE")
         self.conn.execute("CREATE TABLE py_fitp AS SELECT i, x, (x[1] > 0)::int AS label FROM "
                           "(SELECT i, array_agg(sin(i * j * 0.37 + j)::real ORDER BY j) x "
-                          "FROM generate_series(1, 2000) i, generate_series(1, 16) j GROUP BY i) s")
+                          "FROM generate_series(1, 8000) i, generate_series(1, 16) j GROUP BY i) s")
         self.conn.execute("SELECT pgdl.pack('py_fitp', 'x', 'label', 'py_fitp_packed', buffer_rows => 20, "
                           "partitions => 2)")
         self.conn.execute("SET pgdl.progress_interval = -1")
@@ -300,9 +300,11 @@ class FitProgressTest(Fixture):
         self.conn.add_notice_handler(lambda diag: notices.append(diag.message_primary))
         epochs, bar = 60, RecordingBar()
         try:
+            # a step per row of a wider network, so that the fit lasts long enough (seconds) for the bar's
+            # own connection to see it in flight on a fast, idle machine too
             model = pgdl.fit(self.conn, "py_fitp_packed", {"input": [16], "layers": [
-                {"type": "dense", "units": 8}, {"type": "relu"}, {"type": "dense", "units": 2}]},
-                {"lr": 0.02}, epochs=epochs, bar=bar, poll_seconds=0.02)
+                {"type": "dense", "units": 256}, {"type": "relu"}, {"type": "dense", "units": 2}]},
+                {"lr": 0.002, "batch_size": 1}, epochs=epochs, bar=bar, poll_seconds=0.02)
         finally:
             self.conn.execute("RESET pgdl.progress_interval")
         self.assertIsInstance(model, int)
