@@ -1101,3 +1101,415 @@ ALTER TABLE pgdl.datasets ADD COLUMN weighted boolean;
 UPDATE pgdl.datasets SET weighted = false;
 ALTER TABLE pgdl.datasets ALTER COLUMN weighted SET DEFAULT false, ALTER COLUMN weighted SET NOT NULL;
 GRANT UPDATE (weighted) ON pgdl.datasets TO PUBLIC;
+
+-- ---- deployments: pgdl.deploy, rollback, the pgdl.deployments view; fit_multiple's deploy ----
+-- Deployments (77_deployments.sql): a name that answers every function taking a model by name with one
+-- of its owner's models, and each name's history, newest last.  The model a name serves is the newest
+-- entry not rolled back (pgdl.deployed_model).  A deployed model cannot be deleted while its name keeps
+-- it in its history: rolling back must find what it goes back to.
+CREATE TABLE pgdl.deployment_names (
+	id bigserial PRIMARY KEY,
+	name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	acl aclitem[],							-- who else may use it: pgdl.grant_deployment
+	created timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (owner, name)
+);
+CREATE TABLE pgdl.deployment_history (
+	id bigserial PRIMARY KEY,
+	deployment bigint NOT NULL REFERENCES pgdl.deployment_names ON DELETE CASCADE,
+	model bigint NOT NULL REFERENCES pgdl.models ON DELETE RESTRICT,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the name's
+	deployed_by regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	deployed_at timestamptz NOT NULL DEFAULT now(),
+	rolled_back_by regrole,
+	rolled_back_at timestamptz,
+	CHECK ((rolled_back_by IS NULL) = (rolled_back_at IS NULL))
+);
+CREATE INDEX ON pgdl.deployment_history (deployment, id);
+CREATE INDEX ON pgdl.deployment_history (model);
+COMMENT ON TABLE pgdl.deployment_names IS 'deployment names (pgdl.deploy): owned and granted like models';
+COMMENT ON TABLE pgdl.deployment_history IS 'every model each deployment name served, who deployed it and when, and who rolled it back';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_names', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_names_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_history', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_history_id_seq', '');
+
+-- The one rule of which model a deployment serves, for name resolution (pgdl.model_id), rollback, the
+-- grantees' policy on pgdl.models and the pgdl.deployments view: its newest entry not rolled back.
+CREATE FUNCTION pgdl.deployed_entry(deployment bigint) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT h.id FROM pgdl.deployment_history h
+ WHERE h.deployment = $1 AND h.rolled_back_at IS NULL
+ ORDER BY h.id DESC LIMIT 1
+$$;
+COMMENT ON FUNCTION pgdl.deployed_entry(bigint) IS
+	'the history entry (pgdl.deployment_history.id) of the model a deployment serves: its newest not rolled back; NULL if none';
+CREATE FUNCTION pgdl.deployed_model(deployment bigint) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$ SELECT h.model FROM pgdl.deployment_history h WHERE h.id = pgdl.deployed_entry($1) $$;
+COMMENT ON FUNCTION pgdl.deployed_model(bigint) IS
+	'the model a deployment (pgdl.deployment_names.id) serves: its newest history entry not rolled back; NULL if none';
+
+-- the per-backend cache learns what a name means from these two tables too
+CREATE TRIGGER deployment_names_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.deployment_names
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+CREATE TRIGGER deployment_history_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.deployment_history
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+COMMENT ON FUNCTION pgdl.catalog_changed() IS
+	'trigger of pgdl.models, datasets, deployment_names and deployment_history: flushes the per-backend cache of models and datasets when one changes';
+GRANT SELECT, INSERT ON pgdl.deployment_names, pgdl.deployment_history TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgdl.deployment_names_id_seq, pgdl.deployment_history_id_seq TO PUBLIC;
+ALTER TABLE pgdl.deployment_names ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.deployment_history ENABLE ROW LEVEL SECURITY;
+-- A name serves its owner's own models only, so that granting the name grants no more than its owner has.
+CREATE POLICY owners ON pgdl.deployment_names USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.deployment_history USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND
+			EXISTS (SELECT 1 FROM pgdl.deployment_names d
+					 WHERE d.id = deployment_history.deployment AND d.owner = deployment_history.owner) AND
+			EXISTS (SELECT 1 FROM pgdl.models m
+					 WHERE m.id = deployment_history.model AND m.owner = deployment_history.owner));
+
+-- A deployment's grantees: its name, its history, and the model it serves now (not the ones it served).
+CREATE POLICY grantees ON pgdl.deployment_names FOR SELECT USING (pgdl.granted(acl));
+CREATE POLICY grantees ON pgdl.deployment_history FOR SELECT
+	USING (EXISTS (SELECT 1 FROM pgdl.deployment_names d WHERE d.id = deployment_history.deployment));
+CREATE POLICY deployed ON pgdl.models FOR SELECT
+	USING (EXISTS (SELECT 1 FROM pgdl.deployment_names d
+					WHERE d.owner = models.owner AND pgdl.granted(d.acl) AND pgdl.deployed_model(d.id) = models.id));
+CREATE POLICY readers ON pgdl.datasets FOR SELECT
+	USING (pg_catalog.has_table_privilege(packed::oid, 'SELECT') OR
+		   EXISTS (SELECT 1 FROM pgdl.models m
+					WHERE m.dataset = datasets.id AND pg_catalog.pg_has_role(m.owner, datasets.owner, 'MEMBER')));
+
+COMMENT ON POLICY deployed ON pgdl.models IS
+	'those a deployment was granted to (pgdl.grant_deployment) read the model it serves, when its owner owns the model';
+COMMENT ON POLICY owners ON pgdl.deployment_names IS 'the owner of a deployment name (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY grantees ON pgdl.deployment_names IS 'those a deployment was granted to (pgdl.grant_deployment) read its name';
+COMMENT ON POLICY owners ON pgdl.deployment_history IS
+	'the owner of a deployment (or pgdl_admin) reads and changes its history; an entry names a model of the name''s owner';
+COMMENT ON POLICY grantees ON pgdl.deployment_history IS 'those who may read a deployment name read its history';
+DO $$
+DECLARE
+	t regclass;
+	cols text;
+BEGIN
+	FOREACH t IN ARRAY '{pgdl.deployment_names, pgdl.deployment_history}'::regclass[] LOOP
+		SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
+		  FROM pg_catalog.pg_attribute a
+		 WHERE a.attrelid = t AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> 'id';
+		EXECUTE format('GRANT UPDATE (%s) ON %s TO PUBLIC', cols, t);
+		EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO pgdl_admin', t);
+	END LOOP;
+END
+$$;
+-- Models and deployments share one namespace per owner (pgdl.names_free): a name is a role's model or
+-- its deployment, never both, and a deployment means the model it serves.
+CREATE OR REPLACE FUNCTION pgdl.model_id(name text) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT pgdl.resolve_name('model', $1, array_agg(c.id ORDER BY c.id), array_agg(c.owner ORDER BY c.id),
+						 'Give the model''s id (pgdl.models.id), or SET ROLE to its owner.')
+  FROM (SELECT m.id, m.owner FROM pgdl.models m WHERE m.name = $1
+		UNION ALL
+		SELECT pgdl.deployed_model(d.id), d.owner FROM pgdl.deployment_names d WHERE d.name = $1) c
+ WHERE c.id IS NOT NULL
+$$;
+COMMENT ON FUNCTION pgdl.model_id(text) IS
+	'the id of the model a name means to the current role (a model''s name, or a deployment''s: the model it serves): its own, else the only one of that name it may use; NULL if none';
+
+-- A role's model and its deployment may not share a name: predict by name would have to choose.
+-- Checked whichever is named second, as the writer sees the other table (its own rows).
+CREATE FUNCTION pgdl.names_free() RETURNS trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	taken boolean;
+BEGIN
+	IF TG_WHEN <> 'BEFORE' OR TG_LEVEL <> 'ROW' OR TG_OP NOT IN ('INSERT', 'UPDATE') THEN
+		RAISE EXCEPTION 'pgdl.names_free() may only be fired BEFORE INSERT OR UPDATE FOR EACH ROW'
+			USING ERRCODE = 'trigger_protocol_violated';
+	ELSIF TG_RELID = 'pgdl.models'::regclass THEN
+		taken := NEW.name IS NOT NULL AND
+				 EXISTS (SELECT 1 FROM pgdl.deployment_names d WHERE d.name = NEW.name AND d.owner = NEW.owner);
+	ELSIF TG_RELID = 'pgdl.deployment_names'::regclass THEN
+		taken := EXISTS (SELECT 1 FROM pgdl.models m WHERE m.name = NEW.name AND m.owner = NEW.owner);
+	ELSE
+		RAISE EXCEPTION 'pgdl.names_free() may only be fired by pgdl.models and deployment_names'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
+	IF taken THEN
+		RAISE EXCEPTION '"%" is already the name of a % of role %',
+			  CASE WHEN length(NEW.name) > 64 THEN left(NEW.name, 64) || '...' ELSE NEW.name END,
+			  CASE WHEN TG_RELID = 'pgdl.models'::regclass THEN 'deployment' ELSE 'model' END, NEW.owner
+			USING ERRCODE = 'duplicate_object',
+				  DETAIL = 'A role''s models and deployments share one set of names, so that a name given to pgdl.predict means one model.',
+				  HINT = 'Choose another name.';
+	END IF;
+	RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION pgdl.names_free() IS
+	'trigger of pgdl.models and pgdl.deployment_names: a role''s model and deployment may not share a name';
+REVOKE EXECUTE ON FUNCTION pgdl.names_free() FROM PUBLIC;
+-- after models_owner, which sets a run's model's owner (BEFORE triggers fire in name order)
+CREATE TRIGGER models_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.models
+	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
+CREATE TRIGGER deployment_names_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.deployment_names
+	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
+
+CREATE FUNCTION pgdl.architecture_id(name text) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT pgdl.resolve_name('architecture', $1, array_agg(a.id ORDER BY a.id), array_agg(a.owner ORDER BY a.id),
+						 'Store one of your own with pgdl.add_architecture(), or SET ROLE to its owner.')
+  FROM pgdl.architectures a WHERE a.name = $1
+$$;
+COMMENT ON FUNCTION pgdl.architecture_id(text) IS
+	'the id of the architecture a name means to the current role: its own, else the only one of that name it may use; NULL if none';
+
+-- The rule of grants, for models and deployments alike: acl without role's item, then with USAGE
+-- granted by owner when shared.  role is a role's name or "public".
+CREATE FUNCTION pgdl.acl_with(acl aclitem[], role text, owner regrole, shared boolean) RETURNS aclitem[]
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	to_role oid;
+BEGIN
+	-- NULL would read as "no role": a revoke from every grantee
+	IF role IS NULL OR shared IS NULL THEN
+		RAISE EXCEPTION 'role and shared must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	to_role := CASE WHEN lower(role) = 'public' THEN 0 ELSE role::regrole::oid END;
+	-- regrole takes any number as an oid, and 0 or '-' as no role: only "public" means PUBLIC
+	IF lower(role) <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = to_role) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', to_role USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN nullif(ARRAY(SELECT i FROM unnest(acl) i
+						 WHERE (SELECT a.grantee FROM aclexplode(ARRAY[i]) a) <> to_role) ||
+				  CASE WHEN shared THEN ARRAY[makeaclitem(to_role, owner, 'USAGE', false)]
+					   ELSE '{}'::aclitem[] END, '{}');
+END
+$$;
+COMMENT ON FUNCTION pgdl.acl_with(aclitem[], text, regrole, boolean) IS
+	'internal, the grants of models and deployments: acl without role''s USAGE, then with it (granted by owner) when shared';
+
+CREATE OR REPLACE FUNCTION pgdl.set_model_grant(model bigint, model_label text, role text, shared boolean)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	model_owner regrole;
+	new_acl aclitem[];
+BEGIN
+	-- a 10 MB name is not echoed whole
+	IF length(model_label) > 66 THEN
+		model_label := left(model_label, 65) || '..."';
+	END IF;
+	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
+	IF NOT FOUND THEN
+		-- the role is checked first, as it was before a model is looked up
+		PERFORM pgdl.acl_with(NULL, role, NULL, shared);
+		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';
+	END IF;
+	new_acl := pgdl.acl_with((SELECT m.acl FROM pgdl.models m WHERE m.id = model), role, model_owner, shared);
+	IF NOT pgdl.acts_as(model_owner) THEN
+		RAISE EXCEPTION 'must be owner of model %', model_label
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = format('Model %s belongs to %s, who may grant and revoke its use.', model_label, model_owner);
+	END IF;
+	UPDATE pgdl.models m SET acl = new_acl WHERE m.id = model;
+END
+$$;
+DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean);
+CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
+		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
+		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
+		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL,
+		folds boolean DEFAULT false, deploy text DEFAULT NULL)
+	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
+				   epochs integer, train_loss double precision, train_accuracy double precision,
+				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
+				   diverged boolean)
+	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); stores the models and returns the leaderboard';
+
+-- Deployments: a name that answers every function taking a model by name (predict, predict_batch,
+-- evaluate, metrics, explain, export_onnx, ...) with one model, its history, and rollback.
+--
+-- The tables are in 20_catalog.sql, their policies in 70_owners.sql.  A name belongs to the owner of
+-- the models it serves; the model it serves is pgdl.deployed_model's (the newest entry not rolled back).
+-- Every function here runs as the caller: row-level security decides what it may see and change.
+
+-- One label for a name in messages: a 10 MB name is not echoed whole.
+CREATE FUNCTION pgdl.deployment_label(name text) RETURNS text
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+$$ SELECT '"' || CASE WHEN length($1) > 64 THEN left($1, 64) || '...' ELSE $1 END || '"' $$;
+COMMENT ON FUNCTION pgdl.deployment_label(text) IS
+	'internal, a deployment name as messages quote it, cut short';
+
+-- The caller's deployment of a name, locked until the transaction ends (one deploy or rollback of a
+-- name at a time); its own, else the only one it acts as owner of.
+CREATE FUNCTION pgdl.deployment_for_update(name text) RETURNS pgdl.deployment_names
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	found_id bigint;
+	found_row pgdl.deployment_names;
+BEGIN
+	IF name IS NULL THEN
+		RAISE EXCEPTION 'name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	found_id := pgdl.resolve_name('deployment', $1, array_agg(d.id ORDER BY d.id), array_agg(d.owner ORDER BY d.id),
+							'SET ROLE to the owner of the deployment you mean.')
+		    FROM pgdl.deployment_names d WHERE d.name = $1 AND pgdl.acts_as(d.owner);
+	SELECT * INTO found_row FROM pgdl.deployment_names d WHERE d.id = found_id FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'deployment % does not exist', pgdl.deployment_label(name)
+			USING ERRCODE = 'undefined_object',
+				  HINT = CASE WHEN EXISTS (SELECT 1 FROM pgdl.deployment_names d WHERE d.name = $1)
+							  THEN 'Only its owner may change it.' ELSE 'Make one with pgdl.deploy().' END;
+	END IF;
+	RETURN found_row;
+END
+$$;
+COMMENT ON FUNCTION pgdl.deployment_for_update(text) IS
+	'internal, the deployment of a name the caller acts as owner of, locked FOR UPDATE; an error if none';
+
+CREATE FUNCTION pgdl.deploy(name text, model bigint) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	m record;
+	d pgdl.deployment_names;
+BEGIN
+	IF name IS NULL OR model IS NULL THEN
+		RAISE EXCEPTION 'name and model must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF length(name) NOT BETWEEN 1 AND 200 THEN
+		RAISE EXCEPTION 'a deployment name must have 1 to 200 characters, not %', length(name)
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT x.id, x.owner, x.metrics INTO m FROM pgdl.models x WHERE x.id = $2;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'model % does not exist', model USING ERRCODE = 'undefined_object';
+	END IF;
+	IF NOT pgdl.acts_as(m.owner) THEN
+		RAISE EXCEPTION 'must be owner of model %', model
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = format('Model %s belongs to %s. A deployment serves its owner''s own models, so that granting it grants no more than its owner has.', model, m.owner),
+				  HINT = format('Ask %s to deploy it.', m.owner);
+	END IF;
+	-- the same rule pgdl.predict applies: a model whose weights are not a trained model's serves nothing
+	IF jsonb_typeof(m.metrics) = 'object' AND m.metrics->'diverged' = 'true' THEN
+		RAISE EXCEPTION 'model % diverged in epoch %', model, m.metrics->>'epoch'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'Its loss or weights became NaN or infinite in that epoch and training stopped: its weights are not those of a trained model.';
+	END IF;
+	SELECT * INTO d FROM pgdl.deployment_names x WHERE x.name = $1 AND x.owner = m.owner FOR UPDATE;
+	IF NOT FOUND THEN
+		INSERT INTO pgdl.deployment_names (name, owner) VALUES ($1, m.owner) RETURNING * INTO d;
+	ELSIF pgdl.deployed_model(d.id) = model THEN
+		RAISE NOTICE 'model % is already deployed as %', model, pgdl.deployment_label(name);
+		RETURN model;
+	END IF;
+	INSERT INTO pgdl.deployment_history (deployment, model, owner) VALUES (d.id, model, m.owner);
+	RETURN model;
+END
+$$;
+CREATE FUNCTION pgdl.deploy(name text, model text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	id bigint;
+BEGIN
+	IF model IS NULL THEN
+		RAISE EXCEPTION 'name and model must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	id := pgdl.model_id(model);
+	IF id IS NULL THEN
+		RAISE EXCEPTION 'model % does not exist', pgdl.deployment_label(model) USING ERRCODE = 'undefined_object';
+	END IF;
+	RETURN pgdl.deploy(name, id);
+END
+$$;
+COMMENT ON FUNCTION pgdl.deploy(text, bigint) IS
+	'makes a name answer every function that takes a model by name with stored model (by id), the owner''s; keeps the name''s history; returns the model''s id';
+COMMENT ON FUNCTION pgdl.deploy(text, text) IS
+	'makes a name answer every function that takes a model by name with stored model (by name, or the model another deployment serves); returns the model''s id';
+
+CREATE FUNCTION pgdl.rollback(name text) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	d pgdl.deployment_names := pgdl.deployment_for_update(name);
+	current_entry bigint := pgdl.deployed_entry(d.id);
+	previous_model bigint;
+BEGIN
+	SELECT h.model INTO previous_model FROM pgdl.deployment_history h
+	 WHERE h.deployment = d.id AND h.rolled_back_at IS NULL AND h.id < current_entry ORDER BY h.id DESC LIMIT 1;
+	IF previous_model IS NULL THEN
+		RAISE EXCEPTION 'deployment % has no earlier model to go back to', pgdl.deployment_label(name)
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'Every model it served before the one it serves now was rolled back, or it served no other.',
+				  HINT = 'Deploy another model with pgdl.deploy(), or remove the name with pgdl.drop_deployment().';
+	END IF;
+	UPDATE pgdl.deployment_history h
+	   SET rolled_back_by = quote_ident(current_user)::regrole, rolled_back_at = now()
+	 WHERE h.id = current_entry;
+	RETURN previous_model;
+END
+$$;
+COMMENT ON FUNCTION pgdl.rollback(text) IS
+	'makes a deployment serve again the model it served before the one it serves now (which is marked rolled back in its history); returns that model''s id';
+
+CREATE FUNCTION pgdl.drop_deployment(name text) RETURNS void
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	PERFORM pgdl.delete_rows('pgdl.deployment_names', ARRAY[(pgdl.deployment_for_update(name)).id]);
+END
+$$;
+COMMENT ON FUNCTION pgdl.drop_deployment(text) IS
+	'removes a deployment name and its history (its models stay, and may be deleted then)';
+
+CREATE FUNCTION pgdl.set_deployment_grant(name text, role text, shared boolean) RETURNS void
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	d pgdl.deployment_names := pgdl.deployment_for_update(name);
+BEGIN
+	UPDATE pgdl.deployment_names x SET acl = pgdl.acl_with(d.acl, role, d.owner, shared) WHERE x.id = d.id;
+END
+$$;
+COMMENT ON FUNCTION pgdl.set_deployment_grant(text, text, boolean) IS
+	'internal, pgdl.grant_deployment and pgdl.revoke_deployment: adds or removes a role''s USAGE in a deployment''s acl';
+CREATE FUNCTION pgdl.grant_deployment(name text, role text) RETURNS void
+	LANGUAGE sql VOLATILE AS
+$$ SELECT pgdl.set_deployment_grant($1, $2, true) $$;
+CREATE FUNCTION pgdl.revoke_deployment(name text, role text) RETURNS void
+	LANGUAGE sql VOLATILE AS
+$$ SELECT pgdl.set_deployment_grant($1, $2, false) $$;
+COMMENT ON FUNCTION pgdl.grant_deployment(text, text) IS
+	'lets a role (or PUBLIC) use a deployment: every function that takes a model by name, with the model it serves at the time; only its owner grants';
+COMMENT ON FUNCTION pgdl.revoke_deployment(text, text) IS
+	'takes back from a role (or PUBLIC) the use of a deployment that pgdl.grant_deployment gave';
+
+-- Each name's history, oldest first: what it served, who deployed and rolled back what, and when; the
+-- model's metrics (of its last or restored epoch, with the validation set's) where the reader may see it.
+CREATE VIEW pgdl.deployments WITH (security_invoker = true) AS
+	SELECT d.name, d.owner,
+		   row_number() OVER (PARTITION BY d.id ORDER BY h.id)::integer AS version,
+		   h.model, m.name AS model_name, h.deployed_by, h.deployed_at, h.rolled_back_by, h.rolled_back_at,
+		   h.id IS NOT DISTINCT FROM pgdl.deployed_entry(d.id) AS active,
+		   m.metrics
+	  FROM pgdl.deployment_names d
+	  JOIN pgdl.deployment_history h ON h.deployment = d.id
+	  LEFT JOIN pgdl.models m ON m.id = h.model;
+COMMENT ON VIEW pgdl.deployments IS
+	'every deployment name''s history, a row per model it served (version 1 first): who deployed it and when, whether it was rolled back, whether it serves now (active), the model''s metrics';
+GRANT SELECT ON pgdl.deployments TO PUBLIC;

@@ -193,6 +193,12 @@ SELECT pgdl.grid_search('sweep_heads', '{}',
 SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_set', 1, 'sweep_valid', workers => 2);
 SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_heads', 1, 'sweep_valid', workers => 2,
 									   feature_cache => 'on');
+-- deployments: one to use and grant, one with an earlier model to roll back to, one to drop
+SELECT pgdl.deploy('sweep_deployment', 'sweep_model');
+SELECT pgdl.deploy('sweep_dep_rollback', 'sweep_model');
+SELECT pgdl.deploy('sweep_dep_rollback', (SELECT max(id) FROM pgdl.models WHERE name IS NULL AND run IS NOT NULL
+											AND NOT (metrics ? 'diverged')));
+SELECT pgdl.deploy('sweep_dep_drop', 'sweep_model');
 
 -- valid values the calls refer to
 CREATE TABLE sweep_fix AS
@@ -553,6 +559,17 @@ my %VALID = (
 	'model_label'                  => q{'sweep_model'},
 	'role'                         => q{'sweep_other'},
 	'shared'                       => 'true',
+	# deployments (sql/parts/77_deployments.sql)
+	'deploy.name'                  => q{'sweep_dep_new'},
+	'fit_multiple.deploy'          => q{'sweep_mop_deployment'},
+	'rollback.name'                => q{'sweep_dep_rollback'},
+	'drop_deployment.name'         => q{'sweep_dep_drop'},
+	'grant_deployment.name'        => q{'sweep_deployment'},
+	'revoke_deployment.name'       => q{'sweep_deployment'},
+	'set_deployment_grant.name'    => q{'sweep_deployment'},
+	'deployment_for_update.name'   => q{'sweep_deployment'},
+	'deployment_label.name'        => q{'sweep_deployment'},
+	'deployment'                   => q{(SELECT id FROM pgdl.deployment_names WHERE name = 'sweep_deployment')},
 	# the extension's life (sql/parts/75_lifecycle.sql)
 	'cleanup_checkpoints.keep'     => '1',
 	'delete_rows.catalog'          => q{'pgdl.models'},

@@ -114,6 +114,55 @@ SELECT pg_catalog.pg_extension_config_dump('pgdl.models', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.models_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.run_metrics', '');
 
+-- Deployments (77_deployments.sql): a name that answers every function taking a model by name with one
+-- of its owner's models, and each name's history, newest last.  The model a name serves is the newest
+-- entry not rolled back (pgdl.deployed_model).  A deployed model cannot be deleted while its name keeps
+-- it in its history: rolling back must find what it goes back to.
+CREATE TABLE pgdl.deployment_names (
+	id bigserial PRIMARY KEY,
+	name text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	acl aclitem[],							-- who else may use it: pgdl.grant_deployment
+	created timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (owner, name)
+);
+CREATE TABLE pgdl.deployment_history (
+	id bigserial PRIMARY KEY,
+	deployment bigint NOT NULL REFERENCES pgdl.deployment_names ON DELETE CASCADE,
+	model bigint NOT NULL REFERENCES pgdl.models ON DELETE RESTRICT,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,	-- the name's
+	deployed_by regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	deployed_at timestamptz NOT NULL DEFAULT now(),
+	rolled_back_by regrole,
+	rolled_back_at timestamptz,
+	CHECK ((rolled_back_by IS NULL) = (rolled_back_at IS NULL))
+);
+CREATE INDEX ON pgdl.deployment_history (deployment, id);
+CREATE INDEX ON pgdl.deployment_history (model);
+COMMENT ON TABLE pgdl.deployment_names IS 'deployment names (pgdl.deploy): owned and granted like models';
+COMMENT ON TABLE pgdl.deployment_history IS 'every model each deployment name served, who deployed it and when, and who rolled it back';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_names', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_names_id_seq', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_history', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.deployment_history_id_seq', '');
+
+-- The one rule of which model a deployment serves, for name resolution (pgdl.model_id), rollback, the
+-- grantees' policy on pgdl.models and the pgdl.deployments view: its newest entry not rolled back.
+CREATE FUNCTION pgdl.deployed_entry(deployment bigint) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$
+SELECT h.id FROM pgdl.deployment_history h
+ WHERE h.deployment = $1 AND h.rolled_back_at IS NULL
+ ORDER BY h.id DESC LIMIT 1
+$$;
+COMMENT ON FUNCTION pgdl.deployed_entry(bigint) IS
+	'the history entry (pgdl.deployment_history.id) of the model a deployment serves: its newest not rolled back; NULL if none';
+CREATE FUNCTION pgdl.deployed_model(deployment bigint) RETURNS bigint
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
+$$ SELECT h.model FROM pgdl.deployment_history h WHERE h.id = pgdl.deployed_entry($1) $$;
+COMMENT ON FUNCTION pgdl.deployed_model(bigint) IS
+	'the model a deployment (pgdl.deployment_names.id) serves: its newest history entry not rolled back; NULL if none';
+
 -- A row that names another row of its own table (a dataset's reference, a model's parent) does so
 -- without a foreign key: pg_dump loads the catalog's rows in the order their foreign keys allow, and a
 -- table's key to itself is a loop it warns about ("circular foreign-key constraints").  Deleting a row
@@ -148,18 +197,22 @@ CREATE TRIGGER datasets_reference AFTER DELETE ON pgdl.datasets REFERENCING OLD 
 CREATE TRIGGER models_parent AFTER DELETE ON pgdl.models REFERENCING OLD TABLE AS gone
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.forget_deleted_rows('parent');
 
--- Backends cache deserialized models and datasets; a change to either table
+-- Backends cache deserialized models and datasets, and what names mean; a change to one of these tables
 -- flushes every backend's cache (a relcache invalidation of the table).
 CREATE FUNCTION pgdl.catalog_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'pgdl_catalog_changed'
 	LANGUAGE C;
 REVOKE EXECUTE ON FUNCTION pgdl.forget_deleted_rows(), pgdl.catalog_changed() FROM PUBLIC;
 COMMENT ON FUNCTION pgdl.catalog_changed() IS
-	'trigger of pgdl.models and pgdl.datasets: flushes the per-backend cache of models and datasets when either changes';
+	'trigger of pgdl.models, datasets, deployment_names and deployment_history: flushes the per-backend cache of models and datasets when one changes';
 
 CREATE TRIGGER models_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.models
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 CREATE TRIGGER datasets_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.datasets
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+CREATE TRIGGER deployment_names_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.deployment_names
+	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
+CREATE TRIGGER deployment_history_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON pgdl.deployment_history
 	FOR EACH STATEMENT EXECUTE FUNCTION pgdl.catalog_changed();
 
 -- A spec or weights that do not parse would fail the queries of every role that reads the row (a model
@@ -185,9 +238,10 @@ CREATE TRIGGER architectures_validate BEFORE INSERT OR UPDATE OF spec ON pgdl.ar
 -- Users train, store and share models: the catalog is theirs to read and write, each their own rows.
 -- UPDATE by column and DELETE through pgdl.delete_rows (70_owners.sql): either privilege on a whole table
 -- would let its holder LOCK it in every mode.
-GRANT SELECT, INSERT ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs, pgdl.run_metrics TO PUBLIC;
+GRANT SELECT, INSERT ON pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs, pgdl.run_metrics,
+	pgdl.deployment_names, pgdl.deployment_history TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.datasets_id_seq, pgdl.architectures_id_seq, pgdl.models_id_seq,
-	pgdl.runs_id_seq TO PUBLIC;
+	pgdl.runs_id_seq, pgdl.deployment_names_id_seq, pgdl.deployment_history_id_seq TO PUBLIC;
 
 -- Configuration sets for model selection (pgdl.grid_search, pgdl.random_search, or rows by hand).
 CREATE TABLE pgdl.configs (

@@ -98,6 +98,8 @@ ALTER TABLE pgdl.run_metrics ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgdl.configs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgdl.checkpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgdl.feature_cache ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.deployment_names ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgdl.deployment_history ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY owners ON pgdl.datasets USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
 CREATE POLICY owners ON pgdl.architectures USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
@@ -114,11 +116,26 @@ CREATE POLICY owners ON pgdl.run_metrics USING (pgdl.acts_as(owner))
 CREATE POLICY owners ON pgdl.checkpoints USING (pgdl.acts_as(owner))
 	WITH CHECK (pgdl.acts_as(owner) AND
 			EXISTS (SELECT 1 FROM pgdl.runs r WHERE r.id = checkpoints.run AND r.owner = checkpoints.owner));
+-- A name serves its owner's own models only, so that granting the name grants no more than its owner has.
+CREATE POLICY owners ON pgdl.deployment_names USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+CREATE POLICY owners ON pgdl.deployment_history USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND
+			EXISTS (SELECT 1 FROM pgdl.deployment_names d
+					 WHERE d.id = deployment_history.deployment AND d.owner = deployment_history.owner) AND
+			EXISTS (SELECT 1 FROM pgdl.models m
+					 WHERE m.id = deployment_history.model AND m.owner = deployment_history.owner));
 
 -- Who else reads.  A model: those it was granted to.  A dataset (classes, normalization, size): those
 -- who may read its packed table, and those granted a model its owner trained on it, since predicting
 -- with the model needs them.
 CREATE POLICY grantees ON pgdl.models FOR SELECT USING (pgdl.granted(acl));
+-- A deployment's grantees: its name, its history, and the model it serves now (not the ones it served).
+CREATE POLICY grantees ON pgdl.deployment_names FOR SELECT USING (pgdl.granted(acl));
+CREATE POLICY grantees ON pgdl.deployment_history FOR SELECT
+	USING (EXISTS (SELECT 1 FROM pgdl.deployment_names d WHERE d.id = deployment_history.deployment));
+CREATE POLICY deployed ON pgdl.models FOR SELECT
+	USING (EXISTS (SELECT 1 FROM pgdl.deployment_names d
+					WHERE d.owner = models.owner AND pgdl.granted(d.acl) AND pgdl.deployed_model(d.id) = models.id));
 CREATE POLICY readers ON pgdl.datasets FOR SELECT
 	USING (pg_catalog.has_table_privilege(packed::oid, 'SELECT') OR
 		   EXISTS (SELECT 1 FROM pgdl.models m
@@ -131,6 +148,13 @@ COMMENT ON POLICY owners ON pgdl.architectures IS 'the owner of an architecture 
 COMMENT ON POLICY owners ON pgdl.runs IS 'the owner of a run (or pgdl_admin) reads and changes it';
 COMMENT ON POLICY owners ON pgdl.models IS 'the owner of a model (or pgdl_admin) reads and changes it';
 COMMENT ON POLICY grantees ON pgdl.models IS 'those a model was granted to (pgdl.grant_model) read it';
+COMMENT ON POLICY deployed ON pgdl.models IS
+	'those a deployment was granted to (pgdl.grant_deployment) read the model it serves, when its owner owns the model';
+COMMENT ON POLICY owners ON pgdl.deployment_names IS 'the owner of a deployment name (or pgdl_admin) reads and changes it';
+COMMENT ON POLICY grantees ON pgdl.deployment_names IS 'those a deployment was granted to (pgdl.grant_deployment) read its name';
+COMMENT ON POLICY owners ON pgdl.deployment_history IS
+	'the owner of a deployment (or pgdl_admin) reads and changes its history; an entry names a model of the name''s owner';
+COMMENT ON POLICY grantees ON pgdl.deployment_history IS 'those who may read a deployment name read its history';
 COMMENT ON POLICY owners ON pgdl.feature_cache IS 'the owner of a feature cache (or pgdl_admin) reads and changes its row';
 COMMENT ON POLICY owners ON pgdl.configs IS
 	'the owner of a configuration (or pgdl_admin) reads and changes it; its architecture must be one the writer may use';
@@ -216,7 +240,8 @@ DECLARE
 	cols text;
 BEGIN
 	FOREACH t IN ARRAY '{pgdl.datasets, pgdl.architectures, pgdl.models, pgdl.runs, pgdl.run_metrics, pgdl.configs,
-						 pgdl.checkpoints, pgdl.feature_cache}'::regclass[] LOOP
+						 pgdl.checkpoints, pgdl.feature_cache, pgdl.deployment_names,
+						 pgdl.deployment_history}'::regclass[] LOOP
 		SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO cols
 		  FROM pg_catalog.pg_attribute a
 		 WHERE a.attrelid = t AND a.attnum > 0 AND NOT a.attisdropped AND a.attname <> 'id';
@@ -262,15 +287,61 @@ $$;
 COMMENT ON FUNCTION pgdl.resolve_name(text, text, bigint[], regrole[], text) IS
 	'internal, the rule of names: of the rows of a name the current role may use (ids, their owners), its own, else the only one; NULL if none, an error if several';
 
+-- Models and deployments share one namespace per owner (pgdl.names_free): a name is a role's model or
+-- its deployment, never both, and a deployment means the model it serves.
 CREATE FUNCTION pgdl.model_id(name text) RETURNS bigint
 	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
 $$
-SELECT pgdl.resolve_name('model', $1, array_agg(m.id ORDER BY m.id), array_agg(m.owner ORDER BY m.id),
+SELECT pgdl.resolve_name('model', $1, array_agg(c.id ORDER BY c.id), array_agg(c.owner ORDER BY c.id),
 						 'Give the model''s id (pgdl.models.id), or SET ROLE to its owner.')
-  FROM pgdl.models m WHERE m.name = $1
+  FROM (SELECT m.id, m.owner FROM pgdl.models m WHERE m.name = $1
+		UNION ALL
+		SELECT pgdl.deployed_model(d.id), d.owner FROM pgdl.deployment_names d WHERE d.name = $1) c
+ WHERE c.id IS NOT NULL
 $$;
 COMMENT ON FUNCTION pgdl.model_id(text) IS
-	'the id of the model a name means to the current role: its own, else the only one of that name it may use; NULL if none';
+	'the id of the model a name means to the current role (a model''s name, or a deployment''s: the model it serves): its own, else the only one of that name it may use; NULL if none';
+
+-- A role's model and its deployment may not share a name: predict by name would have to choose.
+-- Checked whichever is named second, as the writer sees the other table (its own rows).
+CREATE FUNCTION pgdl.names_free() RETURNS trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	taken boolean;
+BEGIN
+	IF TG_WHEN <> 'BEFORE' OR TG_LEVEL <> 'ROW' OR TG_OP NOT IN ('INSERT', 'UPDATE') THEN
+		RAISE EXCEPTION 'pgdl.names_free() may only be fired BEFORE INSERT OR UPDATE FOR EACH ROW'
+			USING ERRCODE = 'trigger_protocol_violated';
+	ELSIF TG_RELID = 'pgdl.models'::regclass THEN
+		taken := NEW.name IS NOT NULL AND
+				 EXISTS (SELECT 1 FROM pgdl.deployment_names d WHERE d.name = NEW.name AND d.owner = NEW.owner);
+	ELSIF TG_RELID = 'pgdl.deployment_names'::regclass THEN
+		taken := EXISTS (SELECT 1 FROM pgdl.models m WHERE m.name = NEW.name AND m.owner = NEW.owner);
+	ELSE
+		RAISE EXCEPTION 'pgdl.names_free() may only be fired by pgdl.models and deployment_names'
+			USING ERRCODE = 'trigger_protocol_violated',
+				  DETAIL = format('It was fired by table "%s".', left(TG_TABLE_NAME, 64));
+	END IF;
+	IF taken THEN
+		RAISE EXCEPTION '"%" is already the name of a % of role %',
+			  CASE WHEN length(NEW.name) > 64 THEN left(NEW.name, 64) || '...' ELSE NEW.name END,
+			  CASE WHEN TG_RELID = 'pgdl.models'::regclass THEN 'deployment' ELSE 'model' END, NEW.owner
+			USING ERRCODE = 'duplicate_object',
+				  DETAIL = 'A role''s models and deployments share one set of names, so that a name given to pgdl.predict means one model.',
+				  HINT = 'Choose another name.';
+	END IF;
+	RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION pgdl.names_free() IS
+	'trigger of pgdl.models and pgdl.deployment_names: a role''s model and deployment may not share a name';
+REVOKE EXECUTE ON FUNCTION pgdl.names_free() FROM PUBLIC;
+-- after models_owner, which sets a run's model's owner (BEFORE triggers fire in name order)
+CREATE TRIGGER models_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.models
+	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
+CREATE TRIGGER deployment_names_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.deployment_names
+	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
 
 CREATE FUNCTION pgdl.architecture_id(name text) RETURNS bigint
 	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
@@ -301,18 +372,14 @@ COMMENT ON FUNCTION pgdl.config_set_owner(text, bigint) IS
 -- A granted model can be used (predict, evaluate, features, a base model) and not changed: the
 -- grantees policy lets it be read, and only the owners policy lets it be written.  Grants are
 -- aclitems, USAGE, granted by the model's owner.
-CREATE FUNCTION pgdl.set_model_grant(model bigint, model_label text, role text, shared boolean)
-	RETURNS void
-	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+-- The rule of grants, for models and deployments alike: acl without role's item, then with USAGE
+-- granted by owner when shared.  role is a role's name or "public".
+CREATE FUNCTION pgdl.acl_with(acl aclitem[], role text, owner regrole, shared boolean) RETURNS aclitem[]
+	LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS
 $$
 DECLARE
 	to_role oid;
-	model_owner regrole;
 BEGIN
-	-- a 10 MB name is not echoed whole
-	IF length(model_label) > 66 THEN
-		model_label := left(model_label, 65) || '..."';
-	END IF;
 	-- NULL would read as "no role": a revoke from every grantee
 	IF role IS NULL OR shared IS NULL THEN
 		RAISE EXCEPTION 'role and shared must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -322,21 +389,40 @@ BEGIN
 	IF lower(role) <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = to_role) THEN
 		RAISE EXCEPTION 'role with OID % does not exist', to_role USING ERRCODE = 'undefined_object';
 	END IF;
+	RETURN nullif(ARRAY(SELECT i FROM unnest(acl) i
+						 WHERE (SELECT a.grantee FROM aclexplode(ARRAY[i]) a) <> to_role) ||
+				  CASE WHEN shared THEN ARRAY[makeaclitem(to_role, owner, 'USAGE', false)]
+					   ELSE '{}'::aclitem[] END, '{}');
+END
+$$;
+COMMENT ON FUNCTION pgdl.acl_with(aclitem[], text, regrole, boolean) IS
+	'internal, the grants of models and deployments: acl without role''s USAGE, then with it (granted by owner) when shared';
+
+CREATE FUNCTION pgdl.set_model_grant(model bigint, model_label text, role text, shared boolean)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS
+$$
+DECLARE
+	model_owner regrole;
+	new_acl aclitem[];
+BEGIN
+	-- a 10 MB name is not echoed whole
+	IF length(model_label) > 66 THEN
+		model_label := left(model_label, 65) || '..."';
+	END IF;
 	SELECT m.owner INTO model_owner FROM pgdl.models m WHERE m.id = model;
 	IF NOT FOUND THEN
+		-- the role is checked first, as it was before a model is looked up
+		PERFORM pgdl.acl_with(NULL, role, NULL, shared);
 		RAISE EXCEPTION 'model % does not exist', model_label USING ERRCODE = 'undefined_object';
 	END IF;
+	new_acl := pgdl.acl_with((SELECT m.acl FROM pgdl.models m WHERE m.id = model), role, model_owner, shared);
 	IF NOT pgdl.acts_as(model_owner) THEN
 		RAISE EXCEPTION 'must be owner of model %', model_label
 			USING ERRCODE = 'insufficient_privilege',
 				  DETAIL = format('Model %s belongs to %s, who may grant and revoke its use.', model_label, model_owner);
 	END IF;
-	UPDATE pgdl.models m
-	   SET acl = nullif(ARRAY(SELECT i FROM unnest(m.acl) i
-							   WHERE (SELECT a.grantee FROM aclexplode(ARRAY[i]) a) <> to_role) ||
-						CASE WHEN shared THEN ARRAY[makeaclitem(to_role, model_owner, 'USAGE', false)]
-							 ELSE '{}'::aclitem[] END, '{}')
-	 WHERE m.id = model;
+	UPDATE pgdl.models m SET acl = new_acl WHERE m.id = model;
 END
 $$;
 COMMENT ON FUNCTION pgdl.set_model_grant(bigint, text, text, boolean) IS

@@ -169,6 +169,7 @@ static const struct
 }			deletable[] = {
 	{"datasets", "id"}, {"architectures", "id"}, {"models", "id"}, {"runs", "id"},
 	{"configs", "id"}, {"feature_cache", "id"}, {"run_metrics", "run"}, {"checkpoints", "run"},
+	{"deployment_names", "id"},
 };
 
 /*
@@ -204,6 +205,6 @@ pgdl_delete_rows(PG_FUNCTION_ARGS)
 				 errmsg("relation \"%s\" is not a table of pgdl's catalog",
 						get_rel_name(relid) ? pgdl_echo(get_rel_name(relid)) : psprintf("%u", relid)),
 				 errhint("pgdl.delete_rows deletes rows of pgdl.datasets, architectures, models, runs, configs, "
-						 "feature_cache (by id), run_metrics and checkpoints (by run).")));
+						 "feature_cache, deployment_names (by id), run_metrics and checkpoints (by run).")));
 	PG_RETURN_INT64(deleted);
 }

@@ -7,8 +7,9 @@
  * either in the cache (freed when the cache is flushed) or tied to a memory
  * context by a reset callback, so that an error can never leak one.
  *
- * The cache is flushed by a relcache invalidation of pgdl.models or
- * pgdl.datasets, which a statement trigger on those tables raises: a backend
+ * The cache is flushed by a relcache invalidation of pgdl.models,
+ * pgdl.datasets or the deployment tables (a name may come to mean another
+ * model), which a statement trigger on those tables raises: a backend
  * sees a changed model at its next command (its own changes) or transaction
  * (others' changes), and never serves stale weights.  It holds what one role
  * may see: a lookup as another role (SET ROLE, SECURITY DEFINER), or a change
@@ -101,13 +102,16 @@ free_retired(XactEvent event, void *arg)
 /* Looked up when the cache is filled: an invalidation callback must not read catalogs. */
 static Oid	models_relid = InvalidOid;
 static Oid	datasets_relid = InvalidOid;
+static Oid	deployment_names_relid = InvalidOid;	/* what a name means */
+static Oid	deployment_history_relid = InvalidOid;
 
 static void
 catalog_invalidated(Datum arg, Oid relid)
 {
 	ListCell   *lc;
 
-	if (relid == InvalidOid || relid == models_relid || relid == datasets_relid)
+	if (relid == InvalidOid || relid == models_relid || relid == datasets_relid ||
+		relid == deployment_names_relid || relid == deployment_history_relid)
 		retire_cache();
 	/* a GRANT or REVOKE on a packed table changes who may read its dataset */
 	foreach(lc, cached_datasets)
@@ -145,6 +149,8 @@ cache_context(void)
 
 		models_relid = get_relname_relid("models", ns);
 		datasets_relid = get_relname_relid("datasets", ns);
+		deployment_names_relid = get_relname_relid("deployment_names", ns);
+		deployment_history_relid = get_relname_relid("deployment_history", ns);
 		cache_cxt = AllocSetContextCreate(CacheMemoryContext, "pgdl model cache", ALLOCSET_DEFAULT_SIZES);
 	}
 	return cache_cxt;
@@ -162,7 +168,7 @@ PG_FUNCTION_INFO_V1(pgdl_catalog_changed);
 Datum
 pgdl_catalog_changed(PG_FUNCTION_ARGS)
 {
-	static const char *const served[] = {"models", "datasets", NULL};
+	static const char *const served[] = {"models", "datasets", "deployment_names", "deployment_history", NULL};
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
 	pgdl_check_trigger_table(fcinfo, "pgdl.catalog_changed()", served);
@@ -527,7 +533,8 @@ load_model(bool by_name, int64 id, const char *name)
 	slot->model.id = row.id;
 	slot->model.nn = nn;
 	slot->model.diverged_epoch = row.diverged_epoch;
-	slot->name = by_name && row.name ? MemoryContextStrdup(cache_context(), row.name) : NULL;
+	/* a deployment's name is not its model's: the slot answers the name it was looked up by */
+	slot->name = by_name ? MemoryContextStrdup(cache_context(), name) : NULL;
 	slot->last_used = ++use_clock;
 	/* a missing or corrupted dataset row must not leave a half-filled slot behind */
 	PG_TRY();

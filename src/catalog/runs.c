@@ -152,7 +152,9 @@ static Statement link_fold_metrics = {
 	4, {INT8OID, INT8OID, INT8OID, INT4OID}
 };
 static Statement model_named = {
-	"SELECT 1 FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole", 1, {TEXTOID}
+	"SELECT 'model' FROM pgdl.models WHERE name = $1 AND owner = quote_ident(current_user)::regrole "
+	"UNION ALL SELECT 'deployment' FROM pgdl.deployment_names WHERE name = $1 AND owner = quote_ident(current_user)::regrole",
+	1, {TEXTOID}
 };
 static Statement select_run = {
 	"SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
@@ -406,12 +408,21 @@ void
 pgdl_run_check_model_name(const char *name)
 {
 	Datum		values[1] = {CStringGetTextDatum(name)};
-	bool		taken;
+	char	   *taken = NULL;
+	MemoryContext caller = CurrentMemoryContext;
 
 	SPI_connect();
 	execute(&model_named, values, NULL, SPI_OK_SELECT);
-	taken = SPI_processed > 0;
+	if (SPI_processed > 0)
+		taken = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
 	SPI_finish();
+	/* checked before training, so that a clash costs no epochs; names_free() checks every writer */
+	if (taken && strcmp(taken, "deployment") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("\"%s\" is already the name of a deployment", pgdl_echo(name)),
+				 errdetail("A role's models and deployments share one set of names, so that a name given to pgdl.predict means one model."),
+				 errhint("Choose another name, or pass NULL to store the model without one.")));
 	if (taken)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),

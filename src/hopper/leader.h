@@ -74,6 +74,8 @@ typedef struct MopRun
 	MopStrategy strat;
 	PgdlRankMetric rank_by;		/* what ranks the models: leaderboard, rungs */
 	char	   *name_prefix;
+	char	   *deploy;			/* the name the winner may be deployed as, or NULL */
+	int64		winner;			/* the leaderboard's first model, once stored; 0: none fit to serve */
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
 	char	   *cache_mode;		/* feature caches: auto, on, off */
 	List	   *configs;		/* of MopConfig * */

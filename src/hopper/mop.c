@@ -33,6 +33,7 @@
 
 #include "catalog/catalog.h"
 #include "train/train.h"
+#include "models/models.h"
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
@@ -207,7 +208,7 @@ mop_execute(FunctionCallInfo fcinfo, MopRun *run)
 
 /*
  * fit_multiple(source, configs, epochs, validation, workers, strategy, eta,
- * name_prefix, feature_cache, workers_per_node, priority)
+ * name_prefix, feature_cache, workers_per_node, priority, rank_by, folds, deploy)
  */
 PG_FUNCTION_INFO_V1(pgdl_fit_multiple);
 Datum
@@ -220,6 +221,11 @@ pgdl_fit_multiple(PG_FUNCTION_ARGS)
 	run = mop_setup_run(fcinfo);
 	run->priority = priority;
 	mop_execute(fcinfo, run);
+	if (run->deploy && run->winner)
+		pgdl_deploy_if_better(run->deploy, run->winner, run->vds, run->rank_by);
+	else if (run->deploy)
+		ereport(NOTICE,
+				(errmsg("deployed nothing as \"%s\": every configuration diverged", pgdl_echo(run->deploy))));
 	return (Datum) 0;
 }
 

@@ -29,8 +29,9 @@
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
-/* fit_multiple's folds argument (explain_fit_multiple has none) */
+/* fit_multiple's folds and deploy arguments (explain_fit_multiple has neither) */
 #define MOP_ARG_FOLDS		12
+#define MOP_ARG_DEPLOY		13
 
 void
 mop_check_isolation(void)
@@ -200,6 +201,30 @@ check_folds(const MopRun *run)
 				 errhint("Pack with partitions => k for k folds.")));
 }
 
+/*
+ * deploy: the name the winner may be deployed as, scored against the model it
+ * serves on the validation table; checked before any epoch is spent.
+ */
+static void
+set_deploy(MopRun *run, FunctionCallInfo fcinfo)
+{
+	if (PG_NARGS() <= MOP_ARG_DEPLOY || PG_ARGISNULL(MOP_ARG_DEPLOY))
+		return;
+	run->deploy = text_to_cstring(PG_GETARG_TEXT_PP(MOP_ARG_DEPLOY));
+	if (strlen(run->deploy) < 1 || pg_mbstrlen(run->deploy) > 200)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a deployment name must have 1 to 200 characters, not %d", pg_mbstrlen(run->deploy))));
+	if (run->vds == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("deploy needs a validation table"),
+				 errdetail("The winner is deployed only when it beats the deployed model on the validation table."),
+				 errhint(run->folds ? "Cross-validation stores a model per fold, none of which is the configuration's: "
+						 "fit the winning configuration with pgdl.fit, then pgdl.deploy it." :
+						 "Pass validation => a packed table (pgdl.split makes one).")));
+}
+
 /* Each configuration once per partition held out, in the set's order, its folds in partition order. */
 static void
 expand_folds(MopRun *run)
@@ -272,6 +297,7 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	}
 	if (run->folds)
 		check_folds(run);
+	set_deploy(run, fcinfo);
 	check_can_read(run->ds);
 	if (run->vds)
 		check_can_read(run->vds);

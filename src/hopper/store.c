@@ -143,6 +143,8 @@ put_leaderboard(FunctionCallInfo fcinfo, MopRun *run, MopShared *shared, const i
 		Datum		values[12];
 		bool		nulls[12] = {false};
 
+		if (r == 0 && m->state != MOP_DIVERGED)
+			run->winner = model_ids[k];
 		values[0] = Int32GetDatum(r + 1);
 		values[1] = Int64GetDatum(model_ids[k]);
 		values[2] = Int64GetDatum(c->config_id);

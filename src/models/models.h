@@ -1,6 +1,6 @@
 /*
  * models/models.h -- models in and out: what ONNX import (onnx_import.c) and
- * export (onnx_export.c) share:
+ * export (onnx_export.c) share, and deployments (deployments.c):
  * the names pgdl gives a graph's input and output and the metadata it writes,
  * so that a model pgdl exported is recognized when it comes back.  The
  * operators' names are spec/spec.h's (PgdlOnnxOp), which the description
@@ -79,5 +79,13 @@ typedef struct PgdlOnnxModel
  * malformed bytes).  Allocates in CurrentMemoryContext; runs no query.
  */
 extern void pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnxModel *out);
+
+/*
+ * ---- deployments (deployments.c) ----
+ * A selection's winner deployed as `name` (pgdl.deploy) only when it beats the
+ * model the name serves on r, both scored now on the validation table vds;
+ * a NOTICE says which was kept and why.
+ */
+extern void pgdl_deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r);
 
 #endif							/* PGDL_MODELS_H */

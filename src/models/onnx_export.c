@@ -678,7 +678,11 @@ pgdl_export_onnx(PG_FUNCTION_ARGS)
 	if (argtype == INT8OID)
 		name = model_name(PG_GETARG_INT64(0));
 	else if (argtype == TEXTOID)
-		name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	{
+		/* a deployment's name is not its model's: the metadata names the model */
+		pm = pgdl_model_arg(fcinfo);
+		name = model_name(pm->id);
+	}
 	pm = pgdl_model_arg(fcinfo);
 	if (nn_spec_is_graph(&pm->nn->spec))
 		ereport(ERROR,

@@ -1,0 +1,156 @@
+/*
+ * deployments.c -- a selection's winner deployed only when it beats the model
+ * a name serves (pgdl.fit_multiple(..., deploy => name)), as PostgresML's
+ * best_score deploys.
+ *
+ * Both models are scored now, on the selection's validation table, by the
+ * metric that ranked the selection: a stored metric of the deployed model
+ * would be of another validation set, or of none.  Deploying itself is
+ * pgdl.deploy's (sql/parts/77_deployments.sql), with the caller's rights.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/float.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "base/base.h"
+#include "catalog/catalog.h"
+#include "spec/spec.h"
+#include "train/train.h"
+#include "models/models.h"
+
+/* What selection ranks by (fit.c's rule, pgdl_epoch_rank_value) for one model on the validation table. */
+static double
+rank_value_on(PgdlModel *model, const PgdlDataset *vds, PgdlRankMetric r)
+{
+	PgdlEpochMetrics m = {0};
+	NnBatchStats stats = {0};
+
+	pgdl_evaluate_packed(model->nn, vds, &stats);
+	if (stats.n == 0)
+		return get_float8_nan();
+	m.has_validation = true;
+	m.validation_loss = stats.loss_sum / stats.n;
+	m.validation_accuracy = (double) stats.correct / stats.n;
+	if (pgdl_rank_metric_needs_scores(r))
+	{
+		pgdl_validation_scores(model->nn, vds, m.scores);
+		m.has_scores = true;
+	}
+	return pgdl_epoch_rank_value(&m, r);
+}
+
+/* The model the candidate's owner's deployment `name` serves; 0 when it has none of that name. */
+static int64
+deployed_model_of(const char *name, int64 candidate)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(candidate)};
+	int64		deployed = 0;
+	bool		isnull;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT pgdl.deployed_model(d.id) FROM pgdl.deployment_names d "
+							  "WHERE d.name = $1 AND d.owner = (SELECT m.owner FROM pgdl.models m WHERE m.id = $2)",
+							  2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read deployment \"%s\"", pgdl_echo(name));
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		deployed = isnull ? 0 : DatumGetInt64(d);
+	}
+	SPI_finish();
+	return deployed;
+}
+
+static void
+deploy(const char *name, int64 model)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(model)};
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT pgdl.deploy($1, $2)", 2, types, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not deploy model " INT64_FORMAT, model);
+	SPI_finish();
+}
+
+/* Whether a beats b by r; NaN (a metric left undefined) beats nothing, and anything beats NaN. */
+static bool
+beats(double a, double b, PgdlRankMetric r)
+{
+	if (isnan(a))
+		return false;
+	if (isnan(b))
+		return true;
+	return pgdl_rank_metric_higher_better(r) ? a > b : a < b;
+}
+
+static void deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r);
+
+/* The run stored its models in this statement: a snapshot of its own sees them. */
+void
+pgdl_deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r)
+{
+	CommandCounterIncrement();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	deploy_if_better(name, candidate, vds, r);
+	PopActiveSnapshot();
+}
+
+static void
+deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r)
+{
+	const char *metric = pgdl_rank_metric_name(r);
+	const char *vname = get_rel_name(vds->packed);
+	int64		deployed = deployed_model_of(name, candidate);
+	double		theirs;
+	double		ours;
+	char	   *difference;
+
+	if (deployed == candidate)
+		return;
+	if (deployed == 0)
+	{
+		deploy(name, candidate);
+		ereport(NOTICE,
+				(errmsg("deployed model " INT64_FORMAT " as \"%s\"", candidate, pgdl_echo(name)),
+				 errdetail("The name served no model before.")));
+		return;
+	}
+	difference = pgdl_model_by_id(deployed)->dataset == NULL ?
+		pstrdup("It has no training set in pgdl.datasets (an imported model), so nothing says how to preprocess data for it.") :
+		pgdl_dataset_preprocessing_difference(pgdl_model_by_id(deployed)->dataset, vds);
+	if (difference != NULL)
+	{
+		ereport(NOTICE,
+				(errmsg("kept model " INT64_FORMAT " as \"%s\": it cannot be scored on \"%s\"",
+						deployed, pgdl_echo(name), vname ? vname : "?"),
+				 errdetail("%s", difference),
+				 errhint("Compare the two with pgdl.metrics on data both can read, then call pgdl.deploy.")));
+		return;
+	}
+	theirs = rank_value_on(pgdl_model_by_id(deployed), vds, r);
+	ours = rank_value_on(pgdl_model_by_id(candidate), vds, r);
+	if (!beats(ours, theirs, r))
+	{
+		ereport(NOTICE,
+				(errmsg("kept model " INT64_FORMAT " as \"%s\": the selection's best, model " INT64_FORMAT
+						", does not beat it", deployed, pgdl_echo(name), candidate),
+				 errdetail("On \"%s\", %s is %.6g for model " INT64_FORMAT " and %.6g for model " INT64_FORMAT ".",
+						   vname ? vname : "?", metric, theirs, deployed, ours, candidate)));
+		return;
+	}
+	deploy(name, candidate);
+	ereport(NOTICE,
+			(errmsg("deployed model " INT64_FORMAT " as \"%s\" in place of model " INT64_FORMAT,
+					candidate, pgdl_echo(name), deployed),
+			 errdetail("On \"%s\", %s is %.6g for model " INT64_FORMAT " and %.6g for model " INT64_FORMAT ".",
+					   vname ? vname : "?", metric, ours, candidate, theirs, deployed)));
+}
