@@ -1179,11 +1179,6 @@ CREATE POLICY grantees ON pgdl.deployment_history FOR SELECT
 CREATE POLICY deployed ON pgdl.models FOR SELECT
 	USING (EXISTS (SELECT 1 FROM pgdl.deployment_names d
 					WHERE d.owner = models.owner AND pgdl.granted(d.acl) AND pgdl.deployed_model(d.id) = models.id));
-CREATE POLICY readers ON pgdl.datasets FOR SELECT
-	USING (pg_catalog.has_table_privilege(packed::oid, 'SELECT') OR
-		   EXISTS (SELECT 1 FROM pgdl.models m
-					WHERE m.dataset = datasets.id AND pg_catalog.pg_has_role(m.owner, datasets.owner, 'MEMBER')));
-
 COMMENT ON POLICY deployed ON pgdl.models IS
 	'those a deployment was granted to (pgdl.grant_deployment) read the model it serves, when its owner owns the model';
 COMMENT ON POLICY owners ON pgdl.deployment_names IS 'the owner of a deployment name (or pgdl_admin) reads and changes it';
@@ -1260,16 +1255,6 @@ CREATE TRIGGER models_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.m
 	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
 CREATE TRIGGER deployment_names_same_name BEFORE INSERT OR UPDATE OF name, owner ON pgdl.deployment_names
 	FOR EACH ROW EXECUTE FUNCTION pgdl.names_free();
-
-CREATE FUNCTION pgdl.architecture_id(name text) RETURNS bigint
-	LANGUAGE sql STABLE STRICT PARALLEL SAFE AS
-$$
-SELECT pgdl.resolve_name('architecture', $1, array_agg(a.id ORDER BY a.id), array_agg(a.owner ORDER BY a.id),
-						 'Store one of your own with pgdl.add_architecture(), or SET ROLE to its owner.')
-  FROM pgdl.architectures a WHERE a.name = $1
-$$;
-COMMENT ON FUNCTION pgdl.architecture_id(text) IS
-	'the id of the architecture a name means to the current role: its own, else the only one of that name it may use; NULL if none';
 
 -- The rule of grants, for models and deployments alike: acl without role's item, then with USAGE
 -- granted by owner when shared.  role is a role's name or "public".
