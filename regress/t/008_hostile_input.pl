@@ -193,12 +193,15 @@ SELECT pgdl.grid_search('sweep_heads', '{}',
 SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_set', 1, 'sweep_valid', workers => 2);
 SELECT count(*) FROM pgdl.fit_multiple('sweep_packed', 'sweep_heads', 1, 'sweep_valid', workers => 2,
 									   feature_cache => 'on');
--- deployments: one to use and grant, one with an earlier model to roll back to, one to drop
-SELECT pgdl.deploy('sweep_deployment', 'sweep_model');
-SELECT pgdl.deploy('sweep_dep_rollback', 'sweep_model');
-SELECT pgdl.deploy('sweep_dep_rollback', (SELECT max(id) FROM pgdl.models WHERE name IS NULL AND run IS NOT NULL
-											AND NOT (metrics ? 'diverged')));
-SELECT pgdl.deploy('sweep_dep_drop', 'sweep_model');
+-- deployments of sweep_set's two models (sweep_model is deleted as a base model): one to use and grant,
+-- one with an earlier model to roll back to, one to drop
+CREATE TEMP TABLE sweep_set_models AS
+SELECT m.id FROM pgdl.models m JOIN pgdl.runs r ON r.id = m.run
+ WHERE r.kind = 'fit_multiple' AND m.name IS NULL AND m.parent IS NULL ORDER BY m.id LIMIT 2;
+SELECT pgdl.deploy('sweep_deployment', (SELECT min(id) FROM sweep_set_models));
+SELECT pgdl.deploy('sweep_dep_rollback', (SELECT min(id) FROM sweep_set_models));
+SELECT pgdl.deploy('sweep_dep_rollback', (SELECT max(id) FROM sweep_set_models));
+SELECT pgdl.deploy('sweep_dep_drop', (SELECT min(id) FROM sweep_set_models));
 
 -- valid values the calls refer to
 CREATE TABLE sweep_fix AS
