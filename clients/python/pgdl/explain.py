@@ -81,7 +81,8 @@ def plot_attributions(explanation, image=None, shape=(28, 28), ax=None, *, cmap=
     attributions. `shape`: (height, width), or (channels, height, width) with 1 or 3 channels, whose
     attributions are summed per pixel; an array already of two dimensions keeps its own. The map's colours
     are symmetric about 0 (red adds to the class, blue takes away). Without `ax`, a new Figure on the Agg
-    canvas (no pyplot): ax.figure.savefig(path) writes it.
+    canvas (no pyplot): ax.figure.savefig(path) writes it. Over an image a pixel's map is as opaque as its
+    attribution is large, up to `alpha` for the largest.
     """
     if isinstance(explanation, Explanation):
         attributions = explanation.attributions
@@ -100,8 +101,9 @@ def plot_attributions(explanation, image=None, shape=(28, 28), ax=None, *, cmap=
         _draw_image(ax, _pixels(np.asarray(image, dtype=np.float64), shape, "image"))
     limit = float(np.nanmax(np.abs(heat))) if np.isfinite(heat).any() else 0.0
     limit = limit if limit > 0 else 1.0
-    drawn = ax.imshow(heat, cmap=cmap, vmin=-limit, vmax=limit, alpha=alpha if image is not None else 1.0,
-                      interpolation="nearest")
+    # over an image, each pixel's opacity grows with its attribution, so that the image shows where there is none
+    opacity = alpha * np.sqrt(np.clip(np.nan_to_num(np.abs(heat)) / limit, 0, 1)) if image is not None else None
+    drawn = ax.imshow(heat, cmap=cmap, vmin=-limit, vmax=limit, alpha=opacity, interpolation="nearest")
     if colorbar:
         ax.figure.colorbar(drawn, ax=ax, fraction=0.046, pad=0.04, label="attribution")
     ax.set_xticks([])

@@ -395,13 +395,14 @@ class ExplainTest(Fixture):
         self.assertEqual((grey.get_cmap().name, grey.get_array().shape), ("gray", (28, 28)))
         low, high = heat.get_clim()
         self.assertEqual((low, high), (-np.abs(attributions).max(), np.abs(attributions).max()))
-        self.assertTrue(0 < heat.get_alpha() < 1)
+        opacity = np.sqrt(np.abs(attributions) / np.abs(attributions).max()) * 0.6
+        np.testing.assert_allclose(heat.get_alpha(), opacity.reshape(28, 28))		# the largest at alpha
         np.testing.assert_array_equal(heat.get_array(), attributions.reshape(28, 28))
         png = io.BytesIO()
         ax.figure.savefig(png, format="png")
         self.assertEqual(png.getvalue()[:8], b"\x89PNG\r\n\x1a\n")
         alone = pgdl.plot_attributions(attributions.reshape(28, 28), colorbar=False)
-        self.assertEqual((len(alone.images), alone.images[0].get_alpha()), (1, 1.0))
+        self.assertEqual((len(alone.images), alone.images[0].get_alpha()), (1, None))		# opaque
         rgb = pgdl.plot_attributions(rng.normal(size=3 * 64), image=rng.random(3 * 64), shape=(3, 8, 8))
         self.assertEqual(rgb.images[0].get_array().shape, (8, 8, 3))
         self.assertEqual(rgb.images[1].get_array().shape, (8, 8))
