@@ -2,6 +2,7 @@
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -51,3 +52,13 @@ def cursor(conn, binary=True):
     cur = conn.cursor(binary=binary)
     register(cur)
     return cur
+
+
+def relation(obj):
+    """The SQL name of a table: a Table's or a Dataset's own (its `relation`), or obj as it is."""
+    return getattr(obj, "relation", obj)
+
+
+def frame(cur):
+    """The rows of an executed cursor as a DataFrame with its column names."""
+    return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])

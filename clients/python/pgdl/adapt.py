@@ -44,19 +44,27 @@ def as_float32(obj):
 
 
 class Float32ArrayDumper(Dumper):
-    """ndarray -> real[] in binary format, elements in C order."""
+    """ndarray -> real[] in binary format, elements in C order; a masked array's masked elements as NULL."""
 
     format = Format.BINARY
     oid = REAL_ARRAY_OID
 
     def dump(self, obj):
-        a = np.ascontiguousarray(as_float32(obj)).reshape(-1)
+        mask = np.ma.getmaskarray(obj).reshape(-1) if np.ma.isMaskedArray(obj) else None
+        a = np.ascontiguousarray(as_float32(np.ma.filled(obj, 0) if mask is not None else obj)).reshape(-1)
         if a.size == 0:
             return _HEADER.pack(0, 0, FLOAT4_OID)
         items = np.empty(a.size, dtype=_ITEMS)
         items["len"] = 4
         items["bits"] = a.view(np.uint32)	# the bits as they are: NaN payloads and -0 survive
-        return _HEADER.pack(1, 0, FLOAT4_OID) + _DIM.pack(a.size, 1) + items.tobytes()
+        if mask is None or not mask.any():
+            return _HEADER.pack(1, 0, FLOAT4_OID) + _DIM.pack(a.size, 1) + items.tobytes()
+        # a NULL element is its length, -1, with no bytes after it
+        items["len"][mask] = -1
+        keep = np.ones((a.size, _ITEMS.itemsize), dtype=bool)
+        keep[mask, 4:] = False
+        body = items.view(np.uint8).reshape(a.size, _ITEMS.itemsize)[keep]
+        return _HEADER.pack(1, 1, FLOAT4_OID) + _DIM.pack(a.size, 1) + body.tobytes()
 
 
 class Float32ArrayBinaryLoader(Loader):

@@ -1,11 +1,18 @@
 """A run's per-epoch metrics and a model's scores (pgdl.metrics, pgdl.confusion_matrix) as pandas
-DataFrames, and its training curves as a matplotlib figure."""
+DataFrames, a model's loss and accuracy (pgdl.evaluate) as an Evaluation, and its training curves as a
+matplotlib figure."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from psycopg import sql
 
-from ._sql import call, cursor, model_arg
+from ._sql import call, cursor, model_arg, relation
+from .tables import Table
 
 
 def run_metrics(conn, run):
@@ -24,12 +31,15 @@ def run_metrics(conn, run):
 
 
 def _data_args(data, features, label):
-    """A packed table (features and label None) or raw rows: a table, view or query and its columns."""
+    """A packed table (features and label None) or raw rows: a table, view or query and its columns (a
+    Table from to_table brings its own)."""
+    if isinstance(data, Table) and features is None and label is None:
+        features, label = data.features, data.label
     if (features is None) != (label is None):
         raise TypeError("raw rows need both features and label; a packed table takes neither")
     if features is None:
-        return [("%s::regclass", data)]
-    return [("%s::text", data), ("%s::text", features), ("%s::text", label)]
+        return [("%s::regclass", relation(data))]
+    return [("%s::text", relation(data)), ("%s::text", features), ("%s::text", label)]
 
 
 def _rows(conn, function, model, data, features, label, named):
@@ -37,6 +47,23 @@ def _rows(conn, function, model, data, features, label, named):
     with cursor(conn, binary=False) as cur:
         cur.execute(sql.SQL("SELECT * FROM {}").format(text), params)
         return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description])
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """pgdl.evaluate's row: the mean loss, the accuracy (None for a regression's mse) and the rows read."""
+    loss: Optional[float]
+    accuracy: Optional[float]
+    n: int
+
+
+def evaluate(conn, model, data, features=None, label=None):
+    """pgdl.evaluate of a model over a packed table (a name or a Dataset), or with `features` and `label`
+    over the raw rows of a table, view or query (or a Table), preprocessed as its training set was packed."""
+    text, params = call("evaluate", [model_arg(model)] + _data_args(data, features, label), {})
+    with cursor(conn) as cur:
+        cur.execute(sql.SQL("SELECT loss, accuracy, n FROM {}").format(text), params)
+        return Evaluation(*cur.fetchone())
 
 
 def metrics(conn, model, data, features=None, label=None, *, top_k=None):

@@ -7,14 +7,15 @@ read, so the bar moves whatever that setting and client_min_messages say.
 """
 import threading
 import warnings
+from collections import namedtuple
 from collections.abc import Mapping
 
-import pandas as pd
 import psycopg
 from psycopg import sql
 from tqdm import tqdm
 
-from ._sql import call, cursor, json_arg
+from ._sql import call, cursor, frame, json_arg, relation
+from .selection import ConfigSet
 
 _FINISHED = ("done", "stopped", "diverged")
 _FIT_DEFAULT_EPOCHS = 10		# pgdl.fit's epochs DEFAULT
@@ -24,12 +25,14 @@ def fit(conn, source, architecture, config=None, epochs=None, validation=None, n
         progress=True, bar=None, monitor=None, poll_seconds=0.25):
     """Train one configuration with pgdl.fit; returns the model id.
 
-    `architecture`: a stored architecture's name (str) or a spec (a mapping). `config`: a mapping or
-    JSON text. Arguments left None take pgdl.fit's defaults. `progress`: show a tqdm bar of epochs, which
+    `source`, `validation`: packed tables (names or Datasets). `architecture`: a stored architecture's name
+    (str) or a spec (a mapping). `config`: a mapping or JSON text. Arguments left None take pgdl.fit's
+    defaults. `progress`: show a tqdm bar of epochs, which
     follows pgdl.progress, polled every `poll_seconds` from `monitor` (a connection or a conninfo string;
     by default a new connection with conn's parameters); `bar`: a tqdm-like object to advance instead of
     a new one.
     """
+    source, validation = relation(source), relation(validation)
     arch = ("%s::jsonb", json_arg(architecture)) if isinstance(architecture, Mapping) else ("%s::text", architecture)
     text, params = call("fit", [("%s::regclass", source), arch],
                         {"config": json_arg(config), "epochs": epochs, "validation": validation, "name": name})
@@ -52,32 +55,39 @@ def fit(conn, source, architecture, config=None, epochs=None, validation=None, n
             bar.close()
 
 
-def fit_multiple(conn, source, configs, epochs=None, validation=None, *, progress=True, bar=None,
-                 monitor=None, poll_seconds=0.25, **options):
+Selection = namedtuple("Selection", "run leaderboard")
+
+
+def fit_multiple(conn, source, configs, epochs=None, validation=None, *, rank_by=None, folds=None, deploy=None,
+                 progress=True, bar=None, monitor=None, poll_seconds=0.25, **options):
     """Train every configuration of a set with pgdl.fit_multiple.
 
-    Returns (run id, leaderboard DataFrame: pgdl.fit_multiple's rows, best first). `options`: the
-    function's other arguments by their SQL names (workers, strategy, eta, name_prefix, ...).
-    With `progress`, a bar of model-epochs (configurations x epochs) follows pgdl.progress, polled
-    every `poll_seconds` from `monitor`: a connection or a conninfo string, by default a new connection
-    with conn's parameters.
+    `source` and `validation`: packed tables (names or Datasets); `configs`: a set's name or a ConfigSet.
+    Returns Selection(run id, leaderboard DataFrame: pgdl.fit_multiple's rows, best first), which unpacks
+    as a pair. `rank_by` (a metric), `folds` (cross-validation) and `deploy` (a deployment name for the
+    best model) are passed only when given; `options`: the function's other arguments by their SQL names
+    (workers, strategy, eta, name_prefix, ...). With `progress`, a bar of model-epochs (configurations x
+    epochs) follows pgdl.progress, polled every `poll_seconds` from `monitor`: a connection or a conninfo
+    string, by default a new connection with conn's parameters.
     """
+    source, validation = relation(source), relation(validation)
+    configs = configs.name if isinstance(configs, ConfigSet) else configs
     text, params = call("fit_multiple", [("%s::regclass", source), ("%s::text", configs)],
-                        {"epochs": epochs, "validation": validation, **options})
+                        {"epochs": epochs, "validation": validation, "rank_by": rank_by, "folds": folds,
+                         "deploy": deploy, **options})
     bar = _bar(bar, progress, total=None, desc=f"fit_multiple {configs}", unit="model-epoch")
     watcher = _watch(_RunWatcher, "pgdl.fit_multiple", conn, monitor, bar, poll_seconds, source) \
         if bar is not None else None
     try:
         with cursor(conn) as cur:
             cur.execute(sql.SQL("SELECT * FROM {}").format(text), params)
-            columns = [c.name for c in cur.description]
-            board = pd.DataFrame(cur.fetchall(), columns=columns)
+            board = frame(cur)
         run = _run_of(conn, board)
         if watcher is not None:
             watcher.stop()
         if bar is not None and run is not None:
             _complete(conn, bar, run, len(board))
-        return run, board
+        return Selection(run, board)
     finally:
         if watcher is not None:
             watcher.stop()
@@ -94,19 +104,27 @@ def _watch(kind, function, conn, monitor, bar, poll_seconds, what):
 
 
 def _run_of(conn, board):
+    """The run of a leaderboard: its models' run, or with folds (no model per row) the newest run of its
+    first configuration, which this call has just trained."""
     if board.empty:
         return None
+    models = board["model"].dropna()
     with cursor(conn) as cur:
-        cur.execute("SELECT run FROM pgdl.models WHERE id = %s", [int(board["model"].iloc[0])])
+        if len(models):
+            cur.execute("SELECT run FROM pgdl.models WHERE id = %s", [int(models.iloc[0])])
+        else:
+            cur.execute("SELECT max(run) FROM pgdl.run_metrics WHERE config = %s", [int(board["config"].iloc[0])])
         row = cur.fetchone()
     return None if row is None else row[0]
 
 
 def _complete(conn, bar, run, models):
     """Bring the bar to its end: the last epochs may end between two polls, or before the first."""
-    with cursor(conn) as cur:
-        cur.execute("SELECT epochs FROM pgdl.runs WHERE id = %s", [run])
-        bar.total = models * cur.fetchone()[0]
+    with cursor(conn) as cur:		# cross-validation: a model per configuration and fold
+        cur.execute("SELECT epochs, (SELECT count(*) FROM pgdl.models WHERE run = %s) FROM pgdl.runs "
+                    "WHERE id = %s", [run, run])
+        epochs, stored = cur.fetchone()
+        bar.total = max(models, stored) * epochs
     bar.update(bar.total - bar.n)
 
 

@@ -123,6 +123,11 @@ class ArraysTest(Fixture):
             self.assertEqual(nulls.mask.tolist(), [False, True, False])
             self.assertTrue(np.isnan(nulls[2]))
             self.assertEqual(empty.size, 0)
+        # and back: a masked array's masked elements go as NULL
+        sent = np.ma.MaskedArray(np.array([1.5, 1e300, np.nan, -2], dtype=np.float64), mask=[0, 1, 0, 1])
+        text, back = self.conn.execute("SELECT %s::text, %s", [sent, sent]).fetchone()
+        self.assertEqual(text, "{1.5,NULL,NaN,NULL}")
+        self.assertEqual(back.mask.tolist(), [False, True, False, True])
 
     def test_numpy_scalars(self):
         row = self.conn.execute("SELECT pg_typeof(%s)::text, pg_typeof(%s)::text, pg_typeof(%s)::text, %s",
