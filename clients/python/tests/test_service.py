@@ -328,8 +328,9 @@ class DeploymentTest(Fixture):
         self.conn.execute("DELETE FROM pgdl.architectures WHERE name = 'py_svc_dep_arch'")
         self.conn.execute("SELECT pgdl.add_architecture('py_svc_dep_arch', %s)", [psycopg.types.json.Jsonb(SPEC)])
         grid = pgdl.grid_search(self.conn, "py_svc_dep", "py_svc_dep_arch", {"lr": [0.01, 0.05]})
+        # the winner is scored against the served model on a validation table: here the training points
         run, board = pgdl.fit_multiple(self.conn, "py_points_packed", grid, epochs=1, workers=2,
-                                       deploy="py_svc_best", progress=False)
+                                       validation="py_points_packed", deploy="py_svc_best", progress=False)
         best = int(board.loc[board["rank"] == 1, "model"].item())
         live = pgdl.deployments(self.conn, "py_svc_best")
         self.assertEqual(live.loc[live["active"], "model"].tolist(), [best])
