@@ -124,7 +124,7 @@ SELECT pgdl.fit('ex_seq_p', '{"input": [7], "layers": [
   {"type": "concat", "inputs": ["a", "colour", "toks"]},
   {"type": "dense", "units": 2}]}'::jsonb,
   '{"optimizer": "adam", "lr": 0.05, "batch_size": 25, "seed": 5}', epochs => 10, name => 'ex_seq') > 0 AS trained;
-SELECT feature, name, value, baseline_value, attribution <> 0 AS attributed
+SELECT feature, name, value, round(baseline_value::numeric, 4) AS baseline_value, attribution <> 0 AS attributed
   FROM pgdl.explain('ex_seq', ARRAY[0.5], ARRAY['blue'], '[[3, 1]]', '1');
 WITH e AS (SELECT * FROM pgdl.explain('ex_seq', ARRAY[0.5], ARRAY['blue'], '[[3, 1]]', '1'))
 SELECT abs((SELECT sum(attribution) FROM e)

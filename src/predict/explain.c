@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "catalog/pg_type.h"
+#include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -308,6 +309,16 @@ explain_args(FunctionCallInfo fcinfo, bool categories, ExplainArgs *a)
 	return true;
 }
 
+/* A float the model read, as the double of its shortest decimal: 29.3, not 29.299999237060547. */
+static double
+shown_value(float v)
+{
+	char		buf[FLOAT_SHORTEST_DECIMAL_LEN];
+
+	float_to_shortest_decimal_buf(v, buf);
+	return strtod(buf, NULL);
+}
+
 /* One row per feature: its number, name, x's raw value, the baseline's, the attribution. */
 static void
 explain_rows(FunctionCallInfo fcinfo, const PgdlModel *model, const ExplainArgs *a, const float *braw,
@@ -323,8 +334,8 @@ explain_rows(FunctionCallInfo fcinfo, const PgdlModel *model, const ExplainArgs 
 
 		values[0] = Int32GetDatum((int32) (j + 1));
 		values[1] = names[j] ? CStringGetTextDatum(names[j]) : (Datum) 0;
-		values[2] = Float8GetDatum(a->xraw[j]);
-		values[3] = Float8GetDatum(braw[j]);
+		values[2] = Float8GetDatum(shown_value(a->xraw[j]));
+		values[3] = Float8GetDatum(shown_value(braw[j]));
 		values[4] = Float8GetDatum(attr[j]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
