@@ -12,6 +12,11 @@
  * left as they were; its parameter gradients are scratch (each training step
  * writes them anew) and its workspace gains the input's gradient.
  *
+ * The path integral is Gauss-Legendre quadrature over `steps` points (as
+ * Captum's default): exact for a polynomial of degree 2 steps - 1 along the
+ * path, so a smooth network's attributions sum to f(x) - f(b) far closer than
+ * the midpoint rule's at the same cost; one point is the midpoint.
+ *
  * An id read by an embedding has no gradient: a straight path over ids
  * crosses ids that mean nothing.  Such a column's path runs in the
  * embedding's output space instead, from the baseline's vectors to x's, and
@@ -311,15 +316,53 @@ explain_ends(Explain *e, const float *x, const float *b, double *fx, double *fb)
 	*fb = target_value(e, e->z + k, e->dz);
 }
 
-/* The mean gradient over the path (e->sum / steps) times each column's change: the attributions. */
+/*
+ * Gauss-Legendre's n points t[k] of [0, 1] and their weights w[k] (summing to
+ * 1): the roots of the Legendre polynomial P_n by Newton's method from
+ * Tricomi's estimate, in increasing order.
+ */
 static void
-explain_attributions(const Explain *e, const float *x, const float *b, int32_t steps, float *attr)
+gauss_legendre(int32_t n, double *t, double *w)
+{
+	for (int32_t i = 0; i < (n + 1) / 2; i++)
+	{
+		double		z = cos(M_PI * (i + 0.75) / (n + 0.5)),
+					dp = 1.0;
+
+		for (int iter = 0; iter < 100; iter++)
+		{
+			double		p0 = 1.0,
+						p1 = 0.0,
+						z0 = z;
+
+			/* P_n(z) by the three-term recurrence; p1 ends as P_{n-1} */
+			for (int32_t j = 1; j <= n; j++)
+			{
+				double		p2 = p1;
+
+				p1 = p0;
+				p0 = ((2.0 * j - 1.0) * z * p1 - (j - 1.0) * p2) / j;
+			}
+			dp = n * (z * p0 - p1) / (z * z - 1.0);
+			z = z0 - p0 / dp;
+			if (fabs(z - z0) <= 1e-15)
+				break;
+		}
+		t[i] = 0.5 * (1.0 - z);
+		t[n - 1 - i] = 0.5 * (1.0 + z);
+		w[i] = w[n - 1 - i] = 1.0 / ((1.0 - z * z) * dp * dp);
+	}
+}
+
+/* The weighted sum of the gradients over the path (e->sum) times each column's change: the attributions. */
+static void
+explain_attributions(const Explain *e, const float *x, const float *b, float *attr)
 {
 	int64_t		in = nn_model_input_size(e->m);
 	const double *g = e->sum + in;
 
 	for (int64_t j = 0; j < in; j++)
-		attr[j] = (float) (((double) x[j] - (double) b[j]) * e->sum[j] / steps);
+		attr[j] = (float) (((double) x[j] - (double) b[j]) * e->sum[j]);
 	for (int i = 0; i < e->n_emb; i++)
 	{
 		const ExplainEmbedding *x_emb = &e->emb[i];
@@ -331,7 +374,7 @@ explain_attributions(const Explain *e, const float *x, const float *b, int32_t s
 			double		a = 0.0;
 
 			for (int64_t d = p * per_id; d < (p + 1) * per_id; d++)
-				a += ((double) x_emb->ex[d] - (double) x_emb->eb[d]) * g[d] / steps;
+				a += ((double) x_emb->ex[d] - (double) x_emb->eb[d]) * g[d];
 			attr[x_emb->from + p] = (float) a;
 		}
 		g += x_emb->size;
@@ -345,7 +388,8 @@ nn_model_integrated_gradients(NnModel *m, const float *x, const float *b, int32_
 	Explain		e;
 	int32_t		chunk = steps < NN_EXPLAIN_CHUNK ? steps : NN_EXPLAIN_CHUNK;
 	int64_t		in = nn_model_input_size(m);
-	double		alpha[NN_EXPLAIN_CHUNK];
+	double	   *t,
+			   *w;
 	unsigned int fp;
 
 	if (steps < 1 || steps > NN_MAX_EXPLAIN_STEPS)
@@ -353,35 +397,40 @@ nn_model_integrated_gradients(NnModel *m, const float *x, const float *b, int32_
 		nn_error_set(err, -1, "steps", "steps must be between 1 and %d, got %d", NN_MAX_EXPLAIN_STEPS, (int) steps);
 		return false;
 	}
-	if (!explain_begin(&e, m, output, target, chunk < 2 ? 2 : chunk, err) ||
+	t = malloc(sizeof(double) * 2 * steps);
+	if (t == NULL || !explain_begin(&e, m, output, target, chunk < 2 ? 2 : chunk, err) ||
 		!nn_model_check_input(m, x, 1, err) || !nn_model_check_input(m, b, 1, err))
 	{
+		if (t == NULL)
+			nn_error_set(err, -1, "", "out of memory for an explanation");
+		free(t);
 		explain_end(&e);
 		return false;
 	}
+	w = t + steps;
+	gauss_legendre(steps, t, w);
 	fp = nn_fp_enter();
 	explain_ends(&e, x, b, fx, fb);
-	/* the midpoint rule: point s of the path at alpha = (s + 1/2) / steps */
 	for (int32_t s0 = 0; s0 < steps; s0 += chunk)
 	{
 		int32_t		c = steps - s0 < chunk ? steps - s0 : chunk;
 
 		for (int32_t r = 0; r < c; r++)
 		{
-			alpha[r] = (s0 + r + 0.5) / steps;
 			for (int64_t j = 0; j < in; j++)
-				e.path[r * in + j] = (float) (b[j] + alpha[r] * ((double) x[j] - b[j]));
+				e.path[r * in + j] = (float) (b[j] + t[s0 + r] * ((double) x[j] - b[j]));
 			for (int i = 0; i < e.n_emb; i++)	/* valid ids: the embedding's output is replaced */
 				memcpy(e.path + r * in + e.emb[i].from, x + e.emb[i].from, sizeof(float) * e.emb[i].count);
 		}
-		explain_forward(&e, e.path, c, alpha);
+		explain_forward(&e, e.path, c, t + s0);
 		explain_backward(&e, c, NULL);
 		for (int32_t r = 0; r < c; r++)
 			for (int64_t j = 0; j < e.grad_size; j++)
-				e.sum[j] += e.grad[r * e.grad_size + j];
+				e.sum[j] += w[s0 + r] * e.grad[r * e.grad_size + j];
 	}
 	nn_fp_leave(fp);
-	explain_attributions(&e, x, b, steps, attr);
+	explain_attributions(&e, x, b, attr);
 	explain_end(&e);
+	free(t);
 	return true;
 }

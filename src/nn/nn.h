@@ -423,11 +423,12 @@ extern bool nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float
  *
  * _input_gradient: f of n examples x (f may be NULL) and df/dx into grad
  * (n x input size); a column an embedding reads (an id) gets 0.
- * _integrated_gradients: one example x from baseline b, the midpoint rule over
- * `steps` points of the straight path, attr[j] = (x_j - b_j) times the mean of
- * df/dx_j over the points; a column an embedding reads runs its path in the
- * embedding's output space (from b's ids' vectors to x's) and gets the sum
- * over its vector of (e_x - e_b) times the mean gradient there.  fx and fb: f
+ * _integrated_gradients: one example x from baseline b, Gauss-Legendre
+ * quadrature over `steps` points t_k (weights w_k) of the straight path,
+ * attr[j] = (x_j - b_j) times the sum of w_k df/dx_j at b + t_k (x - b) (one
+ * step: the midpoint's gradient); a column an embedding reads runs its path
+ * in the embedding's output space (from b's ids' vectors to x's) and gets the
+ * sum over its vector of (e_x - e_b) times the weighted gradient there.  fx and fb: f
  * at x and b, so that sum(attr) approximates fx - fb (completeness).
  */
 #define NN_MAX_EXPLAIN_STEPS	4096
