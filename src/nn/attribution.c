@@ -397,12 +397,14 @@ nn_model_integrated_gradients(NnModel *m, const float *x, const float *b, int32_
 		nn_error_set(err, -1, "steps", "steps must be between 1 and %d, got %d", NN_MAX_EXPLAIN_STEPS, (int) steps);
 		return false;
 	}
-	t = malloc(sizeof(double) * 2 * steps);
-	if (t == NULL || !explain_begin(&e, m, output, target, chunk < 2 ? 2 : chunk, err) ||
+	if ((t = malloc(sizeof(double) * 2 * steps)) == NULL)
+	{
+		nn_error_set(err, -1, "", "out of memory for an explanation");
+		return false;
+	}
+	if (!explain_begin(&e, m, output, target, chunk < 2 ? 2 : chunk, err) ||
 		!nn_model_check_input(m, x, 1, err) || !nn_model_check_input(m, b, 1, err))
 	{
-		if (t == NULL)
-			nn_error_set(err, -1, "", "out of memory for an explanation");
 		free(t);
 		explain_end(&e);
 		return false;

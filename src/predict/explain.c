@@ -11,7 +11,7 @@
  * The baseline is given in raw features, as x is, and preprocessed as x is.
  * Without one it is the training set's mean: the dataset's recorded mean when
  * it was standardized, else the mean of its packed table's rows (read once per
- * call site and dataset, kept in fn_extra), unscaled back to raw features; a
+ * statement and dataset), unscaled back to raw features; a
  * categorical or sequence column's baseline is id 0 (unseen, padding) and a
  * sequence's length 0.  A model blob has no training set: zeros.
  *
@@ -24,12 +24,14 @@
 
 #include <math.h>
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/shortest_dec.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
@@ -53,14 +55,23 @@ typedef struct ExplainWhat
 	bool		complement;
 } ExplainWhat;
 
-/* A call site's default baseline: the raw features of dataset `dataset`'s training mean. */
+/*
+ * The default baseline of the statement running: the raw features of dataset
+ * `dataset`'s training mean.  Not in fn_extra, which the model argument's
+ * call site state (model_io.c) owns; kept for one statement of one
+ * transaction, so that rows written to the packed table later are seen.
+ */
 typedef struct BaselineCache
 {
 	int64		dataset;
 	Oid			packed;
 	int32		n;
+	LocalTransactionId lxid;
+	TimestampTz statement;
 	float	   *raw;
 } BaselineCache;
+
+static BaselineCache baseline_cache;
 
 /* ---- the class or output explained ---- */
 
@@ -156,35 +167,37 @@ mean_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 	ms->rows += n;
 }
 
-/* The training set's mean as raw numeric features (0 beyond them), computed once per call site and dataset. */
+/* The training set's mean as raw numeric features (0 beyond them), computed once per statement and dataset. */
 static const float *
-default_baseline(FunctionCallInfo fcinfo, const PgdlDataset *ds)
+default_baseline(const PgdlDataset *ds)
 {
-	BaselineCache *bc = fcinfo->flinfo->fn_extra;
+	BaselineCache *bc = &baseline_cache;
 	MeanScan	ms = {0};
 
-	if (bc != NULL && bc->dataset == ds->id && bc->packed == ds->packed && bc->n == ds->n_features)
+	if (bc->raw != NULL && bc->dataset == ds->id && bc->packed == ds->packed && bc->n == ds->n_features &&
+		bc->lxid == MyProc->lxid && bc->statement == GetCurrentStatementStartTimestamp())
 		return bc->raw;
-	if (bc == NULL)
-		bc = fcinfo->flinfo->fn_extra = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(BaselineCache));
-	else if (bc->raw != NULL)
+	if (bc->raw != NULL)
 		pfree(bc->raw);
-	bc->dataset = 0;
-	bc->raw = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(float) * ds->n_features);
-	if (ds->mean != NULL)
-		memcpy(bc->raw, ds->mean, sizeof(float) * ds->n_numeric);
-	else
+	bc->raw = NULL;
+	bc->n = ds->n_features;
+	bc->dataset = ds->id;
+	bc->packed = ds->packed;
+	bc->lxid = MyProc->lxid;
+	bc->statement = GetCurrentStatementStartTimestamp();
+	if (ds->mean == NULL)
 	{
 		ms.sum = palloc0(sizeof(double) * ds->n_features);
 		ms.n_features = ds->n_features;
 		pgdl_packed_scan(ds, -1, mean_buffer, &ms, NULL, NULL);
-		/* packed values are x * scale: the raw mean is their mean / scale */
-		for (int32 j = 0; j < ds->n_numeric && ms.rows > 0; j++)
-			bc->raw[j] = (float) (ms.sum[j] / (double) ms.rows / (double) ds->scale);
 	}
-	bc->dataset = ds->id;
-	bc->packed = ds->packed;
-	bc->n = ds->n_features;
+	/* last: an error above leaves no entry */
+	bc->raw = MemoryContextAllocZero(TopMemoryContext, sizeof(float) * ds->n_features);
+	if (ds->mean != NULL)
+		memcpy(bc->raw, ds->mean, sizeof(float) * ds->n_numeric);
+	/* packed values are x * scale: the raw mean is their mean / scale */
+	for (int32 j = 0; ds->mean == NULL && j < ds->n_numeric && ms.rows > 0; j++)
+		bc->raw[j] = (float) (ms.sum[j] / (double) ms.rows / (double) ds->scale);
 	return bc->raw;
 }
 
@@ -194,7 +207,7 @@ default_baseline(FunctionCallInfo fcinfo, const PgdlDataset *ds)
  * the default.
  */
 static float *
-explain_baseline(FunctionCallInfo fcinfo, const PgdlModel *model, ArrayType *given, int64 numeric, int64 in)
+explain_baseline(const PgdlModel *model, ArrayType *given, int64 numeric, int64 in)
 {
 	float	   *raw = palloc0(sizeof(float) * in);
 	int64		length;
@@ -211,7 +224,7 @@ explain_baseline(FunctionCallInfo fcinfo, const PgdlModel *model, ArrayType *giv
 		memcpy(raw, b, sizeof(float) * length);
 	}
 	else if (model->dataset != NULL)
-		memcpy(raw, default_baseline(fcinfo, model->dataset), sizeof(float) * model->dataset->n_numeric);
+		memcpy(raw, default_baseline(model->dataset), sizeof(float) * model->dataset->n_numeric);
 	return raw;
 }
 
@@ -389,7 +402,7 @@ explain(FunctionCallInfo fcinfo, bool categories)
 	}
 	x = pgdl_predict_prepare_features(m, model->dataset, a.xraw, a.length, NULL, "x");
 	in = nn_model_input_size(m);
-	braw = explain_baseline(fcinfo, model, a.baseline, a.numeric, in);
+	braw = explain_baseline(model, a.baseline, a.numeric, in);
 	b = pgdl_predict_prepare_features(m, model->dataset, braw, in, palloc(sizeof(float) * in), "baseline");
 	pgdl_check_model_input(m, x, 1);
 	pgdl_check_model_input(m, b, 1);
