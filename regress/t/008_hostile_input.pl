@@ -481,6 +481,13 @@ my %VALID = (
 	'metrics.source'               => q{'sweep_points'},
 	'confusion_matrix.source'      => q{'sweep_points'},
 	'roc_curve.source'             => q{'sweep_points'},
+	'feature_importance.source'    => q{'sweep_points'},
+	# explanations (sql/parts/53_explain.sql)
+	'target_class'                 => q{'1'},				# one of sweep_points' three classes
+	'baseline'                     => q{'{0,0,0,0}'},
+	'steps'                        => '8',
+	'metric'                       => q{'accuracy'},
+	'repeats'                      => '2',
 	'top_k'                        => '2',
 	'positive'                     => q{'1'},				# one of sweep_points' three classes
 	'source_kind'                  => q{'text'},

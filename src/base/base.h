@@ -30,6 +30,7 @@
 #define PGDL_MAX_WORKERS		64
 #define PGDL_MAX_MODELS			1024	/* configurations in one fit_multiple run */
 #define PGDL_MAX_CONFIGS		10000	/* one grid or random search: more is a mistake, not a search */
+#define PGDL_MAX_IMPORTANCE_REPEATS	1000	/* shuffles of each feature in pgdl.feature_importance */
 
 /* guc.c: pgdl.* settings */
 extern int	pgdl_blas_threads;

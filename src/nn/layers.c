@@ -674,7 +674,8 @@ dropout_backward(const LayerCall *c)
 
 	if (c->din == NULL)
 		return;
-	if (c->l->rate == 0.0f)
+	/* the inference-mode forward was the identity */
+	if (c->l->rate == 0.0f || c->m->infer_grad)
 	{
 		if (c->din != c->dout)
 			c->be->copy(c->din, c->dout, sizeof(float) * count);
@@ -696,11 +697,29 @@ batchnorm_forward(const LayerCall *c)
 							 c->training, c->m->aux[c->i]);
 }
 
+/*
+ * In inference mode the layer is y = x * gamma * invstd + shift per channel
+ * (invstd of the running variance), so dx = dy * gamma * invstd: inference's
+ * forward itself on dy with a zero mean and a zero shift, both of which the
+ * saved batch statistics (unused in inference) hold.  No parameter gradients.
+ */
 static void
 batchnorm_backward(const LayerCall *c)
 {
 	const NnShape *s = &IN_SHAPE(c->m, c->i);
 
+	if (c->m->infer_grad)
+	{
+		float	   *zeros = c->m->aux[c->i];
+
+		if (c->din == NULL)
+			return;
+		c->be->fill(zeros, 0.0f, 2 * s->c);
+		c->be->batchnorm_forward(c->dout, c->din, c->n, s->c, s->h * s->w, c->p, zeros,
+								 zeros + s->c, c->m->buffers + c->m->buffer_off[c->i] + s->c,
+								 c->l->eps, c->l->momentum, false, NULL);
+		return;
+	}
 	c->be->batchnorm_backward(c->in, c->dout, c->din, c->n, s->c, s->h * s->w,
 							  c->p, c->dp, c->dp + s->c, c->m->aux[c->i]);
 }

@@ -13,40 +13,6 @@
 #include "backend.h"
 #include "nn_internal.h"
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
-
-/*
- * Optimizer state decays geometrically (Adam's v by 0.999 a step) and, for
- * weights that rarely get a gradient, spends thousands of steps as denormal
- * floats, which x86 handles through a microcode assist about 50 times slower:
- * an MLP trained with Adam ran 4x slower in its second epoch than its first.
- * The engine's public entry points run with denormals flushed to zero (FTZ and
- * DAZ) and put the caller's floating-point mode back on return; the host
- * (PostgreSQL) never sees the change.
- */
-static inline unsigned int
-fp_enter(void)
-{
-#if defined(__SSE__)
-	unsigned int old = _mm_getcsr();
-
-	_mm_setcsr(old | 0x8040);	/* FTZ (bit 15) | DAZ (bit 6) */
-	return old;
-#else
-	return 0;
-#endif
-}
-
-static inline void
-fp_leave(unsigned int old)
-{
-#if defined(__SSE__)
-	_mm_setcsr(old);
-#endif
-}
-
 static bool
 safe_floats(int64_t n, size_t *bytes)
 {
@@ -648,11 +614,11 @@ host_output(NnModel *m, const float *out, int32_t n, int upto)
 const float *
 nn_model_forward(NnModel *m, const float *x, int32_t n, bool training)
 {
-	unsigned int fp = fp_enter();
+	unsigned int fp = nn_fp_enter();
 	const float *out = forward_pass(m, x, n, m->spec.n_layers, training, false);
 
 	out = host_output(m, out, n, m->spec.n_layers);
-	fp_leave(fp);
+	nn_fp_leave(fp);
 	return out;
 }
 
@@ -664,9 +630,9 @@ nn_model_forward_upto(NnModel *m, const float *x, int32_t n, int upto)
 
 	if (upto < 1 || upto > m->spec.n_layers)
 		return NULL;
-	fp = fp_enter();
+	fp = nn_fp_enter();
 	out = host_output(m, forward_pass(m, x, n, upto, false, false), n, upto);
-	fp_leave(fp);
+	nn_fp_leave(fp);
 	return out;
 }
 
@@ -1121,7 +1087,7 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 		return false;
 	if (training && !nn_weights_batch(m, y, n, &hw, &wsum, err))
 		return false;
-	fp = fp_enter();
+	fp = nn_fp_enter();
 	if (training && step_parallel(m, n))
 		nn_parallel_forward(m, x, n);
 	else
@@ -1129,7 +1095,7 @@ run_batch(NnModel *m, const float *x, const float *y, int32_t n, bool training, 
 	ok = model_loss(m, y, n, on_device, training, hw, wsum, stats, err);
 	if (ok && training)
 		backward_update(m);
-	fp_leave(fp);
+	nn_fp_leave(fp);
 	return ok;
 }
 
@@ -1142,7 +1108,7 @@ step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_devic
 	unsigned int fp;
 	bool		ok;
 
-	fp = fp_enter();
+	fp = nn_fp_enter();
 	if (step_parallel(m, n))
 		nn_parallel_forward(m, x, n);
 	else
@@ -1151,7 +1117,7 @@ step_finite(NnModel *m, const float *x, const float *y, int32_t n, bool on_devic
 	*finite = !ok || isfinite(step.loss_sum);
 	if (ok && *finite)
 		backward_update(m);
-	fp_leave(fp);
+	nn_fp_leave(fp);
 	if (ok && *finite && stats)
 	{
 		/* step.loss_sum is exactly what nn_model_loss would have added */

@@ -260,6 +260,7 @@ typedef struct NnModel
 	struct NnStaging *staging;
 	bool		want_dinput;
 	uint8_t		threads;		/* training threads (nn_model_set_threads); 0 or 1: the caller's only */
+	bool		infer_grad;		/* backward differentiates the inference-mode forward (attribution.c) */
 	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	/* the graph form (nn_model_layout): readers of each output, index producer + 1 (0: the input) */
 	int16_t		consumers[NN_MAX_LAYERS + 1];
@@ -407,6 +408,41 @@ extern bool nn_model_copy_layers(NnModel *dst, int dst_from, const NnModel *src,
 								 int count, NnError *err);
 /* Inference-mode outputs of n examples into out, NN_FROZEN_CHUNK at a time: the same bytes for any caller. */
 extern bool nn_model_forward_frozen(NnModel *m, const float *x, int32_t n, float *out, NnError *err);
+
+/*
+ * attribution.c: explanations of a prediction.  f is one number of the
+ * inference-mode network (dropout off, batch normalization's running
+ * statistics): a raw output (NN_EXPLAIN_OUTPUT) or the probability the model
+ * gives it (NN_EXPLAIN_PROBABILITY: softmax over the outputs for
+ * cross_entropy, the output's sigmoid for binary_cross_entropy; none for mse).
+ * Inputs, outputs and attributions are host memory; the model must be on a
+ * host-memory backend.  The parameters, running statistics and optimizer
+ * state are untouched; the parameter gradients are overwritten (each training
+ * step writes them anew) and the workspace keeps the input's gradient
+ * (want_dinput).
+ *
+ * _input_gradient: f of n examples x (f may be NULL) and df/dx into grad
+ * (n x input size); a column an embedding reads (an id) gets 0.
+ * _integrated_gradients: one example x from baseline b, Gauss-Legendre
+ * quadrature over `steps` points t_k (weights w_k) of the straight path,
+ * attr[j] = (x_j - b_j) times the sum of w_k df/dx_j at b + t_k (x - b) (one
+ * step: the midpoint's gradient); a column an embedding reads runs its path
+ * in the embedding's output space (from b's ids' vectors to x's) and gets the
+ * sum over its vector of (e_x - e_b) times the weighted gradient there.  fx and fb: f
+ * at x and b, so that sum(attr) approximates fx - fb (completeness).
+ */
+#define NN_MAX_EXPLAIN_STEPS	4096
+typedef enum NnExplainTarget
+{
+	NN_EXPLAIN_OUTPUT = 0,
+	NN_EXPLAIN_PROBABILITY
+} NnExplainTarget;
+extern bool nn_explain_target_valid(const NnModel *m, int32_t output, NnExplainTarget target, NnError *err);
+extern bool nn_model_input_gradient(NnModel *m, const float *x, int32_t n, int32_t output, NnExplainTarget target,
+									float *f, float *grad, NnError *err);
+extern bool nn_model_integrated_gradients(NnModel *m, const float *x, const float *b, int32_t steps,
+										  int32_t output, NnExplainTarget target, float *attr, double *fx,
+										  double *fb, NnError *err);
 
 /* serialize.c */
 #define NN_FORMAT_MAGIC		"PGDLMDL1"

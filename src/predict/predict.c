@@ -152,11 +152,12 @@ pgdl_predict_check_outputs(const float *z, int64 k, const char *what)
 /*
  * x's `length` features, checked against the model, normalized with its
  * dataset and checked to be finite, into `dst` (which may be NULL: then returns
- * x itself when nothing needs normalizing, or a palloc'd copy).
+ * x itself when nothing needs normalizing, or a palloc'd copy).  `what` names
+ * x in errors.
  */
-static const float *
-prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 length,
-				float *dst)
+const float *
+pgdl_predict_prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 length,
+							  float *dst, const char *what)
 {
 	int64		expected = nn_model_input_size(m);
 
@@ -164,8 +165,8 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("wrong number of features"),
-				 errdetail("The model takes " INT64_FORMAT " features; x has " INT64_FORMAT ".",
-						   expected, length),
+				 errdetail("The model takes " INT64_FORMAT " features; %s has " INT64_FORMAT ".",
+						   expected, what, length),
 				 ds != NULL && ds->n_sequences > 0 && length == ds->n_numeric
 				 ? errhint("The dataset has %d categorical and %d sequence columns: give their values as categories => ARRAY[...] and sequences => ...",
 						   ds->n_categorical, ds->n_sequences) :
@@ -174,7 +175,7 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 						   ds->n_categorical) : 0));
 	if (ds == NULL && dst == NULL)
 	{
-		pgdl_predict_check_finite(x, x, length, "x");
+		pgdl_predict_check_finite(x, x, length, what);
 		return x;
 	}
 	if (dst == NULL)
@@ -182,7 +183,7 @@ prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 
 	memcpy(dst, x, sizeof(float) * length);
 	if (ds != NULL)
 		pgdl_dataset_normalize(ds, dst, 1);
-	pgdl_predict_check_finite(x, dst, length, "x");
+	pgdl_predict_check_finite(x, dst, length, what);
 	return dst;
 }
 
@@ -267,8 +268,8 @@ encode_sequences(const PgdlDataset *ds, Jsonb *sequences, float *out)
  * into a palloc'd vector of the dataset's n_features (not normalized).  Runs
  * no query: the cached model that holds ds stays valid.
  */
-static float *
-encode_inputs(const PgdlDataset *ds, const float *xraw, int64 length, ArrayType *categories,
+float *
+pgdl_predict_encode_inputs(const PgdlDataset *ds, const float *xraw, int64 length, ArrayType *categories,
 			  Jsonb *sequences, const char *function)
 {
 	Datum	   *elems;
@@ -330,7 +331,7 @@ pgdl_encode(PG_FUNCTION_ARGS)
 	const float *xraw = pgdl_float4_array(xa, "x", &length);
 	PgdlDataset *ds = pgdl_dataset_by_packed(packed);
 
-	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(encode_inputs(ds, xraw, length, ca, sa, "pgdl.encode"),
+	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(pgdl_predict_encode_inputs(ds, xraw, length, ca, sa, "pgdl.encode"),
 												 ds->n_features));
 }
 
@@ -360,7 +361,7 @@ pgdl_features(PG_FUNCTION_ARGS)
 				 errmsg("layer must be between 1 and %d, got %d", m->spec.n_layers, layer),
 				 errdetail("pgdl.features returns the output of the model's first `layer` layers.")));
 	pgdl_check_model_fits(&m->spec, model->dataset);
-	x = prepare_features(m, model->dataset, xraw, length, NULL);
+	x = pgdl_predict_prepare_features(m, model->dataset, xraw, length, NULL, "x");
 	pgdl_check_model_batch(m, 1, "the model");
 	if (!nn_model_reserve(m, 1, &err))
 		ereport(ERROR,
@@ -399,10 +400,10 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	pgdl_check_model_fits(&m->spec, model->dataset);
 	if (ca != NULL)
 	{
-		xraw = encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict");
+		xraw = pgdl_predict_encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict");
 		length = model->dataset->n_features;
 	}
-	x = prepare_features(m, model->dataset, xraw, length, NULL);
+	x = pgdl_predict_prepare_features(m, model->dataset, xraw, length, NULL, "x");
 	z = pgdl_model_outputs(m, x, 1);
 	k = nn_model_output_size(m);
 	pgdl_predict_check_outputs(z, k, "x");
@@ -442,10 +443,10 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	pgdl_check_model_fits(&m->spec, model->dataset);
 	if (ca != NULL)
 	{
-		xraw = encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict_class");
+		xraw = pgdl_predict_encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict_class");
 		length = model->dataset->n_features;
 	}
-	x = prepare_features(m, model->dataset, xraw, length, NULL);
+	x = pgdl_predict_prepare_features(m, model->dataset, xraw, length, NULL, "x");
 	z = pgdl_model_outputs(m, x, 1);
 	pgdl_predict_check_outputs(z, nn_model_output_size(m), "x");
 	index = pgdl_model_class_of(m, z, NULL);

@@ -314,6 +314,26 @@ pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBat
 	pgdl_packed_scan(ds, part, evaluate_buffer, &ea, NULL, NULL);
 }
 
+/* The mean loss of n rows held in memory, as pgdl.evaluate computes it: weighted, in target units. */
+double
+pgdl_evaluate_loss_of_rows(NnModel *model, const PgdlDataset *ds, const float *x, const float *y,
+						   const float *w, int64 n, int32 batch)
+{
+	NnBatchStats stats = {0};
+	EvalArg		ea = {model, &stats, NULL, true, 0.0, 0.0, 0.0, 0};
+
+	if (ds->target_mean != NULL && model->spec.loss == NN_LOSS_MSE)
+		ea.targets = ds;
+	for (int64 r = 0; r < n; r += batch)
+	{
+		int32		c = (int32) Min((int64) batch, n - r);
+
+		evaluate_buffer(&ea, x + r * ds->n_features, y + r * ds->n_targets, w ? w + r : NULL, c, false);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return (stats.loss_sum + ea.weighted_loss) / ((double) stats.n + ea.weight_sum);
+}
+
 /* ---- what an evaluation reads: a packed table, or raw rows ---- */
 
 void

@@ -804,3 +804,33 @@ pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, double *scores)
 	pgdl_scores_finish(s, scores);
 	MemoryContextDelete(cxt);
 }
+
+/*
+ * One metric of n rows held in memory (x, y and w as a packed table's
+ * buffers hold them; w NULL: unweighted) of dataset ds, as pgdl.metrics
+ * scores them (the loss as pgdl.evaluate's), in batches of `batch`; NaN where
+ * the metric is not defined for the rows.
+ */
+double
+pgdl_metric_of_rows(NnModel *model, const PgdlDataset *ds, PgdlRankMetric metric, const float *x,
+					const float *y, const float *w, int64 n, int32 batch)
+{
+	MemoryContext cxt;
+	PgdlScores	s;
+	double		scores[PGDL_RANK_N_METRICS];
+
+	if (metric == PGDL_RANK_LOSS)
+		return pgdl_evaluate_loss_of_rows(model, ds, x, y, w, n, batch);
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl metric of rows", ALLOCSET_DEFAULT_SIZES);
+	predictions_init(&s.pr, model, ds->classification, ds, cxt);
+	for (int64 r = 0; r < n; r += batch)
+	{
+		int32		c = (int32) Min((int64) batch, n - r);
+
+		keep_buffer(&s.pr, x + r * ds->n_features, y + r * ds->n_targets, w ? w + r : NULL, c, false);
+		CHECK_FOR_INTERRUPTS();
+	}
+	pgdl_scores_finish(&s, scores);
+	MemoryContextDelete(cxt);
+	return scores[metric];
+}

@@ -208,11 +208,22 @@ extern PgdlScores *pgdl_scores_begin(NnModel *model, bool classification, Memory
 extern void pgdl_scores_add(PgdlScores *s, const float *x, const float *y, const float *w, int32 n);
 extern void pgdl_scores_finish(PgdlScores *s, double *scores);
 extern void pgdl_validation_scores(NnModel *model, const PgdlDataset *vds, double *scores);
+/*
+ * One metric of n rows held in memory (x, y and w as a packed table's buffers
+ * hold them, w NULL: unweighted) of dataset ds: as pgdl.metrics scores them,
+ * the loss as pgdl.evaluate's; the model run on `batch` rows at a time; NaN
+ * where the metric is not defined for the rows.
+ */
+extern double pgdl_metric_of_rows(NnModel *model, const PgdlDataset *ds, PgdlRankMetric metric, const float *x,
+								  const float *y, const float *w, int64 n, int32 batch);
 
 /* evaluate.c: loss and accuracy of `model` (inference mode) over a packed table; adds into stats. */
 extern void pgdl_evaluate_packed(NnModel *model, const PgdlDataset *ds, NnBatchStats *stats);
 /* The same over one partition of a packed table: a fold's held-out partition. */
 extern void pgdl_evaluate_partition(NnModel *model, const PgdlDataset *ds, int32 part, NnBatchStats *stats);
+/* evaluate.c: the mean loss of n rows held in memory, as pgdl.evaluate computes it (pgdl_metric_of_rows' loss). */
+extern double pgdl_evaluate_loss_of_rows(NnModel *model, const PgdlDataset *ds, const float *x, const float *y,
+										 const float *w, int64 n, int32 batch);
 /* The network's raw outputs (logits for the classification losses) for n examples, in its workspace. */
 extern const float *pgdl_model_outputs(NnModel *m, const float *x, int n);
 /* One example's class from its raw outputs (the argmax, or logit > 0 for one bce output), and its probability. */
