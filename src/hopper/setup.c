@@ -18,6 +18,7 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "mb/pg_wchar.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
