@@ -358,7 +358,8 @@ class ExplainTest(Fixture):
             self.assertEqual(list(e.frame.columns), ["feature", "name", "value", "attribution"])
             self.assertEqual(e.frame["feature"].tolist(), list(range(1, 17)))
             self.assertEqual((e.attributions.shape, e.target_class), ((16,), str(target)))
-            np.testing.assert_allclose(e.values, x.astype(np.float64), rtol=0, atol=0)
+            # the float the model read, as the double of its shortest decimal (0.864971, not 0.86497098...)
+            np.testing.assert_allclose(e.values, x.astype(np.float64), rtol=1e-6, atol=0)
             change = (pgdl.predict(self.conn, self.model, x)[target]
                       - pgdl.predict(self.conn, self.model, baseline)[target])
             self.assertAlmostEqual(float(e.attributions.sum()), float(change), delta=0.02 * abs(change) + 2e-3)
@@ -419,4 +420,4 @@ class ExplainTest(Fixture):
         e = pgdl.explain(self.conn, self.model, self.X[0])
         ax = pgdl.plot_attributions(e, shape=(4, 4))
         self.assertEqual(len(ax.images), 2)
-        np.testing.assert_array_equal(ax.images[0].get_array(), self.X[0].reshape(4, 4))
+        np.testing.assert_allclose(ax.images[0].get_array(), self.X[0].reshape(4, 4), rtol=1e-6)
