@@ -59,6 +59,11 @@ SELECT count(*) FROM pgdl.fit_multiple('points_packed', 'grid', 2, workers => 1)
 UPDATE pgdl.runs SET status = 'cancelled', epochs = 4, finished = NULL WHERE id = (SELECT max(id) FROM pgdl.runs);
 SELECT pgdl.delete_rows('pgdl.models', ARRAY(SELECT id FROM pgdl.models WHERE run = (SELECT max(id) FROM pgdl.runs)));
 SELECT pgdl.grant_model('base', 'bob');
+-- a deployment with a history: a head, then base again by a rollback; shared with bob
+SELECT pgdl.deploy('svc', 'base');
+SELECT pgdl.deploy('svc', (SELECT max(name) FROM pgdl.models WHERE name LIKE 'head\_%'));
+SELECT pgdl.rollback('svc');
+SELECT pgdl.grant_deployment('svc', 'bob');
 }, extra_params => [ '-U', 'alice' ]);
 my $cancelled = $node->safe_psql('original', 'SELECT max(id) FROM pgdl.runs');
 
@@ -111,7 +116,8 @@ is($dump_err . $psql_err, '', '... without an error or a warning');
 # every row of every catalog table, in order (ids, owners, grants, regclass names, weights and all)
 my $rows_sql = join(' UNION ALL ', map {
 	"SELECT '$_', count(*) || ' ' || md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM pgdl.$_ t"
-} qw(datasets architectures models runs run_metrics configs checkpoints feature_cache));
+} qw(datasets architectures models runs run_metrics configs checkpoints feature_cache deployment_names
+  deployment_history));
 # the cache views' rows
 my @views = split /\n/, $node->safe_psql('original', 'SELECT view FROM pgdl.feature_cache ORDER BY view::text');
 my $caches_sql = join(' UNION ALL ',
@@ -121,7 +127,10 @@ SELECT string_agg(m.id || ':' || md5(array_send(pgdl.predict(m.id, p.x))), ' ' O
   FROM pgdl.models m, (SELECT i, x FROM points WHERE i % 61 = 0) p};
 my $bob_sql = q{
 SELECT string_agg(m.name || ':' || pgdl.predict_class(m.name, p.x), ' ' ORDER BY m.name, p.i)
-  FROM pgdl.models m, (SELECT i, x FROM points WHERE i % 61 = 0) p};
+  FROM pgdl.models m, (SELECT i, x FROM points WHERE i % 61 = 0) p
+UNION ALL
+SELECT string_agg(d.version || ':' || d.active || ':' || pgdl.predict_class('svc', p.x), ' ' ORDER BY d.version, p.i)
+  FROM pgdl.deployments d, (SELECT i, x FROM points WHERE i % 61 = 0) p};
 
 my %want = (
 	rows => $node->safe_psql('original', $rows_sql),
