@@ -473,7 +473,9 @@ draw_from(const Mixture *mx, const TpeParam *p, double u0, double u1)
 	pa = normal_cdf((a - mx->mu[j]) / mx->sigma[j]);
 	pb = normal_cdf((b - mx->mu[j]) / mx->sigma[j]);
 	t = mx->mu[j] + mx->sigma[j] * normal_quantile(pa + u1 * (pb - pa));
-	t = t < a ? a : (t > b ? b : t);
+	/* (written so that a NaN lands on a bound) */
+	t = t >= a ? t : a;
+	t = t <= b ? t : b;
 	return from_density_space(p, t);
 }
 
