@@ -549,7 +549,8 @@ get_bound(JsonbContainer *arr, int i, const char *key)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key)),
 				 errdetail("Bounds must be numbers.")));
-	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+	/* beyond a double: infinite, which the range's check refuses with the key's name */
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(v->val.numeric)));
 }
 
 /* The one key of a space's distribution object, and its argument in *arg. */
