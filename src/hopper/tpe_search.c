@@ -243,13 +243,17 @@ next_taken(TpeSearch *t)
 static int32
 propose_batch(TpeSearch *t, int32 n)
 {
+	void	   *mem = NULL;
 	TpeModel   *model = NULL;
 	int32		added = 0;
 	int32		attempts = 0;
 
+	/* the model's memory grows with the observations: one batch's at a time */
 	if (t->n_tried > 0)
-		model = tpe_model_build(palloc_extended(tpe_model_bytes(t->params, t->n_params, t->n_tried), MCXT_ALLOC_HUGE),
-								t->params, t->n_params, t->points, t->keys, t->n_tried);
+	{
+		mem = palloc_extended(tpe_model_bytes(t->params, t->n_params, t->n_tried), MCXT_ALLOC_HUGE);
+		model = tpe_model_build(mem, t->params, t->n_params, t->points, t->keys, t->n_tried);
+	}
 	while (added < n && attempts++ < TPE_ATTEMPTS_PER_TRIAL * n)
 	{
 		double	   *point = next_taken(t);
@@ -271,6 +275,8 @@ propose_batch(TpeSearch *t, int32 n)
 		t->n_tried++;
 		added++;
 	}
+	if (mem)
+		pfree(mem);
 	return added;
 }
 
