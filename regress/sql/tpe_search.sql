@@ -126,6 +126,8 @@ SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', batch 
 SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', epochs => 0);
 SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', epochs => 100001);
 SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', priority => 101);
+SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', workers => 0);
+SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', workers => 65);
 -- tables that are not packed
 SELECT * FROM pgdl.tpe_search('tpe_rows', ARRAY['tpe_small'], :'space');
 SELECT * FROM pgdl.tpe_search('tpe_packed', ARRAY['tpe_small'], :'space', validation => 'tpe_rows');

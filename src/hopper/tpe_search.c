@@ -203,6 +203,8 @@ read_args(FunctionCallInfo fcinfo, TpeSearch *t)
 		t->rank_by = pgdl_rank_metric_arg("rank_by", text_to_cstring(PG_GETARG_TEXT_PP(ARG_RANK_BY)));
 	t->workers_given = !PG_ARGISNULL(ARG_WORKERS);
 	t->workers = t->workers_given ? PG_GETARG_INT32(ARG_WORKERS) : 0;
+	if (t->workers_given)
+		check_range("workers", t->workers, PGDL_MAX_WORKERS);
 	t->name_prefix = PG_ARGISNULL(ARG_NAME_PREFIX) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(ARG_NAME_PREFIX));
 	t->deploy = PG_ARGISNULL(ARG_DEPLOY) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(ARG_DEPLOY));
 	if (t->deploy)
