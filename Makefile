@@ -124,10 +124,11 @@ build/%/nn.a: $(NN_SRCS) $(wildcard src/nn/*.h kernels/*.h kernels/cpu/*.h) buil
 	done
 	rm -f $@ && ar rcs $@ $(dir $@)/obj/*.o build/$*/cuda.o build/$*/cuda_fake.o
 
-# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan, the evaluation metrics
-UNIT_GLUE   = src/models/onnx_depth.c src/train/metrics.c
+# glue that includes no PostgreSQL header, tested with the engine: the ONNX depth scan, the evaluation metrics,
+# the search spaces' draws and TPE
+UNIT_GLUE   = src/models/onnx_depth.c src/train/metrics.c src/hopper/tpe.c
 
-build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/models/onnx_depth.h src/train/metrics.h build/%/nn.a
+build/%/unit_tests: $(UNIT_SRCS) $(UNIT_GLUE) $(wildcard regress/unit/*.h) src/models/onnx_depth.h src/train/metrics.h src/hopper/tpe.h build/%/nn.a
 	$(NN_CC) $(NN_CPPFLAGS) $(NN_CFLAGS) $(VARIANT_CFLAGS) -Iregress/unit $(UNIT_SRCS) $(UNIT_GLUE) build/$*/nn.a $(BLAS_LIBS) $(NN_LIBS) -lm -o $@
 
 regress/unit/fixtures/.stamp: regress/unit/gen_parity.py

@@ -535,6 +535,11 @@ my %VALID = (
 	'packed'                       => q{'sweep_packed'},
 	'set_name'                     => q{'sweep_new_set'},
 	'random_search.n'              => '3',
+	# Bayesian search (sql/parts/62_tpe_search.sql): one batch of two configurations, one run per call (its
+	# later batches are the unit, regress and 016 tests')
+	'trials'                       => '2',
+	'batch'                        => '2',
+	'tpe_search.deploy'            => q{'sweep_tpe_deployment'},
 	'configs'                      => q{'sweep_set'},
 	'explain_fit_multiple.configs' => q{'sweep_heads'},
 	'workers'                      => '2',

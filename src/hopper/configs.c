@@ -36,6 +36,8 @@
 #include "base/base.h"
 #include "spec/spec.h"
 #include "train/train.h"
+#include "hopper/hopper.h"
+#include "hopper/tpe.h"
 
 /* Which optimizers a key applies to; keys not listed apply to all. */
 static const struct
@@ -67,15 +69,20 @@ typedef struct SearchKey
 {
 	char	   *name;
 	JsonbValue	fixed;			/* a scalar (or a container, as jbvBinary) used as is */
-	JsonbContainer *values;		/* grid: the array of values; random: the choice array */
+	JsonbContainer *values;		/* grid: the array of values; a space: the choice array */
 	int			n_values;		/* grid: 1 for a fixed value */
-	enum
-	{
-		DIST_FIXED, DIST_CHOICE, DIST_UNIFORM, DIST_LOG_UNIFORM, DIST_INT
-	}			dist;			/* random search only */
-	double		lo, hi;			/* uniform, log_uniform, int */
-	uint64		stream;			/* random search: this key's generator stream */
+	TpeParam	dist;			/* a space: its distribution and generator stream (hopper/tpe.h) */
 } SearchKey;
+
+/* A search space read: its keys in name order, then the architecture drawn from the list. */
+struct MopSpace
+{
+	SearchKey  *keys;
+	int			n_keys;
+	TpeParam   *params;			/* n_keys + 1: the keys' distributions, the architecture's */
+	int64	   *arch;
+	int			n_arch;
+};
 
 /* For the error context of a configuration being validated. */
 typedef struct ConfigContext
@@ -165,8 +172,8 @@ canonical_config(Jsonb *config, const char *function, int sample)
 	return config;
 }
 
-static void
-check_set_name(text *set_name)
+void
+mop_check_set_name(text *set_name)
 {
 	if (VARSIZE_ANY_EXHDR(set_name) == 0)
 		ereport(ERROR,
@@ -217,7 +224,7 @@ pgdl_configs_validate(PG_FUNCTION_ARGS)
 	/* NULLs are left to the NOT NULL constraints, which come after BEFORE triggers */
 	d = heap_getattr(tuple, set_col, desc, &isnull);
 	if (!isnull)
-		check_set_name(DatumGetTextPP(d));
+		mop_check_set_name(DatumGetTextPP(d));
 	d = heap_getattr(tuple, config_col, desc, &isnull);
 	if (!isnull)
 	{
@@ -403,11 +410,12 @@ build_config(const SearchKey *keys, const JsonbValue *const *values, int n)
 /*
  * Adds (architecture, config) rows to the set, architectures outermost, in
  * order; returns how many were new.  Rows already in the set are skipped
- * (ON CONFLICT DO NOTHING), so reruns and duplicates add nothing.
+ * (ON CONFLICT DO NOTHING), so reruns and duplicates add nothing.  Without
+ * cross, ids (when not NULL) gets each row's id, 0 for one skipped.
  */
 static int32
 insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *configs, int n_configs,
-			   bool cross)
+			   bool cross, int64 *ids)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, JSONBOID};
 	SPIPlanPtr	plan;
@@ -415,7 +423,7 @@ insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *conf
 
 	SPI_connect();
 	plan = SPI_prepare("INSERT INTO pgdl.configs (set_name, architecture, config) VALUES ($1, $2, $3) "
-					   "ON CONFLICT (owner, set_name, architecture, config) DO NOTHING", 3, types);
+					   "ON CONFLICT (owner, set_name, architecture, config) DO NOTHING RETURNING id", 3, types);
 	if (plan == NULL)
 		elog(ERROR, "could not prepare insert into pgdl.configs: %s", SPI_result_code_string(SPI_result));
 	for (int a = 0; a < (cross ? n_arch : 1); a++)
@@ -425,18 +433,28 @@ insert_configs(text *set_name, const int64 *arch, int n_arch, Jsonb *const *conf
 			Datum		values[3];
 			int64		id = cross ? arch[a] : arch[c];
 			char		nulls[3] = {' ', id ? ' ' : 'n', ' '};
+			bool		isnull;
 
 			CHECK_FOR_INTERRUPTS();
 			values[0] = PointerGetDatum(set_name);
 			values[1] = Int64GetDatum(id);
 			values[2] = JsonbPGetDatum(configs[c]);
-			if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT)
+			if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 				elog(ERROR, "could not insert into pgdl.configs");
 			added += SPI_processed;
+			if (ids && !cross)
+				ids[c] = SPI_processed == 1 ?
+					DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) : 0;
 		}
 	}
 	SPI_finish();
 	return added;
+}
+
+int32
+mop_configs_insert(text *set_name, const int64 *arch, Jsonb *const *configs, int n, int64 *ids)
+{
+	return insert_configs(set_name, arch, n, configs, n, false, ids);
 }
 
 /*
@@ -495,7 +513,7 @@ pgdl_grid_search(PG_FUNCTION_ARGS)
 	const JsonbValue **chosen;
 	Jsonb	  **configs;
 
-	check_set_name(set_name);
+	mop_check_set_name(set_name);
 	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, params);
 	keys = search_keys(params, "parameter grid", &n_keys);
 	n_combos = grid_size(keys, n_keys, n_arch);
@@ -518,7 +536,7 @@ pgdl_grid_search(PG_FUNCTION_ARGS)
 			idx[k] = 0;
 		}
 	}
-	PG_RETURN_INT32(insert_configs(set_name, arch, n_arch, configs, n_combos, true));
+	PG_RETURN_INT32(insert_configs(set_name, arch, n_arch, configs, n_combos, true, NULL));
 }
 
 static double
@@ -531,7 +549,8 @@ get_bound(JsonbContainer *arr, int i, const char *key)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key)),
 				 errdetail("Bounds must be numbers.")));
-	return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(v->val.numeric)));
+	/* beyond a double: infinite, which the range's check refuses with the key's name */
+	return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(v->val.numeric)));
 }
 
 /* The one key of a space's distribution object, and its argument in *arg. */
@@ -576,6 +595,7 @@ parse_choice(SearchKey *key, const JsonbValue *arg)
 				 errdetail("\"choice\" takes an array of values.")));
 	key->values = arg->val.binary.data;
 	key->n_values = JsonContainerSize(key->values);
+	key->dist.n_choices = key->n_values;
 	if (key->n_values == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -587,63 +607,39 @@ parse_choice(SearchKey *key, const JsonbValue *arg)
 static void
 parse_bounds(SearchKey *key, const char *name, const JsonbValue *arg)
 {
+	TpeParam   *d = &key->dist;
+
 	if (arg->type != jbvBinary || !JsonContainerIsArray(arg->val.binary.data) ||
 		JsonContainerSize(arg->val.binary.data) != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"%s\" takes an array [low, high].", name)));
-	key->lo = get_bound(arg->val.binary.data, 0, key->name);
-	key->hi = get_bound(arg->val.binary.data, 1, key->name);
-	if (key->lo > key->hi)
+	d->lo = get_bound(arg->val.binary.data, 0, key->name);
+	d->hi = get_bound(arg->val.binary.data, 1, key->name);
+	if (d->lo > d->hi)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
-				 errdetail("The low bound %g is above the high bound %g.", key->lo, key->hi)));
-	if (key->dist == DIST_LOG_UNIFORM && key->lo <= 0)
+				 errdetail("The low bound %g is above the high bound %g.", d->lo, d->hi)));
+	/* draws and densities live in the range's width */
+	if (!isfinite(d->hi - d->lo))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
-				 errdetail("\"log_uniform\" needs a positive low bound, got %g.", key->lo)));
-	if (key->dist == DIST_INT &&
-		(key->lo != floor(key->lo) || key->hi != floor(key->hi) ||
-		 fabs(key->lo) > 9007199254740992.0 || fabs(key->hi) > 9007199254740992.0))
+				 errdetail("The range from %g to %g is wider than a double holds.", d->lo, d->hi)));
+	if (d->kind == TPE_LOG_UNIFORM && d->lo <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("\"log_uniform\" needs a positive low bound, got %g.", d->lo)));
+	if (d->kind == TPE_INT &&
+		(d->lo != floor(d->lo) || d->hi != floor(d->hi) ||
+		 fabs(d->lo) > 9007199254740992.0 || fabs(d->hi) > 9007199254740992.0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
 				 errdetail("\"int\" takes integer bounds of at most 2^53 in magnitude.")));
-}
-
-/* Reads a space's value for one key: a distribution object, or a scalar used as is. */
-static void
-parse_distribution(SearchKey *key)
-{
-	JsonbValue	arg = {0};
-	char	   *name;
-
-	if (key->fixed.type != jbvBinary)
-	{
-		key->dist = DIST_FIXED;
-		return;
-	}
-	name = distribution_name(key, &arg);
-	if (strcmp(name, "choice") == 0)
-		key->dist = DIST_CHOICE;
-	else if (strcmp(name, "uniform") == 0)
-		key->dist = DIST_UNIFORM;
-	else if (strcmp(name, "log_uniform") == 0)
-		key->dist = DIST_LOG_UNIFORM;
-	else if (strcmp(name, "int") == 0)
-		key->dist = DIST_INT;
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
-				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", pgdl_echo(name))));
-	if (key->dist == DIST_CHOICE)
-		parse_choice(key, &arg);
-	else
-		parse_bounds(key, name, &arg);
 }
 
 /* A stream of the generator per key, from its name alone (FNV-1a), so keys draw independently. */
@@ -657,105 +653,173 @@ key_stream(const char *name)
 	return h;
 }
 
-/* In [0, 1), with 53 bits: the engine's counter-based generator, read as a double. */
-static double
-unit_double(uint64 seed, uint64 stream, uint64 counter)
+/* Reads a space's value for one key: a distribution object, or a scalar used as is. */
+static void
+parse_distribution(SearchKey *key)
 {
-	return (double) (nn_rng_u64(seed, stream, counter) >> 11) * (1.0 / 9007199254740992.0);
+	JsonbValue	arg = {0};
+	char	   *name;
+
+	key->dist.stream = key_stream(key->name);
+	if (key->fixed.type != jbvBinary)
+	{
+		key->dist.kind = TPE_FIXED;
+		return;
+	}
+	name = distribution_name(key, &arg);
+	if (strcmp(name, "choice") == 0)
+		key->dist.kind = TPE_CHOICE;
+	else if (strcmp(name, "uniform") == 0)
+		key->dist.kind = TPE_UNIFORM;
+	else if (strcmp(name, "log_uniform") == 0)
+		key->dist.kind = TPE_LOG_UNIFORM;
+	else if (strcmp(name, "int") == 0)
+		key->dist.kind = TPE_INT;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid search space at %s", pgdl_echo(key->name)),
+				 errdetail("Unknown distribution \"%s\"; known: choice, uniform, log_uniform, int.", pgdl_echo(name))));
+	if (key->dist.kind == TPE_CHOICE)
+		parse_choice(key, &arg);
+	else
+		parse_bounds(key, name, &arg);
 }
 
-/* Key `key`'s value in sample `i`: a pure function of (seed, key name, i). */
-static void
-draw(const SearchKey *key, uint64 seed, int i, JsonbValue *out)
+MopSpace *
+mop_space_parse(ArrayType *architectures, Jsonb *space)
 {
-	double		u;
-	double		x = 0;
+	MopSpace   *s = palloc0(sizeof(MopSpace));
 
-	switch (key->dist)
+	s->arch = architecture_ids(architectures, &s->n_arch, space);
+	s->keys = search_keys(space, "search space", &s->n_keys);
+	s->params = palloc0(sizeof(TpeParam) * (s->n_keys + 1));
+	for (int k = 0; k < s->n_keys; k++)
 	{
-		case DIST_FIXED:
+		parse_distribution(&s->keys[k]);
+		s->params[k] = s->keys[k].dist;
+	}
+	s->params[s->n_keys].kind = TPE_CHOICE;
+	s->params[s->n_keys].n_choices = s->n_arch;
+	s->params[s->n_keys].stream = key_stream("architecture");
+	return s;
+}
+
+const TpeParam *
+mop_space_params(const MopSpace *space, int32 *n_params)
+{
+	*n_params = space->n_keys + 1;
+	return space->params;
+}
+
+/* A key's value at a point's coordinate: a choice's value, the number drawn, or the fixed value. */
+static void
+key_value(const SearchKey *key, double v, JsonbValue *out)
+{
+	switch (key->dist.kind)
+	{
+		case TPE_FIXED:
 			*out = key->fixed;
 			return;
-		case DIST_CHOICE:
-			*out = *getIthJsonbValueFromContainer(key->values,
-												  (int) (nn_rng_u64(seed, key->stream, i) % key->n_values));
+		case TPE_CHOICE:
+			*out = *getIthJsonbValueFromContainer(key->values, (uint32) v);
 			return;
-		case DIST_INT:
-			{
-				uint64		range = (uint64) ((int64) key->hi - (int64) key->lo) + 1;
-
-				out->type = jbvNumeric;
-				out->val.numeric = int64_to_numeric((int64) key->lo +
-													(int64) (nn_rng_u64(seed, key->stream, i) % range));
-				return;
-			}
-		case DIST_UNIFORM:
-			u = unit_double(seed, key->stream, i);
-			x = key->lo + u * (key->hi - key->lo);
-			break;
-		case DIST_LOG_UNIFORM:
-			u = unit_double(seed, key->stream, i);
-			x = exp(log(key->lo) + u * (log(key->hi) - log(key->lo)));
-			break;
+		case TPE_INT:
+			out->type = jbvNumeric;
+			out->val.numeric = int64_to_numeric((int64) v);
+			return;
+		case TPE_UNIFORM:
+		case TPE_LOG_UNIFORM:
+			out->type = jbvNumeric;
+			out->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric, Float8GetDatum(v)));
+			return;
 	}
-	/* rounding may step just past a bound */
-	x = Min(Max(x, key->lo), key->hi);
-	out->type = jbvNumeric;
-	out->val.numeric = DatumGetNumeric(DirectFunctionCall1(float8_numeric, Float8GetDatum(x)));
 }
 
+Jsonb *
+mop_space_config(const MopSpace *space, const double *point, const char *function, int sample, int64 *arch)
+{
+	JsonbValue *values = palloc(sizeof(JsonbValue) * Max(space->n_keys, 1));
+	const JsonbValue **chosen = palloc(sizeof(JsonbValue *) * Max(space->n_keys, 1));
+
+	for (int k = 0; k < space->n_keys; k++)
+	{
+		key_value(&space->keys[k], point[k], &values[k]);
+		chosen[k] = &values[k];
+	}
+	*arch = space->arch[(int) point[space->n_keys]];
+	return canonical_config(build_config(space->keys, chosen, space->n_keys), function, sample);
+}
+
+/*
+ * Every value a searched key may take, its bounds included, is a valid
+ * configuration with the others as the first sample has them: checked before
+ * a search trains anything, rather than when a later batch proposes it.
+ */
+void
+mop_space_check(const MopSpace *space, uint64 seed, const char *function)
+{
+	int			n = space->n_keys + 1;
+	double	   *base = palloc(sizeof(double) * n);
+	double	   *point = palloc(sizeof(double) * n);
+	int64		arch;
+
+	for (int k = 0; k < n; k++)
+		base[k] = tpe_prior_draw(&space->params[k], seed, 0);
+	(void) mop_space_config(space, base, function, 1, &arch);
+	for (int k = 0; k < space->n_keys; k++)
+	{
+		const TpeParam *d = &space->params[k];
+		int			n_values = d->kind == TPE_CHOICE ? d->n_choices : d->kind == TPE_FIXED ? 0 : 2;
+
+		for (int i = 0; i < n_values; i++)
+		{
+			CHECK_FOR_INTERRUPTS();
+			memcpy(point, base, sizeof(double) * n);
+			point[k] = d->kind == TPE_CHOICE ? i : i == 0 ? d->lo : d->hi;
+			(void) mop_space_config(space, point, function, 0, &arch);
+		}
+	}
+}
 
 /*
  * pgdl.random_search(set_name, architectures, space, n, seed): n samples of
  * a search space, each with an architecture drawn uniformly from the list.
- * Sample i's values depend on (seed, key, i) only: adding a key or samples
- * leaves the other draws as they were.
+ * Sample i's values depend on (seed, key, i) only (tpe_prior_draw): adding a
+ * key or samples leaves the other draws as they were.
  */
 PG_FUNCTION_INFO_V1(pgdl_random_search);
 Datum
 pgdl_random_search(PG_FUNCTION_ARGS)
 {
 	text	   *set_name = PG_GETARG_TEXT_PP(0);
-	Jsonb	   *space = PG_GETARG_JSONB_P(2);
+	Jsonb	   *space_arg = PG_GETARG_JSONB_P(2);
 	int32		n = PG_GETARG_INT32(3);
 	uint64		seed = (uint64) PG_GETARG_INT64(4);
-	uint64		arch_stream = key_stream("architecture");
-	int64	   *arch;
-	int			n_arch;
-	SearchKey  *keys;
-	int			n_keys;
-	JsonbValue *drawn;
-	const JsonbValue **chosen;
+	MopSpace   *space;
+	int32		n_params;
+	const TpeParam *params;
+	double	   *point;
 	Jsonb	  **configs;
 	int64	   *sample_arch;
 
-	check_set_name(set_name);
-	arch = architecture_ids(PG_GETARG_ARRAYTYPE_P(1), &n_arch, space);
-	keys = search_keys(space, "search space", &n_keys);
-	for (int k = 0; k < n_keys; k++)
-	{
-		parse_distribution(&keys[k]);
-		keys[k].stream = key_stream(keys[k].name);
-	}
+	mop_check_set_name(set_name);
+	space = mop_space_parse(PG_GETARG_ARRAYTYPE_P(1), space_arg);
+	params = mop_space_params(space, &n_params);
 	if (n < 1 || n > PGDL_MAX_CONFIGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("n must be between 1 and %d, got %d", PGDL_MAX_CONFIGS, n)));
 
-	drawn = palloc(sizeof(JsonbValue) * Max(n_keys, 1));
-	chosen = palloc(sizeof(JsonbValue *) * Max(n_keys, 1));
+	point = palloc(sizeof(double) * n_params);
 	configs = palloc(sizeof(Jsonb *) * n);
 	sample_arch = palloc(sizeof(int64) * n);
 	for (int i = 0; i < n; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
-		for (int k = 0; k < n_keys; k++)
-		{
-			draw(&keys[k], seed, i, &drawn[k]);
-			chosen[k] = &drawn[k];
-		}
-		sample_arch[i] = arch[nn_rng_u64(seed, arch_stream, i) % n_arch];
-		configs[i] = canonical_config(build_config(keys, chosen, n_keys), "pgdl.random_search", i + 1);
+		for (int k = 0; k < n_params; k++)
+			point[k] = tpe_prior_draw(&params[k], seed, i);
+		configs[i] = mop_space_config(space, point, "pgdl.random_search", i + 1, &sample_arch[i]);
 	}
-	PG_RETURN_INT32(insert_configs(set_name, sample_arch, n, configs, n, false));
+	PG_RETURN_INT32(mop_configs_insert(set_name, sample_arch, configs, n, NULL));
 }

@@ -1,5 +1,6 @@
 /*
- * hopper/hopper.h -- model hopper parallelism: configuration sets (configs.c),
+ * hopper/hopper.h -- model hopper parallelism: configuration sets and search
+ * spaces (configs.c; Bayesian search in tpe.c and tpe_search.c),
  * what the leader (mop.c and the files of hopper/leader.h) and its background
  * workers (worker.c) share in a DSM segment, the one scheduling rule both the
  * workers and the explain simulator apply (schedule.c), halving strategies
@@ -22,9 +23,12 @@
 #include "storage/dsm.h"
 #include "storage/proc.h"
 #include "storage/spin.h"
+#include "utils/array.h"
+#include "utils/jsonb.h"
 
 #include "cluster/cluster.h"
 #include "plan/plan.h"
+#include "hopper/tpe.h"
 
 #define MOP_MAGIC			0x70676d70	/* "pgmp" */
 #define MOP_MAX_SOURCES		65	/* the packed tables, and one per frozen prefix */
@@ -246,6 +250,25 @@ extern bool mop_decide(MopShared *shared, MopDecisions *d);
 /* The decisions into pgdl.run_metrics (decision, bracket); needs a transaction. */
 extern void mop_record_decisions(const MopShared *shared, const MopDecisions *d);
 extern const char *mop_strategy_name(MopStrategy s);
+
+/* configs.c: configuration sets, and the search spaces of random_search and tpe_search */
+
+/* An error for an empty set name. */
+extern void mop_check_set_name(text *set_name);
+/* Rows (set_name, arch[i], configs[i]) added; ids (when not NULL) each row's id, 0 when the set had it; returns how many are new. */
+extern int32 mop_configs_insert(text *set_name, const int64 *arch, Jsonb *const *configs, int n, int64 *ids);
+
+/* A search space read and checked: its keys in name order and the architecture, as tpe.h's parameters. */
+typedef struct MopSpace MopSpace;
+
+extern MopSpace *mop_space_parse(ArrayType *architectures, Jsonb *space);
+/* Its parameters: each key's, then the architecture's (a choice among the list). */
+extern const TpeParam *mop_space_params(const MopSpace *space, int32 *n_params);
+/* A point's canonical configuration and its architecture; an error names `function`'s sample (0: none). */
+extern Jsonb *mop_space_config(const MopSpace *space, const double *point, const char *function, int sample,
+							   int64 *arch);
+/* Every value of each key, bounds included, a valid configuration: an error before anything is trained. */
+extern void mop_space_check(const MopSpace *space, uint64 seed, const char *function);
 
 /* worker.c */
 extern PGDLLEXPORT void pgdl_mop_worker_main(Datum main_arg);

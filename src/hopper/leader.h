@@ -7,6 +7,7 @@
  *
  * The leader's files, each calling only files listed after it (and the rest
  * of the hopper's), so that they call each other in no cycle:
+ *   tpe_search.c  pgdl.tpe_search: batches, each a fit_multiple run (through SQL)
  *   mop.c      pgdl.fit_multiple and pgdl.resume: set up, lay out, run, store
  *   explain.c  pgdl.explain_fit_multiple: what fit_multiple would do, predicted
  *   resume.c   a run to continue: its settings, each model's point and rungs
@@ -114,6 +115,8 @@ extern MopRun *mop_setup_run(FunctionCallInfo fcinfo);
 extern void mop_check_isolation(void);
 /* The priority argument `arg` (absent under an older SQL definition: 0), checked. */
 extern int32 mop_priority_arg(FunctionCallInfo fcinfo, int arg);
+/* A deployment name (1 to 200 characters) for a selection's winner, which needs a validation table. */
+extern void mop_check_deploy(const char *name, bool has_validation, bool folds);
 /* A strategy by name; false if there is none of that name. */
 extern bool mop_strategy_by_name(const char *name, MopStrategy *out);
 extern bool mop_is_cache_mode(const char *mode);

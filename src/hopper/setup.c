@@ -203,27 +203,34 @@ check_folds(const MopRun *run)
 }
 
 /*
- * deploy: the name the winner may be deployed as, scored against the model it
- * serves on the validation table; checked before any epoch is spent.
+ * deploy: the name a selection's winner may be deployed as, scored against
+ * the model it serves on the validation table; checked before any epoch is
+ * spent (fit_multiple's, tpe_search's).
  */
+void
+mop_check_deploy(const char *name, bool has_validation, bool folds)
+{
+	if (strlen(name) < 1 || pg_mbstrlen(name) > 200)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a deployment name must have 1 to 200 characters, not %d", pg_mbstrlen(name))));
+	if (!has_validation)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("deploy needs a validation table"),
+				 errdetail("The winner is deployed only when it beats the deployed model on the validation table."),
+				 errhint(folds ? "Cross-validation stores a model per fold, none of which is the configuration's: "
+						 "fit the winning configuration with pgdl.fit, then pgdl.deploy it." :
+						 "Pass validation => a packed table (pgdl.split makes one).")));
+}
+
 static void
 set_deploy(MopRun *run, FunctionCallInfo fcinfo)
 {
 	if (PG_NARGS() <= MOP_ARG_DEPLOY || PG_ARGISNULL(MOP_ARG_DEPLOY))
 		return;
 	run->deploy = text_to_cstring(PG_GETARG_TEXT_PP(MOP_ARG_DEPLOY));
-	if (strlen(run->deploy) < 1 || pg_mbstrlen(run->deploy) > 200)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("a deployment name must have 1 to 200 characters, not %d", pg_mbstrlen(run->deploy))));
-	if (run->vds == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("deploy needs a validation table"),
-				 errdetail("The winner is deployed only when it beats the deployed model on the validation table."),
-				 errhint(run->folds ? "Cross-validation stores a model per fold, none of which is the configuration's: "
-						 "fit the winning configuration with pgdl.fit, then pgdl.deploy it." :
-						 "Pass validation => a packed table (pgdl.split makes one).")));
+	mop_check_deploy(run->deploy, run->vds != NULL, run->folds);
 }
 
 /* Each configuration once per partition held out, in the set's order, its folds in partition order. */
