@@ -1470,7 +1470,8 @@ sub verdict
 }
 
 # A session that lives through the sweep: a crash of any backend ends it.
-my $watcher = $node->background_psql('postgres');
+# the sweep takes minutes on a loaded machine: the session must outlive it, not the default 180 s timer
+my $watcher = $node->background_psql('postgres', timeout => 1200);
 my $watcher_pid = $watcher->query_safe('SELECT pg_backend_pid()');
 my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 my $log_start = -s $node->logfile;
