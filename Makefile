@@ -219,7 +219,11 @@ bench-gpu:
 bench-pack:
 	bench/pack.sh
 
-.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet
+# pgdl.automl (60 s) against a default MLP on scikit-learn's four bundled sets, 3 seeds (about 14 minutes).
+bench-automl:
+	bench/automl.sh
+
+.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
