@@ -89,6 +89,7 @@ SELECT am_try($$CALL pgdl.automl('am_rows', 'label', name => '')$$);
 SELECT am_try($$CALL pgdl.automl('am_rows', 'nothing')$$);
 SELECT am_try($$CALL pgdl.automl('am_rows', 'label', features => 'a, nothing')$$);
 SELECT am_try($$CALL pgdl.automl('am_rows', 'label', features => 'tag, note')$$);
+SELECT am_try($$CALL pgdl.automl('am_rows', 'label', features => '')$$);
 SELECT am_try($$CALL pgdl.automl(0, 'label')$$);
 -- it commits its packed tables before training (the workers see only committed rows): not in a block
 BEGIN;

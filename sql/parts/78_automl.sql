@@ -43,6 +43,10 @@ BEGIN
 	IF features IS NOT NULL THEN
 		SELECT pg_catalog.array_agg((pg_catalog.parse_ident(pg_catalog.btrim(f)))[1] ORDER BY o) INTO wanted
 		  FROM pg_catalog.unnest(pg_catalog.string_to_array(features, ',')) WITH ORDINALITY AS u(f, o);
+		IF wanted IS NULL THEN
+			RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'features names no column',
+				HINT = 'Give column names separated by commas, or NULL for every column but the label.';
+		END IF;
 		SELECT w INTO column_name FROM pg_catalog.unnest(wanted) w
 		 WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = source AND a.attname = w
 							  AND a.attnum > 0 AND NOT a.attisdropped) LIMIT 1;
@@ -228,8 +232,19 @@ $$;
 COMMENT ON FUNCTION pgdl.automl_input_branch(text, integer, integer, integer, text) IS
 	'internal to pgdl.automl: the layers that make one categorical or sequence column a named flat vector';
 
--- A prefix for automl's and retrain's tables that no relation of the current schema uses yet: base, else
--- base_2, base_3, ...  Its tables are <prefix>_raw_train, <prefix>_raw_validation (pgdl.split's, dropped
+-- The round r of a set named <prefix>_round<r>, else NULL.
+CREATE FUNCTION pgdl.automl_round_of(prefix text, set_name text) RETURNS integer
+	LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS
+$$
+	SELECT CASE WHEN pg_catalog.starts_with(set_name, prefix || '_round')
+					 AND pg_catalog.substr(set_name, pg_catalog.length(prefix) + 7) ~ '^[0-9]{1,9}$'
+				THEN pg_catalog.substr(set_name, pg_catalog.length(prefix) + 7)::integer END
+$$;
+COMMENT ON FUNCTION pgdl.automl_round_of(text, text) IS
+	'internal to pgdl.automl: the round r of a configuration set named <prefix>_round<r>, else NULL';
+
+-- A prefix for automl's and retrain's tables that no relation of the current schema uses yet, nor a
+-- configuration set of the caller's (<prefix>_pool, <prefix>_round<r>): base, else base_2, base_3, ...  Its tables are <prefix>_raw_train, <prefix>_raw_validation (pgdl.split's, dropped
 -- once packed), <prefix>_train and <prefix>_validation (packed, with partitions _p0, ...).
 CREATE FUNCTION pgdl.automl_prefix(base text) RETURNS text
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
@@ -245,7 +260,9 @@ BEGIN
 							   WHERE c.relnamespace = pg_catalog.current_schema()::regnamespace
 								 AND c.relname IN (candidate || '_raw_train', candidate || '_raw_validation',
 												   candidate || '_train', candidate || '_validation', candidate || '_leaderboard',
-												   candidate || '_train_p0', candidate || '_validation_p0'));
+												   candidate || '_train_p0', candidate || '_validation_p0'))
+				  AND NOT EXISTS (SELECT FROM pgdl.configs c WHERE c.owner = pg_catalog.current_user()::regrole
+									AND (c.set_name = candidate || '_pool' OR pgdl.automl_round_of(candidate, c.set_name) IS NOT NULL));
 		k := k + 1;
 	END LOOP;
 	RETURN candidate;
@@ -566,7 +583,7 @@ BEGIN
 	CREATE TEMP TABLE pgdl_automl_board ON COMMIT DROP AS
 	SELECT (pg_catalog.row_number() OVER (ORDER BY t.diverged, t.score IS NULL,
 			CASE WHEN higher THEN -t.score ELSE t.score END, t.loss, t.round, t.model))::integer AS rank, t.*
-	  FROM (SELECT m.id AS model, pg_catalog.substring(c.set_name, '_round([0-9]+)$')::integer AS round,
+	  FROM (SELECT m.id AS model, pgdl.automl_round_of(prefix, c.set_name) AS round,
 				   pg_catalog.split_part(a.name, '_', 2) AS kind, a.name AS architecture, m.config,
 				   COALESCE((m.metrics ->> 'epochs_trained')::integer, (m.metrics ->> 'epoch')::integer) AS epochs,
 				   COALESCE((m.metrics ->> 'stopped')::boolean, false) AS stopped,
@@ -576,7 +593,7 @@ BEGIN
 			  FROM pgdl.configs c
 			  JOIN pgdl.models m ON m.name = prefix || '_' || c.id AND m.owner = c.owner
 			  JOIN pgdl.architectures a ON a.id = c.architecture
-			 WHERE c.owner = pg_catalog.current_user()::regrole AND c.set_name LIKE prefix || '\_round%') t;
+			 WHERE c.owner = pg_catalog.current_user()::regrole AND pgdl.automl_round_of(prefix, c.set_name) IS NOT NULL) t;
 	SELECT b.model INTO best FROM pg_temp.pgdl_automl_board b WHERE b.rank = 1;
 	IF name IS NOT NULL AND best IS NOT NULL THEN
 		SELECT d.deployed INTO serving FROM pgdl.deploy_if_better(name, best, valid, metric) d;
