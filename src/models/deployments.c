@@ -13,6 +13,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/float.h"
 #include "utils/lsyscache.h"
@@ -92,20 +93,35 @@ beats(double a, double b, PgdlRankMetric r)
 	return pgdl_rank_metric_higher_better(r) ? a > b : a < b;
 }
 
-static void deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r);
+static void deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r,
+							 PgdlDeployOutcome *out);
 
-/* The run stored its models in this statement: a snapshot of its own sees them. */
 void
 pgdl_deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r)
 {
+	PgdlDeployOutcome ignored;
+
+	pgdl_deploy_if_better_outcome(name, candidate, vds, r, &ignored);
+}
+
+/* The run stored its models in this statement: a snapshot of its own sees them. */
+void
+pgdl_deploy_if_better_outcome(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r,
+							  PgdlDeployOutcome *out)
+{
+	out->serves = false;
+	out->previous = 0;
+	out->score = get_float8_nan();
+	out->previous_score = get_float8_nan();
 	CommandCounterIncrement();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	deploy_if_better(name, candidate, vds, r);
+	deploy_if_better(name, candidate, vds, r, out);
 	PopActiveSnapshot();
 }
 
 static void
-deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r)
+deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r,
+				 PgdlDeployOutcome *out)
 {
 	const char *metric = pgdl_rank_metric_name(r);
 	const char *vname = get_rel_name(vds->packed);
@@ -114,11 +130,14 @@ deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, Pgdl
 	double		ours;
 	char	   *difference;
 
+	out->previous = deployed;
+	out->serves = deployed == candidate;
 	if (deployed == candidate)
 		return;
 	if (deployed == 0)
 	{
 		deploy(name, candidate);
+		out->serves = true;
 		ereport(NOTICE,
 				(errmsg("deployed model " INT64_FORMAT " as \"%s\"", candidate, pgdl_echo(name)),
 				 errdetail("The name served no model before.")));
@@ -138,6 +157,8 @@ deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, Pgdl
 	}
 	theirs = rank_value_on(pgdl_model_by_id(deployed), vds, r);
 	ours = rank_value_on(pgdl_model_by_id(candidate), vds, r);
+	out->score = ours;
+	out->previous_score = theirs;
 	if (!beats(ours, theirs, r))
 	{
 		ereport(NOTICE,
@@ -148,9 +169,59 @@ deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, Pgdl
 		return;
 	}
 	deploy(name, candidate);
+	out->serves = true;
 	ereport(NOTICE,
 			(errmsg("deployed model " INT64_FORMAT " as \"%s\" in place of model " INT64_FORMAT,
 					candidate, pgdl_echo(name), deployed),
 			 errdetail("On \"%s\", %s is %.6g for model " INT64_FORMAT " and %.6g for model " INT64_FORMAT ".",
 					   vname ? vname : "?", metric, ours, candidate, theirs, deployed)));
+}
+
+/*
+ * pgdl.deploy_if_better(name, model, validation, metric): the same rule for a
+ * model of the caller's choosing (pgdl.automl's winner, pgdl.retrain's refit),
+ * with the two scores.  The candidate must read the validation table as it
+ * was trained to.
+ */
+PG_FUNCTION_INFO_V1(pgdl_deploy_if_better_sql);
+Datum
+pgdl_deploy_if_better_sql(PG_FUNCTION_ARGS)
+{
+	PgdlModel  *model;
+	PgdlDataset *vds;
+	PgdlRankMetric r = PGDL_RANK_LOSS;
+	PgdlDeployOutcome out;
+	TupleDesc	tupdesc;
+	Datum		values[6];
+	bool		nulls[6] = {0};
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name, model and validation must not be NULL")));
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "pgdl.deploy_if_better must return a row");
+	model = pgdl_model_by_id(PG_GETARG_INT64(1));
+	vds = pgdl_dataset_by_packed(PG_GETARG_OID(2));
+	if (!PG_ARGISNULL(3))
+		r = pgdl_rank_metric_arg("metric", text_to_cstring(PG_GETARG_TEXT_PP(3)));
+	pgdl_rank_metric_check_task(r, vds->classification, "metric");
+	if (model->dataset == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("model " INT64_FORMAT " has no training set in pgdl.datasets", PG_GETARG_INT64(1)),
+				 errdetail("Nothing says how to preprocess the validation table for it (an imported model)."),
+				 errhint("Compare it with pgdl.metrics, then call pgdl.deploy.")));
+	pgdl_check_same_preprocessing(model->dataset, vds, "validation");
+	pgdl_deploy_if_better_outcome(text_to_cstring(PG_GETARG_TEXT_PP(0)), PG_GETARG_INT64(1), vds, r, &out);
+	values[0] = BoolGetDatum(out.serves);
+	values[1] = Int64GetDatum(out.previous);
+	nulls[1] = out.previous == 0;
+	values[2] = CStringGetTextDatum(pgdl_rank_metric_name(r));
+	values[3] = Float8GetDatum(out.score);
+	nulls[3] = isnan(out.score);
+	values[4] = Float8GetDatum(out.previous_score);
+	nulls[4] = isnan(out.previous_score);
+	values[5] = Int64GetDatum(PG_GETARG_INT64(1));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls)));
 }

@@ -84,8 +84,20 @@ extern void pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *ar
  * ---- deployments (deployments.c) ----
  * A selection's winner deployed as `name` (pgdl.deploy) only when it beats the
  * model the name serves on r, both scored now on the validation table vds;
- * a NOTICE says which was kept and why.
+ * a NOTICE says which was kept and why.  The outcome's form says whether
+ * the name serves the candidate afterwards, the model it served before (0:
+ * none) and both scores (NaN where not scored).
  */
+typedef struct PgdlDeployOutcome
+{
+	bool		serves;
+	int64		previous;
+	double		score;
+	double		previous_score;
+} PgdlDeployOutcome;
+
 extern void pgdl_deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, PgdlRankMetric r);
+extern void pgdl_deploy_if_better_outcome(const char *name, int64 candidate, const PgdlDataset *vds,
+										  PgdlRankMetric r, PgdlDeployOutcome *out);
 
 #endif							/* PGDL_MODELS_H */

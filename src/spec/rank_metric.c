@@ -12,7 +12,9 @@
  */
 #include "postgres.h"
 
+#include "funcapi.h"
 #include "lib/stringinfo.h"
+#include "utils/builtins.h"
 
 #include "base/base.h"
 #include "spec/spec.h"
@@ -121,4 +123,29 @@ pgdl_rank_metric_check_task(PgdlRankMetric m, bool classification, const char *w
 					   task == TASK_CLASSIFIER ? "classification" : "regression"),
 			 errhint(classification ? "Rank a classifier by loss, accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision or log_loss." :
 					 "Rank a regression model by loss, mse, rmse, mae or r2.")));
+}
+
+/*
+ * pgdl.rank_metrics(): the table above as rows, so that SQL that ranks models
+ * (pgdl.automl across its rounds) reads the direction from here.
+ */
+PG_FUNCTION_INFO_V1(pgdl_rank_metrics);
+Datum
+pgdl_rank_metrics(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	static const char *const tasks[] = {"any", "classification", "regression"};
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (int m = 0; m < PGDL_RANK_N_METRICS; m++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {0};
+
+		values[0] = CStringGetTextDatum(rank_metrics[m].name);
+		values[1] = BoolGetDatum(rank_metrics[m].higher_better);
+		values[2] = CStringGetTextDatum(tasks[rank_metrics[m].task]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
