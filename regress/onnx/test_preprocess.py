@@ -13,7 +13,9 @@ color, packs them with each imputation and scaling, and checks:
 2. pgdl.export_onnx of a model trained on each: onnx.checker accepts the file, its input takes the raw
    features, and onnxruntime-node on the raw rows (a missing value as NaN) reproduces pgdl.predict within
    1e-5;
-3. a model with a one-hot column is refused by export (0A000), and so is no other.
+3. pgdl.import_onnx refuses a file with imputation nodes (0A000), takes back one exported without its
+   preprocessing, and refuses a forged normalization over the model's whole input, indicators included;
+4. a model with a one-hot column is refused by export (0A000), and so is no other.
 
 Prints "ok - ..." / "not ok - ..." and ends with "N passed, M failed".
 """
@@ -123,6 +125,42 @@ def check_export(conn, name, x, tmp, ort_ok):
              f"largest difference {np.max(np.abs(got - want)) if got.shape == want.shape else got.shape}")
 
 
+def check_import(conn, name):
+    """An export with imputation nodes is not imported; one without comes back; a forged normalization of the
+    model's whole input (indicators included) is refused, never read past the dataset's features."""
+    model = conn.execute("SELECT max(id) FROM pgdl.models WHERE dataset = (SELECT id FROM pgdl.datasets "
+                         "WHERE packed = %s::regclass)", (name,)).fetchone()[0]
+    with_nodes = conn.execute("SELECT pgdl.export_onnx(%s::bigint)", (model,)).fetchone()[0]
+    try:
+        conn.execute("SELECT pgdl.import_onnx('pre_back', %s, %s::regclass)", (with_nodes, name))
+        ex.check(False, f"{name}: import of a file with imputation nodes refused", "it was imported")
+    except psycopg.Error as e:
+        ex.check(e.sqlstate == "0A000", f"{name}: import of a file with imputation nodes refused (0A000)", e)
+    bare = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bigint, false)", (model,)).fetchone()[0])
+    back = conn.execute("SELECT pgdl.import_onnx('pre_back', %s, %s::regclass)", (bare, name)).fetchone()[0]
+    row = [1.0, None, 2.0, 2.5, 0.1]
+    same = conn.execute("SELECT pgdl.predict(%s::bigint, %s::float8[]) = pgdl.predict(%s::bigint, %s::float8[])",
+                        (model, row, back, row)).fetchone()[0]
+    ex.check(same, f"{name}: exported without its preprocessing and imported with its dataset, it predicts the same")
+    proto = onnx.load_from_string(bare)
+    n = proto.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    first = proto.graph.node[0]
+    proto.graph.initializer.extend([onnx.numpy_helper.from_array(np.zeros(n, np.float32), "pgdl_normalize.mean"),
+                                    onnx.numpy_helper.from_array(np.ones(n, np.float32), "pgdl_normalize.std")])
+    sub = onnx.helper.make_node("Sub", ["input", "pgdl_normalize.mean"], ["pgdl_normalize_sub"], "pgdl_normalize_sub")
+    div = onnx.helper.make_node("Div", ["pgdl_normalize_sub", "pgdl_normalize.std"], ["pgdl_normalize_div"],
+                                "pgdl_normalize_div")
+    first.input[0] = "pgdl_normalize_div"
+    onnx.helper.set_model_props(proto, {"pgdl.normalization": '{"mean": [], "std": []}'})
+    proto.graph.node.insert(0, div)
+    proto.graph.node.insert(0, sub)
+    try:
+        conn.execute("SELECT pgdl.import_onnx('pre_forged', %s, %s::regclass)", (proto.SerializeToString(), name))
+        ex.check(False, f"{name}: a normalization of {n} features refused", "it was imported")
+    except psycopg.Error as e:
+        ex.check(e.sqlstate == "22023", f"{name}: a normalization of {n} features (indicators too) refused (22023)", f"{e.sqlstate} {e} {e.diag.message_detail}")
+
+
 def check_one_hot(conn, colors):
     conn.execute("SELECT pgdl.pack('pre', 'a, b', 'label', 'pre_hot', partitions => 1, impute => 'mean', "
                  "one_hot => 'color')")
@@ -152,6 +190,7 @@ def main():
                              (name, impute, value, scaling))
                 check_statistics(conn, name, x)
                 check_export(conn, name, x, tmp, ort_ok)
+        check_import(conn, "pre_mean_std")
         check_one_hot(conn, colors)
 
 

@@ -187,6 +187,13 @@ SELECT t.imputation = r.imputation AS same_imputation, t.normalization = r.norma
   FROM pgdl.datasets t, pgdl.datasets r WHERE t.id = :pp_test AND r.id = :pp_all;
 SELECT (SELECT loss FROM pgdl.evaluate(:pp_all_model, 'pp_test_packed'))
      = (SELECT loss FROM pgdl.evaluate(:pp_all_model, 'pp_test', 'a, b, c, d', 'y')) AS reference_same;
+-- a dataset's description for another server carries its imputation: packed there, the same bytes
+SELECT pgdl.import_dataset(pgdl.export_dataset('pp_all'), 'pp_imported') IS NOT NULL AS imported;
+SELECT pgdl.pack('pp_test', 'a, b, c, d', 'y', 'pp_test_there', buffer_rows => 16, partitions => 1,
+                 reference => 'pp_imported') > 0 AS packed;
+SELECT (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM pp_test_packed)
+     = (SELECT string_agg(array_send(x) || array_send(y), ''::bytea ORDER BY buffer_id) FROM pp_test_there)
+       AS same_bytes;
 -- a dataset preprocessed otherwise is refused, the difference named
 SELECT loss FROM pgdl.evaluate(:pp_mean_model, 'pp_median');
 SELECT loss FROM pgdl.evaluate(:pp_median_model, 'pp_const');
@@ -274,7 +281,7 @@ ROLLBACK;
 DELETE FROM pgdl.models WHERE run > :pp_first_run OR name LIKE 'pp\_%';
 DELETE FROM pgdl.runs WHERE id > :pp_first_run;
 DROP TABLE pp_src, pp_test, pp_empty, pp_many, pp_big, pp_mean, pp_median, pp_const, pp_zero, pp_hot, pp_all,
-           pp_test_packed, pp_single_id, pp_single_hot, pp_bad, pp_empty_packed, pp_big_minmax, pp_big_minmax_mem;
+           pp_test_packed, pp_imported, pp_test_there, pp_single_id, pp_single_hot, pp_bad, pp_empty_packed, pp_big_minmax, pp_big_minmax_mem;
 SELECT setval('pgdl.runs_id_seq', :pp_runs_seq, :'pp_runs_called'::boolean) > 0 AS restored,
        setval('pgdl.models_id_seq', :pp_models_seq, :'pp_models_called'::boolean) > 0 AS restored,
        setval('pgdl.datasets_id_seq', :pp_datasets_seq, :'pp_datasets_called'::boolean) > 0 AS restored;
