@@ -2282,3 +2282,141 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean) IS
 	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; returns both models, their scores and the new packed tables';
+-- ---- preprocessing that travels with the model: pack's impute, impute_value, scaling and one_hot; ----
+-- ---- pgdl.datasets.imputation, min-max and robust normalization, one-hot vocabularies ----
+-- Datasets packed before impute nothing (NULL); their normalization and vocabularies read as before.
+ALTER TABLE pgdl.datasets ADD COLUMN imputation jsonb;
+GRANT UPDATE (imputation) ON pgdl.datasets TO PUBLIC;
+DROP FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text,
+						regclass, text, integer, text, integer, text, boolean);
+CREATE FUNCTION pgdl.pack(
+	source regclass,
+	features text,
+	label text,
+	output text,
+	buffer_rows integer DEFAULT 128,
+	partitions integer DEFAULT 4,
+	seed bigint DEFAULT 42,
+	scale double precision DEFAULT NULL,
+	standardize boolean DEFAULT false,
+	nulls text DEFAULT 'error',
+	reference regclass DEFAULT NULL,
+	categorical text DEFAULT NULL,
+	max_categories integer DEFAULT 10000,
+	sequence text DEFAULT NULL,
+	max_length integer DEFAULT NULL,
+	weight text DEFAULT NULL,
+	standardize_target boolean DEFAULT false,
+	impute text DEFAULT NULL,
+	impute_value double precision DEFAULT NULL,
+	scaling text DEFAULT NULL,
+	one_hot text DEFAULT NULL)
+RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_pack'
+	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean, text, double precision, text, text) IS
+	'packs a table''s features (numeric, missing ones imputed with an indicator, scaled; categorical columns as vocabulary ids or one-hot, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+
+-- a one-hot column takes a feature per value
+CREATE OR REPLACE VIEW pgdl.vocabulary WITH (security_invoker = true) AS
+SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'column' AS "column",
+	   CASE WHEN d.n_features - c.total + c.before + 1 BETWEEN -2147483648 AND 2147483647
+			THEN (d.n_features - c.total + c.before + 1)::integer END AS feature,
+	   (v.id + CASE WHEN c.length IS NULL THEN 0 ELSE 1 END)::integer AS id, v.value,
+	   c.length
+  FROM pgdl.datasets d
+ CROSS JOIN LATERAL (
+	SELECT e.col, e.position, w.length, sum(w.width) OVER () AS total,
+		   sum(w.width) OVER (ORDER BY e.position) - w.width AS before
+	  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(d.categorical) = 'array' THEN d.categorical END)
+		   WITH ORDINALITY AS e(col, position)
+	 CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.col -> 'length') = 'number'
+									 THEN (e.col ->> 'length')::numeric END AS n) l
+	 CROSS JOIN LATERAL (SELECT CASE WHEN l.n = trunc(l.n) AND l.n BETWEEN 0 AND 2147483647
+									 THEN l.n::integer END AS length) m
+	 CROSS JOIN LATERAL (SELECT m.length,
+								CASE WHEN m.length IS NOT NULL THEN m.length::bigint + 1
+									 WHEN e.col -> 'one_hot' = 'true' AND jsonb_typeof(e.col -> 'values') = 'array'
+									 THEN jsonb_array_length(e.col -> 'values') ELSE 1 END AS width) w) c
+ CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(c.col -> 'values') = 'array'
+												   THEN c.col -> 'values' END) WITH ORDINALITY AS v(value, id);
+COMMENT ON VIEW pgdl.vocabulary IS
+	'the vocabulary of each categorical and sequence column of the datasets the caller may read: value and its id (categorical: id 0 is unseen or NULL; sequence: id 0 is padding, id 1 unseen or NULL), the first feature of the example vector that carries the column (a one-hot column''s id i at feature + i - 1), and a sequence''s length L';
+
+-- a dataset's description for federation carries its imputation (pgdl.export_dataset, import_dataset)
+CREATE OR REPLACE FUNCTION pgdl.export_dataset(packed regclass) RETURNS jsonb
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS
+$$
+	SELECT jsonb_build_object('task', d.task, 'n_features', d.n_features, 'n_targets', d.n_targets,
+							  'classes', to_jsonb(d.classes), 'label_type', d.label_type::text,
+							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows)
+		   -- the vocabularies only when there are some: a description without them reads as before
+		   || CASE WHEN d.categorical IS NOT NULL THEN jsonb_build_object('categorical', d.categorical) ELSE '{}' END
+		   || CASE WHEN d.imputation IS NOT NULL THEN jsonb_build_object('imputation', d.imputation) ELSE '{}' END
+	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
+$$;
+COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
+	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization, vocabularies of categorical columns, imputation), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
+
+-- No SET search_path: the table goes where the caller's CREATE TABLE would put it (its first schema).
+CREATE OR REPLACE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
+	LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE AS
+$$
+DECLARE
+	schema name := (pg_catalog.current_schemas(false))[1];
+	made regclass;
+	label_regtype regtype;
+BEGIN
+	IF pg_catalog.jsonb_typeof(description) IS DISTINCT FROM 'object'
+	   OR pg_catalog.jsonb_typeof(description->'task') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'n_features') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'n_targets') IS DISTINCT FROM 'number'
+	   OR pg_catalog.jsonb_typeof(description->'classes') NOT IN ('array', 'null')
+	   OR pg_catalog.jsonb_typeof(description->'label_type') IS DISTINCT FROM 'string'
+	   OR pg_catalog.jsonb_typeof(description->'normalization') IS DISTINCT FROM 'object' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A description is what pgdl.export_dataset returns: an object with task, n_features, n_targets, classes, label_type and normalization.';
+	END IF;
+	-- checked before the casts, whose errors would echo the value (a number of any length)
+	IF (description->>'n_features') !~ '^[1-9][0-9]{0,8}$' OR (description->>'n_targets') !~ '^[1-9][0-9]{0,8}$' THEN
+		RAISE EXCEPTION 'invalid dataset description'
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'Its n_features and n_targets must be positive integers.';
+	END IF;
+	-- a type name is parsed as SQL: any error of it (syntax, no such type or schema) is the description's
+	BEGIN
+		label_regtype := (description->>'label_type')::regtype;
+	EXCEPTION
+		WHEN OTHERS THEN
+			RAISE EXCEPTION 'invalid label_type "%" in dataset description', pg_catalog.left(description->>'label_type', 64)
+				USING ERRCODE = 'invalid_parameter_value',
+					  DETAIL = 'It must name a type of this server, as pgdl.export_dataset writes it.';
+	END;
+	IF schema IS NULL THEN
+		RAISE EXCEPTION 'no schema to create "%" in', pg_catalog.left(name, 64) USING ERRCODE = 'invalid_schema_name';
+	END IF;
+	IF pg_catalog.octet_length(name) > 60 OR name = '' THEN
+		RAISE EXCEPTION 'invalid table name "%"', pg_catalog.left(name, 64)
+			USING ERRCODE = 'invalid_name', DETAIL = 'The name must be 1 to 60 bytes long.';
+	END IF;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I (part integer NOT NULL, buffer_id integer NOT NULL, n integer NOT NULL,'
+				   ' x real[] NOT NULL, y real[] NOT NULL, PRIMARY KEY (part, buffer_id)) PARTITION BY LIST (part)',
+				   schema, name);
+	made := pg_catalog.format('%I.%I', schema, name)::regclass;
+	EXECUTE pg_catalog.format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, name || '_p0', made);
+	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
+							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, categorical, imputation)
+	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
+			(description->>'n_targets')::integer,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
+				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
+			label_regtype, description->'normalization', 0, 0, 1, 1, 0,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'categorical') = 'array' THEN description->'categorical' END,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'imputation') = 'object' THEN description->'imputation' END);
+	RETURN made;
+END
+$$;
+COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
+	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';

@@ -513,6 +513,11 @@ my %VALID = (
 	'max_length'                   => 'NULL',
 	'standardize_target'           => 'false',
 	'pack.weight'                  => 'NULL',
+	# preprocessing that travels with the model: missing values imputed, min-max scaling, no one-hot
+	'impute'                       => q{'mean'},
+	'impute_value'                 => 'NULL',
+	'scaling'                      => q{'minmax'},
+	'one_hot'                      => 'NULL',
 	'split.source'                 => q{'sweep_points'},
 	'output_prefix'                => q{'sweep_split'},
 	'split.validation'             => '0.2',

@@ -29,7 +29,8 @@ CREATE TABLE pgdl.datasets (
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	categorical jsonb,						-- vocabularies of categorical and sequence columns (see pack.md); NULL if none
 	target_normalization jsonb,				-- standardize_target: {"mean": [...], "std": [...]} per target; NULL if none
-	weighted boolean NOT NULL DEFAULT false	-- weight => col: the packed table's w real[] holds each example's weight
+	weighted boolean NOT NULL DEFAULT false,	-- weight => col: the packed table's w real[] holds each example's weight
+	imputation jsonb						-- impute => ...: {"strategy", "values", "indicators"} (see pack.md); NULL if none
 );
 
 CREATE TABLE pgdl.architectures (

@@ -17,18 +17,22 @@ CREATE FUNCTION pgdl.pack(
 	sequence text DEFAULT NULL,
 	max_length integer DEFAULT NULL,
 	weight text DEFAULT NULL,
-	standardize_target boolean DEFAULT false)
+	standardize_target boolean DEFAULT false,
+	impute text DEFAULT NULL,
+	impute_value double precision DEFAULT NULL,
+	scaling text DEFAULT NULL,
+	one_hot text DEFAULT NULL)
 RETURNS bigint
 	AS 'MODULE_PATHNAME', 'pgdl_pack'
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean) IS
-	'packs a table''s features (numeric, categorical columns as vocabulary ids, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
+COMMENT ON FUNCTION pgdl.pack(regclass, text, text, text, integer, integer, bigint, double precision, boolean, text, regclass, text, integer, text, integer, text, boolean, text, double precision, text, text) IS
+	'packs a table''s features (numeric, missing ones imputed with an indicator, scaled; categorical columns as vocabulary ids or one-hot, token sequences as padded ids and a length) and labels (a class, or one or several targets) into shuffled minibatch buffers in a new LIST-partitioned table and registers it in pgdl.datasets; returns the dataset id';
 
 -- The vocabularies of categorical and sequence columns, one row per value.  A categorical column's id 0
 -- (not listed) is any value not seen when packing, and NULL; a sequence column's id 0 is padding and id 1
 -- an unseen or NULL token.  feature: the first (1-based) of the floats of the example vector that carry
--- the column, a sequence's L ids and then its length.  security_invoker: a role sees the vocabularies of
+-- the column, a sequence's L ids and then its length, a one-hot column's values (id i at feature + i - 1).  security_invoker: a role sees the vocabularies of
 -- the datasets it may read.  The rows are their owners' to write: a "length" that is not a length counts
 -- as none, "values" that are not an array as none, and a feature past the integers is NULL, so that one
 -- role's row does not fail every reader's query.
@@ -40,18 +44,22 @@ SELECT d.id AS dataset, d.packed, c.position::integer AS position, c.col ->> 'co
 	   c.length
   FROM pgdl.datasets d
  CROSS JOIN LATERAL (
-	SELECT e.col, e.position, w.length, sum(coalesce(w.length::bigint + 1, 1)) OVER () AS total,
-		   sum(coalesce(w.length::bigint + 1, 1)) OVER (ORDER BY e.position) - coalesce(w.length::bigint + 1, 1) AS before
+	SELECT e.col, e.position, w.length, sum(w.width) OVER () AS total,
+		   sum(w.width) OVER (ORDER BY e.position) - w.width AS before
 	  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(d.categorical) = 'array' THEN d.categorical END)
 		   WITH ORDINALITY AS e(col, position)
 	 CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(e.col -> 'length') = 'number'
 									 THEN (e.col ->> 'length')::numeric END AS n) l
 	 CROSS JOIN LATERAL (SELECT CASE WHEN l.n = trunc(l.n) AND l.n BETWEEN 0 AND 2147483647
-									 THEN l.n::integer END AS length) w) c
+									 THEN l.n::integer END AS length) m
+	 CROSS JOIN LATERAL (SELECT m.length,
+								CASE WHEN m.length IS NOT NULL THEN m.length::bigint + 1
+									 WHEN e.col -> 'one_hot' = 'true' AND jsonb_typeof(e.col -> 'values') = 'array'
+									 THEN jsonb_array_length(e.col -> 'values') ELSE 1 END AS width) w) c
  CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(c.col -> 'values') = 'array'
 												   THEN c.col -> 'values' END) WITH ORDINALITY AS v(value, id);
 COMMENT ON VIEW pgdl.vocabulary IS
-	'the vocabulary of each categorical and sequence column of the datasets the caller may read: value and its id (categorical: id 0 is unseen or NULL; sequence: id 0 is padding, id 1 unseen or NULL), the first feature of the example vector that carries the column, and a sequence''s length L';
+	'the vocabulary of each categorical and sequence column of the datasets the caller may read: value and its id (categorical: id 0 is unseen or NULL; sequence: id 0 is padding, id 1 unseen or NULL), the first feature of the example vector that carries the column (a one-hot column''s id i at feature + i - 1), and a sequence''s length L';
 GRANT SELECT ON pgdl.vocabulary TO PUBLIC;
 
 CREATE FUNCTION pgdl.encode(packed regclass, x real[], categories text[]) RETURNS real[]

@@ -36,10 +36,11 @@ $$
 							  'normalization', d.normalization, 'partitions', d.partitions, 'n_rows', d.n_rows)
 		   -- the vocabularies only when there are some: a description without them reads as before
 		   || CASE WHEN d.categorical IS NOT NULL THEN jsonb_build_object('categorical', d.categorical) ELSE '{}' END
+		   || CASE WHEN d.imputation IS NOT NULL THEN jsonb_build_object('imputation', d.imputation) ELSE '{}' END
 	  FROM pgdl.datasets d WHERE d.packed = export_dataset.packed
 $$;
 COMMENT ON FUNCTION pgdl.export_dataset(regclass) IS
-	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization, vocabularies of categorical columns), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
+	'what a packed table''s rows mean (task, features, targets, classes, label type, normalization, vocabularies of categorical columns, imputation), as jsonb: pgdl.import_dataset on another server makes it a reference for pgdl.pack there';
 
 -- No SET search_path: the table goes where the caller's CREATE TABLE would put it (its first schema).
 CREATE FUNCTION pgdl.import_dataset(description jsonb, name text) RETURNS regclass
@@ -89,13 +90,14 @@ BEGIN
 	made := pg_catalog.format('%I.%I', schema, name)::regclass;
 	EXECUTE pg_catalog.format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES IN (0)', schema, name || '_p0', made);
 	INSERT INTO pgdl.datasets (packed, source, features, label, task, n_features, n_targets, classes, label_type,
-							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, categorical)
+							   normalization, n_rows, n_buffers, buffer_rows, partitions, seed, categorical, imputation)
 	VALUES (made, 'pgdl.import_dataset', '', '', description->>'task', (description->>'n_features')::integer,
 			(description->>'n_targets')::integer,
 			CASE WHEN pg_catalog.jsonb_typeof(description->'classes') = 'array'
 				 THEN ARRAY(SELECT pg_catalog.jsonb_array_elements_text(description->'classes')) END,
 			label_regtype, description->'normalization', 0, 0, 1, 1, 0,
-			CASE WHEN pg_catalog.jsonb_typeof(description->'categorical') = 'array' THEN description->'categorical' END);
+			CASE WHEN pg_catalog.jsonb_typeof(description->'categorical') = 'array' THEN description->'categorical' END,
+			CASE WHEN pg_catalog.jsonb_typeof(description->'imputation') = 'object' THEN description->'imputation' END);
 	RETURN made;
 END
 $$;

@@ -11,6 +11,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/numeric.h"
 
@@ -122,6 +123,50 @@ pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x)
 }
 
 /*
+ * As pgdl_number_array_to_floats, for an array that may hold NULLs: each NULL
+ * element is NaN (a missing value, for datasets that impute them).
+ */
+void
+pgdl_number_array_to_floats_nulls(ArrayType *arr, Oid elem_base, int n, float *x)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			count;
+
+	if (!ARR_HASNULL(arr))
+	{
+		pgdl_number_array_to_floats(arr, elem_base, n, x);
+		return;
+	}
+	get_typlenbyvalalign(ARR_ELEMTYPE(arr), &typlen, &typbyval, &typalign);
+	deconstruct_array(arr, ARR_ELEMTYPE(arr), typlen, typbyval, typalign, &elems, &nulls, &count);
+	for (int i = 0; i < n && i < count; i++)
+	{
+		if (nulls[i])
+			x[i] = NAN;
+		else if (elem_base == FLOAT4OID)
+			x[i] = DatumGetFloat4(elems[i]);
+		else if (elem_base == FLOAT8OID)
+			x[i] = (float) DatumGetFloat8(elems[i]);
+		else if (elem_base == INT2OID)
+			x[i] = (float) DatumGetInt16(elems[i]);
+		else if (elem_base == INT4OID)
+			x[i] = (float) DatumGetInt32(elems[i]);
+		else if (elem_base == INT8OID)
+			x[i] = (float) DatumGetInt64(elems[i]);
+		else if (elem_base == NUMERICOID)
+			x[i] = (float) DatumGetFloat8(DirectFunctionCall1(numeric_float8, elems[i]));
+		else
+			elog(ERROR, "pgdl: an array of type %u is not an array of numbers", elem_base);
+	}
+	pfree(elems);
+	pfree(nulls);
+}
+
+/*
  * v as a real; a finite v beyond real's range (about 3.4e38) is an error
  * naming `what` and element j (0-based), as PostgreSQL's own cast to real is.
  * NaN and infinity pass: the caller's finiteness check words that error.
@@ -179,18 +224,24 @@ pgdl_number_array_to_floats_checked(ArrayType *arr, Oid elem_base, int64 n, floa
  * numeric, as floats (real[] read in place, the others converted by
  * pgdl_number_array_to_floats_checked), or an error naming `what`.
  */
-const float *
-pgdl_number_array(ArrayType *array, const char *what, int64 *length)
+static void
+check_number_elements(Oid elem, const char *what)
 {
-	Oid			elem = ARR_ELEMTYPE(array);
-	float	   *x;
-
 	if (elem != FLOAT4OID && elem != FLOAT8OID && elem != INT2OID && elem != INT4OID &&
 		elem != INT8OID && elem != NUMERICOID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("%s must be an array of numbers", what),
 				 errdetail("It is of type %s[].", format_type_be(elem))));
+}
+
+const float *
+pgdl_number_array(ArrayType *array, const char *what, int64 *length)
+{
+	Oid			elem = ARR_ELEMTYPE(array);
+	float	   *x;
+
+	check_number_elements(elem, what);
 	if (elem == FLOAT4OID)
 		return pgdl_float4_array(array, what, length);
 	if (ARR_NDIM(array) > 1)
@@ -205,5 +256,30 @@ pgdl_number_array(ArrayType *array, const char *what, int64 *length)
 	*length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
 	x = palloc(sizeof(float) * Max(*length, 1));
 	pgdl_number_array_to_floats_checked(array, elem, *length, x, what);
+	return x;
+}
+
+/*
+ * As pgdl_number_array, but a NULL element is NaN (a missing value) and
+ * *has_nulls says whether there was one; the caller decides whether the
+ * model's dataset imputes it.
+ */
+const float *
+pgdl_number_array_missing(ArrayType *array, const char *what, int64 *length, bool *has_nulls)
+{
+	float	   *x;
+
+	*has_nulls = ARR_HASNULL(array) && array_contains_nulls(array);
+	if (!*has_nulls)
+		return pgdl_number_array(array, what, length);
+	check_number_elements(ARR_ELEMTYPE(array), what);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what),
+				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
+	*length = ARR_DIMS(array)[0];
+	x = palloc(sizeof(float) * Max(*length, 1));
+	pgdl_number_array_to_floats_nulls(array, ARR_ELEMTYPE(array), (int) *length, x);
 	return x;
 }

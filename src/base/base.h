@@ -259,11 +259,15 @@ extern float *pgdl_float4_array(ArrayType *array, const char *what, int64 *lengt
 extern ArrayType *pgdl_float4_array_new(int64 n);
 extern ArrayType *pgdl_float4_array_from(const float *v, int64 n);
 extern void pgdl_number_array_to_floats(ArrayType *arr, Oid elem_base, int n, float *x);
+/* The same for an array that may hold NULLs: each one is NaN (a missing value). */
+extern void pgdl_number_array_to_floats_nulls(ArrayType *arr, Oid elem_base, int n, float *x);
 /* The same, a double precision or numeric value beyond real's range an error (22003) naming `what`. */
 extern void pgdl_number_array_to_floats_checked(ArrayType *arr, Oid elem_base, int64 n, float *x,
 												const char *what);
 /* x of pgdl.predict: a 1-d NULL-free array of any number type as floats, or an error naming `what`. */
 extern const float *pgdl_number_array(ArrayType *array, const char *what, int64 *length);
+/* The same, a NULL element as NaN (a missing value): *has_nulls says whether there was one. */
+extern const float *pgdl_number_array_missing(ArrayType *array, const char *what, int64 *length, bool *has_nulls);
 
 /*
  * bgworker.c: pgdl's background workers, registered on a segment (its handle

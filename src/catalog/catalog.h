@@ -29,6 +29,15 @@ extern bool pgdl_packed_left_behind(Oid relid);
 
 /* datasets.c: what a packed table's rows mean, from its pgdl.datasets row */
 
+/* How the numeric features are scaled: x * scale, or (x - mean) / std with mean and std as named. */
+typedef enum PgdlScaling
+{
+	PGDL_SCALING_SCALE,			/* {"scale": s} */
+	PGDL_SCALING_STANDARD,		/* {"mean": [...], "std": [...]} */
+	PGDL_SCALING_MINMAX,		/* {"min": [...], "range": [...]} */
+	PGDL_SCALING_ROBUST			/* {"median": [...], "iqr": [...]} */
+} PgdlScaling;
+
 typedef struct PgdlDataset
 {
 	int64		id;
@@ -42,11 +51,28 @@ typedef struct PgdlDataset
 	char	  **classes;		/* class i's value as text */
 	Oid			label_type;
 	float		scale;			/* x * scale, when mean == NULL */
-	float	   *mean;			/* else (x - mean) / std, per feature */
-	float	   *std;
+	float	   *mean;			/* else (x - mean) / std, per feature: the center and divisor of */
+	float	   *std;			/* standardize, min-max or robust scaling (`scaling` says which) */
+	PgdlScaling scaling;
 	Jsonb	   *normalization;	/* as stored: a dataset packed with this one as reference copies it */
 	/* categorical columns: their ids follow the n_numeric normalized features (see pack.md) */
-	int32		n_numeric;		/* features normalized: n_features less the ids and lengths */
+	int32		n_numeric;		/* features normalized: n_features less indicators, ids and lengths */
+	/*
+	 * impute => ...: a missing (NaN) numeric feature j becomes impute[j]
+	 * before scaling; indicators (0-based numeric features, ascending) each
+	 * add a feature after the numeric ones, 1 where it was missing.  NULL / 0
+	 * when the dataset was packed without imputation.
+	 */
+	float	   *impute;
+	int32		n_indicators;
+	int32	   *indicators;
+	Jsonb	   *imputation;		/* as stored; NULL when none */
+	/*
+	 * The raw example vector that predict takes (pgdl.encode's): the
+	 * n_numeric features, one id per categorical column (one-hot ones too),
+	 * each sequence's ids and length.  n_features when nothing expands it.
+	 */
+	int32		n_raw;
 	int32		n_categorical;
 	int32		n_sequences;	/* sequence columns: their ids and length follow the categorical ids */
 	struct PgdlVocabulary *vocabulary;	/* n_categorical, then n_sequences; NULL when none */
@@ -68,6 +94,7 @@ typedef struct PgdlVocabulary
 	char	   *column;
 	int32		length;			/* a sequence column: L, its ids a row (0: a categorical column) */
 	bool		is_integer;		/* values are integers, sorted numerically; else text, by bytes */
+	bool		one_hot;		/* a categorical column one-hot: n_values floats, value i at i (0: none) */
 	int32		n_values;
 	char	  **values;			/* as text */
 	int64	   *integers;		/* is_integer: the values as numbers */
@@ -75,6 +102,9 @@ typedef struct PgdlVocabulary
 
 /* At most this many values a categorical column: ids are floats, exact up to 2^24. */
 #define PGDL_MAX_CATEGORIES		16777215
+
+/* At most this many values a one-hot column: each is a feature of the example. */
+#define PGDL_MAX_ONE_HOT		256
 
 /* A sequence column's ids for padding and for an unseen or NULL token; its values' ids start after them. */
 #define PGDL_SEQUENCE_PADDING	0
@@ -90,7 +120,13 @@ typedef struct PgdlVocabulary
 extern PgdlDataset *pgdl_dataset_read(int64 id, Oid packed, MemoryContext cxt);
 /* A deep copy in CurrentMemoryContext, that outlives the cache entry it was made from. */
 extern PgdlDataset *pgdl_dataset_copy(const PgdlDataset *ds);
-/* x (n rows of raw features) to what the model was trained on, in place. */
+/*
+ * n rows of raw example vectors (n_raw each, NaN a missing numeric feature)
+ * to n_features each: imputed, with their missing indicators, one-hot columns
+ * spread out; not yet scaled.  x may be raw when nothing expands the dataset.
+ */
+extern void pgdl_dataset_expand(const PgdlDataset *ds, const float *raw, float *x, int64 rows);
+/* x (n rows of expanded features) to what the model was trained on, in place. */
 extern void pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows);
 /* rows x n_targets standardized targets (or a regression model's outputs) back to target units, in place. */
 extern void pgdl_dataset_unscale_targets(const PgdlDataset *ds, float *y, int64 rows);
@@ -98,7 +134,7 @@ extern void pgdl_dataset_unscale_targets(const PgdlDataset *ds, float *y, int64 
 extern int32 pgdl_dataset_category_id(const PgdlDataset *ds, int c, const char *value);
 /* Compares two values of a categorical column, by number or by bytes. */
 extern int	pgdl_category_compare(bool is_integer, const char *a, const char *b);
-/* The floats of the example vector column c (categorical or sequence) takes: 1, or L ids and the length. */
+/* The floats of the example vector column c (categorical or sequence) takes: 1, n_values one-hot, or L ids and the length. */
 extern int32 pgdl_vocabulary_width(const PgdlVocabulary *v);
 /*
  * A sequence's n ids (tokens in order) as its L floats of the example vector,

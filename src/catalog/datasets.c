@@ -38,8 +38,8 @@
 
 /*
  * The columns read, in this order (1-based, as SPI counts them).  categorical
- * (0.6.0), target_normalization and weighted (0.7.0) through to_jsonb: a
- * catalog not yet updated has no such column.
+ * (0.6.0), target_normalization, weighted and imputation (0.7.0) through
+ * to_jsonb: a catalog not yet updated has no such column.
  */
 #define DATASET_COLUMNS \
 	"SELECT id, packed::pg_catalog.oid AS packed, task, n_features, n_targets, classes," \
@@ -47,7 +47,8 @@
 	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'categorical', 'null'::pg_catalog.jsonb) AS categorical," \
 	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'target_normalization', 'null'::pg_catalog.jsonb)" \
 	" AS target_normalization," \
-	" pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'weighted' AS weighted" \
+	" pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'weighted' AS weighted," \
+	" NULLIF(pg_catalog.to_jsonb(d) OPERATOR(pg_catalog.->) 'imputation', 'null'::pg_catalog.jsonb) AS imputation" \
 	" FROM pgdl.datasets d"
 
 enum
@@ -64,7 +65,8 @@ enum
 	COL_N_ROWS,
 	COL_CATEGORICAL,
 	COL_TARGET_NORMALIZATION,
-	COL_WEIGHTED
+	COL_WEIGHTED,
+	COL_IMPUTATION
 };
 
 /* One row, as SPI returned it, and the id that names it in errors. */
@@ -226,24 +228,34 @@ read_float_array(const DatasetRow *row, const char *column, const JsonbValue *v,
 	return out;
 }
 
+/* The keys of a scaling's center and divisor in normalization, by PgdlScaling (SCALE has none). */
+static const char *const scaling_keys[][2] = {{NULL, NULL}, {"mean", "std"}, {"min", "range"}, {"median", "iqr"}};
+
 /*
  * {"scale": s}: features times s (finite and not zero, as a double and as a
- * float), or {"mean": [...], "std": [...]}: (x - mean) / std per feature.
+ * float), or (x - center) / divisor per feature, center and divisor as one of
+ * scaling_keys' pairs: {"mean", "std"}, {"min", "range"}, {"median", "iqr"}.
  */
 static void
 read_normalization(const DatasetRow *row, PgdlDataset *ds)
 {
 	Jsonb	   *norm = DatumGetJsonbPCopy(required_column(row, COL_NORMALIZATION));
 	JsonbValue *scale;
-	JsonbValue *mean;
-	JsonbValue *std;
+	JsonbValue *mean = NULL;
+	JsonbValue *std = NULL;
 
 	if (JB_ROOT_IS_SCALAR(norm) || !JB_ROOT_IS_OBJECT(norm))
 		corrupted(row->id, "normalization", "is not a JSON object");
 	ds->normalization = norm;
 	scale = pgdl_jsonb_key(&norm->root, "scale");
-	mean = pgdl_jsonb_key(&norm->root, "mean");
-	std = pgdl_jsonb_key(&norm->root, "std");
+	ds->scaling = PGDL_SCALING_SCALE;
+	for (int k = PGDL_SCALING_STANDARD; k <= PGDL_SCALING_ROBUST && mean == NULL && std == NULL; k++)
+	{
+		mean = pgdl_jsonb_key(&norm->root, scaling_keys[k][0]);
+		std = pgdl_jsonb_key(&norm->root, scaling_keys[k][1]);
+		if (mean != NULL || std != NULL)
+			ds->scaling = (PgdlScaling) k;
+	}
 	if (scale != NULL && mean == NULL && std == NULL)
 	{
 		char	   *text = json_number_text(scale);
@@ -255,10 +267,11 @@ read_normalization(const DatasetRow *row, PgdlDataset *ds)
 		return;
 	}
 	if (scale != NULL || mean == NULL || std == NULL)
-		corrupted(row->id, "normalization", "must have either \"scale\" or \"mean\" and \"std\"");
+		corrupted(row->id, "normalization", "must have either \"scale\", or \"mean\" and \"std\", "
+				  "or \"min\" and \"range\", or \"median\" and \"iqr\"");
 	ds->scale = 1.0f;
-	ds->mean = read_float_array(row, "normalization", mean, "mean", ds->n_numeric, false);
-	ds->std = read_float_array(row, "normalization", std, "std", ds->n_numeric, true);
+	ds->mean = read_float_array(row, "normalization", mean, scaling_keys[ds->scaling][0], ds->n_numeric, false);
+	ds->std = read_float_array(row, "normalization", std, scaling_keys[ds->scaling][1], ds->n_numeric, true);
 }
 
 /*
@@ -350,6 +363,23 @@ read_sequence_keys(const DatasetRow *row, JsonbContainer *col, int c, PgdlVocabu
 	v->length = (int32) l;
 }
 
+/*
+ * A categorical column's "one_hot": absent, or true with 1 to
+ * PGDL_MAX_ONE_HOT values (checked once they are read); a sequence has none.
+ */
+static void
+read_one_hot(const DatasetRow *row, JsonbContainer *col, int c, PgdlVocabulary *v)
+{
+	JsonbValue *one_hot = pgdl_jsonb_key(col, "one_hot");
+
+	if (one_hot == NULL)
+		return;
+	if (one_hot->type != jbvBool || !one_hot->val.boolean || v->length > 0)
+		corrupted(row->id, "categorical", "has an invalid \"one_hot\" in element %d: it must be true, "
+				  "and only in a categorical column", c + 1);
+	v->one_hot = true;
+}
+
 /* Element c of categorical: one column's vocabulary, checked. */
 static void
 read_vocabulary(const DatasetRow *row, JsonbValue *col, int c, PgdlVocabulary *v)
@@ -370,8 +400,13 @@ read_vocabulary(const DatasetRow *row, JsonbValue *col, int c, PgdlVocabulary *v
 	v->is_integer = strcmp(type, "integer") == 0;
 	if (pgdl_jsonb_key(col->val.binary.data, "length") != NULL)
 		read_sequence_keys(row, col->val.binary.data, c, v);
+	read_one_hot(row, col->val.binary.data, c, v);
 	if (JsonContainerSize(values->val.binary.data) > PGDL_MAX_CATEGORIES)
 		corrupted(row->id, "categorical", "has more than %d values in element %d", PGDL_MAX_CATEGORIES, c + 1);
+	if (v->one_hot && (JsonContainerSize(values->val.binary.data) < 1 ||
+					   JsonContainerSize(values->val.binary.data) > PGDL_MAX_ONE_HOT))
+		corrupted(row->id, "categorical", "has a one-hot column (element %d) without 1 to %d values",
+				  c + 1, PGDL_MAX_ONE_HOT);
 	v->n_values = (int32) JsonContainerSize(values->val.binary.data);
 	v->values = palloc(sizeof(char *) * Max(v->n_values, 1));
 	if (v->is_integer)
@@ -393,7 +428,7 @@ read_vocabulary(const DatasetRow *row, JsonbValue *col, int c, PgdlVocabulary *v
 int32
 pgdl_vocabulary_width(const PgdlVocabulary *v)
 {
-	return v->length > 0 ? v->length + 1 : 1;
+	return v->length > 0 ? v->length + 1 : v->one_hot ? v->n_values : 1;
 }
 
 /*
@@ -413,6 +448,7 @@ read_categorical(const DatasetRow *row, PgdlDataset *ds)
 	int64		width = 0;
 
 	ds->n_numeric = ds->n_features;
+	ds->n_raw = ds->n_features;
 	if (isnull)
 		return;
 	jb = DatumGetJsonbPCopy(d);
@@ -436,11 +472,64 @@ read_categorical(const DatasetRow *row, PgdlDataset *ds)
 		else
 			ds->n_categorical++;
 		width += pgdl_vocabulary_width(v);
+		ds->n_raw -= pgdl_vocabulary_width(v) - (v->length > 0 ? v->length + 1 : 1);
 	}
 	if (width >= ds->n_features)
 		corrupted(row->id, "categorical", "takes " INT64_FORMAT " features of the example, but n_features is %d "
 				  "(one at least is numeric)", width, ds->n_features);
 	ds->n_numeric = ds->n_features - (int32) width;
+}
+
+/*
+ * imputation: NULL, or {"strategy": "mean" | "median" | "constant", "values":
+ * [a finite number per numeric feature], "indicators": [1-based numeric
+ * features, ascending]}; each indicator is a feature after the numeric ones,
+ * so n_numeric and n_raw lose them.
+ */
+static void
+read_imputation(const DatasetRow *row, PgdlDataset *ds)
+{
+	bool		isnull;
+	Datum		d = get_column(row, COL_IMPUTATION, &isnull);
+	Jsonb	   *jb;
+	char	   *strategy;
+	JsonbValue *ind;
+	int32		n;
+
+	if (isnull)
+		return;
+	jb = DatumGetJsonbPCopy(d);
+	if (JB_ROOT_IS_SCALAR(jb) || !JB_ROOT_IS_OBJECT(jb))
+		corrupted(row->id, "imputation", "is not a JSON object");
+	strategy = json_string(pgdl_jsonb_key(&jb->root, "strategy"));
+	ind = pgdl_jsonb_key(&jb->root, "indicators");
+	if (strategy == NULL || (strcmp(strategy, "mean") != 0 && strcmp(strategy, "median") != 0 &&
+							 strcmp(strategy, "constant") != 0) ||
+		ind == NULL || ind->type != jbvBinary || !JsonContainerIsArray(ind->val.binary.data))
+		corrupted(row->id, "imputation", "must have a \"strategy\" of \"mean\", \"median\" or \"constant\", "
+				  "and an \"indicators\" array");
+	n = (int32) JsonContainerSize(ind->val.binary.data);
+	if (2 * (int64) n > ds->n_numeric)
+		corrupted(row->id, "imputation", "has %d indicators, more than the %d numeric features left without them",
+				  n, ds->n_numeric - n);
+	ds->imputation = jb;
+	ds->n_indicators = n;
+	ds->n_numeric -= n;
+	ds->n_raw -= n;
+	ds->indicators = palloc(sizeof(int32) * Max(n, 1));
+	for (int32 i = 0; i < n; i++)
+	{
+		char	   *text = json_number_text(getIthJsonbValueFromContainer(ind->val.binary.data, i));
+		int64		f = 0;
+
+		if (text == NULL || !parse_integer(text, &f) || f < 1 || f > ds->n_numeric ||
+			(i > 0 && f - 1 <= ds->indicators[i - 1]))
+			corrupted(row->id, "imputation", "has an invalid indicator %d: indicators are numeric features, "
+					  "from 1 to %d, ascending", i + 1, ds->n_numeric);
+		ds->indicators[i] = (int32) f - 1;
+	}
+	ds->impute = read_float_array(row, "imputation", pgdl_jsonb_key(&jb->root, "values"), "values",
+								  ds->n_numeric, false);
 }
 
 /*
@@ -543,6 +632,7 @@ dataset_from_row(const DatasetRow *row)
 	}
 	ds->label_type = DatumGetObjectId(required_column(row, COL_LABEL_TYPE));
 	read_categorical(row, ds);
+	read_imputation(row, ds);
 	read_normalization(row, ds);
 	read_target_normalization(row, ds);
 	read_weighted(row, ds);
@@ -636,6 +726,15 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 		copy->normalization = palloc(VARSIZE(ds->normalization));
 		memcpy(copy->normalization, ds->normalization, VARSIZE(ds->normalization));
 	}
+	if (ds->imputation != NULL)
+	{
+		copy->imputation = palloc(VARSIZE(ds->imputation));
+		memcpy(copy->imputation, ds->imputation, VARSIZE(ds->imputation));
+		copy->impute = palloc(sizeof(float) * ds->n_numeric);
+		memcpy(copy->impute, ds->impute, sizeof(float) * ds->n_numeric);
+		copy->indicators = palloc(sizeof(int32) * Max(ds->n_indicators, 1));
+		memcpy(copy->indicators, ds->indicators, sizeof(int32) * ds->n_indicators);
+	}
 	if (ds->target_normalization != NULL)
 	{
 		copy->target_normalization = palloc(VARSIZE(ds->target_normalization));
@@ -648,7 +747,63 @@ pgdl_dataset_copy(const PgdlDataset *ds)
 	return copy;
 }
 
-/* Only the numeric features: the ids and lengths after them are used as they are. */
+/*
+ * Categorical column c's id (a float of the raw vector) one-hot into out
+ * (n_values floats): value id at id - 1, none for 0 (unseen or NULL); an id
+ * that names no value is an error, since no float of the block could say it.
+ */
+static void
+one_hot(const PgdlVocabulary *v, float id, float *out)
+{
+	memset(out, 0, sizeof(float) * v->n_values);
+	if (id == 0.0f)
+		return;
+	if (!(id >= 1.0f && id <= (float) v->n_values && id == floorf(id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%g is not an id of one-hot column \"%s\"", id, v->column),
+				 errdetail("Its ids are 0 (unseen or NULL) to %d; pgdl.encode gives a value's.", v->n_values)));
+	out[(int32) id - 1] = 1.0f;
+}
+
+void
+pgdl_dataset_expand(const PgdlDataset *ds, const float *raw, float *x, int64 rows)
+{
+	int32		nn = ds->n_numeric;
+
+	if (ds->n_raw == ds->n_features && ds->impute == NULL)
+	{
+		if (x != raw)
+			memcpy(x, raw, sizeof(float) * ds->n_features * rows);
+		return;
+	}
+	for (int64 r = 0; r < rows; r++)
+	{
+		const float *in = raw + r * ds->n_raw;
+		float	   *out = x + r * ds->n_features;
+
+		for (int32 j = 0; j < nn; j++)
+			out[j] = isnan(in[j]) && ds->impute != NULL ? ds->impute[j] : in[j];
+		for (int32 i = 0; i < ds->n_indicators; i++)
+			out[nn + i] = isnan(in[ds->indicators[i]]) ? 1.0f : 0.0f;
+		in += nn;
+		out += nn + ds->n_indicators;
+		for (int c = 0; c < ds->n_categorical + ds->n_sequences; c++)
+		{
+			const PgdlVocabulary *v = &ds->vocabulary[c];
+			int32		raw_width = v->length > 0 ? v->length + 1 : 1;
+
+			if (v->one_hot)
+				one_hot(v, *in, out);
+			else
+				memcpy(out, in, sizeof(float) * raw_width);
+			in += raw_width;
+			out += pgdl_vocabulary_width(v);
+		}
+	}
+}
+
+/* Only the numeric features: the indicators, ids and lengths after them are used as they are. */
 void
 pgdl_dataset_normalize(const PgdlDataset *ds, float *x, int64 rows)
 {
@@ -764,6 +919,9 @@ vocabulary_difference(const PgdlVocabulary *v, const PgdlVocabulary *w, int c)
 	if (v->length != w->length)
 		return psprintf("Sequence column \"%s\" has length %d in the model's training set and %d here.",
 						pgdl_echo(v->column), v->length, w->length);
+	if (v->one_hot != w->one_hot)
+		return psprintf("Categorical column \"%s\" is %s in the model's training set and %s here.",
+						pgdl_echo(v->column), v->one_hot ? "one-hot" : "an id", w->one_hot ? "one-hot" : "an id");
 	if (v->n_values != w->n_values)
 		return psprintf("%s column \"%s\" has %d values in the model's training set and %d here.",
 						kind, pgdl_echo(v->column), v->n_values, w->n_values);
@@ -801,10 +959,43 @@ layout_difference(const PgdlDataset *a, const PgdlDataset *b)
 	return NULL;
 }
 
+/* Imputation: whether, its values (the floats applied), its indicators. */
+static char *
+imputation_difference(const PgdlDataset *a, const PgdlDataset *b)
+{
+	if ((a->impute == NULL) != (b->impute == NULL))
+		return psprintf("The model's training set %s missing values; %s %s.",
+						a->impute ? "imputes" : "does not impute", dataset_name(b),
+						b->impute ? "imputes them" : "does not");
+	if (a->n_indicators != b->n_indicators)
+		return psprintf("The model's training set has %d missing-value indicators and %s has %d.",
+						a->n_indicators, dataset_name(b), b->n_indicators);
+	for (int32 i = 0; i < a->n_indicators; i++)
+		if (a->indicators[i] != b->indicators[i])
+			return psprintf("Missing-value indicator %d is of feature %d in the model's training set and of "
+							"feature %d in %s.", i + 1, a->indicators[i] + 1, b->indicators[i] + 1,
+							dataset_name(b));
+	for (int32 j = 0; a->impute != NULL && j < a->n_numeric; j++)
+		if (a->impute[j] != b->impute[j])
+			return psprintf("Feature %d's imputed value differs: %s against %s.",
+							j + 1, float_text(a->impute[j]), float_text(b->impute[j]));
+	return NULL;
+}
+
+/* What a scaling does to each feature, and what its center and divisor are called, by PgdlScaling. */
+static const char *const scaling_words[][3] = {
+	{"scales by a constant", NULL, NULL},
+	{"standardizes each feature", "mean", "standard deviation"},
+	{"scales each feature by its minimum and range", "minimum", "range"},
+	{"scales each feature by its median and interquartile range", "median", "interquartile range"}};
+
 /* The numeric features' normalization, compared as the floats that are applied. */
 static char *
 normalization_difference(const PgdlDataset *a, const PgdlDataset *b)
 {
+	if (a->scaling != b->scaling && Max(a->scaling, b->scaling) > PGDL_SCALING_STANDARD)
+		return psprintf("The model's training set %s; %s %s.", scaling_words[a->scaling][0], dataset_name(b),
+						scaling_words[b->scaling][0]);
 	if (a->mean != NULL && b->mean == NULL)
 		return psprintf("The model's training set standardizes each feature (mean and std of %s); %s scales by %s.",
 						dataset_name(a), dataset_name(b), float_text(b->scale));
@@ -818,11 +1009,11 @@ normalization_difference(const PgdlDataset *a, const PgdlDataset *b)
 	for (int32 j = 0; j < a->n_numeric; j++)
 	{
 		if (a->mean[j] != b->mean[j])
-			return psprintf("Feature %d's mean differs: %s against %s.",
-							j + 1, float_text(a->mean[j]), float_text(b->mean[j]));
+			return psprintf("Feature %d's %s differs: %s against %s.", j + 1, scaling_words[a->scaling][1],
+							float_text(a->mean[j]), float_text(b->mean[j]));
 		if (a->std[j] != b->std[j])
-			return psprintf("Feature %d's standard deviation differs: %s against %s.",
-							j + 1, float_text(a->std[j]), float_text(b->std[j]));
+			return psprintf("Feature %d's %s differs: %s against %s.", j + 1, scaling_words[a->scaling][2],
+							float_text(a->std[j]), float_text(b->std[j]));
 	}
 	return NULL;
 }
@@ -832,6 +1023,8 @@ pgdl_dataset_features_difference(const PgdlDataset *trained, const PgdlDataset *
 {
 	char	   *difference = layout_difference(trained, other);
 
+	if (difference == NULL)
+		difference = imputation_difference(trained, other);
 	return difference ? difference : normalization_difference(trained, other);
 }
 

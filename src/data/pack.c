@@ -16,8 +16,9 @@
  *      they are, into memory; categorical and sequence values as provisional
  *      indices (pack_vocab.c);
  *   3. compute the classes or map to the reference's (pack_classes.c), the
- *      vocabularies (pack_vocab.c) and the normalization of the features and
- *      of regression targets (pack_normalize.c);
+ *      vocabularies (pack_vocab.c), the imputation of missing features
+ *      (pack_impute.c) and the normalization of the features and of
+ *      regression targets (pack_normalize.c);
  *   4. shuffle the row order once (pack_order.c: seeded Fisher-Yates on
  *      nn_rng_u64); spilled rows are scattered to bucket files by their place
  *      in that order;
@@ -33,7 +34,8 @@
  *
  * The packed table holds buffer b, the rows at positions b * buffer_rows ..
  * of that order, in partition b % partitions: x their examples (the numeric
- * features normalized, then the categorical ids, then each sequence's ids and
+ * features imputed and normalized, the indicators of those that were missing,
+ * then the categorical ids or one-hot floats, then each sequence's ids and
  * length), y their classes or targets, and with weight => col a column w of
  * their weights.  Its pgdl.datasets row holds what
  * reading it back and predicting need: the source and its columns, the task,
@@ -91,6 +93,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	data.max_categories = args.max_categories;
 	if (OidIsValid(args.reference))
 		pgdl_pack_open_reference(args.reference, &args, packcxt, &ref);
+	data.impute = args.impute != NULL || (ref.ds != NULL && ref.ds->impute != NULL);
 	pgdl_pack_find_source(&args, &data);
 	pgdl_pack_check_standardize_target(&args, &data);
 	if (OidIsValid(args.reference))
@@ -110,6 +113,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 	target_normalization = pgdl_pack_standardize_targets(&args, &data, &ref, y);
 	categorical = pgdl_pack_make_vocabularies(&data, &ref);
 	pgdl_pack_make_normalization(&args, &data, &ref, &norm);
+	pgdl_pack_finish_layout(&data, &norm, args.buffer_rows);
 	pgdl_pack_make_order(&data, args.seed, &norm, packcxt, &order);
 	pgdl_pack_finish_normalization(&data, &norm);
 	pgdl_pack_check_normalized(&data, &norm);
@@ -123,6 +127,7 @@ pgdl_pack(PG_FUNCTION_ARGS)
 									&ref, categorical);
 	pgdl_pack_store_target_normalization(id, target_normalization);
 	pgdl_pack_store_weighted(id, &data);
+	pgdl_pack_store_imputation(id, norm.imputation);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "pgdl.pack: SPI_finish failed");

@@ -57,6 +57,12 @@ typedef struct PackArgs
 	int32		max_length;		/* 0: the longest array packed */
 	char	   *weight;			/* the per-row weight column; NULL when none */
 	bool		standardize_target; /* regression targets to mean 0 and std 1, undone by predict */
+	char	   *impute;			/* 'mean', 'median', 'constant'; NULL: a missing feature is nulls' */
+	bool		has_impute_value;
+	double		impute_value;	/* impute => 'constant': 0 unless given */
+	char	   *scaling;		/* 'standard', 'minmax', 'robust' as given; NULL when not */
+	PgdlScaling scaling_kind;	/* resolved: standardize => true is STANDARD; SCALE when none */
+	char	   *one_hot;		/* categorical columns one-hot (categorical themselves); NULL when none */
 } PackArgs;
 
 /* How a number of a feature or label column becomes a float. */
@@ -99,6 +105,8 @@ typedef struct PackCategorical
 	int32		cap_values;
 	int32	   *row_index;		/* per kept row */
 	int32	   *id_of;			/* provisional index -> id (0: unseen in the reference) */
+	bool		one_hot;		/* packed as `width` floats, id i as 1 at i - 1 */
+	int32		width;			/* floats of the example: 1, or the vocabulary's values one-hot */
 } PackCategorical;
 
 /*
@@ -179,11 +187,13 @@ typedef struct PackData
 	char	  **label_text;
 	float	   *label_float;
 
-	/* per feature, for the overflow check of the normalization */
+	/* per feature, for the overflow check of the normalization (missing values left out) */
 	float	   *fmin;
 	float	   *fmax;
 	bool		standardize;	/* sum the features as they are read */
 	double	   *sum;			/* then: the features' sums, in the order read */
+	bool		impute;			/* a NULL or NaN feature is missing (NaN), not an error */
+	int64	   *n_missing;		/* then: per feature, the rows it is missing in */
 
 	/*
 	 * Features beyond `budget` bytes go to temporary files (pack_spill.c):
@@ -197,7 +207,11 @@ typedef struct PackData
 	MemoryContext cxt;			/* where what is kept lives */
 } PackData;
 
-/* The normalization applied while writing. */
+/*
+ * The preprocessing applied while writing: missing values imputed (fill),
+ * then x * scale or (x - mean) / std (mean and std: the center and divisor of
+ * any scaling), then the indicators of the features that were missing.
+ */
 typedef struct PackNorm
 {
 	float		scale;			/* when mean == NULL */
@@ -206,6 +220,10 @@ typedef struct PackNorm
 	double	   *ssq;			/* standardize: squared deviations, until std is set */
 	int32		n_features;
 	Jsonb	   *jsonb;			/* as stored in pgdl.datasets */
+	float	   *fill;			/* per feature, what a missing value becomes; NULL: no imputation */
+	int32		n_indicators;
+	int32	   *indicators;		/* 0-based features, ascending */
+	Jsonb	   *imputation;		/* as stored in pgdl.datasets.imputation; NULL when none */
 } PackNorm;
 
 /* Where the row at each position of the shuffled order is. */
@@ -268,6 +286,17 @@ extern Jsonb *pgdl_pack_make_vocabularies(PackData *data, const PackReference *r
 
 extern float *pgdl_pack_make_classes(PackData *data, const PackReference *ref, char ***classes_out,
 									 int *n_classes_out);
+
+/* pack_impute.c: missing values, and the quantiles of a feature */
+
+/* After reading: norm's fill and indicators (the reference's, or learned), the jsonb to store. */
+extern void pgdl_pack_make_imputation(const PackArgs *args, const PackData *data, const PackReference *ref,
+									  PackNorm *norm);
+/* Feature j's q-quantiles (numpy's "linear" interpolation) over the rows, a missing value as fill. */
+extern void pgdl_pack_quantiles(const PackData *data, int32 j, float fill, const double *q, int nq, double *out);
+/* The example's floats once every part is known: numeric, indicators, categorical widths, sequences. */
+extern void pgdl_pack_finish_layout(PackData *data, const PackNorm *norm, int32 buffer_rows);
+extern void pgdl_pack_store_imputation(int64 dataset, Jsonb *imputation);
 
 /* pack_normalize.c: the normalization of the numeric features */
 

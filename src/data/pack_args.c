@@ -67,6 +67,67 @@ pgdl_pack_read_args(FunctionCallInfo fcinfo, PackArgs *args)
 		require_arg(fcinfo, 16, "standardize_target");
 		args->standardize_target = PG_GETARG_BOOL(16);
 	}
+	/* an older catalog's pgdl.pack has seventeen arguments */
+	args->impute = PG_NARGS() <= 17 || PG_ARGISNULL(17) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(17));
+	args->has_impute_value = PG_NARGS() > 18 && !PG_ARGISNULL(18);
+	args->impute_value = args->has_impute_value ? PG_GETARG_FLOAT8(18) : 0.0;
+	args->scaling = PG_NARGS() <= 19 || PG_ARGISNULL(19) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(19));
+	args->one_hot = PG_NARGS() <= 20 || PG_ARGISNULL(20) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(20));
+}
+
+/* impute and impute_value alone. */
+static void
+check_impute(const PackArgs *args)
+{
+	if (args->impute != NULL && strcmp(args->impute, "mean") != 0 && strcmp(args->impute, "median") != 0 &&
+		strcmp(args->impute, "constant") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid impute value \"%s\"", pgdl_echo(args->impute)),
+				 errhint("Use 'mean', 'median' or 'constant', or leave impute out.")));
+	if (args->has_impute_value && (args->impute == NULL || strcmp(args->impute, "constant") != 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("impute_value is given without impute => 'constant'"),
+				 errdetail("Only a constant imputation fills missing values with impute_value."),
+				 errhint("Give impute => 'constant', or leave impute_value out.")));
+	if (args->has_impute_value && (!isfinite(args->impute_value) || !isfinite((float) args->impute_value)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("impute_value must be a finite real number, not %g", args->impute_value),
+				 errdetail("Missing values become it, as a real (float4).")));
+}
+
+/* scaling, and what it must agree with: standardize, scale. */
+static void
+check_scaling(PackArgs *args)
+{
+	args->scaling_kind = args->standardize ? PGDL_SCALING_STANDARD : PGDL_SCALING_SCALE;
+	if (args->scaling == NULL)
+		return;
+	if (strcmp(args->scaling, "standard") == 0)
+		args->scaling_kind = PGDL_SCALING_STANDARD;
+	else if (strcmp(args->scaling, "minmax") == 0)
+		args->scaling_kind = PGDL_SCALING_MINMAX;
+	else if (strcmp(args->scaling, "robust") == 0)
+		args->scaling_kind = PGDL_SCALING_ROBUST;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid scaling value \"%s\"", pgdl_echo(args->scaling)),
+				 errhint("Use 'standard', 'minmax' or 'robust', or leave scaling out.")));
+	if (args->standardize && args->scaling_kind != PGDL_SCALING_STANDARD)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("standardize => true contradicts scaling => '%s'", args->scaling),
+				 errdetail("standardize => true is scaling => 'standard'."),
+				 errhint("Leave standardize out.")));
+	if (args->has_scale)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scale and scaling cannot both be given"),
+				 errdetail("Features are either multiplied by scale or scaled per feature, not both.")));
+	args->standardize = args->scaling_kind == PGDL_SCALING_STANDARD;
 }
 
 /* The arguments alone, before any table is looked at (and nulls read as skip). */
@@ -128,6 +189,14 @@ pgdl_pack_check_args(PackArgs *args)
 				 errmsg("scale and standardize cannot be given with a reference"),
 				 errdetail("A dataset packed with a reference is normalized as the reference was."),
 				 errhint("Leave scale and standardize out.")));
+	check_impute(args);
+	check_scaling(args);
+	if (has_ref && (args->impute != NULL || args->scaling != NULL || args->one_hot != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("impute, scaling and one_hot cannot be given with a reference"),
+				 errdetail("A dataset packed with a reference is preprocessed as the reference was."),
+				 errhint("Leave impute, scaling and one_hot out.")));
 	if (has_ref && args->standardize_target)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

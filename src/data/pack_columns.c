@@ -343,13 +343,34 @@ kind_is_category(PackNumKind kind)
 	return kind == PACK_INT2 || kind == PACK_INT4 || kind == PACK_INT8 || kind == PACK_TEXT;
 }
 
-/* The categorical columns: integer or text, each mapped to ids by a vocabulary. */
-static void
-find_categorical(Oid relid, const char *categorical, int position, PackData *data)
+/* Whether a list of names (char *, as split_columns gives them) has `name`. */
+static bool
+has_name(const List *names, const char *name)
 {
-	List	   *names = split_columns(categorical, "categorical");
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp((const char *) lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The categorical columns: integer or text, each mapped to ids by a
+ * vocabulary.  They are categorical's, then one_hot's that categorical does
+ * not name; one_hot's are packed one-hot.
+ */
+static void
+find_categorical(Oid relid, const char *categorical, const char *one_hot, int position, PackData *data)
+{
+	List	   *names = categorical ? split_columns(categorical, "categorical") : NIL;
+	List	   *hot = one_hot ? split_columns(one_hot, "one_hot") : NIL;
 	ListCell   *lc;
 	int			i = 0;
+
+	foreach(lc, hot)
+		if (!has_name(names, lfirst(lc)))
+			names = lappend(names, lfirst(lc));
 
 	data->n_categorical = list_length(names);
 	data->cats = palloc0(sizeof(PackCategorical) * data->n_categorical);
@@ -366,6 +387,7 @@ find_categorical(Oid relid, const char *categorical, int position, PackData *dat
 							cat->col.name, format_type_be(cat->col.type)),
 					 errdetail("Categorical columns have type smallint, integer, bigint, text, varchar or char.")));
 		cat->is_integer = cat->col.kind != PACK_TEXT;
+		cat->one_hot = has_name(hot, lfirst(lc));
 		i++;
 	}
 }
@@ -468,8 +490,8 @@ pgdl_pack_find_source(const PackArgs *args, PackData *data)
 													  data->relname);
 	}
 	find_features(args->source, args->features, data);
-	if (args->categorical != NULL)
-		find_categorical(args->source, args->categorical, data->n_cols + 1, data);
+	if (args->categorical != NULL || args->one_hot != NULL)
+		find_categorical(args->source, args->categorical, args->one_hot, data->n_cols + 1, data);
 	if (args->sequence != NULL)
 		find_sequences(args->source, args->sequence, data->n_cols + data->n_categorical + 1, args->max_length, data);
 	find_label(args->source, args->label, data->n_cols + data->n_categorical + data->n_sequences + 1, data);
@@ -585,6 +607,8 @@ pgdl_pack_read_reference(const PackData *data, PackReference *ref)
 				 errdetail("A dataset packed with a reference must have the reference's features.")));
 	/* the same categorical and sequence columns, by pgdl_pack_open_reference */
 	Assert(data->n_categorical == ref->ds->n_categorical && data->n_sequences == ref->ds->n_sequences);
+	for (int c = 0; c < data->n_categorical; c++)
+		data->cats[c].one_hot = ref->ds->vocabulary[c].one_hot;
 	for (int s = 0; s < data->n_sequences; s++)
 		data->seqs[s].limit = ref->ds->vocabulary[ref->ds->n_categorical + s].length;
 	if (!data->classification && !data->label_array && data->n_targets != ref->ds->n_targets)

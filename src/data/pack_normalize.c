@@ -1,12 +1,17 @@
 /*
  * pack_normalize.c -- the normalization of the numeric features: a scale (1 by
- * default), each feature's mean and std (standardize), or the reference's;
- * and of a regression dataset's targets (standardize_target, or the
- * reference's), which predict, evaluate, metrics and export_onnx undo.
+ * default), each feature's mean and std (standardize, scaling => 'standard'),
+ * minimum and range (scaling => 'minmax'), median and interquartile range
+ * (scaling => 'robust'), or the reference's; and of a regression dataset's
+ * targets (standardize_target, or the reference's), which predict, evaluate,
+ * metrics and export_onnx undo.
  *
  * It is float32 arithmetic, exactly as pgdl_dataset_normalize applies it at
  * prediction time: x * (float) scale, or (x - mean[j]) / std[j] with mean and
- * std stored as the float32 values used here.
+ * std (any scaling's center and divisor) stored as the float32 values used
+ * here.  A scaling learns on the imputed values (pack_impute.c), as
+ * scikit-learn's scalers do after a SimpleImputer; a divisor of 0 (one value
+ * only) is 1, as theirs is.
  */
 #include "postgres.h"
 
@@ -29,9 +34,12 @@ scale_jsonb(double scale)
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
-/* {"mean": [...], "std": [...]}, each float as its shortest text, so that it reads back exactly. */
+/*
+ * {"mean": [...], "std": [...]} (or a scaling's other keys), each float as its
+ * shortest text, so that it reads back exactly.
+ */
 static Jsonb *
-standardize_jsonb(const float *mean, const float *std, int32 nf)
+center_jsonb(const char *center_key, const char *divisor_key, const float *mean, const float *std, int32 nf)
 {
 	JsonbParseState *state = NULL;
 
@@ -40,13 +48,26 @@ standardize_jsonb(const float *mean, const float *std, int32 nf)
 	{
 		const float *v = which == 0 ? mean : std;
 
-		pgdl_jsonb_put_key(&state, which == 0 ? "mean" : "std");
+		pgdl_jsonb_put_key(&state, which == 0 ? center_key : divisor_key);
 		(void) pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
 		for (int j = 0; j < nf; j++)
 			pgdl_jsonb_put_float4(&state, NULL, v[j]);
 		(void) pushJsonbValue(&state, WJB_END_ARRAY, NULL);
 	}
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+static Jsonb *
+standardize_jsonb(const float *mean, const float *std, int32 nf)
+{
+	return center_jsonb("mean", "std", mean, std, nf);
+}
+
+/* Feature j's value in a row: a missing one (NaN) as its imputed value. */
+static inline double
+imputed(const PackNorm *norm, int j, float v)
+{
+	return isnan(v) && norm->fill != NULL ? (double) norm->fill[j] : (double) v;
 }
 
 /*
@@ -65,7 +86,70 @@ standardize_mean(const PackData *data, PackNorm *norm)
 	norm->std = palloc(sizeof(float) * nf);
 	norm->ssq = palloc0(sizeof(double) * nf);
 	for (int j = 0; j < nf; j++)
-		norm->mean[j] = (float) (data->sum[j] / (double) data->n_rows);
+	{
+		double		sum = data->sum[j];
+
+		/* the missing values count as their imputed value */
+		if (data->n_missing != NULL)
+			sum += (double) data->n_missing[j] * (double) norm->fill[j];
+		norm->mean[j] = (float) (sum / (double) data->n_rows);
+	}
+}
+
+/* A divisor: 0 (one value only) or not finite is 1, as scikit-learn's _handle_zeros_in_scale. */
+static float
+divisor(double d)
+{
+	float		f = (float) d;
+
+	return f > 0 && isfinite(f) ? f : 1.0f;
+}
+
+/*
+ * scaling => 'minmax': (x - min) / (max - min) per feature, over the imputed
+ * values (a missing one is its imputed value, which may widen the range).
+ */
+static void
+minmax(const PackData *data, PackNorm *norm)
+{
+	int32		nf = data->n_features;
+
+	norm->mean = palloc(sizeof(float) * nf);
+	norm->std = palloc(sizeof(float) * nf);
+	for (int j = 0; j < nf; j++)
+	{
+		double		lo = data->fmin[j];
+		double		hi = data->fmax[j];
+
+		if (data->n_missing != NULL && data->n_missing[j] > 0)
+		{
+			lo = data->n_missing[j] == data->n_rows ? norm->fill[j] : Min(lo, (double) norm->fill[j]);
+			hi = data->n_missing[j] == data->n_rows ? norm->fill[j] : Max(hi, (double) norm->fill[j]);
+		}
+		norm->mean[j] = (float) lo;
+		norm->std[j] = divisor(hi - lo);
+	}
+	norm->jsonb = center_jsonb("min", "range", norm->mean, norm->std, nf);
+}
+
+/* scaling => 'robust': (x - median) / (q75 - q25) per feature, over the imputed values. */
+static void
+robust(const PackData *data, PackNorm *norm)
+{
+	int32		nf = data->n_features;
+	static const double q[3] = {0.25, 0.5, 0.75};
+
+	norm->mean = palloc(sizeof(float) * nf);
+	norm->std = palloc(sizeof(float) * nf);
+	for (int j = 0; j < nf; j++)
+	{
+		double		v[3];
+
+		pgdl_pack_quantiles(data, j, norm->fill != NULL ? norm->fill[j] : NAN, q, 3, v);
+		norm->mean[j] = (float) v[1];
+		norm->std[j] = divisor(v[2] - v[0]);
+	}
+	norm->jsonb = center_jsonb("median", "iqr", norm->mean, norm->std, nf);
 }
 
 /* A PgdlSpillRowFn: row x's squared deviations from the mean, into norm->ssq. */
@@ -76,7 +160,7 @@ pgdl_pack_add_deviations(void *arg, int64 row, const float *x)
 
 	for (int j = 0; j < norm->n_features; j++)
 	{
-		double		dev = (double) x[j] - (double) norm->mean[j];
+		double		dev = imputed(norm, j, x[j]) - (double) norm->mean[j];
 
 		norm->ssq[j] += dev * dev;
 	}
@@ -170,6 +254,7 @@ pgdl_pack_make_normalization(const PackArgs *args, const PackData *data, const P
 	memset(norm, 0, sizeof(PackNorm));
 	norm->scale = 1.0f;
 	norm->n_features = data->n_features;
+	pgdl_pack_make_imputation(args, data, ref, norm);
 	if (ref->ds != NULL)
 	{
 		norm->scale = ref->ds->scale;
@@ -177,6 +262,10 @@ pgdl_pack_make_normalization(const PackArgs *args, const PackData *data, const P
 		norm->std = ref->ds->std;
 		norm->jsonb = ref->ds->normalization;
 	}
+	else if (args->scaling_kind == PGDL_SCALING_MINMAX)
+		minmax(data, norm);
+	else if (args->scaling_kind == PGDL_SCALING_ROBUST)
+		robust(data, norm);
 	else if (args->standardize)
 		standardize_mean(data, norm);
 	else
@@ -196,20 +285,24 @@ normalized(const PackNorm *norm, int j, float v)
 
 /*
  * Normalized features must stay finite.  The normalization is monotonic in x,
- * so each feature's smallest and largest values decide.
+ * so each feature's smallest and largest values decide, and its imputed value.
  */
 void
 pgdl_pack_check_normalized(const PackData *data, const PackNorm *norm)
 {
 	for (int j = 0; j < data->n_features; j++)
 	{
-		if (!isfinite(normalized(norm, j, data->fmin[j])) ||
-			!isfinite(normalized(norm, j, data->fmax[j])))
+		bool		seen = data->fmin[j] <= data->fmax[j];	/* not every value missing */
+
+		if ((seen && (!isfinite(normalized(norm, j, data->fmin[j])) ||
+					  !isfinite(normalized(norm, j, data->fmax[j])))) ||
+			(norm->fill != NULL && !isfinite(normalized(norm, j, norm->fill[j]))))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("normalized feature %d is out of the range of real", j + 1),
 					 errdetail("Its values from %g to %g become infinite once normalized.",
-							   data->fmin[j], data->fmax[j])));
+							   norm->fill != NULL ? Min(data->fmin[j], norm->fill[j]) : data->fmin[j],
+							   norm->fill != NULL ? Max(data->fmax[j], norm->fill[j]) : data->fmax[j])));
 	}
 }
 

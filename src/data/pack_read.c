@@ -78,8 +78,10 @@ set_feature_count(PackData *data, int32 n, int32 buffer_rows, const PackReferenc
 	data->chunk_rows = Max(1, PACK_CHUNK_BYTES / bytes);
 	data->fmin = MemoryContextAlloc(data->cxt, sizeof(float) * n);
 	data->fmax = MemoryContextAlloc(data->cxt, sizeof(float) * n);
-	if (data->standardize)
+	if (data->standardize || data->impute)
 		data->sum = MemoryContextAllocZero(data->cxt, sizeof(double) * n);
+	if (data->impute)
+		data->n_missing = MemoryContextAllocZero(data->cxt, sizeof(int64) * n);
 	for (int j = 0; j < n; j++)
 	{
 		data->fmin[j] = FLT_MAX;
@@ -285,7 +287,7 @@ array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 	float	   *x;
 
 	check_feature_array(data, arr, row, buffer_rows, ref);
-	if (array_contains_nulls(arr))
+	if (!data->impute && array_contains_nulls(arr))
 	{
 		const bits8 *bitmap = ARR_NULLBITMAP(arr);
 
@@ -295,9 +297,9 @@ array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 	}
 
 	x = new_row(data);
-	pgdl_number_array_to_floats(arr, col->elem_base, data->n_features, x);
+	pgdl_number_array_to_floats_nulls(arr, col->elem_base, data->n_features, x);
 	for (int i = 0; i < data->n_features; i++)
-		if (!isfinite(x[i]))
+		if (!isfinite(x[i]) && !(data->impute && isnan(x[i])))
 			non_finite("feature", col->name, row, i + 1);
 	*out = x;
 	return true;
@@ -306,21 +308,27 @@ array_row(PackData *data, Datum d, int64 row, bool skip, int32 buffer_rows,
 /*
  * Numeric columns cols[0 .. n) of one row into out, as floats: a NULL skips
  * the row (false) or is an error, a value that is not finite an error, each
- * naming `what` ("feature", "label") and the column.
+ * naming `what` ("feature", "label") and the column; with `missing`, a NULL
+ * or NaN is a missing value, NaN.
  */
 static bool
 numeric_columns(const PackColumn *cols, int n, const char *what, HeapTuple tuple, TupleDesc desc,
-				int64 row, bool skip, float *out)
+				int64 row, bool skip, bool missing, float *out)
 {
 	for (int i = 0; i < n; i++)
 	{
 		bool		isnull;
 		Datum		d = SPI_getbinval(tuple, desc, cols[i].position, &isnull);
 
+		if (isnull && missing)
+		{
+			out[i] = NAN;
+			continue;
+		}
 		if (isnull)
 			return null_value(skip, what, cols[i].name, row, 0);
 		out[i] = (float) number_of(d, cols[i].kind);
-		if (!isfinite(out[i]))
+		if (!isfinite(out[i]) && !(missing && isnan(out[i])))
 			non_finite(what, cols[i].name, row, 0);
 	}
 	return true;
@@ -333,7 +341,7 @@ columns_row(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool ski
 	float	   *x;
 	float		vals[MaxTupleAttributeNumber];
 
-	if (!numeric_columns(data->cols, data->n_cols, "feature", tuple, desc, row, skip, vals))
+	if (!numeric_columns(data->cols, data->n_cols, "feature", tuple, desc, row, skip, data->impute, vals))
 		return false;
 	x = new_row(data);
 	memcpy(x, vals, sizeof(float) * data->n_cols);
@@ -405,7 +413,7 @@ read_targets(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool sk
 	int			n;
 
 	if (!data->label_array)
-		return numeric_columns(data->labels, data->n_label_cols, "label", tuple, desc, row, skip, t);
+		return numeric_columns(data->labels, data->n_label_cols, "label", tuple, desc, row, skip, false, t);
 	d = SPI_getbinval(tuple, desc, data->label.position, &isnull);
 	if (isnull)
 		return null_value(skip, "label", data->label.name, row, 0);
@@ -463,12 +471,17 @@ set_target_count(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, con
 	data->n_targets = n;
 }
 
-/* The row in the last slot new_row gave is kept. */
+/* The row in the last slot new_row gave is kept (its missing values counted, not summed). */
 static void
 keep_row(PackData *data, const float *x)
 {
 	for (int j = 0; j < data->n_features; j++)
 	{
+		if (data->impute && isnan(x[j]))
+		{
+			data->n_missing[j]++;
+			continue;
+		}
 		if (x[j] < data->fmin[j])
 			data->fmin[j] = x[j];
 		if (x[j] > data->fmax[j])
@@ -476,7 +489,8 @@ keep_row(PackData *data, const float *x)
 	}
 	if (data->sum != NULL)
 		for (int j = 0; j < data->n_features; j++)
-			data->sum[j] += x[j];
+			if (!isnan(x[j]))
+				data->sum[j] += x[j];
 	if (data->spill != NULL)
 		pgdl_spill_write(data->spill, x);
 	data->n_rows++;
@@ -492,7 +506,7 @@ read_weight(PackData *data, HeapTuple tuple, TupleDesc desc, int64 row, bool ski
 {
 	float		w;
 
-	if (!numeric_columns(&data->weight, 1, "weight", tuple, desc, row, skip, &w))
+	if (!numeric_columns(&data->weight, 1, "weight", tuple, desc, row, skip, false, &w))
 		return false;
 	if (w < 0.0f)
 		ereport(ERROR,

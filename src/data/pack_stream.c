@@ -101,6 +101,7 @@ pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features
 	data.cxt = cxt;
 	data.budget = mul_size((Size) maintenance_work_mem, 1024);
 	data.max_categories = args.max_categories;
+	data.impute = ds->impute != NULL;
 	pgdl_pack_find_source(&args, &data);
 	pgdl_pack_read_reference(&data, &ref);
 	pgdl_pack_read_source(&data, args.skip, args.buffer_rows, &ref, args.source);
@@ -112,6 +113,7 @@ pgdl_pack_stream(const PgdlDataset *ds, const char *source, const char *features
 		(void) pgdl_pack_standardize_targets(&args, &data, &ref, y);
 		(void) pgdl_pack_make_vocabularies(&data, &ref);
 		pgdl_pack_make_normalization(&args, &data, &ref, &norm);
+		pgdl_pack_finish_layout(&data, &norm, args.buffer_rows);
 		pgdl_pack_make_order(&data, args.seed, &norm, cxt, &order);
 		pgdl_pack_finish_normalization(&data, &norm);
 		pgdl_pack_check_normalized(&data, &norm);

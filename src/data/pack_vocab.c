@@ -186,6 +186,28 @@ cmp_vocabulary(const void *a, const void *b)
 }
 
 /*
+ * A one-hot column's floats: one per value seen, within PGDL_MAX_ONE_HOT (a
+ * column of more values trains better as ids into an embedding).
+ */
+static int32
+one_hot_width(const PackCategorical *cat)
+{
+	if (cat->n_values == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("one-hot column \"%s\" has no values", cat->col.name),
+				 errdetail("It is NULL in every row packed.")));
+	if (cat->n_values > PGDL_MAX_ONE_HOT)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("one-hot column \"%s\" has %d distinct values, more than %d",
+						cat->col.name, cat->n_values, PGDL_MAX_ONE_HOT),
+				 errdetail("A one-hot column takes a feature per value."),
+				 errhint("Leave it out of one_hot: as a categorical column it is packed as ids, for an embedding.")));
+	return cat->n_values;
+}
+
+/*
  * Column c's ids (c counts the categorical columns, then the sequence
  * columns, whose L is length): its distinct values sorted (numerically for
  * integers, by bytes for text, so that ids do not depend on the order of the
@@ -202,6 +224,11 @@ make_vocabulary(PackData *data, PackCategorical *cat, int c, int32 length, const
 	char	  **sorted;
 
 	cat->id_of = MemoryContextAlloc(data->cxt, sizeof(int32) * Max(cat->n_values, 1));
+	cat->width = 1;
+	if (ref->ds != NULL && cat->one_hot)
+		cat->width = ref->ds->vocabulary[c].n_values;
+	else if (cat->one_hot)
+		cat->width = one_hot_width(cat);
 	if (ref->ds != NULL)
 	{
 		if (ref->ds->vocabulary[c].is_integer != cat->is_integer)
@@ -232,6 +259,8 @@ make_vocabulary(PackData *data, PackCategorical *cat, int c, int32 length, const
 	(void) pushJsonbValue(state, WJB_BEGIN_OBJECT, NULL);
 	pgdl_jsonb_put_string(state, "column", cat->col.name);
 	pgdl_jsonb_put_string(state, "type", cat->is_integer ? "integer" : "text");
+	if (cat->one_hot)
+		pgdl_jsonb_put_bool(state, "one_hot", true);
 	if (length > 0)
 	{
 		pgdl_jsonb_put_int(state, "length", length);

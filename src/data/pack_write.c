@@ -14,6 +14,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -166,13 +168,62 @@ write_sequences(const PackData *data, int64 r, float *out)
 	}
 }
 
+/*
+ * Row r's categorical columns into out: each one's id, exact and not
+ * normalized, or one-hot (id i as 1 at i - 1; none for 0, unseen or NULL).
+ */
+static float *
+write_categorical(const PackData *data, int64 r, float *out)
+{
+	for (int c = 0; c < data->n_categorical; c++)
+	{
+		const PackCategorical *cat = &data->cats[c];
+		int32		p = cat->row_index[r];
+		int32		id = p < 0 ? 0 : cat->id_of[p];
+
+		if (cat->one_hot)
+		{
+			memset(out, 0, sizeof(float) * cat->width);
+			if (id > 0)
+				out[id - 1] = 1.0f;
+		}
+		else
+			out[0] = (float) id;
+		out += cat->width;
+	}
+	return out;
+}
+
+/*
+ * A row's numeric features src into dst: a missing one imputed, then
+ * normalized, as pgdl_dataset_expand and pgdl_dataset_normalize do it; then
+ * the indicators of those that were missing.  Returns where the ids go.
+ */
+static float *
+write_numeric(const PackNorm *norm, int32 nf, const float *src, float *dst)
+{
+	if (norm->fill != NULL)
+		for (int j = 0; j < nf; j++)
+			dst[j] = isnan(src[j]) ? norm->fill[j] : src[j];
+	else
+		memcpy(dst, src, sizeof(float) * nf);
+	if (norm->mean != NULL)
+		for (int j = 0; j < nf; j++)
+			dst[j] = (dst[j] - norm->mean[j]) / norm->std[j];
+	else if (norm->scale != 1.0f)
+		for (int j = 0; j < nf; j++)
+			dst[j] = dst[j] * norm->scale;
+	for (int32 i = 0; i < norm->n_indicators; i++)
+		dst[nf + i] = isnan(src[norm->indicators[i]]) ? 1.0f : 0.0f;
+	return dst + nf + norm->n_indicators;
+}
+
 /* The rows at positions first .. first + n normalized into x, their targets into y, their weights into w. */
 static void
 fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 			int n_targets, int64 first, int32 n, float *x, float *y, float *w)
 {
 	const PackData *data = order->data;
-	int32		nf = data->n_features;
 
 	for (int32 i = 0; i < n; i++)
 	{
@@ -180,23 +231,9 @@ fill_buffer(const PackOrder *order, const PackNorm *norm, const float *y_all,
 		const float *src = ordered_row(order, first + i, &r);
 		float	   *dst = x + (int64) i * data->n_total;
 
-		/* the ids after the numeric features, exact and not normalized */
-		for (int c = 0; c < data->n_categorical; c++)
-		{
-			int32		p = data->cats[c].row_index[r];
-
-			dst[nf + c] = p < 0 ? 0.0f : (float) data->cats[c].id_of[p];
-		}
-		write_sequences(data, r, dst + nf + data->n_categorical);
-
-		if (norm->mean != NULL)
-			for (int j = 0; j < nf; j++)
-				dst[j] = (src[j] - norm->mean[j]) / norm->std[j];
-		else if (norm->scale != 1.0f)
-			for (int j = 0; j < nf; j++)
-				dst[j] = src[j] * norm->scale;
-		else
-			memcpy(dst, src, sizeof(float) * nf);
+		dst = write_numeric(norm, data->n_features, src, dst);
+		dst = write_categorical(data, r, dst);
+		write_sequences(data, r, dst);
 		memcpy(y + (int64) i * n_targets, y_all + r * n_targets, sizeof(float) * n_targets);
 		if (w != NULL)
 			w[i] = data->weights[r];

@@ -42,6 +42,15 @@
 #define PGDL_ONNX_NORMALIZE_SCALE		"pgdl_normalize.scale"	/* a scalar */
 #define PGDL_ONNX_NORMALIZE_MEAN		"pgdl_normalize.mean"	/* shaped as one example: [F] or [C, H, W] */
 #define PGDL_ONNX_NORMALIZE_STD			"pgdl_normalize.std"
+/* imputation (pack's impute), before the normalization; its indicators after it, concatenated */
+#define PGDL_ONNX_NODE_IMPUTE_ISNAN		"pgdl_impute_isnan"		/* IsNaN(input) */
+#define PGDL_ONNX_NODE_IMPUTE_WHERE		"pgdl_impute_where"		/* Where(isnan, values, input) */
+#define PGDL_ONNX_IMPUTE_VALUES			"pgdl_impute.values"	/* shaped as one example */
+#define PGDL_ONNX_NODE_IMPUTE_GATHER	"pgdl_impute_gather"	/* Gather(isnan, indicators, axis = 1) */
+#define PGDL_ONNX_IMPUTE_INDICATORS		"pgdl_impute.indicators"	/* int64 [k]: 0-based features */
+#define PGDL_ONNX_NODE_IMPUTE_CAST		"pgdl_impute_cast"		/* Cast(to = FLOAT) */
+#define PGDL_ONNX_NODE_IMPUTE_CONCAT	"pgdl_impute_concat"	/* Concat(normalized, indicators, axis = 1) */
+#define PGDL_ONNX_META_IMPUTATION		"pgdl.imputation"		/* the dataset's, when folded in as nodes */
 #define PGDL_ONNX_NODE_SOFTMAX			"pgdl_softmax"			/* Softmax(axis = 1), cross_entropy */
 #define PGDL_ONNX_NODE_SIGMOID			"pgdl_sigmoid"			/* Sigmoid, binary_cross_entropy */
 #define PGDL_ONNX_NODE_OUTPUT_FLATTEN	"pgdl_output_flatten"	/* a network that ends in [batch, C, H, W] */

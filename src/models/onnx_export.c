@@ -114,6 +114,19 @@ add_node(OnnxGraph *g, const char *op, const char *name, const char *const *para
 	return n;
 }
 
+/* A node of several inputs (tensors or initializers, in order) whose output, named as it, becomes the current tensor. */
+static Onnx__NodeProto *
+add_node_inputs(OnnxGraph *g, const char *op, const char *name, int n_inputs, const char *const *inputs)
+{
+	Onnx__NodeProto *n = add_node(g, op, name, NULL);
+
+	n->n_input = n_inputs;
+	n->input = palloc(sizeof(char *) * n_inputs);
+	for (int i = 0; i < n_inputs; i++)
+		n->input[i] = pstrdup(inputs[i]);
+	return n;
+}
+
 static void
 node_attrs(Onnx__NodeProto *n, int count, Onnx__AttributeProto *a0, Onnx__AttributeProto *a1,
 		   Onnx__AttributeProto *a2)
@@ -172,6 +185,26 @@ add_initializer(OnnxGraph *g, const char *name, int ndim, const int64 *dims, con
 	}
 	t->has_raw_data = true;
 	t->raw_data = raw_floats(v, n);
+	g->inits = lappend(g->inits, t);
+}
+
+/* An int64 initializer of n values (ONNX's indices). */
+static void
+add_int64_initializer(OnnxGraph *g, const char *name, int64 n, const int64 *v)
+{
+	Onnx__TensorProto *t = palloc(sizeof(Onnx__TensorProto));
+
+	onnx__tensor_proto__init(t);
+	t->name = pstrdup(name);
+	t->has_data_type = true;
+	t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+	t->n_dims = 1;
+	t->dims = palloc(sizeof(int64_t));
+	t->dims[0] = n;
+	t->n_int64_data = n;
+	t->int64_data = palloc(sizeof(int64_t) * Max(n, 1));
+	for (int64 i = 0; i < n; i++)
+		t->int64_data[i] = v[i];
 	g->inits = lappend(g->inits, t);
 }
 
@@ -323,7 +356,7 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	{
 		/* one value per feature, shaped as an example: broadcast over the batch */
 		for (int d = 0; d < spec->input_ndim; d++)
-			dims[d] = spec->input[d];
+			dims[d] = spec->input_ndim == 1 ? ds->n_numeric : spec->input[d];
 		add_initializer(g, PGDL_ONNX_NORMALIZE_MEAN, spec->input_ndim, dims, ds->mean);
 		add_initializer(g, PGDL_ONNX_NORMALIZE_STD, spec->input_ndim, dims, ds->std);
 		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SUB), PGDL_ONNX_NODE_NORMALIZE_SUB, mean);
@@ -331,6 +364,62 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	}
 	add_meta(g, PGDL_ONNX_META_NORMALIZATION,
 			 JsonbToCString(NULL, &ds->normalization->root, VARSIZE(ds->normalization)));
+}
+
+/*
+ * pack's imputation, in front of the normalization: a missing value enters
+ * the file as NaN and becomes the dataset's value for its feature (IsNaN,
+ * Where).  The current tensor stays the input's IsNaN for add_indicators.
+ */
+static void
+add_imputation(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
+{
+	const char *where[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_VALUES, PGDL_ONNX_INPUT};
+	int64		dims[3];
+
+	if (ds->n_indicators > 0 && spec->input_ndim != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model of %d-dimensional input with missing-value indicators cannot be exported to ONNX",
+						spec->input_ndim),
+				 errdetail("The exported graph appends the indicators to a row of features.")));
+	for (int d = 0; d < spec->input_ndim; d++)
+		dims[d] = spec->input_ndim == 1 ? ds->n_numeric : spec->input[d];
+	add_initializer(g, PGDL_ONNX_IMPUTE_VALUES, spec->input_ndim, dims, ds->impute);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ISNAN), PGDL_ONNX_NODE_IMPUTE_ISNAN, NULL);
+	add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_WHERE), PGDL_ONNX_NODE_IMPUTE_WHERE, 3, where);
+	add_meta(g, PGDL_ONNX_META_IMPUTATION,
+			 JsonbToCString(NULL, &ds->imputation->root, VARSIZE(ds->imputation)));
+}
+
+/* After the normalization: 1 where each indicator's feature was missing, as floats after the features. */
+static void
+add_indicators(OnnxGraph *g, const PgdlDataset *ds)
+{
+	const char *gather[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_INDICATORS};
+	const char *concat[] = {g->cur, PGDL_ONNX_NODE_IMPUTE_CAST};
+	int64	   *indices = palloc(sizeof(int64) * ds->n_indicators);
+
+	for (int32 i = 0; i < ds->n_indicators; i++)
+		indices[i] = ds->indicators[i];
+	add_int64_initializer(g, PGDL_ONNX_IMPUTE_INDICATORS, ds->n_indicators, indices);
+	node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_GATHER), PGDL_ONNX_NODE_IMPUTE_GATHER, 2, gather),
+			   1, attr_int("axis", 1), NULL, NULL);
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_CAST), PGDL_ONNX_NODE_IMPUTE_CAST, NULL),
+			   1, attr_int("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT), NULL, NULL);
+	node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), PGDL_ONNX_NODE_IMPUTE_CONCAT, 2, concat),
+			   1, attr_int("axis", 1), NULL, NULL);
+}
+
+/* What pgdl.predict does to raw features before the network: imputation, normalization, indicators. */
+static void
+add_preprocessing(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
+{
+	if (ds->impute != NULL)
+		add_imputation(g, ds, spec);
+	add_normalization(g, ds, spec);
+	if (ds->n_indicators > 0)
+		add_indicators(g, ds);
 }
 
 /* Layer i's parameter tensors as initializers "layer<i>.<name>", their names into names[]. */
@@ -588,7 +677,7 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	/* a dataset row that does not describe the model would give initializers of the wrong size */
 	pgdl_check_model_fits(&m->spec, pm->dataset);
 	if (normalize && pm->dataset != NULL)
-		add_normalization(&g, pm->dataset, &m->spec);
+		add_preprocessing(&g, pm->dataset, &m->spec);
 	/* with the normalization in front, the targets' scaling undone behind: the file answers as pgdl.predict */
 	add_network(&g, m, normalize && pm->dataset != NULL && pm->dataset->target_mean != NULL &&
 				m->spec.loss == NN_LOSS_MSE ? pm->dataset : NULL);
@@ -602,7 +691,10 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	graph->initializer = (Onnx__TensorProto **) list_to_array(g.inits);
 	graph->n_input = 1;
 	graph->input = palloc(sizeof(Onnx__ValueInfoProto *));
-	graph->input[0] = value_info(PGDL_ONNX_INPUT, m->spec.input_ndim, m->spec.input);
+	/* with the dataset's preprocessing, the file takes its raw example vector (imputation's indicators are made) */
+	graph->input[0] = value_info(PGDL_ONNX_INPUT, m->spec.input_ndim,
+								 normalize && pm->dataset != NULL && m->spec.input_ndim == 1
+								 ? &pm->dataset->n_raw : m->spec.input);
 	graph->n_output = 1;
 	graph->output = palloc(sizeof(Onnx__ValueInfoProto *));
 	graph->output[0] = value_info(PGDL_ONNX_OUTPUT, 1, &n_out);

@@ -889,7 +889,7 @@ read_normalization(Reader *r, PgdlOnnxOp op)
 	if (op == PGDL_ONNX_MUL)
 		same = ds->mean == NULL && same_floats((float[]) {const_scalar(r, 1)}, &ds->scale, 1);
 	else
-		same = ds->mean != NULL && ds->n_features == f && ds->n_categorical + ds->n_sequences == 0 &&
+		same = ds->mean != NULL && ds->n_features == f && ds->n_numeric == f &&
 			same_floats(normalization_vector(r, 1), op == PGDL_ONNX_SUB ? ds->mean : ds->std, f);
 	if (!same)
 		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,

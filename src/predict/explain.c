@@ -13,7 +13,10 @@
  * it was standardized, else the mean of its packed table's rows (read once per
  * statement and dataset), unscaled back to raw features; a
  * categorical or sequence column's baseline is id 0 (unseen, padding) and a
- * sequence's length 0.  A model blob has no training set: zeros.
+ * sequence's length 0.  A model blob has no training set: zeros.  The rows
+ * are the model's input features: of a dataset that imputes or one-hot
+ * encodes, x and the baseline as expanded (imputed, each indicator and
+ * one-hot float 0 or 1), not yet scaled.
  *
  * Each call clones the model (pgdl_model_arg_copy): the feature names are a
  * query, after which the cache's model may be gone, and the engine grows the
@@ -185,7 +188,7 @@ default_baseline(const PgdlDataset *ds)
 	bc->packed = ds->packed;
 	bc->lxid = MyProc->lxid;
 	bc->statement = GetCurrentStatementStartTimestamp();
-	if (ds->mean == NULL)
+	if (ds->scaling != PGDL_SCALING_STANDARD)
 	{
 		ms.sum = palloc0(sizeof(double) * ds->n_features);
 		ms.n_features = ds->n_features;
@@ -193,18 +196,20 @@ default_baseline(const PgdlDataset *ds)
 	}
 	/* last: an error above leaves no entry */
 	bc->raw = MemoryContextAllocZero(TopMemoryContext, sizeof(float) * ds->n_features);
-	if (ds->mean != NULL)
+	if (ds->scaling == PGDL_SCALING_STANDARD)
 		memcpy(bc->raw, ds->mean, sizeof(float) * ds->n_numeric);
-	/* packed values are x * scale: the raw mean is their mean / scale */
-	for (int32 j = 0; ds->mean == NULL && j < ds->n_numeric && ms.rows > 0; j++)
-		bc->raw[j] = (float) (ms.sum[j] / (double) ms.rows / (double) ds->scale);
+	/* packed values are x * scale or (x - center) / divisor: undone on their mean */
+	for (int32 j = 0; ds->scaling != PGDL_SCALING_STANDARD && j < ds->n_numeric && ms.rows > 0; j++)
+		bc->raw[j] = ds->mean != NULL
+			? (float) (ms.sum[j] / (double) ms.rows * (double) ds->std[j] + (double) ds->mean[j])
+			: (float) (ms.sum[j] / (double) ms.rows / (double) ds->scale);
 	return bc->raw;
 }
 
 /*
- * The raw baseline, ds's n_features (or the model's input without a
- * dataset): `given` (x's `numeric` leading features: the rest are ids, 0) or
- * the default.
+ * The raw baseline, ds's n_raw (or the model's input without a dataset):
+ * `given` (x's `numeric` leading features: the rest are ids, 0) or the
+ * default.
  */
 static float *
 explain_baseline(const PgdlModel *model, ArrayType *given, int64 numeric, int64 in)
@@ -235,17 +240,28 @@ explain_baseline(const PgdlModel *model, ArrayType *given, int64 numeric, int64 
  * columns when the dataset's features were a list of them, the categorical
  * columns, and a sequence column's tokens col[1] .. col[L] and length(col).
  */
+static void names_of_columns(const PgdlDataset *ds, char **names, int64 in);
+
 char	  **
 pgdl_feature_names(const PgdlDataset *ds, int64 in)
 {
 	char	  **names = palloc0(sizeof(char *) * in);
+
+	if (ds == NULL)
+		return names;
+	names_of_columns(ds, names, in);
+	return names;
+}
+
+/* pgdl_feature_names of a dataset: its numeric columns', indicators', categorical and sequence columns'. */
+static void
+names_of_columns(const PgdlDataset *ds, char **names, int64 in)
+{
 	MemoryContext caller = CurrentMemoryContext;
 	Datum		arg;
 	List	   *cols = NIL;
 	int64		j;
 
-	if (ds == NULL)
-		return names;
 	arg = Int64GetDatum(ds->id);
 	SPI_connect();
 	if (SPI_execute_with_args("SELECT features FROM pgdl.datasets WHERE id = $1", 1, (Oid[]) {INT8OID},
@@ -263,11 +279,17 @@ pgdl_feature_names(const PgdlDataset *ds, int64 in)
 	}
 	SPI_finish();
 	j = ds->n_numeric;
+	for (int32 i = 0; i < ds->n_indicators && j < in; i++, j++)
+		if (names[ds->indicators[i]] != NULL)
+			names[j] = psprintf("missing(%s)", names[ds->indicators[i]]);
 	for (int c = 0; c < ds->n_categorical + ds->n_sequences && j < in; c++)
 	{
 		const PgdlVocabulary *v = &ds->vocabulary[c];
 
-		if (c < ds->n_categorical)
+		if (v->one_hot)
+			for (int32 i = 0; i < v->n_values && j < in; i++)
+				names[j++] = psprintf("%s=%s", v->column, v->values[i]);
+		else if (c < ds->n_categorical)
 			names[j++] = pstrdup(v->column);
 		else
 		{
@@ -277,7 +299,6 @@ pgdl_feature_names(const PgdlDataset *ds, int64 in)
 				names[j++] = psprintf("length(%s)", v->column);
 		}
 	}
-	return names;
 }
 
 /* ---- pgdl.explain ---- */
@@ -293,6 +314,7 @@ typedef struct ExplainArgs
 	char	   *target;			/* NULL: the predicted class */
 	ArrayType  *baseline;		/* NULL: the default */
 	int32		steps;
+	bool		has_nulls;		/* x had a NULL element (NaN in xraw) */
 } ExplainArgs;
 
 /* Arguments detoasted before the model is resolved; false when one that has no default is NULL. */
@@ -304,7 +326,7 @@ explain_args(FunctionCallInfo fcinfo, bool categories, ExplainArgs *a)
 	memset(a, 0, sizeof(ExplainArgs));
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(t + 2) || (categories && PG_ARGISNULL(2)))
 		return false;
-	a->xraw = pgdl_number_array(PG_GETARG_ARRAYTYPE_P(1), "x", &a->length);
+	a->xraw = pgdl_number_array_missing(PG_GETARG_ARRAYTYPE_P(1), "x", &a->length, &a->has_nulls);
 	a->numeric = a->length;
 	if (categories)
 	{
@@ -332,6 +354,19 @@ shown_value(float v)
 	return strtod(buf, NULL);
 }
 
+/* A raw example vector as the model's input features before scaling (itself, when nothing expands it). */
+static const float *
+expanded(const PgdlDataset *ds, const float *raw, int64 in)
+{
+	float	   *x;
+
+	if (ds == NULL || (ds->n_raw == ds->n_features && ds->impute == NULL))
+		return raw;
+	x = palloc(sizeof(float) * in);
+	pgdl_dataset_expand(ds, raw, x, 1);
+	return x;
+}
+
 /* One row per feature: its number, name, x's raw value, the baseline's, the attribution. */
 static void
 explain_rows(FunctionCallInfo fcinfo, const PgdlModel *model, const ExplainArgs *a, const float *braw,
@@ -339,6 +374,8 @@ explain_rows(FunctionCallInfo fcinfo, const PgdlModel *model, const ExplainArgs 
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	char	  **names = pgdl_feature_names(model->dataset, in);
+	const float *xshow = expanded(model->dataset, a->xraw, in);
+	const float *bshow = expanded(model->dataset, braw, in);
 
 	for (int64 j = 0; j < in; j++)
 	{
@@ -347,8 +384,8 @@ explain_rows(FunctionCallInfo fcinfo, const PgdlModel *model, const ExplainArgs 
 
 		values[0] = Int32GetDatum((int32) (j + 1));
 		values[1] = names[j] ? CStringGetTextDatum(names[j]) : (Datum) 0;
-		values[2] = Float8GetDatum(shown_value(a->xraw[j]));
-		values[3] = Float8GetDatum(shown_value(braw[j]));
+		values[2] = Float8GetDatum(shown_value(xshow[j]));
+		values[3] = Float8GetDatum(shown_value(bshow[j]));
 		values[4] = Float8GetDatum(attr[j]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -385,6 +422,7 @@ explain(FunctionCallInfo fcinfo, bool categories)
 	double		fx,
 				fb;
 	int64		in;
+	int64		n_raw;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (!explain_args(fcinfo, categories, &a))
@@ -394,16 +432,18 @@ explain(FunctionCallInfo fcinfo, bool categories)
 	pgdl_check_model_usable(model);
 	m = model->nn;
 	pgdl_check_model_fits(&m->spec, model->dataset);
+	pgdl_predict_check_nulls(model->dataset, a.has_nulls, "x");
 	if (categories)
 	{
 		a.xraw = pgdl_predict_encode_inputs(model->dataset, a.xraw, a.length, a.categories, a.sequences,
 											"pgdl.explain");
-		a.length = model->dataset->n_features;
+		a.length = model->dataset->n_raw;
 	}
 	x = pgdl_predict_prepare_features(m, model->dataset, a.xraw, a.length, NULL, "x");
 	in = nn_model_input_size(m);
-	braw = explain_baseline(model, a.baseline, a.numeric, in);
-	b = pgdl_predict_prepare_features(m, model->dataset, braw, in, palloc(sizeof(float) * in), "baseline");
+	n_raw = model->dataset != NULL ? model->dataset->n_raw : in;
+	braw = explain_baseline(model, a.baseline, a.numeric, n_raw);
+	b = pgdl_predict_prepare_features(m, model->dataset, braw, n_raw, palloc(sizeof(float) * in), "baseline");
 	pgdl_check_model_input(m, x, 1);
 	pgdl_check_model_input(m, b, 1);
 	explain_what(model, pgdl_model_outputs(m, x, 1), a.target, &w);

@@ -150,16 +150,18 @@ pgdl_predict_check_outputs(const float *z, int64 k, const char *what)
 }
 
 /*
- * x's `length` features, checked against the model, normalized with its
- * dataset and checked to be finite, into `dst` (which may be NULL: then returns
- * x itself when nothing needs normalizing, or a palloc'd copy).  `what` names
- * x in errors.
+ * x's `length` features (a raw example vector of the dataset: NaN a missing
+ * value), checked against the model, expanded (imputed, indicators, one-hot)
+ * and normalized with its dataset and checked to be finite, into `dst` (which
+ * may be NULL: then returns x itself when nothing needs normalizing, or a
+ * palloc'd copy of the model's input).  `what` names x in errors.
  */
 const float *
 pgdl_predict_prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x, int64 length,
 							  float *dst, const char *what)
 {
-	int64		expected = nn_model_input_size(m);
+	int64		expected = ds != NULL ? ds->n_raw : nn_model_input_size(m);
+	float	   *expanded;
 
 	if (length != expected)
 		ereport(ERROR,
@@ -179,12 +181,32 @@ pgdl_predict_prepare_features(const NnModel *m, const PgdlDataset *ds, const flo
 		return x;
 	}
 	if (dst == NULL)
-		dst = palloc(sizeof(float) * length);
-	memcpy(dst, x, sizeof(float) * length);
-	if (ds != NULL)
-		pgdl_dataset_normalize(ds, dst, 1);
-	pgdl_predict_check_finite(x, dst, length, what);
+		dst = palloc(sizeof(float) * (ds != NULL ? ds->n_features : length));
+	if (ds == NULL || (ds->n_raw == ds->n_features && ds->impute == NULL))
+	{
+		memcpy(dst, x, sizeof(float) * length);
+		if (ds != NULL)
+			pgdl_dataset_normalize(ds, dst, 1);
+		pgdl_predict_check_finite(x, dst, length, what);
+		return dst;
+	}
+	/* a value not finite is named by its place in the expanded vector, whose numeric features lead as in x */
+	expanded = palloc(sizeof(float) * ds->n_features);
+	pgdl_dataset_expand(ds, x, expanded, 1);
+	memcpy(dst, expanded, sizeof(float) * ds->n_features);
+	pgdl_dataset_normalize(ds, dst, 1);
+	pgdl_predict_check_finite(expanded, dst, ds->n_features, what);
+	pfree(expanded);
 	return dst;
+}
+
+void
+pgdl_predict_check_nulls(const PgdlDataset *ds, bool has_nulls, const char *what)
+{
+	if (has_nulls && (ds == NULL || ds->impute == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not contain NULL values", what)));
 }
 
 /* Class index `index` as the dataset's value, or as its number when there is no dataset. */
@@ -306,7 +328,7 @@ pgdl_predict_encode_inputs(const PgdlDataset *ds, const float *xraw, int64 lengt
 				 errmsg("wrong number of features"),
 				 errdetail("The dataset has %d numeric features besides its categorical%s columns; x has " INT64_FORMAT ".",
 						   ds->n_numeric, ds->n_sequences > 0 ? " and sequence" : "", length)));
-	x = palloc(sizeof(float) * ds->n_features);
+	x = palloc(sizeof(float) * ds->n_raw);
 	memcpy(x, xraw, sizeof(float) * length);
 	for (int c = 0; c < n; c++)
 		x[length + c] = (float) pgdl_dataset_category_id(ds, c, nulls[c] ? NULL : TextDatumGetCString(elems[c]));
@@ -328,11 +350,14 @@ pgdl_encode(PG_FUNCTION_ARGS)
 	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(2);
 	Jsonb	   *sa = PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
-	const float *xraw = pgdl_float4_array(xa, "x", &length);
+	bool		has_nulls;
+	const float *xraw = pgdl_number_array_missing(xa, "x", &length, &has_nulls);
 	PgdlDataset *ds = pgdl_dataset_by_packed(packed);
 
+	/* a NULL feature is NaN in the vector, for predict to impute */
+	pgdl_predict_check_nulls(ds, has_nulls, "x");
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(pgdl_predict_encode_inputs(ds, xraw, length, ca, sa, "pgdl.encode"),
-												 ds->n_features));
+												 ds->n_raw));
 }
 
 /* ---- pgdl.features: the output of a network's first layers ---- */
@@ -385,7 +410,8 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	ArrayType  *ca = PG_NARGS() > 2 ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	Jsonb	   *sa = PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
-	const float *xraw = pgdl_number_array(xa, "x", &length);
+	bool		has_nulls;
+	const float *xraw = pgdl_number_array_missing(xa, "x", &length, &has_nulls);
 	PgdlModel  *model;
 	NnModel    *m;
 	const float *x;
@@ -398,10 +424,11 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	pgdl_check_model_usable(model);
 	m = model->nn;
 	pgdl_check_model_fits(&m->spec, model->dataset);
+	pgdl_predict_check_nulls(model->dataset, has_nulls, "x");
 	if (ca != NULL)
 	{
 		xraw = pgdl_predict_encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict");
-		length = model->dataset->n_features;
+		length = model->dataset->n_raw;
 	}
 	x = pgdl_predict_prepare_features(m, model->dataset, xraw, length, NULL, "x");
 	z = pgdl_model_outputs(m, x, 1);
@@ -428,7 +455,8 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	ArrayType  *ca = categories ? PG_GETARG_ARRAYTYPE_P(2) : NULL;
 	Jsonb	   *sa = categories && PG_NARGS() > 3 ? PG_GETARG_JSONB_P(3) : NULL;
 	int64		length;
-	const float *xraw = pgdl_number_array(xa, "x", &length);
+	bool		has_nulls;
+	const float *xraw = pgdl_number_array_missing(xa, "x", &length, &has_nulls);
 	PgdlModel  *model;
 	NnModel    *m;
 	const float *x;
@@ -441,10 +469,11 @@ predict_label(FunctionCallInfo fcinfo, bool categories, Oid *label_type)
 	m = model->nn;
 	pgdl_predict_check_classifier(m, "pgdl.predict_class");
 	pgdl_check_model_fits(&m->spec, model->dataset);
+	pgdl_predict_check_nulls(model->dataset, has_nulls, "x");
 	if (ca != NULL)
 	{
 		xraw = pgdl_predict_encode_inputs(model->dataset, xraw, length, ca, sa, "pgdl.predict_class");
-		length = model->dataset->n_features;
+		length = model->dataset->n_raw;
 	}
 	x = pgdl_predict_prepare_features(m, model->dataset, xraw, length, NULL, "x");
 	z = pgdl_model_outputs(m, x, 1);

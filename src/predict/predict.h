@@ -19,6 +19,8 @@ extern char *pgdl_predict_class_name(const PgdlDataset *ds, int index);
 /* x's features checked against the model, normalized as its dataset's, checked finite (`what`: x's name) */
 extern const float *pgdl_predict_prepare_features(const NnModel *m, const PgdlDataset *ds, const float *x,
 												  int64 length, float *dst, const char *what);
+/* x had NULL elements (has_nulls): an error unless the dataset imputes them (`what`: x's name) */
+extern void pgdl_predict_check_nulls(const PgdlDataset *ds, bool has_nulls, const char *what);
 /* raw numeric features, categorical values and token sequences (NULL: none) as the dataset's example vector */
 extern float *pgdl_predict_encode_inputs(const PgdlDataset *ds, const float *xraw, int64 length,
 										 ArrayType *categories, Jsonb *sequences, const char *function);

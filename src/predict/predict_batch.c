@@ -54,6 +54,8 @@ typedef struct BatchScan
 	char	   *features_column;	/* for messages */
 	int32		size;			/* rows per batch */
 	int64		n_in;			/* features per example */
+	int64		n_raw;			/* per row of the source: the dataset's raw example vector */
+	float	   *raw;			/* one row's, when the dataset expands it (imputation, one-hot); else NULL */
 	int64		k;				/* outputs per example */
 	char	   *portal;			/* its name; NULL once closed */
 	bool		own_portal;		/* opened here, so closed here */
@@ -264,14 +266,16 @@ row_name(const BatchScan *scan, uint64 r)
 
 /*
  * The features column's value (an array of numbers: check_column_type) into
- * dst when it has n_in of them; its length.  A detoasted copy is freed at once:
+ * dst when it has n_raw of them; its length.  A detoasted copy is freed at once:
  * a batch reads many rows, and their arrays are not needed once converted.
- * Row r is named in the error for a value beyond real's range.
+ * Row r is named in the error for a value beyond real's range.  A NULL
+ * element is a missing value (NaN) for a dataset that imputes them.
  */
 static int64
 features_of(const BatchScan *scan, Datum value, float *dst, uint64 r)
 {
 	ArrayType  *array = DatumGetArrayTypeP(value);
+	bool		has_nulls = ARR_HASNULL(array) && array_contains_nulls(array);
 	int64		length;
 
 	if (ARR_NDIM(array) > 1)
@@ -279,20 +283,19 @@ features_of(const BatchScan *scan, Datum value, float *dst, uint64 r)
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("features must be a one-dimensional array"),
 				 errdetail("It has %d dimensions.", ARR_NDIM(array))));
-	if (ARR_HASNULL(array) && array_contains_nulls(array))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("features must not contain NULL values")));
+	pgdl_predict_check_nulls(scan->model->dataset, has_nulls, "features");
 	length = ARR_NDIM(array) == 0 ? 0 : ARR_DIMS(array)[0];
-	if (length == scan->n_in && (ARR_ELEMTYPE(array) == FLOAT8OID || ARR_ELEMTYPE(array) == NUMERICOID))
+	if (length == scan->n_raw && has_nulls)
+		pgdl_number_array_to_floats_nulls(array, ARR_ELEMTYPE(array), scan->n_raw, dst);
+	else if (length == scan->n_raw && (ARR_ELEMTYPE(array) == FLOAT8OID || ARR_ELEMTYPE(array) == NUMERICOID))
 	{
 		char	   *what = row_name(scan, r);
 
-		pgdl_number_array_to_floats_checked(array, ARR_ELEMTYPE(array), scan->n_in, dst, what);
+		pgdl_number_array_to_floats_checked(array, ARR_ELEMTYPE(array), scan->n_raw, dst, what);
 		pfree(what);
 	}
-	else if (length == scan->n_in)
-		pgdl_number_array_to_floats(array, ARR_ELEMTYPE(array), scan->n_in, dst);
+	else if (length == scan->n_raw)
+		pgdl_number_array_to_floats(array, ARR_ELEMTYPE(array), scan->n_raw, dst);
 	if ((Pointer) array != DatumGetPointer(value))
 		pfree(array);
 	return length;
@@ -312,8 +315,24 @@ id_of(Datum d, Oid type)
 	}
 }
 
+/* Row r's model input x is not finite: the error, naming the value as read (expanded, not normalized). */
+static void
+check_row_finite(const BatchScan *scan, Datum d, const float *x, uint64 r)
+{
+	float	   *raw = palloc(sizeof(float) * scan->n_raw);
+	float	   *expanded = raw;
+
+	(void) features_of(scan, d, raw, r);
+	if (scan->raw != NULL)
+	{
+		expanded = palloc(sizeof(float) * scan->n_in);
+		pgdl_dataset_expand(scan->model->dataset, raw, expanded, 1);
+	}
+	pgdl_predict_check_finite(expanded, x, scan->n_in, row_name(scan, r));
+}
+
 /*
- * The fetched rows into the batch, normalized and checked to be finite; how
+ * The fetched rows into the batch, expanded, normalized and checked to be finite; how
  * many have features (NULL features give a NULL class).  A row that is not
  * finite once normalized is read again, raw, for the message.
  */
@@ -327,6 +346,7 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		HeapTuple	tuple = tuptable->vals[r];
 		TupleDesc	desc = tuptable->tupdesc;
 		float	   *x = scan->x + n * scan->n_in;
+		float	   *raw = scan->raw != NULL ? scan->raw : x;
 		Datum		d;
 		int64		length;
 
@@ -335,25 +355,22 @@ read_rows(BatchScan *scan, SPITupleTable *tuptable, uint64 rows)
 		d = SPI_getbinval(tuple, desc, scan->x_att, &scan->x_null[r]);
 		if (scan->x_null[r])
 			continue;
-		length = features_of(scan, d, x, r);
-		if (length != scan->n_in)
+		length = features_of(scan, d, raw, r);
+		if (length != scan->n_raw)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 					 errmsg("wrong number of features"),
 					 scan->id_null[r] ?
 					 errdetail("The model takes " INT64_FORMAT " features; the row with a NULL id has " INT64_FORMAT ".",
-							   scan->n_in, length) :
+							   scan->n_raw, length) :
 					 errdetail("The model takes " INT64_FORMAT " features; the row with id " INT64_FORMAT " has " INT64_FORMAT ".",
-							   scan->n_in, scan->ids[r], length)));
+							   scan->n_raw, scan->ids[r], length)));
+		if (scan->raw != NULL)
+			pgdl_dataset_expand(scan->model->dataset, raw, x, 1);
 		if (scan->model->dataset != NULL)
 			pgdl_dataset_normalize(scan->model->dataset, x, 1);
 		if (pgdl_predict_first_nonfinite(x, scan->n_in) >= 0)
-		{
-			float	   *raw = palloc(sizeof(float) * scan->n_in);
-
-			(void) features_of(scan, d, raw, r);
-			pgdl_predict_check_finite(raw, x, scan->n_in, row_name(scan, r));
-		}
+			check_row_finite(scan, d, x, r);
 		n++;
 	}
 	return n;
@@ -460,6 +477,13 @@ begin_scan(FunctionCallInfo fcinfo, MemoryContext cxt, const char *kind, const c
 	/* batches of rows are worth a device when pgdl.device names one; per-row pgdl.predict is not */
 	pgdl_device_move(scan->model->nn, pgdl_device_for(NULL), NULL, size);
 	scan->n_in = nn_model_input_size(scan->model->nn);
+	scan->n_raw = scan->n_in;
+	if (scan->model->dataset != NULL && (scan->model->dataset->n_raw != scan->n_in ||
+										 scan->model->dataset->impute != NULL))
+	{
+		scan->n_raw = scan->model->dataset->n_raw;
+		scan->raw = palloc(sizeof(float) * scan->n_raw);
+	}
 	scan->k = nn_model_output_size(scan->model->nn);
 	scan->x = MemoryContextAllocHuge(cxt, mul_size(mul_size((Size) size, (Size) scan->n_in), sizeof(float)));
 	scan->ids = palloc(sizeof(int64) * size);

@@ -93,6 +93,10 @@ typedef enum PgdlOnnxOp
 	PGDL_ONNX_MUL,
 	PGDL_ONNX_SUB,
 	PGDL_ONNX_DIV,
+	PGDL_ONNX_ISNAN,
+	PGDL_ONNX_WHERE,
+	PGDL_ONNX_GATHER,
+	PGDL_ONNX_CAST,
 	PGDL_ONNX_OP_MAX			/* keep last */
 } PgdlOnnxOp;
 

@@ -66,7 +66,8 @@ static const struct
 	 * No layer type: import reads a MatMul as a dense layer whose bias the Add
 	 * after it gives, a Reshape as flatten, a trailing Softmax or LogSoftmax as
 	 * the loss's; export writes the dataset's normalization as Mul, or Sub and
-	 * Div, and a graph of no other node as an Identity.
+	 * Div, its imputation as IsNaN and Where, its missing-value indicators as
+	 * Gather, Cast and Concat, and a graph of no other node as an Identity.
 	 */
 	[PGDL_ONNX_MATMUL] = {"MatMul"},
 	[PGDL_ONNX_RESHAPE] = {"Reshape"},
@@ -77,6 +78,10 @@ static const struct
 	[PGDL_ONNX_MUL] = {"Mul"},
 	[PGDL_ONNX_SUB] = {"Sub"},
 	[PGDL_ONNX_DIV] = {"Div"},
+	[PGDL_ONNX_ISNAN] = {"IsNaN"},
+	[PGDL_ONNX_WHERE] = {"Where"},
+	[PGDL_ONNX_GATHER] = {"Gather"},
+	[PGDL_ONNX_CAST] = {"Cast"},
 };
 
 PgdlOnnxOp
