@@ -515,3 +515,91 @@ UNIT_TEST(serialize_summary)
 	free(a);
 	nn_model_free(m);
 }
+
+/* FNV-1a, 64 bits: a digest of a blob's bytes. */
+static uint64_t
+fnv1a64(const uint8_t *p, size_t n)
+{
+	uint64_t	h = UINT64_C(0xcbf29ce484222325);
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+	return h;
+}
+
+/*
+ * A model of small_spec with optimizer o (type 0: none) whose floats and step
+ * are set by formula, not trained: its bytes depend on the format only, not
+ * on BLAS or libm.  Returns the digest of its blob.
+ */
+static uint64_t
+formula_blob_digest(const NnOptim *o, bool graph)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+	uint64_t	h;
+
+	small_spec(&s);
+	if (graph)
+		strcpy(s.layers[0].name, "stem");
+	m = nn_model_create(&s, 7, &err);
+	if (o->type != 0)
+		nn_model_set_optim(m, o, &err);
+	for (int64_t i = 0; i < m->n_params; i++)
+		m->params[i] = (float) (i % 97) / 97.0f - 0.5f;
+	for (int64_t i = 0; i < m->n_buffers; i++)
+		m->buffers[i] = (float) (i % 13) * 0.125f;
+	for (int64_t i = 0; i < m->n_opt_state; i++)
+		m->opt_state[i] = (float) (i % 31) * 0.01f;
+	m->step = 12345;
+	a = serialize(m, &len);
+	h = fnv1a64(a, len);
+	free(a);
+	nn_model_free(m);
+	return h;
+}
+
+/*
+ * Blobs of the optimizers that existed before RMSprop and Adagrad keep their
+ * exact bytes: digests computed on the build before those were added.
+ */
+UNIT_TEST(serialize_golden_bytes)
+{
+	struct
+	{
+		NnOptType	type;
+		float		momentum;
+		bool		nesterov;
+		float		weight_decay;
+		bool		graph;
+		uint64_t	digest;
+	}			cases[] = {
+		{0, 0, false, 0, false, UINT64_C(0xf96cfa37af5ae0c9)},
+		{NN_OPT_SGD, 0, false, 0, false, UINT64_C(0x6a3903b8ac8d49ff)},
+		{NN_OPT_SGD, 0.9f, true, 1e-4f, false, UINT64_C(0x808b1fc9f5509c43)},
+		{NN_OPT_ADAM, 0, false, 0, false, UINT64_C(0xa078ab2c77f53c67)},
+		{NN_OPT_ADAMW, 0, false, 0.01f, true, UINT64_C(0xe7bfa57189eda0fc)},
+	};
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+	{
+		NnOptim		o;
+		uint64_t	h;
+
+		memset(&o, 0, sizeof(o));
+		if (cases[k].type != 0)
+		{
+			nn_optim_defaults(&o, cases[k].type);
+			o.lr = 0.0125f;
+			o.momentum = cases[k].momentum;
+			o.nesterov = cases[k].nesterov;
+			o.weight_decay = cases[k].weight_decay;
+		}
+		h = formula_blob_digest(&o, cases[k].graph);
+		CHECK_MSG(h == cases[k].digest, "case %zu: digest %#018llx, golden %#018llx", k,
+				  (unsigned long long) h, (unsigned long long) cases[k].digest);
+	}
+}
