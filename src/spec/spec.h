@@ -44,7 +44,8 @@ extern Jsonb *pgdl_transfer_keys(Jsonb *config);
 /* The transfer keys of a configuration that has some; base_model is required. */
 extern void pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *out);
 /* A head's spec: "head"'s layers on inputs of shape `in`, with the base model's loss. */
-extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *out);
+extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, float delta,
+									  NnSpec *out);
 /* An input the model cannot take (an embedding's ids) as an error naming the layer. */
 extern void pgdl_check_model_input(const NnModel *m, const float *x, int n);
 /* The value of key in a jsonb object, or NULL. */

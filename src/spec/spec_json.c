@@ -1135,7 +1135,7 @@ pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *keys)
 }
 
 void
-pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *spec)
+pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, float delta, NnSpec *spec)
 {
 	NnError		err;
 
@@ -1154,6 +1154,7 @@ pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss
 				 errmsg("a \"head\" is a chain of layers"),
 				 errdetail("Its layers may not name their \"inputs\".")));
 	spec->loss = loss;
+	spec->delta = delta;
 	if (!nn_spec_validate(spec, NULL, &err))
 		pgdl_report_nn_error("model spec", &err);
 }
