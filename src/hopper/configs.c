@@ -8,10 +8,11 @@
  * INSERT by hand; a trigger validates each row and stores its configuration
  * in canonical form, so that one configuration written two ways is one row.
  *
- * Grids and spaces commonly mix optimizers, and keys that only one optimizer
- * uses (momentum and nesterov for sgd; beta1, beta2 and eps for adam and
- * adamw) are dropped from the configurations of the others rather than
- * rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
+ * Grids and spaces commonly mix optimizers, and keys that only some
+ * optimizers use (momentum for sgd and rmsprop; nesterov for sgd; beta1 and
+ * beta2 for adam and adamw; eps for all but sgd; alpha and centered for
+ * rmsprop; lr_decay and initial_accumulator_value for adagrad) are dropped
+ * from the configurations of the others rather than rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
  * configurations, sgd with momentum and plain adam.  Likewise the keys of one
  * learning-rate schedule (step_size and gamma for step, eta_min for cosine) are
  * dropped from the configurations of the other schedules.
@@ -37,18 +38,24 @@
 #include "spec/spec.h"
 #include "train/train.h"
 
+#define OPT_BIT(t) (1u << (t))
+#define OPTS_ADAM (OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW))
+
 /* Which optimizers a key applies to; keys not listed apply to all. */
 static const struct
 {
 	const char *key;
-	bool		sgd;
-	bool		adam;			/* adam and adamw */
+	unsigned	optimizers;
 }			optimizer_keys[] = {
-	{"momentum", true, false},
-	{"nesterov", true, false},
-	{"beta1", false, true},
-	{"beta2", false, true},
-	{"eps", false, true},
+	{"momentum", OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_RMSPROP)},
+	{"nesterov", OPT_BIT(NN_OPT_SGD)},
+	{"beta1", OPTS_ADAM},
+	{"beta2", OPTS_ADAM},
+	{"eps", OPTS_ADAM | OPT_BIT(NN_OPT_RMSPROP) | OPT_BIT(NN_OPT_ADAGRAD)},
+	{"alpha", OPT_BIT(NN_OPT_RMSPROP)},
+	{"centered", OPT_BIT(NN_OPT_RMSPROP)},
+	{"lr_decay", OPT_BIT(NN_OPT_ADAGRAD)},
+	{"initial_accumulator_value", OPT_BIT(NN_OPT_ADAGRAD)},
 };
 
 /* Which schedule a key applies to. */
@@ -375,7 +382,7 @@ key_dropped(const char *key, NnOptType type)
 		return false;			/* the validator will complain about the optimizer */
 	for (int i = 0; i < lengthof(optimizer_keys); i++)
 		if (strcmp(key, optimizer_keys[i].key) == 0)
-			return type == NN_OPT_SGD ? !optimizer_keys[i].sgd : !optimizer_keys[i].adam;
+			return (optimizer_keys[i].optimizers & OPT_BIT(type)) == 0;
 	return false;
 }
 

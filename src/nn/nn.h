@@ -259,6 +259,7 @@ struct NnBackend;
 typedef struct NnModel
 {
 	NnSpec		spec;
+	int32_t		last_n;			/* examples of the last forward pass (here: spec's size is 4 mod 8) */
 	NnShape		shape[NN_MAX_LAYERS + 1];	/* shape[0]: input; shape[i + 1]: output of layer i */
 	int64_t		param_off[NN_MAX_LAYERS];	/* offset of the layer's first parameter */
 	int64_t		param_len[NN_MAX_LAYERS];
@@ -278,7 +279,7 @@ typedef struct NnModel
 
 	/* Workspace for up to batch_cap examples; grown only by nn_model_reserve. */
 	int32_t		batch_cap;
-	int32_t		last_n;
+	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	float	   *work;			/* one allocation, pointers below point into it */
 	float	   *out[NN_MAX_LAYERS];	/* output of layer i, [batch, shape[i+1]] */
 	float	   *dout[NN_MAX_LAYERS];	/* gradient w.r.t. out[i] */
@@ -293,7 +294,6 @@ typedef struct NnModel
 	bool		want_dinput;
 	uint8_t		threads;		/* training threads (nn_model_set_threads); 0 or 1: the caller's only */
 	bool		infer_grad;		/* backward differentiates the inference-mode forward (attribution.c) */
-	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	/* the graph form (nn_model_layout): readers of each output, index producer + 1 (0: the input) */
 	int16_t		consumers[NN_MAX_LAYERS + 1];
 	uint8_t		grad_add[NN_MAX_LAYERS];	/* bit k: input k's gradient adds to what others wrote */

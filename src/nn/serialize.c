@@ -429,6 +429,61 @@ read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, Nn
 	return true;
 }
 
+/* A layer's own fields out of the slots the writer kept them in (kernel_slot and the like). */
+static void
+unpack_slots(NnLayerSpec *l)
+{
+	if (l->type == NN_EMBEDDING)
+	{
+		l->vocab = l->filters;
+		l->positions = l->kernel != 0;
+		l->filters = l->kernel = 0;
+	}
+	if (l->type == NN_DENSE)
+	{
+		l->per_step = l->kernel != 0;
+		l->kernel = 0;
+	}
+	if (l->type == NN_GRU)
+	{
+		l->return_sequences = l->kernel != 0;
+		l->kernel = 0;
+	}
+	if (l->type == NN_ATTENTION)
+	{
+		l->heads = l->filters;
+		l->causal = l->kernel != 0;
+		l->filters = l->kernel = 0;
+	}
+	if (l->type == NN_SLICE)
+	{
+		l->start = l->padding;
+		l->padding = 0;
+	}
+}
+
+/* Version 3's loss parameter, huber's delta: only huber's blobs have it, and all of them. */
+static bool
+read_loss_param(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
+{
+	if (version == NN_FORMAT_VERSION_LOSS)
+	{
+		/* another loss's would not be written back as it came */
+		if (!have(r, 4) || spec->loss != NN_LOSS_HUBER)
+		{
+			nn_error_set(err, -1, "loss", "model blob of format version 3 has no huber loss, or is truncated");
+			return false;
+		}
+		spec->delta = get_f32(r);	/* nn_spec_validate checks it */
+	}
+	else if (spec->loss == NN_LOSS_HUBER)
+	{
+		nn_error_set(err, -1, "loss", "model blob of format version %u has a huber loss without its delta", version);
+		return false;
+	}
+	return true;
+}
+
 /* The spec as stored; nn_model_alloc validates it. */
 static bool
 read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
@@ -445,21 +500,8 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		spec->input[d] = (int32_t) get_u32(r);
 	n_layers = get_u32(r);
 	spec->loss = (NnLoss) get_u32(r);
-	if (version == NN_FORMAT_VERSION_LOSS)
-	{
-		/* only huber's blobs have it: another loss's would not be written back as it came */
-		if (!have(r, 4) || spec->loss != NN_LOSS_HUBER)
-		{
-			nn_error_set(err, -1, "loss", "model blob of format version 3 has no huber loss, or is truncated");
-			return false;
-		}
-		spec->delta = get_f32(r);	/* nn_spec_validate checks it */
-	}
-	else if (spec->loss == NN_LOSS_HUBER)
-	{
-		nn_error_set(err, -1, "loss", "model blob of format version %u has a huber loss without its delta", version);
+	if (!read_loss_param(r, version, spec, err))
 		return false;
-	}
 	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(r, (uint64_t) n_layers * LAYER_BYTES))
 	{
 		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
@@ -481,33 +523,7 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
-		if (l->type == NN_EMBEDDING)
-		{
-			l->vocab = l->filters;
-			l->positions = l->kernel != 0;
-			l->filters = l->kernel = 0;
-		}
-		if (l->type == NN_DENSE)
-		{
-			l->per_step = l->kernel != 0;
-			l->kernel = 0;
-		}
-		if (l->type == NN_GRU)
-		{
-			l->return_sequences = l->kernel != 0;
-			l->kernel = 0;
-		}
-		if (l->type == NN_ATTENTION)
-		{
-			l->heads = l->filters;
-			l->causal = l->kernel != 0;
-			l->filters = l->kernel = 0;
-		}
-		if (l->type == NN_SLICE)
-		{
-			l->start = l->padding;
-			l->padding = 0;
-		}
+		unpack_slots(l);
 	}
 	for (uint32_t i = 0; version != NN_FORMAT_VERSION && i < n_layers; i++)
 	{
