@@ -135,6 +135,11 @@ SELECT pgdl.predict_class('op_huber_fit', '{0.1, 0.2, 0.3, 0.4}');
 -- the model keeps its loss and delta; export writes no output transform but the targets' scaling, and an
 -- import with loss huber takes PyTorch's default delta
 SELECT spec->>'loss' AS loss, spec->'delta' AS delta FROM pgdl.models WHERE name = 'op_huber_fit';
+-- in the zoo it is a regression model, with a dataset or without
+INSERT INTO pgdl.models (name, spec, weights)
+SELECT 'op_huber_blob', spec, pgdl.init_model(spec) FROM pgdl.architectures WHERE name = 'op_huber';
+SELECT name, task, dataset IS NOT NULL AS has_dataset FROM pgdl.zoo WHERE name IN ('op_huber_blob', 'op_huber_fit')
+ ORDER BY name;
 SELECT position('pgdl_target_mul'::bytea IN pgdl.export_onnx('op_huber_fit')) > 0 AS unscaled_in_file,
        position('Sigmoid'::bytea IN pgdl.export_onnx('op_huber_fit')) = 0 AS no_sigmoid;
 SELECT pgdl.import_onnx('op_huber_rt', pgdl.export_onnx('op_huber_fit'), dataset => 'op_reg', loss => 'huber') AS op_rt \gset
