@@ -12,8 +12,10 @@
  * optimizers use (momentum for sgd and rmsprop; nesterov for sgd; beta1 and
  * beta2 for adam and adamw; eps for all but sgd; alpha and centered for
  * rmsprop; lr_decay and initial_accumulator_value for adagrad) are dropped
- * from the configurations of the others rather than rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
- * configurations, sgd with momentum and plain adam.  Likewise the keys of one
+ * from the configurations of the others rather than rejected (which
+ * optimizer uses which key: spec_json.c's pgdl_optimizer_uses_key):
+ * {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two configurations, sgd
+ * with momentum and plain adam.  Likewise the keys of one
  * learning-rate schedule (step_size and gamma for step, eta_min for cosine) are
  * dropped from the configurations of the other schedules.
  */
@@ -37,26 +39,6 @@
 #include "base/base.h"
 #include "spec/spec.h"
 #include "train/train.h"
-
-#define OPT_BIT(t) (1u << (t))
-#define OPTS_ADAM (OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW))
-
-/* Which optimizers a key applies to; keys not listed apply to all. */
-static const struct
-{
-	const char *key;
-	unsigned	optimizers;
-}			optimizer_keys[] = {
-	{"momentum", OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_RMSPROP)},
-	{"nesterov", OPT_BIT(NN_OPT_SGD)},
-	{"beta1", OPTS_ADAM},
-	{"beta2", OPTS_ADAM},
-	{"eps", OPTS_ADAM | OPT_BIT(NN_OPT_RMSPROP) | OPT_BIT(NN_OPT_ADAGRAD)},
-	{"alpha", OPT_BIT(NN_OPT_RMSPROP)},
-	{"centered", OPT_BIT(NN_OPT_RMSPROP)},
-	{"lr_decay", OPT_BIT(NN_OPT_ADAGRAD)},
-	{"initial_accumulator_value", OPT_BIT(NN_OPT_ADAGRAD)},
-};
 
 /* Which schedule a key applies to. */
 static const struct
@@ -374,16 +356,11 @@ schedule_key_dropped(const char *key, int schedule)
 	return false;
 }
 
-/* Whether a key is one that `type`, a known optimizer, does not use. */
+/* Whether a key is one that `type`, a known optimizer, does not use (0: the validator will complain). */
 static bool
 key_dropped(const char *key, NnOptType type)
 {
-	if (type == 0)
-		return false;			/* the validator will complain about the optimizer */
-	for (int i = 0; i < lengthof(optimizer_keys); i++)
-		if (strcmp(key, optimizer_keys[i].key) == 0)
-			return (optimizer_keys[i].optimizers & OPT_BIT(type)) == 0;
-	return false;
+	return type != 0 && !pgdl_optimizer_uses_key(type, key);
 }
 
 /* A configuration object from keys and their chosen values, less the keys its optimizer does not use. */

@@ -429,7 +429,8 @@ extern bool nn_spec_thread_memory(const NnSpec *spec, int32_t batch, int threads
 /*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
  * [from, to) with their parameters and running statistics; the join is prefix
- * then rest, with the rest's optimizer state (zeros for the frozen parameters).
+ * then rest, with the rest's optimizer state (fresh state, zeros or adagrad's
+ * initial_accumulator_value, for the frozen parameters).
  */
 #define NN_FROZEN_CHUNK		256	/* examples per forward pass of a frozen prefix */
 extern NnModel *nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err);

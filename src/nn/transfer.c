@@ -186,7 +186,7 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 		return NULL;
 	m->seed = rest->seed;
 	m->step = rest->step;
-	/* the rest's optimizer state after zeros for the frozen parameters */
+	/* the rest's optimizer state after fresh state (zeros; adagrad's initial value) for the frozen parameters */
 	if (!nn_model_copy_layers(m, 0, prefix, 0, k, err) ||
 		!nn_model_copy_layers(m, k, rest, 0, rest->spec.n_layers, err) ||
 		!copy_optim_state(m, m->n_params - rest->n_params, rest, 0, rest->n_params, err))

@@ -30,6 +30,8 @@ extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
 extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+/* Whether optimizer `type` uses a configuration key (one that is not an optimizer's setting: true). */
+extern bool pgdl_optimizer_uses_key(NnOptType type, const char *key);
 /*
  * "warm_start": the model (name, or id when name is NULL) a configuration starts from where the shapes
  * fit; false when it names none.  Checked for type only: transfer.c resolves it (pgdl_model_start).

@@ -867,25 +867,37 @@ config_class_weight(JsonbContainer *root, PgdlTrainConfig *cfg)
 #define OPTS_FIRST (OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW))
 
 /*
- * The optimizers a setting's key is taken with.  sgd, adam and adamw take one
- * another's keys (and ignore them) as they always have; rmsprop and adagrad
- * take their own only, as their settings share the slots of the others'
- * (nn.h's NnOptim) and one slot must hold one meaning.
+ * The optimizers that use each key of an optimizer's settings (lr and
+ * weight_decay: all).  sgd, adam and adamw also take the keys of the three
+ * that they do not use, and ignore them, as they always have (shared);
+ * rmsprop and adagrad take their own only, as their settings share the slots
+ * of the others' (nn.h's NnOptim) and one slot must hold one meaning.
  */
 static const struct
 {
 	const char *key;
-	unsigned	optimizers;
+	unsigned	used_by;
+	bool		shared;
 }			optimizer_keys[] = {
-	{"momentum", OPTS_FIRST | OPT_BIT(NN_OPT_RMSPROP)},
-	{"nesterov", OPTS_FIRST},
-	{"beta1", OPTS_FIRST},
-	{"beta2", OPTS_FIRST},
-	{"alpha", OPT_BIT(NN_OPT_RMSPROP)},
-	{"centered", OPT_BIT(NN_OPT_RMSPROP)},
-	{"lr_decay", OPT_BIT(NN_OPT_ADAGRAD)},
-	{"initial_accumulator_value", OPT_BIT(NN_OPT_ADAGRAD)},
+	{"momentum", OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_RMSPROP), true},
+	{"nesterov", OPT_BIT(NN_OPT_SGD), true},
+	{"beta1", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW), true},
+	{"beta2", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW), true},
+	{"eps", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW) | OPT_BIT(NN_OPT_RMSPROP) | OPT_BIT(NN_OPT_ADAGRAD), true},
+	{"alpha", OPT_BIT(NN_OPT_RMSPROP), false},
+	{"centered", OPT_BIT(NN_OPT_RMSPROP), false},
+	{"lr_decay", OPT_BIT(NN_OPT_ADAGRAD), false},
+	{"initial_accumulator_value", OPT_BIT(NN_OPT_ADAGRAD), false},
 };
+
+bool
+pgdl_optimizer_uses_key(NnOptType type, const char *key)
+{
+	for (int i = 0; i < lengthof(optimizer_keys); i++)
+		if (strcmp(key, optimizer_keys[i].key) == 0)
+			return (optimizer_keys[i].used_by & OPT_BIT(type)) != 0;
+	return true;
+}
 
 /* A boolean key of the configuration into *out, when it is given. */
 static void
@@ -908,7 +920,8 @@ config_optimizer_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
 	JsonbValue *v;
 
 	for (int i = 0; i < lengthof(optimizer_keys); i++)
-		if ((optimizer_keys[i].optimizers & OPT_BIT(o->type)) == 0 &&
+		if ((optimizer_keys[i].used_by & OPT_BIT(o->type)) == 0 &&
+			!(optimizer_keys[i].shared && (OPTS_FIRST & OPT_BIT(o->type)) != 0) &&
 			pgdl_jsonb_key(root, optimizer_keys[i].key) != NULL)
 			pgdl_report_invalid("training configuration", optimizer_keys[i].key,
 								psprintf("\"%s\" is not a setting of %s, whose settings are %s; leave it out.",
