@@ -1016,42 +1016,12 @@ check_xent_metrics(int rows, int classes)
 	gpu->release(d_loss);
 }
 
-/* huber_loss: the same rows, kernels/rows.h's nn_row_huber on both */
+/* mse_loss, bce_loss or huber_loss (delta > 0) on both: kernels/rows.h's row formulas */
 static void
-check_huber_loss(int rows, int k, float delta)
+check_regression_loss(bool bce, float delta, int rows, int k)
 {
 	size_t		total = (size_t) rows * k;
-	float		scale = 1.0f / (float) ((double) rows * k);
-	float	   *z = host_random(total, -3.0f, 3.0f);
-	float	   *y = host_random(total, -2.0f, 2.0f);
-	float	   *dz = host_random(total, 0.0f, 0.0f);
-	float	   *d_z = device_copy(z, total),
-			   *d_y = device_copy(y, total),
-			   *d_dz = device_copy(dz, total);
-	double		want[2],
-				got[2];
-	char		what[64];
-
-	cpu->huber_loss(z, y, NULL, dz, rows, k, delta, scale, want);
-	gpu->huber_loss(d_z, d_y, NULL, d_dz, rows, k, delta, scale, got);
-	snprintf(what, sizeof(what), "huber_loss dz %dx%d, delta %g", rows, k, delta);
-	compare(what, dz, d_dz, total, scale);
-	CHECK_MSG(fabs(got[0] - want[0]) <= REL * fabs(want[0]), "%s: loss sum cuda %.17g, cpu %.17g",
-			  what, got[0], want[0]);
-	CHECK_MSG(got[1] == 0.0, "%s: correct cuda %.0f, not 0", what, got[1]);
-	cpu->release(z);
-	cpu->release(y);
-	cpu->release(dz);
-	gpu->release(d_z);
-	gpu->release(d_y);
-	gpu->release(d_dz);
-}
-
-static void
-check_regression_loss(bool bce, int rows, int k)
-{
-	size_t		total = (size_t) rows * k;
-	float		scale = (bce ? 1.0f : 2.0f) / (float) ((double) rows * k);
+	float		scale = (bce || delta > 0 ? 1.0f : 2.0f) / (float) ((double) rows * k);
 	float	   *z = host_random(total, -6.0f, 6.0f);
 	float	   *y = host_random(total, bce ? 0.0f : -2.0f, bce ? 1.0f : 2.0f);
 	float	   *dz = host_random(total, 0.0f, 0.0f);
@@ -1067,12 +1037,17 @@ check_regression_loss(bool bce, int rows, int k)
 		cpu->bce_loss(z, y, NULL, dz, rows, k, scale, want);
 		gpu->bce_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
+	else if (delta > 0)
+	{
+		cpu->huber_loss(z, y, NULL, dz, rows, k, delta, scale, want);
+		gpu->huber_loss(d_z, d_y, NULL, d_dz, rows, k, delta, scale, got);
+	}
 	else
 	{
 		cpu->mse_loss(z, y, NULL, dz, rows, k, scale, want);
 		gpu->mse_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
-	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : "mse_loss", rows, k);
+	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : delta > 0 ? "huber_loss" : "mse_loss", rows, k);
 	compare(what, dz, d_dz, total, scale);
 	/* expf and log1pf may differ in the last bit: the sum to REL, the count exactly */
 	CHECK_MSG(fabs(got[0] - want[0]) <= REL * fabs(want[0]), "%s: loss sum cuda %.17g, cpu %.17g",
@@ -1304,12 +1279,12 @@ check_primitives(void)
 	check_xent_metrics(129, 10);
 	check_xent_metrics(70000, 3);	/* more rows than the metric grid has threads */
 	check_xent_metrics(5, 1);
-	check_regression_loss(false, 129, 7);
-	check_regression_loss(false, 20000, 1);
-	check_regression_loss(true, 129, 7);
-	check_regression_loss(true, 3, 1000);
-	check_huber_loss(129, 7, 1.0f);
-	check_huber_loss(20000, 1, 0.25f);
+	check_regression_loss(false, 0.0f, 129, 7);
+	check_regression_loss(false, 0.0f, 20000, 1);
+	check_regression_loss(true, 0.0f, 129, 7);
+	check_regression_loss(true, 0.0f, 3, 1000);
+	check_regression_loss(false, 1.0f, 129, 7);
+	check_regression_loss(false, 0.25f, 20000, 1);
 	check_dropout(0.5f, 0);
 	check_dropout(0.1f, 123456789);
 }
