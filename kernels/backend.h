@@ -183,6 +183,9 @@ typedef struct NnBackend
 							 float scale, double *sums);
 	void		(*bce_loss) (const float *z, const float *y, const float *w, float *dz, int rows, int k,
 							 float scale, double *sums);
+	/* As torch.nn.HuberLoss(delta): dz = clamp(z - y, -delta, delta) * scale; correct: 0. */
+	void		(*huber_loss) (const float *z, const float *y, const float *w, float *dz, int rows, int k,
+							   float delta, float scale, double *sums);
 
 	/*
 	 * Inverted dropout in training: element j is kept, times 1 / (1 - rate),
@@ -202,6 +205,16 @@ typedef struct NnBackend
 	void		(*adam_update) (float *p, const float *g, float *m, float *v, int64_t n,
 								float lr, float beta1, float beta2, float eps,
 								float weight_decay, bool decoupled, int64_t step);
+	/*
+	 * torch.optim.RMSprop: sq is square_avg; buf the momentum buffer (NULL
+	 * when momentum is 0, and then untouched); gavg the gradients' average
+	 * of centered (NULL: not centered).
+	 */
+	void		(*rmsprop_update) (float *p, const float *g, float *sq, float *buf, float *gavg, int64_t n,
+								   float lr, float alpha, float eps, float weight_decay, float momentum);
+	/* torch.optim.Adagrad: sum the squared gradients' sum; step >= 1 (lr / (1 + (step - 1) lr_decay)). */
+	void		(*adagrad_update) (float *p, const float *g, float *sum, int64_t n, float lr, float lr_decay,
+								   float eps, float weight_decay, int64_t step);
 
 	/*
 	 * dst[r * dst_stride + j] = src[r * src_stride + j] (or += when add), for

@@ -229,6 +229,27 @@ nn_row_mse(const float *z, const float *y, float *dz, int k, float scale)
 }
 
 /*
+ * A row of the huber loss, as torch.nn.HuberLoss(delta): 0.5 d^2 where |d| <
+ * delta, else delta (|d| - 0.5 delta), in float, for d = z - y; dz =
+ * clamp(d, -delta, delta) * scale; returns the row's mean, summed in double.
+ */
+NN_ROW_FN double
+nn_row_huber(const float *z, const float *y, float *dz, int k, float delta, float scale)
+{
+	double		s = 0.0;
+
+	for (int64_t c = 0; c < k; c++)
+	{
+		float		d = z[c] - y[c];
+		float		a = fabsf(d);
+
+		s += (double) (a < delta ? 0.5f * d * d : delta * (a - 0.5f * delta));
+		dz[c] = (d < -delta ? -delta : d > delta ? delta : d) * scale;
+	}
+	return s / (double) k;
+}
+
+/*
  * A row of the bce loss on logits, max(z, 0) - z * t + log(1 + exp(-|z|)) as
  * BCEWithLogitsLoss: dz = (sigmoid(z) - t) * scale; returns the row's mean
  * loss, and in *all_right whether every logit is on its target's side.
@@ -371,6 +392,78 @@ nn_row_adam(float *p, float *m, float *v, float g, NnAdamStep s)
 	*m = mi;
 	*v = vi;
 	*p = pi - s.step_size * (mi / (sqrtf(vi) / s.bc2_sqrt + s.eps));
+}
+
+/* An RMSprop or Adagrad step's scalars, the same for every parameter of the step. */
+typedef struct NnSquareStep
+{
+	float		lr;				/* Adagrad: lr / (1 + (step - 1) lr_decay) */
+	float		alpha;			/* RMSprop: square_avg's decay; Adagrad: 1 (a sum) */
+	float		one_minus_alpha;	/* RMSprop: 1 - alpha; Adagrad: 1 */
+	float		eps;
+	float		weight_decay;
+	float		momentum;
+} NnSquareStep;
+
+/* As torch: 1 - alpha and Adagrad's decayed lr in double, applied as float scalars. */
+NN_ROW_FN NnSquareStep
+nn_row_rmsprop_step(float lr, float alpha, float eps, float weight_decay, float momentum)
+{
+	NnSquareStep s;
+
+	s.lr = lr;
+	s.alpha = alpha;
+	s.one_minus_alpha = (float) (1.0 - alpha);
+	s.eps = eps;
+	s.weight_decay = weight_decay;
+	s.momentum = momentum;
+	return s;
+}
+
+NN_ROW_FN NnSquareStep
+nn_row_adagrad_step(float lr, float lr_decay, float eps, float weight_decay, int64_t step)
+{
+	NnSquareStep s;
+
+	s.lr = (float) (lr / (1.0 + (double) (step - 1) * lr_decay));
+	s.alpha = 1.0f;
+	s.one_minus_alpha = 1.0f;
+	s.eps = eps;
+	s.weight_decay = weight_decay;
+	s.momentum = 0.0f;
+	return s;
+}
+
+/*
+ * Parameter *p with gradient g, one RMSprop step on (Adagrad's is the same
+ * with alpha 1 and no momentum): *sq the square average (Adagrad: the sum),
+ * buf the momentum buffer or NULL, gavg the centered average or NULL.
+ */
+NN_ROW_FN void
+nn_row_rmsprop(float *p, float *sq, float *buf, float *gavg, float g, NnSquareStep s)
+{
+	float		d = g + s.weight_decay * *p;
+	float		v = *sq * s.alpha + s.one_minus_alpha * d * d;
+	float		avg;
+
+	*sq = v;
+	if (gavg != NULL)
+	{
+		float		ga = *gavg * s.alpha + s.one_minus_alpha * d;
+
+		*gavg = ga;
+		v = v - ga * ga;
+	}
+	avg = sqrtf(v) + s.eps;
+	if (buf != NULL)
+	{
+		float		b = *buf * s.momentum + d / avg;
+
+		*buf = b;
+		*p = *p - s.lr * b;
+	}
+	else
+		*p = *p - s.lr * (d / avg);
 }
 
 #endif

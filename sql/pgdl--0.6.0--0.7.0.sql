@@ -2420,3 +2420,50 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.import_dataset(jsonb, text) IS
 	'an empty packed table with the classes and normalization of a dataset that pgdl.export_dataset described on another server: give it as reference => to pgdl.pack, so that a node packs its own rows as the coordinator''s';
+-- ---- the huber loss (a regression loss): pgdl.zoo's task of a model without a dataset ----
+-- The view as sql/parts/90_zoo.sql makes it: a huber model is a regression model, as an mse one.
+CREATE OR REPLACE VIEW pgdl.zoo WITH (security_invoker = true) AS
+SELECT m.id, m.name, m.owner::text AS owner, m.created,
+	   s.layers, s.n_layers, s.params, s.flops, s.input_shape,
+	   coalesce(d.task, CASE WHEN m.spec ->> 'loss' IN ('mse', 'huber') THEN 'regression' ELSE 'classification' END) AS task,
+	   cardinality(d.classes) AS n_classes, d.classes,
+	   m.dataset, d.n_rows AS dataset_rows, d.n_features,
+	   CASE WHEN d.normalization ? 'scale' THEN 'scale'
+			WHEN d.normalization ? 'mean' THEN 'mean_std' END AS normalization,
+	   m.config,
+	   CASE WHEN jsonb_typeof(m.config -> 'optimizer') = 'string' THEN m.config ->> 'optimizer' END AS optimizer,
+	   CASE WHEN jsonb_typeof(m.config -> 'lr') = 'number' AND abs((m.config ->> 'lr')::numeric) < 1e300
+			THEN (m.config ->> 'lr')::float8 END AS lr,
+	   CASE WHEN jsonb_typeof(m.config -> 'batch_size') = 'number' AND (m.config ->> 'batch_size')::numeric
+			BETWEEN 1 AND 2147483647 THEN trunc((m.config ->> 'batch_size')::numeric)::integer END AS batch_size,
+	   m.origin,
+	   CASE WHEN jsonb_typeof(m.origin -> 'format') = 'string' THEN m.origin ->> 'format' END AS imported_from,
+	   CASE WHEN jsonb_typeof(m.origin -> 'warm_start') = 'number' AND (m.origin ->> 'warm_start')::numeric
+			BETWEEN 1 AND 9223372036854775807 THEN trunc((m.origin ->> 'warm_start')::numeric)::bigint END AS warm_start,
+	   m.parent, m.run,
+	   -- the stored model's numbers (restore_best's best epoch, else its last): its metrics, else its run's row
+	   coalesce(mm.validation_accuracy, r.validation_accuracy) AS best_validation_accuracy,
+	   coalesce(mm.validation_loss, r.validation_loss) AS best_validation_loss,
+	   coalesce(mm.train_loss, r.train_loss) AS last_train_loss,
+	   s.problem
+  FROM pgdl.models m
+ CROSS JOIN LATERAL pgdl.stored_spec_summary(m.spec) s
+  LEFT JOIN pgdl.datasets d ON d.id = m.dataset
+ CROSS JOIN LATERAL (
+	SELECT CASE WHEN jsonb_typeof(m.metrics -> 'validation_accuracy') = 'number'
+				 AND abs((m.metrics ->> 'validation_accuracy')::numeric) < 1e300
+				THEN (m.metrics ->> 'validation_accuracy')::float8 END AS validation_accuracy,
+		   CASE WHEN jsonb_typeof(m.metrics -> 'validation_loss') = 'number'
+				 AND abs((m.metrics ->> 'validation_loss')::numeric) < 1e300
+				THEN (m.metrics ->> 'validation_loss')::float8 END AS validation_loss,
+		   CASE WHEN jsonb_typeof(m.metrics -> 'train_loss') = 'number'
+				 AND abs((m.metrics ->> 'train_loss')::numeric) < 1e300
+				THEN (m.metrics ->> 'train_loss')::float8 END AS train_loss
+ ) mm
+  LEFT JOIN LATERAL (
+	SELECT rm.validation_accuracy, rm.validation_loss, rm.train_loss
+	  FROM pgdl.run_metrics rm
+	 WHERE rm.model = m.id AND rm.node IS NULL
+	 ORDER BY rm.epoch::text = (m.metrics ->> 'epoch') DESC NULLS LAST, rm.epoch DESC
+	 LIMIT 1
+  ) r ON true;

@@ -479,6 +479,27 @@ cpu_adam_update(float *restrict p, const float *restrict g, float *restrict m, f
 }
 
 static void
+cpu_rmsprop_update(float *restrict p, const float *restrict g, float *restrict sq, float *restrict buf,
+				   float *restrict gavg, int64_t n, float lr, float alpha, float eps, float weight_decay,
+				   float momentum)
+{
+	NnSquareStep s = nn_row_rmsprop_step(lr, alpha, eps, weight_decay, momentum);
+
+	for (int64_t i = 0; i < n; i++)
+		nn_row_rmsprop(&p[i], &sq[i], buf ? &buf[i] : NULL, gavg ? &gavg[i] : NULL, g[i], s);
+}
+
+static void
+cpu_adagrad_update(float *restrict p, const float *restrict g, float *restrict sum, int64_t n,
+				   float lr, float lr_decay, float eps, float weight_decay, int64_t step)
+{
+	NnSquareStep s = nn_row_adagrad_step(lr, lr_decay, eps, weight_decay, step);
+
+	for (int64_t i = 0; i < n; i++)
+		nn_row_rmsprop(&p[i], &sum[i], NULL, NULL, g[i], s);
+}
+
+static void
 cpu_copy_rows(float *restrict dst, int64_t dst_stride, const float *restrict src, int64_t src_stride,
 			  int64_t rows, int64_t cols, bool add)
 {
@@ -546,10 +567,13 @@ static const NnBackend cpu_backend = {
 	.xent_metrics = cpu_xent_metrics,
 	.mse_loss = cpu_mse_loss,
 	.bce_loss = cpu_bce_loss,
+	.huber_loss = cpu_huber_loss,
 	.dropout_forward = cpu_dropout_forward,
 	.dropout_backward = cpu_dropout_backward,
 	.sgd_update = cpu_sgd_update,
 	.adam_update = cpu_adam_update,
+	.rmsprop_update = cpu_rmsprop_update,
+	.adagrad_update = cpu_adagrad_update,
 	.copy_rows = cpu_copy_rows,
 	.embedding_forward = cpu_embedding_forward,
 	.embedding_backward = cpu_embedding_backward,

@@ -97,6 +97,8 @@ extern void cpu_mse_loss(const float *z, const float *y, const float *w, float *
 						 float scale, double *sums);
 extern void cpu_bce_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k,
 						 float scale, double *sums);
+extern void cpu_huber_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k,
+						   float delta, float scale, double *sums);
 
 /* seq.c */
 extern void cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n,

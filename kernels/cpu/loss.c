@@ -38,6 +38,19 @@ cpu_mse_loss(const float *z, const float *y, const float *w, float *dz, int rows
 	sums[1] = 0.0;
 }
 
+void
+cpu_huber_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float delta,
+			   float scale, double *sums)
+{
+	double		loss_sum = 0.0;
+
+	for (int r = 0; r < rows; r++)
+		loss_sum += nn_row_huber(z + r * (int64_t) k, y + r * (int64_t) k, dz + r * (int64_t) k, k, delta,
+								 w ? scale * w[r] : scale);
+	sums[0] = loss_sum;
+	sums[1] = 0.0;
+}
+
 /* On logits: max(z, 0) - z * t + log(1 + exp(-|z|)), as BCEWithLogitsLoss. */
 void
 cpu_bce_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,

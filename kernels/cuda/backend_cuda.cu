@@ -1372,6 +1372,18 @@ mse_loss_kernel(const float *z, const float *y, const float *w, float *dz, int r
 }
 
 __global__ void
+huber_loss_kernel(const float *z, const float *y, const float *w, float *dz, int rows, int k, float delta,
+				  float scale, double *part)
+{
+	double		loss_sum = 0.0;
+
+	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < rows;
+		 r += (int64_t) gridDim.x * blockDim.x)
+		loss_sum += nn_row_huber(z + r * k, y + r * k, dz + r * k, k, delta, w ? scale * w[r] : scale);
+	block_pair_sum(loss_sum, 0.0, part);
+}
+
+__global__ void
 bce_loss_kernel(const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
 				double *part)
 {
@@ -1439,6 +1451,14 @@ cuda_mse_loss(const float *z, const float *y, const float *w, float *dz, int row
 {
 	mse_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, w, dz, rows, k, scale, cuda_scratch);
 	metric_totals("mse_loss", sums);
+}
+
+static void
+cuda_huber_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k, float delta,
+				float scale, double *sums)
+{
+	huber_loss_kernel<<<METRIC_BLOCKS, BLOCK>>>(z, y, w, dz, rows, k, delta, scale, cuda_scratch);
+	metric_totals("huber_loss", sums);
 }
 
 static void
@@ -1530,6 +1550,30 @@ cuda_adam_update(float *p, const float *g, float *m, float *v, int64_t n,
 {
 	launch("adam_update", n, adam_kernel, p, g, m, v, n,
 		   nn_row_adam_step(lr, beta1, beta2, eps, weight_decay, decoupled, step));
+}
+
+/* RMSprop, and Adagrad as RMSprop with alpha 1 and no momentum (kernels/rows.h) */
+__global__ void
+square_kernel(float *p, const float *g, float *sq, float *buf, float *gavg, int64_t n, NnSquareStep s)
+{
+	GRID_STRIDE(i, n)
+		nn_row_rmsprop(&p[i], &sq[i], buf ? &buf[i] : NULL, gavg ? &gavg[i] : NULL, g[i], s);
+}
+
+static void
+cuda_rmsprop_update(float *p, const float *g, float *sq, float *buf, float *gavg, int64_t n,
+					float lr, float alpha, float eps, float weight_decay, float momentum)
+{
+	launch("rmsprop_update", n, square_kernel, p, g, sq, buf, gavg, n,
+		   nn_row_rmsprop_step(lr, alpha, eps, weight_decay, momentum));
+}
+
+static void
+cuda_adagrad_update(float *p, const float *g, float *sum, int64_t n, float lr, float lr_decay,
+					float eps, float weight_decay, int64_t step)
+{
+	launch("adagrad_update", n, square_kernel, p, g, sum, (float *) NULL, (float *) NULL, n,
+		   nn_row_adagrad_step(lr, lr_decay, eps, weight_decay, step));
 }
 
 /* ---------------------------------------------------------------------------
@@ -1865,10 +1909,13 @@ cuda_fill_table(NnBackend *b)
 	b->scale = cuda_scale;
 	b->mse_loss = cuda_mse_loss;
 	b->bce_loss = cuda_bce_loss;
+	b->huber_loss = cuda_huber_loss;
 	b->dropout_forward = cuda_dropout_forward;
 	b->dropout_backward = cuda_dropout_backward;
 	b->sgd_update = cuda_sgd_update;
 	b->adam_update = cuda_adam_update;
+	b->rmsprop_update = cuda_rmsprop_update;
+	b->adagrad_update = cuda_adagrad_update;
 	b->copy_rows = cuda_copy_rows;
 	b->embedding_forward = cuda_embedding_forward;
 	b->embedding_backward = cuda_embedding_backward;

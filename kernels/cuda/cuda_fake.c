@@ -241,6 +241,8 @@ FAKE(mse_loss, (const float *z, const float *y, const float *w, float *dz, int r
 				double *sums), (z, y, w, dz, rows, k, scale, sums))
 FAKE(bce_loss, (const float *z, const float *y, const float *w, float *dz, int rows, int k, float scale,
 				double *sums), (z, y, w, dz, rows, k, scale, sums))
+FAKE(huber_loss, (const float *z, const float *y, const float *w, float *dz, int rows, int k, float delta,
+				  float scale, double *sums), (z, y, w, dz, rows, k, delta, scale, sums))
 FAKE(dropout_forward, (const float *x, float *y, int64_t n, float rate, uint64_t seed, uint64_t stream,
 					   uint64_t counter), (x, y, n, rate, seed, stream, counter))
 FAKE(dropout_backward, (const float *dy, float *dx, int64_t n, float rate, uint64_t seed, uint64_t stream,
@@ -250,6 +252,11 @@ FAKE(sgd_update, (float *p, const float *g, float *buf, int64_t n, float lr, flo
 FAKE(adam_update, (float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
 				   float beta2, float eps, float weight_decay, bool decoupled, int64_t step),
 	 (p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step))
+FAKE(rmsprop_update, (float *p, const float *g, float *sq, float *buf, float *gavg, int64_t n, float lr,
+					  float alpha, float eps, float weight_decay, float momentum),
+	 (p, g, sq, buf, gavg, n, lr, alpha, eps, weight_decay, momentum))
+FAKE(adagrad_update, (float *p, const float *g, float *sum, int64_t n, float lr, float lr_decay, float eps,
+					  float weight_decay, int64_t step), (p, g, sum, n, lr, lr_decay, eps, weight_decay, step))
 FAKE(embedding_forward, (const float *ids, const float *table, float *y, int64_t n, int vocab, int dim),
 	 (ids, table, y, n, vocab, dim))
 FAKE(embedding_backward, (const float *ids, const float *dy, float *dtable, int64_t n, int vocab, int dim),
@@ -292,8 +299,9 @@ static const NnBackend fake_backend = {
 	ENTRY(relu_forward), ENTRY(relu_backward), ENTRY(leaky_relu_forward), ENTRY(leaky_relu_backward),
 	ENTRY(sigmoid_forward), ENTRY(sigmoid_backward), ENTRY(tanh_forward), ENTRY(tanh_backward),
 	ENTRY(gelu_forward), ENTRY(gelu_backward), ENTRY(layernorm_forward), ENTRY(layernorm_backward),
-	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss),
+	ENTRY(softmax_xent), ENTRY(xent_metrics), ENTRY(mse_loss), ENTRY(bce_loss), ENTRY(huber_loss),
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
+	ENTRY(rmsprop_update), ENTRY(adagrad_update),
 	ENTRY(copy_rows),
 	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward), ENTRY(causal_mask),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),

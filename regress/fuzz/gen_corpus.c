@@ -78,10 +78,20 @@ write_blob(const char *name, const NnSpec *s, NnOptType opt, bool momentum, int6
 		NnOptim		o;
 
 		nn_optim_defaults(&o, opt);
-		if (momentum)
+		if (momentum && opt == NN_OPT_RMSPROP)
+		{
+			o.momentum = 0.875f;
+			o.centered = true;
+		}
+		else if (momentum)
 		{
 			o.momentum = 0.875f;
 			o.nesterov = true;
+		}
+		if (opt == NN_OPT_ADAGRAD)
+		{
+			o.lr_decay = 0.125f;
+			o.initial_accumulator_value = 0.25f;
 		}
 		if (!nn_model_set_optim(m, &o, &err))
 		{
@@ -156,6 +166,15 @@ blobs(void)
 	begin(&s, 1, 3, 1, 1, NN_LOSS_BCE);
 	add(&s, NN_DENSE)->units = 1;
 	write_blob("logistic_sgd", &s, NN_OPT_SGD, false, 1);
+
+	/* format version 3 (huber's delta), and the optimizers whose settings share the others' slots */
+	begin(&s, 1, 3, 1, 1, NN_LOSS_HUBER);
+	s.delta = 0.75f;
+	add(&s, NN_DENSE)->units = 4;
+	add(&s, NN_TANH);
+	add(&s, NN_DENSE)->units = 2;
+	write_blob("huber_rmsprop_centered", &s, NN_OPT_RMSPROP, true, 9);
+	write_blob("huber_adagrad", &s, NN_OPT_ADAGRAD, false, 4);
 }
 
 /* ---- jsonb specs and configurations (the fuzzer reads them as text) ---- */
@@ -180,6 +199,12 @@ static const char *const specs[][2] = {
 	 "\"weight_decay\": 0.0001, \"batch_size\": 64, \"seed\": 7}"},
 	{"config_adam", "{\"optimizer\": \"adam\", \"lr\": 1e-3, \"beta1\": 0.85, \"beta2\": 0.995, \"eps\": 1e-7, "
 	 "\"batch_size\": 32}"},
+	{"config_rmsprop", "{\"optimizer\": \"rmsprop\", \"lr\": 0.01, \"alpha\": 0.9, \"eps\": 1e-6, \"momentum\": 0.5, "
+	 "\"centered\": true, \"weight_decay\": 0.001}"},
+	{"config_adagrad", "{\"optimizer\": \"adagrad\", \"lr\": 0.05, \"lr_decay\": 0.01, "
+	 "\"initial_accumulator_value\": 0.1, \"eps\": 1e-10}"},
+	{"huber", "{\"input\": [3], \"layers\": [{\"type\": \"dense\", \"units\": 2}], \"loss\": \"huber\", "
+	 "\"delta\": 0.5}"},
 	{"config_transfer", "{\"optimizer\": \"adamw\", \"weight_decay\": 0.05, \"base_model\": \"m\", \"freeze\": 2, "
 	 "\"head\": [{\"type\": \"dense\", \"units\": 2}]}"},
 	{"escapes", "{\"input\": [4], \"layers\": [{\"type\": \"d\\u0065nse\", \"units\": 2e0}], "

@@ -71,7 +71,7 @@ SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"lr": [0.1], "batch_size": []}'
 SELECT pgdl.grid_search('e', ARRAY['cfg_mlp', 'cfg_cnn'], jsonb_build_object('lr', '[0.01, 0.1]'::jsonb, 'seed', jsonb_agg(i)))
   FROM generate_series(1, 2501) i;
 SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"lr": [0.1, 0.01, 0], "batch_size": [64, 128]}');
-SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"optimizer": ["sgd", "rmsprop"]}');
+SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"optimizer": ["sgd", "lion"]}');
 SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"learning_rate": [0.1, 0.01]}');
 SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"batch_size": [64, 0.5]}');
 SELECT pgdl.grid_search('e', ARRAY['cfg_mlp'], '{"lr": [[0.1, 0.01]]}');
@@ -174,7 +174,7 @@ SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{}', 10001);
 -- a sample that is not a valid configuration: the context shows the sample
 SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"lr": {"uniform": [-0.1, 0.1]}}', 10);
 SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"batch_size": {"uniform": [16, 64]}}', 10);
-SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"optimizer": {"choice": ["sgd", "rmsprop"]}}', 10);
+SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"optimizer": {"choice": ["sgd", "lion"]}}', 10);
 SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{"learning_rate": {"uniform": [0.01, 0.1]}}', 10);
 SELECT pgdl.random_search('e', ARRAY['cfg_mlp'], '{}', 1, NULL) IS NULL AS strict;
 SELECT count(*) AS stored_by_errors FROM cfg WHERE set_name IN ('', 'e');

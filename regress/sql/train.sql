@@ -36,7 +36,7 @@ SELECT pgdl.validate_spec('{"input": [4], "layers": [{"type": "dense", "units": 
 -- training configurations: defaults filled in, errors name the key
 SELECT pgdl.validate_config('{}');
 SELECT pgdl.validate_config('{"optimizer": "adamw", "lr": 0.001, "weight_decay": 0.01, "batch_size": 64, "seed": 7}');
-SELECT pgdl.validate_config('{"optimizer": "rmsprop"}');
+SELECT pgdl.validate_config('{"optimizer": "lion"}');
 SELECT pgdl.validate_config('{"lr": 0}');
 SELECT pgdl.validate_config('{"momentum": 1.5}');
 SELECT pgdl.validate_config('{"nesterov": true}');

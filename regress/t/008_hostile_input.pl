@@ -1108,9 +1108,30 @@ sub json_variants
 	return \@out;
 }
 
+# The settings of the optimizers and the loss that take keys of their own (rmsprop, adagrad, huber's delta):
+# each key's wrong values, for the functions that validate a configuration or spec and build a model of it.
+my $CONFIG_RMSPROP = { optimizer => 'rmsprop', lr => 0.01, alpha => 0.9, eps => 1e-6, momentum => 0.5,
+	centered => JSON::PP::true, weight_decay => 0.001, batch_size => 8, seed => 7 };
+my $CONFIG_ADAGRAD = { optimizer => 'adagrad', lr => 0.05, lr_decay => 0.01, initial_accumulator_value => 0.1,
+	eps => 1e-10, weight_decay => 0.001, batch_size => 8, seed => 7 };
+my $SPEC_HUBER = { %$SPEC, layers => [ { type => 'dense', units => 1 } ], loss => 'huber', delta => 0.5 };
+sub key_variants
+{
+	my ($what, $valid, @keys) = @_;
+	my $keys = join('|', @keys);
+	return [ map { [ "$what: $_->[0]" => $_->[1] ] } grep { $_->[0] =~ /^($keys)(\.|:)/ } @{ json_variants($valid) } ];
+}
+my @NEW_CONFIG_VARIANTS = (@{ key_variants('rmsprop', $CONFIG_RMSPROP, qw(optimizer alpha eps momentum centered)) },
+	@{ key_variants('adagrad', $CONFIG_ADAGRAD, qw(lr_decay initial_accumulator_value eps)) });
+my @NEW_SPEC_VARIANTS = @{ key_variants('huber', $SPEC_HUBER, qw(loss delta)) };
+
 my %JSON_VARIANTS = (
 	'spec'          => json_variants($SPEC),
 	'config:jsonb'  => json_variants($CONFIG),
+	'validate_config.config' => [ @{ json_variants($CONFIG) }, @NEW_CONFIG_VARIANTS ],
+	'init_model.config'      => [ @{ json_variants($CONFIG) }, @NEW_CONFIG_VARIANTS ],
+	'validate_spec.spec'     => [ @{ json_variants($SPEC) }, @NEW_SPEC_VARIANTS ],
+	'init_model.spec'        => [ @{ json_variants($SPEC) }, @NEW_SPEC_VARIANTS ],
 	'params:jsonb'  => json_variants($GRID),
 	'space'         => json_variants($SPACE),
 	'description'   => json_variants(decode_json($description)),

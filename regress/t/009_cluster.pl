@@ -334,6 +334,27 @@ SELECT c.id AS config, pgdl.fit('train_packed', a.name, c.config, $EPOCHS, 'vali
 		'pgdl.fit of the distributed table: the models of pgdl.fit on one server');
 }
 
+# rmsprop (centered, with momentum) and adagrad: their settings and state travel in the blob as the others',
+# and the nodes' models are checked against them (alpha, centered, lr_decay, initial_accumulator_value).
+$coord->safe_psql(
+	'postgres', qq{
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'grid_new', a.id, c::jsonb
+  FROM pgdl.architectures a,
+       unnest(ARRAY['{"optimizer": "rmsprop", "lr": 0.005, "alpha": 0.9, "momentum": 0.5, "centered": true, "batch_size": 25, "seed": 5}',
+                    '{"optimizer": "adagrad", "lr": 0.05, "lr_decay": 0.01, "initial_accumulator_value": 0.1, "batch_size": 25, "seed": 6}']) c
+ WHERE a.name = 'small' ORDER BY c;
+CREATE TABLE lb_new_local AS SELECT * FROM pgdl.fit_multiple('ref_packed', 'grid_new', $EPOCHS, 'valid_packed', workers => 2);
+CREATE TABLE lb_new_dist AS SELECT * FROM pgdl.fit_multiple('train_packed', 'grid_new', $EPOCHS, 'valid_packed',
+                                                            workers_per_node => 2);
+});
+{
+	my $new_digests = model_digests($coord, 'lb_new_dist');
+	my $n_new = () = $new_digests =~ /:[0-9a-f]{32}/g;
+	is($n_new, 2, 'rmsprop and adagrad across the nodes: 2 models');
+	is($new_digests, model_digests($coord, 'lb_new_local'), '... the models of one server, bit for bit');
+}
+
 # Configurations with a base model: the nodes run the frozen layers at every
 # visit (no feature cache on a node), and the models are those of one server,
 # with its feature cache or without.

@@ -26,7 +26,7 @@ the same order as pgdl's one contiguous parameter array.  Buffers are numbered
 likewise: running_mean then running_var of each batchnorm in layer order
 (num_batches_tracked is left out).
 
-  forward/backward cases (mlp, cnn, mixed_mse, mixed_bce):
+  forward/backward cases (mlp, cnn, mixed_mse, mixed_bce, mixed_huber with delta 0.5):
     x              input batch, [n, C, H, W] or [n, features]
     y              targets: cross_entropy [n] (class index as a float),
                    mse / bce [n, outputs]
@@ -40,6 +40,7 @@ likewise: running_mean then running_var of each batchnorm in layer order
 
   optimizer cases (optim_*), a 20-16-5 ReLU MLP with cross-entropy:
     optim          [lr, momentum, nesterov, weight_decay, beta1, beta2, eps]
+    optim2         [alpha, centered, lr_decay, initial_accumulator_value] (rmsprop, adagrad)
     param.k        initial parameters
     x.s, y.s       minibatch s = 0..4
     step.s.param.k parameters after step s
@@ -437,6 +438,14 @@ def case_mixed(outdir):
     y = torch.rand(n, 4)
     forward_backward_case(outdir, "mixed_bce", model, x, y, nn.BCEWithLogitsLoss())
 
+    # targets spread wide, so that some errors are past delta and some within it
+    torch.manual_seed(1005)
+    model = mixed_model()
+    randomize_batchnorm(model)
+    x = torch.randn(n, 3, 12, 12)
+    y = torch.randn(n, 4)
+    forward_backward_case(outdir, "mixed_huber", model, x, y, nn.HuberLoss(delta=0.5))
+
 
 class ResidualNet(nn.Module):
     """
@@ -501,6 +510,12 @@ OPTIM_CASES = [
      dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-3)),
     ("optim_adamw", 2005, torch.optim.AdamW,
      dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)),
+    ("optim_rmsprop", 2006, torch.optim.RMSprop,
+     dict(lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=1e-3)),
+    ("optim_rmsprop_centered", 2007, torch.optim.RMSprop,
+     dict(lr=1e-2, alpha=0.9, eps=1e-6, weight_decay=1e-3, momentum=0.9, centered=True)),
+    ("optim_adagrad", 2008, torch.optim.Adagrad,
+     dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1, eps=1e-10, weight_decay=1e-3)),
 ]
 
 
@@ -510,7 +525,9 @@ def case_optim(outdir, name, seed, cls, hp):
     opt = cls(model.parameters(), **hp)
     betas = hp.get("betas", (0.9, 0.999))
     tensors = [("optim", [hp["lr"], hp.get("momentum", 0.0), 1.0 if hp.get("nesterov") else 0.0,
-                          hp.get("weight_decay", 0.0), betas[0], betas[1], hp.get("eps", 1e-8)])]
+                          hp.get("weight_decay", 0.0), betas[0], betas[1], hp.get("eps", 1e-8)]),
+               ("optim2", [hp.get("alpha", 0.0), 1.0 if hp.get("centered") else 0.0,
+                           hp.get("lr_decay", 0.0), hp.get("initial_accumulator_value", 0.0)])]
     for k, p in enumerate(params_of(model)):
         tensors.append(("param.%d" % k, p.detach().clone()))
     n = 8

@@ -830,6 +830,52 @@ check_copy_rows(void)
 	gpu->release(d_dst);
 }
 
+/*
+ * RMSprop (momentum and centered as asked) or Adagrad (adagrad: lr_decay
+ * 0.01, sums from 0.1) over three steps: every state slice against the CPU's.
+ */
+static void
+check_square(bool adagrad, float momentum, bool centered)
+{
+	const int64_t n = BIG_N;
+	float	   *p = host_random(n, -1.0f, 1.0f);
+	float	   *st = host_random(3 * n, adagrad ? 0.1f : 0.0f, adagrad ? 0.1f : 0.0f);
+	float	   *d_p = device_copy(p, n);
+	float	   *d_st = device_copy(st, 3 * n);
+	char		what[96];
+
+	for (int64_t step = 1; step <= 3; step++)
+	{
+		float	   *g = host_random(n, -1.0f, 1.0f);
+		float	   *d_g = device_copy(g, n);
+
+		if (adagrad)
+		{
+			cpu->adagrad_update(p, g, st, n, 1e-2f, 0.01f, 1e-10f, 1e-3f, step);
+			gpu->adagrad_update(d_p, d_g, d_st, n, 1e-2f, 0.01f, 1e-10f, 1e-3f, step);
+		}
+		else
+		{
+			cpu->rmsprop_update(p, g, st, momentum > 0 ? st + n : NULL, centered ? st + 2 * n : NULL, n,
+								1e-2f, 0.9f, 1e-8f, 1e-3f, momentum);
+			gpu->rmsprop_update(d_p, d_g, d_st, momentum > 0 ? d_st + n : NULL, centered ? d_st + 2 * n : NULL, n,
+								1e-2f, 0.9f, 1e-8f, 1e-3f, momentum);
+		}
+		cpu->release(g);
+		gpu->release(d_g);
+	}
+	snprintf(what, sizeof(what), "%s p (momentum %g, centered %d)", adagrad ? "adagrad_update" : "rmsprop_update",
+			 momentum, centered);
+	compare(what, p, d_p, n, 1e-5);
+	snprintf(what, sizeof(what), "%s state (momentum %g, centered %d)",
+			 adagrad ? "adagrad_update" : "rmsprop_update", momentum, centered);
+	compare(what, st, d_st, 3 * n, 1e-5);
+	cpu->release(p);
+	cpu->release(st);
+	gpu->release(d_p);
+	gpu->release(d_st);
+}
+
 static void
 check_adam(float weight_decay, bool decoupled)
 {
@@ -970,11 +1016,12 @@ check_xent_metrics(int rows, int classes)
 	gpu->release(d_loss);
 }
 
+/* mse_loss, bce_loss or huber_loss (delta > 0) on both: kernels/rows.h's row formulas */
 static void
-check_regression_loss(bool bce, int rows, int k)
+check_regression_loss(bool bce, float delta, int rows, int k)
 {
 	size_t		total = (size_t) rows * k;
-	float		scale = (bce ? 1.0f : 2.0f) / (float) ((double) rows * k);
+	float		scale = (bce || delta > 0 ? 1.0f : 2.0f) / (float) ((double) rows * k);
 	float	   *z = host_random(total, -6.0f, 6.0f);
 	float	   *y = host_random(total, bce ? 0.0f : -2.0f, bce ? 1.0f : 2.0f);
 	float	   *dz = host_random(total, 0.0f, 0.0f);
@@ -990,12 +1037,17 @@ check_regression_loss(bool bce, int rows, int k)
 		cpu->bce_loss(z, y, NULL, dz, rows, k, scale, want);
 		gpu->bce_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
+	else if (delta > 0)
+	{
+		cpu->huber_loss(z, y, NULL, dz, rows, k, delta, scale, want);
+		gpu->huber_loss(d_z, d_y, NULL, d_dz, rows, k, delta, scale, got);
+	}
 	else
 	{
 		cpu->mse_loss(z, y, NULL, dz, rows, k, scale, want);
 		gpu->mse_loss(d_z, d_y, NULL, d_dz, rows, k, scale, got);
 	}
-	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : "mse_loss", rows, k);
+	snprintf(what, sizeof(what), "%s dz %dx%d", bce ? "bce_loss" : delta > 0 ? "huber_loss" : "mse_loss", rows, k);
 	compare(what, dz, d_dz, total, scale);
 	/* expf and log1pf may differ in the last bit: the sum to REL, the count exactly */
 	CHECK_MSG(fabs(got[0] - want[0]) <= REL * fabs(want[0]), "%s: loss sum cuda %.17g, cpu %.17g",
@@ -1096,10 +1148,13 @@ check_table_complete(const NnBackend *b)
 	HAS(xent_metrics);
 	HAS(mse_loss);
 	HAS(bce_loss);
+	HAS(huber_loss);
 	HAS(dropout_forward);
 	HAS(dropout_backward);
 	HAS(sgd_update);
 	HAS(adam_update);
+	HAS(rmsprop_update);
+	HAS(adagrad_update);
 	HAS(softmax_xent_smooth);
 	HAS(sum_squares);
 	HAS(scale);
@@ -1215,15 +1270,21 @@ check_primitives(void)
 	check_adam(1e-2f, false);
 	check_adam(1e-2f, true);
 	check_adam(0.0f, false);
+	check_square(false, 0.0f, false);
+	check_square(false, 0.9f, true);
+	check_square(false, 0.0f, true);
+	check_square(true, 0.0f, false);
 	check_copy_rows();
 	check_memory_primitives();
 	check_xent_metrics(129, 10);
 	check_xent_metrics(70000, 3);	/* more rows than the metric grid has threads */
 	check_xent_metrics(5, 1);
-	check_regression_loss(false, 129, 7);
-	check_regression_loss(false, 20000, 1);
-	check_regression_loss(true, 129, 7);
-	check_regression_loss(true, 3, 1000);
+	check_regression_loss(false, 0.0f, 129, 7);
+	check_regression_loss(false, 0.0f, 20000, 1);
+	check_regression_loss(true, 0.0f, 129, 7);
+	check_regression_loss(true, 0.0f, 3, 1000);
+	check_regression_loss(false, 1.0f, 129, 7);
+	check_regression_loss(false, 0.25f, 20000, 1);
 	check_dropout(0.5f, 0);
 	check_dropout(0.1f, 123456789);
 }

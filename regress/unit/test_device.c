@@ -168,9 +168,20 @@ UNIT_TEST(device_fake_optimizers_and_losses_match_cpu)
 	check_same_run("adam", &s, &o, 4, 16, 9);
 	optim(&o, NN_OPT_ADAMW, 0.0f, false, 1e-2f);
 	check_same_run("adamw", &s, &o, 4, 16, 9);
+	optim(&o, NN_OPT_RMSPROP, 0.9f, false, 1e-3f);
+	o.centered = true;
+	check_same_run("rmsprop centered, momentum", &s, &o, 4, 16, 9);
+	optim(&o, NN_OPT_ADAGRAD, 0.0f, false, 1e-3f);
+	o.lr_decay = 0.01f;
+	o.initial_accumulator_value = 0.1f;
+	check_same_run("adagrad", &s, &o, 4, 16, 9);
 
 	mlp_dropout(&s, NN_LOSS_MSE);
 	check_same_run("mse", &s, &o, 4, 16, 9);
+	s.loss = NN_LOSS_HUBER;
+	s.delta = 0.3f;
+	check_same_run("huber", &s, &o, 4, 16, 9);
+	s.delta = 0.0f;
 	mlp_dropout(&s, NN_LOSS_BCE);
 	s.layers[1].type = NN_SIGMOID;
 	s.layers[4].type = NN_LEAKY_RELU;

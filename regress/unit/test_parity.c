@@ -983,6 +983,26 @@ run_optim(const char *case_name, NnOptType type)
 		opt.momentum = h->data[1];
 		opt.nesterov = h->data[2] != 0;
 	}
+	else if (type == NN_OPT_RMSPROP || type == NN_OPT_ADAGRAD)
+	{
+		const FixTensor *h2 = fixture_get(&fx, "optim2", 4);
+
+		/* optim2 = [alpha, centered, lr_decay, initial_accumulator_value] */
+		if (h2 == NULL)
+			goto done;
+		opt.eps = h->data[6];
+		if (type == NN_OPT_RMSPROP)
+		{
+			opt.momentum = h->data[1];
+			opt.alpha = h2->data[0];
+			opt.centered = h2->data[1] != 0;
+		}
+		else
+		{
+			opt.lr_decay = h2->data[2];
+			opt.initial_accumulator_value = h2->data[3];
+		}
+	}
 	else
 	{
 		opt.beta1 = h->data[4];
@@ -1142,6 +1162,15 @@ UNIT_TEST(parity_mixed_bce)
 	run_forward_backward("mixed_bce", &spec);
 }
 
+UNIT_TEST(parity_mixed_huber)
+{
+	static NnSpec spec;
+
+	spec_mixed(&spec, NN_LOSS_HUBER);
+	spec.delta = 0.5f;
+	run_forward_backward("mixed_huber", &spec);
+}
+
 UNIT_TEST(parity_residual_block)
 {
 	static NnSpec spec;
@@ -1181,6 +1210,21 @@ UNIT_TEST(parity_optim_adam)
 UNIT_TEST(parity_optim_adamw)
 {
 	run_optim("optim_adamw", NN_OPT_ADAMW);
+}
+
+UNIT_TEST(parity_optim_rmsprop)
+{
+	run_optim("optim_rmsprop", NN_OPT_RMSPROP);
+}
+
+UNIT_TEST(parity_optim_rmsprop_centered)
+{
+	run_optim("optim_rmsprop_centered", NN_OPT_RMSPROP);
+}
+
+UNIT_TEST(parity_optim_adagrad)
+{
+	run_optim("optim_adagrad", NN_OPT_ADAGRAD);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -244,7 +244,11 @@ UNIT_TEST(serialize_hostile_sizes)
 	expect_rejected(a, len, state + 20, 0xffffffffu, "2^64 parameters", "parameters");
 	expect_rejected(a, len, state + 16, (uint32_t) m->n_params - 1, "one parameter fewer", "parameters");
 	/* the magic and version are checked before the checksum is even read */
-	expect_rejected(a, len, 8, 3, "format version 3", "version");
+	expect_rejected(a, len, 8, 4, "format version 4", "version");
+	/* version 3 is huber's: a cross_entropy blob does not have it */
+	expect_rejected(a, len, 8, 3, "format version 3 of another loss", "huber");
+	/* and huber's is version 3: a version 1 blob that says huber lacks its delta */
+	expect_rejected(a, len, OFF_NDIM + 20, NN_LOSS_HUBER, "huber in a version 1 blob", "delta");
 	/* a version 1 body read as version 2 (the graph form): its layers have no inputs and names */
 	expect_rejected(a, len, 8, 2, "format version 2 of a version 1 body", NULL);
 	{
@@ -512,6 +516,206 @@ UNIT_TEST(serialize_summary)
 	reseal(t, len + 1);
 	CHECK(!nn_model_blob_check(t, len + 1, &read, &sum, &err) && strstr(err.msg, "trailing") != NULL);
 	free(t);
+	free(a);
+	nn_model_free(m);
+}
+
+/* FNV-1a, 64 bits: a digest of a blob's bytes. */
+static uint64_t
+fnv1a64(const uint8_t *p, size_t n)
+{
+	uint64_t	h = UINT64_C(0xcbf29ce484222325);
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+	return h;
+}
+
+/*
+ * A model of small_spec with optimizer o (type 0: none) whose floats and step
+ * are set by formula, not trained: its bytes depend on the format only, not
+ * on BLAS or libm.  Returns the digest of its blob.
+ */
+static uint64_t
+formula_blob_digest(const NnOptim *o, bool graph)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+	uint64_t	h;
+
+	small_spec(&s);
+	if (graph)
+		strcpy(s.layers[0].name, "stem");
+	m = nn_model_create(&s, 7, &err);
+	if (o->type != 0)
+		nn_model_set_optim(m, o, &err);
+	for (int64_t i = 0; i < m->n_params; i++)
+		m->params[i] = (float) (i % 97) / 97.0f - 0.5f;
+	for (int64_t i = 0; i < m->n_buffers; i++)
+		m->buffers[i] = (float) (i % 13) * 0.125f;
+	for (int64_t i = 0; i < m->n_opt_state; i++)
+		m->opt_state[i] = (float) (i % 31) * 0.01f;
+	m->step = 12345;
+	a = serialize(m, &len);
+	h = fnv1a64(a, len);
+	free(a);
+	nn_model_free(m);
+	return h;
+}
+
+/*
+ * Blobs of the optimizers that existed before RMSprop and Adagrad keep their
+ * exact bytes: digests computed on the build before those were added.
+ */
+UNIT_TEST(serialize_golden_bytes)
+{
+	struct
+	{
+		NnOptType	type;
+		float		momentum;
+		bool		nesterov;
+		float		weight_decay;
+		bool		graph;
+		uint64_t	digest;
+	}			cases[] = {
+		{0, 0, false, 0, false, UINT64_C(0xf96cfa37af5ae0c9)},
+		{NN_OPT_SGD, 0, false, 0, false, UINT64_C(0x6a3903b8ac8d49ff)},
+		{NN_OPT_SGD, 0.9f, true, 1e-4f, false, UINT64_C(0x808b1fc9f5509c43)},
+		{NN_OPT_ADAM, 0, false, 0, false, UINT64_C(0xa078ab2c77f53c67)},
+		{NN_OPT_ADAMW, 0, false, 0.01f, true, UINT64_C(0xe7bfa57189eda0fc)},
+	};
+
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+	{
+		NnOptim		o;
+		uint64_t	h;
+
+		memset(&o, 0, sizeof(o));
+		if (cases[k].type != 0)
+		{
+			nn_optim_defaults(&o, cases[k].type);
+			o.lr = 0.0125f;
+			o.momentum = cases[k].momentum;
+			o.nesterov = cases[k].nesterov;
+			o.weight_decay = cases[k].weight_decay;
+		}
+		h = formula_blob_digest(&o, cases[k].graph);
+		CHECK_MSG(h == cases[k].digest, "case %zu: digest %#018llx, golden %#018llx", k,
+				  (unsigned long long) h, (unsigned long long) cases[k].digest);
+	}
+}
+
+/*
+ * The new optimizers and the huber loss: a blob's round trip keeps every
+ * byte, the state and the settings in their slots, and the copy trains on
+ * exactly as the original (what a checkpoint and resume, a hop between
+ * workers and a node's reply rely on).
+ */
+static void
+check_round_trip_trains_on(const char *what, const NnSpec *s, const NnOptim *o)
+{
+	NnError		err;
+	NnModel    *m = nn_model_create(s, 11, &err),
+			   *back;
+	int			n = 4;
+	float	   *x = test_normal(n * nn_model_input_size(m), 5, 1.0f);
+	float	   *y = test_targets(s->loss, n, nn_model_output_size(m), 6);
+	size_t		len,
+				len2;
+	uint8_t    *a,
+			   *b;
+
+	CHECK_MSG(nn_model_set_optim(m, o, &err), "%s: %s", what, err.msg);
+	for (int i = 0; i < 3; i++)
+		CHECK(nn_model_train_step(m, x, y, n, NULL, &err));
+	a = serialize(m, &len);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s: %s", what, err.msg);
+	if (back != NULL)
+	{
+		b = serialize(back, &len2);
+		CHECK_MSG(len == len2 && memcmp(a, b, len) == 0, "%s: the blob read back is written back otherwise", what);
+		CHECK(back->optim.type == o->type && back->optim.centered == o->centered &&
+			  back->optim.alpha == o->alpha && back->optim.beta1 == o->beta1 &&
+			  back->optim.momentum == o->momentum && back->spec.delta == s->delta);
+		CHECK(back->n_opt_state == m->n_opt_state &&
+			  memcmp(back->opt_state, m->opt_state, sizeof(float) * m->n_opt_state) == 0);
+		CHECK(nn_model_train_step(m, x, y, n, NULL, &err));
+		CHECK(nn_model_train_step(back, x, y, n, NULL, &err));
+		CHECK_MSG(memcmp(back->params, m->params, sizeof(float) * m->n_params) == 0,
+				  "%s: the copy trains on otherwise", what);
+		free(b);
+	}
+	free(a);
+	free(x);
+	free(y);
+	nn_model_free(m);
+	nn_model_free(back);
+}
+
+UNIT_TEST(serialize_rmsprop_adagrad_huber)
+{
+	NnSpec		s;
+	NnOptim		o;
+	NnError		err;
+	NnSpec		got;
+	NnBlobSummary sum;
+	NnModel    *m;
+	size_t		len;
+	uint8_t    *a;
+
+	small_spec(&s);
+	nn_optim_defaults(&o, NN_OPT_RMSPROP);
+	check_round_trip_trains_on("rmsprop", &s, &o);
+	o.momentum = 0.8f;
+	o.centered = true;
+	o.alpha = 0.9f;
+	o.weight_decay = 1e-3f;
+	check_round_trip_trains_on("rmsprop, centered, momentum", &s, &o);
+	nn_optim_defaults(&o, NN_OPT_ADAGRAD);
+	o.lr_decay = 0.01f;
+	o.initial_accumulator_value = 0.1f;
+	check_round_trip_trains_on("adagrad", &s, &o);
+
+	/* huber: version 3, even for a chain; its delta read back */
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_HUBER);
+	s.delta = 0.75f;
+	spec_dense(&s, 4);
+	spec_add(&s, NN_RELU);
+	spec_dense(&s, 2);
+	nn_optim_defaults(&o, NN_OPT_RMSPROP);
+	check_round_trip_trains_on("huber, rmsprop", &s, &o);
+	m = nn_model_create(&s, 1, &err);
+	a = serialize(m, &len);
+	CHECK(a[8] == NN_FORMAT_VERSION_LOSS);
+	CHECK(nn_model_blob_check(a, len, &got, &sum, &err) && got.loss == NN_LOSS_HUBER && got.delta == 0.75f);
+	/* its delta is checked as a spec's: 0, negative, NaN */
+	expect_rejected(a, len, OFF_NDIM + 24, 0, "delta 0", "delta");
+	expect_rejected(a, len, OFF_NDIM + 24, 0xbf800000u, "delta -1", "delta");
+	expect_rejected(a, len, OFF_NDIM + 24, 0x7fc00000u, "delta NaN", "delta");
+	free(a);
+	nn_model_free(m);
+
+	/* the rmsprop flag where sgd's nesterov is: 0 or 1 only */
+	small_spec(&s);
+	m = nn_model_create(&s, 1, &err);
+	nn_optim_defaults(&o, NN_OPT_RMSPROP);
+	nn_model_set_optim(m, &o, &err);
+	a = serialize(m, &len);
+	{
+		size_t		optim = len - 4 - 8 - 4 * (size_t) m->n_opt_state - 32;
+
+		CHECK(a[optim] == NN_OPT_RMSPROP);
+		expect_rejected(a, len, optim + 12, 2, "rmsprop centered 2", "invalid optimizer");
+		/* a centered rmsprop needs the grad_avg slice its blob lacks */
+		expect_rejected(a, len, optim + 12, 1, "rmsprop centered without its state", "optimizer state");
+		/* rmsprop has no beta1, and its alpha is at most 1 */
+		expect_rejected(a, len, optim + 20, 0x3f000000u, "rmsprop with a beta1", "beta1");
+		expect_rejected(a, len, optim + 24, 0x40000000u, "rmsprop alpha 2", "alpha");
+	}
 	free(a);
 	nn_model_free(m);
 }

@@ -150,7 +150,7 @@ UNIT_TEST(spec_names_round_trip)
 		CHECK(nn_optim_from_name(nn_optim_name(t)) == (NnOptType) t);
 	CHECK(nn_layer_type_from_name("conv3d") == 0);
 	CHECK(nn_loss_from_name("hinge") == 0);
-	CHECK(nn_optim_from_name("rmsprop") == 0);
+	CHECK(nn_optim_from_name("lion") == 0);
 }
 
 UNIT_TEST(train_loss_falls)

@@ -21,7 +21,7 @@ COMMENT ON FUNCTION pgdl.stored_spec_summary(jsonb) IS
 CREATE VIEW pgdl.zoo WITH (security_invoker = true) AS
 SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	   s.layers, s.n_layers, s.params, s.flops, s.input_shape,
-	   coalesce(d.task, CASE WHEN m.spec ->> 'loss' = 'mse' THEN 'regression' ELSE 'classification' END) AS task,
+	   coalesce(d.task, CASE WHEN m.spec ->> 'loss' IN ('mse', 'huber') THEN 'regression' ELSE 'classification' END) AS task,
 	   cardinality(d.classes) AS n_classes, d.classes,
 	   m.dataset, d.n_rows AS dataset_rows, d.n_features,
 	   CASE WHEN d.normalization ? 'scale' THEN 'scale'

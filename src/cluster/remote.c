@@ -819,7 +819,11 @@ static void
 check_optimizer(const Returned *r, const NnOptim *want)
 {
 	const NnOptim *got = &r->sum.optim;
-	bool		sgd = want->type == NN_OPT_SGD;
+	NnOptType	t = want->type;
+	bool		sgd = t == NN_OPT_SGD,
+				adam = t == NN_OPT_ADAM || t == NN_OPT_ADAMW,
+				rmsprop = t == NN_OPT_RMSPROP,
+				adagrad = t == NN_OPT_ADAGRAD;
 	struct
 	{
 		const char *name;
@@ -829,10 +833,13 @@ check_optimizer(const Returned *r, const NnOptim *want)
 	}			f[] = {
 		{"lr", got->lr, want->lr, true},
 		{"weight_decay", got->weight_decay, want->weight_decay, true},
-		{"momentum", got->momentum, want->momentum, sgd},
-		{"beta1", got->beta1, want->beta1, !sgd},
-		{"beta2", got->beta2, want->beta2, !sgd},
+		{"momentum", got->momentum, want->momentum, sgd || rmsprop},
+		{"beta1", got->beta1, want->beta1, adam},
+		{"beta2", got->beta2, want->beta2, adam},
 		{"eps", got->eps, want->eps, !sgd},
+		{"alpha", got->alpha, want->alpha, rmsprop},
+		{"lr_decay", got->lr_decay, want->lr_decay, adagrad},
+		{"initial_accumulator_value", got->initial_accumulator_value, want->initial_accumulator_value, adagrad},
 	};
 
 	if (got->type != want->type)
@@ -845,6 +852,9 @@ check_optimizer(const Returned *r, const NnOptim *want)
 	if (sgd && got->nesterov != want->nesterov)
 		refuse_optimizer(r, psprintf("Its \"nesterov\" is %s, the configuration's %s.",
 									 got->nesterov ? "true" : "false", want->nesterov ? "true" : "false"));
+	if (rmsprop && got->centered != want->centered)
+		refuse_optimizer(r, psprintf("Its \"centered\" is %s, the configuration's %s.",
+									 got->centered ? "true" : "false", want->centered ? "true" : "false"));
 }
 
 static void

@@ -8,11 +8,14 @@
  * INSERT by hand; a trigger validates each row and stores its configuration
  * in canonical form, so that one configuration written two ways is one row.
  *
- * Grids and spaces commonly mix optimizers, and keys that only one optimizer
- * uses (momentum and nesterov for sgd; beta1, beta2 and eps for adam and
- * adamw) are dropped from the configurations of the others rather than
- * rejected: {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two
- * configurations, sgd with momentum and plain adam.  Likewise the keys of one
+ * Grids and spaces commonly mix optimizers, and keys that only some
+ * optimizers use (momentum for sgd and rmsprop; nesterov for sgd; beta1 and
+ * beta2 for adam and adamw; eps for all but sgd; alpha and centered for
+ * rmsprop; lr_decay and initial_accumulator_value for adagrad) are dropped
+ * from the configurations of the others rather than rejected (which
+ * optimizer uses which key: spec_json.c's pgdl_optimizer_uses_key):
+ * {"optimizer": ["sgd", "adam"], "momentum": 0.9} is two configurations, sgd
+ * with momentum and plain adam.  Likewise the keys of one
  * learning-rate schedule (step_size and gamma for step, eta_min for cosine) are
  * dropped from the configurations of the other schedules.
  */
@@ -38,20 +41,6 @@
 #include "train/train.h"
 #include "hopper/hopper.h"
 #include "hopper/tpe.h"
-
-/* Which optimizers a key applies to; keys not listed apply to all. */
-static const struct
-{
-	const char *key;
-	bool		sgd;
-	bool		adam;			/* adam and adamw */
-}			optimizer_keys[] = {
-	{"momentum", true, false},
-	{"nesterov", true, false},
-	{"beta1", false, true},
-	{"beta2", false, true},
-	{"eps", false, true},
-};
 
 /* Which schedule a key applies to. */
 static const struct
@@ -374,16 +363,11 @@ schedule_key_dropped(const char *key, int schedule)
 	return false;
 }
 
-/* Whether a key is one that `type`, a known optimizer, does not use. */
+/* Whether a key is one that `type`, a known optimizer, does not use (0: the validator will complain). */
 static bool
 key_dropped(const char *key, NnOptType type)
 {
-	if (type == 0)
-		return false;			/* the validator will complain about the optimizer */
-	for (int i = 0; i < lengthof(optimizer_keys); i++)
-		if (strcmp(key, optimizer_keys[i].key) == 0)
-			return type == NN_OPT_SGD ? !optimizer_keys[i].sgd : !optimizer_keys[i].adam;
-	return false;
+	return type != 0 && !pgdl_optimizer_uses_key(type, key);
 }
 
 /* A configuration object from keys and their chosen values, less the keys its optimizer does not use. */

@@ -680,7 +680,7 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 		add_preprocessing(&g, pm->dataset, &m->spec);
 	/* with the normalization in front, the targets' scaling undone behind: the file answers as pgdl.predict */
 	add_network(&g, m, normalize && pm->dataset != NULL && pm->dataset->target_mean != NULL &&
-				m->spec.loss == NN_LOSS_MSE ? pm->dataset : NULL);
+				nn_loss_is_regression(m->spec.loss) ? pm->dataset : NULL);
 	add_model_meta(&g, pm, name);
 
 	onnx__graph_proto__init(graph);

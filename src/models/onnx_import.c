@@ -1126,6 +1126,8 @@ settle_loss(Reader *r)
 	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->args->default_loss;
+	/* huber's delta: PyTorch's default (an ONNX graph carries no loss) */
+	spec->delta = spec->loss == NN_LOSS_HUBER ? 1.0f : 0.0f;
 	/*
 	 * A graph of only a Softmax, a Sigmoid or an Identity: pgdl needs a layer,
 	 * and flatten is one that leaves [batch, F] as it is.
@@ -1355,7 +1357,7 @@ read_args(FunctionCallInfo fcinfo, PgdlOnnxArgs *args)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("unknown loss \"%s\"", pgdl_echo(loss)),
-					 errhint("Use cross_entropy, mse or binary_cross_entropy.")));
+					 errhint("Use cross_entropy, mse, binary_cross_entropy or huber.")));
 	}
 	if (!PG_ARGISNULL(2))
 	{

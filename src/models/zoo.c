@@ -265,7 +265,7 @@ data_from_spec(const NnSpec *spec, DataDesc *d)
 	NnError		err;
 
 	memset(d, 0, sizeof(*d));
-	d->regression = spec->loss == NN_LOSS_MSE;
+	d->regression = nn_loss_is_regression(spec->loss);
 	d->features = (double) spec->input[0] * (spec->input_ndim == 3 ? (double) spec->input[1] * spec->input[2] : 1);
 	d->outputs = nn_spec_validate(spec, shapes, &err) ? (double) NN_SHAPE_SIZE(shapes[spec->n_layers]) : 1;
 }

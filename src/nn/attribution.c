@@ -71,9 +71,9 @@ nn_explain_target_valid(const NnModel *m, int32_t output, NnExplainTarget target
 					 (long long) k);
 		return false;
 	}
-	if (target == NN_EXPLAIN_PROBABILITY && m->spec.loss == NN_LOSS_MSE)
+	if (target == NN_EXPLAIN_PROBABILITY && nn_loss_is_regression(m->spec.loss))
 	{
-		nn_error_set(err, -1, "target", "a model with loss mse has no probabilities");
+		nn_error_set(err, -1, "target", "a model with loss %s has no probabilities", nn_loss_name(m->spec.loss));
 		return false;
 	}
 	return true;

@@ -451,15 +451,40 @@ nn_model_reserve(NnModel *m, int32_t batch, NnError *err)
 	return true;
 }
 
-/* sgd: a momentum buffer when it has momentum; adam, adamw: m and v */
+/*
+ * sgd: a momentum buffer when it has momentum; adam, adamw: m and v; rmsprop:
+ * square_avg, a momentum buffer when it has momentum, grad_avg when centered;
+ * adagrad: the sum.
+ */
 static int64_t
 optim_state_floats(const NnOptim *opt, int64_t n_params)
 {
 	if (opt == NULL || opt->type == 0)
 		return 0;
-	if (opt->type == NN_OPT_SGD)
-		return opt->momentum > 0.0f ? n_params : 0;
-	return 2 * n_params;
+	switch (opt->type)
+	{
+		case NN_OPT_SGD:
+			return opt->momentum > 0.0f ? n_params : 0;
+		case NN_OPT_RMSPROP:
+			return (1 + (opt->momentum > 0.0f) + opt->centered) * n_params;
+		case NN_OPT_ADAGRAD:
+			return n_params;
+		default:
+			return 2 * n_params;
+	}
+}
+
+/*
+ * Whether state kept for optimizer a means the same to b: the same type, and
+ * for rmsprop the same slices (a momentum buffer of one is not the other's
+ * grad_avg).
+ */
+static bool
+optim_state_same(const NnOptim *a, const NnOptim *b)
+{
+	if (a->type != b->type)
+		return false;
+	return a->type != NN_OPT_RMSPROP || ((a->momentum > 0.0f) == (b->momentum > 0.0f) && a->centered == b->centered);
 }
 
 /*
@@ -483,7 +508,8 @@ nn_model_optim_fits(const NnModel *m, const NnOptim *opt, int64_t *n_state, NnEr
 
 /*
  * Adopt an optimizer.  State is kept when the type stays the same (a new
- * learning rate, say), and started afresh when it changes.
+ * learning rate, say), and started afresh when it changes: zeros, or
+ * adagrad's initial_accumulator_value.
  */
 bool
 nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
@@ -493,7 +519,7 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 
 	if (!nn_model_optim_fits(m, opt, &n_state, err))
 		return false;
-	if (opt->type != m->optim.type || n_state != m->n_opt_state)
+	if (!optim_state_same(&m->optim, opt) || n_state != m->n_opt_state)
 	{
 		float	   *state = NULL;
 
@@ -504,7 +530,7 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 				nn_error_set(err, -1, "optimizer", "out of memory allocating optimizer state");
 				return false;
 			}
-			m->be->fill(state, 0.0f, n_state);
+			m->be->fill(state, opt->type == NN_OPT_ADAGRAD ? opt->initial_accumulator_value : 0.0f, n_state);
 		}
 		m->be->release(m->opt_state);
 		m->opt_state = state;
@@ -801,6 +827,9 @@ model_loss(NnModel *m, const float *y, int32_t n, bool y_staged, bool training, 
 		case NN_LOSS_BCE:
 			m->be->bce_loss(z, y, w, dz, n, k, loss_scale(1.0, count * k), sums);
 			break;
+		case NN_LOSS_HUBER:
+			m->be->huber_loss(z, y, w, dz, n, k, m->spec.delta, loss_scale(1.0, count * k), sums);
+			break;
 		default:
 			nn_error_set(err, -1, "loss", "unknown loss");
 			return false;
@@ -919,6 +948,19 @@ update_piece(NnModel *m, int64_t a, int64_t b, float lr, float wd)
 	if (o->type == NN_OPT_SGD)
 		m->be->sgd_update(m->params + a, m->grads + a, m->opt_state ? m->opt_state + a : NULL, b - a,
 						  lr, o->momentum, wd, o->nesterov);
+	else if (o->type == NN_OPT_RMSPROP)
+	{
+		/* the slices after square_avg: the momentum buffer, then grad_avg */
+		float	   *next = m->opt_state + m->n_params + a;
+		float	   *buf = o->momentum > 0.0f ? next : NULL;
+		float	   *gavg = o->centered ? (buf ? next + m->n_params : next) : NULL;
+
+		m->be->rmsprop_update(m->params + a, m->grads + a, m->opt_state + a, buf, gavg, b - a,
+							  lr, o->alpha, o->eps, wd, o->momentum);
+	}
+	else if (o->type == NN_OPT_ADAGRAD)
+		m->be->adagrad_update(m->params + a, m->grads + a, m->opt_state + a, b - a, lr, o->lr_decay, o->eps,
+							  wd, m->step);
 	else
 		m->be->adam_update(m->params + a, m->grads + a, m->opt_state + a, m->opt_state + m->n_params + a,
 						   b - a, lr, o->beta1, o->beta2, o->eps, wd, o->type == NN_OPT_ADAMW, m->step);

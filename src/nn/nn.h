@@ -74,8 +74,16 @@ typedef enum NnLoss
 	NN_LOSS_CROSS_ENTROPY = 1,	/* softmax fused; targets are class indices */
 	NN_LOSS_MSE,				/* targets: one float per output */
 	NN_LOSS_BCE,				/* sigmoid fused (on logits); targets in [0, 1] */
+	NN_LOSS_HUBER,				/* as torch.nn.HuberLoss(delta); targets as mse's */
 	NN_LOSS_MAX
 } NnLoss;
+
+/* A loss of regression: its outputs are values (predicted, evaluated and exported as mse's), not classes. */
+static inline bool
+nn_loss_is_regression(NnLoss loss)
+{
+	return loss == NN_LOSS_MSE || loss == NN_LOSS_HUBER;
+}
 
 typedef struct NnLayerSpec
 {
@@ -113,6 +121,7 @@ typedef struct NnSpec
 	int32_t		input[3];
 	int32_t		n_layers;
 	NnLoss		loss;
+	float		delta;			/* huber: its delta (> 0); 0 for the other losses */
 	NnLayerSpec layers[NN_MAX_LAYERS];
 } NnSpec;
 
@@ -166,6 +175,8 @@ typedef enum NnOptType
 	NN_OPT_SGD = 1,
 	NN_OPT_ADAM,
 	NN_OPT_ADAMW,
+	NN_OPT_RMSPROP,
+	NN_OPT_ADAGRAD,
 	NN_OPT_MAX
 } NnOptType;
 
@@ -178,15 +189,35 @@ typedef enum NnSchedule
 	NN_SCHED_MAX
 } NnSchedule;
 
-/* Semantics follow torch.optim (SGD with dampening 0, Adam, AdamW). */
+/*
+ * Semantics follow torch.optim (SGD with dampening 0, Adam, AdamW, RMSprop,
+ * Adagrad).  The settings of the optimizers added later share the slots of
+ * those their optimizer has no use for (and a model blob writes them there):
+ * rmsprop's alpha is beta2's, adagrad's lr_decay beta1's and its
+ * initial_accumulator_value beta2's; rmsprop's centered is written where
+ * nesterov is.  The configuration keys of one optimizer are refused with
+ * another (spec_json.c), so that a slot holds one meaning.
+ */
 typedef struct NnOptim
 {
 	NnOptType	type;
 	float		lr;
-	float		momentum;		/* sgd */
+	float		momentum;		/* sgd, rmsprop */
 	bool		nesterov;		/* sgd */
-	float		weight_decay;	/* L2 for sgd/adam, decoupled for adamw */
-	float		beta1, beta2, eps;	/* adam, adamw */
+	bool		centered;		/* rmsprop */
+	float		weight_decay;	/* L2 for sgd/adam/rmsprop/adagrad, decoupled for adamw */
+	union
+	{
+		float		beta1;		/* adam, adamw */
+		float		lr_decay;	/* adagrad */
+	};
+	union
+	{
+		float		beta2;		/* adam, adamw */
+		float		alpha;		/* rmsprop: the square average's smoothing */
+		float		initial_accumulator_value;	/* adagrad */
+	};
+	float		eps;			/* adam, adamw, rmsprop, adagrad */
 
 	/*
 	 * Training methods.  A configuration sets them before each sub-epoch (with
@@ -228,6 +259,7 @@ struct NnBackend;
 typedef struct NnModel
 {
 	NnSpec		spec;
+	int32_t		last_n;			/* examples of the last forward pass (here: spec's size is 4 mod 8) */
 	NnShape		shape[NN_MAX_LAYERS + 1];	/* shape[0]: input; shape[i + 1]: output of layer i */
 	int64_t		param_off[NN_MAX_LAYERS];	/* offset of the layer's first parameter */
 	int64_t		param_len[NN_MAX_LAYERS];
@@ -238,7 +270,8 @@ typedef struct NnModel
 	float	   *params;			/* one allocation: params | grads | buffers */
 	float	   *grads;
 	float	   *buffers;
-	float	   *opt_state;		/* sgd: momentum (n_params); adam: m | v */
+	float	   *opt_state;		/* sgd: momentum (n_params); adam: m | v; rmsprop: square_avg [| momentum]
+								 * [| grad_avg]; adagrad: sum */
 	int64_t		n_opt_state;
 	NnOptim		optim;			/* what opt_state belongs to; type 0 = none yet */
 	int64_t		step;			/* optimizer steps taken; also the dropout counter */
@@ -246,7 +279,7 @@ typedef struct NnModel
 
 	/* Workspace for up to batch_cap examples; grown only by nn_model_reserve. */
 	int32_t		batch_cap;
-	int32_t		last_n;
+	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	float	   *work;			/* one allocation, pointers below point into it */
 	float	   *out[NN_MAX_LAYERS];	/* output of layer i, [batch, shape[i+1]] */
 	float	   *dout[NN_MAX_LAYERS];	/* gradient w.r.t. out[i] */
@@ -261,7 +294,6 @@ typedef struct NnModel
 	bool		want_dinput;
 	uint8_t		threads;		/* training threads (nn_model_set_threads); 0 or 1: the caller's only */
 	bool		infer_grad;		/* backward differentiates the inference-mode forward (attribution.c) */
-	int32_t		shard_first;	/* a thread's view of a batch: the example its examples start at */
 	/* the graph form (nn_model_layout): readers of each output, index producer + 1 (0: the input) */
 	int16_t		consumers[NN_MAX_LAYERS + 1];
 	uint8_t		grad_add[NN_MAX_LAYERS];	/* bit k: input k's gradient adds to what others wrote */
@@ -397,7 +429,8 @@ extern bool nn_spec_thread_memory(const NnSpec *spec, int32_t batch, int threads
 /*
  * transfer.c: a frozen prefix and a trainable rest.  The slice copies layers
  * [from, to) with their parameters and running statistics; the join is prefix
- * then rest, with the rest's optimizer state (zeros for the frozen parameters).
+ * then rest, with the rest's optimizer state (fresh state, zeros or adagrad's
+ * initial_accumulator_value, for the frozen parameters).
  */
 #define NN_FROZEN_CHUNK		256	/* examples per forward pass of a frozen prefix */
 extern NnModel *nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err);
@@ -448,6 +481,7 @@ extern bool nn_model_integrated_gradients(NnModel *m, const float *x, const floa
 #define NN_FORMAT_MAGIC		"PGDLMDL1"
 #define NN_FORMAT_VERSION	1
 #define NN_FORMAT_VERSION_GRAPH	2	/* version 1 and each layer's inputs and name */
+#define NN_FORMAT_VERSION_LOSS	3	/* version 2 and the loss's parameter (huber's delta) */
 extern size_t nn_model_serialized_size(const NnModel *m);
 extern void nn_model_serialize(const NnModel *m, uint8_t *buf);
 extern NnModel *nn_model_deserialize(const uint8_t *buf, size_t len, NnError *err);

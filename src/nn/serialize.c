@@ -12,11 +12,17 @@
  *               attention's causal, dense's per_step and embedding's positions; a blob
  *               from before they existed has 0 there, their off)
  *                         u32 name length, the name's bytes, i32 groups
+ *               version 3 (a loss with a parameter) is version 2, the graph section
+ *               always, and f32 delta (huber's) right after the loss
  *   state:      u64 seed, i64 step
  *               u64 n_params,  f32[n_params]
  *               u64 n_buffers, f32[n_buffers]
  *               optimizer: i32 type, f32 lr, momentum, i32 nesterov, f32 weight_decay,
  *                          beta1, beta2, eps
+ *                          (rmsprop and adagrad keep their settings in the slots of nn.h's
+ *                          NnOptim: alpha in beta2's, lr_decay in beta1's,
+ *                          initial_accumulator_value in beta2's, rmsprop's centered in
+ *                          nesterov's; blobs of sgd, adam and adamw are as they were)
  *               u64 n_opt_state, f32[n_opt_state]
  *   u32 CRC-32 of everything before it
  *
@@ -141,15 +147,31 @@ put_floats(Writer *w, const NnBackend *be, const float *f, int64_t n)
 
 /*
  * A chain without names is written as version 1, byte for byte what builds
- * before the graph form wrote; a graph (or a named layer) as version 2.
+ * before the graph form wrote; a graph (or a named layer) as version 2; a
+ * loss with a parameter as version 3, so that the others keep their bytes.
  */
+static uint32_t
+format_version(const NnSpec *s)
+{
+	if (s->loss == NN_LOSS_HUBER)
+		return NN_FORMAT_VERSION_LOSS;
+	for (int i = 0; i < s->n_layers; i++)
+		if (s->layers[i].n_inputs != 0 || s->layers[i].name[0] != '\0' || s->layers[i].groups > 1)
+			return NN_FORMAT_VERSION_GRAPH;
+	return NN_FORMAT_VERSION;
+}
+
 static bool
 needs_graph_section(const NnSpec *s)
 {
-	for (int i = 0; i < s->n_layers; i++)
-		if (s->layers[i].n_inputs != 0 || s->layers[i].name[0] != '\0' || s->layers[i].groups > 1)
-			return true;
-	return false;
+	return format_version(s) != NN_FORMAT_VERSION;
+}
+
+/* version 3's loss parameter */
+static size_t
+loss_section_size(const NnSpec *s)
+{
+	return format_version(s) == NN_FORMAT_VERSION_LOSS ? 4 : 0;
 }
 
 static size_t
@@ -186,7 +208,8 @@ kernel_slot(const NnLayerSpec *l)
 size_t
 nn_model_serialized_size(const NnModel *m)
 {
-	return HEADER_BYTES + 6 * 4 + (size_t) m->spec.n_layers * LAYER_BYTES + graph_section_size(&m->spec) +
+	return HEADER_BYTES + 6 * 4 + loss_section_size(&m->spec) + (size_t) m->spec.n_layers * LAYER_BYTES +
+		graph_section_size(&m->spec) +
 		8 + 8 + 8 + (size_t) m->n_params * 4 + 8 + (size_t) m->n_buffers * 4 +
 		OPTIM_BYTES + 8 + (size_t) m->n_opt_state * 4 + 4;
 }
@@ -201,7 +224,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 
 	memcpy(w.p, NN_FORMAT_MAGIC, 8);
 	w.p += 8;
-	put_u32(&w, needs_graph_section(s) ? NN_FORMAT_VERSION_GRAPH : NN_FORMAT_VERSION);
+	put_u32(&w, format_version(s));
 	put_u64(&w, total);
 
 	put_u32(&w, (uint32_t) s->input_ndim);
@@ -209,6 +232,8 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		put_u32(&w, (uint32_t) s->input[d]);
 	put_u32(&w, (uint32_t) s->n_layers);
 	put_u32(&w, (uint32_t) s->loss);
+	if (loss_section_size(s) > 0)
+		put_f32(&w, s->delta);
 	for (int i = 0; i < s->n_layers; i++)
 	{
 		const NnLayerSpec *l = &s->layers[i];
@@ -249,7 +274,7 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 	put_u32(&w, (uint32_t) o->type);
 	put_f32(&w, o->lr);
 	put_f32(&w, o->momentum);
-	put_u32(&w, o->nesterov ? 1 : 0);
+	put_u32(&w, (o->type == NN_OPT_RMSPROP ? o->centered : o->nesterov) ? 1 : 0);
 	put_f32(&w, o->weight_decay);
 	put_f32(&w, o->beta1);
 	put_f32(&w, o->beta2);
@@ -379,10 +404,10 @@ read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, Nn
 	}
 	r->p += 8;
 	version = get_u32(r);
-	if (version != NN_FORMAT_VERSION && version != NN_FORMAT_VERSION_GRAPH)
+	if (version < NN_FORMAT_VERSION || version > NN_FORMAT_VERSION_LOSS)
 	{
-		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads versions %d and %d)",
-					 version, NN_FORMAT_VERSION, NN_FORMAT_VERSION_GRAPH);
+		nn_error_set(err, -1, "", "model format version %u is not supported (this build reads versions %d to %d)",
+					 version, NN_FORMAT_VERSION, NN_FORMAT_VERSION_LOSS);
 		return false;
 	}
 	*version_out = version;
@@ -404,6 +429,61 @@ read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, Nn
 	return true;
 }
 
+/* A layer's own fields out of the slots the writer kept them in (kernel_slot and the like). */
+static void
+unpack_slots(NnLayerSpec *l)
+{
+	if (l->type == NN_EMBEDDING)
+	{
+		l->vocab = l->filters;
+		l->positions = l->kernel != 0;
+		l->filters = l->kernel = 0;
+	}
+	if (l->type == NN_DENSE)
+	{
+		l->per_step = l->kernel != 0;
+		l->kernel = 0;
+	}
+	if (l->type == NN_GRU)
+	{
+		l->return_sequences = l->kernel != 0;
+		l->kernel = 0;
+	}
+	if (l->type == NN_ATTENTION)
+	{
+		l->heads = l->filters;
+		l->causal = l->kernel != 0;
+		l->filters = l->kernel = 0;
+	}
+	if (l->type == NN_SLICE)
+	{
+		l->start = l->padding;
+		l->padding = 0;
+	}
+}
+
+/* Version 3's loss parameter, huber's delta: only huber's blobs have it, and all of them. */
+static bool
+read_loss_param(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
+{
+	if (version == NN_FORMAT_VERSION_LOSS)
+	{
+		/* another loss's would not be written back as it came */
+		if (!have(r, 4) || spec->loss != NN_LOSS_HUBER)
+		{
+			nn_error_set(err, -1, "loss", "model blob of format version 3 has no huber loss, or is truncated");
+			return false;
+		}
+		spec->delta = get_f32(r);	/* nn_spec_validate checks it */
+	}
+	else if (spec->loss == NN_LOSS_HUBER)
+	{
+		nn_error_set(err, -1, "loss", "model blob of format version %u has a huber loss without its delta", version);
+		return false;
+	}
+	return true;
+}
+
 /* The spec as stored; nn_model_alloc validates it. */
 static bool
 read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
@@ -420,6 +500,8 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		spec->input[d] = (int32_t) get_u32(r);
 	n_layers = get_u32(r);
 	spec->loss = (NnLoss) get_u32(r);
+	if (!read_loss_param(r, version, spec, err))
+		return false;
 	if (n_layers < 1 || n_layers > NN_MAX_LAYERS || !have(r, (uint64_t) n_layers * LAYER_BYTES))
 	{
 		nn_error_set(err, -1, "layers", "model blob declares %u layers, which it cannot hold", n_layers);
@@ -441,35 +523,9 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
-		if (l->type == NN_EMBEDDING)
-		{
-			l->vocab = l->filters;
-			l->positions = l->kernel != 0;
-			l->filters = l->kernel = 0;
-		}
-		if (l->type == NN_DENSE)
-		{
-			l->per_step = l->kernel != 0;
-			l->kernel = 0;
-		}
-		if (l->type == NN_GRU)
-		{
-			l->return_sequences = l->kernel != 0;
-			l->kernel = 0;
-		}
-		if (l->type == NN_ATTENTION)
-		{
-			l->heads = l->filters;
-			l->causal = l->kernel != 0;
-			l->filters = l->kernel = 0;
-		}
-		if (l->type == NN_SLICE)
-		{
-			l->start = l->padding;
-			l->padding = 0;
-		}
+		unpack_slots(l);
 	}
-	for (uint32_t i = 0; version == NN_FORMAT_VERSION_GRAPH && i < n_layers; i++)
+	for (uint32_t i = 0; version != NN_FORMAT_VERSION && i < n_layers; i++)
 	{
 		NnLayerSpec *l = &spec->layers[i];
 		uint32_t	n,
@@ -528,7 +584,10 @@ read_optim_settings(Reader *r, NnOptim *opt, NnError *err)
 		nn_error_set(err, -1, "nesterov", "model blob has an invalid optimizer");
 		return false;
 	}
-	opt->nesterov = nesterov == 1;
+	if (opt->type == NN_OPT_RMSPROP)
+		opt->centered = nesterov == 1;
+	else
+		opt->nesterov = nesterov == 1;
 	opt->weight_decay = get_f32(r);
 	opt->beta1 = get_f32(r);
 	opt->beta2 = get_f32(r);

@@ -41,12 +41,15 @@ static const char *const loss_names[NN_LOSS_MAX] = {
 	[NN_LOSS_CROSS_ENTROPY] = "cross_entropy",
 	[NN_LOSS_MSE] = "mse",
 	[NN_LOSS_BCE] = "binary_cross_entropy",
+	[NN_LOSS_HUBER] = "huber",
 };
 
 static const char *const optim_names[NN_OPT_MAX] = {
 	[NN_OPT_SGD] = "sgd",
 	[NN_OPT_ADAM] = "adam",
 	[NN_OPT_ADAMW] = "adamw",
+	[NN_OPT_RMSPROP] = "rmsprop",
+	[NN_OPT_ADAGRAD] = "adagrad",
 };
 
 static const char *const schedule_names[NN_SCHED_MAX] = {
@@ -168,6 +171,15 @@ nn_optim_defaults(NnOptim *opt, NnOptType type)
 			opt->beta2 = 0.999f;
 			opt->eps = 1e-8f;
 			opt->weight_decay = type == NN_OPT_ADAMW ? 0.01f : 0.0f;
+			break;
+		case NN_OPT_RMSPROP:
+			opt->lr = 0.01f;
+			opt->alpha = 0.99f;
+			opt->eps = 1e-8f;
+			break;
+		case NN_OPT_ADAGRAD:
+			opt->lr = 0.01f;
+			opt->eps = 1e-10f;
 			break;
 		default:
 			break;
@@ -820,6 +832,13 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 		nn_error_set(err, -1, "loss", "unknown \"loss\"");
 		return false;
 	}
+	/* 0 for the others: a blob writes it only for huber, and must read back as it was */
+	if (spec->loss == NN_LOSS_HUBER ? !(isfinite(spec->delta) && spec->delta > 0.0f) : spec->delta != 0.0f)
+	{
+		nn_error_set(err, -1, "delta", spec->loss == NN_LOSS_HUBER ? "huber: \"delta\" must be positive, got %g" :
+					 "\"delta\" applies to the huber loss only, got %g", (double) spec->delta);
+		return false;
+	}
 
 	for (i = 0; i < spec->n_layers; i++)
 	{
@@ -868,6 +887,40 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 
 static bool nn_methods_validate(const NnOptim *opt, NnError *err);
 
+/* The settings of rmsprop and adagrad, which share the slots of those they have no use for (nn.h). */
+static bool
+optim_validate_later(const NnOptim *opt, NnError *err)
+{
+	const char *tname = nn_optim_name(opt->type);
+	int			i = -1;
+
+	REQUIRE_FLOAT(isfinite(opt->eps) && opt->eps > 0.0f, "eps", "positive", opt->eps);
+	if (opt->nesterov)
+	{
+		nn_error_set(err, -1, "nesterov", "%s: \"nesterov\" is sgd's", tname);
+		return false;
+	}
+	if (opt->type == NN_OPT_RMSPROP)
+	{
+		REQUIRE_FLOAT(isfinite(opt->momentum) && opt->momentum >= 0.0f && opt->momentum < 1.0f,
+					  "momentum", "at least 0 and below 1", opt->momentum);
+		REQUIRE_FLOAT(isfinite(opt->alpha) && opt->alpha >= 0.0f && opt->alpha <= 1.0f,
+					  "alpha", "between 0 and 1", opt->alpha);
+		REQUIRE_FLOAT(opt->beta1 == 0.0f, "beta1", "0 (rmsprop has none)", opt->beta1);
+		return true;
+	}
+	REQUIRE_FLOAT(isfinite(opt->lr_decay) && opt->lr_decay >= 0.0f, "lr_decay", "non-negative", opt->lr_decay);
+	REQUIRE_FLOAT(isfinite(opt->initial_accumulator_value) && opt->initial_accumulator_value >= 0.0f,
+				  "initial_accumulator_value", "non-negative", opt->initial_accumulator_value);
+	REQUIRE_FLOAT(opt->momentum == 0.0f, "momentum", "0 (adagrad has none)", opt->momentum);
+	if (opt->centered)
+	{
+		nn_error_set(err, -1, "centered", "%s: \"centered\" is rmsprop's", tname);
+		return false;
+	}
+	return true;
+}
+
 bool
 nn_optim_validate(const NnOptim *opt, NnError *err)
 {
@@ -882,7 +935,17 @@ nn_optim_validate(const NnOptim *opt, NnError *err)
 	REQUIRE_FLOAT(isfinite(opt->lr) && opt->lr > 0.0f, "lr", "positive", opt->lr);
 	REQUIRE_FLOAT(isfinite(opt->weight_decay) && opt->weight_decay >= 0.0f,
 				  "weight_decay", "non-negative", opt->weight_decay);
-	if (opt->type == NN_OPT_SGD)
+	if (opt->type == NN_OPT_RMSPROP || opt->type == NN_OPT_ADAGRAD)
+	{
+		if (!optim_validate_later(opt, err))
+			return false;
+	}
+	else if (opt->centered)
+	{
+		nn_error_set(err, -1, "centered", "%s: \"centered\" is rmsprop's", tname);
+		return false;
+	}
+	else if (opt->type == NN_OPT_SGD)
 	{
 		REQUIRE_FLOAT(isfinite(opt->momentum) && opt->momentum >= 0.0f && opt->momentum < 1.0f,
 					  "momentum", "at least 0 and below 1", opt->momentum);

@@ -26,6 +26,7 @@ slice_spec(const NnModel *m, int from, int to, NnSpec *out)
 	out->input[1] = in->ndim == 3 ? in->h : 0;
 	out->input[2] = in->ndim == 3 ? in->w : 0;
 	out->loss = m->spec.loss;
+	out->delta = m->spec.delta;
 	out->n_layers = to - from;
 	memcpy(out->layers, &m->spec.layers[from], sizeof(NnLayerSpec) * (to - from));
 }
@@ -178,13 +179,14 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 	memcpy(&spec->layers[k], rest->spec.layers, sizeof(NnLayerSpec) * rest->spec.n_layers);
 	spec->n_layers = k + rest->spec.n_layers;
 	spec->loss = rest->spec.loss;
+	spec->delta = rest->spec.delta;
 	m = nn_model_alloc(spec, err);
 	free(spec);
 	if (m == NULL)
 		return NULL;
 	m->seed = rest->seed;
 	m->step = rest->step;
-	/* the rest's optimizer state after zeros for the frozen parameters */
+	/* the rest's optimizer state after fresh state (zeros; adagrad's initial value) for the frozen parameters */
 	if (!nn_model_copy_layers(m, 0, prefix, 0, k, err) ||
 		!nn_model_copy_layers(m, k, rest, 0, rest->spec.n_layers, err) ||
 		!copy_optim_state(m, m->n_params - rest->n_params, rest, 0, rest->n_params, err))

@@ -303,12 +303,13 @@ fallback_kind(const char *kind)
 	return NULL;
 }
 
+/* The calibrated update nearest in memory traffic: rmsprop keeps one to three floats a parameter, adagrad one. */
 static const char *
 update_kind(const NnOptim *opt)
 {
-	if (opt->type == NN_OPT_ADAM || opt->type == NN_OPT_ADAMW)
+	if (opt->type == NN_OPT_ADAM || opt->type == NN_OPT_ADAMW || opt->type == NN_OPT_RMSPROP)
 		return "update_adam";
-	return opt->momentum > 0 ? "update_momentum" : "update_sgd";
+	return opt->momentum > 0 || opt->type == NN_OPT_ADAGRAD ? "update_momentum" : "update_sgd";
 }
 
 void

@@ -107,7 +107,7 @@ explain_what(const PgdlModel *model, const float *z, const char *target, Explain
 	int			c = -1;
 
 	memset(w, 0, sizeof(ExplainWhat));
-	w->kind = m->spec.loss == NN_LOSS_MSE ? NN_EXPLAIN_OUTPUT : NN_EXPLAIN_PROBABILITY;
+	w->kind = nn_loss_is_regression(m->spec.loss) ? NN_EXPLAIN_OUTPUT : NN_EXPLAIN_PROBABILITY;
 	if (classes)
 	{
 		for (int i = 0; target != NULL && i < n && c < 0; i++)
@@ -401,7 +401,7 @@ explain_units(const PgdlModel *model, const ExplainWhat *w, float *attr, int64 i
 	const PgdlDataset *ds = model->dataset;
 	double		factor = w->complement ? -1.0 : 1.0;
 
-	if (ds != NULL && ds->target_std != NULL && model->nn->spec.loss == NN_LOSS_MSE)
+	if (ds != NULL && ds->target_std != NULL && nn_loss_is_regression(model->nn->spec.loss))
 		factor = ds->target_std[w->output];
 	for (int64 j = 0; j < in; j++)
 		attr[j] = (float) (attr[j] * factor);

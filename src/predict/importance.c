@@ -107,7 +107,7 @@ importance_metric(const NnModel *m, const PgdlDataset *ds, const char *name)
 
 	if (name == NULL)
 		return ds->classification ? PGDL_RANK_ACCURACY :
-			m->spec.loss == NN_LOSS_MSE ? PGDL_RANK_R2 : PGDL_RANK_LOSS;
+			nn_loss_is_regression(m->spec.loss) ? PGDL_RANK_R2 : PGDL_RANK_LOSS;
 	metric = pgdl_rank_metric_arg("metric", name);
 	pgdl_rank_metric_check_task(metric, ds->classification, "metric");
 	return metric;

@@ -65,11 +65,11 @@
 void
 pgdl_predict_check_classifier(const NnModel *m, const char *function)
 {
-	if (m->spec.loss == NN_LOSS_MSE)
+	if (nn_loss_is_regression(m->spec.loss))
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("model is not a classifier"),
-				 errdetail("Its loss is mse."),
+				 errdetail("Its loss is %s.", nn_loss_name(m->spec.loss)),
 				 errhint("Use pgdl.predict() for the outputs of a regression model instead of %s().", function)));
 	if (m->spec.loss == NN_LOSS_BCE && nn_model_output_size(m) != 1)
 		ereport(ERROR,
@@ -437,7 +437,7 @@ pgdl_predict(PG_FUNCTION_ARGS)
 	out = palloc(sizeof(float) * k);
 	pgdl_model_probabilities(m->spec.loss, z, k, out);
 	/* a regression model of standardized targets answers in target units */
-	if (model->dataset != NULL && m->spec.loss == NN_LOSS_MSE)
+	if (model->dataset != NULL && nn_loss_is_regression(m->spec.loss))
 		pgdl_dataset_unscale_targets(model->dataset, out, 1);
 	PG_RETURN_ARRAYTYPE_P(pgdl_float4_array_from(out, k));
 }

@@ -30,6 +30,8 @@ extern Jsonb *pgdl_spec_to_jsonb(const NnSpec *spec);
 extern void pgdl_config_from_jsonb(Jsonb *config, PgdlTrainConfig *out);
 extern void pgdl_config_from_jsonb_transfer(Jsonb *config, PgdlTrainConfig *out);
 extern Jsonb *pgdl_config_to_jsonb(const PgdlTrainConfig *config);
+/* Whether optimizer `type` uses a configuration key (one that is not an optimizer's setting: true). */
+extern bool pgdl_optimizer_uses_key(NnOptType type, const char *key);
 /*
  * "warm_start": the model (name, or id when name is NULL) a configuration starts from where the shapes
  * fit; false when it names none.  Checked for type only: transfer.c resolves it (pgdl_model_start).
@@ -44,7 +46,8 @@ extern Jsonb *pgdl_transfer_keys(Jsonb *config);
 /* The transfer keys of a configuration that has some; base_model is required. */
 extern void pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *out);
 /* A head's spec: "head"'s layers on inputs of shape `in`, with the base model's loss. */
-extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *out);
+extern void pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, float delta,
+									  NnSpec *out);
 /* An input the model cannot take (an embedding's ids) as an error naming the layer. */
 extern void pgdl_check_model_input(const NnModel *m, const float *x, int n);
 /* The value of key in a jsonb object, or NULL. */

@@ -132,13 +132,14 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_CONV1D] = {"filters", "kernel", "stride", "padding", "init"},
 };
 
-static const char *const spec_keys[] = {"input", "layers", "loss", NULL};
+static const char *const spec_keys[] = {"input", "layers", "loss", "delta", NULL};
 
 /* Keys of transfer learning, which only pgdl.fit_multiple's configurations take. */
 #define TRANSFER_KEYS "base_model", "freeze", "head"
 static const char *const transfer_keys[] = {TRANSFER_KEYS};
 static const char *const config_keys[] = {
 	"optimizer", "lr", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "eps",
+	"alpha", "centered", "lr_decay", "initial_accumulator_value",
 	"class_weight",
 	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
 	"schedule", "step_size", "gamma", "eta_min", "warmup_epochs", "warmup_steps", "warmup_start_factor",
@@ -467,7 +468,15 @@ pgdl_spec_from_jsonb(Jsonb *jb, NnSpec *spec)
 		spec->loss = nn_loss_from_name(loss);
 		if (spec->loss == 0)
 			pgdl_report_invalid("model spec", "loss",
-					   psprintf("Unknown loss \"%s\"; known: cross_entropy, mse, binary_cross_entropy.", pgdl_echo(loss)));
+					   psprintf("Unknown loss \"%s\"; known: cross_entropy, mse, binary_cross_entropy, huber.", pgdl_echo(loss)));
+	}
+	/* huber's delta, PyTorch's default 1; nn_spec_validate refuses it with another loss, and any not positive */
+	spec->delta = spec->loss == NN_LOSS_HUBER ? 1.0f : 0.0f;
+	if ((v = pgdl_jsonb_key(root, "delta")) != NULL)
+	{
+		if (spec->loss != NN_LOSS_HUBER)
+			pgdl_report_invalid("model spec", "delta", "\"delta\" is a setting of the huber loss; give \"loss\": \"huber\" or leave it out.");
+		spec->delta = (float) get_number(v, "model spec", "delta");
 	}
 
 	if (!nn_spec_validate(spec, NULL, &err))
@@ -586,6 +595,8 @@ pgdl_spec_to_jsonb(const NnSpec *spec)
 		push_layer(&state, spec, i);
 	pushJsonbValue(&state, WJB_END_ARRAY, NULL);
 	pgdl_jsonb_put_string(&state, "loss", nn_loss_name(spec->loss));
+	if (spec->loss == NN_LOSS_HUBER)
+		pgdl_jsonb_put_float4(&state, "delta", spec->delta);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
@@ -857,6 +868,92 @@ config_class_weight(JsonbContainer *root, PgdlTrainConfig *cfg)
 							"\"class_weight\" and \"label_smoothing\" do not combine: PyTorch and pgdl would weigh the smoothed terms differently.");
 }
 
+#define OPT_BIT(t) (1u << (t))
+#define OPTS_FIRST (OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW))
+
+/*
+ * The optimizers that use each key of an optimizer's settings (lr and
+ * weight_decay: all).  sgd, adam and adamw also take the keys of the three
+ * that they do not use, and ignore them, as they always have (shared);
+ * rmsprop and adagrad take their own only, as their settings share the slots
+ * of the others' (nn.h's NnOptim) and one slot must hold one meaning.
+ */
+static const struct
+{
+	const char *key;
+	unsigned	used_by;
+	bool		shared;
+}			optimizer_keys[] = {
+	{"momentum", OPT_BIT(NN_OPT_SGD) | OPT_BIT(NN_OPT_RMSPROP), true},
+	{"nesterov", OPT_BIT(NN_OPT_SGD), true},
+	{"beta1", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW), true},
+	{"beta2", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW), true},
+	{"eps", OPT_BIT(NN_OPT_ADAM) | OPT_BIT(NN_OPT_ADAMW) | OPT_BIT(NN_OPT_RMSPROP) | OPT_BIT(NN_OPT_ADAGRAD), true},
+	{"alpha", OPT_BIT(NN_OPT_RMSPROP), false},
+	{"centered", OPT_BIT(NN_OPT_RMSPROP), false},
+	{"lr_decay", OPT_BIT(NN_OPT_ADAGRAD), false},
+	{"initial_accumulator_value", OPT_BIT(NN_OPT_ADAGRAD), false},
+};
+
+bool
+pgdl_optimizer_uses_key(NnOptType type, const char *key)
+{
+	for (int i = 0; i < lengthof(optimizer_keys); i++)
+		if (strcmp(key, optimizer_keys[i].key) == 0)
+			return (optimizer_keys[i].used_by & OPT_BIT(type)) != 0;
+	return true;
+}
+
+/* A boolean key of the configuration into *out, when it is given. */
+static void
+config_bool(JsonbContainer *root, const char *key, bool *out)
+{
+	JsonbValue *v = pgdl_jsonb_key(root, key);
+
+	if (v == NULL)
+		return;
+	if (v->type != jbvBool)
+		pgdl_report_invalid("training configuration", key, "Expected true or false.");
+	*out = v->val.boolean;
+}
+
+/* The optimizer's settings, each key checked against the optimizer first. */
+static void
+config_optimizer_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
+{
+	NnOptim    *o = &cfg->optim;
+	JsonbValue *v;
+
+	for (int i = 0; i < lengthof(optimizer_keys); i++)
+		if ((optimizer_keys[i].used_by & OPT_BIT(o->type)) == 0 &&
+			!(optimizer_keys[i].shared && (OPTS_FIRST & OPT_BIT(o->type)) != 0) &&
+			pgdl_jsonb_key(root, optimizer_keys[i].key) != NULL)
+			pgdl_report_invalid("training configuration", optimizer_keys[i].key,
+								psprintf("\"%s\" is not a setting of %s, whose settings are %s; leave it out.",
+										 optimizer_keys[i].key, nn_optim_name(o->type),
+										 o->type == NN_OPT_RMSPROP ? "lr, alpha, eps, momentum, centered and weight_decay" :
+										 o->type == NN_OPT_ADAGRAD ? "lr, lr_decay, initial_accumulator_value, eps and weight_decay" :
+										 o->type == NN_OPT_SGD ? "lr, momentum, nesterov and weight_decay" :
+										 "lr, beta1, beta2, eps and weight_decay"));
+
+#define CONFIG_FLOAT(key, member) \
+	if ((v = pgdl_jsonb_key(root, key)) != NULL) \
+		o->member = (float) get_number(v, "training configuration", key);
+
+	CONFIG_FLOAT("lr", lr);
+	CONFIG_FLOAT("momentum", momentum);
+	CONFIG_FLOAT("weight_decay", weight_decay);
+	CONFIG_FLOAT("beta1", beta1);
+	CONFIG_FLOAT("beta2", beta2);
+	CONFIG_FLOAT("eps", eps);
+	CONFIG_FLOAT("alpha", alpha);
+	CONFIG_FLOAT("lr_decay", lr_decay);
+	CONFIG_FLOAT("initial_accumulator_value", initial_accumulator_value);
+#undef CONFIG_FLOAT
+	config_bool(root, "nesterov", &o->nesterov);
+	config_bool(root, "centered", &o->centered);
+}
+
 void
 pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 {
@@ -876,7 +973,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		type = nn_optim_from_name(name);
 		if (type == 0)
 			pgdl_report_invalid("training configuration", "optimizer",
-					   psprintf("Unknown optimizer \"%s\"; known: sgd, adam, adamw.", pgdl_echo(name)));
+					   psprintf("Unknown optimizer \"%s\"; known: sgd, adam, adamw, rmsprop, adagrad.", pgdl_echo(name)));
 	}
 	memset(cfg, 0, sizeof(*cfg));
 	nn_optim_defaults(&cfg->optim, type);
@@ -884,22 +981,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 	cfg->seed = 42;
 	cfg->threads = 1;
 
-#define CONFIG_FLOAT(key, member) \
-	if ((v = pgdl_jsonb_key(root, key)) != NULL) \
-		cfg->optim.member = (float) get_number(v, "training configuration", key);
-
-	CONFIG_FLOAT("lr", lr);
-	CONFIG_FLOAT("momentum", momentum);
-	CONFIG_FLOAT("weight_decay", weight_decay);
-	CONFIG_FLOAT("beta1", beta1);
-	CONFIG_FLOAT("beta2", beta2);
-	CONFIG_FLOAT("eps", eps);
-	if ((v = pgdl_jsonb_key(root, "nesterov")) != NULL)
-	{
-		if (v->type != jbvBool)
-			pgdl_report_invalid("training configuration", "nesterov", "Expected true or false.");
-		cfg->optim.nesterov = v->val.boolean;
-	}
+	config_optimizer_keys(root, cfg);
 	if ((v = pgdl_jsonb_key(root, "batch_size")) != NULL)
 	{
 		cfg->batch_size = get_int(v, "training configuration", "batch_size");
@@ -997,6 +1079,19 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 	{
 		pgdl_jsonb_put_float4(&state, "momentum", o->momentum);
 		pgdl_jsonb_put_bool(&state, "nesterov", o->nesterov);
+	}
+	else if (o->type == NN_OPT_RMSPROP)
+	{
+		pgdl_jsonb_put_float4(&state, "alpha", o->alpha);
+		pgdl_jsonb_put_float4(&state, "eps", o->eps);
+		pgdl_jsonb_put_float4(&state, "momentum", o->momentum);
+		pgdl_jsonb_put_bool(&state, "centered", o->centered);
+	}
+	else if (o->type == NN_OPT_ADAGRAD)
+	{
+		pgdl_jsonb_put_float4(&state, "lr_decay", o->lr_decay);
+		pgdl_jsonb_put_float4(&state, "initial_accumulator_value", o->initial_accumulator_value);
+		pgdl_jsonb_put_float4(&state, "eps", o->eps);
 	}
 	else
 	{
@@ -1140,7 +1235,7 @@ pgdl_transfer_keys_from_jsonb(Jsonb *config, PgdlTransferKeys *keys)
 }
 
 void
-pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, NnSpec *spec)
+pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss, float delta, NnSpec *spec)
 {
 	NnError		err;
 
@@ -1159,6 +1254,7 @@ pgdl_head_spec_from_jsonb(JsonbContainer *layers, const NnShape *in, NnLoss loss
 				 errmsg("a \"head\" is a chain of layers"),
 				 errdetail("Its layers may not name their \"inputs\".")));
 	spec->loss = loss;
+	spec->delta = delta;
 	if (!nn_spec_validate(spec, NULL, &err))
 		pgdl_report_nn_error("model spec", &err);
 }

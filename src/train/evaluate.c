@@ -106,6 +106,23 @@ pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out)
 	}
 }
 
+/*
+ * A regression loss of an error d in some units, `unit` training units each
+ * (a standardized target's std, or 1): mse's d^2, huber's with its delta
+ * scaled to those units, so that either is unit^2 times the loss in training
+ * units (kernels/rows.h has the engine's, in float).
+ */
+double
+pgdl_regression_loss(const NnModel *m, double d, double unit)
+{
+	double		a = fabs(d),
+				delta = m->spec.delta * unit;
+
+	if (m->spec.loss == NN_LOSS_HUBER)
+		return a < delta ? 0.5 * d * d : delta * (a - 0.5 * delta);
+	return d * d;
+}
+
 /* Binary cross-entropy of one logit z against a target t in [0, 1], stable for any z (as the engine's). */
 double
 pgdl_bce_of_logit(double z, double t)
@@ -204,7 +221,7 @@ row_loss(const NnModel *m, const float *z, const float *y, int k, bool *right)
 			*right = *right && (z[c] > 0.0f) == (y[c] > 0.5f);
 		}
 		else
-			s += (zi - t) * (zi - t);
+			s += pgdl_regression_loss(m, zi - t, 1.0);
 	}
 	return s / k;
 }
@@ -236,9 +253,10 @@ evaluate_buffer_weighted(EvalArg *ea, const float *x, const float *y, const floa
 }
 
 /*
- * The mse of a buffer of standardized targets in target units: per example,
- * the mean over targets of std^2 (z - y)^2, as the engine's mse is the mean
- * over targets of (z - y)^2.
+ * The regression loss of a buffer of standardized targets in target units:
+ * per example, the mean over targets of std^2 (z - y)^2 for mse, as the
+ * engine's mse is the mean over targets of (z - y)^2; huber's alike, its
+ * delta scaled to target units with the errors.
  */
 static void
 evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, const float *w, int32 n)
@@ -252,11 +270,9 @@ evaluate_buffer_unscaled(EvalArg *ea, const float *x, const float *y, const floa
 		double		sum = 0.0;
 
 		for (int c = 0; c < k; c++)
-		{
-			double		d = ((double) z[(int64) r * k + c] - (double) y[(int64) r * k + c]) * ds->target_std[c];
-
-			sum += d * d;
-		}
+			sum += pgdl_regression_loss(ea->model,
+										((double) z[(int64) r * k + c] - (double) y[(int64) r * k + c]) * ds->target_std[c],
+										ds->target_std[c]);
 		if (w == NULL)
 			ea->stats->loss_sum += sum / k;
 		else
@@ -322,7 +338,7 @@ pgdl_evaluate_loss_of_rows(NnModel *model, const PgdlDataset *ds, const float *x
 	NnBatchStats stats = {0};
 	EvalArg		ea = {model, &stats, NULL, true, 0.0, 0.0, 0.0, 0};
 
-	if (ds->target_mean != NULL && model->spec.loss == NN_LOSS_MSE)
+	if (ds->target_mean != NULL && nn_loss_is_regression(model->spec.loss))
 		ea.targets = ds;
 	for (int64 r = 0; r < n; r += batch)
 	{
@@ -426,7 +442,7 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 	ea.model = model->nn;
 	ds = pgdl_evaluation_dataset(model, &data);
 	/* the loss in target units: what pgdl.metrics' mse says of the same rows */
-	if (ds->target_mean != NULL && model->nn->spec.loss == NN_LOSS_MSE)
+	if (ds->target_mean != NULL && nn_loss_is_regression(model->nn->spec.loss))
 		ea.targets = ds;
 	pgdl_evaluation_scan(ds, &data, evaluate_buffer, &ea);
 
@@ -437,7 +453,7 @@ evaluate(FunctionCallInfo fcinfo, bool raw)
 
 		values[0] = Float8GetDatum((stats.loss_sum + ea.weighted_loss) / weight);
 		values[1] = Float8GetDatum(((double) stats.correct + ea.weighted_correct) / weight);
-		nulls[1] = model->nn->spec.loss == NN_LOSS_MSE;
+		nulls[1] = nn_loss_is_regression(model->nn->spec.loss);
 	}
 	else
 		nulls[0] = nulls[1] = true;

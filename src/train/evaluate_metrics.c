@@ -231,7 +231,8 @@ keep_buffer(void *arg, const float *x, const float *y, const float *w, int32 n, 
 			else
 			{
 				pr->p[pr->n * out + c] = zi;
-				pr->loss[c] += weight * ((zi - t) * (zi - t));
+				pr->loss[c] += weight * pgdl_regression_loss(pr->model, zi - t,
+															 unscaled ? pr->targets->target_std[c] : 1.0);
 			}
 		}
 	}

@@ -231,6 +231,8 @@ extern int	pgdl_model_class_of(const NnModel *m, const float *z, float *probabil
 extern float pgdl_logistic(float z);
 /* Losses of one example from its raw outputs, as the engine computes them (in double). */
 extern double pgdl_bce_of_logit(double z, double t);
+/* mse's or huber's loss of an error d in units of `unit` training units (huber's delta scaled alike). */
+extern double pgdl_regression_loss(const NnModel *m, double d, double unit);
 extern double pgdl_cross_entropy_of_logits(const float *z, int k, int label, int best);
 /* What the loss makes of one example's k raw outputs z: probabilities (as pgdl.predict returns them), or z itself. */
 extern void pgdl_model_probabilities(NnLoss loss, const float *z, int64 k, float *out);

@@ -175,7 +175,7 @@ trained_rest(const NnModel *base, int32 freeze, JsonbContainer *head, uint64 see
 
 		PG_TRY();
 		{
-			pgdl_head_spec_from_jsonb(head, &base->shape[freeze], base->spec.loss, spec);
+			pgdl_head_spec_from_jsonb(head, &base->shape[freeze], base->spec.loss, base->spec.delta, spec);
 		}
 		PG_CATCH();
 		{
