@@ -453,9 +453,10 @@ pgdl_run_recorder_main(Datum main_arg)
  * call's transaction.  When that transaction (or the subtransaction the call
  * ran in) aborts -- an error, a cancel, a worker that failed, a ROLLBACK after
  * the call returned, a terminated session -- the run would stay "running"
- * with nobody running it.  At that abort a settler worker is started, which
- * connects as the caller and marks the run failed if it is still running and
- * still the same attempt (pgdl.resume gives a run a new progress_handle).
+ * with nobody running it.  At that abort a settler worker is started (one for
+ * up to SETTLE_BATCH runs of a caller), which connects as the caller and marks
+ * each run failed if it is still running and still the same attempt
+ * (pgdl.resume gives a run a new progress_handle).
  * A server crash leaves the run running; pgdl.resume continues it either way.
  */
 typedef struct SettleRequest
@@ -464,6 +465,25 @@ typedef struct SettleRequest
 	int64		run;
 	int64		progress_handle;
 } SettleRequest;
+
+/*
+ * What one settler marks: the runs of one caller, several to a worker, so that
+ * a transaction that ran many calls (pgdl.tpe_search's batches) needs few
+ * worker slots when it aborts.
+ */
+#define SETTLE_BATCH 6
+typedef struct SettleBatch
+{
+	PgdlCaller	caller;
+	int32		n;
+	struct
+	{
+		int64		run;
+		int64		progress_handle;
+	}			runs[SETTLE_BATCH];
+} SettleBatch;
+
+StaticAssertDecl(sizeof(SettleBatch) <= BGW_EXTRALEN, "a settler's batch must fit in bgw_extra");
 
 typedef struct PendingSettle
 {
@@ -476,16 +496,35 @@ static PendingSettle *pending;
 static bool settle_callbacks_registered;
 
 static void
-start_settler(const SettleRequest *request)
+start_settler(SettleBatch *batch)
 {
 	char		name[BGW_MAXLEN];
 	BackgroundWorkerHandle *handle;
 
-	snprintf(name, sizeof(name), "pgdl run settler for run " INT64_FORMAT, request->run);
+	if (batch->n == 0)
+		return;
+	snprintf(name, sizeof(name), "pgdl run settler for run " INT64_FORMAT "%s", batch->runs[0].run,
+			 batch->n > 1 ? " and others" : "");
 	if (!pgdl_register_worker(NULL, "pgdl_run_settler_main", "pgdl run settler", name,
-							  request, sizeof(*request), &handle))
-		elog(WARNING, "pgdl: no background worker was free to mark run " INT64_FORMAT " failed",
-			 request->run);
+							  batch, sizeof(*batch), &handle))
+		for (int i = 0; i < batch->n; i++)
+			elog(WARNING, "pgdl: no background worker was free to mark run " INT64_FORMAT " failed",
+				 batch->runs[i].run);
+	batch->n = 0;
+}
+
+/* Adds a run to the batch, starting the batch's settler first when it is full or of another caller. */
+static void
+settle_later(SettleBatch *batch, const SettleRequest *request)
+{
+	if (batch->n == SETTLE_BATCH ||
+		(batch->n > 0 && memcmp(&batch->caller, &request->caller, sizeof(PgdlCaller)) != 0))
+		start_settler(batch);
+	if (batch->n == 0)
+		batch->caller = request->caller;
+	batch->runs[batch->n].run = request->run;
+	batch->runs[batch->n].progress_handle = request->progress_handle;
+	batch->n++;
 }
 
 /* Start settlers for the runs of nest levels at or above level (0: all); forget them. */
@@ -493,7 +532,9 @@ static void
 settle_from(int level, bool start)
 {
 	PendingSettle **p = &pending;
+	SettleBatch batch;
 
+	memset(&batch, 0, sizeof(batch));
 	while (*p)
 	{
 		PendingSettle *s = *p;
@@ -501,13 +542,14 @@ settle_from(int level, bool start)
 		if (s->nest_level >= level)
 		{
 			if (start && s->request.run != 0)
-				start_settler(&s->request);
+				settle_later(&batch, &s->request);
 			*p = s->next;
 			pfree(s);
 		}
 		else
 			p = &s->next;
 	}
+	start_settler(&batch);
 }
 
 static void
@@ -571,16 +613,19 @@ pgdl_run_settle_arm(PgdlSettle *settle, int64 run, int64 progress_handle)
 void
 pgdl_run_settler_main(Datum main_arg)
 {
-	SettleRequest request;
+	SettleBatch batch;
 
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
-	memcpy(&request, MyBgworkerEntry->bgw_extra, sizeof(request));
-	connect_as_caller(&request.caller);
+	memcpy(&batch, MyBgworkerEntry->bgw_extra, sizeof(batch));
+	connect_as_caller(&batch.caller);
 	pgstat_report_appname("pgdl run settler");
-	/* waits for the transaction that ran the call, if it still holds the row */
-	begin_xact("pgdl run settler: marking the run failed");
-	pgdl_run_fail_if_running(request.run, request.progress_handle);
-	commit_xact();
+	for (int i = 0; i < batch.n && i < SETTLE_BATCH; i++)
+	{
+		/* waits for the transaction that ran the call, if it still holds the row */
+		begin_xact("pgdl run settler: marking the run failed");
+		pgdl_run_fail_if_running(batch.runs[i].run, batch.runs[i].progress_handle);
+		commit_xact();
+	}
 	proc_exit(0);
 }
