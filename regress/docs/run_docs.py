@@ -62,8 +62,9 @@ features double precision[], diagnosis text: 'malignant' or 'benign'), and makes
 
 Prints per block "ok FILE:LINE (Ns)", "skip FILE:LINE (reason)" or "not ok FILE:LINE" with a diff of
 shown and printed output (--verbose: every block's output), and ends with "N passed, N failed, N skipped";
-exits 1 when a block failed.  --sabotage replaces every stored model's weights by an untrained model's after
-each block: a check of the checks, whose run must fail (CI runs it on README.md).
+exits 1 when a block failed.  --sabotage replaces every stored model's parameters by zeros after each block (a
+model that predicts one constant class; an untrained one where the spec cannot be rebuilt from its weights): a
+check of the checks, whose run must fail (CI runs it on README.md and the user guide's chapter on deployments).
 """
 
 import argparse
@@ -394,9 +395,36 @@ def report(block, result, took):
     return problems is None
 
 
+SABOTAGE = """
+DO $$
+DECLARE
+    m record;
+BEGIN
+    IF to_regclass('pgdl.models') IS NULL THEN      -- before CREATE EXTENSION pgdl
+        RETURN;
+    END IF;
+    FOR m IN SELECT id, spec, weights FROM pgdl.models LOOP
+        BEGIN
+            -- every parameter 0: equal outputs for every input, so one constant class (or value) predicted
+            UPDATE pgdl.models SET weights = pgdl.model_from_weights(m.spec,
+                (SELECT array_fill(0::real, ARRAY[sum(cardinality(w."values"))::integer])
+                   FROM pgdl.model_weights(m.weights) w WHERE w.name NOT LIKE 'running\\_%'))
+             WHERE id = m.id;
+        EXCEPTION WHEN OTHERS THEN
+            -- a spec model_from_weights cannot rebuild: an untrained model, no better than chance
+            UPDATE pgdl.models SET weights = pgdl.init_model(m.spec, '{"seed": 1}') WHERE id = m.id;
+        END;
+    END LOOP;
+END
+$$;
+"""
+
+
 def sabotage(dbname):
-    """Every stored model made untrained (pgdl.init_model of its spec): a model no better than chance."""
-    psql([], "UPDATE pgdl.models SET weights = pgdl.init_model(spec, '{\"seed\": 1}')", dbname, variables=False)
+    """Every stored model broken: all its parameters 0, so that it predicts one constant class."""
+    rc, output = psql([], SABOTAGE, dbname, variables=False)
+    if rc != 0:
+        raise SystemExit("--sabotage could not break the models:\n" + "\n".join(output))
 
 
 def main():
@@ -407,8 +435,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=600, help="seconds a block may run")
     parser.add_argument("--verbose", action="store_true", help="print every block's output")
     parser.add_argument("--sabotage", action="store_true",
-                        help="after every block, replace every stored model's weights by an untrained model's "
-                             "(a check of the checks: the run must then fail)")
+                        help="after every block, set every stored model's parameters to 0 (one constant class "
+                             "predicted): a check of the checks, the run must then fail")
     args = parser.parse_args()
 
     files = [os.path.abspath(f) for f in args.files] if args.files else default_files()
