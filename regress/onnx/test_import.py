@@ -5,11 +5,15 @@
    torch.onnx.export (opset 13, dynamic batch), imported: pgdl.predict on 1,000 random inputs matches
    torch's softmax within 1e-5 absolute.
 2. Debian's libonnx-testdata single-operator models of the operators pgdl maps: each is imported (weights
-   that the test passes as graph inputs are made initializers from its test data) and pgdl.predict matches
+   that the test passes as graph inputs are made initializers from its test data, and outputs after the first
+   that the operator makes optional are left out) and pgdl.predict matches
    the shipped output within 1e-5 absolute, or it is refused with SQLSTATE 0A000 or 22023 and, when a node is
    at fault, its op_type in the message.
 3. Hostile bytes: each a clean error with its SQLSTATE, and nothing stored.
 4. An imported model is used like a trained one: evaluate, predict_batch, and a base model for transfer.
+5. Inputs of rank 3 [batch, steps, features], held flat: elementwise operators, LayerNormalization and
+   Softmax over all of an example, Flatten then Gemm match torch; operators over one axis of it (Softmax
+   over the last axis, MatMul per step, Conv1d without a Transpose) are refused with 0A000 naming them.
 
 Prints "ok - ..." / "not ok - ..." lines and ends with "N passed, M failed".
 """
@@ -157,7 +161,7 @@ check("a second model of the same name is refused", err == "42710", f"{err} {msg
 
 DATA = "/usr/share/libonnx-testdata/data/node"
 OPS = ["relu", "leakyrelu", "sigmoid", "tanh", "gemm", "matmul", "conv", "maxpool", "averagepool",
-       "globalaveragepool", "flatten", "reshape", "batchnorm", "dropout", "softmax", "logsoftmax", "identity"]
+       "globalaveragepool", "flatten", "reshape", "batchnorm", "dropout", "softmax", "logsoftmax", "identity", "layer_normalization"]
 
 
 def read_tensor(path):
@@ -180,6 +184,21 @@ def weights_as_initializers(model, case):
     return True
 
 
+def drop_optional_outputs(model):
+    """A one-node test's outputs after the first that its operator's schema makes optional
+    (LayerNormalization's Mean and InvStdDev, Dropout's mask) are left out: output_0 is compared."""
+    g = model.graph
+    if len(g.node) != 1 or len(g.output) < 2:
+        return
+    node = g.node[0]
+    schema = onnx.defs.get_schema(node.op_type, model.opset_import[0].version, node.domain)
+    formal = schema.outputs
+    if all(k < len(formal) and formal[k].option == onnx.defs.OpSchema.FormalParameterOption.Optional
+           for k in range(1, len(node.output))):
+        del node.output[1:]
+        del g.output[1:]
+
+
 compared = refused = refused_input = 0
 cases = sorted(c for c in glob.glob(f"{DATA}/test_*")
                if any(os.path.basename(c)[5:] == op or os.path.basename(c)[5:].startswith(op + "_")
@@ -190,6 +209,7 @@ for case in cases:
     model = onnx.load(f"{case}/model.onnx")
     if not weights_as_initializers(model, case):
         continue
+    drop_optional_outputs(model)
     op = model.graph.node[-1].op_type if model.graph.node else ""
     trailing_softmax = op in ("Softmax", "LogSoftmax")
     err, res = import_error(model.SerializeToString(), loss=None if trailing_softmax else "mse")
@@ -402,6 +422,79 @@ sql("""SELECT pgdl.grid_search('onnx_heads', '{}', '{"base_model": "onnx_cnn_ds"
 n = sql("SELECT count(*) FROM pgdl.fit_multiple('imgs_packed', 'onnx_heads', 1)")[0][0]
 parent = sql("SELECT count(*) FROM pgdl.models WHERE parent = %s", (did,))[0][0]
 check("the imported CNN is a base model for transfer: a head trains on it", n >= 1 and parent == 1, f"{n} {parent}")
+
+# ---- 5. inputs of rank 3 [batch, steps, features], held flat ----
+
+
+def rank3_model(nodes, inits, out_shape, opset=17, steps=4, features=5):
+    g = helper.make_graph(nodes, "seq", [helper.make_tensor_value_info("x", FLOAT, ["batch", steps, features])],
+                          [helper.make_tensor_value_info("y", FLOAT, out_shape)],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+x = rs.standard_normal((30, 4, 5)).astype(np.float32)
+xt = torch.from_numpy(x)
+g3, b3 = rs.standard_normal(20).astype(np.float32), rs.standard_normal(20).astype(np.float32)
+W3 = rs.standard_normal((3, 20)).astype(np.float32)
+seq = rank3_model([helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.2), helper.make_node("Tanh", ["a"], ["t"]),
+                   helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=1, epsilon=1e-3),
+                   helper.make_node("Flatten", ["n"], ["f"]), helper.make_node("Gemm", ["f", "W"], ["h"], transB=1),
+                   helper.make_node("Sigmoid", ["h"], ["y"])],
+                  {"g": g3.reshape(4, 5), "b": b3.reshape(4, 5), "W": W3}, ["batch", 3])
+sid = import_onnx(None, seq, loss="mse")
+with torch.no_grad():
+    t = torch.tanh(torch.nn.functional.leaky_relu(xt, 0.2)).reshape(30, -1)
+    want = torch.sigmoid(torch.nn.functional.layer_norm(t, (20,), torch.from_numpy(g3), torch.from_numpy(b3), 1e-3)
+                         @ torch.from_numpy(W3).T).numpy()
+got = predict(sid, x)
+spec = sql("SELECT spec FROM pgdl.models WHERE id = %s", (sid,))[0][0]
+check(f"rank 3: LeakyRelu, Tanh, LayerNormalization (axis 1), Flatten, Gemm, Sigmoid: input {spec['input']}, "
+      f"pgdl.predict matches torch (max abs error {np.abs(got - want).max():.2e})",
+      spec["input"] == [20] and got.shape == want.shape and np.abs(got - want).max() <= TOL, str(spec))
+
+# an elementwise chain keeps the graph's [batch, steps, features] layout, flat: row after row
+rid = import_onnx(None, rank3_model([helper.make_node("Relu", ["x"], ["y"])], {}, ["batch", 4, 5]), loss="mse")
+got = predict(rid, x)
+diff = float(np.abs(got - np.maximum(x, 0).reshape(30, -1)).max()) if got.shape == (30, 20) else float("inf")
+check(f"rank 3: a Relu's output is the [steps, features] tensor flat, step after step (max abs error {diff:.2e})",
+      diff <= TOL, str(got.shape))
+
+# one step: the last axis is all of an example, so softmax and layernorm over it are pgdl's
+x1 = rs.standard_normal((30, 1, 5)).astype(np.float32)
+one = rank3_model([helper.make_node("LayerNormalization", ["x", "g"], ["n"]),
+                   helper.make_node("Softmax", ["n"], ["y"])], {"g": g3[:5]}, ["batch", 1, 5], steps=1)
+oid = import_onnx(None, one)
+with torch.no_grad():
+    want = torch.softmax(torch.nn.functional.layer_norm(torch.from_numpy(x1), (5,), torch.from_numpy(g3[:5])),
+                         -1).reshape(30, -1).numpy()
+got = predict(oid, x1)
+check(f"rank 3 of one step: LayerNormalization and Softmax over the last axis match torch "
+      f"(max abs error {np.abs(got - want).max():.2e})", np.abs(got - want).max() <= TOL)
+
+W5 = rs.standard_normal((5, 3)).astype(np.float32)
+Wc1 = rs.standard_normal((2, 4, 3)).astype(np.float32)
+REFUSED3 = [
+    ("Softmax over the last axis of 4 steps", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], {}, "Softmax"),
+    ("LayerNormalization over the last axis of 4 steps",
+     [helper.make_node("LayerNormalization", ["x", "g"], ["y"])], {"g": g3[:5]}, "LayerNormalization"),
+    ("MatMul per step", [helper.make_node("MatMul", ["x", "W"], ["y"])], {"W": W5}, "MatMul"),
+    ("Conv1d over [batch, channels, length] with no Transpose", [helper.make_node("Conv", ["x", "W"], ["y"])],
+     {"W": Wc1}, "Conv"),
+    ("BatchNormalization over the steps as channels",
+     [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
+     {k: np.ones(4, np.float32) for k in "sbmv"}, "BatchNormalization"),
+    ("Flatten at axis 2 (steps into the batch)", [helper.make_node("Flatten", ["x"], ["y"], axis=2)], {}, "Flatten"),
+]
+for label, nodes, inits, op in REFUSED3:
+    before = model_count()
+    err, msg = import_error(rank3_model(nodes, inits, ["batch", 4, 5]), loss="mse")
+    check(f"rank 3: {label} is refused with 0A000 naming {op} ({err}: {msg})",
+          err == "0A000" and f"({op})" in (msg or "") and model_count() == before)
+err, msg = import_error(rank3_model([helper.make_node("Relu", ["x"], ["y"])], {}, ["batch", 2048, 1024],
+                                    steps=2048, features=1024), loss="mse")
+check(f"rank 3: more values per example than pgdl's input takes is refused with 0A000 ({err}: {msg})",
+      err == "0A000")
 
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
