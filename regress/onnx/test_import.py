@@ -496,5 +496,45 @@ err, msg = import_error(rank3_model([helper.make_node("Relu", ["x"], ["y"])], {}
 check(f"rank 3: more values per example than pgdl's input takes is refused with 0A000 ({err}: {msg})",
       err == "0A000")
 
+# the loss of a graph with no trailing Softmax or Sigmoid: a NOTICE says which was chosen, origin says what chose it
+notices = []
+conn.execute("SET client_min_messages = notice")
+conn.add_notice_handler(lambda d: notices.append((d.severity_nonlocalized, d.message_primary, d.message_detail)))
+for loss, want_loss, want_from, noticed in ((None, "cross_entropy", "default", True), ("mse", "mse", "argument", False)):
+    notices.clear()
+    lid = import_onnx(None, good, loss=loss)
+    row = sql("SELECT m.spec ->> 'loss', m.origin ->> 'loss_from', z.task FROM pgdl.models m JOIN pgdl.zoo z USING (id) "
+              "WHERE m.id = %s", (lid,))[0]
+    said = [n for n in notices if n[0] == "NOTICE" and f"loss is {want_loss}" in n[1]]
+    check(f"no trailing Softmax, loss {loss}: loss {row[0]}, origin's loss_from {row[1]}, zoo's task {row[2]}, "
+          f"{'a' if noticed else 'no'} NOTICE ({notices})",
+          row[0] == want_loss and row[1] == want_from and len(said) == (1 if noticed else 0) and
+          row[2] == ("classification" if want_loss == "cross_entropy" else "regression"))
+notices.clear()
+lid = import_onnx(None, helper.make_model(conv, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+check(f"a trailing LogSoftmax: loss_from softmax and no NOTICE ({notices})",
+      sql("SELECT origin ->> 'loss_from' FROM pgdl.models WHERE id = %s", (lid,))[0][0] == "softmax" and not notices)
+conn.execute("SET client_min_messages = warning")
+
+# ceil_mode: exact where the windows end at the edge (4 of kernel 2, stride 2), refused where it adds one (5)
+for size, ok in ((4, True), (5, False)):
+    pool = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                                               ceil_mode=1)], "pool",
+                             [helper.make_tensor_value_info("x", FLOAT, ["batch", 2, size, size])],
+                             [helper.make_tensor_value_info("y", FLOAT, ["batch", 2, 2 + (size > 4), 2 + (size > 4)])])
+    data = helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    err, res = import_error(data, loss="mse")
+    if ok:
+        xp = rs.standard_normal((10, 2, size, size)).astype(np.float32)
+        with torch.no_grad():
+            want = torch.nn.functional.max_pool2d(torch.from_numpy(xp), 2, 2, ceil_mode=True).reshape(10, -1).numpy()
+        got = predict(res, xp) if err is None else np.zeros(0)
+        diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+        check(f"MaxPool with ceil_mode 1 on {size}x{size} (no partial window) matches torch (max abs error {diff:.2e})",
+              err is None and diff <= TOL, f"{err} {res}")
+    else:
+        check(f"MaxPool with ceil_mode 1 on {size}x{size} (a partial window) is refused with 0A000 ({err}: {res})",
+              err == "0A000" and "(MaxPool)" in (res or ""))
+
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)

@@ -67,6 +67,7 @@ typedef struct Reader
 	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */
 	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
 	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
+	const char *loss_from;		/* PgdlOnnxModel's */
 } Reader;
 
 /* ---- errors ---- */
@@ -1228,15 +1229,29 @@ settle_loss(Reader *r)
 {
 	NnSpec	   *spec = r->spec;
 
+	r->loss_from = r->args->loss != 0 ? "argument" : r->args->dataset ? "dataset" : "default";
 	if (r->loss != 0)
+	{
 		spec->loss = r->loss;
+		r->loss_from = "softmax";
+	}
 	else if (r->sigmoid_node >= 0 && (r->args->loss == 0 || r->args->loss == NN_LOSS_BCE))
 	{
 		spec->n_layers--;
 		spec->loss = NN_LOSS_BCE;
+		r->loss_from = "sigmoid";
 	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->args->default_loss;
+	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0)
+		ereport(NOTICE,
+				(errmsg("the imported model's loss is %s", nn_loss_name(spec->loss)),
+				 errdetail("The graph ends in no Softmax, LogSoftmax or Sigmoid, so the %s chose it: pgdl.predict "
+						   "answers %s.", r->args->dataset ? "dataset's task" : "default",
+						   spec->loss == NN_LOSS_CROSS_ENTROPY ? "the softmax of the graph's outputs" :
+						   "the graph's outputs"),
+				 errhint("Pass loss => 'mse' for the graph's outputs as they are, loss => 'cross_entropy' for "
+						 "their softmax.")));
 	/* huber's delta: PyTorch's default (an ONNX graph carries no loss) */
 	spec->delta = spec->loss == NN_LOSS_HUBER ? 1.0f : 0.0f;
 	/*
@@ -1357,6 +1372,7 @@ pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnx
 	out->proto = model;
 	out->opset = r->opset;
 	out->classes = metadata(model, PGDL_ONNX_META_CLASSES);
+	out->loss_from = r->loss_from;
 }
 
 /* ---- pgdl.import_onnx ---- */
@@ -1425,6 +1441,7 @@ origin_jsonb(const PgdlOnnxModel *in, const uint8 *data, size_t len)
 	pgdl_jsonb_put_int(&state, "opset", in->opset);
 	pgdl_jsonb_put_string(&state, "graph", p->graph->name ? p->graph->name : "");
 	pgdl_jsonb_put_string(&state, "sha256", sha256_hex(data, len));
+	pgdl_jsonb_put_string(&state, "loss_from", in->loss_from);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
