@@ -502,6 +502,45 @@ err, msg = import_error(rank3_model([helper.make_node("Relu", ["x"], ["y"])], {}
 check(f"rank 3: more values per example than pgdl's input takes is refused with 0A000 ({err}: {msg})",
       err == "0A000")
 
+# a Reshape within an example moves no value: a flat input reshaped to [batch, 4, 5] is held flat as well
+
+
+def reshape_model(shape, after, inits=None):
+    nodes = [helper.make_node("Constant", [], ["s"], value=helper.make_tensor("s", TensorProto.INT64, [len(shape)],
+                                                                                shape)),
+             helper.make_node("Reshape", ["x", "s"], ["r"])] + after
+    g = helper.make_graph(nodes, "reshape", [helper.make_tensor_value_info("x", FLOAT, ["batch", 20])],
+                          [helper.make_tensor_value_info("y", FLOAT, None)],
+                          [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+back = [helper.make_node("Relu", ["r"], ["a"]),
+        helper.make_node("Constant", [], ["s2"], value=helper.make_tensor("s2", TensorProto.INT64, [2], [0, -1])),
+        helper.make_node("Reshape", ["a", "s2"], ["f"]), helper.make_node("Gemm", ["f", "W"], ["y"], transB=1)]
+err, res = import_error(reshape_model([0, 4, -1], back, {"W": W3}), loss="mse")
+xf = x.reshape(30, 20)
+got = predict(res, xf) if err is None else np.zeros(0)
+want = np.maximum(xf, 0).astype(np.float64) @ W3.T.astype(np.float64)
+diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+check(f"Reshape to [0, 4, -1], Relu, Reshape to [0, -1], Gemm matches numpy (max abs error {diff:.2e})",
+      err is None and diff <= TOL, f"{err} {res}")
+for label, shape, after, inits, op in (
+        ("Softmax over the last axis after a Reshape to [0, 4, 5]", [0, 4, 5],
+         [helper.make_node("Softmax", ["r"], ["y"])], None, "Softmax"),
+        ("Gemm on a value reshaped to [0, 4, 5]", [0, 4, 5], [helper.make_node("Gemm", ["r", "W"], ["y"])],
+         {"W": W5}, "Gemm"),
+        ("a Reshape that moves values into the batch ([-1, 5])", [-1, 5], [], None, "Reshape"),
+        ("a Reshape with dims past any size", [0, 2 ** 62, 2 ** 62], [], None, "Reshape"),
+        ("a Reshape with two -1", [0, -1, -1], [], None, "Reshape")):
+    data = reshape_model(shape, after, inits)
+    if not after:
+        m = onnx.load_from_string(data)
+        m.graph.node[-1].output[0] = "y"
+        data = m.SerializeToString()
+    err, msg = import_error(data, loss="mse")
+    check(f"{label} is refused with 0A000 naming {op} ({err}: {msg})", err == "0A000" and f"({op})" in (msg or ""))
+
 # the loss of a graph with no trailing Softmax or Sigmoid: a NOTICE says which was chosen, origin says what chose it
 notices = []
 conn.execute("SET client_min_messages = notice")

@@ -39,6 +39,7 @@
 #define ONNX_MAX_OPSET		21		/* newer opsets may change what an op means */
 #define ONNX_MAX_NODES		4096
 #define ONNX_MAX_TENSORS	4096
+#define ONNX_MAX_HELD		7		/* dims of a value held flat, the batch apart */
 
 typedef struct Reader
 {
@@ -57,8 +58,13 @@ typedef struct Reader
 	const Onnx__NodeProto *node;
 	const char *value;			/* the chain's value: the input, then each node's output */
 	NnShape		shape;			/* its shape, one example */
-	/* a rank-3 input [batch, steps, features] is held flat, row after row: its steps, until flattened */
-	int32		steps;
+	/*
+	 * A value pgdl has no shape for (a rank-3 input [batch, steps, features],
+	 * a Reshape's output) is held flat, in ONNX's order: its dims but the
+	 * batch's, until a Flatten; 0 dims: the value is as shape says.
+	 */
+	int			n_held;
+	int64		held[ONNX_MAX_HELD];
 	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
 	bool		open_matmul;	/* the last layer is a MatMul's: an Add may give its bias */
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
@@ -548,14 +554,13 @@ add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len)
 
 /* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
 static int
-value_dims(Reader *r, int64 dims[4])
+value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
 {
 	dims[0] = 1;
-	if (r->steps > 0)
+	if (r->n_held > 0)
 	{
-		dims[1] = r->steps;
-		dims[2] = r->shape.c / r->steps;
-		return 3;
+		memcpy(dims + 1, r->held, sizeof(int64) * r->n_held);
+		return r->n_held + 1;
 	}
 	dims[1] = r->shape.c;
 	dims[2] = r->shape.h;
@@ -563,20 +568,26 @@ value_dims(Reader *r, int64 dims[4])
 	return r->shape.ndim == 1 ? 2 : 4;
 }
 
-/* pgdl holds a rank-3 value flat: only operators indifferent to its layout take it. */
+/* pgdl holds some values flat: only operators indifferent to their layout take them. */
 static void
-need_not_steps(Reader *r)
+need_not_held(Reader *r)
 {
-	if (r->steps > 0)
-		UNSUPPORTED(r, "Its input is [batch, %d, %d]; pgdl holds a rank-3 input flat (no layer takes it as a "
-					"sequence), so it takes only elementwise operators, and those over all of an example, "
-					"before a Flatten to [batch, %d].", r->steps, r->shape.c / r->steps, r->shape.c);
+	StringInfoData dims;
+
+	if (r->n_held == 0)
+		return;
+	initStringInfo(&dims);
+	for (int d = 0; d < r->n_held; d++)
+		appendStringInfo(&dims, ", " INT64_FORMAT, r->held[d]);
+	UNSUPPORTED(r, "Its input is [batch%s]; pgdl holds a value of that shape flat (no layer takes it as a "
+				"sequence), so it takes only elementwise operators, and those over all of an example, "
+				"before a Flatten to [batch, %d].", dims.data, r->shape.c);
 }
 
 static void
 need_flat(Reader *r)
 {
-	need_not_steps(r);
+	need_not_held(r);
 	if (r->shape.ndim != 1)
 		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes a 2-D [batch, features] one here.",
 					r->shape.c, r->shape.h, r->shape.w);
@@ -593,7 +604,7 @@ need_not_image(Reader *r)
 static void
 need_image(Reader *r)
 {
-	need_not_steps(r);
+	need_not_held(r);
 	if (r->shape.ndim != 3)
 		UNSUPPORTED(r, "Its input is [batch, %d]; pgdl takes a 4-D [batch, channels, height, width] one here.",
 					r->shape.c);
@@ -734,7 +745,7 @@ read_pool(Reader *r, NnLayerType type)
 static void
 flatten(Reader *r)
 {
-	r->steps = 0;
+	r->n_held = 0;
 	if (r->shape.ndim == 1)
 		return;
 	new_layer(r, NN_FLATTEN);
@@ -745,7 +756,7 @@ static void
 read_flatten(Reader *r)
 {
 	int64		axis = attr_int(r, "axis", 1);
-	int64		dims[4];
+	int64		dims[ONNX_MAX_HELD + 1];
 
 	if (axis < 0)
 		axis += value_dims(r, dims);
@@ -755,27 +766,51 @@ read_flatten(Reader *r)
 	flatten(r);
 }
 
-/* Reshape to [batch, features]: [0, -1], [-1, features], [N, -1] or [N, features] (N the input's batch). */
+/*
+ * Reshape that keeps the batch: [0 or the fixed batch or -1, dims of the
+ * example's size]. pgdl's values are flat per example, so it moves no value:
+ * to rank 2 it is a flatten, to another rank the value is held flat.
+ */
 static void
 read_reshape(Reader *r)
 {
 	int64		n;
 	int64	   *shape;
+	int64		in[ONNX_MAX_HELD + 1];
+	int			in_rank = value_dims(r, in);
 	int64		features = NN_SHAPE_SIZE(r->shape);
-	bool		batch_ok;
-	bool		features_ok;
+	int64		known = 1;
+	int			unknown = -1;
 
 	if (r->opset < 5)
 		UNSUPPORTED(r, "pgdl reads Reshape from opset 5 on.");
-	shape = tensor_int64s(r, const_input(r, 1, false), 8, &n);
-	if (attr_int(r, "allowzero", 0) != 0 && n > 0 && shape[0] == 0)
-		UNSUPPORTED(r, "Its \"allowzero\" makes a 0 an empty dimension.");
-	batch_ok = n == 2 && (shape[0] == 0 || (shape[0] == -1 && shape[1] == features) ||
-						  (r->batch > 0 && shape[0] == r->batch));
-	features_ok = n == 2 && (shape[1] == features || shape[1] == -1);
-	if (!batch_ok || !features_ok)
-		UNSUPPORTED(r, "Its target shape is not [batch, " INT64_FORMAT "]; pgdl reshapes only to flatten.", features);
+	shape = tensor_int64s(r, const_input(r, 1, false), ONNX_MAX_HELD + 1, &n);
+	for (int64 d = 1; d < n; d++)
+	{
+		if (shape[d] == 0 && attr_int(r, "allowzero", 0) == 0 && d < in_rank)
+			shape[d] = in[d];	/* 0 copies the input's dim */
+		if (shape[d] == -1 && unknown < 0)
+			unknown = (int) d;
+		else if (shape[d] >= 1 && shape[d] <= features / known)
+			known *= shape[d];
+		else
+			known = -1;
+		if (known < 0)
+			break;
+	}
+	if (unknown > 0 && known > 0 && features % known == 0)
+		shape[unknown] = features / known;
+	if (n < 2 || known < 1 || (unknown < 0 ? known : known * shape[unknown]) != features ||
+		!(shape[0] == 0 || (shape[0] == -1 && unknown < 0) || (r->batch > 0 && shape[0] == r->batch)) ||
+		(shape[0] == 0 && attr_int(r, "allowzero", 0) != 0))
+		UNSUPPORTED(r, "Its target shape does not keep the batch dimension and the example's " INT64_FORMAT
+					" values; pgdl reshapes only within an example.", features);
 	flatten(r);
+	if (n > 2)
+	{
+		r->n_held = (int) n - 1;
+		memcpy(r->held, shape + 1, sizeof(int64) * r->n_held);
+	}
 }
 
 static void
@@ -787,7 +822,7 @@ read_batchnorm(Reader *r)
 	float	   *var;
 	float		momentum = attr_float(r, "momentum", 0.9f);
 
-	need_not_steps(r);
+	need_not_held(r);
 	if (attr_int(r, "training_mode", 0) != 0 || attr_int(r, "spatial", 1) != 1)
 		UNSUPPORTED(r, "Its \"training_mode\" or \"spatial\" is not inference's (0, 1).");
 	for (size_t o = 1; o < r->node->n_output; o++)
@@ -854,7 +889,7 @@ read_activation(Reader *r, NnLayerType type)
 static bool
 over_example(Reader *r, int64 dflt, bool alone)
 {
-	int64		dims[4];
+	int64		dims[ONNX_MAX_HELD + 1];
 	int			rank = value_dims(r, dims);
 	int64		axis = attr_int(r, "axis", dflt);
 	int64		others = 1;
@@ -1173,7 +1208,9 @@ read_input_steps(Reader *r, const char *name)
 		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is [batch, %d, %d]; pgdl holds it flat, "
 					"and takes at most %d values per example.", pgdl_echo(name), r->spec->input[0],
 					r->spec->input[1], NN_MAX_DIM);
-	r->steps = r->spec->input[0];
+	r->n_held = 2;
+	r->held[0] = r->spec->input[0];
+	r->held[1] = r->spec->input[1];
 	r->spec->input_ndim = 1;
 	r->spec->input[0] = (int32) n;
 	r->spec->input[1] = 0;
