@@ -555,6 +555,20 @@ for loss, want_loss, want_from, noticed in ((None, "cross_entropy", "default", T
           f"{'a' if noticed else 'no'} NOTICE ({notices})",
           row[0] == want_loss and row[1] == want_from and len(said) == (1 if noticed else 0) and
           row[2] == ("classification" if want_loss == "cross_entropy" else "regression"))
+# pgdl's own export records its loss (metadata pgdl.loss): an mse model comes back as one, with a NOTICE
+notices.clear()
+lid = import_onnx(None, sql("""SELECT pgdl.export_onnx(pgdl.init_model('{"input": [4], "loss": "mse",
+                               "layers": [{"type": "dense", "units": 2}]}'))""")[0][0])
+row = sql("SELECT spec ->> 'loss', origin ->> 'loss_from' FROM pgdl.models WHERE id = %s", (lid,))[0]
+check(f"an exported mse model with no dataset: loss {row[0]} from {row[1]}, NOTICE {notices}",
+      row == ("mse", "metadata") and any("loss is mse" in n[1] and "pgdl.loss" in (n[2] or "") for n in notices))
+m = onnx.load_from_string(good)
+m.metadata_props.add(key="pgdl.loss", value='"hinge"')
+notices.clear()
+lid = import_onnx(None, m.SerializeToString())
+row = sql("SELECT spec ->> 'loss', origin ->> 'loss_from' FROM pgdl.models WHERE id = %s", (lid,))[0]
+check(f"metadata pgdl.loss naming no loss is passed over: loss {row[0]} from {row[1]}",
+      row == ("cross_entropy", "default"))
 notices.clear()
 lid = import_onnx(None, helper.make_model(conv, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
 check(f"a trailing LogSoftmax: loss_from softmax and no NOTICE ({notices})",

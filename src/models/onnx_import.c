@@ -74,6 +74,7 @@ typedef struct Reader
 	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
 	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
 	const char *loss_from;		/* PgdlOnnxModel's */
+	NnLoss		meta_loss;		/* PGDL_ONNX_META_LOSS's, when it names a loss; else 0 */
 } Reader;
 
 /* ---- errors ---- */
@@ -1266,7 +1267,8 @@ settle_loss(Reader *r)
 {
 	NnSpec	   *spec = r->spec;
 
-	r->loss_from = r->args->loss != 0 ? "argument" : r->args->dataset ? "dataset" : "default";
+	r->loss_from = r->args->loss != 0 ? "argument" : r->meta_loss != 0 ? "metadata" :
+		r->args->dataset ? "dataset" : "default";
 	if (r->loss != 0)
 	{
 		spec->loss = r->loss;
@@ -1279,12 +1281,13 @@ settle_loss(Reader *r)
 		r->loss_from = "sigmoid";
 	}
 	else
-		spec->loss = r->args->loss != 0 ? r->args->loss : r->args->default_loss;
+		spec->loss = r->args->loss != 0 ? r->args->loss : r->meta_loss != 0 ? r->meta_loss : r->args->default_loss;
 	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0)
 		ereport(NOTICE,
 				(errmsg("the imported model's loss is %s", nn_loss_name(spec->loss)),
 				 errdetail("The graph ends in no Softmax, LogSoftmax or Sigmoid, so the %s chose it: pgdl.predict "
-						   "answers %s.", r->args->dataset ? "dataset's task" : "default",
+						   "answers %s.", r->meta_loss != 0 ? "file's metadata \"" PGDL_ONNX_META_LOSS "\"" :
+						   r->args->dataset ? "dataset's task" : "default",
 						   spec->loss == NN_LOSS_CROSS_ENTROPY ? "the softmax of the graph's outputs" :
 						   "the graph's outputs"),
 				 errhint("Pass loss => 'mse' for the graph's outputs as they are, loss => 'cross_entropy' for "
@@ -1360,6 +1363,20 @@ metadata(const Onnx__ModelProto *model, const char *key)
 	return NULL;
 }
 
+/* The loss pgdl's export records, a JSON string ("mse"); 0 when absent or no loss's name. */
+static NnLoss
+metadata_loss(const Onnx__ModelProto *model)
+{
+	const char *v = metadata(model, PGDL_ONNX_META_LOSS);
+	size_t		n = v ? strlen(v) : 0;
+	NnLoss		loss;
+
+	if (n < 3 || v[0] != '"' || v[n - 1] != '"')
+		return 0;
+	loss = nn_loss_from_name(pnstrdup(v + 1, n - 2));
+	return loss > 0 ? loss : 0;
+}
+
 static void
 read_graph(Reader *r)
 {
@@ -1403,6 +1420,7 @@ pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnx
 	r->sigmoid_node = -1;
 	r->meta_normalization = metadata(model, PGDL_ONNX_META_NORMALIZATION) != NULL;
 	r->meta_target = metadata(model, PGDL_ONNX_META_TARGET_NORMALIZATION) != NULL;
+	r->meta_loss = metadata_loss(model);
 	read_graph(r);
 	settle_loss(r);
 	out->model = build_model(r);
