@@ -79,6 +79,7 @@ typedef struct PgdlOnnxModel
 	const Onnx__ModelProto *proto;	/* in CurrentMemoryContext */
 	int64		opset;			/* of the default domain */
 	const char *classes;		/* PGDL_ONNX_META_CLASSES's value, or NULL */
+	const char *loss_from;		/* what chose the loss: "softmax", "sigmoid", "argument", "metadata", "dataset", "default" */
 } PgdlOnnxModel;
 
 /*

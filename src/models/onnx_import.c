@@ -39,6 +39,7 @@
 #define ONNX_MAX_OPSET		21		/* newer opsets may change what an op means */
 #define ONNX_MAX_NODES		4096
 #define ONNX_MAX_TENSORS	4096
+#define ONNX_MAX_HELD		7		/* dims of a value held flat, the batch apart */
 
 typedef struct Reader
 {
@@ -57,6 +58,13 @@ typedef struct Reader
 	const Onnx__NodeProto *node;
 	const char *value;			/* the chain's value: the input, then each node's output */
 	NnShape		shape;			/* its shape, one example */
+	/*
+	 * A value pgdl has no shape for (a rank-3 input [batch, steps, features],
+	 * a Reshape's output) is held flat, in ONNX's order: its dims but the
+	 * batch's, until a Flatten; 0 dims: the value is as shape says.
+	 */
+	int			n_held;
+	int64		held[ONNX_MAX_HELD];
 	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
 	bool		open_matmul;	/* the last layer is a MatMul's: an Add may give its bias */
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
@@ -65,6 +73,8 @@ typedef struct Reader
 	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */
 	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
 	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
+	const char *loss_from;		/* PgdlOnnxModel's */
+	NnLoss		meta_loss;		/* PGDL_ONNX_META_LOSS's, when it names a loss; else 0 */
 } Reader;
 
 /* ---- errors ---- */
@@ -543,17 +553,59 @@ add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len)
 	r->sigmoid_node = -1;
 }
 
+/* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
+static int
+value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
+{
+	dims[0] = 1;
+	if (r->n_held > 0)
+	{
+		memcpy(dims + 1, r->held, sizeof(int64) * r->n_held);
+		return r->n_held + 1;
+	}
+	dims[1] = r->shape.c;
+	dims[2] = r->shape.h;
+	dims[3] = r->shape.w;
+	return r->shape.ndim == 1 ? 2 : 4;
+}
+
+/* pgdl holds some values flat: only operators indifferent to their layout take them. */
+static void
+need_not_held(Reader *r)
+{
+	StringInfoData dims;
+
+	if (r->n_held == 0)
+		return;
+	initStringInfo(&dims);
+	for (int d = 0; d < r->n_held; d++)
+		appendStringInfo(&dims, ", " INT64_FORMAT, r->held[d]);
+	UNSUPPORTED(r, "Its input is [batch%s]; pgdl holds a value of that shape flat (no layer takes it as a "
+				"sequence), so it takes only elementwise operators, and those over all of an example, "
+				"before a Flatten to [batch, %d].", dims.data, r->shape.c);
+}
+
 static void
 need_flat(Reader *r)
 {
+	need_not_held(r);
 	if (r->shape.ndim != 1)
 		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes a 2-D [batch, features] one here.",
 					r->shape.c, r->shape.h, r->shape.w);
 }
 
 static void
+need_not_image(Reader *r)
+{
+	if (r->shape.ndim == 3)
+		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes it only on a flat input: Flatten first.",
+					r->shape.c, r->shape.h, r->shape.w);
+}
+
+static void
 need_image(Reader *r)
 {
+	need_not_held(r);
 	if (r->shape.ndim != 3)
 		UNSUPPORTED(r, "Its input is [batch, %d]; pgdl takes a 4-D [batch, channels, height, width] one here.",
 					r->shape.c);
@@ -676,9 +728,12 @@ read_pool(Reader *r, NnLayerType type)
 		MALFORMED(r, "Its \"kernel_shape\" is missing or not positive.");
 	if (auto_pad(r, kernel, stride, attr_ints_same(r, "pads", 4, 0)) != 0)
 		UNSUPPORTED(r, "It pads its input; pgdl's pooling does not.");
-	if (attr_int(r, "ceil_mode", 0) != 0 || attr_int(r, "storage_order", 0) != 0 ||
-		attr_ints_same(r, "dilations", 2, 1) != 1)
-		UNSUPPORTED(r, "Its \"ceil_mode\", \"storage_order\" or \"dilations\" is not pgdl's (0, 0, 1).");
+	if (attr_int(r, "storage_order", 0) != 0 || attr_ints_same(r, "dilations", 2, 1) != 1)
+		UNSUPPORTED(r, "Its \"storage_order\" or \"dilations\" is not pgdl's (0, 1).");
+	/* rounding up adds a last, partial window only where the windows do not end at the edge */
+	if (attr_int(r, "ceil_mode", 0) != 0 && stride > 0 && kernel <= Min(r->shape.h, r->shape.w) &&
+		((r->shape.h - kernel) % stride != 0 || (r->shape.w - kernel) % stride != 0))
+		UNSUPPORTED(r, "Its \"ceil_mode\" adds a partial window at the edge; pgdl's pooling has whole windows only.");
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 		UNSUPPORTED(r, "It has an Indices output; pgdl's pooling has one output.");
 	l = new_layer(r, type);
@@ -691,6 +746,7 @@ read_pool(Reader *r, NnLayerType type)
 static void
 flatten(Reader *r)
 {
+	r->n_held = 0;
 	if (r->shape.ndim == 1)
 		return;
 	new_layer(r, NN_FLATTEN);
@@ -701,36 +757,61 @@ static void
 read_flatten(Reader *r)
 {
 	int64		axis = attr_int(r, "axis", 1);
+	int64		dims[ONNX_MAX_HELD + 1];
 
 	if (axis < 0)
-		axis += r->shape.ndim == 1 ? 2 : 4;
+		axis += value_dims(r, dims);
 	if (axis != 1)
 		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl flattens all but the batch dimension (axis 1).",
 					attr_int(r, "axis", 1));
 	flatten(r);
 }
 
-/* Reshape to [batch, features]: [0, -1], [-1, features], [N, -1] or [N, features] (N the input's batch). */
+/*
+ * Reshape that keeps the batch: [0 or the fixed batch or -1, dims of the
+ * example's size]. pgdl's values are flat per example, so it moves no value:
+ * to rank 2 it is a flatten, to another rank the value is held flat.
+ */
 static void
 read_reshape(Reader *r)
 {
 	int64		n;
 	int64	   *shape;
+	int64		in[ONNX_MAX_HELD + 1];
+	int			in_rank = value_dims(r, in);
 	int64		features = NN_SHAPE_SIZE(r->shape);
-	bool		batch_ok;
-	bool		features_ok;
+	int64		known = 1;
+	int			unknown = -1;
 
 	if (r->opset < 5)
 		UNSUPPORTED(r, "pgdl reads Reshape from opset 5 on.");
-	shape = tensor_int64s(r, const_input(r, 1, false), 8, &n);
-	if (attr_int(r, "allowzero", 0) != 0 && n > 0 && shape[0] == 0)
-		UNSUPPORTED(r, "Its \"allowzero\" makes a 0 an empty dimension.");
-	batch_ok = n == 2 && (shape[0] == 0 || (shape[0] == -1 && shape[1] == features) ||
-						  (r->batch > 0 && shape[0] == r->batch));
-	features_ok = n == 2 && (shape[1] == features || shape[1] == -1);
-	if (!batch_ok || !features_ok)
-		UNSUPPORTED(r, "Its target shape is not [batch, " INT64_FORMAT "]; pgdl reshapes only to flatten.", features);
+	shape = tensor_int64s(r, const_input(r, 1, false), ONNX_MAX_HELD + 1, &n);
+	for (int64 d = 1; d < n; d++)
+	{
+		if (shape[d] == 0 && attr_int(r, "allowzero", 0) == 0 && d < in_rank)
+			shape[d] = in[d];	/* 0 copies the input's dim */
+		if (shape[d] == -1 && unknown < 0)
+			unknown = (int) d;
+		else if (shape[d] >= 1 && shape[d] <= features / known)
+			known *= shape[d];
+		else
+			known = -1;
+		if (known < 0)
+			break;
+	}
+	if (unknown > 0 && known > 0 && features % known == 0)
+		shape[unknown] = features / known;
+	if (n < 2 || known < 1 || (unknown < 0 ? known : known * shape[unknown]) != features ||
+		!(shape[0] == 0 || (shape[0] == -1 && unknown < 0) || (r->batch > 0 && shape[0] == r->batch)) ||
+		(shape[0] == 0 && attr_int(r, "allowzero", 0) != 0))
+		UNSUPPORTED(r, "Its target shape does not keep the batch dimension and the example's " INT64_FORMAT
+					" values; pgdl reshapes only within an example.", features);
 	flatten(r);
+	if (n > 2)
+	{
+		r->n_held = (int) n - 1;
+		memcpy(r->held, shape + 1, sizeof(int64) * r->n_held);
+	}
 }
 
 static void
@@ -742,6 +823,7 @@ read_batchnorm(Reader *r)
 	float	   *var;
 	float		momentum = attr_float(r, "momentum", 0.9f);
 
+	need_not_held(r);
 	if (attr_int(r, "training_mode", 0) != 0 || attr_int(r, "spatial", 1) != 1)
 		UNSUPPORTED(r, "Its \"training_mode\" or \"spatial\" is not inference's (0, 1).");
 	for (size_t o = 1; o < r->node->n_output; o++)
@@ -801,26 +883,71 @@ read_activation(Reader *r, NnLayerType type)
 		r->sigmoid_node = r->index;
 }
 
-/* Softmax or LogSoftmax over the features, as the last node: cross_entropy's, which pgdl.predict applies. */
-static void
-read_softmax(Reader *r)
+/*
+ * Whether the node's "axis" takes in all of an example's values, the batch
+ * apart: those from axis on, or (`alone`) that axis alone, others being 1.
+ */
+static bool
+over_example(Reader *r, int64 dflt, bool alone)
 {
-	int			rank = r->shape.ndim == 1 ? 2 : 4;
-	int64		dims[4] = {1, r->shape.c, r->shape.h, r->shape.w};
-	int64		axis = attr_int(r, "axis", r->opset < 13 ? 1 : -1);
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank = value_dims(r, dims);
+	int64		axis = attr_int(r, "axis", dflt);
 	int64		others = 1;
 
 	if (axis < 0)
 		axis += rank;
 	if (axis < 1 || axis >= rank)
-		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl's softmax is over all of an example's outputs.",
-					attr_int(r, "axis", 0));
-	/* before opset 13 the input is coerced to 2-D at axis; from 13 on it is over that axis alone */
-	for (int d = 1; d < (r->opset < 13 ? axis : rank); d++)
+		return false;
+	for (int d = 1; d < (alone ? rank : axis); d++)
 		if (d != axis)
 			others *= dims[d];
-	if (others != 1)
-		UNSUPPORTED(r, "Its \"axis\" leaves out some of an example's outputs; pgdl's softmax is over all of them.");
+	return others == 1;
+}
+
+/* LayerNormalization over all of an example (pgdl's layernorm of a flat input), scale and bias per value. */
+static void
+read_layernorm(Reader *r)
+{
+	int64		n = r->shape.c;
+	int			i = r->spec->n_layers;
+	const Onnx__TensorProto *t;
+	float	   *scale;
+	int64		count;
+
+	if (r->opset < 17)
+		UNSUPPORTED(r, "LayerNormalization is an operator from opset 17 on.");
+	need_not_image(r);
+	if (!over_example(r, -1, false))
+		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") normalizes part of an example; pgdl's layernorm of a flat "
+					"input normalizes all of it.", attr_int(r, "axis", -1));
+	for (size_t o = 1; o < r->node->n_output; o++)
+		if (r->node->output[o][0] != '\0')
+			UNSUPPORTED(r, "It has Mean or InvStdDev outputs; pgdl's layernorm has one output.");
+	t = const_input(r, 1, false);
+	scale = tensor_floats(r, t, &count);
+	if (count != n)
+		UNSUPPORTED(r, "Its scale holds " INT64_FORMAT " values; pgdl's layernorm takes one per value of the "
+					"example (" INT64_FORMAT ").", count, n);
+	new_layer(r, NN_LAYERNORM)->eps = attr_float(r, "epsilon", 1e-5f);
+	add_layer(r, scale, n, NULL, n);
+	r->tensor[i][1] = palloc0(sizeof(float) * n);
+	if (const_input(r, 2, true))
+	{
+		r->tensor[i][1] = tensor_floats(r, const_input(r, 2, false), &count);
+		if (count != n)
+			UNSUPPORTED(r, "Its bias holds " INT64_FORMAT " values; pgdl's layernorm takes " INT64_FORMAT ".", count, n);
+	}
+}
+
+/* Softmax or LogSoftmax over the features, as the last node: cross_entropy's, which pgdl.predict applies. */
+static void
+read_softmax(Reader *r)
+{
+	/* before opset 13 the input is coerced to 2-D at axis; from 13 on it is over that axis alone */
+	if (!over_example(r, r->opset < 13 ? 1 : -1, r->opset >= 13))
+		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") leaves out some of an example's outputs; pgdl's softmax is "
+					"over all of them.", attr_int(r, "axis", r->opset < 13 ? 1 : -1));
 	if (r->args->loss != 0 && r->args->loss != NN_LOSS_CROSS_ENTROPY)
 		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE, "A trailing %s is cross_entropy's; loss is %s.",
 				   pgdl_echo(r->node->op_type), nn_loss_name(r->args->loss));
@@ -1011,6 +1138,9 @@ read_op(Reader *r, PgdlOnnxOp op)
 		case PGDL_ONNX_PAD:
 			read_pad(r);
 			break;
+		case PGDL_ONNX_LAYERNORMALIZATION:
+			read_layernorm(r);
+			break;
 		case PGDL_ONNX_IDENTITY:
 			break;
 		default:
@@ -1069,7 +1199,25 @@ is_initializer(const Onnx__GraphProto *g, const char *name)
 	return false;
 }
 
-/* The one real input: float32, [batch, F] or [batch, C, H, W], all but batch fixed. */
+/* A rank-3 input [batch, steps, features] is pgdl's flat input of steps * features, row after row. */
+static void
+read_input_steps(Reader *r, const char *name)
+{
+	int64		n = (int64) r->spec->input[0] * r->spec->input[1];
+
+	if (n > NN_MAX_DIM)
+		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is [batch, %d, %d]; pgdl holds it flat, "
+					"and takes at most %d values per example.", pgdl_echo(name), r->spec->input[0],
+					r->spec->input[1], NN_MAX_DIM);
+	r->n_held = 2;
+	r->held[0] = r->spec->input[0];
+	r->held[1] = r->spec->input[1];
+	r->spec->input_ndim = 1;
+	r->spec->input[0] = (int32) n;
+	r->spec->input[1] = 0;
+}
+
+/* The one real input: float32, [batch, F], [batch, L, F] or [batch, C, H, W], all but batch fixed. */
 static void
 read_input(Reader *r)
 {
@@ -1088,9 +1236,9 @@ read_input(Reader *r)
 	if (in->type == NULL || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
 		(tt = in->type->tensor_type) == NULL || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
 		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor.", pgdl_echo(in->name));
-	if (tt->shape == NULL || (tt->shape->n_dim != 2 && tt->shape->n_dim != 4))
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features] or 4 "
-					"[batch, channels, height, width].", pgdl_echo(in->name));
+	if (tt->shape == NULL || tt->shape->n_dim < 2 || tt->shape->n_dim > 4)
+		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
+					"[batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
 	for (size_t d = 1; d < tt->shape->n_dim; d++)
 	{
 		const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
@@ -1104,6 +1252,8 @@ read_input(Reader *r)
 	if (tt->shape->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
 		r->batch = tt->shape->dim[0]->dim_value;
 	r->spec->input_ndim = tt->shape->n_dim - 1;
+	if (tt->shape->n_dim == 3)
+		read_input_steps(r, in->name);
 	r->shape.ndim = r->spec->input_ndim;
 	r->shape.c = r->spec->input[0];
 	r->shape.h = r->shape.ndim == 3 ? r->spec->input[1] : 1;
@@ -1117,15 +1267,31 @@ settle_loss(Reader *r)
 {
 	NnSpec	   *spec = r->spec;
 
+	r->loss_from = r->args->loss != 0 ? "argument" : r->meta_loss != 0 ? "metadata" :
+		r->args->dataset ? "dataset" : "default";
 	if (r->loss != 0)
+	{
 		spec->loss = r->loss;
+		r->loss_from = "softmax";
+	}
 	else if (r->sigmoid_node >= 0 && (r->args->loss == 0 || r->args->loss == NN_LOSS_BCE))
 	{
 		spec->n_layers--;
 		spec->loss = NN_LOSS_BCE;
+		r->loss_from = "sigmoid";
 	}
 	else
-		spec->loss = r->args->loss != 0 ? r->args->loss : r->args->default_loss;
+		spec->loss = r->args->loss != 0 ? r->args->loss : r->meta_loss != 0 ? r->meta_loss : r->args->default_loss;
+	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0)
+		ereport(NOTICE,
+				(errmsg("the imported model's loss is %s", nn_loss_name(spec->loss)),
+				 errdetail("The graph ends in no Softmax, LogSoftmax or Sigmoid, so the %s chose it: pgdl.predict "
+						   "answers %s.", r->meta_loss != 0 ? "file's metadata \"" PGDL_ONNX_META_LOSS "\"" :
+						   r->args->dataset ? "dataset's task" : "default",
+						   spec->loss == NN_LOSS_CROSS_ENTROPY ? "the softmax of the graph's outputs" :
+						   "the graph's outputs"),
+				 errhint("Pass loss => 'mse' for the graph's outputs as they are, loss => 'cross_entropy' for "
+						 "their softmax.")));
 	/* huber's delta: PyTorch's default (an ONNX graph carries no loss) */
 	spec->delta = spec->loss == NN_LOSS_HUBER ? 1.0f : 0.0f;
 	/*
@@ -1197,6 +1363,20 @@ metadata(const Onnx__ModelProto *model, const char *key)
 	return NULL;
 }
 
+/* The loss pgdl's export records, a JSON string ("mse"); 0 when absent or no loss's name. */
+static NnLoss
+metadata_loss(const Onnx__ModelProto *model)
+{
+	const char *v = metadata(model, PGDL_ONNX_META_LOSS);
+	size_t		n = v ? strlen(v) : 0;
+	NnLoss		loss;
+
+	if (n < 3 || v[0] != '"' || v[n - 1] != '"')
+		return 0;
+	loss = nn_loss_from_name(pnstrdup(v + 1, n - 2));
+	return loss > 0 ? loss : 0;
+}
+
 static void
 read_graph(Reader *r)
 {
@@ -1240,12 +1420,14 @@ pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnx
 	r->sigmoid_node = -1;
 	r->meta_normalization = metadata(model, PGDL_ONNX_META_NORMALIZATION) != NULL;
 	r->meta_target = metadata(model, PGDL_ONNX_META_TARGET_NORMALIZATION) != NULL;
+	r->meta_loss = metadata_loss(model);
 	read_graph(r);
 	settle_loss(r);
 	out->model = build_model(r);
 	out->proto = model;
 	out->opset = r->opset;
 	out->classes = metadata(model, PGDL_ONNX_META_CLASSES);
+	out->loss_from = r->loss_from;
 }
 
 /* ---- pgdl.import_onnx ---- */
@@ -1314,6 +1496,7 @@ origin_jsonb(const PgdlOnnxModel *in, const uint8 *data, size_t len)
 	pgdl_jsonb_put_int(&state, "opset", in->opset);
 	pgdl_jsonb_put_string(&state, "graph", p->graph->name ? p->graph->name : "");
 	pgdl_jsonb_put_string(&state, "sha256", sha256_hex(data, len));
+	pgdl_jsonb_put_string(&state, "loss_from", in->loss_from);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
