@@ -17,6 +17,8 @@
 
 #define PGDL_ONNX_OPSET			13		/* the opset pgdl writes; imports take 7 or later */
 #define PGDL_ONNX_IR_VERSION	7		/* IR version of opset 13 */
+#define PGDL_ONNX_OPSET_17		17		/* what export writes where a layernorm needs LayerNormalization */
+#define PGDL_ONNX_IR_VERSION_17	8		/* IR version of opset 17 */
 #define PGDL_ONNX_INPUT			"input"
 #define PGDL_ONNX_OUTPUT		"output"
 #define PGDL_ONNX_BATCH_DIM		"batch"	/* the symbolic first dimension of input and output */

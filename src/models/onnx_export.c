@@ -12,6 +12,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -36,6 +38,9 @@ typedef struct OnnxGraph
 	List	   *meta;			/* of Onnx__StringStringEntryProto * */
 	char	   *cur;			/* the tensor the next node reads */
 	int			rank;			/* of cur: 2 ([batch, features]) or 4 ([batch, C, H, W]) */
+	/* a graph's layers read any earlier output: layer i's tensor and rank, [0] the network's input */
+	char	   *outs[NN_MAX_LAYERS + 1];
+	int			ranks[NN_MAX_LAYERS + 1];
 } OnnxGraph;
 
 /* ---- small builders ---- */
@@ -137,6 +142,14 @@ node_attrs(Onnx__NodeProto *n, int count, Onnx__AttributeProto *a0, Onnx__Attrib
 	n->attribute = palloc(sizeof(Onnx__AttributeProto *) * count);
 	for (int i = 0; i < count; i++)
 		n->attribute[i] = a[i];
+}
+
+/* one more attribute after node_attrs' */
+static void
+node_attr_append(Onnx__NodeProto *n, Onnx__AttributeProto *a)
+{
+	n->attribute = repalloc(n->attribute, sizeof(Onnx__AttributeProto *) * (n->n_attribute + 1));
+	n->attribute[n->n_attribute++] = a;
 }
 
 /* float32 as ONNX stores it, little-endian: the engine's own memory where that is the machine's order */
@@ -459,10 +472,102 @@ add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name,
 	int			stride = l->stride > 0 ? l->stride : l->kernel;	/* as the spec defaults it */
 
 	if (l->type == NN_CONV2D)
+	{
 		node_attrs(n, 3, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride),
 				   attr_ints("pads", 4, l->padding));
+		/* a weight [filters, channels / groups, k, k] as ONNX's and PyTorch's; no attribute for one group */
+		if (NN_GROUPS(l) > 1)
+			node_attr_append(n, attr_int("group", NN_GROUPS(l)));
+	}
 	else
 		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
+}
+
+/* A scalar initializer "layer<i>.<what>" holding v; its name. */
+static char *
+add_scalar(OnnxGraph *g, int i, const char *what, float v)
+{
+	float	   *p = palloc(sizeof(float));
+	char	   *name = psprintf("layer%d.%s", i, what);
+
+	*p = v;
+	add_initializer(g, name, 0, NULL, p);
+	return name;
+}
+
+/* The current tensor as layer i's k-th input reads it: an earlier layer's output or the network's input. */
+static void
+read_input(OnnxGraph *g, const NnSpec *spec, int i, int k)
+{
+	int			src = nn_layer_src(spec, i, k);
+
+	g->cur = g->outs[src + 1];
+	g->rank = g->ranks[src + 1];
+}
+
+/*
+ * add (a chain of ONNX's two-input Add, in input order as pgdl sums) and
+ * concat (on axis 1: channels or features).  pgdl merges inputs of one rank,
+ * and ONNX holds each as pgdl does ([C, H, W] as [batch, C, H, W], a global
+ * average pool's [C, 1, 1] too), so that no input needs reshaping.
+ */
+static void
+add_merge(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	int			n = nn_layer_n_inputs(&m->spec, i);
+	const char *in[NN_MAX_INPUTS];
+
+	for (int k = 0; k < n; k++)
+	{
+		read_input(g, &m->spec, i, k);
+		in[k] = g->cur;
+	}
+	if (m->spec.layers[i].type == NN_CONCAT)
+	{
+		node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), name, n, in), 1,
+				   attr_int("axis", 1), NULL, NULL);
+		return;
+	}
+	for (int k = 1; k < n; k++)
+	{
+		const char *pair[2] = {k == 1 ? in[0] : g->cur, in[k]};
+
+		add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), k == n - 1 ? name : psprintf("layer%d_add%d", i, k),
+						2, pair);
+	}
+}
+
+/* slice: features [start, start + length) as Slice on axis 1, its bounds int64 initializers */
+static void
+add_slice(OnnxGraph *g, const NnLayerSpec *l, int i, const char *name)
+{
+	int64		start = l->start,
+				end = (int64) l->start + l->units,
+				axis = 1;
+	const char *params[] = {psprintf("layer%d.starts", i), psprintf("layer%d.ends", i),
+	psprintf("layer%d.axes", i), NULL};
+
+	add_int64_initializer(g, params[0], 1, &start);
+	add_int64_initializer(g, params[1], 1, &end);
+	add_int64_initializer(g, params[2], 1, &axis);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SLICE), name, params);
+}
+
+/* gelu, 0.5 x (1 + erf(x / sqrt 2)) as the kernels compute it: Gelu itself is opset 20 */
+static void
+add_gelu(OnnxGraph *g, int i, const char *name)
+{
+	char	   *x = g->cur;
+	const char *rsqrt2[] = {add_scalar(g, i, "rsqrt2", (float) M_SQRT1_2), NULL};
+	const char *one[] = {add_scalar(g, i, "one", 1.0f), NULL};
+	const char *half[] = {add_scalar(g, i, "half", 0.5f), NULL};
+	const char *times_x[] = {x, NULL};
+
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_scale", i), rsqrt2);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ERF), psprintf("layer%d_erf", i), NULL);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), psprintf("layer%d_plus_one", i), one);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_times_x", i), times_x);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), name, half);
 }
 
 /* The ONNX operator a layer of this type is written as (spec/spec.h's table). */
@@ -489,23 +594,6 @@ check_exportable(const NnLayerSpec *l, int i)
 						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
 						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
 			break;
-		case NN_CONV2D:
-			if (NN_GROUPS(l) > 1)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
-						 errdetail("pgdl exports convolutions without groups only.")));
-			break;
-		case NN_GELU:
-		case NN_LAYERNORM:
-			/* Gelu is opset 20, LayerNormalization opset 17; pgdl writes PGDL_ONNX_OPSET */
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX opset %d", i,
-							nn_layer_type_name(l->type), PGDL_ONNX_OPSET),
-					 errdetail("ONNX has %s only from opset %d on.",
-							   layer_op(l->type), l->type == NN_GELU ? 20 : 17)));
-			break;
 		case NN_CONV1D:
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -523,12 +611,6 @@ check_exportable(const NnLayerSpec *l, int i)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
 					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
-			break;
-		case NN_SLICE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write ONNX's Slice yet.")));
 			break;
 		case NN_EMBEDDING:
 			ereport(ERROR,
@@ -596,6 +678,22 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			/* opset 13's Softmax is over one axis, the last here as in pgdl */
 			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", -1), NULL, NULL);
 			break;
+		case NN_LAYERNORM:
+			/* over the last axis, as pgdl's; LayerNormalization makes the file opset 17 (file_opset) */
+			node_attrs(add_node(g, layer_op(l->type), name, params), 2, attr_int("axis", -1),
+					   attr_float("epsilon", l->eps), NULL);
+			break;
+		case NN_GELU:
+			add_gelu(g, i, name);
+			break;
+		case NN_ADD:
+		case NN_CONCAT:
+			add_merge(g, m, i, name);
+			break;
+		case NN_SLICE:
+			/* pgdl slices a flat input only: [batch, features] */
+			add_slice(g, l, i, name);
+			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
 	}
@@ -627,10 +725,15 @@ add_network(OnnxGraph *g, const NnModel *m, const PgdlDataset *targets)
 {
 	Onnx__NodeProto *last;
 
+	g->outs[0] = g->cur;
+	g->ranks[0] = g->rank;
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		read_input(g, &m->spec, i, 0);
 		add_layer(g, m, i);
+		g->outs[i + 1] = g->cur;
+		g->ranks[i + 1] = g->rank;
 	}
 	flatten_to_rows(g, PGDL_ONNX_NODE_OUTPUT_FLATTEN);
 	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
@@ -662,6 +765,20 @@ list_to_array(List *l)
 	foreach(lc, l)
 		a[i++] = lfirst(lc);
 	return a;
+}
+
+/*
+ * PGDL_ONNX_OPSET, or 17 where a layernorm needs LayerNormalization: the
+ * lowest opset that has every node, so that a file of the older operators
+ * stays what it was and opens in runtimes of opset 13.
+ */
+static int64
+file_opset(const NnSpec *spec)
+{
+	for (int i = 0; i < spec->n_layers; i++)
+		if (spec->layers[i].type == NN_LAYERNORM)
+			return PGDL_ONNX_OPSET_17;
+	return PGDL_ONNX_OPSET;
 }
 
 static Onnx__ModelProto *
@@ -702,11 +819,11 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	onnx__operator_set_id_proto__init(opset);
 	opset->domain = "";
 	opset->has_version = true;
-	opset->version = PGDL_ONNX_OPSET;
+	opset->version = file_opset(&m->spec);
 
 	onnx__model_proto__init(model);
 	model->has_ir_version = true;
-	model->ir_version = PGDL_ONNX_IR_VERSION;
+	model->ir_version = opset->version == PGDL_ONNX_OPSET ? PGDL_ONNX_IR_VERSION : PGDL_ONNX_IR_VERSION_17;
 	model->n_opset_import = 1;
 	model->opset_import = palloc(sizeof(Onnx__OperatorSetIdProto *));
 	model->opset_import[0] = opset;
@@ -776,10 +893,5 @@ pgdl_export_onnx(PG_FUNCTION_ARGS)
 		name = model_name(pm->id);
 	}
 	pm = pgdl_model_arg(fcinfo);
-	if (nn_spec_is_graph(&pm->nn->spec))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a model whose layers name their \"inputs\" (a graph) cannot be exported to ONNX yet"),
-				 errdetail("pgdl exports chains of layers only; add and concat have no export.")));
 	PG_RETURN_BYTEA_P(pack_model(build_model(pm, name, normalize)));
 }

@@ -100,6 +100,7 @@ typedef enum PgdlOnnxOp
 	PGDL_ONNX_WHERE,
 	PGDL_ONNX_GATHER,
 	PGDL_ONNX_CAST,
+	PGDL_ONNX_ERF,
 	PGDL_ONNX_OP_MAX			/* keep last */
 } PgdlOnnxOp;
 

@@ -67,7 +67,8 @@ static const struct
 	 * after it gives, a Reshape as flatten, a trailing Softmax or LogSoftmax as
 	 * the loss's; export writes the dataset's normalization as Mul, or Sub and
 	 * Div, its imputation as IsNaN and Where, its missing-value indicators as
-	 * Gather, Cast and Concat, and a graph of no other node as an Identity.
+	 * Gather, Cast and Concat, gelu as Mul, Erf, Add and Mul (Gelu is opset
+	 * 20), and a graph of no other node as an Identity.
 	 */
 	[PGDL_ONNX_MATMUL] = {"MatMul"},
 	[PGDL_ONNX_RESHAPE] = {"Reshape"},
@@ -82,6 +83,7 @@ static const struct
 	[PGDL_ONNX_WHERE] = {"Where"},
 	[PGDL_ONNX_GATHER] = {"Gather"},
 	[PGDL_ONNX_CAST] = {"Cast"},
+	[PGDL_ONNX_ERF] = {"Erf"},
 };
 
 PgdlOnnxOp

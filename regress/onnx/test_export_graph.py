@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""pgdl.export_onnx of graphs and of the layers added after the chains (docs/reference/onnx.md), run by
+regress/onnx/run.sh.
+
+Grouped convolutions (Conv's group), networks with "inputs" (add of 2 and 3 inputs, concat of flat and of image inputs, slice of the input,
+a global average pool's output flattened and merged with a dense layer's rows), layernorm (LayerNormalization: the file is
+opset 17, IR 8) and gelu (its Erf subgraph: opset 13 stays), as blobs
+of pgdl.init_model and one graph fitted on a standardized dataset (exported with its normalization, fed raw
+features). Each file: onnx.checker (full check) accepts it, its opset is the lowest that has its nodes,
+every layer has its node "layer<i>", and onnxruntime-node reproduces pgdl.predict within 1e-5 on 1,000
+inputs. Layers pgdl does not write yet are refused with 0A000 naming the layer.
+
+Prints "ok - ..." / "not ok - ..." and ends with "N passed, M failed" (test_export.py's counters).
+"""
+import json
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import onnx
+
+import test_export as te
+
+N = te.N_INPUTS
+
+BLOBS = {
+    # a residual MLP: the block's output added to its input
+    "residual_mlp": {"input": [8], "layers": [
+        {"type": "dense", "units": 12, "name": "stem"}, {"type": "relu"},
+        {"type": "dense", "units": 12}, {"type": "relu", "name": "branch"},
+        {"type": "add", "inputs": ["branch", "stem"]}, {"type": "dense", "units": 4}]},
+    # a residual CNN block and a concat of channels, then a global pool
+    "residual_cnn": {"input": [2, 6, 6], "loss": "mse", "layers": [
+        {"type": "conv2d", "filters": 3, "kernel": 3, "padding": 1, "name": "c1"}, {"type": "relu"},
+        {"type": "conv2d", "filters": 3, "kernel": 3, "padding": 1, "name": "c2"},
+        {"type": "add", "inputs": ["c1", "c2"]}, {"type": "tanh", "name": "t"},
+        {"type": "concat", "inputs": ["t", "input"]}, {"type": "conv2d", "filters": 2, "kernel": 3},
+        {"type": "global_avgpool"}, {"type": "dense", "units": 2}]},
+    # grouped and depthwise convolutions (ONNX's Conv with group)
+    "grouped_conv": {"input": [4, 6, 6], "layers": [
+        {"type": "conv2d", "filters": 6, "kernel": 3, "padding": 1, "groups": 2}, {"type": "relu"},
+        {"type": "conv2d", "filters": 6, "kernel": 3, "groups": 6}, {"type": "global_avgpool"},
+        {"type": "flatten"}, {"type": "dense", "units": 3}]},
+    # three inputs to one add
+    "add3": {"input": [6], "loss": "binary_cross_entropy", "layers": [
+        {"type": "dense", "units": 5, "name": "a", "inputs": ["input"]},
+        {"type": "dense", "units": 5, "name": "b", "inputs": ["input"]},
+        {"type": "dense", "units": 5, "name": "c", "inputs": ["input"]},
+        {"type": "add", "inputs": ["a", "b", "c"]}, {"type": "dense", "units": 1}]},
+    # slices of the input, each its own branch, concatenated with one of them, then layernorm and gelu
+    "slices": {"input": [10], "layers": [
+        {"type": "slice", "name": "s1", "inputs": ["input"], "start": 0, "length": 4},
+        {"type": "dense", "units": 6, "name": "d1"},
+        {"type": "slice", "inputs": ["input"], "start": 4, "length": 6},
+        {"type": "dense", "units": 5, "name": "d2"},
+        {"type": "concat", "inputs": ["d1", "d2", "s1"]}, {"type": "layernorm"}, {"type": "gelu"},
+        {"type": "dense", "units": 3}]},
+    # a global average pool's [C, 1, 1], flattened, concatenated with a dense layer's rows; then softmax
+    "pool_and_rows": {"input": [2, 5, 5], "loss": "mse", "layers": [
+        {"type": "conv2d", "filters": 3, "kernel": 3, "name": "c"}, {"type": "global_avgpool"},
+        {"type": "flatten", "name": "gp"},
+        {"type": "dense", "units": 4, "inputs": ["input"], "name": "d"},
+        {"type": "concat", "inputs": ["gp", "d"]}, {"type": "softmax"}, {"type": "dense", "units": 3}]},
+    # gelu alone keeps opset 13; layernorm with a non-default eps
+    "gelu_mlp": {"input": [7], "loss": "mse", "layers": [
+        {"type": "dense", "units": 9}, {"type": "gelu"}, {"type": "dense", "units": 2}]},
+    "layernorm_mlp": {"input": [7], "layers": [
+        {"type": "layernorm", "eps": 0.001}, {"type": "dense", "units": 9}, {"type": "gelu"},
+        {"type": "layernorm"}, {"type": "dense", "units": 3}]},
+}
+
+# the graph fitted on a standardized dataset: the file takes raw features
+FITTED = {"input": [6], "layers": [
+    {"type": "dense", "units": 8, "name": "stem"}, {"type": "gelu"}, {"type": "dense", "units": 8, "name": "f"},
+    {"type": "add", "inputs": ["stem", "f"]}, {"type": "layernorm", "name": "n"},
+    {"type": "slice", "inputs": ["input"], "start": 2, "length": 3, "name": "raw"},
+    {"type": "concat", "inputs": ["n", "raw"]}, {"type": "dense", "units": 3}]}
+
+REFUSED = {
+    "embedding": ({"input": [4], "layers": [{"type": "embedding", "vocab": 5, "dim": 3},
+                                            {"type": "flatten"}, {"type": "dense", "units": 2}]}, 0),
+}
+
+
+def opset_of(model):
+    return [(o.domain, o.version) for o in model.opset_import]
+
+
+def check_file(what, onnx_bytes, spec, n_layers):
+    model = onnx.load_from_string(onnx_bytes)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+        te.check(True, f"{what}: onnx.checker (full check) accepts it")
+    except Exception as e:  # noqa: BLE001 -- whatever the checker says is the failure
+        te.check(False, f"{what}: onnx.checker (full check) accepts it", e)
+    has_ln = any(l["type"] == "layernorm" for l in spec["layers"])
+    want = (8, [("", 17)]) if has_ln else (7, [("", 13)])
+    te.check((model.ir_version, opset_of(model)) == want, f"{what}: IR and opset {want}",
+             (model.ir_version, opset_of(model)))
+    names = {n.name for n in model.graph.node}
+    te.check(all(f"layer{i}" in names for i in range(n_layers)), f"{what}: a node layer<i> per layer",
+             sorted(names))
+    return model
+
+
+def check_blob(conn, name, spec, rng, tmp, ort_ok):
+    blob = bytes(conn.execute("SELECT pgdl.init_model(%s::jsonb, '{\"seed\": 5}')",
+                              (json.dumps(spec),)).fetchone()[0])
+    x = rng.normal(0, 1.5, (N, int(np.prod(spec["input"])))).astype(np.float32)
+    onnx_bytes = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bytea)", (blob,)).fetchone()[0])
+    check_file(name, onnx_bytes, spec, len(spec["layers"]))
+    want = te.pgdl_predict(conn, blob, x)
+    if not ort_ok:
+        te.check(False, f"{name}: onnxruntime-node runs it", "onnxruntime-node is not installed")
+        return
+    try:
+        te.compare(f"{name}: onnxruntime-node", te.ort_run(onnx_bytes, x, tmp), want)
+    except Exception as e:  # noqa: BLE001
+        te.check(False, f"{name}: onnxruntime-node runs it", e)
+
+
+def check_fitted(conn, rng, tmp, ort_ok):
+    """A graph trained on standardized features, exported with its normalization: raw features in."""
+    x = rng.normal(3, 2, (1200, 6)).astype(np.float32) * np.float32([1, 10, 100, 0.1, 1, 5])
+    y = (x[:, 0] + x[:, 2] / 100 > 3).astype(int) + (x[:, 1] > 30).astype(int)
+    conn.execute("CREATE TABLE g (id integer PRIMARY KEY, x real[], y text)")
+    with conn.cursor().copy("COPY g (id, x, y) FROM STDIN") as copy:
+        for i in range(len(x)):
+            copy.write_row((i, [float(v) for v in x[i]], f"k{y[i]}"))
+    conn.execute("SELECT pgdl.pack('g', 'x', 'y', 'g_std', standardize => true)")
+    mid = conn.execute("SELECT pgdl.fit('g_std', %s::jsonb, '{\"optimizer\": \"adam\", \"lr\": 0.01, "
+                       "\"batch_size\": 64, \"seed\": 1}'::jsonb, 2, name => 'fitted_graph')",
+                       (json.dumps(FITTED),)).fetchone()[0]
+    onnx_bytes = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bigint)", (mid,)).fetchone()[0])
+    model = check_file("fitted graph", onnx_bytes, FITTED, len(FITTED["layers"]))
+    meta = {p.key: json.loads(p.value) for p in model.metadata_props}
+    te.check([n.name for n in model.graph.node][:2] == ["pgdl_normalize_sub", "pgdl_normalize_div"]
+             and "pgdl.normalization" in meta and meta.get("pgdl.classes") == ["k0", "k1", "k2"],
+             "fitted graph: its normalization first, its classes in the metadata", meta)
+    want = te.pgdl_predict(conn, mid, x[:N])
+    if ort_ok:
+        te.compare("fitted graph (raw features): onnxruntime-node", te.ort_run(onnx_bytes, x[:N], tmp), want)
+
+
+def check_refused(conn):
+    for name, (spec, layer) in REFUSED.items():
+        e = te.error_of(conn, "SELECT pgdl.export_onnx(pgdl.init_model(%s::jsonb, '{\"seed\": 1}'))",
+                        (json.dumps(spec),))
+        te.check(e is not None and e[0] == "0A000" and e[1].startswith(f"layer {layer} ("),
+                 f"{name}: refused with 0A000 naming layer {layer}", e)
+
+
+def main():
+    conn = te.connect()
+    conn.execute("CREATE EXTENSION pgdl")
+    rng = np.random.default_rng(23)
+    ort_ok = te.ort_installed()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in BLOBS.items():
+            check_blob(conn, name, spec, rng, tmp, ort_ok)
+        check_fitted(conn, rng, tmp, ort_ok)
+    check_refused(conn)
+    conn.close()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:  # noqa: BLE001 -- an unexpected error is a failure, and the count still ends the run
+        te.check(False, "test_export_graph.py ran to its end", traceback.format_exc())
+    print(f"{te.passed} passed, {te.failed} failed")
+    sys.exit(1 if te.failed else 0)
