@@ -68,6 +68,22 @@ BLOBS = {
     "layernorm_mlp": {"input": [7], "layers": [
         {"type": "layernorm", "eps": 0.001}, {"type": "dense", "units": 9}, {"type": "gelu"},
         {"type": "layernorm"}, {"type": "dense", "units": 3}]},
+    # ids through an embedding with positions, a conv1d (Transposes around Conv), softmax and layernorm
+    # over each step, a global average over the steps
+    "sequence_conv": {"input": [9], "ids": 7, "layers": [
+        {"type": "embedding", "vocab": 7, "dim": 4, "positions": True},
+        {"type": "conv1d", "filters": 5, "kernel": 3, "padding": 1, "stride": 2}, {"type": "gelu"},
+        {"type": "softmax"}, {"type": "layernorm"}, {"type": "conv1d", "filters": 3, "kernel": 2},
+        {"type": "global_avgpool"}, {"type": "dense", "units": 3}]},
+    # numeric features and two id columns, each through its slice and embedding, as pgdl.pack's
+    # categorical columns lay them out
+    "categorical_slices": {"input": [5], "ids": {3: 6, 4: 4}, "loss": "mse", "layers": [
+        {"type": "slice", "name": "numeric", "inputs": ["input"], "start": 0, "length": 3},
+        {"type": "slice", "inputs": ["input"], "start": 3, "length": 1},
+        {"type": "embedding", "vocab": 6, "dim": 3}, {"type": "flatten", "name": "city"},
+        {"type": "slice", "inputs": ["input"], "start": 4, "length": 1},
+        {"type": "embedding", "vocab": 4, "dim": 2}, {"type": "flatten", "name": "shop"},
+        {"type": "concat", "inputs": ["numeric", "city", "shop"]}, {"type": "dense", "units": 2}]},
 }
 
 # the graph fitted on a standardized dataset: the file takes raw features
@@ -78,8 +94,8 @@ FITTED = {"input": [6], "layers": [
     {"type": "concat", "inputs": ["n", "raw"]}, {"type": "dense", "units": 3}]}
 
 REFUSED = {
-    "embedding": ({"input": [4], "layers": [{"type": "embedding", "vocab": 5, "dim": 3},
-                                            {"type": "flatten"}, {"type": "dense", "units": 2}]}, 0),
+    "per_step dense": ({"input": [4], "layers": [{"type": "embedding", "vocab": 5, "dim": 3},
+                                                 {"type": "dense", "units": 2, "per_step": True}]}, 1),
 }
 
 
@@ -105,9 +121,13 @@ def check_file(what, onnx_bytes, spec, n_layers):
 
 
 def check_blob(conn, name, spec, rng, tmp, ort_ok):
+    ids = spec.pop("ids", {})
     blob = bytes(conn.execute("SELECT pgdl.init_model(%s::jsonb, '{\"seed\": 5}')",
                               (json.dumps(spec),)).fetchone()[0])
     x = rng.normal(0, 1.5, (N, int(np.prod(spec["input"])))).astype(np.float32)
+    # ids: whole numbers below the vocabulary, in every column (an int) or in the columns given
+    for col, vocab in (ids.items() if isinstance(ids, dict) else ((c, ids) for c in range(x.shape[1]))):
+        x[:, col] = rng.integers(0, vocab, N)
     onnx_bytes = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bytea)", (blob,)).fetchone()[0])
     check_file(name, onnx_bytes, spec, len(spec["layers"]))
     want = te.pgdl_predict(conn, blob, x)

@@ -37,7 +37,7 @@ typedef struct OnnxGraph
 	List	   *inits;			/* of Onnx__TensorProto * */
 	List	   *meta;			/* of Onnx__StringStringEntryProto * */
 	char	   *cur;			/* the tensor the next node reads */
-	int			rank;			/* of cur: 2 ([batch, features]) or 4 ([batch, C, H, W]) */
+	int			rank;			/* of cur: 2 ([batch, features]), 3 ([batch, steps, features]) or 4 ([batch, C, H, W]) */
 	/* a graph's layers read any earlier output: layer i's tensor and rank, [0] the network's input */
 	char	   *outs[NN_MAX_LAYERS + 1];
 	int			ranks[NN_MAX_LAYERS + 1];
@@ -570,6 +570,51 @@ add_gelu(OnnxGraph *g, int i, const char *name)
 	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), name, half);
 }
 
+/* [a, b, c] to [a, c, b]: pgdl's sequences [steps, features] to ONNX's channels first, and back */
+static void
+add_swap_last(OnnxGraph *g, const char *name)
+{
+	Onnx__AttributeProto *perm = attr_ints("perm", 3, 0);
+
+	perm->ints[1] = 2;
+	perm->ints[2] = 1;
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_TRANSPOSE), name, NULL), 1, perm, NULL, NULL);
+}
+
+/*
+ * embedding: the ids, whole numbers carried as floats as pgdl.predict takes
+ * them, Cast to int64 and looked up by Gather in layer<i>.weight, making
+ * [batch, steps, dim]; with positions, Add of the [steps, dim] table.
+ */
+static void
+add_embedding(OnnxGraph *g, const NnLayerSpec *l, int i, const char **params, const char *name)
+{
+	const char *gather[2];
+	const char *positions[] = {params[1], NULL};
+
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_CAST), psprintf("layer%d_ids", i), NULL), 1,
+			   attr_int("to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64), NULL, NULL);
+	gather[0] = params[0];
+	gather[1] = g->cur;
+	node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_GATHER),
+							   l->positions ? psprintf("layer%d_gather", i) : name, 2, gather),
+			   1, attr_int("axis", 0), NULL, NULL);
+	if (l->positions)
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), name, positions);
+	g->rank = 3;
+}
+
+/* conv1d: Conv over the steps of [batch, features, steps], between Transposes from and to pgdl's layout */
+static void
+add_conv1d(OnnxGraph *g, const NnLayerSpec *l, int i, const char **params, const char *name)
+{
+	add_swap_last(g, psprintf("layer%d_to_channels", i));
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_CONV), psprintf("layer%d_conv", i), params), 3,
+			   attr_ints("kernel_shape", 1, l->kernel), attr_ints("strides", 1, l->stride),
+			   attr_ints("pads", 2, l->padding));
+	add_swap_last(g, name);
+}
+
 /* The ONNX operator a layer of this type is written as (spec/spec.h's table). */
 static const char *
 layer_op(NnLayerType type)
@@ -594,12 +639,6 @@ check_exportable(const NnLayerSpec *l, int i)
 						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
 						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
 			break;
-		case NN_CONV1D:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl's sequences are steps first, ONNX's Conv wants channels first; pgdl does not write the transposes yet.")));
-			break;
 		case NN_GRU:
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -611,12 +650,6 @@ check_exportable(const NnLayerSpec *l, int i)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
 					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
-			break;
-		case NN_EMBEDDING:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
 			break;
 		default:
 			break;
@@ -652,6 +685,16 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			g->rank = 2;
 			break;
 		case NN_GLOBAL_AVGPOOL:
+			if (g->rank == 3)
+			{
+				/* over a sequence's steps: [batch, features] */
+				node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_REDUCEMEAN), name, NULL), 2,
+						   attr_ints("axes", 1, 1), attr_int("keepdims", 0), NULL);
+				g->rank = 2;
+				break;
+			}
+			add_node(g, layer_op(l->type), name, NULL);
+			break;
 		case NN_RELU:
 		case NN_SIGMOID:
 		case NN_TANH:
@@ -689,6 +732,12 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 		case NN_ADD:
 		case NN_CONCAT:
 			add_merge(g, m, i, name);
+			break;
+		case NN_EMBEDDING:
+			add_embedding(g, l, i, params, name);
+			break;
+		case NN_CONV1D:
+			add_conv1d(g, l, i, params, name);
 			break;
 		case NN_SLICE:
 			/* pgdl slices a flat input only: [batch, features] */
