@@ -570,15 +570,208 @@ add_gelu(OnnxGraph *g, int i, const char *name)
 	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), name, half);
 }
 
+/* Transpose by perm, of n axes */
+static void
+add_transpose(OnnxGraph *g, const char *name, int n, const int64 *perm)
+{
+	Onnx__AttributeProto *a = attr_ints("perm", n, 0);
+
+	for (int d = 0; d < n; d++)
+		a->ints[d] = perm[d];
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_TRANSPOSE), name, NULL), 1, a, NULL, NULL);
+}
+
 /* [a, b, c] to [a, c, b]: pgdl's sequences [steps, features] to ONNX's channels first, and back */
 static void
 add_swap_last(OnnxGraph *g, const char *name)
 {
-	Onnx__AttributeProto *perm = attr_ints("perm", 3, 0);
+	const int64 perm[] = {0, 2, 1};
 
-	perm->ints[1] = 2;
-	perm->ints[2] = 1;
-	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_TRANSPOSE), name, NULL), 1, perm, NULL, NULL);
+	add_transpose(g, name, 3, perm);
+}
+
+/* [a, b, c] to [b, a, c]: batch first (pgdl's) to time first (ONNX's GRU), and back */
+static void
+add_swap_first(OnnxGraph *g, const char *name)
+{
+	const int64 perm[] = {1, 0, 2};
+
+	add_transpose(g, name, 3, perm);
+}
+
+/* An operator node of an int64 initializer "layer<i>.<what>" of n values after the current tensor: Squeeze's axes, Reshape's shape */
+static void
+add_with_ints(OnnxGraph *g, PgdlOnnxOp op, int i, const char *what, const char *name, int n, const int64 *v)
+{
+	const char *params[] = {psprintf("layer%d.%s", i, what), NULL};
+
+	add_int64_initializer(g, params[0], n, v);
+	add_node(g, pgdl_onnx_op_name(op), name, params);
+}
+
+/* torch's gate blocks r, z, n of h rows of `row` floats as ONNX's z, r, h */
+static void
+gru_gates(float *dst, const float *src, int h, int64 row)
+{
+	int64		block = (int64) h * row;
+
+	memcpy(dst, src + block, sizeof(float) * block);
+	memcpy(dst + block, src, sizeof(float) * block);
+	memcpy(dst + 2 * block, src + 2 * block, sizeof(float) * block);
+}
+
+/*
+ * gru: ONNX's GRU with linear_before_reset = 1 (torch's n gate), its weights
+ * W [1, 3H, F], R [1, 3H, H] and B [1, 6H] in its gate order z, r, h,
+ * between Transposes to and from time first; Squeeze of Y's direction, or
+ * of the last state Y_h's.
+ */
+static void
+add_gru(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	PgdlTensor	t[PGDL_LAYER_MAX_TENSORS];
+	int			h = l->units;
+	int64		f,
+				dims[3];
+	float	   *w,
+			   *r,
+			   *b;
+	const char *params[] = {psprintf("layer%d.W", i), psprintf("layer%d.R", i), psprintf("layer%d.B", i), NULL};
+	Onnx__NodeProto *n;
+
+	(void) pgdl_layer_tensors(m, i, t);
+	f = t[0].shape[1];
+	w = palloc(sizeof(float) * 3 * h * f);
+	r = palloc(sizeof(float) * 3 * h * h);
+	b = palloc(sizeof(float) * 6 * h);
+	gru_gates(w, m->params + t[0].offset, h, f);
+	gru_gates(r, m->params + t[1].offset, h, h);
+	gru_gates(b, m->params + t[2].offset, h, 1);
+	gru_gates(b + 3 * h, m->params + t[3].offset, h, 1);
+	dims[0] = 1, dims[1] = 3 * h, dims[2] = f;
+	add_initializer(g, params[0], 3, dims, w);
+	dims[2] = h;
+	add_initializer(g, params[1], 3, dims, r);
+	dims[1] = 6 * h;
+	add_initializer(g, params[2], 2, dims, b);
+	add_swap_first(g, psprintf("layer%d_time_first", i));
+	n = add_node(g, pgdl_onnx_op_name(PGDL_ONNX_GRU), psprintf("layer%d_gru", i), params);
+	node_attrs(n, 2, attr_int("hidden_size", h), attr_int("linear_before_reset", 1), NULL);
+	if (l->return_sequences)
+	{
+		const int64 axis = 1;	/* Y: [steps, 1, batch, H] */
+
+		add_with_ints(g, PGDL_ONNX_SQUEEZE, i, "axes", psprintf("layer%d_squeeze", i), 1, &axis);
+		add_swap_first(g, name);
+	}
+	else
+	{
+		const int64 axis = 0;	/* Y_h: [1, batch, H] */
+
+		n->n_output = 2;
+		n->output = palloc(sizeof(char *) * 2);
+		n->output[0] = "";
+		n->output[1] = g->cur = psprintf("layer%d_state", i);
+		add_with_ints(g, PGDL_ONNX_SQUEEZE, i, "axes", name, 1, &axis);
+		g->rank = 2;
+	}
+}
+
+/* rows [from, from + n) of a [rows, cols] matrix, transposed: [cols, n], for MatMul */
+static float *
+rows_transposed(const float *src, int64 cols, int64 from, int64 n)
+{
+	float	   *dst = palloc(sizeof(float) * cols * n);
+
+	for (int64 r = 0; r < n; r++)
+		for (int64 c = 0; c < cols; c++)
+			dst[c * n + r] = src[(from + r) * cols + c];
+	return dst;
+}
+
+/*
+ * x W^T + b on the last axis as MatMul and Add (Gemm takes matrices only): W's
+ * rows [from, from + d) of `weight` [rows, cols], as "layer<i>.<what>_weight"
+ * [cols, d] and "_bias"; the Add named `name`, or layer<i>_<what>.
+ */
+static void
+add_projection(OnnxGraph *g, int i, const char *what, const float *weight, const float *bias, int64 cols,
+			   int64 from, int64 d, const char *name)
+{
+	const char *w[] = {psprintf("layer%d.%s_weight", i, what), NULL};
+	const char *b[] = {psprintf("layer%d.%s_bias", i, what), NULL};
+	int64		dims[2] = {cols, d};
+
+	add_initializer(g, w[0], 2, dims, rows_transposed(weight, cols, from, d));
+	add_initializer(g, b[0], 1, &dims[1], bias + from);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_%s_matmul", i, what), w);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), name ? name : psprintf("layer%d_%s", i, what), b);
+}
+
+/* Q, K or V of attention (k = 0, 1, 2) as [batch, heads, steps, dh] (K: [batch, heads, dh, steps]) */
+static char *
+add_attention_head_split(OnnxGraph *g, int i, int k, char *x, const float *w_in, const float *b_in,
+						 int64 d, int heads)
+{
+	const char *what[] = {"q", "k", "v"};
+	const int64 shape[] = {0, 0, heads, d / heads};
+	const int64 perm[] = {0, 2, 1, 3};
+	const int64 perm_k[] = {0, 2, 3, 1};
+
+	g->cur = x;
+	add_projection(g, i, what[k], w_in, b_in, d, k * d, d, NULL);
+	add_with_ints(g, PGDL_ONNX_RESHAPE, i, psprintf("%s_shape", what[k]), psprintf("layer%d_%s_heads", i, what[k]),
+				  4, shape);
+	add_transpose(g, psprintf("layer%d_%s_t", i, what[k]), 4, k == 1 ? perm_k : perm);
+	return g->cur;
+}
+
+/*
+ * attention, as pgdl computes it: per head softmax(Q K^T / sqrt(dh)) V of
+ * the projections of the input, (causal: -inf above the diagonal), the heads
+ * side by side, projected by out_proj: MatMul, Add, Reshape, Transpose,
+ * Mul, Softmax; the weights transposed for MatMul.
+ */
+static void
+add_attention(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	NnShape		in = NN_IN_SHAPE(m->shape, &m->spec, i);
+	int64		d = in.w,
+				t = in.c;
+	const float *p = m->params + m->param_off[i];
+	char	   *x = g->cur;
+	const char *qk[2];
+	const char *pv[2];
+	const char *scale[] = {add_scalar(g, i, "scale", 1.0f / sqrtf((float) (d / l->heads))), NULL};
+	const int64 perm[] = {0, 2, 1, 3};
+	const int64 shape[] = {0, 0, d};
+
+	qk[0] = add_attention_head_split(g, i, 0, x, p, p + 4 * d * d, d, l->heads);
+	qk[1] = add_attention_head_split(g, i, 1, x, p, p + 4 * d * d, d, l->heads);
+	pv[1] = add_attention_head_split(g, i, 2, x, p, p + 4 * d * d, d, l->heads);
+	add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_scores", i), 2, qk);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_scaled", i), scale);
+	if (l->causal)
+	{
+		float	   *mask = palloc0(sizeof(float) * t * t);
+		const char *mk[] = {psprintf("layer%d.causal_mask", i), NULL};
+		int64		dims[2] = {t, t};
+
+		for (int64 r = 0; r < t; r++)
+			for (int64 c = r + 1; c < t; c++)
+				mask[r * t + c] = -INFINITY;
+		add_initializer(g, mk[0], 2, dims, mask);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), psprintf("layer%d_masked", i), mk);
+	}
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SOFTMAX), psprintf("layer%d_weights", i), NULL), 1,
+			   attr_int("axis", -1), NULL, NULL);
+	pv[0] = g->cur;
+	add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_heads", i), 2, pv);
+	add_transpose(g, psprintf("layer%d_heads_t", i), 4, perm);
+	add_with_ints(g, PGDL_ONNX_RESHAPE, i, "out_shape", psprintf("layer%d_joined", i), 3, shape);
+	add_projection(g, i, "out", p + 3 * d * d, p + 4 * d * d + 3 * d, d, 0, d, name);
 }
 
 /*
@@ -626,36 +819,6 @@ layer_op(NnLayerType type)
 	return pgdl_onnx_op_name(op);
 }
 
-/* Layer i as an error when pgdl does not write it, at PGDL_ONNX_OPSET or at all; nothing when it does. */
-static void
-check_exportable(const NnLayerSpec *l, int i)
-{
-	switch (l->type)
-	{
-		case NN_DENSE:
-			if (l->per_step)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
-						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
-			break;
-		case NN_GRU:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write ONNX's GRU yet (its gates are ordered z, r, h and its sequences time-major).")));
-			break;
-		case NN_ATTENTION:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
-			break;
-		default:
-			break;
-	}
-}
-
 /* Layer i as one node, the operator spec/spec.h's table gives its type, with its attributes. */
 static void
 add_layer(OnnxGraph *g, const NnModel *m, int i)
@@ -664,11 +827,20 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 	char	   *name = psprintf("layer%d", i);
 	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
 
-	add_layer_params(g, m, i, params);
-	check_exportable(l, i);
+	/* gru, attention and a dense per step write their weights rearranged as ONNX's operators read them */
+	if (l->type != NN_GRU && l->type != NN_ATTENTION && !(l->type == NN_DENSE && l->per_step))
+		add_layer_params(g, m, i, params);
 	switch (l->type)
 	{
 		case NN_DENSE:
+			if (l->per_step)
+			{
+				/* on each step: [batch, steps, F] by [F, units] */
+				add_projection(g, i, "per_step", m->params + m->param_off[i],
+							   m->params + m->param_off[i] + (int64) l->units * NN_IN_SHAPE(m->shape, &m->spec, i).w,
+							   NN_IN_SHAPE(m->shape, &m->spec, i).w, 0, l->units, name);
+				break;
+			}
 			flatten_to_rows(g, psprintf("layer%d_flatten", i));
 			node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
 			break;
@@ -732,6 +904,12 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 		case NN_ADD:
 		case NN_CONCAT:
 			add_merge(g, m, i, name);
+			break;
+		case NN_GRU:
+			add_gru(g, m, i, name);
+			break;
+		case NN_ATTENTION:
+			add_attention(g, m, i, name);
 			break;
 		case NN_EMBEDDING:
 			add_embedding(g, l, i, params, name);
