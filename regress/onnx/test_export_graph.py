@@ -4,7 +4,9 @@ regress/onnx/run.sh.
 
 Grouped convolutions (Conv's group), networks with "inputs" (add of 2 and 3 inputs, concat of flat and of image inputs, slice of the input,
 a global average pool's output flattened and merged with a dense layer's rows), layernorm (LayerNormalization: the file is
-opset 17, IR 8) and gelu (its Erf subgraph: opset 13 stays), as blobs
+opset 17, IR 8), gelu (its Erf subgraph: opset 13 stays), sequences (embedding with positions as Cast,
+Gather and Add; conv1d between Transposes; softmax and layernorm per step; the global average over steps;
+gru's last state and every step's; attention, causal or not, in an encoder block with dense per_step), as blobs
 of pgdl.init_model and one graph fitted on a standardized dataset (exported with its normalization, fed raw
 features). Each file: onnx.checker (full check) accepts it, its opset is the lowest that has its nodes,
 every layer has its node "layer<i>", and onnxruntime-node reproduces pgdl.predict within 1e-5 on 1,000

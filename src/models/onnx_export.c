@@ -5,7 +5,10 @@
  * The graph is built from protoc-c's structs, palloc'd in the call's memory
  * context, and packed once by onnx__model_proto__pack.  Weights are
  * initializers named and shaped as pgdl.model_weights lists them
- * ("layer3.weight", dense [out, in] read by Gemm with transB = 1).  A stored
+ * ("layer3.weight", dense [out, in] read by Gemm with transB = 1), but
+ * where ONNX's operators want them rearranged (gru's gate order, MatMul's
+ * transposed weights of attention and dense per_step).  A graph's layers
+ * are written in spec order, each reading its inputs' tensors.  A stored
  * model's dataset normalization, when folded in, becomes the graph's first
  * nodes (names in models/models.h), so that the file takes raw features as
  * pgdl.predict does; docs/reference/onnx.md describes the whole file.
@@ -819,6 +822,23 @@ layer_op(NnLayerType type)
 	return pgdl_onnx_op_name(op);
 }
 
+/* dense: Gemm of the rows; per_step, on each step [batch, steps, F] by [F, units] as MatMul and Add */
+static void
+add_dense(OnnxGraph *g, const NnModel *m, int i, const char **params, const char *name)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	int64		f = NN_IN_SHAPE(m->shape, &m->spec, i).w;
+
+	if (l->per_step)
+	{
+		add_projection(g, i, "per_step", m->params + m->param_off[i],
+					   m->params + m->param_off[i] + (int64) l->units * f, f, 0, l->units, name);
+		return;
+	}
+	flatten_to_rows(g, psprintf("layer%d_flatten", i));
+	node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
+}
+
 /* Layer i as one node, the operator spec/spec.h's table gives its type, with its attributes. */
 static void
 add_layer(OnnxGraph *g, const NnModel *m, int i)
@@ -833,16 +853,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 	switch (l->type)
 	{
 		case NN_DENSE:
-			if (l->per_step)
-			{
-				/* on each step: [batch, steps, F] by [F, units] */
-				add_projection(g, i, "per_step", m->params + m->param_off[i],
-							   m->params + m->param_off[i] + (int64) l->units * NN_IN_SHAPE(m->shape, &m->spec, i).w,
-							   NN_IN_SHAPE(m->shape, &m->spec, i).w, 0, l->units, name);
-				break;
-			}
-			flatten_to_rows(g, psprintf("layer%d_flatten", i));
-			node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
+			add_dense(g, m, i, params, name);
 			break;
 		case NN_CONV2D:
 			add_window(g, l, layer_op(l->type), name, params);
