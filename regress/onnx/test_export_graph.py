@@ -178,6 +178,49 @@ def check_fitted(conn, rng, tmp, ort_ok):
         te.compare("fitted graph (raw features): onnxruntime-node", te.ort_run(onnx_bytes, x[:N], tmp), want)
 
 
+def check_categorical(conn, rng, tmp, ort_ok):
+    """A dataset of two categorical columns (text, integer), standardized numeric features: the file takes
+    the numeric features then the ids (value i of pgdl.datasets.categorical is id i + 1, 0 unseen)."""
+    cities, shops = ["Oslo", "Lima", "Pune", "Kyiv"], [10, 20, 30]
+    n = 1200
+    num = rng.normal(5, 3, (n, 2)).astype(np.float32)
+    city = rng.integers(0, len(cities), n)
+    shop = rng.integers(0, len(shops), n)
+    y = (num[:, 0] + 2 * (city == 1) - (shop == 2) > 5).astype(int)
+    conn.execute("CREATE TABLE cat (id integer PRIMARY KEY, x real[], city text, shop integer, y integer)")
+    with conn.cursor().copy("COPY cat (id, x, city, shop, y) FROM STDIN") as copy:
+        for i in range(n):
+            copy.write_row((i, [float(v) for v in num[i]], cities[city[i]], shops[shop[i]], int(y[i])))
+    conn.execute("SELECT pgdl.pack('cat', 'x', 'y', 'cat_std', standardize => true, categorical => 'city, shop')")
+    spec = {"input": [4], "layers": [
+        {"type": "slice", "name": "numeric", "inputs": ["input"], "start": 0, "length": 2},
+        {"type": "slice", "inputs": ["input"], "start": 2, "length": 1},
+        {"type": "embedding", "vocab": 5, "dim": 3}, {"type": "flatten", "name": "c"},
+        {"type": "slice", "inputs": ["input"], "start": 3, "length": 1},
+        {"type": "embedding", "vocab": 4, "dim": 2}, {"type": "flatten", "name": "s"},
+        {"type": "concat", "inputs": ["numeric", "c", "s"]}, {"type": "dense", "units": 2}]}
+    mid = conn.execute("SELECT pgdl.fit('cat_std', %s::jsonb, '{\"optimizer\": \"adam\", \"lr\": 0.05, "
+                       "\"seed\": 2}'::jsonb, 2)", (json.dumps(spec),)).fetchone()[0]
+    onnx_bytes = bytes(conn.execute("SELECT pgdl.export_onnx(%s::bigint)", (mid,)).fetchone()[0])
+    model = check_file("categorical dataset", onnx_bytes, spec, len(spec["layers"]))
+    vocab = conn.execute("SELECT d.categorical FROM pgdl.models m JOIN pgdl.datasets d ON d.id = m.dataset "
+                         "WHERE m.id = %s", (mid,)).fetchone()[0]
+    meta = {p.key: json.loads(p.value) for p in model.metadata_props}
+    te.check(meta.get("pgdl.categorical") == vocab, "categorical dataset: its vocabularies in the metadata",
+             json.dumps(meta)[:800])
+    # rows of the table, and one with a city the vocabulary has not seen (id 0)
+    rows = [(num[i], cities[city[i]], shops[shop[i]]) for i in range(N - 1)] + [(num[0], "Atlantis", 10)]
+    ids = {c["column"]: {v: k + 1 for k, v in enumerate(c["values"])} for c in vocab}
+    x = np.array([[r[0][0], r[0][1], ids["city"].get(r[1], 0), ids["shop"].get(str(r[2]), 0)] for r in rows],
+                 dtype=np.float32)
+    want = np.array([conn.execute("SELECT pgdl.predict(%s::bigint, %s::float8[], %s::text[])",
+                                  (mid, [float(r[0][0]), float(r[0][1])], [r[1], str(r[2])])).fetchone()[0]
+                     for r in rows], dtype=np.float32)
+    if ort_ok:
+        te.compare("categorical dataset (numeric features and ids): onnxruntime-node",
+                   te.ort_run(onnx_bytes, x, tmp), want)
+
+
 def main():
     conn = te.connect()
     conn.execute("CREATE EXTENSION pgdl")
@@ -187,6 +230,7 @@ def main():
         for name, spec in BLOBS.items():
             check_blob(conn, name, spec, rng, tmp, ort_ok)
         check_fitted(conn, rng, tmp, ort_ok)
+        check_categorical(conn, rng, tmp, ort_ok)
     conn.close()
 
 

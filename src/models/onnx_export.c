@@ -356,13 +356,6 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	const char *std[] = {PGDL_ONNX_NORMALIZE_STD, NULL};
 	int64		dims[3];
 
-	/* the graph normalizes every input: ids of categorical columns must not be */
-	if (ds->n_categorical + ds->n_sequences > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a model trained on categorical columns cannot be exported to ONNX"),
-				 errdetail("Its dataset maps %d categorical and %d sequence columns to ids, which the exported graph cannot do.",
-						   ds->n_categorical, ds->n_sequences)));
 	if (ds->mean == NULL)
 	{
 		add_initializer(g, PGDL_ONNX_NORMALIZE_SCALE, 0, NULL, &ds->scale);
@@ -390,7 +383,7 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 static void
 add_imputation(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 {
-	const char *where[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_VALUES, PGDL_ONNX_INPUT};
+	const char *where[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_VALUES, g->cur};
 	int64		dims[3];
 
 	if (ds->n_indicators > 0 && spec->input_ndim != 1)
@@ -427,15 +420,67 @@ add_indicators(OnnxGraph *g, const PgdlDataset *ds)
 			   1, attr_int("axis", 1), NULL, NULL);
 }
 
-/* What pgdl.predict does to raw features before the network: imputation, normalization, indicators. */
+/* Slice on axis 1 of the input, [from, to), named `name`, its bounds "<name>.starts", ".ends", ".axes" */
+static void
+add_input_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
+{
+	const int64 axis = 1;
+	const char *params[] = {psprintf("%s.starts", name), psprintf("%s.ends", name), psprintf("%s.axes", name), NULL};
+
+	add_int64_initializer(g, params[0], 1, &from);
+	add_int64_initializer(g, params[1], 1, &to);
+	add_int64_initializer(g, params[2], 1, &axis);
+	g->cur = PGDL_ONNX_INPUT;
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SLICE), name, params);
+}
+
+/*
+ * A dataset of categorical columns: the file takes the raw vector as
+ * pgdl.predict's ids make it, the numeric features then one id per column,
+ * and preprocesses the numeric ones only (the current tensor); its ids' Slice
+ * is PGDL_ONNX_NODE_IDS, for add_preprocessing to append.  One-hot and
+ * sequence columns are not written.
+ */
+static void
+split_ids(OnnxGraph *g, const PgdlDataset *ds)
+{
+	bool		expands = ds->n_sequences > 0;
+
+	for (int c = 0; c < ds->n_categorical; c++)
+		expands = expands || ds->vocabulary[c].one_hot;
+	if (expands)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model trained on one-hot or sequence columns cannot be exported to ONNX with its normalization"),
+				 errdetail("Its dataset expands a one-hot column to floats or has %d sequence columns, which the exported graph does not do.",
+						   ds->n_sequences),
+				 errhint("Export it with with_normalization => false, and give the file the packed features.")));
+	add_input_slice(g, PGDL_ONNX_NODE_IDS, ds->n_numeric, ds->n_numeric + ds->n_categorical);
+	add_input_slice(g, PGDL_ONNX_NODE_NUMERIC, 0, ds->n_numeric);
+}
+
+/* What pgdl.predict does to raw features before the network: imputation, normalization, indicators, ids after them. */
 static void
 add_preprocessing(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 {
+	bool		ids = ds->n_categorical + ds->n_sequences > 0;
+
+	if (ids)
+		split_ids(g, ds);
 	if (ds->impute != NULL)
 		add_imputation(g, ds, spec);
 	add_normalization(g, ds, spec);
 	if (ds->n_indicators > 0)
 		add_indicators(g, ds);
+	if (ids)
+	{
+		const char *concat[] = {g->cur, PGDL_ONNX_NODE_IDS};
+
+		node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), PGDL_ONNX_NODE_IDS_CONCAT, 2, concat),
+				   1, attr_int("axis", 1), NULL, NULL);
+		add_meta(g, PGDL_ONNX_META_CATEGORICAL,
+				 JsonbToCString(NULL, &ds->categorical->root, VARSIZE(ds->categorical)));
+	}
 }
 
 /* Layer i's parameter tensors as initializers "layer<i>.<name>", their names into names[]. */
