@@ -420,9 +420,9 @@ add_indicators(OnnxGraph *g, const PgdlDataset *ds)
 			   1, attr_int("axis", 1), NULL, NULL);
 }
 
-/* Slice on axis 1 of the input, [from, to), named `name`, its bounds "<name>.starts", ".ends", ".axes" */
+/* Slice of the current tensor's features [from, to) (axis 1) named `name`, its bounds the int64 "<name>.starts", ".ends", ".axes" */
 static void
-add_input_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
+add_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
 {
 	const int64 axis = 1;
 	const char *params[] = {psprintf("%s.starts", name), psprintf("%s.ends", name), psprintf("%s.axes", name), NULL};
@@ -430,7 +430,6 @@ add_input_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
 	add_int64_initializer(g, params[0], 1, &from);
 	add_int64_initializer(g, params[1], 1, &to);
 	add_int64_initializer(g, params[2], 1, &axis);
-	g->cur = PGDL_ONNX_INPUT;
 	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SLICE), name, params);
 }
 
@@ -455,8 +454,9 @@ split_ids(OnnxGraph *g, const PgdlDataset *ds)
 				 errdetail("Its dataset expands a one-hot column to floats or has %d sequence columns, which the exported graph does not do.",
 						   ds->n_sequences),
 				 errhint("Export it with with_normalization => false, and give the file the packed features.")));
-	add_input_slice(g, PGDL_ONNX_NODE_IDS, ds->n_numeric, ds->n_numeric + ds->n_categorical);
-	add_input_slice(g, PGDL_ONNX_NODE_NUMERIC, 0, ds->n_numeric);
+	add_slice(g, PGDL_ONNX_NODE_IDS, ds->n_numeric, ds->n_numeric + ds->n_categorical);
+	g->cur = PGDL_ONNX_INPUT;
+	add_slice(g, PGDL_ONNX_NODE_NUMERIC, 0, ds->n_numeric);
 }
 
 /* What pgdl.predict does to raw features before the network: imputation, normalization, indicators, ids after them. */
@@ -478,8 +478,9 @@ add_preprocessing(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 
 		node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), PGDL_ONNX_NODE_IDS_CONCAT, 2, concat),
 				   1, attr_int("axis", 1), NULL, NULL);
-		add_meta(g, PGDL_ONNX_META_CATEGORICAL,
-				 JsonbToCString(NULL, &ds->categorical->root, VARSIZE(ds->categorical)));
+		if (ds->categorical != NULL)
+			add_meta(g, PGDL_ONNX_META_CATEGORICAL,
+					 JsonbToCString(NULL, &ds->categorical->root, VARSIZE(ds->categorical)));
 	}
 }
 
@@ -583,22 +584,6 @@ add_merge(OnnxGraph *g, const NnModel *m, int i, const char *name)
 		add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), k == n - 1 ? name : psprintf("layer%d_add%d", i, k),
 						2, pair);
 	}
-}
-
-/* slice: features [start, start + length) as Slice on axis 1, its bounds int64 initializers */
-static void
-add_slice(OnnxGraph *g, const NnLayerSpec *l, int i, const char *name)
-{
-	int64		start = l->start,
-				end = (int64) l->start + l->units,
-				axis = 1;
-	const char *params[] = {psprintf("layer%d.starts", i), psprintf("layer%d.ends", i),
-	psprintf("layer%d.axes", i), NULL};
-
-	add_int64_initializer(g, params[0], 1, &start);
-	add_int64_initializer(g, params[1], 1, &end);
-	add_int64_initializer(g, params[2], 1, &axis);
-	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SLICE), name, params);
 }
 
 /* gelu, 0.5 x (1 + erf(x / sqrt 2)) as the kernels compute it: Gelu itself is opset 20 */
@@ -975,7 +960,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			break;
 		case NN_SLICE:
 			/* pgdl slices a flat input only: [batch, features] */
-			add_slice(g, l, i, name);
+			add_slice(g, name, l->start, (int64) l->start + l->units);
 			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
