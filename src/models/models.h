@@ -17,6 +17,8 @@
 
 #define PGDL_ONNX_OPSET			13		/* the opset pgdl writes; imports take 7 or later */
 #define PGDL_ONNX_IR_VERSION	7		/* IR version of opset 13 */
+#define PGDL_ONNX_OPSET_17		17		/* what export writes where a layernorm needs LayerNormalization */
+#define PGDL_ONNX_IR_VERSION_17	8		/* IR version of opset 17 */
 #define PGDL_ONNX_INPUT			"input"
 #define PGDL_ONNX_OUTPUT		"output"
 #define PGDL_ONNX_BATCH_DIM		"batch"	/* the symbolic first dimension of input and output */
@@ -51,6 +53,10 @@
 #define PGDL_ONNX_NODE_IMPUTE_CAST		"pgdl_impute_cast"		/* Cast(to = FLOAT) */
 #define PGDL_ONNX_NODE_IMPUTE_CONCAT	"pgdl_impute_concat"	/* Concat(normalized, indicators, axis = 1) */
 #define PGDL_ONNX_META_IMPUTATION		"pgdl.imputation"		/* the dataset's, when folded in as nodes */
+#define PGDL_ONNX_NODE_IDS				"pgdl_ids"				/* Slice of the input: the categorical columns' ids */
+#define PGDL_ONNX_NODE_NUMERIC			"pgdl_numeric"			/* Slice of the input: the numeric features */
+#define PGDL_ONNX_NODE_IDS_CONCAT		"pgdl_ids_concat"		/* Concat(preprocessed numeric, ids, axis = 1) */
+#define PGDL_ONNX_META_CATEGORICAL		"pgdl.categorical"		/* the dataset's vocabularies, when the file takes ids */
 #define PGDL_ONNX_NODE_SOFTMAX			"pgdl_softmax"			/* Softmax(axis = 1), cross_entropy */
 #define PGDL_ONNX_NODE_SIGMOID			"pgdl_sigmoid"			/* Sigmoid, binary_cross_entropy */
 #define PGDL_ONNX_NODE_OUTPUT_FLATTEN	"pgdl_output_flatten"	/* a network that ends in [batch, C, H, W] */

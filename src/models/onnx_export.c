@@ -5,12 +5,17 @@
  * The graph is built from protoc-c's structs, palloc'd in the call's memory
  * context, and packed once by onnx__model_proto__pack.  Weights are
  * initializers named and shaped as pgdl.model_weights lists them
- * ("layer3.weight", dense [out, in] read by Gemm with transB = 1).  A stored
+ * ("layer3.weight", dense [out, in] read by Gemm with transB = 1), but
+ * where ONNX's operators want them rearranged (gru's gate order, MatMul's
+ * transposed weights of attention and dense per_step).  A graph's layers
+ * are written in spec order, each reading its inputs' tensors.  A stored
  * model's dataset normalization, when folded in, becomes the graph's first
  * nodes (names in models/models.h), so that the file takes raw features as
  * pgdl.predict does; docs/reference/onnx.md describes the whole file.
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -35,7 +40,10 @@ typedef struct OnnxGraph
 	List	   *inits;			/* of Onnx__TensorProto * */
 	List	   *meta;			/* of Onnx__StringStringEntryProto * */
 	char	   *cur;			/* the tensor the next node reads */
-	int			rank;			/* of cur: 2 ([batch, features]) or 4 ([batch, C, H, W]) */
+	int			rank;			/* of cur: 2 ([batch, features]), 3 ([batch, steps, features]) or 4 ([batch, C, H, W]) */
+	/* a graph's layers read any earlier output: layer i's tensor and rank, [0] the network's input */
+	char	   *outs[NN_MAX_LAYERS + 1];
+	int			ranks[NN_MAX_LAYERS + 1];
 } OnnxGraph;
 
 /* ---- small builders ---- */
@@ -137,6 +145,14 @@ node_attrs(Onnx__NodeProto *n, int count, Onnx__AttributeProto *a0, Onnx__Attrib
 	n->attribute = palloc(sizeof(Onnx__AttributeProto *) * count);
 	for (int i = 0; i < count; i++)
 		n->attribute[i] = a[i];
+}
+
+/* one more attribute after node_attrs' */
+static void
+node_attr_append(Onnx__NodeProto *n, Onnx__AttributeProto *a)
+{
+	n->attribute = repalloc(n->attribute, sizeof(Onnx__AttributeProto *) * (n->n_attribute + 1));
+	n->attribute[n->n_attribute++] = a;
 }
 
 /* float32 as ONNX stores it, little-endian: the engine's own memory where that is the machine's order */
@@ -340,13 +356,6 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 	const char *std[] = {PGDL_ONNX_NORMALIZE_STD, NULL};
 	int64		dims[3];
 
-	/* the graph normalizes every input: ids of categorical columns must not be */
-	if (ds->n_categorical + ds->n_sequences > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a model trained on categorical columns cannot be exported to ONNX"),
-				 errdetail("Its dataset maps %d categorical and %d sequence columns to ids, which the exported graph cannot do.",
-						   ds->n_categorical, ds->n_sequences)));
 	if (ds->mean == NULL)
 	{
 		add_initializer(g, PGDL_ONNX_NORMALIZE_SCALE, 0, NULL, &ds->scale);
@@ -374,7 +383,7 @@ add_normalization(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 static void
 add_imputation(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 {
-	const char *where[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_VALUES, PGDL_ONNX_INPUT};
+	const char *where[] = {PGDL_ONNX_NODE_IMPUTE_ISNAN, PGDL_ONNX_IMPUTE_VALUES, g->cur};
 	int64		dims[3];
 
 	if (ds->n_indicators > 0 && spec->input_ndim != 1)
@@ -411,15 +420,68 @@ add_indicators(OnnxGraph *g, const PgdlDataset *ds)
 			   1, attr_int("axis", 1), NULL, NULL);
 }
 
-/* What pgdl.predict does to raw features before the network: imputation, normalization, indicators. */
+/* Slice of the current tensor's features [from, to) (axis 1) named `name`, its bounds the int64 "<name>.starts", ".ends", ".axes" */
+static void
+add_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
+{
+	const int64 axis = 1;
+	const char *params[] = {psprintf("%s.starts", name), psprintf("%s.ends", name), psprintf("%s.axes", name), NULL};
+
+	add_int64_initializer(g, params[0], 1, &from);
+	add_int64_initializer(g, params[1], 1, &to);
+	add_int64_initializer(g, params[2], 1, &axis);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SLICE), name, params);
+}
+
+/*
+ * A dataset of categorical columns: the file takes the raw vector as
+ * pgdl.predict's ids make it, the numeric features then one id per column,
+ * and preprocesses the numeric ones only (the current tensor); its ids' Slice
+ * is PGDL_ONNX_NODE_IDS, for add_preprocessing to append.  One-hot and
+ * sequence columns are not written.
+ */
+static void
+split_ids(OnnxGraph *g, const PgdlDataset *ds)
+{
+	bool		expands = ds->n_sequences > 0;
+
+	for (int c = 0; c < ds->n_categorical; c++)
+		expands = expands || ds->vocabulary[c].one_hot;
+	if (expands)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a model trained on one-hot or sequence columns cannot be exported to ONNX with its normalization"),
+				 errdetail("Its dataset expands a one-hot column to floats or has %d sequence columns, which the exported graph does not do.",
+						   ds->n_sequences),
+				 errhint("Export it with with_normalization => false, and give the file the packed features.")));
+	add_slice(g, PGDL_ONNX_NODE_IDS, ds->n_numeric, ds->n_numeric + ds->n_categorical);
+	g->cur = PGDL_ONNX_INPUT;
+	add_slice(g, PGDL_ONNX_NODE_NUMERIC, 0, ds->n_numeric);
+}
+
+/* What pgdl.predict does to raw features before the network: imputation, normalization, indicators, ids after them. */
 static void
 add_preprocessing(OnnxGraph *g, const PgdlDataset *ds, const NnSpec *spec)
 {
+	bool		ids = ds->n_categorical + ds->n_sequences > 0;
+
+	if (ids)
+		split_ids(g, ds);
 	if (ds->impute != NULL)
 		add_imputation(g, ds, spec);
 	add_normalization(g, ds, spec);
 	if (ds->n_indicators > 0)
 		add_indicators(g, ds);
+	if (ids)
+	{
+		const char *concat[] = {g->cur, PGDL_ONNX_NODE_IDS};
+
+		node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), PGDL_ONNX_NODE_IDS_CONCAT, 2, concat),
+				   1, attr_int("axis", 1), NULL, NULL);
+		if (ds->categorical != NULL)
+			add_meta(g, PGDL_ONNX_META_CATEGORICAL,
+					 JsonbToCString(NULL, &ds->categorical->root, VARSIZE(ds->categorical)));
+	}
 }
 
 /* Layer i's parameter tensors as initializers "layer<i>.<name>", their names into names[]. */
@@ -459,10 +521,324 @@ add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name,
 	int			stride = l->stride > 0 ? l->stride : l->kernel;	/* as the spec defaults it */
 
 	if (l->type == NN_CONV2D)
+	{
 		node_attrs(n, 3, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride),
 				   attr_ints("pads", 4, l->padding));
+		/* a weight [filters, channels / groups, k, k] as ONNX's and PyTorch's; no attribute for one group */
+		if (NN_GROUPS(l) > 1)
+			node_attr_append(n, attr_int("group", NN_GROUPS(l)));
+	}
 	else
 		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
+}
+
+/* A scalar initializer "layer<i>.<what>" holding v; its name. */
+static char *
+add_scalar(OnnxGraph *g, int i, const char *what, float v)
+{
+	float	   *p = palloc(sizeof(float));
+	char	   *name = psprintf("layer%d.%s", i, what);
+
+	*p = v;
+	add_initializer(g, name, 0, NULL, p);
+	return name;
+}
+
+/* The current tensor as layer i's k-th input reads it: an earlier layer's output or the network's input. */
+static void
+read_input(OnnxGraph *g, const NnSpec *spec, int i, int k)
+{
+	int			src = nn_layer_src(spec, i, k);
+
+	g->cur = g->outs[src + 1];
+	g->rank = g->ranks[src + 1];
+}
+
+/*
+ * add (a chain of ONNX's two-input Add, in input order as pgdl sums) and
+ * concat (on axis 1: channels or features).  pgdl merges inputs of one rank,
+ * and ONNX holds each as pgdl does ([C, H, W] as [batch, C, H, W], a global
+ * average pool's [C, 1, 1] too), so that no input needs reshaping.
+ */
+static void
+add_merge(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	int			n = nn_layer_n_inputs(&m->spec, i);
+	const char *in[NN_MAX_INPUTS];
+
+	for (int k = 0; k < n; k++)
+	{
+		read_input(g, &m->spec, i, k);
+		in[k] = g->cur;
+	}
+	if (m->spec.layers[i].type == NN_CONCAT)
+	{
+		node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_CONCAT), name, n, in), 1,
+				   attr_int("axis", 1), NULL, NULL);
+		return;
+	}
+	for (int k = 1; k < n; k++)
+	{
+		const char *pair[2] = {k == 1 ? in[0] : g->cur, in[k]};
+
+		add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), k == n - 1 ? name : psprintf("layer%d_add%d", i, k),
+						2, pair);
+	}
+}
+
+/* gelu, 0.5 x (1 + erf(x / sqrt 2)) as the kernels compute it: Gelu itself is opset 20 */
+static void
+add_gelu(OnnxGraph *g, int i, const char *name)
+{
+	char	   *x = g->cur;
+	const char *rsqrt2[] = {add_scalar(g, i, "rsqrt2", (float) M_SQRT1_2), NULL};
+	const char *one[] = {add_scalar(g, i, "one", 1.0f), NULL};
+	const char *half[] = {add_scalar(g, i, "half", 0.5f), NULL};
+	const char *times_x[] = {x, NULL};
+
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_scale", i), rsqrt2);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ERF), psprintf("layer%d_erf", i), NULL);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), psprintf("layer%d_plus_one", i), one);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_times_x", i), times_x);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), name, half);
+}
+
+/* Transpose by perm, of n axes */
+static void
+add_transpose(OnnxGraph *g, const char *name, int n, const int64 *perm)
+{
+	Onnx__AttributeProto *a = attr_ints("perm", n, 0);
+
+	for (int d = 0; d < n; d++)
+		a->ints[d] = perm[d];
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_TRANSPOSE), name, NULL), 1, a, NULL, NULL);
+}
+
+/* [a, b, c] to [a, c, b]: pgdl's sequences [steps, features] to ONNX's channels first, and back */
+static void
+add_swap_last(OnnxGraph *g, const char *name)
+{
+	const int64 perm[] = {0, 2, 1};
+
+	add_transpose(g, name, 3, perm);
+}
+
+/* [a, b, c] to [b, a, c]: batch first (pgdl's) to time first (ONNX's GRU), and back */
+static void
+add_swap_first(OnnxGraph *g, const char *name)
+{
+	const int64 perm[] = {1, 0, 2};
+
+	add_transpose(g, name, 3, perm);
+}
+
+/* An operator node of an int64 initializer "layer<i>.<what>" of n values after the current tensor: Squeeze's axes, Reshape's shape */
+static void
+add_with_ints(OnnxGraph *g, PgdlOnnxOp op, int i, const char *what, const char *name, int n, const int64 *v)
+{
+	const char *params[] = {psprintf("layer%d.%s", i, what), NULL};
+
+	add_int64_initializer(g, params[0], n, v);
+	add_node(g, pgdl_onnx_op_name(op), name, params);
+}
+
+/* torch's gate blocks r, z, n of h rows of `row` floats as ONNX's z, r, h */
+static void
+gru_gates(float *dst, const float *src, int h, int64 row)
+{
+	int64		block = (int64) h * row;
+
+	memcpy(dst, src + block, sizeof(float) * block);
+	memcpy(dst + block, src, sizeof(float) * block);
+	memcpy(dst + 2 * block, src + 2 * block, sizeof(float) * block);
+}
+
+/*
+ * gru: ONNX's GRU with linear_before_reset = 1 (torch's n gate), its weights
+ * W [1, 3H, F], R [1, 3H, H] and B [1, 6H] in its gate order z, r, h,
+ * between Transposes to and from time first; Squeeze of Y's direction, or
+ * of the last state Y_h's.
+ */
+static void
+add_gru(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	PgdlTensor	t[PGDL_LAYER_MAX_TENSORS];
+	int			h = l->units;
+	int64		f,
+				dims[3];
+	float	   *w,
+			   *r,
+			   *b;
+	const char *params[] = {psprintf("layer%d.W", i), psprintf("layer%d.R", i), psprintf("layer%d.B", i), NULL};
+	Onnx__NodeProto *n;
+
+	(void) pgdl_layer_tensors(m, i, t);
+	f = t[0].shape[1];
+	w = palloc(sizeof(float) * 3 * h * f);
+	r = palloc(sizeof(float) * 3 * h * h);
+	b = palloc(sizeof(float) * 6 * h);
+	gru_gates(w, m->params + t[0].offset, h, f);
+	gru_gates(r, m->params + t[1].offset, h, h);
+	gru_gates(b, m->params + t[2].offset, h, 1);
+	gru_gates(b + 3 * h, m->params + t[3].offset, h, 1);
+	dims[0] = 1, dims[1] = 3 * h, dims[2] = f;
+	add_initializer(g, params[0], 3, dims, w);
+	dims[2] = h;
+	add_initializer(g, params[1], 3, dims, r);
+	dims[1] = 6 * h;
+	add_initializer(g, params[2], 2, dims, b);
+	add_swap_first(g, psprintf("layer%d_time_first", i));
+	n = add_node(g, pgdl_onnx_op_name(PGDL_ONNX_GRU), psprintf("layer%d_gru", i), params);
+	node_attrs(n, 2, attr_int("hidden_size", h), attr_int("linear_before_reset", 1), NULL);
+	if (l->return_sequences)
+	{
+		const int64 axis = 1;	/* Y: [steps, 1, batch, H] */
+
+		add_with_ints(g, PGDL_ONNX_SQUEEZE, i, "axes", psprintf("layer%d_squeeze", i), 1, &axis);
+		add_swap_first(g, name);
+	}
+	else
+	{
+		const int64 axis = 0;	/* Y_h: [1, batch, H] */
+
+		n->n_output = 2;
+		n->output = palloc(sizeof(char *) * 2);
+		n->output[0] = "";
+		n->output[1] = g->cur = psprintf("layer%d_state", i);
+		add_with_ints(g, PGDL_ONNX_SQUEEZE, i, "axes", name, 1, &axis);
+		g->rank = 2;
+	}
+}
+
+/* rows [from, from + n) of a [rows, cols] matrix, transposed: [cols, n], for MatMul */
+static float *
+rows_transposed(const float *src, int64 cols, int64 from, int64 n)
+{
+	float	   *dst = palloc(sizeof(float) * cols * n);
+
+	for (int64 r = 0; r < n; r++)
+		for (int64 c = 0; c < cols; c++)
+			dst[c * n + r] = src[(from + r) * cols + c];
+	return dst;
+}
+
+/*
+ * x W^T + b on the last axis as MatMul and Add (Gemm takes matrices only): W's
+ * rows [from, from + d) of `weight` [rows, cols], as "layer<i>.<what>_weight"
+ * [cols, d] and "_bias"; the Add named `name`, or layer<i>_<what>.
+ */
+static void
+add_projection(OnnxGraph *g, int i, const char *what, const float *weight, const float *bias, int64 cols,
+			   int64 from, int64 d, const char *name)
+{
+	const char *w[] = {psprintf("layer%d.%s_weight", i, what), NULL};
+	const char *b[] = {psprintf("layer%d.%s_bias", i, what), NULL};
+	int64		dims[2] = {cols, d};
+
+	add_initializer(g, w[0], 2, dims, rows_transposed(weight, cols, from, d));
+	add_initializer(g, b[0], 1, &dims[1], bias + from);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_%s_matmul", i, what), w);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), name ? name : psprintf("layer%d_%s", i, what), b);
+}
+
+/* Q, K or V of attention (k = 0, 1, 2) as [batch, heads, steps, dh] (K: [batch, heads, dh, steps]) */
+static char *
+add_attention_head_split(OnnxGraph *g, int i, int k, char *x, const float *w_in, const float *b_in,
+						 int64 d, int heads)
+{
+	const char *what[] = {"q", "k", "v"};
+	const int64 shape[] = {0, 0, heads, d / heads};
+	const int64 perm[] = {0, 2, 1, 3};
+	const int64 perm_k[] = {0, 2, 3, 1};
+
+	g->cur = x;
+	add_projection(g, i, what[k], w_in, b_in, d, k * d, d, NULL);
+	add_with_ints(g, PGDL_ONNX_RESHAPE, i, psprintf("%s_shape", what[k]), psprintf("layer%d_%s_heads", i, what[k]),
+				  4, shape);
+	add_transpose(g, psprintf("layer%d_%s_t", i, what[k]), 4, k == 1 ? perm_k : perm);
+	return g->cur;
+}
+
+/*
+ * attention, as pgdl computes it: per head softmax(Q K^T / sqrt(dh)) V of
+ * the projections of the input, (causal: -inf above the diagonal), the heads
+ * side by side, projected by out_proj: MatMul, Add, Reshape, Transpose,
+ * Mul, Softmax; the weights transposed for MatMul.
+ */
+static void
+add_attention(OnnxGraph *g, const NnModel *m, int i, const char *name)
+{
+	const NnLayerSpec *l = &m->spec.layers[i];
+	NnShape		in = NN_IN_SHAPE(m->shape, &m->spec, i);
+	int64		d = in.w,
+				t = in.c;
+	const float *p = m->params + m->param_off[i];
+	char	   *x = g->cur;
+	const char *qk[2];
+	const char *pv[2];
+	const char *scale[] = {add_scalar(g, i, "scale", 1.0f / sqrtf((float) (d / l->heads))), NULL};
+	const int64 perm[] = {0, 2, 1, 3};
+	const int64 shape[] = {0, 0, d};
+
+	qk[0] = add_attention_head_split(g, i, 0, x, p, p + 4 * d * d, d, l->heads);
+	qk[1] = add_attention_head_split(g, i, 1, x, p, p + 4 * d * d, d, l->heads);
+	pv[1] = add_attention_head_split(g, i, 2, x, p, p + 4 * d * d, d, l->heads);
+	add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_scores", i), 2, qk);
+	add_node(g, pgdl_onnx_op_name(PGDL_ONNX_MUL), psprintf("layer%d_scaled", i), scale);
+	if (l->causal)
+	{
+		float	   *mask = palloc0(sizeof(float) * t * t);
+		const char *mk[] = {psprintf("layer%d.causal_mask", i), NULL};
+		int64		dims[2] = {t, t};
+
+		for (int64 r = 0; r < t; r++)
+			for (int64 c = r + 1; c < t; c++)
+				mask[r * t + c] = -INFINITY;
+		add_initializer(g, mk[0], 2, dims, mask);
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), psprintf("layer%d_masked", i), mk);
+	}
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_SOFTMAX), psprintf("layer%d_weights", i), NULL), 1,
+			   attr_int("axis", -1), NULL, NULL);
+	pv[0] = g->cur;
+	add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_MATMUL), psprintf("layer%d_heads", i), 2, pv);
+	add_transpose(g, psprintf("layer%d_heads_t", i), 4, perm);
+	add_with_ints(g, PGDL_ONNX_RESHAPE, i, "out_shape", psprintf("layer%d_joined", i), 3, shape);
+	add_projection(g, i, "out", p + 3 * d * d, p + 4 * d * d + 3 * d, d, 0, d, name);
+}
+
+/*
+ * embedding: the ids, whole numbers carried as floats as pgdl.predict takes
+ * them, Cast to int64 and looked up by Gather in layer<i>.weight, making
+ * [batch, steps, dim]; with positions, Add of the [steps, dim] table.
+ */
+static void
+add_embedding(OnnxGraph *g, const NnLayerSpec *l, int i, const char **params, const char *name)
+{
+	const char *gather[2];
+	const char *positions[] = {params[1], NULL};
+
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_CAST), psprintf("layer%d_ids", i), NULL), 1,
+			   attr_int("to", ONNX__TENSOR_PROTO__DATA_TYPE__INT64), NULL, NULL);
+	gather[0] = params[0];
+	gather[1] = g->cur;
+	node_attrs(add_node_inputs(g, pgdl_onnx_op_name(PGDL_ONNX_GATHER),
+							   l->positions ? psprintf("layer%d_gather", i) : name, 2, gather),
+			   1, attr_int("axis", 0), NULL, NULL);
+	if (l->positions)
+		add_node(g, pgdl_onnx_op_name(PGDL_ONNX_ADD), name, positions);
+	g->rank = 3;
+}
+
+/* conv1d: Conv over the steps of [batch, features, steps], between Transposes from and to pgdl's layout */
+static void
+add_conv1d(OnnxGraph *g, const NnLayerSpec *l, int i, const char **params, const char *name)
+{
+	add_swap_last(g, psprintf("layer%d_to_channels", i));
+	node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_CONV), psprintf("layer%d_conv", i), params), 3,
+			   attr_ints("kernel_shape", 1, l->kernel), attr_ints("strides", 1, l->stride),
+			   attr_ints("pads", 2, l->padding));
+	add_swap_last(g, name);
 }
 
 /* The ONNX operator a layer of this type is written as (spec/spec.h's table). */
@@ -476,69 +852,21 @@ layer_op(NnLayerType type)
 	return pgdl_onnx_op_name(op);
 }
 
-/* Layer i as an error when pgdl does not write it, at PGDL_ONNX_OPSET or at all; nothing when it does. */
+/* dense: Gemm of the rows; per_step, on each step [batch, steps, F] by [F, units] as MatMul and Add */
 static void
-check_exportable(const NnLayerSpec *l, int i)
+add_dense(OnnxGraph *g, const NnModel *m, int i, const char **params, const char *name)
 {
-	switch (l->type)
+	const NnLayerSpec *l = &m->spec.layers[i];
+	int64		f = NN_IN_SHAPE(m->shape, &m->spec, i).w;
+
+	if (l->per_step)
 	{
-		case NN_DENSE:
-			if (l->per_step)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("layer %d (dense with per_step) cannot be exported to ONNX", i),
-						 errdetail("ONNX's Gemm takes a matrix; pgdl does not write a dense over a sequence's steps as MatMul and Add yet.")));
-			break;
-		case NN_CONV2D:
-			if (NN_GROUPS(l) > 1)
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("layer %d (conv2d with %d groups) cannot be exported to ONNX yet", i, l->groups),
-						 errdetail("pgdl exports convolutions without groups only.")));
-			break;
-		case NN_GELU:
-		case NN_LAYERNORM:
-			/* Gelu is opset 20, LayerNormalization opset 17; pgdl writes PGDL_ONNX_OPSET */
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX opset %d", i,
-							nn_layer_type_name(l->type), PGDL_ONNX_OPSET),
-					 errdetail("ONNX has %s only from opset %d on.",
-							   layer_op(l->type), l->type == NN_GELU ? 20 : 17)));
-			break;
-		case NN_CONV1D:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl's sequences are steps first, ONNX's Conv wants channels first; pgdl does not write the transposes yet.")));
-			break;
-		case NN_GRU:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write ONNX's GRU yet (its gates are ordered z, r, h and its sequences time-major).")));
-			break;
-		case NN_ATTENTION:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("ONNX has no attention operator at opset 13; pgdl does not write it as MatMul and Softmax nodes yet.")));
-			break;
-		case NN_SLICE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write ONNX's Slice yet.")));
-			break;
-		case NN_EMBEDDING:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("layer %d (%s) cannot be exported to ONNX", i, nn_layer_type_name(l->type)),
-					 errdetail("pgdl does not write an embedding as ONNX's Gather: its ids are floats in pgdl and integers in ONNX.")));
-			break;
-		default:
-			break;
+		add_projection(g, i, "per_step", m->params + m->param_off[i],
+					   m->params + m->param_off[i] + (int64) l->units * f, f, 0, l->units, name);
+		return;
 	}
+	flatten_to_rows(g, psprintf("layer%d_flatten", i));
+	node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
 }
 
 /* Layer i as one node, the operator spec/spec.h's table gives its type, with its attributes. */
@@ -549,13 +877,13 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 	char	   *name = psprintf("layer%d", i);
 	const char *params[PGDL_LAYER_MAX_TENSORS + 1];
 
-	add_layer_params(g, m, i, params);
-	check_exportable(l, i);
+	/* gru, attention and a dense per step write their weights rearranged as ONNX's operators read them */
+	if (l->type != NN_GRU && l->type != NN_ATTENTION && !(l->type == NN_DENSE && l->per_step))
+		add_layer_params(g, m, i, params);
 	switch (l->type)
 	{
 		case NN_DENSE:
-			flatten_to_rows(g, psprintf("layer%d_flatten", i));
-			node_attrs(add_node(g, layer_op(l->type), name, params), 1, attr_int("transB", 1), NULL, NULL);
+			add_dense(g, m, i, params, name);
 			break;
 		case NN_CONV2D:
 			add_window(g, l, layer_op(l->type), name, params);
@@ -570,6 +898,16 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			g->rank = 2;
 			break;
 		case NN_GLOBAL_AVGPOOL:
+			if (g->rank == 3)
+			{
+				/* over a sequence's steps: [batch, features] */
+				node_attrs(add_node(g, pgdl_onnx_op_name(PGDL_ONNX_REDUCEMEAN), name, NULL), 2,
+						   attr_ints("axes", 1, 1), attr_int("keepdims", 0), NULL);
+				g->rank = 2;
+				break;
+			}
+			add_node(g, layer_op(l->type), name, NULL);
+			break;
 		case NN_RELU:
 		case NN_SIGMOID:
 		case NN_TANH:
@@ -595,6 +933,34 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 		case NN_SOFTMAX:
 			/* opset 13's Softmax is over one axis, the last here as in pgdl */
 			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+			break;
+		case NN_LAYERNORM:
+			/* over the last axis, as pgdl's; LayerNormalization makes the file opset 17 (file_opset) */
+			node_attrs(add_node(g, layer_op(l->type), name, params), 2, attr_int("axis", -1),
+					   attr_float("epsilon", l->eps), NULL);
+			break;
+		case NN_GELU:
+			add_gelu(g, i, name);
+			break;
+		case NN_ADD:
+		case NN_CONCAT:
+			add_merge(g, m, i, name);
+			break;
+		case NN_GRU:
+			add_gru(g, m, i, name);
+			break;
+		case NN_ATTENTION:
+			add_attention(g, m, i, name);
+			break;
+		case NN_EMBEDDING:
+			add_embedding(g, l, i, params, name);
+			break;
+		case NN_CONV1D:
+			add_conv1d(g, l, i, params, name);
+			break;
+		case NN_SLICE:
+			/* pgdl slices a flat input only: [batch, features] */
+			add_slice(g, name, l->start, (int64) l->start + l->units);
 			break;
 		default:
 			elog(ERROR, "layer %d has unknown type %d", i, (int) l->type);
@@ -627,10 +993,15 @@ add_network(OnnxGraph *g, const NnModel *m, const PgdlDataset *targets)
 {
 	Onnx__NodeProto *last;
 
+	g->outs[0] = g->cur;
+	g->ranks[0] = g->rank;
 	for (int i = 0; i < m->spec.n_layers; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		read_input(g, &m->spec, i, 0);
 		add_layer(g, m, i);
+		g->outs[i + 1] = g->cur;
+		g->ranks[i + 1] = g->rank;
 	}
 	flatten_to_rows(g, PGDL_ONNX_NODE_OUTPUT_FLATTEN);
 	if (m->spec.loss == NN_LOSS_CROSS_ENTROPY)
@@ -662,6 +1033,20 @@ list_to_array(List *l)
 	foreach(lc, l)
 		a[i++] = lfirst(lc);
 	return a;
+}
+
+/*
+ * PGDL_ONNX_OPSET, or 17 where a layernorm needs LayerNormalization: the
+ * lowest opset that has every node, so that a file of the older operators
+ * stays what it was and opens in runtimes of opset 13.
+ */
+static int64
+file_opset(const NnSpec *spec)
+{
+	for (int i = 0; i < spec->n_layers; i++)
+		if (spec->layers[i].type == NN_LAYERNORM)
+			return PGDL_ONNX_OPSET_17;
+	return PGDL_ONNX_OPSET;
 }
 
 static Onnx__ModelProto *
@@ -702,11 +1087,11 @@ build_model(const PgdlModel *pm, const char *name, bool normalize)
 	onnx__operator_set_id_proto__init(opset);
 	opset->domain = "";
 	opset->has_version = true;
-	opset->version = PGDL_ONNX_OPSET;
+	opset->version = file_opset(&m->spec);
 
 	onnx__model_proto__init(model);
 	model->has_ir_version = true;
-	model->ir_version = PGDL_ONNX_IR_VERSION;
+	model->ir_version = opset->version == PGDL_ONNX_OPSET ? PGDL_ONNX_IR_VERSION : PGDL_ONNX_IR_VERSION_17;
 	model->n_opset_import = 1;
 	model->opset_import = palloc(sizeof(Onnx__OperatorSetIdProto *));
 	model->opset_import[0] = opset;
@@ -776,10 +1161,5 @@ pgdl_export_onnx(PG_FUNCTION_ARGS)
 		name = model_name(pm->id);
 	}
 	pm = pgdl_model_arg(fcinfo);
-	if (nn_spec_is_graph(&pm->nn->spec))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("a model whose layers name their \"inputs\" (a graph) cannot be exported to ONNX yet"),
-				 errdetail("pgdl exports chains of layers only; add and concat have no export.")));
 	PG_RETURN_BYTEA_P(pack_model(build_model(pm, name, normalize)));
 }

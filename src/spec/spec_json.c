@@ -67,7 +67,11 @@ static const struct
 	 * after it gives, a Reshape as flatten, a trailing Softmax or LogSoftmax as
 	 * the loss's; export writes the dataset's normalization as Mul, or Sub and
 	 * Div, its imputation as IsNaN and Where, its missing-value indicators as
-	 * Gather, Cast and Concat, and a graph of no other node as an Identity.
+	 * Gather, Cast and Concat, gelu as Mul, Erf, Add and Mul (Gelu is opset
+	 * 20), an embedding as Cast and Gather, conv1d between Transposes (pgdl's
+	 * sequences are steps first), a global average over steps as ReduceMean,
+	 * gru's outputs through Squeeze, and a graph of no other node as an
+	 * Identity.
 	 */
 	[PGDL_ONNX_MATMUL] = {"MatMul"},
 	[PGDL_ONNX_RESHAPE] = {"Reshape"},
@@ -82,6 +86,10 @@ static const struct
 	[PGDL_ONNX_WHERE] = {"Where"},
 	[PGDL_ONNX_GATHER] = {"Gather"},
 	[PGDL_ONNX_CAST] = {"Cast"},
+	[PGDL_ONNX_ERF] = {"Erf"},
+	[PGDL_ONNX_TRANSPOSE] = {"Transpose"},
+	[PGDL_ONNX_REDUCEMEAN] = {"ReduceMean"},
+	[PGDL_ONNX_SQUEEZE] = {"Squeeze"},
 };
 
 PgdlOnnxOp
