@@ -2467,3 +2467,18 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
 	 ORDER BY rm.epoch::text = (m.metrics ->> 'epoch') DESC NULLS LAST, rm.epoch DESC
 	 LIMIT 1
   ) r ON true;
+
+-- ---- fit_federated that survives: its run and a checkpoint per round (pgdl.resume), min_sites, ----
+-- ---- differentially private averaging (clip, noise_multiplier, delta), pgdl.run_metrics.federation ----
+ALTER TABLE pgdl.run_metrics ADD COLUMN federation jsonb;
+COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, and of pgdl.fit_federated runs after each round (config 0), for pgdl.resume';
+DROP FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text);
+CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config jsonb DEFAULT '{}',
+		rounds integer DEFAULT 10, local_epochs integer DEFAULT 1, validation regclass DEFAULT NULL,
+		name text DEFAULT NULL, min_sites integer DEFAULT NULL, clip double precision DEFAULT NULL,
+		noise_multiplier double precision DEFAULT NULL, delta double precision DEFAULT 1e-5)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'pgdl_fit_federated' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text, integer,
+									   double precision, double precision, double precision) IS
+	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions in seeded order, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; each round is committed with a checkpoint (pgdl.resume continues a failed run); min_sites lets a round go on without sites that are down; clip and noise_multiplier make the average differentially private (each site''s update clipped, Gaussian noise added; the privacy spent per round in pgdl.run_metrics.federation, epsilon at delta); stores the model and returns its id';

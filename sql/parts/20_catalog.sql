@@ -96,6 +96,7 @@ CREATE TABLE pgdl.run_metrics (
 	bracket integer,						-- pgdl.fit_multiple: with a decision, the model's bracket (its rungs' count)
 	validation_metrics jsonb,				-- rank_by or monitor beyond loss and accuracy: the epoch's validation scores
 	fold integer,							-- pgdl.fit_multiple(..., folds => true): the partition the model holds out
+	federation jsonb,						-- pgdl.fit_federated: on a round's row, the sites missing and the privacy spent
 	UNIQUE NULLS NOT DISTINCT (run, config, epoch, node, fold)
 );
 
@@ -262,8 +263,8 @@ SELECT pg_catalog.pg_extension_config_dump('pgdl.configs_id_seq', '');
 GRANT SELECT, INSERT ON pgdl.configs TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.configs_id_seq TO PUBLIC;
 
--- Every model of a pgdl.fit_multiple run after every epoch, each in its own committed transaction,
--- so that pgdl.resume can continue a cancelled or crashed run.
+-- Every model of a pgdl.fit_multiple run after every epoch (a pgdl.fit_federated run's after every round),
+-- each in its own committed transaction, so that pgdl.resume can continue a cancelled or crashed run.
 CREATE TABLE pgdl.checkpoints (
 	run bigint NOT NULL REFERENCES pgdl.runs ON DELETE CASCADE,
 	config bigint NOT NULL,					-- pgdl.configs.id
@@ -274,6 +275,6 @@ CREATE TABLE pgdl.checkpoints (
 	PRIMARY KEY (run, config, epoch)
 );
 ALTER TABLE pgdl.checkpoints ALTER COLUMN weights SET STORAGE EXTERNAL;
-COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, for pgdl.resume';
+COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, and of pgdl.fit_federated runs after each round (config 0), for pgdl.resume';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.checkpoints', '');
 GRANT SELECT, INSERT ON pgdl.checkpoints TO PUBLIC;

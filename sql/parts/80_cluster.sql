@@ -15,11 +15,13 @@ COMMENT ON FUNCTION pgdl.distribute(regclass, text[]) IS
 
 CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config jsonb DEFAULT '{}',
 		rounds integer DEFAULT 10, local_epochs integer DEFAULT 1, validation regclass DEFAULT NULL,
-		name text DEFAULT NULL)
+		name text DEFAULT NULL, min_sites integer DEFAULT NULL, clip double precision DEFAULT NULL,
+		noise_multiplier double precision DEFAULT NULL, delta double precision DEFAULT 1e-5)
 	RETURNS bigint
 	AS 'MODULE_PATHNAME', 'pgdl_fit_federated' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text) IS
-	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; stores the model and returns its id';
+COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text, integer,
+									   double precision, double precision, double precision) IS
+	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions in seeded order, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; each round is committed with a checkpoint (pgdl.resume continues a failed run); min_sites lets a round go on without sites that are down; clip and noise_multiplier make the average differentially private (each site''s update clipped, Gaussian noise added; the privacy spent per round in pgdl.run_metrics.federation, epsilon at delta); stores the model and returns its id';
 
 CREATE FUNCTION pgdl.average_models(models bytea[], examples bigint[]) RETURNS bytea
 	AS 'MODULE_PATHNAME', 'pgdl_average_models' LANGUAGE C IMMUTABLE PARALLEL SAFE;

@@ -39,6 +39,27 @@ pgdl_architecture_by_name(const char *name, int64 *id)
 	return spec;
 }
 
+Jsonb *
+pgdl_architecture_by_id(int64 id, char **name)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(id)};
+	MemoryContext caller = CurrentMemoryContext;
+	Jsonb	   *spec = NULL;
+	bool		isnull;
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT name, spec FROM pgdl.architectures WHERE id = $1", 1, types, values,
+							  NULL, true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+	{
+		MemoryContextSwitchTo(caller);
+		*name = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		spec = DatumGetJsonbPCopy(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	}
+	SPI_finish();
+	return spec;
+}
+
 PG_FUNCTION_INFO_V1(pgdl_add_architecture);
 Datum
 pgdl_add_architecture(PG_FUNCTION_ARGS)

@@ -225,6 +225,8 @@ extern bool pgdl_packed_has_columns(Oid relid);
 
 /* The stored spec of architecture `name` and its id, or an error saying it does not exist. */
 extern Jsonb *pgdl_architecture_by_name(const char *name, int64 *id);
+/* The stored spec of architecture `id` and its name; NULL when the caller sees none of that id. */
+extern Jsonb *pgdl_architecture_by_id(int64 id, char **name);
 
 /*
  * runs.c: the run record -- pgdl.runs, pgdl.run_metrics, pgdl.models and
@@ -290,12 +292,13 @@ typedef struct PgdlModelRecord
 typedef struct PgdlRunRecord
 {
 	int64		id;
-	char	   *kind;			/* 'fit' or 'fit_multiple' */
+	char	   *kind;			/* 'fit', 'fit_multiple' or 'fit_federated' */
 	PgdlRunStatus status;
 	int64		dataset;		/* 0: its packed table was dropped */
 	int64		validation;		/* 0: none, or dropped */
 	Jsonb	   *config;
 	int32		epochs;
+	int64		architecture;	/* 0: none (a spec given as jsonb, or dropped) */
 } PgdlRunRecord;
 
 /* Where a model of a fit_multiple run stands, for pgdl.resume. */
@@ -330,6 +333,8 @@ extern void pgdl_run_record_fold_epoch(int64 run, int64 config_id, int32 fold, c
 extern void pgdl_run_record_node_epoch(int64 run, int64 config_id, const char *node, const PgdlEpochMetrics *metrics);
 /* A halving strategy's decision at a rung, on that epoch's metrics row, with the model's bracket. */
 extern void pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int32 bracket);
+/* A federated round's row (the run's model's, round 1-based): who was missing, the privacy spent. */
+extern void pgdl_run_record_federation(int64 run, int32 round, Jsonb *federation);
 extern void pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights);
 /* The run's checkpoint of a configuration at an epoch (restore_best's); NULL: none. */
 extern bytea *pgdl_run_checkpoint_at(int64 run, int64 config_id, int32 epoch);

@@ -129,6 +129,10 @@ static Statement record_decision = {
 	"UPDATE pgdl.run_metrics SET decision = $4, bracket = $5 WHERE run = $1 AND config = $2 AND epoch = $3",
 	5, {INT8OID, INT8OID, INT4OID, TEXTOID, INT4OID}
 };
+static Statement record_federation = {
+	"UPDATE pgdl.run_metrics SET federation = $3 WHERE run = $1 AND epoch = $2 AND config IS NULL AND node IS NULL",
+	3, {INT8OID, INT4OID, JSONBOID}
+};
 static Statement insert_checkpoint = {
 	"INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
 	4, {INT8OID, INT8OID, INT4OID, BYTEAOID}
@@ -157,7 +161,7 @@ static Statement model_named = {
 	1, {TEXTOID}
 };
 static Statement select_run = {
-	"SELECT kind, status, dataset, validation, config, epochs FROM pgdl.runs WHERE id = $1",
+	"SELECT kind, status, dataset, validation, config, epochs, architecture FROM pgdl.runs WHERE id = $1",
 	1, {INT8OID}
 };
 static Statement last_checkpoint = {
@@ -171,7 +175,8 @@ static Statement was_stopped = {
 };
 static Statement last_metrics = {
 	"SELECT train_loss, train_accuracy, validation_loss, validation_accuracy, state = 'diverged' "
-	"FROM pgdl.run_metrics WHERE run = $1 AND config = $2 ORDER BY epoch DESC LIMIT 1",
+	"FROM pgdl.run_metrics WHERE run = $1 AND config IS NOT DISTINCT FROM nullif($2, 0) AND node IS NULL "
+	"ORDER BY epoch DESC LIMIT 1",
 	2, {INT8OID, INT8OID}
 };
 /* a resumed run's history: the epochs it completed, for halving's rungs, early stopping and restore_best */
@@ -391,6 +396,16 @@ pgdl_run_record_decision(int64 run, int64 config_id, int32 epoch, bool stop, int
 }
 
 void
+pgdl_run_record_federation(int64 run, int32 round, Jsonb *federation)
+{
+	Datum		values[3] = {Int64GetDatum(run), Int32GetDatum(round), JsonbPGetDatum(federation)};
+
+	SPI_connect();
+	execute(&record_federation, values, NULL, SPI_OK_UPDATE);
+	SPI_finish();
+}
+
+void
 pgdl_run_checkpoint(int64 run, int64 config_id, int32 epoch, bytea *weights)
 {
 	Datum		values[4];
@@ -515,6 +530,8 @@ pgdl_run_read(int64 run, PgdlRunRecord *out)
 	out->validation = isnull ? 0 : DatumGetInt64(d);
 	out->config = DatumGetJsonbPCopy(SPI_getbinval(tup, desc, 5, &isnull));
 	out->epochs = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
+	d = SPI_getbinval(tup, desc, 7, &isnull);
+	out->architecture = isnull ? 0 : DatumGetInt64(d);
 	SPI_finish();
 	if (!JsonContainerIsObject(&out->config->root))
 		corrupt_run(run, "Its config is not a JSON object.");

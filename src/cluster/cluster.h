@@ -120,4 +120,28 @@ extern void pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len
 extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config,
 										 const PgdlDataset *ds, const int32 *parts, int n_parts, int32 epochs);
 
+/* federated.c: pgdl.resume of a pgdl.fit_federated run, as a leaderboard of its one model. */
+extern void pgdl_fit_federated_resume(FunctionCallInfo fcinfo, int64 run);
+
+/* federated_privacy.c: differentially private averaging (DP-FedAvg) and its GDP accounting */
+typedef struct PgdlPrivacy
+{
+	double		clip;			/* L2 norm a site's update is clipped to; 0: not a private run */
+	double		noise_multiplier;	/* the noise's standard deviation over clip */
+	double		delta;			/* the delta epsilon is reported at */
+} PgdlPrivacy;
+
+/*
+ * global += (the sites' updates from global, each clipped to p->clip, summed,
+ * plus seeded Gaussian noise of sd noise_multiplier x clip per coordinate) /
+ * n_sites, over parameters and running statistics; global's optimizer state
+ * stays as it is.
+ */
+extern void pgdl_private_average(NnModel *global, NnModel **sites, int n_sites, const PgdlPrivacy *p,
+								 uint64 seed, int32 round);
+/* After `rounds` rounds: mu = sqrt(rounds) / noise_multiplier, and epsilon at p->delta. */
+extern void pgdl_privacy_spent(const PgdlPrivacy *p, int32 rounds, double *mu, double *epsilon);
+/* The smallest epsilon with delta(epsilon) <= delta for mu-GDP (Dong, Roth, Su: Corollary 2.13). */
+extern double pgdl_gdp_epsilon(double mu, double delta);
+
 #endif							/* PGDL_CLUSTER_H */

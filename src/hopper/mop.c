@@ -34,6 +34,7 @@
 #include "catalog/catalog.h"
 #include "train/train.h"
 #include "models/models.h"
+#include "cluster/cluster.h"
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
@@ -231,12 +232,20 @@ pgdl_fit_multiple(PG_FUNCTION_ARGS)
 
 /*
  * resume(run_id [, workers [, priority]]): continue a pgdl.fit_multiple run from each model's
- * last checkpoint.  The models end with the bytes an uninterrupted run gives.
+ * last checkpoint, or a pgdl.fit_federated run from its last round (cluster/federated.c).
+ * The models end with the bytes an uninterrupted run gives.
  */
 PG_FUNCTION_INFO_V1(pgdl_resume);
 Datum
 pgdl_resume(PG_FUNCTION_ARGS)
 {
+	PgdlRunRecord rec;
+
+	if (!PG_ARGISNULL(0) && pgdl_run_read(PG_GETARG_INT64(0), &rec) && strcmp(rec.kind, "fit_federated") == 0)
+	{
+		pgdl_fit_federated_resume(fcinfo, rec.id);
+		return (Datum) 0;
+	}
 	mop_execute(fcinfo, mop_resume_setup(fcinfo));
 	return (Datum) 0;
 }

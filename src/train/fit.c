@@ -487,7 +487,7 @@ fit_store(FitRun *f, const PgdlEpochMetrics *last, const PgdlPatience *patience)
 static void
 fit_begin_run(FitRun *f)
 {
-	PgdlRunStart start;
+	PgdlRunStart start = {0};
 
 	start.dataset = f->ds->id;
 	start.validation = f->vds ? f->vds->id : 0;

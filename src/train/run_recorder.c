@@ -20,6 +20,11 @@
  *
  * With no worker slot free, the run is recorded in the caller's transaction,
  * as before this recorder, with a NOTICE.
+ *
+ * pgdl.fit_federated has its run recorded the same way, and each round as one
+ * transaction: the sites' rows, the run's model's, and the model after the
+ * round as a checkpoint, so that a run that fails can be resumed from its last
+ * round; pgdl.resume of such a run marks it running again here.
  */
 #include "postgres.h"
 
@@ -47,13 +52,15 @@
 #define RECORDER_KEY_CONFIG	2
 #define RECORDER_KEY_TO_RECORDER 3
 #define RECORDER_KEY_TO_FIT	4
-#define RECORDER_QUEUE_SIZE	4096
+#define RECORDER_QUEUE_SIZE	65536	/* a federated round's checkpoint goes through it */
 #define RECORDER_FAIL_WAIT_MS 10000
 
 /* What the recorder needs to know, and what it tells back when it fails. */
 typedef struct RecorderShared
 {
 	PgdlCaller	caller;
+	char		kind[NAMEDATALEN];
+	int64		resume;
 	int64		dataset;
 	int64		validation;
 	int64		architecture;
@@ -63,6 +70,16 @@ typedef struct RecorderShared
 	int			error_code;		/* 0: none */
 	char		error[256];
 } RecorderShared;
+
+/* A federated round as one message: this, its metrics, sites, federation and checkpoint, each MAXALIGN'd. */
+#define ROUND_MAGIC 0x70676466	/* "pgdf" */
+typedef struct RoundHeader
+{
+	uint32		magic;
+	int32		n_sites;
+	Size		federation_len; /* 0: none */
+	Size		checkpoint_len;
+} RoundHeader;
 
 /* The run's ids, the recorder's first answer. */
 typedef struct RecorderIds
@@ -104,6 +121,8 @@ create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 	shared = shm_toc_allocate(toc, sizeof(RecorderShared));
 	memset(shared, 0, sizeof(*shared));
 	pgdl_caller_capture(&shared->caller);
+	strlcpy(shared->kind, start->kind ? start->kind : "fit", sizeof(shared->kind));
+	shared->resume = start->resume;
 	shared->dataset = start->dataset;
 	shared->validation = start->validation;
 	shared->architecture = start->architecture;
@@ -138,11 +157,12 @@ recorder_gone(PgdlRecorder *r)
 		ereport(ERROR,
 				(errcode(r->shared->error_code),
 				 errmsg("%s", r->shared->error),
-				 errcontext("pgdl.fit's run recorder")));
+				 errcontext("pgdl.%s's run recorder", r->shared->kind)));
 	if (r->shared->run != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_ADMIN_SHUTDOWN),
-				 errmsg("the run recorder of pgdl.fit's run " INT64_FORMAT " stopped", r->shared->run),
+				 errmsg("the run recorder of pgdl.%s's run " INT64_FORMAT " stopped", r->shared->kind,
+						r->shared->run),
 				 errhint("See the server log.")));
 	return false;
 }
@@ -162,26 +182,113 @@ receive(PgdlRecorder *r, void *out, Size size)
 	return true;
 }
 
+/* The run begun (or, resume, marked running again), with pgdl.fit's pgdl.configs row. */
+static void
+begin_run(const char *kind, int64 resume, int64 dataset, int64 validation, int64 architecture, Jsonb *config,
+		  int32 epochs, int64 *run, int64 *config_id)
+{
+	*config_id = 0;
+	if (resume != 0)
+	{
+		pgdl_run_restart(resume, 0);
+		*run = resume;
+		return;
+	}
+	if (strcmp(kind, "fit") == 0)
+		*config_id = pgdl_run_fit_config(architecture, config);
+	*run = pgdl_run_begin(kind, dataset, validation, architecture, config, epochs, 0);
+}
+
+/* A federated round into the run record, in the current transaction. */
+static void
+record_round_rows(int64 run, const PgdlRound *round)
+{
+	for (int32 s = 0; s < round->n_sites; s++)
+		pgdl_run_record_node_epoch(run, 0, round->sites[s].node, &round->sites[s].metrics);
+	pgdl_run_record_node_epoch(run, 0, NULL, round->metrics);
+	if (round->federation)
+		pgdl_run_record_federation(run, round->metrics->epoch, round->federation);
+	pgdl_run_checkpoint(run, 0, round->metrics->epoch, round->checkpoint);
+}
+
+/* The message of a round (RoundHeader); *len its size. */
+static char *
+round_message(const PgdlRound *round, Size *len)
+{
+	RoundHeader h = {ROUND_MAGIC, round->n_sites, round->federation ? VARSIZE(round->federation) : 0,
+	VARSIZE(round->checkpoint)};
+	Size		sites_len = mul_size(sizeof(PgdlRoundSite), round->n_sites);
+	Size		at[5];
+	char	   *msg;
+
+	at[0] = 0;
+	at[1] = MAXALIGN(sizeof(h));
+	at[2] = add_size(at[1], MAXALIGN(sizeof(PgdlEpochMetrics)));
+	at[3] = add_size(at[2], MAXALIGN(sites_len));
+	at[4] = add_size(at[3], MAXALIGN(h.federation_len));
+	*len = add_size(at[4], h.checkpoint_len);
+	msg = palloc0(*len);
+	memcpy(msg, &h, sizeof(h));
+	memcpy(msg + at[1], round->metrics, sizeof(PgdlEpochMetrics));
+	if (sites_len > 0)
+		memcpy(msg + at[2], round->sites, sites_len);
+	if (h.federation_len > 0)
+		memcpy(msg + at[3], round->federation, h.federation_len);
+	memcpy(msg + at[4], round->checkpoint, h.checkpoint_len);
+	return msg;
+}
+
+/* A round message back (a copy, aligned), checked against its own sizes, and recorded. */
+static void
+record_round(int64 run, const void *data, Size len)
+{
+	char	   *msg = palloc(len);
+	RoundHeader h;
+	PgdlRound	round = {0};
+	Size		at;
+
+	memcpy(msg, data, len);
+	memcpy(&h, msg, sizeof(h));
+	at = MAXALIGN(sizeof(h));
+	round.metrics = (PgdlEpochMetrics *) (msg + at);
+	at += MAXALIGN(sizeof(PgdlEpochMetrics));
+	round.sites = (PgdlRoundSite *) (msg + at);
+	round.n_sites = h.n_sites;
+	at += MAXALIGN(sizeof(PgdlRoundSite) * (Size) Max(h.n_sites, 0));
+	round.federation = h.federation_len > 0 ? (Jsonb *) (msg + at) : NULL;
+	at += MAXALIGN(h.federation_len);
+	round.checkpoint = (bytea *) (msg + at);
+	if (h.n_sites < 0 || at + h.checkpoint_len != len || h.checkpoint_len < VARHDRSZ ||
+		VARSIZE(round.checkpoint) != h.checkpoint_len ||
+		(round.federation && VARSIZE(round.federation) != h.federation_len))
+		elog(ERROR, "pgdl run recorder: a round message of %zu bytes does not add up", len);
+	for (int32 s = 0; s < h.n_sites; s++)
+		((PgdlRoundSite *) round.sites)[s].node[NAMEDATALEN - 1] = '\0';
+	record_round_rows(run, &round);
+	pfree(msg);
+}
+
 /* The run in the caller's transaction, as before the recorder; why, in a NOTICE. */
 static void
 fallback(PgdlRecorder *r, const PgdlRunStart *start, int64 *run, int64 *config, bool no_worker)
 {
+	const char *kind = start->kind ? start->kind : "fit";
+
 	if (no_worker)
 		ereport(NOTICE,
-				(errmsg("pgdl.fit records its run in the current transaction"),
+				(errmsg("pgdl.%s records its run in the current transaction", kind),
 				 errdetail("No background worker was free to record it on its own; other sessions see the run when this transaction commits."),
 				 errhint("Raise max_worker_processes to let other sessions follow a pgdl.fit as it trains.")));
 	else
 		ereport(NOTICE,
-				(errmsg("pgdl.fit records its run in the current transaction"),
+				(errmsg("pgdl.%s records its run in the current transaction", kind),
 				 errdetail("This transaction has written to the database before, or reads from one snapshot (REPEATABLE READ or SERIALIZABLE): other sessions see the run when it commits."),
-				 errhint("Call pgdl.fit in a transaction of its own to let other sessions follow it as it trains.")));
+				 errhint("Call pgdl.%s in a transaction of its own to let other sessions follow it as it trains.", kind)));
 	if (r->seg)
 		dsm_detach(r->seg);
 	r->seg = NULL;
-	*config = pgdl_run_fit_config(start->architecture, start->config);
-	*run = pgdl_run_begin("fit", start->dataset, start->validation, start->architecture, start->config,
-						  start->epochs, 0);
+	begin_run(kind, start->resume, start->dataset, start->validation, start->architecture, start->config,
+			  start->epochs, run, config);
 }
 
 PgdlRecorder *
@@ -240,6 +347,28 @@ pgdl_recorder_epoch(PgdlRecorder *r, int64 run, int64 config, const PgdlEpochMet
 	}
 	if (shm_mq_send(r->to_recorder, sizeof(*m), m, false, true) != SHM_MQ_SUCCESS)
 		recorder_gone(r);
+	r->ack_due = true;
+	if (!receive(r, &ack, 1))
+		recorder_gone(r);
+	r->ack_due = false;
+}
+
+void
+pgdl_recorder_round(PgdlRecorder *r, int64 run, const PgdlRound *round)
+{
+	char		ack;
+	Size		len;
+	char	   *msg;
+
+	if (r->seg == NULL)
+	{
+		record_round_rows(run, round);
+		return;
+	}
+	msg = round_message(round, &len);
+	if (shm_mq_send(r->to_recorder, len, msg, false, true) != SHM_MQ_SUCCESS)
+		recorder_gone(r);
+	pfree(msg);
 	r->ack_due = true;
 	if (!receive(r, &ack, 1))
 		recorder_gone(r);
@@ -333,9 +462,8 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 	RecorderIds ids;
 
 	begin_xact("pgdl run recorder: recording the run");
-	ids.config = pgdl_run_fit_config(shared->architecture, config);
-	ids.run = pgdl_run_begin("fit", shared->dataset, shared->validation, shared->architecture, config,
-							 shared->epochs, 0);
+	begin_run(shared->kind, shared->resume, shared->dataset, shared->validation, shared->architecture, config,
+			  shared->epochs, &ids.run, &ids.config);
 	commit_xact();
 	/* pgdl.run_in_progress says so until the recorder exits */
 	pgdl_run_hold_as_worker(ids.run);
@@ -364,6 +492,12 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 			memcpy(&m, data, sizeof(m));
 			begin_xact("pgdl run recorder: recording an epoch");
 			pgdl_run_record_epoch(ids.run, ids.config, &m);
+			commit_xact();
+		}
+		else if (len > sizeof(RoundHeader) && ((RoundHeader *) data)->magic == ROUND_MAGIC)
+		{
+			begin_xact("pgdl run recorder: recording a round");
+			record_round(ids.run, data, len);
 			commit_xact();
 		}
 		else

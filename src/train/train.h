@@ -114,7 +114,8 @@ extern int32 pgdl_epoch_order(uint64 seed, int32 epoch, int32 partitions, int32 
 extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, int32 epochs);
 
 /*
- * run_recorder.c: pgdl.fit's run and its epochs, committed as they come by a
+ * run_recorder.c: pgdl.fit's run and its epochs (pgdl.fit_federated's and its
+ * rounds with their checkpoints), committed as they come by a
  * background worker, the run recorder (or, with no worker free, in the
  * caller's transaction).  The fit's transaction finishes the run and stores
  * the model, then releases the recorder, which marks the run failed unless
@@ -122,6 +123,8 @@ extern void pgdl_fit_report_epoch(const char *unit, const PgdlEpochMetrics *m, i
  */
 typedef struct PgdlRunStart
 {
+	const char *kind;			/* pgdl.runs.kind: 'fit' (NULL) or 'fit_federated', which has no pgdl.configs row */
+	int64		resume;			/* a run to mark running again (pgdl.resume of a fit_federated run); 0: a new one */
 	int64		dataset;
 	int64		validation;		/* 0: none */
 	int64		architecture;	/* 0: a spec given as jsonb */
@@ -131,8 +134,26 @@ typedef struct PgdlRunStart
 
 typedef struct PgdlRecorder PgdlRecorder;
 
+/* A site's part of a federated round: pgdl.run_metrics.node and its row. */
+typedef struct PgdlRoundSite
+{
+	char		node[NAMEDATALEN];
+	PgdlEpochMetrics metrics;
+} PgdlRoundSite;
+
+/* A federated round, committed as one: the sites' rows, the run's model's, its federation, its checkpoint. */
+typedef struct PgdlRound
+{
+	const PgdlEpochMetrics *metrics;	/* the run's model's row (node NULL): its epoch is the round */
+	const PgdlRoundSite *sites;
+	int32		n_sites;
+	Jsonb	   *federation;		/* pgdl.run_metrics.federation of that row; NULL: none */
+	bytea	   *checkpoint;		/* the model after the round (pgdl.checkpoints, config NULL) */
+} PgdlRound;
+
 extern PgdlRecorder *pgdl_recorder_start(const PgdlRunStart *start, int64 *run, int64 *config);
 extern void pgdl_recorder_epoch(PgdlRecorder *r, int64 run, int64 config, const PgdlEpochMetrics *m);
+extern void pgdl_recorder_round(PgdlRecorder *r, int64 run, const PgdlRound *round);
 extern void pgdl_recorder_fail(PgdlRecorder *r);	/* in PG_CATCH: the run failed, now */
 extern void pgdl_recorder_release(PgdlRecorder *r);
 extern PGDLLEXPORT void pgdl_run_recorder_main(Datum main_arg);
