@@ -16,6 +16,18 @@ EXCEPTION WHEN OTHERS THEN
   RETURN SQLSTATE || ': ' || regexp_replace(SQLERRM, '[0-9]+', 'N', 'g');
 END $$;
 
+-- whether run r's recorder let go of it within 10 s (it exits just after the call that recorded the run)
+CREATE FUNCTION fd_settled(r bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. 1000 LOOP
+    IF NOT pgdl.run_in_progress(r) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+
 CREATE TABLE fd_rows AS
 SELECT i, ARRAY[sin(i), cos(i), sin(i * 0.3), cos(i * 0.7)]::real[] AS x, (sin(i) + cos(i * 0.7) > 0)::int AS label
   FROM generate_series(1, 256) i;
@@ -58,6 +70,7 @@ DELETE FROM pgdl.models WHERE run = :fd_run;
 DELETE FROM pgdl.run_metrics WHERE run = :fd_run AND epoch > 2;
 DELETE FROM pgdl.checkpoints WHERE run = :fd_run AND epoch > 2;
 UPDATE pgdl.runs SET status = 'failed' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT rank, config, architecture, epochs, train_loss > 0 AS trained, validation_loss IS NOT NULL AS validated,
        stopped, diverged
   FROM pgdl.resume(:fd_run);
@@ -65,6 +78,7 @@ SELECT md5(weights) = :'fd_full_md5' AS same_bytes, name, metrics ->> 'epoch' AS
   FROM pgdl.models WHERE run = :fd_run;
 SELECT status FROM pgdl.runs WHERE id = :fd_run;
 SELECT count(*) AS rows, count(DISTINCT epoch) AS rounds FROM pgdl.run_metrics WHERE run = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS finished;
 -- a run with no checkpoint yet starts from round 1
 UPDATE pgdl.run_metrics SET model = NULL WHERE run = :fd_run;
@@ -72,24 +86,32 @@ DELETE FROM pgdl.models WHERE run = :fd_run;
 DELETE FROM pgdl.run_metrics WHERE run = :fd_run;
 DELETE FROM pgdl.checkpoints WHERE run = :fd_run;
 UPDATE pgdl.runs SET status = 'failed' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT epochs FROM pgdl.resume(:fd_run);
 SELECT md5(weights) = :'fd_full_md5' AS same_bytes FROM pgdl.models WHERE run = :fd_run;
 -- what resume refuses: workers or rank_by (a federated run has neither), a checkpoint of another network
 UPDATE pgdl.runs SET status = 'failed' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s, workers => 2)', :fd_run)) AS workers;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s, rank_by => %L)', :fd_run, 'accuracy')) AS rank_by;
 UPDATE pgdl.run_metrics SET model = NULL WHERE run = :fd_run;
 DELETE FROM pgdl.models WHERE run = :fd_run;
 UPDATE pgdl.checkpoints SET weights = pgdl.init_model('{"input": [4], "layers": [{"type": "dense", "units": 2}]}')
  WHERE run = :fd_run AND epoch = 4;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS other_network;
 UPDATE pgdl.checkpoints SET weights = '\x00' WHERE run = :fd_run AND epoch = 4;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS not_a_model;
 UPDATE pgdl.runs SET config = config || '{"local_epochs": 0}' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS bad_local_epochs;
 UPDATE pgdl.runs SET config = config || '{"local_epochs": 2, "clip": "x"}' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS bad_clip;
 UPDATE pgdl.runs SET config = config - 'clip' || '{"min_sites": 2}' WHERE id = :fd_run;
+SELECT fd_settled(:fd_run) AS settled;
 SELECT fd_try(format('SELECT * FROM pgdl.resume(%s)', :fd_run)) AS more_sites_than_there_are;
 DELETE FROM pgdl.runs WHERE id = :fd_run;
 
@@ -185,5 +207,6 @@ COMMIT;
 
 RESET pgdl.keep_checkpoints;
 DROP FUNCTION fd_try(text);
+DROP FUNCTION fd_settled(bigint);
 DROP FUNCTION fd_diff(bytea, bytea);
 DROP TABLE fd_rows, fd_packed, fd_valid, fd_cfg, fd_init;
