@@ -205,7 +205,11 @@ SELECT r.status, count(c.*) AS checkpoints FROM pgdl.models m JOIN pgdl.runs r O
   JOIN pgdl.checkpoints c ON c.run = r.id WHERE m.name = 'fd_in_xact' GROUP BY r.status;
 COMMIT;
 
+-- nothing of these runs is left for the tests after this one
 RESET pgdl.keep_checkpoints;
+DELETE FROM pgdl.runs WHERE kind = 'fit_federated' OR id IN (SELECT run FROM pgdl.models WHERE name LIKE 'fd\_%');
+DELETE FROM pgdl.models WHERE name LIKE 'fd\_%';
+DELETE FROM pgdl.architectures WHERE name LIKE 'fd\_%';
 DROP FUNCTION fd_try(text);
 DROP FUNCTION fd_settled(bigint);
 DROP FUNCTION fd_diff(bytea, bytea);

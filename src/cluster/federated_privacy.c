@@ -21,6 +21,7 @@
 #include <math.h>
 
 #include "miscadmin.h"
+#include "utils/memutils.h"
 
 #include "base/base.h"
 #include "train/train.h"
@@ -102,7 +103,8 @@ pgdl_private_average(NnModel *global, NnModel **sites, int n_sites, const PgdlPr
 					 int32 round)
 {
 	int64		n = global->n_params + global->n_buffers;
-	double	   *sum = palloc0_array(double, n);
+	double	   *sum = MemoryContextAllocExtended(CurrentMemoryContext, (Size) n * sizeof(double),
+												 MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	double		sd = p->noise_multiplier * p->clip;
 	int64		step = global->step;
 
