@@ -2471,6 +2471,7 @@ SELECT m.id, m.name, m.owner::text AS owner, m.created,
 -- ---- fit_federated that survives: its run and a checkpoint per round (pgdl.resume), min_sites, ----
 -- ---- differentially private averaging (clip, noise_multiplier, delta), pgdl.run_metrics.federation ----
 ALTER TABLE pgdl.run_metrics ADD COLUMN federation jsonb;
+GRANT UPDATE (federation) ON pgdl.run_metrics TO PUBLIC;
 COMMENT ON TABLE pgdl.checkpoints IS 'models of pgdl.fit_multiple runs after each epoch, and of pgdl.fit_federated runs after each round (config 0), for pgdl.resume';
 DROP FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text);
 CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config jsonb DEFAULT '{}',
@@ -2482,3 +2483,5 @@ CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config js
 COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, regclass, text, integer,
 									   double precision, double precision, double precision) IS
 	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions in seeded order, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; each round is committed with a checkpoint (pgdl.resume continues a failed run); min_sites lets a round go on without sites that are down; clip and noise_multiplier make the average differentially private (each site''s update clipped, Gaussian noise added; the privacy spent per round in pgdl.run_metrics.federation, epsilon at delta); stores the model and returns its id';
+COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint (a pgdl.fit_federated run from its last round); priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';

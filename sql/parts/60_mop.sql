@@ -35,7 +35,7 @@ CREATE FUNCTION pgdl.resume(run bigint, workers integer DEFAULT NULL, priority i
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_resume' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
-	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint; priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
+	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint (a pgdl.fit_federated run from its last round); priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
 
 CREATE FUNCTION pgdl.progress_rows(OUT run bigint, OUT config bigint, OUT state text, OUT epoch integer,
 		OUT partitions_done integer, OUT partition integer, OUT worker_pid integer,

@@ -11,7 +11,11 @@
 
 CREATE VIEW pgdl.leaderboard WITH (security_invoker = true) AS
 WITH metrics AS (
-	SELECT rm.*,
+	-- the columns by name, not rm.*: a column added since (federation) would make a fresh install's view
+	-- differ from an upgraded one's
+	SELECT rm.run, rm.config, rm.model, rm.epoch, rm.train_loss, rm.train_accuracy, rm.validation_loss,
+		   rm.validation_accuracy, rm.seconds, rm.images_per_second, rm.decision, rm.owner, rm.state, rm.node,
+		   rm.predicted_seconds, rm.bracket, rm.validation_metrics, rm.fold,
 		   max(rm.epoch) OVER w AS last_epoch,
 		   sum(rm.seconds) OVER w AS total_seconds,
 		   bool_or(rm.decision = 'stop') OVER w AS halted,
