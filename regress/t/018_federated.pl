@@ -161,6 +161,14 @@ is( $coord->safe_psql('postgres',
 			"SELECT count(*) FROM pgdl.run_metrics WHERE run = $run AND node = 'node2' AND epoch >= $first_missing"),
 		'0',
 		'... with no row of node2 in those rounds');
+	# the average is over the sites present: with node1 alone, the round's figures are node1's
+	is( $coord->safe_psql(
+			'postgres', qq{
+SELECT bool_and(a.train_loss = s.train_loss AND a.train_accuracy = s.train_accuracy)
+  FROM pgdl.run_metrics a JOIN pgdl.run_metrics s ON s.run = a.run AND s.epoch = a.epoch AND s.node = 'node1'
+ WHERE a.run = $run AND a.node IS NULL AND a.epoch >= $first_missing}),
+		't',
+		'... and those rounds are averaged over node1 alone');
 	is($coord->safe_psql('postgres', "SELECT status FROM pgdl.runs WHERE id = $run"), 'finished', '... and finishes');
 	my $partial = model_md5('fed_partial');
 	like($partial, qr/^[0-9a-f]{32}$/, '... storing its model');
