@@ -3,7 +3,7 @@
 -- uninterrupted run; the sites' seeded order; min_sites; differentially private averaging (each site's
 -- update clipped to clip, noise of sd noise_multiplier x clip) and its privacy per round; every error.
 -- (Sites on other servers, a site killed mid-run, resume after it, and epsilon against the formula
--- computed independently: regress/t/018_federated.pl.)
+-- computed independently: regress/t/021_federated.pl.)
 SET client_min_messages = warning;
 \set SHOW_CONTEXT never
 
