@@ -363,6 +363,25 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Gemm", IN("i", "w"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "normalized", &g, value("x", 2, (int64_t[]) {8}), value("y", 2, (int64_t[]) {2}));
 
+	/* a graph (src/models/onnx_import_graph.c): two Slices of the input, Gemms, Add of the branches, Concat */
+	tensor(&g, "wa", 2, (int64_t[]) {3, 2}, true);
+	tensor(&g, "wb", 2, (int64_t[]) {3, 4}, false);
+	tensor(&g, "wc", 2, (int64_t[]) {2, 6}, true);
+	constant_int64s(&g, "axes", (int64_t[]) {1}, 1);
+	constant_int64s(&g, "s0", (int64_t[]) {0}, 1);
+	constant_int64s(&g, "e0", (int64_t[]) {2}, 1);
+	constant_int64s(&g, "s1", (int64_t[]) {2}, 1);
+	constant_int64s(&g, "e1", (int64_t[]) {6}, 1);
+	node(&g, "Slice", IN("x", "s0", "e0", "axes"), "a", NULL, NULL, NULL);
+	node(&g, "Slice", IN("x", "s1", "e1", "axes"), "b", NULL, NULL, NULL);
+	node(&g, "Gemm", IN("a", "wa"), "ha", attr_int("transB", 1), NULL, NULL);
+	node(&g, "Gemm", IN("b", "wb"), "hb", attr_int("transB", 1), NULL, NULL);
+	node(&g, "Add", IN("ha", "hb"), "sum", NULL, NULL, NULL);
+	node(&g, "Relu", IN("sum"), "r", NULL, NULL, NULL);
+	node(&g, "Concat", IN("r", "sum"), "c", attr_int("axis", 1), NULL, NULL);
+	node(&g, "Gemm", IN("c", "wc"), "y", attr_int("transB", 1), NULL, NULL);
+	write_model(write, "graph", &g, value("x", 2, (int64_t[]) {6}), value("y", 2, (int64_t[]) {2}));
+
 	/* nesting as deep as the reader takes (100, src/models/onnx_depth.h): one level more is refused before protobuf-c */
 	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);
 	node(&g, "Gemm", IN("x", "w"), "y", attr_int("transB", 1), NULL, NULL);

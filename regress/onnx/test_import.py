@@ -266,6 +266,10 @@ short = helper.make_tensor("W", FLOAT, [3, 4], np.zeros(12, np.float32).tobytes(
 short.raw_data = short.raw_data[:40]
 two_act = [helper.make_node("Relu", ["h"], ["a"]), helper.make_node("Sigmoid", ["h"], ["b"]),
            helper.make_node("Add", ["a", "b"], ["y"])]
+dead_branch = [helper.make_node("Relu", ["h"], ["a"]), helper.make_node("Sigmoid", ["h"], ["b"]),
+               helper.make_node("Tanh", ["a"], ["y"])]
+twice = [helper.make_node("Relu", ["h"], ["a"]), helper.make_node("Tanh", ["h"], ["a"]),
+         helper.make_node("Identity", ["a"], ["y"])]
 neg_var = helper.make_graph(
     [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], "g",
     [helper.make_tensor_value_info("x", FLOAT, ["batch", 2])], [helper.make_tensor_value_info("y", FLOAT, ["batch", 2])],
@@ -279,8 +283,12 @@ HOSTILE = [
     ("raw_data shorter than its dims", gemm_model(short, output="h"), "Gemm", "XX001"),
     ("NaN weights", gemm_model([float("nan")] + [0.0] * 11, output="h"), "Gemm", "22023"),
     ("an infinite bias", gemm_model([0.0] * 12, [0, float("inf"), 0], output="h"), "Gemm", "22023"),
-    ("a branch: Add of two activations (the second branch's node is named)",
-     gemm_model([0.0] * 12, None, two_act), "Sigmoid", "0A000"),
+    ("a node that reads a tensor no node wrote (it is named)",
+     gemm_model([0.0] * 12, None, [helper.make_node("Relu", ["nowhere"], ["y"], name="lost")]), '"lost" (Relu)',
+     "0A000"),
+    ("a branch that does not reach the output",
+     gemm_model([0.0] * 12, None, dead_branch), None, "0A000"),
+    ("a tensor written twice", gemm_model([0.0] * 12, None, twice), "Tanh", "22023"),
     ("an unsupported op", gemm_model([0.0] * 12, None, [helper.make_node("Softplus", ["h"], ["y"], name="sp")]),
      '"sp" (Softplus)', "0A000"),
     ("a negative running variance", helper.make_model(neg_var, opset_imports=[helper.make_opsetid("", 13)])
@@ -297,6 +305,16 @@ got = predict(gid, np.array([[1, 2, 3, 4]], np.float32))
 want = np.maximum(np.linspace(-1, 1, 12).reshape(3, 4) @ np.array([1, 2, 3, 4]) + [0.1, 0.2, 0.3], 0)
 check("the valid neighbour of the hostile models imports and predicts (mse: raw outputs)",
       np.abs(got[0] - want).max() <= TOL, f"{got} {want}")
+# two branches joined: Relu(h) + Sigmoid(h), pgdl's add reading the two activations
+W12 = np.linspace(-1, 1, 12).astype(np.float32)
+gid = import_onnx("onnx_two_branches", gemm_model(list(W12), [0.1, 0.2, 0.3], two_act), loss="mse")
+h = W12.reshape(3, 4) @ np.array([1, -2, 3, -4]) + [0.1, 0.2, 0.3]
+got = predict(gid, np.array([[1, -2, 3, -4]], np.float32))
+check("a graph of two branches (Relu and Sigmoid of one Gemm, then Add) imports and predicts their sum",
+      np.abs(got[0] - (np.maximum(h, 0) + 1 / (1 + np.exp(-h)))).max() <= TOL, f"{got}")
+check("its spec is a graph: the add reads the relu and the sigmoid",
+      sql("SELECT spec->'layers'->3->'inputs' FROM pgdl.models WHERE id = %s", (gid,))[0][0] is not None,
+      str(sql("SELECT spec FROM pgdl.models WHERE id = %s", (gid,))))
 
 # ---- chains written with onnx.helper: what PyTorch's export does not write ----
 

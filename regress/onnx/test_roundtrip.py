@@ -55,7 +55,31 @@ SPECS = {
                              '"padding": 1}, {"type": "batchnorm"}, {"type": "leaky_relu", "alpha": 0.1}, '
                              '{"type": "maxpool2d", "size": 2}, {"type": "conv2d", "filters": 6, "kernel": 3}, '
                              '{"type": "tanh"}, {"type": "flatten"}, {"type": "dense", "units": 4}]}'),
+    # graphs (docs/reference/training.md): a residual add, slices of the input joined by a concat, and on
+    # images a residual block beside a 1x1 convolution of the input, concatenated along channels
+    "resmlp": ("points_packed", '{"input": [12], "layers": [{"type": "dense", "units": 16, "name": "d1"}, '
+                                '{"type": "relu"}, {"type": "dense", "units": 16, "name": "d2"}, '
+                                '{"type": "add", "inputs": ["d1", "d2"]}, {"type": "batchnorm"}, '
+                                '{"type": "dense", "units": 3}]}'),
+    "slices": ("points_packed", '{"input": [12], "layers": [{"type": "slice", "name": "s1", "inputs": ["input"], '
+                                '"start": 0, "length": 5}, {"type": "slice", "name": "s2", "inputs": ["input"], '
+                                '"start": 5, "length": 7}, {"type": "dense", "units": 8, "name": "d1", "inputs": ["s1"]}, '
+                                '{"type": "dense", "units": 8, "name": "d2", "inputs": ["s2"]}, '
+                                '{"type": "concat", "inputs": ["d1", "d2"]}, {"type": "tanh"}, {"type": "dense", "units": 3}]}'),
+    "rescnn": ("images_packed", '{"input": [1, 8, 8], "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, '
+                                '"padding": 1}, {"type": "relu", "name": "r1"}, {"type": "conv2d", "filters": 4, '
+                                '"kernel": 3, "padding": 1}, {"type": "batchnorm", "name": "b2"}, '
+                                '{"type": "add", "inputs": ["r1", "b2"], "name": "sum"}, {"type": "conv2d", "filters": 3, '
+                                '"kernel": 1, "name": "c3", "inputs": ["input"]}, {"type": "concat", "inputs": ["sum", "c3"]}, '
+                                '{"type": "maxpool2d", "size": 2}, {"type": "flatten"}, {"type": "dense", "units": 4}]}'),
+    # an add of three: export writes a chain of two Adds, which come back as two add layers (same weights)
+    "add3": ("points_packed", '{"input": [12], "layers": [{"type": "dense", "units": 6, "name": "a"}, '
+                              '{"type": "dense", "units": 6, "name": "b", "inputs": ["input"]}, '
+                              '{"type": "dense", "units": 6, "name": "c", "inputs": ["input"]}, '
+                              '{"type": "add", "inputs": ["a", "b", "c"]}, {"type": "dense", "units": 3}]}'),
 }
+# the networks whose file written again from the import is the first one, node for node
+SAME_NETWORK = {"mlp", "cnn", "resmlp", "slices", "rescnn"}
 
 
 def round_trips(conn):
@@ -81,7 +105,16 @@ def round_trips(conn):
         # twice around: the second file is the first, byte for byte (names and metadata included)
         again = one(conn, "SELECT pgdl.export_onnx(%s::bigint, with_normalization => false)", back)
         first = one(conn, "SELECT pgdl.export_onnx(%s::bigint, with_normalization => false)", model)
-        check(f"{kind}: exporting the imported model writes the same network", network_equal(first, again))
+        if kind in SAME_NETWORK:
+            check(f"{kind}: exporting the imported model writes the same network", network_equal(first, again))
+        else:
+            check(f"{kind}: exporting the imported model writes a network of as many weights",
+                  len(onnx_graph(first).initializer) == len(onnx_graph(again).initializer))
+
+
+def onnx_graph(blob):
+    import onnx
+    return onnx.load_from_string(bytes(blob)).graph
 
 
 def network_equal(a, b):

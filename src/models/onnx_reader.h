@@ -1,0 +1,120 @@
+/*
+ * onnx_reader.h -- the ONNX reader's state, shared by its three files and
+ * kept inside models/: onnx_import.c (bytes, attributes, tensors, the walk
+ * over the nodes, the graph's ends, the SQL function), onnx_import_layers.c
+ * (each operator read into a layer) and onnx_import_graph.c (the values
+ * between nodes, and the nodes that join or split branches: Add, Concat,
+ * Slice).
+ */
+#ifndef PGDL_ONNX_READER_H
+#define PGDL_ONNX_READER_H
+
+#include "spec/spec.h"
+#include "models/models.h"
+
+#define ONNX_MIN_OPSET		7
+#define ONNX_MAX_OPSET		21		/* newer opsets may change what an op means */
+#define ONNX_MAX_NODES		4096
+#define ONNX_MAX_TENSORS	4096
+#define ONNX_MAX_HELD		7		/* dims of a value held flat, the batch apart */
+
+/*
+ * A tensor of the graph that a node writes (or the graph's input): which
+ * layer's output it is and how pgdl holds it.  Nodes that make no layer
+ * (Identity, a Reshape within an example, the normalization) give their
+ * output the value of their input.
+ */
+typedef struct OnnxValue
+{
+	const char *name;
+	int			src;			/* the layer whose output it is, -1: the spec's input */
+	NnShape		shape;			/* one example */
+	/*
+	 * A value pgdl has no shape for (a rank-3 input [batch, steps, features],
+	 * a Reshape's output) is held flat, in ONNX's order: its dims but the
+	 * batch's, until a Flatten; 0 dims: the value is as shape says.
+	 */
+	int			n_held;
+	int64		held[ONNX_MAX_HELD];
+	bool		open_matmul;	/* a MatMul's output: an Add may give its bias */
+	bool		closed;			/* a MatMul's output whose bias an Add took: no other node may read it */
+	int			uses;			/* nodes that read it */
+} OnnxValue;
+
+typedef struct Reader
+{
+	const Onnx__GraphProto *g;
+	int64		opset;
+	const PgdlOnnxArgs *args;
+	NnSpec	   *spec;
+	/* each layer's weights, in pgdl_layer_tensors order, and their lengths */
+	const float *tensor[NN_MAX_LAYERS][PGDL_LAYER_MAX_TENSORS];
+	int64		length[NN_MAX_LAYERS][PGDL_LAYER_MAX_TENSORS];
+	/* Constant nodes read so far: their output names and values */
+	const char **const_name;
+	const Onnx__TensorProto **const_value;
+	int			n_consts;
+	/* the values the nodes read so far wrote, the graph's input first */
+	OnnxValue  *values;
+	int			n_values;
+	int			index;			/* of the node being read, for errors */
+	const Onnx__NodeProto *node;
+	/* the node's data input (its first, or an Add's other than the bias), as onnx_take_input found it */
+	OnnxValue  *in;
+	const char *value;			/* its name */
+	int			src;			/* the layer the node's output comes from: its input's, or the layer it made */
+	NnShape		shape;			/* its shape, one example; a layer's output once add_layer made one */
+	int			n_held;
+	int64		held[ONNX_MAX_HELD];
+	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
+	bool		open_matmul;	/* the node's output is a MatMul's (the value it writes) */
+	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
+	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
+	bool		meta_normalization;
+	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */
+	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
+	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
+	const char *loss_from;		/* PgdlOnnxModel's */
+	NnLoss		meta_loss;		/* PGDL_ONNX_META_LOSS's, when it names a loss; else 0 */
+} Reader;
+
+/* errors: a node's (naming it and its op_type) or the model's; both ERROR */
+extern void onnx_node_error(Reader *r, int code, const char *fmt,...) pg_attribute_printf(3, 4) pg_attribute_noreturn();
+extern void onnx_model_error(int code, const char *fmt,...) pg_attribute_printf(2, 3) pg_attribute_noreturn();
+
+#define UNSUPPORTED(r, ...) onnx_node_error((r), ERRCODE_FEATURE_NOT_SUPPORTED, __VA_ARGS__)
+#define MALFORMED(r, ...) onnx_node_error((r), ERRCODE_INVALID_PARAMETER_VALUE, __VA_ARGS__)
+
+extern const char *onnx_checked_text(const char *s, const char *what);
+
+/* the node's attributes (onnx_import.c) */
+extern const Onnx__AttributeProto *onnx_attr(Reader *r, const char *name, Onnx__AttributeProto__AttributeType type);
+extern int64 onnx_attr_int(Reader *r, const char *name, int64 dflt);
+extern float onnx_attr_float(Reader *r, const char *name, float dflt);
+extern int64 onnx_attr_ints_same(Reader *r, const char *name, int count, int64 dflt);
+extern bool onnx_attr_string_is(Reader *r, const char *name, const char *value);
+extern int64 onnx_auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads);
+
+/* tensors and constants (onnx_import.c) */
+extern void onnx_tensor_check_stored(Reader *r, const Onnx__TensorProto *t, int type, const char *type_name);
+extern float *onnx_tensor_floats(Reader *r, const Onnx__TensorProto *t, int64 *count);
+extern int64 *onnx_tensor_int64s(Reader *r, const Onnx__TensorProto *t, int64 limit, int64 *count);
+extern const Onnx__TensorProto *onnx_find_const(Reader *r, const char *name);
+extern const Onnx__TensorProto *onnx_const_input(Reader *r, size_t i, bool optional);
+extern float *onnx_const_vector(Reader *r, size_t i, int64 expected, bool broadcast);
+extern float onnx_const_scalar(Reader *r, size_t i);
+
+/* layers (onnx_import_layers.c) */
+extern NnLayerSpec *onnx_new_layer(Reader *r, NnLayerType type);
+extern void onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len);
+extern void onnx_need_flat(Reader *r);
+extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
+
+/* values and branches (onnx_import_graph.c) */
+extern OnnxValue *onnx_find_value(Reader *r, const char *name);
+extern void onnx_take_input(Reader *r, PgdlOnnxOp op);
+extern void onnx_put_output(Reader *r);
+extern bool onnx_read_join(Reader *r, PgdlOnnxOp op);
+extern void onnx_read_slice(Reader *r);
+
+#endif							/* PGDL_ONNX_READER_H */
