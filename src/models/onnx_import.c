@@ -480,6 +480,17 @@ read_constant(Reader *r)
 	r->n_consts++;
 }
 
+/* An Identity of a constant (torch's export writes one per weight it shares) is that constant. */
+static void
+read_identity_const(Reader *r, const Onnx__TensorProto *t)
+{
+	if (r->node->n_output != 1)
+		UNSUPPORTED(r, "It has %zu outputs; an Identity has one.", r->node->n_output);
+	r->const_name[r->n_consts] = r->node->output[0];
+	r->const_value[r->n_consts] = t;
+	r->n_consts++;
+}
+
 /* A node has an input and an output, does not read its own output, and comes before any trailing Softmax. */
 static void
 check_node(Reader *r)
@@ -511,6 +522,8 @@ read_node(Reader *r)
 		UNSUPPORTED(r, "Its domain is \"%s\"; pgdl reads ONNX's own operators.", pgdl_echo(n->domain));
 	if (op == PGDL_ONNX_CONSTANT)
 		return read_constant(r);
+	if (op == PGDL_ONNX_IDENTITY && n->n_input == 1 && onnx_find_const(r, n->input[0]) != NULL)
+		return read_identity_const(r, onnx_find_const(r, n->input[0]));
 	check_node(r);
 	onnx_take_input(r, op);
 	onnx_read_op(r, op);

@@ -31,10 +31,10 @@ onnx_new_layer(Reader *r, NnLayerType type)
 	l = &r->spec->layers[r->spec->n_layers];
 	nn_layer_defaults(l, type);
 	/* a chain's layer reads the one before it; any other reads its input by index */
-	if (r->in->src != r->spec->n_layers - 1)
+	if (r->src != r->spec->n_layers - 1)
 	{
 		l->n_inputs = 1;
-		l->inputs[0] = (int16) r->in->src;
+		l->inputs[0] = (int16) r->src;
 	}
 	return l;
 }
@@ -233,18 +233,56 @@ read_conv(Reader *r)
 	onnx_add_layer(r, w, n, b, t->dims[0]);
 }
 
+/*
+ * A pool's padding where pgdl can compute it exactly: as a depthwise conv2d
+ * before the pool whose only weight is 1 at the centre of a window of 2p + 1
+ * with padding 2p, which copies its input into a border of p zeros.  Zeros are
+ * ONNX's padding for an AveragePool that counts the pads in; a MaxPool's
+ * padding never wins, which zeros do not either where the input is a Relu's.
+ */
+static void
+pad_layer(Reader *r, NnLayerType type, int64 pads, int64 kernel)
+{
+	int64		c = r->shape.c;
+	int64		k = 2 * pads + 1;
+	NnLayerSpec *l;
+	float	   *w;
+
+	if (pads < 0 || pads >= kernel)
+		MALFORMED(r, "Its \"pads\" (" INT64_FORMAT ") are negative or not less than its kernel.", pads);
+	if (type == NN_MAXPOOL2D && (r->src < 0 || r->spec->layers[r->src].type != NN_RELU))
+		UNSUPPORTED(r, "It pads its input with values that never win; pgdl pads with zeros, which never win "
+					"only where the input is a Relu's, and it is not.");
+	if (type == NN_AVGPOOL2D && onnx_attr_int(r, "count_include_pad", 0) == 0)
+		UNSUPPORTED(r, "It pads without counting the pads (\"count_include_pad\" 0), so windows at the edge average "
+					"fewer values; pgdl's avgpool2d divides by the whole window.");
+	if (k > NN_MAX_KERNEL)
+		UNSUPPORTED(r, "Its \"pads\" (" INT64_FORMAT ") are more than pgdl pads.", pads);
+	w = palloc0(sizeof(float) * c * k * k);
+	for (int64 j = 0; j < c; j++)
+		w[j * k * k + pads * k + pads] = 1.0f;
+	l = onnx_new_layer(r, NN_CONV2D);
+	l->filters = (int32) c;
+	l->groups = (int32) c;
+	l->kernel = (int32) k;
+	l->padding = (int32) (2 * pads);
+	onnx_add_layer(r, w, c * k * k, palloc0(sizeof(float) * c), c);
+}
+
 static void
 read_pool(Reader *r, NnLayerType type)
 {
 	NnLayerSpec *l;
 	int64		kernel = onnx_attr_ints_same(r, "kernel_shape", 2, -1);
 	int64		stride = onnx_attr_ints_same(r, "strides", 2, 1);
+	int64		pads;
 
 	need_image(r);
 	if (kernel < 1)
 		MALFORMED(r, "Its \"kernel_shape\" is missing or not positive.");
-	if (onnx_auto_pad(r, kernel, stride, onnx_attr_ints_same(r, "pads", 4, 0)) != 0)
-		UNSUPPORTED(r, "It pads its input; pgdl's pooling does not.");
+	pads = onnx_auto_pad(r, kernel, stride, onnx_attr_ints_same(r, "pads", 4, 0));
+	if (pads != 0)
+		pad_layer(r, type, pads, kernel);
 	if (onnx_attr_int(r, "storage_order", 0) != 0 || onnx_attr_ints_same(r, "dilations", 2, 1) != 1)
 		UNSUPPORTED(r, "Its \"storage_order\" or \"dilations\" is not pgdl's (0, 1).");
 	/* rounding up adds a last, partial window only where the windows do not end at the edge */

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""pgdl.import_onnx of what torch.onnx.export (torch 1.13) writes for real networks (issue 40).
+
+1. torchvision's resnet18 (random weights, torch.manual_seed(0), num_classes 10, eval mode), input
+   [batch, 3, 32, 32], exported at opset 13 and 17 with torch's defaults (do_constant_folding: each
+   BatchNorm2d folded into the Conv before it) and with training=TrainingMode.PRESERVE and do_constant_folding=False
+   (BatchNormalization nodes kept): pgdl.predict matches torch's logits within 1e-4 on 20 random inputs (loss => 'mse'), and
+   their softmax with the default loss.
+2. The imported ResNet trains further: warm_start copies every layer with weights, and it is a base model
+   for transfer learning, frozen through its flatten; a cut inside a residual block is refused (22023).
+
+Prints "ok - ..." / "not ok - ..." lines and ends with "N passed, M failed".
+"""
+import collections
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import psycopg
+import torch
+import torchvision
+
+TOL = 1e-4
+warnings.filterwarnings("ignore")
+passed = 0
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok - {name}")
+    else:
+        failed += 1
+        print(f"not ok - {name}" + (f": {detail}" if detail else ""))
+
+
+conn = psycopg.connect(autocommit=True)
+conn.execute("SET client_min_messages = warning")
+conn.execute("CREATE EXTENSION IF NOT EXISTS pgdl")
+
+
+def one(query, *args):
+    return conn.execute(query, args).fetchone()[0]
+
+
+def predict(model_id, x):
+    return np.array([one("SELECT pgdl.predict(%s::bigint, %s::real[])", model_id, row.ravel().tolist()) for row in x],
+                    np.float32)
+
+
+def export(net, opset, **kw):
+    """The file as a user writes it: a dynamic batch, the input named input."""
+    path = f"/tmp/pgdl_onnx_resnet{opset}.onnx"
+    torch.onnx.export(net, torch.zeros(1, 3, 32, 32), path, opset_version=opset, input_names=["input"],
+                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, **kw)
+    with open(path, "rb") as f:
+        data = f.read()
+    return data, collections.Counter(n.op_type for n in onnx.load_from_string(data).graph.node)
+
+
+torch.manual_seed(0)
+resnet = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+# running statistics and affine parameters of a trained network, not the identity of a fresh BatchNorm
+with torch.no_grad():
+    for m in resnet.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.normal_(0, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+            m.weight.normal_(1, 0.1)
+            m.bias.normal_(0, 0.1)
+x = torch.randn(20, 3, 32, 32)
+with torch.no_grad():
+    logits = resnet(x).numpy()
+probs = torch.softmax(torch.from_numpy(logits), 1).numpy()
+
+# ---- 1. the file torch writes, BatchNorm folded or kept ----
+ids = {}
+for opset in (13, 17):
+    for how, kw in (("folded", {}), ("kept", {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False})):
+        data, ops = export(resnet, opset, **kw)
+        check(f"resnet18 opset {opset}, BatchNorm {how}: torch writes {ops['BatchNormalization']} BatchNormalization "
+              f"nodes and a MaxPool with pads", (ops["BatchNormalization"] == 0) == (how == "folded") and
+              ops["MaxPool"] == 1 and ops["Add"] == 8, str(ops))
+        mid = one("SELECT pgdl.import_onnx(%s, %s, loss => 'mse')", f"resnet{opset}_{how}", data)
+        err = float(np.abs(predict(mid, x.numpy()) - logits).max())
+        check(f"resnet18 opset {opset}, BatchNorm {how}: pgdl.predict equals torch's logits within 1e-4",
+              err <= TOL, f"max abs error {err:g}")
+        ids[(opset, how)] = mid
+        n_bn = one("SELECT count(*) FROM jsonb_array_elements((SELECT spec->'layers' FROM pgdl.models WHERE id = %s)) l "
+                   "WHERE l->>'type' = 'batchnorm'", mid)
+        check(f"resnet18 opset {opset}, BatchNorm {how}: {n_bn} batchnorm layers", n_bn == (0 if how == "folded" else 20))
+
+data, _ = export(resnet, 13)
+ce = one("SELECT pgdl.import_onnx('resnet_ce', %s)", data)
+err = float(np.abs(predict(ce, x.numpy()) - probs).max())
+check("resnet18 with the default loss (cross_entropy, no trailing Softmax): pgdl.predict is the softmax of the logits",
+      err <= TOL, f"max abs error {err:g}")
+
+# ---- 2. trained further ----
+conn.execute("""CREATE TABLE rn_images AS
+                SELECT i, ARRAY(SELECT (sin(i * 7 + k) * 2)::real FROM generate_series(1, 3072) k) AS x, i % 10 AS label
+                  FROM generate_series(1, 40) i""")
+conn.execute("SELECT pgdl.pack('rn_images', 'x', 'label', 'rn_images_p', buffer_rows => 20, partitions => 1, seed => 1)")
+warm = one("""SELECT pgdl.fit('rn_images_p', (SELECT spec FROM pgdl.models WHERE id = %s),
+                              jsonb_build_object('lr', 1e-7, 'batch_size', 20, 'warm_start', %s::bigint),
+                              epochs => 1, name => 'resnet_warm')""", ce, ce)
+copied = one("SELECT origin->'layers_copied' FROM pgdl.models WHERE id = %s", warm)
+with_weights = one("SELECT array_agg(DISTINCT layer ORDER BY layer) FROM pgdl.model_weights(%s::bigint)", ce)
+check("warm_start from the imported resnet copies every layer with weights", copied == with_weights,
+      f"{copied} vs {with_weights}")
+rows = np.array([r[0] for r in conn.execute("SELECT x FROM rn_images ORDER BY i").fetchall()], np.float32)
+err = float(np.abs(predict(warm, rows) - predict(ce, rows)).max())
+check("and after an epoch at lr 1e-7 predicts as the import did, within 1e-4", err <= TOL, f"max abs error {err:g}")
+
+one("""SELECT pgdl.grid_search('rn_heads', '{}', '{"base_model": "resnet_ce", "freeze": "flatten",
+                                                  "head": [[{"type": "dense", "units": 10}]], "lr": 0.01}')""")
+row = conn.execute("SELECT model, train_loss FROM pgdl.fit_multiple('rn_images_p', 'rn_heads', epochs => 1)").fetchone()
+check("the imported resnet is a base model: a head trained on it frozen through its flatten",
+      row is not None and row[0] is not None and np.isfinite(row[1]), str(row))
+try:
+    one("""SELECT pgdl.grid_search('rn_inside', '{}', '{"base_model": "resnet_ce", "freeze": 5, "lr": 0.01}')""")
+    check("a cut inside a residual block is refused", False, "accepted")
+except psycopg.Error as e:
+    check("a cut inside a residual block is refused with 22023, saying why", e.sqlstate == "22023" and
+          "several tensors crossing" in (e.diag.message_detail or ""), f"{e.sqlstate}: {e.diag.message_detail}")
+
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
