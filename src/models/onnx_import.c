@@ -576,8 +576,11 @@ read_input(Reader *r)
 	if (n != 1)
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %d inputs that are not initializers; pgdl takes one.", n);
 	if (in->type == NULL || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
-		(tt = in->type->tensor_type) == NULL || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor.", pgdl_echo(in->name));
+		(tt = in->type->tensor_type) == NULL ||
+		!(tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+		  (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && tt->shape && tt->shape->n_dim == 2)))
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor, nor int64 "
+						 "ids [batch, steps].", pgdl_echo(in->name));
 	if (tt->shape == NULL || tt->shape->n_dim < 2 || tt->shape->n_dim > 4)
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
 					"[batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
@@ -600,6 +603,8 @@ read_input(Reader *r)
 	r->shape.c = r->spec->input[0];
 	r->shape.h = r->shape.ndim == 3 ? r->spec->input[1] : 1;
 	r->shape.w = r->shape.ndim == 3 ? r->spec->input[2] : 1;
+	/* ids come in as pgdl's float input, whole numbers, as pgdl.predict takes an embedding's */
+	r->values[0].kind = tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? ONNX_VALUE_IDS : ONNX_VALUE_TENSOR;
 	r->values[0].name = in->name;
 	r->values[0].src = -1;
 	r->values[0].shape = r->shape;
@@ -756,7 +761,8 @@ read_graph(Reader *r)
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has sparse initializers.");
 	if (g->n_output != 1)
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %zu outputs; pgdl takes one.", g->n_output);
-	r->values = palloc0(sizeof(OnnxValue) * (g->n_node + 1));
+	/* a node writes one value, a GRU two */
+	r->values = palloc0(sizeof(OnnxValue) * (g->n_node * 2 + 1));
 	read_input(r);
 	r->const_name = palloc(sizeof(char *) * Max(g->n_node, 1));
 	r->const_value = palloc(sizeof(Onnx__TensorProto *) * Max(g->n_node, 1));

@@ -56,7 +56,9 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 			UNSUPPORTED(r, "It reads \"%s\", which pgdl folds into the one node that reads it (a MatMul's output "
 						"into the Add of its bias, the raw features into the normalization).", pgdl_echo(v->name));
 		v->uses++;
-		if (in == NULL && (i == 0 || op == PGDL_ONNX_ADD || op == PGDL_ONNX_MUL))
+		/* Gather's data is a table (an embedding's) and its indices the value; Concat's may be constants first */
+		if (in == NULL && (i == 0 || op == PGDL_ONNX_ADD || op == PGDL_ONNX_MUL || op == PGDL_ONNX_GATHER ||
+						   op == PGDL_ONNX_CONCAT))
 			in = v;
 	}
 	if (in == NULL)
@@ -69,23 +71,40 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 	r->n_held = in->n_held;
 	memcpy(r->held, in->held, sizeof(r->held));
 	r->open_matmul = false;
+	r->out_kind = ONNX_VALUE_TENSOR;
+	r->out_n_dims = 0;
+	r->outputs_done = false;
 }
 
-/* The node's output: the layer it made, or its input's value as the node left it. */
-void
-onnx_put_output(Reader *r)
+/* A value the node writes, called name: the layer it made or its input's, as the node left it. */
+OnnxValue *
+onnx_put_value(Reader *r, const char *name)
 {
 	OnnxValue  *v;
 
-	if (onnx_find_value(r, r->node->output[0]) != NULL || onnx_find_const(r, r->node->output[0]) != NULL)
-		MALFORMED(r, "Its output \"%s\" is a tensor that the graph has already.", pgdl_echo(r->node->output[0]));
+	if (onnx_find_value(r, name) != NULL || onnx_find_const(r, name) != NULL)
+		MALFORMED(r, "Its output \"%s\" is a tensor that the graph has already.", pgdl_echo(name));
+	if (r->n_values >= r->g->n_node * 2 + 1)
+		MALFORMED(r, "It writes more tensors than pgdl reads.");
 	v = &r->values[r->n_values++];
-	v->name = r->node->output[0];
+	v->name = name;
+	v->kind = r->out_kind;
+	v->n_dims = r->out_n_dims;
+	memcpy(v->dims, r->out_dims, sizeof(v->dims));
 	v->src = r->src;
 	v->shape = r->shape;
 	v->n_held = r->n_held;
 	memcpy(v->held, r->held, sizeof(v->held));
 	v->open_matmul = r->open_matmul;
+	return v;
+}
+
+/* The node's (first) output, unless its reader wrote its outputs itself. */
+void
+onnx_put_output(Reader *r)
+{
+	if (!r->outputs_done)
+		onnx_put_value(r, r->node->output[0]);
 }
 
 /* A value of the node's inputs, for a join: one that a node wrote, as pgdl holds it (not flat in another shape). */

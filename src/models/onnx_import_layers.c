@@ -635,6 +635,8 @@ onnx_read_op(Reader *r, PgdlOnnxOp op)
 	if (r->norm_state == 1)
 		UNSUPPORTED(r, "pgdl's normalization is a Sub followed by a Div.");
 	r->norm_state = 2;
+	if (onnx_value_op(r, op))
+		return;
 	switch (op)
 	{
 		case PGDL_ONNX_RELU:

@@ -1,10 +1,11 @@
 /*
- * onnx_reader.h -- the ONNX reader's state, shared by its three files and
+ * onnx_reader.h -- the ONNX reader's state, shared by its four files and
  * kept inside models/: onnx_import.c (bytes, attributes, tensors, the walk
  * over the nodes, the graph's ends, the SQL function), onnx_import_layers.c
- * (each operator read into a layer) and onnx_import_graph.c (the values
+ * (each operator read into a layer), onnx_import_graph.c (the values
  * between nodes, and the nodes that join or split branches: Add, Concat,
- * Slice).
+ * Slice) and onnx_import_seq.c (integer ids, embeddings, GRU, and the shape
+ * arithmetic torch writes around them).
  */
 #ifndef PGDL_ONNX_READER_H
 #define PGDL_ONNX_READER_H
@@ -24,9 +25,33 @@
  * (Identity, a Reshape within an example, the normalization) give their
  * output the value of their input.
  */
+/*
+ * What a value is.  Most are a layer's output; around a sequence layer torch
+ * writes values that are no layer's: the graph's integer ids, the shape
+ * arithmetic that makes a GRU's initial state, a view of a sequence time
+ * first, and the GRU's outputs before a Squeeze or Gather takes them
+ * (onnx_import_seq.c reads them).
+ */
+typedef enum OnnxValueKind
+{
+	ONNX_VALUE_TENSOR = 0,		/* a layer's output (or the spec's input) as shape says */
+	ONNX_VALUE_IDS,				/* the graph's INT64 input [batch, steps]: ids for an embedding */
+	ONNX_VALUE_SHAPE,			/* an INT64 vector known when reading: dims holds it, the batch as ONNX_DIM_BATCH */
+	ONNX_VALUE_ZEROS,			/* zeros of the shape in dims (ConstantOfShape): a GRU's initial state */
+	ONNX_VALUE_TIME_FIRST,		/* a sequence layer's output transposed to [steps, batch, features] */
+	ONNX_VALUE_GRU_STATE,		/* a GRU's Y_h [1, batch, units]: the last state, before its first axis goes */
+	ONNX_VALUE_GRU_STEPS		/* a GRU's Y [steps, 1, batch, units]: every step's state */
+} OnnxValueKind;
+
+#define ONNX_DIM_BATCH		(-1)
+#define ONNX_MAX_SHAPE		8	/* values of a SHAPE, dims of a ZEROS */
+
 typedef struct OnnxValue
 {
 	const char *name;
+	OnnxValueKind kind;
+	int			n_dims;			/* SHAPE: its values; ZEROS: its dims */
+	int64		dims[ONNX_MAX_SHAPE];
 	int			src;			/* the layer whose output it is, -1: the spec's input */
 	NnShape		shape;			/* one example */
 	/*
@@ -68,6 +93,11 @@ typedef struct Reader
 	int64		held[ONNX_MAX_HELD];
 	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
 	bool		open_matmul;	/* the node's output is a MatMul's (the value it writes) */
+	/* the kind of value the node writes and its dims (onnx_import_seq.c); outputs_done: it wrote them all */
+	OnnxValueKind out_kind;
+	int			out_n_dims;
+	int64		out_dims[ONNX_MAX_SHAPE];
+	bool		outputs_done;
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
 	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
 	bool		meta_normalization;
@@ -110,10 +140,14 @@ extern void onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *
 extern void onnx_need_flat(Reader *r);
 extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
 
+/* ids, shapes and sequences (onnx_import_seq.c) */
+extern bool onnx_value_op(Reader *r, PgdlOnnxOp op);
+
 /* values and branches (onnx_import_graph.c) */
 extern OnnxValue *onnx_find_value(Reader *r, const char *name);
 extern void onnx_take_input(Reader *r, PgdlOnnxOp op);
 extern void onnx_put_output(Reader *r);
+extern OnnxValue *onnx_put_value(Reader *r, const char *name);
 extern bool onnx_read_join(Reader *r, PgdlOnnxOp op);
 extern void onnx_read_slice(Reader *r);
 
