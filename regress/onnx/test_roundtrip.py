@@ -147,10 +147,37 @@ def from_pytorch(conn):
     check("and predicts what PyTorch does within 1e-5 on 1,000 inputs", err <= 1e-5, f"max abs error {err:g}")
 
 
+# sequences as pgdl's export writes them (Cast of the ids, Gather, Add of positions; Transposes around GRU,
+# Squeeze of its state or of every step's), from blobs of pgdl.init_model: imported back, the same weights
+SEQUENCES = {
+    "gru_positions": '{"input": [6], "loss": "mse", "layers": [{"type": "embedding", "vocab": 9, "dim": 4, '
+                     '"positions": true}, {"type": "gru", "units": 5}, {"type": "dense", "units": 3}]}',
+    "gru_stacked": '{"input": [6], "loss": "mse", "layers": [{"type": "embedding", "vocab": 5, "dim": 4}, '
+                   '{"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, '
+                   '{"type": "dense", "units": 2}]}',
+}
+
+
+def sequences(conn):
+    ids = np.random.default_rng(8).integers(0, 5, (40, 6)).astype(np.float32)
+    for kind, spec in SEQUENCES.items():
+        blob = one(conn, "SELECT pgdl.init_model(%s::jsonb, '{\"seed\": 5}')", spec)
+        back = one(conn, "SELECT pgdl.import_onnx(%s, pgdl.export_onnx(%s::bytea), loss => 'mse')", kind, blob)
+        check(f"{kind}: export -> import keeps every weight, bit for bit",
+              one(conn, WEIGHTS.replace("%s::bigint", "%s::bytea"), blob) == one(conn, WEIGHTS, back))
+        got = np.array([one(conn, "SELECT pgdl.predict(%s::bigint, %s::real[])", back, r.tolist()) for r in ids])
+        want = np.array([one(conn, "SELECT pgdl.predict(%s::bytea, %s::real[])", blob, r.tolist()) for r in ids])
+        check(f"{kind}: pgdl's export of a sequence network comes back and predicts the same bytes",
+              got.tobytes() == want.tobytes(), f"max abs difference {np.abs(got - want).max():g}")
+        layers = one(conn, "SELECT jsonb_array_length(spec->'layers') FROM pgdl.models WHERE id = %s", back)
+        check(f"{kind}: with its {layers} layers", layers == len(__import__("json").loads(spec)["layers"]))
+
+
 def main():
     with psycopg.connect(autocommit=True) as conn:
         setup(conn)
         round_trips(conn)
+        sequences(conn)
         from_pytorch(conn)
     print(f"{PASSED} passed, {FAILED} failed")
     return 1 if FAILED else 0

@@ -493,11 +493,13 @@ read_identity_const(Reader *r, const Onnx__TensorProto *t)
 
 /* A node has an input and an output, does not read its own output, and comes before any trailing Softmax. */
 static void
-check_node(Reader *r)
+check_node(Reader *r, PgdlOnnxOp op)
 {
 	const Onnx__NodeProto *n = r->node;
 
-	if (n->n_input < 1 || n->n_output < 1 || n->output[0][0] == '\0')
+	/* a GRU may leave Y out and give only its last state Y_h */
+	if (n->n_input < 1 || n->n_output < 1 ||
+		(n->output[0][0] == '\0' && !(op == PGDL_ONNX_GRU && n->n_output > 1 && n->output[1][0] != '\0')))
 		MALFORMED(r, "It has no input or no output.");
 	if (r->loss != 0)
 		UNSUPPORTED(r, "It follows a Softmax or LogSoftmax, which pgdl takes only as the last node.");
@@ -524,7 +526,7 @@ read_node(Reader *r)
 		return read_constant(r);
 	if (op == PGDL_ONNX_IDENTITY && n->n_input == 1 && onnx_find_const(r, n->input[0]) != NULL)
 		return read_identity_const(r, onnx_find_const(r, n->input[0]));
-	check_node(r);
+	check_node(r, op);
 	onnx_take_input(r, op);
 	onnx_read_op(r, op);
 	onnx_put_output(r);

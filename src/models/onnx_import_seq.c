@@ -164,6 +164,43 @@ read_embedding(Reader *r)
 	onnx_add_layer(r, w, n, NULL, 0);
 }
 
+/* Cast to INT64 of the graph's float input (pgdl's export of an embedding): the ids. */
+static void
+read_cast_ids(Reader *r)
+{
+	if (onnx_attr_int(r, "to", 0) != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || r->src != -1 || r->n_held > 0 ||
+		r->shape.ndim != 1)
+		UNSUPPORTED(r, "pgdl reads a Cast only to INT64 of the graph's flat input: an embedding's ids.");
+	r->out_kind = ONNX_VALUE_IDS;
+}
+
+/*
+ * Add of a constant [steps, dim] to an embedding's output, the one node that
+ * reads it: the embedding's table of positions (pgdl's export writes one).
+ */
+static bool
+read_positions(Reader *r)
+{
+	NnLayerSpec *l = r->src >= 0 ? &r->spec->layers[r->src] : NULL;
+	size_t		other = strcmp(r->node->input[0], r->value) == 0 ? 1 : 0;
+	const Onnx__TensorProto *t;
+	int64		n;
+
+	if (l == NULL || l->type != NN_EMBEDDING || l->positions || r->node->n_input != 2 ||
+		onnx_find_const(r, r->node->input[other]) == NULL)
+		return false;
+	t = onnx_const_input(r, other, false);
+	if (r->in->uses != 1 || r->src != r->spec->n_layers - 1 || t->n_dims != 2 || t->dims[0] != r->shape.c ||
+		t->dims[1] != r->shape.w)
+		UNSUPPORTED(r, "It adds a constant to an embedding that is not a table [%d, %d] of its positions, "
+					"added where nothing else reads the embedding.", r->shape.c, r->shape.w);
+	l->positions = true;
+	r->tensor[r->src][1] = onnx_tensor_floats(r, t, &n);
+	r->length[r->src][1] = n;
+	r->in->closed = true;
+	return true;
+}
+
 /* Transpose [1, 0, 2]: a sequence to time first (for ONNX's GRU), or a GRU's steps back to batch first. */
 static void
 read_transpose(Reader *r)
@@ -271,7 +308,8 @@ read_gru(Reader *r)
 	r->tensor[i][3] = b + 3 * h;
 	r->length[i][3] = 3 * h;
 	r->out_kind = ONNX_VALUE_GRU_STEPS;
-	onnx_put_value(r, r->node->output[0]);
+	if (r->node->output[0][0] != '\0')
+		onnx_put_value(r, r->node->output[0]);
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 	{
 		r->out_kind = ONNX_VALUE_GRU_STATE;
@@ -323,8 +361,10 @@ onnx_value_op(Reader *r, PgdlOnnxOp op)
 				read_shape(r);
 			else if (op == PGDL_ONNX_TRANSPOSE)
 				read_transpose(r);
+			else if (op == PGDL_ONNX_CAST)
+				read_cast_ids(r);
 			else
-				return false;
+				return op == PGDL_ONNX_ADD && read_positions(r);
 			return true;
 		case ONNX_VALUE_IDS:
 			if (op == PGDL_ONNX_SHAPE)
