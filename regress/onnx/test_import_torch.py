@@ -11,6 +11,9 @@
 3. A GRU classifier over embeddings (int64 ids in, its last state through a Linear), opset 13 and 17, its
    state taken as h[-1] or h.squeeze(0): pgdl.predict matches torch within 1e-4 on 50 id sequences; ids
    read by anything but an embedding's Gather are refused with 0A000.
+4. nn.LayerNorm and nn.GELU as torch writes them (LayerNorm decomposed into ReduceMean, Sub, Pow, Sqrt, Div,
+   Mul, Add at opset 13, LayerNormalization at 17; GELU as Div, Erf, Add, Mul, Mul) in an MLP and on each
+   step of a sequence: pgdl's layernorm and gelu, matching torch within 1e-4.
 
 Prints "ok - ..." / "not ok - ..." lines and ends with "N passed, M failed".
 """
@@ -183,6 +186,51 @@ try:
 except psycopg.Error as e:
     check("a Relu of int64 ids is refused with 0A000 naming the node", e.sqlstate == "0A000" and
           '"on_ids" (Relu)' in e.diag.message_primary, f"{e.sqlstate}: {e.diag.message_primary}")
+
+# ---- 4. LayerNorm and GELU as torch writes them: decomposed below opset 17, GELU as Erf before opset 20 ----
+
+
+class SeqNorm(torch.nn.Module):
+    """ids -> Embedding -> LayerNorm and GELU on each step -> GRU -> Linear: the norm over each step's features."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(12, 8)
+        self.norm = torch.nn.LayerNorm(8, eps=1e-4)
+        self.gru = torch.nn.GRU(8, 5, batch_first=True)
+        self.fc = torch.nn.Linear(5, 2)
+
+    def forward(self, ids):
+        _, h = self.gru(torch.nn.functional.gelu(self.norm(self.emb(ids))))
+        return self.fc(h[-1])
+
+
+torch.manual_seed(3)
+mlp = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.LayerNorm(16), torch.nn.GELU(), torch.nn.Linear(16, 3)).eval()
+seq = SeqNorm().eval()
+with torch.no_grad():
+    for norm in (mlp[1], seq.norm):
+        norm.weight.normal_(1, 0.2)
+        norm.bias.normal_(0, 0.2)
+xs = {"mlp": torch.randn(40, 10), "seq": torch.randint(0, 12, (40, 6), generator=torch.Generator().manual_seed(4))}
+for what, net, dummy in (("mlp", mlp, torch.zeros(1, 10)), ("seq", seq, torch.zeros(1, 6, dtype=torch.long))):
+    for opset in (13, 17):
+        path = f"/tmp/pgdl_onnx_norm_{what}{opset}.onnx"
+        torch.onnx.export(net, dummy, path, opset_version=opset, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        with open(path, "rb") as f:
+            data = f.read()
+        ops = collections.Counter(n.op_type for n in onnx.load_from_string(data).graph.node)
+        with torch.no_grad():
+            want = net(xs[what]).numpy()
+        mid = one("SELECT pgdl.import_onnx(%s, %s, loss => 'mse')", f"norm_{what}{opset}", data)
+        err = float(np.abs(predict(mid, xs[what].numpy().astype(np.float32)) - want).max())
+        layers = one("SELECT string_agg(l->>'type', ' ') FROM jsonb_array_elements("
+                     "(SELECT spec->'layers' FROM pgdl.models WHERE id = %s)) l", mid)
+        check(f"LayerNorm and GELU ({what}) at opset {opset} ({ops['LayerNormalization']} LayerNormalization, "
+              f"{ops['ReduceMean']} ReduceMean, {ops['Erf']} Erf) come in as layernorm and gelu: {layers}",
+              "layernorm gelu" in layers and "mean" not in layers, layers)
+        check(f"LayerNorm and GELU ({what}) at opset {opset}: pgdl.predict equals torch within 1e-4", err <= TOL,
+              f"max abs error {err:g}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

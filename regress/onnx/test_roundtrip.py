@@ -72,6 +72,9 @@ SPECS = {
                                 '{"type": "add", "inputs": ["r1", "b2"], "name": "sum"}, {"type": "conv2d", "filters": 3, '
                                 '"kernel": 1, "name": "c3", "inputs": ["input"]}, {"type": "concat", "inputs": ["sum", "c3"]}, '
                                 '{"type": "maxpool2d", "size": 2}, {"type": "flatten"}, {"type": "dense", "units": 4}]}'),
+    # gelu (its Erf subgraph) and layernorm (LayerNormalization: the file is opset 17)
+    "gelu_norm": ("points_packed", '{"input": [12], "layers": [{"type": "dense", "units": 10}, {"type": "gelu"}, '
+                                   '{"type": "layernorm", "eps": 0.001}, {"type": "dense", "units": 3}]}'),
     # an add of three: export writes a chain of two Adds, which come back as two add layers (same weights)
     "add3": ("points_packed", '{"input": [12], "layers": [{"type": "dense", "units": 6, "name": "a"}, '
                               '{"type": "dense", "units": 6, "name": "b", "inputs": ["input"]}, '
@@ -79,7 +82,7 @@ SPECS = {
                               '{"type": "add", "inputs": ["a", "b", "c"]}, {"type": "dense", "units": 3}]}'),
 }
 # the networks whose file written again from the import is the first one, node for node
-SAME_NETWORK = {"mlp", "cnn", "resmlp", "slices", "rescnn"}
+SAME_NETWORK = {"mlp", "cnn", "resmlp", "slices", "rescnn", "gelu_norm"}
 
 
 def round_trips(conn):

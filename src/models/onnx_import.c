@@ -768,9 +768,21 @@ read_graph(Reader *r)
 	read_input(r);
 	r->const_name = palloc(sizeof(char *) * Max(g->n_node, 1));
 	r->const_value = palloc(sizeof(Onnx__TensorProto *) * Max(g->n_node, 1));
+	r->consumed = palloc0(sizeof(bool) * Max(g->n_node, 1));
+	/* Constants first: a pattern (onnx_patterns.c) reads those of nodes ahead of the one it starts at */
+	for (size_t i = 0; i < g->n_node; i++)
+		if (g->node[i]->op_type && strcmp(g->node[i]->op_type, "Constant") == 0)
+		{
+			r->index = (int) i;
+			r->node = g->node[i];
+			read_node(r);
+			r->consumed[i] = true;
+		}
 	for (size_t i = 0; i < g->n_node; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		if (r->consumed[i])
+			continue;
 		r->index = (int) i;
 		r->node = g->node[i];
 		read_node(r);

@@ -464,7 +464,9 @@ over_example(Reader *r, int64 dflt, bool alone)
 static void
 read_layernorm(Reader *r)
 {
-	int64		n = r->shape.c;
+	/* a layer's sequence [steps, features] is normalized step by step over its last axis */
+	bool		per_step = r->shape.ndim == 2 && r->n_held == 0;
+	int64		n = per_step ? r->shape.w : r->shape.c;
 	int			i = r->spec->n_layers;
 	const Onnx__TensorProto *t;
 	float	   *scale;
@@ -473,7 +475,8 @@ read_layernorm(Reader *r)
 	if (r->opset < 17)
 		UNSUPPORTED(r, "LayerNormalization is an operator from opset 17 on.");
 	need_not_image(r);
-	if (!over_example(r, -1, false))
+	if (per_step ? onnx_attr_int(r, "axis", -1) != -1 && onnx_attr_int(r, "axis", -1) != 2 :
+		!over_example(r, -1, false))
 		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") normalizes part of an example; pgdl's layernorm of a flat "
 					"input normalizes all of it.", onnx_attr_int(r, "axis", -1));
 	for (size_t o = 1; o < r->node->n_output; o++)
@@ -635,7 +638,7 @@ onnx_read_op(Reader *r, PgdlOnnxOp op)
 	if (r->norm_state == 1)
 		UNSUPPORTED(r, "pgdl's normalization is a Sub followed by a Div.");
 	r->norm_state = 2;
-	if (onnx_value_op(r, op))
+	if (onnx_value_op(r, op) || onnx_read_pattern(r, op))
 		return;
 	switch (op)
 	{

@@ -65,8 +65,8 @@ read_shape(Reader *r)
 }
 
 /* A constant INT64 index or axes list of the node (input i), or its attribute `name` before `opset`. */
-static int64 *
-int64s_input(Reader *r, size_t i, const char *name, int64 opset, int64 *n)
+int64 *
+onnx_int64s_input(Reader *r, size_t i, const char *name, int64 opset, int64 *n)
 {
 	const Onnx__AttributeProto *a;
 
@@ -98,7 +98,7 @@ read_shape_op(Reader *r, PgdlOnnxOp op)
 	}
 	if (op == PGDL_ONNX_UNSQUEEZE)
 	{
-		v = int64s_input(r, 1, "axes", 13, &n);
+		v = onnx_int64s_input(r, 1, "axes", 13, &n);
 		if (n != 1 || v[0] != 0 || r->in->n_dims != 1)
 			UNSUPPORTED(r, "It does not make a vector of one value; pgdl reads shapes only to make a GRU's initial state.");
 		return put_dims(r, ONNX_VALUE_SHAPE, 1, r->in->dims);
@@ -336,7 +336,7 @@ read_gru_output(Reader *r, PgdlOnnxOp op)
 	}
 	else if (op == PGDL_ONNX_SQUEEZE)
 	{
-		v = int64s_input(r, 1, "axes", 13, &n);
+		v = onnx_int64s_input(r, 1, "axes", 13, &n);
 		if (n != 1 || v[0] != (state ? 0 : 1))
 			UNSUPPORTED(r, "It does not squeeze the GRU's direction axis (%d).", state ? 0 : 1);
 	}

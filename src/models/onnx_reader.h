@@ -1,11 +1,12 @@
 /*
- * onnx_reader.h -- the ONNX reader's state, shared by its four files and
+ * onnx_reader.h -- the ONNX reader's state, shared by its five files and
  * kept inside models/: onnx_import.c (bytes, attributes, tensors, the walk
  * over the nodes, the graph's ends, the SQL function), onnx_import_layers.c
  * (each operator read into a layer), onnx_import_graph.c (the values
  * between nodes, and the nodes that join or split branches: Add, Concat,
- * Slice) and onnx_import_seq.c (integer ids, embeddings, GRU, and the shape
- * arithmetic torch writes around them).
+ * Slice), onnx_import_seq.c (integer ids, embeddings, GRU, and the shape
+ * arithmetic torch writes around them) and onnx_patterns.c (subgraphs that
+ * are one layer: GELU's Erf, LayerNorm decomposed).
  */
 #ifndef PGDL_ONNX_READER_H
 #define PGDL_ONNX_READER_H
@@ -87,6 +88,7 @@ typedef struct Reader
 	/* the node's data input (its first, or an Add's other than the bias), as onnx_take_input found it */
 	OnnxValue  *in;
 	const char *value;			/* its name */
+	bool	   *consumed;		/* nodes read already: Constants first, then those a pattern took in */
 	int			src;			/* the layer the node's output comes from: its input's, or the layer it made */
 	NnShape		shape;			/* its shape, one example; a layer's output once add_layer made one */
 	int			n_held;
@@ -142,6 +144,11 @@ extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
 
 /* ids, shapes and sequences (onnx_import_seq.c) */
 extern bool onnx_value_op(Reader *r, PgdlOnnxOp op);
+
+extern int64 *onnx_int64s_input(Reader *r, size_t i, const char *name, int64 opset, int64 *n);
+
+/* subgraphs that are one layer: gelu, layernorm decomposed (onnx_patterns.c) */
+extern bool onnx_read_pattern(Reader *r, PgdlOnnxOp op);
 
 /* values and branches (onnx_import_graph.c) */
 extern OnnxValue *onnx_find_value(Reader *r, const char *name);

@@ -72,7 +72,9 @@ static const struct
 	 * sequences are steps first), a global average over steps as ReduceMean,
 	 * gru's outputs through Squeeze, and a graph of no other node as an
 	 * Identity.  Import reads torch's Shape, Gather, Unsqueeze, Concat and
-	 * ConstantOfShape that make a GRU's initial state (zeros) as such.
+	 * ConstantOfShape that make a GRU's initial state (zeros) as such, and
+	 * LayerNormalization decomposed (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add)
+	 * as a layernorm.
 	 */
 	[PGDL_ONNX_MATMUL] = {"MatMul"},
 	[PGDL_ONNX_RESHAPE] = {"Reshape"},
@@ -94,6 +96,8 @@ static const struct
 	[PGDL_ONNX_SHAPE] = {"Shape"},
 	[PGDL_ONNX_UNSQUEEZE] = {"Unsqueeze"},
 	[PGDL_ONNX_CONSTANTOFSHAPE] = {"ConstantOfShape"},
+	[PGDL_ONNX_POW] = {"Pow"},
+	[PGDL_ONNX_SQRT] = {"Sqrt"},
 };
 
 PgdlOnnxOp
