@@ -212,6 +212,25 @@ value(const char *name, int rank, const int64_t *dims)
 	return v;
 }
 
+/* A scalar float initializer of value v (a pattern's constant). */
+static void
+scalar(Graph *g, const char *name, float v)
+{
+	tensor(g, name, 0, NULL, false)->float_data[0] = v;
+}
+
+/* An INTS attribute of the values given. */
+static Onnx__AttributeProto *
+attr_list(const char *name, int n, const int64_t *v)
+{
+	Onnx__AttributeProto *a = attr(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+
+	a->n_ints = n;
+	a->ints = gen_alloc(sizeof(int64_t) * n);
+	memcpy(a->ints, v, sizeof(int64_t) * n);
+	return a;
+}
+
 /* v with its type wrapped in sequences until its deepest message (a Dimension) is as deep as the reader takes. */
 static Onnx__ValueInfoProto *
 deep_type(Onnx__ValueInfoProto *v)
@@ -381,6 +400,65 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Concat", IN("r", "sum"), "c", attr_int("axis", 1), NULL, NULL);
 	node(&g, "Gemm", IN("c", "wc"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "graph", &g, value("x", 2, (int64_t[]) {6}), value("y", 2, (int64_t[]) {2}));
+
+	/* torch's GRU classifier (onnx_import_seq.c): int64 ids, Gather, Transpose, the zero state's shape arithmetic */
+	{
+		Onnx__ValueInfoProto *ids = value("ids", 2, (int64_t[]) {4});
+		Onnx__NodeProto *gru;
+
+		ids->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		tensor(&g, "emb", 2, (int64_t[]) {6, 3}, true);
+		tensor(&g, "W", 3, (int64_t[]) {1, 6, 3}, true);
+		tensor(&g, "R", 3, (int64_t[]) {1, 6, 2}, false);
+		tensor(&g, "B", 2, (int64_t[]) {1, 12}, true);
+		tensor(&g, "wf", 2, (int64_t[]) {2, 2}, true);
+		constant_int64s(&g, "one", (int64_t[]) {1}, 1);
+		constant_int64s(&g, "zero", (int64_t[]) {0}, 1);
+		constant_int64s(&g, "units", (int64_t[]) {2}, 1);
+		node(&g, "Gather", IN("emb", "ids"), "e", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("e"), "tf", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Shape", IN("tf"), "s", NULL, NULL, NULL);
+		node(&g, "Gather", IN("s", "one"), "b", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Unsqueeze", IN("b", "zero"), "ub", NULL, NULL, NULL);
+		node(&g, "Concat", IN("one", "ub", "units"), "shape", attr_int("axis", 0), NULL, NULL);
+		node(&g, "ConstantOfShape", IN("shape"), "h0", NULL, NULL, NULL);
+		gru = node(&g, "GRU", IN("tf", "W", "R", "B", "", "h0"), "", attr_int("hidden_size", 2),
+				   attr_int("linear_before_reset", 1), NULL);
+		gru->name = "gru";
+		gru->output = gen_alloc(sizeof(char *) * 2);
+		gru->output[0] = "";
+		gru->output[1] = "yh";
+		gru->n_output = 2;
+		node(&g, "Squeeze", IN("yh", "zero"), "st", NULL, NULL, NULL);
+		node(&g, "Gemm", IN("st", "wf"), "y", attr_int("transB", 1), NULL, NULL);
+		write_model(write, "sequence", &g, ids, value("y", 2, (int64_t[]) {2}));
+	}
+
+	/* LayerNorm decomposed and GELU's Erf subgraph (onnx_patterns.c), as torch writes them at opset 13 */
+	tensor(&g, "w", 2, (int64_t[]) {5, 4}, true);
+	scalar(&g, "two", 2.0f);
+	scalar(&g, "eps", 1e-5f);
+	tensor(&g, "gamma", 1, (int64_t[]) {5}, true);
+	tensor(&g, "beta", 1, (int64_t[]) {5}, false);
+	scalar(&g, "sqrt2", 1.41421354f);
+	scalar(&g, "unit", 1.0f);
+	scalar(&g, "half", 0.5f);
+	node(&g, "Gemm", IN("x", "w"), "h", attr_int("transB", 1), NULL, NULL);
+	node(&g, "ReduceMean", IN("h"), "m", attr_list("axes", 1, (int64_t[]) {-1}), NULL, NULL);
+	node(&g, "Sub", IN("h", "m"), "d", NULL, NULL, NULL);
+	node(&g, "Pow", IN("d", "two"), "p", NULL, NULL, NULL);
+	node(&g, "ReduceMean", IN("p"), "v", attr_list("axes", 1, (int64_t[]) {-1}), NULL, NULL);
+	node(&g, "Add", IN("v", "eps"), "ve", NULL, NULL, NULL);
+	node(&g, "Sqrt", IN("ve"), "sd", NULL, NULL, NULL);
+	node(&g, "Div", IN("d", "sd"), "nd", NULL, NULL, NULL);
+	node(&g, "Mul", IN("nd", "gamma"), "ng", NULL, NULL, NULL);
+	node(&g, "Add", IN("ng", "beta"), "ln", NULL, NULL, NULL);
+	node(&g, "Div", IN("ln", "sqrt2"), "q", NULL, NULL, NULL);
+	node(&g, "Erf", IN("q"), "er", NULL, NULL, NULL);
+	node(&g, "Add", IN("er", "unit"), "e1", NULL, NULL, NULL);
+	node(&g, "Mul", IN("ln", "e1"), "mm", NULL, NULL, NULL);
+	node(&g, "Mul", IN("mm", "half"), "y", NULL, NULL, NULL);
+	write_model(write, "patterns", &g, value("x", 2, (int64_t[]) {4}), value("y", 2, (int64_t[]) {5}));
 
 	/* nesting as deep as the reader takes (100, src/models/onnx_depth.h): one level more is refused before protobuf-c */
 	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);

@@ -497,15 +497,20 @@ check_node(Reader *r, PgdlOnnxOp op)
 {
 	const Onnx__NodeProto *n = r->node;
 
-	/* a GRU may leave Y out and give only its last state Y_h */
-	if (n->n_input < 1 || n->n_output < 1 ||
-		(n->output[0][0] == '\0' && !(op == PGDL_ONNX_GRU && n->n_output > 1 && n->output[1][0] != '\0')))
+	bool		any_output = false;
+
+	for (size_t o = 0; o < n->n_output; o++)
+		any_output |= n->output[o][0] != '\0';
+	if (n->n_input < 1 || !any_output)
 		MALFORMED(r, "It has no input or no output.");
+	/* a GRU may leave Y out and give only its last state Y_h */
+	if (n->output[0][0] == '\0' && op != PGDL_ONNX_GRU)
+		UNSUPPORTED(r, "It leaves its first output out; pgdl reads a node's first output.");
 	if (r->loss != 0)
 		UNSUPPORTED(r, "It follows a Softmax or LogSoftmax, which pgdl takes only as the last node.");
 	for (size_t i = 0; i < n->n_input; i++)
 		for (size_t o = 0; o < n->n_output; o++)
-			if (strcmp(n->input[i], n->output[o]) == 0)
+			if (n->input[i][0] != '\0' && strcmp(n->input[i], n->output[o]) == 0)
 				MALFORMED(r, "It takes its own output as input.");
 }
 
@@ -788,6 +793,10 @@ read_graph(Reader *r)
 		read_node(r);
 	}
 	last = &r->values[r->n_values - 1];
+	if (last->kind != ONNX_VALUE_TENSOR)
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not a layer's output (ids, a "
+						 "shape, zeros or a GRU's output before its Squeeze); pgdl's model ends in a layer.",
+						 pgdl_echo(last->name));
 	if (strcmp(onnx_checked_text(g->output[0]->name, "graph's output name"), last->name) != 0)
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not what its last node writes "
 						 "(\"%s\"); pgdl's model ends in its last layer.", pgdl_echo(g->output[0]->name),

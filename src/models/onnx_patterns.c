@@ -37,7 +37,9 @@ reader(Reader *r, const char *name, PgdlOnnxOp op, bool sole)
 			if (strcmp(r->g->node[j]->input[i], name) == 0)
 			{
 				readers++;
-				if (found < 0 && !r->consumed[j] && pgdl_onnx_op_from_name(r->g->node[j]->op_type) == op)
+				/* the pattern goes on from its first output: a node without one ends it */
+				if (found < 0 && !r->consumed[j] && pgdl_onnx_op_from_name(r->g->node[j]->op_type) == op &&
+					r->g->node[j]->n_output >= 1 && r->g->node[j]->output[0][0] != '\0')
 					found = (int) j;
 				break;
 			}
