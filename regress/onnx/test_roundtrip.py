@@ -151,10 +151,13 @@ def from_pytorch(conn):
 
 
 # sequences as pgdl's export writes them (Cast of the ids, Gather, Add of positions; Transposes around GRU,
-# Squeeze of its state or of every step's), from blobs of pgdl.init_model: imported back, the same weights
+# Squeeze of its state or of every step's; MatMul and Add per step, gelu, layernorm, ReduceMean over the steps), from blobs of pgdl.init_model: imported back, the same weights
 SEQUENCES = {
     "gru_positions": '{"input": [6], "loss": "mse", "layers": [{"type": "embedding", "vocab": 9, "dim": 4, '
                      '"positions": true}, {"type": "gru", "units": 5}, {"type": "dense", "units": 3}]}',
+    "seq_per_step": '{"input": [6], "loss": "mse", "layers": [{"type": "embedding", "vocab": 5, "dim": 4, '
+                    '"positions": true}, {"type": "dense", "units": 5, "per_step": true}, {"type": "gelu"}, '
+                    '{"type": "layernorm"}, {"type": "global_avgpool"}, {"type": "dense", "units": 2}]}',
     "gru_stacked": '{"input": [6], "loss": "mse", "layers": [{"type": "embedding", "vocab": 5, "dim": 4}, '
                    '{"type": "gru", "units": 5, "return_sequences": true}, {"type": "gru", "units": 3}, '
                    '{"type": "dense", "units": 2}]}',

@@ -170,18 +170,39 @@ read_gemm(Reader *r)
 	onnx_add_layer(r, w, in * out, b, out);
 }
 
+/* MatMul by a weight [in, out]: dense, or on a layer's sequence dense per_step (each step's features). */
 static void
 read_matmul(Reader *r)
 {
-	int64		in = r->shape.c;
+	bool		per_step = r->shape.ndim == 2 && r->n_held == 0;
+	int64		in = per_step ? r->shape.w : r->shape.c;
 	int64		out;
 	float	   *w;
+	NnLayerSpec *l;
 
-	onnx_need_flat(r);
+	if (!per_step)
+		onnx_need_flat(r);
 	w = dense_weights(r, 1, false, in, &out);
-	onnx_new_layer(r, NN_DENSE)->units = (int32) out;
+	l = onnx_new_layer(r, NN_DENSE);
+	l->units = (int32) out;
+	l->per_step = per_step;
 	onnx_add_layer(r, w, in * out, palloc0(sizeof(float) * out), out);
 	r->open_matmul = true;
+}
+
+/* ReduceMean over the steps of a layer's sequence (axes [1], keepdims 0): global_avgpool, as pgdl exports it. */
+static void
+read_reduce_mean(Reader *r)
+{
+	int64		n;
+	int64	   *axes = r->opset >= 18 && r->node->n_input < 2 ? NULL : onnx_int64s_input(r, 1, "axes", 18, &n);
+
+	if (r->shape.ndim != 2 || r->n_held > 0 || axes == NULL || n != 1 || (axes[0] != 1 && axes[0] != -2) ||
+		onnx_attr_int(r, "keepdims", 1) != 0)
+		UNSUPPORTED(r, "pgdl reads a ReduceMean as the mean over a sequence's steps (axes [1], keepdims 0), or "
+					"inside a LayerNorm.");
+	onnx_new_layer(r, NN_GLOBAL_AVGPOOL);
+	onnx_add_layer(r, NULL, 0, NULL, 0);
 }
 
 /*
@@ -197,7 +218,7 @@ read_add(Reader *r)
 	if (!r->in->open_matmul || r->in->uses != 1 || r->node->n_input != 2)
 		UNSUPPORTED(r, "pgdl takes an Add of a constant only as the bias of a MatMul, the one node that reads "
 					"the MatMul's output.");
-	r->tensor[r->in->src][1] = onnx_const_vector(r, other, r->shape.c, false);
+	r->tensor[r->in->src][1] = onnx_const_vector(r, other, r->shape.ndim == 2 ? r->shape.w : r->shape.c, false);
 	r->in->closed = true;
 }
 
@@ -699,6 +720,9 @@ onnx_read_op(Reader *r, PgdlOnnxOp op)
 			read_layernorm(r);
 			break;
 		case PGDL_ONNX_IDENTITY:
+			break;
+		case PGDL_ONNX_REDUCEMEAN:
+			read_reduce_mean(r);
 			break;
 		default:
 			UNSUPPORTED(r, "pgdl has no layer for this operator.");
