@@ -290,7 +290,8 @@ $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/data
 # the ONNX reader (src/models/onnx_import*.c) and the protobuf-c code generated from onnx.proto
 $(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/models/onnx_import.o \
 		$(FUZZ)/obj/src/models/onnx_import_layers.o $(FUZZ)/obj/src/models/onnx_import_graph.o \
-		$(FUZZ)/obj/src/models/onnx_import_seq.o $(FUZZ)/obj/src/models/onnx_patterns.o $(FUZZ)/obj/src/models/onnx_depth.o \
+		$(FUZZ)/obj/src/models/onnx_import_seq.o $(FUZZ)/obj/src/models/onnx_patterns.o \
+		$(FUZZ)/obj/src/models/onnx_attention.o $(FUZZ)/obj/src/models/onnx_depth.o \
 		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/models/model_exchange.o $(FUZZ)/obj/src/spec/tensors.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o \

@@ -74,6 +74,8 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 	r->out_kind = ONNX_VALUE_TENSOR;
 	r->out_n_dims = 0;
 	r->outputs_done = false;
+	r->out_att = in->att;
+	r->out_part = in->part;
 }
 
 /* A value the node writes, called name: the layer it made or its input's, as the node left it. */
@@ -96,6 +98,8 @@ onnx_put_value(Reader *r, const char *name)
 	v->n_held = r->n_held;
 	memcpy(v->held, r->held, sizeof(v->held));
 	v->open_matmul = r->open_matmul;
+	v->att = r->out_att;
+	v->part = r->out_part;
 	return v;
 }
 

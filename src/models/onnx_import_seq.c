@@ -40,7 +40,13 @@ read_shape(Reader *r)
 	if (onnx_attr(r, "start", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) ||
 		onnx_attr(r, "end", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
 		UNSUPPORTED(r, "It has \"start\" or \"end\"; pgdl reads whole shapes.");
-	if (v->kind == ONNX_VALUE_TIME_FIRST)
+	if (v->att != NULL)
+	{
+		n = onnx_attention_dims(v, dims);
+		if (n == 0)
+			UNSUPPORTED(r, "pgdl reads the shape of an attention's in-projection, q, k, v and output only.");
+	}
+	else if (v->kind == ONNX_VALUE_TIME_FIRST)
 	{
 		dims[n++] = v->shape.c;
 		dims[n++] = ONNX_DIM_BATCH;
@@ -77,6 +83,57 @@ onnx_int64s_input(Reader *r, size_t i, const char *name, int64 opset, int64 *n)
 		UNSUPPORTED(r, "It has no \"%s\".", name);
 	*n = (int64) a->n_ints;
 	return a->ints;
+}
+
+/* Input i of the node as one integer: a shape of one value (the batch as -1, k batches -k) or an INT64 constant. */
+int64
+onnx_shape_scalar(Reader *r, size_t i)
+{
+	OnnxValue  *s = i < r->node->n_input ? onnx_find_value(r, r->node->input[i]) : NULL;
+	int64		n;
+	int64	   *v;
+
+	if (s != NULL && s->kind == ONNX_VALUE_SHAPE && s->n_dims == 1)
+		return s->dims[0];
+	if (s != NULL)
+		UNSUPPORTED(r, "Its input %zu is not one integer.", i);
+	v = onnx_tensor_int64s(r, onnx_const_input(r, i, false), 1, &n);
+	if (n != 1)
+		UNSUPPORTED(r, "Its input %zu is not one integer.", i);
+	return v[0];
+}
+
+/*
+ * Mul, Add, Div of one-value shapes and integers, and Cast to INT64: the
+ * arithmetic torch does on a tensor's dims (the head size E / heads, the batch
+ * times the heads).  The batch stays a factor: k batches is -k.
+ */
+static void
+read_shape_arith(Reader *r, PgdlOnnxOp op)
+{
+	int64		a = r->in->dims[0];
+	int64		b = 0;
+	int64		out;
+
+	if (r->in->n_dims != 1)
+		UNSUPPORTED(r, "It computes on a shape of %d values; pgdl computes on one.", r->in->n_dims);
+	if (op == PGDL_ONNX_CAST)
+	{
+		if (onnx_attr_int(r, "to", 0) != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+			UNSUPPORTED(r, "It casts a shape to another type than INT64.");
+		return put_dims(r, ONNX_VALUE_SHAPE, 1, &a);
+	}
+	b = onnx_shape_scalar(r, strcmp(r->node->input[0], r->value) == 0 ? 1 : 0);
+	if (op == PGDL_ONNX_MUL && (a >= 0 || b >= 0) && Abs(a) <= PG_INT32_MAX && Abs(b) <= PG_INT32_MAX)
+		out = a * b;
+	else if (op == PGDL_ONNX_ADD && a >= 0 && b >= 0 && a <= PG_INT32_MAX && b <= PG_INT32_MAX)
+		out = a + b;
+	else if (op == PGDL_ONNX_DIV && b > 0 && (a >= 0 || (-a) % b == 0) && strcmp(r->node->input[0], r->value) == 0)
+		out = a >= 0 ? a / b : -((-a) / b);
+	else
+		UNSUPPORTED(r, "pgdl computes on a shape only what torch's attention and GRU do (a product, a sum or a "
+					"quotient of known dims, the batch a factor).");
+	put_dims(r, ONNX_VALUE_SHAPE, 1, &out);
 }
 
 /* Gather of one value of a shape (axis 0), Unsqueeze of it to a vector, Concat of shapes and constants. */
@@ -378,6 +435,8 @@ onnx_value_op(Reader *r, PgdlOnnxOp op)
 		case ONNX_VALUE_SHAPE:
 			if (op == PGDL_ONNX_CONSTANTOFSHAPE)
 				read_constant_of_shape(r);
+			else if (op == PGDL_ONNX_MUL || op == PGDL_ONNX_ADD || op == PGDL_ONNX_DIV || op == PGDL_ONNX_CAST)
+				read_shape_arith(r, op);
 			else
 				read_shape_op(r, op);
 			return true;
@@ -386,6 +445,8 @@ onnx_value_op(Reader *r, PgdlOnnxOp op)
 		case ONNX_VALUE_TIME_FIRST:
 			if (op == PGDL_ONNX_GRU)
 				read_gru(r);
+			else if (op == PGDL_ONNX_MATMUL)
+				onnx_attention_start(r);
 			else if (op == PGDL_ONNX_TRANSPOSE || op == PGDL_ONNX_SHAPE)
 				op == PGDL_ONNX_SHAPE ? read_shape(r) : read_transpose(r);
 			else
@@ -395,6 +456,13 @@ onnx_value_op(Reader *r, PgdlOnnxOp op)
 		case ONNX_VALUE_GRU_STATE:
 		case ONNX_VALUE_GRU_STEPS:
 			read_gru_output(r, op);
+			return true;
+		default:
+			/* the steps of an attention (onnx_attention.c) */
+			if (op == PGDL_ONNX_SHAPE)
+				read_shape(r);
+			else
+				onnx_read_attention(r, op);
 			return true;
 	}
 	return false;

@@ -1,12 +1,13 @@
 /*
- * onnx_reader.h -- the ONNX reader's state, shared by its five files and
+ * onnx_reader.h -- the ONNX reader's state, shared by its six files and
  * kept inside models/: onnx_import.c (bytes, attributes, tensors, the walk
  * over the nodes, the graph's ends, the SQL function), onnx_import_layers.c
  * (each operator read into a layer), onnx_import_graph.c (the values
  * between nodes, and the nodes that join or split branches: Add, Concat,
  * Slice), onnx_import_seq.c (integer ids, embeddings, GRU, and the shape
- * arithmetic torch writes around them) and onnx_patterns.c (subgraphs that
- * are one layer: GELU's Erf, LayerNorm decomposed).
+ * arithmetic torch writes around them), onnx_patterns.c (subgraphs that
+ * are one layer: GELU's Erf, LayerNorm decomposed) and onnx_attention.c
+ * (torch's multi-head attention, node by node).
  */
 #ifndef PGDL_ONNX_READER_H
 #define PGDL_ONNX_READER_H
@@ -41,8 +42,36 @@ typedef enum OnnxValueKind
 	ONNX_VALUE_ZEROS,			/* zeros of the shape in dims (ConstantOfShape): a GRU's initial state */
 	ONNX_VALUE_TIME_FIRST,		/* a sequence layer's output transposed to [steps, batch, features] */
 	ONNX_VALUE_GRU_STATE,		/* a GRU's Y_h [1, batch, units]: the last state, before its first axis goes */
-	ONNX_VALUE_GRU_STEPS		/* a GRU's Y [steps, 1, batch, units]: every step's state */
+	ONNX_VALUE_GRU_STEPS,		/* a GRU's Y [steps, 1, batch, units]: every step's state */
+	/* torch's multi-head attention, time first (onnx_attention.c), in the order it computes them */
+	ONNX_VALUE_ATT_PROJ,		/* x W', [L, B, 3E], before the in-projection's bias */
+	ONNX_VALUE_ATT_QKV,			/* the in-projection, [L, B, 3E] */
+	ONNX_VALUE_ATT_PART,		/* q, k or v (part): [L, B, E] */
+	ONNX_VALUE_ATT_HEADS,		/* a part reshaped [L, B * heads, E / heads] */
+	ONNX_VALUE_ATT_Q,			/* q, [B * heads, L, d] */
+	ONNX_VALUE_ATT_QS,			/* q scaled by 1 / sqrt(d) */
+	ONNX_VALUE_ATT_KT,			/* k, [B * heads, d, L] */
+	ONNX_VALUE_ATT_V,			/* v, [B * heads, L, d] */
+	ONNX_VALUE_ATT_SCORES,		/* q k', [B * heads, L, L] */
+	ONNX_VALUE_ATT_PROBS,		/* their softmax over the last axis */
+	ONNX_VALUE_ATT_CTX,			/* probs v, [B * heads, L, d] */
+	ONNX_VALUE_ATT_CTX_TF,		/* [L, B * heads, d] */
+	ONNX_VALUE_ATT_FLAT,		/* [L * B, E] */
+	ONNX_VALUE_ATT_OUT_FLAT,	/* the out-projection, [L * B, E] */
+	ONNX_VALUE_ATT_OUT_TF		/* [L, B, E]: a Transpose back makes the attention layer */
 } OnnxValueKind;
+
+/* An attention layer being read: its input and weights as torch.nn.MultiheadAttention holds them. */
+typedef struct OnnxAttention
+{
+	int			src;			/* the layer whose sequence it attends over */
+	NnShape		shape;			/* that sequence, [L, E] */
+	int64		heads;			/* 0 until a Reshape says */
+	float	   *in_w;			/* in_proj_weight [3E, E] */
+	float	   *in_b;			/* in_proj_bias [3E] */
+	float	   *out_w;			/* out_proj.weight [E, E] */
+	float	   *out_b;			/* out_proj.bias [E] */
+} OnnxAttention;
 
 #define ONNX_DIM_BATCH		(-1)
 #define ONNX_MAX_SHAPE		8	/* values of a SHAPE, dims of a ZEROS */
@@ -63,6 +92,8 @@ typedef struct OnnxValue
 	int			n_held;
 	int64		held[ONNX_MAX_HELD];
 	bool		open_matmul;	/* a MatMul's output: an Add may give its bias */
+	OnnxAttention *att;			/* the ONNX_VALUE_ATT_* kinds: the attention, and which of q, k, v (part) */
+	int			part;
 	bool		closed;			/* a MatMul's output whose bias an Add took: no other node may read it */
 	int			uses;			/* nodes that read it */
 } OnnxValue;
@@ -100,6 +131,8 @@ typedef struct Reader
 	int			out_n_dims;
 	int64		out_dims[ONNX_MAX_SHAPE];
 	bool		outputs_done;
+	OnnxAttention *out_att;		/* with out_kind an ONNX_VALUE_ATT_* kind */
+	int			out_part;
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
 	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
 	bool		meta_normalization;
@@ -146,6 +179,12 @@ extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
 extern bool onnx_value_op(Reader *r, PgdlOnnxOp op);
 
 extern int64 *onnx_int64s_input(Reader *r, size_t i, const char *name, int64 opset, int64 *n);
+
+/* torch's multi-head attention (onnx_attention.c): an ONNX_VALUE_ATT_* value's next node */
+extern void onnx_read_attention(Reader *r, PgdlOnnxOp op);
+extern void onnx_attention_start(Reader *r);
+extern int	onnx_attention_dims(const OnnxValue *v, int64 *dims);
+extern int64 onnx_shape_scalar(Reader *r, size_t i);
 
 /* subgraphs that are one layer: gelu, layernorm decomposed (onnx_patterns.c) */
 extern bool onnx_read_pattern(Reader *r, PgdlOnnxOp op);
