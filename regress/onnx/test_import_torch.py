@@ -14,6 +14,9 @@
 4. nn.LayerNorm and nn.GELU as torch writes them (LayerNorm decomposed into ReduceMean, Sub, Pow, Sqrt, Div,
    Mul, Add at opset 13, LayerNormalization at 17; GELU as Div, Erf, Add, Mul, Mul) in an MLP and on each
    step of a sequence: pgdl's layernorm and gelu, matching torch within 1e-4.
+5. nn.TransformerEncoderLayer (dropout 0, batch_first, relu or gelu) over embeddings, at opset 13 and 17: its
+   multi-head attention, residual adds, LayerNorms and feed-forward come in as pgdl's encoder block and match
+   torch within 1e-4; an attention broken midway is refused with 0A000 naming the node.
 
 Prints "ok - ..." / "not ok - ..." lines and ends with "N passed, M failed".
 """
@@ -231,6 +234,59 @@ for what, net, dummy in (("mlp", mlp, torch.zeros(1, 10)), ("seq", seq, torch.ze
               "layernorm gelu" in layers and "mean" not in layers, layers)
         check(f"LayerNorm and GELU ({what}) at opset {opset}: pgdl.predict equals torch within 1e-4", err <= TOL,
               f"max abs error {err:g}")
+
+# ---- 5. nn.TransformerEncoderLayer over embeddings ----
+# the export recipe: Embedding(11, 8), TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+# batch_first=True, activation relu or gelu) in eval mode (dropout 0: no Dropout nodes), the mean over the steps,
+# Linear(8, 3); int64 ids [batch, 5], a dynamic batch. torch 1.13 writes the attention with Shape/Gather/Concat
+# reshapes, LayerNorm decomposed, GELU as Erf
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 8)
+        self.enc = torch.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+                                                    batch_first=True, activation=act)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, ids):
+        return self.fc(self.enc(self.emb(ids)).mean(1))
+
+
+ids = torch.randint(0, 11, (50, 5), generator=torch.Generator().manual_seed(6))
+for act in ("relu", "gelu"):
+    torch.manual_seed(7)
+    enc = Encoder(act).eval()
+    with torch.no_grad():
+        want = enc(ids).numpy()
+    for opset in (13, 17):
+        path = f"/tmp/pgdl_onnx_encoder_{act}{opset}.onnx"
+        torch.onnx.export(enc, torch.zeros(1, 5, dtype=torch.long), path, opset_version=opset, input_names=["ids"],
+                          output_names=["logits"], dynamic_axes={"ids": {0: "batch"}, "logits": {0: "batch"}})
+        with open(path, "rb") as f:
+            data = f.read()
+        ops = collections.Counter(n.op_type for n in onnx.load_from_string(data).graph.node)
+        mid = one("SELECT pgdl.import_onnx(%s, %s, loss => 'mse')", f"encoder_{act}{opset}", data)
+        err = float(np.abs(predict(mid, ids.numpy().astype(np.float32)) - want).max())
+        layers = one("SELECT string_agg(l->>'type', ' ') FROM jsonb_array_elements("
+                     "(SELECT spec->'layers' FROM pgdl.models WHERE id = %s)) l", mid)
+        check(f"encoder layer ({act}, opset {opset}, {sum(ops.values())} nodes): pgdl.predict equals torch within "
+              f"1e-4", err <= TOL, f"max abs error {err:g}")
+        check(f"encoder layer ({act}, opset {opset}): its layers are pgdl's encoder block",
+              layers == f"embedding attention add layernorm dense {act} dense add layernorm global_avgpool dense", layers)
+
+# a graph that leaves torch's attention midway is refused, naming the node: q k' without the scaling
+data = onnx.load(f"/tmp/pgdl_onnx_encoder_relu13.onnx")
+for n in data.graph.node:
+    if n.op_type == "Div" and n.output[0].endswith("Div_2_output_0"):
+        n.input[1] = n.input[0]  # q / q: not a scaling by a constant
+try:
+    one("SELECT pgdl.import_onnx('encoder_broken', %s, loss => 'mse')", data.SerializeToString())
+    check("an attention without its scaling is refused", False, "accepted")
+except psycopg.Error as e:
+    check("an attention without its scaling is refused with 0A000 naming the node", e.sqlstate == "0A000" and
+          "(Div)" in e.diag.message_primary, f"{e.sqlstate}: {e.diag.message_primary}: {e.diag.message_detail}")
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
