@@ -43,7 +43,7 @@ gen_free_all(void)
 
 typedef struct Graph
 {
-	Onnx__NodeProto *nodes[16];
+	Onnx__NodeProto *nodes[64];
 	size_t		n_nodes;
 	Onnx__TensorProto *inits[16];
 	size_t		n_inits;
@@ -459,6 +459,61 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Mul", IN("ln", "e1"), "mm", NULL, NULL, NULL);
 	node(&g, "Mul", IN("mm", "half"), "y", NULL, NULL, NULL);
 	write_model(write, "patterns", &g, value("x", 2, (int64_t[]) {4}), value("y", 2, (int64_t[]) {5}));
+
+	/* torch's multi-head attention over an embedding (onnx_attention.c): L 3, E 4, 2 heads of 2 */
+	{
+		Onnx__ValueInfoProto *ids = value("ids", 2, (int64_t[]) {3});
+
+		ids->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		tensor(&g, "emb", 2, (int64_t[]) {6, 4}, true);
+		tensor(&g, "Win", 2, (int64_t[]) {4, 12}, true);
+		tensor(&g, "bin", 1, (int64_t[]) {12}, false);
+		tensor(&g, "Wout", 2, (int64_t[]) {4, 4}, true);
+		tensor(&g, "bout", 1, (int64_t[]) {4}, true);
+		scalar(&g, "sqrt_d", 1.41421354f);
+		constant_int64s(&g, "i0", (int64_t[]) {0}, 1);
+		constant_int64s(&g, "i1", (int64_t[]) {1}, 1);
+		constant_int64s(&g, "heads", (int64_t[]) {2}, 1);
+		constant_int64s(&g, "e", (int64_t[]) {4}, 1);
+		constant_int64s(&g, "e2", (int64_t[]) {8}, 1);
+		constant_int64s(&g, "e3", (int64_t[]) {12}, 1);
+		constant_int64s(&g, "last", (int64_t[]) {-1}, 1);
+		node(&g, "Gather", IN("emb", "ids"), "x", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("x"), "t", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Shape", IN("t"), "s", NULL, NULL, NULL);
+		node(&g, "Gather", IN("s", "i0"), "len", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Gather", IN("s", "i1"), "bat", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Mul", IN("len", "bat"), "lb", NULL, NULL, NULL);
+		node(&g, "Mul", IN("bat", "heads"), "bh", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("len", "i0"), "u_len", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("bat", "i0"), "u_bat", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("lb", "i0"), "u_lb", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("bh", "i0"), "u_bh", NULL, NULL, NULL);
+		node(&g, "Concat", IN("u_len", "u_bh", "heads"), "to_heads", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Concat", IN("u_lb", "e"), "to_flat", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Concat", IN("u_len", "u_bat", "e"), "to_seq", attr_int("axis", 0), NULL, NULL);
+		node(&g, "MatMul", IN("t", "Win"), "proj", NULL, NULL, NULL);
+		node(&g, "Add", IN("bin", "proj"), "qkv", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "i0", "e", "last"), "q", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "e", "e2", "last"), "k", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "e2", "e3", "last"), "v", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("q", "to_heads"), "qh", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("k", "to_heads"), "kh", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("v", "to_heads"), "vh", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("qh"), "qt", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Transpose", IN("kh"), "kt", attr_list("perm", 3, (int64_t[]) {1, 2, 0}), NULL, NULL);
+		node(&g, "Transpose", IN("vh"), "vt", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Div", IN("qt", "sqrt_d"), "qs", NULL, NULL, NULL);
+		node(&g, "MatMul", IN("qs", "kt"), "scores", NULL, NULL, NULL);
+		node(&g, "Softmax", IN("scores"), "probs", attr_int("axis", -1), NULL, NULL);
+		node(&g, "MatMul", IN("probs", "vt"), "ctx", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("ctx"), "ctx_t", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Reshape", IN("ctx_t", "to_flat"), "flat", NULL, NULL, NULL);
+		node(&g, "Gemm", IN("flat", "Wout", "bout"), "out", attr_int("transB", 1), NULL, NULL);
+		node(&g, "Reshape", IN("out", "to_seq"), "out_t", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("out_t"), "y", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		write_model(write, "attention", &g, ids, value("y", 3, (int64_t[]) {3, 4}));
+	}
 
 	/* nesting as deep as the reader takes (100, src/models/onnx_depth.h): one level more is refused before protobuf-c */
 	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);
