@@ -109,7 +109,7 @@ read_part(Reader *r)
 	int64		axis = r->node->n_input > 3 ? onnx_shape_scalar(r, 3) : 0;
 
 	if ((axis != -1 && axis != 2) || (r->node->n_input > 4 && onnx_shape_scalar(r, 4) != 1) ||
-		start % E(a) != 0 || end != start + E(a) || start < 0 || start > 2 * E(a))
+		start < 0 || start > 2 * E(a) || start % E(a) != 0 || end != start + E(a))
 		UNSUPPORTED(r, "It is not a slice [k E, (k + 1) E) of the last axis of the attention's in-projection "
 					"(E = %d).", (int) E(a));
 	r->out_part = (int) (start / E(a));
@@ -124,7 +124,8 @@ read_heads(Reader *r)
 	int64		dims[ONNX_MAX_SHAPE];
 	int			n = target_shape(r, dims);
 
-	if (n != 3 || dims[0] != L(a) || dims[1] >= 0 || dims[2] < 1 || -dims[1] * dims[2] != E(a) ||
+	if (n != 3 || dims[0] != L(a) || dims[1] >= 0 || dims[1] < -E(a) || dims[2] < 1 || dims[2] > E(a) ||
+		-dims[1] * dims[2] != E(a) ||
 		(a->heads != 0 && a->heads != -dims[1]))
 		UNSUPPORTED(r, "It does not reshape the attention's %s to [%d, batch * heads, %d / heads].",
 					r->in->part == 0 ? "q" : r->in->part == 1 ? "k" : "v", (int) L(a), (int) E(a));

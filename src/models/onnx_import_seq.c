@@ -124,7 +124,10 @@ read_shape_arith(Reader *r, PgdlOnnxOp op)
 		return put_dims(r, ONNX_VALUE_SHAPE, 1, &a);
 	}
 	b = onnx_shape_scalar(r, strcmp(r->node->input[0], r->value) == 0 ? 1 : 0);
-	if (op == PGDL_ONNX_MUL && (a >= 0 || b >= 0) && Abs(a) <= PG_INT32_MAX && Abs(b) <= PG_INT32_MAX)
+	/* dims are far below this; a file's constants may be anything, and their products must not overflow */
+	if (a < -PG_INT32_MAX || a > PG_INT32_MAX || b < -PG_INT32_MAX || b > PG_INT32_MAX)
+		UNSUPPORTED(r, "It computes on a value beyond the dims of any tensor pgdl reads.");
+	if (op == PGDL_ONNX_MUL && (a >= 0 || b >= 0))
 		out = a * b;
 	else if (op == PGDL_ONNX_ADD && a >= 0 && b >= 0 && a <= PG_INT32_MAX && b <= PG_INT32_MAX)
 		out = a + b;
