@@ -270,7 +270,7 @@ read_transpose(Reader *r)
 	if (a == NULL || a->n_ints != 3 || a->ints[0] != 1 || a->ints[1] != 0 || a->ints[2] != 2 ||
 		(r->in->kind == ONNX_VALUE_TENSOR && (r->shape.ndim != 2 || r->n_held > 0)))
 		UNSUPPORTED(r, "pgdl reads a Transpose only as perm [1, 0, 2] of a sequence [batch, steps, features] made "
-					"by a layer: to time first and back, around a GRU.");
+					"by a layer: to time first and back, around a GRU or torch's attention.");
 	r->out_kind = r->in->kind == ONNX_VALUE_TENSOR ? ONNX_VALUE_TIME_FIRST : ONNX_VALUE_TENSOR;
 }
 
