@@ -287,8 +287,11 @@ $(FUZZ)/fuzz_packed: $(FUZZ)/obj/regress/fuzz/fuzz_packed.o $(FUZZ)/obj/src/data
 		$(FUZZ)/obj/src/base/arrays.o $(FUZZ_PG_STUBS) $(FUZZ_COMMON) $(FUZZ)/nn.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_LDFLAGS) $^ $(FUZZ_PG_LIBS) $(BLAS_LIBS) -lm -o $@
 
-# the ONNX reader (src/models/onnx_import.c) and the protobuf-c code generated from onnx.proto
-$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/models/onnx_import.o $(FUZZ)/obj/src/models/onnx_depth.o \
+# the ONNX reader (src/models/onnx_import*.c) and the protobuf-c code generated from onnx.proto
+$(FUZZ)/fuzz_onnx: $(FUZZ)/obj/regress/fuzz/fuzz_onnx.o $(FUZZ)/obj/src/models/onnx_import.o \
+		$(FUZZ)/obj/src/models/onnx_import_layers.o $(FUZZ)/obj/src/models/onnx_import_graph.o \
+		$(FUZZ)/obj/src/models/onnx_import_seq.o $(FUZZ)/obj/src/models/onnx_patterns.o \
+		$(FUZZ)/obj/src/models/onnx_attention.o $(FUZZ)/obj/src/models/onnx_depth.o \
 		$(FUZZ)/obj/$(ONNX_GEN)/onnx.pb-c.o $(FUZZ)/obj/src/models/model_exchange.o $(FUZZ)/obj/src/spec/tensors.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_json.o $(FUZZ)/obj/regress/fuzz/fuzz_jsonb_build.o \
 		$(FUZZ)/obj/regress/fuzz/fuzz_numeric.o $(FUZZ)/obj/src/spec/spec_json.o $(FUZZ)/obj/src/base/messages.o \

@@ -43,7 +43,7 @@ gen_free_all(void)
 
 typedef struct Graph
 {
-	Onnx__NodeProto *nodes[16];
+	Onnx__NodeProto *nodes[64];
 	size_t		n_nodes;
 	Onnx__TensorProto *inits[16];
 	size_t		n_inits;
@@ -212,6 +212,25 @@ value(const char *name, int rank, const int64_t *dims)
 	return v;
 }
 
+/* A scalar float initializer of value v (a pattern's constant). */
+static void
+scalar(Graph *g, const char *name, float v)
+{
+	tensor(g, name, 0, NULL, false)->float_data[0] = v;
+}
+
+/* An INTS attribute of the values given. */
+static Onnx__AttributeProto *
+attr_list(const char *name, int n, const int64_t *v)
+{
+	Onnx__AttributeProto *a = attr(name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+
+	a->n_ints = n;
+	a->ints = gen_alloc(sizeof(int64_t) * n);
+	memcpy(a->ints, v, sizeof(int64_t) * n);
+	return a;
+}
+
 /* v with its type wrapped in sequences until its deepest message (a Dimension) is as deep as the reader takes. */
 static Onnx__ValueInfoProto *
 deep_type(Onnx__ValueInfoProto *v)
@@ -362,6 +381,139 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Identity", IN("d"), "i", NULL, NULL, NULL);
 	node(&g, "Gemm", IN("i", "w"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "normalized", &g, value("x", 2, (int64_t[]) {8}), value("y", 2, (int64_t[]) {2}));
+
+	/* a graph (src/models/onnx_import_graph.c): two Slices of the input, Gemms, Add of the branches, Concat */
+	tensor(&g, "wa", 2, (int64_t[]) {3, 2}, true);
+	tensor(&g, "wb", 2, (int64_t[]) {3, 4}, false);
+	tensor(&g, "wc", 2, (int64_t[]) {2, 6}, true);
+	constant_int64s(&g, "axes", (int64_t[]) {1}, 1);
+	constant_int64s(&g, "s0", (int64_t[]) {0}, 1);
+	constant_int64s(&g, "e0", (int64_t[]) {2}, 1);
+	constant_int64s(&g, "s1", (int64_t[]) {2}, 1);
+	constant_int64s(&g, "e1", (int64_t[]) {6}, 1);
+	node(&g, "Slice", IN("x", "s0", "e0", "axes"), "a", NULL, NULL, NULL);
+	node(&g, "Slice", IN("x", "s1", "e1", "axes"), "b", NULL, NULL, NULL);
+	node(&g, "Gemm", IN("a", "wa"), "ha", attr_int("transB", 1), NULL, NULL);
+	node(&g, "Gemm", IN("b", "wb"), "hb", attr_int("transB", 1), NULL, NULL);
+	node(&g, "Add", IN("ha", "hb"), "sum", NULL, NULL, NULL);
+	node(&g, "Relu", IN("sum"), "r", NULL, NULL, NULL);
+	node(&g, "Concat", IN("r", "sum"), "c", attr_int("axis", 1), NULL, NULL);
+	node(&g, "Gemm", IN("c", "wc"), "y", attr_int("transB", 1), NULL, NULL);
+	write_model(write, "graph", &g, value("x", 2, (int64_t[]) {6}), value("y", 2, (int64_t[]) {2}));
+
+	/* torch's GRU classifier (onnx_import_seq.c): int64 ids, Gather, Transpose, the zero state's shape arithmetic */
+	{
+		Onnx__ValueInfoProto *ids = value("ids", 2, (int64_t[]) {4});
+		Onnx__NodeProto *gru;
+
+		ids->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		tensor(&g, "emb", 2, (int64_t[]) {6, 3}, true);
+		tensor(&g, "W", 3, (int64_t[]) {1, 6, 3}, true);
+		tensor(&g, "R", 3, (int64_t[]) {1, 6, 2}, false);
+		tensor(&g, "B", 2, (int64_t[]) {1, 12}, true);
+		tensor(&g, "wf", 2, (int64_t[]) {2, 2}, true);
+		constant_int64s(&g, "one", (int64_t[]) {1}, 1);
+		constant_int64s(&g, "zero", (int64_t[]) {0}, 1);
+		constant_int64s(&g, "units", (int64_t[]) {2}, 1);
+		node(&g, "Gather", IN("emb", "ids"), "e", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("e"), "tf", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Shape", IN("tf"), "s", NULL, NULL, NULL);
+		node(&g, "Gather", IN("s", "one"), "b", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Unsqueeze", IN("b", "zero"), "ub", NULL, NULL, NULL);
+		node(&g, "Concat", IN("one", "ub", "units"), "shape", attr_int("axis", 0), NULL, NULL);
+		node(&g, "ConstantOfShape", IN("shape"), "h0", NULL, NULL, NULL);
+		gru = node(&g, "GRU", IN("tf", "W", "R", "B", "", "h0"), "", attr_int("hidden_size", 2),
+				   attr_int("linear_before_reset", 1), NULL);
+		gru->name = "gru";
+		gru->output = gen_alloc(sizeof(char *) * 2);
+		gru->output[0] = "";
+		gru->output[1] = "yh";
+		gru->n_output = 2;
+		node(&g, "Squeeze", IN("yh", "zero"), "st", NULL, NULL, NULL);
+		node(&g, "Gemm", IN("st", "wf"), "y", attr_int("transB", 1), NULL, NULL);
+		write_model(write, "sequence", &g, ids, value("y", 2, (int64_t[]) {2}));
+	}
+
+	/* LayerNorm decomposed and GELU's Erf subgraph (onnx_patterns.c), as torch writes them at opset 13 */
+	tensor(&g, "w", 2, (int64_t[]) {5, 4}, true);
+	scalar(&g, "two", 2.0f);
+	scalar(&g, "eps", 1e-5f);
+	tensor(&g, "gamma", 1, (int64_t[]) {5}, true);
+	tensor(&g, "beta", 1, (int64_t[]) {5}, false);
+	scalar(&g, "sqrt2", 1.41421354f);
+	scalar(&g, "unit", 1.0f);
+	scalar(&g, "half", 0.5f);
+	node(&g, "Gemm", IN("x", "w"), "h", attr_int("transB", 1), NULL, NULL);
+	node(&g, "ReduceMean", IN("h"), "m", attr_list("axes", 1, (int64_t[]) {-1}), NULL, NULL);
+	node(&g, "Sub", IN("h", "m"), "d", NULL, NULL, NULL);
+	node(&g, "Pow", IN("d", "two"), "p", NULL, NULL, NULL);
+	node(&g, "ReduceMean", IN("p"), "v", attr_list("axes", 1, (int64_t[]) {-1}), NULL, NULL);
+	node(&g, "Add", IN("v", "eps"), "ve", NULL, NULL, NULL);
+	node(&g, "Sqrt", IN("ve"), "sd", NULL, NULL, NULL);
+	node(&g, "Div", IN("d", "sd"), "nd", NULL, NULL, NULL);
+	node(&g, "Mul", IN("nd", "gamma"), "ng", NULL, NULL, NULL);
+	node(&g, "Add", IN("ng", "beta"), "ln", NULL, NULL, NULL);
+	node(&g, "Div", IN("ln", "sqrt2"), "q", NULL, NULL, NULL);
+	node(&g, "Erf", IN("q"), "er", NULL, NULL, NULL);
+	node(&g, "Add", IN("er", "unit"), "e1", NULL, NULL, NULL);
+	node(&g, "Mul", IN("ln", "e1"), "mm", NULL, NULL, NULL);
+	node(&g, "Mul", IN("mm", "half"), "y", NULL, NULL, NULL);
+	write_model(write, "patterns", &g, value("x", 2, (int64_t[]) {4}), value("y", 2, (int64_t[]) {5}));
+
+	/* torch's multi-head attention over an embedding (onnx_attention.c): L 3, E 4, 2 heads of 2 */
+	{
+		Onnx__ValueInfoProto *ids = value("ids", 2, (int64_t[]) {3});
+
+		ids->type->tensor_type->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		tensor(&g, "emb", 2, (int64_t[]) {6, 4}, true);
+		tensor(&g, "Win", 2, (int64_t[]) {4, 12}, true);
+		tensor(&g, "bin", 1, (int64_t[]) {12}, false);
+		tensor(&g, "Wout", 2, (int64_t[]) {4, 4}, true);
+		tensor(&g, "bout", 1, (int64_t[]) {4}, true);
+		scalar(&g, "sqrt_d", 1.41421354f);
+		constant_int64s(&g, "i0", (int64_t[]) {0}, 1);
+		constant_int64s(&g, "i1", (int64_t[]) {1}, 1);
+		constant_int64s(&g, "heads", (int64_t[]) {2}, 1);
+		constant_int64s(&g, "e", (int64_t[]) {4}, 1);
+		constant_int64s(&g, "e2", (int64_t[]) {8}, 1);
+		constant_int64s(&g, "e3", (int64_t[]) {12}, 1);
+		constant_int64s(&g, "last", (int64_t[]) {-1}, 1);
+		node(&g, "Gather", IN("emb", "ids"), "x", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("x"), "t", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Shape", IN("t"), "s", NULL, NULL, NULL);
+		node(&g, "Gather", IN("s", "i0"), "len", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Gather", IN("s", "i1"), "bat", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Mul", IN("len", "bat"), "lb", NULL, NULL, NULL);
+		node(&g, "Mul", IN("bat", "heads"), "bh", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("len", "i0"), "u_len", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("bat", "i0"), "u_bat", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("lb", "i0"), "u_lb", NULL, NULL, NULL);
+		node(&g, "Unsqueeze", IN("bh", "i0"), "u_bh", NULL, NULL, NULL);
+		node(&g, "Concat", IN("u_len", "u_bh", "heads"), "to_heads", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Concat", IN("u_lb", "e"), "to_flat", attr_int("axis", 0), NULL, NULL);
+		node(&g, "Concat", IN("u_len", "u_bat", "e"), "to_seq", attr_int("axis", 0), NULL, NULL);
+		node(&g, "MatMul", IN("t", "Win"), "proj", NULL, NULL, NULL);
+		node(&g, "Add", IN("bin", "proj"), "qkv", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "i0", "e", "last"), "q", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "e", "e2", "last"), "k", NULL, NULL, NULL);
+		node(&g, "Slice", IN("qkv", "e2", "e3", "last"), "v", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("q", "to_heads"), "qh", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("k", "to_heads"), "kh", NULL, NULL, NULL);
+		node(&g, "Reshape", IN("v", "to_heads"), "vh", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("qh"), "qt", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Transpose", IN("kh"), "kt", attr_list("perm", 3, (int64_t[]) {1, 2, 0}), NULL, NULL);
+		node(&g, "Transpose", IN("vh"), "vt", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Div", IN("qt", "sqrt_d"), "qs", NULL, NULL, NULL);
+		node(&g, "MatMul", IN("qs", "kt"), "scores", NULL, NULL, NULL);
+		node(&g, "Softmax", IN("scores"), "probs", attr_int("axis", -1), NULL, NULL);
+		node(&g, "MatMul", IN("probs", "vt"), "ctx", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("ctx"), "ctx_t", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		node(&g, "Reshape", IN("ctx_t", "to_flat"), "flat", NULL, NULL, NULL);
+		node(&g, "Gemm", IN("flat", "Wout", "bout"), "out", attr_int("transB", 1), NULL, NULL);
+		node(&g, "Reshape", IN("out", "to_seq"), "out_t", NULL, NULL, NULL);
+		node(&g, "Transpose", IN("out_t"), "y", attr_list("perm", 3, (int64_t[]) {1, 0, 2}), NULL, NULL);
+		write_model(write, "attention", &g, ids, value("y", 3, (int64_t[]) {3, 4}));
+	}
 
 	/* nesting as deep as the reader takes (100, src/models/onnx_depth.h): one level more is refused before protobuf-c */
 	tensor(&g, "w", 2, (int64_t[]) {3, 4}, true);

@@ -223,3 +223,63 @@ UNIT_TEST(transfer_parameter_free_part_keeps_no_state)
 	free(x);
 	free(y);
 }
+
+/*
+ * A graph is cut where one tensor crosses: before the relu of a residual
+ * block (layer 0's output, read by the relu and the add), not inside it
+ * (before the second dense, when the add still reads layer 0).
+ */
+UNIT_TEST(transfer_graph_cut_where_one_tensor_crosses)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m;
+	NnModel    *prefix,
+			   *rest,
+			   *joined;
+	int			n = 7;
+	float	   *x,
+			   *f,
+			   *z,
+			   *zm;
+
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 6);
+	spec_add(&s, NN_RELU);
+	spec_dense(&s, 6);
+	spec_merge(&s, NN_ADD, 2, (int[]) {0, 2});
+	spec_dense(&s, 3);
+	m = nn_model_create(&s, 5, &err);
+	CHECK(m != NULL);
+	CHECK(nn_model_slice(m, 0, 2, 0, &err) == NULL);
+	CHECK(strstr(err.msg, "several tensors crossing") != NULL);
+	CHECK(nn_model_slice(m, 2, 5, 0, &err) == NULL);
+	prefix = nn_model_slice(m, 0, 1, 0, &err);
+	rest = nn_model_slice_trained(m, 1, &err);
+	CHECK(prefix && rest);
+	/* the rest reads its input (-1) where the whole read layer 0 */
+	CHECK(rest->spec.layers[2].n_inputs == 2 && rest->spec.layers[2].inputs[0] == -1 &&
+		  rest->spec.layers[2].inputs[1] == 1);
+	x = test_normal(n * 5, 41, 1.0f);
+	f = malloc(sizeof(float) * n * 6);
+	z = malloc(sizeof(float) * n * 3);
+	zm = malloc(sizeof(float) * n * 3);
+	CHECK(nn_model_forward_frozen(prefix, x, n, f, &err));
+	CHECK(nn_model_forward_frozen(rest, f, n, z, &err));
+	CHECK(nn_model_forward_frozen(m, x, n, zm, &err));
+	for (int i = 0; i < n * 3; i++)
+		CHECK_NEAR(z[i], zm[i], 1e-5);
+	joined = nn_model_join(prefix, rest, &err);
+	CHECK(joined != NULL);
+	CHECK(memcmp(&joined->spec, &m->spec, sizeof(NnSpec)) == 0);
+	CHECK(joined->n_params == m->n_params &&
+		  memcmp(joined->params, m->params, sizeof(float) * m->n_params) == 0);
+	nn_model_free(joined);
+	nn_model_free(prefix);
+	nn_model_free(rest);
+	nn_model_free(m);
+	free(x);
+	free(f);
+	free(z);
+	free(zm);
+}

@@ -34,56 +34,12 @@
 #include "data/data.h"
 #include "models/models.h"
 #include "models/onnx_depth.h"
-
-#define ONNX_MIN_OPSET		7
-#define ONNX_MAX_OPSET		21		/* newer opsets may change what an op means */
-#define ONNX_MAX_NODES		4096
-#define ONNX_MAX_TENSORS	4096
-#define ONNX_MAX_HELD		7		/* dims of a value held flat, the batch apart */
-
-typedef struct Reader
-{
-	const Onnx__GraphProto *g;
-	int64		opset;
-	const PgdlOnnxArgs *args;
-	NnSpec	   *spec;
-	/* each layer's weights, in pgdl_layer_tensors order, and their lengths */
-	const float *tensor[NN_MAX_LAYERS][PGDL_LAYER_MAX_TENSORS];
-	int64		length[NN_MAX_LAYERS][PGDL_LAYER_MAX_TENSORS];
-	/* Constant nodes read so far: their output names and values */
-	const char **const_name;
-	const Onnx__TensorProto **const_value;
-	int			n_consts;
-	int			index;			/* of the node being read, for errors */
-	const Onnx__NodeProto *node;
-	const char *value;			/* the chain's value: the input, then each node's output */
-	NnShape		shape;			/* its shape, one example */
-	/*
-	 * A value pgdl has no shape for (a rank-3 input [batch, steps, features],
-	 * a Reshape's output) is held flat, in ONNX's order: its dims but the
-	 * batch's, until a Flatten; 0 dims: the value is as shape says.
-	 */
-	int			n_held;
-	int64		held[ONNX_MAX_HELD];
-	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
-	bool		open_matmul;	/* the last layer is a MatMul's: an Add may give its bias */
-	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
-	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
-	bool		meta_normalization;
-	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */
-	int			target_state;	/* 0 before, 1 after its Mul, 2 after its Add (the last node) */
-	NnLoss		loss;			/* set by a trailing Softmax or LogSoftmax */
-	const char *loss_from;		/* PgdlOnnxModel's */
-	NnLoss		meta_loss;		/* PGDL_ONNX_META_LOSS's, when it names a loss; else 0 */
-} Reader;
+#include "models/onnx_reader.h"
 
 /* ---- errors ---- */
 
-static void node_error(Reader *r, int code, const char *fmt,...) pg_attribute_printf(3, 4) pg_attribute_noreturn();
-static void model_error(int code, const char *fmt,...) pg_attribute_printf(2, 3) pg_attribute_noreturn();
-
-static void
-node_error(Reader *r, int code, const char *fmt,...)
+void
+onnx_node_error(Reader *r, int code, const char *fmt,...)
 {
 	char		why[1024];
 	char		label[256];
@@ -103,8 +59,8 @@ node_error(Reader *r, int code, const char *fmt,...)
 			 errdetail("%s", why)));
 }
 
-static void
-model_error(int code, const char *fmt,...)
+void
+onnx_model_error(int code, const char *fmt,...)
 {
 	char		why[1024];
 	va_list		ap;
@@ -118,17 +74,14 @@ model_error(int code, const char *fmt,...)
 			 errdetail("%s", why)));
 }
 
-#define UNSUPPORTED(r, ...) node_error((r), ERRCODE_FEATURE_NOT_SUPPORTED, __VA_ARGS__)
-#define MALFORMED(r, ...) node_error((r), ERRCODE_INVALID_PARAMETER_VALUE, __VA_ARGS__)
-
 /* Text from the file goes into messages and jsonb: it must be valid in the database's encoding. */
-static const char *
-checked_text(const char *s, const char *what)
+const char *
+onnx_checked_text(const char *s, const char *what)
 {
 	if (s == NULL)
 		return "";
 	if (!pg_verifymbstr(s, strlen(s), true))
-		model_error(ERRCODE_DATA_CORRUPTED, "The %s is not valid text in the database's encoding.", what);
+		onnx_model_error(ERRCODE_DATA_CORRUPTED, "The %s is not valid text in the database's encoding.", what);
 	return s;
 }
 
@@ -262,31 +215,31 @@ unpack(const uint8 *data, size_t len)
 	PgdlOnnxScan scan;
 
 	if (len == 0)
-		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are empty.");
+		onnx_model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are empty.");
 	check_depth_table();
 	/* protobuf-c recurses once per level with no bound: the scan bounds it first */
 	scan = pgdl_onnx_scan(data, len, &where);
 	if (scan == PGDL_ONNX_SCAN_TOO_DEEP)
-		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
+		onnx_model_error(ERRCODE_INVALID_PARAMETER_VALUE, "Its protobuf messages nest more than %d deep (at byte %zu).",
 					PGDL_ONNX_MAX_DEPTH, where);
 	if (scan == PGDL_ONNX_SCAN_MERGES)
-		model_error(ERRCODE_INVALID_PARAMETER_VALUE,
+		onnx_model_error(ERRCODE_INVALID_PARAMETER_VALUE,
 					"A protobuf message holds one of its fields of a single message more than %d times (at byte %zu).",
 					PGDL_ONNX_MAX_MERGES, where);
 	/* wire data the scan cannot walk protobuf-c refuses too: the same words either way */
 	model = scan == PGDL_ONNX_SCAN_OK ? onnx__model_proto__unpack(&allocator, len, data) : NULL;
 	if (model == NULL)
-		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are not an ONNX ModelProto (protobuf could not read them).");
+		onnx_model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The bytes are not an ONNX ModelProto (protobuf could not read them).");
 	if (model->graph == NULL)
-		model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The model has no graph.");
+		onnx_model_error(ERRCODE_INVALID_PARAMETER_VALUE, "The model has no graph.");
 	fill_strings(model);
 	return model;
 }
 
 /* ---- attributes ---- */
 
-static const Onnx__AttributeProto *
-attr(Reader *r, const char *name, Onnx__AttributeProto__AttributeType type)
+const Onnx__AttributeProto *
+onnx_attr(Reader *r, const char *name, Onnx__AttributeProto__AttributeType type)
 {
 	for (size_t i = 0; i < r->node->n_attribute; i++)
 	{
@@ -301,27 +254,27 @@ attr(Reader *r, const char *name, Onnx__AttributeProto__AttributeType type)
 	return NULL;
 }
 
-static int64
-attr_int(Reader *r, const char *name, int64 dflt)
+int64
+onnx_attr_int(Reader *r, const char *name, int64 dflt)
 {
-	const Onnx__AttributeProto *a = attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+	const Onnx__AttributeProto *a = onnx_attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
 
 	return a ? a->i : dflt;
 }
 
-static float
-attr_float(Reader *r, const char *name, float dflt)
+float
+onnx_attr_float(Reader *r, const char *name, float dflt)
 {
-	const Onnx__AttributeProto *a = attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+	const Onnx__AttributeProto *a = onnx_attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
 
 	return a ? a->f : dflt;
 }
 
 /* The ints of attribute `name`, all equal to one value: that value, or dflt when absent. */
-static int64
-attr_ints_same(Reader *r, const char *name, int count, int64 dflt)
+int64
+onnx_attr_ints_same(Reader *r, const char *name, int count, int64 dflt)
 {
-	const Onnx__AttributeProto *a = attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+	const Onnx__AttributeProto *a = onnx_attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
 
 	if (a == NULL || a->n_ints == 0)
 		return dflt;
@@ -333,25 +286,25 @@ attr_ints_same(Reader *r, const char *name, int count, int64 dflt)
 	return a->ints[0];
 }
 
-static bool
-attr_string_is(Reader *r, const char *name, const char *value)
+bool
+onnx_attr_string_is(Reader *r, const char *name, const char *value)
 {
-	const Onnx__AttributeProto *a = attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+	const Onnx__AttributeProto *a = onnx_attr(r, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
 
 	return a != NULL && a->has_s && a->s.len == strlen(value) && memcmp(a->s.data, value, a->s.len) == 0;
 }
 
 /* auto_pad: NOTSET or VALID are explicit pads; SAME_* only where pgdl's symmetric padding equals it. */
-static int64
-auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads)
+int64
+onnx_auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads)
 {
-	const Onnx__AttributeProto *a = attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+	const Onnx__AttributeProto *a = onnx_attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
 
-	if (a == NULL || !a->has_s || attr_string_is(r, "auto_pad", "NOTSET"))
+	if (a == NULL || !a->has_s || onnx_attr_string_is(r, "auto_pad", "NOTSET"))
 		return pads;
-	if (attr_string_is(r, "auto_pad", "VALID"))
+	if (onnx_attr_string_is(r, "auto_pad", "VALID"))
 		return 0;
-	if ((attr_string_is(r, "auto_pad", "SAME_UPPER") || attr_string_is(r, "auto_pad", "SAME_LOWER")) &&
+	if ((onnx_attr_string_is(r, "auto_pad", "SAME_UPPER") || onnx_attr_string_is(r, "auto_pad", "SAME_LOWER")) &&
 		stride == 1 && kernel % 2 == 1)
 		return (kernel - 1) / 2;
 	UNSUPPORTED(r, "Its \"auto_pad\" pads asymmetrically; pgdl pads every side alike.");
@@ -361,7 +314,7 @@ auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads)
 
 /* The number of elements dims say, checked against `limit`. */
 static int64
-tensor_count(Reader *r, const Onnx__TensorProto *t, int64 limit)
+onnx_tensor_count(Reader *r, const Onnx__TensorProto *t, int64 limit)
 {
 	int64		n = 1;
 
@@ -375,8 +328,8 @@ tensor_count(Reader *r, const Onnx__TensorProto *t, int64 limit)
 	return n;
 }
 
-static void
-tensor_check_stored(Reader *r, const Onnx__TensorProto *t, int type, const char *type_name)
+void
+onnx_tensor_check_stored(Reader *r, const Onnx__TensorProto *t, int type, const char *type_name)
 {
 	if (!t->has_data_type || t->data_type != type)
 		UNSUPPORTED(r, "Tensor \"%s\" is of data type %d; pgdl takes %s here.",
@@ -388,16 +341,16 @@ tensor_check_stored(Reader *r, const Onnx__TensorProto *t, int type, const char 
 }
 
 /* A FLOAT tensor's values, all finite, in a new array. */
-static float *
-tensor_floats(Reader *r, const Onnx__TensorProto *t, int64 *count)
+float *
+onnx_tensor_floats(Reader *r, const Onnx__TensorProto *t, int64 *count)
 {
 	int64		n;
 	float	   *v;
 
-	tensor_check_stored(r, t, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "FLOAT (float32)");
-	n = tensor_count(r, t, NN_MAX_PARAMS);
+	onnx_tensor_check_stored(r, t, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, "FLOAT (float32)");
+	n = onnx_tensor_count(r, t, NN_MAX_PARAMS);
 	if (t->has_raw_data ? t->raw_data.len != (size_t) n * sizeof(float) : t->n_float_data != (size_t) n)
-		node_error(r, ERRCODE_DATA_CORRUPTED, "Tensor \"%s\" holds %zu bytes of data; its dims say " INT64_FORMAT " floats.",
+		onnx_node_error(r, ERRCODE_DATA_CORRUPTED, "Tensor \"%s\" holds %zu bytes of data; its dims say " INT64_FORMAT " floats.",
 				   pgdl_echo(t->name), t->has_raw_data ? t->raw_data.len : t->n_float_data * sizeof(float), n);
 	v = palloc_extended(Max(n, 1) * sizeof(float), MCXT_ALLOC_HUGE);
 	for (int64 i = 0; i < n; i++)
@@ -412,7 +365,7 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, int64 *count)
 		else
 			v[i] = t->float_data[i];
 		if (!isfinite(v[i]))
-			node_error(r, ERRCODE_INVALID_PARAMETER_VALUE, "Tensor \"%s\" holds %s at element " INT64_FORMAT ".",
+			onnx_node_error(r, ERRCODE_INVALID_PARAMETER_VALUE, "Tensor \"%s\" holds %s at element " INT64_FORMAT ".",
 					   pgdl_echo(t->name), isnan(v[i]) ? "NaN" : "an infinity", i);
 	}
 	*count = n;
@@ -420,16 +373,16 @@ tensor_floats(Reader *r, const Onnx__TensorProto *t, int64 *count)
 }
 
 /* An INT64 tensor's values (Reshape's shape), at most `limit` of them. */
-static int64 *
-tensor_int64s(Reader *r, const Onnx__TensorProto *t, int64 limit, int64 *count)
+int64 *
+onnx_tensor_int64s(Reader *r, const Onnx__TensorProto *t, int64 limit, int64 *count)
 {
 	int64		n;
 	int64	   *v;
 
-	tensor_check_stored(r, t, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "INT64");
-	n = tensor_count(r, t, limit);
+	onnx_tensor_check_stored(r, t, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, "INT64");
+	n = onnx_tensor_count(r, t, limit);
 	if (t->has_raw_data ? t->raw_data.len != (size_t) n * 8 : t->n_int64_data != (size_t) n)
-		node_error(r, ERRCODE_DATA_CORRUPTED, "Tensor \"%s\" holds a number of values its dims do not say.",
+		onnx_node_error(r, ERRCODE_DATA_CORRUPTED, "Tensor \"%s\" holds a number of values its dims do not say.",
 				   pgdl_echo(t->name));
 	v = palloc(Max(n, 1) * sizeof(int64));
 	for (int64 i = 0; i < n; i++)
@@ -450,8 +403,8 @@ tensor_int64s(Reader *r, const Onnx__TensorProto *t, int64 limit, int64 *count)
 }
 
 /* The constant (initializer or Constant node output) called name, or NULL. */
-static const Onnx__TensorProto *
-find_const(Reader *r, const char *name)
+const Onnx__TensorProto *
+onnx_find_const(Reader *r, const char *name)
 {
 	for (size_t i = 0; i < r->g->n_initializer; i++)
 		if (r->g->initializer[i]->name && strcmp(r->g->initializer[i]->name, name) == 0)
@@ -463,8 +416,8 @@ find_const(Reader *r, const char *name)
 }
 
 /* Input i of the node, a constant; NULL when absent and optional. */
-static const Onnx__TensorProto *
-const_input(Reader *r, size_t i, bool optional)
+const Onnx__TensorProto *
+onnx_const_input(Reader *r, size_t i, bool optional)
 {
 	const Onnx__TensorProto *t;
 
@@ -474,7 +427,7 @@ const_input(Reader *r, size_t i, bool optional)
 			return NULL;
 		MALFORMED(r, "Input %zu is missing.", i);
 	}
-	t = find_const(r, r->node->input[i]);
+	t = onnx_find_const(r, r->node->input[i]);
 	if (t == NULL)
 		UNSUPPORTED(r, "Input %zu (\"%s\") is not a constant: pgdl takes graphs that are one chain of nodes, "
 					"whose other inputs are weights.", i, pgdl_echo(r->node->input[i]));
@@ -482,12 +435,12 @@ const_input(Reader *r, size_t i, bool optional)
 }
 
 /* A constant's values, `expected` floats, per channel ([n] or [1, n]) or one to broadcast. */
-static float *
-const_vector(Reader *r, size_t i, int64 expected, bool broadcast)
+float *
+onnx_const_vector(Reader *r, size_t i, int64 expected, bool broadcast)
 {
-	const Onnx__TensorProto *t = const_input(r, i, false);
+	const Onnx__TensorProto *t = onnx_const_input(r, i, false);
 	int64		n;
-	float	   *v = tensor_floats(r, t, &n);
+	float	   *v = onnx_tensor_floats(r, t, &n);
 	float	   *out;
 
 	if (n == expected && (t->n_dims == 1 || (t->n_dims == 2 && t->dims[0] == 1)))
@@ -502,559 +455,15 @@ const_vector(Reader *r, size_t i, int64 expected, bool broadcast)
 }
 
 /* A scalar FLOAT constant (a Mul's factor, a Dropout's ratio). */
-static float
-const_scalar(Reader *r, size_t i)
+float
+onnx_const_scalar(Reader *r, size_t i)
 {
 	int64		n;
-	float	   *v = tensor_floats(r, const_input(r, i, false), &n);
+	float	   *v = onnx_tensor_floats(r, onnx_const_input(r, i, false), &n);
 
 	if (n != 1)
 		UNSUPPORTED(r, "Input %zu holds " INT64_FORMAT " values; pgdl takes a scalar.", i, n);
 	return v[0];
-}
-
-/* ---- layers ---- */
-
-static NnLayerSpec *
-new_layer(Reader *r, NnLayerType type)
-{
-	NnLayerSpec *l;
-
-	if (r->spec->n_layers >= NN_MAX_LAYERS)
-		UNSUPPORTED(r, "The model would have more than %d layers.", NN_MAX_LAYERS);
-	l = &r->spec->layers[r->spec->n_layers];
-	nn_layer_defaults(l, type);
-	return l;
-}
-
-/* The layer new_layer gave, with its weights: checked by the engine's validator, and the chain's shape moved on. */
-static void
-add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len)
-{
-	NnShape		shapes[NN_MAX_LAYERS + 1];
-	NnError		err;
-	int			i = r->spec->n_layers;
-
-	r->spec->n_layers++;
-	r->spec->loss = NN_LOSS_MSE;	/* any: the loss is settled at the end */
-	if (!nn_spec_validate(r->spec, shapes, &err))
-	{
-		const char *msg = strncmp(err.msg, "layers[", 7) == 0 && strstr(err.msg, "]: ") ?
-			strstr(err.msg, "]: ") + 3 : err.msg;
-
-		UNSUPPORTED(r, "pgdl's %s refuses it: %s.", nn_layer_type_name(r->spec->layers[i].type), msg);
-	}
-	r->shape = shapes[i + 1];
-	r->tensor[i][0] = w;
-	r->length[i][0] = w_len;
-	r->tensor[i][1] = b;
-	r->length[i][1] = b_len;
-	r->open_matmul = false;
-	r->sigmoid_node = -1;
-}
-
-/* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
-static int
-value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
-{
-	dims[0] = 1;
-	if (r->n_held > 0)
-	{
-		memcpy(dims + 1, r->held, sizeof(int64) * r->n_held);
-		return r->n_held + 1;
-	}
-	dims[1] = r->shape.c;
-	dims[2] = r->shape.h;
-	dims[3] = r->shape.w;
-	return r->shape.ndim == 1 ? 2 : 4;
-}
-
-/* pgdl holds some values flat: only operators indifferent to their layout take them. */
-static void
-need_not_held(Reader *r)
-{
-	StringInfoData dims;
-
-	if (r->n_held == 0)
-		return;
-	initStringInfo(&dims);
-	for (int d = 0; d < r->n_held; d++)
-		appendStringInfo(&dims, ", " INT64_FORMAT, r->held[d]);
-	UNSUPPORTED(r, "Its input is [batch%s]; pgdl holds a value of that shape flat (no layer takes it as a "
-				"sequence), so it takes only elementwise operators, and those over all of an example, "
-				"before a Flatten to [batch, %d].", dims.data, r->shape.c);
-}
-
-static void
-need_flat(Reader *r)
-{
-	need_not_held(r);
-	if (r->shape.ndim != 1)
-		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes a 2-D [batch, features] one here.",
-					r->shape.c, r->shape.h, r->shape.w);
-}
-
-static void
-need_not_image(Reader *r)
-{
-	if (r->shape.ndim == 3)
-		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes it only on a flat input: Flatten first.",
-					r->shape.c, r->shape.h, r->shape.w);
-}
-
-static void
-need_image(Reader *r)
-{
-	need_not_held(r);
-	if (r->shape.ndim != 3)
-		UNSUPPORTED(r, "Its input is [batch, %d]; pgdl takes a 4-D [batch, channels, height, width] one here.",
-					r->shape.c);
-}
-
-/* A weight matrix into pgdl's [out, in]; `transposed`: it is stored [out, in] already. */
-static float *
-dense_weights(Reader *r, size_t i, bool transposed, int64 in, int64 *out)
-{
-	const Onnx__TensorProto *t = const_input(r, i, false);
-	int64		n;
-	float	   *v = tensor_floats(r, t, &n);
-	float	   *w;
-
-	if (t->n_dims != 2 || t->dims[transposed ? 1 : 0] != in || t->dims[transposed ? 0 : 1] < 1)
-		UNSUPPORTED(r, "Its weight \"%s\" is not a matrix with " INT64_FORMAT " %s.",
-					pgdl_echo(t->name), in, transposed ? "columns" : "rows");
-	*out = t->dims[transposed ? 0 : 1];
-	if (*out > NN_MAX_DIM)
-		UNSUPPORTED(r, "It has " INT64_FORMAT " outputs; pgdl's dense layers have at most %d.", *out, NN_MAX_DIM);
-	if (transposed)
-		return v;
-	w = palloc_extended(sizeof(float) * n, MCXT_ALLOC_HUGE);
-	for (int64 o = 0; o < *out; o++)
-	{
-		CHECK_FOR_INTERRUPTS();
-		for (int64 k = 0; k < in; k++)
-			w[o * in + k] = v[k * *out + o];
-	}
-	return w;
-}
-
-static void
-read_gemm(Reader *r)
-{
-	int64		in = r->shape.c;
-	int64		out;
-	float	   *w;
-	float	   *b;
-
-	need_flat(r);
-	if (attr_float(r, "alpha", 1.0f) != 1.0f || attr_float(r, "beta", 1.0f) != 1.0f)
-		UNSUPPORTED(r, "Its \"alpha\" or \"beta\" is not 1; pgdl's dense layer computes x W' + b.");
-	if (attr_int(r, "transA", 0) != 0)
-		UNSUPPORTED(r, "Its \"transA\" is set; pgdl's dense layer takes examples as rows.");
-	w = dense_weights(r, 1, attr_int(r, "transB", 0) != 0, in, &out);
-	b = const_input(r, 2, true) ? const_vector(r, 2, out, true) : palloc0(sizeof(float) * out);
-	new_layer(r, NN_DENSE)->units = (int32) out;
-	add_layer(r, w, in * out, b, out);
-}
-
-static void
-read_matmul(Reader *r)
-{
-	int64		in = r->shape.c;
-	int64		out;
-	float	   *w;
-
-	need_flat(r);
-	w = dense_weights(r, 1, false, in, &out);
-	new_layer(r, NN_DENSE)->units = (int32) out;
-	add_layer(r, w, in * out, palloc0(sizeof(float) * out), out);
-	r->open_matmul = true;
-}
-
-/* The bias of the MatMul before it: Add(value, b) or Add(b, value). */
-static void
-read_add(Reader *r)
-{
-	int			i = r->spec->n_layers - 1;
-	size_t		other = strcmp(r->node->input[0], r->value) == 0 ? 1 : 0;
-
-	if (!r->open_matmul || r->node->n_input != 2)
-		UNSUPPORTED(r, "pgdl takes an Add only as the bias of the MatMul just before it.");
-	r->tensor[i][1] = const_vector(r, other, r->shape.c, false);
-	r->open_matmul = false;
-}
-
-static void
-read_conv(Reader *r)
-{
-	const Onnx__TensorProto *t;
-	NnLayerSpec *l;
-	int64		n;
-	float	   *w;
-	float	   *b;
-	int64		stride;
-
-	need_image(r);
-	t = const_input(r, 1, false);
-	w = tensor_floats(r, t, &n);
-	if (t->n_dims != 4 || t->dims[1] != r->shape.c || t->dims[2] != t->dims[3] || t->dims[0] < 1)
-		UNSUPPORTED(r, "Its weight is not [filters, %d, k, k] (2-D, square).", r->shape.c);
-	if (attr_int(r, "group", 1) != 1)
-		UNSUPPORTED(r, "Its \"group\" is not 1; pgdl's conv2d has no groups.");
-	if (attr_ints_same(r, "dilations", 2, 1) != 1)
-		UNSUPPORTED(r, "Its \"dilations\" are not 1.");
-	if (attr_ints_same(r, "kernel_shape", 2, t->dims[2]) != t->dims[2])
-		MALFORMED(r, "Its \"kernel_shape\" disagrees with its weight.");
-	stride = attr_ints_same(r, "strides", 2, 1);
-	l = new_layer(r, NN_CONV2D);
-	l->filters = (int32) Min(t->dims[0], PG_INT32_MAX);
-	l->kernel = (int32) Min(t->dims[2], PG_INT32_MAX);
-	l->stride = (int32) Max(Min(stride, PG_INT32_MAX), PG_INT32_MIN);
-	l->padding = (int32) Max(Min(auto_pad(r, t->dims[2], stride, attr_ints_same(r, "pads", 4, 0)),
-								 PG_INT32_MAX), PG_INT32_MIN);
-	b = const_input(r, 2, true) ? const_vector(r, 2, t->dims[0], false) : palloc0(sizeof(float) * t->dims[0]);
-	add_layer(r, w, n, b, t->dims[0]);
-}
-
-static void
-read_pool(Reader *r, NnLayerType type)
-{
-	NnLayerSpec *l;
-	int64		kernel = attr_ints_same(r, "kernel_shape", 2, -1);
-	int64		stride = attr_ints_same(r, "strides", 2, 1);
-
-	need_image(r);
-	if (kernel < 1)
-		MALFORMED(r, "Its \"kernel_shape\" is missing or not positive.");
-	if (auto_pad(r, kernel, stride, attr_ints_same(r, "pads", 4, 0)) != 0)
-		UNSUPPORTED(r, "It pads its input; pgdl's pooling does not.");
-	if (attr_int(r, "storage_order", 0) != 0 || attr_ints_same(r, "dilations", 2, 1) != 1)
-		UNSUPPORTED(r, "Its \"storage_order\" or \"dilations\" is not pgdl's (0, 1).");
-	/* rounding up adds a last, partial window only where the windows do not end at the edge */
-	if (attr_int(r, "ceil_mode", 0) != 0 && stride > 0 && kernel <= Min(r->shape.h, r->shape.w) &&
-		((r->shape.h - kernel) % stride != 0 || (r->shape.w - kernel) % stride != 0))
-		UNSUPPORTED(r, "Its \"ceil_mode\" adds a partial window at the edge; pgdl's pooling has whole windows only.");
-	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
-		UNSUPPORTED(r, "It has an Indices output; pgdl's pooling has one output.");
-	l = new_layer(r, type);
-	l->kernel = (int32) Min(kernel, PG_INT32_MAX);
-	l->stride = (int32) Max(Min(stride, PG_INT32_MAX), PG_INT32_MIN);
-	add_layer(r, NULL, 0, NULL, 0);
-}
-
-/* Flatten to [batch, rest]: a layer only where there is something to flatten. */
-static void
-flatten(Reader *r)
-{
-	r->n_held = 0;
-	if (r->shape.ndim == 1)
-		return;
-	new_layer(r, NN_FLATTEN);
-	add_layer(r, NULL, 0, NULL, 0);
-}
-
-static void
-read_flatten(Reader *r)
-{
-	int64		axis = attr_int(r, "axis", 1);
-	int64		dims[ONNX_MAX_HELD + 1];
-
-	if (axis < 0)
-		axis += value_dims(r, dims);
-	if (axis != 1)
-		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl flattens all but the batch dimension (axis 1).",
-					attr_int(r, "axis", 1));
-	flatten(r);
-}
-
-/*
- * Reshape that keeps the batch: [0 or the fixed batch or -1, dims of the
- * example's size]. pgdl's values are flat per example, so it moves no value:
- * to rank 2 it is a flatten, to another rank the value is held flat.
- */
-static void
-read_reshape(Reader *r)
-{
-	int64		n;
-	int64	   *shape;
-	int64		in[ONNX_MAX_HELD + 1];
-	int			in_rank = value_dims(r, in);
-	int64		features = NN_SHAPE_SIZE(r->shape);
-	int64		known = 1;
-	int			unknown = -1;
-
-	if (r->opset < 5)
-		UNSUPPORTED(r, "pgdl reads Reshape from opset 5 on.");
-	shape = tensor_int64s(r, const_input(r, 1, false), ONNX_MAX_HELD + 1, &n);
-	for (int64 d = 1; d < n; d++)
-	{
-		if (shape[d] == 0 && attr_int(r, "allowzero", 0) == 0 && d < in_rank)
-			shape[d] = in[d];	/* 0 copies the input's dim */
-		if (shape[d] == -1 && unknown < 0)
-			unknown = (int) d;
-		else if (shape[d] >= 1 && shape[d] <= features / known)
-			known *= shape[d];
-		else
-			known = -1;
-		if (known < 0)
-			break;
-	}
-	if (unknown > 0 && known > 0 && features % known == 0)
-		shape[unknown] = features / known;
-	if (n < 2 || known < 1 || (unknown < 0 ? known : known * shape[unknown]) != features ||
-		!(shape[0] == 0 || (shape[0] == -1 && unknown < 0) || (r->batch > 0 && shape[0] == r->batch)) ||
-		(shape[0] == 0 && attr_int(r, "allowzero", 0) != 0))
-		UNSUPPORTED(r, "Its target shape does not keep the batch dimension and the example's " INT64_FORMAT
-					" values; pgdl reshapes only within an example.", features);
-	flatten(r);
-	if (n > 2)
-	{
-		r->n_held = (int) n - 1;
-		memcpy(r->held, shape + 1, sizeof(int64) * r->n_held);
-	}
-}
-
-static void
-read_batchnorm(Reader *r)
-{
-	int			c = r->shape.c;
-	int			i = r->spec->n_layers;
-	NnLayerSpec *l;
-	float	   *var;
-	float		momentum = attr_float(r, "momentum", 0.9f);
-
-	need_not_held(r);
-	if (attr_int(r, "training_mode", 0) != 0 || attr_int(r, "spatial", 1) != 1)
-		UNSUPPORTED(r, "Its \"training_mode\" or \"spatial\" is not inference's (0, 1).");
-	for (size_t o = 1; o < r->node->n_output; o++)
-		if (r->node->output[o][0] != '\0')
-			UNSUPPORTED(r, "It has training outputs (running statistics); pgdl imports inference graphs.");
-	var = const_vector(r, 4, c, false);
-	for (int j = 0; j < c; j++)
-		if (var[j] < 0.0f)
-			MALFORMED(r, "Its variance is negative in channel %d (%g).", j, (double) var[j]);
-	l = new_layer(r, NN_BATCHNORM);
-	l->eps = attr_float(r, "epsilon", 1e-5f);
-	/* ONNX's momentum weighs the running statistic, PyTorch's and pgdl's the batch */
-	l->momentum = momentum >= 0.0f && momentum <= 1.0f ? 1.0f - momentum : 0.1f;
-	add_layer(r, const_vector(r, 1, c, false), c, const_vector(r, 2, c, false), c);
-	r->tensor[i][2] = const_vector(r, 3, c, false);
-	r->length[i][2] = c;
-	r->tensor[i][3] = var;
-	r->length[i][3] = c;
-}
-
-/* A BOOL constant that is false, as Dropout's training_mode must be. */
-static bool
-const_false(Reader *r, size_t i)
-{
-	const Onnx__TensorProto *t = const_input(r, i, false);
-
-	tensor_check_stored(r, t, ONNX__TENSOR_PROTO__DATA_TYPE__BOOL, "BOOL");
-	if (t->has_raw_data)
-		return t->raw_data.len == 1 && t->raw_data.data[0] == 0;
-	return t->n_int32_data == 1 && t->int32_data[0] == 0;
-}
-
-static void
-read_dropout(Reader *r)
-{
-	float		rate = r->opset < 12 ? attr_float(r, "ratio", 0.5f) : 0.5f;
-
-	if (r->opset >= 12 && const_input(r, 1, true))
-		rate = const_scalar(r, 1);
-	if (r->opset >= 12 && const_input(r, 2, true) && !const_false(r, 2))
-		UNSUPPORTED(r, "Its \"training_mode\" is not a constant false.");
-	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
-		UNSUPPORTED(r, "It has a mask output; pgdl's dropout has one output.");
-	new_layer(r, NN_DROPOUT)->rate = rate;
-	add_layer(r, NULL, 0, NULL, 0);
-}
-
-static void
-read_activation(Reader *r, NnLayerType type)
-{
-	NnLayerSpec *l = new_layer(r, type);
-
-	if (type == NN_LEAKY_RELU)
-		l->alpha = attr_float(r, "alpha", 0.01f);
-	add_layer(r, NULL, 0, NULL, 0);
-	if (type == NN_SIGMOID)
-		r->sigmoid_node = r->index;
-}
-
-/*
- * Whether the node's "axis" takes in all of an example's values, the batch
- * apart: those from axis on, or (`alone`) that axis alone, others being 1.
- */
-static bool
-over_example(Reader *r, int64 dflt, bool alone)
-{
-	int64		dims[ONNX_MAX_HELD + 1];
-	int			rank = value_dims(r, dims);
-	int64		axis = attr_int(r, "axis", dflt);
-	int64		others = 1;
-
-	if (axis < 0)
-		axis += rank;
-	if (axis < 1 || axis >= rank)
-		return false;
-	for (int d = 1; d < (alone ? rank : axis); d++)
-		if (d != axis)
-			others *= dims[d];
-	return others == 1;
-}
-
-/* LayerNormalization over all of an example (pgdl's layernorm of a flat input), scale and bias per value. */
-static void
-read_layernorm(Reader *r)
-{
-	int64		n = r->shape.c;
-	int			i = r->spec->n_layers;
-	const Onnx__TensorProto *t;
-	float	   *scale;
-	int64		count;
-
-	if (r->opset < 17)
-		UNSUPPORTED(r, "LayerNormalization is an operator from opset 17 on.");
-	need_not_image(r);
-	if (!over_example(r, -1, false))
-		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") normalizes part of an example; pgdl's layernorm of a flat "
-					"input normalizes all of it.", attr_int(r, "axis", -1));
-	for (size_t o = 1; o < r->node->n_output; o++)
-		if (r->node->output[o][0] != '\0')
-			UNSUPPORTED(r, "It has Mean or InvStdDev outputs; pgdl's layernorm has one output.");
-	t = const_input(r, 1, false);
-	scale = tensor_floats(r, t, &count);
-	if (count != n)
-		UNSUPPORTED(r, "Its scale holds " INT64_FORMAT " values; pgdl's layernorm takes one per value of the "
-					"example (" INT64_FORMAT ").", count, n);
-	new_layer(r, NN_LAYERNORM)->eps = attr_float(r, "epsilon", 1e-5f);
-	add_layer(r, scale, n, NULL, n);
-	r->tensor[i][1] = palloc0(sizeof(float) * n);
-	if (const_input(r, 2, true))
-	{
-		r->tensor[i][1] = tensor_floats(r, const_input(r, 2, false), &count);
-		if (count != n)
-			UNSUPPORTED(r, "Its bias holds " INT64_FORMAT " values; pgdl's layernorm takes " INT64_FORMAT ".", count, n);
-	}
-}
-
-/* Softmax or LogSoftmax over the features, as the last node: cross_entropy's, which pgdl.predict applies. */
-static void
-read_softmax(Reader *r)
-{
-	/* before opset 13 the input is coerced to 2-D at axis; from 13 on it is over that axis alone */
-	if (!over_example(r, r->opset < 13 ? 1 : -1, r->opset >= 13))
-		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") leaves out some of an example's outputs; pgdl's softmax is "
-					"over all of them.", attr_int(r, "axis", r->opset < 13 ? 1 : -1));
-	if (r->args->loss != 0 && r->args->loss != NN_LOSS_CROSS_ENTROPY)
-		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE, "A trailing %s is cross_entropy's; loss is %s.",
-				   pgdl_echo(r->node->op_type), nn_loss_name(r->args->loss));
-	r->loss = NN_LOSS_CROSS_ENTROPY;
-}
-
-/* A Pad that pads nothing (PyTorch writes one before AvgPool2d) is nothing; any other is refused. */
-static void
-read_pad(Reader *r)
-{
-	const Onnx__AttributeProto *a = attr(r, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-	int64		n = a ? (int64) a->n_ints : 0;
-	const int64 *pads = a ? a->ints : NULL;
-
-	if (r->opset >= 11)
-		pads = tensor_int64s(r, const_input(r, 1, false), 8, &n);
-	for (int64 i = 0; i < n; i++)
-		if (pads[i] != 0)
-			UNSUPPORTED(r, "It pads; pgdl pads only inside conv2d.");
-}
-
-/* ---- the normalization pgdl's export puts first ---- */
-
-static bool
-same_floats(const float *a, const float *b, int64 n)
-{
-	for (int64 i = 0; i < n; i++)
-		if (fabsf(a[i] - b[i]) > 1e-6f * Max(fabsf(a[i]), fabsf(b[i])))
-			return false;
-	return true;
-}
-
-/* A mean or std as pgdl's export writes it: shaped as one example ([F] or [C, H, W]), or [1, ...] of that. */
-static float *
-normalization_vector(Reader *r, size_t i)
-{
-	const Onnx__TensorProto *t = const_input(r, i, false);
-	int64		example[3] = {r->shape.c, r->shape.h, r->shape.w};
-	int			lead = t->n_dims > 0 && t->dims[0] == 1 && t->n_dims == r->shape.ndim + 1 ? 1 : 0;
-	int64		n;
-	float	   *v = tensor_floats(r, t, &n);
-
-	if (t->n_dims - lead != r->shape.ndim)
-		UNSUPPORTED(r, "Input %zu is not shaped as one example.", i);
-	for (int d = 0; d < r->shape.ndim; d++)
-		if (t->dims[lead + d] != example[d])
-			UNSUPPORTED(r, "Input %zu is not shaped as one example.", i);
-	return v;
-}
-
-/* Mul by a scalar, or Sub of a mean then Div by a std: what the dataset does to raw features. */
-static void
-read_normalization(Reader *r, PgdlOnnxOp op)
-{
-	const PgdlDataset *ds = r->args->dataset;
-	int64		f = NN_SHAPE_SIZE(r->shape);
-	bool		same;
-
-	if (ds == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot import ONNX node #%d (%s) without the dataset it normalizes for", r->index,
-						pgdl_onnx_op_name(op)),
-				 errdetail("The model was exported by pgdl with its dataset's normalization as its first nodes."),
-				 errhint("Pass the packed dataset as dataset, or export with with_normalization => false.")));
-	if (op == PGDL_ONNX_MUL)
-		same = ds->mean == NULL && same_floats((float[]) {const_scalar(r, 1)}, &ds->scale, 1);
-	else
-		same = ds->mean != NULL && ds->n_features == f && ds->n_numeric == f &&
-			same_floats(normalization_vector(r, 1), op == PGDL_ONNX_SUB ? ds->mean : ds->std, f);
-	if (!same)
-		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
-				   "The model's input normalization and dataset's disagree.");
-	r->norm_state = op == PGDL_ONNX_SUB ? 1 : 2;
-}
-
-/* One of the target unscaling's initializers: n_targets floats, equal to the dataset's. */
-static void
-check_target_vector(Reader *r, const float *want, int32 k)
-{
-	const Onnx__TensorProto *t = const_input(r, 1, false);
-	int64		n;
-	float	   *v = tensor_floats(r, t, &n);
-
-	if (n != k || !same_floats(v, want, k))
-		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
-				   "The model's target scaling and the dataset's disagree.");
-}
-
-/* pgdl's export's Mul by std then Add of mean behind the network: the dataset's targets, undone. */
-static void
-read_target_unscaling(Reader *r, PgdlOnnxOp op)
-{
-	const PgdlDataset *ds = r->args->dataset;
-
-	if (ds == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot import ONNX node #%d (%s) without the dataset whose targets it unscales", r->index,
-						pgdl_onnx_op_name(op)),
-				 errdetail("The model was exported by pgdl with its dataset's target scaling undone as its last nodes."),
-				 errhint("Pass the packed dataset as dataset, or export with with_normalization => false.")));
-	if (ds->target_mean == NULL)
-		node_error(r, ERRCODE_INVALID_PARAMETER_VALUE,
-				   "The model undoes a target scaling that the dataset does not have.");
-	check_target_vector(r, op == PGDL_ONNX_MUL ? ds->target_std : ds->target_mean, ds->n_targets);
-	r->target_state = op == PGDL_ONNX_MUL ? 1 : 2;
 }
 
 /* ---- the chain ---- */
@@ -1062,7 +471,7 @@ read_target_unscaling(Reader *r, PgdlOnnxOp op)
 static void
 read_constant(Reader *r)
 {
-	const Onnx__AttributeProto *a = attr(r, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+	const Onnx__AttributeProto *a = onnx_attr(r, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
 
 	if (a == NULL || a->t == NULL || r->node->n_output != 1)
 		UNSUPPORTED(r, "pgdl takes Constant nodes with a \"value\" tensor and one output.");
@@ -1071,100 +480,37 @@ read_constant(Reader *r)
 	r->n_consts++;
 }
 
-/* One node of the chain (not a Constant): as a layer, the loss, or nothing. */
+/* An Identity of a constant (torch's export writes one per weight it shares) is that constant. */
 static void
-read_op(Reader *r, PgdlOnnxOp op)
+read_identity_const(Reader *r, const Onnx__TensorProto *t)
 {
-	const char *name = r->node->name ? r->node->name : "";
-
-	if (r->meta_target &&
-		((r->target_state == 0 && op == PGDL_ONNX_MUL && strcmp(name, PGDL_ONNX_NODE_TARGET_MUL) == 0) ||
-		 (r->target_state == 1 && op == PGDL_ONNX_ADD && strcmp(name, PGDL_ONNX_NODE_TARGET_ADD) == 0)))
-		return read_target_unscaling(r, op);
-	if (r->target_state != 0)
-		UNSUPPORTED(r, "pgdl's target scaling is a Mul followed by an Add, the graph's last nodes.");
-	if (r->meta_normalization && r->spec->n_layers == 0 &&
-		((r->norm_state == 0 && (op == PGDL_ONNX_MUL || op == PGDL_ONNX_SUB)) ||
-		 (r->norm_state == 1 && op == PGDL_ONNX_DIV)))
-		return read_normalization(r, op);
-	if (r->norm_state == 1)
-		UNSUPPORTED(r, "pgdl's normalization is a Sub followed by a Div.");
-	r->norm_state = 2;
-	switch (op)
-	{
-		case PGDL_ONNX_RELU:
-		case PGDL_ONNX_LEAKYRELU:
-		case PGDL_ONNX_SIGMOID:
-		case PGDL_ONNX_TANH:
-			read_activation(r, pgdl_onnx_op_layer(op));
-			break;
-		case PGDL_ONNX_GEMM:
-			read_gemm(r);
-			break;
-		case PGDL_ONNX_MATMUL:
-			read_matmul(r);
-			break;
-		case PGDL_ONNX_ADD:
-			read_add(r);
-			break;
-		case PGDL_ONNX_CONV:
-			read_conv(r);
-			break;
-		case PGDL_ONNX_MAXPOOL:
-		case PGDL_ONNX_AVERAGEPOOL:
-			read_pool(r, pgdl_onnx_op_layer(op));
-			break;
-		case PGDL_ONNX_GLOBALAVERAGEPOOL:
-			need_image(r);
-			new_layer(r, NN_GLOBAL_AVGPOOL);
-			add_layer(r, NULL, 0, NULL, 0);
-			break;
-		case PGDL_ONNX_FLATTEN:
-			read_flatten(r);
-			break;
-		case PGDL_ONNX_RESHAPE:
-			read_reshape(r);
-			break;
-		case PGDL_ONNX_BATCHNORMALIZATION:
-			read_batchnorm(r);
-			break;
-		case PGDL_ONNX_DROPOUT:
-			read_dropout(r);
-			break;
-		case PGDL_ONNX_SOFTMAX:
-		case PGDL_ONNX_LOGSOFTMAX:
-			read_softmax(r);
-			break;
-		case PGDL_ONNX_PAD:
-			read_pad(r);
-			break;
-		case PGDL_ONNX_LAYERNORMALIZATION:
-			read_layernorm(r);
-			break;
-		case PGDL_ONNX_IDENTITY:
-			break;
-		default:
-			UNSUPPORTED(r, "pgdl has no layer for this operator.");
-	}
+	if (r->node->n_output != 1)
+		UNSUPPORTED(r, "It has %zu outputs; an Identity has one.", r->node->n_output);
+	r->const_name[r->n_consts] = r->node->output[0];
+	r->const_value[r->n_consts] = t;
+	r->n_consts++;
 }
 
-/* A node continues the chain: its first input (or, for Add, either) is the chain's value, one output. */
+/* A node has an input and an output, does not read its own output, and comes before any trailing Softmax. */
 static void
-check_chained(Reader *r, PgdlOnnxOp op)
+check_node(Reader *r, PgdlOnnxOp op)
 {
 	const Onnx__NodeProto *n = r->node;
-	bool		add = op == PGDL_ONNX_ADD;
 
-	if (n->n_input < 1 || n->n_output < 1 || n->output[0][0] == '\0')
+	bool		any_output = false;
+
+	for (size_t o = 0; o < n->n_output; o++)
+		any_output |= n->output[o][0] != '\0';
+	if (n->n_input < 1 || !any_output)
 		MALFORMED(r, "It has no input or no output.");
+	/* a GRU may leave Y out and give only its last state Y_h */
+	if (n->output[0][0] == '\0' && op != PGDL_ONNX_GRU)
+		UNSUPPORTED(r, "It leaves its first output out; pgdl reads a node's first output.");
 	if (r->loss != 0)
 		UNSUPPORTED(r, "It follows a Softmax or LogSoftmax, which pgdl takes only as the last node.");
-	if (strcmp(n->input[0], r->value) != 0 && !(add && n->n_input == 2 && strcmp(n->input[1], r->value) == 0))
-		UNSUPPORTED(r, "It does not take the previous node's output \"%s\" as its input: "
-					"pgdl takes graphs that are one chain of nodes (no branches).", pgdl_echo(r->value));
 	for (size_t i = 0; i < n->n_input; i++)
 		for (size_t o = 0; o < n->n_output; o++)
-			if (strcmp(n->input[i], n->output[o]) == 0)
+			if (n->input[i][0] != '\0' && strcmp(n->input[i], n->output[o]) == 0)
 				MALFORMED(r, "It takes its own output as input.");
 }
 
@@ -1172,20 +518,23 @@ static void
 read_node(Reader *r)
 {
 	const Onnx__NodeProto *n = r->node;
-	PgdlOnnxOp	op = pgdl_onnx_op_from_name(checked_text(n->op_type, "node's op_type"));
+	PgdlOnnxOp	op = pgdl_onnx_op_from_name(onnx_checked_text(n->op_type, "node's op_type"));
 
-	checked_text(n->name, "node's name");
+	onnx_checked_text(n->name, "node's name");
 	for (size_t i = 0; i < n->n_input; i++)
-		checked_text(n->input[i], "node's input name");
+		onnx_checked_text(n->input[i], "node's input name");
 	for (size_t i = 0; i < n->n_output; i++)
-		checked_text(n->output[i], "node's output name");
+		onnx_checked_text(n->output[i], "node's output name");
 	if (n->domain && n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
 		UNSUPPORTED(r, "Its domain is \"%s\"; pgdl reads ONNX's own operators.", pgdl_echo(n->domain));
 	if (op == PGDL_ONNX_CONSTANT)
 		return read_constant(r);
-	check_chained(r, op);
-	read_op(r, op);
-	r->value = n->output[0];
+	if (op == PGDL_ONNX_IDENTITY && n->n_input == 1 && onnx_find_const(r, n->input[0]) != NULL)
+		return read_identity_const(r, onnx_find_const(r, n->input[0]));
+	check_node(r, op);
+	onnx_take_input(r, op);
+	onnx_read_op(r, op);
+	onnx_put_output(r);
 }
 
 /* ---- the graph's ends ---- */
@@ -1206,7 +555,7 @@ read_input_steps(Reader *r, const char *name)
 	int64		n = (int64) r->spec->input[0] * r->spec->input[1];
 
 	if (n > NN_MAX_DIM)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is [batch, %d, %d]; pgdl holds it flat, "
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is [batch, %d, %d]; pgdl holds it flat, "
 					"and takes at most %d values per example.", pgdl_echo(name), r->spec->input[0],
 					r->spec->input[1], NN_MAX_DIM);
 	r->n_held = 2;
@@ -1226,18 +575,21 @@ read_input(Reader *r)
 	int			n = 0;
 
 	for (size_t i = 0; i < r->g->n_input; i++)
-		if (!is_initializer(r->g, checked_text(r->g->input[i]->name, "graph's input name")))
+		if (!is_initializer(r->g, onnx_checked_text(r->g->input[i]->name, "graph's input name")))
 		{
 			in = r->g->input[i];
 			n++;
 		}
 	if (n != 1)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %d inputs that are not initializers; pgdl takes one.", n);
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %d inputs that are not initializers; pgdl takes one.", n);
 	if (in->type == NULL || in->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
-		(tt = in->type->tensor_type) == NULL || tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor.", pgdl_echo(in->name));
+		(tt = in->type->tensor_type) == NULL ||
+		!(tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+		  (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && tt->shape && tt->shape->n_dim == 2)))
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor, nor int64 "
+						 "ids [batch, steps].", pgdl_echo(in->name));
 	if (tt->shape == NULL || tt->shape->n_dim < 2 || tt->shape->n_dim > 4)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
 					"[batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
 	for (size_t d = 1; d < tt->shape->n_dim; d++)
 	{
@@ -1245,7 +597,7 @@ read_input(Reader *r)
 
 		if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
 			dim->dim_value < 1 || dim->dim_value > NN_MAX_DIM)
-			model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Dimension %zu of the graph's input \"%s\" is not fixed "
+			onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Dimension %zu of the graph's input \"%s\" is not fixed "
 						"between 1 and %d; pgdl takes a dynamic batch dimension only.", d, pgdl_echo(in->name), NN_MAX_DIM);
 		r->spec->input[d - 1] = (int32) dim->dim_value;
 	}
@@ -1258,7 +610,14 @@ read_input(Reader *r)
 	r->shape.c = r->spec->input[0];
 	r->shape.h = r->shape.ndim == 3 ? r->spec->input[1] : 1;
 	r->shape.w = r->shape.ndim == 3 ? r->spec->input[2] : 1;
-	r->value = in->name;
+	/* ids come in as pgdl's float input, whole numbers, as pgdl.predict takes an embedding's */
+	r->values[0].kind = tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? ONNX_VALUE_IDS : ONNX_VALUE_TENSOR;
+	r->values[0].name = in->name;
+	r->values[0].src = -1;
+	r->values[0].shape = r->shape;
+	r->values[0].n_held = r->n_held;
+	memcpy(r->values[0].held, r->held, sizeof(r->held));
+	r->n_values = 1;
 }
 
 /* The loss: a trailing Softmax's, a trailing Sigmoid's (dropped), the argument's or the default. */
@@ -1349,7 +708,7 @@ default_opset(const Onnx__ModelProto *model)
 			opset = model->opset_import[i]->version;
 	}
 	if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d.",
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d.",
 					opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
 	return opset;
 }
@@ -1359,7 +718,7 @@ metadata(const Onnx__ModelProto *model, const char *key)
 {
 	for (size_t i = 0; i < model->n_metadata_props; i++)
 		if (model->metadata_props[i]->key && strcmp(model->metadata_props[i]->key, key) == 0)
-			return checked_text(model->metadata_props[i]->value, "model's metadata");
+			return onnx_checked_text(model->metadata_props[i]->value, "model's metadata");
 	return NULL;
 }
 
@@ -1377,31 +736,72 @@ metadata_loss(const Onnx__ModelProto *model)
 	return loss > 0 ? loss : 0;
 }
 
+/* Every layer's output reaches the graph's output: pgdl computes no branch that ends nowhere. */
+static void
+check_all_used(Reader *r, const OnnxValue *out)
+{
+	bool		used[NN_MAX_LAYERS + 1] = {0};
+
+	if (out->src != r->spec->n_layers - 1)
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not the output of the last "
+						 "layer pgdl reads; pgdl's model ends in its last layer.", pgdl_echo(out->name));
+	for (int i = 0; i < r->spec->n_layers; i++)
+		for (int k = 0; k < nn_layer_n_inputs(r->spec, i); k++)
+			used[nn_layer_src(r->spec, i, k) + 1] = true;
+	for (int i = 0; i < r->spec->n_layers - 1; i++)
+		if (!used[i + 1])
+			onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The output of layer %d (%s) does not reach the "
+							 "graph's output; pgdl computes no branch that ends elsewhere.", i,
+							 nn_layer_type_name(r->spec->layers[i].type));
+}
+
 static void
 read_graph(Reader *r)
 {
 	const Onnx__GraphProto *g = r->g;
+	const OnnxValue *last;
 
 	if (g->n_node > ONNX_MAX_NODES || g->n_initializer > ONNX_MAX_TENSORS)
-		model_error(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "The graph has %zu nodes and %zu initializers; pgdl reads at most %d of each.",
+		onnx_model_error(ERRCODE_PROGRAM_LIMIT_EXCEEDED, "The graph has %zu nodes and %zu initializers; pgdl reads at most %d of each.",
 					g->n_node, g->n_initializer, ONNX_MAX_NODES);
 	if (g->n_sparse_initializer > 0)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has sparse initializers.");
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has sparse initializers.");
 	if (g->n_output != 1)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %zu outputs; pgdl takes one.", g->n_output);
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph has %zu outputs; pgdl takes one.", g->n_output);
+	/* a node writes one value, a GRU two */
+	r->values = palloc0(sizeof(OnnxValue) * (g->n_node * 2 + 1));
 	read_input(r);
 	r->const_name = palloc(sizeof(char *) * Max(g->n_node, 1));
 	r->const_value = palloc(sizeof(Onnx__TensorProto *) * Max(g->n_node, 1));
+	r->consumed = palloc0(sizeof(bool) * Max(g->n_node, 1));
+	/* Constants first: a pattern (onnx_patterns.c) reads those of nodes ahead of the one it starts at */
+	for (size_t i = 0; i < g->n_node; i++)
+		if (g->node[i]->op_type && strcmp(g->node[i]->op_type, "Constant") == 0)
+		{
+			r->index = (int) i;
+			r->node = g->node[i];
+			read_node(r);
+			r->consumed[i] = true;
+		}
 	for (size_t i = 0; i < g->n_node; i++)
 	{
 		CHECK_FOR_INTERRUPTS();
+		if (r->consumed[i])
+			continue;
 		r->index = (int) i;
 		r->node = g->node[i];
 		read_node(r);
 	}
-	if (strcmp(checked_text(g->output[0]->name, "graph's output name"), r->value) != 0)
-		model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not the end of its chain of nodes "
-					"(\"%s\"); pgdl takes graphs that are one chain.", pgdl_echo(g->output[0]->name), pgdl_echo(r->value));
+	last = &r->values[r->n_values - 1];
+	if (last->kind != ONNX_VALUE_TENSOR)
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not a layer's output (ids, a "
+						 "shape, zeros or a GRU's output before its Squeeze); pgdl's model ends in a layer.",
+						 pgdl_echo(last->name));
+	if (strcmp(onnx_checked_text(g->output[0]->name, "graph's output name"), last->name) != 0)
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's output \"%s\" is not what its last node writes "
+						 "(\"%s\"); pgdl's model ends in its last layer.", pgdl_echo(g->output[0]->name),
+						 pgdl_echo(last->name));
+	check_all_used(r, last);
 }
 
 void
@@ -1410,9 +810,9 @@ pgdl_onnx_read(const uint8 *data, size_t len, const PgdlOnnxArgs *args, PgdlOnnx
 	Onnx__ModelProto *model = unpack(data, len);
 	Reader	   *r = palloc0(sizeof(Reader));
 
-	checked_text(model->producer_name, "producer name");
-	checked_text(model->producer_version, "producer version");
-	checked_text(model->graph->name, "graph's name");
+	onnx_checked_text(model->producer_name, "producer name");
+	onnx_checked_text(model->producer_version, "producer version");
+	onnx_checked_text(model->graph->name, "graph's name");
 	r->g = model->graph;
 	r->opset = default_opset(model);
 	r->args = args;
@@ -1445,10 +845,10 @@ check_classes(const char *json, const PgdlDataset *ds)
 	bool		same = true;
 
 	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS)
-		model_error(ERRCODE_DATA_CORRUPTED, "Its metadata \"%s\" is not JSON.", PGDL_ONNX_META_CLASSES);
+		onnx_model_error(ERRCODE_DATA_CORRUPTED, "Its metadata \"%s\" is not JSON.", PGDL_ONNX_META_CLASSES);
 	jb = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(json)));
 	if (!JB_ROOT_IS_ARRAY(jb) || JB_ROOT_IS_SCALAR(jb))
-		model_error(ERRCODE_DATA_CORRUPTED, "Its metadata \"%s\" is not an array.", PGDL_ONNX_META_CLASSES);
+		onnx_model_error(ERRCODE_DATA_CORRUPTED, "Its metadata \"%s\" is not an array.", PGDL_ONNX_META_CLASSES);
 	it = JsonbIteratorInit(&jb->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{

@@ -320,6 +320,8 @@ extern NnOptType nn_optim_from_name(const char *name);
 extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
 extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
 extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
+/* As nn_spec_validate, but an output no later layer reads yet is no error: a graph built a layer at a time */
+extern bool nn_spec_validate_partial(const NnSpec *spec, NnShape *shapes, NnError *err);
 extern bool nn_optim_validate(const NnOptim *opt, NnError *err);
 extern const char *nn_schedule_name(NnSchedule s);
 extern NnSchedule nn_schedule_from_name(const char *name);	/* 0 (none) for "none", -1 when unknown */

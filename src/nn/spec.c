@@ -792,8 +792,9 @@ names_validate(const NnSpec *spec, NnError *err)
 	return true;
 }
 
-bool
-nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
+/* `whole`: also that every output is used, which a spec being built a layer at a time is not yet */
+static bool
+spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err, bool whole)
 {
 	NnShape		local[NN_MAX_LAYERS + 1];
 	NnShape    *shape = shapes ? shapes : local;
@@ -874,7 +875,7 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 	}
 
 	i = -1;
-	if (!names_validate(spec, err) || !uses_validate(spec, err))
+	if (!names_validate(spec, err) || (whole && !uses_validate(spec, err)))
 		return false;
 	if (spec->loss == NN_LOSS_CROSS_ENTROPY && NN_SHAPE_SIZE(shape[spec->n_layers]) < 2)
 	{
@@ -883,6 +884,18 @@ nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
 		return false;
 	}
 	return true;
+}
+
+bool
+nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err)
+{
+	return spec_validate(spec, shapes, err, true);
+}
+
+bool
+nn_spec_validate_partial(const NnSpec *spec, NnShape *shapes, NnError *err)
+{
+	return spec_validate(spec, shapes, err, false);
 }
 
 static bool nn_methods_validate(const NnOptim *opt, NnError *err);

@@ -29,6 +29,25 @@ slice_spec(const NnModel *m, int from, int to, NnSpec *out)
 	out->delta = m->spec.delta;
 	out->n_layers = to - from;
 	memcpy(out->layers, &m->spec.layers[from], sizeof(NnLayerSpec) * (to - from));
+	/* a graph's layers name earlier ones by index: the layer before the cut becomes the spec's input (-1) */
+	for (int i = 0; i < out->n_layers; i++)
+		for (int k = 0; k < out->layers[i].n_inputs; k++)
+			out->layers[i].inputs[k] -= (int16_t) from;
+}
+
+/*
+ * Whether one tensor, layer k - 1's output (or the spec's input for k = 0),
+ * is all that crosses a cut before layer k: always so in a chain; in a graph,
+ * no layer from k on reads a layer before k - 1.
+ */
+static bool
+single_tensor_cut(const NnSpec *spec, int k)
+{
+	for (int j = k; j < spec->n_layers; j++)
+		for (int q = 0; q < nn_layer_n_inputs(spec, j); q++)
+			if (nn_layer_src(spec, j, q) < k - 1)
+				return false;
+	return true;
 }
 
 bool
@@ -95,11 +114,11 @@ nn_model_slice(const NnModel *m, int from, int to, uint64_t seed, NnError *err)
 					 from, to, m->spec.n_layers);
 		return NULL;
 	}
-	if (nn_spec_is_graph(&m->spec))
+	if (!single_tensor_cut(&m->spec, from) || !single_tensor_cut(&m->spec, to))
 	{
-		/* a cut through a graph has several tensors crossing it */
-		nn_error_set(err, -1, "layers", "a model whose layers name their \"inputs\" (a graph) cannot be cut into "
-					 "a frozen part and a rest");
+		nn_error_set(err, -1, "layers", "a graph cut before layer %d has several tensors crossing it: a later "
+					 "layer reads one before the cut but its last (a branch, a residual connection)",
+					 single_tensor_cut(&m->spec, from) ? to : from);
 		return NULL;
 	}
 	if (m->shape[from].ndim == 2)
@@ -153,11 +172,6 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 	NnModel    *m;
 	int			k = prefix->spec.n_layers;
 
-	if (nn_spec_is_graph(&prefix->spec) || nn_spec_is_graph(&rest->spec))
-	{
-		nn_error_set(err, -1, "layers", "a model whose layers name their \"inputs\" (a graph) cannot be joined");
-		return NULL;
-	}
 	if (k + rest->spec.n_layers > NN_MAX_LAYERS)
 	{
 		nn_error_set(err, -1, "layers", "the joined model has more than %d layers", NN_MAX_LAYERS);
@@ -178,6 +192,10 @@ nn_model_join(const NnModel *prefix, const NnModel *rest, NnError *err)
 	memcpy(spec, &prefix->spec, sizeof(NnSpec));
 	memcpy(&spec->layers[k], rest->spec.layers, sizeof(NnLayerSpec) * rest->spec.n_layers);
 	spec->n_layers = k + rest->spec.n_layers;
+	/* the rest's graph inputs by index, its input (-1) the prefix's last layer: slice_spec undone */
+	for (int i = k; i < spec->n_layers; i++)
+		for (int q = 0; q < spec->layers[i].n_inputs; q++)
+			spec->layers[i].inputs[q] += (int16_t) k;
 	spec->loss = rest->spec.loss;
 	spec->delta = rest->spec.delta;
 	m = nn_model_alloc(spec, err);

@@ -71,7 +71,10 @@ static const struct
 	 * 20), an embedding as Cast and Gather, conv1d between Transposes (pgdl's
 	 * sequences are steps first), a global average over steps as ReduceMean,
 	 * gru's outputs through Squeeze, and a graph of no other node as an
-	 * Identity.
+	 * Identity.  Import reads torch's Shape, Gather, Unsqueeze, Concat and
+	 * ConstantOfShape that make a GRU's initial state (zeros) as such, and
+	 * LayerNormalization decomposed (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add)
+	 * as a layernorm.
 	 */
 	[PGDL_ONNX_MATMUL] = {"MatMul"},
 	[PGDL_ONNX_RESHAPE] = {"Reshape"},
@@ -90,6 +93,11 @@ static const struct
 	[PGDL_ONNX_TRANSPOSE] = {"Transpose"},
 	[PGDL_ONNX_REDUCEMEAN] = {"ReduceMean"},
 	[PGDL_ONNX_SQUEEZE] = {"Squeeze"},
+	[PGDL_ONNX_SHAPE] = {"Shape"},
+	[PGDL_ONNX_UNSQUEEZE] = {"Unsqueeze"},
+	[PGDL_ONNX_CONSTANTOFSHAPE] = {"ConstantOfShape"},
+	[PGDL_ONNX_POW] = {"Pow"},
+	[PGDL_ONNX_SQRT] = {"Sqrt"},
 };
 
 PgdlOnnxOp
