@@ -49,6 +49,9 @@ typedef struct PgdlNode
 	PGconn	   *conn;
 	bool		for_process;	/* a worker's: kept across its transactions, closed at exit */
 	bool		busy;			/* a query was sent and its result not read */
+	TimestampTz deadline;		/* for the answer to the query in flight; 0: none */
+	bool		late;			/* the deadline passed while the query was still being sent */
+	bool		fenced;			/* given up at a deadline: its connection is closed */
 } PgdlNode;
 
 /*
@@ -70,6 +73,17 @@ extern PGresult *pgdl_node_result(PgdlNode *node, ExecStatusType expect);
 /* Both, for a query with text parameters. */
 extern PGresult *pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, const char *const *values,
 								ExecStatusType expect);
+/*
+ * Deadlines.  A deadline (0: none) bounds the sending of the next query and
+ * the wait for its answer: pgdl_node_await is true once the answer is there to
+ * read, false when the deadline passed first; then pgdl_node_fence cancels the
+ * node's query (a cancel request of its own, not waited for: the node may be
+ * hung) and closes the connection, so that a late answer is never read.
+ */
+extern void pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline);
+extern bool pgdl_node_await(PgdlNode *node);
+extern void pgdl_node_fence(PgdlNode *node);
+
 /* Wait until one of the busy nodes has its result ready; its index. */
 extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
 

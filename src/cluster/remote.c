@@ -364,20 +364,28 @@ wait_until_ready(PgdlNode *node)
  * socket: in blocking mode libpq would wait in its own poll(), which retries
  * on EINTR, so a node that stops reading (hung, or a trigger that sleeps in
  * COPY) would hold a cancel or a shutdown for as long as it does.  What the
- * node sends meanwhile is read, so that it never waits on us either.
+ * node sends meanwhile is read, so that it never waits on us either.  False
+ * when the node's deadline passed first.
  */
-static void
+static bool
 flush_output(PgdlNode *node)
 {
 	int			rc;
 
 	while ((rc = PQflush(node->conn)) == 1)
 	{
-		int			events = WaitLatchOrSocket(MyLatch,
-											   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-											   WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE,
-											   PQsocket(node->conn), -1, PG_WAIT_EXTENSION);
+		int			wanted = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE;
+		long		timeout = -1;
+		int			events;
 
+		if (node->deadline)
+		{
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), node->deadline);
+			if (timeout <= 0)
+				return false;
+			wanted |= WL_TIMEOUT;
+		}
+		events = WaitLatchOrSocket(MyLatch, wanted, PQsocket(node->conn), timeout, PG_WAIT_EXTENSION);
 		if (events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
@@ -388,6 +396,7 @@ flush_output(PgdlNode *node)
 	}
 	if (rc < 0)
 		lost_connection(node);
+	return true;
 }
 
 /*
@@ -521,7 +530,56 @@ pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const 
 	if (!PQsendQueryParams(node->conn, sql, n_params, NULL, values, lengths, formats, binary_result ? 1 : 0))
 		lost_connection(node);
 	node->busy = true;
-	flush_output(node);
+	node->late = !flush_output(node);
+}
+
+void
+pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline)
+{
+	node->deadline = deadline;
+	node->late = false;
+}
+
+bool
+pgdl_node_await(PgdlNode *node)
+{
+	if (node->late)
+		return false;
+	while (PQisBusy(node->conn))
+	{
+		if (!wait_for_socket(node, false, node->deadline))
+			return false;
+		if (!PQconsumeInput(node->conn))
+			lost_connection(node);
+	}
+	return true;
+}
+
+/*
+ * A node past its deadline may be hung (stopped, a stuck disk, a lock wait):
+ * await_cancel's wait for its answer would be lost time.  The cancel request
+ * goes on a connection of its own, so that the node's backend, once it runs
+ * again, stops the visit; closing ours means a late answer is never read (and
+ * client_connection_check_interval ends that backend).
+ */
+void
+pgdl_node_fence(PgdlNode *node)
+{
+	if (node->conn != NULL)
+	{
+		PGcancel   *cancel = PQgetCancel(node->conn);
+		char		errbuf[256];
+
+		if (cancel)
+		{
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+		PQfinish(node->conn);
+	}
+	node->conn = NULL;
+	node->busy = false;
+	node->fenced = true;
 }
 
 /* The node's error, as ours: its SQLSTATE, message, detail and hint, and which node said it. */
@@ -672,7 +730,7 @@ pgdl_node_copy_data(PgdlNode *node, const char *data, int len)
 	CHECK_FOR_INTERRUPTS();
 	if (PQputCopyData(node->conn, data, len) != 1)
 		lost_connection(node);
-	flush_output(node);
+	(void) flush_output(node);	/* no deadline: COPY runs in the caller's statement */
 }
 
 int64
@@ -683,7 +741,7 @@ pgdl_node_copy_end(PgdlNode *node)
 
 	if (PQputCopyEnd(node->conn, NULL) != 1)
 		lost_connection(node);
-	flush_output(node);
+	(void) flush_output(node);
 	res = pgdl_node_result(node, PGRES_COMMAND_OK);
 	rows = pg_strtoint64(PQcmdTuples(res));
 	PQclear(res);

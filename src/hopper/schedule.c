@@ -79,6 +79,31 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 }
 
 /*
+ * The deadline of model m's next visit on a node: the shared multiple of the
+ * longer of its predicted visit (an epoch's calibrated prediction over the
+ * partitions) and the mean of its visits measured so far (the node's pace and
+ * the network), never below the floor; 0: none.  Generous on purpose: a node
+ * that is only slow, a loaded machine, must never be taken for a hung one.
+ */
+double
+mop_visit_deadline(const MopShared *shared, const MopModel *m)
+{
+	double		per_visit = 0;
+	double		deadline;
+
+	if (shared->deadline_multiple <= 0)
+		return 0;
+	if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / mop_epoch_visits(shared, m);
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = Max(per_visit, m->seconds / m->visit);
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = Max(per_visit, m->last.seconds / mop_epoch_visits(shared, m));
+	deadline = shared->deadline_multiple * per_visit;
+	return isfinite(deadline) ? Max(deadline, shared->deadline_floor) : shared->deadline_floor;
+}
+
+/*
  * The seconds a run has left as the calibrated estimate predicts them: each
  * unfinished model's epochs left, less the part of the current one it has
  * visited, times its predicted seconds per epoch, shared by `workers` (0: the
