@@ -8,7 +8,8 @@
 # late answer is never read, and pgdl.resume ends with the bytes of an
 # uninterrupted run.  A node that is only loaded (busy loops on every core)
 # under the same deadline settings is not dropped: the run finishes, with the
-# same bytes.
+# same bytes.  pgdl.explain_fit_multiple predicts a distributed run from the
+# nodes' own paces (their pgdl.estimate), and a node's answer is checked.
 use strict;
 use warnings;
 
@@ -43,6 +44,12 @@ SELECT 'long', a.id, c::jsonb
        unnest(ARRAY['{"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "batch_size": 2, "seed": 11}',
                     '{"optimizer": "adam", "lr": 0.0005, "batch_size": 2, "seed": 12}']) c
  WHERE a.name = 'small' ORDER BY c;
+-- explained, not run: visits whose training outweighs a hop and a checkpoint
+SELECT pgdl.add_architecture('big', '{"input": [16], "layers": [{"type": "dense", "units": 1024},
+  {"type": "relu"}, {"type": "dense", "units": 1024}, {"type": "relu"}, {"type": "dense", "units": 4}]}');
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'big', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', 0.01, 'batch_size', 2, 'seed', s)
+  FROM pgdl.architectures a, generate_series(21, 22) s WHERE a.name = 'big' ORDER BY s;
 SELECT pgdl.distribute('train_packed', ARRAY['node1', 'node2']);
 });
 
@@ -96,6 +103,46 @@ like($ref_digests, qr/^\d+:[0-9a-f]{32} \d+:[0-9a-f]{32}$/, 'the reference run s
 }
 
 # ---------------------------------------------------------------------------
+# pgdl.explain_fit_multiple reads the nodes' paces: each node's pgdl.estimate
+# of the configurations (its profile, or its pgdl.cpu_gflops) over this
+# server's.  A node a quarter as fast makes the run 4 times as long without
+# a profile here (the slowest node sets the pace); with one, the simulation
+# runs its visits 4 times slower.
+# ---------------------------------------------------------------------------
+my $EXPLAIN = "SELECT round(predicted_seconds::numeric, 6) || '|' || reason FROM pgdl.explain_fit_multiple('train_packed', 'big', 10, 'valid_packed') WHERE action = 'total'";
+
+sub explain_total
+{
+	my ($what) = @_;
+	my ($seconds, $note) = split /\|/, $coord->safe_psql('postgres', $EXPLAIN), 2;
+	note("$what: predicted $seconds s ($note)");
+	return ($seconds, $note);
+}
+
+sub set_gflops
+{
+	my ($node, $value) = @_;
+	$node->safe_psql('postgres', "SELECT FROM pgdl.version(); ALTER SYSTEM SET pgdl.cpu_gflops = $value; SELECT pg_reload_conf()");
+	return;
+}
+{
+	my ($even, $note) = explain_total('nodes as fast as this server');
+	like($note, qr/; node1 at 1\.00x this server's time; node2 at 1\.00x this server's time$/,
+		"explain names each node's pace: as this server's without profiles");
+	set_gflops($node1, 10);
+	my ($slow, $slow_note) = explain_total('node1 a quarter as fast');
+	like($slow_note, qr/; node1 at 4\.00x this server's time; node2 at 1\.00x/, "... node1's own pgdl.cpu_gflops read there");
+	cmp_ok(abs($slow / $even - 4), '<', 0.01, '... and the run predicted 4 times as long: the slowest node sets the pace');
+
+	# with a profile here, the schedule is simulated with each node's pace
+	$coord->safe_psql('postgres', 'SELECT pgdl.calibrate(1)');
+	my ($sim_slow) = explain_total('profiled here, node1 a quarter as fast');
+	set_gflops($node1, 40);
+	my ($sim_even) = explain_total('profiled here, nodes alike');
+	cmp_ok($sim_slow, '>', 1.5 * $sim_even, '... simulated: a slow node lengthens the predicted run');
+}
+
+# ---------------------------------------------------------------------------
 # A node that stops answering: its backends SIGSTOPped mid-run.
 # ---------------------------------------------------------------------------
 {
@@ -143,6 +190,22 @@ like($ref_digests, qr/^\d+:[0-9a-f]{32} \d+:[0-9a-f]{32}$/, 'the reference run s
 	is(run_of('lb_resumed'), $run, 'pgdl.resume continues the run');
 	is(model_digests($coord, 'lb_resumed'), $ref_digests,
 		'node fenced and resumed: the models of the uninterrupted run, bit for bit');
+}
+
+# A node's answer to pgdl.estimate is checked: one positive number.
+{
+	$node2->safe_psql(
+		'postgres', q{
+CREATE OR REPLACE FUNCTION pgdl.estimate(spec jsonb, config jsonb DEFAULT '{}', examples bigint DEFAULT NULL,
+		OUT parameters bigint, OUT flops_forward bigint, OUT flops_train bigint,
+		OUT activation_bytes bigint, OUT batch_size integer, OUT memory_bytes bigint,
+		OUT profile bigint, OUT basis text, OUT images_per_second double precision,
+		OUT seconds_per_epoch double precision, OUT workers jsonb, OUT memory jsonb)
+	LANGUAGE sql AS $$SELECT 0::bigint, 0::bigint, 0::bigint, 0::bigint, 1, 0::bigint, NULL::bigint, 'x',
+	                         '-Infinity'::float8, NULL::float8, NULL::jsonb, NULL::jsonb$$});
+	my ($ret, $out, $err) = $coord->psql('postgres', $EXPLAIN);
+	isnt($ret, 0, 'explain fails when a node predicts a pace that is not a positive number');
+	like($err, qr/server "node2" returned an unexpected result for pgdl\.estimate/, '... naming the node');
 }
 
 unlike(slurp_file($coord->logfile), qr/was terminated by signal/, 'no process of the coordinator was killed by a signal');

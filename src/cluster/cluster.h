@@ -99,6 +99,14 @@ extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
 extern void pgdl_node_copy_data(PgdlNode *node, const char *data, int len);
 extern int64 pgdl_node_copy_end(PgdlNode *node);
 
+/*
+ * The images per second a node predicts for training `spec` with the
+ * configuration, one worker alone (pgdl.estimate there: its own profile, or
+ * its pgdl.cpu_gflops); an error names the node unless it is a positive
+ * finite number.
+ */
+extern double pgdl_node_images_per_second(PgdlNode *node, Jsonb *spec, const PgdlTrainConfig *config);
+
 /* Binary result values (network byte order). */
 extern int64 pgdl_node_get_int64(const PGresult *res, int row, int col);
 extern double pgdl_node_get_float8(const PGresult *res, int row, int col);

@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
@@ -347,13 +349,20 @@ wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
 	return true;
 }
 
-/* Read from the node until a result is ready. */
+/* Read from the node until a result is ready; a node past its deadline (if any) is fenced. */
 static void
 wait_until_ready(PgdlNode *node)
 {
 	while (PQisBusy(node->conn))
 	{
-		(void) wait_for_socket(node, false, 0);
+		if (!wait_for_socket(node, false, node->deadline))
+		{
+			pgdl_node_fence(node);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("server \"%s\" did not answer within its deadline", node->name),
+					 errdetail("Its query was cancelled and its connection closed.")));
+		}
 		if (!PQconsumeInput(node->conn))
 			lost_connection(node);
 	}
@@ -777,6 +786,41 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const ch
 	values[4] = psprintf("%d", epochs);
 	values[5] = prefix;			/* NULL: none */
 	pgdl_node_send(node, NODE_VISIT_SQL, 6, values, lengths, formats, true);
+}
+
+/*
+ * What a node predicts of its own pace: pgdl.estimate there, from its profile
+ * (pgdl.calibrate on the node) or its pgdl.cpu_gflops.  A node is trusted
+ * with data, not with the coordinator's plans: its answer must be one
+ * positive finite number.
+ */
+double
+pgdl_node_images_per_second(PgdlNode *node, Jsonb *spec, const PgdlTrainConfig *config)
+{
+	Jsonb	   *config_json = pgdl_config_to_jsonb(config);
+	const char *values[2];
+	PGresult   *res;
+	double		ips = -1;
+
+	values[0] = JsonbToCString(NULL, &spec->root, VARSIZE(spec));
+	values[1] = JsonbToCString(NULL, &config_json->root, VARSIZE(config_json));
+	res = pgdl_node_exec(node, "SELECT images_per_second FROM pgdl.estimate($1::jsonb, $2::jsonb)", 2, values,
+						 PGRES_TUPLES_OK);
+	if (PQntuples(res) == 1 && PQnfields(res) == 1 && !PQgetisnull(res, 0, 0))
+	{
+		char	   *end;
+
+		ips = strtod(PQgetvalue(res, 0, 0), &end);
+		if (*end != '\0')
+			ips = -1;
+	}
+	PQclear(res);
+	if (!(ips > 0 && isfinite(ips)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("server \"%s\" returned an unexpected result for pgdl.estimate", node->name),
+				 errdetail("It must return one positive number of images per second.")));
+	return ips;
 }
 
 /* ---- what a visit returns: the model sent, trained ---- */

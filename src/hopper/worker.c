@@ -495,12 +495,10 @@ static void
 visit_node(int i, Visit *v, MemoryContext step_cxt)
 {
 	MopModel   *m = &shared->models[i];
+	MopSource  *ms = &shared->sources[m->source];
+	double		deadline = mop_visit_deadline(shared, m);
 	PgdlVisit	result;
 	NnError		err;
-
-	MopSource  *ms = &shared->sources[m->source];
-
-	double		deadline = mop_visit_deadline(shared, m);
 
 	pgdl_node_set_deadline(node, deadline > 0 ?
 						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (deadline * 1000)) : 0);
@@ -512,6 +510,7 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 		missed_deadline(m, deadline);
 	pgdl_node_read_visit(node, blobs + m->blob_offset, m->blob_len, &m->config,
 						 psprintf("configuration " INT64_FORMAT, m->config_id), &result);
+	pgdl_node_set_deadline(node, 0);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)
 		ereport(ERROR,
