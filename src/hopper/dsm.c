@@ -87,6 +87,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	{
 		shared->workers[w].server = run->worker_server[w];
 		shared->workers[w].device = run->worker_device[w];
+		shared->workers[w].pace = run->worker_pace[w];
 	}
 }
 

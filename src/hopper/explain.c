@@ -142,7 +142,7 @@ typedef struct SimWorkers
 	int			n;
 	int			parts;
 	const int16 *owner;			/* the run's: the worker that owns each partition */
-	const double *pace;			/* each worker's time for a visit, against this server's (explain_paces) */
+	const double *pace;			/* each worker's time for a visit, against this server's (mop_plan_paces) */
 	bool		distributed;
 	double		budget;			/* pgdl.worker_cache_mem, in bytes: what each may hold */
 	double		free_at[PGDL_MAX_WORKERS];	/* when it next looks for a model */
@@ -337,58 +337,6 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 }
 
 /*
- * Each worker's pace against this server's: 1 here; for a node's worker, the
- * time its node predicts for training the run's configurations (its
- * pgdl.estimate: the node's own profile, pgdl.calibrate there, or its
- * pgdl.cpu_gflops) over the time this server predicts, so that a slow node
- * slows its visits in the simulation as it would the run.  Each node is asked
- * once; the note names each with its pace.
- */
-static void
-explain_paces(const MopRun *run, const PgdlProfile *prof, double *pace, StringInfo note)
-{
-	double		here = 0;
-	ListCell   *lc;
-
-	for (int w = 0; w < run->n_workers; w++)
-		pace[w] = 1;
-	if (!run->distributed)
-		return;
-	foreach(lc, run->configs)
-	{
-		MopConfig  *c = lfirst(lc);
-
-		here += 1.0 / pgdl_predict_images_per_second(prof, c->spec, &c->config.optim, c->config.batch_size, 1, false);
-	}
-	for (int w = 0; w < run->n_workers; w++)
-	{
-		Oid			server = run->worker_server[w];
-		PgdlNode   *node;
-		double		there = 0;
-		int			v;
-
-		for (v = 0; v < w && run->worker_server[v] != server; v++)
-			;
-		if (!OidIsValid(server) || v < w)
-		{
-			pace[w] = pace[v];
-			continue;
-		}
-		node = pgdl_node_connect(server, false);
-		foreach(lc, run->configs)
-		{
-			MopConfig  *c = lfirst(lc);
-
-			CHECK_FOR_INTERRUPTS();
-			there += 1.0 / pgdl_node_images_per_second(node, c->spec_json, &c->config);
-		}
-		pace[w] = here > 0 && isfinite(here) ? there / here : 1;
-		appendStringInfo(note, "; %s at %.2fx this server's time", node->name, pace[w]);
-		pgdl_node_close(node);
-	}
-}
-
-/*
  * The run's wall time: the leader's setup, the workers' start, their schedule,
  * and the leader storing the models.  Without a profile: the training alone,
  * at the slowest worker's pace.
@@ -431,20 +379,17 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	/* the buffers each worker keeps, up to pgdl.worker_cache_mem */
 	double		data = (double) run->ds->n_rows_hint * (run->ds->n_features + run->ds->n_targets) * sizeof(float);
 	double		buffers = Min(data / run->n_workers, (double) pgdl_worker_cache_mem * 1024.0) * run->n_workers;
-	double		pace[PGDL_MAX_WORKERS];
-	StringInfoData note;
-
-	initStringInfo(&note);
-	appendStringInfo(&note, "%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
-					 run->n_workers, run->plan->used_bytes / 1048576.0, run->plan->budget_bytes / 1048576.0);
-	explain_paces(run, prof, pace, &note);
+	const double *pace = run->worker_pace;
+	char	   *note = psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run%s",
+								run->n_workers, run->plan->used_bytes / 1048576.0,
+								run->plan->budget_bytes / 1048576.0, run->pace_note);
 	values[1] = ObjectIdGetDatum(run->ds->packed);
 	values[4] = Int32GetDatum(list_length(run->configs));
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
 	values[11] = Float8GetDatum(explain_total_seconds(run, totals, prof, data, pace));
-	values[12] = CStringGetTextDatum(note.data);
+	values[12] = CStringGetTextDatum(note);
 	values[14] = Float8GetDatum((totals->models_bytes + run->n_workers * totals->workspace + buffers) / 1048576.0);
 	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

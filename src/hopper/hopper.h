@@ -133,6 +133,7 @@ typedef struct MopWorker
 {
 	Oid			server;			/* the node it trains on, over libpq; invalid: here */
 	int32		device;			/* where it trains here (devices.c): PGDL_DEVICE_CPU or _CUDA_N */
+	double		pace;			/* its node's predicted time against this server's (1 here) */
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */

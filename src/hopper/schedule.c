@@ -79,10 +79,11 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 }
 
 /*
- * The deadline of model m's next visit on a node: the shared multiple of the
- * longer of its predicted visit (an epoch's calibrated prediction over the
- * partitions) and the mean of its visits measured so far (the node's pace and
- * the network), never below the floor; 0: none.  Generous on purpose: a node
+ * The deadline of model m's visit on a node (by worker m->worker): the shared
+ * multiple of the longer of its predicted visit (an epoch's calibrated
+ * prediction over the partitions, times the node's pace when it predicts
+ * itself slower) and the mean of its visits measured so far (the node's pace
+ * and the network), never below the floor; 0: none.  Generous on purpose: a node
  * that is only slow, a loaded machine, must never be taken for a hung one.
  */
 double
@@ -95,6 +96,9 @@ mop_visit_deadline(const MopShared *shared, const MopModel *m)
 		return 0;
 	if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
 		per_visit = m->predicted_seconds / mop_epoch_visits(shared, m);
+	/* on a node that predicts itself slower, longer; never shorter than this server's prediction */
+	if (m->worker >= 0 && m->worker < shared->n_workers && shared->workers[m->worker].pace > 1)
+		per_visit *= shared->workers[m->worker].pace;
 	if (m->visit > 0 && m->seconds > 0)
 		per_visit = Max(per_visit, m->seconds / m->visit);
 	else if (m->epoch > 0 && m->last.seconds > 0)
