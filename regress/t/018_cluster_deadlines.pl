@@ -192,6 +192,30 @@ sub set_gflops
 		'node fenced and resumed: the models of the uninterrupted run, bit for bit');
 }
 
+# A node that predicts itself slower gets longer deadlines, one that predicts
+# itself faster no shorter ones: node1 at 0.001 GFLOP/s predicts about 2 s for
+# a visit of 500 examples of the small network, so 10 times that; node2's
+# visits keep the floor.  The workers say each visit's deadline at DEBUG1.
+{
+	set_gflops($node1, 0.001);
+	$coord->safe_psql('postgres', 'ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()');
+	my $offset = -s $coord->logfile;
+	$coord->safe_psql('postgres', "SET pgdl.node_deadline_floor = '1s'; "
+		  . "SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', 1, 'valid_packed')");
+	$coord->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()');
+	set_gflops($node1, 40);
+	my $log = substr(slurp_file($coord->logfile), $offset);
+	my %deadlines;
+	push @{ $deadlines{$1} }, $2 while $log =~ /visits partition \d+ on server "(node\d)", deadline ([\d.]+) s/g;
+	is(scalar(@{ $deadlines{node1} // [] }) + scalar(@{ $deadlines{node2} // [] }), 8,
+		'the workers say the deadline of each of the 8 visits');
+	ok((grep { $_ >= 10 } @{ $deadlines{node1} // [] }) == @{ $deadlines{node1} // [] } && @{ $deadlines{node1} // [] } == 4,
+		'a node that predicts itself 0.001 GFLOP/s gets deadlines of 10 s and more: '
+		  . join(' ', @{ $deadlines{node1} // [] }));
+	ok((grep { $_ == 1 } @{ $deadlines{node2} // [] }) == 4,
+		'a node that predicts itself faster keeps the floor: ' . join(' ', @{ $deadlines{node2} // [] }));
+}
+
 # A node's answer to pgdl.estimate is checked: one positive number.
 {
 	$node2->safe_psql(

@@ -502,6 +502,9 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 
 	pgdl_node_set_deadline(node, deadline > 0 ?
 						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (deadline * 1000)) : 0);
+	ereport(DEBUG1,
+			(errmsg_internal("pgdl worker %d: configuration " INT64_FORMAT " visits partition %d on server \"%s\", deadline %.1f s",
+							 me, m->config_id, m->partition, node->name, deadline)));
 	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
 	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
 						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
