@@ -31,7 +31,6 @@
 #include "base/base.h"
 #include "data/data.h"
 #include "plan/plan.h"
-#include "cluster/cluster.h"
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
@@ -383,6 +382,7 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	char	   *note = psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run%s",
 								run->n_workers, run->plan->used_bytes / 1048576.0,
 								run->plan->budget_bytes / 1048576.0, run->pace_note);
+
 	values[1] = ObjectIdGetDatum(run->ds->packed);
 	values[4] = Int32GetDatum(list_length(run->configs));
 	values[5] = CStringGetTextDatum("total");

@@ -86,6 +86,8 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
  * and the network), never below the floor; 0: none.  Generous on purpose: a node
  * that is only slow, a loaded machine, must never be taken for a hung one.
  */
+#define MOP_MAX_DEADLINE_S	1e7		/* about 4 months */
+
 double
 mop_visit_deadline(const MopShared *shared, const MopModel *m)
 {
@@ -104,7 +106,10 @@ mop_visit_deadline(const MopShared *shared, const MopModel *m)
 	else if (m->epoch > 0 && m->last.seconds > 0)
 		per_visit = Max(per_visit, m->last.seconds / mop_epoch_visits(shared, m));
 	deadline = shared->deadline_multiple * per_visit;
-	return isfinite(deadline) ? Max(deadline, shared->deadline_floor) : shared->deadline_floor;
+	/* a node's absurd prediction (it is the node's word) must not overflow a timestamp */
+	if (!isfinite(deadline) || deadline > MOP_MAX_DEADLINE_S)
+		deadline = MOP_MAX_DEADLINE_S;
+	return Max(deadline, shared->deadline_floor);
 }
 
 /*
