@@ -44,6 +44,19 @@ SHOW pgdl.progress_interval;
 SET pgdl.progress_interval = -2;
 RESET pgdl.progress_interval;
 
+-- deadlines of visits on nodes: a floor in seconds (at least 1), a multiple (0: no deadline)
+SET pgdl.node_deadline_floor = '2min';
+SHOW pgdl.node_deadline_floor;
+SET pgdl.node_deadline_floor = 0;
+SET pgdl.node_deadline_multiple = 0;
+SHOW pgdl.node_deadline_multiple;
+SET pgdl.node_deadline_multiple = -1;
+SET pgdl.node_deadline_multiple = 'NaN';
+SET pgdl.node_deadline_multiple = 'Infinity';
+SET pgdl.node_deadline_multiple = 1e7;
+RESET pgdl.node_deadline_floor;
+RESET pgdl.node_deadline_multiple;
+
 -- every function of the extension carries a comment
 SELECT count(*) > 0 AS has_functions
   FROM pg_depend

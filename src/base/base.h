@@ -42,6 +42,8 @@ extern int	pgdl_node_cache_mem;		/* kB */
 extern int	pgdl_feature_cache_budget;	/* kB */
 extern double pgdl_cpu_gflops;
 extern int	pgdl_max_model_memory;	/* kB */
+extern double pgdl_node_deadline_multiple;	/* 0: no deadline */
+extern int	pgdl_node_deadline_floor;	/* s */
 extern int	pgdl_progress_interval;	/* s; 0: every epoch, -1: no epoch lines */
 
 extern void pgdl_guc_init(void);

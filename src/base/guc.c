@@ -26,6 +26,8 @@ int			pgdl_feature_cache_budget = 4 * 1024 * 1024;	/* kB */
 double		pgdl_cpu_gflops = 40.0;
 int			pgdl_progress_interval = 5; /* s */
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
+double		pgdl_node_deadline_multiple = 10.0;
+int			pgdl_node_deadline_floor = 60;	/* s */
 
 /* Threads and workers: BLAS threads per process, pgdl's workers, a fit's threads. */
 static void
@@ -142,6 +144,34 @@ define_speed_settings(void)
 							 NULL, NULL, NULL);
 }
 
+/*
+ * Nodes: how long a visit on a node may take before the node is fenced.  The
+ * floor covers a node's first visit of a partition (it reads it then) and a
+ * loaded machine; the multiple, a model whose prediction is long.
+ */
+static void
+define_node_settings(void)
+{
+	DefineCustomRealVariable("pgdl.node_deadline_multiple",
+							 "A visit on a node is given this many times its predicted time before the node is fenced.",
+							 "The prediction is the larger of the calibrated estimate and the model's measured visits so far; "
+							 "the deadline is never below pgdl.node_deadline_floor. 0 sets no deadline.",
+							 &pgdl_node_deadline_multiple,
+							 10.0, 0.0, 1e6,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("pgdl.node_deadline_floor",
+							"The shortest deadline of a visit on a node.",
+							"A node that has not answered a visit within its deadline is fenced: its query is cancelled "
+							"and its connection closed, so that a late answer is never read.",
+							&pgdl_node_deadline_floor,
+							60, 1, INT_MAX / 1000,
+							PGC_USERSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+}
+
 /* Messages: how often pgdl.fit reports an epoch. */
 static void
 define_message_settings(void)
@@ -163,6 +193,7 @@ pgdl_guc_init(void)
 	define_thread_settings();
 	define_memory_settings();
 	define_speed_settings();
+	define_node_settings();
 	define_message_settings();
 	MarkGUCPrefixReserved("pgdl");
 }

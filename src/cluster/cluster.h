@@ -49,6 +49,9 @@ typedef struct PgdlNode
 	PGconn	   *conn;
 	bool		for_process;	/* a worker's: kept across its transactions, closed at exit */
 	bool		busy;			/* a query was sent and its result not read */
+	TimestampTz deadline;		/* for the answer to the query in flight; 0: none */
+	bool		late;			/* the deadline passed while the query was still being sent */
+	bool		fenced;			/* given up at a deadline: its connection is closed */
 } PgdlNode;
 
 /*
@@ -70,6 +73,17 @@ extern PGresult *pgdl_node_result(PgdlNode *node, ExecStatusType expect);
 /* Both, for a query with text parameters. */
 extern PGresult *pgdl_node_exec(PgdlNode *node, const char *sql, int n_params, const char *const *values,
 								ExecStatusType expect);
+/*
+ * Deadlines.  A deadline (0: none) bounds the sending of the next query and
+ * the wait for its answer: pgdl_node_await is true once the answer is there to
+ * read, false when the deadline passed first; then pgdl_node_fence cancels the
+ * node's query (a cancel request of its own, not waited for: the node may be
+ * hung) and closes the connection, so that a late answer is never read.
+ */
+extern void pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline);
+extern bool pgdl_node_await(PgdlNode *node);
+extern void pgdl_node_fence(PgdlNode *node);
+
 /* Wait until one of the busy nodes has its result ready; its index. */
 extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
 
@@ -84,6 +98,14 @@ extern void pgdl_node_keep_partitions(PgdlNode *node, int64 bytes);
 extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
 extern void pgdl_node_copy_data(PgdlNode *node, const char *data, int len);
 extern int64 pgdl_node_copy_end(PgdlNode *node);
+
+/*
+ * The images per second a node predicts for training `spec` with the
+ * configuration, one worker alone (pgdl.estimate there: its own profile, or
+ * its pgdl.cpu_gflops); an error names the node unless it is a positive
+ * finite number.
+ */
+extern double pgdl_node_images_per_second(PgdlNode *node, Jsonb *spec, const PgdlTrainConfig *config);
 
 /* Binary result values (network byte order). */
 extern int64 pgdl_node_get_int64(const PGresult *res, int row, int col);

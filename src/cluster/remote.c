@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
@@ -347,13 +349,20 @@ wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
 	return true;
 }
 
-/* Read from the node until a result is ready. */
+/* Read from the node until a result is ready; a node past its deadline (if any) is fenced. */
 static void
 wait_until_ready(PgdlNode *node)
 {
 	while (PQisBusy(node->conn))
 	{
-		(void) wait_for_socket(node, false, 0);
+		if (!wait_for_socket(node, false, node->deadline))
+		{
+			pgdl_node_fence(node);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("server \"%s\" did not answer within its deadline", node->name),
+					 errdetail("Its query was cancelled and its connection closed.")));
+		}
 		if (!PQconsumeInput(node->conn))
 			lost_connection(node);
 	}
@@ -364,20 +373,28 @@ wait_until_ready(PgdlNode *node)
  * socket: in blocking mode libpq would wait in its own poll(), which retries
  * on EINTR, so a node that stops reading (hung, or a trigger that sleeps in
  * COPY) would hold a cancel or a shutdown for as long as it does.  What the
- * node sends meanwhile is read, so that it never waits on us either.
+ * node sends meanwhile is read, so that it never waits on us either.  False
+ * when the node's deadline passed first.
  */
-static void
+static bool
 flush_output(PgdlNode *node)
 {
 	int			rc;
 
 	while ((rc = PQflush(node->conn)) == 1)
 	{
-		int			events = WaitLatchOrSocket(MyLatch,
-											   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
-											   WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE,
-											   PQsocket(node->conn), -1, PG_WAIT_EXTENSION);
+		int			wanted = WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE;
+		long		timeout = -1;
+		int			events;
 
+		if (node->deadline)
+		{
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), node->deadline);
+			if (timeout <= 0)
+				return false;
+			wanted |= WL_TIMEOUT;
+		}
+		events = WaitLatchOrSocket(MyLatch, wanted, PQsocket(node->conn), timeout, PG_WAIT_EXTENSION);
 		if (events & WL_LATCH_SET)
 		{
 			ResetLatch(MyLatch);
@@ -388,6 +405,7 @@ flush_output(PgdlNode *node)
 	}
 	if (rc < 0)
 		lost_connection(node);
+	return true;
 }
 
 /*
@@ -521,7 +539,56 @@ pgdl_node_send(PgdlNode *node, const char *sql, int n_params, const char *const 
 	if (!PQsendQueryParams(node->conn, sql, n_params, NULL, values, lengths, formats, binary_result ? 1 : 0))
 		lost_connection(node);
 	node->busy = true;
-	flush_output(node);
+	node->late = !flush_output(node);
+}
+
+void
+pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline)
+{
+	node->deadline = deadline;
+	node->late = false;
+}
+
+bool
+pgdl_node_await(PgdlNode *node)
+{
+	if (node->late)
+		return false;
+	while (PQisBusy(node->conn))
+	{
+		if (!wait_for_socket(node, false, node->deadline))
+			return false;
+		if (!PQconsumeInput(node->conn))
+			lost_connection(node);
+	}
+	return true;
+}
+
+/*
+ * A node past its deadline may be hung (stopped, a stuck disk, a lock wait):
+ * await_cancel's wait for its answer would be lost time.  The cancel request
+ * goes on a connection of its own, so that the node's backend, once it runs
+ * again, stops the visit; closing ours means a late answer is never read (and
+ * client_connection_check_interval ends that backend).
+ */
+void
+pgdl_node_fence(PgdlNode *node)
+{
+	if (node->conn != NULL)
+	{
+		PGcancel   *cancel = PQgetCancel(node->conn);
+		char		errbuf[256];
+
+		if (cancel)
+		{
+			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+			PQfreeCancel(cancel);
+		}
+		PQfinish(node->conn);
+	}
+	node->conn = NULL;
+	node->busy = false;
+	node->fenced = true;
 }
 
 /* The node's error, as ours: its SQLSTATE, message, detail and hint, and which node said it. */
@@ -672,7 +739,7 @@ pgdl_node_copy_data(PgdlNode *node, const char *data, int len)
 	CHECK_FOR_INTERRUPTS();
 	if (PQputCopyData(node->conn, data, len) != 1)
 		lost_connection(node);
-	flush_output(node);
+	(void) flush_output(node);	/* no deadline: COPY runs in the caller's statement */
 }
 
 int64
@@ -683,7 +750,7 @@ pgdl_node_copy_end(PgdlNode *node)
 
 	if (PQputCopyEnd(node->conn, NULL) != 1)
 		lost_connection(node);
-	flush_output(node);
+	(void) flush_output(node);
 	res = pgdl_node_result(node, PGRES_COMMAND_OK);
 	rows = pg_strtoint64(PQcmdTuples(res));
 	PQclear(res);
@@ -719,6 +786,41 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const ch
 	values[4] = psprintf("%d", epochs);
 	values[5] = prefix;			/* NULL: none */
 	pgdl_node_send(node, NODE_VISIT_SQL, 6, values, lengths, formats, true);
+}
+
+/*
+ * What a node predicts of its own pace: pgdl.estimate there, from its profile
+ * (pgdl.calibrate on the node) or its pgdl.cpu_gflops.  A node is trusted
+ * with data, not with the coordinator's plans: its answer must be one
+ * positive finite number.
+ */
+double
+pgdl_node_images_per_second(PgdlNode *node, Jsonb *spec, const PgdlTrainConfig *config)
+{
+	Jsonb	   *config_json = pgdl_config_to_jsonb(config);
+	const char *values[2];
+	PGresult   *res;
+	double		ips = -1;
+
+	values[0] = JsonbToCString(NULL, &spec->root, VARSIZE(spec));
+	values[1] = JsonbToCString(NULL, &config_json->root, VARSIZE(config_json));
+	res = pgdl_node_exec(node, "SELECT images_per_second FROM pgdl.estimate($1::jsonb, $2::jsonb)", 2, values,
+						 PGRES_TUPLES_OK);
+	if (PQntuples(res) == 1 && PQnfields(res) == 1 && !PQgetisnull(res, 0, 0))
+	{
+		char	   *end;
+
+		ips = strtod(PQgetvalue(res, 0, 0), &end);
+		if (*end != '\0')
+			ips = -1;
+	}
+	PQclear(res);
+	if (!(ips > 0 && isfinite(ips)))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROTOCOL_VIOLATION),
+				 errmsg("server \"%s\" returned an unexpected result for pgdl.estimate", node->name),
+				 errdetail("It must return one positive number of images per second.")));
+	return ips;
 }
 
 /* ---- what a visit returns: the model sent, trained ---- */

@@ -75,6 +75,8 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->rank_by = run->rank_by;
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->max_model_memory = pgdl_max_model_memory;
+	shared->deadline_multiple = pgdl_node_deadline_multiple;
+	shared->deadline_floor = pgdl_node_deadline_floor;
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;
@@ -85,6 +87,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	{
 		shared->workers[w].server = run->worker_server[w];
 		shared->workers[w].device = run->worker_device[w];
+		shared->workers[w].pace = run->worker_pace[w];
 	}
 }
 

@@ -141,6 +141,8 @@ typedef struct SimWorkers
 	int			n;
 	int			parts;
 	const int16 *owner;			/* the run's: the worker that owns each partition */
+	const double *pace;			/* each worker's time for a visit, against this server's (mop_plan_paces) */
+	bool		distributed;
 	double		budget;			/* pgdl.worker_cache_mem, in bytes: what each may hold */
 	double		free_at[PGDL_MAX_WORKERS];	/* when it next looks for a model */
 	double		used[PGDL_MAX_WORKERS];	/* bytes of partitions it holds */
@@ -159,12 +161,15 @@ sim_next_part(SimModel *m, int parts)
 
 /* Each worker reads the partitions it owns first, as the budget allows; free to train after. */
 static void
-sim_start(SimWorkers *sw, const MopRun *run, int n_models, double start, const ExplainLoads *loads)
+sim_start(SimWorkers *sw, const MopRun *run, int n_models, double start, const ExplainLoads *loads,
+		  const double *pace)
 {
 	memset(sw, 0, sizeof(*sw));
 	sw->n = run->n_workers;
 	sw->parts = run->ds->partitions;
 	sw->owner = run->owner;
+	sw->pace = pace;
+	sw->distributed = run->distributed;
 	sw->budget = (double) pgdl_worker_cache_mem * 1024.0;
 	sw->held = palloc0(sizeof(bool) * sw->n * sw->parts);
 	sw->candidates = palloc(sizeof(MopCandidate) * Max(n_models, 1));
@@ -217,8 +222,7 @@ sim_pick(SimWorkers *sw, const SimModel *sim, int n, int epochs, int w, double t
 			c->left = m->per_visit * ((epochs - m->epoch) * sw->parts - m->visit);
 		}
 	}
-	/* a distributed run is not simulated */
-	return mop_pick_model(sw->candidates, n, w, busy, false);
+	return mop_pick_model(sw->candidates, n, w, busy, sw->distributed);
 }
 
 /* Worker w, free at t, found no model: false if no other worker will ever move. */
@@ -247,7 +251,7 @@ static double
 sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *loads)
 {
 	int			p = m->part;
-	double		d = m->visit_cost + m->per_visit;
+	double		d = (m->visit_cost + m->per_visit) * sw->pace[w];
 
 	if (!sw->held[w * sw->parts + p])
 	{
@@ -289,7 +293,8 @@ sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *lo
  * all start on the same partition.
  */
 static double
-explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads)
+explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads,
+				 const double *pace)
 {
 	SimWorkers	sw;
 	double		end = start;
@@ -303,7 +308,7 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 	for (int i = 0; i < n; i++)
 		if (!sim[i].done)
 			sim_next_part(&sim[i], run->ds->partitions);
-	sim_start(&sw, run, n, start, loads);
+	sim_start(&sw, run, n, start, loads, pace);
 	while (left > 0 && steps++ < 10 * 100000)
 	{
 		int			w = sim_next_worker(&sw);
@@ -332,27 +337,32 @@ explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const Ex
 
 /*
  * The run's wall time: the leader's setup, the workers' start, their schedule,
- * and the leader storing the models.  Without a profile: the training alone.
+ * and the leader storing the models.  Without a profile: the training alone,
+ * at the slowest worker's pace.
  */
 static double
-explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof, double data)
+explain_total_seconds(const MopRun *run, const ExplainTotals *totals, const PgdlProfile *prof, double data,
+					  const double *pace)
 {
 	double		start = totals->setup + pgdl_profile_worker_start_seconds(prof, run->n_workers);
 	double		vds = run->vds ? (double) run->vds->n_rows_hint * (run->vds->n_features + run->vds->n_targets) : 0;
+	double		slowest = 1;
 	ExplainLoads loads;
 	double		seconds;
 
+	for (int w = 0; w < run->n_workers; w++)
+		slowest = Max(slowest, pace[w]);
 	if (prof->id == 0)
-		return totals->seconds;
+		return totals->seconds * slowest;
 	loads.part_bytes = data / run->ds->partitions;
 	loads.read = pgdl_profile_worker_read_seconds(prof, loads.part_bytes / sizeof(float));
 	/* another worker's copy (shared_scan.c) costs the first touch of its pages, nothing else */
 	loads.attach = pgdl_shared_scan_allowed(run->ds) ? pgdl_profile_fault_seconds(prof, loads.part_bytes) : loads.read;
 	loads.validation = pgdl_profile_worker_read_seconds(prof, vds);
-	seconds = run->distributed ? -1 : explain_schedule(run, totals->sim, totals->n_sim, start, &loads);
-	/* not simulated (on nodes, or too long): workers read their partitions once, the models' own work shared */
+	seconds = explain_schedule(run, totals->sim, totals->n_sim, start, &loads, pace);
+	/* not simulated (too long): workers read their partitions once, the models' own work shared */
 	if (seconds < 0)
-		seconds = Max(totals->seconds, totals->longest) + start +
+		seconds = Max(totals->seconds, totals->longest) * slowest + start +
 			pgdl_profile_worker_read_seconds(prof, data / sizeof(float) / run->n_workers) + totals->models;
 	else
 		seconds += totals->caches;
@@ -368,16 +378,18 @@ explain_total(ReturnSetInfo *rsinfo, const MopRun *run, const ExplainTotals *tot
 	/* the buffers each worker keeps, up to pgdl.worker_cache_mem */
 	double		data = (double) run->ds->n_rows_hint * (run->ds->n_features + run->ds->n_targets) * sizeof(float);
 	double		buffers = Min(data / run->n_workers, (double) pgdl_worker_cache_mem * 1024.0) * run->n_workers;
+	const double *pace = run->worker_pace;
+	char	   *note = psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run%s",
+								run->n_workers, run->plan->used_bytes / 1048576.0,
+								run->plan->budget_bytes / 1048576.0, run->pace_note);
 
 	values[1] = ObjectIdGetDatum(run->ds->packed);
 	values[4] = Int32GetDatum(list_length(run->configs));
 	values[5] = CStringGetTextDatum("total");
 	values[9] = Float8GetDatum(totals->flops / 1e9);
 	values[10] = Float8GetDatum(totals->bytes / 1048576.0);
-	values[11] = Float8GetDatum(explain_total_seconds(run, totals, prof, data));
-	values[12] = CStringGetTextDatum(psprintf("%d workers; %.1f MB of pgdl.feature_cache_budget's %.1f MB in use before the run",
-											  run->n_workers, run->plan->used_bytes / 1048576.0,
-											  run->plan->budget_bytes / 1048576.0));
+	values[11] = Float8GetDatum(explain_total_seconds(run, totals, prof, data, pace));
+	values[12] = CStringGetTextDatum(note);
 	values[14] = Float8GetDatum((totals->models_bytes + run->n_workers * totals->workspace + buffers) / 1048576.0);
 	values[15] = CStringGetTextDatum(prof->id ? "pgdl.server_profiles" : "pgdl.cpu_gflops");
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

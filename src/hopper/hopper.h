@@ -133,6 +133,7 @@ typedef struct MopWorker
 {
 	Oid			server;			/* the node it trains on, over libpq; invalid: here */
 	int32		device;			/* where it trains here (devices.c): PGDL_DEVICE_CPU or _CUDA_N */
+	double		pace;			/* its node's predicted time against this server's (1 here) */
 	pid_t		pid;
 	PGPROC	   *proc;
 	bool		finished;		/* exited normally */
@@ -163,6 +164,8 @@ typedef struct MopShared
 	PgdlRankMetric rank_by;		/* what ranks the models at rungs and on the leaderboard */
 	int64		cache_bytes;	/* per worker, for buffers */
 	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
+	double		deadline_multiple;	/* the leader's pgdl.node_deadline_multiple (0: none) */
+	double		deadline_floor; /* and pgdl.node_deadline_floor, in seconds */
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start; n_workers grows only when the leader adds one */
@@ -191,6 +194,8 @@ extern int32 mop_epoch_visits(const MopShared *shared, const MopModel *m);
 extern int32 mop_next_partition(const MopModel *m, int32 n_partitions);
 /* Seconds of training model m has left to its last epoch, predicted: the schedule's priority. */
 extern double mop_seconds_left(const MopShared *shared, const MopModel *m);
+/* Seconds model m's next visit on a node may take before the node is fenced; 0: no deadline. */
+extern double mop_visit_deadline(const MopShared *shared, const MopModel *m);
 /* A run's seconds left as the calibrated estimate predicts them, shared by workers (0: its own); <0: unknown. */
 extern double mop_predicted_seconds_left(const MopShared *shared, int workers);
 

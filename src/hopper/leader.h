@@ -70,6 +70,8 @@ typedef struct MopRun
 	Oid			worker_server[PGDL_MAX_WORKERS];
 	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */
 	int16		owner[PGDL_MAX_PARTITIONS];
+	double		worker_pace[PGDL_MAX_WORKERS];	/* a visit's time against this server's (mop_plan_paces) */
+	char	   *pace_note;		/* "; node1 at 4.00x this server's time" per node, or "" */
 	int32		eta;
 	char	   *strategy;
 	MopStrategy strat;
@@ -134,6 +136,11 @@ extern void mop_prepare_configs(MopRun *run);
 extern void mop_check_methods(MopRun *run);
 extern void mop_plan_devices(MopRun *run);
 extern void mop_plan_caches(MopRun *run);
+/*
+ * Each worker's pace: 1 here; for a node's, the time its node predicts for the
+ * configurations (its pgdl.estimate) over this server's prediction.
+ */
+extern void mop_plan_paces(MopRun *run);
 
 /* crew.c */
 

@@ -4,7 +4,8 @@
  * base model's with a head), checked against the packed table and
  * pgdl.max_model_memory, and its starting model made (new, its base model's
  * trainable layers, a warm start, or its checkpoint when resuming); then each
- * worker's device and the feature caches of the frozen prefixes planned.
+ * worker's device, the feature caches of the frozen prefixes and, on a
+ * distributed table, each node's pace planned.
  *
  * Invariants:
  * - a configuration that cannot run is refused here, before any worker
@@ -18,8 +19,11 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/jsonb.h"
@@ -387,4 +391,62 @@ mop_check_methods(MopRun *run)
 							   c->config_id),
 					 errhint("Train it without \"class_weight\".")));
 	}
+}
+
+/*
+ * A node's pace is the time it predicts for training the run's configurations
+ * (its pgdl.estimate: the node's own profile, pgdl.calibrate there, or its
+ * pgdl.cpu_gflops) over the time this server predicts for them, so that the
+ * explain simulation slows a slow node's visits as the run would, and a
+ * visit's deadline (schedule.c) grows on a node that says it is slower.  Each
+ * node is asked once; the note names each with its pace.
+ */
+void
+mop_plan_paces(MopRun *run)
+{
+	PgdlProfile *prof = palloc(sizeof(PgdlProfile));
+	StringInfoData note;
+	double		here = 0;
+	ListCell   *lc;
+
+	initStringInfo(&note);
+	run->pace_note = note.data;
+	for (int w = 0; w < run->n_workers; w++)
+		run->worker_pace[w] = 1;
+	if (!run->distributed)
+		return;
+	pgdl_profile_load(prof);
+	foreach(lc, run->configs)
+	{
+		MopConfig  *c = lfirst(lc);
+
+		here += 1.0 / pgdl_predict_images_per_second(prof, c->spec, &c->config.optim, c->config.batch_size, 1, false);
+	}
+	for (int w = 0; w < run->n_workers; w++)
+	{
+		Oid			server = run->worker_server[w];
+		PgdlNode   *node;
+		double		there = 0;
+		int			v;
+
+		for (v = 0; v < w && run->worker_server[v] != server; v++)
+			;
+		if (!OidIsValid(server) || v < w)
+		{
+			run->worker_pace[w] = run->worker_pace[v];
+			continue;
+		}
+		node = pgdl_node_connect(server, false);
+		foreach(lc, run->configs)
+		{
+			MopConfig  *c = lfirst(lc);
+
+			CHECK_FOR_INTERRUPTS();
+			there += 1.0 / pgdl_node_images_per_second(node, c->spec_json, &c->config);
+		}
+		run->worker_pace[w] = here > 0 && isfinite(here) ? there / here : 1;
+		appendStringInfo(&note, "; %s at %.2fx this server's time", node->name, run->worker_pace[w]);
+		pgdl_node_close(node);
+	}
+	run->pace_note = note.data;
 }

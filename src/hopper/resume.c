@@ -328,5 +328,6 @@ mop_resume_setup(FunctionCallInfo fcinfo)
 	mop_plan_devices(run);
 	mop_plan_caches(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
+	mop_plan_paces(run);
 	return run;
 }

@@ -79,6 +79,40 @@ mop_seconds_left(const MopShared *shared, const MopModel *m)
 }
 
 /*
+ * The deadline of model m's visit on a node (by worker m->worker): the shared
+ * multiple of the longer of its predicted visit (an epoch's calibrated
+ * prediction over the partitions, times the node's pace when it predicts
+ * itself slower) and the mean of its visits measured so far (the node's pace
+ * and the network), never below the floor; 0: none.  Generous on purpose: a node
+ * that is only slow, a loaded machine, must never be taken for a hung one.
+ */
+#define MOP_MAX_DEADLINE_S	1e7		/* about 4 months */
+
+double
+mop_visit_deadline(const MopShared *shared, const MopModel *m)
+{
+	double		per_visit = 0;
+	double		deadline;
+
+	if (shared->deadline_multiple <= 0)
+		return 0;
+	if (m->predicted_seconds > 0 && isfinite(m->predicted_seconds))
+		per_visit = m->predicted_seconds / mop_epoch_visits(shared, m);
+	/* on a node that predicts itself slower, longer; never shorter than this server's prediction */
+	if (m->worker >= 0 && m->worker < shared->n_workers && shared->workers[m->worker].pace > 1)
+		per_visit *= shared->workers[m->worker].pace;
+	if (m->visit > 0 && m->seconds > 0)
+		per_visit = Max(per_visit, m->seconds / m->visit);
+	else if (m->epoch > 0 && m->last.seconds > 0)
+		per_visit = Max(per_visit, m->last.seconds / mop_epoch_visits(shared, m));
+	deadline = shared->deadline_multiple * per_visit;
+	/* a node's absurd prediction (it is the node's word) must not overflow a timestamp */
+	if (!isfinite(deadline) || deadline > MOP_MAX_DEADLINE_S)
+		deadline = MOP_MAX_DEADLINE_S;
+	return Max(deadline, shared->deadline_floor);
+}
+
+/*
  * The seconds a run has left as the calibrated estimate predicts them: each
  * unfinished model's epochs left, less the part of the current one it has
  * visited, times its predicted seconds per epoch, shared by `workers` (0: the

@@ -317,5 +317,6 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	if (run->folds)
 		expand_folds(run);
 	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
+	mop_plan_paces(run);
 	return run;
 }

@@ -471,22 +471,49 @@ visit_here(int i, Visit *v, MemoryContext step_cxt)
 	v->diverged = state->diverged != PGDL_HEALTHY;
 }
 
+/*
+ * The node did not answer model m's visit within its deadline: it is fenced
+ * (its query cancelled, the connection closed, so that a late answer is never
+ * read), and the run ends with an error that names it; the leader's hint
+ * names the run to resume.
+ */
+static void missed_deadline(const MopModel *m, double deadline) pg_attribute_noreturn();
+static void
+missed_deadline(const MopModel *m, double deadline)
+{
+	pgdl_node_fence(node);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("server \"%s\" did not answer within its deadline of %.1f s", node->name, deadline),
+			 errdetail("Its visit of partition %d with configuration " INT64_FORMAT " was cancelled and its connection closed.",
+					   m->partition, m->config_id),
+			 errhint("Raise pgdl.node_deadline_floor or pgdl.node_deadline_multiple if the node is only slow.")));
+}
+
 /* Model i on its partition, on the node that holds it. */
 static void
 visit_node(int i, Visit *v, MemoryContext step_cxt)
 {
 	MopModel   *m = &shared->models[i];
+	MopSource  *ms = &shared->sources[m->source];
+	double		deadline = mop_visit_deadline(shared, m);
 	PgdlVisit	result;
 	NnError		err;
 
-	MopSource  *ms = &shared->sources[m->source];
-
+	pgdl_node_set_deadline(node, deadline > 0 ?
+						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (deadline * 1000)) : 0);
+	ereport(DEBUG1,
+			(errmsg_internal("pgdl worker %d: configuration " INT64_FORMAT " visits partition %d on server \"%s\", deadline %.1f s",
+							 me, m->config_id, m->partition, node->name, deadline)));
 	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
 	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
 						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
 						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
+	if (!pgdl_node_await(node))
+		missed_deadline(m, deadline);
 	pgdl_node_read_visit(node, blobs + m->blob_offset, m->blob_len, &m->config,
 						 psprintf("configuration " INT64_FORMAT, m->config_id), &result);
+	pgdl_node_set_deadline(node, 0);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)
 		ereport(ERROR,
