@@ -156,7 +156,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->holdout = c->holdout;
 		m->cost = c->cost;
 		/* a recomputed prefix is part of every visit's work: the schedule counts it */
-		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
+		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE && !run->distributed)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
 		if (c->has_metrics && c->last.diverged)
@@ -188,7 +188,8 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 		MopSource  *src = &shared->sources[g + 1];
 
 		src->n_features = (int32) grp->feature_floats;
-		src->cached = grp->action != PGDL_CACHE_RECOMPUTE;
+		/* a distributed run's caches are its nodes': its workers send the prefix with every visit */
+		src->cached = grp->action != PGDL_CACHE_RECOMPUTE && !run->distributed;
 		for (int s = 0; s < 2 && src->cached; s++)
 			if (grp->side[s].view)
 				strlcpy(src->view[s], grp->side[s].view, sizeof(src->view[s]));
