@@ -112,7 +112,7 @@ node_cache_state(Oid packed, int32 depth, const char *hash, NodeCache *c)
 		c->action = comment && strcmp(comment, c->stamp) == 0 ? PGDL_CACHE_REUSE : PGDL_CACHE_REFRESH;
 		return;
 	}
-	c->action = spi_text(psprintf("SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = %u AND relname LIKE $1",
+	c->action = spi_text(psprintf("SELECT 1 FROM pg_catalog.pg_class WHERE relnamespace = %u AND relkind = 'r' AND relname LIKE $1",
 								  nsp), TEXTOID, CStringGetTextDatum(other_caches_pattern(packed, depth)))
 		? PGDL_CACHE_REBUILD : PGDL_CACHE_BUILD;
 }

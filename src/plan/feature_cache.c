@@ -405,7 +405,7 @@ pgdl_cache_create_table(const char *relname)
 {
 	create_for_caller(relname, RELKIND_RELATION,
 					  psprintf("CREATE TABLE pgdl_cache.%s (part integer NOT NULL, buffer_id integer NOT NULL,"
-							   " n integer NOT NULL, x real[], y real[], PRIMARY KEY (part, buffer_id))", quote_identifier(relname)));
+							   " n integer NOT NULL, x real[], y real[])", quote_identifier(relname)));
 }
 
 /* ---- grouping and deciding ---- */
