@@ -156,7 +156,7 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 		m->holdout = c->holdout;
 		m->cost = c->cost;
 		/* a recomputed prefix is part of every visit's work: the schedule counts it */
-		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE && !run->distributed)
+		if (c->source > 0 && plan->groups[c->source - 1].action == PGDL_CACHE_RECOMPUTE)
 			m->cost += plan->groups[c->source - 1].prefix_flops;
 		m->epoch = c->start_epoch;
 		if (c->has_metrics && c->last.diverged)
