@@ -2485,3 +2485,48 @@ COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, 
 	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions in seeded order, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; each round is committed with a checkpoint (pgdl.resume continues a failed run); min_sites lets a round go on without sites that are down; clip and noise_multiplier make the average differentially private (each site''s update clipped, Gaussian noise added; the privacy spent per round in pgdl.run_metrics.federation, epsilon at delta); stores the model and returns its id';
 COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint (a pgdl.fit_federated run from its last round); priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
+
+-- ---- feature caches on the nodes: pgdl.node_feature_cache (function and table), feature_cache_bytes counts them ----
+-- Feature caches on the nodes of a distributed packed table (node_cache.c).  A node keeps the outputs of
+-- frozen layers over a table it holds in a table of its schema pgdl_cache that the caller owns, names it
+-- itself and stamps it with the layers' hash and the table's pgdl.packed_version; the coordinator
+-- records each in pgdl.node_feature_cache.  A row is a record, never a pointer: the planner refuses one
+-- that names another relation than the node's own cache.
+CREATE FUNCTION pgdl.node_feature_cache(prefix bytea, packed regclass, build boolean DEFAULT false)
+	RETURNS TABLE (cache text, action text, version text, bytes bigint)
+	AS 'MODULE_PATHNAME', 'pgdl_node_feature_cache' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.node_feature_cache(bytea, regclass, boolean) IS
+	'on a node: the caller''s cache of the outputs of frozen layers (prefix, a model blob) over a packed table of this server, in pgdl_cache: what it needs (reuse, materialize, refresh, rebuild; recompute for a table with row-level security) and, with build, made so; what a coordinator''s pgdl.fit_multiple runs on its nodes; returns the cache''s name, the action, the table''s version and the cache''s bytes';
+
+CREATE TABLE pgdl.node_feature_cache (
+	id bigserial PRIMARY KEY,
+	source regclass NOT NULL,				-- the coordinator's distributed packed table
+	server text NOT NULL,					-- the foreign server of the node
+	remote_table text NOT NULL,				-- the node's table (qualified, quoted) the cache computed
+	base_model bigint,						-- the model whose first `depth` layers computed it
+	base_hash text NOT NULL,				-- SHA-256 of those layers: pgdl.prefix_hash
+	depth integer NOT NULL CHECK (depth > 0),
+	cache text NOT NULL,					-- the node's table in its schema pgdl_cache
+	source_version text NOT NULL,			-- pgdl.packed_version of the node's table when computed
+	bytes bigint NOT NULL,
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	created timestamptz NOT NULL DEFAULT now(),
+	last_used timestamptz NOT NULL DEFAULT now(),
+	UNIQUE (source, server, remote_table, depth, owner)
+);
+COMMENT ON TABLE pgdl.node_feature_cache IS
+	'feature caches on the nodes of distributed packed tables: per node table, frozen prefix and role, the node''s table of its outputs and the version it was computed from';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.node_feature_cache', '');
+SELECT pg_catalog.pg_extension_config_dump('pgdl.node_feature_cache_id_seq', '');
+GRANT SELECT, INSERT, DELETE ON pgdl.node_feature_cache TO PUBLIC;
+GRANT USAGE ON SEQUENCE pgdl.node_feature_cache_id_seq TO PUBLIC;
+ALTER TABLE pgdl.node_feature_cache ENABLE ROW LEVEL SECURITY;
+CREATE POLICY owners ON pgdl.node_feature_cache USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+COMMENT ON POLICY owners ON pgdl.node_feature_cache IS 'the owner of a node''s feature cache (or pgdl_admin) reads and changes its row';
+
+CREATE OR REPLACE FUNCTION pgdl.feature_cache_bytes() RETURNS bigint
+	LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$ SELECT (SELECT coalesce(sum(f.bytes), 0) FROM pgdl.feature_cache f)::bigint
+		+ (SELECT coalesce(sum(n.bytes), 0) FROM pgdl.node_feature_cache n)::bigint $$;
+COMMENT ON FUNCTION pgdl.feature_cache_bytes() IS
+	'bytes that all feature caches (every role''s, on this server and on the nodes) take, against pgdl.feature_cache_budget';

@@ -597,6 +597,8 @@ my %VALID = (
 	'cleanup_checkpoints.keep'     => '1',
 	'delete_rows.catalog'          => q{'pgdl.models'},
 	'train_partitions.prefix'      => 'NULL',
+	'node_feature_cache.prefix'    => $blob,
+	'node_feature_cache.build'     => 'false',
 	# several servers (sql/parts/80_cluster.sql)
 	'parts'                        => 'ARRAY[0]',
 	'workers_per_node'             => '1',

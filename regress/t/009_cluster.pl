@@ -356,8 +356,9 @@ CREATE TABLE lb_new_dist AS SELECT * FROM pgdl.fit_multiple('train_packed', 'gri
 }
 
 # Configurations with a base model: the nodes run the frozen layers at every
-# visit (no feature cache on a node), and the models are those of one server,
-# with its feature cache or without.
+# visit (feature_cache => 'auto' finds a node cache too dear for these heads;
+# 023_node_cache.pl builds and reuses them), and the models are those of one
+# server, with its feature cache or without.
 $coord->safe_psql(
 	'postgres', q{
 SELECT pgdl.fit('ref_packed', 'small', '{"optimizer": "adam", "lr": 0.01}', 1, name => 'base');

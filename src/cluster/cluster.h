@@ -12,6 +12,7 @@
 #include "libpq-fe.h"
 
 #include "train/train.h"
+#include "plan/plan.h"
 
 /* Where a partition lives: here (server invalid), or in a node's table. */
 typedef struct PgdlPartPlace
@@ -139,6 +140,21 @@ extern void pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len
  * times, each visit begun and checked as a model hopper worker does; through
  * its frozen prefix (inference mode) when there is one.
  */
+/* node.c: refuse a relation that is not a packed table the caller may read. */
+extern void pgdl_node_check_packed(Oid relid);
+
+/*
+ * node_cache.c, on a node: the caller's valid cache of these frozen layers'
+ * outputs over `packed`, or InvalidOid.  On the coordinator: ask the nodes of
+ * group g's partitions what their caches need and decide (explain and
+ * fit_multiple), and have them build (fit_multiple), recording each in
+ * pgdl.node_feature_cache.
+ */
+extern Oid	pgdl_node_cache_valid(Oid packed, const NnModel *prefix);
+extern void pgdl_node_cache_plan(PgdlCachePlan *plan, const PgdlDataset *ds, int32 epochs, int32 workers,
+								 const char *mode);
+extern void pgdl_node_cache_build(const PgdlCachePlan *plan, const PgdlDataset *ds);
+
 extern PgdlTrainState *pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config,
 										 const PgdlDataset *ds, const int32 *parts, int n_parts, int32 epochs);
 

@@ -31,8 +31,8 @@
 #include "train/train.h"
 #include "cluster/cluster.h"
 
-static void
-check_packed_layout(Oid relid)
+void
+pgdl_node_check_packed(Oid relid)
 {
 	char	   *name = get_rel_name(relid);
 
@@ -282,8 +282,20 @@ pgdl_train_visits(NnModel *model, NnModel *prefix, const PgdlTrainConfig *config
 {
 	PgdlTrainState total;
 	PgdlTrainState *state = NULL;
-	Visit		v = {.frozen = {.prefix = prefix, .cxt = CurrentMemoryContext}};
+	Visit		v;
+	PgdlDataset cached;
+	Oid			cache = prefix ? pgdl_node_cache_valid(ds->packed, prefix) : InvalidOid;
 
+	/* the frozen layers' outputs kept on this node (node_cache.c): read as a packed table of them */
+	if (OidIsValid(cache))
+	{
+		cached = *ds;
+		cached.packed = cache;
+		cached.n_features = (int32) nn_model_output_size(prefix);
+		ds = &cached;
+		prefix = NULL;
+	}
+	v = (Visit) {.frozen = {.prefix = prefix, .cxt = CurrentMemoryContext}};
 	if (prefix)
 	{
 		/* what identifies the frozen layers among the kept partitions */
@@ -346,7 +358,7 @@ pgdl_train_partitions(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("epochs must be between 1 and %d, not %d", PGDL_MAX_EPOCHS, epochs)));
 	parts = read_parts(PG_GETARG_ARRAYTYPE_P(3), &n_parts);
-	check_packed_layout(PG_GETARG_OID(2));
+	pgdl_node_check_packed(PG_GETARG_OID(2));
 	pgdl_engine_prepare();
 	model = pgdl_model_deserialize(PG_GETARG_BYTEA_PP(0));
 	pgdl_model_free_with(model, CurrentMemoryContext);

@@ -191,7 +191,8 @@ copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea 
 		MopSource  *src = &shared->sources[g + 1];
 
 		src->n_features = (int32) grp->feature_floats;
-		src->cached = grp->action != PGDL_CACHE_RECOMPUTE;
+		/* a distributed run's caches are its nodes': its workers send the prefix with every visit */
+		src->cached = grp->action != PGDL_CACHE_RECOMPUTE && !run->distributed;
 		for (int s = 0; s < 2 && src->cached; s++)
 			if (grp->side[s].view)
 				strlcpy(src->view[s], grp->side[s].view, sizeof(src->view[s]));

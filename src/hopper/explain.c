@@ -112,7 +112,7 @@ explain_group(ReturnSetInfo *rsinfo, const MopRun *run, int g, ExplainGroup *eg,
 	nulls[6] = grp == NULL || grp->action == PGDL_CACHE_RECOMPUTE;
 	if (!nulls[6])
 		values[6] = CStringGetTextDatum(grp->side[0].view);
-	nulls[7] = nulls[6] || !run->vds;
+	nulls[7] = nulls[6] || !run->vds || grp->side[1].view == NULL;	/* none on nodes */
 	if (!nulls[7])
 		values[7] = CStringGetTextDatum(grp->side[1].view);
 	nulls[8] = grp == NULL || grp->staged_from < 0;

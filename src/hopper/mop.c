@@ -221,6 +221,8 @@ pgdl_fit_multiple(PG_FUNCTION_ARGS)
 	mop_check_isolation();
 	run = mop_setup_run(fcinfo);
 	run->priority = priority;
+	if (run->distributed)
+		pgdl_node_cache_build(run->plan, run->ds);
 	mop_execute(fcinfo, run);
 	if (run->deploy && run->winner)
 		pgdl_deploy_if_better(run->deploy, run->winner, run->vds, run->rank_by);

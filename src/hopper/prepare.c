@@ -278,12 +278,15 @@ mop_plan_caches(MopRun *run)
 	/* a distributed validation set has no materialized cache either: it is read through its foreign tables */
 	if (run->vds && !on_nodes)
 		pfree(pgdl_packed_places(run->vds->packed, run->vds->partitions, &on_nodes));
-	if (on_nodes && strcmp(run->cache_mode, "on") == 0)
+	if (on_nodes && !run->distributed && strcmp(run->cache_mode, "on") == 0)
 		ereport(NOTICE,
-				(errmsg("no feature cache is materialized for a distributed packed table"),
-				 errdetail("Nodes keep the frozen layers' outputs in memory for the run; the validation set goes through them at every epoch.")));
+				(errmsg("no feature cache is materialized for a distributed validation set"),
+				 errdetail("The frozen layers run over the validation set at every epoch.")));
 	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
 								on_nodes ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
+	/* a distributed packed table's caches live on its nodes (cluster/node_cache.c) */
+	if (run->distributed)
+		pgdl_node_cache_plan(run->plan, run->ds, run->epochs, run->n_workers, run->cache_mode);
 	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

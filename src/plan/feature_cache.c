@@ -347,8 +347,8 @@ rel_owner(Oid relid)
  * DATA executes nothing, and the caller's privileges on what it reads are
  * checked when the caller fills it.
  */
-void
-pgdl_cache_create_view(const char *relname, const char *definition)
+static void
+create_for_caller(const char *relname, char relkind, const char *sql)
 {
 	Oid			nsp = get_namespace_oid("pgdl_cache", false);
 	Oid			caller = GetUserId();
@@ -360,11 +360,11 @@ pgdl_cache_create_view(const char *relname, const char *definition)
 	if (OidIsValid(relid))
 	{
 		/* another run of the caller's built it meanwhile: it is refreshed next */
-		if (get_rel_relkind(relid) == RELKIND_MATVIEW && rel_owner(relid) == caller)
+		if (get_rel_relkind(relid) == relkind && rel_owner(relid) == caller)
 			return;
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_TABLE),
-				 errmsg("feature cache view \"pgdl_cache.%s\" exists and is not a cache of the caller", relname),
+				 errmsg("feature cache \"pgdl_cache.%s\" exists and is not a cache of the caller", relname),
 				 errdetail("Only the owner of schema pgdl_cache and superusers can create relations there.")));
 	}
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
@@ -374,18 +374,38 @@ pgdl_cache_create_view(const char *relname, const char *definition)
 	ReleaseSysCache(tup);
 
 	pgdl_act_as_begin(schema_owner, &saved);
-	if (SPI_execute(psprintf("CREATE MATERIALIZED VIEW pgdl_cache.%s AS %s WITH NO DATA",
-							 quote_identifier(relname), definition), false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not create feature cache view \"pgdl_cache.%s\"", relname);
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not create feature cache \"pgdl_cache.%s\"", relname);
 	pgdl_act_as_end(&saved);
 
 	/*
 	 * recursing skips ALTER OWNER's checks (that the schema's owner may become
-	 * the caller): the view is the one just made, for the caller
+	 * the caller): the relation is the one just made, for the caller
 	 */
 	relid = get_relname_relid(relname, nsp);
 	ATExecChangeOwner(relid, caller, true, AccessExclusiveLock);
 	CommandCounterIncrement();
+}
+
+void
+pgdl_cache_create_view(const char *relname, const char *definition)
+{
+	create_for_caller(relname, RELKIND_MATVIEW,
+					  psprintf("CREATE MATERIALIZED VIEW pgdl_cache.%s AS %s WITH NO DATA",
+							   quote_identifier(relname), definition));
+}
+
+/*
+ * The same for a node's cache (cluster/node_cache.c): an empty table of a
+ * packed table's columns, made as the schema's owner (nothing is read) and
+ * given to the caller at once.
+ */
+void
+pgdl_cache_create_table(const char *relname)
+{
+	create_for_caller(relname, RELKIND_RELATION,
+					  psprintf("CREATE TABLE pgdl_cache.%s (part integer NOT NULL, buffer_id integer NOT NULL,"
+							   " n integer NOT NULL, x real[], y real[])", quote_identifier(relname)));
 }
 
 /* ---- grouping and deciding ---- */
@@ -651,4 +671,44 @@ pgdl_cache_plan(const PgdlDataset *train, const PgdlDataset *valid, PgdlTransfer
 		plan_group(&p, g);
 	SPI_finish();
 	return plan;
+}
+
+/*
+ * Group g of a distributed packed table, whose caches live on the nodes that
+ * hold its partitions (cluster/node_cache.c): `action` is what those caches
+ * need (reuse, materialize, refresh, rebuild) and existing_bytes what they
+ * take now; the one-server rule decides (the same costs and budget), against
+ * every cache of the database, the nodes' included.  The nodes build in
+ * parallel as workers do; nothing here makes a task (the leader asks the
+ * nodes).
+ */
+void
+pgdl_cache_decide_on_nodes(PgdlCachePlan *plan, int g, const PgdlDataset *train, int32 epochs, int32 workers,
+						   const char *mode, PgdlCacheAction action, double existing_bytes)
+{
+	PgdlCacheGroup *grp = &plan->groups[g];
+	PgdlCacheSide *side = &grp->side[0];
+	Planner		p = {.plan = plan, .train = train, .epochs = epochs, .workers = Max(workers, 1),
+	.mode = mode, .rate = pgdl_cpu_gflops * 1e9};
+	GroupWork	w = {0};
+
+	plan_cxt = CurrentMemoryContext;
+	SPI_connect();
+	MemoryContextSwitchTo(plan_cxt);
+	p.used = (double) spi_int8("SELECT pgdl.feature_cache_bytes()", 0, NULL, NULL);
+	SPI_finish();
+	plan->used_bytes = p.used;
+	side->ds = train;
+	side->action = action;
+	side->existing_bytes = existing_bytes;
+	side->bytes = (double) train->n_rows_hint * (grp->feature_floats + train->n_targets) * sizeof(float);
+	w.examples = (double) train->n_rows_hint;
+	w.uses = (double) grp->n_configs * epochs;
+	w.build_flops = grp->prefix_flops;
+	grp->staged_from = -1;
+	cost_group(&p, grp, &w);
+	decide_group(&p, grp, &w);
+	grp->seconds = grp->action == PGDL_CACHE_RECOMPUTE ? grp->recompute_seconds : grp->materialize_seconds;
+	grp->compute_flops = grp->action == PGDL_CACHE_RECOMPUTE ? grp->prefix_flops * w.examples * w.uses : w.compute;
+	side->action = grp->action;
 }

@@ -168,8 +168,17 @@ extern PgdlCachePlan *pgdl_cache_plan(const PgdlDataset *train, const PgdlDatase
 									  PgdlTransfer **transfers, int n, int32 epochs, int32 workers,
 									  const char *mode, int *group_of);
 extern const char *pgdl_cache_action_name(PgdlCacheAction action);
+/*
+ * Decide group g of a plan made with PGDL_CACHE_ON_NODES, whose caches are on
+ * the nodes: `action` what they need, existing_bytes their storage now.
+ */
+extern void pgdl_cache_decide_on_nodes(PgdlCachePlan *plan, int g, const PgdlDataset *train, int32 epochs,
+									   int32 workers, const char *mode, PgdlCacheAction action,
+									   double existing_bytes);
 /* in a worker's task transaction: the build lock of a cache view, and the view made for the caller */
 extern void pgdl_cache_lock_build(const char *relname);
 extern void pgdl_cache_create_view(const char *relname, const char *definition);
+/* a node's cache: an empty table of a packed table's columns in pgdl_cache, the caller's */
+extern void pgdl_cache_create_table(const char *relname);
 
 #endif							/* PGDL_PLAN_H */
