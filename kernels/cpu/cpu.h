@@ -58,6 +58,66 @@ cpu_tanh(float x)
 	return r;
 }
 
+/*
+ * e^x for x <= 0, within 2 ulp, with no branch and no call, so that a loop
+ * over it vectorizes: x = n ln 2 + r (ln 2 in two parts, Cody and Waite),
+ * e^r by Cephes' expf polynomial, 2^n put into the exponent bits.  Under -87,
+ * where 2^n would leave the normal range, it is 0 (the true value is under
+ * 1.7e-38); NaN stays NaN.  The clamp compares the bits as integers: a float
+ * comparison in a select keeps GCC from vectorizing the loop (-ftrapping-math);
+ * below zero, a larger magnitude has larger bits.
+ */
+static inline float
+cpu_exp_nonpositive(float x)
+{
+	uint32_t	xb,
+				cb;
+	uint32_t	under;
+	float		c,
+				n,
+				r,
+				p = 1.9875691500e-4f,
+				scale;
+	int32_t		bits;
+
+	memcpy(&xb, &x, sizeof(xb));
+	under = -(uint32_t) ((xb > 0xc2ae0000u) & ((xb & 0x7fffffffu) <= 0x7f800000u));
+	cb = (xb & ~under) | (0xc2ae0000u & under);
+	memcpy(&c, &cb, sizeof(c));
+	/* round to nearest by adding 1.5 * 2^23: rintf would be a call below SSE4.1 */
+	n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
+	bits = (((int32_t) n + 127) << 23) & (int32_t) ~under;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	memcpy(&scale, &bits, sizeof(scale));
+	return p * scale;
+}
+
+/*
+ * erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7; 6e-7 as
+ * float arithmetic evaluates it), the
+ * formula PyTorch's vectorized CPU erf uses for its GELU, with no branch:
+ * erf(x) = sign(x) (1 - t P(t) e^(-x^2)), t = 1 / (1 + 0.3275911 |x|).
+ */
+static inline float
+cpu_erf(float x)
+{
+	float		a = fabsf(x);
+	float		t = 1.0f / (0.3275911f * a + 1.0f);
+	float		r = 1.061405429f;
+
+	r = r * t - 1.453152027f;
+	r = r * t + 1.421413741f;
+	r = r * t - 0.284496736f;
+	r = r * t + 0.254829592f;
+	return copysignf(1.0f - r * t * cpu_exp_nonpositive(-a * a), x);
+}
+
 /* conv.c */
 extern void cpu_im2col(const float *x, int n, const NnConvGeom *g, float *col);
 extern void cpu_col2im(const float *col, int n, const NnConvGeom *g, float *dx);
