@@ -19,7 +19,8 @@
 # best ISA the CPU has, the theoretical one, OpenBLAS's core), then
 #   mlp: core peak fraction = P
 #   cnn: core peak fraction = Q
-# (training GFLOP/s in pgdl's best round over that measured FMA peak).
+# (training GFLOP/s in CPU seconds, in pgdl's best round, over that measured
+# FMA peak).
 # The last four lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
