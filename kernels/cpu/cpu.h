@@ -31,23 +31,27 @@ static inline float
 cpu_exp_nonpositive(float x)
 {
 	uint32_t	xb,
-				cb;
-	uint32_t	under;
+				cb,
+				rb;
+	uint32_t	nan,
+				under;
 	float		c,
 				n,
 				r,
 				p = 1.9875691500e-4f,
 				scale;
-	int32_t		bits;
+	uint32_t	bits;
 
 	memcpy(&xb, &x, sizeof(xb));
-	under = -(uint32_t) ((xb > 0xc2ae0000u) & ((xb & 0x7fffffffu) <= 0x7f800000u));
-	cb = (xb & ~under) | (0xc2ae0000u & under);
+	nan = -(uint32_t) ((xb & 0x7fffffffu) > 0x7f800000u);
+	under = -(uint32_t) (xb > 0xc2ae0000u) & ~nan;
+	/* NaN computes as -87 (no conversion of NaN to an integer) and is put back at the end */
+	cb = (xb & ~(under | nan)) | (0xc2ae0000u & (under | nan));
 	memcpy(&c, &cb, sizeof(c));
 	/* round to nearest by adding 1.5 * 2^23: rintf would be a call below SSE4.1 */
 	n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
 	r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
-	bits = (((int32_t) n + 127) << 23) & (int32_t) ~under;
+	bits = ((uint32_t) ((int32_t) n + 127) << 23) & ~under;
 	p = p * r + 1.3981999507e-3f;
 	p = p * r + 8.3334519073e-3f;
 	p = p * r + 4.1665795894e-2f;
@@ -55,7 +59,11 @@ cpu_exp_nonpositive(float x)
 	p = p * r + 5.0000001201e-1f;
 	p = p * r * r + r + 1.0f;
 	memcpy(&scale, &bits, sizeof(scale));
-	return p * scale;
+	p *= scale;
+	memcpy(&rb, &p, sizeof(rb));
+	rb = (rb & ~nan) | (xb & nan);
+	memcpy(&p, &rb, sizeof(p));
+	return p;
 }
 
 /*
