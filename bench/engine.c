@@ -13,6 +13,14 @@
  *
  * Output, one line per model (machine-readable, key=value):
  *   pgdl mlp images_per_s=... train_s=... test_acc=... gflops=... peak_fraction=...
+ *            core_peak_gflops=... core_peak_fraction=...
+ * peak_fraction is over the 1024^3 sgemm rate; core_peak_fraction is the
+ * training GFLOP/s in the process's CPU seconds (train_cpu_s: time the
+ * scheduler gave to other work does not count, as in the limit) over the
+ * core's fp32 FMA limit of the best ISA the CPU has, measured in the same
+ * process (see core_peak), and a line before the models says which ISA that
+ * is, which ISA each of the kernels the models run on uses, and the limit in
+ * theory (FLOPs per cycle of that ISA times the clock measured here).
  *
  * --model gru is a sequence model on synthetic ids instead (no data set):
  * embedding (1000 ids, 32) -> gru (64 units, the last state) -> dense 4,
@@ -29,9 +37,11 @@
  */
 #include <cblas.h>
 #include <errno.h>
+#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "backend.h"
@@ -358,6 +368,149 @@ mlp_gemm_rates(int batch)
 	return flops / secs / 1e9;
 }
 
+/* the process's CPU seconds: the core's limit is not the scheduler's, on a shared machine */
+static double
+cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+/*
+ * The core's fp32 FMA limit: twelve independent chains of fused
+ * multiply-adds on full vectors, enough to keep both FMA pipes busy through
+ * the FMA's latency (4 cycles x 2 pipes needs 8).  Each function is compiled
+ * for its ISA alone and only called where CPUID has it.
+ */
+#define FMA_CHAINS_STEP(v) v = _mm512_fmadd_ps(v, mul, add)
+__attribute__((target("avx512f")))
+static double
+fma_seconds_avx512(long iters)
+{
+	__m512		mul = _mm512_set1_ps(0.999999f),
+				add = _mm512_set1_ps(1e-6f);
+	__m512		a0 = _mm512_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,
+				a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+	volatile float sink;
+	double		t = cpu_s();
+
+	for (long i = 0; i < iters; i++)
+	{
+		FMA_CHAINS_STEP(a0); FMA_CHAINS_STEP(a1); FMA_CHAINS_STEP(a2); FMA_CHAINS_STEP(a3);
+		FMA_CHAINS_STEP(a4); FMA_CHAINS_STEP(a5); FMA_CHAINS_STEP(a6); FMA_CHAINS_STEP(a7);
+		FMA_CHAINS_STEP(a8); FMA_CHAINS_STEP(a9); FMA_CHAINS_STEP(a10); FMA_CHAINS_STEP(a11);
+		/* keeps the twelve chains in registers and the loop from being folded */
+		__asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
+						 "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+	}
+	t = cpu_s() - t;
+	sink = a0[0] + a1[0] + a2[0] + a3[0] + a4[0] + a5[0] + a6[0] + a7[0] + a8[0] + a9[0] + a10[0] + a11[0];
+	(void) sink;
+	return t;
+}
+#undef FMA_CHAINS_STEP
+
+#define FMA_CHAINS_STEP(v) v = _mm256_fmadd_ps(v, mul, add)
+__attribute__((target("avx2,fma")))
+static double
+fma_seconds_avx2(long iters)
+{
+	__m256		mul = _mm256_set1_ps(0.999999f),
+				add = _mm256_set1_ps(1e-6f);
+	__m256		a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0,
+				a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+	volatile float sink;
+	double		t = cpu_s();
+
+	for (long i = 0; i < iters; i++)
+	{
+		FMA_CHAINS_STEP(a0); FMA_CHAINS_STEP(a1); FMA_CHAINS_STEP(a2); FMA_CHAINS_STEP(a3);
+		FMA_CHAINS_STEP(a4); FMA_CHAINS_STEP(a5); FMA_CHAINS_STEP(a6); FMA_CHAINS_STEP(a7);
+		FMA_CHAINS_STEP(a8); FMA_CHAINS_STEP(a9); FMA_CHAINS_STEP(a10); FMA_CHAINS_STEP(a11);
+		__asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5),
+						 "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+	}
+	t = cpu_s() - t;
+	sink = a0[0] + a1[0] + a2[0] + a3[0] + a4[0] + a5[0] + a6[0] + a7[0] + a8[0] + a9[0] + a10[0] + a11[0];
+	(void) sink;
+	return t;
+}
+#undef FMA_CHAINS_STEP
+
+/* The clock: a chain of dependent integer adds retires one a cycle. */
+static double
+clock_ghz(void)
+{
+	long		iters = 100000000,
+				x = 0;
+	double		t = cpu_s();
+
+	for (long i = 0; i < iters; i++)
+		__asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+	return 4.0 * iters / (cpu_s() - t) / 1e9;
+}
+
+typedef struct CorePeak
+{
+	const char *isa;			/* avx512, avx2 or none */
+	double		gflops;			/* measured, the best of five */
+	double		avx2_gflops;	/* the AVX2 loop's, for comparison (0 without AVX2) */
+	double		ghz;
+	double		theory;			/* FLOPs per cycle of isa x ghz */
+} CorePeak;
+
+static CorePeak
+core_peak(void)
+{
+	CorePeak	cp = {"none", 0, 0, 0, 0};
+	long		iters = 40000000;
+	bool		avx512 = __builtin_cpu_supports("avx512f");
+	bool		avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
+	for (int r = 0; r < 5; r++)
+	{
+		double		ghz = clock_ghz();
+
+		cp.ghz = ghz > cp.ghz ? ghz : cp.ghz;
+		if (avx512)
+		{
+			double		g = 12.0 * 16 * 2 * iters / fma_seconds_avx512(iters) / 1e9;
+
+			cp.gflops = g > cp.gflops ? g : cp.gflops;
+		}
+		if (avx2)
+		{
+			double		g = 12.0 * 8 * 2 * iters / fma_seconds_avx2(iters) / 1e9;
+
+			cp.avx2_gflops = g > cp.avx2_gflops ? g : cp.avx2_gflops;
+		}
+	}
+	/* two FMA pipes, each a vector of 16 (or 8) lanes, two FLOPs a lane */
+	if (avx512)
+		cp.isa = "avx512", cp.theory = 2 * 16 * 2 * cp.ghz;
+	else if (avx2)
+		cp.isa = "avx2", cp.theory = 2 * 8 * 2 * cp.ghz, cp.gflops = cp.avx2_gflops;
+	return cp;
+}
+
+/* The ISA of OpenBLAS's kernels, from the core it chose (its name, from CPUID or OPENBLAS_CORETYPE). */
+static const char *
+blas_isa(const char *core)
+{
+	static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+	static const char *const avx2[] = {"Haswell", "Zen", "Zen2", "Zen3", "Zen4", "Excavator"};
+
+	for (size_t i = 0; i < sizeof(avx512) / sizeof(avx512[0]); i++)
+		if (strcasecmp(core, avx512[i]) == 0)
+			return "avx512";
+	for (size_t i = 0; i < sizeof(avx2) / sizeof(avx2[0]); i++)
+		if (strcasecmp(core, avx2[i]) == 0)
+			return "avx2";
+	return "unknown";
+}
+
 static void
 die_err(const char *what, const NnError *err)
 {
@@ -367,7 +520,7 @@ die_err(const char *what, const NnError *err)
 
 static void
 run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_train,
-		  const FmnistSet *test, double peak)
+		  const FmnistSet *test, double peak, double core)
 {
 	NnSpec		spec;
 	NnCost		cost;
@@ -379,6 +532,8 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	int32_t    *perm;
 	float	   *xs,
 			   *ys;
+	double		c0,
+				train_cpu_s;
 	double		t0,
 				train_s,
 				ips,
@@ -419,6 +574,7 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	}
 
 	t0 = now_s();
+	c0 = cpu_s();
 	for (int e = 0; e < o->epochs; e++)
 	{
 		for (int32_t i = 0; i < n_train; i += o->batch)
@@ -430,6 +586,7 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 		}
 	}
 	train_s = now_s() - t0;
+	train_cpu_s = cpu_s() - c0;
 	seen = st.n;
 
 	for (int32_t i = 0; i < test->n; i += o->batch)
@@ -453,11 +610,13 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	gflops = ips * (double) cost.flops_train / 1e9;
 	printf("pgdl %s images_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d lr=%g "
 		   "train_loss=%.4f train_acc=%.4f test_acc=%.4f params=%lld flops_train_per_ex=%lld "
-		   "gflops=%.2f peak_gflops=%.2f peak_fraction=%.3f\n",
+		   "gflops=%.2f peak_gflops=%.2f peak_fraction=%.3f train_cpu_s=%.3f core_peak_gflops=%.2f "
+		   "core_peak_fraction=%.3f\n",
 		   name, ips, train_s, o->epochs, n_train, o->batch, (double) o->lr,
 		   st.loss_sum / (double) seen, (double) st.correct / (double) seen,
 		   (double) ts.correct / (double) test_n, (long long) cost.params,
-		   (long long) cost.flops_train, gflops, peak, peak > 0 ? gflops / peak : 0.0);
+		   (long long) cost.flops_train, gflops, peak, peak > 0 ? gflops / peak : 0.0,
+		   train_cpu_s, core, core > 0 ? (double) seen * cost.flops_train / train_cpu_s / 1e9 / core : 0.0);
 	fflush(stdout);
 
 	free(perm);
@@ -580,6 +739,8 @@ main(int argc, char **argv)
 	char		errbuf[512];
 	int32_t		n_train;
 	double		peak = 0;
+	CorePeak	cp = {"none", 0, 0, 0, 0};
+	const char *core_name;
 	const char *ct = getenv("OPENBLAS_CORETYPE");
 	const char *l2 = getenv("OPENBLAS_L2_SIZE");
 
@@ -604,22 +765,30 @@ main(int argc, char **argv)
 		/* warm up, then the best of several runs */
 		(void) time_sgemm(false, false, 1024, 1024, 1024, 2);
 		peak = time_sgemm(false, false, 1024, 1024, 1024, 8);
+		cp = core_peak();
 	}
+	core_name = openblas_get_corename ? openblas_get_corename() : "unknown";
 	printf("pgdl info blas_core=%s blas_threads=%d OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s "
 		   "sgemm_1024_gflops=%.2f\n",
-		   openblas_get_corename ? openblas_get_corename() : "unknown",
+		   core_name,
 		   openblas_get_num_threads ? openblas_get_num_threads() : -1,
 		   ct ? ct : "unset", l2 ? l2 : "unset", peak);
+	/* pgdl's own vector paths: 2x2 max pooling and col2im by CPUID, the other loops as compiled (x86-64: SSE2) */
+	printf("pgdl info core_isa=%s clock_ghz=%.2f core_peak_gflops=%.2f avx2_fma_gflops=%.2f "
+		   "theoretical_gflops=%.2f gemm_isa=%s(openblas:%s) maxpool_isa=%s col2im_isa=%s loops_isa=sse2\n",
+		   cp.isa, cp.ghz, cp.gflops, cp.avx2_gflops, cp.theory, blas_isa(core_name), core_name,
+		   __builtin_cpu_supports("avx512f") ? "avx512" : "sse2",
+		   __builtin_cpu_supports("avx512f") ? "avx512" : "sse2");
 	if (o.peak && strcmp(o.model, "cnn") != 0)
 		(void) mlp_gemm_rates(o.batch);
 	fflush(stdout);
 
 	if (strcmp(o.model, "mlp") == 0 || strcmp(o.model, "all") == 0)
-		run_model("mlp", &o, &train, n_train, &test, peak);
+		run_model("mlp", &o, &train, n_train, &test, peak, cp.gflops);
 	if (strcmp(o.model, "cnn") == 0 || strcmp(o.model, "all") == 0)
-		run_model("cnn", &o, &train, n_train, &test, peak);
+		run_model("cnn", &o, &train, n_train, &test, peak, cp.gflops);
 	if (strcmp(o.model, "resnet") == 0 || strcmp(o.model, "all") == 0)
-		run_model("resnet", &o, &train, n_train, &test, peak);
+		run_model("resnet", &o, &train, n_train, &test, peak, cp.gflops);
 
 	fmnist_free(&train);
 	fmnist_free(&test);

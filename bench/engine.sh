@@ -14,6 +14,13 @@
 # ratios of training examples/s come before them:
 #   gru: pgdl/pytorch = W
 #   attention: pgdl/pytorch = A
+# Before them, the core's limit and the ISA of each kernel (the "pgdl info
+# core_isa=..." line of pgdl's last round: the fp32 FMA peak measured on the
+# best ISA the CPU has, the theoretical one, OpenBLAS's core), then
+#   mlp: core peak fraction = P
+#   cnn: core peak fraction = Q
+# (training GFLOP/s in CPU seconds, in pgdl's best round, over that measured
+# FMA peak).
 # The last four lines are always
 #   mlp: pgdl/pytorch = X
 #   cnn: pgdl/pytorch = Y
@@ -85,8 +92,10 @@ awk '
 			best[k] = ips
 			acc[k] = val("test_acc")
 			frac[k] = val("peak_fraction")
+			cfrac[k] = val("core_peak_fraction")
 		}
 	}
+	$1 == "pgdl" && $2 == "info" && $3 ~ /^core_isa=/ { core = $0 }
 	END {
 		printf "%-6s %-8s %12s %9s %14s\n", "model", "side", "images/s", "test_acc", "peak_fraction"
 		for (mi = 1; mi <= 3; mi++) {
@@ -96,6 +105,15 @@ awk '
 				if ((s, m) in best)
 					printf "%-6s %-8s %12.0f %9s %14s\n", m, s, best[s, m], acc[s, m], frac[s, m]
 			}
+		}
+		if (core != "")
+			print core
+		for (mi = 1; mi <= 2; mi++) {
+			m = mi == 1 ? "mlp" : "cnn"
+			if ((("pgdl", m) in best) && cfrac["pgdl", m] != "")
+				printf "%s: core peak fraction = %s\n", m, cfrac["pgdl", m]
+			else
+				printf "%s: core peak fraction = n/a\n", m
 		}
 		for (si = 1; si <= 2; si++) {
 			m = si == 1 ? "gru" : "attention"

@@ -96,16 +96,17 @@ nn_row_step_mean(const float *p, int steps, int dim)
  * Unit j of one example's GRU step (see gru_gates_forward in backend.h): a
  * and b are the example's rows of gi and gh (the gates r, z, n, units apart),
  * hp the unit's previous state, sv the example's saved row, which gets r, z,
- * the candidate and its hidden part.  Returns the new state.  The candidate's
- * tanh is the backend's own (the CPU's cpu_tanh, the GPU's tanhf), as in
- * their tanh layers.
+ * the candidate and its hidden part.  Returns the new state.  The gates'
+ * sigmoid and the candidate's tanh are the backend's own: the CPU's
+ * cpu_sigmoid and cpu_tanh, which vectorize (kernels/cpu/cpu.h), the GPU's
+ * nn_row_sigmoid and tanhf.
  */
 NN_ROW_FN float
 nn_row_gru_unit(const float *a, const float *b, float hp, float *sv, int units, int j,
-				float (*candidate_tanh) (float))
+				float (*gate_sigmoid) (float), float (*candidate_tanh) (float))
 {
-	float		r = nn_row_sigmoid(a[j] + b[j]);
-	float		z = nn_row_sigmoid(a[units + j] + b[units + j]);
+	float		r = gate_sigmoid(a[j] + b[j]);
+	float		z = gate_sigmoid(a[units + j] + b[units + j]);
 	float		hn = b[2 * units + j];
 	float		nn = candidate_tanh(a[2 * units + j] + r * hn);
 

@@ -19,42 +19,134 @@
 extern bool cpu_simd_avx512(void);
 
 /*
- * tanh, of the tanh layer and of the GRU's candidate state.  Not tanhf: glibc's
- * branches on |x| and mispredicts on a layer's inputs, which straddle 1 (16-17
- * ns a value against 12 on inputs all under 1, so a network's tanh ran slower
- * than calibration's probe of it).  One double exp costs the same for every
- * input, about 5 ns, and its quotient is within an ulp of tanh (every float
- * checked); under 2^-12, where e - 1 would lose digits, tanh(x) is x in float
- * (x^3/3 is under half an ulp).  The clamp keeps it finite (tanh is 1 in float
- * from 9.01) and NaN NaN.  No branch either: glibc's exp takes another path for
- * arguments under 2^-54, and a relu's zeros before a tanh made it mispredict
- * half the time (9.3 ns a value against 4.1, and the calibration's probe, which
- * has a relu first, charged a network twice its tanh); tiny inputs go to exp as
- * 0.5 and take x back, both by mask.
+ * e^x for x <= 0, within 2 ulp, with no branch and no call, so that a loop
+ * over it vectorizes: x = n ln 2 + r (ln 2 in two parts, Cody and Waite),
+ * e^r by Cephes' expf polynomial, 2^n put into the exponent bits.  Under -87,
+ * where 2^n would leave the normal range, it is 0 (the true value is under
+ * 1.7e-38); NaN stays NaN.  The clamp compares the bits as integers: a float
+ * comparison in a select keeps GCC from vectorizing the loop (-ftrapping-math);
+ * below zero, a larger magnitude has larger bits.
+ */
+static inline float
+cpu_exp_nonpositive(float x)
+{
+	uint32_t	xb,
+				cb,
+				rb;
+	uint32_t	nan,
+				under;
+	float		c,
+				n,
+				r,
+				p = 1.9875691500e-4f,
+				scale;
+	uint32_t	bits;
+
+	memcpy(&xb, &x, sizeof(xb));
+	nan = -(uint32_t) ((xb & 0x7fffffffu) > 0x7f800000u);
+	under = -(uint32_t) (xb > 0xc2ae0000u) & ~nan;
+	/* NaN computes as -87 (no conversion of NaN to an integer) and is put back at the end */
+	cb = (xb & ~(under | nan)) | (0xc2ae0000u & (under | nan));
+	memcpy(&c, &cb, sizeof(c));
+	/* round to nearest by adding 1.5 * 2^23: rintf would be a call below SSE4.1 */
+	n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	r = (c - n * 0.693359375f) - n * -2.12194440e-4f;
+	bits = ((uint32_t) ((int32_t) n + 127) << 23) & ~under;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	memcpy(&scale, &bits, sizeof(scale));
+	p *= scale;
+	memcpy(&rb, &p, sizeof(rb));
+	rb = (rb & ~nan) | (xb & nan);
+	memcpy(&p, &rb, sizeof(p));
+	return p;
+}
+
+/*
+ * erf by Abramowitz and Stegun 7.1.26 (absolute error under 1.5e-7; 6e-7 as
+ * float arithmetic evaluates it), the
+ * formula PyTorch's vectorized CPU erf uses for its GELU, with no branch:
+ * erf(x) = sign(x) (1 - t P(t) e^(-x^2)), t = 1 / (1 + 0.3275911 |x|).
+ */
+static inline float
+cpu_erf(float x)
+{
+	float		a = fabsf(x);
+	float		t = 1.0f / (0.3275911f * a + 1.0f);
+	float		r = 1.061405429f;
+
+	r = r * t - 1.453152027f;
+	r = r * t + 1.421413741f;
+	r = r * t - 0.284496736f;
+	r = r * t + 0.254829592f;
+	return copysignf(1.0f - r * t * cpu_exp_nonpositive(-a * a), x);
+}
+
+/*
+ * tanh, of the tanh layer and of the GRU's candidate state, with no call and
+ * no branch so that the loops over it vectorize (glibc's tanhf branches on
+ * |x| and mispredicted on a layer's inputs; a double exp a value, which
+ * replaced it, still kept the loops scalar: 40% of the GRU benchmark in its
+ * gates and exp).  Under 0.625 in magnitude, Cephes' tanhf polynomial;
+ * above, (1 - e) / (1 + e) with e = e^-2|x| <= 0.29, where nothing cancels;
+ * the one that applies is picked by the bits of |x| as an integer.  Within
+ * 3 ulp; 1 at infinity, NaN at NaN.
  */
 static inline float
 cpu_tanh(float x)
 {
-	uint64_t	tiny = -(uint64_t) (fabsf(x) < 0x1p-12f);
-	double		c = x > 20.0f ? 20.0 : (x < -20.0f ? -20.0 : (double) x);
-	double		half = 0.5;
-	uint64_t	cb,
-				hb;
-	uint32_t	xb,
-				rb;
-	double		e;
-	float		r;
+	float		a = fabsf(x);
+	float		s = x * x;
+	float		p = -5.70498872745e-3f;
+	float		e = cpu_exp_nonpositive(-2.0f * a);
+	float		big = copysignf((1.0f - e) / (1.0f + e), x),
+				r;
+	uint32_t	ab,
+				bb,
+				pb,
+				small;
 
-	memcpy(&cb, &c, sizeof(cb));
-	memcpy(&hb, &half, sizeof(hb));
-	cb = (hb & tiny) | (cb & ~tiny);
-	memcpy(&c, &cb, sizeof(c));
-	e = exp(2.0 * c);
-	r = (float) ((e - 1.0) / (e + 1.0));
+	p = p * s + 2.06390887954e-2f;
+	p = p * s - 5.37397155531e-2f;
+	p = p * s + 1.33314422036e-1f;
+	p = p * s - 3.33332819422e-1f;
+	p = p * s * x + x;
+	memcpy(&ab, &a, sizeof(ab));
+	memcpy(&bb, &big, sizeof(bb));
+	memcpy(&pb, &p, sizeof(pb));
+	small = -(uint32_t) (ab < 0x3f200000u);	/* 0.625f */
+	bb = (pb & small) | (bb & ~small);
+	memcpy(&r, &bb, sizeof(r));
+	return r;
+}
+
+/*
+ * The logistic function of a GRU's gates, with no call and no branch (see
+ * cpu_tanh): e = e^-|x| never overflows; 1 / (1 + e) for x >= 0, e / (1 + e)
+ * below, picked by the sign bit.  Within 2 ulp.
+ */
+static inline float
+cpu_sigmoid(float x)
+{
+	float		e = cpu_exp_nonpositive(-fabsf(x));
+	float		pos = 1.0f / (1.0f + e),
+				neg = e * pos,
+				r;
+	uint32_t	xb,
+				pb,
+				nb,
+				sign;
+
 	memcpy(&xb, &x, sizeof(xb));
-	memcpy(&rb, &r, sizeof(rb));
-	rb = (xb & (uint32_t) tiny) | (rb & ~(uint32_t) tiny);
-	memcpy(&r, &rb, sizeof(r));
+	memcpy(&pb, &pos, sizeof(pb));
+	memcpy(&nb, &neg, sizeof(nb));
+	sign = -(xb >> 31);
+	pb = (nb & sign) | (pb & ~sign);
+	memcpy(&r, &pb, sizeof(r));
 	return r;
 }
 

@@ -1730,6 +1730,13 @@ device_tanh(float x)
 	return tanhf(x);
 }
 
+/* the logistic function as the sigmoid layer's kernel has it: a GRU's gates */
+__device__ static float
+device_sigmoid(float x)
+{
+	return nn_row_sigmoid(x);
+}
+
 /* A GRU's gates, a thread per (example, unit): the CPU twin's arithmetic, kernels/rows.h's (see kernels/backend.h) */
 __global__ void
 gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
@@ -1743,7 +1750,7 @@ gru_gates_forward_kernel(const float *gi, int gi_stride, const float *gh,
 		int			j = (int) (i % units);
 		float		hp = hprev ? hprev[e * hprev_stride + j] : 0.0f;
 		float		hv = nn_row_gru_unit(gi + e * gi_stride, gh + e * 3 * units, hp,
-										 saved + e * saved_stride, units, j, device_tanh);
+										 saved + e * saved_stride, units, j, device_sigmoid, device_tanh);
 
 		h[e * h_stride + j] = hv;
 		if (out)

@@ -4,6 +4,7 @@
  * forbidden (nn_set_cpu_simd): on a CPU with AVX-512 the two paths must agree
  * with the reference, and pooling's must agree with each other bit for bit.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,4 +196,106 @@ UNIT_TEST(kernels_im2col_and_col2im_match_their_definition)
 	for (int i = 0; i < (int) (sizeof(geoms) / sizeof(geoms[0])); i++)
 		for (int n = 1; n <= 3; n += 2)
 			check_im2col(geoms[i][0], geoms[i][1], geoms[i][2], geoms[i][3], geoms[i][4], geoms[i][5], n);
+}
+
+/*
+ * GELU's vectorized erf and exp (kernels/cpu/cpu.h) against double precision
+ * over [-12, 12] in steps fine enough to cross every branch of glibc's, and
+ * at the edges: within a few 1e-7 of the exact values (PyTorch's own CPU erf
+ * is the same formula), NaN in NaN out, infinity as the formula gives.
+ */
+UNIT_TEST(kernels_gelu_matches_double_precision)
+{
+	const NnBackend *be = nn_backend_cpu();
+	int			n = unit_fast ? 24001 : 240001;
+	float	   *x = malloc(sizeof(float) * (n + 4));
+	float	   *y = malloc(sizeof(float) * (n + 4));
+	float	   *dy = malloc(sizeof(float) * (n + 4));
+	float	   *dx = malloc(sizeof(float) * (n + 4));
+	double		worst_y = 0.0,
+				worst_dx = 0.0;
+
+	for (int i = 0; i < n; i++)
+	{
+		x[i] = -12.0f + 24.0f * (float) i / (float) (n - 1);
+		dy[i] = 1.0f;
+	}
+	x[n] = NAN, x[n + 1] = INFINITY, x[n + 2] = -87.5f, x[n + 3] = 0.0f;
+	for (int i = n; i < n + 4; i++)
+		dy[i] = 1.0f;
+	be->gelu_forward(x, y, n + 4);
+	be->gelu_backward(x, dy, dx, n + 4);
+	for (int i = 0; i < n; i++)
+	{
+		double		v = x[i],
+					cdf = 0.5 * (1.0 + erf(v / sqrt(2.0))),
+					pdf = exp(-0.5 * v * v) / sqrt(2.0 * M_PI),
+					ey = fabs(y[i] - v * cdf) / (1e-6 + fabs(v)),
+					edx = fabs(dx[i] - (cdf + v * pdf));
+
+		worst_y = ey > worst_y ? ey : worst_y;
+		worst_dx = edx > worst_dx ? edx : worst_dx;
+	}
+	CHECK_MSG(worst_y < 6e-7, "gelu: worst error %g of |x|", worst_y);
+	CHECK_MSG(worst_dx < 1e-6, "gelu backward: worst error %g", worst_dx);
+	CHECK_MSG(isnan(y[n]) && isnan(dx[n]), "gelu of NaN: %g, %g", y[n], dx[n]);
+	/* x phi(x) is infinity times 0 there, as in the formula (and glibc's expf) */
+	CHECK_MSG(y[n + 1] == INFINITY && isnan(dx[n + 1]), "gelu of infinity: %g, %g", y[n + 1], dx[n + 1]);
+	CHECK_MSG(y[n + 2] == -0.0f && dx[n + 2] == 0.0f, "gelu of -87.5: %g, %g", y[n + 2], dx[n + 2]);
+	CHECK_MSG(y[n + 3] == 0.0f && dx[n + 3] == 0.5f, "gelu of 0: %g, %g", y[n + 3], dx[n + 3]);
+	free(x);
+	free(y);
+	free(dy);
+	free(dx);
+}
+
+/*
+ * The CPU's tanh (the tanh layer, a GRU's candidate) and a GRU's gate sigmoid
+ * (read back from the saved gates of a one-unit GRU step with gh = 0),
+ * vectorized in kernels/cpu/cpu.h, against double precision: within 3 ulp
+ * of the value over [-20, 20], exact at 0, the limits at infinity, NaN at NaN.
+ */
+UNIT_TEST(kernels_tanh_and_gru_sigmoid_match_double_precision)
+{
+	const NnBackend *be = nn_backend_cpu();
+	int			n = unit_fast ? 40001 : 400001;
+	int			m = n + 4;
+	float	   *x = malloc(sizeof(float) * m);
+	float	   *y = malloc(sizeof(float) * m);
+	float	   *gi = calloc((size_t) m * 3, sizeof(float));
+	float	   *gh = calloc((size_t) m * 3, sizeof(float));
+	float	   *h = malloc(sizeof(float) * m);
+	float	   *sv = malloc(sizeof(float) * m * 4);
+	double		worst_t = 0.0,
+				worst_s = 0.0;
+
+	for (int i = 0; i < n; i++)
+		x[i] = -20.0f + 40.0f * (float) i / (float) (n - 1);
+	x[n] = NAN, x[n + 1] = INFINITY, x[n + 2] = -INFINITY, x[n + 3] = 0.0f;
+	for (int i = 0; i < m; i++)
+		gi[i * 3] = x[i];
+	be->tanh_forward(x, y, m);
+	be->gru_gates_forward(gi, 3, gh, NULL, 0, h, 1, sv, 4, NULL, 0, m, 1);
+	for (int i = 0; i < n; i++)
+	{
+		double		t = tanh((double) x[i]),
+					s = 1.0 / (1.0 + exp(-(double) x[i])),
+					et = fabs(y[i] - t) / fmax(fabs(t), 1e-30),
+					es = fabs(sv[i * 4] - s) / s;
+
+		worst_t = et > worst_t ? et : worst_t;
+		worst_s = es > worst_s ? es : worst_s;
+	}
+	CHECK_MSG(worst_t < 3 * 0x1p-23, "tanh: worst relative error %g", worst_t);
+	CHECK_MSG(worst_s < 3 * 0x1p-23, "gru sigmoid: worst relative error %g", worst_s);
+	CHECK_MSG(isnan(y[n]) && isnan(sv[n * 4]), "tanh and sigmoid of NaN: %g, %g", y[n], sv[n * 4]);
+	CHECK_MSG(y[n + 1] == 1.0f && sv[(n + 1) * 4] == 1.0f, "at infinity: %g, %g", y[n + 1], sv[(n + 1) * 4]);
+	CHECK_MSG(y[n + 2] == -1.0f && sv[(n + 2) * 4] == 0.0f, "at -infinity: %g, %g", y[n + 2], sv[(n + 2) * 4]);
+	CHECK_MSG(y[n + 3] == 0.0f && sv[(n + 3) * 4] == 0.5f, "at 0: %g, %g", y[n + 3], sv[(n + 3) * 4]);
+	free(x);
+	free(y);
+	free(gi);
+	free(gh);
+	free(h);
+	free(sv);
 }
