@@ -2518,7 +2518,10 @@ COMMENT ON TABLE pgdl.node_feature_cache IS
 	'feature caches on the nodes of distributed packed tables: per node table, frozen prefix and role, the node''s table of its outputs and the version it was computed from';
 SELECT pg_catalog.pg_extension_config_dump('pgdl.node_feature_cache', '');
 SELECT pg_catalog.pg_extension_config_dump('pgdl.node_feature_cache_id_seq', '');
-GRANT SELECT, INSERT, DELETE ON pgdl.node_feature_cache TO PUBLIC;
+GRANT SELECT, INSERT ON pgdl.node_feature_cache TO PUBLIC;
+-- a rebuild updates its row in place: UPDATE by column, since DELETE (or UPDATE of the table) would let
+-- any role LOCK the table in modes that block everyone's planner
+GRANT UPDATE (base_model, base_hash, cache, source_version, bytes, created, last_used) ON pgdl.node_feature_cache TO PUBLIC;
 GRANT USAGE ON SEQUENCE pgdl.node_feature_cache_id_seq TO PUBLIC;
 ALTER TABLE pgdl.node_feature_cache ENABLE ROW LEVEL SECURITY;
 CREATE POLICY owners ON pgdl.node_feature_cache USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));

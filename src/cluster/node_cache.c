@@ -456,14 +456,15 @@ build_group(const PgdlCacheGroup *grp, const PgdlDataset *ds, const PgdlPartPlac
 		values[8] = Int64GetDatum(a.bytes);
 		pgdl_node_close(node);
 		SPI_connect();
-		/* one row per node table, depth and role: a rebuild's row replaces the other weights' */
-		if (SPI_execute_with_args("WITH gone AS (DELETE FROM pgdl.node_feature_cache WHERE source = $1 AND server = $2"
-								  " AND remote_table = $3 AND depth = $6 AND owner = quote_ident(current_user)::regrole"
-								  " RETURNING created, base_hash)"
-								  " INSERT INTO pgdl.node_feature_cache (source, server, remote_table, base_model,"
-								  " base_hash, depth, cache, source_version, bytes, created, last_used)"
-								  " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9,"
-								  " coalesce((SELECT min(created) FROM gone WHERE base_hash = $5), now()), now()",
+		/* one row per node table, depth and role: a rebuild's row replaces the other weights' in place */
+		if (SPI_execute_with_args("INSERT INTO pgdl.node_feature_cache AS n (source, server, remote_table, base_model,"
+								  " base_hash, depth, cache, source_version, bytes)"
+								  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+								  " ON CONFLICT (source, server, remote_table, depth, owner) DO UPDATE SET"
+								  " base_model = EXCLUDED.base_model, base_hash = EXCLUDED.base_hash,"
+								  " cache = EXCLUDED.cache, source_version = EXCLUDED.source_version,"
+								  " bytes = EXCLUDED.bytes, last_used = now(),"
+								  " created = CASE WHEN n.base_hash = EXCLUDED.base_hash THEN n.created ELSE now() END",
 								  9, types, values, NULL, false, 0) != SPI_OK_INSERT)
 			elog(ERROR, "could not record a node's feature cache");
 		SPI_finish();
