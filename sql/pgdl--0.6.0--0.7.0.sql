@@ -2485,3 +2485,11 @@ COMMENT ON FUNCTION pgdl.fit_federated(regclass, text, jsonb, integer, integer, 
 	'federated averaging over the sites of a distributed packed table (the partitions each server holds): each round every site trains a copy of the model on its own partitions in seeded order, local_epochs times, and the copies are averaged weighted by their examples; only models leave a site; each round is committed with a checkpoint (pgdl.resume continues a failed run); min_sites lets a round go on without sites that are down; clip and noise_multiplier make the average differentially private (each site''s update clipped, Gaussian noise added; the privacy spent per round in pgdl.run_metrics.federation, epsilon at delta); stores the model and returns its id';
 COMMENT ON FUNCTION pgdl.resume(bigint, integer, integer, text) IS
 	'continues a cancelled or crashed pgdl.fit_multiple run from each model''s last checkpoint (a pgdl.fit_federated run from its last round); priority as pgdl.fit_multiple''s; rank_by NULL or the run''s own';
+
+-- ---- distribute idempotent per partition (checksums, orphans dropped); pgdl.add_node ----
+COMMENT ON FUNCTION pgdl.distribute(regclass, text[]) IS
+	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; a partition already moved stays, so calling again finishes an interrupted call, without copying again what a node already holds (same rows, by checksum); copies it made that the table no longer reads are dropped on the nodes; returns the partitions this call moved';
+CREATE FUNCTION pgdl.add_node(packed regclass, server text) RETURNS integer
+	AS 'MODULE_PATHNAME', 'pgdl_add_node' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.add_node(regclass, text) IS
+	'moves partitions of a distributed packed table onto a new node (a postgres_fdw server the table does not use), copy then swap as pgdl.distribute does: of the m partitions pgdl.distribute put on s servers the new one gets floor(m / (s + 1)), each the highest-numbered partition of the server then holding the most; nothing else moves; the old copies are dropped by the next pgdl.distribute or pgdl.add_node of the table; returns the partitions moved';
