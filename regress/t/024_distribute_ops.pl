@@ -156,6 +156,21 @@ is($tables3->('node1'), 'tp3_p1 tp3_p3', '... node1 holds only partitions 1 and 
 is($tables3->('node2'), 'tp3_p0 tp3_p2', '... node2 holds only partitions 0 and 2');
 is(contents('tp3'), contents('tp2'), '... the same rows as the other copy of the data');
 
+# Two server names for one database: node2b is node2.  add_node('tp3', 'node2b') moves partition 2 (node2's
+# highest; node2 holds partition 0) to a table node2 already has: swapped, not copied; and a later call does
+# not drop that table through the name node2 as an orphan, since it is the very table partition 2 reads.
+add_node_server($coord, 'node2b', $node{node2});
+$l2 = log_at('node2');
+($rc, $out, $err) = $coord->psql('postgres', "SELECT pgdl.add_node('tp3', 'node2b')");
+is($rc, 0, 'add_node onto a second name of node2 succeeds') or diag($err);
+like($err, qr/partition 3 of 4 is on server "node2b", which held the same copy/, '... partition 2 not copied');
+is(copies_since('node2', $l2), 0, '... no COPY into node2');
+($rc, $out, $err) = $coord->psql('postgres', "SELECT pgdl.distribute('tp3', ARRAY['node2', 'node1'])");
+is($rc, 0, 'distribute again') or diag($err);
+unlike($err, qr/dropped/, '... drops nothing');
+is($tables3->('node2'), 'tp3_p0 tp3_p2', '... node2 keeps the table partition 2 reads through node2b');
+is(contents('tp3'), contents('tp2'), '... the rows are all there');
+
 # ---------------------------------------------------------------------------
 # 4. add_node: 6 partitions on 2 servers, a third added gets floor(6 / 3) = 2,
 # each the highest-numbered partition of the server holding most (node1 on a

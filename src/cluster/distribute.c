@@ -446,6 +446,42 @@ copy_in_use(const PgdlPartPlace *places, int32 partitions, const Oid *going_to, 
 		strcmp(place->remote_table, name) == 0;
 }
 
+/*
+ * Where a node's table physically is (the postmaster's start, its port, the
+ * database, the table's oid): two foreign servers may name one database, and
+ * a copy read through the one must not be dropped as an orphan through the other.
+ */
+static char *
+table_identity(PgdlNode *node, const char *schema, const char *name)
+{
+	const char *values[2] = {schema, name};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pg_catalog.pg_postmaster_start_time()::text || ' ' ||"
+									 " pg_catalog.current_setting('port') || ' ' || pg_catalog.current_database()"
+									 " || ' ' || c.oid FROM pg_catalog.pg_class c"
+									 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE n.nspname = $1 AND c.relname = $2", 2, values, PGRES_TUPLES_OK);
+	char	   *identity = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : pstrdup("");
+
+	PQclear(res);
+	return identity;
+}
+
+/* Whether the copy schema.name on node is, under another server's name, the table foreign partition k reads. */
+static bool
+read_elsewhere(PgdlNode *node, const PgdlPartPlace *place, const char *schema, const char *name)
+{
+	PgdlNode   *other;
+	bool		same;
+
+	if (!OidIsValid(place->server) || place->server == node->server ||
+		strcmp(place->remote_schema, schema) != 0 || strcmp(place->remote_table, name) != 0)
+		return false;
+	other = pgdl_node_connect(place->server, false);
+	same = strcmp(table_identity(node, schema, name), table_identity(other, schema, name)) == 0;
+	pgdl_node_close(other);
+	return same;
+}
+
 /* Drop the node's copies of this table's partitions not in use, as the caller's user mapping may; returns how many. */
 static int32
 sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 partitions, const Oid *going_to)
@@ -466,7 +502,8 @@ sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 part
 
 		if (sscanf(PQgetvalue(res, r, 2), "pgdl.distribute: partition %d ", &k) != 1 ||
 			strcmp(PQgetvalue(res, r, 2), shipped_marker(packed, k)) != 0 ||
-			copy_in_use(places, partitions, going_to, k, node->server, schema, name))
+			copy_in_use(places, partitions, going_to, k, node->server, schema, name) ||
+			(k >= 0 && k < partitions && read_elsewhere(node, &places[k], schema, name)))
 			continue;
 		PQclear(pgdl_node_exec(node, psprintf("DROP TABLE %s", quote_qualified_identifier(schema, name)),
 							   0, NULL, PGRES_COMMAND_OK));
