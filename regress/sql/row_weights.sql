@@ -84,6 +84,7 @@ SELECT pgdl.fit('rw_plain', 'rw_mlp', '{}', 1);
 UPDATE pgdl.datasets SET weighted = false WHERE packed = 'rw_plain'::regclass;
 -- the cluster copies x and y only
 SELECT pgdl.distribute('rw_one', ARRAY['nowhere']);
+SELECT pgdl.add_node('rw_one', 'nowhere');
 \set VERBOSITY terse
 
 -- what this test added to the catalog goes

@@ -361,6 +361,8 @@ CREATE DATABASE sweep_bare;
 CREATE FOREIGN DATA WRAPPER sweep_fdw;
 CREATE SERVER sweep_wrong FOREIGN DATA WRAPPER sweep_fdw;
 CREATE SERVER sweep_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
+-- the same database under a second name: pgdl.add_node's new server (its copies are the node's own tables)
+CREATE SERVER sweep_loop_alias FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
 CREATE SERVER sweep_gone FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
 CREATE SERVER sweep_unmapped FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
 CREATE SERVER sweep_no_usage FOREIGN DATA WRAPPER postgres_fdw OPTIONS ($loop_options);
@@ -370,10 +372,11 @@ CREATE SERVER sweep_down FOREIGN DATA WRAPPER postgres_fdw
 	OPTIONS (host '127.0.0.1', port '$down_port', dbname 'sweep_node', connect_timeout '2');
 CREATE SERVER sweep_silent FOREIGN DATA WRAPPER postgres_fdw
 	OPTIONS (host '127.0.0.1', port '$silent_port', dbname 'sweep_node', connect_timeout '2');
-GRANT USAGE ON FOREIGN SERVER sweep_wrong, sweep_loop, sweep_gone, sweep_unmapped, sweep_password, sweep_bare,
+GRANT USAGE ON FOREIGN SERVER sweep_wrong, sweep_loop, sweep_loop_alias, sweep_gone, sweep_unmapped, sweep_password, sweep_bare,
 	sweep_down, sweep_silent TO sweeper;
 CREATE USER MAPPING FOR sweeper SERVER sweep_wrong;
 CREATE USER MAPPING FOR sweeper SERVER sweep_loop $mapping;
+CREATE USER MAPPING FOR sweeper SERVER sweep_loop_alias $mapping;
 CREATE USER MAPPING FOR sweeper SERVER sweep_gone $mapping;
 CREATE USER MAPPING FOR sweeper SERVER sweep_no_usage $mapping;
 CREATE USER MAPPING FOR sweeper SERVER sweep_password OPTIONS (user 'sweeper');
@@ -604,6 +607,9 @@ my %VALID = (
 	'workers_per_node'             => '1',
 	'servers'                      => q{ARRAY['sweep_loop']},
 	'server'                       => q{'sweep_loop'},
+	# add_node moves one of sweep_dist's two partitions to the same database under another server name
+	'add_node.packed'              => q{'sweep_dist'},
+	'add_node.server'              => q{'sweep_loop_alias'},
 	'remote_packed'                => q{'sweep_site'},
 	'fit_federated.source'         => q{'sweep_joined'},
 	'rounds'                       => '1',

@@ -11,7 +11,12 @@ COMMENT ON FUNCTION pgdl.train_partitions(bytea, jsonb, regclass, integer[], int
 CREATE FUNCTION pgdl.distribute(packed regclass, servers text[]) RETURNS integer
 	AS 'MODULE_PATHNAME', 'pgdl_distribute' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.distribute(regclass, text[]) IS
-	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; a partition already moved stays, so calling again finishes an interrupted call; returns the partitions this call moved';
+	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; a partition already moved stays, so calling again finishes an interrupted call, without copying again what a node already holds (same rows, by checksum); copies it made that the table no longer reads are dropped on the nodes; returns the partitions this call moved';
+
+CREATE FUNCTION pgdl.add_node(packed regclass, server text) RETURNS integer
+	AS 'MODULE_PATHNAME', 'pgdl_add_node' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION pgdl.add_node(regclass, text) IS
+	'moves partitions of a distributed packed table onto a new node (a postgres_fdw server the table does not use), copy then swap as pgdl.distribute does: of the m partitions pgdl.distribute put on s servers the new one gets floor(m / (s + 1)), each the highest-numbered partition of the server then holding the most; nothing else moves; the old copies are dropped by the next pgdl.distribute or pgdl.add_node of the table; returns the partitions moved';
 
 CREATE FUNCTION pgdl.fit_federated(source regclass, architecture text, config jsonb DEFAULT '{}',
 		rounds integer DEFAULT 10, local_epochs integer DEFAULT 1, validation regclass DEFAULT NULL,

@@ -8,10 +8,23 @@
  * over the node's.  A partition that is already foreign is left as it is, so
  * a call that failed half way is finished by calling again: a partition is
  * either still here, whole, or there, whole; never both, never half.
+ *
+ * A call that failed after a node committed its copy leaves that copy there:
+ * the next call compares it (row count and a checksum of the rows as sent)
+ * with the partition here and, when equal, swaps without copying again.  Each
+ * call first drops, on every server it names or the table uses, the copies
+ * pgdl.distribute made for this table that nothing here reads and that the
+ * call will not reuse (orphans of a failed call, or of one with another server
+ * order; the old copies pgdl.add_node moved away from).
+ *
+ * pgdl.add_node moves partitions onto a new server with the same copy, then
+ * swap: see add_node_plan for the rule.
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_foreign_table.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -25,6 +38,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "base/base.h"
 #include "catalog/catalog.h"
@@ -44,6 +58,30 @@ typedef struct Target
 	Oid			server;
 	PgdlNode   *node;			/* opened at its first partition */
 } Target;
+
+/* A postgres_fdw server the caller may use, by name. */
+static Oid
+usable_server(const char *name)
+{
+	Oid			server = pgdl_node_server(name);
+	AclResult	acl = pg_foreign_server_aclcheck(server, GetUserId(), ACL_USAGE);
+
+	if (acl != ACLCHECK_OK)
+		aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(server)->servername);
+	return server;
+}
+
+/* The dataset of a packed table the caller owns and that has no row weights (a node does not weigh). */
+static const PgdlDataset *
+owned_packed(Oid packed, const char *function)
+{
+	const PgdlDataset *ds = pgdl_dataset_by_packed(packed);
+
+	pgdl_packed_refuse_weighted(ds, function);
+	if (!pg_class_ownercheck(packed, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	return ds;
+}
 
 /* The servers named, each a postgres_fdw server the caller may use. */
 static Target *
@@ -65,16 +103,11 @@ read_servers(ArrayType *servers, int *n)
 	targets = palloc0(sizeof(Target) * *n);
 	for (int i = 0; i < *n; i++)
 	{
-		AclResult	acl;
-
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("servers must not hold NULL")));
-		targets[i].server = pgdl_node_server(TextDatumGetCString(values[i]));
-		acl = pg_foreign_server_aclcheck(targets[i].server, GetUserId(), ACL_USAGE);
-		if (acl != ACLCHECK_OK)
-			aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(targets[i].server)->servername);
+		targets[i].server = usable_server(TextDatumGetCString(values[i]));
 	}
 	return targets;
 }
@@ -279,7 +312,7 @@ copy_rows(PgdlNode *node, const char *local, const char *remote, const ShipProgr
 	return rows;
 }
 
-/* Partition k here becomes a foreign table over the node's copy of it. */
+/* Partition k here (a table, or a foreign table over another node) becomes a foreign table over the node's copy. */
 static void
 swap_partition(Oid packed, Oid child, int32 k, Oid server)
 {
@@ -288,11 +321,50 @@ swap_partition(Oid packed, Oid child, int32 k, Oid server)
 	const char *qualified = quote_qualified_identifier(schema, name);
 
 	exec_local(psprintf("ALTER TABLE %s DETACH PARTITION %s", qualified_name(packed), qualified));
-	exec_local(psprintf("DROP TABLE %s", qualified));
+	exec_local(psprintf("DROP %s %s", get_rel_relkind(child) == RELKIND_FOREIGN_TABLE ? "FOREIGN TABLE" : "TABLE",
+						qualified));
 	create_foreign_partition(packed, qualified, k, server, schema, name);
 }
 
-/* Ship partition k to its node, then point the packed table at it there. */
+/*
+ * Rows and a checksum of them as COPY BINARY sends them (array_send: the
+ * bytes, not their text), of a partition here or of a node's copy of it.
+ */
+#define CHECKSUM_SQL "SELECT count(*)::text || ':' || coalesce(md5(string_agg(md5(int4send(part) ||" \
+	" int4send(buffer_id) || int4send(n) || array_send(x) || array_send(y)), '' ORDER BY buffer_id)), '') FROM %s"
+
+static char *
+local_checksum(const char *qualified)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *sum = NULL;
+
+	SPI_connect();
+	if (SPI_execute(psprintf(CHECKSUM_SQL, qualified), true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+		sum = MemoryContextStrdup(caller, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1));
+	SPI_finish();
+	if (sum == NULL)
+		elog(ERROR, "pgdl.distribute: no checksum of %s", qualified);
+	return sum;
+}
+
+/* Whether the node holds, committed, the very copy of partition k that would be sent: the name alone proves nothing. */
+static bool
+node_has_copy(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name, const char *local)
+{
+	PGresult   *res;
+	bool		same;
+
+	if (!check_remote_table(node, schema, name, shipped_marker(packed, k)))
+		return false;
+	res = pgdl_node_exec(node, psprintf(CHECKSUM_SQL, quote_qualified_identifier(schema, name)), 0, NULL,
+						 PGRES_TUPLES_OK);
+	same = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), local_checksum(local)) == 0;
+	PQclear(res);
+	return same;
+}
+
+/* Ship partition k to its node (unless the node holds that copy already), then point the packed table at it there. */
 static void
 move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target,
 			   ShipProgress *progress)
@@ -300,27 +372,183 @@ move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions
 	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
 	char	   *name = get_rel_name(place->relid);
 	const char *qualified = quote_qualified_identifier(schema, name);
-	int64		sent;
+	int64		sent = 0;
 	int64		taken;
+	bool		held;
 
 	if (target->node == NULL)
 		target->node = pgdl_node_connect(target->server, false);
-	prepare_remote_table(target->node, packed, k, schema, name);
-	sent = copy_rows(target->node, qualified, qualified, progress);
-	taken = pgdl_node_copy_end(target->node);
-	if (taken != sent)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
-						target->node->name, taken, sent, k)));
-	PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	held = node_has_copy(target->node, packed, k, schema, name, qualified);
+	if (!held)
+	{
+		prepare_remote_table(target->node, packed, k, schema, name);
+		sent = copy_rows(target->node, qualified, qualified, progress);
+		taken = pgdl_node_copy_end(target->node);
+		if (taken != sent)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
+							target->node->name, taken, sent, k)));
+		PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	}
 	swap_partition(packed, place->relid, k, target->server);
 	progress->moved++;
 	progress->buffers_moved += sent;
 	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
-	ereport(NOTICE,
-			(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
-					k + 1, partitions, sent, target->node->name)));
+	if (held)
+		ereport(NOTICE,
+				(errmsg("partition %d of %d is on server \"%s\", which held the same copy of it already (not copied again)",
+						k + 1, partitions, target->node->name)));
+	else
+		ereport(NOTICE,
+				(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
+						k + 1, partitions, sent, target->node->name)));
+}
+
+/* ---- orphans: copies pgdl.distribute made that nothing here reads ---- */
+
+/* Whether this transaction set a foreign partition's place: until it commits, the copy it replaced is still read. */
+static bool
+placed_now(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(FOREIGNTABLEREL, ObjectIdGetDatum(relid));
+	bool		now;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	now = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tup->t_data));
+	ReleaseSysCache(tup);
+	return now;
+}
+
+/*
+ * Whether the copy schema.name of partition k on server stays: the packed
+ * table reads it (or may, until this transaction commits), or partition k is
+ * still here, goes to that server (going_to) and has that name, so the call
+ * reuses the copy if it is the same.
+ */
+static bool
+copy_in_use(const PgdlPartPlace *places, int32 partitions, const Oid *going_to, int32 k, Oid server,
+			const char *schema, const char *name)
+{
+	const PgdlPartPlace *place;
+
+	if (k < 0 || k >= partitions || !OidIsValid(places[k].relid))
+		return false;
+	place = &places[k];
+	if (!OidIsValid(place->server))
+		return going_to != NULL && going_to[k] == server &&
+			strcmp(get_namespace_name(get_rel_namespace(place->relid)), schema) == 0 &&
+			strcmp(get_rel_name(place->relid), name) == 0;
+	if (placed_now(place->relid))
+		return true;
+	return place->server == server && strcmp(place->remote_schema, schema) == 0 &&
+		strcmp(place->remote_table, name) == 0;
+}
+
+/*
+ * Where a node's table physically is (the postmaster's start, its port, the
+ * database, the table's oid): two foreign servers may name one database, and
+ * a copy read through the one must not be dropped as an orphan through the other.
+ */
+static char *
+table_identity(PgdlNode *node, const char *schema, const char *name)
+{
+	const char *values[2] = {schema, name};
+	PGresult   *res = pgdl_node_exec(node, "SELECT pg_catalog.pg_postmaster_start_time()::text || ' ' ||"
+									 " pg_catalog.current_setting('port') || ' ' || pg_catalog.current_database()"
+									 " || ' ' || c.oid FROM pg_catalog.pg_class c"
+									 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE n.nspname = $1 AND c.relname = $2", 2, values, PGRES_TUPLES_OK);
+	char	   *identity = PQntuples(res) == 1 ? pstrdup(PQgetvalue(res, 0, 0)) : pstrdup("");
+
+	PQclear(res);
+	return identity;
+}
+
+/* Whether the copy schema.name on node is, under another server's name, the table foreign partition k reads. */
+static bool
+read_elsewhere(PgdlNode *node, const PgdlPartPlace *place, const char *schema, const char *name)
+{
+	PgdlNode   *other;
+	bool		same;
+
+	if (!OidIsValid(place->server) || place->server == node->server ||
+		strcmp(place->remote_schema, schema) != 0 || strcmp(place->remote_table, name) != 0)
+		return false;
+	other = pgdl_node_connect(place->server, false);
+	same = strcmp(table_identity(node, schema, name), table_identity(other, schema, name)) == 0;
+	pgdl_node_close(other);
+	return same;
+}
+
+/* Drop the node's copies of this table's partitions not in use, as the caller's user mapping may; returns how many. */
+static int32
+sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 partitions, const Oid *going_to)
+{
+	PGresult   *res = pgdl_node_exec(node, "SELECT n.nspname, c.relname, d.description FROM pg_catalog.pg_description d"
+									 " JOIN pg_catalog.pg_class c ON c.oid = d.objoid"
+									 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+									 " WHERE d.classoid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objsubid = 0"
+									 " AND c.relkind = 'r' AND d.description LIKE 'pgdl.distribute: partition %'",
+									 0, NULL, PGRES_TUPLES_OK);
+	int32		dropped = 0;
+
+	for (int r = 0; r < PQntuples(res); r++)
+	{
+		const char *schema = PQgetvalue(res, r, 0);
+		const char *name = PQgetvalue(res, r, 1);
+		int			k;
+
+		if (sscanf(PQgetvalue(res, r, 2), "pgdl.distribute: partition %d ", &k) != 1 ||
+			strcmp(PQgetvalue(res, r, 2), shipped_marker(packed, k)) != 0 ||
+			copy_in_use(places, partitions, going_to, k, node->server, schema, name) ||
+			(k >= 0 && k < partitions && read_elsewhere(node, &places[k], schema, name)))
+			continue;
+		PQclear(pgdl_node_exec(node, psprintf("DROP TABLE %s", quote_qualified_identifier(schema, name)),
+							   0, NULL, PGRES_COMMAND_OK));
+		dropped++;
+		ereport(NOTICE,
+				(errmsg("dropped %s on server \"%s\", a copy of partition %d of \"%s\" that is not in use",
+						quote_qualified_identifier(schema, name), node->name, k + 1, get_rel_name(packed))));
+	}
+	PQclear(res);
+	return dropped;
+}
+
+/* sweep_server on each server of targets and each server a partition lives on, once. */
+static void
+sweep_orphans(Oid packed, const PgdlPartPlace *places, int32 partitions, const Oid *going_to,
+			  Target *targets, int n_targets)
+{
+	for (int i = 0; i < n_targets; i++)
+	{
+		bool		seen = false;
+
+		for (int j = 0; j < i; j++)
+			seen |= targets[j].server == targets[i].server;
+		if (seen)
+			continue;
+		if (targets[i].node == NULL)
+			targets[i].node = pgdl_node_connect(targets[i].server, false);
+		sweep_server(targets[i].node, packed, places, partitions, going_to);
+	}
+	for (int32 k = 0; k < partitions; k++)
+	{
+		Oid			server = places[k].server;
+		bool		seen = !OidIsValid(server);
+		PgdlNode   *node;
+
+		for (int i = 0; i < n_targets; i++)
+			seen |= targets[i].server == server;
+		for (int32 q = 0; q < k; q++)
+			seen |= places[q].server == server;
+		if (seen)
+			continue;
+		node = pgdl_node_connect(server, false);
+		sweep_server(node, packed, places, partitions, going_to);
+		pgdl_node_close(node);
+	}
 }
 
 /* A foreign table cannot be a partition of a table with a unique index: the nodes' tables keep the key. */
@@ -357,6 +585,7 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 	int			n_targets;
 	PgdlPartPlace *places;
 	bool		distributed;
+	Oid		   *going_to;
 	ShipProgress progress = {0};
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
@@ -364,16 +593,17 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("pgdl.distribute needs a packed table and servers")));
 	packed = PG_GETARG_OID(0);
-	ds = pgdl_dataset_by_packed(packed);
-	pgdl_packed_refuse_weighted(ds, "pgdl.distribute");
-	if (!pg_class_ownercheck(packed, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
+	ds = owned_packed(packed, "pgdl.distribute");
 	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
 	places = pgdl_packed_places(packed, ds->partitions, &distributed);
 	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 		progress.to_move += OidIsValid(places[k].relid) && !OidIsValid(places[k].server);
 	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
+	going_to = palloc0(sizeof(Oid) * ds->partitions);
+	for (int32 k = 0; k < ds->partitions; k++)
+		going_to[k] = targets[k % n_targets].server;
+	sweep_orphans(packed, places, ds->partitions, going_to, targets, n_targets);
 	drop_primary_key(packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 	{
@@ -386,6 +616,132 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 		if (targets[i].node)
 			pgdl_node_close(targets[i].node);
 	pgdl_call_progress_end();
+	PG_RETURN_INT32(progress.moved);
+}
+
+/* ---- pgdl.add_node: partitions onto a new server ---- */
+
+/* Whether pgdl.distribute put partition k on a node (and not pgdl.attach_partitions: those stay where their data is). */
+static bool
+movable(const PgdlPartPlace *place)
+{
+	return OidIsValid(place->relid) && OidIsValid(place->server) &&
+		strcmp(place->remote_schema, get_namespace_name(get_rel_namespace(place->relid))) == 0 &&
+		strcmp(place->remote_table, get_rel_name(place->relid)) == 0;
+}
+
+/*
+ * The placement rule of pgdl.add_node, which moves as few partitions as
+ * keeps the servers even: of the m partitions pgdl.distribute put on the s
+ * servers the table uses, the new server gets floor(m / (s + 1)), taken one at
+ * a time from the server that then holds the most (of equals, the one whose
+ * lowest partition is lowest), its highest-numbered partition not yet taken.
+ * Nothing else moves.  Sets moves[k]; returns how many.
+ */
+static int32
+add_node_plan(const PgdlPartPlace *places, int32 partitions, bool *moves)
+{
+	Oid		   *servers = palloc0(sizeof(Oid) * partitions);
+	int32	   *held = palloc0(sizeof(int32) * partitions);
+	int			n = 0;
+	int32		m = 0;
+	int32		quota;
+
+	for (int32 k = 0; k < partitions; k++)
+	{
+		int			i = 0;
+
+		if (!movable(&places[k]))
+			continue;
+		while (i < n && servers[i] != places[k].server)
+			i++;
+		if (i == n)
+			servers[n++] = places[k].server;
+		held[i]++;
+		m++;
+	}
+	quota = m / (n + 1);
+	for (int32 t = 0; t < quota; t++)
+	{
+		int			best = 0;
+
+		for (int i = 1; i < n; i++)
+			if (held[i] > held[best])
+				best = i;
+		for (int32 k = partitions - 1; k >= 0; k--)
+			if (movable(&places[k]) && places[k].server == servers[best] && !moves[k])
+			{
+				moves[k] = true;
+				break;
+			}
+		held[best]--;
+	}
+	return quota;
+}
+
+/* add_node refuses a table with partitions still here, and a server that holds some already. */
+static void
+check_add_node(Oid packed, const PgdlPartPlace *places, int32 partitions, Oid server)
+{
+	for (int32 k = 0; k < partitions; k++)
+	{
+		if (OidIsValid(places[k].relid) && !OidIsValid(places[k].server))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("partition %d of \"%s\" is on this server, not on a node", k, get_rel_name(packed)),
+					 errdetail("pgdl.add_node moves partitions from nodes to a new node."),
+					 errhint("Finish pgdl.distribute first.")));
+		if (places[k].server == server)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("server \"%s\" holds partitions of \"%s\" already",
+							GetForeignServer(server)->servername, get_rel_name(packed)),
+					 errdetail("Partition %d lives there.", k),
+					 errhint("Name a server the table does not use.")));
+	}
+}
+
+/* add_node(packed, server): returns the partitions moved onto the server. */
+PG_FUNCTION_INFO_V1(pgdl_add_node);
+Datum
+pgdl_add_node(PG_FUNCTION_ARGS)
+{
+	Oid			packed;
+	const PgdlDataset *ds;
+	Target		target = {0};
+	PgdlPartPlace *places;
+	bool		distributed;
+	bool	   *moves;
+	ShipProgress progress = {0};
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("pgdl.add_node needs a packed table and a server")));
+	packed = PG_GETARG_OID(0);
+	ds = owned_packed(packed, "pgdl.add_node");
+	target.server = usable_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	places = pgdl_packed_places(packed, ds->partitions, &distributed);
+	check_add_node(packed, places, ds->partitions, target.server);
+	moves = palloc0(sizeof(bool) * ds->partitions);
+	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
+	sweep_orphans(packed, places, ds->partitions, NULL, &target, 1);
+	progress.to_move = add_node_plan(places, ds->partitions, moves);
+	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
+	for (int32 k = 0; k < ds->partitions; k++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (moves[k])
+			move_partition(packed, &places[k], k, ds->partitions, &target, &progress);
+	}
+	if (target.node)
+		pgdl_node_close(target.node);
+	pgdl_call_progress_end();
+	if (progress.moved > 0)
+		ereport(NOTICE,
+				(errmsg("the old copies of the %d partitions moved stay on their nodes until the next pgdl.distribute"
+						" or pgdl.add_node of \"%s\" drops them", progress.moved, get_rel_name(packed)),
+				 errdetail("Until this transaction commits, they are what the packed table reads.")));
 	PG_RETURN_INT32(progress.moved);
 }
 
@@ -517,21 +873,14 @@ pgdl_attach_partitions(PG_FUNCTION_ARGS)
 	int32		parts;
 	int32		first;
 	int64		rows;
-	AclResult	acl;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || remote == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("pgdl.attach_partitions needs a packed table, a server and the node's packed table")));
 	packed = PG_GETARG_OID(0);
-	ds = pgdl_dataset_by_packed(packed);
-	pgdl_packed_refuse_weighted(ds, "pgdl.attach_partitions");
-	if (!pg_class_ownercheck(packed, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(packed));
-	server = pgdl_node_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	acl = pg_foreign_server_aclcheck(server, GetUserId(), ACL_USAGE);
-	if (acl != ACLCHECK_OK)
-		aclcheck_error(acl, OBJECT_FOREIGN_SERVER, GetForeignServer(server)->servername);
+	ds = owned_packed(packed, "pgdl.attach_partitions");
+	server = usable_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	node = pgdl_node_connect(server, false);
 	remote_name(node, remote, &schema, &name);
 	check_not_attached(packed, ds->partitions, server, schema, name);
