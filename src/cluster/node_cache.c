@@ -355,7 +355,7 @@ check_record(const PgdlDataset *ds, const PgdlNode *node, const char *remote, co
 							cache ? cache : "", node->name),
 					 errdetail("Server \"%s\" keeps the outputs of these frozen layers over %s in pgdl_cache.%s.",
 							   node->name, remote, a->cache),
-					 errhint("Delete the row: the next pgdl.fit_multiple records the node's cache again.")));
+					 errhint("Set the row's cache to \"%s\", or have a superuser delete the row: the next pgdl.fit_multiple records the node's cache again.", a->cache)));
 	}
 	SPI_finish();
 	return n > 0;
