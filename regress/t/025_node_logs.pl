@@ -92,4 +92,24 @@ ok(node_sessions_gone($node1, 30), 'the runs\' sessions on the node are gone');
 is($node1->safe_psql('postgres', "SELECT count(*) FROM pg_class WHERE relname = 'pgdl_visit_blobs'"),
 	'0', 'no table of visits is left on the node');
 
+# a mapped role that may not create temporary tables: the node's error, named
+$node1->safe_psql(
+	'postgres', q{
+CREATE ROLE plain LOGIN;
+DO $$ DECLARE t record; BEGIN
+  FOR t IN SELECT schemaname, tablename FROM pg_tables WHERE tablename LIKE 'train_packed%' LOOP
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO plain', t.schemaname);
+    EXECUTE format('GRANT SELECT ON %I.%I TO plain', t.schemaname, t.tablename);
+  END LOOP;
+END $$;
+REVOKE TEMPORARY ON DATABASE postgres FROM PUBLIC;
+});
+$coord->safe_psql('postgres',
+	"ALTER USER MAPPING FOR CURRENT_USER SERVER node1 OPTIONS (ADD user 'plain', ADD password_required 'false')");
+my ($ret, $out, $err) = $coord->psql('postgres',
+	"SELECT pgdl.fit_federated('train_packed', 'big', '$cfg', 1, 1, NULL, 'fed_no_temp')");
+isnt($ret, 0, 'a mapped role without TEMPORARY on the node: the run fails');
+like($err, qr/server "node1": permission denied to create temporary tables in database "postgres"/,
+	'... with the node\'s error, naming the node');
+
 done_testing();
