@@ -53,6 +53,7 @@ typedef struct PgdlNode
 	TimestampTz deadline;		/* for the answer to the query in flight; 0: none */
 	bool		late;			/* the deadline passed while the query was still being sent */
 	bool		fenced;			/* given up at a deadline: its connection is closed */
+	bool		has_blobs;		/* its session has the table a visit's model is copied into */
 } PgdlNode;
 
 /*

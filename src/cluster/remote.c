@@ -349,22 +349,31 @@ wait_for_socket(PgdlNode *node, bool write, TimestampTz deadline)
 	return true;
 }
 
-/* Read from the node until a result is ready; a node past its deadline (if any) is fenced. */
-static void
-wait_until_ready(PgdlNode *node)
+/* Wait for the node's next result; false when its deadline passed first. */
+static bool
+await_input(PgdlNode *node)
 {
 	while (PQisBusy(node->conn))
 	{
 		if (!wait_for_socket(node, false, node->deadline))
-		{
-			pgdl_node_fence(node);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("server \"%s\" did not answer within its deadline", node->name),
-					 errdetail("Its query was cancelled and its connection closed.")));
-		}
+			return false;
 		if (!PQconsumeInput(node->conn))
 			lost_connection(node);
+	}
+	return true;
+}
+
+/* Read from the node until a result is ready; a node past its deadline (if any) is fenced. */
+static void
+wait_until_ready(PgdlNode *node)
+{
+	if (!await_input(node))
+	{
+		pgdl_node_fence(node);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("server \"%s\" did not answer within its deadline", node->name),
+				 errdetail("Its query was cancelled and its connection closed.")));
 	}
 }
 
@@ -552,16 +561,7 @@ pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline)
 bool
 pgdl_node_await(PgdlNode *node)
 {
-	if (node->late)
-		return false;
-	while (PQisBusy(node->conn))
-	{
-		if (!wait_for_socket(node, false, node->deadline))
-			return false;
-		if (!PQconsumeInput(node->conn))
-			lost_connection(node);
-	}
-	return true;
+	return !node->late && await_input(node);
 }
 
 /*
@@ -759,9 +759,139 @@ pgdl_node_copy_end(PgdlNode *node)
 
 /* ---- pgdl.train_partitions on a node (node.c), as the model hopper and federated averaging call it ---- */
 
+/*
+ * A model (and a frozen base's prefix) goes to the node as COPY data into a
+ * temporary table of the node's session, and the call reads it from there:
+ * PostgreSQL logs a statement's bind parameters (log_statement = all,
+ * log_min_duration_statement, log_parameter_max_length), never COPY's data,
+ * so a node's log sees the statements below and the small parameters (the
+ * configuration, the table, the partitions), not the model.  The table is
+ * emptied by the next visit's TRUNCATE and dropped with the session.  What
+ * comes back is a result row, which no log setting prints.
+ */
+#define NODE_BLOBS "pg_temp.pgdl_visit_blobs"
+#define NODE_BLOBS_CREATE \
+	"CREATE TEMPORARY TABLE pgdl_visit_blobs (k integer NOT NULL, b bytea NOT NULL);" \
+	" ALTER TABLE " NODE_BLOBS " ALTER COLUMN b SET STORAGE EXTERNAL; "
+#define NODE_BLOBS_COPY "TRUNCATE " NODE_BLOBS "; COPY " NODE_BLOBS " (k, b) FROM STDIN (FORMAT binary)"
+#define NODE_BLOB(k) "(SELECT b FROM " NODE_BLOBS " WHERE k = " #k ")"
+
 #define NODE_VISIT_SQL \
 	"SELECT model, examples, loss_sum, correct, n, diverged" \
-	" FROM pgdl.train_partitions($1::bytea, $2::jsonb, $3::regclass, $4::integer[], $5::integer, $6::bytea)"
+	" FROM pgdl.train_partitions(" NODE_BLOB(0) ", $1::jsonb, $2::regclass, $3::integer[], $4::integer, " \
+	NODE_BLOB(1) ")"
+
+#define NODE_COPY_CHUNK			(1024 * 1024)	/* of COPY data between flushes */
+
+/* The node refused a statement: read what else it answers (in time), then its error, as ours. */
+static void refuse_statement(PgdlNode *node, PGresult *res) pg_attribute_noreturn();
+static void
+refuse_statement(PgdlNode *node, PGresult *res)
+{
+	while (await_input(node))
+	{
+		PGresult   *more = PQgetResult(node->conn);
+
+		if (more == NULL)
+		{
+			node->busy = false;
+			break;
+		}
+		PQclear(more);
+	}
+	report_remote_error(node, res);
+}
+
+/* COPY data, in chunks each flushed within the node's deadline; false when it passed. */
+static bool
+put_copy(PgdlNode *node, const char *data, Size len)
+{
+	while (len > 0)
+	{
+		int			chunk = (int) Min(len, NODE_COPY_CHUNK);
+
+		CHECK_FOR_INTERRUPTS();
+		if (PQputCopyData(node->conn, data, chunk) != 1)
+			lost_connection(node);
+		if (!flush_output(node))
+			return false;
+		data += chunk;
+		len -= chunk;
+	}
+	return true;
+}
+
+/* One row (k, blob) of binary COPY data. */
+static bool
+put_blob_row(PgdlNode *node, int32 k, const char *blob, Size len)
+{
+	char		head[2 + 4 + 4 + 4];
+	uint16		fields = pg_hton16(2);
+	uint32		k_len = pg_hton32(4),
+				k_value = pg_hton32((uint32) k),
+				b_len = pg_hton32((uint32) len);
+
+	memcpy(head, &fields, 2);
+	memcpy(head + 2, &k_len, 4);
+	memcpy(head + 6, &k_value, 4);
+	memcpy(head + 10, &b_len, 4);
+	return put_copy(node, head, sizeof(head)) && put_copy(node, blob, len);
+}
+
+/*
+ * The model (k 0) and the prefix (k 1, when there is one) into the node's
+ * table, within the node's deadline; false when it passed (the node is then
+ * late, busy, and for the caller to fence).
+ */
+static bool
+send_blobs(PgdlNode *node, const char *model, Size model_len, const char *prefix, Size prefix_len)
+{
+	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	uint16		trailer = pg_hton16((uint16) -1);
+	PGresult   *res;
+
+	if (node->busy)
+		elog(ERROR, "pgdl: a query is still running on server \"%s\"", node->name);
+	if (!PQsendQuery(node->conn, node->has_blobs ? NODE_BLOBS_COPY : NODE_BLOBS_CREATE NODE_BLOBS_COPY))
+		lost_connection(node);
+	node->busy = true;
+	if (!flush_output(node))
+		return false;
+	for (;;)
+	{
+		if (!await_input(node))
+			return false;
+		if ((res = PQgetResult(node->conn)) == NULL)
+			lost_connection(node);
+		if (PQresultStatus(res) == PGRES_COPY_IN)
+			break;
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			refuse_statement(node, res);
+		PQclear(res);
+	}
+	PQclear(res);
+	if (!put_copy(node, header, sizeof(header)) || !put_blob_row(node, 0, model, model_len) ||
+		(prefix != NULL && !put_blob_row(node, 1, prefix, prefix_len)) ||
+		!put_copy(node, (const char *) &trailer, 2))
+		return false;
+	if (PQputCopyEnd(node->conn, NULL) != 1)
+		lost_connection(node);
+	if (!flush_output(node))
+		return false;
+	while (await_input(node))
+	{
+		if ((res = PQgetResult(node->conn)) == NULL)
+		{
+			node->busy = false;
+			node->has_blobs = true;
+			return true;
+		}
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			refuse_statement(node, res);
+		PQclear(res);
+	}
+	return false;
+}
 
 void
 pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const char *prefix, Size prefix_len,
@@ -769,23 +899,24 @@ pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_len, const ch
 					 int32 epochs)
 {
 	Jsonb	   *config_json = pgdl_config_to_jsonb(config);
-	const char *values[6];
-	int			lengths[6] = {(int) model_len, 0, 0, 0, 0, (int) prefix_len};
-	int			formats[6] = {1, 0, 0, 0, 0, 1};
+	const char *values[4];
 	StringInfoData array;
 
+	if (!send_blobs(node, model, model_len, prefix, prefix_len))
+	{
+		node->late = true;
+		return;
+	}
 	initStringInfo(&array);
 	appendStringInfoChar(&array, '{');
 	for (int i = 0; i < n_parts; i++)
 		appendStringInfo(&array, "%s%d", i ? "," : "", parts[i]);
 	appendStringInfoChar(&array, '}');
-	values[0] = model;
-	values[1] = JsonbToCString(NULL, &config_json->root, VARSIZE(config_json));
-	values[2] = table;
-	values[3] = array.data;
-	values[4] = psprintf("%d", epochs);
-	values[5] = prefix;			/* NULL: none */
-	pgdl_node_send(node, NODE_VISIT_SQL, 6, values, lengths, formats, true);
+	values[0] = JsonbToCString(NULL, &config_json->root, VARSIZE(config_json));
+	values[1] = table;
+	values[2] = array.data;
+	values[3] = psprintf("%d", epochs);
+	pgdl_node_send(node, NODE_VISIT_SQL, 4, values, NULL, NULL, true);
 }
 
 /*
