@@ -53,6 +53,16 @@ SELECT pgdl.validate_spec('{"input": [4, 6, 6], "layers": [{"type": "conv2d", "f
 SELECT pgdl.validate_spec('{"input": [4, 6, 6], "layers": [{"type": "maxpool2d", "size": 2, "groups": 2},
   {"type": "flatten"}, {"type": "dense", "units": 2}]}');
 
+-- a depthwise convolution's tensors: 4 filters of [1, 3, 3], then its own 4 biases (not 4 x 4 x 9 floats on)
+\set dw '{"input": [4, 3, 3], "loss": "mse", "layers": [{"type": "conv2d", "filters": 4, "kernel": 3, "groups": 4}, {"type": "flatten"}]}'
+SELECT name, shape, "values" FROM pgdl.model_weights(pgdl.model_from_weights(:'dw',
+  (SELECT array_agg(CASE WHEN k <= 36 THEN 0.5 ELSE k - 36 END ORDER BY k) FROM generate_series(1, 40) k)::real[]))
+ ORDER BY layer, name;
+-- on zeros each channel's output is its bias; on ones, 9 x 0.5 more
+SELECT pgdl.predict(pgdl.model_from_weights(:'dw',
+  (SELECT array_agg(CASE WHEN k <= 36 THEN 0.5 ELSE k - 36 END ORDER BY k) FROM generate_series(1, 40) k)::real[]),
+  array_fill(v, ARRAY[36])) AS out FROM (VALUES (0::real), (1)) z(v);
+
 -- 6x6 images; the class is where the brightest quarter is (left, right or neither)
 CREATE TABLE gr_rows AS
 SELECT i, array_agg(v ORDER BY p) AS x,

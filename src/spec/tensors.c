@@ -28,7 +28,7 @@ pgdl_layer_tensors(const NnModel *m, int i, PgdlTensor *t)
 		case NN_CONV2D:
 			t[0] = (PgdlTensor) {i, "weight", 4, {l->filters, c / NN_GROUPS(l), l->kernel, l->kernel}, p, false};
 			t[1] = (PgdlTensor) {i, "bias", 1, {l->filters},
-								 p + (int64) l->filters * c * l->kernel * l->kernel, false};
+								 p + (int64) l->filters * (c / NN_GROUPS(l)) * l->kernel * l->kernel, false};
 			return 2;
 		case NN_BATCHNORM:
 			t[0] = (PgdlTensor) {i, "weight", 1, {c}, p, false};
