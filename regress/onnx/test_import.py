@@ -540,6 +540,78 @@ err, msg = import_error(rank3_model([helper.make_node("Relu", ["x"], ["y"])], {}
 check(f"rank 3: more values per example than pgdl's input takes is refused with 0A000 ({err}: {msg})",
       err == "0A000")
 
+# ---- 5b. inputs of rank 1 [batch]: one value per example, pgdl's [batch, 1] ----
+
+
+def rank1_model(nodes, inits=None, opset=17):
+    g = helper.make_graph(nodes, "r1", [helper.make_tensor_value_info("x", FLOAT, ["batch"])],
+                          [helper.make_tensor_value_info("y", FLOAT, ["batch"])],
+                          [numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+x1d = rs.standard_normal(40).astype(np.float32)
+r1 = rank1_model([helper.make_node("LeakyRelu", ["x"], ["a"], alpha=0.3), helper.make_node("Tanh", ["a"], ["t"]),
+                  helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Add", ["t", "s"], ["y"])])
+r1id = import_onnx(None, r1, loss="mse")
+a1 = np.where(x1d > 0, x1d, 0.3 * x1d)
+want = (np.tanh(a1) + 1 / (1 + np.exp(-a1))).reshape(40, 1)
+got = predict(r1id, x1d)
+spec = sql("SELECT spec FROM pgdl.models WHERE id = %s", (r1id,))[0][0]
+check(f"rank 1: LeakyRelu, then Tanh and Sigmoid added, one value per example: input {spec['input']}, "
+      f"matches numpy (max abs error {np.abs(got - want).max():.2e})",
+      spec["input"] == [1] and got.shape == want.shape and np.abs(got - want).max() <= TOL, str(spec))
+W11 = np.ones((1, 1), np.float32)
+REFUSED1 = [
+    ("Softmax (over the batch)", [helper.make_node("Softmax", ["x"], ["y"], axis=0)], {}, "Softmax"),
+    ("Softmax after a Relu", [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"])], {},
+     "Softmax"),
+    ("Gemm", [helper.make_node("Gemm", ["x", "W"], ["y"])], {"W": W11}, "Gemm"),
+    ("Concat (along the batch)", [helper.make_node("Relu", ["x"], ["r"]),
+                                  helper.make_node("Concat", ["x", "r"], ["y"], axis=0)], {}, "Concat"),
+    ("Flatten", [helper.make_node("Flatten", ["x"], ["y"])], {}, "Flatten"),
+]
+for label, nodes, inits, op in REFUSED1:
+    before = model_count()
+    err, msg = import_error(rank1_model(nodes, inits), loss="mse")
+    check(f"rank 1: {label} is refused with 0A000 naming {op} ({err}: {msg})",
+          err == "0A000" and f"({op})" in (msg or "") and model_count() == before)
+ids1 = helper.make_model(helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"])], "ids1",
+    [helper.make_tensor_value_info("x", TensorProto.INT64, ["batch"])],
+    [helper.make_tensor_value_info("y", FLOAT, ["batch"])]), opset_imports=[helper.make_opsetid("", 17)])
+err, msg = import_error(ids1.SerializeToString(), loss="mse")
+check(f"rank 1: an int64 input of rank 1 is refused with 0A000 ({err}: {msg})", err == "0A000")
+
+# ---- 5c. Gemm's alpha and beta, folded into the dense layer's weights and bias ----
+
+
+def gemm_ab(alpha, beta, W, C):
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "W", "C"], ["y"], alpha=alpha, beta=beta, transB=1)], "ab",
+                          [helper.make_tensor_value_info("x", FLOAT, ["batch", W.shape[1]])],
+                          [helper.make_tensor_value_info("y", FLOAT, ["batch", W.shape[0]])],
+                          [numpy_helper.from_array(W, "W"), numpy_helper.from_array(C, "C")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+Wab = rs.standard_normal((3, 6)).astype(np.float32)
+Cab = rs.standard_normal(3).astype(np.float32)
+xab = rs.standard_normal((50, 6)).astype(np.float32)
+for alpha, beta in ((0.25, 4.0), (0.3, -1.7)):
+    gid = import_onnx(None, gemm_ab(alpha, beta, Wab, Cab), loss="mse")
+    want = alpha * (xab.astype(np.float64) @ Wab.T) + beta * Cab
+    got = predict(gid, xab)
+    err = float(np.abs(got - want).max())
+    # a power of two scales exactly: only the product's rounding is left; any other alpha rounds once more
+    check(f"Gemm alpha {alpha}, beta {beta}: folded into the weights and bias, matches (max abs error {err:.2e})",
+          err <= TOL, str(got[:2]))
+for what, alpha, beta, W in (("an infinite alpha", float("inf"), 1.0, Wab), ("a NaN beta", 1.0, float("nan"), Wab),
+                             ("alpha times a weight past float32", 1e30, 1.0, Wab * 1e10)):
+    before = model_count()
+    err, msg = import_error(gemm_ab(alpha, beta, W, Cab), loss="mse")
+    check(f"Gemm: {what} is refused with 22023 naming Gemm ({err}: {msg})",
+          err == "22023" and "(Gemm)" in (msg or "") and model_count() == before)
+
 # a Reshape within an example moves no value: a flat input reshaped to [batch, 4, 5] is held flat as well
 
 

@@ -566,7 +566,7 @@ read_input_steps(Reader *r, const char *name)
 	r->spec->input[1] = 0;
 }
 
-/* The one real input: float32, [batch, F], [batch, L, F] or [batch, C, H, W], all but batch fixed. */
+/* The one real input: float32, [batch], [batch, F], [batch, L, F] or [batch, C, H, W], all but batch fixed. */
 static void
 read_input(Reader *r)
 {
@@ -588,9 +588,10 @@ read_input(Reader *r)
 		  (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && tt->shape && tt->shape->n_dim == 2)))
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor, nor int64 "
 						 "ids [batch, steps].", pgdl_echo(in->name));
-	if (tt->shape == NULL || tt->shape->n_dim < 2 || tt->shape->n_dim > 4)
-		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
-					"[batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
+	if (tt->shape == NULL || tt->shape->n_dim < 1 || tt->shape->n_dim > 4 ||
+		(tt->shape->n_dim == 1 && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT))
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 1 [batch], 2 [batch, "
+					"features], 3 [batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
 	for (size_t d = 1; d < tt->shape->n_dim; d++)
 	{
 		const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
@@ -603,7 +604,11 @@ read_input(Reader *r)
 	}
 	if (tt->shape->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
 		r->batch = tt->shape->dim[0]->dim_value;
-	r->spec->input_ndim = tt->shape->n_dim - 1;
+	r->spec->input_ndim = Max(tt->shape->n_dim - 1, 1);
+	/* a rank-1 input [batch]: one feature per example, as pgdl.predict takes it */
+	r->rank1 = tt->shape->n_dim == 1;
+	if (r->rank1)
+		r->spec->input[0] = 1;
 	if (tt->shape->n_dim == 3)
 		read_input_steps(r, in->name);
 	r->shape.ndim = r->spec->input_ndim;
@@ -616,6 +621,7 @@ read_input(Reader *r)
 	r->values[0].src = -1;
 	r->values[0].shape = r->shape;
 	r->values[0].n_held = r->n_held;
+	r->values[0].rank1 = r->rank1;
 	memcpy(r->values[0].held, r->held, sizeof(r->held));
 	r->n_values = 1;
 }

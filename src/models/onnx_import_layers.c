@@ -151,6 +151,24 @@ dense_weights(Reader *r, size_t i, bool transposed, int64 in, int64 *out)
 	return w;
 }
 
+/*
+ * Gemm's alpha and beta are folded into the weights and the bias: alpha (x W')
+ * becomes x (alpha W'), which rounds each product once more (exact when alpha
+ * is a power of two).
+ */
+static void
+scale_floats(Reader *r, float *v, int64 n, const char *attr, float by)
+{
+	if (!isfinite(by))
+		MALFORMED(r, "Its \"%s\" is not finite.", attr);
+	for (int64 i = 0; i < n; i++)
+	{
+		v[i] *= by;
+		if (!isfinite(v[i]))
+			MALFORMED(r, "Its \"%s\" times a weight overflows float32.", attr);
+	}
+}
+
 static void
 read_gemm(Reader *r)
 {
@@ -160,12 +178,13 @@ read_gemm(Reader *r)
 	float	   *b;
 
 	onnx_need_flat(r);
-	if (onnx_attr_float(r, "alpha", 1.0f) != 1.0f || onnx_attr_float(r, "beta", 1.0f) != 1.0f)
-		UNSUPPORTED(r, "Its \"alpha\" or \"beta\" is not 1; pgdl's dense layer computes x W' + b.");
 	if (onnx_attr_int(r, "transA", 0) != 0)
-		UNSUPPORTED(r, "Its \"transA\" is set; pgdl's dense layer takes examples as rows.");
+		UNSUPPORTED(r, "Its \"transA\" is set: its input's rows are not the examples, and pgdl's dense layer "
+					"computes each example alone.");
 	w = dense_weights(r, 1, onnx_attr_int(r, "transB", 0) != 0, in, &out);
 	b = onnx_const_input(r, 2, true) ? onnx_const_vector(r, 2, out, true) : palloc0(sizeof(float) * out);
+	scale_floats(r, w, in * out, "alpha", onnx_attr_float(r, "alpha", 1.0f));
+	scale_floats(r, b, out, "beta", onnx_attr_float(r, "beta", 1.0f));
 	onnx_new_layer(r, NN_DENSE)->units = (int32) out;
 	onnx_add_layer(r, w, in * out, b, out);
 }
