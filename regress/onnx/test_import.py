@@ -518,10 +518,64 @@ check(f"rank 3 of one step: LayerNormalization and Softmax over the last axis ma
 
 W5 = rs.standard_normal((5, 3)).astype(np.float32)
 Wc1 = rs.standard_normal((2, 4, 3)).astype(np.float32)
+# several steps: LayerNormalization and Softmax over the last axis work on each step (a flatten with steps
+# holds the flat value as a sequence), and the value goes on flat
+steps_nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"]),
+               helper.make_node("Softmax", ["n"], ["s"]), helper.make_node("Flatten", ["s"], ["f"]),
+               helper.make_node("Gemm", ["f", "W"], ["y"], transB=1)]
+sid = import_onnx(None, rank3_model(steps_nodes, {"g": g3[:5], "b": b3[:5], "W": W3}, ["batch", 3]), loss="mse")
+with torch.no_grad():
+    h = torch.softmax(torch.nn.functional.layer_norm(xt, (5,), torch.from_numpy(g3[:5]), torch.from_numpy(b3[:5])),
+                      -1)
+    want = (h.reshape(30, 20).double() @ torch.from_numpy(W3).double().T).numpy()
+got = predict(sid, x)
+spec = sql("SELECT spec FROM pgdl.models WHERE id = %s", (sid,))[0][0]
+check(f"rank 3: LayerNormalization and Softmax over the last axis of 4 steps, Flatten, Gemm match torch "
+      f"(max abs error {np.abs(got - want).max():.2e}); layers {[l['type'] for l in spec['layers']]}",
+      got.shape == want.shape and np.abs(got - want).max() <= TOL and spec["layers"][0] == {"type": "flatten",
+                                                                                            "steps": 4}, str(spec))
+step_notices = []
+
+
+def on_step_notice(d):
+    step_notices.append((d.message_primary, d.message_detail))
+
+
+conn.execute("SET client_min_messages = notice")
+conn.add_notice_handler(on_step_notice)
+tid = import_onnx(None, rank3_model([helper.make_node("Softmax", ["x"], ["y"])], {}, ["batch", 4, 5]))
+conn.remove_notice_handler(on_step_notice)
+conn.execute("SET client_min_messages = warning")
+notices = step_notices
+got = predict(tid, x)
+want = torch.softmax(xt, -1).reshape(30, 20).numpy()
+loss = sql("SELECT spec->>'loss', origin->>'loss_from' FROM pgdl.models WHERE id = %s", (tid,))[0]
+check(f"rank 3: a trailing Softmax over each step is a softmax layer: loss {loss}, pgdl.predict answers the "
+      f"probabilities (max abs error {np.abs(got - want).max():.2e}), a NOTICE says so ({notices})",
+      loss == ("mse", "softmax") and np.abs(got - want).max() <= TOL and len(notices) == 1 and
+      "groups" in (notices[0][1] or ""))
+# an image normalized over its last two axes, each channel alone
+ximg = rs.standard_normal((10, 3, 4, 5)).astype(np.float32)
+gimg = rs.standard_normal((4, 5)).astype(np.float32)
+img = helper.make_graph([helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=2)], "img",
+                        [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, 4, 5])],
+                        [helper.make_tensor_value_info("y", FLOAT, ["batch", 3, 4, 5])],
+                        [numpy_helper.from_array(gimg, "g")])
+iid = import_onnx(None, helper.make_model(img, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(),
+                  loss="mse")
+with torch.no_grad():
+    want = torch.nn.functional.layer_norm(torch.from_numpy(ximg), (4, 5), torch.from_numpy(gimg)).reshape(10, -1)
+got = predict(iid, ximg)
+check(f"an image's LayerNormalization over axes 2 and 3 (each channel) matches torch "
+      f"(max abs error {np.abs(got - want.numpy()).max():.2e})", np.abs(got - want.numpy()).max() <= TOL)
 REFUSED3 = [
-    ("Softmax over the last axis of 4 steps", [helper.make_node("Softmax", ["x"], ["y"], axis=-1)], {}, "Softmax"),
-    ("LayerNormalization over the last axis of 4 steps",
-     [helper.make_node("LayerNormalization", ["x", "g"], ["y"])], {"g": g3[:5]}, "LayerNormalization"),
+    ("LogSoftmax over the last axis of 4 steps (no log-softmax layer)",
+     [helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)], {}, "LogSoftmax"),
+    ("Softmax over the steps (axis 1)", [helper.make_node("Softmax", ["x"], ["y"], axis=1)], {}, "Softmax"),
+    ("LayerNormalization over the batch (axis 0)",
+     [helper.make_node("LayerNormalization", ["x", "g"], ["y"], axis=0)], {"g": g3[:5]}, "LayerNormalization"),
+    ("LayerNormalization with a scale of another size",
+     [helper.make_node("LayerNormalization", ["x", "g"], ["y"])], {"g": g3[:4]}, "LayerNormalization"),
     ("MatMul per step", [helper.make_node("MatMul", ["x", "W"], ["y"])], {"W": W5}, "MatMul"),
     ("Conv1d over [batch, channels, length] with no Transpose", [helper.make_node("Conv", ["x", "W"], ["y"])],
      {"W": Wc1}, "Conv"),
@@ -635,9 +689,13 @@ want = np.maximum(xf, 0).astype(np.float64) @ W3.T.astype(np.float64)
 diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
 check(f"Reshape to [0, 4, -1], Relu, Reshape to [0, -1], Gemm matches numpy (max abs error {diff:.2e})",
       err is None and diff <= TOL, f"{err} {res}")
+err, res = import_error(reshape_model([0, 4, 5], [helper.make_node("Softmax", ["r"], ["y"])]), loss="mse")
+got = predict(res, xf) if err is None else np.zeros(0)
+want = torch.softmax(torch.from_numpy(xf).reshape(30, 4, 5), -1).reshape(30, 20).numpy()
+diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+check(f"Softmax over the last axis after a Reshape to [0, 4, 5] matches torch (max abs error {diff:.2e})",
+      err is None and diff <= TOL, f"{err} {res}")
 for label, shape, after, inits, op in (
-        ("Softmax over the last axis after a Reshape to [0, 4, 5]", [0, 4, 5],
-         [helper.make_node("Softmax", ["r"], ["y"])], None, "Softmax"),
         ("Gemm on a value reshaped to [0, 4, 5]", [0, 4, 5], [helper.make_node("Gemm", ["r", "W"], ["y"])],
          {"W": W5}, "Gemm"),
         ("a Reshape that moves values into the batch ([-1, 5])", [-1, 5], [], None, "Reshape"),

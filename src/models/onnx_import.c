@@ -645,9 +645,20 @@ settle_loss(Reader *r)
 		spec->loss = NN_LOSS_BCE;
 		r->loss_from = "sigmoid";
 	}
+	else if (r->group_softmax && r->args->loss == 0 && r->meta_loss == 0)
+	{
+		/* its probabilities are the outputs: no class to pick, nothing to apply over them */
+		spec->loss = NN_LOSS_MSE;
+		r->loss_from = "softmax";
+		ereport(NOTICE,
+				(errmsg("the imported model's loss is mse"),
+				 errdetail("The graph ends in a Softmax over groups of each example's values (a softmax layer), "
+						   "not over all of its outputs: pgdl.predict answers the graph's outputs.")));
+	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->meta_loss != 0 ? r->meta_loss : r->args->default_loss;
-	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0)
+	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0 &&
+		strcmp(r->loss_from, "softmax") != 0)
 		ereport(NOTICE,
 				(errmsg("the imported model's loss is %s", nn_loss_name(spec->loss)),
 				 errdetail("The graph ends in no Softmax, LogSoftmax or Sigmoid, so the %s chose it: pgdl.predict "

@@ -110,6 +110,7 @@ typedef struct NnLayerSpec
 	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
+	int32_t		steps;			/* flatten: 0, flat; or the sequence [steps, size / steps] it makes */
 } NnLayerSpec;
 
 /* conv2d's channel groups, 1 for a blob or spec from before they existed (0) */
