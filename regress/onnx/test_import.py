@@ -637,6 +637,33 @@ ids1 = helper.make_model(helper.make_graph(
 err, msg = import_error(ids1.SerializeToString(), loss="mse")
 check(f"rank 1: an int64 input of rank 1 is refused with 0A000 ({err}: {msg})", err == "0A000")
 
+# ---- 5b'. opsets below 7: graphs of operators defined then as pgdl reads them today ----
+
+
+def opset1_model(nodes):
+    g = helper.make_graph(nodes, "o1", [helper.make_tensor_value_info("x", FLOAT, ["batch", 2, 3, 3])],
+                          [helper.make_tensor_value_info("y", FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 1)]).SerializeToString()
+
+
+xo = rs.standard_normal((7, 2, 3, 3)).astype(np.float32)
+o1 = opset1_model([helper.make_node("Relu", ["x"], ["r"], consumed_inputs=[0]),
+                   helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+                   helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("LeakyRelu", ["f"], ["l"], alpha=0.2),
+                   helper.make_node("Tanh", ["l"], ["y"])])
+err, res = import_error(o1, loss="mse")
+want = np.tanh(np.maximum(xo, 0).mean(axis=(2, 3)))
+got = predict(res, xo) if err is None else np.zeros(0)
+diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+check(f"opset 1: Relu (with consumed_inputs), GlobalAveragePool, Flatten, LeakyRelu, Tanh match numpy "
+      f"(max abs error {diff:.2e})", err is None and diff <= TOL, f"{err} {res}")
+for label, nodes in (("an Add (its broadcast attribute then)", [helper.make_node("Relu", ["x"], ["r"]),
+                                                              helper.make_node("Add", ["x", "r"], ["y"])]),
+                     ("a MaxPool", [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2])])):
+    err, msg = import_error(opset1_model(nodes), loss="mse")
+    check(f"opset 1: a graph with {label} is refused with 0A000 ({err}: {msg})",
+          err == "0A000" and msg == "cannot import the ONNX model")
+
 # ---- 5c. Gemm's alpha and beta, folded into the dense layer's weights and bias ----
 
 

@@ -712,6 +712,30 @@ build_model(Reader *r)
 	return m;
 }
 
+/*
+ * Below opset 7, operators were defined otherwise (Add's broadcast attribute,
+ * BatchNormalization's spatial, Dropout's is_test): pgdl reads such a graph
+ * only when all its operators are ones whose definition then is the one pgdl
+ * reads today (Relu's and the like's consumed_inputs was a memory hint).
+ */
+static bool
+early_opset_graph(const Onnx__GraphProto *g)
+{
+	static const char *const same[] = {"GlobalAveragePool", "Flatten", "Identity", "Relu", "LeakyRelu",
+	"Sigmoid", "Tanh"};
+
+	for (size_t i = 0; i < g->n_node; i++)
+	{
+		bool		found = false;
+
+		for (size_t k = 0; k < lengthof(same) && g->node[i]->op_type; k++)
+			found |= strcmp(g->node[i]->op_type, same[k]) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 static int64
 default_opset(const Onnx__ModelProto *model)
 {
@@ -724,9 +748,13 @@ default_opset(const Onnx__ModelProto *model)
 		if (domain == NULL || domain[0] == '\0' || strcmp(domain, "ai.onnx") == 0)
 			opset = model->opset_import[i]->version;
 	}
+	if (opset >= 1 && opset < ONNX_MIN_OPSET && early_opset_graph(model->graph))
+		return opset;
 	if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
-		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d.",
-					opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d "
+						 "(below %d, graphs of GlobalAveragePool, Flatten, Identity, Relu, LeakyRelu, Sigmoid and "
+						 "Tanh only, whose definitions have not changed since).",
+						 opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET, ONNX_MIN_OPSET);
 	return opset;
 }
 
