@@ -115,14 +115,6 @@ onnx_need_flat(Reader *r)
 }
 
 static void
-need_not_image(Reader *r)
-{
-	if (r->shape.ndim == 3)
-		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes it only on a flat input: Flatten first.",
-					r->shape.c, r->shape.h, r->shape.w);
-}
-
-static void
 need_image(Reader *r)
 {
 	need_not_held(r);
@@ -552,7 +544,7 @@ read_layernorm(Reader *r)
 	bool		per_step = r->shape.ndim == 2 && r->n_held == 0;
 	int64		axis = onnx_attr_int(r, "axis", -1);
 	int64		dims[ONNX_MAX_HELD + 1];
-	int			rank;
+	int			rank = 0;		/* set by axis_groups where grouped */
 	int64		rows = 1;
 	int64		n = per_step ? r->shape.w : r->shape.c;
 	bool		grouped;
