@@ -664,6 +664,35 @@ for label, nodes in (("an Add (its broadcast attribute then)", [helper.make_node
     check(f"opset 1: a graph with {label} is refused with 0A000 ({err}: {msg})",
           err == "0A000" and msg == "cannot import the ONNX model")
 
+# ---- 5b''. auto_pad SAME_* where its pads are even: pgdl's symmetric padding ----
+
+
+def same_conv(auto_pad, h, w, kernel, stride, W):
+    g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], auto_pad=auto_pad, strides=[stride, stride],
+                                            kernel_shape=[kernel, kernel])], "same",
+                          [helper.make_tensor_value_info("x", FLOAT, ["batch", 2, h, w])],
+                          [helper.make_tensor_value_info("y", FLOAT, None)], [numpy_helper.from_array(W, "W")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+Wsame = rs.standard_normal((3, 2, 3, 3)).astype(np.float32)
+xs = rs.standard_normal((6, 2, 5, 5)).astype(np.float32)
+for auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+    err, res = import_error(same_conv(auto_pad, 5, 5, 3, 2, Wsame), loss="mse")
+    with torch.no_grad():
+        want = torch.nn.functional.conv2d(torch.from_numpy(xs), torch.from_numpy(Wsame), stride=2,
+                                          padding=1).reshape(6, -1).numpy()
+    got = predict(res, xs) if err is None else np.zeros(0)
+    diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    check(f"Conv with auto_pad {auto_pad}, stride 2, kernel 3 on 5x5 (2 pads, one a side) matches torch "
+          f"(max abs error {diff:.2e})", err is None and diff <= TOL, f"{err} {res}")
+for label, h, w, kernel, stride in (("kernel 2, stride 1 (one pad)", 5, 5, 2, 1),
+                                    ("5x6, kernel 3, stride 2 (2 pads down, 1 across)", 5, 6, 3, 2)):
+    err, msg = import_error(same_conv("SAME_UPPER", h, w, kernel, stride, Wsame[:, :, :kernel, :kernel].copy()),
+                            loss="mse")
+    check(f"Conv with auto_pad SAME_UPPER, {label} is refused with 0A000 naming Conv ({err}: {msg})",
+          err == "0A000" and "(Conv)" in (msg or ""))
+
 # ---- 5c. Gemm's alpha and beta, folded into the dense layer's weights and bias ----
 
 

@@ -294,20 +294,43 @@ onnx_attr_string_is(Reader *r, const char *name, const char *value)
 	return a != NULL && a->has_s && a->s.len == strlen(value) && memcmp(a->s.data, value, a->s.len) == 0;
 }
 
+/*
+ * SAME_*'s padding of a side of `in` values: ceil(in / stride) outputs, the
+ * pads they need split in two, the odd one at the end (UPPER) or the start
+ * (LOWER); -1 where they are odd.
+ */
+static int64
+same_pad(int64 in, int64 kernel, int64 stride)
+{
+	int64		out = (in + stride - 1) / stride;
+	int64		total = Max((out - 1) * stride + kernel - in, 0);
+
+	return total % 2 == 0 ? total / 2 : -1;
+}
+
 /* auto_pad: NOTSET or VALID are explicit pads; SAME_* only where pgdl's symmetric padding equals it. */
 int64
 onnx_auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads)
 {
 	const Onnx__AttributeProto *a = onnx_attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+	int64		h,
+				w;
 
 	if (a == NULL || !a->has_s || onnx_attr_string_is(r, "auto_pad", "NOTSET"))
 		return pads;
 	if (onnx_attr_string_is(r, "auto_pad", "VALID"))
 		return 0;
-	if ((onnx_attr_string_is(r, "auto_pad", "SAME_UPPER") || onnx_attr_string_is(r, "auto_pad", "SAME_LOWER")) &&
-		stride == 1 && kernel % 2 == 1)
-		return (kernel - 1) / 2;
-	UNSUPPORTED(r, "Its \"auto_pad\" pads asymmetrically; pgdl pads every side alike.");
+	if (!onnx_attr_string_is(r, "auto_pad", "SAME_UPPER") && !onnx_attr_string_is(r, "auto_pad", "SAME_LOWER"))
+		UNSUPPORTED(r, "Its \"auto_pad\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER.");
+	if (stride < 1 || kernel < 1 || kernel > NN_MAX_KERNEL || stride > NN_MAX_KERNEL)
+		UNSUPPORTED(r, "Its window (%lld) or stride (%lld) is not between 1 and %d.", (long long) kernel,
+					(long long) stride, NN_MAX_KERNEL);
+	h = same_pad(r->shape.h, kernel, stride);
+	w = same_pad(r->shape.w, kernel, stride);
+	if (h < 0 || h != w)
+		UNSUPPORTED(r, "Its \"auto_pad\" pads asymmetrically here (an odd number of pads, or other pads across "
+					"than down); pgdl pads every side alike.");
+	return h;
 }
 
 /* ---- tensors ---- */
