@@ -94,6 +94,10 @@ BLOBS = {
     "image_rows_as_steps": {"input": [2, 3, 4], "layers": [
         {"type": "flatten", "steps": 6}, {"type": "layernorm", "eps": 0.01}, {"type": "flatten"},
         {"type": "dense", "units": 3}]},
+    # softmax with log (LogSoftmax, axis -1) inside a network and per step
+    "log_softmax": {"input": [12], "loss": "mse", "layers": [
+        {"type": "dense", "units": 8}, {"type": "softmax", "log": True}, {"type": "flatten", "steps": 2},
+        {"type": "softmax", "log": True}, {"type": "flatten"}, {"type": "dense", "units": 2}]},
     # GRUs: every step's state into a second GRU's last state; attention, causal and not, in an encoder
     # block (pgdl's transformer of training.md: add, layernorm, a dense per step, gelu)
     "gru": {"input": [6], "ids": 5, "loss": "mse", "layers": [

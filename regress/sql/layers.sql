@@ -162,6 +162,16 @@ SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "dense", "units":
 SELECT round(sum(p)::numeric, 5) AS sum_of_probabilities FROM unnest(pgdl.predict(pgdl.init_model('{"input": [6],
   "loss": "mse", "layers": [{"type": "flatten", "steps": 2}, {"type": "softmax"}, {"type": "flatten"}]}'),
   ARRAY[1, 2, 3, -1, 0, 4]::real[])) AS p;
+-- softmax with log: its logarithm (torch's nn.LogSoftmax), kept by the spec and the blob
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": true}, {"type": "softmax", "log": false},
+  {"type": "dense", "units": 2}]}')->'layers';
+SELECT round(sum(exp(p))::numeric, 5) AS sum_of_exp FROM unnest(pgdl.predict(pgdl.init_model('{"input": [4],
+  "loss": "mse", "layers": [{"type": "softmax", "log": true}]}'), ARRAY[100, 0, -100, 3]::real[])) AS p;
+SELECT p FROM unnest(pgdl.predict(pgdl.init_model('{"input": [2], "loss": "mse",
+  "layers": [{"type": "softmax", "log": true}]}'), ARRAY[0, 200]::real[])) AS p;
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": 1}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": null}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "sigmoid", "log": true}]}');
 -- ONNX's operator names for gru and slice
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "Slice", "start": 1, "length": 5},
   {"type": "embedding", "vocab": 10, "dim": 4}, {"type": "GRU", "units": 3}]}')->'layers';

@@ -675,8 +675,8 @@ settle_loss(Reader *r)
 		r->loss_from = "softmax";
 		ereport(NOTICE,
 				(errmsg("the imported model's loss is mse"),
-				 errdetail("The graph ends in a Softmax over groups of each example's values (a softmax layer), "
-						   "not over all of its outputs: pgdl.predict answers the graph's outputs.")));
+				 errdetail("The graph ends in a Softmax or LogSoftmax over groups of each example's values (a softmax "
+						   "layer), not over all of its outputs: pgdl.predict answers the graph's outputs.")));
 	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->meta_loss != 0 ? r->meta_loss : r->args->default_loss;

@@ -585,8 +585,9 @@ read_layernorm(Reader *r)
 
 /*
  * Softmax or LogSoftmax over the features, as the last node: cross_entropy's,
- * which pgdl.predict applies.  A Softmax over the last axis of several rows
- * (each step of a sequence) is pgdl's softmax layer on each group (to_groups).
+ * which pgdl.predict applies.  Over the last axis of several rows (each step
+ * of a sequence) either is pgdl's softmax layer (with log) on each group
+ * (to_groups).
  */
 static void
 read_softmax(Reader *r)
@@ -606,12 +607,9 @@ read_softmax(Reader *r)
 		/* a layer's sequence is one group a step already */
 		bool		steps = r->shape.ndim == 2 && r->n_held == 0;
 
-		if (strcmp(r->node->op_type, "LogSoftmax") == 0)
-			UNSUPPORTED(r, "It is over part of an example; pgdl has no log-softmax layer (a LogSoftmax over all of "
-						"an example's outputs, as the last node, is cross_entropy's).");
 		if (!steps)
 			to_groups(r, rows);
-		onnx_new_layer(r, NN_SOFTMAX);
+		onnx_new_layer(r, NN_SOFTMAX)->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
 		onnx_add_layer(r, NULL, 0, NULL, 0);
 		if (!steps)
 			from_groups(r, dims, rank);

@@ -137,7 +137,7 @@ typedef struct Reader
 	OnnxAttention *out_att;		/* with out_kind an ONNX_VALUE_ATT_* kind */
 	int			out_part;
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
-	bool		group_softmax;	/* the last layer is a Softmax over groups of an example (read_softmax) */
+	bool		group_softmax;	/* the last layer is a (Log)Softmax over groups of an example (read_softmax) */
 	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
 	bool		meta_normalization;
 	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */

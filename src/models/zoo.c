@@ -86,6 +86,11 @@ append_layer(StringInfo s, const NnLayerSpec *l)
 			if (l->steps > 0)
 				appendStringInfo(s, "(%d steps)", l->steps);
 			break;
+		case NN_SOFTMAX:
+			appendStringInfoString(s, name);
+			if (l->log)
+				appendStringInfoString(s, "(log)");
+			break;
 		default:
 			appendStringInfoString(s, name);
 			break;
