@@ -241,6 +241,9 @@ typedef struct NnBackend
 	 */
 	void		(*softmax_forward) (const float *x, float *y, int64_t rows, int cols);
 	void		(*softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
+	/* log-softmax likewise: y = x - max - log(sum(exp(x - max))); dx = dy - exp(y) * sum(dy).  Not in place. */
+	void		(*log_softmax_forward) (const float *x, float *y, int64_t rows, int cols);
+	void		(*log_softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
 	/* s[k][i][j] = -inf for j > i in each of mats [t][t] matrices: causal attention's mask */
 	void		(*causal_mask) (float *s, int64_t mats, int t);
 

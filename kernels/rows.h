@@ -81,6 +81,39 @@ nn_row_softmax_backward(const float *p, const float *g, float *q, int cols)
 		q[c] = p[c] * (g[c] - (float) dot);
 }
 
+/*
+ * q = log_softmax(p) = p - max - log(sum(exp(p - max))), as ONNX's LogSoftmax
+ * and torch's log_softmax: finite where a softmax would underflow to 0.
+ */
+NN_ROW_FN void
+nn_row_log_softmax(const float *p, float *q, int cols)
+{
+	float		mx = p[0];
+	double		sum = 0.0;
+	float		lse;
+
+	for (int c = 1; c < cols; c++)
+		if (p[c] > mx)
+			mx = p[c];
+	for (int c = 0; c < cols; c++)
+		sum += expf(p[c] - mx);
+	lse = (float) log(sum);
+	for (int c = 0; c < cols; c++)
+		q[c] = (p[c] - mx) - lse;
+}
+
+/* q = g - exp(p) * sum(g): log-softmax's gradient from its output p, the sum in double. */
+NN_ROW_FN void
+nn_row_log_softmax_backward(const float *p, const float *g, float *q, int cols)
+{
+	double		sum = 0.0;
+
+	for (int c = 0; c < cols; c++)
+		sum += g[c];
+	for (int c = 0; c < cols; c++)
+		q[c] = g[c] - expf(p[c]) * (float) sum;
+}
+
 /* The mean of p[0], p[dim], ..., p[(steps - 1) * dim]: one feature over a sequence's steps. */
 NN_ROW_FN float
 nn_row_step_mean(const float *p, int steps, int dim)

@@ -200,6 +200,8 @@ extern void cpu_embedding_backward(const float *ids, const float *dy, float *dta
 extern void cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols);
 extern void cpu_causal_mask(float *s, int64_t mats, int t);
 extern void cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
+extern void cpu_log_softmax_forward(const float *x, float *y, int64_t rows, int cols);
+extern void cpu_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
 extern void cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim);
 extern void cpu_seq_avgpool_backward(const float *dy, float *dx, int n, int steps, int dim);
 extern void cpu_seq_unfold(const float *x, int n, const NnConvGeom *g, float *cols);

@@ -63,6 +63,20 @@ cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, i
 }
 
 void
+cpu_log_softmax_forward(const float *x, float *y, int64_t rows, int cols)
+{
+	for (int64_t r = 0; r < rows; r++)
+		nn_row_log_softmax(x + r * cols, y + r * cols, cols);
+}
+
+void
+cpu_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	for (int64_t r = 0; r < rows; r++)
+		nn_row_log_softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
+}
+
+void
 cpu_seq_avgpool_forward(const float *x, float *y, int n, int steps, int dim)
 {
 	for (int i = 0; i < n; i++)

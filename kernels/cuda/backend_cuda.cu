@@ -1677,6 +1677,32 @@ cuda_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, 
 }
 
 __global__ void
+log_softmax_forward_kernel(const float *x, float *y, int64_t rows, int cols)
+{
+	GRID_STRIDE(r, rows)
+		nn_row_log_softmax(x + r * cols, y + r * cols, cols);
+}
+
+__global__ void
+log_softmax_backward_kernel(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	GRID_STRIDE(r, rows)
+		nn_row_log_softmax_backward(y + r * cols, dy + r * cols, dx + r * cols, cols);
+}
+
+static void
+cuda_log_softmax_forward(const float *x, float *y, int64_t rows, int cols)
+{
+	launch("log_softmax_forward", rows, log_softmax_forward_kernel, x, y, rows, cols);
+}
+
+static void
+cuda_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
+{
+	launch("log_softmax_backward", rows, log_softmax_backward_kernel, y, dy, dx, rows, cols);
+}
+
+__global__ void
 causal_mask_kernel(float *s, int64_t n, int t)
 {
 	GRID_STRIDE(k, n)
@@ -1928,6 +1954,8 @@ cuda_fill_table(NnBackend *b)
 	b->embedding_backward = cuda_embedding_backward;
 	b->softmax_forward = cuda_softmax_forward;
 	b->softmax_backward = cuda_softmax_backward;
+	b->log_softmax_forward = cuda_log_softmax_forward;
+	b->log_softmax_backward = cuda_log_softmax_backward;
 	b->causal_mask = cuda_causal_mask;
 	b->seq_avgpool_forward = cuda_seq_avgpool_forward;
 	b->seq_avgpool_backward = cuda_seq_avgpool_backward;

@@ -263,6 +263,8 @@ FAKE(embedding_backward, (const float *ids, const float *dy, float *dtable, int6
 	 (ids, dy, dtable, n, vocab, dim))
 FAKE(softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y, rows, cols))
 FAKE(softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
+FAKE(log_softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y, rows, cols))
+FAKE(log_softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
 FAKE(causal_mask, (float *s, int64_t mats, int t), (s, mats, t))
 FAKE(seq_avgpool_forward, (const float *x, float *y, int n, int steps, int dim), (x, y, n, steps, dim))
 FAKE(seq_avgpool_backward, (const float *dy, float *dx, int n, int steps, int dim), (dy, dx, n, steps, dim))
@@ -303,7 +305,8 @@ static const NnBackend fake_backend = {
 	ENTRY(dropout_forward), ENTRY(dropout_backward), ENTRY(sgd_update), ENTRY(adam_update),
 	ENTRY(rmsprop_update), ENTRY(adagrad_update),
 	ENTRY(copy_rows),
-	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward), ENTRY(causal_mask),
+	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
+	ENTRY(log_softmax_forward), ENTRY(log_softmax_backward), ENTRY(causal_mask),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),

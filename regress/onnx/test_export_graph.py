@@ -86,6 +86,18 @@ BLOBS = {
         {"type": "slice", "inputs": ["input"], "start": 4, "length": 1},
         {"type": "embedding", "vocab": 4, "dim": 2}, {"type": "flatten", "name": "shop"},
         {"type": "concat", "inputs": ["numeric", "city", "shop"]}, {"type": "dense", "units": 2}]},
+    # a flatten with steps: flat features as a sequence of 3 steps (ONNX's Reshape to [batch, 3, 4]), normalized
+    # and softmaxed per step, into a GRU; an image's rows as steps, normalized each, flat again
+    "flat_as_steps": {"input": [12], "loss": "mse", "layers": [
+        {"type": "flatten", "steps": 3}, {"type": "layernorm"}, {"type": "softmax"}, {"type": "gru", "units": 4},
+        {"type": "dense", "units": 2}]},
+    "image_rows_as_steps": {"input": [2, 3, 4], "layers": [
+        {"type": "flatten", "steps": 6}, {"type": "layernorm", "eps": 0.01}, {"type": "flatten"},
+        {"type": "dense", "units": 3}]},
+    # softmax with log (LogSoftmax, axis -1) inside a network and per step
+    "log_softmax": {"input": [12], "loss": "mse", "layers": [
+        {"type": "dense", "units": 8}, {"type": "softmax", "log": True}, {"type": "flatten", "steps": 2},
+        {"type": "softmax", "log": True}, {"type": "flatten"}, {"type": "dense", "units": 2}]},
     # GRUs: every step's state into a second GRU's last state; attention, causal and not, in an encoder
     # block (pgdl's transformer of training.md: add, layernorm, a dense per step, gelu)
     "gru": {"input": [6], "ids": 5, "loss": "mse", "layers": [

@@ -146,6 +146,32 @@ SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "embedding", "voca
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "relu", "per_step": true}]}');
 SELECT layer, name, shape FROM pgdl.model_weights(pgdl.init_model('{"input": [6], "layers": [
   {"type": "embedding", "vocab": 10, "dim": 4, "positions": true}, {"type": "dense", "units": 3, "per_step": true}]}'));
+-- flatten with steps: flat features or an image made a sequence, its values as they lie
+SELECT layer, type, output_shape, parameters FROM pgdl.estimate_layers('{"input": [2, 3, 4], "layers": [
+  {"type": "flatten", "steps": 6}, {"type": "layernorm"}, {"type": "softmax"}, {"type": "gru", "units": 3},
+  {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": 4}, {"type": "flatten"},
+  {"type": "Flatten", "steps": 0}, {"type": "dense", "units": 2}]}')->'layers';
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": 5}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": -1}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": 1e12}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": 2.5}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "flatten", "steps": null}]}');
+SELECT pgdl.validate_spec('{"input": [12], "layers": [{"type": "dense", "units": 2, "steps": 3}]}');
+-- a model with steps keeps them through its blob: it predicts as the spec says (per step softmax sums to 1)
+SELECT round(sum(p)::numeric, 5) AS sum_of_probabilities FROM unnest(pgdl.predict(pgdl.init_model('{"input": [6],
+  "loss": "mse", "layers": [{"type": "flatten", "steps": 2}, {"type": "softmax"}, {"type": "flatten"}]}'),
+  ARRAY[1, 2, 3, -1, 0, 4]::real[])) AS p;
+-- softmax with log: its logarithm (torch's nn.LogSoftmax), kept by the spec and the blob
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": true}, {"type": "softmax", "log": false},
+  {"type": "dense", "units": 2}]}')->'layers';
+SELECT round(sum(exp(p))::numeric, 5) AS sum_of_exp FROM unnest(pgdl.predict(pgdl.init_model('{"input": [4],
+  "loss": "mse", "layers": [{"type": "softmax", "log": true}]}'), ARRAY[100, 0, -100, 3]::real[])) AS p;
+SELECT p FROM unnest(pgdl.predict(pgdl.init_model('{"input": [2], "loss": "mse",
+  "layers": [{"type": "softmax", "log": true}]}'), ARRAY[0, 200]::real[])) AS p;
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": 1}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": null}]}');
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "sigmoid", "log": true}]}');
 -- ONNX's operator names for gru and slice
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "Slice", "start": 1, "length": 5},
   {"type": "embedding", "vocab": 10, "dim": 4}, {"type": "GRU", "units": 3}]}')->'layers';

@@ -1138,6 +1138,8 @@ check_table_complete(const NnBackend *b)
 	HAS(embedding_backward);
 	HAS(softmax_forward);
 	HAS(softmax_backward);
+	HAS(log_softmax_forward);
+	HAS(log_softmax_backward);
 	HAS(seq_avgpool_forward);
 	HAS(seq_avgpool_backward);
 	HAS(gru_gates_forward);

@@ -317,6 +317,24 @@ UNIT_TEST(gradcheck_embedding_softmax_seqpool)
 	spec_add(&s, NN_SOFTMAX);
 	spec_add(&s, NN_FLATTEN);
 	check_layer("softmax image rows", &s, NN_LOSS_MSE);
+
+	/* a flat input held as a sequence of 3 steps: layernorm and softmax each step, as an import reads them */
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 3;
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	spec_add(&s, NN_SOFTMAX);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("flatten to steps, layernorm softmax per step", &s, NN_LOSS_MSE);
+
+	/* log-softmax: on a flat input, and on each step */
+	spec_begin(&s, 1, 5, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 6);
+	spec_add(&s, NN_SOFTMAX)->log = true;
+	check_layer("dense log_softmax", &s, NN_LOSS_MSE);
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 4;
+	spec_add(&s, NN_SOFTMAX)->log = true;
+	check_layer("flatten to steps, log_softmax per step", &s, NN_LOSS_CROSS_ENTROPY);
 }
 
 UNIT_TEST(gradcheck_attention)

@@ -371,3 +371,63 @@ UNIT_TEST(seq_transformer_keys)
 	s.layers[0].per_step = true;
 	expect_invalid(&s, 0, "per_step", "needs a sequence");
 }
+
+/* flatten with steps: a flat or image input held as a sequence, its shapes, errors and blobs */
+UNIT_TEST(seq_flatten_steps)
+{
+	NnSpec		s;
+	NnShape		shape[NN_MAX_LAYERS + 1];
+	NnError		err;
+	NnModel    *a,
+			   *b;
+	uint8_t    *buf;
+	size_t		len;
+
+	spec_begin(&s, 3, 3, 4, 5, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 12;
+	spec_add(&s, NN_LAYERNORM)->eps = 1e-5f;
+	spec_add(&s, NN_FLATTEN);
+	spec_add(&s, NN_SOFTMAX)->log = true;
+	CHECK_MSG(nn_spec_validate(&s, shape, &err), "%s", err.msg);
+	CHECK(shape[1].ndim == 2 && shape[1].c == 12 && shape[1].h == 1 && shape[1].w == 5);
+	CHECK(shape[3].ndim == 1 && shape[3].c == 60);
+	a = nn_model_create(&s, 3, &err);
+	CHECK_MSG(a != NULL, "%s", err.msg);
+	if (a == NULL)
+		return;
+	CHECK(a->param_len[1] == 2 * 5);	/* a scale and a bias per feature of a step */
+	len = nn_model_serialized_size(a);
+	buf = malloc(len);
+	nn_model_serialize(a, buf);
+	/* steps lies in the kernel slot (see seq_transformer_keys) */
+	CHECK(memcmp(buf + 44 + 12, "\x0c\0\0\0", 4) == 0);
+	b = nn_model_deserialize(buf, len, &err);
+	CHECK_MSG(b != NULL, "%s", err.msg);
+	CHECK(b != NULL && b->spec.layers[0].steps == 12 && b->spec.layers[0].kernel == 0 &&
+		  b->spec.layers[2].steps == 0 && b->shape[1].ndim == 2 && b->shape[1].w == 5 &&
+		  b->spec.layers[3].log && b->spec.layers[3].kernel == 0);
+	/* the log-softmax of 60 values: exp of the outputs sums to 1 */
+	if (b != NULL)
+	{
+		float		x[60];
+		const float *y;
+		double		sum = 0.0;
+
+		for (int j = 0; j < 60; j++)
+			x[j] = (float) (j % 7) - 3.0f;
+		y = nn_model_forward(b, x, 1, false);
+		for (int j = 0; y != NULL && j < 60; j++)
+			sum += exp(y[j]);
+		CHECK_MSG(y != NULL && fabs(sum - 1.0) < 1e-5, "sum of exp(log_softmax) %g", sum);
+	}
+	free(buf);
+	nn_model_free(a);
+	nn_model_free(b);
+
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 5;
+	expect_invalid(&s, 0, "steps", "\"steps\" (5) must divide the input's 12 values");
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = -1;
+	expect_invalid(&s, 0, "steps", "must be between 0 and");
+}

@@ -852,6 +852,26 @@ layer_op(NnLayerType type)
 	return pgdl_onnx_op_name(op);
 }
 
+/*
+ * flatten: Flatten at axis 1, a node even where it changes nothing ([batch,
+ * features]) so that the layer comes back; with steps, to a sequence: Reshape
+ * to [batch, steps, size / steps] (0 keeps the batch).
+ */
+static void
+add_flatten(OnnxGraph *g, const NnLayerSpec *l, int i, const char *name)
+{
+	const int64 shape[] = {0, l->steps, -1};
+
+	if (l->steps > 0)
+	{
+		add_with_ints(g, PGDL_ONNX_RESHAPE, i, "shape", name, 3, shape);
+		g->rank = 3;
+		return;
+	}
+	node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", 1), NULL, NULL);
+	g->rank = 2;
+}
+
 /* dense: Gemm of the rows; per_step, on each step [batch, steps, F] by [F, units] as MatMul and Add */
 static void
 add_dense(OnnxGraph *g, const NnModel *m, int i, const char **params, const char *name)
@@ -893,9 +913,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			add_window(g, l, layer_op(l->type), name, NULL);
 			break;
 		case NN_FLATTEN:
-			/* a node even where it changes nothing ([batch, features]), so that the layer comes back */
-			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", 1), NULL, NULL);
-			g->rank = 2;
+			add_flatten(g, l, i, name);
 			break;
 		case NN_GLOBAL_AVGPOOL:
 			if (g->rank == 3)
@@ -931,8 +949,9 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					   attr_float("momentum", 1.0f - l->momentum), NULL);
 			break;
 		case NN_SOFTMAX:
-			/* opset 13's Softmax is over one axis, the last here as in pgdl */
-			node_attrs(add_node(g, layer_op(l->type), name, NULL), 1, attr_int("axis", -1), NULL, NULL);
+			/* opset 13's Softmax and LogSoftmax are over one axis, the last here as in pgdl */
+			node_attrs(add_node(g, l->log ? pgdl_onnx_op_name(PGDL_ONNX_LOGSOFTMAX) : layer_op(l->type), name, NULL),
+					   1, attr_int("axis", -1), NULL, NULL);
 			break;
 		case NN_LAYERNORM:
 			/* over the last axis, as pgdl's; LayerNormalization makes the file opset 17 (file_opset) */

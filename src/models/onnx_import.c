@@ -294,20 +294,43 @@ onnx_attr_string_is(Reader *r, const char *name, const char *value)
 	return a != NULL && a->has_s && a->s.len == strlen(value) && memcmp(a->s.data, value, a->s.len) == 0;
 }
 
+/*
+ * SAME_*'s padding of a side of `in` values: ceil(in / stride) outputs, the
+ * pads they need split in two, the odd one at the end (UPPER) or the start
+ * (LOWER); -1 where they are odd.
+ */
+static int64
+same_pad(int64 in, int64 kernel, int64 stride)
+{
+	int64		out = (in + stride - 1) / stride;
+	int64		total = Max((out - 1) * stride + kernel - in, 0);
+
+	return total % 2 == 0 ? total / 2 : -1;
+}
+
 /* auto_pad: NOTSET or VALID are explicit pads; SAME_* only where pgdl's symmetric padding equals it. */
 int64
 onnx_auto_pad(Reader *r, int64 kernel, int64 stride, int64 pads)
 {
 	const Onnx__AttributeProto *a = onnx_attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+	int64		h,
+				w;
 
 	if (a == NULL || !a->has_s || onnx_attr_string_is(r, "auto_pad", "NOTSET"))
 		return pads;
 	if (onnx_attr_string_is(r, "auto_pad", "VALID"))
 		return 0;
-	if ((onnx_attr_string_is(r, "auto_pad", "SAME_UPPER") || onnx_attr_string_is(r, "auto_pad", "SAME_LOWER")) &&
-		stride == 1 && kernel % 2 == 1)
-		return (kernel - 1) / 2;
-	UNSUPPORTED(r, "Its \"auto_pad\" pads asymmetrically; pgdl pads every side alike.");
+	if (!onnx_attr_string_is(r, "auto_pad", "SAME_UPPER") && !onnx_attr_string_is(r, "auto_pad", "SAME_LOWER"))
+		UNSUPPORTED(r, "Its \"auto_pad\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER.");
+	if (stride < 1 || kernel < 1 || kernel > NN_MAX_KERNEL || stride > NN_MAX_KERNEL)
+		UNSUPPORTED(r, "Its window (%lld) or stride (%lld) is not between 1 and %d.", (long long) kernel,
+					(long long) stride, NN_MAX_KERNEL);
+	h = same_pad(r->shape.h, kernel, stride);
+	w = same_pad(r->shape.w, kernel, stride);
+	if (h < 0 || h != w)
+		UNSUPPORTED(r, "Its \"auto_pad\" pads asymmetrically here (an odd number of pads, or other pads across "
+					"than down); pgdl pads every side alike.");
+	return h;
 }
 
 /* ---- tensors ---- */
@@ -566,7 +589,7 @@ read_input_steps(Reader *r, const char *name)
 	r->spec->input[1] = 0;
 }
 
-/* The one real input: float32, [batch, F], [batch, L, F] or [batch, C, H, W], all but batch fixed. */
+/* The one real input: float32, [batch], [batch, F], [batch, L, F] or [batch, C, H, W], all but batch fixed. */
 static void
 read_input(Reader *r)
 {
@@ -588,9 +611,10 @@ read_input(Reader *r)
 		  (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && tt->shape && tt->shape->n_dim == 2)))
 		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not a float32 tensor, nor int64 "
 						 "ids [batch, steps].", pgdl_echo(in->name));
-	if (tt->shape == NULL || tt->shape->n_dim < 2 || tt->shape->n_dim > 4)
-		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 2 [batch, features], 3 "
-					"[batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
+	if (tt->shape == NULL || tt->shape->n_dim < 1 || tt->shape->n_dim > 4 ||
+		(tt->shape->n_dim == 1 && tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT))
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "The graph's input \"%s\" is not of rank 1 [batch], 2 [batch, "
+					"features], 3 [batch, steps, features] or 4 [batch, channels, height, width].", pgdl_echo(in->name));
 	for (size_t d = 1; d < tt->shape->n_dim; d++)
 	{
 		const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[d];
@@ -603,7 +627,11 @@ read_input(Reader *r)
 	}
 	if (tt->shape->dim[0]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
 		r->batch = tt->shape->dim[0]->dim_value;
-	r->spec->input_ndim = tt->shape->n_dim - 1;
+	r->spec->input_ndim = Max(tt->shape->n_dim - 1, 1);
+	/* a rank-1 input [batch]: one feature per example, as pgdl.predict takes it */
+	r->rank1 = tt->shape->n_dim == 1;
+	if (r->rank1)
+		r->spec->input[0] = 1;
 	if (tt->shape->n_dim == 3)
 		read_input_steps(r, in->name);
 	r->shape.ndim = r->spec->input_ndim;
@@ -616,6 +644,7 @@ read_input(Reader *r)
 	r->values[0].src = -1;
 	r->values[0].shape = r->shape;
 	r->values[0].n_held = r->n_held;
+	r->values[0].rank1 = r->rank1;
 	memcpy(r->values[0].held, r->held, sizeof(r->held));
 	r->n_values = 1;
 }
@@ -639,9 +668,20 @@ settle_loss(Reader *r)
 		spec->loss = NN_LOSS_BCE;
 		r->loss_from = "sigmoid";
 	}
+	else if (r->group_softmax && r->args->loss == 0 && r->meta_loss == 0)
+	{
+		/* its probabilities are the outputs: no class to pick, nothing to apply over them */
+		spec->loss = NN_LOSS_MSE;
+		r->loss_from = "softmax";
+		ereport(NOTICE,
+				(errmsg("the imported model's loss is mse"),
+				 errdetail("The graph ends in a Softmax or LogSoftmax over groups of each example's values (a softmax "
+						   "layer), not over all of its outputs: pgdl.predict answers the graph's outputs.")));
+	}
 	else
 		spec->loss = r->args->loss != 0 ? r->args->loss : r->meta_loss != 0 ? r->meta_loss : r->args->default_loss;
-	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0)
+	if (r->args->loss == 0 && r->loss == 0 && strcmp(r->loss_from, "sigmoid") != 0 &&
+		strcmp(r->loss_from, "softmax") != 0)
 		ereport(NOTICE,
 				(errmsg("the imported model's loss is %s", nn_loss_name(spec->loss)),
 				 errdetail("The graph ends in no Softmax, LogSoftmax or Sigmoid, so the %s chose it: pgdl.predict "
@@ -695,6 +735,30 @@ build_model(Reader *r)
 	return m;
 }
 
+/*
+ * Below opset 7, operators were defined otherwise (Add's broadcast attribute,
+ * BatchNormalization's spatial, Dropout's is_test): pgdl reads such a graph
+ * only when all its operators are ones whose definition then is the one pgdl
+ * reads today (Relu's and the like's consumed_inputs was a memory hint).
+ */
+static bool
+early_opset_graph(const Onnx__GraphProto *g)
+{
+	static const char *const same[] = {"GlobalAveragePool", "Flatten", "Identity", "Relu", "LeakyRelu",
+	"Sigmoid", "Tanh"};
+
+	for (size_t i = 0; i < g->n_node; i++)
+	{
+		bool		found = false;
+
+		for (size_t k = 0; k < lengthof(same) && g->node[i]->op_type; k++)
+			found |= strcmp(g->node[i]->op_type, same[k]) == 0;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 static int64
 default_opset(const Onnx__ModelProto *model)
 {
@@ -707,9 +771,13 @@ default_opset(const Onnx__ModelProto *model)
 		if (domain == NULL || domain[0] == '\0' || strcmp(domain, "ai.onnx") == 0)
 			opset = model->opset_import[i]->version;
 	}
+	if (opset >= 1 && opset < ONNX_MIN_OPSET && early_opset_graph(model->graph))
+		return opset;
 	if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
-		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d.",
-					opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+		onnx_model_error(ERRCODE_FEATURE_NOT_SUPPORTED, "Its opset is " INT64_FORMAT "; pgdl reads opsets %d to %d "
+						 "(below %d, graphs of GlobalAveragePool, Flatten, Identity, Relu, LeakyRelu, Sigmoid and "
+						 "Tanh only, whose definitions have not changed since).",
+						 opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET, ONNX_MIN_OPSET);
 	return opset;
 }
 

@@ -33,6 +33,20 @@ onnx_find_value(Reader *r, const char *name)
 }
 
 /*
+ * A rank-1 value [batch] is one number per example: an operator on it alone
+ * (its axis 0 is the batch's) is pgdl's elementwise layer on [batch, 1]; any
+ * operator with an axis, a weight or a window works across the batch.
+ */
+static void
+need_elementwise(Reader *r, PgdlOnnxOp op)
+{
+	if (op != PGDL_ONNX_RELU && op != PGDL_ONNX_LEAKYRELU && op != PGDL_ONNX_SIGMOID && op != PGDL_ONNX_TANH &&
+		op != PGDL_ONNX_DROPOUT && op != PGDL_ONNX_IDENTITY && op != PGDL_ONNX_ADD)
+		UNSUPPORTED(r, "Its input is of rank 1 [batch], one value per example; pgdl takes such a value only into "
+					"elementwise operators (Relu, LeakyRelu, Sigmoid, Tanh, Dropout, Identity, an Add of two).");
+}
+
+/*
  * The node's data input: its first input, or (Add, Mul: either operand may be
  * the constant) its second when the first is a constant.  Every value it
  * reads counts a use, so that a value folded into one reader (a MatMul's bias,
@@ -70,6 +84,9 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 	r->shape = in->shape;
 	r->n_held = in->n_held;
 	memcpy(r->held, in->held, sizeof(r->held));
+	r->rank1 = in->rank1;
+	if (r->rank1)
+		need_elementwise(r, op);
 	r->open_matmul = false;
 	r->out_kind = ONNX_VALUE_TENSOR;
 	r->out_n_dims = 0;
@@ -97,6 +114,7 @@ onnx_put_value(Reader *r, const char *name)
 	v->shape = r->shape;
 	v->n_held = r->n_held;
 	memcpy(v->held, r->held, sizeof(v->held));
+	v->rank1 = r->rank1;
 	v->open_matmul = r->open_matmul;
 	v->att = r->out_att;
 	v->part = r->out_part;
@@ -120,7 +138,8 @@ join_input(Reader *r, size_t i, PgdlOnnxOp op)
 	if (v == NULL)
 		UNSUPPORTED(r, "Its input %zu (\"%s\") is a constant; pgdl's add and concat join the outputs of layers.",
 					i, pgdl_echo(r->node->input[i]));
-	if (v->n_held != r->in->n_held || memcmp(v->held, r->in->held, sizeof(int64) * v->n_held) != 0)
+	if (v->rank1 != r->in->rank1 || v->n_held != r->in->n_held ||
+		memcmp(v->held, r->in->held, sizeof(int64) * v->n_held) != 0)
 		UNSUPPORTED(r, "Its inputs are not of one shape; pgdl's add takes equal shapes (no broadcasting).");
 	if (v->n_held > 0 && op == PGDL_ONNX_CONCAT)
 		UNSUPPORTED(r, "Its inputs are of rank %d; pgdl holds them flat, and concatenates flat inputs or images "

@@ -64,6 +64,7 @@ onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_l
 	r->src = i;
 	r->open_matmul = false;
 	r->sigmoid_node = -1;
+	r->group_softmax = false;
 }
 
 /* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
@@ -77,6 +78,12 @@ value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
 		return r->n_held + 1;
 	}
 	dims[1] = r->shape.c;
+	if (r->shape.ndim == 2)
+	{
+		/* a layer's sequence [steps, features]: ONNX's [batch, steps, features] */
+		dims[2] = r->shape.w;
+		return 3;
+	}
 	dims[2] = r->shape.h;
 	dims[3] = r->shape.w;
 	return r->shape.ndim == 1 ? 2 : 4;
@@ -104,14 +111,6 @@ onnx_need_flat(Reader *r)
 	need_not_held(r);
 	if (r->shape.ndim != 1)
 		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes a 2-D [batch, features] one here.",
-					r->shape.c, r->shape.h, r->shape.w);
-}
-
-static void
-need_not_image(Reader *r)
-{
-	if (r->shape.ndim == 3)
-		UNSUPPORTED(r, "Its input is [batch, %d, %d, %d]; pgdl takes it only on a flat input: Flatten first.",
 					r->shape.c, r->shape.h, r->shape.w);
 }
 
@@ -151,6 +150,24 @@ dense_weights(Reader *r, size_t i, bool transposed, int64 in, int64 *out)
 	return w;
 }
 
+/*
+ * Gemm's alpha and beta are folded into the weights and the bias: alpha (x W')
+ * becomes x (alpha W'), which rounds each product once more (exact when alpha
+ * is a power of two).
+ */
+static void
+scale_floats(Reader *r, float *v, int64 n, const char *attr, float by)
+{
+	if (!isfinite(by))
+		MALFORMED(r, "Its \"%s\" is not finite.", attr);
+	for (int64 i = 0; i < n; i++)
+	{
+		v[i] *= by;
+		if (!isfinite(v[i]))
+			MALFORMED(r, "Its \"%s\" times a weight overflows float32.", attr);
+	}
+}
+
 static void
 read_gemm(Reader *r)
 {
@@ -160,12 +177,13 @@ read_gemm(Reader *r)
 	float	   *b;
 
 	onnx_need_flat(r);
-	if (onnx_attr_float(r, "alpha", 1.0f) != 1.0f || onnx_attr_float(r, "beta", 1.0f) != 1.0f)
-		UNSUPPORTED(r, "Its \"alpha\" or \"beta\" is not 1; pgdl's dense layer computes x W' + b.");
 	if (onnx_attr_int(r, "transA", 0) != 0)
-		UNSUPPORTED(r, "Its \"transA\" is set; pgdl's dense layer takes examples as rows.");
+		UNSUPPORTED(r, "Its \"transA\" is set: its input's rows are not the examples, and pgdl's dense layer "
+					"computes each example alone.");
 	w = dense_weights(r, 1, onnx_attr_int(r, "transB", 0) != 0, in, &out);
 	b = onnx_const_input(r, 2, true) ? onnx_const_vector(r, 2, out, true) : palloc0(sizeof(float) * out);
+	scale_floats(r, w, in * out, "alpha", onnx_attr_float(r, "alpha", 1.0f));
+	scale_floats(r, b, out, "beta", onnx_attr_float(r, "beta", 1.0f));
 	onnx_new_layer(r, NN_DENSE)->units = (int32) out;
 	onnx_add_layer(r, w, in * out, b, out);
 }
@@ -460,54 +478,98 @@ read_activation(Reader *r, NnLayerType type)
 }
 
 /*
- * Whether the node's "axis" takes in all of an example's values, the batch
- * apart: those from axis on, or (`alone`) that axis alone, others being 1.
+ * An operator over groups of an example's last values, several groups to an
+ * example (LayerNormalization or Softmax over the trailing axes of a value of
+ * rank 3 or 4): pgdl holds the value flat, in ONNX's order, so a flatten with
+ * steps makes it a sequence of `rows` steps of one group each, and the layer,
+ * which works on each step of a sequence, follows.  rows 1 (an image
+ * normalized whole): a plain flatten.
  */
-static bool
-over_example(Reader *r, int64 dflt, bool alone)
+static void
+to_groups(Reader *r, int64 rows)
 {
-	int64		dims[ONNX_MAX_HELD + 1];
-	int			rank = value_dims(r, dims);
-	int64		axis = onnx_attr_int(r, "axis", dflt);
-	int64		others = 1;
-
-	if (axis < 0)
-		axis += rank;
-	if (axis < 1 || axis >= rank)
-		return false;
-	for (int d = 1; d < (alone ? rank : axis); d++)
-		if (d != axis)
-			others *= dims[d];
-	return others == 1;
+	onnx_new_layer(r, NN_FLATTEN)->steps = rows > 1 ? (int32) Min(rows, PG_INT32_MAX) : 0;
+	onnx_add_layer(r, NULL, 0, NULL, 0);
 }
 
-/* LayerNormalization over all of an example (pgdl's layernorm of a flat input), scale and bias per value. */
+/* and back: flat again, held in the graph's dims */
+static void
+from_groups(Reader *r, const int64 *dims, int rank)
+{
+	if (r->shape.ndim != 1)
+	{
+		onnx_new_layer(r, NN_FLATTEN);
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	r->n_held = rank - 1;
+	memcpy(r->held, dims + 1, sizeof(int64) * r->n_held);
+}
+
+/*
+ * The groups an "axis" splits an example into: rows of n values, the values
+ * from axis on (`alone`: that axis alone, the ones after it being 1).  False
+ * where the axis takes in the batch.
+ */
+static bool
+axis_groups(Reader *r, int64 axis, bool alone, int64 *rows, int64 *n, int64 dims[ONNX_MAX_HELD + 1], int *rank)
+{
+	*rank = value_dims(r, dims);
+	if (axis < 0)
+		axis += *rank;
+	if (axis < 1 || axis >= *rank)
+		return false;
+	*rows = *n = 1;
+	for (int d = 1; d < *rank; d++)
+	{
+		if (d < axis)
+			*rows *= dims[d];
+		else if (d == axis || !alone)
+			*n *= dims[d];
+		else if (dims[d] != 1)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * LayerNormalization: over all of an example (pgdl's layernorm of a flat
+ * input), over each step of a layer's sequence, or over the trailing axes of
+ * a value of rank 3 or 4 as groups (to_groups); scale and bias per value of a
+ * group.
+ */
 static void
 read_layernorm(Reader *r)
 {
 	/* a layer's sequence [steps, features] is normalized step by step over its last axis */
 	bool		per_step = r->shape.ndim == 2 && r->n_held == 0;
+	int64		axis = onnx_attr_int(r, "axis", -1);
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank = 0;		/* set by axis_groups where grouped */
+	int64		rows = 1;
 	int64		n = per_step ? r->shape.w : r->shape.c;
-	int			i = r->spec->n_layers;
+	bool		grouped;
+	int			i;
 	const Onnx__TensorProto *t;
 	float	   *scale;
 	int64		count;
 
 	if (r->opset < 17)
 		UNSUPPORTED(r, "LayerNormalization is an operator from opset 17 on.");
-	need_not_image(r);
-	if (per_step ? onnx_attr_int(r, "axis", -1) != -1 && onnx_attr_int(r, "axis", -1) != 2 :
-		!over_example(r, -1, false))
-		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") normalizes part of an example; pgdl's layernorm of a flat "
-					"input normalizes all of it.", onnx_attr_int(r, "axis", -1));
+	if (per_step ? axis != -1 && axis != 2 : !axis_groups(r, axis, false, &rows, &n, dims, &rank))
+		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") normalizes across the batch%s; pgdl normalizes each "
+					"example alone.", axis, per_step ? " or part of a step" : "");
 	for (size_t o = 1; o < r->node->n_output; o++)
 		if (r->node->output[o][0] != '\0')
 			UNSUPPORTED(r, "It has Mean or InvStdDev outputs; pgdl's layernorm has one output.");
 	t = onnx_const_input(r, 1, false);
 	scale = onnx_tensor_floats(r, t, &count);
 	if (count != n)
-		UNSUPPORTED(r, "Its scale holds " INT64_FORMAT " values; pgdl's layernorm takes one per value of the "
-					"example (" INT64_FORMAT ").", count, n);
+		UNSUPPORTED(r, "Its scale holds " INT64_FORMAT " values; pgdl's layernorm takes one per value it "
+					"normalizes together (" INT64_FORMAT ").", count, n);
+	grouped = !per_step && (rows > 1 || r->shape.ndim == 3);
+	if (grouped)
+		to_groups(r, rows);
+	i = r->spec->n_layers;
 	onnx_new_layer(r, NN_LAYERNORM)->eps = onnx_attr_float(r, "epsilon", 1e-5f);
 	onnx_add_layer(r, scale, n, NULL, n);
 	r->tensor[i][1] = palloc0(sizeof(float) * n);
@@ -517,16 +579,43 @@ read_layernorm(Reader *r)
 		if (count != n)
 			UNSUPPORTED(r, "Its bias holds " INT64_FORMAT " values; pgdl's layernorm takes " INT64_FORMAT ".", count, n);
 	}
+	if (grouped)
+		from_groups(r, dims, rank);
 }
 
-/* Softmax or LogSoftmax over the features, as the last node: cross_entropy's, which pgdl.predict applies. */
+/*
+ * Softmax or LogSoftmax over the features, as the last node: cross_entropy's,
+ * which pgdl.predict applies.  Over the last axis of several rows (each step
+ * of a sequence) either is pgdl's softmax layer (with log) on each group
+ * (to_groups).
+ */
 static void
 read_softmax(Reader *r)
 {
 	/* before opset 13 the input is coerced to 2-D at axis; from 13 on it is over that axis alone */
-	if (!over_example(r, r->opset < 13 ? 1 : -1, r->opset >= 13))
-		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") leaves out some of an example's outputs; pgdl's softmax is "
-					"over all of them.", onnx_attr_int(r, "axis", r->opset < 13 ? 1 : -1));
+	int64		axis = onnx_attr_int(r, "axis", r->opset < 13 ? 1 : -1);
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank;
+	int64		rows;
+	int64		n;
+
+	if (!axis_groups(r, axis, r->opset >= 13, &rows, &n, dims, &rank))
+		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") is the batch's, or leaves out axes after it; pgdl's softmax "
+					"is over an example's last values.", axis);
+	if (rows > 1)
+	{
+		/* a layer's sequence is one group a step already */
+		bool		steps = r->shape.ndim == 2 && r->n_held == 0;
+
+		if (!steps)
+			to_groups(r, rows);
+		onnx_new_layer(r, NN_SOFTMAX)->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+		if (!steps)
+			from_groups(r, dims, rank);
+		r->group_softmax = true;
+		return;
+	}
 	if (r->args->loss != 0 && r->args->loss != NN_LOSS_CROSS_ENTROPY)
 		onnx_node_error(r, ERRCODE_INVALID_PARAMETER_VALUE, "A trailing %s is cross_entropy's; loss is %s.",
 				   pgdl_echo(r->node->op_type), nn_loss_name(r->args->loss));

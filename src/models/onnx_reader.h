@@ -91,6 +91,8 @@ typedef struct OnnxValue
 	 */
 	int			n_held;
 	int64		held[ONNX_MAX_HELD];
+	/* a rank-1 value [batch], one number per example: pgdl's flat [batch, 1], for elementwise operators only */
+	bool		rank1;
 	bool		open_matmul;	/* a MatMul's output: an Add may give its bias */
 	OnnxAttention *att;			/* the ONNX_VALUE_ATT_* kinds: the attention, and which of q, k, v (part) */
 	int			part;
@@ -124,6 +126,7 @@ typedef struct Reader
 	NnShape		shape;			/* its shape, one example; a layer's output once add_layer made one */
 	int			n_held;
 	int64		held[ONNX_MAX_HELD];
+	bool		rank1;			/* as OnnxValue's */
 	int64		batch;			/* the input's fixed batch size, or 0 when symbolic */
 	bool		open_matmul;	/* the node's output is a MatMul's (the value it writes) */
 	/* the kind of value the node writes and its dims (onnx_import_seq.c); outputs_done: it wrote them all */
@@ -134,6 +137,7 @@ typedef struct Reader
 	OnnxAttention *out_att;		/* with out_kind an ONNX_VALUE_ATT_* kind */
 	int			out_part;
 	int			sigmoid_node;	/* node index of the last layer when it is a Sigmoid, else -1 */
+	bool		group_softmax;	/* the last layer is a (Log)Softmax over groups of an example (read_softmax) */
 	int			norm_state;		/* leading normalization: 0 may come, 1 after Sub, 2 past */
 	bool		meta_normalization;
 	bool		meta_target;	/* PGDL_ONNX_META_TARGET_NORMALIZATION: the last nodes undo it */

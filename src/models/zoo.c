@@ -81,6 +81,16 @@ append_layer(StringInfo s, const NnLayerSpec *l)
 		case NN_DROPOUT:
 			appendStringInfo(s, "%s(%g)", name, l->rate);
 			break;
+		case NN_FLATTEN:
+			appendStringInfoString(s, name);
+			if (l->steps > 0)
+				appendStringInfo(s, "(%d steps)", l->steps);
+			break;
+		case NN_SOFTMAX:
+			appendStringInfoString(s, name);
+			if (l->log)
+				appendStringInfoString(s, "(log)");
+			break;
 		default:
 			appendStringInfoString(s, name);
 			break;

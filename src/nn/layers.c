@@ -1005,7 +1005,7 @@ softmax_forward(const LayerCall *c)
 {
 	int			cols = softmax_cols(c);
 
-	c->be->softmax_forward(c->in, c->out, c->n * c->in_size / cols, cols);
+	(c->l->log ? c->be->log_softmax_forward : c->be->softmax_forward) (c->in, c->out, c->n * c->in_size / cols, cols);
 }
 
 static void
@@ -1014,7 +1014,8 @@ softmax_backward(const LayerCall *c)
 	int			cols = softmax_cols(c);
 
 	if (c->din)
-		c->be->softmax_backward(c->out, c->dout, c->din, c->n * c->in_size / cols, cols);
+		(c->l->log ? c->be->log_softmax_backward : c->be->softmax_backward) (c->out, c->dout, c->din,
+																			  c->n * c->in_size / cols, cols);
 }
 
 /*

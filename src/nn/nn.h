@@ -104,11 +104,16 @@ typedef struct NnLayerSpec
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
-	int32_t		start;			/* slice: its first feature (its length is in units) */
+	union
+	{
+		int32_t		start;		/* slice: its first feature (its length is in units) */
+		int32_t		steps;		/* flatten: 0, flat; or the sequence [steps, size / steps] it makes */
+	};
 	int32_t		heads;			/* attention: heads, dividing the features */
 	bool		causal;			/* attention: a step attends to itself and the steps before it only */
 	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
+	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 

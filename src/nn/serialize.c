@@ -9,8 +9,8 @@
  *                         u32 name length, the name's bytes
  *               (a type or key added later keeps its own fields in slots it does not use:
  *               embedding's vocab in filters, gru's return_sequences in kernel, as are
- *               attention's causal, dense's per_step and embedding's positions; a blob
- *               from before they existed has 0 there, their off)
+ *               attention's causal, dense's per_step, embedding's positions, flatten's
+ *               steps and softmax's log; a blob from before they existed has 0 there, their off)
  *                         u32 name length, the name's bytes, i32 groups
  *               version 3 (a loss with a parameter) is version 2, the graph section
  *               always, and f32 delta (huber's) right after the loss
@@ -200,6 +200,10 @@ kernel_slot(const NnLayerSpec *l)
 			return l->per_step;
 		case NN_EMBEDDING:
 			return l->positions;
+		case NN_FLATTEN:
+			return l->steps;
+		case NN_SOFTMAX:
+			return l->log;
 		default:
 			return l->kernel;
 	}
@@ -442,6 +446,16 @@ unpack_slots(NnLayerSpec *l)
 	if (l->type == NN_DENSE)
 	{
 		l->per_step = l->kernel != 0;
+		l->kernel = 0;
+	}
+	if (l->type == NN_FLATTEN)
+	{
+		l->steps = l->kernel;
+		l->kernel = 0;
+	}
+	if (l->type == NN_SOFTMAX)
+	{
+		l->log = l->kernel != 0;
 		l->kernel = 0;
 	}
 	if (l->type == NN_GRU)

@@ -345,9 +345,20 @@ reshape_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 
 	if (l->type == NN_FLATTEN)
 	{
-		out->ndim = 1;
-		out->c = (int32_t) NN_SHAPE_SIZE(in);
-		out->h = out->w = 1;
+		int64_t		size = NN_SHAPE_SIZE(in);
+
+		REQUIRE_RANGE(l->steps, 0, NN_MAX_DIM, "steps");
+		if (l->steps > 0 && size % l->steps != 0)
+		{
+			nn_error_set(err, i, "steps", "%s: \"steps\" (%d) must divide the input's %lld values", tname,
+						 l->steps, (long long) size);
+			return false;
+		}
+		/* with steps, the values as they lie become a sequence: step after step, as ONNX's Reshape */
+		out->ndim = l->steps > 0 ? 2 : 1;
+		out->c = l->steps > 0 ? l->steps : (int32_t) size;
+		out->h = 1;
+		out->w = l->steps > 0 ? (int32_t) (size / l->steps) : 1;
 		return true;
 	}
 	if (in.ndim == 2)

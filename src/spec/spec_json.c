@@ -146,6 +146,8 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
 	[NN_SLICE] = {"start", "length"},
 	[NN_ATTENTION] = {"heads", "causal"},
 	[NN_CONV1D] = {"filters", "kernel", "stride", "padding", "init"},
+	[NN_FLATTEN] = {"steps"},
+	[NN_SOFTMAX] = {"log"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", "delta", NULL};
@@ -340,6 +342,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	INT_FIELD("stride", stride);
 	INT_FIELD("padding", padding);
 	INT_FIELD("groups", groups);
+	INT_FIELD("steps", steps);
 	if (l->groups == 1)
 		l->groups = 0;			/* one group is stored as 0, as before groups existed: one spec, one form */
 	FLOAT_FIELD("alpha", alpha);
@@ -364,6 +367,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	BOOL_FIELD("return_sequences", return_sequences);
 	BOOL_FIELD("per_step", per_step);
 	BOOL_FIELD("positions", positions);
+	BOOL_FIELD("log", log);
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		pgdl_report_invalid("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
 	if ((v = pgdl_jsonb_key(obj, "name")) != NULL)
@@ -585,6 +589,14 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_SLICE:
 			pgdl_jsonb_put_int(state, "start", l->start);
 			pgdl_jsonb_put_int(state, "length", l->units);
+			break;
+		case NN_FLATTEN:
+			if (l->steps > 0)	/* only when on: a flatten's spec reads as it did */
+				pgdl_jsonb_put_int(state, "steps", l->steps);
+			break;
+		case NN_SOFTMAX:
+			if (l->log)			/* likewise */
+				pgdl_jsonb_put_bool(state, "log", true);
 			break;
 		default:
 			break;
