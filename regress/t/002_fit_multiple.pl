@@ -470,9 +470,18 @@ is($node->safe_psql('postgres',
 # trains every epoch's last visit; the evaluation is a task of its own that a
 # worker with nothing of its own takes.  Each worker's DEBUG1 lines say which
 # evaluations it ran and what its time went to; the models stay 1 worker's.
+# The validation set is 40 times a partition, so that evaluations are most of
+# the work (tiny visits would leave who takes what to the latches' timing) and
+# the worker that does not own the epochs' last partition takes a share of them.
 # ---------------------------------------------------------------------------
 $node->safe_psql(
 	'postgres', q{
+CREATE TABLE valid_big AS
+SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
+  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
+          FROM generate_series(2501, 22500) i, generate_series(1, 16) j GROUP BY i) s;
+SELECT pgdl.pack('valid_big', 'x', 'label', 'valid_big_packed', buffer_rows => 500, partitions => 1,
+                 reference => 'train_packed');
 INSERT INTO pgdl.configs (set_name, architecture, config)
 SELECT 'one_seed', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', lr, 'momentum', 0.9, 'batch_size', 25, 'seed', 5)
   FROM pgdl.architectures a, unnest(ARRAY[0.01, 0.02, 0.05, 0.1]) lr
@@ -480,7 +489,7 @@ SELECT 'one_seed', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', lr, 'momen
  ORDER BY a.name, lr;
 });
 $node->safe_psql('postgres',
-	"CREATE TABLE lb_one_seed_w1 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_packed', workers => 1)"
+	"CREATE TABLE lb_one_seed_w1 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_big_packed', workers => 1)"
 );
 $node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
 $node->reload;
@@ -488,7 +497,7 @@ ok(poll_until($node, "SELECT current_setting('log_min_messages') = 'debug1'", 10
 	'log_min_messages is debug1 for the run');
 my $log_offset = -s $node->logfile;
 $node->safe_psql('postgres',
-	"CREATE TABLE lb_one_seed_w2 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_packed', workers => 2)"
+	"CREATE TABLE lb_one_seed_w2 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_big_packed', workers => 2)"
 );
 $node->append_conf('postgresql.conf', "log_min_messages = warning\n");
 $node->reload;
