@@ -311,13 +311,14 @@ sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *lo
 /*
  * The run's training as its workers would schedule it: each worker loads the
  * partitions it owns, then takes models by the workers' rule (schedule.c's
- * mop_pick_model: its own partitions' first, else one whose partition's owner
- * is busy, read there or attached from the worker that holds it, once as the
- * budget allows; the most work left first), waiting for a visit to end or
- * another worker to take a model when there is none.  Returns when the last
- * model finishes, or -1 when the run is too long to simulate.  The models'
- * partition orders are those of the run, so that, with the same seed, they
- * all start on the same partition.
+ * mop_pick_model: its own partitions' first, then a model's evaluation at the
+ * end of its epoch, else one whose partition's owner is busy, read there or
+ * attached from the worker that holds it, once as the budget allows; the most
+ * work left first), waiting for a visit to end or another worker to take a
+ * model when there is none.  Returns when the last model finishes, or -1 when
+ * the run is too long to simulate.  The models' partition orders are those of
+ * the run, so that, with the same seed, they all start (and end) an epoch on
+ * the same partition.
  */
 static double
 explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads,

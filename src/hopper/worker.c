@@ -4,7 +4,8 @@
  * Attaches the run's DSM segment, connects as the caller to the caller's
  * database (so it reads only what the caller may read), loads the buffers of
  * the partitions it owns, then loops: take an idle model whose next partition is
- * its own, train it there, put it back; at the end of a model's epoch, evaluate
+ * its own, train it there, put it back; at the end of a model's epoch, the
+ * model waits for a worker (this one or another: schedule.c's rule) to evaluate
  * it and checkpoint it in a transaction of its own.  Signal handling follows
  * worker_spi: SIGTERM ends the worker, the latch wakes it.
  */
