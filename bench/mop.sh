@@ -19,6 +19,9 @@
 # already packed in PostgreSQL (packing is a one-time step per dataset; its time
 # is printed apart).  PyTorch end-to-end = COPY export with psycopg + training +
 # evaluation on 2 processes.
+# With the private server, each fit_multiple is followed by its workers' lines
+#   pgdl worker N: trained T s, validated V model-epochs in S s, waited W s
+# (log_min_messages = debug1 on that server).
 # The last lines are always
 #   mop: 2 workers / 1 worker = X
 #   selection: pytorch end-to-end / pgdl end-to-end = Y
@@ -139,10 +142,21 @@ SQL
 	exit 0
 fi
 
+# where each worker's time went (its DEBUG1 line: trained, validated, waited), when the server is this script's own
+worker_log=
+if [ -n "${PG_PRIVATE_DIR:-}" ]; then
+	worker_log=$PG_PRIVATE_DIR/server.log
+	psql -c "ALTER SYSTEM SET log_min_messages = debug1" -c "SELECT pg_reload_conf()" >/dev/null
+fi
+
 declare -A secs
 for w in 1 2; do
 	echo "== pgdl.fit_multiple, $w worker(s)"
+	[ -n "$worker_log" ] && log_offset=$(stat -c %s "$worker_log")
 	secs[$w]=$(fit "$w")
+	if [ -n "$worker_log" ]; then
+		tail -c +$((log_offset + 1)) "$worker_log" | grep -o 'pgdl worker [0-9]*: trained .*' || true
+	fi
 	echo "fit_multiple workers=$w: ${secs[$w]} s, $(ips "${secs[$w]}") images/s ($n_configs configs x $EPOCHS epochs x $n_train images), sum of per-model epoch seconds $(busy) s"
 	echo "leaderboard (top 5 of $n_configs, by validation loss):"
 	leaderboard "$w"

@@ -465,6 +465,58 @@ is($node->safe_psql('postgres',
 	"$EPOCHS", '... the others train every epoch');
 
 # ---------------------------------------------------------------------------
+# Validation spread over the workers (schedule.c's pick_rank): configurations of
+# one seed all end an epoch on the same partition, so the worker that owns it
+# trains every epoch's last visit; the evaluation is a task of its own that a
+# worker with nothing of its own takes.  Each worker's DEBUG1 lines say which
+# evaluations it ran and what its time went to; the models stay 1 worker's.
+# The validation set is 40 times a partition, so that evaluations are most of
+# the work (tiny visits would leave who takes what to the latches' timing) and
+# the worker that does not own the epochs' last partition takes a share of them.
+# ---------------------------------------------------------------------------
+$node->safe_psql(
+	'postgres', q{
+CREATE TABLE valid_big AS
+SELECT i, x, (x[1] + x[2] + x[3] > 0)::int * 2 + (x[4] - x[5] + x[6] > 0)::int AS label
+  FROM (SELECT i, array_agg(sin(i * (j + 0.5) * 0.731 + j * j)::real ORDER BY j) AS x
+          FROM generate_series(2501, 22500) i, generate_series(1, 16) j GROUP BY i) s;
+SELECT pgdl.pack('valid_big', 'x', 'label', 'valid_big_packed', buffer_rows => 500, partitions => 1,
+                 reference => 'train_packed');
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'one_seed', a.id, jsonb_build_object('optimizer', 'sgd', 'lr', lr, 'momentum', 0.9, 'batch_size', 25, 'seed', 5)
+  FROM pgdl.architectures a, unnest(ARRAY[0.01, 0.02, 0.05, 0.1]) lr
+ WHERE a.name IN ('small', 'wide') AND a.owner = current_user::regrole
+ ORDER BY a.name, lr;
+});
+$node->safe_psql('postgres',
+	"CREATE TABLE lb_one_seed_w1 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_big_packed', workers => 1)"
+);
+$node->append_conf('postgresql.conf', "log_min_messages = debug1\n");
+$node->reload;
+ok(poll_until($node, "SELECT current_setting('log_min_messages') = 'debug1'", 10),
+	'log_min_messages is debug1 for the run');
+my $log_offset = -s $node->logfile;
+$node->safe_psql('postgres',
+	"CREATE TABLE lb_one_seed_w2 AS SELECT * FROM pgdl.fit_multiple('train_packed', 'one_seed', $EPOCHS, 'valid_big_packed', workers => 2)"
+);
+$node->append_conf('postgresql.conf', "log_min_messages = warning\n");
+$node->reload;
+my $spread_log = substr(slurp_file($node->logfile), $log_offset);
+my @evaluations = $spread_log =~ /pgdl worker (\d+): evaluates configuration \d+ at the end of its epoch \d+, visited last by worker (\d+)/g;
+my $crossed = 0;
+for (my $k = 0; $k < @evaluations; $k += 2)
+{
+	$crossed++ if $evaluations[$k] != $evaluations[ $k + 1 ];
+}
+is(scalar(@evaluations) / 2, 8 * $EPOCHS, 'one seed, 2 workers: every model-epoch is evaluated as a task of its own');
+cmp_ok($crossed, '>', 0, '... and some by a worker other than the one that visited its last partition');
+my %validated = $spread_log =~ /pgdl worker (\d+): trained [0-9.]+ s, validated (\d+) model-epochs/g;
+is(join(',', sort keys %validated), '0,1', '... each of the 2 workers says where its time went');
+is($validated{0} + $validated{1}, 8 * $EPOCHS, '... and their validations add up to every model-epoch');
+is(model_digests($node, 'lb_one_seed_w2'), model_digests($node, 'lb_one_seed_w1'),
+	'... and the models are those of 1 worker, bit for bit');
+
+# ---------------------------------------------------------------------------
 # Too few background worker slots.
 # ---------------------------------------------------------------------------
 # max_worker_processes = 1 and the logical replication launcher holds that slot:

@@ -67,10 +67,12 @@ typedef struct SimModel
 	int32		epoch;
 	int32		visit;
 	int32		part;			/* the partition of its next visit */
-	double		per_visit;		/* training a partition (and its share of validation), predicted */
+	double		per_visit;		/* training a partition, predicted */
+	double		validate_cost;	/* its validation at the end of an epoch, predicted; 0: the run has none */
 	double		visit_cost;		/* the visit's blob read, first step and write back */
 	double		epoch_cost;		/* its checkpoint at the end of an epoch */
 	double		ready;			/* when its visit in progress ends */
+	bool		evaluate;		/* its epoch trained: its validation is due, for any worker */
 	bool		done;
 } SimModel;
 
@@ -216,9 +218,10 @@ sim_pick(SimWorkers *sw, const SimModel *sim, int n, int epochs, int w, double t
 		MopCandidate *c = &sw->candidates[i];
 
 		c->takeable = !(m->done || m->ready > t);
+		c->evaluate = m->evaluate;
 		if (c->takeable)
 		{
-			c->owner = sw->owner[m->part];
+			c->owner = m->evaluate ? -1 : sw->owner[m->part];
 			c->left = m->per_visit * ((epochs - m->epoch) * sw->parts - m->visit);
 		}
 	}
@@ -242,41 +245,65 @@ sim_wait(SimWorkers *sw, int w, double t)
 	return true;
 }
 
+/* m's epoch ends: its checkpoint, and its validation (the worker's first reads the set); on to its next epoch. */
+static double
+sim_end_epoch(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *loads)
+{
+	double		d = m->epoch_cost + m->validate_cost * sw->pace[w];
+
+	if (m->validate_cost > 0)
+	{
+		d += sw->validated[w] ? 0 : loads->validation;
+		sw->validated[w] = true;
+	}
+	m->evaluate = false;
+	m->visit = 0;
+	if (++m->epoch >= epochs)
+		m->done = true;
+	return d;
+}
+
 /*
  * Worker w trains model m on its next partition: the visit's seconds, with the
- * partition's read (or attach) when w does not hold it, and at the end of an
- * epoch the model's checkpoint and validation; m moves on to its next visit.
+ * partition's read (or attach) when w does not hold it; at the end of an epoch
+ * with validation, the model waits for a worker to validate it (as a run's
+ * models do, worker.c), else the checkpoint follows in the same worker; m
+ * moves on to its next visit.  Or, m's validation due, w validates it.
  */
 static double
 sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *loads)
 {
 	int			p = m->part;
-	double		d = (m->visit_cost + m->per_visit) * sw->pace[w];
+	double		d;
 
-	if (!sw->held[w * sw->parts + p])
+	if (m->evaluate)
+		d = sim_end_epoch(sw, m, epochs, w, loads);
+	else
 	{
-		bool		elsewhere = false;
-
-		for (int v = 0; v < sw->n; v++)
-			elsewhere |= sw->held[v * sw->parts + p];
-		/* read at this visit (or attached); held for the next as the budget allows */
-		d += elsewhere ? loads->attach : loads->read;
-		if (sw->used[w] + loads->part_bytes <= sw->budget)
+		d = (m->visit_cost + m->per_visit) * sw->pace[w];
+		if (!sw->held[w * sw->parts + p])
 		{
-			sw->used[w] += loads->part_bytes;
-			sw->held[w * sw->parts + p] = true;
+			bool		elsewhere = false;
+
+			for (int v = 0; v < sw->n; v++)
+				elsewhere |= sw->held[v * sw->parts + p];
+			/* read at this visit (or attached); held for the next as the budget allows */
+			d += elsewhere ? loads->attach : loads->read;
+			if (sw->used[w] + loads->part_bytes <= sw->budget)
+			{
+				sw->used[w] += loads->part_bytes;
+				sw->held[w * sw->parts + p] = true;
+			}
+		}
+		if (++m->visit == sw->parts)
+		{
+			if (m->validate_cost > 0)
+				m->evaluate = true;
+			else
+				d += sim_end_epoch(sw, m, epochs, w, loads);
 		}
 	}
-	if (++m->visit == sw->parts)
-	{
-		/* validation: the worker's first reads its set */
-		d += m->epoch_cost + (sw->validated[w] ? 0 : loads->validation);
-		sw->validated[w] = true;
-		m->visit = 0;
-		if (++m->epoch >= epochs)
-			m->done = true;
-	}
-	if (!m->done)
+	if (!m->done && !m->evaluate)
 		sim_next_part(m, sw->parts);
 	return d;
 }
@@ -284,13 +311,14 @@ sim_visit(SimWorkers *sw, SimModel *m, int epochs, int w, const ExplainLoads *lo
 /*
  * The run's training as its workers would schedule it: each worker loads the
  * partitions it owns, then takes models by the workers' rule (schedule.c's
- * mop_pick_model: its own partitions' first, else one whose partition's owner
- * is busy, read there or attached from the worker that holds it, once as the
- * budget allows; the most work left first), waiting for a visit to end or
- * another worker to take a model when there is none.  Returns when the last
- * model finishes, or -1 when the run is too long to simulate.  The models'
- * partition orders are those of the run, so that, with the same seed, they
- * all start on the same partition.
+ * mop_pick_model: its own partitions' first, then a model's evaluation at the
+ * end of its epoch, else one whose partition's owner is busy, read there or
+ * attached from the worker that holds it, once as the budget allows; the most
+ * work left first), waiting for a visit to end or another worker to take a
+ * model when there is none.  Returns when the last model finishes, or -1 when
+ * the run is too long to simulate.  The models' partition orders are those of
+ * the run, so that, with the same seed, they all start (and end) an epoch on
+ * the same partition.
  */
 static double
 explain_schedule(const MopRun *run, SimModel *sim, int n, double start, const ExplainLoads *loads,
@@ -410,6 +438,7 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 	double		ips = pgdl_predict_images_per_second(prof, spec, &c->config.optim, c->config.batch_size,
 													 run->n_workers, false);
 	double		seconds,
+				validate = 0,
 				blob_params;
 	NnMemory	mem;
 	NnCost		cost;
@@ -419,8 +448,11 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 		!nn_spec_cost(spec, NULL, &cost, &err))
 		pgdl_report_nn_error("model spec", &err);
 	if (prof->id)
-		seconds = run->epochs * (run->ds->n_rows_hint +
-								 (run->vds ? (double) run->vds->n_rows_hint * cost.flops_forward / Max(cost.flops_train, 1) : 0)) / ips;
+	{
+		/* an epoch's validation, at the forward pass's share of a step */
+		validate = run->vds ? (double) run->vds->n_rows_hint * cost.flops_forward / Max(cost.flops_train, 1) / ips : 0;
+		seconds = run->epochs * (run->ds->n_rows_hint / ips + validate);
+	}
 	else
 		seconds = flops / (pgdl_cpu_gflops * 1e9);
 	eg->n_configs++;
@@ -440,7 +472,9 @@ explain_config(const MopRun *run, const MopConfig *c, const PgdlProfile *prof, E
 		m->seed = (uint64) c->config.seed;
 		m->epoch = c->start_epoch;
 		m->done = c->stopped || c->start_epoch >= run->epochs || (c->has_metrics && c->last.diverged);
-		m->per_visit = seconds / run->epochs / run->ds->partitions;
+		m->per_visit = (seconds / run->epochs - validate) / run->ds->partitions;
+		m->validate_cost = validate;
+		m->evaluate = false;
 		m->visit_cost = pgdl_profile_visit_seconds(prof, (double) cost.params);
 		/* a checkpoint serializes the model: half a visit */
 		m->epoch_cost = pgdl_profile_checkpoint_seconds(prof, blob_params) + m->visit_cost / 2;

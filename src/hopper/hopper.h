@@ -57,7 +57,8 @@ typedef enum MopModelState
 	MOP_RUNG,					/* waiting at a rung for its decision */
 	MOP_DONE,					/* trained for all its epochs */
 	MOP_STOPPED,				/* stopped early by successive halving */
-	MOP_DIVERGED				/* its loss or weights became NaN or infinite: trained no more */
+	MOP_DIVERGED,				/* its loss or weights became NaN or infinite: trained no more */
+	MOP_EVALUATE				/* its epoch trained, waiting for any worker to evaluate and record it */
 } MopModelState;
 
 /* A model no worker will take again. */
@@ -113,6 +114,7 @@ typedef struct MopModel
 	int32		visit;			/* partitions visited in the current epoch */
 	int32		worker;			/* when busy */
 	int32		partition;		/* when busy */
+	int32		visited_by;		/* the worker of its last visit, for a DEBUG1 line of its evaluation */
 	Size		blob_offset;	/* in the blob area */
 	Size		blob_len;
 	/* the current epoch, summed over its sub-epochs */
@@ -203,7 +205,8 @@ extern double mop_predicted_seconds_left(const MopShared *shared, int workers);
 typedef struct MopCandidate
 {
 	bool		takeable;		/* idle: no worker trains it and it waits at no rung */
-	int32		owner;			/* when takeable: the worker that owns its next partition */
+	bool		evaluate;		/* when takeable: its epoch's evaluation is due, which any worker may run */
+	int32		owner;			/* when takeable, not evaluate: the worker that owns its next partition */
 	double		left;			/* when takeable: seconds it has left to train, its priority */
 } MopCandidate;
 

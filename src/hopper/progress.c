@@ -23,7 +23,9 @@
 
 static const char *const state_names[] = {
 	[MOP_IDLE] = "waiting", [MOP_BUSY] = "training", [MOP_RUNG] = "at rung",
-	[MOP_DONE] = "done", [MOP_STOPPED] = "stopped", [MOP_DIVERGED] = "diverged"
+	[MOP_DONE] = "done", [MOP_STOPPED] = "stopped", [MOP_DIVERGED] = "diverged",
+	/* its next epoch waits for a worker, as an idle model's does */
+	[MOP_EVALUATE] = "waiting"
 };
 
 /*

@@ -15,8 +15,9 @@
  * Invariants:
  * - a model's next partition is a function of its seed, epoch and visit alone
  *   (the order pgdl.fit draws), never of the worker that trains it;
- * - the rule decides only who trains a visit and when, never which visits a
- *   model makes or in what order, so the models' bytes do not depend on it;
+ * - the rule decides only who trains a visit (or evaluates an epoch's end)
+ *   and when, never which visits a model makes or in what order, so the
+ *   models' bytes do not depend on it;
  * - the rule depends on nothing but its candidates, in their order: the same
  *   situation picks the same model, in a worker and in the simulation.
  */
@@ -139,34 +140,50 @@ mop_predicted_seconds_left(const MopShared *shared, int workers)
 }
 
 /*
- * Longest first: of the candidates a worker may take, the one with the most
- * seconds left, so that the heaviest models do not finish last, one at a
- * time.  Models of the worker's own partitions come before all others: a
- * model of another's partition is taken only while that owner is busy (it
- * would take the model itself otherwise), and never on a node, whose buffers
- * only their owner reaches.  Of equals, the first in the set's order.
+ * The rank of candidate c for `worker`, higher first; -1: not for it.  A visit
+ * of its own partitions first; then an evaluation, which needs no partition,
+ * so that a worker whose partitions have no model waiting validates the models
+ * another's partitions finished rather than leave every validation to the
+ * owner of the partition that ends the epochs (configurations of one seed all
+ * end an epoch on the same partition); last a model of another's partition,
+ * taken only while that owner is busy (it would take the model itself
+ * otherwise), and never on a node, whose buffers only their owner reaches.
+ */
+static int
+pick_rank(const MopCandidate *c, int32 worker, const bool *busy, bool distributed)
+{
+	if (!c->takeable)
+		return -1;
+	if (c->evaluate)
+		return 1;
+	if (c->owner == worker)
+		return 2;
+	return distributed || !busy[c->owner] ? -1 : 0;
+}
+
+/*
+ * Longest first: of the candidates a worker may take, of the best rank
+ * (pick_rank), the one with the most seconds left, so that the heaviest models
+ * do not finish last, one at a time.  Of equals, the first in the set's order.
  */
 int32
 mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool *busy, bool distributed)
 {
 	int32		best = -1;
-	bool		best_ours = false;
+	int			best_rank = -1;
 	double		best_left = 0;
 
 	for (int32 i = 0; i < n; i++)
 	{
 		const MopCandidate *c = &candidates[i];
-		bool		ours;
+		int			rank = pick_rank(c, worker, busy, distributed);
 
-		if (!c->takeable)
+		if (rank < 0)
 			continue;
-		ours = c->owner == worker;
-		if (!ours && (distributed || !busy[c->owner]))
-			continue;
-		if (best < 0 || (ours && !best_ours) || (ours == best_ours && c->left > best_left))
+		if (best < 0 || rank > best_rank || (rank == best_rank && c->left > best_left))
 		{
 			best = i;
-			best_ours = ours;
+			best_rank = rank;
 			best_left = c->left;
 		}
 	}
