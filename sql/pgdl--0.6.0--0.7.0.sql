@@ -2571,8 +2571,11 @@ GRANT SELECT, INSERT ON pgdl.partition_replicas TO PUBLIC;
 GRANT UPDATE (checksum, created) ON pgdl.partition_replicas TO PUBLIC;
 GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.partition_replicas TO pgdl_admin;
 ALTER TABLE pgdl.partition_replicas ENABLE ROW LEVEL SECURITY;
-CREATE POLICY owners ON pgdl.partition_replicas USING (pgdl.acts_as(owner)) WITH CHECK (pgdl.acts_as(owner));
+-- a row is written by the owner of the packed table only: another role's runs trust it
+CREATE POLICY owners ON pgdl.partition_replicas USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND pg_catalog.pg_has_role(
+		(SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = packed), 'USAGE'));
 CREATE POLICY readers ON pgdl.partition_replicas FOR SELECT
 	USING (pg_catalog.has_table_privilege(packed, 'SELECT'));
-COMMENT ON POLICY owners ON pgdl.partition_replicas IS 'the role that distributed the table (or pgdl_admin) reads and changes its replicas';
+COMMENT ON POLICY owners ON pgdl.partition_replicas IS 'the role that distributed the table (or pgdl_admin) reads and changes its replicas; only an owner of the packed table records one';
 COMMENT ON POLICY readers ON pgdl.partition_replicas IS 'whoever may read the packed table reads where its replicas are, for the runs that train on it';

@@ -8,7 +8,7 @@ CREATE EXTENSION IF NOT EXISTS postgres_fdw;
 CREATE SERVER rp_a FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '/nonexistent', dbname 'none');
 CREATE SERVER rp_b FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '/nonexistent', dbname 'none');
 CREATE TABLE rp_rows AS SELECT i, ARRAY[i::real, (i % 7)::real] AS x, (i % 2) AS y FROM generate_series(1, 40) i;
-SELECT pgdl.pack('rp_rows', 'x', 'y', 'rp_packed', buffer_rows => 10, partitions => 2, seed => 1);
+SELECT pgdl.pack('rp_rows', 'x', 'y', 'rp_packed', buffer_rows => 10, partitions => 2, seed => 1) IS NOT NULL AS packed;
 SELECT pg_get_function_arguments('pgdl.distribute'::regproc);
 
 SELECT pgdl.distribute('rp_packed', ARRAY['rp_a', 'rp_b'], replicas => NULL);
@@ -34,7 +34,18 @@ VALUES ('rp_packed', 0, 0, 'rp_b', 'public', 'rp_packed_p0', '5:x');
 INSERT INTO pgdl.partition_replicas (packed, part, replica, server, remote_schema, remote_table, checksum)
 VALUES ('rp_packed', -1, 1, 'rp_b', 'public', 'rp_packed_p0', '5:x');
 
+-- only an owner of the packed table records a replica: another role's runs would trust it
+CREATE ROLE rp_other;
+GRANT USAGE ON SCHEMA pgdl TO rp_other;
+GRANT SELECT ON rp_packed TO rp_other;
+SET ROLE rp_other;
+INSERT INTO pgdl.partition_replicas (packed, part, replica, server, remote_schema, remote_table, checksum)
+VALUES ('rp_packed', 0, 1, 'rp_b', 'public', 'rp_packed_p0', '5:x');
+SELECT count(*) FROM pgdl.partition_replicas;
+RESET ROLE;
 \set VERBOSITY default
 DELETE FROM pgdl.datasets WHERE packed = 'rp_packed'::regclass;
 DROP TABLE rp_rows, rp_packed;
 DROP SERVER rp_a, rp_b CASCADE;
+REVOKE USAGE ON SCHEMA pgdl FROM rp_other;
+DROP ROLE rp_other;
