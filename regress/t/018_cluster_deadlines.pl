@@ -181,7 +181,7 @@ sub set_gflops
 	kill 'CONT', @pids;
 	ok(node_sessions_gone($node1, 10), "node1's stopped session ends once it runs again");
 	like(substr(slurp_file($node1->logfile), $offsets[0]),
-		qr/canceling statement due to user request|connection to client lost|could not receive data from client|unexpected EOF on client connection/,
+		qr/canceling statement due to user request|connection to client lost|could not (?:receive|send) data (?:from|to) client|unexpected EOF on client connection/,
 		"... as the fence's cancel or the closed connection says in node1's log");
 	is($coord->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"),
 		$stored, '... and the run on the coordinator is unchanged by it');

@@ -3,7 +3,8 @@
 # pgdl.distribute(..., replicas => 2) puts partition k on node (k % 3) + 1
 # and a checksummed replica on node ((k + 1) % 3) + 1, recorded in
 # pgdl.partition_replicas; calling it again copies nothing that is whole.  A
-# run keeps going when a node is lost: kill -9 of a node's postmaster mid-run,
+# worker whose node holds a replica of a partition takes its visits while the
+# partition's owner is busy, with the bytes of one server.  A run keeps going when a node is lost: kill -9 of a node's postmaster mid-run,
 # or SIGSTOP of a node's backends past the visit's deadline (fenced); the
 # worker redoes the visit from the model bytes it sent on the replica, and the
 # models are those of one server, bit for bit.  A fenced node that runs again
@@ -103,6 +104,31 @@ $coord->safe_psql('postgres',
 my $ref_digests = model_digests($coord, 'lb_ref');
 like($ref_digests, qr/^\d+:[0-9a-f]{32} \d+:[0-9a-f]{32}$/, 'the reference run stores two models');
 
+# ---------------------------------------------------------------------------
+# A visit of partition p goes to a replica on a free node while p's owner is
+# busy: the workers say where each visit goes at DEBUG1.
+# ---------------------------------------------------------------------------
+{
+	$coord->safe_psql('postgres', 'ALTER SYSTEM SET log_min_messages = debug1; SELECT pg_reload_conf()');
+	my $offset = -s $coord->logfile;
+	$coord->safe_psql('postgres',
+		"CREATE TABLE lb_spread AS SELECT * FROM pgdl.fit_multiple('train_packed', 'long', 20, 'valid_packed')");
+	$coord->safe_psql('postgres', 'ALTER SYSTEM RESET log_min_messages; SELECT pg_reload_conf()');
+	my $log = substr(slurp_file($coord->logfile), $offset);
+	my ($primary, $replica) = (0, 0);
+	while ($log =~ /visits partition (\d) on server "node(\d)"/g)
+	{
+		if ($2 == $1 + 1) { $primary++ }
+		elsif ($2 == ($1 + 1) % 3 + 1) { $replica++ }
+		else { fail("partition $1 visited on node$2, which holds no copy of it") }
+	}
+	is($primary + $replica, 2 * 20 * 3, 'the workers say where each of the 120 visits goes');
+	cmp_ok($replica, '>', 0, "some visits go to a partition's replica while its owner is busy ($replica of 120)");
+	my $ref20 = $coord->safe_psql('postgres',
+		"CREATE TABLE lb_ref20 AS SELECT * FROM pgdl.fit_multiple('ref_packed', 'long', 20, 'valid_packed', workers => 3)");
+	is(model_digests($coord, 'lb_spread'), model_digests($coord, 'lb_ref20'), '... and the models are those of one server');
+}
+
 # Starts the run on train_packed; returns it once its first epoch is checkpointed.
 sub start_run
 {
@@ -130,9 +156,11 @@ sub start_run
 	is(model_digests($coord, 'lb_killed'), $ref_digests, '... with the models of one server, bit for bit');
 	cmp_ok($coord->safe_psql('postgres', "SELECT count(*) FROM pgdl.checkpoints WHERE run = $run"), '==', 2 * $EPOCHS,
 		'... and every epoch checkpointed');
-	like(substr(slurp_file($coord->logfile), $offset),
-		qr/server "node1" is dropped for the rest of the run; the visit of partition 0 with configuration \d+ is redone on server "node2"/,
-		"... the worker says it dropped node1 and where the visit went");
+	# node1 holds partition 0 and the replica of partition 2
+	my ($part, $to) = substr(slurp_file($coord->logfile), $offset)
+	  =~ /server "node1" is dropped for the rest of the run; the visit of partition (\d) with configuration \d+ is redone on server "(node\d)"/;
+	ok(defined $part && (($part == 0 && $to eq 'node2') || ($part == 2 && $to eq 'node3')),
+		'... the worker says it dropped node1 and redid the visit on the other copy: ' . ($part // '?') . ' on ' . ($to // '?'));
 
 	# node1 back for what follows, once its old processes are gone
 	my $deadline = time + 30;
@@ -158,9 +186,11 @@ sub start_run
 	is($rc, 0, 'node2 stopped mid-run: fit_multiple finishes') or diag($bg->{stderr});
 	note(sprintf('the run finished %.1f s after the stop', $elapsed));
 	is(model_digests($coord, 'lb_stopped'), $ref_digests, '... with the models of one server, bit for bit');
-	like(substr(slurp_file($coord->logfile), $offset),
-		qr/server "node2" is dropped for the rest of the run; the visit of partition 1 with configuration \d+ is redone on server "node3"/,
-		'... node2 fenced and its visit redone on node3');
+	# node2 holds partition 1 and the replica of partition 0: its visit goes to the other copy
+	my ($part, $to) = substr(slurp_file($coord->logfile), $offset)
+	  =~ /server "node2" is dropped for the rest of the run; the visit of partition (\d) with configuration \d+ is redone on server "(node\d)"/;
+	ok(defined $part && (($part == 1 && $to eq 'node3') || ($part == 0 && $to eq 'node1')),
+		'... node2 fenced and its visit redone on the other copy of its partition: ' . ($part // '?') . ' on ' . ($to // '?'));
 	my $stored = $coord->safe_psql('postgres', "SELECT count(*) || ' ' || md5(string_agg(md5(c.weights), ',' ORDER BY c.config, c.epoch)) FROM pgdl.checkpoints c WHERE run = $run");
 
 	kill 'CONT', @pids;

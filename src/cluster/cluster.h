@@ -154,6 +154,8 @@ typedef struct PgdlFailover
 	List	   *lost;			/* the servers this worker dropped for the rest of the run */
 	List	   *open;			/* its connections to other nodes, PgdlNode * */
 	int64		cache_bytes;	/* pgdl_node_keep_partitions there */
+	int32		partitions;
+	bool	   *held_here;		/* per partition: home holds a replica of it (pgdl_failover_held_here) */
 } PgdlFailover;
 
 typedef struct PgdlFailoverVisit
@@ -166,6 +168,7 @@ typedef struct PgdlFailoverVisit
 	const PgdlTrainConfig *config;
 	double		deadline;		/* s, of each try (a redo has one of its own); 0: none */
 	const char *what;			/* "configuration 3", for errors */
+	Oid			prefer;			/* a server whose copy goes first (a replica there), or invalid */
 } PgdlFailoverVisit;
 
 /*
@@ -173,6 +176,8 @@ typedef struct PgdlFailoverVisit
  * node that answered.  NULL when the last live copy's node missed its
  * deadline: it is fenced (*fenced), and the caller's error names it.
  */
+/* Per partition, whether f->home holds a replica of it: a worker there may visit it while its owner is busy. */
+extern bool *pgdl_failover_held_here(const PgdlFailover *f, int32 partitions);
 extern PgdlNode *pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFailoverVisit *v,
 									 PgdlVisit *out, PgdlNode **fenced);
 

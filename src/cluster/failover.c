@@ -27,9 +27,9 @@ is_lost(const PgdlFailover *f, Oid server)
 	return list_member_oid(f->lost, server);
 }
 
-/* The copies of partition part not on a dropped node, the primary first. */
+/* The copies of partition part not on a dropped node: the one on `prefer` first, then the primary, then the replicas. */
 static List *
-live_copies(const PgdlFailover *f, const PgdlPartPlace *primary, int32 part)
+live_copies(const PgdlFailover *f, const PgdlPartPlace *primary, int32 part, Oid prefer)
 {
 	List	   *live = NIL;
 	ListCell   *lc;
@@ -37,9 +37,32 @@ live_copies(const PgdlFailover *f, const PgdlPartPlace *primary, int32 part)
 	if (!is_lost(f, primary->server))
 		live = lappend(live, (void *) primary);
 	foreach(lc, f->replicas[part])
-		if (!is_lost(f, ((PgdlPartPlace *) lfirst(lc))->server))
-			live = lappend(live, lfirst(lc));
+	{
+		PgdlPartPlace *copy = lfirst(lc);
+
+		if (is_lost(f, copy->server))
+			continue;
+		if (copy->server == prefer)
+			live = lcons(copy, live);
+		else
+			live = lappend(live, copy);
+	}
 	return live;
+}
+
+bool *
+pgdl_failover_held_here(const PgdlFailover *f, int32 partitions)
+{
+	bool	   *held = palloc0(sizeof(bool) * partitions);
+
+	for (int32 p = 0; p < partitions; p++)
+	{
+		ListCell   *lc;
+
+		foreach(lc, f->replicas[p])
+			held[p] |= ((PgdlPartPlace *) lfirst(lc))->server == f->home->server;
+	}
+	return held;
 }
 
 /*
@@ -134,7 +157,7 @@ pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFai
 
 	for (;;)
 	{
-		List	   *live = live_copies(f, primary, v->part);
+		List	   *live = live_copies(f, primary, v->part, v->prefer);
 		const PgdlPartPlace *copy;
 		PgdlNode   *node;
 		MemoryContext old;
@@ -161,6 +184,9 @@ pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFai
 		old = MemoryContextSwitchTo(TopMemoryContext);
 		f->lost = lappend_oid(f->lost, node->server);
 		MemoryContextSwitchTo(old);
+		/* a worker whose node is gone takes no other worker's visits for it */
+		if (node == f->home && f->held_here)
+			memset(f->held_here, 0, sizeof(bool) * f->partitions);
 		dropped = node;
 	}
 }

@@ -205,6 +205,7 @@ typedef struct MopCandidate
 	bool		takeable;		/* idle: no worker trains it and it waits at no rung */
 	int32		owner;			/* when takeable: the worker that owns its next partition */
 	double		left;			/* when takeable: seconds it has left to train, its priority */
+	bool		replica_here;	/* distributed: the worker's node holds a replica of its next partition */
 } MopCandidate;
 
 /*

@@ -143,8 +143,10 @@ mop_predicted_seconds_left(const MopShared *shared, int workers)
  * seconds left, so that the heaviest models do not finish last, one at a
  * time.  Models of the worker's own partitions come before all others: a
  * model of another's partition is taken only while that owner is busy (it
- * would take the model itself otherwise), and never on a node, whose buffers
- * only their owner reaches.  Of equals, the first in the set's order.
+ * would take the model itself otherwise), and on a node only when the
+ * worker's node holds a replica of that partition (pgdl.distribute's
+ * replicas): other buffers there only their owner reaches.  Of equals, the
+ * first in the set's order.
  */
 int32
 mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool *busy, bool distributed)
@@ -161,7 +163,7 @@ mop_pick_model(const MopCandidate *candidates, int32 n, int32 worker, const bool
 		if (!c->takeable)
 			continue;
 		ours = c->owner == worker;
-		if (!ours && (distributed || !busy[c->owner]))
+		if (!ours && (!busy[c->owner] || (distributed && !c->replica_here)))
 			continue;
 		if (best < 0 || (ours && !best_ours) || (ours == best_ours && c->left > best_left))
 		{

@@ -412,6 +412,8 @@ take_model(bool *all_finished)
 		{
 			c->owner = shared->owner[mop_next_partition(m, shared->n_partitions)];
 			c->left = mop_seconds_left(shared, m);
+			c->replica_here = failover.held_here != NULL &&
+				failover.held_here[mop_next_partition(m, shared->n_partitions)];
 		}
 	}
 	best = mop_pick_model(candidates, shared->n_models, me, busy, shared->distributed);
@@ -500,7 +502,8 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 	double		deadline = mop_visit_deadline(shared, m);
 	PgdlFailoverVisit fv = {m->partition, blobs + m->blob_offset, m->blob_len,
 		ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len, &m->config, deadline,
-	psprintf("configuration " INT64_FORMAT, m->config_id)};
+		psprintf("configuration " INT64_FORMAT, m->config_id),
+	shared->owner[m->partition] == me ? InvalidOid : node->server};
 	PgdlVisit	result;
 	PgdlNode   *answered;
 	PgdlNode   *fenced = NULL;
@@ -823,6 +826,8 @@ connect_node(void)
 	failover.home = node;
 	failover.replicas = pgdl_packed_replicas(sources[0].train.packed, shared->n_partitions);
 	failover.cache_bytes = shared->cache_bytes;
+	failover.partitions = shared->n_partitions;
+	failover.held_here = pgdl_failover_held_here(&failover, shared->n_partitions);
 	MemoryContextSwitchTo(old);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
