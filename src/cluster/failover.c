@@ -2,7 +2,8 @@
  * failover.c -- a model hopper visit that outlives the loss of a node.
  *
  * A worker visits partition p on the node its foreign table names (the
- * primary).  When that node is lost during the visit (its connection breaks,
+ * primary), or on the replica its own node holds when it took the visit from
+ * p's busy owner (the schedule's rule, schedule.c).  When that node is lost during the visit (its connection breaks,
  * or it says it is shutting down) or is fenced at the visit's deadline, the
  * worker drops it for the rest of the run and redoes the visit, from the
  * model bytes it sent (the worker writes the answer back only once it has
