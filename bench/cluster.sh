@@ -30,7 +30,12 @@
 #       the same partitions per worker and the same schedule as (b) without
 #       hops, so that what (b) loses to hops stands apart from what any
 #       2-worker run loses to its last models finishing one at a time.
-# The models of (a), (b) and (c) must be byte-identical: md5 of
+#   (d) a slowed node (SLOWED=0 leaves it out): bench_node1's postmaster and
+#       backends pinned with taskset to core 0, which a busy loop also holds;
+#       the cluster run of (b) again, then pgdl.distribute(..., replicas => 2)
+#       (every partition on both nodes) and the run once more, where a visit
+#       goes to the replica on the free node while its owner is busy.
+# The models of (a), (b), (c) and (d) must be byte-identical: md5 of
 # pgdl.models.weights per configuration (the script exits with 1 if one differs).
 #
 # Measured besides the times:
@@ -51,12 +56,14 @@
 # Usage: bench/cluster.sh   (make install first; make bench-cluster runs it)
 # Environment: EPOCHS (default 2), LIMIT (default 0 = all 60,000 training
 # images; N = the first N), CONFIGS (all or cnn; default all), REFERENCE (1 or
-# 0, default 1: run (c)), KEEP_PG=1 keeps the servers' directory, logs and the
+# 0, default 1: run (c)), SLOWED (1 or 0, default 1: run (d)), KEEP_PG=1 keeps the servers' directory, logs and the
 # measurements file, PYTHON (default /usr/bin/python3).  The servers are always
 # this script's own (PGHOST and friends are ignored).  It takes about 6 minutes
 # here with the defaults (4.5 without (c)).  The last lines are always
 #   cluster: 2 nodes / 1 node = X
 #   cluster: hop bytes per epoch = B, buffer bytes per epoch = D
+#   cluster: slowed node, replicated / unreplicated = Y   (with (d): the speed with replicas over
+#            the speed without, one node slowed; the unreplicated run's seconds over the replicated's)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -64,6 +71,7 @@ EPOCHS=${EPOCHS:-2}
 LIMIT=${LIMIT:-0}
 CONFIGS=${CONFIGS:-all}
 REFERENCE=${REFERENCE:-1}
+SLOWED=${SLOWED:-1}
 SET=bench_cluster
 NODES=(bench_node1 bench_node2)
 case $CONFIGS in
@@ -79,7 +87,9 @@ bench_start cluster
 
 # The nodes live in the coordinator's directory: stop them before pg_private_stop removes it.
 node_dir() { echo "$PG_PRIVATE_DIR/node$1"; }
+spin=
 nodes_stop() {
+	[ -n "$spin" ] && kill "$spin" 2>/dev/null
 	for i in 1 2; do
 		[ -f "$(node_dir "$i")/postmaster.pid" ] &&
 			"${PG_PRIVATE_AS[@]}" "$PG_BIN/pg_ctl" -D "$(node_dir "$i")" -m fast -w stop >/dev/null 2>&1
@@ -294,6 +304,38 @@ awk -F '\t' -v p="$partitions" '
 hop_bytes=$(awk -F '\t' -v p="$partitions" '!/^#/ { s += 2 * $5 * p } END { printf "%.0f", s }' "$measured")
 [ -n "${KEEP_PG:-}" ] && echo "measurements in $measured"
 
+if [ "$SLOWED" = 1 ]; then
+	echo "== (d) ${NODES[0]} slowed: its postmaster and backends on core 0, with a busy loop there"
+	taskset -c 0 bash -c 'while :; do :; done' &
+	spin=$!
+	pm=$(head -n 1 "$(node_dir 1)/postmaster.pid")
+	# shellcheck disable=SC2013 # the file is one line of pids
+	for pid in "$pm" $(cat "/proc/$pm/task/"*/children); do taskset -a -p -c 0 "$pid" >/dev/null; done
+	slow_s=$(fit slow "workers_per_node => 1")
+	echo "2 nodes, ${NODES[0]} slowed, no replicas: $slow_s s, $(ips "$slow_s") images/s"
+	cat "$PG_PRIVATE_DIR/cpu_slow"
+	rep_dist_s=$(psql -At <<SQL
+SET client_min_messages = warning;
+SELECT clock_timestamp() AS t0 \gset
+SELECT pgdl.distribute('bench_cluster_train', ARRAY['${NODES[0]}', '${NODES[1]}'], replicas => 2) AS moved \gset
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0'::timestamptz)::numeric, 2);
+SQL
+)
+	echo "distribute(..., replicas => 2): a replica of every partition on the other node in $rep_dist_s s"
+	slow_rep_s=$(fit slow_rep "workers_per_node => 1")
+	echo "2 nodes, ${NODES[0]} slowed, replicas => 2: $slow_rep_s s, $(ips "$slow_rep_s") images/s"
+	cat "$PG_PRIVATE_DIR/cpu_slow_rep"
+	kill "$spin"
+	spin=
+	same_slow=$(same_as_one slow)
+	same_slow_rep=$(same_as_one slow_rep)
+	echo "models byte-identical on one server and on the slowed cluster: $same_slow (no replicas), $same_slow_rep (replicas) of $n_configs"
+	if [ "$same_slow" != "$n_configs" ] || [ "$same_slow_rep" != "$n_configs" ]; then
+		echo "FAILED: models differ between one server and the slowed cluster" >&2
+		exit 1
+	fi
+fi
+
 echo "== projection (bench/cluster_projection.py)"
 "$PYTHON" "$HERE/cluster_projection.py" "$measured"
 
@@ -303,3 +345,6 @@ echo "one server, 1 worker:     $one_s s, $(ips "$one_s") images/s"
 echo "2 nodes, 1 worker each:   $two_s s, $(ips "$two_s") images/s  (distribute: $dist_s s once)"
 echo "cluster: 2 nodes / 1 node = $(ratio "$one_s" "$two_s")"
 echo "cluster: hop bytes per epoch = $hop_bytes, buffer bytes per epoch = $buffer_bytes"
+if [ "$SLOWED" = 1 ]; then
+	echo "cluster: slowed node, replicated / unreplicated = $(ratio "$slow_s" "$slow_rep_s")"
+fi

@@ -606,6 +606,7 @@ my %VALID = (
 	'parts'                        => 'ARRAY[0]',
 	'workers_per_node'             => '1',
 	'servers'                      => q{ARRAY['sweep_loop']},
+	'replicas'                     => '1',
 	'server'                       => q{'sweep_loop'},
 	# add_node moves one of sweep_dist's two partitions to the same database under another server name
 	'add_node.packed'              => q{'sweep_dist'},

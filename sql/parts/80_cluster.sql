@@ -8,10 +8,43 @@ CREATE FUNCTION pgdl.train_partitions(model bytea, config jsonb, packed regclass
 COMMENT ON FUNCTION pgdl.train_partitions(bytea, jsonb, regclass, integer[], integer, bytea) IS
 	'trains a model on partitions of a packed table of this server, in the order given, epochs times, through its frozen layers (prefix) if it has some, as a model hopper worker does: what a coordinator runs on its nodes; returns the model and what it measured';
 
-CREATE FUNCTION pgdl.distribute(packed regclass, servers text[]) RETURNS integer
+CREATE FUNCTION pgdl.distribute(packed regclass, servers text[], replicas integer DEFAULT 1) RETURNS integer
 	AS 'MODULE_PATHNAME', 'pgdl_distribute' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.distribute(regclass, text[]) IS
-	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; a partition already moved stays, so calling again finishes an interrupted call, without copying again what a node already holds (same rows, by checksum); copies it made that the table no longer reads are dropped on the nodes; returns the partitions this call moved';
+COMMENT ON FUNCTION pgdl.distribute(regclass, text[], integer) IS
+	'moves the partitions of a packed table onto nodes (postgres_fdw servers), partition k to servers[k % n], leaving foreign tables in their place; with replicas r, copies of partition k also go to servers[(k + 1) % n] .. servers[(k + r - 1) % n], each checksummed, recorded in pgdl.partition_replicas, where a model hopper run goes on when a node is lost; a partition already moved stays, so calling again finishes an interrupted call, without copying again what a node already holds (same rows, by checksum); copies it made that the table no longer reads are dropped on the nodes; returns the partitions this call moved';
+
+-- Where the copies of a partition other than the one its foreign table reads live (pgdl.distribute's
+-- replicas): the node's table has the name of the partition here, on another server.  A row is written
+-- only once the node's copy has the checksum of the partition as sent.
+CREATE TABLE pgdl.partition_replicas (
+	packed regclass NOT NULL,				-- the coordinator's distributed packed table
+	part integer NOT NULL CHECK (part >= 0),
+	replica integer NOT NULL CHECK (replica > 0),	-- 1: the first a run turns to, on servers[(part + 1) % n]
+	server text NOT NULL,					-- the foreign server of the node
+	remote_schema text NOT NULL,			-- the node's table, its two parts as they are
+	remote_table text NOT NULL,
+	checksum text NOT NULL,					-- rows and md5 of the rows as sent, verified on the node
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	created timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (packed, part, replica),
+	UNIQUE (packed, part, server)
+);
+COMMENT ON TABLE pgdl.partition_replicas IS
+	'replicas of the partitions of distributed packed tables (pgdl.distribute with replicas): per partition the servers beyond its foreign table''s that hold a checksummed copy, in the order a model hopper run turns to them';
+SELECT pg_catalog.pg_extension_config_dump('pgdl.partition_replicas', '');
+GRANT SELECT, INSERT ON pgdl.partition_replicas TO PUBLIC;
+-- UPDATE by column (for the FOR UPDATE of pgdl_catalog_delete), never of the table: see 70_owners.sql
+GRANT UPDATE (checksum, created) ON pgdl.partition_replicas TO PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON pgdl.partition_replicas TO pgdl_admin;
+ALTER TABLE pgdl.partition_replicas ENABLE ROW LEVEL SECURITY;
+-- a row is written by the owner of the packed table only: another role's runs trust it
+CREATE POLICY owners ON pgdl.partition_replicas USING (pgdl.acts_as(owner))
+	WITH CHECK (pgdl.acts_as(owner) AND pg_catalog.pg_has_role(
+		(SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = packed), 'USAGE'));
+CREATE POLICY readers ON pgdl.partition_replicas FOR SELECT
+	USING (pg_catalog.has_table_privilege(packed, 'SELECT'));
+COMMENT ON POLICY owners ON pgdl.partition_replicas IS 'the role that distributed the table (or pgdl_admin) reads and changes its replicas; only an owner of the packed table records one';
+COMMENT ON POLICY readers ON pgdl.partition_replicas IS 'whoever may read the packed table reads where its replicas are, for the runs that train on it';
 
 CREATE FUNCTION pgdl.add_node(packed regclass, server text) RETURNS integer
 	AS 'MODULE_PATHNAME', 'pgdl_add_node' LANGUAGE C VOLATILE PARALLEL UNSAFE;

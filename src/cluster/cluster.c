@@ -12,7 +12,9 @@
 #include "access/table.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "partitioning/partbounds.h"
 #include "partitioning/partdesc.h"
@@ -82,6 +84,45 @@ pgdl_packed_places(Oid packed, int32 partitions, bool *distributed)
 	}
 	table_close(rel, AccessShareLock);
 	return places;
+}
+
+List	  **
+pgdl_packed_replicas(Oid packed, int32 partitions)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	List	  **replicas = palloc0(sizeof(List *) * partitions);
+	Datum		arg[1] = {ObjectIdGetDatum(packed)};
+	Oid			type[1] = {OIDOID};
+
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT part, server, remote_schema, remote_table FROM pgdl.partition_replicas"
+							  " WHERE packed = $1::pg_catalog.regclass ORDER BY part, replica",
+							  1, type, arg, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "pgdl: could not read the replicas of relation %u", packed);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
+		int32		part = DatumGetInt32(SPI_getbinval(tup, desc, 1, &isnull));
+		Oid			server = get_foreign_server_oid(SPI_getvalue(tup, desc, 2), true);
+		MemoryContext old;
+		PgdlPartPlace *place;
+
+		/* a server dropped since holds nothing a run can use */
+		if (part < 0 || part >= partitions || !OidIsValid(server))
+			continue;
+		old = MemoryContextSwitchTo(caller);
+		place = palloc0(sizeof(PgdlPartPlace));
+		place->server = server;
+		place->remote_schema = SPI_getvalue(tup, desc, 3);
+		place->remote_table = SPI_getvalue(tup, desc, 4);
+		place->remote = pstrdup(quote_qualified_identifier(place->remote_schema, place->remote_table));
+		replicas[part] = lappend(replicas[part], place);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return replicas;
 }
 
 int32

@@ -28,6 +28,13 @@ typedef struct PgdlPartPlace
 extern PgdlPartPlace *pgdl_packed_places(Oid packed, int32 partitions, bool *distributed);
 
 /*
+ * The replicas of each partition (pgdl.partition_replicas), in the order a run
+ * turns to them: a List of PgdlPartPlace * per partition (relid not set).  A
+ * server dropped since is left out.
+ */
+extern List **pgdl_packed_replicas(Oid packed, int32 partitions);
+
+/*
  * Workers for a run over these places: local_workers for the partitions here,
  * per_node for each node's (never more than a place has partitions).  Sets
  * each worker's server and each partition's owner; returns the workers.
@@ -135,6 +142,44 @@ extern void pgdl_node_send_visit(PgdlNode *node, const char *model, Size model_l
 								 const int32 *parts, int n_parts, int32 epochs);
 extern void pgdl_node_read_visit(PgdlNode *node, const char *sent, Size sent_len, const PgdlTrainConfig *config,
 								 const char *what, PgdlVisit *out);
+
+/*
+ * failover.c: a worker's visits, which go to a replica of their partition
+ * once the node they were on is lost or fenced (see there).
+ */
+typedef struct PgdlFailover
+{
+	PgdlNode   *home;			/* the worker's own node: its partitions' primaries */
+	List	  **replicas;		/* per partition, its replicas (pgdl_packed_replicas) */
+	List	   *lost;			/* the servers this worker dropped for the rest of the run */
+	List	   *open;			/* its connections to other nodes, PgdlNode * */
+	int64		cache_bytes;	/* pgdl_node_keep_partitions there */
+	int32		partitions;
+	bool	   *held_here;		/* per partition: home holds a replica of it (pgdl_failover_held_here) */
+} PgdlFailover;
+
+typedef struct PgdlFailoverVisit
+{
+	int32		part;
+	const char *model;			/* the bytes sent, from which a visit is redone */
+	Size		model_len;
+	const char *prefix;			/* the frozen prefix, or NULL */
+	Size		prefix_len;
+	const PgdlTrainConfig *config;
+	double		deadline;		/* s, of each try (a redo has one of its own); 0: none */
+	const char *what;			/* "configuration 3", for errors */
+	Oid			prefer;			/* a server whose copy goes first (a replica there), or invalid */
+} PgdlFailoverVisit;
+
+/*
+ * The visit of v->part, on primary's node or a live replica's; returns the
+ * node that answered.  NULL when the last live copy's node missed its
+ * deadline: it is fenced (*fenced), and the caller's error names it.
+ */
+/* Per partition, whether f->home holds a replica of it: a worker there may visit it while its owner is busy. */
+extern bool *pgdl_failover_held_here(const PgdlFailover *f, int32 partitions);
+extern PgdlNode *pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFailoverVisit *v,
+									 PgdlVisit *out, PgdlNode **fenced);
 
 /*
  * node.c: the model on partitions parts[0 .. n) of ds, in that order, epochs

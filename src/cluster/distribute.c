@@ -348,49 +348,78 @@ local_checksum(const char *qualified)
 	return sum;
 }
 
+/* The node's copy schema.name, as CHECKSUM_SQL sums it; "" when it has none. */
+static char *
+node_checksum(PgdlNode *node, const char *schema, const char *name)
+{
+	PGresult   *res = pgdl_node_exec(node, psprintf(CHECKSUM_SQL, quote_qualified_identifier(schema, name)), 0, NULL,
+									 PGRES_TUPLES_OK);
+	char	   *sum = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? pstrdup(PQgetvalue(res, 0, 0)) : pstrdup("");
+
+	PQclear(res);
+	return sum;
+}
+
 /* Whether the node holds, committed, the very copy of partition k that would be sent: the name alone proves nothing. */
 static bool
-node_has_copy(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name, const char *local)
+node_has_copy(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name, const char *sum)
 {
-	PGresult   *res;
-	bool		same;
+	return check_remote_table(node, schema, name, shipped_marker(packed, k)) &&
+		strcmp(node_checksum(node, schema, name), sum) == 0;
+}
 
-	if (!check_remote_table(node, schema, name, shipped_marker(packed, k)))
-		return false;
-	res = pgdl_node_exec(node, psprintf(CHECKSUM_SQL, quote_qualified_identifier(schema, name)), 0, NULL,
-						 PGRES_TUPLES_OK);
-	same = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) && strcmp(PQgetvalue(res, 0, 0), local_checksum(local)) == 0;
-	PQclear(res);
-	return same;
+/*
+ * Partition k (schema.name here) into the node's table of that name, unless
+ * the node holds that copy already (*held): the node commits the copy only
+ * once it has every buffer sent and their checksum is `sum`, the partition's
+ * here.  Returns the buffers sent.
+ */
+static int64
+ship_copy(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *name, const char *sum,
+		  const ShipProgress *progress, bool *held)
+{
+	const char *qualified = quote_qualified_identifier(schema, name);
+	int64		sent;
+	int64		taken;
+	char	   *got;
+
+	*held = node_has_copy(node, packed, k, schema, name, sum);
+	if (*held)
+		return 0;
+	prepare_remote_table(node, packed, k, schema, name);
+	sent = copy_rows(node, qualified, qualified, progress);
+	taken = pgdl_node_copy_end(node);
+	if (taken != sent)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
+						node->name, taken, sent, k)));
+	got = node_checksum(node, schema, name);
+	if (strcmp(got, sum) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("the copy of partition %d on server \"%s\" does not have the checksum of the rows sent",
+						k, node->name),
+				 errdetail("The node's copy sums to \"%s\", the partition here to \"%s\"; it was not committed.",
+						   got, sum),
+				 errhint("Call pgdl.distribute again.")));
+	PQclear(pgdl_node_exec(node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
+	return sent;
 }
 
 /* Ship partition k to its node (unless the node holds that copy already), then point the packed table at it there. */
 static void
 move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target,
-			   ShipProgress *progress)
+			   ShipProgress *progress, const char *sum)
 {
 	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
 	char	   *name = get_rel_name(place->relid);
-	const char *qualified = quote_qualified_identifier(schema, name);
-	int64		sent = 0;
-	int64		taken;
+	int64		sent;
 	bool		held;
 
 	if (target->node == NULL)
 		target->node = pgdl_node_connect(target->server, false);
-	held = node_has_copy(target->node, packed, k, schema, name, qualified);
-	if (!held)
-	{
-		prepare_remote_table(target->node, packed, k, schema, name);
-		sent = copy_rows(target->node, qualified, qualified, progress);
-		taken = pgdl_node_copy_end(target->node);
-		if (taken != sent)
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_EXCEPTION),
-					 errmsg("server \"%s\" took " INT64_FORMAT " of the " INT64_FORMAT " buffers of partition %d",
-							target->node->name, taken, sent, k)));
-		PQclear(pgdl_node_exec(target->node, "COMMIT", 0, NULL, PGRES_COMMAND_OK));
-	}
+	sent = ship_copy(target->node, packed, k, schema, name, sum, progress, &held);
 	swap_partition(packed, place->relid, k, target->server);
 	progress->moved++;
 	progress->buffers_moved += sent;
@@ -403,6 +432,62 @@ move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions
 		ereport(NOTICE,
 				(errmsg("partition %d of %d (" INT64_FORMAT " buffers) is on server \"%s\"",
 						k + 1, partitions, sent, target->node->name)));
+}
+
+/* ---- replicas: copies of a partition on other nodes, that no foreign table reads ---- */
+
+static void
+record_replica(Oid packed, int32 k, int32 r, const char *server, const char *schema, const char *name,
+			   const char *sum)
+{
+	Datum		args[7] = {ObjectIdGetDatum(packed), Int32GetDatum(k), Int32GetDatum(r), CStringGetTextDatum(server),
+	CStringGetTextDatum(schema), CStringGetTextDatum(name), CStringGetTextDatum(sum)};
+	Oid			types[7] = {OIDOID, INT4OID, INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+	SPI_connect();
+	if (SPI_execute_with_args("INSERT INTO pgdl.partition_replicas (packed, part, replica, server, remote_schema,"
+							  " remote_table, checksum) VALUES ($1::pg_catalog.regclass, $2, $3, $4, $5, $6, $7)",
+							  7, types, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "pgdl.distribute: could not record a replica of partition %d", k);
+	SPI_finish();
+}
+
+/* The records of the table's replicas go: this call records those it makes (the copies stay until the next call). */
+static void
+forget_replicas(Oid packed)
+{
+	Datum		arg[1] = {ObjectIdGetDatum(packed)};
+	Oid			type[1] = {OIDOID};
+
+	SPI_connect();
+	(void) pgdl_catalog_delete("pgdl.partition_replicas", "t.packed = $1::pg_catalog.regclass", 1, type, arg);
+	SPI_finish();
+}
+
+/*
+ * Replica r of partition k (here, or on its node already) onto target's
+ * server, in a table of the partition's name there, checksummed as the
+ * primary is, and recorded.
+ */
+static void
+place_replica(Oid packed, const PgdlPartPlace *place, int32 k, int32 r, int32 partitions, Target *target,
+			  ShipProgress *progress, const char *sum)
+{
+	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
+	char	   *name = get_rel_name(place->relid);
+	int64		sent;
+	bool		held;
+
+	if (target->node == NULL)
+		target->node = pgdl_node_connect(target->server, false);
+	sent = ship_copy(target->node, packed, k, schema, name, sum, progress, &held);
+	record_replica(packed, k, r, target->node->name, schema, name, sum);
+	progress->moved++;
+	progress->buffers_moved += sent;
+	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
+	ereport(NOTICE,
+			(errmsg("replica %d of partition %d of %d is on server \"%s\"%s", r, k + 1, partitions,
+					target->node->name, held ? ", which held the same copy of it already" : "")));
 }
 
 /* ---- orphans: copies pgdl.distribute made that nothing here reads ---- */
@@ -422,28 +507,53 @@ placed_now(Oid relid)
 }
 
 /*
+ * What the sweep keeps: the copies this call makes (going_to[k * copies + r]:
+ * the primary of partition k, r 0, and its replicas), and the replicas on
+ * record (replicas[k]), even those this call no longer wants: until it
+ * commits, they are what the catalog names.
+ */
+typedef struct Keep
+{
+	const Oid  *going_to;		/* NULL: nothing of pgdl.add_node's goes where pgdl.distribute's would */
+	int			copies;
+	List	  **replicas;
+} Keep;
+
+/* Whether place (partition k here, or a node's copy of it) is schema.name on server. */
+static bool
+same_table(const PgdlPartPlace *place, Oid server, const char *schema, const char *name)
+{
+	return place->server == server && strcmp(place->remote_schema, schema) == 0 &&
+		strcmp(place->remote_table, name) == 0;
+}
+
+/*
  * Whether the copy schema.name of partition k on server stays: the packed
- * table reads it (or may, until this transaction commits), or partition k is
- * still here, goes to that server (going_to) and has that name, so the call
- * reuses the copy if it is the same.
+ * table reads it (or may, until this transaction commits), it is a replica on
+ * record, or this call makes that copy (partition k's name, going to that
+ * server), so reuses it if it is the same.
  */
 static bool
-copy_in_use(const PgdlPartPlace *places, int32 partitions, const Oid *going_to, int32 k, Oid server,
+copy_in_use(const PgdlPartPlace *places, int32 partitions, const Keep *keep, int32 k, Oid server,
 			const char *schema, const char *name)
 {
 	const PgdlPartPlace *place;
+	ListCell   *lc;
 
 	if (k < 0 || k >= partitions || !OidIsValid(places[k].relid))
 		return false;
 	place = &places[k];
-	if (!OidIsValid(place->server))
-		return going_to != NULL && going_to[k] == server &&
+	foreach(lc, keep->replicas[k])
+		if (same_table(lfirst(lc), server, schema, name))
+			return true;
+	for (int r = OidIsValid(place->server) ? 1 : 0; keep->going_to && r < keep->copies; r++)
+		if (keep->going_to[k * keep->copies + r] == server &&
 			strcmp(get_namespace_name(get_rel_namespace(place->relid)), schema) == 0 &&
-			strcmp(get_rel_name(place->relid), name) == 0;
-	if (placed_now(place->relid))
-		return true;
-	return place->server == server && strcmp(place->remote_schema, schema) == 0 &&
-		strcmp(place->remote_table, name) == 0;
+			strcmp(get_rel_name(place->relid), name) == 0)
+			return true;
+	if (!OidIsValid(place->server))
+		return false;
+	return placed_now(place->relid) || same_table(place, server, schema, name);
 }
 
 /*
@@ -484,7 +594,7 @@ read_elsewhere(PgdlNode *node, const PgdlPartPlace *place, const char *schema, c
 
 /* Drop the node's copies of this table's partitions not in use, as the caller's user mapping may; returns how many. */
 static int32
-sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 partitions, const Oid *going_to)
+sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 partitions, const Keep *keep)
 {
 	PGresult   *res = pgdl_node_exec(node, "SELECT n.nspname, c.relname, d.description FROM pg_catalog.pg_description d"
 									 " JOIN pg_catalog.pg_class c ON c.oid = d.objoid"
@@ -502,7 +612,7 @@ sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 part
 
 		if (sscanf(PQgetvalue(res, r, 2), "pgdl.distribute: partition %d ", &k) != 1 ||
 			strcmp(PQgetvalue(res, r, 2), shipped_marker(packed, k)) != 0 ||
-			copy_in_use(places, partitions, going_to, k, node->server, schema, name) ||
+			copy_in_use(places, partitions, keep, k, node->server, schema, name) ||
 			(k >= 0 && k < partitions && read_elsewhere(node, &places[k], schema, name)))
 			continue;
 		PQclear(pgdl_node_exec(node, psprintf("DROP TABLE %s", quote_qualified_identifier(schema, name)),
@@ -516,38 +626,54 @@ sweep_server(PgdlNode *node, Oid packed, const PgdlPartPlace *places, int32 part
 	return dropped;
 }
 
-/* sweep_server on each server of targets and each server a partition lives on, once. */
+/* Whether server is one of targets[0 .. n), or of the servers of servers[0 .. m). */
+static bool
+server_seen(Oid server, const Target *targets, int n, const Oid *servers, int m)
+{
+	for (int i = 0; i < n; i++)
+		if (targets[i].server == server)
+			return true;
+	for (int j = 0; j < m; j++)
+		if (servers[j] == server)
+			return true;
+	return false;
+}
+
+/* sweep_server on each server of targets, each server a partition lives on and each a replica is on, once. */
 static void
-sweep_orphans(Oid packed, const PgdlPartPlace *places, int32 partitions, const Oid *going_to,
+sweep_orphans(Oid packed, const PgdlPartPlace *places, int32 partitions, const Keep *keep,
 			  Target *targets, int n_targets)
 {
+	Oid		   *swept = palloc0(sizeof(Oid) * (partitions * (PGDL_MAX_WORKERS + 1) + 1));
+	int			n_swept = 0;
+
 	for (int i = 0; i < n_targets; i++)
 	{
-		bool		seen = false;
-
-		for (int j = 0; j < i; j++)
-			seen |= targets[j].server == targets[i].server;
-		if (seen)
+		if (server_seen(targets[i].server, targets, i, NULL, 0))
 			continue;
 		if (targets[i].node == NULL)
 			targets[i].node = pgdl_node_connect(targets[i].server, false);
-		sweep_server(targets[i].node, packed, places, partitions, going_to);
+		sweep_server(targets[i].node, packed, places, partitions, keep);
 	}
 	for (int32 k = 0; k < partitions; k++)
 	{
-		Oid			server = places[k].server;
-		bool		seen = !OidIsValid(server);
-		PgdlNode   *node;
+		List	   *servers = list_make1_oid(places[k].server);
+		ListCell   *lc;
 
-		for (int i = 0; i < n_targets; i++)
-			seen |= targets[i].server == server;
-		for (int32 q = 0; q < k; q++)
-			seen |= places[q].server == server;
-		if (seen)
-			continue;
-		node = pgdl_node_connect(server, false);
-		sweep_server(node, packed, places, partitions, going_to);
-		pgdl_node_close(node);
+		foreach(lc, keep->replicas[k])
+			servers = lappend_oid(servers, ((PgdlPartPlace *) lfirst(lc))->server);
+		foreach(lc, servers)
+		{
+			Oid			server = lfirst_oid(lc);
+			PgdlNode   *node;
+
+			if (!OidIsValid(server) || server_seen(server, targets, n_targets, swept, n_swept))
+				continue;
+			swept[n_swept++] = server;
+			node = pgdl_node_connect(server, false);
+			sweep_server(node, packed, places, partitions, keep);
+			pgdl_node_close(node);
+		}
 	}
 }
 
@@ -571,8 +697,81 @@ drop_primary_key(Oid packed)
 							quote_identifier(conname)));
 }
 
+/* Whether pgdl.distribute put partition k on a node (and not pgdl.attach_partitions: those stay where their data is). */
+static bool
+movable(const PgdlPartPlace *place)
+{
+	return OidIsValid(place->relid) && OidIsValid(place->server) &&
+		strcmp(place->remote_schema, get_namespace_name(get_rel_namespace(place->relid))) == 0 &&
+		strcmp(place->remote_table, get_rel_name(place->relid)) == 0;
+}
+
 /*
- * distribute(packed, servers): partition k of the packed table to servers[k %
+ * replicas copies of each partition, on that many servers: refused when NULL,
+ * below 1, above the servers named, or when the servers named repeat one
+ * (partition k's copies would share a node).
+ */
+static int
+read_copies(FunctionCallInfo fcinfo, const Target *targets, int n_targets)
+{
+	int32		copies;
+
+	if (PG_NARGS() < 3)
+		return 1;
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("replicas must not be NULL"),
+				 errhint("Leave it out for one copy of each partition.")));
+	copies = PG_GETARG_INT32(2);
+	if (copies < 1 || copies > n_targets)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("replicas must be between 1 and the %d servers named, not %d", n_targets, copies),
+				 errdetail("Each copy of a partition lives on a server of its own.")));
+	for (int i = 1; copies > 1 && i < n_targets; i++)
+		if (server_seen(targets[i].server, targets, i, NULL, 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("servers must not name server \"%s\" twice when replicas is %d",
+							GetForeignServer(targets[i].server)->servername, copies),
+					 errdetail("The copies of a partition go to servers[k %% n] .. servers[(k + replicas - 1) %% n], each a server of its own.")));
+	return copies;
+}
+
+/*
+ * Partition k's replicas 1 .. copies - 1, by the placement rule.  A partition
+ * of pgdl.attach_partitions has none (its data is the node's own), and one
+ * already on a node keeps it as its primary: no replica goes there.
+ */
+static void
+place_replicas(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *targets,
+			   int n_targets, int copies, ShipProgress *progress, const char *sum)
+{
+	for (int r = 1; r < copies; r++)
+	{
+		Target	   *target = &targets[(k + r) % n_targets];
+
+		if (OidIsValid(place->server) && !movable(place))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("partition %d of \"%s\" is a node's own packed table, which has no replicas",
+							k, get_rel_name(packed)),
+					 errdetail("pgdl.attach_partitions leaves its partitions where their data is.")));
+		if (target->server == place->server)
+		{
+			ereport(NOTICE,
+					(errmsg("replica %d of partition %d of %d is not made: its server \"%s\" holds the partition already",
+							r, k + 1, partitions, GetForeignServer(target->server)->servername)));
+			continue;
+		}
+		place_replica(packed, place, k, r, partitions, target, progress, sum);
+	}
+}
+
+/*
+ * distribute(packed, servers, replicas): partition k of the packed table to
+ * servers[k % n], and its replicas r (1 .. replicas - 1) to servers[(k + r) %
  * n]; returns the partitions moved by this call.
  */
 PG_FUNCTION_INFO_V1(pgdl_distribute);
@@ -583,10 +782,12 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 	const PgdlDataset *ds;
 	Target	   *targets;
 	int			n_targets;
+	int			copies;
 	PgdlPartPlace *places;
 	bool		distributed;
-	Oid		   *going_to;
+	Keep		keep = {0};
 	ShipProgress progress = {0};
+	int32		moved = 0;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -595,40 +796,45 @@ pgdl_distribute(PG_FUNCTION_ARGS)
 	packed = PG_GETARG_OID(0);
 	ds = owned_packed(packed, "pgdl.distribute");
 	targets = read_servers(PG_GETARG_ARRAYTYPE_P(1), &n_targets);
+	copies = read_copies(fcinfo, targets, n_targets);
 	places = pgdl_packed_places(packed, ds->partitions, &distributed);
 	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
 	for (int32 k = 0; k < ds->partitions; k++)
-		progress.to_move += OidIsValid(places[k].relid) && !OidIsValid(places[k].server);
+		progress.to_move += OidIsValid(places[k].relid) ?
+			(copies - 1) + !OidIsValid(places[k].server) : 0;
 	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
-	going_to = palloc0(sizeof(Oid) * ds->partitions);
+	keep.copies = copies;
+	keep.replicas = pgdl_packed_replicas(packed, ds->partitions);
+	keep.going_to = palloc0(sizeof(Oid) * ds->partitions * copies);
 	for (int32 k = 0; k < ds->partitions; k++)
-		going_to[k] = targets[k % n_targets].server;
-	sweep_orphans(packed, places, ds->partitions, going_to, targets, n_targets);
+		for (int r = 0; r < copies; r++)
+			((Oid *) keep.going_to)[k * copies + r] = targets[(k + r) % n_targets].server;
+	sweep_orphans(packed, places, ds->partitions, &keep, targets, n_targets);
 	drop_primary_key(packed);
+	forget_replicas(packed);
 	for (int32 k = 0; k < ds->partitions; k++)
 	{
+		char	   *sum;
+
 		CHECK_FOR_INTERRUPTS();
-		if (!OidIsValid(places[k].relid) || OidIsValid(places[k].server))
+		if (!OidIsValid(places[k].relid) || (OidIsValid(places[k].server) && copies == 1))
 			continue;			/* none, or there already */
-		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets], &progress);
+		sum = local_checksum(qualified_name(places[k].relid));
+		/* the replicas first, from the partition here: a foreign table would fetch it from its node */
+		place_replicas(packed, &places[k], k, ds->partitions, targets, n_targets, copies, &progress, sum);
+		if (OidIsValid(places[k].server))
+			continue;
+		move_partition(packed, &places[k], k, ds->partitions, &targets[k % n_targets], &progress, sum);
+		moved++;
 	}
 	for (int i = 0; i < n_targets; i++)
 		if (targets[i].node)
 			pgdl_node_close(targets[i].node);
 	pgdl_call_progress_end();
-	PG_RETURN_INT32(progress.moved);
+	PG_RETURN_INT32(moved);
 }
 
 /* ---- pgdl.add_node: partitions onto a new server ---- */
-
-/* Whether pgdl.distribute put partition k on a node (and not pgdl.attach_partitions: those stay where their data is). */
-static bool
-movable(const PgdlPartPlace *place)
-{
-	return OidIsValid(place->relid) && OidIsValid(place->server) &&
-		strcmp(place->remote_schema, get_namespace_name(get_rel_namespace(place->relid))) == 0 &&
-		strcmp(place->remote_table, get_rel_name(place->relid)) == 0;
-}
 
 /*
  * The placement rule of pgdl.add_node, which moves as few partitions as
@@ -679,12 +885,22 @@ add_node_plan(const PgdlPartPlace *places, int32 partitions, bool *moves)
 	return quota;
 }
 
-/* add_node refuses a table with partitions still here, and a server that holds some already. */
+/* add_node refuses a table with partitions still here, and a server that holds some (or replicas) already. */
 static void
-check_add_node(Oid packed, const PgdlPartPlace *places, int32 partitions, Oid server)
+check_add_node(Oid packed, const PgdlPartPlace *places, List **replicas, int32 partitions, Oid server)
 {
 	for (int32 k = 0; k < partitions; k++)
 	{
+		ListCell   *lc;
+
+		foreach(lc, replicas[k])
+			if (((PgdlPartPlace *) lfirst(lc))->server == server)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_OBJECT),
+						 errmsg("server \"%s\" holds replicas of \"%s\" already",
+								GetForeignServer(server)->servername, get_rel_name(packed)),
+						 errdetail("A replica of partition %d lives there.", k),
+						 errhint("Name a server the table does not use.")));
 		if (OidIsValid(places[k].relid) && !OidIsValid(places[k].server))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -713,6 +929,7 @@ pgdl_add_node(PG_FUNCTION_ARGS)
 	bool		distributed;
 	bool	   *moves;
 	ShipProgress progress = {0};
+	Keep		keep = {0};
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -722,17 +939,19 @@ pgdl_add_node(PG_FUNCTION_ARGS)
 	ds = owned_packed(packed, "pgdl.add_node");
 	target.server = usable_server(text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	places = pgdl_packed_places(packed, ds->partitions, &distributed);
-	check_add_node(packed, places, ds->partitions, target.server);
 	moves = palloc0(sizeof(bool) * ds->partitions);
 	pgdl_call_progress_begin(PGDL_CALL_DISTRIBUTE, packed);
-	sweep_orphans(packed, places, ds->partitions, NULL, &target, 1);
+	keep.replicas = pgdl_packed_replicas(packed, ds->partitions);
+	check_add_node(packed, places, keep.replicas, ds->partitions, target.server);
+	sweep_orphans(packed, places, ds->partitions, &keep, &target, 1);
 	progress.to_move = add_node_plan(places, ds->partitions, moves);
 	pgdl_call_progress_phase(PGDL_PHASE_COPYING, 0, progress.to_move, false);
 	for (int32 k = 0; k < ds->partitions; k++)
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (moves[k])
-			move_partition(packed, &places[k], k, ds->partitions, &target, &progress);
+			move_partition(packed, &places[k], k, ds->partitions, &target, &progress,
+						   local_checksum(qualified_name(places[k].relid)));
 	}
 	if (target.node)
 		pgdl_node_close(target.node);

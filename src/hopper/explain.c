@@ -223,6 +223,7 @@ sim_pick(SimWorkers *sw, const SimModel *sim, int n, int epochs, int w, double t
 		{
 			c->owner = m->evaluate ? -1 : sw->owner[m->part];
 			c->left = m->per_visit * ((epochs - m->epoch) * sw->parts - m->visit);
+			c->replica_here = false;	/* the simulation knows no replicas */
 		}
 	}
 	return mop_pick_model(sw->candidates, n, w, busy, sw->distributed);

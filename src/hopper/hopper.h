@@ -208,6 +208,7 @@ typedef struct MopCandidate
 	bool		evaluate;		/* when takeable: its epoch's evaluation is due, which any worker may run */
 	int32		owner;			/* when takeable, not evaluate: the worker that owns its next partition */
 	double		left;			/* when takeable: seconds it has left to train, its priority */
+	bool		replica_here;	/* distributed: the worker's node holds a replica of its next partition */
 } MopCandidate;
 
 /*

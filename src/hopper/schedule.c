@@ -147,7 +147,9 @@ mop_predicted_seconds_left(const MopShared *shared, int workers)
  * owner of the partition that ends the epochs (configurations of one seed all
  * end an epoch on the same partition); last a model of another's partition,
  * taken only while that owner is busy (it would take the model itself
- * otherwise), and never on a node, whose buffers only their owner reaches.
+ * otherwise), and on a node only when the worker's node holds a replica of
+ * that partition (pgdl.distribute's replicas): other buffers there only their
+ * owner reaches.
  */
 static int
 pick_rank(const MopCandidate *c, int32 worker, const bool *busy, bool distributed)
@@ -158,7 +160,7 @@ pick_rank(const MopCandidate *c, int32 worker, const bool *busy, bool distribute
 		return 1;
 	if (c->owner == worker)
 		return 2;
-	return distributed || !busy[c->owner] ? -1 : 0;
+	return !busy[c->owner] || (distributed && !c->replica_here) ? -1 : 0;
 }
 
 /*

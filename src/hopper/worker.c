@@ -68,9 +68,10 @@ static double validated_seconds;
 static int32 validations;
 static double waited_seconds;
 
-/* A worker that trains on a node: its connection, and the node's table of each partition. */
+/* A worker that trains on a node: its connection, the node's table of each partition, and their replicas. */
 static PgdlNode *node;
 static PgdlPartPlace *places;
+static PgdlFailover failover;
 
 /* What a visit did: the model after it, and what it measured. */
 typedef struct Visit
@@ -437,6 +438,8 @@ take_model(bool *all_finished, bool *evaluate)
 			/* a model to evaluate has visited its epoch's last partition: it has no next one */
 			c->owner = c->evaluate ? -1 : shared->owner[mop_next_partition(m, shared->n_partitions)];
 			c->left = mop_seconds_left(shared, m);
+			c->replica_here = !c->evaluate && failover.held_here != NULL &&
+				failover.held_here[mop_next_partition(m, shared->n_partitions)];
 		}
 	}
 	best = mop_pick_model(candidates, shared->n_models, me, busy, shared->distributed);
@@ -515,9 +518,9 @@ visit_here(int i, Visit *v, MemoryContext step_cxt)
  * read), and the run ends with an error that names it; the leader's hint
  * names the run to resume.
  */
-static void missed_deadline(const MopModel *m, double deadline) pg_attribute_noreturn();
+static void missed_deadline(PgdlNode *node, const MopModel *m, double deadline) pg_attribute_noreturn();
 static void
-missed_deadline(const MopModel *m, double deadline)
+missed_deadline(PgdlNode *node, const MopModel *m, double deadline)
 {
 	pgdl_node_fence(node);
 	ereport(ERROR,
@@ -528,36 +531,35 @@ missed_deadline(const MopModel *m, double deadline)
 			 errhint("Raise pgdl.node_deadline_floor or pgdl.node_deadline_multiple if the node is only slow.")));
 }
 
-/* Model i on its partition, on the node that holds it. */
+/* Model i on its partition, on the node that holds it (or a replica, once that node is lost: failover.c). */
 static void
 visit_node(int i, Visit *v, MemoryContext step_cxt)
 {
 	MopModel   *m = &shared->models[i];
 	MopSource  *ms = &shared->sources[m->source];
 	double		deadline = mop_visit_deadline(shared, m);
+	PgdlFailoverVisit fv = {m->partition, blobs + m->blob_offset, m->blob_len,
+		ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len, &m->config, deadline,
+		psprintf("configuration " INT64_FORMAT, m->config_id),
+	shared->owner[m->partition] == me ? InvalidOid : node->server};
 	PgdlVisit	result;
+	PgdlNode   *answered;
+	PgdlNode   *fenced = NULL;
 	NnError		err;
 
-	pgdl_node_set_deadline(node, deadline > 0 ?
-						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (deadline * 1000)) : 0);
 	ereport(DEBUG1,
 			(errmsg_internal("pgdl worker %d: configuration " INT64_FORMAT " visits partition %d on server \"%s\", deadline %.1f s",
 							 me, m->config_id, m->partition, node->name, deadline)));
 	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
-	pgdl_node_send_visit(node, blobs + m->blob_offset, m->blob_len,
-						 ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len,
-						 &m->config, places[m->partition].remote, &m->partition, 1, 1);
-	if (!pgdl_node_await(node))
-		missed_deadline(m, deadline);
-	pgdl_node_read_visit(node, blobs + m->blob_offset, m->blob_len, &m->config,
-						 psprintf("configuration " INT64_FORMAT, m->config_id), &result);
-	pgdl_node_set_deadline(node, 0);
+	answered = pgdl_failover_visit(&failover, &places[m->partition], &fv, &result, &fenced);
+	if (answered == NULL)
+		missed_deadline(fenced, m, deadline);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
 	if (v->nn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("server \"%s\" returned a corrupt model for configuration " INT64_FORMAT,
-						node->name, m->config_id),
+						answered->name, m->config_id),
 				 errdetail("%s.", err.msg)));
 	pgdl_model_free_with(v->nn, step_cxt);
 	v->stats = result.stats;
@@ -878,6 +880,13 @@ connect_node(void)
 					 errmsg("partition %d of the packed table moved while the run started", p)));
 	node = pgdl_node_connect(server, true);
 	pgdl_node_keep_partitions(node, shared->cache_bytes);
+	old = MemoryContextSwitchTo(data_cxt);
+	failover.home = node;
+	failover.replicas = pgdl_packed_replicas(sources[0].train.packed, shared->n_partitions);
+	failover.cache_bytes = shared->cache_bytes;
+	failover.partitions = shared->n_partitions;
+	failover.held_here = pgdl_failover_held_here(&failover, shared->n_partitions);
+	MemoryContextSwitchTo(old);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 }
