@@ -239,6 +239,8 @@ UNIT_TEST(serialize_hostile_sizes)
 	expect_rejected(a, len, OFF_LAYER0 + 8, 0x40000000u, "a billion filters", "filters");
 	expect_rejected(a, len, OFF_LAYER0 + 12, 0, "kernel 0", "kernel");
 	expect_rejected(a, len, OFF_LAYER0, 999, "an unknown layer type", "unknown layer type");
+	/* layer 4 is the dense: its kernel slot holds per_step, a flag, read back as 1 if it were taken */
+	expect_rejected(a, len, OFF_LAYER0 + 4 * LAYER_SIZE + 12, 2, "a flag of 2", "flag");
 	/* declared parameter count (low and high word) that disagrees with the spec */
 	expect_rejected(a, len, state + 16, 0xffffffffu, "4 billion parameters", "parameters");
 	expect_rejected(a, len, state + 20, 0xffffffffu, "2^64 parameters", "parameters");

@@ -433,10 +433,27 @@ read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, Nn
 	return true;
 }
 
-/* A layer's own fields out of the slots the writer kept them in (kernel_slot and the like). */
-static void
+/*
+ * A layer's own fields out of the slots the writer kept them in (kernel_slot
+ * and the like); false when a flag's slot holds anything but 0 or 1, which the
+ * writer never writes, so that every blob read back serializes to its own bytes.
+ */
+static bool
 unpack_slots(NnLayerSpec *l)
 {
+	switch (l->type)
+	{
+		case NN_EMBEDDING:
+		case NN_DENSE:
+		case NN_SOFTMAX:
+		case NN_GRU:
+		case NN_ATTENTION:
+			if (l->kernel != 0 && l->kernel != 1)
+				return false;
+			break;
+		default:
+			break;
+	}
 	if (l->type == NN_EMBEDDING)
 	{
 		l->vocab = l->filters;
@@ -474,6 +491,7 @@ unpack_slots(NnLayerSpec *l)
 		l->start = l->padding;
 		l->padding = 0;
 	}
+	return true;
 }
 
 /* Version 3's loss parameter, huber's delta: only huber's blobs have it, and all of them. */
@@ -537,7 +555,11 @@ read_spec(Reader *r, uint32_t version, NnSpec *spec, NnError *err)
 		l->rate = get_f32(r);
 		l->eps = get_f32(r);
 		l->momentum = get_f32(r);
-		unpack_slots(l);
+		if (!unpack_slots(l))
+		{
+			nn_error_set(err, (int) i, "kernel", "model blob has a flag other than 0 or 1 in layer %u", i);
+			return false;
+		}
 	}
 	for (uint32_t i = 0; version != NN_FORMAT_VERSION && i < n_layers; i++)
 	{
