@@ -407,23 +407,32 @@ ship_copy(PgdlNode *node, Oid packed, int32 k, const char *schema, const char *n
 	return sent;
 }
 
+/* Partition k's copy onto target's server, in a table of the partition's name (unless it holds it already), counted. */
+static int64
+ship_counted(Oid packed, const PgdlPartPlace *place, int32 k, Target *target, ShipProgress *progress,
+			 const char *sum, bool *held)
+{
+	int64		sent;
+
+	if (target->node == NULL)
+		target->node = pgdl_node_connect(target->server, false);
+	sent = ship_copy(target->node, packed, k, get_namespace_name(get_rel_namespace(place->relid)),
+					 get_rel_name(place->relid), sum, progress, held);
+	progress->moved++;
+	progress->buffers_moved += sent;
+	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
+	return sent;
+}
+
 /* Ship partition k to its node (unless the node holds that copy already), then point the packed table at it there. */
 static void
 move_partition(Oid packed, const PgdlPartPlace *place, int32 k, int32 partitions, Target *target,
 			   ShipProgress *progress, const char *sum)
 {
-	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
-	char	   *name = get_rel_name(place->relid);
-	int64		sent;
 	bool		held;
+	int64		sent = ship_counted(packed, place, k, target, progress, sum, &held);
 
-	if (target->node == NULL)
-		target->node = pgdl_node_connect(target->server, false);
-	sent = ship_copy(target->node, packed, k, schema, name, sum, progress, &held);
 	swap_partition(packed, place->relid, k, target->server);
-	progress->moved++;
-	progress->buffers_moved += sent;
-	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
 	if (held)
 		ereport(NOTICE,
 				(errmsg("partition %d of %d is on server \"%s\", which held the same copy of it already (not copied again)",
@@ -473,18 +482,11 @@ static void
 place_replica(Oid packed, const PgdlPartPlace *place, int32 k, int32 r, int32 partitions, Target *target,
 			  ShipProgress *progress, const char *sum)
 {
-	char	   *schema = get_namespace_name(get_rel_namespace(place->relid));
-	char	   *name = get_rel_name(place->relid);
-	int64		sent;
 	bool		held;
 
-	if (target->node == NULL)
-		target->node = pgdl_node_connect(target->server, false);
-	sent = ship_copy(target->node, packed, k, schema, name, sum, progress, &held);
-	record_replica(packed, k, r, target->node->name, schema, name, sum);
-	progress->moved++;
-	progress->buffers_moved += sent;
-	pgdl_call_progress_update(progress->moved, 0, (double) progress->moved / progress->to_move);
+	(void) ship_counted(packed, place, k, target, progress, sum, &held);
+	record_replica(packed, k, r, target->node->name, get_namespace_name(get_rel_namespace(place->relid)),
+				   get_rel_name(place->relid), sum);
 	ereport(NOTICE,
 			(errmsg("replica %d of partition %d of %d is on server \"%s\"%s", r, k + 1, partitions,
 					target->node->name, held ? ", which held the same copy of it already" : "")));
