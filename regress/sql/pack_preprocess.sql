@@ -185,8 +185,11 @@ SELECT pgdl.pack('pp_test', 'a, b, c, d', 'y', 'pp_test_packed', buffer_rows => 
 SELECT t.imputation = r.imputation AS same_imputation, t.normalization = r.normalization AS same_scaling,
        t.categorical = r.categorical AS same_one_hot, t.n_features = r.n_features AS same_layout
   FROM pgdl.datasets t, pgdl.datasets r WHERE t.id = :pp_test AND r.id = :pp_all;
-SELECT (SELECT loss FROM pgdl.evaluate(:pp_all_model, 'pp_test_packed'))
-     = (SELECT loss FROM pgdl.evaluate(:pp_all_model, 'pp_test', 'a, b, c, d', 'y')) AS reference_same;
+-- raw rows stream in buffers of 128 where the packed table has 16: a product of another batch shape may round
+-- in the last bit (OpenBLAS's Haswell kernels do), while another preprocessing would move the loss far more
+SELECT abs(p.loss - r.loss) <= 1e-6 * abs(p.loss) AS reference_same
+  FROM pgdl.evaluate(:pp_all_model, 'pp_test_packed') p,
+       pgdl.evaluate(:pp_all_model, 'pp_test', 'a, b, c, d', 'y') r;
 -- a dataset's description for another server carries its imputation: packed there, the same bytes
 SELECT pgdl.import_dataset(pgdl.export_dataset('pp_all'), 'pp_imported') IS NOT NULL AS imported;
 SELECT pgdl.pack('pp_test', 'a, b, c, d', 'y', 'pp_test_there', buffer_rows => 16, partitions => 1,
