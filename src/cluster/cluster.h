@@ -99,7 +99,10 @@ extern void pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline);
 extern bool pgdl_node_await(PgdlNode *node);
 extern void pgdl_node_fence(PgdlNode *node);
 
-/* Wait until one of the busy nodes has its result ready; its index. */
+/*
+ * Wait until one of the busy nodes has its result ready; its index (-1: none
+ * busy).  A busy node past its deadline is fenced, and the error names it.
+ */
 extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
 
 /*
