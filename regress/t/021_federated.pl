@@ -5,7 +5,8 @@
 # round 2 fails a run without min_sites, naming the site and the run, and
 # pgdl.resume after the site is back ends with the bytes of an uninterrupted
 # run; with min_sites = 1 the run goes on without the site, whose absence each
-# later round's metrics name.  A private run reports its privacy per round as
+# later round's metrics name; a site that hangs (a lock wait) is fenced at its
+# round's deadline and left out of that round.  A private run reports its privacy per round as
 # mu-GDP and as epsilon at delta, which this test computes again on its own
 # (Dong, Roth and Su's conversion, solved by bisection here).
 use strict;
@@ -72,20 +73,27 @@ SELECT string_agg(epoch || ':' || array_to_string(ARRAY(SELECT jsonb_array_eleme
   FROM pgdl.run_metrics WHERE run = $run AND node IS NULL});
 }
 
-# Starts a run in the background, waits for its first round to be committed,
-# then stops node2 at once (immediate: its backends are gone, as in a crash);
-# returns the psql and the run.
-sub kill_node2_in_round_2
+# Waits for the first round of the run in progress to be committed; returns the run.
+sub wait_for_round_1
 {
-	my ($name, $extra) = @_;
-	my $bg = start_psql($coord, $name, 'postgres', fed_sql($name, $extra));
+	my ($name) = @_;
 	ok( poll_until(
 			$coord,
 			"SELECT EXISTS (SELECT FROM pgdl.checkpoints c JOIN pgdl.runs r ON r.id = c.run
 			                 WHERE r.kind = 'fit_federated' AND r.status = 'running' AND c.epoch = 1)",
 			60),
 		"$name: round 1 is committed with its checkpoint while the run goes on");
-	my $run = latest_run();
+	return latest_run();
+}
+
+# Starts a run in the background, waits for its first round to be committed,
+# then stops node2 at once (immediate: its backends are gone, as in a crash);
+# returns the psql and the run.
+sub kill_node2_in_round_2
+{
+	my ($name, $extra) = @_;
+	my $bg  = start_psql($coord, $name, 'postgres', fed_sql($name, $extra));
+	my $run = wait_for_round_1($name);
 	$node2->stop('immediate');
 	return ($bg, $run);
 }
@@ -174,6 +182,31 @@ SELECT bool_and(a.train_loss = s.train_loss AND a.train_accuracy = s.train_accur
 	like($partial, qr/^[0-9a-f]{32}$/, '... storing its model');
 	isnt($partial, $full, '... averaged over the site that answered');
 	$node2->start;
+}
+
+# ---------------------------------------------------------------------------
+# 3b. A site that stops answering but keeps its connection (here a lock wait
+#     on its partition's table) is fenced at its round's deadline (2 s; rounds
+#     of two local epochs take a fraction of it), and with min_sites = 1 the
+#     round goes on without it; once the lock is gone, the next round has it.
+# ---------------------------------------------------------------------------
+{
+	my $rounds = 3;
+	my $locker = start_psql($node2, 'locker', 'postgres',
+		'BEGIN; LOCK TABLE public.train_packed_p1 IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)');
+	ok(poll_until($node2, "SELECT EXISTS (SELECT FROM pg_locks WHERE relation = 'public.train_packed_p1'::regclass AND mode = 'AccessExclusiveLock' AND granted)", 30),
+		"node2's partition is locked");
+	my $bg = start_psql($coord, 'fed_hung', 'postgres',
+		"SET pgdl.node_deadline_floor = '2s'", 'SET pgdl.node_deadline_multiple = 0.001',
+		"SELECT pgdl.fit_federated('train_packed', 'small', '$CFG', $rounds, 2, 'valid_packed', 'fed_hung', min_sites => 1)");
+	my $run = wait_for_round_1('fed_hung');
+	$node2->safe_psql('postgres', "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locker'");
+	finish_psql($locker, 10);
+	my $rc = finish_psql($bg, 60);
+	is($rc, 0, 'node2 hung in round 1, min_sites = 1: the run finishes') or diag($bg->{stderr});
+	like($bg->{stderr}, qr/WARNING:  site "node2" is missing from round 1 of $rounds\nDETAIL:  server "node2" did not answer within its deadline/,
+		'... node2 fenced at its deadline and left out of that round') or diag($bg->{stderr});
+	like(federation($run), qr/^1:node1:node2 .* $rounds:node1,node2:$/, '... whose row names it missing, and the last round has it again');
 }
 
 # ---------------------------------------------------------------------------

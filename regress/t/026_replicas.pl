@@ -8,7 +8,11 @@
 # or SIGSTOP of a node's backends past the visit's deadline (fenced); the
 # worker redoes the visit from the model bytes it sent on the replica, and the
 # models are those of one server, bit for bit.  A fenced node that runs again
-# changes nothing.  (Without replicas, a lost node ends the run:
+# changes nothing.  A node down as a run starts is left out (a WARNING names
+# it) when each of its partitions has a replica on a live node; else the
+# error names it and says how to go on.  A copy whose rows changed since
+# (its checksum, summed on its node before the run's first visit there) is
+# left like a lost one.  (Without replicas, a lost node ends the run:
 # 009_cluster.pl, 018_cluster_deadlines.pl.)
 use strict;
 use warnings;
@@ -129,6 +133,35 @@ like($ref_digests, qr/^\d+:[0-9a-f]{32} \d+:[0-9a-f]{32}$/, 'the reference run s
 	is(model_digests($coord, 'lb_spread'), model_digests($coord, 'lb_ref20'), '... and the models are those of one server');
 }
 
+# ---------------------------------------------------------------------------
+# A copy whose rows changed on its node since pgdl.distribute is not used:
+# partition 0's primary on node1 loses a buffer, and its visits go to the
+# replica on node2, with the bytes of one server.  Both copies changed: the
+# error names the partition and a node.
+# ---------------------------------------------------------------------------
+{
+	my $p0  = 'public.train_packed_p0';
+	my $cut = "CREATE TABLE cut AS SELECT * FROM $p0 WHERE buffer_id = (SELECT max(buffer_id) FROM $p0);"
+	  . " DELETE FROM $p0 WHERE buffer_id IN (SELECT buffer_id FROM cut)";
+	$nodes[0]->safe_psql('postgres', $cut);
+	my $offset = -s $coord->logfile;
+	my ($ret, $out, $err) = $coord->psql('postgres',
+		"CREATE TABLE lb_changed AS SELECT * FROM pgdl.fit_multiple('train_packed', 'long', 20, 'valid_packed')");
+	is($ret, 0, "partition 0's primary changed on node1: fit_multiple runs") or diag($err);
+	is(model_digests($coord, 'lb_changed'), model_digests($coord, 'lb_ref20'),
+		'... on the replica, with the models of one server');
+	like(substr(slurp_file($coord->logfile), $offset),
+		qr/the copy of partition 0 on server "node1" does not have its recorded checksum; this run does not use it/,
+		'... and the log names the copy it left');
+	$nodes[1]->safe_psql('postgres', $cut);
+	($ret, $out, $err) = $coord->psql('postgres',
+		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', 1, 'valid_packed')");
+	isnt($ret, 0, 'both copies of partition 0 changed: fit_multiple fails');
+	like($err, qr/the copy of partition 0 on server "node[12]" does not have its recorded checksum, and no other copy is left/,
+		'... naming the partition and the node') or diag($err);
+	$nodes[$_]->safe_psql('postgres', "INSERT INTO $p0 SELECT * FROM cut; DROP TABLE cut") for 0, 1;
+}
+
 # Starts the run on train_packed; returns it once its first epoch is checkpointed.
 sub start_run
 {
@@ -161,6 +194,26 @@ sub start_run
 	  =~ /server "node1" is dropped for the rest of the run; the visit of partition (\d) with configuration \d+ is redone on server "(node\d)"/;
 	ok(defined $part && (($part == 0 && $to eq 'node2') || ($part == 2 && $to eq 'node3')),
 		'... the worker says it dropped node1 and redid the visit on the other copy: ' . ($part // '?') . ' on ' . ($to // '?'));
+
+	# node1 still down as a run starts: the run starts without it, on the replicas
+	$offset = -s $coord->logfile;
+	my ($ret, $out, $err) = $coord->psql('postgres',
+		"CREATE TABLE lb_down AS SELECT * FROM pgdl.fit_multiple('train_packed', 'long', 20, 'valid_packed')");
+	is($ret, 0, 'node1 down as a run starts: fit_multiple runs without it') or diag($err);
+	like($err, qr/WARNING:  server "node1" is down: the run starts without it\nDETAIL:  Its partitions are visited on their replicas \(partition 0 on server "node2"\)/,
+		'... a WARNING names it and where its partition goes') or diag($err);
+	is(model_digests($coord, 'lb_down'), model_digests($coord, 'lb_ref20'), '... with the models of one server, bit for bit');
+	unlike(substr(slurp_file($coord->logfile), $offset), qr/server "node1" is (?:lost|dropped)/,
+		'... and no worker tries node1');
+
+	# node2 down too: partition 0 has no live copy, and the error says so
+	$nodes[1]->stop;
+	($ret, $out, $err) = $coord->psql('postgres',
+		"SELECT count(*) FROM pgdl.fit_multiple('train_packed', 'long', 1, 'valid_packed')");
+	isnt($ret, 0, 'node1 and node2 down: fit_multiple fails');
+	like($err, qr/ERROR:  could not connect to server "node1".*HINT:  Every server that holds a replica of partition 0 is down too: start server "node1" or one of them again and repeat the call/s,
+		'... naming node1 and saying how to go on') or diag($err);
+	$nodes[1]->start;
 
 	# node1 back for what follows, once its old processes are gone
 	my $deadline = time + 30;

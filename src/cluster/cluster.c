@@ -10,6 +10,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -21,6 +22,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 
 #include "base/base.h"
 #include "cluster/cluster.h"
@@ -95,7 +97,7 @@ pgdl_packed_replicas(Oid packed, int32 partitions)
 	Oid			type[1] = {OIDOID};
 
 	SPI_connect();
-	if (SPI_execute_with_args("SELECT part, server, remote_schema, remote_table FROM pgdl.partition_replicas"
+	if (SPI_execute_with_args("SELECT part, server, remote_schema, remote_table, checksum FROM pgdl.partition_replicas"
 							  " WHERE packed = $1::pg_catalog.regclass ORDER BY part, replica",
 							  1, type, arg, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "pgdl: could not read the replicas of relation %u", packed);
@@ -118,6 +120,7 @@ pgdl_packed_replicas(Oid packed, int32 partitions)
 		place->remote_schema = SPI_getvalue(tup, desc, 3);
 		place->remote_table = SPI_getvalue(tup, desc, 4);
 		place->remote = pstrdup(quote_qualified_identifier(place->remote_schema, place->remote_table));
+		place->checksum = SPI_getvalue(tup, desc, 5);
 		replicas[part] = lappend(replicas[part], place);
 		MemoryContextSwitchTo(old);
 	}
@@ -162,16 +165,157 @@ pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, int32 local_w
 	return n_workers;
 }
 
-void
-pgdl_cluster_check_nodes(const Oid *servers, int n)
+/*
+ * Whether foreign server `server` answers: NULL, or the error of a node that
+ * cannot be reached (a connection exception: down, or refusing the login).
+ * The connection and its checks run in a subtransaction, so that such a node
+ * leaves the caller's transaction whole; any other error (another pgdl
+ * build, no user mapping) is the caller's.
+ */
+static ErrorData *
+node_answers(Oid server)
 {
-	for (int i = 0; i < n; i++)
-	{
-		bool		seen = !OidIsValid(servers[i]);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile why = NULL;
 
-		for (int j = 0; j < i && !seen; j++)
-			seen = servers[j] == servers[i];
-		if (!seen)
-			pgdl_node_close(pgdl_node_connect(servers[i], false));
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		pgdl_node_close(pgdl_node_connect(server, false));
+		ReleaseCurrentSubTransaction();
 	}
+	PG_CATCH();
+	{
+		ErrorData  *e;
+
+		MemoryContextSwitchTo(cxt);
+		e = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (ERRCODE_TO_CATEGORY(e->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
+			ReThrowError(e);
+		why = e;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return why;
+}
+
+/* The servers asked so far: up, or down with why (parallel lists). */
+typedef struct Answers
+{
+	List	   *up;
+	List	   *down;
+	List	   *why;
+} Answers;
+
+/* Whether server is up, asked once per call; *why its error if not. */
+static bool
+server_up(Oid server, Answers *a, ErrorData **why)
+{
+	ErrorData  *e;
+
+	if (list_member_oid(a->up, server))
+		return true;
+	for (int i = 0; i < list_length(a->down); i++)
+		if (list_nth_oid(a->down, i) == server)
+		{
+			*why = list_nth(a->why, i);
+			return false;
+		}
+	e = node_answers(server);
+	if (e == NULL)
+	{
+		a->up = lappend_oid(a->up, server);
+		return true;
+	}
+	a->down = lappend_oid(a->down, server);
+	a->why = lappend(a->why, e);
+	*why = e;
+	return false;
+}
+
+/*
+ * Partition p's primary is down (why): its first replica on a server that
+ * answers, or the primary's error, with a hint that says how to go on.
+ */
+static void
+move_to_replica(PgdlPartPlace *place, int32 p, List *replicas, Answers *a, ErrorData *why)
+{
+	ListCell   *lc;
+	char	   *name = GetForeignServer(place->server)->servername;
+
+	foreach(lc, replicas)
+	{
+		PgdlPartPlace *copy = lfirst(lc);
+		ErrorData  *unused;
+
+		if (server_up(copy->server, a, &unused))
+		{
+			place->server = copy->server;
+			place->remote = copy->remote;
+			place->remote_schema = copy->remote_schema;
+			place->remote_table = copy->remote_table;
+			return;
+		}
+	}
+	why->hint = replicas == NIL ?
+		psprintf("Start server \"%s\" again and repeat the call; a packed table distributed with replicas => 2 keeps a run going without one of its servers.", name) :
+		psprintf("Every server that holds a replica of partition %d is down too: start server \"%s\" or one of them again and repeat the call.", p, name);
+	ReThrowError(why);
+}
+
+/* One WARNING per server left out, with why and the partitions that go to their replicas. */
+static void
+warn_down(const Answers *a, const Oid *primary, const PgdlPartPlace *places, int32 partitions)
+{
+	for (int i = 0; i < list_length(a->down); i++)
+	{
+		Oid			server = list_nth_oid(a->down, i);
+		ErrorData  *why = list_nth(a->why, i);
+		StringInfoData moved;
+
+		initStringInfo(&moved);
+		for (int32 p = 0; p < partitions; p++)
+			if (primary[p] == server)
+				appendStringInfo(&moved, "%s partition %d on server \"%s\"", moved.len ? "," : "", p,
+								 GetForeignServer(places[p].server)->servername);
+		if (moved.len == 0)
+			continue;			/* only a replica there: the run does not need it */
+		ereport(WARNING,
+				(errmsg("server \"%s\" is down: the run starts without it", GetForeignServer(server)->servername),
+				 errdetail("Its partitions are visited on their replicas (%s), so the models are those of a run on every server. The connection failed: %s.",
+						   moved.data + 1, why->message)));
+		ereport(LOG,
+				(errmsg("pgdl: %s", why->message),
+				 why->detail ? errdetail_internal("%s", why->detail) : 0));
+	}
+}
+
+List *
+pgdl_cluster_route_around(Oid packed, PgdlPartPlace *places, int32 partitions)
+{
+	Answers		a = {NIL, NIL, NIL};
+	List	  **replicas = NULL;
+	Oid		   *primary = palloc(sizeof(Oid) * partitions);
+
+	for (int32 p = 0; p < partitions; p++)
+	{
+		ErrorData  *why = NULL;
+
+		primary[p] = places[p].server;
+		if (!OidIsValid(places[p].server) || server_up(places[p].server, &a, &why))
+			continue;
+		if (replicas == NULL)
+			replicas = pgdl_packed_replicas(packed, partitions);
+		move_to_replica(&places[p], p, replicas[p], &a, why);
+	}
+	warn_down(&a, primary, places, partitions);
+	pfree(primary);
+	return a.down;
 }

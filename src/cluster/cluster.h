@@ -22,6 +22,7 @@ typedef struct PgdlPartPlace
 	char	   *remote;			/* the node's table, qualified and quoted; NULL when here */
 	char	   *remote_schema;	/* the same, its two parts as they are */
 	char	   *remote_table;
+	char	   *checksum;		/* a replica's, as pgdl.distribute recorded it; NULL for a primary */
 } PgdlPartPlace;
 
 /* Each partition 0 .. partitions - 1 of a packed table; *distributed when one lives on a node. */
@@ -43,10 +44,15 @@ extern int32 pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, 
 								 int32 per_node, Oid *worker_server, int16 *owner);
 
 /*
- * Connect to each node once, so that a node that is down, refuses the user or
- * runs another pgdl build is found before a run starts rather than by a worker.
+ * Before a run: connect to the node of each partition once, so that a node
+ * that refuses the user or runs another pgdl build is found before the run
+ * starts rather than by a worker.  A node that cannot be reached (down) is
+ * left out when each partition it holds has a replica on a node that
+ * answers: places[p] then names that replica, a WARNING names the node, and
+ * the run starts without it; without such a replica, an error names the node.
+ * Returns the servers found down.
  */
-extern void pgdl_cluster_check_nodes(const Oid *servers, int n);
+extern List *pgdl_cluster_route_around(Oid packed, PgdlPartPlace *places, int32 partitions);
 
 /* remote.c */
 
@@ -93,7 +99,10 @@ extern void pgdl_node_set_deadline(PgdlNode *node, TimestampTz deadline);
 extern bool pgdl_node_await(PgdlNode *node);
 extern void pgdl_node_fence(PgdlNode *node);
 
-/* Wait until one of the busy nodes has its result ready; its index. */
+/*
+ * Wait until one of the busy nodes has its result ready; its index (-1: none
+ * busy).  A busy node past its deadline is fenced, and the error names it.
+ */
 extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
 
 /*
@@ -102,6 +111,13 @@ extern int	pgdl_node_wait_any(PgdlNode **nodes, int n);
  * connection only, whose partitions do not change while it trains.
  */
 extern void pgdl_node_keep_partitions(PgdlNode *node, int64 bytes);
+
+/*
+ * distribute.c: the rows and checksum of a node's table (qualified), as
+ * pgdl.distribute records a copy's (pgdl.partition_replicas); "" when none.
+ * The node sums its rows: nothing is shipped back.
+ */
+extern char *pgdl_node_copy_checksum(PgdlNode *node, const char *qualified);
 
 /* COPY ... FROM STDIN: begin it, send its data, end it; returns the rows the node took. */
 extern void pgdl_node_copy_begin(PgdlNode *node, const char *copy_sql);
@@ -153,6 +169,8 @@ typedef struct PgdlFailover
 	List	  **replicas;		/* per partition, its replicas (pgdl_packed_replicas) */
 	List	   *lost;			/* the servers this worker dropped for the rest of the run */
 	List	   *open;			/* its connections to other nodes, PgdlNode * */
+	List	   *checked;		/* the copies (PgdlPartPlace *) whose checksum it verified */
+	List	   *damaged;		/* and those whose rows differ from the partition's: never visited */
 	int64		cache_bytes;	/* pgdl_node_keep_partitions there */
 	int32		partitions;
 	bool	   *held_here;		/* per partition: home holds a replica of it (pgdl_failover_held_here) */

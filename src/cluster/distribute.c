@@ -348,16 +348,21 @@ local_checksum(const char *qualified)
 	return sum;
 }
 
-/* The node's copy schema.name, as CHECKSUM_SQL sums it; "" when it has none. */
-static char *
-node_checksum(PgdlNode *node, const char *schema, const char *name)
+char *
+pgdl_node_copy_checksum(PgdlNode *node, const char *qualified)
 {
-	PGresult   *res = pgdl_node_exec(node, psprintf(CHECKSUM_SQL, quote_qualified_identifier(schema, name)), 0, NULL,
-									 PGRES_TUPLES_OK);
+	PGresult   *res = pgdl_node_exec(node, psprintf(CHECKSUM_SQL, qualified), 0, NULL, PGRES_TUPLES_OK);
 	char	   *sum = PQntuples(res) == 1 && !PQgetisnull(res, 0, 0) ? pstrdup(PQgetvalue(res, 0, 0)) : pstrdup("");
 
 	PQclear(res);
 	return sum;
+}
+
+/* The node's copy schema.name, as CHECKSUM_SQL sums it; "" when it has none. */
+static char *
+node_checksum(PgdlNode *node, const char *schema, const char *name)
+{
+	return pgdl_node_copy_checksum(node, quote_qualified_identifier(schema, name));
 }
 
 /* Whether the node holds, committed, the very copy of partition k that would be sent: the name alone proves nothing. */

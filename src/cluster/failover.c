@@ -11,6 +11,13 @@
  * dropped.  The replica holds the same rows (pgdl.distribute checksummed it)
  * and the visit order never changes, so the models are those of one server.
  * Without a live replica the node's error stands, as without replicas.
+ *
+ * Before its first visit to a copy of a partition that has replicas, the
+ * worker has the node sum the copy's rows (pgdl.distribute's checksum: no row
+ * comes back) and compares the sum with the one recorded: a copy that
+ * changed since is treated as lost (the visit goes to another copy, and
+ * without one the error names the node and the partition), so that a run
+ * never trains on rows that differ from the partition's.
  */
 #include "postgres.h"
 
@@ -35,13 +42,13 @@ live_copies(const PgdlFailover *f, const PgdlPartPlace *primary, int32 part, Oid
 	List	   *live = NIL;
 	ListCell   *lc;
 
-	if (!is_lost(f, primary->server))
+	if (!is_lost(f, primary->server) && !list_member_ptr(f->damaged, primary))
 		live = lappend(live, (void *) primary);
 	foreach(lc, f->replicas[part])
 	{
 		PgdlPartPlace *copy = lfirst(lc);
 
-		if (is_lost(f, copy->server))
+		if (is_lost(f, copy->server) || list_member_ptr(f->damaged, copy))
 			continue;
 		if (copy->server == prefer)
 			live = lcons(copy, live);
@@ -106,28 +113,78 @@ node_lost(const PgdlNode *node, int sqlerrcode)
 		sqlerrcode == ERRCODE_CANNOT_CONNECT_NOW;
 }
 
+typedef enum
+{
+	VISIT_DONE,
+	VISIT_DROP_NODE,			/* lost or fenced */
+	VISIT_DAMAGED				/* the copy is not the partition's */
+} VisitOutcome;
+
 /*
- * The visit on node's copy `table`: true with *out filled; false when the
- * node missed the deadline (it is fenced) or, with another copy to turn to
- * (!last), was lost.  Any other error, or a loss with no copy left, is the
- * run's, as it would be without replicas.
+ * Whether node's copy of partition part has the checksum recorded for the
+ * partition (its replicas', which pgdl.distribute checked against the
+ * primary's as sent), asked once per worker and copy; true when the partition
+ * has no replicas (nothing recorded).  A copy that differs is an error when
+ * it is the last one (last).
  */
 static bool
-try_visit(PgdlNode *node, const char *table, const PgdlFailoverVisit *v, bool last, PgdlVisit *out)
+copy_is_whole(PgdlFailover *f, PgdlNode *node, const PgdlPartPlace *copy, int32 part, bool last)
+{
+	const char *expected;
+	char	   *sum;
+	MemoryContext old;
+
+	if (f->replicas[part] == NIL || list_member_ptr(f->checked, copy))
+		return true;
+	expected = copy->checksum ? copy->checksum : ((PgdlPartPlace *) linitial(f->replicas[part]))->checksum;
+	sum = pgdl_node_copy_checksum(node, copy->remote);
+	if (strcmp(sum, expected) != 0)
+	{
+		if (last)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("the copy of partition %d on server \"%s\" does not have its recorded checksum, and no other copy is left",
+							part, node->name),
+					 errdetail("The node's copy sums to \"%s\", pgdl.partition_replicas records \"%s\"; the run trains only on the partition's own rows.",
+							   sum, expected),
+					 errhint("Restore the node's table, or call pgdl.distribute again as before: it copies a changed replica again.")));
+		return false;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	f->checked = lappend(f->checked, (void *) copy);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/*
+ * The visit on node's copy: VISIT_DONE with *out filled; VISIT_DROP_NODE when
+ * the node missed the deadline (it is fenced) or, with another copy to turn
+ * to (!last), was lost; VISIT_DAMAGED when the copy's rows changed since
+ * pgdl.distribute made it.  Any other error, or a loss with no copy left, is
+ * the run's, as it would be without replicas.
+ */
+static VisitOutcome
+try_visit(PgdlFailover *f, PgdlNode *node, const PgdlPartPlace *copy, const PgdlFailoverVisit *v, bool last,
+		  PgdlVisit *out)
 {
 	MemoryContext cxt = CurrentMemoryContext;
-	volatile bool done = false;
+	volatile VisitOutcome outcome = VISIT_DROP_NODE;
 
 	pgdl_node_set_deadline(node, v->deadline > 0 ?
 						   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (v->deadline * 1000)) : 0);
 	PG_TRY();
 	{
-		pgdl_node_send_visit(node, v->model, v->model_len, v->prefix, v->prefix_len, v->config, table,
-							 &v->part, 1, 1);
-		if (pgdl_node_await(node))
+		if (!copy_is_whole(f, node, copy, v->part, last))
+			outcome = VISIT_DAMAGED;
+		else
+			pgdl_node_send_visit(node, v->model, v->model_len, v->prefix, v->prefix_len, v->config, copy->remote,
+								 &v->part, 1, 1);
+		if (outcome == VISIT_DAMAGED)
+			 /* nothing sent */ ;
+		else if (pgdl_node_await(node))
 		{
 			pgdl_node_read_visit(node, v->model, v->model_len, v->config, v->what, out);
-			done = true;
+			outcome = VISIT_DONE;
 		}
 		else
 			pgdl_node_fence(node);
@@ -147,7 +204,7 @@ try_visit(PgdlNode *node, const char *table, const PgdlFailoverVisit *v, bool la
 	}
 	PG_END_TRY();
 	pgdl_node_set_deadline(node, 0);
-	return done;
+	return outcome;
 }
 
 PgdlNode *
@@ -162,6 +219,7 @@ pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFai
 		const PgdlPartPlace *copy;
 		PgdlNode   *node;
 		MemoryContext old;
+		VisitOutcome outcome;
 
 		if (live == NIL)
 			ereport(ERROR,
@@ -175,8 +233,20 @@ pgdl_failover_visit(PgdlFailover *f, const PgdlPartPlace *primary, const PgdlFai
 			ereport(LOG,
 					(errmsg("pgdl: server \"%s\" is dropped for the rest of the run; the visit of partition %d with %s is redone on server \"%s\"",
 							dropped->name, v->part, v->what, node->name)));
-		if (try_visit(node, copy->remote, v, list_length(live) == 1, out))
+		outcome = try_visit(f, node, copy, v, list_length(live) == 1, out);
+		if (outcome == VISIT_DONE)
 			return node;
+		if (outcome == VISIT_DAMAGED)
+		{
+			ereport(LOG,
+					(errmsg("pgdl: the copy of partition %d on server \"%s\" does not have its recorded checksum; this run does not use it",
+							v->part, node->name)));
+			old = MemoryContextSwitchTo(TopMemoryContext);
+			f->damaged = lappend(f->damaged, (void *) copy);
+			MemoryContextSwitchTo(old);
+			dropped = NULL;
+			continue;
+		}
 		if (list_length(live) == 1)
 		{
 			*fenced = node;

@@ -22,13 +22,18 @@
  * connection is lost during it, is left out of that round (the average is
  * over the sites that answered, its row names the missing) and tried again in
  * the next; fewer than min_sites answering fails the run.  Without it, a site
- * down fails the run.
+ * down fails the run.  A site that has not answered a round by its deadline
+ * (a hung node: pgdl.node_deadline_multiple times the time this server's
+ * calibrated estimate predicts for its share of the round, at least
+ * pgdl.node_deadline_floor) is fenced, and is then a site lost in the round.
  *
  * Invariant: the model after each round depends on the seed, the rounds before
  * and the sites that answered, never on timing: a resumed run ends with the
  * bytes of an uninterrupted one.
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -43,11 +48,13 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
+#include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "spec/spec.h"
 #include "catalog/catalog.h"
 #include "data/data.h"
+#include "plan/plan.h"
 #include "train/train.h"
 #include "cluster/cluster.h"
 #define HERE_SITE_NAME "coordinator"	/* what pgdl.run_metrics.node says of the partitions here */
@@ -322,7 +329,35 @@ site_step(FedRun *f, Site *site, SiteStep step, PgdlNode **nodes)
 	return ok;
 }
 
-/* Every site that is up trains its copy of `global`; returns when all are back or left out. */
+/*
+ * Seconds a site has for its round: pgdl.node_deadline_multiple times what
+ * this server's calibrated estimate predicts for the site's examples (its
+ * share of the packed rows, local_epochs times), as a model hopper visit's
+ * deadline is (schedule.c), never below pgdl.node_deadline_floor; 0: none.
+ */
+#define FED_MAX_DEADLINE_S	1e7
+
+static double
+site_deadline(const FedRun *f, const Site *site)
+{
+	PgdlProfile *prof;
+	double		ips;
+	double		seconds;
+
+	if (pgdl_node_deadline_multiple <= 0)
+		return 0;
+	prof = palloc(sizeof(PgdlProfile));
+	pgdl_profile_load(prof);
+	ips = pgdl_predict_images_per_second(prof, f->spec, &f->config.optim, f->config.batch_size, 1, false);
+	seconds = (double) f->ds->n_rows_hint * site->n_parts / Max(f->ds->partitions, 1) * f->local_epochs;
+	seconds = ips > 0 && isfinite(ips) ? pgdl_node_deadline_multiple * seconds / ips : 0;
+	if (!isfinite(seconds) || seconds > FED_MAX_DEADLINE_S)
+		seconds = FED_MAX_DEADLINE_S;
+	pfree(prof);
+	return Max(seconds, pgdl_node_deadline_floor);
+}
+
+/* Every site that is up trains its copy of `global`; returns when all are back, left out or fenced. */
 static void
 train_sites(FedRun *f, const bytea *global)
 {
@@ -341,7 +376,13 @@ train_sites(FedRun *f, const bytea *global)
 		if (OidIsValid(site->server) && site->node == NULL)
 			(void) site_step(f, site, STEP_CONNECT, NULL);
 		if (site->node)
+		{
+			double		deadline = site_deadline(f, site);
+
+			pgdl_node_set_deadline(site->node, deadline > 0 ?
+								   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (int64) (deadline * 1000)) : 0);
 			(void) site_step(f, site, STEP_SEND, NULL);
+		}
 	}
 	for (int s = 0; s < f->n_sites; s++)
 		if (!OidIsValid(f->sites[s].server))
@@ -353,6 +394,10 @@ train_sites(FedRun *f, const bytea *global)
 		if (site_step(f, NULL, STEP_WAIT, nodes) && f->ready < 0)
 			break;
 	}
+	/* the round's deadline is over: what follows on a node has none */
+	for (int s = 0; s < f->n_sites; s++)
+		if (f->sites[s].node)
+			pgdl_node_set_deadline(f->sites[s].node, 0);
 }
 
 /* The sites that answered: their copies averaged, weighted by their examples, in site order (pgdl.train's combine). */

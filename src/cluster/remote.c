@@ -363,18 +363,24 @@ await_input(PgdlNode *node)
 	return true;
 }
 
+/* The node missed its deadline: fenced, and an error that names it. */
+static void missed_deadline(PgdlNode *node) pg_attribute_noreturn();
+static void
+missed_deadline(PgdlNode *node)
+{
+	pgdl_node_fence(node);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("server \"%s\" did not answer within its deadline", node->name),
+			 errdetail("Its query was cancelled and its connection closed.")));
+}
+
 /* Read from the node until a result is ready; a node past its deadline (if any) is fenced. */
 static void
 wait_until_ready(PgdlNode *node)
 {
 	if (!await_input(node))
-	{
-		pgdl_node_fence(node);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("server \"%s\" did not answer within its deadline", node->name),
-				 errdetail("Its query was cancelled and its connection closed.")));
-	}
+		missed_deadline(node);
 }
 
 /*
@@ -655,6 +661,8 @@ pgdl_node_wait_any(PgdlNode **nodes, int n)
 		WaitEventSet *set;
 		WaitEvent	event;
 		bool		any = false;
+		long		timeout;
+		TimestampTz now;
 
 		for (int i = 0; i < n; i++)
 		{
@@ -668,13 +676,28 @@ pgdl_node_wait_any(PgdlNode **nodes, int n)
 		}
 		if (!any)
 			return -1;
+		timeout = -1;
+		now = GetCurrentTimestamp();
+		/* a node past its deadline (a hung one) is fenced; the others are waited for until the first one's */
+		for (int i = 0; i < n; i++)
+		{
+			long		left;
+
+			if (nodes[i] == NULL || !nodes[i]->busy || nodes[i]->deadline == 0)
+				continue;
+			if (nodes[i]->late || now >= nodes[i]->deadline)
+				missed_deadline(nodes[i]);
+			left = (long) ((nodes[i]->deadline - now + 999) / 1000);
+			timeout = timeout < 0 ? left : Min(timeout, left);
+		}
 		set = CreateWaitEventSet(CurrentMemoryContext, n + 2);
 		AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 		AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 		for (int i = 0; i < n; i++)
 			if (nodes[i] && nodes[i]->busy)
 				AddWaitEventToSet(set, WL_SOCKET_READABLE, PQsocket(nodes[i]->conn), NULL, NULL);
-		(void) WaitEventSetWait(set, -1, &event, 1, PG_WAIT_EXTENSION);
+		event.events = 0;
+		(void) WaitEventSetWait(set, timeout, &event, 1, PG_WAIT_EXTENSION);
 		FreeWaitEventSet(set);
 		if (event.events & WL_LATCH_SET)
 		{

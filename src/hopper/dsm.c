@@ -61,6 +61,8 @@ create_segment(int n_models, Size blob_len, Size plan_len, Jsonb *run_config, Mo
 static void
 init_shared(MopShared *shared, const MopRun *run)
 {
+	ListCell   *lc;
+
 	SpinLockInit(&shared->mutex);
 	shared->magic = MOP_MAGIC;
 	pgdl_caller_capture(&shared->caller);
@@ -83,6 +85,9 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->distributed = run->distributed;
 	shared->folds = run->folds;
 	memcpy(shared->owner, run->owner, sizeof(shared->owner));
+	foreach(lc, run->down)
+		if (shared->n_lost < MOP_MAX_LOST)
+			shared->lost[shared->n_lost++] = lfirst_oid(lc);
 	for (int w = 0; w < run->n_workers; w++)
 	{
 		shared->workers[w].server = run->worker_server[w];

@@ -38,6 +38,7 @@
 #define MOP_KEY_BLOBS		2
 #define MOP_KEY_PLAN		3	/* the SQL of the run's feature cache tasks */
 #define MOP_KEY_RUN_CONFIG	4	/* pgdl.runs.config (jsonb), for worker 0 to record */
+#define MOP_MAX_LOST		64	/* nodes a run records as dropped; more are found by each worker */
 #define MOP_MAX_TASKS		(2 * MOP_MAX_SOURCES)
 #define MOP_MAX_RUNGS		17	/* epochs / eta^k >= 1 for k <= 16: epochs <= 100000, eta >= 2 */
 
@@ -158,6 +159,9 @@ typedef struct MopShared
 	bool		distributed;	/* some partitions live on nodes (cluster.c) */
 	bool		folds;			/* cross-validation: a model per (configuration, held-out partition) */
 	int16		owner[PGDL_MAX_PARTITIONS];	/* the worker that trains models on each partition */
+	/* nodes dropped for the rest of the run: down at its start, or lost or fenced by a worker (failover.c) */
+	int32		n_lost;
+	Oid			lost[MOP_MAX_LOST];
 	int32		epochs;
 	MopStrategy strategy;
 	int32		eta;			/* halving; 0: train every model for all epochs */

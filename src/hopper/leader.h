@@ -66,6 +66,7 @@ typedef struct MopRun
 	int32		priority;		/* among its role's queued jobs (jobs.c) */
 	int32		n_workers;		/* in all */
 	bool		distributed;
+	List	   *down;			/* nodes that did not answer as the run started (pgdl_cluster_route_around) */
 	bool		folds;			/* cross-validation over the partitions: configs holds each one once per fold */
 	Oid			worker_server[PGDL_MAX_WORKERS];
 	int32		worker_device[PGDL_MAX_WORKERS];	/* devices.c's plan */

@@ -284,8 +284,8 @@ mop_plan_caches(MopRun *run)
 				 errdetail("The frozen layers run over the validation set at every epoch.")));
 	run->plan = pgdl_cache_plan(run->ds, run->vds, transfers, n, run->epochs, run->workers,
 								on_nodes ? PGDL_CACHE_ON_NODES : run->cache_mode, group_of);
-	/* a distributed packed table's caches live on its nodes (cluster/node_cache.c) */
-	if (run->distributed)
+	/* a distributed packed table's caches live on its nodes (cluster/node_cache.c); with one down, none is used */
+	if (run->distributed && run->down == NIL)
 		pgdl_node_cache_plan(run->plan, run->ds, run->epochs, run->n_workers, run->cache_mode);
 	if (run->plan->n_groups + 1 > MOP_MAX_SOURCES)
 		ereport(ERROR,

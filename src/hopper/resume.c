@@ -327,7 +327,6 @@ mop_resume_setup(FunctionCallInfo fcinfo)
 	restore_history(run);
 	mop_plan_devices(run);
 	mop_plan_caches(run);
-	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_plan_paces(run);
 	return run;
 }

@@ -134,6 +134,9 @@ mop_set_workers(MopRun *run, int32 workers, int32 per_node)
 	check_worker_count("workers", workers);
 	check_worker_count("workers_per_node", per_node);
 	places = pgdl_packed_places(run->ds->packed, run->ds->partitions, &run->distributed);
+	/* a node down now: its partitions go to live replicas' nodes, and the run starts without it */
+	if (run->distributed)
+		run->down = pgdl_cluster_route_around(run->ds->packed, places, run->ds->partitions);
 	if (!run->distributed && workers > run->ds->partitions)
 	{
 		ereport(NOTICE,
@@ -316,7 +319,6 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	mop_plan_caches(run);
 	if (run->folds)
 		expand_folds(run);
-	pgdl_cluster_check_nodes(run->worker_server, run->n_workers);
 	mop_plan_paces(run);
 	return run;
 }

@@ -531,6 +531,45 @@ missed_deadline(PgdlNode *node, const MopModel *m, double deadline)
 			 errhint("Raise pgdl.node_deadline_floor or pgdl.node_deadline_multiple if the node is only slow.")));
 }
 
+/*
+ * The nodes dropped in this run, this worker's and the others' alike (the
+ * run's shared memory holds them): a node down at the start, or lost or fenced
+ * by one worker, costs no other worker a visit, nor a deadline.  A worker whose
+ * own node is dropped takes no other worker's visits for it.
+ */
+static void
+share_lost(void)
+{
+	Oid			lost[MOP_MAX_LOST];
+	int			n;
+	ListCell   *lc;
+	MemoryContext old;
+
+	SpinLockAcquire(&shared->mutex);
+	foreach(lc, failover.lost)
+	{
+		bool		known = false;
+
+		for (int k = 0; k < shared->n_lost && !known; k++)
+			known = shared->lost[k] == lfirst_oid(lc);
+		if (!known && shared->n_lost < MOP_MAX_LOST)
+			shared->lost[shared->n_lost++] = lfirst_oid(lc);
+	}
+	n = shared->n_lost;
+	memcpy(lost, shared->lost, sizeof(Oid) * n);
+	SpinLockRelease(&shared->mutex);
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	for (int k = 0; k < n; k++)
+	{
+		if (list_member_oid(failover.lost, lost[k]))
+			continue;
+		failover.lost = lappend_oid(failover.lost, lost[k]);
+		if (lost[k] == node->server && failover.held_here)
+			memset(failover.held_here, 0, sizeof(bool) * failover.partitions);
+	}
+	MemoryContextSwitchTo(old);
+}
+
 /* Model i on its partition, on the node that holds it (or a replica, once that node is lost: failover.c). */
 static void
 visit_node(int i, Visit *v, MemoryContext step_cxt)
@@ -541,7 +580,7 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 	PgdlFailoverVisit fv = {m->partition, blobs + m->blob_offset, m->blob_len,
 		ms->prefix_len ? blobs + ms->prefix_offset : NULL, ms->prefix_len, &m->config, deadline,
 		psprintf("configuration " INT64_FORMAT, m->config_id),
-	shared->owner[m->partition] == me ? InvalidOid : node->server};
+	places[m->partition].server == node->server ? InvalidOid : node->server};
 	PgdlVisit	result;
 	PgdlNode   *answered;
 	PgdlNode   *fenced = NULL;
@@ -551,7 +590,9 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 			(errmsg_internal("pgdl worker %d: configuration " INT64_FORMAT " visits partition %d on server \"%s\", deadline %.1f s",
 							 me, m->config_id, m->partition, node->name, deadline)));
 	/* frozen layers run on the node at every visit: distributed runs cache none (prepare.c) */
+	share_lost();
 	answered = pgdl_failover_visit(&failover, &places[m->partition], &fv, &result, &fenced);
+	share_lost();
 	if (answered == NULL)
 		missed_deadline(fenced, m, deadline);
 	v->nn = nn_model_deserialize((const uint8_t *) VARDATA(result.model), m->blob_len, &err);
@@ -856,6 +897,15 @@ load_partitions(void)
 	}
 }
 
+static bool
+dropped_at_start(Oid server)
+{
+	for (int k = 0; k < shared->n_lost; k++)
+		if (shared->lost[k] == server)
+			return true;
+	return false;
+}
+
 /* A worker whose partitions live on a node connects to it, as the caller's user mapping. */
 static void
 connect_node(void)
@@ -873,8 +923,9 @@ connect_node(void)
 	old = MemoryContextSwitchTo(data_cxt);
 	places = pgdl_packed_places(sources[0].train.packed, shared->n_partitions, &distributed);
 	MemoryContextSwitchTo(old);
+	/* a partition whose node was down at the start is owned where a replica is (pgdl_cluster_route_around) */
 	for (int p = 0; p < shared->n_partitions; p++)
-		if (shared->owner[p] == me && places[p].server != server)
+		if (shared->owner[p] == me && places[p].server != server && !dropped_at_start(places[p].server))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("partition %d of the packed table moved while the run started", p)));
