@@ -507,6 +507,26 @@ conv_backward(const LayerCall *c)
 	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
 }
 
+/* Pool i's windows over its input, as the backends take them */
+static NnPoolGeom
+pool_geom(const LayerCall *c)
+{
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g;
+
+	g.h = s->h;
+	g.w = s->w;
+	g.k = c->l->kernel;
+	g.stride = pool_stride(c->l);
+	g.pad = c->l->padding;
+	g.pad_end = c->l->pad_end;
+	g.oh = o->h;
+	g.ow = o->w;
+	g.count_pad = c->l->count_pad;
+	return g;
+}
+
 static int32_t *
 maxpool_argmax(const LayerCall *c)
 {
@@ -516,44 +536,36 @@ maxpool_argmax(const LayerCall *c)
 static void
 maxpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
-	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * s->c,
-						   s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w,
+	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g,
 						   c->i > 0 && relu_fused_into_pool(c->m, c->i - 1));
 }
 
 static void
 maxpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
 	if (c->din)
-		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * s->c,
-								s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w);
+		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 static void
 avgpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
-	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h, s->w,
-						   c->l->kernel, pool_stride(c->l), o->h, o->w);
+	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 static void
 avgpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
 	if (c->din)
-		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h, s->w,
-								c->l->kernel, pool_stride(c->l), o->h, o->w);
+		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 /* over each plane of an image, or over the steps of a sequence (ndim 2) */

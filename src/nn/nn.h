@@ -92,7 +92,7 @@ typedef struct NnLayerSpec
 	int32_t		filters;		/* conv2d */
 	int32_t		kernel;			/* conv2d, pools: window size */
 	int32_t		stride;			/* conv2d (default 1), pools (default = kernel) */
-	int32_t		padding;		/* conv2d */
+	int32_t		padding;		/* conv2d; pools: before (top and left) */
 	NnInit		init;			/* dense, conv2d */
 	float		alpha;			/* leaky_relu negative slope */
 	float		rate;			/* dropout probability of zeroing */
@@ -115,6 +115,10 @@ typedef struct NnLayerSpec
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
+	/* pools: padding after (bottom and right), which is ONNX's asymmetric auto_pad */
+	int32_t		pad_end;
+	bool		ceil_mode;		/* pools: a last, partial window where the windows do not end at the edge */
+	bool		count_pad;		/* avgpool2d: divides by the window's pads too (count_include_pad) */
 } NnLayerSpec;
 
 /* conv2d's channel groups, 1 for a blob or spec from before they existed (0) */
@@ -323,6 +327,7 @@ extern NnLoss nn_loss_from_name(const char *name);
 extern const char *nn_optim_name(NnOptType type);
 extern NnOptType nn_optim_from_name(const char *name);
 extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
+extern bool nn_pool_counts_past_pads(const NnLayerSpec *l, int32_t in_h, int32_t in_w);
 extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
 extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
 /* As nn_spec_validate, but an output no later layer reads yet is no error: a graph built a layer at a time */
