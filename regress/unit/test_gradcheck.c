@@ -602,6 +602,16 @@ UNIT_TEST(gradcheck_slice)
 	l->start = 2;
 	l->units = 3;
 	check_layer("slice of a dense layer", &s, NN_LOSS_MSE);
+
+	/* a slice of each step of a sequence (ONNX's Slice along the last axis): [4, 3] to [4, 2] */
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 4;
+	l = spec_add(&s, NN_SLICE);
+	l->start = 1;
+	l->units = 2;
+	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("slice of each step of a sequence", &s, NN_LOSS_MSE);
 }
 
 UNIT_TEST(gradcheck_residual_block)

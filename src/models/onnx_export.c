@@ -424,7 +424,8 @@ add_indicators(OnnxGraph *g, const PgdlDataset *ds)
 static void
 add_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
 {
-	const int64 axis = 1;
+	/* the features: of a [batch, features] value, or of each step of a [batch, steps, features] one */
+	const int64 axis = g->rank == 3 ? 2 : 1;
 	const char *params[] = {psprintf("%s.starts", name), psprintf("%s.ends", name), psprintf("%s.axes", name), NULL};
 
 	add_int64_initializer(g, params[0], 1, &from);
@@ -997,7 +998,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			add_conv1d(g, l, i, params, name);
 			break;
 		case NN_SLICE:
-			/* pgdl slices a flat input only: [batch, features] */
+			/* a flat input's features, or each step's */
 			add_slice(g, name, l->start, (int64) l->start + l->units);
 			break;
 		default:

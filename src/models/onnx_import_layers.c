@@ -509,16 +509,16 @@ read_activation(Reader *r, NnLayerType type)
  * which works on each step of a sequence, follows.  rows 1 (an image
  * normalized whole): a plain flatten.
  */
-static void
-to_groups(Reader *r, int64 rows)
+void
+onnx_to_groups(Reader *r, int64 rows)
 {
 	onnx_new_layer(r, NN_FLATTEN)->steps = rows > 1 ? (int32) Min(rows, PG_INT32_MAX) : 0;
 	onnx_add_layer(r, NULL, 0, NULL, 0);
 }
 
 /* and back: flat again, held in the graph's dims */
-static void
-from_groups(Reader *r, const int64 *dims, int rank)
+void
+onnx_from_groups(Reader *r, const int64 *dims, int rank)
 {
 	if (r->shape.ndim != 1)
 	{
@@ -592,7 +592,7 @@ read_layernorm(Reader *r)
 					"normalizes together (" INT64_FORMAT ").", count, n);
 	grouped = !per_step && (rows > 1 || r->shape.ndim == 3);
 	if (grouped)
-		to_groups(r, rows);
+		onnx_to_groups(r, rows);
 	i = r->spec->n_layers;
 	onnx_new_layer(r, NN_LAYERNORM)->eps = onnx_attr_float(r, "epsilon", 1e-5f);
 	onnx_add_layer(r, scale, n, NULL, n);
@@ -604,7 +604,7 @@ read_layernorm(Reader *r)
 			UNSUPPORTED(r, "Its bias holds " INT64_FORMAT " values; pgdl's layernorm takes " INT64_FORMAT ".", count, n);
 	}
 	if (grouped)
-		from_groups(r, dims, rank);
+		onnx_from_groups(r, dims, rank);
 }
 
 /*
@@ -632,11 +632,11 @@ read_softmax(Reader *r)
 		bool		steps = r->shape.ndim == 2 && r->n_held == 0;
 
 		if (!steps)
-			to_groups(r, rows);
+			onnx_to_groups(r, rows);
 		onnx_new_layer(r, NN_SOFTMAX)->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
 		onnx_add_layer(r, NULL, 0, NULL, 0);
 		if (!steps)
-			from_groups(r, dims, rank);
+			onnx_from_groups(r, dims, rank);
 		r->group_softmax = true;
 		return;
 	}

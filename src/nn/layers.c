@@ -960,19 +960,36 @@ attention_backward(const LayerCall *c)
  * slice: columns [start, start + length) of each example; its input's gradient
  * is zero outside them.  The whole batch (or a thread's shard) at once.
  */
+/* The rows a slice cuts: one an example, or one a step of a sequence */
+static int64_t
+slice_rows(const LayerCall *c)
+{
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
+
+	return (int64_t) c->n * (s->ndim == 2 ? s->c : 1);
+}
+
 static void
 slice_forward(const LayerCall *c)
 {
-	c->be->copy_rows(c->out, c->out_size, c->in + c->l->start, c->in_size, c->n, c->out_size, false);
+	int64_t		rows = slice_rows(c);
+	int64_t		in_w = (int64_t) c->n * c->in_size / rows,
+				out_w = (int64_t) c->n * c->out_size / rows;
+
+	c->be->copy_rows(c->out, out_w, c->in + c->l->start, in_w, rows, out_w, false);
 }
 
 static void
 slice_backward(const LayerCall *c)
 {
+	int64_t		rows = slice_rows(c);
+	int64_t		in_w = (int64_t) c->n * c->in_size / rows,
+				out_w = (int64_t) c->n * c->out_size / rows;
+
 	if (c->din == NULL)
 		return;
 	c->be->fill(c->din, 0.0f, c->n * c->in_size);
-	c->be->copy_rows(c->din + c->l->start, c->in_size, c->dout, c->out_size, c->n, c->out_size, false);
+	c->be->copy_rows(c->din + c->l->start, in_w, c->dout, out_w, rows, out_w, false);
 }
 
 /*

@@ -104,10 +104,14 @@ typedef struct NnLayerSpec
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
+	/* (the pools' flags fill the bytes before the union: the struct keeps its size) */
+	bool		ceil_mode;		/* pools: a last, partial window where the windows do not end at the edge */
+	bool		count_pad;		/* avgpool2d: divides by the window's pads too (count_include_pad) */
 	union
 	{
 		int32_t		start;		/* slice: its first feature (its length is in units) */
 		int32_t		steps;		/* flatten: 0, flat; or the sequence [steps, size / steps] it makes */
+		int32_t		pad_end;	/* pools: padding after (bottom, right; "padding" is before) */
 	};
 	int32_t		heads;			/* attention: heads, dividing the features */
 	bool		causal;			/* attention: a step attends to itself and the steps before it only */
@@ -115,10 +119,6 @@ typedef struct NnLayerSpec
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
-	/* pools: padding after (bottom and right), which is ONNX's asymmetric auto_pad */
-	int32_t		pad_end;
-	bool		ceil_mode;		/* pools: a last, partial window where the windows do not end at the edge */
-	bool		count_pad;		/* avgpool2d: divides by the window's pads too (count_include_pad) */
 } NnLayerSpec;
 
 /* conv2d's channel groups, 1 for a blob or spec from before they existed (0) */

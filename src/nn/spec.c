@@ -478,10 +478,18 @@ slice_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 {
 	const char *tname = nn_layer_type_name(l->type);
 
+	if (in.ndim == 2)
+	{
+		/* a sequence [steps, features]: the same features of each step */
+		REQUIRE_RANGE(l->start, 0, in.w - 1, "start");
+		REQUIRE_RANGE(l->units, 1, in.w - l->start, "length");
+		out->w = l->units;
+		return true;
+	}
 	if (in.ndim != 1)
 	{
-		nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
-					 tname, in.c, in.h, in.w);
+		nn_error_set(err, i, "type", "%s needs a flat [features] input or a sequence, got [%d, %d, %d]; add a flatten "
+					 "layer before it", tname, in.c, in.h, in.w);
 		return false;
 	}
 	REQUIRE_RANGE(l->start, 0, in.c - 1, "start");
