@@ -248,6 +248,8 @@ for case in cases:
 print(f"# testdata: {compared} compared, {refused} refused ({refused_input} of them for the graph's input or "
       f"outputs), of {len(cases)} tests")
 check("testdata: at least 20 single-op models compared", compared >= 20, str(compared))
+# the coverage docs/benchmarks.md records: a change that loses a test fails here
+check(f"testdata: at least 91 of the {len(cases)} tests import and match ({matched})", matched >= 91)
 
 # every other single-operator test: refused with 0A000 naming its operator (or the model's input), or imported
 others = sorted(c for c in glob.glob(f"{DATA}/test_*") if not c.endswith("_expanded") and op_of(c) not in OPS
