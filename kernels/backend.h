@@ -27,6 +27,22 @@ typedef struct NnConvGeom
 	int			oh, ow;			/* output */
 } NnConvGeom;
 
+/*
+ * A pool's k x k windows over planes h x w into oh x ow.  The plane is padded
+ * by pad before (top, left) and pad_end after (bottom, right); the pads never
+ * win a max, and an average divides by the window's values in the plane, or
+ * under count_pad by its size within the padded plane (ONNX's and torch's
+ * count_include_pad).  A window that ceil_mode leaves partial is cut at the
+ * padded plane's edge.
+ */
+typedef struct NnPoolGeom
+{
+	int			h, w;			/* input */
+	int			k, stride, pad, pad_end;
+	int			oh, ow;			/* output */
+	bool		count_pad;
+} NnPoolGeom;
+
 typedef struct NnBackend
 {
 	const char *name;
@@ -85,24 +101,19 @@ typedef struct NnBackend
 	void		(*nchw_to_cnhw) (const float *src, float *dst, int n, int channels, int plane);
 
 	/*
-	 * Pooling over planes of h x w (planes = examples * channels), k x k windows,
-	 * no padding.  Max pooling saves the index within its plane of each window's
+	 * Pooling over planes (planes = examples * channels) as g says.  Max pooling saves the index within its plane of each window's
 	 * first maximum in argmax; relu_before says a relu was fused into it (see
 	 * src/nn/layers.c): a window whose maximum is not positive gets argmax -1 and
 	 * no gradient, as the relu would have blocked it.  Backward overwrites dx;
-	 * max pooling's takes k and stride too, so that a backend may gather each
+	 * max pooling's takes the windows too, so that a backend may gather each
 	 * element's gradient from the windows that hold it rather than scatter.
 	 */
 	void		(*maxpool_forward) (const float *x, float *y, int32_t *argmax, int64_t planes,
-									int h, int w, int k, int stride, int oh, int ow,
-									bool relu_before);
+									const NnPoolGeom *g, bool relu_before);
 	void		(*maxpool_backward) (const float *dy, const int32_t *argmax, float *dx,
-									 int64_t planes, int h, int w, int k, int stride,
-									 int oh, int ow);
-	void		(*avgpool_forward) (const float *x, float *y, int64_t planes,
-									int h, int w, int k, int stride, int oh, int ow);
-	void		(*avgpool_backward) (const float *dy, float *dx, int64_t planes,
-									 int h, int w, int k, int stride, int oh, int ow);
+									 int64_t planes, const NnPoolGeom *g);
+	void		(*avgpool_forward) (const float *x, float *y, int64_t planes, const NnPoolGeom *g);
+	void		(*avgpool_backward) (const float *dy, float *dx, int64_t planes, const NnPoolGeom *g);
 	/* y[i] = the mean of plane i of x; backward spreads dy[i] / plane over it */
 	void		(*global_avgpool_forward) (const float *x, float *y, int64_t planes, int plane);
 	void		(*global_avgpool_backward) (const float *dy, float *dx, int64_t planes, int plane);

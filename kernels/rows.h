@@ -316,22 +316,40 @@ nn_row_bce(const float *z, const float *y, float *dz, int k, float scale, bool *
  * ------------------------------------------------------------------------- */
 
 /*
- * The k x k window at output (oy, ox) of a plane w wide: its largest value
- * into *best (the first one wins, as in torch), and its index in the plane,
- * or -1 under relu_before when it is not positive (the relu would have made
- * it 0, whose gradient is 0).
+ * The rows (or columns) of a plane `in` long that window o covers along one
+ * axis, [*lo, *hi), cut at the plane's edges: its pads hold nothing.  Returns
+ * the window's length within the padded plane, pads counted, cut where
+ * ceil_mode's last window runs past the padding after (ONNX's and torch's
+ * count_include_pad divisor).
+ */
+NN_ROW_FN int
+nn_row_window_span(int o, int k, int stride, int pad, int pad_end, int in, int *lo, int *hi)
+{
+	int			start = o * stride - pad;
+	int			end = start + k < in + pad_end ? start + k : in + pad_end;
+
+	*lo = start > 0 ? start : 0;
+	*hi = end < in ? end : in;
+	return end - start;
+}
+
+/*
+ * The window [y0, y1) x [x0, x1) of a plane w wide: its largest value into
+ * *best (the first one wins, as in torch), and its index in the plane, or -1
+ * under relu_before when it is not positive (the relu would have made it 0,
+ * whose gradient is 0).
  */
 NN_ROW_FN int32_t
-nn_row_maxpool_window(const float *src, int w, int k, int stride, int oy, int ox, bool relu_before,
+nn_row_maxpool_window(const float *src, int w, int y0, int y1, int x0, int x1, bool relu_before,
 					  float *best)
 {
-	int			at = oy * stride * w + ox * stride;
+	int			at = y0 * w + x0;
 	float		top = src[at];
 
-	for (int ky = 0; ky < k; ky++)
-		for (int kx = 0; kx < k; kx++)
+	for (int y = y0; y < y1; y++)
+		for (int x = x0; x < x1; x++)
 		{
-			int			i = (oy * stride + ky) * w + ox * stride + kx;
+			int			i = y * w + x;
 
 			if (src[i] > top)
 				top = src[i], at = i;
@@ -340,15 +358,15 @@ nn_row_maxpool_window(const float *src, int w, int k, int stride, int oy, int ox
 	return relu_before && !(top > 0.0f) ? -1 : at;
 }
 
-/* The sum of the k x k window at output (oy, ox) of a plane w wide, in float, row by row. */
+/* The sum of the window [y0, y1) x [x0, x1) of a plane w wide, in float, row by row. */
 NN_ROW_FN float
-nn_row_window_sum(const float *src, int w, int k, int stride, int oy, int ox)
+nn_row_window_sum(const float *src, int w, int y0, int y1, int x0, int x1)
 {
 	float		s = 0.0f;
 
-	for (int ky = 0; ky < k; ky++)
-		for (int kx = 0; kx < k; kx++)
-			s += src[(oy * stride + ky) * w + ox * stride + kx];
+	for (int y = y0; y < y1; y++)
+		for (int x = x0; x < x1; x++)
+			s += src[y * w + x];
 	return s;
 }
 

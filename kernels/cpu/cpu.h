@@ -157,13 +157,11 @@ extern void cpu_nchw_to_cnhw(const float *src, float *dst, int n, int channels, 
 
 /* pool.c */
 extern void cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-								int h, int w, int k, int stride, int oh, int ow, bool relu_before);
+								const NnPoolGeom *g, bool relu_before);
 extern void cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-								 int64_t planes, int h, int w, int k, int stride, int oh, int ow);
-extern void cpu_avgpool_forward(const float *x, float *y, int64_t planes,
-								int h, int w, int k, int stride, int oh, int ow);
-extern void cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
-								 int h, int w, int k, int stride, int oh, int ow);
+								 int64_t planes, const NnPoolGeom *g);
+extern void cpu_avgpool_forward(const float *x, float *y, int64_t planes, const NnPoolGeom *g);
+extern void cpu_avgpool_backward(const float *dy, float *dx, int64_t planes, const NnPoolGeom *g);
 extern void cpu_global_avgpool_forward(const float *x, float *y, int64_t planes, int plane);
 extern void cpu_global_avgpool_backward(const float *dy, float *dx, int64_t planes, int plane);
 

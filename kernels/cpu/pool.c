@@ -1,5 +1,6 @@
 /*
- * pool.c -- max, average and global average pooling over planes, no padding.
+ * pool.c -- max, average and global average pooling over planes, with pads
+ * (kernels/backend.h's NnPoolGeom).
  *
  * 2x2 max pooling with stride 2, the common case, has an AVX-512 path (chosen
  * at run time, see cpu_simd) that computes exactly what the plain loops do:
@@ -104,24 +105,36 @@ maxpool2_backward_row_avx512(const float *g, const int32_t *arg, float *d0, floa
 	}
 }
 
+/* 2x2/2 windows with no pads, all whole: the unrolled paths' case */
+static bool
+pool_2x2_whole(const NnPoolGeom *g)
+{
+	return g->k == 2 && g->stride == 2 && g->pad == 0 && 2 * g->oh <= g->h && 2 * g->ow <= g->w;
+}
+
 void
 cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-					int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+					const NnPoolGeom *g, bool relu_before)
 {
+	int			h = g->h,
+				w = g->w,
+				oh = g->oh,
+				ow = g->ow;
+
 	for (int64_t p = 0; p < planes; p++)
 	{
 		const float *src = x + p * h * w;
 		float	   *dst = y + p * oh * ow;
 		int32_t    *arg = argmax + p * oh * ow;
 
-		if (k == 2 && stride == 2 && cpu_simd_avx512())
+		if (pool_2x2_whole(g) && cpu_simd_avx512())
 		{
 			for (int oy = 0; oy < oh; oy++)
 				maxpool2_row_avx512(src + 2 * oy * w, src + (2 * oy + 1) * w, dst + oy * ow,
 									arg + oy * ow, ow, w, 2 * oy * w, relu_before);
 			continue;
 		}
-		if (k == 2 && stride == 2)
+		if (pool_2x2_whole(g))
 		{
 			for (int oy = 0; oy < oh; oy++)
 			{
@@ -148,32 +161,49 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 			continue;
 		}
 		for (int oy = 0; oy < oh; oy++)
+		{
+			int			y0,
+						y1;
+
+			nn_row_window_span(oy, g->k, g->stride, g->pad, g->pad_end, h, &y0, &y1);
 			for (int ox = 0; ox < ow; ox++)
-				arg[oy * ow + ox] = nn_row_maxpool_window(src, w, k, stride, oy, ox, relu_before,
+			{
+				int			x0,
+							x1;
+
+				nn_row_window_span(ox, g->k, g->stride, g->pad, g->pad_end, w, &x0, &x1);
+				arg[oy * ow + ox] = nn_row_maxpool_window(src, w, y0, y1, x0, x1, relu_before,
 														  &dst[oy * ow + ox]);
+			}
+		}
 	}
 }
 
 void
 cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					 int64_t planes, int h, int w, int k, int stride, int oh, int ow)
+					 int64_t planes, const NnPoolGeom *g)
 {
+	int			h = g->h,
+				w = g->w,
+				oh = g->oh,
+				ow = g->ow;
+
 	/* the windows' size and stride are in argmax already (the GPU twin gathers) */
-	if (h == 2 * oh && w == 2 * ow)
+	if (g->pad == 0 && h == 2 * oh && w == 2 * ow && g->k == 2 && g->stride == 2)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */
 		bool		simd = cpu_simd_avx512();
 
 		for (int64_t p = 0; p < planes; p++)
 		{
-			const float *g = dy + p * oh * ow;
+			const float *gy = dy + p * oh * ow;
 			const int32_t *arg = argmax + p * oh * ow;
 			float	   *d = dx + p * h * w;
 
 			if (simd)
 			{
 				for (int oy = 0; oy < oh; oy++)
-					maxpool2_backward_row_avx512(g + oy * ow, arg + oy * ow, d + 2 * oy * w,
+					maxpool2_backward_row_avx512(gy + oy * ow, arg + oy * ow, d + 2 * oy * w,
 												 d + (2 * oy + 1) * w, ow, w, 2 * oy * w);
 				continue;
 			}
@@ -182,7 +212,7 @@ cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 				{
 					int			at = arg[oy * ow + ox];
 					int			i = 2 * oy * w + 2 * ox;
-					float		v = g[oy * ow + ox];
+					float		v = gy[oy * ow + ox];
 
 					d[i] = at == i ? v : 0.0f;
 					d[i + 1] = at == i + 1 ? v : 0.0f;
@@ -195,53 +225,72 @@ cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 	memset(dx, 0, sizeof(float) * planes * h * w);
 	for (int64_t p = 0; p < planes; p++)
 	{
-		const float *g = dy + p * oh * ow;
+		const float *gy = dy + p * oh * ow;
 		const int32_t *arg = argmax + p * oh * ow;
 		float	   *d = dx + p * h * w;
 
 		for (int i = 0; i < oh * ow; i++)
 			if (arg[i] >= 0)
-				d[arg[i]] += g[i];
+				d[arg[i]] += gy[i];
 	}
 }
 
-void
-cpu_avgpool_forward(const float *x, float *y, int64_t planes,
-					int h, int w, int k, int stride, int oh, int ow)
+/*
+ * 1 / the divisor of window (oy, ox) and its extent in the plane: its values,
+ * or under count_pad its size within the padded plane.
+ */
+static float
+avgpool_window(const NnPoolGeom *g, int oy, int ox, int *y0, int *y1, int *x0, int *x1)
 {
-	float		scale = 1.0f / (float) (k * k);
+	int			sy = nn_row_window_span(oy, g->k, g->stride, g->pad, g->pad_end, g->h, y0, y1);
+	int			sx = nn_row_window_span(ox, g->k, g->stride, g->pad, g->pad_end, g->w, x0, x1);
 
-	for (int64_t p = 0; p < planes; p++)
-	{
-		const float *src = x + p * h * w;
-		float	   *dst = y + p * oh * ow;
-
-		for (int oy = 0; oy < oh; oy++)
-			for (int ox = 0; ox < ow; ox++)
-				dst[oy * ow + ox] = nn_row_window_sum(src, w, k, stride, oy, ox) * scale;
-	}
+	return 1.0f / (float) (g->count_pad ? sy * sx : (*y1 - *y0) * (*x1 - *x0));
 }
 
 void
-cpu_avgpool_backward(const float *dy, float *dx, int64_t planes,
-					 int h, int w, int k, int stride, int oh, int ow)
+cpu_avgpool_forward(const float *x, float *y, int64_t planes, const NnPoolGeom *g)
 {
-	float		scale = 1.0f / (float) (k * k);
-
-	memset(dx, 0, sizeof(float) * planes * h * w);
 	for (int64_t p = 0; p < planes; p++)
 	{
-		const float *g = dy + p * oh * ow;
-		float	   *d = dx + p * h * w;
+		const float *src = x + p * g->h * g->w;
+		float	   *dst = y + p * g->oh * g->ow;
 
-		for (int oy = 0; oy < oh; oy++)
-			for (int ox = 0; ox < ow; ox++)
+		for (int oy = 0; oy < g->oh; oy++)
+			for (int ox = 0; ox < g->ow; ox++)
 			{
-				float		v = g[oy * ow + ox] * scale;
+				int			y0,
+							y1,
+							x0,
+							x1;
+				float		scale = avgpool_window(g, oy, ox, &y0, &y1, &x0, &x1);
 
-				for (int ky = 0; ky < k; ky++)
-					for (int kx = 0; kx < k; kx++)
-						d[(oy * stride + ky) * w + ox * stride + kx] += v;
+				dst[oy * g->ow + ox] = nn_row_window_sum(src, g->w, y0, y1, x0, x1) * scale;
+			}
+	}
+}
+
+void
+cpu_avgpool_backward(const float *dy, float *dx, int64_t planes, const NnPoolGeom *g)
+{
+	memset(dx, 0, sizeof(float) * planes * g->h * g->w);
+	for (int64_t p = 0; p < planes; p++)
+	{
+		const float *gy = dy + p * g->oh * g->ow;
+		float	   *d = dx + p * g->h * g->w;
+
+		for (int oy = 0; oy < g->oh; oy++)
+			for (int ox = 0; ox < g->ow; ox++)
+			{
+				int			y0,
+							y1,
+							x0,
+							x1;
+				float		v = gy[oy * g->ow + ox] * avgpool_window(g, oy, ox, &y0, &y1, &x0, &x1);
+
+				for (int yy = y0; yy < y1; yy++)
+					for (int xx = x0; xx < x1; xx++)
+						d[yy * g->w + xx] += v;
 			}
 	}
 }

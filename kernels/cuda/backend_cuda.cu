@@ -567,85 +567,117 @@ cuda_nchw_to_cnhw(const float *src, float *dst, int n, int channels, int plane)
  * element gathering from the windows that hold it (no atomics)
  * ------------------------------------------------------------------------- */
 
-/* The windows along one axis that hold input position at: [*lo, *hi]. */
+/*
+ * The windows along one axis that hold input position at: [*lo, *hi], pads
+ * counted (at is pad further into the padded plane); none when *lo > *hi.
+ */
 __device__ static void
-windows_holding(int at, int k, int stride, int out, int *lo, int *hi)
+windows_holding(int at, int k, int stride, int pad, int out, int *lo, int *hi)
 {
+	at += pad;
 	*lo = at < k ? 0 : (at - k) / stride + 1;
 	*hi = at / stride < out - 1 ? at / stride : out - 1;
 }
 
+/* 1 / the divisor of window (oy, ox), as the CPU twin's avgpool_window, and its extent in the plane. */
+__device__ static float
+avgpool_window(NnPoolGeom g, int oy, int ox, int *y0, int *y1, int *x0, int *x1)
+{
+	int			sy = nn_row_window_span(oy, g.k, g.stride, g.pad, g.pad_end, g.h, y0, y1);
+	int			sx = nn_row_window_span(ox, g.k, g.stride, g.pad, g.pad_end, g.w, x0, x1);
+
+	return 1.0f / (float) (g.count_pad ? sy * sx : (*y1 - *y0) * (*x1 - *x0));
+}
+
 __global__ void
-maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total,
-					   int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+maxpool_forward_kernel(const float *x, float *y, int32_t *argmax, int64_t total, NnPoolGeom g,
+					   bool relu_before)
 {
 	GRID_STRIDE(i, total)
 	{
-		int64_t		plane = i / ((int64_t) oh * ow);
-		int			q = (int) (i - plane * oh * ow);
+		int64_t		plane = i / ((int64_t) g.oh * g.ow);
+		int			q = (int) (i - plane * g.oh * g.ow);
+		int			y0,
+					y1,
+					x0,
+					x1;
+
+		nn_row_window_span(q / g.ow, g.k, g.stride, g.pad, g.pad_end, g.h, &y0, &y1);
+		nn_row_window_span(q % g.ow, g.k, g.stride, g.pad, g.pad_end, g.w, &x0, &x1);
 		/* first maximum wins, as in torch and the CPU twin */
-		argmax[i] = nn_row_maxpool_window(x + plane * h * w, w, k, stride, q / ow, q % ow, relu_before, &y[i]);
+		argmax[i] = nn_row_maxpool_window(x + plane * g.h * g.w, g.w, y0, y1, x0, x1, relu_before, &y[i]);
 	}
 }
 
 __global__ void
-maxpool_backward_kernel(const float *dy, const int32_t *argmax, float *dx, int64_t total,
-						int h, int w, int k, int stride, int oh, int ow)
+maxpool_backward_kernel(const float *dy, const int32_t *argmax, float *dx, int64_t total, NnPoolGeom g)
 {
 	GRID_STRIDE(i, total)
 	{
-		int64_t		plane = i / ((int64_t) h * w);
-		int			at = (int) (i - plane * h * w);
-		const float *g = dy + plane * oh * ow;
-		const int32_t *arg = argmax + plane * oh * ow;
+		int64_t		plane = i / ((int64_t) g.h * g.w);
+		int			at = (int) (i - plane * g.h * g.w);
+		const float *gy = dy + plane * g.oh * g.ow;
+		const int32_t *arg = argmax + plane * g.oh * g.ow;
 		int			y0,
 					y1,
 					x0,
 					x1;
 		float		s = 0.0f;
 
-		windows_holding(at / w, k, stride, oh, &y0, &y1);
-		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		windows_holding(at / g.w, g.k, g.stride, g.pad, g.oh, &y0, &y1);
+		windows_holding(at % g.w, g.k, g.stride, g.pad, g.ow, &x0, &x1);
 		for (int oy = y0; oy <= y1; oy++)
 			for (int ox = x0; ox <= x1; ox++)
-				if (arg[oy * ow + ox] == at)
-					s += g[oy * ow + ox];
+				if (arg[oy * g.ow + ox] == at)
+					s += gy[oy * g.ow + ox];
 		dx[i] = s;
 	}
 }
 
 __global__ void
-avgpool_forward_kernel(const float *x, float *y, int64_t total,
-					   int h, int w, int k, int stride, int oh, int ow, float scale)
+avgpool_forward_kernel(const float *x, float *y, int64_t total, NnPoolGeom g)
 {
 	GRID_STRIDE(i, total)
 	{
-		int64_t		plane = i / ((int64_t) oh * ow);
-		int			q = (int) (i - plane * oh * ow);
-		y[i] = nn_row_window_sum(x + plane * h * w, w, k, stride, q / ow, q % ow) * scale;
+		int64_t		plane = i / ((int64_t) g.oh * g.ow);
+		int			q = (int) (i - plane * g.oh * g.ow);
+		int			y0,
+					y1,
+					x0,
+					x1;
+		float		scale = avgpool_window(g, q / g.ow, q % g.ow, &y0, &y1, &x0, &x1);
+
+		y[i] = nn_row_window_sum(x + plane * g.h * g.w, g.w, y0, y1, x0, x1) * scale;
 	}
 }
 
+/* gathers in the order the CPU twin scatters: windows row by row */
 __global__ void
-avgpool_backward_kernel(const float *dy, float *dx, int64_t total,
-						int h, int w, int k, int stride, int oh, int ow, float scale)
+avgpool_backward_kernel(const float *dy, float *dx, int64_t total, NnPoolGeom g)
 {
 	GRID_STRIDE(i, total)
 	{
-		int64_t		plane = i / ((int64_t) h * w);
-		int			at = (int) (i - plane * h * w);
-		const float *g = dy + plane * oh * ow;
+		int64_t		plane = i / ((int64_t) g.h * g.w);
+		int			at = (int) (i - plane * g.h * g.w);
+		const float *gy = dy + plane * g.oh * g.ow;
 		int			y0,
 					y1,
 					x0,
 					x1;
 		float		s = 0.0f;
 
-		windows_holding(at / w, k, stride, oh, &y0, &y1);
-		windows_holding(at % w, k, stride, ow, &x0, &x1);
+		windows_holding(at / g.w, g.k, g.stride, g.pad, g.oh, &y0, &y1);
+		windows_holding(at % g.w, g.k, g.stride, g.pad, g.ow, &x0, &x1);
 		for (int oy = y0; oy <= y1; oy++)
 			for (int ox = x0; ox <= x1; ox++)
-				s += g[oy * ow + ox] * scale;
+			{
+				int			wy0,
+							wy1,
+							wx0,
+							wx1;
+
+				s += gy[oy * g.ow + ox] * avgpool_window(g, oy, ox, &wy0, &wy1, &wx0, &wx1);
+			}
 		dx[i] = s;
 	}
 }
@@ -667,42 +699,36 @@ global_avgpool_backward_kernel(const float *dy, float *dx, int64_t total, int pl
 
 static void
 cuda_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
-					 int h, int w, int k, int stride, int oh, int ow, bool relu_before)
+					 const NnPoolGeom *g, bool relu_before)
 {
-	int64_t		total = planes * oh * ow;
+	int64_t		total = planes * g->oh * g->ow;
 
-	launch("maxpool_forward", total, maxpool_forward_kernel, x, y, argmax, total, h, w, k,
-		   stride, oh, ow, relu_before);
+	launch("maxpool_forward", total, maxpool_forward_kernel, x, y, argmax, total, *g, relu_before);
 }
 
 static void
 cuda_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
-					  int64_t planes, int h, int w, int k, int stride, int oh, int ow)
+					  int64_t planes, const NnPoolGeom *g)
 {
-	int64_t		total = planes * h * w;
+	int64_t		total = planes * g->h * g->w;
 
-	launch("maxpool_backward", total, maxpool_backward_kernel, dy, argmax, dx, total, h, w, k,
-		   stride, oh, ow);
+	launch("maxpool_backward", total, maxpool_backward_kernel, dy, argmax, dx, total, *g);
 }
 
 static void
-cuda_avgpool_forward(const float *x, float *y, int64_t planes,
-					 int h, int w, int k, int stride, int oh, int ow)
+cuda_avgpool_forward(const float *x, float *y, int64_t planes, const NnPoolGeom *g)
 {
-	int64_t		total = planes * oh * ow;
+	int64_t		total = planes * g->oh * g->ow;
 
-	launch("avgpool_forward", total, avgpool_forward_kernel, x, y, total, h, w, k, stride, oh,
-		   ow, 1.0f / (float) (k * k));
+	launch("avgpool_forward", total, avgpool_forward_kernel, x, y, total, *g);
 }
 
 static void
-cuda_avgpool_backward(const float *dy, float *dx, int64_t planes,
-					  int h, int w, int k, int stride, int oh, int ow)
+cuda_avgpool_backward(const float *dy, float *dx, int64_t planes, const NnPoolGeom *g)
 {
-	int64_t		total = planes * h * w;
+	int64_t		total = planes * g->h * g->w;
 
-	launch("avgpool_backward", total, avgpool_backward_kernel, dy, dx, total, h, w, k, stride,
-		   oh, ow, 1.0f / (float) (k * k));
+	launch("avgpool_backward", total, avgpool_backward_kernel, dy, dx, total, *g);
 }
 
 static void

@@ -199,16 +199,12 @@ FAKE(plane_sum, (const float *dy, float *db, int n, int ch, int plane), (dy, db,
 FAKE(im2col, (const float *x, int n, const NnConvGeom *g, float *col), (x, n, g, col))
 FAKE(col2im, (const float *col, int n, const NnConvGeom *g, float *dx), (col, n, g, dx))
 FAKE(nchw_to_cnhw, (const float *src, float *dst, int n, int ch, int plane), (src, dst, n, ch, plane))
-FAKE(maxpool_forward, (const float *x, float *y, int32_t *argmax, int64_t planes, int h, int w,
-					   int k, int stride, int oh, int ow, bool relu_before),
-	 (x, y, argmax, planes, h, w, k, stride, oh, ow, relu_before))
+FAKE(maxpool_forward, (const float *x, float *y, int32_t *argmax, int64_t planes, const NnPoolGeom *g,
+					   bool relu_before), (x, y, argmax, planes, g, relu_before))
 FAKE(maxpool_backward, (const float *dy, const int32_t *argmax, float *dx, int64_t planes,
-						int h, int w, int k, int stride, int oh, int ow),
-	 (dy, argmax, dx, planes, h, w, k, stride, oh, ow))
-FAKE(avgpool_forward, (const float *x, float *y, int64_t planes, int h, int w, int k, int stride,
-					   int oh, int ow), (x, y, planes, h, w, k, stride, oh, ow))
-FAKE(avgpool_backward, (const float *dy, float *dx, int64_t planes, int h, int w, int k, int stride,
-						int oh, int ow), (dy, dx, planes, h, w, k, stride, oh, ow))
+						const NnPoolGeom *g), (dy, argmax, dx, planes, g))
+FAKE(avgpool_forward, (const float *x, float *y, int64_t planes, const NnPoolGeom *g), (x, y, planes, g))
+FAKE(avgpool_backward, (const float *dy, float *dx, int64_t planes, const NnPoolGeom *g), (dy, dx, planes, g))
 FAKE(global_avgpool_forward, (const float *x, float *y, int64_t planes, int plane), (x, y, planes, plane))
 FAKE(global_avgpool_backward, (const float *dy, float *dx, int64_t planes, int plane), (dy, dx, planes, plane))
 FAKE(batchnorm_forward, (const float *x, float *y, int n, int ch, int plane, const float *gamma,

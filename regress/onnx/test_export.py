@@ -104,6 +104,13 @@ BLOB_SPECS = {
     # a softmax layer inside the network: ONNX's Softmax over the last axis
     "softmax_mid_blob": {"input": [6], "loss": "mse", "layers": [
         {"type": "dense", "units": 5}, {"type": "softmax"}, {"type": "dense", "units": 3}]},
+    # pools with pads (which never win a max), ceil_mode's partial windows, count_include_pad either way
+    "padded_pools_blob": {"input": [2, 8, 8], "loss": "mse", "layers": [
+        {"type": "maxpool2d", "size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"type": "avgpool2d", "size": 2, "stride": 1, "padding": 1, "count_include_pad": False},
+        {"type": "avgpool2d", "size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        {"type": "avgpool2d", "size": 2, "stride": 1, "padding": 1},
+        {"type": "flatten"}, {"type": "dense", "units": 3}]},
 }
 
 
@@ -206,9 +213,15 @@ def torch_module(node, w, rank):
         m.weight.data, m.bias.data = w[node.input[1]], w[node.input[2]]
         m.running_mean.data, m.running_var.data = w[node.input[3]], w[node.input[4]]
         return m
+    pads = a.get("pads", [0, 0, 0, 0])
+    if op in ("MaxPool", "AveragePool"):
+        assert len(set(pads)) == 1, pads  # torch pads every side alike
     simple = {
-        "MaxPool": lambda: nn.MaxPool2d(a["kernel_shape"][0], stride=a["strides"][0]),
-        "AveragePool": lambda: nn.AvgPool2d(a["kernel_shape"][0], stride=a["strides"][0]),
+        "MaxPool": lambda: nn.MaxPool2d(a["kernel_shape"][0], stride=a["strides"][0], padding=pads[0],
+                                        ceil_mode=bool(a.get("ceil_mode", 0))),
+        "AveragePool": lambda: nn.AvgPool2d(a["kernel_shape"][0], stride=a["strides"][0], padding=pads[0],
+                                            ceil_mode=bool(a.get("ceil_mode", 0)),
+                                            count_include_pad=bool(a.get("count_include_pad", 0))),
         "GlobalAveragePool": lambda: nn.AdaptiveAvgPool2d(1),
         "Flatten": lambda: nn.Flatten(a["axis"]),
         "Relu": nn.ReLU, "Sigmoid": nn.Sigmoid, "Tanh": nn.Tanh, "Identity": nn.Identity,

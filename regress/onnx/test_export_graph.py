@@ -91,6 +91,10 @@ BLOBS = {
     "flat_as_steps": {"input": [12], "loss": "mse", "layers": [
         {"type": "flatten", "steps": 3}, {"type": "layernorm"}, {"type": "softmax"}, {"type": "gru", "units": 4},
         {"type": "dense", "units": 2}]},
+    # a slice of each step's features (ONNX's Slice along axis 2 of [batch, steps, features])
+    "slice_per_step": {"input": [12], "loss": "mse", "layers": [
+        {"type": "flatten", "steps": 4}, {"type": "slice", "start": 1, "length": 2}, {"type": "tanh"},
+        {"type": "flatten"}, {"type": "dense", "units": 2}]},
     "image_rows_as_steps": {"input": [2, 3, 4], "layers": [
         {"type": "flatten", "steps": 6}, {"type": "layernorm", "eps": 0.01}, {"type": "flatten"},
         {"type": "dense", "units": 3}]},

@@ -258,3 +258,19 @@ DELETE FROM pgdl.architectures WHERE name IN ('seqo_gru', 'seqo_bag');
 DELETE FROM pgdl.datasets WHERE packed = 'seqo_packed'::regclass;
 DROP TABLE seqo_results, seqo_fits, seqo_packed, seqo_rows;
 DELETE FROM pgdl.runs WHERE id > :seqo_first_run;
+-- pools with pads (issue 40): "padding" before, "padding_end" after (the same unless given), "ceil_mode" and,
+-- for an average, "count_include_pad" (torch's default, true); an unpadded pool reads as before
+SELECT pgdl.validate_spec('{"input": [2, 8, 8], "layers": [
+  {"type": "maxpool2d", "size": 3, "stride": 2, "padding": 1, "ceil_mode": true},
+  {"type": "avgpool2d", "size": 2, "stride": 1, "padding": 0, "padding_end": 1},
+  {"type": "avgpool2d", "size": 3, "padding": 1, "count_include_pad": false},
+  {"type": "avgpool2d", "size": 1, "count_include_pad": false}, {"type": "flatten"}, {"type": "dense", "units": 2}]}');
+SELECT array_length(pgdl.predict(pgdl.init_model('{"input": [1, 7, 7], "layers": [{"type": "maxpool2d", "size": 3,
+  "stride": 2, "padding": 1, "ceil_mode": true}, {"type": "flatten"}, {"type": "dense", "units": 2}]}'),
+  array_fill(-1.0::real, ARRAY[49])), 1) AS outputs;
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "maxpool2d", "size": 2, "padding": 2}]}');
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "avgpool2d", "size": 2, "padding_end": -1}]}');
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "avgpool2d", "size": 2, "padding": null}]}');
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "maxpool2d", "size": 2, "ceil_mode": "yes"}]}');
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "maxpool2d", "size": 2, "count_include_pad": true}]}');
+SELECT pgdl.validate_spec('{"input": [1, 6, 6], "layers": [{"type": "avgpool2d", "size": 2, "padding": 1e10}]}');

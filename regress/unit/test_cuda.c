@@ -344,11 +344,19 @@ compare_ints(const char *what, const int32_t *want, const int32_t *d, size_t n)
 	free(got);
 }
 
+/*
+ * Pools padded by pad before and pad_end after (ceil_mode: a last, partial
+ * window), averages counting the pads when pad is odd: CPU and GPU alike.
+ */
 static void
-check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_before)
+check_pool_padded(bool max, int64_t planes, int h, int w, int k, int stride, int pad, int pad_end,
+				  bool ceil_mode, bool relu_before)
 {
-	int			oh = (h - k) / stride + 1,
-				ow = (w - k) / stride + 1;
+	int			span_h = h + pad + pad_end - k,
+				span_w = w + pad + pad_end - k;
+	int			oh = (ceil_mode ? span_h + stride - 1 : span_h) / stride + 1,
+				ow = (ceil_mode ? span_w + stride - 1 : span_w) / stride + 1;
+	NnPoolGeom	g;
 	size_t		in = (size_t) planes * h * w,
 				out = (size_t) planes * oh * ow;
 	float	   *x = host_random(in, -1.0f, 1.0f);
@@ -357,27 +365,30 @@ check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_
 	int32_t    *d_arg = gpu->alloc(out * sizeof(int32_t));
 	float	   *d_x,
 			   *d_y;
-	char		shape[80],
-				what[128];
+	char		shape[120],
+				what[160];
 
+	g = (NnPoolGeom) {.h = h, .w = w, .k = k, .stride = stride, .pad = pad, .pad_end = pad_end,
+	.oh = oh, .ow = ow, .count_pad = pad % 2 == 1};
 	/* a coarse grid makes ties, where the first maximum must win on both sides */
 	for (size_t i = 0; i < in; i++)
 		x[i] = roundf(x[i] * 4.0f) / 4.0f;
 	d_x = device_copy(x, in);
 	d_y = device_copy(y, out);
-	snprintf(shape, sizeof(shape), "%lld planes %dx%d k=%d stride=%d%s",
-			 (long long) planes, h, w, k, stride, relu_before ? " relu" : "");
+	snprintf(shape, sizeof(shape), "%lld planes %dx%d k=%d stride=%d pads %d,%d%s%s",
+			 (long long) planes, h, w, k, stride, pad, pad_end, ceil_mode ? " ceil" : "",
+			 relu_before ? " relu" : "");
 	if (max)
 	{
-		cpu->maxpool_forward(x, y, arg, planes, h, w, k, stride, oh, ow, relu_before);
-		gpu->maxpool_forward(d_x, d_y, d_arg, planes, h, w, k, stride, oh, ow, relu_before);
+		cpu->maxpool_forward(x, y, arg, planes, &g, relu_before);
+		gpu->maxpool_forward(d_x, d_y, d_arg, planes, &g, relu_before);
 		snprintf(what, sizeof(what), "maxpool_forward argmax %s", shape);
 		compare_ints(what, arg, d_arg, out);
 	}
 	else
 	{
-		cpu->avgpool_forward(x, y, planes, h, w, k, stride, oh, ow);
-		gpu->avgpool_forward(d_x, d_y, planes, h, w, k, stride, oh, ow);
+		cpu->avgpool_forward(x, y, planes, &g);
+		gpu->avgpool_forward(d_x, d_y, planes, &g);
 	}
 	snprintf(what, sizeof(what), "%s_forward %s", max ? "maxpool" : "avgpool", shape);
 	compare(what, y, d_y, out, 1.0);
@@ -392,13 +403,13 @@ check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_
 	gpu->upload(d_arg, arg, out * sizeof(int32_t));
 	if (max)
 	{
-		cpu->maxpool_backward(y, arg, x, planes, h, w, k, stride, oh, ow);
-		gpu->maxpool_backward(d_y, d_arg, d_x, planes, h, w, k, stride, oh, ow);
+		cpu->maxpool_backward(y, arg, x, planes, &g);
+		gpu->maxpool_backward(d_y, d_arg, d_x, planes, &g);
 	}
 	else
 	{
-		cpu->avgpool_backward(y, x, planes, h, w, k, stride, oh, ow);
-		gpu->avgpool_backward(d_y, d_x, planes, h, w, k, stride, oh, ow);
+		cpu->avgpool_backward(y, x, planes, &g);
+		gpu->avgpool_backward(d_y, d_x, planes, &g);
 	}
 	snprintf(what, sizeof(what), "%s_backward %s", max ? "maxpool" : "avgpool", shape);
 	compare(what, x, d_x, in, 1.0);
@@ -409,6 +420,12 @@ check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_
 	gpu->release(d_x);
 	gpu->release(d_y);
 	gpu->release(d_arg);
+}
+
+static void
+check_pool(bool max, int64_t planes, int h, int w, int k, int stride, bool relu_before)
+{
+	check_pool_padded(max, planes, h, w, k, stride, 0, 0, false, relu_before);
 }
 
 static void
@@ -453,6 +470,9 @@ check_pools(void)
 		check_pool(m, 3, 10, 10, 3, 3, false);	/* the last row and column in no window */
 		check_pool(m, 2, 11, 11, 5, 5, false);
 		check_pool(m, 1, 1, 1, 1, 1, false);
+		check_pool_padded(m, 7, 5, 5, 5, 1, 2, 2, false, false);	/* ONNX's pads: windows mostly pads */
+		check_pool_padded(m, 9, 32, 32, 2, 1, 0, 1, false, false);	/* auto_pad SAME_UPPER */
+		check_pool_padded(m, 9, 13, 11, 3, 2, 1, 0, true, false);	/* ceil_mode's partial windows */
 	}
 	check_pool(true, 128 * 16, 28, 28, 2, 2, true);
 	check_pool(true, 37, 13, 13, 3, 2, true);

@@ -71,6 +71,38 @@ UNIT_TEST(determinism_same_seed_same_bytes)
 	free(b);
 }
 
+/* pools with pads and ceil_mode's partial windows (issue 40): the same seed, the same bytes */
+UNIT_TEST(determinism_padded_pools)
+{
+	NnSpec		s;
+	NnLayerSpec *l;
+	size_t		la,
+				lb;
+	uint8_t    *a,
+			   *b;
+
+	spec_begin(&s, 3, 2, 9, 9, NN_LOSS_CROSS_ENTROPY);
+	spec_conv(&s, 3, 3, 1, 1);
+	l = spec_add(&s, NN_MAXPOOL2D);
+	l->kernel = 3;
+	l->stride = 2;
+	l->padding = 1;
+	l->ceil_mode = true;
+	l = spec_add(&s, NN_AVGPOOL2D);
+	l->kernel = 2;
+	l->stride = 1;
+	l->padding = 0;
+	l->pad_end = 1;
+	l->count_pad = true;
+	spec_add(&s, NN_FLATTEN);
+	spec_dense(&s, 3);
+	a = train_and_serialize(&s, 7, NN_OPT_ADAM, 4, &la);
+	b = train_and_serialize(&s, 7, NN_OPT_ADAM, 4, &lb);
+	CHECK(la == lb && memcmp(a, b, la) == 0);
+	free(a);
+	free(b);
+}
+
 UNIT_TEST(determinism_rng_is_counter_based)
 {
 	/* a value depends on its coordinates, not on what was drawn before */

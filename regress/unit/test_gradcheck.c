@@ -207,6 +207,36 @@ UNIT_TEST(gradcheck_pools)
 	spec_begin(&s, 3, 3, 4, 5, NN_LOSS_MSE);
 	spec_add(&s, NN_GLOBAL_AVGPOOL);
 	check_layer("global_avgpool", &s, NN_LOSS_MSE);
+}
+
+/*
+ * Pools with pads (ONNX's pads and auto_pad SAME_*) and ceil_mode's partial
+ * windows: the windows at the edges hold fewer values, and an average divides
+ * by them or by the padded window.
+ */
+UNIT_TEST(gradcheck_padded_pools)
+{
+	NnSpec		s;
+
+	for (int avg = 0; avg < 2; avg++)
+		for (int v = 0; v < 3; v++)
+		{
+			NnLayerType t = avg ? NN_AVGPOOL2D : NN_MAXPOOL2D;
+			NnLayerSpec *l;
+			char		what[64];
+
+			spec_begin(&s, 3, 2, 7, 6, NN_LOSS_MSE);
+			l = spec_add(&s, t);
+			l->kernel = 3;
+			l->stride = 2;
+			l->padding = v == 2 ? 0 : 1;
+			l->pad_end = v == 0 ? 2 : 0;
+			l->ceil_mode = v == 2;
+			l->count_pad = t == NN_AVGPOOL2D && v == 0;
+			snprintf(what, sizeof(what), "%s pads %d,%d%s", t == NN_MAXPOOL2D ? "maxpool2d" : "avgpool2d",
+					 l->padding, l->pad_end, l->ceil_mode ? " ceil" : "");
+			check_layer(what, &s, NN_LOSS_MSE);
+		}
 
 	spec_begin(&s, 3, 2, 3, 3, NN_LOSS_MSE);
 	spec_add(&s, NN_FLATTEN);
@@ -572,6 +602,16 @@ UNIT_TEST(gradcheck_slice)
 	l->start = 2;
 	l->units = 3;
 	check_layer("slice of a dense layer", &s, NN_LOSS_MSE);
+
+	/* a slice of each step of a sequence (ONNX's Slice along the last axis): [4, 3] to [4, 2] */
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 4;
+	l = spec_add(&s, NN_SLICE);
+	l->start = 1;
+	l->units = 2;
+	spec_add(&s, NN_TANH);
+	spec_add(&s, NN_FLATTEN);
+	check_layer("slice of each step of a sequence", &s, NN_LOSS_MSE);
 }
 
 UNIT_TEST(gradcheck_residual_block)

@@ -65,18 +65,19 @@ check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
 	float	   *dy = malloc(sizeof(float) * nout);
 	int32_t    *arg = malloc(sizeof(int32_t) * nout);
 	int32_t    *rarg = malloc(sizeof(int32_t) * nout);
+	NnPoolGeom	g = {.h = h, .w = w, .k = 2, .stride = 2, .oh = oh, .ow = ow};
 
 	fill(x, nin, h + w);
 	fill(dy, nout, 3);
 	nn_set_cpu_simd(simd);
-	be->maxpool_forward(x, y, arg, planes, h, w, 2, 2, oh, ow, relu_before);
+	be->maxpool_forward(x, y, arg, planes, &g, relu_before);
 	ref_maxpool(x, ry, rarg, planes, h, w, oh, ow, relu_before);
 	CHECK_MSG(memcmp(y, ry, sizeof(float) * nout) == 0, "maxpool values %dx%d simd %d", h, w, simd);
 	CHECK_MSG(memcmp(arg, rarg, sizeof(int32_t) * nout) == 0, "maxpool argmax %dx%d simd %d", h, w, simd);
 	/* backward into odd-sized planes too: the row and column past the windows get nothing */
 	for (int64_t i = 0; i < nin; i++)
 		dx[i] = 99.0f;
-	be->maxpool_backward(dy, arg, dx, planes, h, w, 2, 2, oh, ow);
+	be->maxpool_backward(dy, arg, dx, planes, &g);
 	for (int64_t p = 0; p < planes; p++)
 		for (int i = 0; i < h * w; i++)
 		{

@@ -721,3 +721,55 @@ UNIT_TEST(serialize_rmsprop_adagrad_huber)
 	free(a);
 	nn_model_free(m);
 }
+
+/*
+ * A pool's pads, ceil_mode and count_include_pad (ONNX's, issue 40) travel in
+ * the slots pools do not use, pads after in filters' and the two flags in
+ * units': read back as written, an unpadded pool's bytes as before, and a
+ * flag slot holding more than the two bits, or pads of a whole window, refused.
+ */
+UNIT_TEST(serialize_padded_pools)
+{
+	NnSpec		s;
+	NnError		err;
+	NnModel    *m,
+			   *back;
+	size_t		len,
+				len2;
+	uint8_t    *a,
+			   *b;
+	NnLayerSpec *l;
+
+	spec_begin(&s, 3, 2, 7, 7, NN_LOSS_MSE);
+	l = spec_add(&s, NN_AVGPOOL2D);
+	l->kernel = 3;
+	l->stride = 2;
+	l->padding = 1;
+	l->pad_end = 2;
+	l->ceil_mode = true;
+	l->count_pad = true;
+	spec_pool(&s, NN_MAXPOOL2D, 2);
+	s.layers[1].padding = s.layers[1].pad_end = 1;
+	spec_dense(&s, 3);
+	m = trained_model(&s, 1);
+	a = serialize(m, &len);
+	CHECK(a[8] == NN_FORMAT_VERSION);
+	CHECK(a[OFF_LAYER0 + 4] == 3 && a[OFF_LAYER0 + 8] == 2 && a[OFF_LAYER0 + 20] == 1);
+	back = nn_model_deserialize(a, len, &err);
+	CHECK_MSG(back != NULL, "%s", err.msg);
+	if (back == NULL)
+		return;
+	CHECK(memcmp(&back->spec, &m->spec, sizeof(NnSpec)) == 0);
+	/* ceil_mode's fifth window would start in the pads after: none */
+	CHECK(back->shape[1].h == 4 && back->shape[2].h == 3);
+	b = serialize(back, &len2);
+	CHECK(len == len2 && memcmp(a, b, len) == 0);
+	expect_rejected(a, len, OFF_LAYER0 + 4, 4, "a pool's flags slot holding 4", "flag");
+	expect_rejected(a, len, OFF_LAYER0 + 8, 3, "pads after of a whole window", "padding_end");
+	expect_rejected(a, len, OFF_LAYER0 + 20, 3, "pads before of a whole window", "padding");
+	expect_rejected(a, len, OFF_LAYER0 + LAYER_SIZE + 4, 2, "count_include_pad on a maxpool2d", "count_include_pad");
+	free(a);
+	free(b);
+	nn_model_free(m);
+	nn_model_free(back);
+}

@@ -424,7 +424,8 @@ add_indicators(OnnxGraph *g, const PgdlDataset *ds)
 static void
 add_slice(OnnxGraph *g, const char *name, int64 from, int64 to)
 {
-	const int64 axis = 1;
+	/* the features: of a [batch, features] value, or of each step of a [batch, steps, features] one */
+	const int64 axis = g->rank == 3 ? 2 : 1;
 	const char *params[] = {psprintf("%s.starts", name), psprintf("%s.ends", name), psprintf("%s.axes", name), NULL};
 
 	add_int64_initializer(g, params[0], 1, &from);
@@ -529,7 +530,19 @@ add_window(OnnxGraph *g, const NnLayerSpec *l, const char *op, const char *name,
 			node_attr_append(n, attr_int("group", NN_GROUPS(l)));
 	}
 	else
+	{
+		Onnx__AttributeProto *pads = attr_ints("pads", 4, l->padding);
+
+		/* [top, left, bottom, right]: a pool's pads after may differ from those before */
+		pads->ints[2] = pads->ints[3] = l->pad_end;
 		node_attrs(n, 2, attr_ints("kernel_shape", 2, l->kernel), attr_ints("strides", 2, stride), NULL);
+		if (l->padding != 0 || l->pad_end != 0)
+			node_attr_append(n, pads);
+		if (l->ceil_mode)
+			node_attr_append(n, attr_int("ceil_mode", 1));
+		if (l->count_pad)
+			node_attr_append(n, attr_int("count_include_pad", 1));
+	}
 }
 
 /* A scalar initializer "layer<i>.<what>" holding v; its name. */
@@ -910,6 +923,13 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			break;
 		case NN_MAXPOOL2D:
 		case NN_AVGPOOL2D:
+			if (nn_pool_counts_past_pads(l, NN_IN_SHAPE(m->shape, &m->spec, i).h, NN_IN_SHAPE(m->shape, &m->spec, i).w))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("layer %d (avgpool2d) cannot be exported to ONNX", i),
+						 errdetail("Its ceil_mode makes a last window that runs past its padding, which it counts in "
+								   "(count_include_pad): onnxruntime divides such a window by its whole size, "
+								   "torch and pgdl by its part within the padded input.")));
 			add_window(g, l, layer_op(l->type), name, NULL);
 			break;
 		case NN_FLATTEN:
@@ -978,7 +998,7 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 			add_conv1d(g, l, i, params, name);
 			break;
 		case NN_SLICE:
-			/* pgdl slices a flat input only: [batch, features] */
+			/* a flat input's features, or each step's */
 			add_slice(g, name, l->start, (int64) l->start + l->units);
 			break;
 		default:

@@ -185,57 +185,122 @@ onnx_read_join(Reader *r, PgdlOnnxOp op)
 	return true;
 }
 
-/* Slice's bound i (starts or ends), one value, from ONNX's clamped range into [0, features]. */
-static int64
-slice_bound(Reader *r, size_t i, int64 features)
+/* Slice's int64 input i (starts, ends, axes or steps), n values; NULL when it may be absent and is. */
+static int64 *
+slice_input(Reader *r, size_t i, bool optional, int64 *n)
 {
-	int64		n;
-	int64	   *v = onnx_tensor_int64s(r, onnx_const_input(r, i, false), 1, &n);
-	int64		b;
-
-	if (n != 1)
-		UNSUPPORTED(r, "It slices " INT64_FORMAT " axes; pgdl's slice takes one, axis 1.", n);
-	b = v[0] < 0 ? v[0] + features : v[0];
-	return Max(Min(b, features), 0);
+	if (optional && !onnx_const_input(r, i, true))
+		return NULL;
+	return onnx_tensor_int64s(r, onnx_const_input(r, i, false), 3, n);
 }
 
-/* Slice along axis 1 of a flat value, step 1: pgdl's slice of features [start, end). */
-void
-onnx_read_slice(Reader *r)
+/* A bound of a Slice, ONNX's way: from the end when negative, then clamped into [0, len]. */
+static int64
+slice_clamp(int64 b, int64 len)
 {
-	int64		features = r->shape.c;
-	int64		start;
-	int64		end;
-	NnLayerSpec *l;
+	if (b < 0)
+		b = b < -len ? 0 : b + len;
+	return Min(b, len);
+}
 
-	if (r->opset < 10)
-		UNSUPPORTED(r, "pgdl reads Slice from opset 10 on (its bounds as inputs).");
-	onnx_need_flat(r);
-	if (onnx_const_input(r, 3, true))
-	{
-		int64		n;
-		int64	   *axes = onnx_tensor_int64s(r, onnx_const_input(r, 3, false), 1, &n);
+/* The batch's range of a Slice: only all of it, which the batch size (symbolic or fixed) tells. */
+static void
+slice_batch(Reader *r, int64 start, int64 end)
+{
+	bool		whole = r->batch > 0 ? slice_clamp(start, r->batch) == 0 && slice_clamp(end, r->batch) == r->batch
+		: start == 0 && end >= PG_INT32_MAX;
 
-		if (n != 1 || (axes[0] != 1 && axes[0] != -1))
-			UNSUPPORTED(r, "It slices other than axis 1; pgdl's slice takes features of a [batch, features] input.");
-	}
-	else
-		UNSUPPORTED(r, "It has no \"axes\", so it slices axis 0 (the batch) first; pgdl slices features only.");
-	if (onnx_const_input(r, 4, true))
-	{
-		int64		n;
-		int64	   *steps = onnx_tensor_int64s(r, onnx_const_input(r, 4, false), 1, &n);
+	if (!whole)
+		UNSUPPORTED(r, "It slices axis 0, the batch; pgdl computes each example alone.");
+}
 
-		if (n != 1 || steps[0] != 1)
-			UNSUPPORTED(r, "Its \"steps\" are not 1; pgdl's slice takes consecutive features.");
-	}
-	start = slice_bound(r, 1, features);
-	end = slice_bound(r, 2, features);
-	if (end <= start)
-		UNSUPPORTED(r, "It takes no feature (start " INT64_FORMAT ", end " INT64_FORMAT " of " INT64_FORMAT
-					"); pgdl's slice takes at least one.", start, end, features);
-	l = onnx_new_layer(r, NN_SLICE);
+/* pgdl's slice of each row's features [start, end): of a flat value, or of each step of a sequence */
+static void
+slice_layer(Reader *r, int64 start, int64 end)
+{
+	NnLayerSpec *l = onnx_new_layer(r, NN_SLICE);
+
 	l->start = (int32) start;
 	l->units = (int32) (end - start);
 	onnx_add_layer(r, NULL, 0, NULL, 0);
+}
+
+/*
+ * Slice, step 1, of a [batch, features] value, or of a [batch, steps,
+ * features] one held flat or a layer's sequence: the batch whole, a range of
+ * the steps (of a value held flat, a range of its values: one slice), and a
+ * range of the features of every step (a slice on each step of a sequence).
+ */
+void
+onnx_read_slice(Reader *r)
+{
+	bool		held = r->n_held == 2 && r->shape.ndim == 1;
+	bool		seq = r->shape.ndim == 2 && r->n_held == 0;
+	int			rank = held || seq ? 3 : 2;
+	int64		len[3] = {r->batch, held ? r->held[0] : seq ? r->shape.c : r->shape.c, held ? r->held[1] : r->shape.w};
+	int64		lo[3] = {0, 0, 0};
+	int64		hi[3] = {0, len[1], len[2]};
+	int64		n,
+				n_end,
+				n_axes = 0,
+				n_steps = 0;
+	int64	   *starts,
+			   *ends,
+			   *axes,
+			   *steps;
+
+	if (r->opset < 10)
+		UNSUPPORTED(r, "pgdl reads Slice from opset 10 on (its bounds as inputs).");
+	if (!held && !seq)
+		onnx_need_flat(r);
+	starts = slice_input(r, 1, false, &n);
+	ends = slice_input(r, 2, false, &n_end);
+	axes = slice_input(r, 3, true, &n_axes);
+	steps = slice_input(r, 4, true, &n_steps);
+	if (n_end != n || (axes && n_axes != n) || (steps && n_steps != n))
+		MALFORMED(r, "Its starts, ends, axes and steps differ in length.");
+	for (int64 k = 0; k < n; k++)
+	{
+		int64		axis = axes ? axes[k] : k;
+
+		if (axis < 0)
+			axis += rank;
+		if (axis < 0 || axis >= rank)
+			MALFORMED(r, "Its axis " INT64_FORMAT " is not one of its input's %d.", axes ? axes[k] : k, rank);
+		if (steps && steps[k] != 1)
+			UNSUPPORTED(r, "Its \"steps\" are not 1; pgdl's slice takes consecutive values.");
+		if (axis == 0)
+		{
+			slice_batch(r, starts[k], ends[k]);
+			continue;
+		}
+		lo[axis] = slice_clamp(starts[k], len[axis]);
+		hi[axis] = slice_clamp(ends[k], len[axis]);
+		if (hi[axis] <= lo[axis])
+			UNSUPPORTED(r, "It takes nothing of axis " INT64_FORMAT " (start " INT64_FORMAT ", end " INT64_FORMAT
+						" of " INT64_FORMAT "); pgdl's slice takes at least one value.", axis, lo[axis], hi[axis], len[axis]);
+	}
+	if (rank == 2)
+	{
+		if (lo[1] != 0 || hi[1] != len[1])
+			slice_layer(r, lo[1], hi[1]);
+		return;
+	}
+	if (seq && (lo[1] != 0 || hi[1] != len[1]))
+		UNSUPPORTED(r, "It slices the steps of a layer's sequence; pgdl slices the features of each step.");
+	if (lo[1] != 0 || hi[1] != len[1])
+		slice_layer(r, lo[1] * len[2], hi[1] * len[2]);	/* steps of a value held flat: consecutive values */
+	if (lo[2] != 0 || hi[2] != len[2])
+	{
+		int64		dims[3] = {1, hi[1] - lo[1], hi[2] - lo[2]};
+
+		if (held)
+			onnx_to_groups(r, hi[1] - lo[1]);
+		slice_layer(r, lo[2], hi[2]);
+		if (held)
+			onnx_from_groups(r, dims, 3);
+		return;
+	}
+	if (held)
+		r->held[0] = hi[1] - lo[1];
 }

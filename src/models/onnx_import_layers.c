@@ -272,67 +272,91 @@ read_conv(Reader *r)
 	onnx_add_layer(r, w, n, b, t->dims[0]);
 }
 
-/*
- * A pool's padding where pgdl can compute it exactly: as a depthwise conv2d
- * before the pool whose only weight is 1 at the centre of a window of 2p + 1
- * with padding 2p, which copies its input into a border of p zeros.  Zeros are
- * ONNX's padding for an AveragePool that counts the pads in; a MaxPool's
- * padding never wins, which zeros do not either where the input is a Relu's.
- */
+/* SAME_*'s pads of a side of `in` values: ceil(in / stride) outputs, the odd one at the end (UPPER) or start */
 static void
-pad_layer(Reader *r, NnLayerType type, int64 pads, int64 kernel)
+pool_same_pads(int64 in, int64 kernel, int64 stride, bool lower, int64 *before, int64 *after)
 {
-	int64		c = r->shape.c;
-	int64		k = 2 * pads + 1;
-	NnLayerSpec *l;
-	float	   *w;
+	int64		out = (in + stride - 1) / stride;
+	int64		total = Max((out - 1) * stride + kernel - in, 0);
 
-	if (pads < 0 || pads >= kernel)
-		MALFORMED(r, "Its \"pads\" (" INT64_FORMAT ") are negative or not less than its kernel.", pads);
-	if (type == NN_MAXPOOL2D && (r->src < 0 || r->spec->layers[r->src].type != NN_RELU))
-		UNSUPPORTED(r, "It pads its input with values that never win; pgdl pads with zeros, which never win "
-					"only where the input is a Relu's, and it is not.");
-	if (type == NN_AVGPOOL2D && onnx_attr_int(r, "count_include_pad", 0) == 0)
-		UNSUPPORTED(r, "It pads without counting the pads (\"count_include_pad\" 0), so windows at the edge average "
-					"fewer values; pgdl's avgpool2d divides by the whole window.");
-	if (k > NN_MAX_KERNEL)
-		UNSUPPORTED(r, "Its \"pads\" (" INT64_FORMAT ") are more than pgdl pads.", pads);
-	w = palloc0(sizeof(float) * c * k * k);
-	for (int64 j = 0; j < c; j++)
-		w[j * k * k + pads * k + pads] = 1.0f;
-	l = onnx_new_layer(r, NN_CONV2D);
-	l->filters = (int32) c;
-	l->groups = (int32) c;
-	l->kernel = (int32) k;
-	l->padding = (int32) (2 * pads);
-	onnx_add_layer(r, w, c * k * k, palloc0(sizeof(float) * c), c);
+	*before = lower ? total - total / 2 : total / 2;
+	*after = total - *before;
 }
 
+/*
+ * A pool's pads before (top, left) and after (bottom, right), from "pads" or
+ * "auto_pad": pgdl's pools pad the two axes alike, each side on its own.
+ */
+static void
+pool_pads(Reader *r, int64 kernel, int64 stride, int64 *before, int64 *after)
+{
+	const Onnx__AttributeProto *a = onnx_attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+	bool		lower = onnx_attr_string_is(r, "auto_pad", "SAME_LOWER");
+
+	*before = *after = 0;
+	if (lower || onnx_attr_string_is(r, "auto_pad", "SAME_UPPER"))
+	{
+		int64		wb,
+					wa;
+
+		if (stride < 1 || stride > NN_MAX_KERNEL)
+			UNSUPPORTED(r, "Its stride (" INT64_FORMAT ") is not between 1 and %d.", stride, NN_MAX_KERNEL);
+		pool_same_pads(r->shape.h, kernel, stride, lower, before, after);
+		pool_same_pads(r->shape.w, kernel, stride, lower, &wb, &wa);
+		if (wb != *before || wa != *after)
+			UNSUPPORTED(r, "Its \"auto_pad\" pads down otherwise than across here; pgdl pads both axes alike.");
+	}
+	else if (a != NULL && a->has_s && !onnx_attr_string_is(r, "auto_pad", "NOTSET") &&
+			 !onnx_attr_string_is(r, "auto_pad", "VALID"))
+		UNSUPPORTED(r, "Its \"auto_pad\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER.");
+	else if (!onnx_attr_string_is(r, "auto_pad", "VALID") &&
+			 (a = onnx_attr(r, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS)) != NULL && a->n_ints != 0)
+	{
+		if (a->n_ints != 4)
+			UNSUPPORTED(r, "Its \"pads\" has %zu values; pgdl takes 4 (2-D).", a->n_ints);
+		if (a->ints[0] != a->ints[1] || a->ints[2] != a->ints[3])
+			UNSUPPORTED(r, "Its \"pads\" differ down and across; pgdl pads both axes alike.");
+		*before = a->ints[0];
+		*after = a->ints[2];
+	}
+	if (*before < 0 || *after < 0 || *before >= kernel || *after >= kernel)
+		MALFORMED(r, "Its pads (" INT64_FORMAT ", " INT64_FORMAT ") are negative or not less than its kernel.",
+				  *before, *after);
+}
+
+/*
+ * MaxPool and AveragePool, padded or not: pgdl's pools pad as ONNX does (a
+ * MaxPool's pads never win, an AveragePool counts them under
+ * count_include_pad) and have its ceil_mode.
+ */
 static void
 read_pool(Reader *r, NnLayerType type)
 {
 	NnLayerSpec *l;
 	int64		kernel = onnx_attr_ints_same(r, "kernel_shape", 2, -1);
 	int64		stride = onnx_attr_ints_same(r, "strides", 2, 1);
-	int64		pads;
+	int64		before,
+				after;
 
 	need_image(r);
-	if (kernel < 1)
-		MALFORMED(r, "Its \"kernel_shape\" is missing or not positive.");
-	pads = onnx_auto_pad(r, kernel, stride, onnx_attr_ints_same(r, "pads", 4, 0));
-	if (pads != 0)
-		pad_layer(r, type, pads, kernel);
+	if (kernel < 1 || kernel > NN_MAX_KERNEL)
+		UNSUPPORTED(r, "Its \"kernel_shape\" is missing or not between 1 and %d.", NN_MAX_KERNEL);
+	pool_pads(r, kernel, stride, &before, &after);
 	if (onnx_attr_int(r, "storage_order", 0) != 0 || onnx_attr_ints_same(r, "dilations", 2, 1) != 1)
 		UNSUPPORTED(r, "Its \"storage_order\" or \"dilations\" is not pgdl's (0, 1).");
-	/* rounding up adds a last, partial window only where the windows do not end at the edge */
-	if (onnx_attr_int(r, "ceil_mode", 0) != 0 && stride > 0 && kernel <= Min(r->shape.h, r->shape.w) &&
-		((r->shape.h - kernel) % stride != 0 || (r->shape.w - kernel) % stride != 0))
-		UNSUPPORTED(r, "Its \"ceil_mode\" adds a partial window at the edge; pgdl's pooling has whole windows only.");
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 		UNSUPPORTED(r, "It has an Indices output; pgdl's pooling has one output.");
 	l = onnx_new_layer(r, type);
-	l->kernel = (int32) Min(kernel, PG_INT32_MAX);
+	l->kernel = (int32) kernel;
 	l->stride = (int32) Max(Min(stride, PG_INT32_MAX), PG_INT32_MIN);
+	l->padding = (int32) before;
+	l->pad_end = (int32) after;
+	l->ceil_mode = onnx_attr_int(r, "ceil_mode", 0) != 0;
+	l->count_pad = type == NN_AVGPOOL2D && before + after > 0 && onnx_attr_int(r, "count_include_pad", 0) != 0;
+	if (nn_pool_counts_past_pads(l, r->shape.h, r->shape.w))
+		UNSUPPORTED(r, "Its ceil_mode makes a last window that runs past its pads, which it counts in "
+					"(count_include_pad): onnxruntime divides such a window by its whole size, torch by its part "
+					"within the padded input, so pgdl reads neither.");
 	onnx_add_layer(r, NULL, 0, NULL, 0);
 }
 
@@ -485,16 +509,16 @@ read_activation(Reader *r, NnLayerType type)
  * which works on each step of a sequence, follows.  rows 1 (an image
  * normalized whole): a plain flatten.
  */
-static void
-to_groups(Reader *r, int64 rows)
+void
+onnx_to_groups(Reader *r, int64 rows)
 {
 	onnx_new_layer(r, NN_FLATTEN)->steps = rows > 1 ? (int32) Min(rows, PG_INT32_MAX) : 0;
 	onnx_add_layer(r, NULL, 0, NULL, 0);
 }
 
 /* and back: flat again, held in the graph's dims */
-static void
-from_groups(Reader *r, const int64 *dims, int rank)
+void
+onnx_from_groups(Reader *r, const int64 *dims, int rank)
 {
 	if (r->shape.ndim != 1)
 	{
@@ -568,7 +592,7 @@ read_layernorm(Reader *r)
 					"normalizes together (" INT64_FORMAT ").", count, n);
 	grouped = !per_step && (rows > 1 || r->shape.ndim == 3);
 	if (grouped)
-		to_groups(r, rows);
+		onnx_to_groups(r, rows);
 	i = r->spec->n_layers;
 	onnx_new_layer(r, NN_LAYERNORM)->eps = onnx_attr_float(r, "epsilon", 1e-5f);
 	onnx_add_layer(r, scale, n, NULL, n);
@@ -580,7 +604,7 @@ read_layernorm(Reader *r)
 			UNSUPPORTED(r, "Its bias holds " INT64_FORMAT " values; pgdl's layernorm takes " INT64_FORMAT ".", count, n);
 	}
 	if (grouped)
-		from_groups(r, dims, rank);
+		onnx_from_groups(r, dims, rank);
 }
 
 /*
@@ -608,11 +632,11 @@ read_softmax(Reader *r)
 		bool		steps = r->shape.ndim == 2 && r->n_held == 0;
 
 		if (!steps)
-			to_groups(r, rows);
+			onnx_to_groups(r, rows);
 		onnx_new_layer(r, NN_SOFTMAX)->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
 		onnx_add_layer(r, NULL, 0, NULL, 0);
 		if (!steps)
-			from_groups(r, dims, rank);
+			onnx_from_groups(r, dims, rank);
 		r->group_softmax = true;
 		return;
 	}

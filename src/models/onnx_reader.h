@@ -177,6 +177,8 @@ extern float onnx_const_scalar(Reader *r, size_t i);
 extern NnLayerSpec *onnx_new_layer(Reader *r, NnLayerType type);
 extern void onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len);
 extern void onnx_need_flat(Reader *r);
+extern void onnx_to_groups(Reader *r, int64 rows);
+extern void onnx_from_groups(Reader *r, const int64 *dims, int rank);
 extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
 
 /* ids, shapes and sequences (onnx_import_seq.c) */

@@ -507,6 +507,26 @@ conv_backward(const LayerCall *c)
 	be->plane_sum(c->dout, c->dp + (int64_t) kk * filters, c->n, filters, plane);
 }
 
+/* Pool i's windows over its input, as the backends take them */
+static NnPoolGeom
+pool_geom(const LayerCall *c)
+{
+	const NnShape *s = &IN_SHAPE(c->m, c->i),
+			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g;
+
+	g.h = s->h;
+	g.w = s->w;
+	g.k = c->l->kernel;
+	g.stride = pool_stride(c->l);
+	g.pad = c->l->padding;
+	g.pad_end = c->l->pad_end;
+	g.oh = o->h;
+	g.ow = o->w;
+	g.count_pad = c->l->count_pad;
+	return g;
+}
+
 static int32_t *
 maxpool_argmax(const LayerCall *c)
 {
@@ -516,44 +536,36 @@ maxpool_argmax(const LayerCall *c)
 static void
 maxpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
-	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * s->c,
-						   s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w,
+	c->be->maxpool_forward(c->in, c->out, maxpool_argmax(c), (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g,
 						   c->i > 0 && relu_fused_into_pool(c->m, c->i - 1));
 }
 
 static void
 maxpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
 	if (c->din)
-		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * s->c,
-								s->h, s->w, c->l->kernel, pool_stride(c->l), o->h, o->w);
+		c->be->maxpool_backward(c->dout, maxpool_argmax(c), c->din, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 static void
 avgpool_forward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
-	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * s->c, s->h, s->w,
-						   c->l->kernel, pool_stride(c->l), o->h, o->w);
+	c->be->avgpool_forward(c->in, c->out, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 static void
 avgpool_backward(const LayerCall *c)
 {
-	const NnShape *s = &IN_SHAPE(c->m, c->i),
-			   *o = &c->m->shape[c->i + 1];
+	NnPoolGeom	g = pool_geom(c);
 
 	if (c->din)
-		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * s->c, s->h, s->w,
-								c->l->kernel, pool_stride(c->l), o->h, o->w);
+		c->be->avgpool_backward(c->dout, c->din, (int64_t) c->n * IN_SHAPE(c->m, c->i).c, &g);
 }
 
 /* over each plane of an image, or over the steps of a sequence (ndim 2) */
@@ -948,19 +960,36 @@ attention_backward(const LayerCall *c)
  * slice: columns [start, start + length) of each example; its input's gradient
  * is zero outside them.  The whole batch (or a thread's shard) at once.
  */
+/* The rows a slice cuts: one an example, or one a step of a sequence */
+static int64_t
+slice_rows(const LayerCall *c)
+{
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
+
+	return (int64_t) c->n * (s->ndim == 2 ? s->c : 1);
+}
+
 static void
 slice_forward(const LayerCall *c)
 {
-	c->be->copy_rows(c->out, c->out_size, c->in + c->l->start, c->in_size, c->n, c->out_size, false);
+	int64_t		rows = slice_rows(c);
+	int64_t		in_w = (int64_t) c->n * c->in_size / rows,
+				out_w = (int64_t) c->n * c->out_size / rows;
+
+	c->be->copy_rows(c->out, out_w, c->in + c->l->start, in_w, rows, out_w, false);
 }
 
 static void
 slice_backward(const LayerCall *c)
 {
+	int64_t		rows = slice_rows(c);
+	int64_t		in_w = (int64_t) c->n * c->in_size / rows,
+				out_w = (int64_t) c->n * c->out_size / rows;
+
 	if (c->din == NULL)
 		return;
 	c->be->fill(c->din, 0.0f, c->n * c->in_size);
-	c->be->copy_rows(c->din + c->l->start, c->in_size, c->dout, c->out_size, c->n, c->out_size, false);
+	c->be->copy_rows(c->din + c->l->start, in_w, c->dout, out_w, rows, out_w, false);
 }
 
 /*

@@ -92,7 +92,7 @@ typedef struct NnLayerSpec
 	int32_t		filters;		/* conv2d */
 	int32_t		kernel;			/* conv2d, pools: window size */
 	int32_t		stride;			/* conv2d (default 1), pools (default = kernel) */
-	int32_t		padding;		/* conv2d */
+	int32_t		padding;		/* conv2d; pools: before (top and left) */
 	NnInit		init;			/* dense, conv2d */
 	float		alpha;			/* leaky_relu negative slope */
 	float		rate;			/* dropout probability of zeroing */
@@ -104,10 +104,14 @@ typedef struct NnLayerSpec
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
+	/* (the pools' flags fill the bytes before the union: the struct keeps its size) */
+	bool		ceil_mode;		/* pools: a last, partial window where the windows do not end at the edge */
+	bool		count_pad;		/* avgpool2d: divides by the window's pads too (count_include_pad) */
 	union
 	{
 		int32_t		start;		/* slice: its first feature (its length is in units) */
 		int32_t		steps;		/* flatten: 0, flat; or the sequence [steps, size / steps] it makes */
+		int32_t		pad_end;	/* pools: padding after (bottom, right; "padding" is before) */
 	};
 	int32_t		heads;			/* attention: heads, dividing the features */
 	bool		causal;			/* attention: a step attends to itself and the steps before it only */
@@ -323,6 +327,7 @@ extern NnLoss nn_loss_from_name(const char *name);
 extern const char *nn_optim_name(NnOptType type);
 extern NnOptType nn_optim_from_name(const char *name);
 extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
+extern bool nn_pool_counts_past_pads(const NnLayerSpec *l, int32_t in_h, int32_t in_w);
 extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
 extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
 /* As nn_spec_validate, but an output no later layer reads yet is no error: a graph built a layer at a time */

@@ -10,7 +10,9 @@
  *               (a type or key added later keeps its own fields in slots it does not use:
  *               embedding's vocab in filters, gru's return_sequences in kernel, as are
  *               attention's causal, dense's per_step, embedding's positions, flatten's
- *               steps and softmax's log; a blob from before they existed has 0 there, their off)
+ *               steps and softmax's log; a pool's pads after in filters, its ceil_mode and
+ *               count_include_pad in units as bits 0 and 1; a blob from before they existed
+ *               has 0 there, their off)
  *                         u32 name length, the name's bytes, i32 groups
  *               version 3 (a loss with a parameter) is version 2, the graph section
  *               always, and f32 delta (huber's) right after the loss
@@ -186,6 +188,12 @@ graph_section_size(const NnSpec *s)
 	return n;
 }
 
+static bool
+is_pool(const NnLayerSpec *l)
+{
+	return l->type == NN_MAXPOOL2D || l->type == NN_AVGPOOL2D;
+}
+
 /* What a layer keeps in the kernel slot: its kernel, or a flag of a type without one. */
 static int32_t
 kernel_slot(const NnLayerSpec *l)
@@ -243,8 +251,9 @@ nn_model_serialize(const NnModel *m, uint8_t *buf)
 		const NnLayerSpec *l = &s->layers[i];
 
 		put_u32(&w, (uint32_t) l->type);
-		put_u32(&w, (uint32_t) l->units);
-		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->type == NN_ATTENTION ? l->heads : l->filters));
+		put_u32(&w, (uint32_t) (is_pool(l) ? (l->ceil_mode ? 1 : 0) | (l->count_pad ? 2 : 0) : l->units));
+		put_u32(&w, (uint32_t) (l->type == NN_EMBEDDING ? l->vocab : l->type == NN_ATTENTION ? l->heads :
+								is_pool(l) ? l->pad_end : l->filters));
 		put_u32(&w, (uint32_t) kernel_slot(l));
 		put_u32(&w, (uint32_t) l->stride);
 		put_u32(&w, (uint32_t) (l->type == NN_SLICE ? l->start : l->padding));
@@ -490,6 +499,16 @@ unpack_slots(NnLayerSpec *l)
 	{
 		l->start = l->padding;
 		l->padding = 0;
+	}
+	if (is_pool(l))
+	{
+		/* ceil_mode and count_include_pad in units' slot, the pads after in filters' */
+		if (l->units < 0 || l->units > 3)
+			return false;
+		l->ceil_mode = (l->units & 1) != 0;
+		l->count_pad = (l->units & 2) != 0;
+		l->pad_end = l->filters;
+		l->units = l->filters = 0;
 	}
 	return true;
 }

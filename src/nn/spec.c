@@ -223,13 +223,48 @@ nn_error_set(NnError *err, int layer, const char *field, const char *fmt,...)
 		} \
 	} while (0)
 
-/* Output size of a window op along one dimension, or 0 when the window doesn't fit. */
+/*
+ * Output size of a window op along one dimension, or 0 when the window doesn't
+ * fit.  ceil_mode adds a last, partial window, but never one that would start
+ * in the padding after (torch's and onnxruntime's rule).
+ */
 static int32_t
-window_out(int32_t in, int32_t kernel, int32_t stride, int32_t padding)
+window_out(int32_t in, int32_t kernel, int32_t stride, int32_t pad, int32_t pad_end, bool ceil_mode)
 {
-	int64_t		span = (int64_t) in + 2 * (int64_t) padding - kernel;
+	int64_t		span = (int64_t) in + pad + pad_end - kernel;
+	int64_t		out;
 
-	return span < 0 ? 0 : (int32_t) (span / stride + 1);
+	if (span < 0)
+		return 0;
+	out = ceil_mode ? (span + stride - 1) / stride + 1 : span / stride + 1;
+	if (ceil_mode && (out - 1) * stride >= (int64_t) in + pad)
+		out--;
+	return (int32_t) out;
+}
+
+/*
+ * Whether an avgpool2d that counts its pads has a ceil_mode window running
+ * past the pads after an input of in_h x in_w: torch divides that window by
+ * its part within the padded input (as pgdl does), onnxruntime by the whole
+ * window, so ONNX files of it mean two things and pgdl neither reads nor
+ * writes them.
+ */
+bool
+nn_pool_counts_past_pads(const NnLayerSpec *l, int32_t in_h, int32_t in_w)
+{
+	int32_t		stride = l->stride > 0 ? l->stride : l->kernel;
+	int32_t		in[2] = {in_h, in_w};
+
+	if (l->type != NN_AVGPOOL2D || !l->count_pad || !l->ceil_mode)
+		return false;
+	for (int d = 0; d < 2; d++)
+	{
+		int32_t		out = window_out(in[d], l->kernel, stride, l->padding, l->pad_end, true);
+
+		if (out > 0 && (int64_t) (out - 1) * stride - l->padding + l->kernel > (int64_t) in[d] + l->pad_end)
+			return true;
+	}
+	return false;
 }
 
 static bool
@@ -270,13 +305,22 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		if (!init_validate(l, i, tname, err))
 			return false;
 	}
-	else if (l->padding != 0)
+	else
 	{
-		nn_error_set(err, i, "padding", "%s: \"padding\" is not supported for pooling", tname);
-		return false;
+		/* pads of a whole window or more would make windows of pads only */
+		REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
+		REQUIRE_RANGE(l->pad_end, 0, l->kernel - 1, "padding_end");
+		if (l->count_pad && (l->type != NN_AVGPOOL2D || l->padding + l->pad_end == 0))
+		{
+			nn_error_set(err, i, "count_include_pad", "%s: \"count_include_pad\" is for an avgpool2d with padding",
+						 tname);
+			return false;
+		}
 	}
-	out->h = window_out(in.h, l->kernel, stride, l->padding);
-	out->w = window_out(in.w, l->kernel, stride, l->padding);
+	out->h = window_out(in.h, l->kernel, stride, l->padding,
+						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
+	out->w = window_out(in.w, l->kernel, stride, l->padding,
+						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
 	if (out->h < 1 || out->w < 1)
 	{
 		nn_error_set(err, i, "kernel", "%s: a %dx%d window does not fit a %dx%d input",
@@ -434,10 +478,18 @@ slice_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 {
 	const char *tname = nn_layer_type_name(l->type);
 
+	if (in.ndim == 2)
+	{
+		/* a sequence [steps, features]: the same features of each step */
+		REQUIRE_RANGE(l->start, 0, in.w - 1, "start");
+		REQUIRE_RANGE(l->units, 1, in.w - l->start, "length");
+		out->w = l->units;
+		return true;
+	}
 	if (in.ndim != 1)
 	{
-		nn_error_set(err, i, "type", "%s needs a flat [features] input, got [%d, %d, %d]; add a flatten layer before it",
-					 tname, in.c, in.h, in.w);
+		nn_error_set(err, i, "type", "%s needs a flat [features] input or a sequence, got [%d, %d, %d]; add a flatten "
+					 "layer before it", tname, in.c, in.h, in.w);
 		return false;
 	}
 	REQUIRE_RANGE(l->start, 0, in.c - 1, "start");
@@ -513,7 +565,7 @@ conv1d_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
 	if (!init_validate(l, i, tname, err))
 		return false;
-	out->c = window_out(in.c, l->kernel, l->stride, l->padding);
+	out->c = window_out(in.c, l->kernel, l->stride, l->padding, l->padding, false);
 	if (out->c < 1)
 	{
 		nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);

@@ -132,11 +132,11 @@ pgdl_onnx_layer_op(NnLayerType type)
 }
 
 /* The keys each layer type accepts besides "type". */
-static const char *const layer_keys[NN_LAYER_TYPE_MAX][6] = {
+static const char *const layer_keys[NN_LAYER_TYPE_MAX][7] = {
 	[NN_DENSE] = {"units", "init", "per_step"},
 	[NN_CONV2D] = {"filters", "kernel", "stride", "padding", "init", "groups"},
-	[NN_MAXPOOL2D] = {"size", "kernel", "stride"},
-	[NN_AVGPOOL2D] = {"size", "kernel", "stride"},
+	[NN_MAXPOOL2D] = {"size", "kernel", "stride", "padding", "padding_end", "ceil_mode"},
+	[NN_AVGPOOL2D] = {"size", "kernel", "stride", "padding", "padding_end", "ceil_mode", "count_include_pad"},
 	[NN_LEAKY_RELU] = {"alpha"},
 	[NN_DROPOUT] = {"rate"},
 	[NN_BATCHNORM] = {"eps", "momentum"},
@@ -303,6 +303,36 @@ parse_init(JsonbValue *v, const char *field)
 	return NN_INIT_GLOROT;
 }
 
+/*
+ * A pool's pads: "padding" before, "padding_end" after (the same unless
+ * given), and for an average whether the pads count (torch's default, yes).
+ * An unpadded pool has count_include_pad off whatever the key says: one
+ * spec, one form.
+ */
+static void
+parse_pool_pads(JsonbContainer *obj, const char *path, NnLayerSpec *l)
+{
+	char		field[80];
+	JsonbValue *v;
+
+	l->pad_end = l->padding;
+	if ((v = pgdl_jsonb_key(obj, "padding_end")) != NULL)
+	{
+		snprintf(field, sizeof(field), "%s.padding_end", path);
+		l->pad_end = get_int(v, "model spec", field);
+	}
+	l->count_pad = l->type == NN_AVGPOOL2D;
+	if ((v = pgdl_jsonb_key(obj, "count_include_pad")) != NULL)
+	{
+		snprintf(field, sizeof(field), "%s.count_include_pad", path);
+		if (v->type != jbvBool)
+			pgdl_report_invalid("model spec", field, "Expected true or false.");
+		l->count_pad = v->val.boolean;
+	}
+	if (l->padding == 0 && l->pad_end == 0)
+		l->count_pad = false;
+}
+
 static void
 parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 {
@@ -368,6 +398,9 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	BOOL_FIELD("per_step", per_step);
 	BOOL_FIELD("positions", positions);
 	BOOL_FIELD("log", log);
+	BOOL_FIELD("ceil_mode", ceil_mode);
+	if (type == NN_MAXPOOL2D || type == NN_AVGPOOL2D)
+		parse_pool_pads(obj, path, l);
 	if (pgdl_jsonb_key(obj, "size") && pgdl_jsonb_key(obj, "kernel"))
 		pgdl_report_invalid("model spec", path, "Give the window as \"size\" or \"kernel\", not both.");
 	if ((v = pgdl_jsonb_key(obj, "name")) != NULL)
@@ -558,6 +591,15 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_AVGPOOL2D:
 			pgdl_jsonb_put_int(state, "size", l->kernel);
 			pgdl_jsonb_put_int(state, "stride", l->stride > 0 ? l->stride : l->kernel);
+			/* only what is set: an unpadded pool reads as it did before pads existed */
+			if (l->padding != 0 || l->pad_end != 0)
+				pgdl_jsonb_put_int(state, "padding", l->padding);
+			if (l->pad_end != l->padding)
+				pgdl_jsonb_put_int(state, "padding_end", l->pad_end);
+			if (l->ceil_mode)
+				pgdl_jsonb_put_bool(state, "ceil_mode", true);
+			if (l->type == NN_AVGPOOL2D && (l->padding != 0 || l->pad_end != 0))
+				pgdl_jsonb_put_bool(state, "count_include_pad", l->count_pad);
 			break;
 		case NN_LEAKY_RELU:
 			pgdl_jsonb_put_float4(state, "alpha", l->alpha);
