@@ -29,22 +29,57 @@ nn_set_blas_threads(int threads)
 	blas_threads_chosen = true;
 }
 
-static bool simd_allowed = true;
+/* No cap by default: the kernels use the best the CPU has. */
+static NnCpuIsa isa_cap = NN_ISA_AVX512;
 
-void
-nn_set_cpu_simd(bool allow)
+NnCpuIsa
+nn_cpu_isa_detected(void)
 {
-	simd_allowed = allow;
+	static int	best = -1;		/* the CPU's answer, asked once */
+
+	if (best < 0)
+	{
+		if (__builtin_cpu_supports("avx512f"))
+			best = NN_ISA_AVX512;
+		else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+			best = NN_ISA_AVX2;
+		else
+			best = NN_ISA_BASELINE;
+	}
+	return (NnCpuIsa) best;
 }
 
-bool
-cpu_simd_avx512(void)
+void
+nn_set_cpu_isa(NnCpuIsa cap)
 {
-	static int	has = -1;		/* the CPU's answer, asked once */
+	isa_cap = cap < NN_ISA_BASELINE ? NN_ISA_BASELINE : cap > NN_ISA_AVX512 ? NN_ISA_AVX512 : cap;
+}
 
-	if (has < 0)
-		has = __builtin_cpu_supports("avx512f") ? 1 : 0;
-	return simd_allowed && has == 1;
+NnCpuIsa
+nn_cpu_isa(void)
+{
+	NnCpuIsa	best = nn_cpu_isa_detected();
+
+	return isa_cap < best ? isa_cap : best;
+}
+
+const char *
+nn_cpu_isa_name(NnCpuIsa isa)
+{
+	static const char *const names[NN_ISA_COUNT] = {"baseline", "avx2", "avx512"};
+
+	return isa >= NN_ISA_BASELINE && isa < NN_ISA_COUNT ? names[isa] : "unknown";
+}
+
+/* Weak, so that pgdl still links with a BLAS other than OpenBLAS. */
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+const char *
+nn_blas_core(void)
+{
+	const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+
+	return core != NULL && core[0] != '\0' ? core : "unknown";
 }
 
 static void *

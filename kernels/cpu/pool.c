@@ -2,7 +2,7 @@
  * pool.c -- max, average and global average pooling over planes, no padding.
  *
  * 2x2 max pooling with stride 2, the common case, has an AVX-512 path (chosen
- * at run time, see cpu_simd) that computes exactly what the plain loops do:
+ * at run time, see nn_cpu_isa) that computes exactly what the plain loops do:
  * the same comparisons in the same order, so the same values and argmax.
  * The other windows' forward arithmetic, which the CUDA backend does alike,
  * is kernels/rows.h's.
@@ -108,13 +108,15 @@ void
 cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 					int h, int w, int k, int stride, int oh, int ow, bool relu_before)
 {
+	bool		simd = nn_cpu_isa() >= NN_ISA_AVX512;
+
 	for (int64_t p = 0; p < planes; p++)
 	{
 		const float *src = x + p * h * w;
 		float	   *dst = y + p * oh * ow;
 		int32_t    *arg = argmax + p * oh * ow;
 
-		if (k == 2 && stride == 2 && cpu_simd_avx512())
+		if (k == 2 && stride == 2 && simd)
 		{
 			for (int oy = 0; oy < oh; oy++)
 				maxpool2_row_avx512(src + 2 * oy * w, src + (2 * oy + 1) * w, dst + oy * ow,
@@ -162,7 +164,7 @@ cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 	if (h == 2 * oh && w == 2 * ow)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */
-		bool		simd = cpu_simd_avx512();
+		bool		simd = nn_cpu_isa() >= NN_ISA_AVX512;
 
 		for (int64_t p = 0; p < planes; p++)
 		{
