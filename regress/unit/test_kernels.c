@@ -285,6 +285,43 @@ UNIT_TEST(kernels_isa_cap_stays_within_the_cpu)
 	CHECK(nn_blas_core()[0] != '\0');
 }
 
+/* GELU's per-ISA loops (backend_cpu.c) give the baseline's values, bit for bit, at every ISA the CPU has. */
+UNIT_TEST(kernels_gelu_is_the_same_on_every_isa)
+{
+	const NnBackend *be = nn_backend_cpu();
+	int			n = 20011;			/* not a multiple of any vector width */
+	float	   *x = malloc(sizeof(float) * n);
+	float	   *dy = malloc(sizeof(float) * n);
+	float	   *y[2],
+			   *dx[2];
+
+	for (int k = 0; k < 2; k++)
+		y[k] = malloc(sizeof(float) * n), dx[k] = malloc(sizeof(float) * n);
+	fill_fine(x, n, 41);
+	fill_fine(dy, n, 43);
+	for (int i = 0; i < n; i++)
+		x[i] *= 12.0f;
+	x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = -87.5f, x[4] = 0.0f, x[5] = -0.0f, x[6] = 1e-30f;
+	nn_set_cpu_isa(NN_ISA_BASELINE);
+	be->gelu_forward(x, y[0], n);
+	be->gelu_backward(x, dy, dx[0], n);
+	for (int isa = NN_ISA_AVX2; isa <= (int) nn_cpu_isa_detected(); isa++)
+	{
+		nn_set_cpu_isa((NnCpuIsa) isa);
+		be->gelu_forward(x, y[1], n);
+		be->gelu_backward(x, dy, dx[1], n);
+		CHECK_MSG(memcmp(y[0], y[1], sizeof(float) * n) == 0, "gelu forward on %s differs from baseline",
+				  nn_cpu_isa_name((NnCpuIsa) isa));
+		CHECK_MSG(memcmp(dx[0], dx[1], sizeof(float) * n) == 0, "gelu backward on %s differs from baseline",
+				  nn_cpu_isa_name((NnCpuIsa) isa));
+	}
+	nn_set_cpu_isa(NN_ISA_AVX512);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(dx[k]);
+	free(x);
+	free(dy);
+}
+
 /*
  * GELU's vectorized erf and exp (kernels/cpu/cpu.h) against double precision
  * over [-12, 12] in steps fine enough to cross every branch of glibc's, and
