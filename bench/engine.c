@@ -773,12 +773,16 @@ main(int argc, char **argv)
 		   core_name,
 		   openblas_get_num_threads ? openblas_get_num_threads() : -1,
 		   ct ? ct : "unset", l2 ? l2 : "unset", peak);
-	/* pgdl's own vector paths: 2x2 max pooling and col2im by CPUID, the other loops as compiled (x86-64: SSE2) */
+	/*
+	 * pgdl's own vector paths (nn_cpu_isa): 2x2 max pooling (avx512 or the baseline), col2im and GELU (each
+	 * ISA); the baseline and the other loops as compiled for x86-64, SSE2
+	 */
 	printf("pgdl info core_isa=%s clock_ghz=%.2f core_peak_gflops=%.2f avx2_fma_gflops=%.2f "
-		   "theoretical_gflops=%.2f gemm_isa=%s(openblas:%s) maxpool_isa=%s col2im_isa=%s loops_isa=sse2\n",
+		   "theoretical_gflops=%.2f gemm_isa=%s(openblas:%s) maxpool_isa=%s col2im_isa=%s gelu_isa=%s loops_isa=sse2\n",
 		   cp.isa, cp.ghz, cp.gflops, cp.avx2_gflops, cp.theory, blas_isa(core_name), core_name,
-		   __builtin_cpu_supports("avx512f") ? "avx512" : "sse2",
-		   __builtin_cpu_supports("avx512f") ? "avx512" : "sse2");
+		   nn_cpu_isa() >= NN_ISA_AVX512 ? "avx512" : "sse2",
+		   nn_cpu_isa() > NN_ISA_BASELINE ? nn_cpu_isa_name(nn_cpu_isa()) : "sse2",
+		   nn_cpu_isa() > NN_ISA_BASELINE ? nn_cpu_isa_name(nn_cpu_isa()) : "sse2");
 	if (o.peak && strcmp(o.model, "cnn") != 0)
 		(void) mlp_gemm_rates(o.batch);
 	fflush(stdout);

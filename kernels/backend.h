@@ -318,11 +318,27 @@ extern const NnBackend *nn_backend_cpu(void);
 extern void nn_set_blas_threads(int threads);
 
 /*
- * Whether the CPU backend's kernels may use the AVX-512 paths they have where
- * the CPU supports them (default true).  Both paths compute the same values;
- * the switch is for tests that check one against the other.
+ * The instruction sets the CPU backend's own vector paths come in (2x2 max
+ * pooling, col2im), lowest first.  The CPU's best is read from CPUID once;
+ * nn_set_cpu_isa caps what the kernels use (default: no cap), so that a
+ * lower path can be run, and tested, on a machine that has a higher one.
+ * Every variant computes the same values as the baseline loops.  BLAS picks
+ * its own kernels: nn_blas_core names the ones it runs.
  */
-extern void nn_set_cpu_simd(bool allow);
+typedef enum NnCpuIsa
+{
+	NN_ISA_BASELINE = 0,		/* x86-64's SSE2, as the loops are compiled */
+	NN_ISA_AVX2 = 1,
+	NN_ISA_AVX512 = 2
+} NnCpuIsa;
+
+#define NN_ISA_COUNT 3
+
+extern NnCpuIsa nn_cpu_isa_detected(void);	/* the best this CPU has */
+extern void nn_set_cpu_isa(NnCpuIsa cap);	/* a cap above the CPU's best leaves the CPU's */
+extern NnCpuIsa nn_cpu_isa(void);	/* what the kernels use: the cap, or the CPU's best below it */
+extern const char *nn_cpu_isa_name(NnCpuIsa isa);	/* "baseline", "avx2", "avx512" */
+extern const char *nn_blas_core(void);	/* OpenBLAS's kernel set ("Haswell", ...), or "unknown" */
 
 /*
  * The CUDA backend, or NULL with a reason in err ("no device", "not built with

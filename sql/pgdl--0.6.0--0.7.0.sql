@@ -2579,3 +2579,15 @@ CREATE POLICY readers ON pgdl.partition_replicas FOR SELECT
 	USING (pg_catalog.has_table_privilege(packed, 'SELECT'));
 COMMENT ON POLICY owners ON pgdl.partition_replicas IS 'the role that distributed the table (or pgdl_admin) reads and changes its replicas; only an owner of the packed table records one';
 COMMENT ON POLICY readers ON pgdl.partition_replicas IS 'whoever may read the packed table reads where its replicas are, for the runs that train on it';
+
+-- ---- CPU kernels' instruction set, recorded with runs and models (issue 41) ----
+CREATE FUNCTION pgdl.cpu_info() RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'pgdl_cpu_info'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.cpu_info() IS
+	'the instruction set pgdl''s CPU kernels use in this session ("isa": pgdl.cpu_isa, "setting", capped by the CPU''s best, "cpu") and OpenBLAS''s kernels ("blas_core"), as runs and models record them';
+
+ALTER TABLE pgdl.runs ADD COLUMN engine jsonb;
+ALTER TABLE pgdl.models ADD COLUMN engine jsonb;
+GRANT UPDATE (engine) ON pgdl.runs, pgdl.models TO PUBLIC;

@@ -1,12 +1,13 @@
 /*
- * pgdl.c -- module entry point: _PG_init, which calls each folder's init, and
- * pgdl.version().  Nothing includes it.
+ * pgdl.c -- module entry point: _PG_init, which calls each folder's init,
+ * pgdl.version() and pgdl.cpu_info().  Nothing includes it.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "backend.h"
 #include "base/base.h"
 #include "catalog/catalog.h"
 
@@ -33,4 +34,21 @@ Datum
 pgdl_version(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_TEXT_P(cstring_to_text(pgdl_build_description()));
+}
+
+/* What this session's training would record (pgdl_engine_jsonb's keys), and the best ISA of this CPU. */
+PG_FUNCTION_INFO_V1(pgdl_cpu_info);
+Datum
+pgdl_cpu_info(PG_FUNCTION_ARGS)
+{
+	PgdlEngine	engine;
+	JsonbParseState *state = NULL;
+
+	pgdl_engine_current(&engine);
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(&state, "isa", engine.isa);
+	pgdl_jsonb_put_string(&state, "setting", engine.setting);
+	pgdl_jsonb_put_string(&state, "blas_core", engine.blas_core);
+	pgdl_jsonb_put_string(&state, "cpu", nn_cpu_isa_name(nn_cpu_isa_detected()));
+	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)));
 }

@@ -29,22 +29,57 @@ nn_set_blas_threads(int threads)
 	blas_threads_chosen = true;
 }
 
-static bool simd_allowed = true;
+/* No cap by default: the kernels use the best the CPU has. */
+static NnCpuIsa isa_cap = NN_ISA_AVX512;
 
-void
-nn_set_cpu_simd(bool allow)
+NnCpuIsa
+nn_cpu_isa_detected(void)
 {
-	simd_allowed = allow;
+	static int	best = -1;		/* the CPU's answer, asked once */
+
+	if (best < 0)
+	{
+		if (__builtin_cpu_supports("avx512f"))
+			best = NN_ISA_AVX512;
+		else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+			best = NN_ISA_AVX2;
+		else
+			best = NN_ISA_BASELINE;
+	}
+	return (NnCpuIsa) best;
 }
 
-bool
-cpu_simd_avx512(void)
+void
+nn_set_cpu_isa(NnCpuIsa cap)
 {
-	static int	has = -1;		/* the CPU's answer, asked once */
+	isa_cap = cap < NN_ISA_BASELINE ? NN_ISA_BASELINE : cap > NN_ISA_AVX512 ? NN_ISA_AVX512 : cap;
+}
 
-	if (has < 0)
-		has = __builtin_cpu_supports("avx512f") ? 1 : 0;
-	return simd_allowed && has == 1;
+NnCpuIsa
+nn_cpu_isa(void)
+{
+	NnCpuIsa	best = nn_cpu_isa_detected();
+
+	return isa_cap < best ? isa_cap : best;
+}
+
+const char *
+nn_cpu_isa_name(NnCpuIsa isa)
+{
+	static const char *const names[NN_ISA_COUNT] = {"baseline", "avx2", "avx512"};
+
+	return isa >= NN_ISA_BASELINE && isa < NN_ISA_COUNT ? names[isa] : "unknown";
+}
+
+/* Weak, so that pgdl still links with a BLAS other than OpenBLAS. */
+extern char *openblas_get_corename(void) __attribute__((weak));
+
+const char *
+nn_blas_core(void)
+{
+	const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+
+	return core != NULL && core[0] != '\0' ? core : "unknown";
 }
 
 static void *
@@ -318,8 +353,8 @@ cpu_tanh_backward(const float *y, const float *dy, float *dx, int64_t n)
 #define GELU_RSQRT2		0.70710678118654752f
 #define GELU_RSQRT2PI	0.39894228040143268f
 
-static void
-cpu_gelu_forward(const float *x, float *y, int64_t n)
+static inline __attribute__((always_inline)) void
+gelu_forward_body(const float *x, float *y, int64_t n)
 {
 #pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
@@ -330,8 +365,8 @@ cpu_gelu_forward(const float *x, float *y, int64_t n)
 	}
 }
 
-static void
-cpu_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
+static inline __attribute__((always_inline)) void
+gelu_backward_body(const float *x, const float *dy, float *dx, int64_t n)
 {
 #pragma GCC ivdep
 	for (int64_t i = 0; i < n; i++)
@@ -342,6 +377,53 @@ cpu_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
 
 		dx[i] = dy[i] * (cdf + v * pdf);
 	}
+}
+
+/*
+ * GELU's loops once per ISA (nn_cpu_isa picks), wider vectors for the same
+ * operations: no contraction into fused multiply-adds (AVX-512 has them), so
+ * every variant rounds as the baseline does and gives its values, bit for bit.
+ */
+#define GELU_VARIANT(isa, attrs) \
+	attrs static void gelu_forward_##isa(const float *x, float *y, int64_t n) \
+	{ gelu_forward_body(x, y, n); } \
+	attrs static void gelu_backward_##isa(const float *x, const float *dy, float *dx, int64_t n) \
+	{ gelu_backward_body(x, dy, dx, n); }
+
+/* clang builds only PostgreSQL's JIT bitcode of this file, which never runs a kernel; it lacks the attribute */
+#ifdef __clang__
+#define NO_CONTRACT
+#else
+#define NO_CONTRACT , optimize("fp-contract=off")
+#endif
+GELU_VARIANT(avx512, __attribute__((target("avx512f") NO_CONTRACT)))
+GELU_VARIANT(avx2, __attribute__((target("avx2") NO_CONTRACT)))
+GELU_VARIANT(baseline, )
+
+static void
+cpu_gelu_forward(const float *x, float *y, int64_t n)
+{
+	NnCpuIsa	isa = nn_cpu_isa();
+
+	if (isa == NN_ISA_AVX512)
+		gelu_forward_avx512(x, y, n);
+	else if (isa == NN_ISA_AVX2)
+		gelu_forward_avx2(x, y, n);
+	else
+		gelu_forward_baseline(x, y, n);
+}
+
+static void
+cpu_gelu_backward(const float *x, const float *dy, float *dx, int64_t n)
+{
+	NnCpuIsa	isa = nn_cpu_isa();
+
+	if (isa == NN_ISA_AVX512)
+		gelu_backward_avx512(x, dy, dx, n);
+	else if (isa == NN_ISA_AVX2)
+		gelu_backward_avx2(x, dy, dx, n);
+	else
+		gelu_backward_baseline(x, dy, dx, n);
 }
 
 static void

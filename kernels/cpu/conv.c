@@ -84,11 +84,11 @@ same_wrapped(const NnConvGeom *g, int ki, int kj, int *p0, int *p1, int *wrap)
  * One flat loop adds the wrapped entries too, into the neighbouring row:
  * those targets are put back after it.  Each target gets one entry per
  * offset, and each plane its offsets in the plain loops' order, so the sums
- * are the same.
+ * are the same.  Inlined into one function per ISA (below), each of which
+ * vectorizes the adds for its registers: the same sums in every one.
  */
-__attribute__((target_clones("avx512f", "default")))
-static void
-col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
+static inline __attribute__((always_inline)) void
+col2im_same_body(const float *col, int n, const NnConvGeom *g, float *dx)
 {
 	int			plane = g->h * g->w;
 	int64_t		row_len = (int64_t) n * plane;
@@ -121,6 +121,44 @@ col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
 				}
 			}
 		}
+}
+
+__attribute__((target("avx512f")))
+static void
+col2im_same_avx512(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	col2im_same_body(col, n, g, dx);
+}
+
+__attribute__((target("avx2")))
+static void
+col2im_same_avx2(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	col2im_same_body(col, n, g, dx);
+}
+
+static void
+col2im_same_baseline(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	col2im_same_body(col, n, g, dx);
+}
+
+/* The variant of the ISA the kernels run (nn_cpu_isa: the CPU's best under pgdl.cpu_isa's cap). */
+static void
+col2im_same(const float *col, int n, const NnConvGeom *g, float *dx)
+{
+	switch (nn_cpu_isa())
+	{
+		case NN_ISA_AVX512:
+			col2im_same_avx512(col, n, g, dx);
+			break;
+		case NN_ISA_AVX2:
+			col2im_same_avx2(col, n, g, dx);
+			break;
+		default:
+			col2im_same_baseline(col, n, g, dx);
+			break;
+	}
 }
 
 static void

@@ -15,8 +15,7 @@
 #include "backend.h"
 #include "rows.h"
 
-/* backend_cpu.c: whether the AVX-512 paths may run (the CPU has them, nn_set_cpu_simd allows) */
-extern bool cpu_simd_avx512(void);
+/* The ISA of the vector paths is nn_cpu_isa() (backend_cpu.c): the CPU's best under the cap. */
 
 /*
  * e^x for x <= 0, within 2 ulp, with no branch and no call, so that a loop

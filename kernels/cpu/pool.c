@@ -3,7 +3,7 @@
  * (kernels/backend.h's NnPoolGeom).
  *
  * 2x2 max pooling with stride 2, the common case, has an AVX-512 path (chosen
- * at run time, see cpu_simd) that computes exactly what the plain loops do:
+ * at run time, see nn_cpu_isa) that computes exactly what the plain loops do:
  * the same comparisons in the same order, so the same values and argmax.
  * The other windows' forward arithmetic, which the CUDA backend does alike,
  * is kernels/rows.h's.
@@ -120,6 +120,7 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 				w = g->w,
 				oh = g->oh,
 				ow = g->ow;
+	bool		simd = nn_cpu_isa() >= NN_ISA_AVX512;
 
 	for (int64_t p = 0; p < planes; p++)
 	{
@@ -127,7 +128,7 @@ cpu_maxpool_forward(const float *x, float *y, int32_t *argmax, int64_t planes,
 		float	   *dst = y + p * oh * ow;
 		int32_t    *arg = argmax + p * oh * ow;
 
-		if (pool_2x2_whole(g) && cpu_simd_avx512())
+		if (pool_2x2_whole(g) && simd)
 		{
 			for (int oy = 0; oy < oh; oy++)
 				maxpool2_row_avx512(src + 2 * oy * w, src + (2 * oy + 1) * w, dst + oy * ow,
@@ -192,7 +193,7 @@ cpu_maxpool_backward(const float *dy, const int32_t *argmax, float *dx,
 	if (g->pad == 0 && h == 2 * oh && w == 2 * ow && g->k == 2 && g->stride == 2)
 	{
 		/* 2x2 windows that tile the plane: every dx is written once, no memset */
-		bool		simd = cpu_simd_avx512();
+		bool		simd = nn_cpu_isa() >= NN_ISA_AVX512;
 
 		for (int64_t p = 0; p < planes; p++)
 		{

@@ -184,6 +184,18 @@ add_node_server($coord, 'other', $node2, 'other');
 	($ret, $out, $err) =
 	  $coord->psql('postgres', "SELECT pgdl.distribute('other_packed', ARRAY['node1', 'other'])");
 	is($out, '2', 'distribute to a node that runs the same build moves its partitions') or diag($err);
+	# a node on other CPU kernels is named in a WARNING; its session takes this one's pgdl.cpu_isa
+	$node2->safe_psql('other',
+		"CREATE OR REPLACE FUNCTION pgdl.cpu_info() RETURNS jsonb LANGUAGE sql AS "
+		  . "\$\$SELECT jsonb_build_object('isa', 'forged-' || current_setting('pgdl.cpu_isa'), 'blas_core', 'Elsewhere')\$\$");
+	$coord->safe_psql('postgres',
+		"SELECT pgdl.pack('train_rows', 'x', 'label', 'isa_packed', buffer_rows => 50, partitions => 2, seed => 7)");
+	($ret, $out, $err) = $coord->psql('postgres',
+		"SET pgdl.cpu_isa = 'baseline'; SELECT pgdl.distribute('isa_packed', ARRAY['other'])");
+	is($out, '2', 'distribute to a node on other CPU kernels moves its partitions') or diag($err);
+	like($err, qr/WARNING:  server "other" runs other CPU kernels than this server/, '... with a WARNING naming it');
+	like($err, qr/runs instruction set baseline and BLAS kernels \w+; server "other" runs forged-baseline and Elsewhere/,
+		"... whose session took this one's pgdl.cpu_isa");
 	$node2->safe_psql('other',
 		"CREATE OR REPLACE FUNCTION pgdl.version() RETURNS text LANGUAGE sql AS \$\$SELECT 'pgdl 0.0.1 another build'\$\$"
 	);

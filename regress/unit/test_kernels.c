@@ -1,8 +1,8 @@
 /*
  * test_kernels.c -- the CPU backend's convolution and pooling kernels against
- * plain reference loops written here, with its AVX-512 paths both allowed and
- * forbidden (nn_set_cpu_simd): on a CPU with AVX-512 the two paths must agree
- * with the reference, and pooling's must agree with each other bit for bit.
+ * plain reference loops written here, on every ISA the CPU has (nn_set_cpu_isa
+ * caps the one the kernels use): each variant must agree with the reference
+ * bit for bit, pooling's and col2im's, where the math is exact.
  */
 #include <math.h>
 #include <stdint.h>
@@ -51,7 +51,7 @@ ref_maxpool(const float *x, float *y, int32_t *arg, int64_t planes, int h, int w
 }
 
 static void
-check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
+check_maxpool(int planes, int h, int w, bool relu_before, NnCpuIsa isa)
 {
 	const NnBackend *be = nn_backend_cpu();
 	int			oh = h / 2,
@@ -69,11 +69,11 @@ check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
 
 	fill(x, nin, h + w);
 	fill(dy, nout, 3);
-	nn_set_cpu_simd(simd);
+	nn_set_cpu_isa(isa);
 	be->maxpool_forward(x, y, arg, planes, &g, relu_before);
 	ref_maxpool(x, ry, rarg, planes, h, w, oh, ow, relu_before);
-	CHECK_MSG(memcmp(y, ry, sizeof(float) * nout) == 0, "maxpool values %dx%d simd %d", h, w, simd);
-	CHECK_MSG(memcmp(arg, rarg, sizeof(int32_t) * nout) == 0, "maxpool argmax %dx%d simd %d", h, w, simd);
+	CHECK_MSG(memcmp(y, ry, sizeof(float) * nout) == 0, "maxpool values %dx%d isa %s", h, w, nn_cpu_isa_name(isa));
+	CHECK_MSG(memcmp(arg, rarg, sizeof(int32_t) * nout) == 0, "maxpool argmax %dx%d isa %s", h, w, nn_cpu_isa_name(isa));
 	/* backward into odd-sized planes too: the row and column past the windows get nothing */
 	for (int64_t i = 0; i < nin; i++)
 		dx[i] = 99.0f;
@@ -86,10 +86,10 @@ check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
 			for (int o = 0; o < oh * ow; o++)
 				if (rarg[p * oh * ow + o] == i)
 					want += dy[p * oh * ow + o];
-			CHECK_MSG(dx[p * h * w + i] == want, "maxpool backward %dx%d simd %d: plane %lld element %d is %g, want %g",
-					  h, w, simd, (long long) p, i, dx[p * h * w + i], want);
+			CHECK_MSG(dx[p * h * w + i] == want, "maxpool backward %dx%d isa %s: plane %lld element %d is %g, want %g",
+					  h, w, nn_cpu_isa_name(isa), (long long) p, i, dx[p * h * w + i], want);
 		}
-	nn_set_cpu_simd(true);
+	nn_set_cpu_isa(NN_ISA_AVX512);
 	free(x);
 	free(dx);
 	free(y);
@@ -99,15 +99,15 @@ check_maxpool(int planes, int h, int w, bool relu_before, bool simd)
 	free(rarg);
 }
 
-UNIT_TEST(kernels_maxpool_2x2_matches_the_reference_on_both_paths)
+UNIT_TEST(kernels_maxpool_2x2_matches_the_reference_on_every_isa)
 {
 	/* widths around the 16-output vector, odd sizes (a row and column left over) */
 	static const int sizes[][2] = {{28, 28}, {14, 14}, {2, 2}, {4, 34}, {6, 32}, {8, 66}, {7, 9}, {3, 31}};
 
 	for (int s = 0; s < (int) (sizeof(sizes) / sizeof(sizes[0])); s++)
 		for (int relu = 0; relu < 2; relu++)
-			for (int simd = 0; simd < 2; simd++)
-				check_maxpool(3, sizes[s][0], sizes[s][1], relu, simd);
+			for (int isa = NN_ISA_BASELINE; isa <= (int) nn_cpu_isa_detected(); isa++)
+				check_maxpool(3, sizes[s][0], sizes[s][1], relu, (NnCpuIsa) isa);
 }
 
 /* im2col by its definition: column row (ci, ki, kj), column img * oh * ow + oy * ow + ox */
@@ -197,6 +197,130 @@ UNIT_TEST(kernels_im2col_and_col2im_match_their_definition)
 	for (int i = 0; i < (int) (sizeof(geoms) / sizeof(geoms[0])); i++)
 		for (int n = 1; n <= 3; n += 2)
 			check_im2col(geoms[i][0], geoms[i][1], geoms[i][2], geoms[i][3], geoms[i][4], geoms[i][5], n);
+}
+
+/* xorshift values in [-1, 1) with full mantissas, so that sums taken in another order round differently */
+static void
+fill_fine(float *x, int64_t n, uint32_t seed)
+{
+	uint32_t	r = 2463534242u ^ seed;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+		x[i] = (float) (r >> 8) / 8388608.0f - 1.0f;
+	}
+}
+
+/*
+ * col2im of "same" stride-1 convolutions runs one variant per ISA
+ * (kernels/cpu/conv.c): every one the CPU has must give the reference's sums,
+ * each element's terms added in the order of the window offsets, to the bit.
+ */
+UNIT_TEST(kernels_col2im_is_the_same_on_every_isa)
+{
+	const NnBackend *be = nn_backend_cpu();
+	static const int geoms[][3] = {{16, 14, 14}, {3, 28, 28}, {2, 5, 37}, {4, 7, 7}};
+
+	for (int i = 0; i < (int) (sizeof(geoms) / sizeof(geoms[0])); i++)
+	{
+		NnConvGeom	g = {geoms[i][0], geoms[i][1], geoms[i][2], 3, 1, 1, geoms[i][1], geoms[i][2]};
+		int			n = 2,
+					plane = g.h * g.w;
+		int64_t		nin = (int64_t) n * g.c * plane,
+					ncol = (int64_t) g.c * 9 * n * plane;
+		float	   *col = malloc(sizeof(float) * ncol);
+		float	   *start = malloc(sizeof(float) * nin);
+		float	   *want = malloc(sizeof(float) * nin);
+		float	   *dx = malloc(sizeof(float) * nin);
+
+		fill_fine(col, ncol, 11 + i);
+		fill_fine(start, nin, 23 + i);
+		memcpy(want, start, sizeof(float) * nin);
+		for (int ci = 0; ci < g.c; ci++)
+			for (int ki = 0; ki < 3; ki++)
+				for (int kj = 0; kj < 3; kj++)
+					for (int img = 0; img < n; img++)
+						for (int oy = 0; oy < g.h; oy++)
+							for (int ox = 0; ox < g.w; ox++)
+							{
+								int			iy = oy - 1 + ki,
+											ix = ox - 1 + kj;
+
+								if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+									want[((int64_t) img * g.c + ci) * plane + iy * g.w + ix] +=
+										col[((int64_t) (ci * 3 + ki) * 3 + kj) * n * plane + img * plane + oy * g.w + ox];
+							}
+		for (int isa = NN_ISA_BASELINE; isa <= (int) nn_cpu_isa_detected(); isa++)
+		{
+			nn_set_cpu_isa((NnCpuIsa) isa);
+			CHECK(nn_cpu_isa() == (NnCpuIsa) isa);
+			memcpy(dx, start, sizeof(float) * nin);
+			be->col2im(col, n, &g, dx);
+			CHECK_MSG(memcmp(dx, want, sizeof(float) * nin) == 0, "col2im c%d %dx%d isa %s differs from the reference",
+					  g.c, g.h, g.w, nn_cpu_isa_name((NnCpuIsa) isa));
+		}
+		nn_set_cpu_isa(NN_ISA_AVX512);
+		free(col);
+		free(start);
+		free(want);
+		free(dx);
+	}
+}
+
+/* The cap: never above the CPU's best, and each ISA's name for the settings and the run record. */
+UNIT_TEST(kernels_isa_cap_stays_within_the_cpu)
+{
+	NnCpuIsa	best = nn_cpu_isa_detected();
+
+	nn_set_cpu_isa(NN_ISA_AVX512);
+	CHECK(nn_cpu_isa() == best);
+	nn_set_cpu_isa(NN_ISA_BASELINE);
+	CHECK(nn_cpu_isa() == NN_ISA_BASELINE);
+	nn_set_cpu_isa((NnCpuIsa) 7);
+	CHECK(nn_cpu_isa() == best);
+	CHECK(strcmp(nn_cpu_isa_name(NN_ISA_BASELINE), "baseline") == 0);
+	CHECK(strcmp(nn_cpu_isa_name(NN_ISA_AVX2), "avx2") == 0);
+	CHECK(strcmp(nn_cpu_isa_name(NN_ISA_AVX512), "avx512") == 0);
+	CHECK(strcmp(nn_cpu_isa_name((NnCpuIsa) 3), "unknown") == 0);
+	CHECK(nn_blas_core()[0] != '\0');
+}
+
+/* GELU's per-ISA loops (backend_cpu.c) give the baseline's values, bit for bit, at every ISA the CPU has. */
+UNIT_TEST(kernels_gelu_is_the_same_on_every_isa)
+{
+	const NnBackend *be = nn_backend_cpu();
+	int			n = 20011;			/* not a multiple of any vector width */
+	float	   *x = malloc(sizeof(float) * n);
+	float	   *dy = malloc(sizeof(float) * n);
+	float	   *y[2],
+			   *dx[2];
+
+	for (int k = 0; k < 2; k++)
+		y[k] = malloc(sizeof(float) * n), dx[k] = malloc(sizeof(float) * n);
+	fill_fine(x, n, 41);
+	fill_fine(dy, n, 43);
+	for (int i = 0; i < n; i++)
+		x[i] *= 12.0f;
+	x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = -87.5f, x[4] = 0.0f, x[5] = -0.0f, x[6] = 1e-30f;
+	nn_set_cpu_isa(NN_ISA_BASELINE);
+	be->gelu_forward(x, y[0], n);
+	be->gelu_backward(x, dy, dx[0], n);
+	for (int isa = NN_ISA_AVX2; isa <= (int) nn_cpu_isa_detected(); isa++)
+	{
+		nn_set_cpu_isa((NnCpuIsa) isa);
+		be->gelu_forward(x, y[1], n);
+		be->gelu_backward(x, dy, dx[1], n);
+		CHECK_MSG(memcmp(y[0], y[1], sizeof(float) * n) == 0, "gelu forward on %s differs from baseline",
+				  nn_cpu_isa_name((NnCpuIsa) isa));
+		CHECK_MSG(memcmp(dx[0], dx[1], sizeof(float) * n) == 0, "gelu backward on %s differs from baseline",
+				  nn_cpu_isa_name((NnCpuIsa) isa));
+	}
+	nn_set_cpu_isa(NN_ISA_AVX512);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(dx[k]);
+	free(x);
+	free(dy);
 }
 
 /*

@@ -7,6 +7,13 @@ CREATE FUNCTION pgdl.version() RETURNS text
 COMMENT ON FUNCTION pgdl.version() IS
 	'pgdl''s version and build: engine model format, BLAS library, CUDA support';
 
+CREATE FUNCTION pgdl.cpu_info() RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'pgdl_cpu_info'
+	LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION pgdl.cpu_info() IS
+	'the instruction set pgdl''s CPU kernels use in this session ("isa": pgdl.cpu_isa, "setting", capped by the CPU''s best, "cpu") and OpenBLAS''s kernels ("blas_core"), as runs and models record them';
+
 CREATE FUNCTION pgdl.cuda_status() RETURNS text
 	AS 'MODULE_PATHNAME', 'pgdl_cuda_status'
 	LANGUAGE C VOLATILE STRICT PARALLEL SAFE;

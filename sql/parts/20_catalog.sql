@@ -54,7 +54,8 @@ CREATE TABLE pgdl.runs (
 	started timestamptz NOT NULL DEFAULT now(),
 	finished timestamptz,
 	progress_handle bigint,					-- fit_multiple: the run's shared memory, for pgdl.progress
-	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole
+	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
+	engine jsonb							-- the CPU kernels it trained on: pgdl.cpu_info()'s isa, setting, blas_core
 );
 
 CREATE TABLE pgdl.models (
@@ -72,6 +73,7 @@ CREATE TABLE pgdl.models (
 	owner regrole NOT NULL DEFAULT quote_ident(current_user)::regrole,
 	acl aclitem[],							-- who else may use it: pgdl.grant_model
 	origin jsonb,							-- where it came from besides training: ONNX import, warm start
+	engine jsonb,							-- its run's: the CPU kernels that trained it (NULL: no run)
 	UNIQUE (owner, name)
 );
 CREATE INDEX ON pgdl.models (dataset);		-- who may read a dataset's row: 70_owners.sql

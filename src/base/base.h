@@ -45,6 +45,9 @@ extern int	pgdl_max_model_memory;	/* kB */
 extern double pgdl_node_deadline_multiple;	/* 0: no deadline */
 extern int	pgdl_node_deadline_floor;	/* s */
 extern int	pgdl_progress_interval;	/* s; 0: every epoch, -1: no epoch lines */
+extern int	pgdl_cpu_isa;			/* an NnCpuIsa cap, or PGDL_CPU_ISA_AUTO */
+
+#define PGDL_CPU_ISA_AUTO	(-1)
 
 extern void pgdl_guc_init(void);
 
@@ -120,6 +123,24 @@ extern void pgdl_call_progress_rows(struct ReturnSetInfo *rsinfo);
 extern void pgdl_engine_prepare(void);
 /* "pgdl 0.2.0 (engine format N, blas: ..., cuda: ...)": nodes of one cluster must agree on it. */
 extern char *pgdl_build_description(void);
+
+/*
+ * What trains in this process, for the run record and the models: the ISA of
+ * pgdl's vector kernels (pgdl.cpu_isa capped by the CPU), the setting, and the
+ * BLAS kernels OpenBLAS chose.  Fixed size, so that it travels in shared memory.
+ */
+typedef struct PgdlEngine
+{
+	char		isa[16];		/* "baseline", "avx2", "avx512" */
+	char		setting[16];	/* pgdl.cpu_isa: "auto" or one of the above */
+	char		blas_core[48];	/* "Haswell", "Cooperlake", ...; "unknown" without OpenBLAS */
+} PgdlEngine;
+
+extern void pgdl_engine_current(PgdlEngine *out);
+/* {"isa": ..., "setting": ..., "blas_core": ...} */
+extern Jsonb *pgdl_engine_jsonb(const PgdlEngine *engine);
+/* The setting's name ("auto", "avx2", ...), for workers and nodes that take the leader's. */
+extern const char *pgdl_cpu_isa_setting_name(void);
 /* messages.c: the engine's error as an ereport, "invalid WHAT at layers[i].field" */
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
 /* The SQLSTATE of an engine error about a batch: 22003 for an input out of a layer's range. */

@@ -20,6 +20,13 @@ extern char *openblas_get_config(void) __attribute__((weak));
 /* The pgdl.blas_threads value the engine runs with; 0: not applied yet. */
 static int	applied_blas_threads = 0;
 
+/* The cap pgdl.cpu_isa puts on the kernels: none for auto. */
+static NnCpuIsa
+isa_cap(void)
+{
+	return pgdl_cpu_isa == PGDL_CPU_ISA_AUTO ? NN_ISA_AVX512 : (NnCpuIsa) pgdl_cpu_isa;
+}
+
 void
 pgdl_engine_prepare(void)
 {
@@ -28,6 +35,36 @@ pgdl_engine_prepare(void)
 		nn_set_blas_threads(pgdl_blas_threads);
 		applied_blas_threads = pgdl_blas_threads;
 	}
+	nn_set_cpu_isa(isa_cap());
+}
+
+const char *
+pgdl_cpu_isa_setting_name(void)
+{
+	return pgdl_cpu_isa == PGDL_CPU_ISA_AUTO ? "auto" : nn_cpu_isa_name((NnCpuIsa) pgdl_cpu_isa);
+}
+
+void
+pgdl_engine_current(PgdlEngine *out)
+{
+	NnCpuIsa	best = nn_cpu_isa_detected();
+
+	memset(out, 0, sizeof(*out));
+	strlcpy(out->isa, nn_cpu_isa_name(isa_cap() < best ? isa_cap() : best), sizeof(out->isa));
+	strlcpy(out->setting, pgdl_cpu_isa_setting_name(), sizeof(out->setting));
+	strlcpy(out->blas_core, nn_blas_core(), sizeof(out->blas_core));
+}
+
+Jsonb *
+pgdl_engine_jsonb(const PgdlEngine *engine)
+{
+	JsonbParseState *state = NULL;
+
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	pgdl_jsonb_put_string(&state, "isa", engine->isa);
+	pgdl_jsonb_put_string(&state, "setting", engine->setting);
+	pgdl_jsonb_put_string(&state, "blas_core", engine->blas_core);
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
 /* "OpenBLAS 0.3.21" from OpenBLAS's description, or "unknown". */

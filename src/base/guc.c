@@ -14,6 +14,7 @@
 
 #include "utils/guc.h"
 
+#include "backend.h"
 #include "base/base.h"
 
 int			pgdl_blas_threads = 1;
@@ -28,6 +29,16 @@ int			pgdl_progress_interval = 5; /* s */
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
 double		pgdl_node_deadline_multiple = 10.0;
 int			pgdl_node_deadline_floor = 60;	/* s */
+int			pgdl_cpu_isa = PGDL_CPU_ISA_AUTO;
+
+/* pgdl.cpu_isa's values: the ISA of pgdl's own vector kernels, capped; "auto": the CPU's best */
+static const struct config_enum_entry cpu_isa_options[] = {
+	{"auto", PGDL_CPU_ISA_AUTO, false},
+	{"avx512", NN_ISA_AVX512, false},
+	{"avx2", NN_ISA_AVX2, false},
+	{"baseline", NN_ISA_BASELINE, false},
+	{NULL, 0, false}
+};
 
 /* Threads and workers: BLAS threads per process, pgdl's workers, a fit's threads. */
 static void
@@ -130,10 +141,39 @@ define_memory_settings(void)
 							NULL, NULL, NULL);
 }
 
-/* Speed: how fast plans take a CPU worker to be (pgdl.device is devices.c's). */
+/*
+ * An ISA this CPU lacks is refused rather than lowered to the best it has:
+ * the setting is there to run, test and reproduce one path, and a run on
+ * another one would record bytes of a path nobody asked for.
+ */
+static bool
+check_cpu_isa(int *newval, void **extra, GucSource source)
+{
+	NnCpuIsa	best = nn_cpu_isa_detected();
+
+	if (*newval == PGDL_CPU_ISA_AUTO || *newval <= (int) best)
+		return true;
+	GUC_check_errmsg("this CPU has no %s", nn_cpu_isa_name((NnCpuIsa) *newval));
+	GUC_check_errdetail("The best instruction set pgdl's kernels can use on this CPU is %s.", nn_cpu_isa_name(best));
+	GUC_check_errhint("Set pgdl.cpu_isa to auto, or to an instruction set at or below that one.");
+	return false;
+}
+
+/* Speed: how fast plans take a CPU worker to be (pgdl.device is devices.c's), and the kernels' ISA. */
 static void
 define_speed_settings(void)
 {
+	DefineCustomEnumVariable("pgdl.cpu_isa",
+							 "Highest instruction set pgdl's own CPU kernels use: auto, avx512, avx2 or baseline.",
+							 "auto uses the best the CPU has; a lower one runs the kernels written for it, with the same values. "
+							 "BLAS chooses its own kernels. Runs and models record the instruction set that trained them.",
+							 &pgdl_cpu_isa,
+							 PGDL_CPU_ISA_AUTO,
+							 cpu_isa_options,
+							 PGC_USERSET,
+							 0,
+							 check_cpu_isa, NULL, NULL);
+
 	DefineCustomRealVariable("pgdl.cpu_gflops",
 							 "Billions of floating-point operations per second one worker runs, for plans.",
 							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",

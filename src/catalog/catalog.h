@@ -299,6 +299,8 @@ typedef struct PgdlRunRecord
 	Jsonb	   *config;
 	int32		epochs;
 	int64		architecture;	/* 0: none (a spec given as jsonb, or dropped) */
+	char	   *isa;			/* engine->>'isa': what it began on; NULL: not recorded */
+	char	   *blas_core;		/* engine->>'blas_core' */
 } PgdlRunRecord;
 
 /* Where a model of a fit_multiple run stands, for pgdl.resume. */
@@ -313,7 +315,7 @@ typedef struct PgdlResumePoint
 
 /* kind: 'fit' or 'fit_multiple'; progress_handle: the run's DSM segment, for pgdl.progress. */
 extern int64 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architecture,
-							Jsonb *config, int32 epochs, int64 progress_handle);
+							Jsonb *config, int32 epochs, int64 progress_handle, const PgdlEngine *engine);
 /*
  * pgdl.fit's configuration in pgdl.configs: the row of (architecture, config)
  * in the current role's set "pgdl.fit", added if new; 0 for a network given
@@ -324,8 +326,8 @@ extern int64 pgdl_run_fit_config(int64 architecture, Jsonb *config);
 /* A run still running when its caller let go: failed (after waiting for a transaction that holds its row). */
 /* Only the attempt that progress_handle names (0: a pgdl.fit run, which has none); see run_recorder.c. */
 extern void pgdl_run_fail_if_running(int64 run, int64 progress_handle);
-/* A resumed run: running again, with new shared memory. */
-extern void pgdl_run_restart(int64 run, int64 progress_handle);
+/* A resumed run: running again, with new shared memory; engine: the kernels it resumes on. */
+extern void pgdl_run_restart(int64 run, int64 progress_handle, const PgdlEngine *engine);
 extern void pgdl_run_record_epoch(int64 run, int64 config_id, const PgdlEpochMetrics *metrics);
 /* The same for fold `fold` of a configuration's cross-validation (pgdl.run_metrics.fold). */
 extern void pgdl_run_record_fold_epoch(int64 run, int64 config_id, int32 fold, const PgdlEpochMetrics *metrics);
@@ -345,6 +347,8 @@ extern int64 pgdl_run_store_model(const PgdlModelRecord *model);
 extern void pgdl_run_finish(int64 run, PgdlRunStatus status);
 /* false: no such run; ERRCODE_DATA_CORRUPTED if the row is not valid. */
 extern bool pgdl_run_read(int64 run, PgdlRunRecord *out);
+/* A WARNING when this session's kernels are not those the run began on (pgdl.resume's leader). */
+extern void pgdl_run_warn_engine(const PgdlRunRecord *rec);
 /* Configuration config_id's point in run; ERRCODE_DATA_CORRUPTED if its checkpoint is not within 1 .. epochs. */
 extern void pgdl_run_resume_point(int64 run, int64 config_id, int32 epochs, PgdlResumePoint *out);
 /*

@@ -106,13 +106,17 @@ typedef struct Statement
 } Statement;
 
 static Statement insert_run = {
-	"INSERT INTO pgdl.runs (kind, dataset, validation, architecture, config, epochs, progress_handle) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-	7, {TEXTOID, INT8OID, INT8OID, INT8OID, JSONBOID, INT4OID, INT8OID}
+	"INSERT INTO pgdl.runs (kind, dataset, validation, architecture, config, epochs, progress_handle, engine) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+	8, {TEXTOID, INT8OID, INT8OID, INT8OID, JSONBOID, INT4OID, INT8OID, JSONBOID}
 };
+/* a resume on other kernels than the run began on adds them as "resumed_on" (the last such resume's) */
 static Statement restart_run = {
-	"UPDATE pgdl.runs SET status = 'running', finished = NULL, progress_handle = $2 WHERE id = $1",
-	2, {INT8OID, INT8OID}
+	"UPDATE pgdl.runs SET status = 'running', finished = NULL, progress_handle = $2, "
+	"engine = CASE WHEN engine IS NULL THEN $3 "
+	"WHEN engine->'isa' = $3->'isa' AND engine->'blas_core' = $3->'blas_core' THEN engine "
+	"ELSE engine || jsonb_build_object('resumed_on', $3) END WHERE id = $1",
+	3, {INT8OID, INT8OID, JSONBOID}
 };
 static Statement finish_run = {
 	"UPDATE pgdl.runs SET status = $2, finished = clock_timestamp() WHERE id = $1",
@@ -137,9 +141,10 @@ static Statement insert_checkpoint = {
 	"INSERT INTO pgdl.checkpoints (run, config, epoch, weights) VALUES ($1, $2, $3, $4)",
 	4, {INT8OID, INT8OID, INT4OID, BYTEAOID}
 };
+/* a model's engine is its run's: the kernels that trained it, wherever the leader stores it */
 static Statement insert_model = {
-	"INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent, origin) "
-	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+	"INSERT INTO pgdl.models (name, architecture, spec, config, dataset, run, weights, metrics, parent, origin, engine) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (SELECT r.engine FROM pgdl.runs r WHERE r.id = $6)) RETURNING id",
 	10, {TEXTOID, INT8OID, JSONBOID, JSONBOID, INT8OID, INT8OID, BYTEAOID, JSONBOID, INT8OID, JSONBOID}
 };
 /* a pgdl.fit run has one model and no configuration ids */
@@ -161,7 +166,8 @@ static Statement model_named = {
 	1, {TEXTOID}
 };
 static Statement select_run = {
-	"SELECT kind, status, dataset, validation, config, epochs, architecture FROM pgdl.runs WHERE id = $1",
+	"SELECT kind, status, dataset, validation, config, epochs, architecture, engine->>'isa', engine->>'blas_core' "
+	"FROM pgdl.runs WHERE id = $1",
 	1, {INT8OID}
 };
 static Statement last_checkpoint = {
@@ -248,11 +254,11 @@ returned_id(void)
 
 int64
 pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architecture,
-			   Jsonb *config, int32 epochs, int64 progress_handle)
+			   Jsonb *config, int32 epochs, int64 progress_handle, const PgdlEngine *engine)
 {
-	Datum		values[7];
-	char		nulls[7] = {' ', ID_NULL(dataset), ID_NULL(validation), ID_NULL(architecture), ' ', ' ',
-	ID_NULL(progress_handle)};
+	Datum		values[8];
+	char		nulls[8] = {' ', ID_NULL(dataset), ID_NULL(validation), ID_NULL(architecture), ' ', ' ',
+	ID_NULL(progress_handle), ' '};
 	int64		id;
 
 	values[0] = CStringGetTextDatum(kind);
@@ -262,6 +268,7 @@ pgdl_run_begin(const char *kind, int64 dataset, int64 validation, int64 architec
 	values[4] = JsonbPGetDatum(config);
 	values[5] = Int32GetDatum(epochs);
 	values[6] = Int64GetDatum(progress_handle);
+	values[7] = JsonbPGetDatum(pgdl_engine_jsonb(engine));
 	SPI_connect();
 	execute(&insert_run, values, nulls, SPI_OK_INSERT_RETURNING);
 	id = returned_id();
@@ -303,10 +310,11 @@ pgdl_run_fail_if_running(int64 run, int64 progress_handle)
 }
 
 void
-pgdl_run_restart(int64 run, int64 progress_handle)
+pgdl_run_restart(int64 run, int64 progress_handle, const PgdlEngine *engine)
 {
-	Datum		values[2] = {Int64GetDatum(run), Int64GetDatum(progress_handle)};
-	char		nulls[2] = {' ', ID_NULL(progress_handle)};
+	Datum		values[3] = {Int64GetDatum(run), Int64GetDatum(progress_handle),
+	JsonbPGetDatum(pgdl_engine_jsonb(engine))};
+	char		nulls[3] = {' ', ID_NULL(progress_handle), ' '};
 
 	SPI_connect();
 	execute(&restart_run, values, nulls, SPI_OK_UPDATE);
@@ -532,12 +540,43 @@ pgdl_run_read(int64 run, PgdlRunRecord *out)
 	out->epochs = DatumGetInt32(SPI_getbinval(tup, desc, 6, &isnull));
 	d = SPI_getbinval(tup, desc, 7, &isnull);
 	out->architecture = isnull ? 0 : DatumGetInt64(d);
+	d = SPI_getbinval(tup, desc, 8, &isnull);
+	out->isa = isnull ? NULL : TextDatumGetCString(d);
+	d = SPI_getbinval(tup, desc, 9, &isnull);
+	out->blas_core = isnull ? NULL : TextDatumGetCString(d);
 	SPI_finish();
 	if (!JsonContainerIsObject(&out->config->root))
 		corrupt_run(run, "Its config is not a JSON object.");
 	if (out->epochs < 1 || out->epochs > PGDL_MAX_EPOCHS)
 		corrupt_run(run, psprintf("Its epochs %d are not between 1 and %d.", out->epochs, PGDL_MAX_EPOCHS));
 	return true;
+}
+
+/*
+ * A run resumed on other kernels than it recorded says so: its models go on
+ * from the same checkpoints, but the products and vector paths of another ISA
+ * or BLAS kernel set may round differently from those of the run's start.
+ * Runs recorded before 0.7.0 have no engine and are not compared.
+ */
+void
+pgdl_run_warn_engine(const PgdlRunRecord *rec)
+{
+	PgdlEngine	now;
+
+	if (rec->isa == NULL && rec->blas_core == NULL)
+		return;
+	pgdl_engine_current(&now);
+	if (rec->isa != NULL && strcmp(rec->isa, now.isa) == 0 &&
+		rec->blas_core != NULL && strcmp(rec->blas_core, now.blas_core) == 0)
+		return;
+	ereport(WARNING,
+			(errcode(ERRCODE_WARNING),
+			 errmsg("the run resumes on other CPU kernels than it began on"),
+			 errdetail("Run " INT64_FORMAT " began with instruction set %s and BLAS kernels %s; this session runs %s and %s. "
+					   "Its models may not be the same bytes as those of a run that was not interrupted.",
+					   rec->id, pgdl_echo(rec->isa ? rec->isa : "unknown"),
+					   pgdl_echo(rec->blas_core ? rec->blas_core : "unknown"), now.isa, now.blas_core),
+			 errhint("SET pgdl.cpu_isa to the run's instruction set where this CPU has it.")));
 }
 
 /* Its last epoch's metrics; NULL columns read as NaN (nothing was measured), as they were written. */

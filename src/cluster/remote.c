@@ -451,6 +451,35 @@ poll_connection(PgdlNode *node, int timeout_s)
 	}
 }
 
+/*
+ * The node's session takes this session's pgdl.cpu_isa (a node that lacks
+ * that ISA refuses it, and the connection fails with its reason), and a node
+ * whose kernels then differ from ours is named in a WARNING: what it trains
+ * may round differently from what this server would.
+ */
+static void
+share_cpu_isa(PgdlNode *node)
+{
+	const char *values[1] = {pgdl_cpu_isa_setting_name()};
+	PGresult   *res;
+	PgdlEngine	ours;
+
+	PQclear(pgdl_node_exec(node, "SELECT pg_catalog.set_config('pgdl.cpu_isa', $1, false)", 1, values,
+						   PGRES_TUPLES_OK));
+	res = pgdl_node_exec(node, "SELECT i->>'isa', i->>'blas_core' FROM pgdl.cpu_info() i", 0, NULL, PGRES_TUPLES_OK);
+	pgdl_engine_current(&ours);
+	if (PQntuples(res) == 1 && PQnfields(res) == 2 &&
+		(strcmp(PQgetvalue(res, 0, 0), ours.isa) != 0 || strcmp(PQgetvalue(res, 0, 1), ours.blas_core) != 0))
+		ereport(WARNING,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("server \"%s\" runs other CPU kernels than this server", node->name),
+				 errdetail("This server runs instruction set %s and BLAS kernels %s; server \"%s\" runs %s and %s. "
+						   "Models trained there may not be the same bytes as models trained here.",
+						   ours.isa, ours.blas_core, node->name, pgdl_clip_for_error(PQgetvalue(res, 0, 0), 32),
+						   pgdl_clip_for_error(PQgetvalue(res, 0, 1), 64))));
+	PQclear(res);
+}
+
 /* The node runs the same pgdl build, and its session checks that we are still there. */
 static void
 prepare_session(PgdlNode *node)
@@ -492,6 +521,7 @@ prepare_session(PgdlNode *node)
 				 errdetail("This server runs \"%s\"; server \"%s\" runs \"%s\". Models trained across them would not be the same bytes.",
 						   pgdl_build_description(), node->name, pgdl_clip_for_error(version, 200)),
 				 errhint("Install the same pgdl build on every node, and ALTER EXTENSION pgdl UPDATE there.")));
+	share_cpu_isa(node);
 }
 
 /* PostgreSQL's own error for a missing mapping does not say which server it looked for. */

@@ -160,6 +160,7 @@ read_run(MopRun *run, int64 run_id, int32 *per_node)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the packed table of run " INT64_FORMAT " no longer exists", run_id)));
+	pgdl_run_warn_engine(&rec);
 	run->run_id = run_id;
 	run->epochs = rec.epochs;
 	run->ds = pgdl_dataset_by_id(rec.dataset);

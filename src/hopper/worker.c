@@ -178,15 +178,18 @@ create_run(void)
 {
 	int64		id = shared->run_id;
 	int64		handle = (int64) dsm_segment_handle(my_segment);
+	PgdlEngine	engine;
 
+	/* the kernels of this worker, on the leader's pgdl.cpu_isa: the run's */
+	pgdl_engine_current(&engine);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (id == 0)
 		id = pgdl_run_begin("fit_multiple", shared->dataset_id, shared->validation_id, 0, run_config,
-							shared->epochs, handle);
+							shared->epochs, handle, &engine);
 	else
-		pgdl_run_restart(id, handle);
+		pgdl_run_restart(id, handle, &engine);
 	/* in flight from the moment others can see it (lifecycle.c) */
 	pgdl_run_hold_as_worker(id);
 	PopActiveSnapshot();
@@ -1061,6 +1064,8 @@ pgdl_mop_worker_main(Datum main_arg)
 	/* log in as the caller's session user, then become the role it runs as */
 	pgdl_caller_connect(&shared->caller);
 	SetConfigOption("pgdl.max_model_memory", psprintf("%d", shared->max_model_memory), PGC_SUSET, PGC_S_OVERRIDE);
+	/* the leader's ISA cap, which this CPU (the leader's) has: the same kernels, the same bytes */
+	SetConfigOption("pgdl.cpu_isa", shared->cpu_isa, PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("pgdl worker");
 
 	PG_TRY();

@@ -65,6 +65,7 @@ typedef struct RecorderShared
 	int64		validation;
 	int64		architecture;
 	int32		epochs;
+	PgdlEngine	engine;			/* the fit's kernels, which the recorder records (its own session has other settings) */
 	Size		config_len;
 	int64		run;			/* set once the run is committed */
 	int			error_code;		/* 0: none */
@@ -127,6 +128,7 @@ create_segment(const PgdlRunStart *start, RecorderShared **shared_out)
 	shared->validation = start->validation;
 	shared->architecture = start->architecture;
 	shared->epochs = start->epochs;
+	pgdl_engine_current(&shared->engine);
 	shared->config_len = config_len;
 	shm_toc_insert(toc, RECORDER_KEY_SHARED, shared);
 	config = shm_toc_allocate(toc, config_len);
@@ -185,18 +187,18 @@ receive(PgdlRecorder *r, void *out, Size size)
 /* The run begun (or, resume, marked running again), with pgdl.fit's pgdl.configs row. */
 static void
 begin_run(const char *kind, int64 resume, int64 dataset, int64 validation, int64 architecture, Jsonb *config,
-		  int32 epochs, int64 *run, int64 *config_id)
+		  int32 epochs, const PgdlEngine *engine, int64 *run, int64 *config_id)
 {
 	*config_id = 0;
 	if (resume != 0)
 	{
-		pgdl_run_restart(resume, 0);
+		pgdl_run_restart(resume, 0, engine);
 		*run = resume;
 		return;
 	}
 	if (strcmp(kind, "fit") == 0)
 		*config_id = pgdl_run_fit_config(architecture, config);
-	*run = pgdl_run_begin(kind, dataset, validation, architecture, config, epochs, 0);
+	*run = pgdl_run_begin(kind, dataset, validation, architecture, config, epochs, 0, engine);
 }
 
 /* A federated round into the run record, in the current transaction. */
@@ -273,6 +275,7 @@ static void
 fallback(PgdlRecorder *r, const PgdlRunStart *start, int64 *run, int64 *config, bool no_worker)
 {
 	const char *kind = start->kind ? start->kind : "fit";
+	PgdlEngine	engine;
 
 	if (no_worker)
 		ereport(NOTICE,
@@ -287,8 +290,9 @@ fallback(PgdlRecorder *r, const PgdlRunStart *start, int64 *run, int64 *config, 
 	if (r->seg)
 		dsm_detach(r->seg);
 	r->seg = NULL;
+	pgdl_engine_current(&engine);
 	begin_run(kind, start->resume, start->dataset, start->validation, start->architecture, start->config,
-			  start->epochs, run, config);
+			  start->epochs, &engine, run, config);
 }
 
 PgdlRecorder *
@@ -463,7 +467,7 @@ record_run(Jsonb *config, shm_mq_handle *to_recorder, shm_mq_handle *to_fit)
 
 	begin_xact("pgdl run recorder: recording the run");
 	begin_run(shared->kind, shared->resume, shared->dataset, shared->validation, shared->architecture, config,
-			  shared->epochs, &ids.run, &ids.config);
+			  shared->epochs, &shared->engine, &ids.run, &ids.config);
 	commit_xact();
 	/* pgdl.run_in_progress says so until the recorder exits */
 	pgdl_run_hold_as_worker(ids.run);
