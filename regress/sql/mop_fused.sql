@@ -24,38 +24,42 @@ SELECT 'fused_set', a.id, c::jsonb
                     '{"optimizer": "adam", "lr": 0.01, "batch_size": 8, "seed": 8}']) WITH ORDINALITY u(c, k)
  WHERE a.name = 'fused_mlp' ORDER BY k;
 
-CREATE TABLE fused_results (fused boolean, workers int, strategy text, config bigint, model bigint,
+-- held: the workers keep the partitions in memory (a unit's members then visit one after the other);
+-- else they read them from the table at every visit (each buffer read once for the whole unit)
+CREATE TABLE fused_results (fused boolean, workers int, strategy text, held boolean, config bigint, model bigint,
                             epochs int, stopped boolean);
-CREATE FUNCTION fused_run(fuse boolean, w int, strat text) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION fused_run(fuse boolean, w int, strat text, held boolean DEFAULT true) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	PERFORM set_config('pgdl.fuse_models', fuse::text, true);
+	PERFORM set_config('pgdl.worker_cache_mem', CASE WHEN held THEN '512MB' ELSE '0' END, true);
 	INSERT INTO fused_results
-	SELECT fuse, w, strat, r.config, r.model, r.epochs, r.stopped
+	SELECT fuse, w, strat, held, r.config, r.model, r.epochs, r.stopped
 	  FROM pgdl.fit_multiple('fused_packed', 'fused_set', 4, 'fused_valid', workers => w, strategy => strat, eta => 2) r;
 END $$;
 SET client_min_messages = error;	-- the diverged member's warning names its configuration's id
 SELECT fused_run(true, 1, 'all'), fused_run(false, 1, 'all'), fused_run(true, 2, 'all'),
        fused_run(true, 1, 'successive_halving'), fused_run(false, 1, 'successive_halving'),
-       fused_run(true, 2, 'successive_halving');
+       fused_run(true, 2, 'successive_halving'), fused_run(true, 1, 'all', false),
+       fused_run(true, 2, 'successive_halving', false);
 SET client_min_messages = warning;
 
 -- every run: the same models, byte for byte, as the run with the setting off and 1 worker
-SELECT r.strategy, r.fused, r.workers, count(*) AS models,
+SELECT r.strategy, r.fused, r.workers, r.held, count(*) AS models,
        count(*) FILTER (WHERE m.weights = b.weights AND r.epochs = o.epochs AND r.stopped = o.stopped) AS same_as_unfused
   FROM fused_results r
   JOIN fused_results o ON o.config = r.config AND o.strategy = r.strategy AND NOT o.fused AND o.workers = 1
   JOIN pgdl.models m ON m.id = r.model JOIN pgdl.models b ON b.id = o.model
- GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+ GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
 -- the member with patience stopped early, one diverged, and halving stopped some: they left the unit
 SELECT r.strategy, (c.config->>'lr')::float8 AS lr, r.epochs, r.stopped, (mm.metrics->>'diverged')::boolean AS diverged
   FROM fused_results r JOIN pgdl.configs c ON c.id = r.config JOIN pgdl.models mm ON mm.id = r.model
- WHERE r.fused AND r.workers = 1 ORDER BY r.strategy, r.config;
+ WHERE r.fused AND r.workers = 1 AND r.held ORDER BY r.strategy, r.config;
 -- a fused unit shares each visit's time evenly: its members' epochs took the same seconds, which the
 -- configurations trained apart do not (so the unit was fused, and the setting off was obeyed)
 SELECT r.fused, count(DISTINCT rm.seconds) = 1 AS members_share_seconds
   FROM fused_results r JOIN pgdl.configs c ON c.id = r.config JOIN pgdl.models m ON m.id = r.model
   JOIN pgdl.run_metrics rm ON rm.run = m.run AND rm.config = r.config AND rm.epoch = 1
- WHERE r.strategy = 'all' AND r.workers = 1 AND c.config->>'seed' = '7' AND NOT (c.config ? 'patience') AND (c.config->>'lr')::float8 < 1e6
+ WHERE r.strategy = 'all' AND r.workers = 1 AND r.held AND c.config->>'seed' = '7' AND NOT (c.config ? 'patience') AND (c.config->>'lr')::float8 < 1e6
  GROUP BY r.fused ORDER BY r.fused;
 
 -- the setting is a boolean, on by default
@@ -69,5 +73,5 @@ DELETE FROM pgdl.models WHERE run IN (SELECT run FROM fused_runs);
 DELETE FROM pgdl.runs WHERE id IN (SELECT run FROM fused_runs);
 DELETE FROM pgdl.configs WHERE set_name = 'fused_set';
 DELETE FROM pgdl.architectures WHERE name = 'fused_mlp';
-DROP FUNCTION fused_run(boolean, int, text);
+DROP FUNCTION fused_run(boolean, int, text, boolean);
 DROP TABLE fused_results, fused_runs, fused_rows, fused_packed, fused_valid;

@@ -6,7 +6,9 @@
  * the partitions it owns, then loops: take an idle model whose next partition is
  * its own, train it there, put it back; at the end of a model's epoch, the
  * model waits for a worker (this one or another: schedule.c's rule) to evaluate
- * it and checkpoint it in a transaction of its own.  Signal handling follows
+ * it and checkpoint it in a transaction of its own.  A model is taken with the
+ * members of its fused unit (pgdl.fuse_models, dsm.c) that wait at the same
+ * point: one pass over the buffers steps each in turn.  Signal handling follows
  * worker_spi: SIGTERM ends the worker, the latch wakes it.
  */
 #include "postgres.h"
@@ -305,9 +307,9 @@ wait_for_run_row(void)
 	}
 }
 
-/* Model i's metrics and checkpoint of the epoch it finished, committed together. */
-static void
-record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
+/* What model i's checkpoint holds: its blob, or with a frozen prefix the whole model, as pgdl.models will. */
+static bytea *
+checkpoint_blob(int i, NnModel *nn)
 {
 	MopModel   *m = &shared->models[i];
 	WorkerSource *src = &sources[m->source];
@@ -317,7 +319,7 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 	memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
 	if (src->frozen)
 	{
-		/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
+		/* resume finds its frozen layers in it */
 		NnError		err;
 		NnModel    *joined = nn_model_join(src->frozen, nn, &err);
 
@@ -326,16 +328,36 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 		pgdl_model_free_with(joined, CurrentMemoryContext);
 		blob = pgdl_model_serialize(joined);
 	}
+	return blob;
+}
+
+/*
+ * The metrics and checkpoints of the epochs the n models ids finished (one,
+ * or a fused unit's members), committed together: each model's row and
+ * checkpoint are as its own, one transaction for the unit.
+ */
+static void
+record_epochs(const int32 *ids, int n, NnModel **nns, const PgdlEpochMetrics *metrics)
+{
+	bytea	  **blob = palloc(sizeof(bytea *) * n);
+
+	for (int k = 0; k < n; k++)
+		blob[k] = checkpoint_blob(ids[k], nns[k]);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
-	if (m->holdout >= 0)
-		pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, metrics);
-	else
+	for (int k = 0; k < n; k++)
 	{
-		pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
-		pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+		MopModel   *m = &shared->models[ids[k]];
+
+		/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
+		if (m->holdout >= 0)
+			pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, &metrics[k]);
+		else
+		{
+			pgdl_run_record_epoch(shared->run_id, m->config_id, &metrics[k]);
+			pgdl_run_checkpoint(shared->run_id, m->config_id, metrics[k].epoch, blob[k]);
+		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -445,8 +467,7 @@ finish_epochs(const int32 *ids, int n, NnModel **nns, const bool *diverged)
 		epoch_metrics(ids[k], nns[k], diverged[k], &vstats[k], &metrics[k]);
 
 	wait_for_run_row();
-	for (int k = 0; k < n; k++)
-		record_epoch(ids[k], nns[k], &metrics[k]);
+	record_epochs(ids, n, nns, metrics);
 
 	SpinLockAcquire(&shared->mutex);
 	for (int k = 0; k < n; k++)
@@ -582,7 +603,19 @@ visit_here(const int32 *ids, int n, Visit *v, MemoryContext step_cxt)
 		pgdl_config_at_epoch(&config, m->epoch, shared->epochs);
 		us.members[k].train = pgdl_train_begin(v[k].nn, &config, step_cxt);
 	}
-	for_each_buffer(&us.src->train, first->partition, &us.src->held[first->partition], train_cb, &us);
+	if (us.src->held[first->partition].complete && us.src->recompute.prefix == NULL)
+	{
+		/* in memory, nothing to run per buffer: each member's whole visit in turn keeps its state in cache */
+		for (int k = 0; k < n; k++)
+		{
+			UnitScan	one = {1, &us.members[k], us.src};
+
+			for_each_buffer(&us.src->train, first->partition, &us.src->held[first->partition], train_cb, &one);
+		}
+	}
+	else
+		/* read from its table, or a prefix to run: each buffer once, every member's steps on it */
+		for_each_buffer(&us.src->train, first->partition, &us.src->held[first->partition], train_cb, &us);
 	for (int k = 0; k < n; k++)
 	{
 		PgdlTrainState *state = us.members[k].train;
