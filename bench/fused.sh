@@ -9,7 +9,7 @@
 # Usage: bench/fused.sh   (make install first; make bench-fused runs it)
 # Environment: a PostgreSQL with pgdl installed given by PGHOST/PGPORT/PGDATABASE,
 # or none (a private server is started).  ROWS (default 4000), EPOCHS (default
-# 20), WORKERS (default 1), REPEAT (default 3: each setting's best time).
+# 20), WORKERS (default 1), REPEAT (default 5: each setting's best time).
 # The last line is always
 #   fused: 8 small mlps fused / separate = F        (separate seconds / fused seconds)
 set -euo pipefail
@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROWS=${ROWS:-4000}
 EPOCHS=${EPOCHS:-20}
 WORKERS=${WORKERS:-1}
-REPEAT=${REPEAT:-3}
+REPEAT=${REPEAT:-5}
 SET=bench_fused
 
 # shellcheck source=bench/pg_private.sh

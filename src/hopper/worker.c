@@ -8,7 +8,8 @@
  * model waits for a worker (this one or another: schedule.c's rule) to evaluate
  * it and checkpoint it in a transaction of its own.  A model is taken with the
  * members of its fused unit (pgdl.fuse_models, dsm.c) that wait at the same
- * point: one pass over the buffers steps each in turn.  Signal handling follows
+ * point: one hop, each member's steps on the partition, one evaluation pass,
+ * one transaction for their epochs.  Signal handling follows
  * worker_spi: SIGTERM ends the worker, the latch wakes it.
  */
 #include "postgres.h"
@@ -134,8 +135,9 @@ typedef struct ScanArg
  * A pass over buffers for the n models of a unit (one, or a fused unit's
  * members): each buffer is read, unpacked and run through the frozen prefix
  * once, then each member takes its own steps on it, in the order of the
- * unit.  Each member's steps are those it takes alone: the same kernels on
- * the same inputs, hence the same bytes.
+ * unit (visit_here runs a member at a time when the buffers are in memory).
+ * Each member's steps are those it takes alone: the same kernels on the same
+ * inputs, hence the same bytes.
  */
 typedef struct UnitScan
 {
