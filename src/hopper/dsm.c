@@ -13,7 +13,9 @@
  *   serialized size does not change as it trains (worker.c checks);
  * - each model's bracket, and asha's order, follow from the configurations
  *   alone (the first one's seed, the trainable layers' FLOPs), so they are the
- *   same whatever the number of workers.
+ *   same whatever the number of workers;
+ * - fused units (pgdl.fuse_models) change who trains what together, never a
+ *   model's bytes: a run's models are the same with the setting on or off.
  */
 #include "postgres.h"
 
