@@ -177,6 +177,10 @@ bench-sql: build/release/engine_bench
 bench-mop:
 	bench/mop.sh
 
+# Many small models at once: 8 MLPs of 64-128-10 fit_multiple'd fused vs pgdl.fuse_models off (about 1 minute).
+bench-fused:
+	bench/fused.sh
+
 # Two roles' selections on one server's queue of pgdl workers: one after the other vs submitted together.
 bench-jobs:
 	bench/jobs.sh
@@ -225,7 +229,7 @@ bench-pack:
 bench-automl:
 	bench/automl.sh
 
-.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
+.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-fused bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

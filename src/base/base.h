@@ -44,6 +44,7 @@ extern double pgdl_cpu_gflops;
 extern int	pgdl_max_model_memory;	/* kB */
 extern double pgdl_node_deadline_multiple;	/* 0: no deadline */
 extern int	pgdl_node_deadline_floor;	/* s */
+extern bool pgdl_fuse_models;	/* fit_multiple: fuse configurations that share architecture, batch size, seed */
 extern int	pgdl_progress_interval;	/* s; 0: every epoch, -1: no epoch lines */
 extern int	pgdl_cpu_isa;			/* an NnCpuIsa cap, or PGDL_CPU_ISA_AUTO */
 

@@ -29,6 +29,7 @@ int			pgdl_progress_interval = 5; /* s */
 int			pgdl_max_model_memory = 1024 * 1024;	/* kB */
 double		pgdl_node_deadline_multiple = 10.0;
 int			pgdl_node_deadline_floor = 60;	/* s */
+bool		pgdl_fuse_models = true;
 int			pgdl_cpu_isa = PGDL_CPU_ISA_AUTO;
 
 /* pgdl.cpu_isa's values: the ISA of pgdl's own vector kernels, capped; "auto": the CPU's best */
@@ -179,6 +180,16 @@ define_speed_settings(void)
 							 "The feature cache planner, and pgdl.estimate and pgdl.explain_fit_multiple on a server without a profile (pgdl.calibrate), turn FLOPs into seconds with it.",
 							 &pgdl_cpu_gflops,
 							 40.0, 0.001, 1e6,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	/* off trains each configuration as a unit of its own: the same bytes, for comparisons */
+	DefineCustomBoolVariable("pgdl.fuse_models",
+							 "Whether pgdl.fit_multiple trains configurations that share architecture, batch size and seed as one fused unit.",
+							 "A fused unit hops as one model and makes one pass over each partition's buffers, stepping each member on them; "
+							 "every member ends with the bytes it has trained alone.",
+							 &pgdl_fuse_models,
+							 true,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -13,7 +13,9 @@
  *   serialized size does not change as it trains (worker.c checks);
  * - each model's bracket, and asha's order, follow from the configurations
  *   alone (the first one's seed, the trainable layers' FLOPs), so they are the
- *   same whatever the number of workers.
+ *   same whatever the number of workers;
+ * - fused units (pgdl.fuse_models) change who trains what together, never a
+ *   model's bytes: a run's models are the same with the setting on or off.
  */
 #include "postgres.h"
 
@@ -21,6 +23,8 @@
 #include "storage/proc.h"
 #include "storage/shm_toc.h"
 #include "storage/spin.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
 
 #include "base/base.h"
 #include "catalog/catalog.h"
@@ -183,6 +187,59 @@ copy_models(MopShared *shared, char *blobs, const MopRun *run)
 	return off;
 }
 
+/*
+ * Configurations that share the network, batch size, seed (hence visit order
+ * and shuffling), source, held-out partition and device train as one fused
+ * unit (pgdl.fuse_models; not on a cluster's nodes, which train a model per
+ * visit).  A unit has at most ceil(models / workers) members, so that there are
+ * at least as many units to hop as workers.  The bytes do not depend on it.
+ */
+static bool
+fusable(const MopConfig *a, const MopConfig *b)
+{
+	return a->config.seed == b->config.seed && a->config.batch_size == b->config.batch_size &&
+		a->source == b->source && a->holdout == b->holdout && a->config.device == b->config.device &&
+		DatumGetBool(DirectFunctionCall2(jsonb_eq, JsonbPGetDatum(a->spec_json), JsonbPGetDatum(b->spec_json)));
+}
+
+static void
+assign_fused_units(MopShared *shared, const MopRun *run)
+{
+	int			n = shared->n_models;
+	int			cap = (n + Max(run->n_workers, 1) - 1) / Max(run->n_workers, 1);
+	MopConfig **c = palloc(sizeof(MopConfig *) * n);
+	ListCell   *lc;
+	int			i = 0;
+
+	foreach(lc, run->configs)
+		c[i++] = lfirst(lc);
+	for (i = 0; i < n; i++)
+		shared->models[i].fuse_unit = -1;
+	if (!pgdl_fuse_models || run->distributed)
+		return;
+	for (i = 0; i < n; i++)
+	{
+		int32		unit = i;
+		int			members = 1;
+
+		if (shared->models[i].fuse_unit >= 0)
+			continue;
+		shared->models[i].fuse_unit = i;
+		for (int j = i + 1; j < n; j++)
+		{
+			if (shared->models[j].fuse_unit >= 0 || !fusable(c[i], c[j]))
+				continue;
+			if (members == cap)
+			{
+				unit = j;		/* the next unit of the same kind */
+				members = 0;
+			}
+			shared->models[j].fuse_unit = unit;
+			members++;
+		}
+	}
+}
+
 /* Source 0: the packed tables as they are; then one per frozen prefix, its blob after the models'. */
 static void
 copy_sources(MopShared *shared, char *blobs, Size off, const MopRun *run, bytea **prefixes)
@@ -258,4 +315,5 @@ mop_segment_create(const MopRun *run, Jsonb *run_config, MopSegment *out)
 	used = copy_models(out->shared, out->blobs, run);
 	copy_sources(out->shared, out->blobs, used, run, prefixes);
 	assign_brackets(out->shared, run);
+	assign_fused_units(out->shared, run);
 }

@@ -130,6 +130,13 @@ typedef struct MopModel
 	uint32		rung_known;		/* bit r: it completed rung r (from the bottom) without diverging */
 	double		rung_key[MOP_MAX_RUNGS];	/* its rank key there (mop_rank_key) */
 	PgdlPatience patience;		/* early stopping and restore_best: its best epoch and the epochs since */
+	/*
+	 * pgdl.fuse_models: its fused unit, the index of the unit's first model
+	 * (-1: none).  A worker that takes a model takes with it every member of
+	 * its unit that waits at the same point (epoch, visit): one hop, one pass
+	 * over the buffers, each member's own steps on them (worker.c).
+	 */
+	int32		fuse_unit;
 } MopModel;
 
 typedef struct MopWorker

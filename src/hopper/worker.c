@@ -6,7 +6,10 @@
  * the partitions it owns, then loops: take an idle model whose next partition is
  * its own, train it there, put it back; at the end of a model's epoch, the
  * model waits for a worker (this one or another: schedule.c's rule) to evaluate
- * it and checkpoint it in a transaction of its own.  Signal handling follows
+ * it and checkpoint it in a transaction of its own.  A model is taken with the
+ * members of its fused unit (pgdl.fuse_models, dsm.c) that wait at the same
+ * point: one hop, each member's steps on the partition, one evaluation pass,
+ * one transaction for their epochs.  Signal handling follows
  * worker_spi: SIGTERM ends the worker, the latch wakes it.
  */
 #include "postgres.h"
@@ -61,7 +64,8 @@ typedef struct WorkerSource
 } WorkerSource;
 
 static WorkerSource *sources;
-static MopCandidate *candidates;	/* take_model's view of the models */
+static MopCandidate *candidates;	/* take_models' view of the models */
+static int32 *taken;			/* the models take_models took: one, or the members of a fused unit */
 
 /* Where this worker's time went once training began, for its DEBUG1 line at the end (train_models). */
 static double validated_seconds;
@@ -118,41 +122,68 @@ load(const PgdlDataset *ds, int32 part, PgdlHeldPartition *hp)
 	CommitTransactionCommand();
 }
 
+/* One model's part of a pass over buffers. */
 typedef struct ScanArg
 {
 	PgdlTrainState *train;
-	NnModel    *model;
+	NnModel    *model;			/* evaluation: NULL for a member that diverged */
 	NnBatchStats *stats;
-	WorkerSource *src;
 	PgdlScores *scores;			/* validation: rank_by's or monitor's scores; NULL: loss and accuracy only */
 } ScanArg;
+
+/*
+ * A pass over buffers for the n models of a unit (one, or a fused unit's
+ * members): each buffer is read, unpacked and run through the frozen prefix
+ * once, then each member takes its own steps on it, in the order of the
+ * unit (visit_here runs a member at a time when the buffers are in memory).
+ * Each member's steps are those it takes alone: the same kernels on the same
+ * inputs, hence the same bytes.
+ */
+typedef struct UnitScan
+{
+	int			n;
+	ScanArg    *members;
+	WorkerSource *src;
+} UnitScan;
 
 static void
 train_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
-	ScanArg    *sa = arg;
+	UnitScan   *us = arg;
+	bool		any = false;
 
-	/* the rest of the partition, once the model diverged: nothing to train, no prefix to run */
-	if (sa->train->diverged)
+	/* the rest of the partition, once every member diverged: nothing to train, no prefix to run */
+	for (int k = 0; k < us->n; k++)
+		any |= !us->members[k].train->diverged;
+	if (!any)
 		return;
-	pgdl_train_buffer(sa->train, pgdl_prefix_run(&sa->src->recompute, x, n), y, w, n);
+	x = pgdl_prefix_run(&us->src->recompute, x, n);
+	for (int k = 0; k < us->n; k++)
+		pgdl_train_buffer(us->members[k].train, x, y, w, n);	/* a diverged member's returns at once */
 }
 
 static void
 evaluate_cb(void *arg, const float *x, const float *y, const float *w, int32 n, bool kept)
 {
-	ScanArg    *sa = arg;
+	UnitScan   *us = arg;
 	NnError		err;
 
-	x = pgdl_prefix_run(&sa->src->recompute, x, n);
-	pgdl_check_model_batch(sa->model, n, "the model");
-	if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
-		ereport(ERROR,
-				(errcode(pgdl_nn_data_errcode(&err)),
-				 errmsg("cannot evaluate a model on the validation set"),
-				 errdetail("%s.", err.msg)));
-	if (sa->scores)
-		pgdl_scores_add(sa->scores, x, y, w, n);
+	x = pgdl_prefix_run(&us->src->recompute, x, n);
+	for (int k = 0; k < us->n; k++)
+	{
+		ScanArg    *sa = &us->members[k];
+
+		if (sa->model == NULL)
+			continue;
+		pgdl_check_model_batch(sa->model, n, "the model");
+		if (!nn_model_evaluate(sa->model, x, y, n, sa->stats, &err))
+			ereport(ERROR,
+					(errcode(pgdl_nn_data_errcode(&err)),
+					 errmsg("cannot evaluate a model on the validation set"),
+					 errdetail("%s.", err.msg)));
+		if (sa->scores)
+			pgdl_scores_add(sa->scores, x, y, w, n);
+	}
 }
 
 /* Run fn over a partition: from memory, or from its table in a transaction. */
@@ -214,42 +245,49 @@ record_decisions(const MopDecisions *d)
 static void hold_partition(int i, int32 part);
 
 /*
- * Loss and accuracy of model i on the validation set, or a fold's on the
- * partition it holds out; its scores too when rank_by or its monitor needs
- * them (never with folds: prepare.c refuses it).
+ * Loss and accuracy of the n models ids (one, or a fused unit's members: the
+ * same source and holdout) on the validation set, or a fold's on the
+ * partition it holds out, in one pass; a member's scores too when rank_by or
+ * its monitor needs them (never with folds: prepare.c refuses it).  nns[k]
+ * NULL: member k diverged, nothing to evaluate.
  */
 static void
-evaluate(int i, NnModel *nn, NnBatchStats *vstats, PgdlEpochMetrics *metrics)
+evaluate(const int32 *ids, int n, NnModel **nns, NnBatchStats *vstats, PgdlEpochMetrics *metrics)
 {
-	MopModel   *m = &shared->models[i];
+	MopModel   *m = &shared->models[ids[0]];
 	WorkerSource *src = &sources[m->source];
-	ScanArg		sa = {NULL, nn, vstats, src};
-	MemoryContext cxt = NULL;
+	UnitScan	us = {n, palloc0(sizeof(ScanArg) * n), src};
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl validation scores", ALLOCSET_DEFAULT_SIZES);
 
+	for (int k = 0; k < n; k++)
+	{
+		us.members[k].model = nns[k];
+		us.members[k].stats = &vstats[k];
+	}
 	if (m->holdout >= 0)
 	{
 		/* its buffers in the order pgdl.fit(..., holdout => p) evaluates them */
-		hold_partition(i, m->holdout);
-		for_each_buffer(&src->train, m->holdout, &src->held[m->holdout], evaluate_cb, &sa);
+		hold_partition(ids[0], m->holdout);
+		for_each_buffer(&src->train, m->holdout, &src->held[m->holdout], evaluate_cb, &us);
+		MemoryContextDelete(cxt);
 		return;
 	}
-	if (mop_needs_scores(shared, &shared->models[i]))
-	{
-		cxt = AllocSetContextCreate(CurrentMemoryContext, "pgdl validation scores", ALLOCSET_DEFAULT_SIZES);
-		sa.scores = pgdl_scores_begin(nn, src->valid.classification, cxt);
-	}
+	for (int k = 0; k < n; k++)
+		if (nns[k] && mop_needs_scores(shared, &shared->models[ids[k]]))
+			us.members[k].scores = pgdl_scores_begin(nns[k], src->valid.classification, cxt);
 	if (!*src->validation_loaded)
 	{
 		load(&src->valid, -1, src->held_validation);
 		*src->validation_loaded = true;
 	}
-	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &sa);
-	if (cxt)
-	{
-		pgdl_scores_finish(sa.scores, metrics->scores);
-		metrics->has_scores = true;
-		MemoryContextDelete(cxt);
-	}
+	for_each_buffer(&src->valid, -1, src->held_validation, evaluate_cb, &us);
+	for (int k = 0; k < n; k++)
+		if (us.members[k].scores)
+		{
+			pgdl_scores_finish(us.members[k].scores, metrics[k].scores);
+			metrics[k].has_scores = true;
+		}
+	MemoryContextDelete(cxt);
 }
 
 /* Worker 0 may not have recorded the run yet: metrics and checkpoints need its id. */
@@ -274,9 +312,9 @@ wait_for_run_row(void)
 	}
 }
 
-/* Model i's metrics and checkpoint of the epoch it finished, committed together. */
-static void
-record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
+/* What model i's checkpoint holds: its blob, or with a frozen prefix the whole model, as pgdl.models will. */
+static bytea *
+checkpoint_blob(int i, NnModel *nn)
 {
 	MopModel   *m = &shared->models[i];
 	WorkerSource *src = &sources[m->source];
@@ -286,7 +324,7 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 	memcpy(VARDATA(blob), blobs + m->blob_offset, m->blob_len);
 	if (src->frozen)
 	{
-		/* a whole model, as pgdl.models will hold it: resume finds its frozen layers in it */
+		/* resume finds its frozen layers in it */
 		NnError		err;
 		NnModel    *joined = nn_model_join(src->frozen, nn, &err);
 
@@ -295,16 +333,36 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 		pgdl_model_free_with(joined, CurrentMemoryContext);
 		blob = pgdl_model_serialize(joined);
 	}
+	return blob;
+}
+
+/*
+ * The metrics and checkpoints of the epochs the n models ids finished (one,
+ * or a fused unit's members), committed together: each model's row and
+ * checkpoint are as its own, one transaction for the unit.
+ */
+static void
+record_epochs(const int32 *ids, int n, NnModel **nns, const PgdlEpochMetrics *metrics)
+{
+	bytea	  **blob = palloc(sizeof(bytea *) * n);
+
+	for (int k = 0; k < n; k++)
+		blob[k] = checkpoint_blob(ids[k], nns[k]);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
-	if (m->holdout >= 0)
-		pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, metrics);
-	else
+	for (int k = 0; k < n; k++)
 	{
-		pgdl_run_record_epoch(shared->run_id, m->config_id, metrics);
-		pgdl_run_checkpoint(shared->run_id, m->config_id, metrics->epoch, blob);
+		MopModel   *m = &shared->models[ids[k]];
+
+		/* a fold's row says which; folds have no checkpoints: pgdl.resume refuses their runs (resume.c) */
+		if (m->holdout >= 0)
+			pgdl_run_record_fold_epoch(shared->run_id, m->config_id, m->holdout, &metrics[k]);
+		else
+		{
+			pgdl_run_record_epoch(shared->run_id, m->config_id, &metrics[k]);
+			pgdl_run_checkpoint(shared->run_id, m->config_id, metrics[k].epoch, blob[k]);
+		}
 	}
 	PopActiveSnapshot();
 	CommitTransactionCommand();
@@ -312,11 +370,11 @@ record_epoch(int i, NnModel *nn, const PgdlEpochMetrics *metrics)
 
 /*
  * With the mutex held: model i goes on to its next epoch, is done, diverged, or
- * waits at a rung; then every rung that can be is decided (its arrival, or its
- * leaving the bracket, may be what a rung waited for).  True if any was.
+ * waits at a rung.  The caller then decides every rung that can be (its
+ * arrival, or its leaving the bracket, may be what a rung waited for).
  */
-static bool
-advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
+static void
+advance_model(int i, const PgdlEpochMetrics *metrics)
 {
 	MopModel   *m = &shared->models[i];
 	int32		epoch = metrics->epoch;
@@ -343,7 +401,6 @@ advance_model(int i, const PgdlEpochMetrics *metrics, MopDecisions *d)
 	}
 	else
 		m->state = MOP_IDLE;
-	return mop_decide(shared, d);
 }
 
 /* A model's epoch ends with an evaluation: on the validation set, or a fold's on its holdout. */
@@ -353,76 +410,110 @@ needs_evaluation(const MopModel *m)
 	return shared->validation_id || m->holdout >= 0;
 }
 
-/*
- * The end of model i's epoch, or of its training when it diverged: evaluate
- * (unless it diverged), record, checkpoint; then release it.
- */
+/* Model i's metrics of the epoch it finished, from its training counters and its evaluation (vstats). */
 static void
-finish_epoch(int i, NnModel *nn, bool diverged)
+epoch_metrics(int i, NnModel *nn, bool diverged, const NnBatchStats *vstats, PgdlEpochMetrics *metrics)
 {
 	MopModel   *m = &shared->models[i];
-	NnBatchStats vstats = {0};
-	PgdlEpochMetrics metrics = {0};
-	MopDecisions *d = mop_decisions_alloc(shared->n_models);
-	bool		decided;
 	/* a model that diverged at the first step of its epoch measured nothing */
 	double		none = diverged ? get_float8_nan() : 0;
 
-	if (needs_evaluation(m) && !diverged)
+	metrics->epoch = m->epoch + 1;
+	metrics->classification = sources[m->source].train.classification;
+	metrics->diverged = diverged;
+	metrics->steps = diverged ? nn->step : 0;
+	metrics->train_loss = m->n ? m->loss_sum / m->n : none;
+	metrics->train_accuracy = m->n ? (double) m->correct / m->n : none;
+	metrics->has_validation = vstats->n > 0;
+	metrics->validation_loss = vstats->n ? vstats->loss_sum / vstats->n : 0;
+	metrics->validation_accuracy = vstats->n ? (double) vstats->correct / vstats->n : 0;
+	metrics->seconds = m->seconds;
+	metrics->images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
+	metrics->predicted_seconds = m->predicted_seconds;
+	/* the model is this worker's alone until advance_model releases it */
+	metrics->early_stopped = pgdl_early_stop(&m->config, metrics, &m->patience) && metrics->epoch < shared->epochs;
+}
+
+/*
+ * The end of the epoch of the n models ids (one, or members of a fused unit),
+ * or of their training when they diverged: evaluate the others in one pass,
+ * record and checkpoint each; then release them together, so that a fused
+ * unit's members go on as one (no worker takes one alone meanwhile).
+ */
+static void
+finish_epochs(const int32 *ids, int n, NnModel **nns, const bool *diverged)
+{
+	NnBatchStats *vstats = palloc0(sizeof(NnBatchStats) * n);
+	PgdlEpochMetrics *metrics = palloc0(sizeof(PgdlEpochMetrics) * n);
+	NnModel   **to_evaluate = palloc0(sizeof(NnModel *) * n);
+	int			n_evaluate = 0;
+	MopDecisions *d = mop_decisions_alloc(shared->n_models);
+	bool		decided;
+
+	for (int k = 0; k < n; k++)
+		if (needs_evaluation(&shared->models[ids[k]]) && !diverged[k])
+		{
+			to_evaluate[k] = nns[k];
+			n_evaluate++;
+		}
+	if (n_evaluate > 0)
 	{
 		instr_time	start,
 					elapsed;
 
 		INSTR_TIME_SET_CURRENT(start);
-		evaluate(i, nn, &vstats, &metrics);
+		evaluate(ids, n, to_evaluate, vstats, metrics);
 		INSTR_TIME_SET_CURRENT(elapsed);
 		INSTR_TIME_SUBTRACT(elapsed, start);
 		validated_seconds += INSTR_TIME_GET_DOUBLE(elapsed);
-		validations++;
+		validations += n_evaluate;
 	}
-	metrics.epoch = m->epoch + 1;
-	metrics.classification = sources[m->source].train.classification;
-	metrics.diverged = diverged;
-	metrics.steps = diverged ? nn->step : 0;
-	metrics.train_loss = m->n ? m->loss_sum / m->n : none;
-	metrics.train_accuracy = m->n ? (double) m->correct / m->n : none;
-	metrics.has_validation = vstats.n > 0;
-	metrics.validation_loss = vstats.n ? vstats.loss_sum / vstats.n : 0;
-	metrics.validation_accuracy = vstats.n ? (double) vstats.correct / vstats.n : 0;
-	metrics.seconds = m->seconds;
-	metrics.images_per_second = m->seconds > 0 ? m->n / m->seconds : 0;
-	metrics.predicted_seconds = m->predicted_seconds;
-	/* the model is this worker's alone until advance_model releases it */
-	metrics.early_stopped = pgdl_early_stop(&m->config, &metrics, &m->patience) && metrics.epoch < shared->epochs;
+	for (int k = 0; k < n; k++)
+		epoch_metrics(ids[k], nns[k], diverged[k], &vstats[k], &metrics[k]);
 
 	wait_for_run_row();
-	record_epoch(i, nn, &metrics);
+	record_epochs(ids, n, nns, metrics);
 
 	SpinLockAcquire(&shared->mutex);
-	decided = advance_model(i, &metrics, d);
+	for (int k = 0; k < n; k++)
+		advance_model(ids[k], &metrics[k]);
+	decided = mop_decide(shared, d);
 	SpinLockRelease(&shared->mutex);
 	if (decided)
 		record_decisions(d);
 	wake_everyone();
 }
 
+/* With the mutex held: whether model j waits where model `best`, just taken, was (a fused unit's member). */
+static bool
+co_member(const MopModel *best, const MopModel *j, bool evaluate)
+{
+	return best->fuse_unit >= 0 && j->fuse_unit == best->fuse_unit && j->epoch == best->epoch &&
+		j->visit == best->visit && j->state == (evaluate ? MOP_EVALUATE : MOP_IDLE);
+}
+
 /*
- * Take a model to train, or (*evaluate) to evaluate at the end of its epoch;
- * -1 if none.  The schedule's rule picks it (mop_pick_model, which
- * explain_schedule's simulation applies too) from the state read under the
- * mutex, and it is marked busy before the mutex goes, so that no two workers
- * take it.  Which worker trains or evaluates a visit, and when, changes no
- * byte of the models: a model's visits keep their order.
+ * Take a model to train, or (*evaluate) to evaluate at the end of its epoch,
+ * with the members of its fused unit that wait at the same point, into
+ * `taken`, the picked one first; returns how many (0: none).  The schedule's
+ * rule picks it (mop_pick_model, which explain_schedule's simulation applies
+ * too) from the state read under the mutex, and each is marked busy before
+ * the mutex goes, so that no two workers take it.  Which worker trains or
+ * evaluates a visit, when, and with which other models, changes no byte of
+ * the models: a model's visits keep their order.
  */
 static int
-take_model(bool *all_finished, bool *evaluate)
+take_models(bool *all_finished, bool *evaluate)
 {
 	int			best;
+	int			n_taken = 0;
 	bool		busy[PGDL_MAX_WORKERS] = {false};
 
 	/* not under the spinlock: an allocation may fail */
 	if (candidates == NULL)
 		candidates = MemoryContextAlloc(TopMemoryContext, sizeof(MopCandidate) * shared->n_models);
+	if (taken == NULL)
+		taken = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * shared->n_models);
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
 	for (int i = 0; i < shared->n_models; i++)
@@ -449,7 +540,14 @@ take_model(bool *all_finished, bool *evaluate)
 	*evaluate = best >= 0 && candidates[best].evaluate;
 	if (best >= 0)
 	{
-		MopModel   *m = &shared->models[best];
+		taken[n_taken++] = best;
+		for (int j = 0; j < shared->n_models; j++)
+			if (j != best && co_member(&shared->models[best], &shared->models[j], *evaluate))
+				taken[n_taken++] = j;
+	}
+	for (int k = 0; k < n_taken; k++)
+	{
+		MopModel   *m = &shared->models[taken[k]];
 
 		m->state = MOP_BUSY;
 		m->worker = me;
@@ -457,7 +555,7 @@ take_model(bool *all_finished, bool *evaluate)
 			m->partition = mop_next_partition(m, shared->n_partitions);
 	}
 	SpinLockRelease(&shared->mutex);
-	return best;
+	return n_taken;
 }
 
 /*
@@ -493,26 +591,44 @@ model_of(int i, MemoryContext step_cxt)
 	return nn;
 }
 
-/* Model i on its partition, here. */
+/* The n models ids (one, or a fused unit's members) on their partition, here: one pass over its buffers. */
 static void
-visit_here(int i, Visit *v, MemoryContext step_cxt)
+visit_here(const int32 *ids, int n, Visit *v, MemoryContext step_cxt)
 {
-	MopModel   *m = &shared->models[i];
-	PgdlTrainState *state;
-	PgdlTrainConfig config;
-	ScanArg		sa;
+	MopModel   *first = &shared->models[ids[0]];
+	UnitScan	us = {n, palloc0(sizeof(ScanArg) * n), &sources[first->source]};
 
-	v->nn = model_of(i, step_cxt);
-	/* the model's own epoch sets its learning rate, whichever worker trains it */
-	config = m->config;
-	pgdl_config_at_epoch(&config, m->epoch, shared->epochs);
-	state = pgdl_train_begin(v->nn, &config, step_cxt);
-	sa.train = state;
-	sa.src = &sources[m->source];
-	for_each_buffer(&sa.src->train, m->partition, &sa.src->held[m->partition], train_cb, &sa);
-	pgdl_train_check_weights(state);
-	v->stats = state->stats;
-	v->diverged = state->diverged != PGDL_HEALTHY;
+	for (int k = 0; k < n; k++)
+	{
+		MopModel   *m = &shared->models[ids[k]];
+		PgdlTrainConfig config = m->config;
+
+		v[k].nn = model_of(ids[k], step_cxt);
+		/* the model's own epoch sets its learning rate, whichever worker trains it */
+		pgdl_config_at_epoch(&config, m->epoch, shared->epochs);
+		us.members[k].train = pgdl_train_begin(v[k].nn, &config, step_cxt);
+	}
+	if (us.src->held[first->partition].complete && us.src->recompute.prefix == NULL)
+	{
+		/* in memory, nothing to run per buffer: each member's whole visit in turn keeps its state in cache */
+		for (int k = 0; k < n; k++)
+		{
+			UnitScan	one = {1, &us.members[k], us.src};
+
+			for_each_buffer(&us.src->train, first->partition, &us.src->held[first->partition], train_cb, &one);
+		}
+	}
+	else
+		/* read from its table, or a prefix to run: each buffer once, every member's steps on it */
+		for_each_buffer(&us.src->train, first->partition, &us.src->held[first->partition], train_cb, &us);
+	for (int k = 0; k < n; k++)
+	{
+		PgdlTrainState *state = us.members[k].train;
+
+		pgdl_train_check_weights(state);
+		v[k].stats = state->stats;
+		v[k].diverged = state->diverged != PGDL_HEALTHY;
+	}
 }
 
 /*
@@ -610,66 +726,103 @@ visit_node(int i, Visit *v, MemoryContext step_cxt)
 	v->diverged = result.diverged;
 }
 
+/*
+ * The n models ids (one, or a fused unit's members) visit their partition;
+ * then each goes on to its next visit, waits for its evaluation, or (diverged,
+ * or no evaluation due) ends its epoch here.  A unit's time is shared evenly
+ * by its members (pgdl.run_metrics.seconds).
+ */
 static void
-train_model(int i, MemoryContext step_cxt)
+train_unit(const int32 *ids, int n, MemoryContext step_cxt)
 {
-	MopModel   *m = &shared->models[i];
-	Visit		v;
+	MemoryContext old = MemoryContextSwitchTo(step_cxt);
+	Visit	   *v = palloc0(sizeof(Visit) * n);
+	int32	   *finish = palloc(sizeof(int32) * n);
+	NnModel   **finish_nn = palloc(sizeof(NnModel *) * n);
+	bool	   *finish_diverged = palloc(sizeof(bool) * n);
+	int			n_finish = 0;
 	instr_time	start,
 				elapsed;
-	MemoryContext old = MemoryContextSwitchTo(step_cxt);
-	bool		epoch_done;
-	bool		to_evaluate;
+	double		seconds;
 
 	INSTR_TIME_SET_CURRENT(start);
-	memset(&v, 0, sizeof(v));
 	if (node)
-		visit_node(i, &v, step_cxt);
+		visit_node(ids[0], &v[0], step_cxt);	/* n is 1: no fused units on a cluster (dsm.c) */
 	else
-		visit_here(i, &v, step_cxt);
-	if (nn_model_serialized_size(v.nn) != m->blob_len)
-		elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
-	nn_model_serialize(v.nn, (uint8_t *) blobs + m->blob_offset);
+		visit_here(ids, n, v, step_cxt);
+	for (int k = 0; k < n; k++)
+	{
+		MopModel   *m = &shared->models[ids[k]];
+
+		if (nn_model_serialized_size(v[k].nn) != m->blob_len)
+			elog(ERROR, "pgdl worker: model of configuration " INT64_FORMAT " changed size", m->config_id);
+		nn_model_serialize(v[k].nn, (uint8_t *) blobs + m->blob_offset);
+	}
 	INSTR_TIME_SET_CURRENT(elapsed);
 	INSTR_TIME_SUBTRACT(elapsed, start);
+	seconds = INSTR_TIME_GET_DOUBLE(elapsed);
 
 	SpinLockAcquire(&shared->mutex);
-	m->loss_sum += v.stats.loss_sum;
-	m->correct += v.stats.correct;
-	m->n += v.stats.n;
-	m->seconds += INSTR_TIME_GET_DOUBLE(elapsed);
-	m->visit++;
-	m->visited_by = me;
-	/* a model that diverged stops here: its epoch ends with what it trained */
-	epoch_done = m->visit == mop_epoch_visits(shared, m) || v.diverged;
-	/* its evaluation is a task of its own, for any worker (take_model): the model is in its blob */
-	to_evaluate = epoch_done && !v.diverged && needs_evaluation(m);
-	if (!epoch_done || to_evaluate)
-		m->state = to_evaluate ? MOP_EVALUATE : MOP_IDLE;
-	shared->workers[me].examples += v.stats.n;
-	shared->workers[me].busy_seconds += INSTR_TIME_GET_DOUBLE(elapsed);
+	for (int k = 0; k < n; k++)
+	{
+		MopModel   *m = &shared->models[ids[k]];
+		bool		epoch_done;
+		bool		to_evaluate;
+
+		m->loss_sum += v[k].stats.loss_sum;
+		m->correct += v[k].stats.correct;
+		m->n += v[k].stats.n;
+		m->seconds += seconds / n;
+		m->visit++;
+		m->visited_by = me;
+		/* a model that diverged stops here: its epoch ends with what it trained */
+		epoch_done = m->visit == mop_epoch_visits(shared, m) || v[k].diverged;
+		/* its evaluation is a task of its own, for any worker (take_models): the model is in its blob */
+		to_evaluate = epoch_done && !v[k].diverged && needs_evaluation(m);
+		if (!epoch_done || to_evaluate)
+			m->state = to_evaluate ? MOP_EVALUATE : MOP_IDLE;
+		else
+		{
+			finish[n_finish] = ids[k];
+			finish_nn[n_finish] = v[k].nn;
+			finish_diverged[n_finish++] = v[k].diverged;
+		}
+		shared->workers[me].examples += v[k].stats.n;
+	}
+	shared->workers[me].busy_seconds += seconds;
 	SpinLockRelease(&shared->mutex);
 
-	if (epoch_done && !to_evaluate)
-		finish_epoch(i, v.nn, v.diverged);
+	if (n_finish > 0)
+		finish_epochs(finish, n_finish, finish_nn, finish_diverged);
 	else
 		wake_everyone();
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(step_cxt);
 }
 
-/* The end of model i's epoch, trained by this worker or another: evaluate it here, record it, release it. */
+/*
+ * The end of the epoch of the n models ids (one, or a fused unit's members),
+ * trained by this worker or another: evaluate them here in one pass, record
+ * them, release them.
+ */
 static void
-evaluate_model(int i, MemoryContext step_cxt)
+evaluate_unit(const int32 *ids, int n, MemoryContext step_cxt)
 {
-	MopModel   *m = &shared->models[i];
 	MemoryContext old = MemoryContextSwitchTo(step_cxt);
+	NnModel   **nns = palloc(sizeof(NnModel *) * n);
+	bool	   *diverged = palloc0(sizeof(bool) * n);
 
-	/* the model is this worker's until finish_epoch releases it: no lock to read it */
-	ereport(DEBUG1,
-			(errmsg_internal("pgdl worker %d: evaluates configuration " INT64_FORMAT " at the end of its epoch %d, visited last by worker %d",
-							 me, m->config_id, m->epoch + 1, m->visited_by)));
-	finish_epoch(i, model_of(i, step_cxt), false);
+	for (int k = 0; k < n; k++)
+	{
+		MopModel   *m = &shared->models[ids[k]];
+
+		/* the model is this worker's until finish_epochs releases it: no lock to read it */
+		ereport(DEBUG1,
+				(errmsg_internal("pgdl worker %d: evaluates configuration " INT64_FORMAT " at the end of its epoch %d, visited last by worker %d",
+								 me, m->config_id, m->epoch + 1, m->visited_by)));
+		nns[k] = model_of(ids[k], step_cxt);
+	}
+	finish_epochs(ids, n, nns, diverged);
 	MemoryContextSwitchTo(old);
 	MemoryContextReset(step_cxt);
 }
@@ -989,7 +1142,7 @@ train_models(MemoryContext step_cxt)
 	{
 		bool		all_finished;
 		bool		evaluate;
-		int			i;
+		int			n;
 
 		CHECK_FOR_INTERRUPTS();
 		if (shared->abort || retire_if_asked())
@@ -999,18 +1152,18 @@ train_models(MemoryContext step_cxt)
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
-		i = take_model(&all_finished, &evaluate);
-		if (i >= 0)
+		n = take_models(&all_finished, &evaluate);
+		if (n > 0)
 		{
-			/* this worker busy, the others may take models of its partitions (take_model): they look again */
+			/* this worker busy, the others may take models of its partitions (take_models): they look again */
 			wake_everyone();
 			if (evaluate)
-				evaluate_model(i, step_cxt);
+				evaluate_unit(taken, n, step_cxt);
 			else
 			{
 				if (node == NULL)
-					hold_partition(i, shared->models[i].partition);
-				train_model(i, step_cxt);
+					hold_partition(taken[0], shared->models[taken[0]].partition);
+				train_unit(taken, n, step_cxt);
 			}
 			continue;
 		}
