@@ -147,6 +147,12 @@ extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attrib
 /* The SQLSTATE of an engine error about a batch: 22003 for an input out of a layer's range. */
 extern int	pgdl_nn_data_errcode(const NnError *err);
 
+/*
+ * subxact.c: fn(arg) in a subtransaction; NULL when it returned, else its error
+ * (rolled back), which the caller rethrows unless it is the kind it expects
+ */
+extern ErrorData *pgdl_call_in_subxact(void (*fn) (void *), void *arg);
+
 /* messages.c: user text in error messages */
 
 /*

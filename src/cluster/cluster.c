@@ -172,37 +172,19 @@ pgdl_cluster_assign(const PgdlPartPlace *places, int32 partitions, int32 local_w
  * leaves the caller's transaction whole; any other error (another pgdl
  * build, no user mapping) is the caller's.
  */
+static void
+connect_and_close(void *server)
+{
+	pgdl_node_close(pgdl_node_connect(*(Oid *) server, false));
+}
+
 static ErrorData *
 node_answers(Oid server)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	ErrorData  *volatile why = NULL;
+	ErrorData  *why = pgdl_call_in_subxact(connect_and_close, &server);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		pgdl_node_close(pgdl_node_connect(server, false));
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
-
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(e->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
-			ReThrowError(e);
-		why = e;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	if (why && ERRCODE_TO_CATEGORY(why->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
+		ReThrowError(why);
 	return why;
 }
 

@@ -286,12 +286,28 @@ drop_site(FedRun *f, Site *site, const ErrorData *edata)
  * that is down or lost is left out of the round rather than failing the run.
  * Returns false when a site was left out.
  */
+typedef struct StepCall
+{
+	FedRun	   *f;
+	Site	   *site;
+	SiteStep	step;
+	PgdlNode  **nodes;
+} StepCall;
+
+static void
+do_step_call(void *arg)
+{
+	StepCall   *call = arg;
+
+	do_step(call->f, call->site, call->step, call->nodes);
+}
+
 static bool
 site_step(FedRun *f, Site *site, SiteStep step, PgdlNode **nodes)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool ok = true;
+	StepCall	call = {f, site, step, nodes};
+	ErrorData  *edata;
+	Site	   *lost;
 
 	f->ready = -1;
 	if (f->min_sites == 0)
@@ -299,34 +315,14 @@ site_step(FedRun *f, Site *site, SiteStep step, PgdlNode **nodes)
 		do_step(f, site, step, nodes);
 		return true;
 	}
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		do_step(f, site, step, nodes);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-		Site	   *lost;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		lost = lost_site(f, site, step, edata);
-		if (lost == NULL)
-			ReThrowError(edata);
-		drop_site(f, lost, edata);
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	edata = pgdl_call_in_subxact(do_step_call, &call);
+	if (edata == NULL)
+		return true;
+	lost = lost_site(f, site, step, edata);
+	if (lost == NULL)
+		ReThrowError(edata);
+	drop_site(f, lost, edata);
+	return false;
 }
 
 /*

@@ -292,41 +292,36 @@ attach_published(const PgdlDataset *ds, int32 part, const Manifest *mf, PgdlHeld
 	return false;
 }
 
+typedef struct SegmentCall
+{
+	Size		size;
+	dsm_segment *seg;
+} SegmentCall;
+
+static void
+create_pinned(void *arg)
+{
+	SegmentCall *call = arg;
+
+	call->seg = dsm_create(call->size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
+	if (call->seg != NULL)
+		dsm_pin_mapping(call->seg);
+}
+
 /* A DSM segment of `size` bytes for this session, or NULL when the server has no room for it. */
 static dsm_segment *
 create_segment(Size size)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	dsm_segment *volatile seg = NULL;
-
+	SegmentCall call = {size, NULL};
 	/* /dev/shm may be smaller than a partition: that error is caught, in a subtransaction */
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		seg = dsm_create(size, DSM_CREATE_NULL_IF_MAXSEGMENTS);
-		if (seg != NULL)
-			dsm_pin_mapping(seg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *e;
+	ErrorData  *e = pgdl_call_in_subxact(create_pinned, &call);
 
-		MemoryContextSwitchTo(cxt);
-		e = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		if (e->sqlerrcode == ERRCODE_QUERY_CANCELED || e->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
-			ReThrowError(e);
-		elog(DEBUG1, "pgdl: a partition is not shared: %s", e->message);
-		seg = NULL;
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	return seg;
+	if (e == NULL)
+		return call.seg;
+	if (e->sqlerrcode == ERRCODE_QUERY_CANCELED || e->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN)
+		ReThrowError(e);
+	elog(DEBUG1, "pgdl: a partition is not shared: %s", e->message);
+	return NULL;
 }
 
 void

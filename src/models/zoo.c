@@ -481,35 +481,15 @@ pgdl_spec_summary(PG_FUNCTION_ARGS)
 static char *
 data_exception_in_subxact(void (*fn) (void *), void *arg)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	char	   *volatile problem = NULL;
+	ErrorData  *edata = pgdl_call_in_subxact(fn, arg);
+	char	   *problem;
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		fn(arg);
-		ReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
-			ReThrowError(edata);
-		problem = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	if (edata == NULL)
+		return NULL;
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+		ReThrowError(edata);
+	problem = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : pstrdup(edata->message);
+	FreeErrorData(edata);
 	return problem;
 }
 
