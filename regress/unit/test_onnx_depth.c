@@ -272,7 +272,7 @@ repeated_empty(uint32_t number, int count, Bytes inside)
 	Bytes		b;
 
 	b.len = one * count + inside.len;
-	b.data = malloc(b.len ? b.len : 1);
+	b.data = malloc(b.len + 1);	/* + 1: never malloc(0) */
 	for (int i = 0; i < count; i++)
 	{
 		size_t		n = varint(b.data + one * i, number << 3 | 2);
