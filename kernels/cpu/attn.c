@@ -29,6 +29,7 @@
 #define ATTN_ROWS	4			/* rows (or columns) summed side by side */
 
 typedef float AttnVec __attribute__((vector_size(4 * ATTN_CHUNK)));
+typedef int32_t AttnMask __attribute__((vector_size(4 * ATTN_CHUNK)));
 
 #define ATTN_LOAD(v, p)		memcpy(&(v), (p), sizeof(AttnVec))
 #define ATTN_STORE(p, v)	memcpy((p), &(v), sizeof(AttnVec))
@@ -127,6 +128,44 @@ attn_combine(const float *w, int64_t wb, int64_t ws, int nb, const float *x, int
 }
 
 /*
+ * The maximum of r[0 .. cols), NaN aside, 16 lanes at a time: a maximum is
+ * the same in any order (but for the sign of a zero, which no exp of a
+ * difference with it sees); a row with a NaN gets a NaN sum, and P's row is
+ * NaN whichever maximum it subtracted.
+ */
+ATTN_INLINE float
+attn_row_max(const float *r, int cols)
+{
+	float		mx = r[0];
+	int			j = 0;
+
+	if (cols >= ATTN_CHUNK)
+	{
+		AttnVec		m,
+					v;
+		float		lanes[ATTN_CHUNK];
+
+		ATTN_LOAD(m, r);
+		for (j = ATTN_CHUNK; j + ATTN_CHUNK <= cols; j += ATTN_CHUNK)
+		{
+			AttnMask	gt;
+
+			ATTN_LOAD(v, r + j);
+			gt = v > m;
+			m = (AttnVec) (((AttnMask) v & gt) | ((AttnMask) m & ~gt));
+		}
+		ATTN_STORE(lanes, m);
+		for (int l = 0; l < ATTN_CHUNK; l++)
+			if (lanes[l] > mx)
+				mx = lanes[l];
+	}
+	for (; j < cols; j++)
+		if (r[j] > mx)
+			mx = r[j];
+	return mx;
+}
+
+/*
  * Rows [i0, i0 + nb) of P from their scores, in place: softmax(scale s) over
  * each row's first cols values (i + 1 under the mask, else t; the maximum
  * subtracted, cpu_exp_nonpositive, the sum in double as rows.h's
@@ -136,28 +175,18 @@ ATTN_INLINE void
 attn_softmax_rows(float *p, int t, int i0, int nb, float scale, bool causal)
 {
 	double		sum[ATTN_ROWS] = {0.0};
-	float		mx[ATTN_ROWS];
 
-	for (int b = 0; b < nb; b++)
-	{
-		float	   *restrict r = p + (int64_t) (i0 + b) * t;
-
-		for (int j = 0; j < (causal ? i0 + b + 1 : t); j++)
-			r[j] *= scale;
-		mx[b] = r[0];
-	}
-	/* the rows' maxima side by side (a chain of compares each), then each row's exps */
-	for (int j = 1; j < (causal ? i0 + nb : t); j++)
-		for (int b = 0; b < nb; b++)
-			if (j < (causal ? i0 + b + 1 : t) && p[(int64_t) (i0 + b) * t + j] > mx[b])
-				mx[b] = p[(int64_t) (i0 + b) * t + j];
 	for (int b = 0; b < nb; b++)
 	{
 		float	   *restrict r = p + (int64_t) (i0 + b) * t;
 		int			cols = causal ? i0 + b + 1 : t;
+		float		mx;
 
 		for (int j = 0; j < cols; j++)
-			r[j] = cpu_exp_nonpositive(r[j] - mx[b]);
+			r[j] *= scale;
+		mx = attn_row_max(r, cols);
+		for (int j = 0; j < cols; j++)
+			r[j] = cpu_exp_nonpositive(r[j] - mx);
 		for (int j = cols; j < t; j++)
 			r[j] = 0.0f;
 	}
