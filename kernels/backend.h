@@ -43,6 +43,14 @@ typedef struct NnPoolGeom
 	bool		count_pad;
 } NnPoolGeom;
 
+/* Attention's heads: n examples of t steps of d features, heads of d / heads; scale 1 / sqrt(d / heads). */
+typedef struct NnAttnGeom
+{
+	int			n, t, d, heads;
+	float		scale;
+	bool		causal;
+} NnAttnGeom;
+
 typedef struct NnBackend
 {
 	const char *name;
@@ -255,8 +263,19 @@ typedef struct NnBackend
 	/* log-softmax likewise: y = x - max - log(sum(exp(x - max))); dx = dy - exp(y) * sum(dy).  Not in place. */
 	void		(*log_softmax_forward) (const float *x, float *y, int64_t rows, int cols);
 	void		(*log_softmax_backward) (const float *y, const float *dy, float *dx, int64_t rows, int cols);
-	/* s[k][i][j] = -inf for j > i in each of mats [t][t] matrices: causal attention's mask */
-	void		(*causal_mask) (float *s, int64_t mats, int t);
+	/*
+	 * Attention's heads (src/nn/layers.c's attention layer): n examples' rows
+	 * of Q K V in qkv[n][t][3 * d], head h's in columns h * dh of each third
+	 * (dh = d / heads).  Forward writes P = softmax(scale Q_h K_h^T), zero
+	 * above the diagonal when causal, in p[n][heads][t][t] and O_h = P V_h in
+	 * o[n][t][d].  Backward, from P and dO[n][t][d], overwrites dqkv[n][t][3 * d]
+	 * with dQ = scale dS K_h, dK = scale dS^T Q_h and dV = P^T dO_h, where dS is
+	 * the softmax's gradient of dO_h V_h^T.  work: 2 * t * t floats of the
+	 * backend's memory; the geometry is host memory on every backend.
+	 */
+	void		(*attention_forward) (const float *qkv, float *p, float *o, const NnAttnGeom *g, float *work);
+	void		(*attention_backward) (const float *qkv, const float *p, const float *d_o, float *dqkv,
+									   const NnAttnGeom *g, float *work);
 
 	/*
 	 * The mean over the steps of n sequences x[n][steps][dim]: y[n][dim];

@@ -1,6 +1,6 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c, loss.c, seq.c), and the scalar functions they share (the row
+ * pool.c, norm.c, loss.c, seq.c, attn.c), and the scalar functions they share (the row
  * helpers the CUDA backend shares too are in kernels/rows.h).  Private
  * to kernels/cpu: the engine reaches them through the table in backend.h, whose
  * comments say what each one computes.
@@ -189,13 +189,17 @@ extern void cpu_bce_loss(const float *z, const float *y, const float *w, float *
 extern void cpu_huber_loss(const float *z, const float *y, const float *w, float *dz, int rows, int k,
 						   float delta, float scale, double *sums);
 
+/* attn.c */
+extern void cpu_attention_forward(const float *qkv, float *p, float *o, const NnAttnGeom *g, float *work);
+extern void cpu_attention_backward(const float *qkv, const float *p, const float *d_o, float *dqkv,
+								   const NnAttnGeom *g, float *work);
+
 /* seq.c */
 extern void cpu_embedding_forward(const float *ids, const float *table, float *y, int64_t n,
 								  int vocab, int dim);
 extern void cpu_embedding_backward(const float *ids, const float *dy, float *dtable, int64_t n,
 								   int vocab, int dim);
 extern void cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols);
-extern void cpu_causal_mask(float *s, int64_t mats, int t);
 extern void cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);
 extern void cpu_log_softmax_forward(const float *x, float *y, int64_t rows, int cols);
 extern void cpu_log_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols);

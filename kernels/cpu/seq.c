@@ -47,15 +47,6 @@ cpu_softmax_forward(const float *x, float *y, int64_t rows, int cols)
 }
 
 void
-cpu_causal_mask(float *s, int64_t mats, int t)
-{
-	for (int64_t k = 0; k < mats; k++)
-		for (int i = 0; i < t; i++)
-			for (int j = i + 1; j < t; j++)
-				s[(k * t + i) * t + j] = -INFINITY;
-}
-
-void
 cpu_softmax_backward(const float *y, const float *dy, float *dx, int64_t rows, int cols)
 {
 	for (int64_t r = 0; r < rows; r++)

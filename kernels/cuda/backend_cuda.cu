@@ -1747,6 +1747,59 @@ cuda_causal_mask(float *s, int64_t mats, int t)
 	launch("causal_mask", mats * t * t, causal_mask_kernel, s, mats * t * t, t);
 }
 
+/*
+ * Attention's heads one by one: a cuBLAS product, the mask and the softmax
+ * kernels above, a product (the CPU fuses them per row, kernels/cpu/attn.c).
+ */
+static void
+cuda_attention_forward(const float *qkv, float *p, float *o, const NnAttnGeom *g, float *work)
+{
+	int			t = g->t,
+				d = g->d,
+				dh = g->d / g->heads;
+
+	for (int e = 0; e < g->n; e++)
+		for (int h = 0; h < g->heads; h++)
+		{
+			const float *q = qkv + (int64_t) e * t * 3 * d + h * dh;
+			float	   *ph = p + ((int64_t) e * g->heads + h) * t * t;
+
+			cuda_gemm(false, true, t, t, dh, g->scale, q, 3 * d, q + d, 3 * d, 0.0f, work, t);
+			if (g->causal)
+				cuda_causal_mask(work, 1, t);
+			cuda_softmax_forward(work, ph, t, t);
+			cuda_gemm(false, false, t, dh, t, 1.0f, ph, t, q + 2 * d, 3 * d, 0.0f,
+					  o + (int64_t) e * t * d + h * dh, d);
+		}
+}
+
+/* dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = dS K, dK = dS^T Q (scaled), per example and head */
+static void
+cuda_attention_backward(const float *qkv, const float *p, const float *d_o, float *dqkv, const NnAttnGeom *g,
+						float *work)
+{
+	int			t = g->t,
+				d = g->d,
+				dh = g->d / g->heads;
+	float	   *dp = work,
+			   *ds = work + (int64_t) t * t;
+
+	for (int e = 0; e < g->n; e++)
+		for (int h = 0; h < g->heads; h++)
+		{
+			int64_t		at = (int64_t) e * t * 3 * d + h * dh;
+			const float *q = qkv + at;
+			const float *ph = p + ((int64_t) e * g->heads + h) * t * t;
+			const float *dout_h = d_o + (int64_t) e * t * d + h * dh;
+
+			cuda_gemm(true, false, t, dh, t, 1.0f, ph, t, dout_h, d, 0.0f, dqkv + at + 2 * d, 3 * d);
+			cuda_gemm(false, true, t, t, dh, 1.0f, dout_h, d, q + 2 * d, 3 * d, 0.0f, dp, t);
+			cuda_softmax_backward(ph, dp, ds, t, t);
+			cuda_gemm(false, false, t, dh, t, g->scale, ds, t, q + d, 3 * d, 0.0f, dqkv + at, 3 * d);
+			cuda_gemm(true, false, t, dh, t, g->scale, ds, t, q, 3 * d, 0.0f, dqkv + at + d, 3 * d);
+		}
+}
+
 __global__ void
 seq_avgpool_forward_kernel(const float *x, float *y, int n, int steps, int dim)
 {
@@ -1982,7 +2035,8 @@ cuda_fill_table(NnBackend *b)
 	b->softmax_backward = cuda_softmax_backward;
 	b->log_softmax_forward = cuda_log_softmax_forward;
 	b->log_softmax_backward = cuda_log_softmax_backward;
-	b->causal_mask = cuda_causal_mask;
+	b->attention_forward = cuda_attention_forward;
+	b->attention_backward = cuda_attention_backward;
 	b->seq_avgpool_forward = cuda_seq_avgpool_forward;
 	b->seq_avgpool_backward = cuda_seq_avgpool_backward;
 	b->gru_gates_forward = cuda_gru_gates_forward;

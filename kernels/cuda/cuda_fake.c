@@ -261,7 +261,10 @@ FAKE(softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y,
 FAKE(softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
 FAKE(log_softmax_forward, (const float *x, float *y, int64_t rows, int cols), (x, y, rows, cols))
 FAKE(log_softmax_backward, (const float *y, const float *dy, float *dx, int64_t rows, int cols), (y, dy, dx, rows, cols))
-FAKE(causal_mask, (float *s, int64_t mats, int t), (s, mats, t))
+FAKE(attention_forward, (const float *qkv, float *p, float *o, const NnAttnGeom *g, float *work),
+	 (qkv, p, o, g, work))
+FAKE(attention_backward, (const float *qkv, const float *p, const float *d_o, float *dqkv, const NnAttnGeom *g,
+						  float *work), (qkv, p, d_o, dqkv, g, work))
 FAKE(seq_avgpool_forward, (const float *x, float *y, int n, int steps, int dim), (x, y, n, steps, dim))
 FAKE(seq_avgpool_backward, (const float *dy, float *dx, int n, int steps, int dim), (dy, dx, n, steps, dim))
 FAKE(gru_gates_forward, (const float *gi, int gs, const float *gh, const float *hp, int hps, float *h, int hs,
@@ -302,7 +305,7 @@ static const NnBackend fake_backend = {
 	ENTRY(rmsprop_update), ENTRY(adagrad_update),
 	ENTRY(copy_rows),
 	ENTRY(embedding_forward), ENTRY(embedding_backward), ENTRY(softmax_forward), ENTRY(softmax_backward),
-	ENTRY(log_softmax_forward), ENTRY(log_softmax_backward), ENTRY(causal_mask),
+	ENTRY(log_softmax_forward), ENTRY(log_softmax_backward), ENTRY(attention_forward), ENTRY(attention_backward),
 	ENTRY(seq_avgpool_forward), ENTRY(seq_avgpool_backward),
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),

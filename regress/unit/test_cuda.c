@@ -1160,6 +1160,8 @@ check_table_complete(const NnBackend *b)
 	HAS(softmax_backward);
 	HAS(log_softmax_forward);
 	HAS(log_softmax_backward);
+	HAS(attention_forward);
+	HAS(attention_backward);
 	HAS(seq_avgpool_forward);
 	HAS(seq_avgpool_backward);
 	HAS(gru_gates_forward);

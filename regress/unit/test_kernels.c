@@ -1,5 +1,5 @@
 /*
- * test_kernels.c -- the CPU backend's convolution and pooling kernels against
+ * test_kernels.c -- the CPU backend's convolution, pooling, activation and attention kernels against
  * plain reference loops written here, on every ISA the CPU has (nn_set_cpu_isa
  * caps the one the kernels use): each variant must agree with the reference
  * bit for bit, pooling's and col2im's, where the math is exact.
@@ -423,4 +423,160 @@ UNIT_TEST(kernels_tanh_and_gru_sigmoid_match_double_precision)
 	free(gh);
 	free(h);
 	free(sv);
+}
+
+/* Attention's heads in double (backend.h's formulas): P and O, then dQ, dK, dV from dO. */
+static void
+ref_attention(const float *qkv, const float *d_o, const NnAttnGeom *g, double *p, double *o, double *dqkv)
+{
+	int			t = g->t,
+				d = g->d,
+				dh = d / g->heads,
+				ld = 3 * d;
+	double	   *ds = malloc(sizeof(double) * t * t);
+
+	for (int e = 0; e < g->n; e++)
+		for (int h = 0; h < g->heads; h++)
+		{
+			const float *q = qkv + (int64_t) e * t * ld + h * dh,
+					   *k = q + d,
+					   *v = q + 2 * d,
+					   *go = d_o + (int64_t) e * t * d + h * dh;
+			double	   *ph = p + ((int64_t) e * g->heads + h) * t * t,
+					   *dq = dqkv + (int64_t) e * t * ld + h * dh;
+
+			for (int i = 0; i < t; i++)
+			{
+				double		mx = -INFINITY,
+							sum = 0.0,
+							dot = 0.0;
+
+				for (int j = 0; j < t; j++)
+				{
+					double		s = 0.0;
+
+					for (int c = 0; c < dh; c++)
+						s += (double) q[i * ld + c] * k[j * ld + c];
+					ph[i * t + j] = g->causal && j > i ? -INFINITY : s * g->scale;
+					mx = fmax(mx, ph[i * t + j]);
+				}
+				for (int j = 0; j < t; j++)
+					sum += ph[i * t + j] = exp(ph[i * t + j] - mx);
+				for (int j = 0; j < t; j++)
+				{
+					double		dp = 0.0;
+
+					ph[i * t + j] /= sum;
+					for (int c = 0; c < dh; c++)
+						dp += (double) go[i * d + c] * v[j * ld + c];
+					ds[i * t + j] = dp;
+					dot += dp * ph[i * t + j];
+				}
+				for (int j = 0; j < t; j++)
+					ds[i * t + j] = ph[i * t + j] * (ds[i * t + j] - dot);
+			}
+			for (int i = 0; i < t; i++)
+				for (int c = 0; c < dh; c++)
+				{
+					double		ov = 0.0,
+								gq = 0.0,
+								gk = 0.0,
+								gv = 0.0;
+
+					for (int j = 0; j < t; j++)
+					{
+						ov += ph[i * t + j] * v[j * ld + c];
+						gq += ds[i * t + j] * k[j * ld + c];
+						gk += ds[j * t + i] * q[j * ld + c];
+						gv += ph[j * t + i] * go[j * d + c];
+					}
+					o[((int64_t) e * t + i) * d + h * dh + c] = ov;
+					dq[i * ld + c] = gq * g->scale;
+					dq[i * ld + d + c] = gk * g->scale;
+					dq[i * ld + 2 * d + c] = gv;
+				}
+		}
+	free(ds);
+}
+
+/* The largest |got - want| over n values, relative to the largest |want| (at least 1) */
+static double
+worst_error(const float *got, const double *want, int64_t n)
+{
+	double		worst = 0.0,
+				big = 1.0;
+
+	for (int64_t i = 0; i < n; i++)
+		big = fmax(big, fabs(want[i]));
+	for (int64_t i = 0; i < n; i++)
+		worst = fmax(worst, fabs(got[i] - want[i]));
+	return isnan(worst) ? INFINITY : worst / big;
+}
+
+/* One geometry: each ISA's kernels against the double reference, and against the baseline's bits */
+static void
+check_attention(int t, int dh, int heads, bool causal)
+{
+	const NnBackend *be = nn_backend_cpu();
+	NnAttnGeom	g = {2, t, dh * heads, heads, 1.0f / sqrtf((float) dh), causal};
+	int64_t		nq = (int64_t) g.n * t * 3 * g.d,
+				np = (int64_t) g.n * heads * t * t,
+				no = (int64_t) g.n * t * g.d;
+	float	   *qkv = malloc(sizeof(float) * nq),
+			   *d_o = malloc(sizeof(float) * no),
+			   *work = malloc(sizeof(float) * 2 * t * t),	/* exactly what backend.h promises */
+			   *got[2][3];
+	double	   *p = malloc(sizeof(double) * np),
+			   *o = malloc(sizeof(double) * no),
+			   *dqkv = malloc(sizeof(double) * nq);
+
+	for (int k = 0; k < 2; k++)
+		got[k][0] = malloc(sizeof(float) * np), got[k][1] = malloc(sizeof(float) * no),
+			got[k][2] = malloc(sizeof(float) * nq);
+	fill_fine(qkv, nq, 61 + t);
+	fill_fine(d_o, no, 67 + dh);
+	for (int64_t i = 0; i < nq; i++)
+		qkv[i] *= 3.0f;			/* scores of a few units: a softmax far from uniform */
+	ref_attention(qkv, d_o, &g, p, o, dqkv);
+	for (int isa = NN_ISA_BASELINE; isa <= (int) nn_cpu_isa_detected(); isa++)
+	{
+		float	  **r = got[isa > NN_ISA_BASELINE];
+
+		nn_set_cpu_isa((NnCpuIsa) isa);
+		be->attention_forward(qkv, r[0], r[1], &g, work);
+		be->attention_backward(qkv, r[0], d_o, r[2], &g, work);
+		CHECK_MSG(worst_error(r[0], p, np) < 1e-6 && worst_error(r[1], o, no) < 1e-6 &&
+				  worst_error(r[2], dqkv, nq) < 1e-5,
+				  "attention t %d dh %d heads %d causal %d on %s: P %g, O %g, dQKV %g from double", t, dh, heads,
+				  causal, nn_cpu_isa_name((NnCpuIsa) isa), worst_error(r[0], p, np), worst_error(r[1], o, no),
+				  worst_error(r[2], dqkv, nq));
+		for (int a = 0; a < 3 && isa > NN_ISA_BASELINE; a++)
+			CHECK_MSG(memcmp(got[0][a], got[1][a], sizeof(float) * (a == 0 ? np : a == 1 ? no : nq)) == 0,
+					  "attention t %d dh %d causal %d: output %d on %s differs from baseline", t, dh, causal, a,
+					  nn_cpu_isa_name((NnCpuIsa) isa));
+	}
+	nn_set_cpu_isa(NN_ISA_AVX512);
+	for (int k = 0; k < 2; k++)
+		for (int a = 0; a < 3; a++)
+			free(got[k][a]);
+	free(qkv), free(d_o), free(work), free(p), free(o), free(dqkv);
+}
+
+/*
+ * Attention's heads (kernels/cpu/attn.c) on odd sizes, with and without the
+ * causal mask: with dh = 5, t = 1 reads K and V where they are (no room to
+ * pack them) and t = 3 reads V so; t = 17 packs both; the benchmark's 32 x 16 too.
+ */
+UNIT_TEST(kernels_attention_matches_double_on_every_isa)
+{
+	const int	ts[] = {1, 3, 17},
+				dhs[] = {1, 5};
+
+	for (int c = 0; c < 2; c++)
+	{
+		for (int i = 0; i < 3; i++)
+			for (int j = 0; j < 2; j++)
+				check_attention(ts[i], dhs[j], 1 + j, c == 1);
+		check_attention(32, 16, 4, c == 1);
+	}
 }

@@ -158,7 +158,7 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 		return (int64_t) batch * 4 * m->spec.layers[i].units;	/* one step's gh (or dgh) and dh */
 	if (m->spec.layers[i].type == NN_ATTENTION)
 	{
-		/* backward: dO and dQKV of the batch, then one head's dP and dS */
+		/* backward: dO and dQKV of the batch, then the heads' work (backend.h) */
 		int64_t		t = IN_SHAPE(m, i).c,
 					d = IN_SHAPE(m, i).w;
 
@@ -881,31 +881,29 @@ attn_view(const LayerCall *c, const float *params, AttnView *a)
 	a->o = a->p + (int64_t) c->n * a->heads * a->t * a->t;
 }
 
+/* The heads' geometry of the whole batch (or a thread's shard) */
+static NnAttnGeom
+attn_geom(const LayerCall *c, const AttnView *a)
+{
+	NnAttnGeom	g = {c->n, a->t, a->d, a->heads, a->scale, c->l->causal};
+
+	return g;
+}
+
 static void
 attention_forward(const LayerCall *c)
 {
 	const NnBackend *be = c->be;
 	AttnView	a;
+	NnAttnGeom	g;
 	int64_t		rows;
-	float	   *s = c->m->scratch;
 
 	attn_view(c, c->p, &a);
+	g = attn_geom(c, &a);
 	rows = (int64_t) c->n * a.t;
 	be->gemm(false, true, rows, 3 * a.d, a.d, 1.0f, c->in, a.d, a.w_in, a.d, 0.0f, a.qkv, 3 * a.d);
 	be->bias_add_rows(a.qkv, a.b_in, rows, 3 * a.d);
-	for (int e = 0; e < c->n; e++)
-		for (int h = 0; h < a.heads; h++)
-		{
-			const float *q = a.qkv + (int64_t) e * a.t * 3 * a.d + h * a.dh;
-			float	   *p = a.p + ((int64_t) e * a.heads + h) * a.t * a.t;
-
-			be->gemm(false, true, a.t, a.t, a.dh, a.scale, q, 3 * a.d, q + a.d, 3 * a.d, 0.0f, s, a.t);
-			if (c->l->causal)
-				be->causal_mask(s, 1, a.t);
-			be->softmax_forward(s, p, a.t, a.t);
-			be->gemm(false, false, a.t, a.dh, a.t, 1.0f, p, a.t, q + 2 * a.d, 3 * a.d, 0.0f,
-					 a.o + (int64_t) e * a.t * a.d + h * a.dh, a.d);
-		}
+	be->attention_forward(a.qkv, a.p, a.o, &g, c->m->scratch);
 	be->gemm(false, true, rows, a.d, a.d, 1.0f, a.o, a.d, a.w_out, a.d, 0.0f, c->out, a.d);
 	be->bias_add_rows(c->out, a.b_out, rows, a.d);
 }
@@ -916,38 +914,23 @@ attention_backward(const LayerCall *c)
 	const NnBackend *be = c->be;
 	AttnView	a,
 				g;
+	NnAttnGeom	geom;
 	int64_t		rows;
 	float	   *d_o = c->m->scratch,
-			   *dqkv,
-			   *dp,
-			   *ds;
+			   *dqkv;
 
 	attn_view(c, c->p, &a);
 	attn_view(c, c->dp, &g);
+	geom = attn_geom(c, &a);
 	rows = (int64_t) c->n * a.t;
 	dqkv = d_o + rows * a.d;
-	dp = dqkv + rows * 3 * a.d;
-	ds = dp + (int64_t) a.t * a.t;
 	/* the output projection */
 	be->gemm(true, false, a.d, a.d, rows, 1.0f, c->dout, a.d, a.o, a.d, 0.0f, (float *) g.w_out, a.d);
 	be->fill((float *) g.b_out, 0.0f, a.d);
 	be->col_sum(c->dout, (float *) g.b_out, rows, a.d);
 	be->gemm(false, false, rows, a.d, a.d, 1.0f, c->dout, a.d, a.w_out, a.d, 0.0f, d_o, a.d);
 	/* each head: dV = P^T dO, dP = dO V^T, dS = softmax'(dP), dQ = dS K, dK = dS^T Q (scaled) */
-	for (int e = 0; e < c->n; e++)
-		for (int h = 0; h < a.heads; h++)
-		{
-			int64_t		at = (int64_t) e * a.t * 3 * a.d + h * a.dh;
-			const float *q = a.qkv + at;
-			const float *p = a.p + ((int64_t) e * a.heads + h) * a.t * a.t;
-			const float *dout_h = d_o + (int64_t) e * a.t * a.d + h * a.dh;
-
-			be->gemm(true, false, a.t, a.dh, a.t, 1.0f, p, a.t, dout_h, a.d, 0.0f, dqkv + at + 2 * a.d, 3 * a.d);
-			be->gemm(false, true, a.t, a.t, a.dh, 1.0f, dout_h, a.d, q + 2 * a.d, 3 * a.d, 0.0f, dp, a.t);
-			be->softmax_backward(p, dp, ds, a.t, a.t);
-			be->gemm(false, false, a.t, a.dh, a.t, a.scale, ds, a.t, q + a.d, 3 * a.d, 0.0f, dqkv + at, 3 * a.d);
-			be->gemm(true, false, a.t, a.dh, a.t, a.scale, ds, a.t, q, 3 * a.d, 0.0f, dqkv + at + a.d, 3 * a.d);
-		}
+	be->attention_backward(a.qkv, a.p, d_o, dqkv, &geom, dqkv + rows * 3 * a.d);
 	/* the input projection */
 	be->gemm(true, false, 3 * a.d, a.d, rows, 1.0f, dqkv, 3 * a.d, c->in, a.d, 0.0f, (float *) g.w_in, a.d);
 	be->fill((float *) g.b_in, 0.0f, 3 * a.d);
