@@ -37,9 +37,26 @@ EXCEPTION WHEN feature_not_supported THEN
 				  detail LIKE '%AVX512_BF16%', hint IS NOT NULL AND hint <> '');
 END $$;
 
+-- the same through pgdl.fit_multiple (its leader refuses before a worker starts; a worker trains in bf16)
+SELECT pgdl.add_architecture('bf_mlp', spec) > 0 AS stored FROM bf_spec;
+INSERT INTO pgdl.configs (set_name, architecture, config)
+SELECT 'bf_set', a.id, (:'cfg' || ', "precision": "bf16"}')::jsonb FROM pgdl.architectures a WHERE a.name = 'bf_mlp';
+CREATE FUNCTION pg_temp.try_bf16_multiple() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	detail text;
+	id bigint;
+BEGIN
+	SELECT model INTO id FROM pgdl.fit_multiple('bf_packed', 'bf_set', 6, workers => 1);
+	RETURN id::text;
+EXCEPTION WHEN feature_not_supported THEN
+	GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+	RETURN format('refused: 0A000, detail names AVX512_BF16: %s', detail LIKE '%AVX512_BF16%');
+END $$;
+
 -- every CPU: pgdl.cpu_isa below avx512 refuses bf16 training
 SET pgdl.cpu_isa = 'avx2';
 SELECT pg_temp.try_bf16((:'cfg' || ', "precision": "bf16"}')::jsonb) AS under_avx2;
+SELECT pg_temp.try_bf16_multiple() AS fit_multiple_under_avx2;
 RESET pgdl.cpu_isa;
 
 -- fp32 given is the default: the same bytes, and the canonical configuration leaves it out
@@ -54,11 +71,12 @@ SELECT (pgdl.cpu_info()->>'bf16')::boolean = :'cpu_bf16'::boolean AS cpu_info_ag
 CREATE TEMP TABLE bf_outcome AS
 SELECT :'cpu_bf16'::boolean AS cpu, :fp32_a::bigint AS fp32,
        pg_temp.try_bf16((:'cfg' || ', "precision": "bf16"}')::jsonb) AS a,
-       pg_temp.try_bf16((:'cfg' || ', "precision": "bf16"}')::jsonb) AS b;
+       pg_temp.try_bf16((:'cfg' || ', "precision": "bf16"}')::jsonb) AS b,
+       pg_temp.try_bf16_multiple() AS m;
 
--- With AVX512_BF16: trained, the same bytes twice, not fp32's bytes, accuracy within 0.02 of fp32's,
--- "precision" recorded in the run's and the model's configuration.  Without it: refused, twice.  Raises
--- otherwise, so that the output is the same on both.
+-- With AVX512_BF16: trained, the same bytes twice and through fit_multiple's worker, not fp32's bytes,
+-- accuracy within 0.02 of fp32's, "precision" recorded in the run's and the model's configuration.
+-- Without it: refused, each time.  Raises otherwise, so that the output is the same on both.
 DO $$
 DECLARE
 	o record;
@@ -68,13 +86,17 @@ DECLARE
 BEGIN
 	SELECT * INTO o FROM bf_outcome;
 	IF NOT o.cpu THEN
-		IF o.a <> 'refused: 0A000, detail names AVX512_BF16: t, hint: t' OR o.b <> o.a THEN
-			RAISE EXCEPTION 'a CPU without AVX512_BF16 trained in bf16: %, %', o.a, o.b;
+		IF o.a <> 'refused: 0A000, detail names AVX512_BF16: t, hint: t' OR o.b <> o.a OR
+		   o.m <> 'refused: 0A000, detail names AVX512_BF16: t' THEN
+			RAISE EXCEPTION 'a CPU without AVX512_BF16 trained in bf16: %, %, %', o.a, o.b, o.m;
 		END IF;
 		RETURN;
 	END IF;
-	IF o.a !~ '^\d+$' OR o.b !~ '^\d+$' THEN
-		RAISE EXCEPTION 'a CPU with AVX512_BF16 refused bf16: %, %', o.a, o.b;
+	IF o.a !~ '^\d+$' OR o.b !~ '^\d+$' OR o.m !~ '^\d+$' THEN
+		RAISE EXCEPTION 'a CPU with AVX512_BF16 refused bf16: %, %, %', o.a, o.b, o.m;
+	END IF;
+	IF (SELECT weights FROM pgdl.models WHERE id = o.m::bigint) <> (SELECT weights FROM pgdl.models WHERE id = o.a::bigint) THEN
+		RAISE EXCEPTION 'fit_multiple''s bf16 model differs from pgdl.fit''s';
 	END IF;
 	SELECT * INTO a FROM pgdl.models WHERE id = o.a::bigint;
 	SELECT * INTO b FROM pgdl.models WHERE id = o.b::bigint;
@@ -93,6 +115,8 @@ END $$;
 
 DELETE FROM pgdl.models WHERE run > :bf_first_run;
 DELETE FROM pgdl.runs WHERE id > :bf_first_run;
+DELETE FROM pgdl.configs WHERE set_name = 'bf_set';
+DELETE FROM pgdl.architectures WHERE name = 'bf_mlp';
 DELETE FROM pgdl.datasets WHERE packed = 'bf_packed'::regclass;
 DROP TABLE bf_rows, bf_packed, bf_spec;
 SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :bf_first_run) AS runs_left,
