@@ -8,6 +8,7 @@
  * lacks it, and on every CPU under an avx2 cap: the refusal.  Never skipped.
  */
 #include "backend.h"
+#include "cuda/cuda_fake.h"
 #include "test_util.h"
 #include "unit.h"
 
@@ -180,6 +181,20 @@ UNIT_TEST(bf16_training_same_bytes_fp32_inference_and_refusals)
 			   *b;
 	double		lf = train(f, 1);
 
+	/* every CPU: a device without bf16 products (the fake, as CUDA) refuses a bf16 model */
+	{
+		char		why[256];
+		const NnBackend *dev = nn_fake_cuda_on("1", 0, why, sizeof(why));
+		NnModel    *d = nn_model_clone(f, &err);
+		NnOptim		o = f->optim;
+
+		CHECK_MSG(dev != NULL && d != NULL, "fake device: %s", why);
+		CHECK(nn_model_use_backend(d, dev, &err));
+		o.bf16 = true;
+		CHECK(!nn_model_set_optim(d, &o, &err) && strcmp(err.field, "precision") == 0 &&
+			  strstr(err.msg, "no bf16 products") != NULL);
+		nn_model_free(d);
+	}
 	/* every CPU: under an avx2 cap bf16 is refused, naming the feature */
 	nn_set_cpu_isa(NN_ISA_AVX2);
 	a = mlp(true, &err);
