@@ -5,6 +5,11 @@
 -- text on both.  Every CPU: refused under pgdl.cpu_isa = avx2; hostile values.
 SET client_min_messages = warning;
 SELECT coalesce(max(id), 0) AS bf_first_run FROM pgdl.runs \gset
+-- the tests after this one count ids from where the one before it left them: its sequences are put back at its end
+CREATE TEMP TABLE bf_sequences AS
+SELECT format('%I.%I', schemaname, sequencename) AS seq, coalesce(last_value, start_value) AS value,
+       last_value IS NOT NULL AS called
+  FROM pg_sequences WHERE schemaname = 'pgdl';
 
 CREATE TABLE bf_rows AS
 SELECT i, ARRAY[sin(i), cos(i), sin(2 * i), cos(3 * i), sin(5 * i), cos(7 * i), sin(11 * i), cos(13 * i)]::real[] AS x,
@@ -119,5 +124,6 @@ DELETE FROM pgdl.configs WHERE set_name = 'bf_set';
 DELETE FROM pgdl.architectures WHERE name = 'bf_mlp';
 DELETE FROM pgdl.datasets WHERE packed = 'bf_packed'::regclass;
 DROP TABLE bf_rows, bf_packed, bf_spec;
+SELECT count(setval(seq, value, called)) > 0 AS sequences_restored FROM bf_sequences;
 SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :bf_first_run) AS runs_left,
        (SELECT count(*) FROM pgdl.models WHERE run > :bf_first_run) AS models_left;
