@@ -79,8 +79,8 @@ SELECT :'cpu_bf16'::boolean AS cpu, :fp32_a::bigint AS fp32,
        pg_temp.try_bf16((:'cfg' || ', "precision": "bf16"}')::jsonb) AS b,
        pg_temp.try_bf16_multiple() AS m;
 
--- With AVX512_BF16: trained, the same bytes twice and through fit_multiple's worker, not fp32's bytes,
--- accuracy within 0.02 of fp32's, "precision" recorded in the run's and the model's configuration.
+-- With AVX512_BF16: trained, the same bytes twice, through fit_multiple's worker and after a resume, not
+-- fp32's bytes, accuracy within 0.02 of fp32's, "precision" recorded in the run's and the model's configuration.
 -- Without it: refused, each time.  Raises otherwise, so that the output is the same on both.
 DO $$
 DECLARE
@@ -88,6 +88,8 @@ DECLARE
 	a record;
 	b record;
 	f record;
+	stopped bigint;
+	resumed bigint;
 BEGIN
 	SELECT * INTO o FROM bf_outcome;
 	IF NOT o.cpu THEN
@@ -115,6 +117,15 @@ BEGIN
 	END IF;
 	IF abs((a.metrics->>'train_accuracy')::float8 - (f.metrics->>'train_accuracy')::float8) > 0.02 THEN
 		RAISE EXCEPTION 'bf16 accuracy % against fp32''s %', a.metrics->>'train_accuracy', f.metrics->>'train_accuracy';
+	END IF;
+	-- a run stopped after 5 of its 6 epochs and resumed goes on in bf16: pgdl.fit's bytes
+	SELECT l.model INTO stopped FROM pgdl.fit_multiple('bf_packed', 'bf_set', 5, workers => 1) l;
+	SELECT m.run INTO stopped FROM pgdl.models m WHERE m.id = stopped;	-- (the workers' rows: a later snapshot)
+	UPDATE pgdl.runs SET status = 'running', epochs = 6 WHERE id = stopped;
+	COMMIT;	-- the resumed run's workers write its row
+	SELECT l.model INTO resumed FROM pgdl.resume(stopped) l;
+	IF (SELECT weights FROM pgdl.models WHERE id = resumed) <> a.weights THEN
+		RAISE EXCEPTION 'a resumed bf16 run differs from pgdl.fit''s';
 	END IF;
 END $$;
 
