@@ -169,6 +169,10 @@ check-layout:
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
+# The reference MLP in fp32 and "precision": "bf16" (AVX512_BF16), pgdl's engine and PyTorch's autocast (about 2 minutes).
+bench-bf16: build/release/engine_bench
+	bench/bf16.sh build/release/engine_bench
+
 # SQL path vs engine vs PyTorch, and pack time; needs pgdl installed (make install).
 bench-sql: build/release/engine_bench
 	bench/sql.sh build/release/engine_bench
@@ -229,7 +233,7 @@ bench-pack:
 bench-automl:
 	bench/automl.sh
 
-.PHONY: check-layout unit unit-asan fixtures bench-engine bench-sql bench-mop bench-fused bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
+.PHONY: check-layout unit unit-asan fixtures bench-engine bench-bf16 bench-sql bench-mop bench-fused bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.

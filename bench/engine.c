@@ -33,7 +33,9 @@
  * steps, dense 4), as nn.TransformerEncoderLayer (gelu, no dropout).
  *
  * Usage: engine_bench [--model mlp|cnn|resnet|all|gru|attention] [--epochs N] [--limit N]
- *                     [--batch N] [--lr X] [--seed N] [--no-peak]
+ *                     [--batch N] [--lr X] [--seed N] [--no-peak] [--precision fp32|bf16]
+ * --precision bf16 trains the dense layers' products in bf16 (AVX512_BF16; bench/bf16.sh), the
+ * result line then saying precision=bf16.
  */
 #include <cblas.h>
 #include <errno.h>
@@ -62,6 +64,7 @@ typedef struct Options
 	float		momentum;
 	uint64_t	seed;
 	bool		peak;
+	bool		bf16;
 } Options;
 
 static double
@@ -78,7 +81,7 @@ usage(const char *prog)
 {
 	fprintf(stderr,
 			"usage: %s [--model mlp|cnn|resnet|all|gru|attention] [--epochs N] [--limit N] [--batch N]\n"
-			"          [--lr X] [--seed N] [--no-peak]\n", prog);
+			"          [--lr X] [--seed N] [--no-peak] [--precision fp32|bf16]\n", prog);
 	exit(2);
 }
 
@@ -109,6 +112,7 @@ parse_args(int argc, char **argv, Options *o)
 	o->momentum = 0.9f;
 	o->seed = 42;
 	o->peak = true;
+	o->bf16 = false;
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -133,6 +137,12 @@ parse_args(int argc, char **argv, Options *o)
 			o->epochs = (int) parse_long(argv[0], a, v, 1, 1000);
 		else if (strcmp(a, "--limit") == 0)
 			o->limit = (int) parse_long(argv[0], a, v, 0, FMNIST_TRAIN_N);
+		else if (strcmp(a, "--precision") == 0)
+		{
+			if (strcmp(v, "fp32") != 0 && strcmp(v, "bf16") != 0)
+				usage(argv[0]);
+			o->bf16 = strcmp(v, "bf16") == 0;
+		}
 		else if (strcmp(a, "--batch") == 0)
 			o->batch = (int) parse_long(argv[0], a, v, 1, NN_MAX_BATCH);
 		else if (strcmp(a, "--seed") == 0)
@@ -553,6 +563,7 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	nn_optim_defaults(&opt, NN_OPT_SGD);
 	opt.lr = o->lr;
 	opt.momentum = o->momentum;
+	opt.bf16 = o->bf16;
 	if (!nn_model_set_optim(m, &opt, &err))
 		die_err("nn_model_set_optim", &err);
 
@@ -611,12 +622,13 @@ run_model(const char *name, const Options *o, const FmnistSet *train, int32_t n_
 	printf("pgdl %s images_per_s=%.1f train_s=%.3f epochs=%d n_train=%d batch=%d lr=%g "
 		   "train_loss=%.4f train_acc=%.4f test_acc=%.4f params=%lld flops_train_per_ex=%lld "
 		   "gflops=%.2f peak_gflops=%.2f peak_fraction=%.3f train_cpu_s=%.3f core_peak_gflops=%.2f "
-		   "core_peak_fraction=%.3f\n",
+		   "core_peak_fraction=%.3f precision=%s\n",
 		   name, ips, train_s, o->epochs, n_train, o->batch, (double) o->lr,
 		   st.loss_sum / (double) seen, (double) st.correct / (double) seen,
 		   (double) ts.correct / (double) test_n, (long long) cost.params,
 		   (long long) cost.flops_train, gflops, peak, peak > 0 ? gflops / peak : 0.0,
-		   train_cpu_s, core, core > 0 ? (double) seen * cost.flops_train / train_cpu_s / 1e9 / core : 0.0);
+		   train_cpu_s, core, core > 0 ? (double) seen * cost.flops_train / train_cpu_s / 1e9 / core : 0.0,
+		   o->bf16 ? "bf16" : "fp32");
 	fflush(stdout);
 
 	free(perm);

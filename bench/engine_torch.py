@@ -6,7 +6,8 @@ scheme), timing the training loop only.
 
 Run with Debian's Python and python3-torch:  /usr/bin/python3 bench/engine_torch.py
 Options: --model mlp|cnn|all|gru|attention (gru, attention: sequence models on synthetic ids), --epochs N, --limit N (first N training images),
---lr, --batch, --seed.  Prints one machine-readable line per model:
+--lr, --batch, --seed, --precision fp32|bf16 (bf16: forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), fp32 master weights; bench/bf16.sh).  Prints one machine-readable line per model:
 
   pytorch mlp images_per_s=... train_s=... epochs=... n_train=... train_loss=... test_acc=... gflops=... peak_gflops=... peak_fraction=...
 """
@@ -153,11 +154,13 @@ def run(name, args, train, test, peak, flops):
 
     model.train()
     loss_sum = torch.zeros((), dtype=torch.float64)
+    bf16 = args.precision == "bf16"
     t0 = time.perf_counter()
     for _ in range(args.epochs):
         for xb, yb in batches:
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
             loss_sum += loss.detach() * xb.shape[0]
@@ -177,7 +180,7 @@ def run(name, args, train, test, peak, flops):
     print(f"pytorch {name} images_per_s={ips:.1f} train_s={train_s:.3f} epochs={args.epochs} "
           f"n_train={n} batch={args.batch} lr={args.lr:g} train_loss={float(loss_sum) / seen:.4f} "
           f"test_acc={acc:.4f} flops_train_per_ex={flops} gflops={gflops:.2f} "
-          f"peak_gflops={peak:.2f} peak_fraction={gflops / peak:.3f}", flush=True)
+          f"peak_gflops={peak:.2f} peak_fraction={gflops / peak:.3f} precision={args.precision}", flush=True)
 
 
 def time_on_ids(args, name, model, vocab, steps, classes, n, batch):
@@ -189,11 +192,13 @@ def time_on_ids(args, name, model, vocab, steps, classes, n, batch):
     loss_fn = tnn.CrossEntropyLoss()
     model.train()
     loss_sum = torch.zeros((), dtype=torch.float64)
+    bf16 = args.precision == "bf16"
     t0 = time.perf_counter()
     for _ in range(args.epochs):
         for xb, yb in batches:
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = loss_fn(model(xb), yb)
             loss.backward()
             opt.step()
             loss_sum += loss.detach() * xb.shape[0]
@@ -251,6 +256,7 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--flops-mlp", type=int, default=0, help="training FLOPs per example (engine's count)")
     ap.add_argument("--flops-cnn", type=int, default=0)
     ap.add_argument("--flops-resnet", type=int, default=0)

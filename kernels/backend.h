@@ -326,7 +326,35 @@ typedef struct NnBackend
 	 */
 	void		(*seq_unfold) (const float *x, int n, const NnConvGeom *g, float *cols);
 	void		(*seq_fold) (const float *cols, int n, const NnConvGeom *g, float *dx);
+
+	/*
+	 * C = op(A) op(B) (alpha 1, beta 0) in bf16: every element of A and B
+	 * rounded to bf16 (nearest even; a NaN stays a NaN, a denormal becomes a
+	 * zero of its sign, as AVX512_BF16's vcvtne2ps2bf16), their products
+	 * summed in fp32 over k in a fixed order, whatever the shapes' split into
+	 * tiles: the same bytes each call.  work: nn_bf16_work_floats(m, n, k)
+	 * floats of the backend's memory, 64-byte aligned.  NULL on a backend
+	 * without it (CUDA): a bf16 model is refused there (nn_model_set_optim,
+	 * nn_model_use_backend).  The CPU's runs only where nn_cpu_bf16() says so.
+	 */
+	void		(*gemm_bf16) (bool trans_a, bool trans_b, int m, int n, int k,
+							  const float *a, int lda, const float *b, int ldb,
+							  float *c, int ldc, float *work);
 } NnBackend;
+
+/* gemm_bf16's tiles: C's columns in blocks of NN_BF16_NR, k in pairs (a bf16 pair is one fp32 lane). */
+#define NN_BF16_NR	32
+
+/* The floats of work gemm_bf16 needs: A as m rows of k (even) bf16, B as its pairs of rows, interleaved. */
+static inline int64_t
+nn_bf16_work_floats(int m, int n, int k)
+{
+	int64_t		kp = ((int64_t) k + 1) & ~(int64_t) 1;
+	int64_t		np = ((int64_t) n + NN_BF16_NR - 1) / NN_BF16_NR * NN_BF16_NR;
+
+	/* bf16 counts halved; A's part rounded up to 64 bytes so that B starts aligned */
+	return ((m * kp / 2 + 15) & ~(int64_t) 15) + kp * np / 2;
+}
 
 extern const NnBackend *nn_backend_cpu(void);
 
@@ -358,6 +386,14 @@ extern void nn_set_cpu_isa(NnCpuIsa cap);	/* a cap above the CPU's best leaves t
 extern NnCpuIsa nn_cpu_isa(void);	/* what the kernels use: the cap, or the CPU's best below it */
 extern const char *nn_cpu_isa_name(NnCpuIsa isa);	/* "baseline", "avx2", "avx512" */
 extern const char *nn_blas_core(void);	/* OpenBLAS's kernel set ("Haswell", ...), or "unknown" */
+
+/*
+ * bf16 products (gemm_bf16) need AVX512_BF16: nn_cpu_has_bf16 says whether
+ * the CPU has it, nn_cpu_bf16 whether the kernels may use it (the CPU has it
+ * and the cap of nn_set_cpu_isa is avx512).
+ */
+extern bool nn_cpu_has_bf16(void);
+extern bool nn_cpu_bf16(void);
 
 /*
  * The CUDA backend, or NULL with a reason in err ("no device", "not built with

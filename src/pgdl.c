@@ -50,5 +50,7 @@ pgdl_cpu_info(PG_FUNCTION_ARGS)
 	pgdl_jsonb_put_string(&state, "setting", engine.setting);
 	pgdl_jsonb_put_string(&state, "blas_core", engine.blas_core);
 	pgdl_jsonb_put_string(&state, "cpu", nn_cpu_isa_name(nn_cpu_isa_detected()));
+	/* the CPU feature "precision": "bf16" trains with (AVX512_BF16), whatever the setting */
+	pgdl_jsonb_put_bool(&state, "bf16", nn_cpu_has_bf16());
 	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)));
 }

@@ -683,6 +683,7 @@ static const NnBackend cpu_backend = {
 	.gru_gates_backward = cpu_gru_gates_backward,
 	.seq_unfold = cpu_seq_unfold,
 	.seq_fold = cpu_seq_fold,
+	.gemm_bf16 = cpu_gemm_bf16,
 };
 
 const NnBackend *

@@ -2043,6 +2043,8 @@ cuda_fill_table(NnBackend *b)
 	b->gru_gates_backward = cuda_gru_gates_backward;
 	b->seq_unfold = cuda_seq_unfold;
 	b->seq_fold = cuda_seq_fold;
+	/* no bf16 products on the device yet: nn_model_use_backend refuses a bf16 model here */
+	b->gemm_bf16 = NULL;
 }
 
 /* Create the context on device `device` and start cuBLAS; cuda_init_reason says why not. */

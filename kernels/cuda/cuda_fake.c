@@ -310,6 +310,7 @@ static const NnBackend fake_backend = {
 	ENTRY(gru_gates_forward), ENTRY(gru_gates_backward),
 	ENTRY(softmax_xent_smooth), ENTRY(sum_squares), ENTRY(scale),
 	ENTRY(seq_unfold), ENTRY(seq_fold),
+	/* no gemm_bf16, as on the CUDA backend: a bf16 model is refused on the device */
 };
 
 /* PGDL_FAKE_CUDA's settings; false with a reason in err when one is not understood. */

@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "backend.h"
 #include "spec/spec.h"
 
 #include "fuzz_engine.h"
@@ -231,7 +232,7 @@ same_config(const PgdlTrainConfig *a, const PgdlTrainConfig *b)
 	const NnOptim *x = &a->optim,
 			   *y = &b->optim;
 	bool		same = x->type == y->type && x->lr == y->lr && x->weight_decay == y->weight_decay &&
-		a->batch_size == b->batch_size && a->seed == b->seed;
+		a->batch_size == b->batch_size && a->seed == b->seed && x->bf16 == y->bf16;
 
 	if (x->type == NN_OPT_SGD)
 		return same && x->momentum == y->momentum && x->nesterov == y->nesterov;
@@ -263,6 +264,14 @@ use_config(const PgdlTrainConfig *cfg)
 	nn_layer_defaults(&spec.layers[0], NN_DENSE);
 	spec.layers[0].units = 3;
 	m = nn_model_create(&spec, (uint64_t) cfg->seed, &err);
+	/* "precision": "bf16" where the CPU has no bf16 products: the engine refuses it too, naming the key */
+	if (m != NULL && cfg->optim.bf16 && !nn_cpu_bf16())
+	{
+		if (nn_model_set_optim(m, &cfg->optim, &err) || strcmp(err.field, "precision") != 0)
+			fuzz_fail("bf16 on a CPU without it is not refused by the engine");
+		nn_model_free(m);
+		return;
+	}
 	if (m == NULL || !nn_model_set_optim(m, &cfg->optim, &err) ||
 		!nn_model_reserve(m, cfg->batch_size, &err))
 		fuzz_fail("a valid configuration is refused by the engine: %s", err.msg);

@@ -122,6 +122,12 @@ extern void pgdl_call_progress_rows(struct ReturnSetInfo *rsinfo);
  * thread pool started there can hang the backends forked from it.
  */
 extern void pgdl_engine_prepare(void);
+/*
+ * Training in bf16 ("precision": "bf16") where it runs: on the CPU, with
+ * AVX512_BF16 and pgdl.cpu_isa at avx512 or auto; else an error (0A000)
+ * that says which.  Nothing for fp32.  device: pgdl_device_for's.
+ */
+extern void pgdl_check_precision(const NnOptim *optim, int32 device);
 /* "pgdl 0.2.0 (engine format N, blas: ..., cuda: ...)": nodes of one cluster must agree on it. */
 extern char *pgdl_build_description(void);
 

@@ -38,6 +38,33 @@ pgdl_engine_prepare(void)
 	nn_set_cpu_isa(isa_cap());
 }
 
+void
+pgdl_check_precision(const NnOptim *optim, int32 device)
+{
+	if (!optim->bf16)
+		return;
+	if (device != PGDL_DEVICE_CPU && device != PGDL_DEVICE_UNSET)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("bf16 training is not supported on device \"%s\"", pgdl_device_name(device)),
+				 errdetail("pgdl's bf16 products run on the CPU only, with its AVX512_BF16 instructions."),
+				 errhint("Train with \"precision\": \"fp32\" on the device, or with \"device\": \"cpu\".")));
+	pgdl_engine_prepare();
+	if (!nn_cpu_has_bf16())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("bf16 training is not supported on this CPU"),
+				 errdetail("bf16 products need the CPU feature AVX512_BF16, which this CPU lacks."),
+				 errhint("Train with \"precision\": \"fp32\" (the default); a model trained in bf16 elsewhere predicts here in fp32.")));
+	if (!nn_cpu_bf16())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("bf16 training is not supported under pgdl.cpu_isa = %s", pgdl_cpu_isa_setting_name()),
+				 errdetail("bf16 products need the CPU feature AVX512_BF16 and avx512 kernels; this CPU has AVX512_BF16, but the setting caps the kernels at %s.",
+						   nn_cpu_isa_name(nn_cpu_isa())),
+				 errhint("SET pgdl.cpu_isa = auto, or train with \"precision\": \"fp32\".")));
+}
+
 const char *
 pgdl_cpu_isa_setting_name(void)
 {

@@ -559,9 +559,12 @@ first_model(FedRun *f)
 {
 	NnError		err;
 	NnModel    *model = pgdl_model_start(f->spec, (uint64) f->config.seed, f->config_json, &f->origin);
+	NnOptim		optim = f->config.optim;
 
 	pgdl_model_free_with(model, CurrentMemoryContext);
-	if (!nn_model_set_optim(model, &f->config.optim, &err))
+	/* the blob keeps the optimizer, not the precision: the sites train in it (and refuse it where it cannot run) */
+	optim.bf16 = false;
+	if (!nn_model_set_optim(model, &optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	f->model_len = nn_model_serialized_size(model);
 	return pgdl_model_serialize(model);

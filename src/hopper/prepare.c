@@ -181,6 +181,7 @@ resolve_network(MopRun *run, MopConfig *c)
 			pgdl_spec_from_jsonb(c->spec_json, c->spec);
 		pgdl_check_model_fits(c->spec, run->ds);
 		pgdl_check_model_memory(c->spec, &c->config.optim, c->config.batch_size, "the model");
+		pgdl_check_precision(&c->config.optim, pgdl_device_for(&c->config));
 		pgdl_class_weights_resolve(&c->config, run->ds);
 	}
 	PG_CATCH();
@@ -197,6 +198,7 @@ static bytea *
 starting_model(MopRun *run, MopConfig *c)
 {
 	NnModel    *m;
+	NnOptim		optim;
 	NnError		err;
 	char	   *name;
 	int64		id;
@@ -215,7 +217,10 @@ starting_model(MopRun *run, MopConfig *c)
 		m = pgdl_model_start(c->spec, (uint64) c->config.seed, c->config_json, &c->origin);
 		pgdl_model_free_with(m, CurrentMemoryContext);
 	}
-	if (!nn_model_set_optim(m, &c->config.optim, &err))
+	/* the blob keeps the optimizer, not the precision (a training method): none needed to make it */
+	optim = c->config.optim;
+	optim.bf16 = false;
+	if (!nn_model_set_optim(m, &optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	return pgdl_model_serialize(m);
 }

@@ -143,6 +143,21 @@ conv_weight_grad_transposed(const NnModel *m, int i)
 	return NN_GROUPS(l) == 1 && IN_SHAPE(m, i).c * l->kernel * l->kernel > l->filters;
 }
 
+/* A bf16 dense layer's packed operands: the largest of its three products' (dense_forward, dense_backward). */
+static int64_t
+dense_bf16_scratch(const NnModel *m, int i, int batch)
+{
+	const NnShape *s = &IN_SHAPE(m, i);
+	int			units = m->spec.layers[i].units;
+	int			rows = m->spec.layers[i].per_step ? batch * s->c : batch;
+	int			width = m->spec.layers[i].per_step ? s->w : (int) NN_SHAPE_SIZE(*s);
+	int64_t		f = nn_bf16_work_floats(rows, units, width),
+				w = nn_bf16_work_floats(units, width, rows),
+				x = nn_bf16_work_floats(rows, width, units);
+
+	return f > w ? (f > x ? f : x) : (w > x ? w : x);
+}
+
 int64_t
 nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 {
@@ -164,6 +179,8 @@ nn_layer_scratch_floats(const NnModel *m, int i, int batch)
 
 		return (int64_t) batch * t * 4 * d + 2 * t * t;
 	}
+	if (m->spec.layers[i].type == NN_DENSE && m->optim.bf16)
+		return dense_bf16_scratch(m, i, batch);
 	if (m->spec.layers[i].type == NN_CONV1D)	/* the batch's windows, [n * out steps][features * k] */
 		return (int64_t) batch * m->shape[i + 1].c * IN_SHAPE(m, i).w * m->spec.layers[i].kernel;
 	return 0;
@@ -325,6 +342,22 @@ dense_rows(const LayerCall *c, int *rows, int *width)
 	*width = c->l->per_step ? s->w : (int) c->in_size;
 }
 
+/*
+ * A dense layer's product C = op(A) op(B): in bf16 (gemm_bf16, its packed
+ * operands in the scratch) when the model trains in bf16 and this is a
+ * training step's, else fp32.  Inference, evaluation and explanations
+ * (infer_grad) stay fp32 whatever the model trained in.
+ */
+static void
+dense_product(const LayerCall *c, bool training, bool trans_a, bool trans_b, int m, int n, int k,
+			  const float *a, int lda, const float *b, int ldb, float *out, int ldc)
+{
+	if (training && c->m->optim.bf16 && !c->m->infer_grad)
+		c->be->gemm_bf16(trans_a, trans_b, m, n, k, a, lda, b, ldb, out, ldc, c->m->scratch);
+	else
+		c->be->gemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, out, ldc);
+}
+
 static void
 dense_forward(const LayerCall *c)
 {
@@ -333,8 +366,8 @@ dense_forward(const LayerCall *c)
 				in_size;
 
 	dense_rows(c, &rows, &in_size);
-	c->be->gemm(false, true, rows, units, in_size, 1.0f, c->in, in_size,
-				c->p, in_size, 0.0f, c->out, units);
+	dense_product(c, c->training, false, true, rows, units, in_size, c->in, in_size,
+				  c->p, in_size, c->out, units);
 	c->be->bias_add_rows(c->out, c->p + (int64_t) in_size * units, rows, units);
 }
 
@@ -348,13 +381,13 @@ dense_backward(const LayerCall *c)
 
 	dense_rows(c, &rows, &in_size);
 	db = c->dp + (int64_t) in_size * units;
-	c->be->gemm(true, false, units, in_size, rows, 1.0f, c->dout, units,
-				c->in, in_size, 0.0f, c->dp, in_size);
+	dense_product(c, true, true, false, units, in_size, rows, c->dout, units,
+				  c->in, in_size, c->dp, in_size);
 	c->be->fill(db, 0.0f, units);
 	c->be->col_sum(c->dout, db, rows, units);
 	if (c->din)
-		c->be->gemm(false, false, rows, in_size, units, 1.0f, c->dout, units,
-					c->p, in_size, 0.0f, c->din, in_size);
+		dense_product(c, true, false, false, rows, in_size, units, c->dout, units,
+					  c->p, in_size, c->din, in_size);
 }
 
 /*

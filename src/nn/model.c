@@ -506,6 +506,52 @@ nn_model_optim_fits(const NnModel *m, const NnOptim *opt, int64_t *n_state, NnEr
 	return true;
 }
 
+/* Whether backend be can train in bf16 here: it has the products, and on the CPU the CPU has them. */
+static bool
+bf16_runs_on(const NnBackend *be, NnError *err)
+{
+	if (be->gemm_bf16 == NULL)
+	{
+		nn_error_set(err, -1, "precision", "the %s backend has no bf16 products", be->name);
+		return false;
+	}
+	if (be->host_memory && !nn_cpu_bf16())
+	{
+		nn_error_set(err, -1, "precision", "bf16 products need the CPU feature AVX512_BF16 and avx512 kernels; "
+					 "this CPU %s it, the kernels run %s", nn_cpu_has_bf16() ? "has" : "lacks",
+					 nn_cpu_isa_name(nn_cpu_isa()));
+		return false;
+	}
+	return true;
+}
+
+/*
+ * bf16 on or off: a dense layer's scratch holds its packed bf16 operands
+ * (nn_layer_scratch_floats), so a reserved workspace is laid out again.
+ */
+static bool
+set_precision(NnModel *m, bool bf16, NnError *err)
+{
+	int32_t		cap = m->batch_cap;
+
+	if (m->optim.bf16 == bf16)
+		return true;
+	if (bf16 && !bf16_runs_on(m->be, err))
+		return false;
+	m->optim.bf16 = bf16;
+	if (cap > 0)
+	{
+		m->batch_cap = 0;
+		if (!nn_model_reserve(m, cap, err))
+		{
+			m->optim.bf16 = !bf16;
+			m->batch_cap = cap;
+			return false;
+		}
+	}
+	return true;
+}
+
 /*
  * Adopt an optimizer.  State is kept when the type stays the same (a new
  * learning rate, say), and started afresh when it changes: zeros, or
@@ -517,7 +563,7 @@ nn_model_set_optim(NnModel *m, const NnOptim *opt, NnError *err)
 	int64_t		n_state;
 	size_t		bytes;
 
-	if (!nn_model_optim_fits(m, opt, &n_state, err))
+	if (!nn_model_optim_fits(m, opt, &n_state, err) || !set_precision(m, opt->bf16, err))
 		return false;
 	if (!optim_state_same(&m->optim, opt) || n_state != m->n_opt_state)
 	{
@@ -568,6 +614,7 @@ nn_spec_memory(const NnSpec *spec, const NnOptim *opt, int32_t batch, NnMemory *
 		free(m);
 		return false;
 	}
+	m->optim.bf16 = opt != NULL && opt->bf16;	/* a dense layer's scratch depends on it */
 	mem->model = (int64_t) sizeof(NnModel) + 4 * (2 * m->n_params + m->n_buffers);
 	mem->optim = 4 * optim_state_floats(opt, m->n_params);
 	mem->workspace = 0;
@@ -1340,6 +1387,8 @@ nn_model_use_backend(NnModel *m, const NnBackend *be, NnError *err)
 	}
 	if (be == old)
 		return true;
+	if (m->optim.bf16 && !bf16_runs_on(be, err))
+		return false;
 	if (batch > 0)
 		workspace_layout(m, batch, !be->host_memory, &w);
 	if (!safe_floats(2 * m->n_params + m->n_buffers, &param_bytes) ||

@@ -214,6 +214,14 @@ typedef struct NnOptim
 	float		momentum;		/* sgd, rmsprop */
 	bool		nesterov;		/* sgd */
 	bool		centered;		/* rmsprop */
+	/*
+	 * A training method (in padding: the struct keeps its size): the dense
+	 * layers' products of training steps in bf16 with fp32 sums (gemm_bf16
+	 * of kernels/backend.h); master weights, gradients, optimizer state and
+	 * every other layer stay fp32, and so does inference.  Refused by
+	 * nn_model_set_optim where the backend or the CPU has no bf16 products.
+	 */
+	bool		bf16;
 	float		weight_decay;	/* L2 for sgd/adam/rmsprop/adagrad, decoupled for adamw */
 	union
 	{

@@ -162,7 +162,7 @@ static const char *const config_keys[] = {
 	"batch_size", "seed", "warm_start", "device", "workers_per_device", "mixed_devices", "threads",
 	"schedule", "step_size", "gamma", "eta_min", "warmup_epochs", "warmup_steps", "warmup_start_factor",
 	"clip_norm", "no_decay_bias_norm", "label_smoothing", "patience", "min_delta", "monitor",
-	"restore_best",
+	"restore_best", "precision",
 	TRANSFER_KEYS, NULL
 };
 
@@ -747,6 +747,22 @@ method_needs(JsonbContainer *root, const char *key, bool ok, const char *needs)
 		pgdl_report_invalid("training configuration", key, psprintf("\"%s\" needs %s.", key, needs));
 }
 
+/* "precision": fp32 (the default) or bf16, the dense layers' products in training steps (nn.h's NnOptim). */
+static void
+config_precision(JsonbContainer *root, NnOptim *o)
+{
+	JsonbValue *v = pgdl_jsonb_key(root, "precision");
+	char	   *name;
+
+	if (v == NULL)
+		return;
+	name = get_string(v, "training configuration", "precision");
+	if (strcmp(name, "fp32") != 0 && strcmp(name, "bf16") != 0)
+		pgdl_report_invalid("training configuration", "precision",
+							psprintf("Unknown precision \"%s\"; known: fp32, bf16.", pgdl_echo(name)));
+	o->bf16 = strcmp(name, "bf16") == 0;
+}
+
 /* The training methods: schedules, clipping, decay groups, label smoothing, early stopping. */
 static void
 config_method_keys(JsonbContainer *root, PgdlTrainConfig *cfg)
@@ -1075,6 +1091,7 @@ pgdl_config_from_jsonb_transfer(Jsonb *jb, PgdlTrainConfig *cfg)
 		cfg->seed = (int64) seed;
 	}
 	config_method_keys(root, cfg);
+	config_precision(root, &cfg->optim);
 	if (!nn_optim_validate(&cfg->optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	config_device_keys(root, cfg);
@@ -1216,6 +1233,8 @@ pgdl_config_to_jsonb(const PgdlTrainConfig *cfg)
 		pgdl_jsonb_put_bool(&state, "no_decay_bias_norm", true);
 	if (o->label_smoothing > 0)
 		pgdl_jsonb_put_float4(&state, "label_smoothing", o->label_smoothing);
+	if (o->bf16)
+		pgdl_jsonb_put_string(&state, "precision", "bf16");
 	if (cfg->patience > 0)
 	{
 		pgdl_jsonb_put_int(&state, "patience", cfg->patience);

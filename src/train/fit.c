@@ -258,6 +258,7 @@ fit_check(FitRun *f, Oid source, Jsonb *config_json, Oid validation)
 	pgdl_check_model_fits(f->spec, f->ds);
 	pgdl_class_weights_resolve(&f->config, f->ds);
 	pgdl_check_model_memory(f->spec, &f->config.optim, f->config.batch_size, "the model");
+	pgdl_check_precision(&f->config.optim, pgdl_device_for(&f->config));
 	fit_check_thread_memory(f->spec, &f->config);
 	if (OidIsValid(validation))
 	{

@@ -61,6 +61,7 @@ pgdl_train_begin(NnModel *model, const PgdlTrainConfig *config, MemoryContext cx
 	state->config = *config;
 	state->cxt = cxt;
 	pgdl_check_model_memory(&model->spec, &config->optim, config->batch_size, "the model");
+	pgdl_check_precision(&config->optim, pgdl_device_for(config));
 	if (!nn_model_set_optim(model, &config->optim, &err) ||
 		!nn_model_reserve(model, config->batch_size, &err))
 		pgdl_report_nn_error("training configuration", &err);
@@ -434,6 +435,8 @@ pgdl_init_model(PG_FUNCTION_ARGS)
 	pgdl_check_model_memory(spec, &config.optim, 0, "the model");
 	model = pgdl_model_start(spec, (uint64) config.seed, PG_GETARG_JSONB_P(1), NULL);
 	pgdl_model_free_with(model, CurrentMemoryContext);
+	/* the blob keeps the optimizer, not the precision: training sets it (and refuses it where it cannot run) */
+	config.optim.bf16 = false;
 	if (!nn_model_set_optim(model, &config.optim, &err))
 		pgdl_report_nn_error("training configuration", &err);
 	PG_RETURN_BYTEA_P(pgdl_model_serialize(model));
