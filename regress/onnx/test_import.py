@@ -249,7 +249,7 @@ print(f"# testdata: {compared} compared, {refused} refused ({refused_input} of t
       f"outputs), of {len(cases)} tests")
 check("testdata: at least 20 single-op models compared", compared >= 20, str(compared))
 # the coverage docs/benchmarks.md records: a change that loses a test fails here
-check(f"testdata: at least 91 of the {len(cases)} tests import and match ({matched})", matched >= 91)
+check(f"testdata: at least 94 of the {len(cases)} tests import and match ({matched})", matched >= 94)
 
 # every other single-operator test: refused with 0A000 naming its operator (or the model's input), or imported
 others = sorted(c for c in glob.glob(f"{DATA}/test_*") if not c.endswith("_expanded") and op_of(c) not in OPS
@@ -865,6 +865,47 @@ for what, op, attrs in (("pads down and across differ", "MaxPool", dict(kernel_s
     err, res = import_error(helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString(),
                             loss="mse")
     check(f"{op} with {what}: refused naming it ({err}: {res})", err in ("0A000", "22023") and f"({op})" in (res or ""))
+
+# 1-D pools of the graph's input [batch, channels, length] (issue 40): the input comes in as the image
+# [channels, length, 1], pooled with pads after that make each window's column the input's, and the windows
+# past ONNX's sliced off; each matches torch. storage_order (the Indices' order) with no Indices is no matter.
+POOLS_1D = (
+    ("MaxPool 1-D, kernel 3, stride 2, pads 1", "MaxPool", dict(kernel_shape=[3], strides=[2], pads=[1, 1]),
+     lambda t: F.max_pool1d(t, 3, 2, padding=1)),
+    ("MaxPool 1-D, kernel 4, ceil_mode, storage_order 1", "MaxPool",
+     dict(kernel_shape=[4], strides=[3], ceil_mode=1, storage_order=1), lambda t: F.max_pool1d(t, 4, 3, ceil_mode=True)),
+    ("AveragePool 1-D, kernel 3, pads 1 2 (not counted)", "AveragePool", dict(kernel_shape=[3], pads=[1, 2]),
+     lambda t: torch.stack([t[..., max(i - 1, 0):i + 2].mean(-1) for i in range(12)], -1)),
+    ("AveragePool 1-D, kernel 2, stride 2, SAME_UPPER", "AveragePool",
+     dict(kernel_shape=[2], strides=[2], auto_pad="SAME_UPPER"), lambda t: F.avg_pool1d(t, 2, 2, ceil_mode=True)),
+)
+for what, op, attrs, ref in POOLS_1D:
+    xp = rs.standard_normal((10, 3, 11)).astype(np.float32)
+    with torch.no_grad():
+        want = ref(torch.from_numpy(xp))
+    pool = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], "pool",
+                             [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, 11])],
+                             [helper.make_tensor_value_info("y", FLOAT, ["batch"] + list(want.shape[1:]))])
+    err, res = import_error(helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString(),
+                            loss="mse")
+    got = predict(res, xp) if err is None else np.zeros(0)
+    want = want.reshape(10, -1).numpy()
+    diff = float(np.abs(got - want).max()) if got.shape == want.shape else float("inf")
+    check(f"{what}: imported, matches torch (max abs error {diff:.2e})", err is None and diff <= TOL, f"{err} {res}")
+# a 1-D pool of anything but the graph's input alone, or counting its pads, is refused naming the node
+relu_pool = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2])]
+pool_relu = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Concat", ["p", "r"], ["y"], axis=2)]
+for what, nodes, op in (("of a Relu's output", relu_pool, "MaxPool"),
+                        ("of an input that a Relu reads too", pool_relu, "Relu"),
+                        ("counting its pads", [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3],
+                                                                pads=[1, 1], count_include_pad=1)], "AveragePool")):
+    pool = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, 11])],
+                             [helper.make_tensor_value_info("y", FLOAT, ["batch", 3, None])])
+    err, res = import_error(helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString(),
+                            loss="mse")
+    check(f"a 1-D pool {what}: refused with 0A000 naming {op} ({err}: {res})", err == "0A000" and f"({op})" in (res or ""))
+
 try:
     sql("""SELECT pgdl.export_onnx(pgdl.init_model('{"input": [1, 6, 6], "loss": "mse", "layers": [{"type": "avgpool2d",
            "size": 3, "stride": 2, "padding": 1, "ceil_mode": true}, {"type": "flatten"}]}'))""")

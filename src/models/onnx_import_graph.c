@@ -68,7 +68,8 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 			continue;
 		if (v->closed)
 			UNSUPPORTED(r, "It reads \"%s\", which pgdl folds into the one node that reads it (a MatMul's output "
-						"into the Add of its bias, the raw features into the normalization).", pgdl_echo(v->name));
+						"into the Add of its bias, the raw features into the normalization, a rank-3 input into its "
+						"1-D pool).", pgdl_echo(v->name));
 		v->uses++;
 		/* Gather's data is a table (an embedding's) and its indices the value; Concat's may be constants first */
 		if (in == NULL && (i == 0 || op == PGDL_ONNX_ADD || op == PGDL_ONNX_MUL || op == PGDL_ONNX_GATHER ||
