@@ -559,8 +559,9 @@ read_dropout(Reader *r)
 
 	if (r->opset >= 12 && onnx_const_input(r, 1, true))
 		rate = onnx_const_scalar(r, 1);
-	if (r->opset >= 12 && onnx_const_input(r, 2, true) && !const_false(r, 2))
-		UNSUPPORTED(r, "Its \"training_mode\" is not a constant false.");
+	/* in training mode it drops at random, but a ratio of 0 drops nothing: the identity either way */
+	if (r->opset >= 12 && onnx_const_input(r, 2, true) && !const_false(r, 2) && rate != 0.0f)
+		UNSUPPORTED(r, "Its \"training_mode\" is not a constant false, and its ratio is not 0.");
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 		UNSUPPORTED(r, "It has a mask output; pgdl's dropout has one output.");
 	onnx_new_layer(r, NN_DROPOUT)->rate = rate;
