@@ -68,8 +68,8 @@ onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_l
 }
 
 /* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
-static int
-value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
+int
+onnx_value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
 {
 	dims[0] = 1;
 	if (r->n_held > 0)
@@ -456,7 +456,7 @@ read_flatten(Reader *r)
 	int64		dims[ONNX_MAX_HELD + 1];
 
 	if (axis < 0)
-		axis += value_dims(r, dims);
+		axis += onnx_value_dims(r, dims);
 	if (axis != 1)
 		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl flattens all but the batch dimension (axis 1).",
 					onnx_attr_int(r, "axis", 1));
@@ -474,7 +474,7 @@ read_reshape(Reader *r)
 	int64		n;
 	int64	   *shape;
 	int64		in[ONNX_MAX_HELD + 1];
-	int			in_rank = value_dims(r, in);
+	int			in_rank = onnx_value_dims(r, in);
 	int64		features = NN_SHAPE_SIZE(r->shape);
 	int64		known = 1;
 	int			unknown = -1;
@@ -616,7 +616,7 @@ onnx_from_groups(Reader *r, const int64 *dims, int rank)
 static bool
 axis_groups(Reader *r, int64 axis, bool alone, int64 *rows, int64 *n, int64 dims[ONNX_MAX_HELD + 1], int *rank)
 {
-	*rank = value_dims(r, dims);
+	*rank = onnx_value_dims(r, dims);
 	if (axis < 0)
 		axis += *rank;
 	if (axis < 1 || axis >= *rank)
@@ -876,6 +876,9 @@ onnx_read_op(Reader *r, PgdlOnnxOp op)
 			break;
 		case PGDL_ONNX_SLICE:
 			onnx_read_slice(r);
+			break;
+		case PGDL_ONNX_GATHER:
+			onnx_read_gather(r);
 			break;
 		case PGDL_ONNX_CONV:
 			read_conv(r);
