@@ -687,6 +687,33 @@ read_layernorm(Reader *r)
 }
 
 /*
+ * Softmax or LogSoftmax (opset 13 on) over axis 1 of a rank-3 value [batch,
+ * steps, features]: pgdl's softmax over_steps on it as a sequence (a flatten
+ * with steps first where it is held flat), each feature's column alone.
+ */
+static bool
+read_softmax_steps(Reader *r, int64 axis)
+{
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank = onnx_value_dims(r, dims);
+	bool		steps = r->shape.ndim == 2 && r->n_held == 0;
+	NnLayerSpec *l;
+
+	if (r->opset < 13 || rank != 3 || (axis != 1 && axis != -2) || dims[1] < 2 || dims[2] < 2)
+		return false;
+	if (!steps)
+		onnx_to_groups(r, dims[1]);
+	l = onnx_new_layer(r, NN_SOFTMAX);
+	l->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
+	l->over_steps = true;
+	onnx_add_layer(r, NULL, 0, NULL, 0);
+	if (!steps)
+		onnx_from_groups(r, dims, rank);
+	r->group_softmax = true;
+	return true;
+}
+
+/*
  * Softmax or LogSoftmax over the features, as the last node: cross_entropy's,
  * which pgdl.predict applies.  Over the last axis of several rows (each step
  * of a sequence) either is pgdl's softmax layer (with log) on each group
@@ -702,6 +729,8 @@ read_softmax(Reader *r)
 	int64		rows;
 	int64		n;
 
+	if (read_softmax_steps(r, axis))
+		return;
 	if (!axis_groups(r, axis, r->opset >= 13, &rows, &n, dims, &rank))
 		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") is the batch's, or leaves out axes after it; pgdl's softmax "
 					"is over an example's last values.", axis);

@@ -118,6 +118,7 @@ typedef struct NnLayerSpec
 	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
+	bool		over_steps;		/* softmax: over a sequence's steps, each feature alone (torch's dim=1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 

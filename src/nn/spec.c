@@ -435,6 +435,11 @@ elementwise_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	else if (l->type == NN_DROPOUT)
 		REQUIRE_FLOAT(isfinite(l->rate) && l->rate >= 0.0f && l->rate < 1.0f,
 					  "rate", "at least 0 and below 1", l->rate);
+	if (l->type == NN_SOFTMAX && l->over_steps && in.ndim != 2)
+	{
+		nn_error_set(err, i, "over_steps", "%s: \"over_steps\" needs a sequence [steps, features] input", tname);
+		return false;
+	}
 	return true;
 }
 
