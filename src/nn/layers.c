@@ -1049,8 +1049,8 @@ static void
 softmax_forward(const LayerCall *c)
 {
 	const NnShape *s = &IN_SHAPE(c->m, c->i);
-	float	   *t = c->m->aux[c->i];
-	float	   *q = t + (int64_t) c->n * c->in_size;
+	float	   *t,
+			   *q;
 	int			cols = softmax_cols(c);
 
 	if (!c->l->over_steps)
@@ -1059,6 +1059,8 @@ softmax_forward(const LayerCall *c)
 																		   cols);
 		return;
 	}
+	t = c->m->aux[c->i];
+	q = t + (int64_t) c->n * c->in_size;
 	transpose_examples(c, c->in, t, s->c, s->w);
 	(c->l->log ? c->be->log_softmax_forward : c->be->softmax_forward) (t, q, (int64_t) c->n * s->w, s->c);
 	transpose_examples(c, q, c->out, s->w, s->c);
@@ -1069,8 +1071,8 @@ static void
 softmax_backward(const LayerCall *c)
 {
 	const NnShape *s = &IN_SHAPE(c->m, c->i);
-	float	   *t = c->m->aux[c->i];
-	float	   *g = t + (int64_t) c->n * c->in_size;
+	float	   *t,
+			   *g;
 	int			cols = softmax_cols(c);
 
 	if (!c->din)
@@ -1081,6 +1083,8 @@ softmax_backward(const LayerCall *c)
 																			  c->n * c->in_size / cols, cols);
 		return;
 	}
+	t = c->m->aux[c->i];
+	g = t + (int64_t) c->n * c->in_size;
 	transpose_examples(c, c->out, t, s->c, s->w);
 	transpose_examples(c, c->dout, g, s->c, s->w);
 	(c->l->log ? c->be->log_softmax_backward : c->be->softmax_backward) (t, g, c->din, (int64_t) c->n * s->w, s->c);

@@ -318,9 +318,9 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 		}
 	}
 	out->h = nn_window_out(in.h, l->kernel, stride, l->padding,
-						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
+						   l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
 	out->w = nn_window_out(in.w, l->kernel, stride, l->padding,
-						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
+						   l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
 	if (out->h < 1 || out->w < 1)
 	{
 		nn_error_set(err, i, "kernel", "%s: a %dx%d window does not fit a %dx%d input",
