@@ -401,6 +401,16 @@ gen_onnx_corpus(GenWriteFn write)
 	node(&g, "Gemm", IN("c", "wc"), "y", attr_int("transB", 1), NULL, NULL);
 	write_model(write, "graph", &g, value("x", 2, (int64_t[]) {6}), value("y", 2, (int64_t[]) {2}));
 
+	/* a rank-3 input [batch, 3, 8] (issue 40): a 1-D MaxPool of it, Softmax over the steps, Gather of two, Gemm */
+	tensor(&g, "w", 2, (int64_t[]) {2, 14}, true);
+	constant_int64s(&g, "idx", (int64_t[]) {2, 0}, 2);
+	node(&g, "MaxPool", IN("x"), "p", attr_ints("kernel_shape", 2, 1), attr_ints("strides", 1, 1), NULL);
+	node(&g, "Softmax", IN("p"), "s", attr_int("axis", 1), NULL, NULL);
+	node(&g, "Gather", IN("s", "idx"), "ga", attr_int("axis", 1), NULL, NULL);
+	node(&g, "Flatten", IN("ga"), "f", attr_int("axis", 1), NULL, NULL);
+	node(&g, "Gemm", IN("f", "w"), "y", attr_int("transB", 1), NULL, NULL);
+	write_model(write, "rank3", &g, value("x", 3, (int64_t[]) {3, 8}), value("y", 2, (int64_t[]) {2}));
+
 	/* torch's GRU classifier (onnx_import_seq.c): int64 ids, Gather, Transpose, the zero state's shape arithmetic */
 	{
 		Onnx__ValueInfoProto *ids = value("ids", 2, (int64_t[]) {4});

@@ -172,6 +172,16 @@ SELECT p FROM unnest(pgdl.predict(pgdl.init_model('{"input": [2], "loss": "mse",
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": 1}]}');
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "log": null}]}');
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "sigmoid", "log": true}]}');
+-- softmax over_steps: over each feature's column of a sequence (ONNX's Softmax at axis 1 of [batch, steps,
+-- features]): each column of the 3 steps of 2 sums to 1, kept by the spec; a flat input has no steps
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "flatten", "steps": 3},
+  {"type": "softmax", "over_steps": true, "log": true}, {"type": "flatten"}]}')->'layers'->1;
+SELECT array_agg(round(s::numeric, 5)) FROM (SELECT p[1] + p[3] + p[5] AS s FROM (SELECT pgdl.predict(pgdl.init_model(
+  '{"input": [6], "loss": "mse", "layers": [{"type": "flatten", "steps": 3}, {"type": "softmax", "over_steps": true},
+  {"type": "flatten"}]}'), ARRAY[1, 2, 3, 4, 5, 6]::real[]) AS p) q UNION ALL SELECT p[2] + p[4] + p[6]
+  FROM (SELECT pgdl.predict(pgdl.init_model('{"input": [6], "loss": "mse", "layers": [{"type": "flatten", "steps": 3},
+  {"type": "softmax", "over_steps": true}, {"type": "flatten"}]}'), ARRAY[1, -2, 30, 4, 5, -60]::real[]) AS p) r) t;
+SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "softmax", "over_steps": true}]}');
 -- ONNX's operator names for gru and slice
 SELECT pgdl.validate_spec('{"input": [6], "layers": [{"type": "Slice", "start": 1, "length": 5},
   {"type": "embedding", "vocab": 10, "dim": 4}, {"type": "GRU", "units": 3}]}')->'layers';

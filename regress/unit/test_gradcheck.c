@@ -316,6 +316,7 @@ spec_embedding(NnSpec *s, int steps, int vocab, int dim)
 UNIT_TEST(gradcheck_embedding_softmax_seqpool)
 {
 	NnSpec		s;
+	NnLayerSpec *l;
 
 	/* 4 examples of 6 steps over 5 ids: rows are hit more than once (the scatter adds) */
 	spec_embedding(&s, 6, 5, 3);
@@ -365,6 +366,20 @@ UNIT_TEST(gradcheck_embedding_softmax_seqpool)
 	spec_add(&s, NN_FLATTEN)->steps = 4;
 	spec_add(&s, NN_SOFTMAX)->log = true;
 	check_layer("flatten to steps, log_softmax per step", &s, NN_LOSS_CROSS_ENTROPY);
+
+	/* over_steps: over each feature's column of a sequence of 4 steps of 3, plain and log */
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_dense(&s, 12);
+	spec_add(&s, NN_FLATTEN)->steps = 4;
+	spec_add(&s, NN_SOFTMAX)->over_steps = true;
+	spec_add(&s, NN_FLATTEN);
+	check_layer("flatten to steps, softmax over the steps", &s, NN_LOSS_MSE);
+	spec_begin(&s, 1, 12, 1, 1, NN_LOSS_MSE);
+	spec_add(&s, NN_FLATTEN)->steps = 4;
+	l = spec_add(&s, NN_SOFTMAX);
+	l->log = true;
+	l->over_steps = true;
+	check_layer("flatten to steps, log_softmax over the steps", &s, NN_LOSS_CROSS_ENTROPY);
 }
 
 UNIT_TEST(gradcheck_attention)

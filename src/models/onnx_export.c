@@ -969,9 +969,9 @@ add_layer(OnnxGraph *g, const NnModel *m, int i)
 					   attr_float("momentum", 1.0f - l->momentum), NULL);
 			break;
 		case NN_SOFTMAX:
-			/* opset 13's Softmax and LogSoftmax are over one axis, the last here as in pgdl */
+			/* opset 13's Softmax and LogSoftmax are over one axis: the last, or over_steps a sequence's steps */
 			node_attrs(add_node(g, l->log ? pgdl_onnx_op_name(PGDL_ONNX_LOGSOFTMAX) : layer_op(l->type), name, NULL),
-					   1, attr_int("axis", -1), NULL, NULL);
+					   1, attr_int("axis", l->over_steps ? 1 : -1), NULL, NULL);
 			break;
 		case NN_LAYERNORM:
 			/* over the last axis, as pgdl's; LayerNormalization makes the file opset 17 (file_opset) */

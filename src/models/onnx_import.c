@@ -279,7 +279,7 @@ onnx_attr_ints_same(Reader *r, const char *name, int count, int64 dflt)
 	if (a == NULL || a->n_ints == 0)
 		return dflt;
 	if (a->n_ints != (size_t) count)
-		UNSUPPORTED(r, "Attribute \"%s\" has %zu values; pgdl takes %d (2-D).", name, a->n_ints, count);
+		UNSUPPORTED(r, "Attribute \"%s\" has %zu values; pgdl takes %d here.", name, a->n_ints, count);
 	for (size_t i = 1; i < a->n_ints; i++)
 		if (a->ints[i] != a->ints[0])
 			UNSUPPORTED(r, "Attribute \"%s\" differs between dimensions; pgdl's windows are square and symmetric.", name);

@@ -68,7 +68,8 @@ onnx_take_input(Reader *r, PgdlOnnxOp op)
 			continue;
 		if (v->closed)
 			UNSUPPORTED(r, "It reads \"%s\", which pgdl folds into the one node that reads it (a MatMul's output "
-						"into the Add of its bias, the raw features into the normalization).", pgdl_echo(v->name));
+						"into the Add of its bias, the raw features into the normalization, a rank-3 input into its "
+						"1-D pool).", pgdl_echo(v->name));
 		v->uses++;
 		/* Gather's data is a table (an embedding's) and its indices the value; Concat's may be constants first */
 		if (in == NULL && (i == 0 || op == PGDL_ONNX_ADD || op == PGDL_ONNX_MUL || op == PGDL_ONNX_GATHER ||
@@ -303,4 +304,106 @@ onnx_read_slice(Reader *r)
 	}
 	if (held)
 		r->held[0] = hi[1] - lo[1];
+}
+
+/*
+ * The indices of a Gather along axis 1 as runs of consecutive ones, at most
+ * NN_MAX_INPUTS: run k takes starts[k] .. starts[k] + lens[k] - 1.
+ */
+static int
+gather_runs(Reader *r, const int64 *idx, int64 n, int64 len, int64 *starts, int64 *lens)
+{
+	int			k = 0;
+
+	for (int64 i = 0; i < n; i++)
+	{
+		int64		j = idx[i] < 0 ? idx[i] + len : idx[i];
+
+		if (j < 0 || j >= len)
+			MALFORMED(r, "Its index " INT64_FORMAT " is outside axis 1's " INT64_FORMAT " values.", idx[i], len);
+		if (k > 0 && j == starts[k - 1] + lens[k - 1])
+		{
+			lens[k - 1]++;
+			continue;
+		}
+		if (k == NN_MAX_INPUTS)
+			UNSUPPORTED(r, "Its indices make more than %d runs of consecutive ones; pgdl joins a slice of each, and "
+						"its concat joins at most %d.", NN_MAX_INPUTS, NN_MAX_INPUTS);
+		starts[k] = j;
+		lens[k++] = 1;
+	}
+	return k;
+}
+
+/*
+ * Gather along axis 1 of a float value by constant indices: each index takes
+ * a block of the example's values (axis 1's, with all the axes after it), so
+ * on the value flat a run of consecutive indices is one slice, and several
+ * runs a concat of their slices, in the indices' order.  The result has the
+ * indices' dims in place of axis 1 and is held flat.
+ */
+void
+onnx_read_gather(Reader *r)
+{
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank = onnx_value_dims(r, dims);
+	int64		axis = onnx_attr_int(r, "axis", 0);
+	const Onnx__TensorProto *t;
+	int64		n,
+				block = 1,
+				starts[NN_MAX_INPUTS],
+				lens[NN_MAX_INPUTS];
+	int64	   *idx;
+	int			k,
+				src,
+				out_rank;
+	NnLayerSpec *l;
+
+	if (r->node->n_input != 2 || strcmp(r->node->input[0], r->value) != 0)
+		UNSUPPORTED(r, "It gathers from a constant; pgdl gathers from a table only as an embedding of int64 ids.");
+	if (axis < 0)
+		axis += rank;
+	if (axis != 1)
+		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl gathers along axis 1 (axis 0 is the batch).",
+					onnx_attr_int(r, "axis", 0));
+	t = onnx_const_input(r, 1, false);
+	idx = onnx_tensor_int64s(r, t, NN_MAX_DIM, &n);
+	out_rank = rank - 1 + (int) t->n_dims;
+	if (n < 1 || out_rank > ONNX_MAX_HELD + 1)
+		UNSUPPORTED(r, "It takes %s; pgdl holds values of rank 1 to %d.", n < 1 ? "no values" : "a value of a higher rank",
+					ONNX_MAX_HELD + 1);
+	for (int d = 2; d < rank; d++)
+		block *= dims[d];
+	k = gather_runs(r, idx, n, dims[1], starts, lens);
+	if (r->shape.ndim != 1)
+	{
+		onnx_new_layer(r, NN_FLATTEN);
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	src = r->src;
+	for (int i = 0; i < k && !(k == 1 && lens[0] == dims[1]); i++)
+	{
+		r->src = src;
+		l = onnx_new_layer(r, NN_SLICE);
+		l->start = (int32) (starts[i] * block);
+		l->units = (int32) Min(lens[i] * block, PG_INT32_MAX);
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	if (k > 1)
+	{
+		int			first = r->spec->n_layers - k;
+
+		l = onnx_new_layer(r, NN_CONCAT);
+		l->n_inputs = (int16) k;
+		for (int i = 0; i < k; i++)
+			l->inputs[i] = (int16) (first + i);
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	/* the value's dims: the indices' in place of axis 1 */
+	r->rank1 = out_rank == 1;
+	r->n_held = out_rank > 2 ? out_rank - 1 : 0;
+	for (int d = 0; d < (int) t->n_dims && out_rank > 2; d++)
+		r->held[d] = t->dims[d];
+	for (int d = 2; d < rank && out_rank > 2; d++)
+		r->held[t->n_dims + d - 2] = dims[d];
 }

@@ -68,8 +68,8 @@ onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_l
 }
 
 /* The value's rank in the graph and its dims, dims[0] (the batch) 1. */
-static int
-value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
+int
+onnx_value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1])
 {
 	dims[0] = 1;
 	if (r->n_held > 0)
@@ -285,10 +285,11 @@ pool_same_pads(int64 in, int64 kernel, int64 stride, bool lower, int64 *before, 
 
 /*
  * A pool's pads before (top, left) and after (bottom, right), from "pads" or
- * "auto_pad": pgdl's pools pad the two axes alike, each side on its own.
+ * "auto_pad": pgdl's pools pad the two axes alike, each side on its own.  A
+ * 1-D pool (dims 1) has the pads of its length alone.
  */
 static void
-pool_pads(Reader *r, int64 kernel, int64 stride, int64 *before, int64 *after)
+pool_pads(Reader *r, int dims, int64 kernel, int64 stride, int64 *before, int64 *after)
 {
 	const Onnx__AttributeProto *a = onnx_attr(r, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
 	bool		lower = onnx_attr_string_is(r, "auto_pad", "SAME_LOWER");
@@ -302,8 +303,9 @@ pool_pads(Reader *r, int64 kernel, int64 stride, int64 *before, int64 *after)
 		if (stride < 1 || stride > NN_MAX_KERNEL)
 			UNSUPPORTED(r, "Its stride (" INT64_FORMAT ") is not between 1 and %d.", stride, NN_MAX_KERNEL);
 		pool_same_pads(r->shape.h, kernel, stride, lower, before, after);
-		pool_same_pads(r->shape.w, kernel, stride, lower, &wb, &wa);
-		if (wb != *before || wa != *after)
+		if (dims == 2)
+			pool_same_pads(r->shape.w, kernel, stride, lower, &wb, &wa);
+		if (dims == 2 && (wb != *before || wa != *after))
 			UNSUPPORTED(r, "Its \"auto_pad\" pads down otherwise than across here; pgdl pads both axes alike.");
 	}
 	else if (a != NULL && a->has_s && !onnx_attr_string_is(r, "auto_pad", "NOTSET") &&
@@ -312,12 +314,12 @@ pool_pads(Reader *r, int64 kernel, int64 stride, int64 *before, int64 *after)
 	else if (!onnx_attr_string_is(r, "auto_pad", "VALID") &&
 			 (a = onnx_attr(r, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS)) != NULL && a->n_ints != 0)
 	{
-		if (a->n_ints != 4)
-			UNSUPPORTED(r, "Its \"pads\" has %zu values; pgdl takes 4 (2-D).", a->n_ints);
-		if (a->ints[0] != a->ints[1] || a->ints[2] != a->ints[3])
+		if (a->n_ints != (size_t) (2 * dims))
+			UNSUPPORTED(r, "Its \"pads\" has %zu values; pgdl takes %d (%d-D).", a->n_ints, 2 * dims, dims);
+		if (dims == 2 && (a->ints[0] != a->ints[1] || a->ints[2] != a->ints[3]))
 			UNSUPPORTED(r, "Its \"pads\" differ down and across; pgdl pads both axes alike.");
 		*before = a->ints[0];
-		*after = a->ints[2];
+		*after = a->ints[dims];
 	}
 	if (*before < 0 || *after < 0 || *before >= kernel || *after >= kernel)
 		MALFORMED(r, "Its pads (" INT64_FORMAT ", " INT64_FORMAT ") are negative or not less than its kernel.",
@@ -325,39 +327,115 @@ pool_pads(Reader *r, int64 kernel, int64 stride, int64 *before, int64 *after)
 }
 
 /*
+ * A 1-D pool's input [batch, channels, length]: pgdl's pools are 2-D, so the
+ * graph's input, when this pool is its one reader, comes in as the image
+ * [channels, length, 1].  Any other rank-3 value is held flat, and no layer
+ * makes an image of it.
+ */
+static void
+pool_1d_input(Reader *r)
+{
+	if (r->in != &r->values[0] || r->in->kind != ONNX_VALUE_TENSOR || r->in->uses != 1 || r->n_held != 2 ||
+		r->src != -1)
+		UNSUPPORTED(r, "It is a 1-D pool of a value [batch, %d]; pgdl pools 1-D only the graph's input "
+					"[batch, channels, length], read by this node alone.", r->shape.c);
+	r->spec->input_ndim = 3;
+	r->spec->input[0] = (int32) r->held[0];
+	r->spec->input[1] = (int32) r->held[1];
+	r->spec->input[2] = 1;
+	r->shape.ndim = 3;
+	r->shape.c = (int32) r->held[0];
+	r->shape.h = (int32) r->held[1];
+	r->shape.w = 1;
+	r->n_held = 0;
+	/* the input is an image now, which no later node may read as ONNX's rank 3 */
+	r->in->closed = true;
+}
+
+/*
+ * The pool of a 1-D input [channels, length, 1] padded after by kernel - 1 at
+ * least (pads go on both axes alike), so that each window's one column is the
+ * input's: that column, the length's first `length` windows (ONNX's; the
+ * others come of the extra pads), and the value [channels, length] held flat.
+ */
+static void
+pool_1d_output(Reader *r, int64 length)
+{
+	int64		dims[3] = {1, r->shape.c, length};
+	int32		rows = r->shape.h;
+	NnLayerSpec *l;
+
+	if (r->shape.w > 1)
+	{
+		onnx_to_groups(r, (int64) r->shape.c * rows);
+		l = onnx_new_layer(r, NN_SLICE);
+		l->units = 1;
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	if (rows > length)
+	{
+		onnx_to_groups(r, dims[1]);
+		l = onnx_new_layer(r, NN_SLICE);
+		l->units = (int32) length;
+		onnx_add_layer(r, NULL, 0, NULL, 0);
+	}
+	onnx_from_groups(r, dims, 3);
+}
+
+/*
  * MaxPool and AveragePool, padded or not: pgdl's pools pad as ONNX does (a
  * MaxPool's pads never win, an AveragePool counts them under
- * count_include_pad) and have its ceil_mode.
+ * count_include_pad) and have its ceil_mode.  "storage_order" orders the
+ * Indices output only, which is refused.
  */
 static void
 read_pool(Reader *r, NnLayerType type)
 {
+	bool		one_d = r->n_held == 2 && r->shape.ndim == 1;
+	int			dims = one_d ? 1 : 2;
 	NnLayerSpec *l;
-	int64		kernel = onnx_attr_ints_same(r, "kernel_shape", 2, -1);
-	int64		stride = onnx_attr_ints_same(r, "strides", 2, 1);
+	int64		kernel = onnx_attr_ints_same(r, "kernel_shape", dims, -1);
+	int64		stride = onnx_attr_ints_same(r, "strides", dims, 1);
 	int64		before,
 				after;
+	int32		in_length;
+	int32		length;
 
+	if (one_d)
+		pool_1d_input(r);
 	need_image(r);
+	in_length = r->shape.h;
 	if (kernel < 1 || kernel > NN_MAX_KERNEL)
 		UNSUPPORTED(r, "Its \"kernel_shape\" is missing or not between 1 and %d.", NN_MAX_KERNEL);
-	pool_pads(r, kernel, stride, &before, &after);
-	if (onnx_attr_int(r, "storage_order", 0) != 0 || onnx_attr_ints_same(r, "dilations", 2, 1) != 1)
-		UNSUPPORTED(r, "Its \"storage_order\" or \"dilations\" is not pgdl's (0, 1).");
+	pool_pads(r, dims, kernel, stride, &before, &after);
+	if (onnx_attr_ints_same(r, "dilations", dims, 1) != 1)
+		UNSUPPORTED(r, "Its \"dilations\" are not 1; pgdl's windows are dense.");
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 		UNSUPPORTED(r, "It has an Indices output; pgdl's pooling has one output.");
+	if (one_d && type == NN_AVGPOOL2D && before + after > 0 && onnx_attr_int(r, "count_include_pad", 0) != 0)
+		UNSUPPORTED(r, "It is a 1-D AveragePool counting its pads; pgdl's pools pad both axes of the image it "
+					"reads a 1-D input as, and would count the pads across too.");
 	l = onnx_new_layer(r, type);
 	l->kernel = (int32) kernel;
 	l->stride = (int32) Max(Min(stride, PG_INT32_MAX), PG_INT32_MIN);
 	l->padding = (int32) before;
-	l->pad_end = (int32) after;
+	l->pad_end = (int32) (one_d ? Max(after, kernel - 1 - before) : after);
 	l->ceil_mode = onnx_attr_int(r, "ceil_mode", 0) != 0;
-	l->count_pad = type == NN_AVGPOOL2D && before + after > 0 && onnx_attr_int(r, "count_include_pad", 0) != 0;
+	l->count_pad = !one_d && type == NN_AVGPOOL2D && before + after > 0 &&
+		onnx_attr_int(r, "count_include_pad", 0) != 0;
 	if (nn_pool_counts_past_pads(l, r->shape.h, r->shape.w))
 		UNSUPPORTED(r, "Its ceil_mode makes a last window that runs past its pads, which it counts in "
 					"(count_include_pad): onnxruntime divides such a window by its whole size, torch by its part "
 					"within the padded input, so pgdl reads neither.");
 	onnx_add_layer(r, NULL, 0, NULL, 0);
+	if (!one_d)
+		return;
+	/* ONNX's windows along the length, as pgdl counts them (its stride checked by the validator) */
+	length = nn_window_out(in_length, l->kernel, l->stride > 0 ? l->stride : l->kernel, l->padding,
+						   (int32) after, l->ceil_mode);
+	if (length < 1)
+		UNSUPPORTED(r, "Its window does not fit its input's length (%d).", in_length);
+	pool_1d_output(r, length);
 }
 
 /* Flatten to [batch, rest]: a layer only where there is something to flatten. */
@@ -378,7 +456,7 @@ read_flatten(Reader *r)
 	int64		dims[ONNX_MAX_HELD + 1];
 
 	if (axis < 0)
-		axis += value_dims(r, dims);
+		axis += onnx_value_dims(r, dims);
 	if (axis != 1)
 		UNSUPPORTED(r, "Its \"axis\" is " INT64_FORMAT "; pgdl flattens all but the batch dimension (axis 1).",
 					onnx_attr_int(r, "axis", 1));
@@ -396,7 +474,7 @@ read_reshape(Reader *r)
 	int64		n;
 	int64	   *shape;
 	int64		in[ONNX_MAX_HELD + 1];
-	int			in_rank = value_dims(r, in);
+	int			in_rank = onnx_value_dims(r, in);
 	int64		features = NN_SHAPE_SIZE(r->shape);
 	int64		known = 1;
 	int			unknown = -1;
@@ -481,8 +559,9 @@ read_dropout(Reader *r)
 
 	if (r->opset >= 12 && onnx_const_input(r, 1, true))
 		rate = onnx_const_scalar(r, 1);
-	if (r->opset >= 12 && onnx_const_input(r, 2, true) && !const_false(r, 2))
-		UNSUPPORTED(r, "Its \"training_mode\" is not a constant false.");
+	/* in training mode it drops at random, but a ratio of 0 drops nothing: the identity either way */
+	if (r->opset >= 12 && onnx_const_input(r, 2, true) && !const_false(r, 2) && rate != 0.0f)
+		UNSUPPORTED(r, "Its \"training_mode\" is not a constant false, and its ratio is not 0.");
 	if (r->node->n_output > 1 && r->node->output[1][0] != '\0')
 		UNSUPPORTED(r, "It has a mask output; pgdl's dropout has one output.");
 	onnx_new_layer(r, NN_DROPOUT)->rate = rate;
@@ -537,7 +616,7 @@ onnx_from_groups(Reader *r, const int64 *dims, int rank)
 static bool
 axis_groups(Reader *r, int64 axis, bool alone, int64 *rows, int64 *n, int64 dims[ONNX_MAX_HELD + 1], int *rank)
 {
-	*rank = value_dims(r, dims);
+	*rank = onnx_value_dims(r, dims);
 	if (axis < 0)
 		axis += *rank;
 	if (axis < 1 || axis >= *rank)
@@ -608,6 +687,33 @@ read_layernorm(Reader *r)
 }
 
 /*
+ * Softmax or LogSoftmax (opset 13 on) over axis 1 of a rank-3 value [batch,
+ * steps, features]: pgdl's softmax over_steps on it as a sequence (a flatten
+ * with steps first where it is held flat), each feature's column alone.
+ */
+static bool
+read_softmax_steps(Reader *r, int64 axis)
+{
+	int64		dims[ONNX_MAX_HELD + 1];
+	int			rank = onnx_value_dims(r, dims);
+	bool		steps = r->shape.ndim == 2 && r->n_held == 0;
+	NnLayerSpec *l;
+
+	if (r->opset < 13 || rank != 3 || (axis != 1 && axis != -2) || dims[1] < 2 || dims[2] < 2)
+		return false;
+	if (!steps)
+		onnx_to_groups(r, dims[1]);
+	l = onnx_new_layer(r, NN_SOFTMAX);
+	l->log = strcmp(r->node->op_type, "LogSoftmax") == 0;
+	l->over_steps = true;
+	onnx_add_layer(r, NULL, 0, NULL, 0);
+	if (!steps)
+		onnx_from_groups(r, dims, rank);
+	r->group_softmax = true;
+	return true;
+}
+
+/*
  * Softmax or LogSoftmax over the features, as the last node: cross_entropy's,
  * which pgdl.predict applies.  Over the last axis of several rows (each step
  * of a sequence) either is pgdl's softmax layer (with log) on each group
@@ -623,6 +729,8 @@ read_softmax(Reader *r)
 	int64		rows;
 	int64		n;
 
+	if (read_softmax_steps(r, axis))
+		return;
 	if (!axis_groups(r, axis, r->opset >= 13, &rows, &n, dims, &rank))
 		UNSUPPORTED(r, "Its \"axis\" (" INT64_FORMAT ") is the batch's, or leaves out axes after it; pgdl's softmax "
 					"is over an example's last values.", axis);
@@ -797,6 +905,9 @@ onnx_read_op(Reader *r, PgdlOnnxOp op)
 			break;
 		case PGDL_ONNX_SLICE:
 			onnx_read_slice(r);
+			break;
+		case PGDL_ONNX_GATHER:
+			onnx_read_gather(r);
 			break;
 		case PGDL_ONNX_CONV:
 			read_conv(r);

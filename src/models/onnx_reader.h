@@ -177,6 +177,7 @@ extern float onnx_const_scalar(Reader *r, size_t i);
 extern NnLayerSpec *onnx_new_layer(Reader *r, NnLayerType type);
 extern void onnx_add_layer(Reader *r, const float *w, int64 w_len, const float *b, int64 b_len);
 extern void onnx_need_flat(Reader *r);
+extern int	onnx_value_dims(Reader *r, int64 dims[ONNX_MAX_HELD + 1]);
 extern void onnx_to_groups(Reader *r, int64 rows);
 extern void onnx_from_groups(Reader *r, const int64 *dims, int rank);
 extern void onnx_read_op(Reader *r, PgdlOnnxOp op);
@@ -202,5 +203,6 @@ extern void onnx_put_output(Reader *r);
 extern OnnxValue *onnx_put_value(Reader *r, const char *name);
 extern bool onnx_read_join(Reader *r, PgdlOnnxOp op);
 extern void onnx_read_slice(Reader *r);
+extern void onnx_read_gather(Reader *r);
 
 #endif							/* PGDL_ONNX_READER_H */

@@ -90,6 +90,8 @@ append_layer(StringInfo s, const NnLayerSpec *l)
 			appendStringInfoString(s, name);
 			if (l->log)
 				appendStringInfoString(s, "(log)");
+			if (l->over_steps)
+				appendStringInfoString(s, "(over steps)");
 			break;
 		default:
 			appendStringInfoString(s, name);

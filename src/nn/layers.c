@@ -66,7 +66,7 @@ nn_layer_chunkable(const NnModel *m, int i)
 	 */
 	if (t == NN_BATCHNORM || t == NN_DENSE || t == NN_LAYERNORM || t == NN_ADD || t == NN_CONCAT ||
 		t == NN_EMBEDDING || t == NN_GRU || t == NN_SLICE || t == NN_ATTENTION ||
-		t == NN_CONV1D)
+		t == NN_CONV1D || (t == NN_SOFTMAX && m->spec.layers[i].over_steps))
 		return false;
 
 	/*
@@ -204,6 +204,9 @@ nn_layer_aux_floats(const NnModel *m, int i, int batch)
 			/* per example: Q, K, V [T][3D], each head's attention [T][T], the heads' outputs [T][D] */
 			return (int64_t) batch * IN_SHAPE(m, i).c * (4 * (int64_t) IN_SHAPE(m, i).w +
 													  (int64_t) m->spec.layers[i].heads * IN_SHAPE(m, i).c);
+		case NN_SOFTMAX:
+			/* over_steps: each example transposed to [features, steps], and its softmax */
+			return m->spec.layers[i].over_steps ? 2 * (int64_t) batch * NN_SHAPE_SIZE(IN_SHAPE(m, i)) : 0;
 		case NN_CONV2D:
 			return conv_weight_grad_transposed(m, i) ?
 				(int64_t) IN_SHAPE(m, i).c * m->spec.layers[i].kernel * m->spec.layers[i].kernel *
@@ -1045,22 +1048,64 @@ softmax_cols(const LayerCall *c)
 	return s->ndim == 1 ? s->c : s->w;
 }
 
+/* each of n examples [rows, cols] into [cols, rows]: nchw_to_cnhw of one example, its plane 1 */
+static void
+transpose_examples(const LayerCall *c, const float *src, float *dst, int rows, int cols)
+{
+	for (int e = 0; e < c->n; e++)
+		c->be->nchw_to_cnhw(src + (int64_t) e * rows * cols, dst + (int64_t) e * rows * cols, rows, cols, 1);
+}
+
+/*
+ * over_steps: a softmax over each feature's column of a sequence [steps,
+ * features], as the softmax over the rows of its transpose, in aux (the
+ * transposed input, then its softmax), transposed back.
+ */
 static void
 softmax_forward(const LayerCall *c)
 {
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
+	float	   *t,
+			   *q;
 	int			cols = softmax_cols(c);
 
-	(c->l->log ? c->be->log_softmax_forward : c->be->softmax_forward) (c->in, c->out, c->n * c->in_size / cols, cols);
+	if (!c->l->over_steps)
+	{
+		(c->l->log ? c->be->log_softmax_forward : c->be->softmax_forward) (c->in, c->out, c->n * c->in_size / cols,
+																		   cols);
+		return;
+	}
+	t = c->m->aux[c->i];
+	q = t + (int64_t) c->n * c->in_size;
+	transpose_examples(c, c->in, t, s->c, s->w);
+	(c->l->log ? c->be->log_softmax_forward : c->be->softmax_forward) (t, q, (int64_t) c->n * s->w, s->c);
+	transpose_examples(c, q, c->out, s->w, s->c);
 }
 
+/* over_steps: the output and its gradient transposed into aux, the gradient into din, transposed back */
 static void
 softmax_backward(const LayerCall *c)
 {
+	const NnShape *s = &IN_SHAPE(c->m, c->i);
+	float	   *t,
+			   *g;
 	int			cols = softmax_cols(c);
 
-	if (c->din)
+	if (!c->din)
+		return;
+	if (!c->l->over_steps)
+	{
 		(c->l->log ? c->be->log_softmax_backward : c->be->softmax_backward) (c->out, c->dout, c->din,
 																			  c->n * c->in_size / cols, cols);
+		return;
+	}
+	t = c->m->aux[c->i];
+	g = t + (int64_t) c->n * c->in_size;
+	transpose_examples(c, c->out, t, s->c, s->w);
+	transpose_examples(c, c->dout, g, s->c, s->w);
+	(c->l->log ? c->be->log_softmax_backward : c->be->softmax_backward) (t, g, c->din, (int64_t) c->n * s->w, s->c);
+	transpose_examples(c, c->din, t, s->w, s->c);
+	c->be->copy(c->din, t, sizeof(float) * c->n * c->in_size);
 }
 
 /*

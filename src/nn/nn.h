@@ -118,6 +118,7 @@ typedef struct NnLayerSpec
 	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
+	bool		over_steps;		/* softmax: over a sequence's steps, each feature alone (torch's dim=1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 
@@ -336,6 +337,9 @@ extern const char *nn_optim_name(NnOptType type);
 extern NnOptType nn_optim_from_name(const char *name);
 extern void nn_layer_defaults(NnLayerSpec *layer, NnLayerType type);
 extern bool nn_pool_counts_past_pads(const NnLayerSpec *l, int32_t in_h, int32_t in_w);
+/* a window op's outputs along one dimension (0: the window does not fit) */
+extern int32_t nn_window_out(int32_t in, int32_t kernel, int32_t stride, int32_t pad, int32_t pad_end,
+							 bool ceil_mode);
 extern void nn_optim_defaults(NnOptim *opt, NnOptType type);
 extern bool nn_spec_validate(const NnSpec *spec, NnShape *shapes, NnError *err);
 /* As nn_spec_validate, but an output no later layer reads yet is no error: a graph built a layer at a time */

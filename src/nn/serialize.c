@@ -10,9 +10,9 @@
  *               (a type or key added later keeps its own fields in slots it does not use:
  *               embedding's vocab in filters, gru's return_sequences in kernel, as are
  *               attention's causal, dense's per_step, embedding's positions, flatten's
- *               steps and softmax's log; a pool's pads after in filters, its ceil_mode and
- *               count_include_pad in units as bits 0 and 1; a blob from before they existed
- *               has 0 there, their off)
+ *               steps, and softmax's log and over_steps as bits 0 and 1; a pool's pads
+ *               after in filters, its ceil_mode and count_include_pad in units as bits
+ *               0 and 1; a blob from before they existed has 0 there, their off)
  *                         u32 name length, the name's bytes, i32 groups
  *               version 3 (a loss with a parameter) is version 2, the graph section
  *               always, and f32 delta (huber's) right after the loss
@@ -211,7 +211,7 @@ kernel_slot(const NnLayerSpec *l)
 		case NN_FLATTEN:
 			return l->steps;
 		case NN_SOFTMAX:
-			return l->log;
+			return (int32_t) l->log | (int32_t) l->over_steps << 1;
 		default:
 			return l->kernel;
 	}
@@ -444,8 +444,9 @@ read_header(Reader *r, const uint8_t *buf, size_t len, uint32_t *version_out, Nn
 
 /*
  * A layer's own fields out of the slots the writer kept them in (kernel_slot
- * and the like); false when a flag's slot holds anything but 0 or 1, which the
- * writer never writes, so that every blob read back serializes to its own bytes.
+ * and the like); false when a flag's slot holds anything but 0 or 1 (a
+ * softmax's two flags: 0 to 3), which the writer never writes, so that every
+ * blob read back serializes to its own bytes.
  */
 static bool
 unpack_slots(NnLayerSpec *l)
@@ -454,10 +455,13 @@ unpack_slots(NnLayerSpec *l)
 	{
 		case NN_EMBEDDING:
 		case NN_DENSE:
-		case NN_SOFTMAX:
 		case NN_GRU:
 		case NN_ATTENTION:
 			if (l->kernel != 0 && l->kernel != 1)
+				return false;
+			break;
+		case NN_SOFTMAX:
+			if (l->kernel < 0 || l->kernel > 3)	/* log and over_steps, two bits */
 				return false;
 			break;
 		default:
@@ -481,7 +485,9 @@ unpack_slots(NnLayerSpec *l)
 	}
 	if (l->type == NN_SOFTMAX)
 	{
-		l->log = l->kernel != 0;
+		/* bit 0 log, bit 1 over_steps; blobs from before over_steps hold 0 or 1 */
+		l->log = (l->kernel & 1) != 0;
+		l->over_steps = (l->kernel & 2) != 0;
 		l->kernel = 0;
 	}
 	if (l->type == NN_GRU)

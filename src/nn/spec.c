@@ -228,8 +228,8 @@ nn_error_set(NnError *err, int layer, const char *field, const char *fmt,...)
  * fit.  ceil_mode adds a last, partial window, but never one that would start
  * in the padding after (torch's and onnxruntime's rule).
  */
-static int32_t
-window_out(int32_t in, int32_t kernel, int32_t stride, int32_t pad, int32_t pad_end, bool ceil_mode)
+int32_t
+nn_window_out(int32_t in, int32_t kernel, int32_t stride, int32_t pad, int32_t pad_end, bool ceil_mode)
 {
 	int64_t		span = (int64_t) in + pad + pad_end - kernel;
 	int64_t		out;
@@ -259,7 +259,7 @@ nn_pool_counts_past_pads(const NnLayerSpec *l, int32_t in_h, int32_t in_w)
 		return false;
 	for (int d = 0; d < 2; d++)
 	{
-		int32_t		out = window_out(in[d], l->kernel, stride, l->padding, l->pad_end, true);
+		int32_t		out = nn_window_out(in[d], l->kernel, stride, l->padding, l->pad_end, true);
 
 		if (out > 0 && (int64_t) (out - 1) * stride - l->padding + l->kernel > (int64_t) in[d] + l->pad_end)
 			return true;
@@ -317,10 +317,10 @@ window_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 			return false;
 		}
 	}
-	out->h = window_out(in.h, l->kernel, stride, l->padding,
-						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
-	out->w = window_out(in.w, l->kernel, stride, l->padding,
-						l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
+	out->h = nn_window_out(in.h, l->kernel, stride, l->padding,
+						   l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
+	out->w = nn_window_out(in.w, l->kernel, stride, l->padding,
+						   l->type == NN_CONV2D ? l->padding : l->pad_end, l->ceil_mode);
 	if (out->h < 1 || out->w < 1)
 	{
 		nn_error_set(err, i, "kernel", "%s: a %dx%d window does not fit a %dx%d input",
@@ -435,6 +435,11 @@ elementwise_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	else if (l->type == NN_DROPOUT)
 		REQUIRE_FLOAT(isfinite(l->rate) && l->rate >= 0.0f && l->rate < 1.0f,
 					  "rate", "at least 0 and below 1", l->rate);
+	if (l->type == NN_SOFTMAX && l->over_steps && in.ndim != 2)
+	{
+		nn_error_set(err, i, "over_steps", "%s: \"over_steps\" needs a sequence [steps, features] input", tname);
+		return false;
+	}
 	return true;
 }
 
@@ -565,7 +570,7 @@ conv1d_validate(const NnLayerSpec *l, int i, NnShape in, NnShape *out,
 	REQUIRE_RANGE(l->padding, 0, l->kernel - 1, "padding");
 	if (!init_validate(l, i, tname, err))
 		return false;
-	out->c = window_out(in.c, l->kernel, l->stride, l->padding, l->padding, false);
+	out->c = nn_window_out(in.c, l->kernel, l->stride, l->padding, l->padding, false);
 	if (out->c < 1)
 	{
 		nn_error_set(err, i, "kernel", "%s: a window of %d does not fit %d steps", tname, l->kernel, in.c);

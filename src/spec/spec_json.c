@@ -147,7 +147,7 @@ static const char *const layer_keys[NN_LAYER_TYPE_MAX][7] = {
 	[NN_ATTENTION] = {"heads", "causal"},
 	[NN_CONV1D] = {"filters", "kernel", "stride", "padding", "init"},
 	[NN_FLATTEN] = {"steps"},
-	[NN_SOFTMAX] = {"log"},
+	[NN_SOFTMAX] = {"log", "over_steps"},
 };
 
 static const char *const spec_keys[] = {"input", "layers", "loss", "delta", NULL};
@@ -398,6 +398,7 @@ parse_layer(JsonbContainer *obj, int i, NnLayerSpec *l)
 	BOOL_FIELD("per_step", per_step);
 	BOOL_FIELD("positions", positions);
 	BOOL_FIELD("log", log);
+	BOOL_FIELD("over_steps", over_steps);
 	BOOL_FIELD("ceil_mode", ceil_mode);
 	if (type == NN_MAXPOOL2D || type == NN_AVGPOOL2D)
 		parse_pool_pads(obj, path, l);
@@ -639,6 +640,8 @@ push_layer(JsonbParseState **state, const NnSpec *spec, int i)
 		case NN_SOFTMAX:
 			if (l->log)			/* likewise */
 				pgdl_jsonb_put_bool(state, "log", true);
+			if (l->over_steps)
+				pgdl_jsonb_put_bool(state, "over_steps", true);
 			break;
 		default:
 			break;
