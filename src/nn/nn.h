@@ -104,9 +104,10 @@ typedef struct NnLayerSpec
 	char		name[NN_MAX_NAME];	/* "" when unnamed; what "inputs" refer to in JSON */
 	int32_t		vocab;			/* embedding: ids are 0 .. vocab - 1 (its dim is in units) */
 	bool		return_sequences;	/* gru: every step's state, not the last one's only */
-	/* (the pools' flags fill the bytes before the union: the struct keeps its size) */
+	/* (these flags fill the bytes before the union: the struct keeps its size) */
 	bool		ceil_mode;		/* pools: a last, partial window where the windows do not end at the edge */
 	bool		count_pad;		/* avgpool2d: divides by the window's pads too (count_include_pad) */
+	bool		over_steps;		/* softmax: over a sequence's steps, each feature alone (torch's dim=1) */
 	union
 	{
 		int32_t		start;		/* slice: its first feature (its length is in units) */
@@ -118,7 +119,6 @@ typedef struct NnLayerSpec
 	bool		per_step;		/* dense: on each step of a sequence, [L, F] to [L, units] */
 	bool		positions;		/* embedding: adds a learned [steps, dim] table, one row per position */
 	bool		log;			/* softmax: its logarithm, as torch's nn.LogSoftmax(dim=-1) */
-	bool		over_steps;		/* softmax: over a sequence's steps, each feature alone (torch's dim=1) */
 	int32_t		groups;			/* conv2d: channel groups (depthwise: = channels); 0 (canonical) or 1: one */
 } NnLayerSpec;
 
