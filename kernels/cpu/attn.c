@@ -341,12 +341,6 @@ attn_backward_body(const float *qkv, const float *p, const float *d_o, float *dq
 										  const NnAttnGeom *g, float *work) \
 	{ attn_backward_body(qkv, p, d_o, dqkv, g, work); }
 
-/* clang builds only PostgreSQL's JIT bitcode of this file, which never runs a kernel; it lacks the attribute */
-#ifdef __clang__
-#define NO_CONTRACT
-#else
-#define NO_CONTRACT , optimize("fp-contract=off")
-#endif
 ATTN_VARIANT(avx512, __attribute__((target("avx512f") NO_CONTRACT)))
 ATTN_VARIANT(avx2, __attribute__((target("avx2") NO_CONTRACT)))
 ATTN_VARIANT(baseline, )

@@ -390,12 +390,6 @@ gelu_backward_body(const float *x, const float *dy, float *dx, int64_t n)
 	attrs static void gelu_backward_##isa(const float *x, const float *dy, float *dx, int64_t n) \
 	{ gelu_backward_body(x, dy, dx, n); }
 
-/* clang builds only PostgreSQL's JIT bitcode of this file, which never runs a kernel; it lacks the attribute */
-#ifdef __clang__
-#define NO_CONTRACT
-#else
-#define NO_CONTRACT , optimize("fp-contract=off")
-#endif
 GELU_VARIANT(avx512, __attribute__((target("avx512f") NO_CONTRACT)))
 GELU_VARIANT(avx2, __attribute__((target("avx2") NO_CONTRACT)))
 GELU_VARIANT(baseline, )

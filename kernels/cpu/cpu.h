@@ -8,6 +8,18 @@
 #ifndef PGDL_KERNELS_CPU_H
 #define PGDL_KERNELS_CPU_H
 
+/*
+ * The attribute of an ISA variant that must give the baseline's bytes: no
+ * fused multiply-adds contracted from a * b + c (attn.c, GELU in backend_cpu.c).
+ * clang builds only PostgreSQL's JIT bitcode of these files, which never runs a
+ * kernel; it lacks the attribute.
+ */
+#ifdef __clang__
+#define NO_CONTRACT
+#else
+#define NO_CONTRACT , optimize("fp-contract=off")
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
