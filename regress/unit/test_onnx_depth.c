@@ -268,19 +268,19 @@ UNIT_TEST(onnx_depth_table_is_consistent)
 static Bytes
 repeated_empty(uint32_t number, int count, Bytes inside)
 {
-	size_t		one = varint(NULL, number << 3 | 2) + 1;
+	uint8_t		key[10];		/* a varint of up to 64 bits */
+	size_t		n = varint(key, number << 3 | 2);
 	Bytes		b;
 
-	b.len = one * count + inside.len;
+	b.len = (n + 1) * count + inside.len;
 	b.data = malloc(b.len + 1);	/* + 1: never malloc(0) */
 	for (int i = 0; i < count; i++)
 	{
-		size_t		n = varint(b.data + one * i, number << 3 | 2);
-
-		b.data[one * i + n] = 0;
+		memcpy(b.data + (n + 1) * i, key, n);
+		b.data[(n + 1) * i + n] = 0;	/* the empty message's length */
 	}
 	if (inside.len)
-		memcpy(b.data + one * count, inside.data, inside.len);
+		memcpy(b.data + (n + 1) * count, inside.data, inside.len);
 	return b;
 }
 
