@@ -162,6 +162,9 @@ cpu_sigmoid(float x)
 }
 
 /* bf16.c */
+/* gemm_onednn.c: the product on oneDNN's sgemm (one thread); false where oneDNN is absent or refuses */
+extern bool cpu_gemm_onednn(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+							const float *b, int ldb, float beta, float *c, int ldc);
 extern void cpu_gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const float *a, int lda,
 						  const float *b, int ldb, float *c, int ldc, float *work);
 
