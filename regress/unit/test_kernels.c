@@ -324,6 +324,64 @@ UNIT_TEST(kernels_gelu_is_the_same_on_every_isa)
 }
 
 /*
+ * Batch normalization's statistics in AVX-512 lanes (norm.c) give the SSE2
+ * lanes' bytes: forward in training (outputs, saved statistics, running
+ * statistics) and backward (dgamma, dbeta, dx), on planes with and without a
+ * tail past a multiple of 8, and with values far from zero.
+ */
+UNIT_TEST(kernels_batchnorm_is_the_same_on_every_isa)
+{
+	const NnBackend *be = nn_backend_cpu();
+	static const int shapes[][3] = {{4, 3, 49}, {3, 2, 784}, {5, 4, 5}, {2, 3, 64}};
+
+	for (int s = 0; s < (int) (sizeof(shapes) / sizeof(shapes[0])); s++)
+	{
+		int			n = shapes[s][0],
+					ch = shapes[s][1],
+					plane = shapes[s][2],
+					size = n * ch * plane;
+		float	   *x = malloc(sizeof(float) * size),
+				   *dy = malloc(sizeof(float) * size),
+				   *gamma = malloc(sizeof(float) * ch),
+				   *beta = malloc(sizeof(float) * ch);
+		float	   *out[2][6];		/* y, saved, running mean, running var, dx, dgamma+dbeta */
+
+		fill_fine(x, size, 51 + s);
+		fill_fine(dy, size, 53 + s);
+		fill_fine(gamma, ch, 57);
+		fill_fine(beta, ch, 59);
+		for (int i = 0; i < size; i++)
+			x[i] = x[i] * 3.0f + 100.0f * (i % 3);
+		for (int k = 0; k < 2; k++)
+		{
+			out[k][0] = malloc(sizeof(float) * size);
+			out[k][1] = malloc(sizeof(float) * 2 * ch);
+			out[k][2] = calloc(ch, sizeof(float));
+			out[k][3] = malloc(sizeof(float) * ch);
+			out[k][4] = malloc(sizeof(float) * size);
+			out[k][5] = malloc(sizeof(float) * 2 * ch);
+			for (int c = 0; c < ch; c++)
+				out[k][3][c] = 1.0f;
+			nn_set_cpu_isa(k == 0 ? NN_ISA_BASELINE : nn_cpu_isa_detected());
+			be->batchnorm_forward(x, out[k][0], n, ch, plane, gamma, beta, out[k][2], out[k][3], 1e-5f, 0.1f,
+								  true, out[k][1]);
+			be->batchnorm_backward(x, dy, out[k][4], n, ch, plane, gamma, out[k][5], out[k][5] + ch, out[k][1]);
+		}
+		CHECK_MSG(memcmp(out[0][0], out[1][0], sizeof(float) * size) == 0, "batchnorm y differs, shape %d", s);
+		CHECK_MSG(memcmp(out[0][1], out[1][1], sizeof(float) * 2 * ch) == 0, "saved statistics differ, shape %d", s);
+		CHECK_MSG(memcmp(out[0][2], out[1][2], sizeof(float) * ch) == 0 &&
+				  memcmp(out[0][3], out[1][3], sizeof(float) * ch) == 0, "running statistics differ, shape %d", s);
+		CHECK_MSG(memcmp(out[0][4], out[1][4], sizeof(float) * size) == 0, "batchnorm dx differs, shape %d", s);
+		CHECK_MSG(memcmp(out[0][5], out[1][5], sizeof(float) * 2 * ch) == 0, "dgamma or dbeta differ, shape %d", s);
+		for (int k = 0; k < 2; k++)
+			for (int a = 0; a < 6; a++)
+				free(out[k][a]);
+		free(x), free(dy), free(gamma), free(beta);
+	}
+	nn_set_cpu_isa(NN_ISA_AVX512);
+}
+
+/*
  * GELU's vectorized erf and exp (kernels/cpu/cpu.h) against double precision
  * over [-12, 12] in steps fine enough to cross every branch of glibc's, and
  * at the edges: within a few 1e-7 of the exact values (PyTorch's own CPU erf
