@@ -1,6 +1,6 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c, loss.c, seq.c, attn.c, bf16.c), and the scalar functions they share (the row
+ * pool.c, norm.c, loss.c, seq.c, attn.c, bf16.c, gemm_onednn.c), and the scalar functions they share (the row
  * helpers the CUDA backend shares too are in kernels/rows.h).  Private
  * to kernels/cpu: the engine reaches them through the table in backend.h, whose
  * comments say what each one computes.
