@@ -299,8 +299,8 @@ fill_rand(float *p, size_t n, uint64_t seed)
 }
 
 /*
- * Best time of reps runs of C = op(A) op(B), row-major, C m x n, inner k, on
- * the CPU backend's gemm (oneDNN or OpenBLAS, as the products run).  Returns GFLOP/s.
+ * Best time of reps runs of C = op(A) op(B), row-major, C m x n, inner k.
+ * Returns GFLOP/s.
  */
 static double
 time_sgemm(bool ta, bool tb, int m, int n, int k, int reps)
@@ -316,7 +316,8 @@ time_sgemm(bool ta, bool tb, int m, int n, int k, int reps)
 	{
 		double		t = now_s();
 
-		nn_backend_cpu()->gemm(ta, tb, m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+		cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+					m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
 		t = now_s() - t;
 		if (t < best)
 			best = t;
@@ -784,10 +785,9 @@ main(int argc, char **argv)
 		cp = core_peak();
 	}
 	core_name = openblas_get_corename ? openblas_get_corename() : "unknown";
-	/* the products' library (pgdl.cpu_gemm's auto: oneDNN on AVX-512), and OpenBLAS's kernels beside it */
-	printf("pgdl info gemm=\"%s\" blas_core=%s blas_threads=%d OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s "
+	printf("pgdl info blas_core=%s blas_threads=%d OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s "
 		   "sgemm_1024_gflops=%.2f\n",
-		   nn_blas_core(), core_name,
+		   core_name,
 		   openblas_get_num_threads ? openblas_get_num_threads() : -1,
 		   ct ? ct : "unset", l2 ? l2 : "unset", peak);
 	/*
@@ -795,10 +795,8 @@ main(int argc, char **argv)
 	 * ISA); the baseline and the other loops as compiled for x86-64, SSE2
 	 */
 	printf("pgdl info core_isa=%s clock_ghz=%.2f core_peak_gflops=%.2f avx2_fma_gflops=%.2f "
-		   "theoretical_gflops=%.2f gemm_isa=%s(%s) maxpool_isa=%s col2im_isa=%s gelu_isa=%s loops_isa=sse2\n",
-		   cp.isa, cp.ghz, cp.gflops, cp.avx2_gflops, cp.theory,
-		   strncmp(nn_blas_core(), "oneDNN", 6) == 0 ? nn_cpu_isa_name(nn_cpu_isa_detected()) : blas_isa(core_name),
-		   strncmp(nn_blas_core(), "oneDNN", 6) == 0 ? "onednn" : core_name,
+		   "theoretical_gflops=%.2f gemm_isa=%s(openblas:%s) maxpool_isa=%s col2im_isa=%s gelu_isa=%s loops_isa=sse2\n",
+		   cp.isa, cp.ghz, cp.gflops, cp.avx2_gflops, cp.theory, blas_isa(core_name), core_name,
 		   nn_cpu_isa() >= NN_ISA_AVX512 ? "avx512" : "sse2",
 		   nn_cpu_isa() > NN_ISA_BASELINE ? nn_cpu_isa_name(nn_cpu_isa()) : "sse2",
 		   nn_cpu_isa() > NN_ISA_BASELINE ? nn_cpu_isa_name(nn_cpu_isa()) : "sse2");

@@ -385,26 +385,7 @@ extern NnCpuIsa nn_cpu_isa_detected(void);	/* the best this CPU has */
 extern void nn_set_cpu_isa(NnCpuIsa cap);	/* a cap above the CPU's best leaves the CPU's */
 extern NnCpuIsa nn_cpu_isa(void);	/* what the kernels use: the cap, or the CPU's best below it */
 extern const char *nn_cpu_isa_name(NnCpuIsa isa);	/* "baseline", "avx2", "avx512" */
-extern const char *nn_blas_core(void);	/* the products' kernels: "oneDNN 2.6.3", OpenBLAS's set ("Haswell", ...), or "unknown" */
-
-/*
- * The library of the CPU backend's products (gemm_onednn.c says why there are
- * two).  oneDNN runs them where it is chosen, loads, and BLAS has one thread;
- * OpenBLAS otherwise, and always for matrix-vector products.  The default,
- * nn_gemm_auto(), is oneDNN where the CPU has AVX-512 and the library loads.
- * The two round differently: a model's bytes depend on the choice, which runs
- * and models record (nn_blas_core).
- */
-typedef enum NnGemm
-{
-	NN_GEMM_OPENBLAS = 0,
-	NN_GEMM_ONEDNN = 1
-} NnGemm;
-
-extern NnGemm nn_gemm_auto(void);
-extern void nn_set_gemm(NnGemm gemm);
-extern bool nn_onednn_available(void);	/* Debian's libdnnl.so.2 loaded */
-extern const char *nn_onednn_name(void);	/* "oneDNN 2.6.3" */
+extern const char *nn_blas_core(void);	/* OpenBLAS's kernel set ("Haswell", ...), or "unknown" */
 
 /*
  * bf16 products (gemm_bf16) need AVX512_BF16: nn_cpu_has_bf16 says whether

@@ -1,6 +1,5 @@
 /*
- * backend_cpu.c -- the CPU backend: OpenBLAS or oneDNN for gemm (gemm_onednn.c),
- * plain loops elsewhere.
+ * backend_cpu.c -- the CPU backend: OpenBLAS for gemm, plain loops elsewhere.
  *
  * The loops are written so that GCC vectorizes them at -O3 (restrict pointers,
  * no calls in the body except expf/exp).  Numerics follow torch's CPU kernels
@@ -17,8 +16,6 @@
 extern void openblas_set_num_threads(int num_threads);
 
 static bool blas_threads_chosen = false;
-static int	blas_threads = 1;
-static int	gemm_library = -1;	/* an NnGemm; -1: nn_gemm_auto()'s, asked at the first product */
 
 /*
  * BLAS runs on one thread unless told otherwise.  The first model created
@@ -28,30 +25,8 @@ static int	gemm_library = -1;	/* an NnGemm; -1: nn_gemm_auto()'s, asked at the f
 void
 nn_set_blas_threads(int threads)
 {
-	blas_threads = threads < 1 ? 1 : threads;
-	openblas_set_num_threads(blas_threads);
+	openblas_set_num_threads(threads < 1 ? 1 : threads);
 	blas_threads_chosen = true;
-}
-
-NnGemm
-nn_gemm_auto(void)
-{
-	return nn_cpu_isa_detected() == NN_ISA_AVX512 && nn_onednn_available() ? NN_GEMM_ONEDNN : NN_GEMM_OPENBLAS;
-}
-
-void
-nn_set_gemm(NnGemm gemm)
-{
-	gemm_library = gemm == NN_GEMM_ONEDNN && nn_onednn_available() ? NN_GEMM_ONEDNN : NN_GEMM_OPENBLAS;
-}
-
-/* oneDNN on more than one thread would be OpenMP's pool: BLAS threads keep OpenBLAS */
-static bool
-products_on_onednn(void)
-{
-	if (gemm_library < 0)
-		gemm_library = nn_gemm_auto();
-	return gemm_library == NN_GEMM_ONEDNN && blas_threads == 1;
 }
 
 /* No cap by default: the kernels use the best the CPU has. */
@@ -102,11 +77,7 @@ extern char *openblas_get_corename(void) __attribute__((weak));
 const char *
 nn_blas_core(void)
 {
-	const char *core;
-
-	if (products_on_onednn())
-		return nn_onednn_name();
-	core = openblas_get_corename ? openblas_get_corename() : NULL;
+	const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
 
 	return core != NULL && core[0] != '\0' ? core : "unknown";
 }
@@ -196,10 +167,6 @@ cpu_gemm(bool trans_a, bool trans_b, int m, int n, int k,
 					alpha, a, lda, b, trans_b ? 1 : ldb, beta, c, ldc);
 		return;
 	}
-	/* k = 0 is OpenBLAS's: oneDNN leaves c as it was where beta is 0, NaN included, not zero */
-	if (k > 0 && products_on_onednn() &&
-		cpu_gemm_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-		return;
 	cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
 				trans_b ? CblasTrans : CblasNoTrans,
 				m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

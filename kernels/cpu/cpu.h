@@ -1,6 +1,6 @@
 /*
  * cpu.h -- the CPU backend's kernels that live in files of their own (conv.c,
- * pool.c, norm.c, loss.c, seq.c, attn.c, bf16.c, gemm_onednn.c), and the scalar functions they share (the row
+ * pool.c, norm.c, loss.c, seq.c, attn.c, bf16.c), and the scalar functions they share (the row
  * helpers the CUDA backend shares too are in kernels/rows.h).  Private
  * to kernels/cpu: the engine reaches them through the table in backend.h, whose
  * comments say what each one computes.
@@ -162,9 +162,6 @@ cpu_sigmoid(float x)
 }
 
 /* bf16.c */
-/* gemm_onednn.c: the product on oneDNN's sgemm (one thread); false where oneDNN is absent or refuses */
-extern bool cpu_gemm_onednn(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-							const float *b, int ldb, float beta, float *c, int ldc);
 extern void cpu_gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, const float *a, int lda,
 						  const float *b, int ldb, float *c, int ldc, float *work);
 

@@ -82,38 +82,11 @@ SELECT m.weights = f.weights AS resumed_same_as_fit
   FROM ci_lb2 l JOIN pgdl.models m ON m.id = l.model, pgdl.models f WHERE f.id = :base_a;
 RESET pgdl.cpu_isa;
 
--- pgdl.cpu_gemm: the products' library (kernels/cpu/gemm_onednn.c).  auto is oneDNN where the CPU has
--- AVX-512 (CI installs libdnnl2).  OpenBLAS and oneDNN train models within tolerance of each other, each its
--- own bytes run after run; runs record which; fit_multiple's workers take the leader's; BLAS threads keep OpenBLAS.
-SHOW pgdl.cpu_gemm;
-SET pgdl.cpu_gemm = 'mkl';
-SELECT (pgdl.cpu_info()->>'blas_core' LIKE 'oneDNN %') = (pgdl.cpu_info()->>'cpu' = 'avx512') AS auto_is_onednn_on_avx512;
-SET pgdl.cpu_gemm = 'openblas';
-SELECT pgdl.fit('ci_packed', 'ci_cnn', :'cfg', 2) AS blas_a \gset
-SELECT pgdl.fit('ci_packed', 'ci_cnn', :'cfg', 2) AS blas_b \gset
-SET pgdl.cpu_gemm = 'onednn';
-SELECT pgdl.fit('ci_packed', 'ci_cnn', :'cfg', 2) AS dnn_a \gset
-SELECT pgdl.fit('ci_packed', 'ci_cnn', :'cfg', 2) AS dnn_b \gset
-SELECT a.weights = b.weights AS openblas_same_bytes, c.weights = d.weights AS onednn_same_bytes,
-       abs((a.metrics->>'train_loss')::float8 - (c.metrics->>'train_loss')::float8) < 1e-4 AS loss_within_tolerance,
-       a.engine->>'blas_core' NOT LIKE 'oneDNN%' AS openblas_recorded, c.engine->>'blas_core' LIKE 'oneDNN %' AS onednn_recorded
-  FROM pgdl.models a, pgdl.models b, pgdl.models c, pgdl.models d
- WHERE a.id = :blas_a AND b.id = :blas_b AND c.id = :dnn_a AND d.id = :dnn_b;
-SET pgdl.cpu_gemm = 'openblas';
-CREATE TABLE ci_lb3 AS SELECT * FROM pgdl.fit_multiple('ci_packed', 'ci_set', 2, workers => 2);
-SELECT m.engine->>'blas_core' NOT LIKE 'oneDNN%' AS openblas_recorded, m.weights = f.weights AS same_as_fit
-  FROM ci_lb3 l JOIN pgdl.models m ON m.id = l.model, pgdl.models f WHERE f.id = :blas_a;
-SET pgdl.cpu_gemm = 'onednn';
-SET pgdl.blas_threads = 2;
-SELECT pgdl.cpu_info()->>'blas_core' NOT LIKE 'oneDNN%' AS threads_keep_openblas;
-RESET pgdl.blas_threads;
-RESET pgdl.cpu_gemm;
-
 DELETE FROM pgdl.models WHERE run > :ci_first_run;
 DELETE FROM pgdl.runs WHERE id > :ci_first_run;
 DELETE FROM pgdl.configs WHERE set_name = 'ci_set';
 DELETE FROM pgdl.architectures WHERE name = 'ci_cnn';
 DELETE FROM pgdl.datasets WHERE packed = 'ci_packed'::regclass;
-DROP TABLE ci_lb, ci_lb1, ci_lb2, ci_lb3, ci_rows, ci_packed;
+DROP TABLE ci_lb, ci_lb1, ci_lb2, ci_rows, ci_packed;
 SELECT (SELECT count(*) FROM pgdl.runs WHERE id > :ci_first_run) AS runs_left,
        (SELECT count(*) FROM pgdl.models WHERE run > :ci_first_run) AS models_left;

@@ -49,8 +49,6 @@ extern int	pgdl_progress_interval;	/* s; 0: every epoch, -1: no epoch lines */
 extern int	pgdl_cpu_isa;			/* an NnCpuIsa cap, or PGDL_CPU_ISA_AUTO */
 
 #define PGDL_CPU_ISA_AUTO	(-1)
-extern int	pgdl_cpu_gemm;			/* an NnGemm, or PGDL_CPU_GEMM_AUTO */
-#define PGDL_CPU_GEMM_AUTO	(-1)
 
 extern void pgdl_guc_init(void);
 
@@ -142,7 +140,7 @@ typedef struct PgdlEngine
 {
 	char		isa[16];		/* "baseline", "avx2", "avx512" */
 	char		setting[16];	/* pgdl.cpu_isa: "auto" or one of the above */
-	char		blas_core[48];	/* "oneDNN 2.6.3"; OpenBLAS's "Haswell", "Cooperlake", ...; "unknown" */
+	char		blas_core[48];	/* "Haswell", "Cooperlake", ...; "unknown" without OpenBLAS */
 } PgdlEngine;
 
 extern void pgdl_engine_current(PgdlEngine *out);
@@ -150,8 +148,6 @@ extern void pgdl_engine_current(PgdlEngine *out);
 extern Jsonb *pgdl_engine_jsonb(const PgdlEngine *engine);
 /* The setting's name ("auto", "avx2", ...), for workers and nodes that take the leader's. */
 extern const char *pgdl_cpu_isa_setting_name(void);
-/* pgdl.cpu_gemm's name ("auto", "onednn", "openblas"), likewise */
-extern const char *pgdl_cpu_gemm_setting_name(void);
 /* messages.c: the engine's error as an ereport, "invalid WHAT at layers[i].field" */
 extern void pgdl_report_nn_error(const char *what, const NnError *err) pg_attribute_noreturn();
 /* The SQLSTATE of an engine error about a batch: 22003 for an input out of a layer's range. */

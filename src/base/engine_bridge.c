@@ -36,7 +36,6 @@ pgdl_engine_prepare(void)
 		applied_blas_threads = pgdl_blas_threads;
 	}
 	nn_set_cpu_isa(isa_cap());
-	nn_set_gemm(pgdl_cpu_gemm == PGDL_CPU_GEMM_AUTO ? nn_gemm_auto() : (NnGemm) pgdl_cpu_gemm);
 }
 
 void
@@ -72,18 +71,11 @@ pgdl_cpu_isa_setting_name(void)
 	return pgdl_cpu_isa == PGDL_CPU_ISA_AUTO ? "auto" : nn_cpu_isa_name((NnCpuIsa) pgdl_cpu_isa);
 }
 
-const char *
-pgdl_cpu_gemm_setting_name(void)
-{
-	return pgdl_cpu_gemm == NN_GEMM_ONEDNN ? "onednn" : pgdl_cpu_gemm == NN_GEMM_OPENBLAS ? "openblas" : "auto";
-}
-
 void
 pgdl_engine_current(PgdlEngine *out)
 {
 	NnCpuIsa	best = nn_cpu_isa_detected();
 
-	pgdl_engine_prepare();		/* blas_core names the products of this session's settings */
 	memset(out, 0, sizeof(*out));
 	strlcpy(out->isa, nn_cpu_isa_name(isa_cap() < best ? isa_cap() : best), sizeof(out->isa));
 	strlcpy(out->setting, pgdl_cpu_isa_setting_name(), sizeof(out->setting));

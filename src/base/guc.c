@@ -31,7 +31,6 @@ double		pgdl_node_deadline_multiple = 10.0;
 int			pgdl_node_deadline_floor = 60;	/* s */
 bool		pgdl_fuse_models = true;
 int			pgdl_cpu_isa = PGDL_CPU_ISA_AUTO;
-int			pgdl_cpu_gemm = PGDL_CPU_GEMM_AUTO;
 
 /* pgdl.cpu_isa's values: the ISA of pgdl's own vector kernels, capped; "auto": the CPU's best */
 static const struct config_enum_entry cpu_isa_options[] = {
@@ -39,14 +38,6 @@ static const struct config_enum_entry cpu_isa_options[] = {
 	{"avx512", NN_ISA_AVX512, false},
 	{"avx2", NN_ISA_AVX2, false},
 	{"baseline", NN_ISA_BASELINE, false},
-	{NULL, 0, false}
-};
-
-/* pgdl.cpu_gemm's values: the library of the CPU's products */
-static const struct config_enum_entry cpu_gemm_options[] = {
-	{"auto", PGDL_CPU_GEMM_AUTO, false},
-	{"onednn", NN_GEMM_ONEDNN, false},
-	{"openblas", NN_GEMM_OPENBLAS, false},
 	{NULL, 0, false}
 };
 
@@ -169,18 +160,6 @@ check_cpu_isa(int *newval, void **extra, GucSource source)
 	return false;
 }
 
-/* refused rather than run on OpenBLAS, for the reason check_cpu_isa gives */
-static bool
-check_cpu_gemm(int *newval, void **extra, GucSource source)
-{
-	if (*newval != NN_GEMM_ONEDNN || nn_onednn_available())
-		return true;
-	GUC_check_errmsg("oneDNN is not available on this server");
-	GUC_check_errdetail("pgdl could not load oneDNN's library libdnnl.so.2.");
-	GUC_check_errhint("Install Debian's package libdnnl2, or set pgdl.cpu_gemm to auto or openblas.");
-	return false;
-}
-
 /* Speed: how fast plans take a CPU worker to be (pgdl.device is devices.c's), and the kernels' ISA. */
 static void
 define_speed_settings(void)
@@ -195,18 +174,6 @@ define_speed_settings(void)
 							 PGC_USERSET,
 							 0,
 							 check_cpu_isa, NULL, NULL);
-
-	DefineCustomEnumVariable("pgdl.cpu_gemm",
-							 "Library of the CPU's matrix products: auto, onednn or openblas.",
-							 "auto uses oneDNN where the CPU has AVX-512 and libdnnl.so.2 loads, OpenBLAS elsewhere; "
-							 "with pgdl.blas_threads above 1 OpenBLAS runs them. The two round differently: "
-							 "runs and models record which trained them.",
-							 &pgdl_cpu_gemm,
-							 PGDL_CPU_GEMM_AUTO,
-							 cpu_gemm_options,
-							 PGC_USERSET,
-							 0,
-							 check_cpu_gemm, NULL, NULL);
 
 	DefineCustomRealVariable("pgdl.cpu_gflops",
 							 "Billions of floating-point operations per second one worker runs, for plans.",

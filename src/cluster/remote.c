@@ -452,21 +452,19 @@ poll_connection(PgdlNode *node, int timeout_s)
 }
 
 /*
- * The node's session takes this session's pgdl.cpu_isa and pgdl.cpu_gemm (a
- * node that lacks that ISA or library refuses it, and the connection fails
- * with its reason), and a node
+ * The node's session takes this session's pgdl.cpu_isa (a node that lacks
+ * that ISA refuses it, and the connection fails with its reason), and a node
  * whose kernels then differ from ours is named in a WARNING: what it trains
  * may round differently from what this server would.
  */
 static void
 share_cpu_isa(PgdlNode *node)
 {
-	const char *values[2] = {pgdl_cpu_isa_setting_name(), pgdl_cpu_gemm_setting_name()};
+	const char *values[1] = {pgdl_cpu_isa_setting_name()};
 	PGresult   *res;
 	PgdlEngine	ours;
 
-	PQclear(pgdl_node_exec(node, "SELECT pg_catalog.set_config('pgdl.cpu_isa', $1, false),"
-						   " pg_catalog.set_config('pgdl.cpu_gemm', $2, false)", 2, values,
+	PQclear(pgdl_node_exec(node, "SELECT pg_catalog.set_config('pgdl.cpu_isa', $1, false)", 1, values,
 						   PGRES_TUPLES_OK));
 	res = pgdl_node_exec(node, "SELECT i->>'isa', i->>'blas_core' FROM pgdl.cpu_info() i", 0, NULL, PGRES_TUPLES_OK);
 	pgdl_engine_current(&ours);

@@ -82,7 +82,6 @@ init_shared(MopShared *shared, const MopRun *run)
 	shared->cache_bytes = (int64) pgdl_worker_cache_mem * 1024;
 	shared->max_model_memory = pgdl_max_model_memory;
 	strlcpy(shared->cpu_isa, pgdl_cpu_isa_setting_name(), sizeof(shared->cpu_isa));
-	strlcpy(shared->cpu_gemm, pgdl_cpu_gemm_setting_name(), sizeof(shared->cpu_gemm));
 	shared->deadline_multiple = pgdl_node_deadline_multiple;
 	shared->deadline_floor = pgdl_node_deadline_floor;
 	shared->leader = MyProc;

@@ -178,7 +178,6 @@ typedef struct MopShared
 	int64		cache_bytes;	/* per worker, for buffers */
 	int			max_model_memory;	/* kB: the leader's pgdl.max_model_memory, which workers apply */
 	char		cpu_isa[16];	/* and its pgdl.cpu_isa */
-	char		cpu_gemm[16];	/* and pgdl.cpu_gemm */
 	double		deadline_multiple;	/* the leader's pgdl.node_deadline_multiple (0: none) */
 	double		deadline_floor; /* and pgdl.node_deadline_floor, in seconds */
 	PGPROC	   *leader;

@@ -1217,9 +1217,8 @@ pgdl_mop_worker_main(Datum main_arg)
 	/* log in as the caller's session user, then become the role it runs as */
 	pgdl_caller_connect(&shared->caller);
 	SetConfigOption("pgdl.max_model_memory", psprintf("%d", shared->max_model_memory), PGC_SUSET, PGC_S_OVERRIDE);
-	/* the leader's ISA cap and products, which this CPU (the leader's) has: the same kernels, the same bytes */
+	/* the leader's ISA cap, which this CPU (the leader's) has: the same kernels, the same bytes */
 	SetConfigOption("pgdl.cpu_isa", shared->cpu_isa, PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("pgdl.cpu_gemm", shared->cpu_gemm, PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("pgdl worker");
 
 	PG_TRY();
