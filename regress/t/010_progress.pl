@@ -86,6 +86,8 @@ sub no_progress_rows
 # ---------------------------------------------------------------------------
 my $bg = start_psql($node, 'fit', 'alice', fit_sql($EPOCHS));
 ok(poll_until($node, "SELECT count(*) = 1 FROM pgdl.progress WHERE kind = 'fit'", 30), 'pgdl.fit appears in pgdl.progress');
+# the row appears while the fit prepares (no run, epoch or total yet): read it once it trains
+poll_until($node, "SELECT count(*) = 1 FROM pgdl.progress WHERE kind = 'fit' AND phase = 'training'", 30);
 my $row = $node->safe_psql('postgres',
 	qq{SELECT p.run IS NOT NULL, p.state = 'training' AND p.phase = 'training', p.epoch BETWEEN 1 AND $EPOCHS,
 	         p.pid = a.pid, a.application_name, p.target = 'packed'::regclass, p.unit, p.total, p.done <= p.total,
