@@ -623,7 +623,8 @@ check_attention(int t, int dh, int heads, bool causal)
 /*
  * Attention's heads (kernels/cpu/attn.c) on odd sizes, with and without the
  * causal mask: with dh = 5, t = 1 reads K and V where they are (no room to
- * pack them) and t = 3 reads V so; t = 17 packs both; the benchmark's 32 x 16 too.
+ * pack them) and t = 3 reads V so; t = 17 packs both; the benchmark's 32 x 16 too;
+ * dh 12 and 24 end on part of a vector of every width (16, 8 and 4 columns).
  */
 UNIT_TEST(kernels_attention_matches_double_on_every_isa)
 {
@@ -636,5 +637,7 @@ UNIT_TEST(kernels_attention_matches_double_on_every_isa)
 			for (int j = 0; j < 2; j++)
 				check_attention(ts[i], dhs[j], 1 + j, c == 1);
 		check_attention(32, 16, 4, c == 1);
+		check_attention(13, 12, 2, c == 1);
+		check_attention(40, 24, 2, c == 1);
 	}
 }
