@@ -388,15 +388,15 @@ cpu_batchnorm_backward(const float *x, const float *dy, float *dx,
 	}
 }
 
-#define LAYERNORM_COLUMNS 64		/* columns whose parameter gradients are summed side by side */
-
 /*
  * Layer normalization: each row (example) normalized by its own statistics,
  * in double over its columns in order, as batch normalization's over a
- * channel.  Rows are summed LAYERNORM_ROWS side by side: their chains of
- * additions overlap, and each row's are the same.
+ * channel.  Rows are summed LAYERNORM_ROWS side by side, and the parameter
+ * gradients LAYERNORM_COLUMNS columns side by side: their chains of additions
+ * overlap, and each row's or column's are the same.
  */
 #define LAYERNORM_ROWS 4
+#define LAYERNORM_COLUMNS 64
 
 /* rows [r0, r0 + nb) of x: mean[b] and the sum of squared deviations sq[b] */
 static inline __attribute__((always_inline)) void
@@ -445,9 +445,9 @@ void
 cpu_layernorm_forward(const float *x, float *y, int rows, int cols,
 					  const float *gamma, const float *beta, float eps, float *saved)
 {
-	int			r0 = 0;
+	int			r0;
 
-	for (; r0 + LAYERNORM_ROWS <= rows; r0 += LAYERNORM_ROWS)
+	for (r0 = 0; r0 + LAYERNORM_ROWS <= rows; r0 += LAYERNORM_ROWS)
 		layernorm_forward_rows(x, y, r0, LAYERNORM_ROWS, cols, gamma, beta, eps, saved);
 	for (; r0 < rows; r0++)
 		layernorm_forward_rows(x, y, r0, 1, cols, gamma, beta, eps, saved);
@@ -492,11 +492,7 @@ cpu_layernorm_backward(const float *x, const float *dy, float *dx,
 {
 	int			r0;
 
-	/*
-	 * parameter gradients: each column's sums over the rows in order, a block
-	 * of columns at a time read along the rows (a column at a time strode
-	 * across them, one chain of additions: 5% of the attention benchmark)
-	 */
+	/* parameter gradients: a block of columns read along the rows, each column's sums in row order */
 	for (int c0 = 0; c0 < cols; c0 += LAYERNORM_COLUMNS)
 	{
 		int			n = cols - c0 < LAYERNORM_COLUMNS ? cols - c0 : LAYERNORM_COLUMNS;
@@ -524,8 +520,7 @@ cpu_layernorm_backward(const float *x, const float *dy, float *dx,
 	}
 	if (dx == NULL)
 		return;
-	r0 = 0;
-	for (; r0 + LAYERNORM_ROWS <= rows; r0 += LAYERNORM_ROWS)
+	for (r0 = 0; r0 + LAYERNORM_ROWS <= rows; r0 += LAYERNORM_ROWS)
 		layernorm_dx_rows(x, dy, dx, r0, LAYERNORM_ROWS, cols, gamma, saved);
 	for (; r0 < rows; r0++)
 		layernorm_dx_rows(x, dy, dx, r0, 1, cols, gamma, saved);
