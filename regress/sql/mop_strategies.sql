@@ -92,6 +92,32 @@ SELECT count(*) AS models, bool_and(epochs = 1 AND NOT stopped) AS all_trained
   FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, 'mst_valid', workers => 2, strategy => 'hyperband', eta => 3);
 SELECT count(*) AS decisions FROM pgdl.run_metrics WHERE run = (SELECT max(id) FROM pgdl.runs) AND decision IS NOT NULL;
 
+-- time_limit: once it has passed no model starts another epoch; each trains one at least.  One millisecond
+-- passes before the workers start, so every model trains exactly one epoch and ends stopped (asha's rung at
+-- epoch 1 is decided without the models the limit stopped), with the bytes pgdl.fit gives for one epoch
+CREATE TABLE mst_limited AS
+SELECT s.strategy, f.config, f.model, f.epochs, f.stopped
+  FROM (VALUES ('all'), ('asha')) s(strategy),
+       LATERAL pgdl.fit_multiple('mst_packed', 'mst_set', 4, 'mst_valid', workers => 2, strategy => s.strategy,
+                                 eta => 2, time_limit => '1 millisecond') f;
+SELECT strategy, count(*) AS models, bool_and(epochs = 1 AND stopped) AS one_epoch_each
+  FROM mst_limited GROUP BY 1 ORDER BY 1;
+SELECT DISTINCT l.strategy, r.status, r.config->'time_limit' AS time_limit
+  FROM mst_limited l JOIN pgdl.models m ON m.id = l.model JOIN pgdl.runs r ON r.id = m.run ORDER BY 1;
+CREATE TABLE mst_one_epoch AS
+SELECT c.id AS config, pgdl.fit('mst_packed', a.name, c.config, 1) AS model
+  FROM pgdl.configs c JOIN pgdl.architectures a ON a.id = c.architecture WHERE c.set_name = 'mst_set';
+SELECT l.strategy, bool_and(mf.weights = ml.weights) AS fit_equals_limited
+  FROM mst_limited l JOIN mst_one_epoch f ON f.config = l.config
+  JOIN pgdl.models mf ON mf.id = f.model JOIN pgdl.models ml ON ml.id = l.model GROUP BY 1 ORDER BY 1;
+-- a limit longer than the run changes nothing: every model to the end
+SELECT count(*) AS models, bool_and(epochs = 2 AND NOT stopped) AS all_trained
+  FROM pgdl.fit_multiple('mst_packed', 'mst_set', 2, 'mst_valid', workers => 2, time_limit => '1 hour');
+SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, time_limit => '0 seconds');
+SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, time_limit => '-1 hour');
+SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, time_limit => '367 days');
+SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, time_limit => '1 year 7 days');
+
 -- errors: unknown strategy (names are exact), eta out of range, NULL
 SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, strategy => 'ASHA');
 SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, strategy => 'hyperband ');
@@ -104,4 +130,4 @@ SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, strategy => 'asha', 
 SELECT * FROM pgdl.fit_multiple('mst_packed', 'mst_set', 1, strategy => NULL);
 
 DROP FUNCTION mst_run;
-DROP TABLE mst_rows, mst_results, mst_decisions, mst_fits;
+DROP TABLE mst_rows, mst_results, mst_decisions, mst_fits, mst_limited, mst_one_epoch;

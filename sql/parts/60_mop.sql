@@ -4,14 +4,14 @@ CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer 
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
 		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
 		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL,
-		folds boolean DEFAULT false, deploy text DEFAULT NULL)
+		folds boolean DEFAULT false, deploy text DEFAULT NULL, time_limit interval DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
 				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text) IS
-	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); stores the models and returns the leaderboard';
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text, interval) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); with time_limit, no model starts an epoch once that much time has passed since the call (each trains one at least; those cut short end stopped); stores the models and returns the leaderboard';
 
 CREATE VIEW pgdl.cross_validation WITH (security_invoker = true) AS
 	SELECT rm.run, rm.config, count(*)::integer AS folds, max(rm.epoch) AS epochs,

@@ -84,6 +84,7 @@ init_shared(MopShared *shared, const MopRun *run)
 	strlcpy(shared->cpu_isa, pgdl_cpu_isa_setting_name(), sizeof(shared->cpu_isa));
 	shared->deadline_multiple = pgdl_node_deadline_multiple;
 	shared->deadline_floor = pgdl_node_deadline_floor;
+	shared->time_limit_end = run->time_limit_end;
 	shared->leader = MyProc;
 	shared->leader_pid = MyProcPid;
 	shared->failed_worker = -1;

@@ -20,6 +20,7 @@
 #ifndef PGDL_HOPPER_H
 #define PGDL_HOPPER_H
 
+#include "datatype/timestamp.h"
 #include "storage/dsm.h"
 #include "storage/proc.h"
 #include "storage/spin.h"
@@ -180,6 +181,7 @@ typedef struct MopShared
 	char		cpu_isa[16];	/* and its pgdl.cpu_isa */
 	double		deadline_multiple;	/* the leader's pgdl.node_deadline_multiple (0: none) */
 	double		deadline_floor; /* and pgdl.node_deadline_floor, in seconds */
+	TimestampTz time_limit_end; /* fit_multiple's time_limit: no model starts an epoch after it; 0: none */
 	PGPROC	   *leader;
 	pid_t		leader_pid;		/* workers stop when it is gone (a FATAL skips the leader's cleanup) */
 	bool		go;				/* workers may start; n_workers grows only when the leader adds one */

@@ -79,6 +79,8 @@ typedef struct MopRun
 	PgdlRankMetric rank_by;		/* what ranks the models: leaderboard, rungs */
 	char	   *name_prefix;
 	char	   *deploy;			/* the name the winner may be deployed as, or NULL */
+	double		time_limit;		/* seconds from the call's start after which no model starts an epoch; 0: none */
+	TimestampTz time_limit_end;	/* the call's start plus time_limit; 0: none */
 	int64		winner;			/* the leaderboard's first model, once stored; 0: none fit to serve */
 	int64		run_id;			/* resume: the run to continue; 0: a new run */
 	char	   *cache_mode;		/* feature caches: auto, on, off */

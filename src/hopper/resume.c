@@ -52,6 +52,8 @@ mop_run_config_jsonb(const MopRun *run)
 		pgdl_jsonb_put_string(&state, "name_prefix", run->name_prefix);
 	if (run->folds)
 		pgdl_jsonb_put_bool(&state, "folds", true);
+	if (run->time_limit > 0)
+		pgdl_jsonb_put_float8(&state, "time_limit", run->time_limit);
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 

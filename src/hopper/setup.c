@@ -22,6 +22,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 #include "base/base.h"
 #include "catalog/catalog.h"
@@ -30,9 +31,13 @@
 #include "hopper/hopper.h"
 #include "hopper/leader.h"
 
-/* fit_multiple's folds and deploy arguments (explain_fit_multiple has neither) */
+/* fit_multiple's folds, deploy and time_limit arguments (explain_fit_multiple has none of them) */
 #define MOP_ARG_FOLDS		12
 #define MOP_ARG_DEPLOY		13
+#define MOP_ARG_TIME_LIMIT	14
+
+/* the longest time_limit: its end stays far from TimestampTz's range, and a run that long needs none */
+#define MOP_MAX_TIME_LIMIT_S (366.0 * SECS_PER_DAY)
 
 void
 mop_check_isolation(void)
@@ -236,6 +241,32 @@ set_deploy(MopRun *run, FunctionCallInfo fcinfo)
 	mop_check_deploy(run->deploy, run->vds != NULL, run->folds);
 }
 
+/*
+ * time_limit: counted from the call (its setup); after it no model starts another
+ * epoch (worker.c).  NULL: none.
+ */
+static void
+set_time_limit(MopRun *run, FunctionCallInfo fcinfo)
+{
+	Interval   *limit;
+	double		seconds;
+
+	if (PG_NARGS() <= MOP_ARG_TIME_LIMIT || PG_ARGISNULL(MOP_ARG_TIME_LIMIT))
+		return;
+	limit = PG_GETARG_INTERVAL_P(MOP_ARG_TIME_LIMIT);
+	seconds = limit->time / (double) USECS_PER_SEC + limit->day * (double) SECS_PER_DAY +
+		limit->month * (double) (DAYS_PER_MONTH * SECS_PER_DAY);
+	if (!(seconds > 0 && seconds <= MOP_MAX_TIME_LIMIT_S))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("time_limit must be positive and at most 366 days, not %s",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(limit)))),
+				 errdetail("After the time limit no model starts another epoch; every model trains at least one."),
+				 errhint("Pass time_limit => NULL to train every model for all its epochs.")));
+	run->time_limit = seconds;
+	run->time_limit_end = GetCurrentTimestamp() + (TimestampTz) (seconds * USECS_PER_SEC);
+}
+
 /* Each configuration once per partition held out, in the set's order, its folds in partition order. */
 static void
 expand_folds(MopRun *run)
@@ -309,6 +340,7 @@ mop_setup_run(FunctionCallInfo fcinfo)
 	if (run->folds)
 		check_folds(run);
 	set_deploy(run, fcinfo);
+	set_time_limit(run, fcinfo);
 	check_can_read(run->ds);
 	if (run->vds)
 		check_can_read(run->vds);

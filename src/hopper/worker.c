@@ -484,6 +484,49 @@ finish_epochs(const int32 *ids, int n, NnModel **nns, const bool *diverged)
 	wake_everyone();
 }
 
+/*
+ * fit_multiple's time_limit, once it has passed: a model between two epochs
+ * (having trained one at least) trains no further.  It stops as halving stops
+ * one, so that a rung that waited for it is decided without it (mop_decide),
+ * and a model promoted there stops in turn.  A model in the middle of an epoch
+ * finishes it: what is stored is a whole epoch's model, as trained without a
+ * limit.  Which epoch each model reaches depends on the time; its bytes at that
+ * epoch do not.
+ */
+static void
+stop_at_time_limit(MemoryContext step_cxt)
+{
+	MemoryContext old;
+	MopDecisions *d;
+	bool		stopped = false,
+				decided = false;
+
+	if (shared->time_limit_end == 0 || GetCurrentTimestamp() < shared->time_limit_end)
+		return;
+	old = MemoryContextSwitchTo(step_cxt);
+	d = mop_decisions_alloc(shared->n_models);
+	SpinLockAcquire(&shared->mutex);
+	for (int i = 0; i < shared->n_models; i++)
+	{
+		MopModel   *m = &shared->models[i];
+
+		if (m->state == MOP_IDLE && m->visit == 0 && m->epoch >= 1)
+		{
+			m->state = MOP_STOPPED;
+			stopped = true;
+		}
+	}
+	if (stopped)
+		decided = mop_decide(shared, d);
+	SpinLockRelease(&shared->mutex);
+	if (decided)
+		record_decisions(d);
+	if (stopped)
+		wake_everyone();
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(step_cxt);
+}
+
 /* With the mutex held: whether model j waits where model `best`, just taken, was (a fused unit's member). */
 static bool
 co_member(const MopModel *best, const MopModel *j, bool evaluate)
@@ -1152,6 +1195,7 @@ train_models(MemoryContext step_cxt)
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
+		stop_at_time_limit(step_cxt);
 		n = take_models(&all_finished, &evaluate);
 		if (n > 0)
 		{
