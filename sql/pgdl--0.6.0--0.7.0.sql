@@ -2606,3 +2606,63 @@ CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer 
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text, interval) IS
 	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); with time_limit, no model starts an epoch once that much time has passed since the call (each trains one at least; those cut short end stopped); stores the models and returns the leaderboard';
+
+-- The search: rounds of fit_multiple under the budget until it is spent or the pool is.  The first round
+-- may take 40% of what is left (nothing is measured yet), later ones 90%; each measured round updates the
+-- factor between the predicted and the measured time (the largest of the last two: a round that took
+-- longer than planned makes the next ones smaller).  The plan is a prediction; the deadline is kept by
+-- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models it trained: each is named
+-- <prefix>_<configuration id>, of the set <prefix>_round<r>.
+CREATE OR REPLACE FUNCTION pgdl.automl_search(train regclass, valid regclass, prefix text, deadline timestamptz,
+		workers integer, strategy text, metric text)
+RETURNS integer
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
+$$
+DECLARE
+	pool text := prefix || '_pool';
+	epochs integer := pgdl.automl_epochs(train);
+	pool_n integer;
+	used integer := 0;
+	r integer := 0;
+	next_k integer := GREATEST(4, 2 * workers);
+	k integer;
+	e integer;
+	predicted double precision;
+	factor double precision := 1;
+	last_factor double precision;
+	allowed double precision;
+	started timestamptz;
+	measured double precision;
+	trained integer := 0;
+BEGIN
+	IF deadline > pg_catalog.clock_timestamp() + interval '1 day' THEN
+		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'deadline must be within a day';
+	END IF;
+	SELECT pg_catalog.count(*) INTO pool_n FROM pgdl.configs c
+	 WHERE c.set_name = pool AND c.owner = pg_catalog.current_user()::regrole;
+	LOOP
+		allowed := EXTRACT(epoch FROM deadline - pg_catalog.clock_timestamp()) * CASE WHEN r = 0 THEN 0.4 ELSE 0.9 END;
+		EXIT WHEN allowed <= 0.2 OR used >= pool_n;
+		r := r + 1;
+		k := LEAST(next_k, pool_n - used);
+		e := epochs;
+		SELECT x.k, x.epochs, x.predicted INTO k, e, predicted
+		  FROM pgdl.automl_round(train, valid, pool, prefix || '_round' || r, used, k, e, workers, strategy, factor, allowed) x;
+		EXIT WHEN k = 0;
+		started := pg_catalog.clock_timestamp();
+		trained := trained + (SELECT pg_catalog.count(*) FROM pgdl.fit_multiple(train, prefix || '_round' || r, e, valid,
+								workers, strategy, name_prefix => prefix || '_', rank_by => metric,
+								time_limit => GREATEST(deadline - pg_catalog.clock_timestamp(), interval '1 millisecond')) f);
+		measured := EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started);
+		RAISE DEBUG 'automl round %: % configurations, % epochs, predicted % s x %, took % s', r, k, e, predicted, factor, measured;
+		factor := GREATEST(measured / GREATEST(predicted, 1e-6), COALESCE(last_factor, 0));
+		last_factor := measured / GREATEST(predicted, 1e-6);
+		used := used + k;
+		-- a round well within what was allowed: the next one may hold more configurations
+		next_k := CASE WHEN measured < allowed / 4 THEN LEAST(2 * next_k, 32) ELSE next_k END;
+	END LOOP;
+	RETURN trained;
+END
+$$;
+COMMENT ON FUNCTION pgdl.automl_search(regclass, regclass, text, timestamptz, integer, text, text) IS
+	'internal to pgdl.automl: rounds of pgdl.fit_multiple over the configuration pool, each planned with pgdl.explain_fit_multiple and the measured factor to end before the deadline';

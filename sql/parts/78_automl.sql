@@ -355,7 +355,8 @@ COMMENT ON FUNCTION pgdl.automl_round(regclass, regclass, text, text, integer, i
 -- The search: rounds of fit_multiple under the budget until it is spent or the pool is.  The first round
 -- may take 40% of what is left (nothing is measured yet), later ones 90%; each measured round updates the
 -- factor between the predicted and the measured time (the largest of the last two: a round that took
--- longer than planned makes the next ones smaller).  Returns how many models it trained: each is named
+-- longer than planned makes the next ones smaller).  The plan is a prediction; the deadline is kept by
+-- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models it trained: each is named
 -- <prefix>_<configuration id>, of the set <prefix>_round<r>.
 CREATE FUNCTION pgdl.automl_search(train regclass, valid regclass, prefix text, deadline timestamptz,
 		workers integer, strategy text, metric text)
@@ -395,7 +396,8 @@ BEGIN
 		EXIT WHEN k = 0;
 		started := pg_catalog.clock_timestamp();
 		trained := trained + (SELECT pg_catalog.count(*) FROM pgdl.fit_multiple(train, prefix || '_round' || r, e, valid,
-								workers, strategy, name_prefix => prefix || '_', rank_by => metric) f);
+								workers, strategy, name_prefix => prefix || '_', rank_by => metric,
+								time_limit => GREATEST(deadline - pg_catalog.clock_timestamp(), interval '1 millisecond')) f);
 		measured := EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started);
 		RAISE DEBUG 'automl round %: % configurations, % epochs, predicted % s x %, took % s', r, k, e, predicted, factor, measured;
 		factor := GREATEST(measured / GREATEST(predicted, 1e-6), COALESCE(last_factor, 0));
