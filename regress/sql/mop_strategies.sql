@@ -93,11 +93,12 @@ SELECT count(*) AS models, bool_and(epochs = 1 AND NOT stopped) AS all_trained
 SELECT count(*) AS decisions FROM pgdl.run_metrics WHERE run = (SELECT max(id) FROM pgdl.runs) AND decision IS NOT NULL;
 
 -- time_limit: once it has passed no model starts another epoch; each trains one at least.  One millisecond
--- passes before the workers start, so every model trains exactly one epoch and ends stopped (asha's rung at
--- epoch 1 is decided without the models the limit stopped), with the bytes pgdl.fit gives for one epoch
+-- passes before the workers start, so every model trains exactly one epoch and ends stopped, with the bytes
+-- pgdl.fit gives for one epoch: the models promoted at the rung of epoch 1 stop there, and hyperband's
+-- brackets whose first rung is at epoch 2 are left with no model to decide
 CREATE TABLE mst_limited AS
 SELECT s.strategy, f.config, f.model, f.epochs, f.stopped
-  FROM (VALUES ('all'), ('asha')) s(strategy),
+  FROM (VALUES ('all'), ('asha'), ('hyperband')) s(strategy),
        LATERAL pgdl.fit_multiple('mst_packed', 'mst_set', 4, 'mst_valid', workers => 2, strategy => s.strategy,
                                  eta => 2, time_limit => '1 millisecond') f;
 SELECT strategy, count(*) AS models, bool_and(epochs = 1 AND stopped) AS one_epoch_each

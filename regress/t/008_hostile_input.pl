@@ -677,6 +677,7 @@ my %VALID = (
 	'automl_check.name'            => q{'sweep_checked_dep'},
 	'automl_check.validation'      => '0.2',
 	'budget'                       => q{'3 seconds'},
+	'time_limit'                   => q{'1 hour'},
 	'automl_leaderboard.prefix'    => q{'sweep_search'},
 	'automl_leaderboard.name'      => q{'sweep_lb_dep'},
 	'higher'                       => 'true',
