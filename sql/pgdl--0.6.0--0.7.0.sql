@@ -2666,3 +2666,24 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.automl_search(regclass, regclass, text, timestamptz, integer, text, text) IS
 	'internal to pgdl.automl: rounds of pgdl.fit_multiple over the configuration pool, each planned with pgdl.explain_fit_multiple and the measured factor to end before the deadline';
+
+-- ---- a model whose packed training table was dropped refuses to predict: the drop marks its origin ----
+CREATE OR REPLACE FUNCTION pgdl.forget_dropped_relations() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
+$$
+BEGIN
+	UPDATE pgdl.models m
+	   SET origin = CASE WHEN jsonb_typeof(m.origin) = 'object' THEN m.origin ELSE '{}' END
+					|| jsonb_build_object('dataset_dropped', jsonb_build_object('dataset', d.id, 'packed', o.object_identity))
+	  FROM pgdl.datasets d, pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid AND m.dataset = d.id;
+	DELETE FROM pgdl.datasets d
+	 USING pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
+	DELETE FROM pgdl.feature_cache f
+	 USING pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = f.view::oid;
+END
+$$;
+COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
+	'event trigger: removes the pgdl.datasets rows of dropped packed tables (marking the origin of the models trained on them) and the pgdl.feature_cache rows of dropped cache views';

@@ -135,11 +135,28 @@ SELECT pgdl.delete_rows('pgdl.models', ARRAY[:alice_model]::bigint[]) AS deleted
 RESET ROLE;
 SELECT owner, parent FROM pgdl.models WHERE name = 'lc_child';
 SET ROLE regress_lc_alice;
+GRANT SELECT ON lc_packed TO regress_lc_bob;
+SET ROLE regress_lc_bob;
+SELECT pgdl.fit('lc_packed', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}'::jsonb, '{"seed": 1}', 1,
+                name => 'lc_bobs') > 0 AS bob_trained;
+SET ROLE regress_lc_alice;
 SELECT pgdl.pack('lc_rows', 'x', 'label', 'lc_valid', partitions => 1, reference => 'lc_packed') > 0 AS packed;
 SELECT r.reference = d.id AS refers FROM pgdl.datasets r, pgdl.datasets d
  WHERE r.packed = 'lc_valid'::regclass AND d.packed = 'lc_packed'::regclass;
 DROP TABLE lc_packed;
 SELECT reference FROM pgdl.datasets WHERE packed = 'lc_valid'::regclass;
+RESET ROLE;
+-- the models trained on a dropped packed table lose its preprocessing with its dataset row, every role's:
+-- each says which table went (origin), and refuses to predict rather than take rows as given, as lc_child
+-- (a copy of weights that never had a dataset) does
+SELECT owner, count(*) AS models, bool_and(dataset IS NULL) AS no_dataset,
+       min(origin->'dataset_dropped'->>'packed') AS dropped
+  FROM pgdl.models WHERE origin ? 'dataset_dropped' GROUP BY owner ORDER BY owner;
+SET ROLE regress_lc_bob;
+SELECT lc_try($$SELECT pgdl.predict('lc_bobs', ARRAY[0.1, 0.2, 0.3, 0.4])$$) AS bobs_model;
+SELECT lc_try($$SELECT * FROM pgdl.metrics('lc_bobs', 'lc_rows', 'x', 'label')$$) AS bobs_metrics;
+SELECT lc_try($$SELECT pgdl.export_onnx('lc_bobs')$$) AS bobs_export;
+SELECT array_length(pgdl.predict('lc_child', ARRAY[0.1, 0.2, 0.3, 0.4]), 1) AS without_a_dataset;
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------

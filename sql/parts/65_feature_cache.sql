@@ -95,11 +95,19 @@ CREATE TRIGGER models_feature_cache AFTER UPDATE OF weights OR DELETE ON pgdl.mo
 
 -- A dropped packed table takes its pgdl.datasets row with it, a dropped cache view its
 -- pgdl.feature_cache row, whoever drops them: as the extension's owner, since the rows need not be
--- the dropping role's (70_owners.sql).
+-- the dropping role's (70_owners.sql).  The models trained on the table lose their dataset (ON DELETE
+-- SET NULL) and with it the preprocessing they read rows with: their origin says so first, so that
+-- they refuse to predict (pgdl_check_model_preprocessing) rather than take rows as given, as a model
+-- that never had a dataset (an ONNX import, a blob) does.
 CREATE FUNCTION pgdl.forget_dropped_relations() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
 $$
 BEGIN
+	UPDATE pgdl.models m
+	   SET origin = CASE WHEN jsonb_typeof(m.origin) = 'object' THEN m.origin ELSE '{}' END
+					|| jsonb_build_object('dataset_dropped', jsonb_build_object('dataset', d.id, 'packed', o.object_identity))
+	  FROM pgdl.datasets d, pg_event_trigger_dropped_objects() o
+	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid AND m.dataset = d.id;
 	DELETE FROM pgdl.datasets d
 	 USING pg_event_trigger_dropped_objects() o
 	 WHERE o.classid = 'pg_class'::regclass AND o.objsubid = 0 AND o.objid = d.packed::oid;
@@ -109,7 +117,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
-	'event trigger: removes the pgdl.datasets rows of dropped packed tables and the pgdl.feature_cache rows of dropped cache views';
+	'event trigger: removes the pgdl.datasets rows of dropped packed tables (marking the origin of the models trained on them) and the pgdl.feature_cache rows of dropped cache views';
 REVOKE EXECUTE ON FUNCTION pgdl.forget_dropped_relations() FROM PUBLIC;
 CREATE EVENT TRIGGER pgdl_forget_dropped_relations ON sql_drop
 	EXECUTE FUNCTION pgdl.forget_dropped_relations();

@@ -164,14 +164,24 @@ typedef struct PgdlModel
 	NnModel    *nn;
 	PgdlDataset *dataset;		/* NULL when unknown (a bare bytea, or no dataset) */
 	int32		diverged_epoch; /* the epoch its training diverged in (pgdl.models.metrics); 0: healthy */
+	bool		dataset_dropped;	/* its packed training table was dropped, and its preprocessing with it */
 } PgdlModel;
 
 /*
  * An error (ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE) for a model that cannot
- * answer: one whose training diverged, named with its epoch.  Every function
- * that runs a stored model (predict, evaluate, features) calls it.
+ * answer: one whose training diverged, named with its epoch, or one whose
+ * packed training table was dropped (pgdl_check_model_preprocessing).  Every
+ * function that runs a stored model on raw rows (predict, evaluate, explain,
+ * importance) calls it.
  */
 extern void pgdl_check_model_usable(const PgdlModel *model);
+
+/*
+ * An error (the same) for a model whose packed training table was dropped: the
+ * normalization, imputation and classes it reads its rows with went with the
+ * table's pgdl.datasets row, and the rows as given would answer wrongly.
+ */
+extern void pgdl_check_model_preprocessing(const PgdlModel *model);
 
 /*
  * Models by id or name come from a per-backend cache, which a trigger on

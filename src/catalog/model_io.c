@@ -413,6 +413,7 @@ typedef struct ModelRow
 	bytea	   *weights;
 	int64		dataset;		/* 0 when none */
 	int32		diverged_epoch; /* from its metrics; 0: healthy */
+	bool		dataset_dropped;	/* its origin says its packed training table was dropped */
 } ModelRow;
 
 static void metrics_corrupted(int64 id, const char *what) pg_attribute_noreturn();
@@ -466,6 +467,20 @@ diverged_epoch_of(int64 id, Jsonb *metrics)
 }
 
 /*
+ * pgdl.forget_dropped_relations marks the models of a dropped packed table in
+ * their origin; a catalog older than the column (this library under an older
+ * SQL definition, mid-upgrade) has no mark to read.
+ */
+static const char *
+dataset_dropped_sql(void)
+{
+	Oid			models = get_relname_relid("models", get_namespace_oid("pgdl", false));
+
+	return get_attnum(models, "origin") != InvalidAttrNumber ?
+		"coalesce(pg_catalog.jsonb_typeof(origin) = 'object' AND origin ? 'dataset_dropped', false)" : "false";
+}
+
+/*
  * The row of model `id`, or of the model named `name` when by_name, copied
  * into the current context, or an error.  Any id is looked up (0 and negative
  * ones find no row): only by_name says "by name".
@@ -480,9 +495,8 @@ read_model_row(bool by_name, int64 id, const char *name, ModelRow *row)
 
 	memset(row, 0, sizeof(ModelRow));
 	SPI_connect();
-	ret = SPI_execute_with_args(by_name ?
-								"SELECT id, name, weights, dataset, metrics FROM pgdl.models WHERE id = (SELECT pgdl.model_id($1))" :
-								"SELECT id, name, weights, dataset, metrics FROM pgdl.models WHERE id = $1",
+	ret = SPI_execute_with_args(psprintf("SELECT id, name, weights, dataset, metrics, %s FROM pgdl.models WHERE id = %s",
+										 dataset_dropped_sql(), by_name ? "(SELECT pgdl.model_id($1))" : "$1"),
 								1, argtypes, values, NULL, true, 1);
 	if (ret == SPI_OK_SELECT && SPI_processed == 1)
 	{
@@ -504,6 +518,7 @@ read_model_row(bool by_name, int64 id, const char *name, ModelRow *row)
 		d = SPI_getbinval(tup, desc, 5, &isnull);
 		if (!isnull)
 			row->diverged_epoch = diverged_epoch_of(row->id, DatumGetJsonbP(d));
+		row->dataset_dropped = DatumGetBool(SPI_getbinval(tup, desc, 6, &isnull));
 		MemoryContextSwitchTo(spi);
 	}
 	SPI_finish();
@@ -533,6 +548,7 @@ load_model(bool by_name, int64 id, const char *name)
 	slot->model.id = row.id;
 	slot->model.nn = nn;
 	slot->model.diverged_epoch = row.diverged_epoch;
+	slot->model.dataset_dropped = row.dataset == 0 && row.dataset_dropped;
 	/* a deployment's name is not its model's: the slot answers the name it was looked up by */
 	slot->name = by_name ? MemoryContextStrdup(cache_context(), name) : NULL;
 	slot->last_used = ++use_clock;
@@ -566,6 +582,7 @@ pgdl_model_by_id(int64 id)
 void
 pgdl_check_model_usable(const PgdlModel *model)
 {
+	pgdl_check_model_preprocessing(model);
 	if (model->diverged_epoch == 0)
 		return;
 	ereport(ERROR,
@@ -575,6 +592,21 @@ pgdl_check_model_usable(const PgdlModel *model)
 					   "its weights are not those of a trained model."),
 			 errhint("Train it again with a smaller learning rate, or on normalized features "
 					 "(pgdl.pack with standardize => true).")));
+}
+
+void
+pgdl_check_model_preprocessing(const PgdlModel *model)
+{
+	if (!model->dataset_dropped)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("model " INT64_FORMAT " lost its training set: its packed table was dropped", model->id),
+			 errdetail("The model reads rows as pgdl.pack prepared them for that table (its normalization, "
+					   "imputation and classes), which went with the table's row in pgdl.datasets; "
+					   "rows as given would be answered wrongly."),
+			 errhint("Train the model again on a packed table that stays while the model is used "
+					 "(its origin in pgdl.models names the table that was dropped).")));
 }
 
 PgdlModel *
@@ -762,6 +794,7 @@ pgdl_model_arg_copy(FunctionCallInfo fcinfo, MemoryContext owner)
 	model = pgdl_model_arg(fcinfo);
 	copy->id = model->id;
 	copy->diverged_epoch = model->diverged_epoch;
+	copy->dataset_dropped = model->dataset_dropped;
 	copy->nn = nn_model_clone(model->nn, &err);
 	if (copy->nn == NULL)
 		ereport(ERROR,

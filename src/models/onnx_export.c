@@ -1200,5 +1200,7 @@ pgdl_export_onnx(PG_FUNCTION_ARGS)
 		name = model_name(pm->id);
 	}
 	pm = pgdl_model_arg(fcinfo);
+	if (normalize)
+		pgdl_check_model_preprocessing(pm);
 	PG_RETURN_BYTEA_P(pack_model(build_model(pm, name, normalize)));
 }
