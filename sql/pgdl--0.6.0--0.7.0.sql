@@ -2687,3 +2687,78 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
 	'event trigger: removes the pgdl.datasets rows of dropped packed tables (marking the origin of the models trained on them) and the pgdl.feature_cache rows of dropped cache views';
+
+-- ---- retrain: a refit that is not deployed leaves nothing behind unless kept ----
+DROP FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean);
+-- pgdl.retrain: the model a deployment serves refitted on new rows (its architecture and configuration,
+-- warm-started from it, packed with its training set's preprocessing), and deployed only when it beats
+-- the served model on a held-out split of those rows.  A function (pgdl.fit trains in the caller's
+-- transaction), so that a pg_cron job runs it as one statement.  A refit that is not deployed leaves
+-- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly job would
+-- otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
+-- preprocessing it predicts with and the next retrain packs with.
+CREATE FUNCTION pgdl.retrain(name text, source regclass, validation real DEFAULT 0.2, epochs integer DEFAULT NULL,
+		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true, keep boolean DEFAULT false)
+RETURNS TABLE (previous bigint, candidate bigint, deployed boolean, ranked_by text, score double precision,
+			   previous_score double precision, train regclass, valid regclass)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
+$$
+DECLARE
+	d pgdl.deployment_names;
+	m record;
+	ds record;
+	prefix text;
+	outcome record;
+BEGIN
+	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL OR keep IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed, warm_start and keep must not be NULL';
+	END IF;
+	IF NOT (validation >= 0.05 AND validation <= 0.5) THEN
+		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('validation must be from 0.05 to 0.5, not %s', validation),
+			DETAIL = 'It is the share of the new rows held out to compare the refitted model with the deployed one.';
+	END IF;
+	IF epochs IS NOT NULL AND NOT (epochs BETWEEN 1 AND 100000) THEN
+		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('epochs must be from 1 to 100000, not %s', epochs);
+	END IF;
+	d := pgdl.deployment_for_update(name);		-- its owner's, locked: one retrain of a name at a time
+	SELECT x.id, x.spec, x.config, x.dataset, COALESCE((x.metrics ->> 'epochs_trained')::integer, (x.metrics ->> 'epoch')::integer) AS trained_epochs INTO m
+	  FROM pgdl.models x WHERE x.id = pgdl.deployed_model(d.id);
+	SELECT x.packed, x.features, x.label, x.task INTO ds FROM pgdl.datasets x WHERE x.id = m.dataset;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION USING ERRCODE = '55000',
+			MESSAGE = pg_catalog.format('model %s served by %s has no training set any more', m.id, pgdl.deployment_label(name)),
+			DETAIL = 'retrain packs the new rows with the preprocessing of the model''s packed training table, which was dropped.',
+			HINT = 'Train and deploy a model on a packed table that stays, then retrain.';
+	END IF;
+	metric := COALESCE(metric, 'loss');
+	IF NOT EXISTS (SELECT FROM pgdl.rank_metrics() r WHERE r.metric = retrain.metric AND r.task IN ('any', ds.task)) THEN
+		RAISE EXCEPTION USING ERRCODE = '22023',
+			MESSAGE = pg_catalog.format('metric "%s" does not rank a %s model', pg_catalog.left(metric, 64), ds.task),
+			HINT = (SELECT 'Rank it by ' || pg_catalog.string_agg(r.metric, ', ') || '.' FROM pgdl.rank_metrics() r WHERE r.task IN ('any', ds.task));
+	END IF;
+	prefix := pgdl.automl_prefix('retrain_' || pg_catalog.left(name, 24));
+	PERFORM pgdl.automl_prepare(source, ds.label, prefix, validation, seed, 1, ds.task = 'classification',
+								ds.features, reference => ds.packed);
+	train := pg_catalog.quote_ident(prefix || '_train')::regclass;
+	valid := pg_catalog.quote_ident(prefix || '_validation')::regclass;
+	candidate := pgdl.fit(train, m.spec,
+						  CASE WHEN warm_start THEN m.config || pg_catalog.jsonb_build_object('warm_start', m.id) ELSE m.config END,
+						  COALESCE(epochs, m.trained_epochs, 10), valid);
+	SELECT * INTO outcome FROM pgdl.deploy_if_better(name, candidate, valid, metric);
+	IF NOT outcome.deployed AND NOT keep THEN
+		PERFORM pgdl.delete_rows('pgdl.models', ARRAY[candidate]);
+		EXECUTE pg_catalog.format('DROP TABLE %s, %s', train, valid);
+		candidate := NULL;
+		train := NULL;
+		valid := NULL;
+	END IF;
+	previous := m.id;
+	deployed := outcome.deployed;
+	ranked_by := outcome.metric;
+	score := outcome.score;
+	previous_score := outcome.previous_score;
+	RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean, boolean) IS
+	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; a refit not deployed is deleted with its packed tables unless keep; returns both models (the refit NULL when deleted), their scores and the new packed tables';

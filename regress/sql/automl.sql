@@ -133,15 +133,23 @@ SELECT d.model <> pgdl.model_id('am_weak') AS moved FROM pgdl.deployments d WHER
 -- the same preprocessing as the served model's training set
 SELECT x.normalization = p.normalization AS same_normalization, x.reference = p.id AS referenced
   FROM pgdl.datasets x, pgdl.datasets p WHERE x.packed = 'retrain_am_retrained_train'::regclass AND p.packed = 'am_plain'::regclass;
--- one epoch from scratch does not beat the refit: kept
-SELECT deployed, score > previous_score AS higher_loss, train
+-- one epoch from scratch does not beat the refit: the name keeps its model, and the refit leaves nothing
+-- behind (its model, its packed tables); with keep, both stay
+SELECT count(*) AS models_before FROM pgdl.models \gset
+SELECT deployed, score > previous_score AS higher_loss, candidate, train, valid
   FROM pgdl.retrain('am_retrained', 'am_new_rows', epochs => 1, warm_start => false, seed => 5);
+SELECT (SELECT count(*) FROM pgdl.models) = :models_before AS no_model_left,
+       (SELECT count(*) FROM pg_class WHERE relname LIKE 'retrain\_am\_retrained\_2%') AS tables_left;
+SELECT deployed, candidate IS NOT NULL AS candidate_kept, train, valid
+  FROM pgdl.retrain('am_retrained', 'am_new_rows', epochs => 1, warm_start => false, seed => 5, keep => true);
+SELECT (SELECT count(*) FROM pgdl.models) = :models_before + 1 AS model_kept;
 SET client_min_messages = notice;
 SELECT am_try($$SELECT * FROM pgdl.retrain(NULL, 'am_new_rows')$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', NULL)$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', validation => NULL)$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', seed => NULL)$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', warm_start => NULL)$$);
+SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', keep => NULL)$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_nothing', 'am_new_rows')$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', validation => 'NaN')$$);
 SELECT am_try($$SELECT * FROM pgdl.retrain('am_retrained', 'am_new_rows', validation => 1)$$);

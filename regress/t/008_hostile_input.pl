@@ -685,6 +685,7 @@ my %VALID = (
 	'retrain.source'               => q{'sweep_points'},
 	'retrain.validation'           => '0.2',
 	'warm_start'                   => 'true',
+	'retrain.keep'                 => 'false',
 	'deploy_if_better.name'        => q{'sweep_dib'},
 	# ONNX import (sql/parts/52_onnx.sql): a Gemm of 4 features to 3 classes, as sweep_packed has, made by
 	# onnx.helper (make_node('Gemm', ['x', 'W', 'B'], ['y'], transB=1), W = 0.1 * i, B = 0, opset 13)

@@ -612,9 +612,12 @@ COMMENT ON FUNCTION pgdl.automl_leaderboard(text, regclass, text, text, boolean)
 -- pgdl.retrain: the model a deployment serves refitted on new rows (its architecture and configuration,
 -- warm-started from it, packed with its training set's preprocessing), and deployed only when it beats
 -- the served model on a held-out split of those rows.  A function (pgdl.fit trains in the caller's
--- transaction), so that a pg_cron job runs it as one statement.
+-- transaction), so that a pg_cron job runs it as one statement.  A refit that is not deployed leaves
+-- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly job would
+-- otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
+-- preprocessing it predicts with and the next retrain packs with.
 CREATE FUNCTION pgdl.retrain(name text, source regclass, validation real DEFAULT 0.2, epochs integer DEFAULT NULL,
-		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true)
+		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true, keep boolean DEFAULT false)
 RETURNS TABLE (previous bigint, candidate bigint, deployed boolean, ranked_by text, score double precision,
 			   previous_score double precision, train regclass, valid regclass)
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
@@ -626,8 +629,8 @@ DECLARE
 	prefix text;
 	outcome record;
 BEGIN
-	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL THEN
-		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed and warm_start must not be NULL';
+	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL OR keep IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed, warm_start and keep must not be NULL';
 	END IF;
 	IF NOT (validation >= 0.05 AND validation <= 0.5) THEN
 		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('validation must be from 0.05 to 0.5, not %s', validation),
@@ -661,6 +664,13 @@ BEGIN
 						  CASE WHEN warm_start THEN m.config || pg_catalog.jsonb_build_object('warm_start', m.id) ELSE m.config END,
 						  COALESCE(epochs, m.trained_epochs, 10), valid);
 	SELECT * INTO outcome FROM pgdl.deploy_if_better(name, candidate, valid, metric);
+	IF NOT outcome.deployed AND NOT keep THEN
+		PERFORM pgdl.delete_rows('pgdl.models', ARRAY[candidate]);
+		EXECUTE pg_catalog.format('DROP TABLE %s, %s', train, valid);
+		candidate := NULL;
+		train := NULL;
+		valid := NULL;
+	END IF;
 	previous := m.id;
 	deployed := outcome.deployed;
 	ranked_by := outcome.metric;
@@ -669,5 +679,5 @@ BEGIN
 	RETURN NEXT;
 END
 $$;
-COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean) IS
-	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; returns both models, their scores and the new packed tables';
+COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean, boolean) IS
+	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; a refit not deployed is deleted with its packed tables unless keep; returns both models (the refit NULL when deleted), their scores and the new packed tables';
