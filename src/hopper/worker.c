@@ -66,6 +66,7 @@ typedef struct WorkerSource
 static WorkerSource *sources;
 static MopCandidate *candidates;	/* take_models' view of the models */
 static int32 *taken;			/* the models take_models took: one, or the members of a fused unit */
+static MopDecisions *limit_decisions[2];	/* take_models' at the time limit: one pass's, and all of a take's */
 
 /* Where this worker's time went once training began, for its DEBUG1 line at the end (train_models). */
 static double validated_seconds;
@@ -485,46 +486,48 @@ finish_epochs(const int32 *ids, int n, NnModel **nns, const bool *diverged)
 }
 
 /*
- * fit_multiple's time_limit, once it has passed: a model between two epochs
- * (having trained one at least) trains no further.  It stops as halving stops
- * one, so that a rung that waited for it is decided without it (mop_decide),
- * and a model promoted there stops in turn.  A model in the middle of an epoch
- * finishes it: what is stored is a whole epoch's model, as trained without a
- * limit.  Which epoch each model reaches depends on the time; its bytes at that
- * epoch do not.
+ * With the mutex held, once fit_multiple's time_limit has passed: a model
+ * between two epochs (having trained one at least) trains no further.  It
+ * stops as halving stops one, so that a rung that waited for it is decided
+ * without it (mop_decide, whose decisions are merged into `all`), and a model
+ * promoted there stops in turn.  A model in the middle of an epoch finishes it:
+ * what is stored is a whole epoch's model, as trained without a limit.  Done
+ * under the same hold as the take that follows, so that no worker takes a
+ * model between its epochs after the limit.  Which epoch each model reaches
+ * depends on the time; its bytes at that epoch do not.  Returns whether any
+ * model stopped.
  */
-static void
-stop_at_time_limit(MemoryContext step_cxt)
+static bool
+stop_at_time_limit(MopDecisions *d, MopDecisions *all)
 {
-	MemoryContext old;
-	MopDecisions *d;
-	bool		stopped = false,
-				decided = false;
+	bool		stopped = false;
 
-	if (shared->time_limit_end == 0 || GetCurrentTimestamp() < shared->time_limit_end)
-		return;
-	old = MemoryContextSwitchTo(step_cxt);
-	d = mop_decisions_alloc(shared->n_models);
-	SpinLockAcquire(&shared->mutex);
-	for (int i = 0; i < shared->n_models; i++)
+	for (;;)
 	{
-		MopModel   *m = &shared->models[i];
+		bool		any = false;
 
-		if (m->state == MOP_IDLE && m->visit == 0 && m->epoch >= 1)
+		for (int i = 0; i < shared->n_models; i++)
 		{
-			m->state = MOP_STOPPED;
-			stopped = true;
+			MopModel   *m = &shared->models[i];
+
+			if (m->state == MOP_IDLE && m->visit == 0 && m->epoch >= 1)
+			{
+				m->state = MOP_STOPPED;
+				any = true;
+			}
 		}
+		if (!any)
+			return stopped;
+		stopped = true;
+		if (!mop_decide(shared, d))
+			return true;
+		for (int i = 0; i < shared->n_models; i++)
+			if (d->epoch[i] > 0)
+			{
+				all->epoch[i] = d->epoch[i];
+				all->stopped[i] = d->stopped[i];
+			}
 	}
-	if (stopped)
-		decided = mop_decide(shared, d);
-	SpinLockRelease(&shared->mutex);
-	if (decided)
-		record_decisions(d);
-	if (stopped)
-		wake_everyone();
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(step_cxt);
 }
 
 /* With the mutex held: whether model j waits where model `best`, just taken, was (a fused unit's member). */
@@ -541,7 +544,8 @@ co_member(const MopModel *best, const MopModel *j, bool evaluate)
  * `taken`, the picked one first; returns how many (0: none).  The schedule's
  * rule picks it (mop_pick_model, which explain_schedule's simulation applies
  * too) from the state read under the mutex, and each is marked busy before
- * the mutex goes, so that no two workers take it.  Which worker trains or
+ * the mutex goes, so that no two workers take it.  Past the time limit the
+ * models between epochs are stopped first, under the same hold.  Which worker trains or
  * evaluates a visit, when, and with which other models, changes no byte of
  * the models: a model's visits keep their order.
  */
@@ -551,14 +555,28 @@ take_models(bool *all_finished, bool *evaluate)
 	int			best;
 	int			n_taken = 0;
 	bool		busy[PGDL_MAX_WORKERS] = {false};
+	bool		out_of_time = shared->time_limit_end != 0 && GetCurrentTimestamp() >= shared->time_limit_end;
+	bool		stopped = false;
 
 	/* not under the spinlock: an allocation may fail */
 	if (candidates == NULL)
 		candidates = MemoryContextAlloc(TopMemoryContext, sizeof(MopCandidate) * shared->n_models);
 	if (taken == NULL)
 		taken = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * shared->n_models);
+	if (out_of_time && limit_decisions[0] == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		limit_decisions[0] = mop_decisions_alloc(shared->n_models);
+		limit_decisions[1] = mop_decisions_alloc(shared->n_models);
+		MemoryContextSwitchTo(old);
+	}
+	if (out_of_time)
+		memset(limit_decisions[1]->epoch, 0, sizeof(int32) * shared->n_models);
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
+	if (out_of_time)
+		stopped = stop_at_time_limit(limit_decisions[0], limit_decisions[1]);
 	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
@@ -598,6 +616,11 @@ take_models(bool *all_finished, bool *evaluate)
 			m->partition = mop_next_partition(m, shared->n_partitions);
 	}
 	SpinLockRelease(&shared->mutex);
+	if (stopped)
+	{
+		record_decisions(limit_decisions[1]);
+		wake_everyone();
+	}
 	return n_taken;
 }
 
@@ -1195,7 +1218,6 @@ train_models(MemoryContext step_cxt)
 					(errcode(ERRCODE_ADMIN_SHUTDOWN),
 					 errmsg("pgdl worker %d stops: the backend that started its run (pid %d) is gone",
 							me, (int) shared->leader_pid)));
-		stop_at_time_limit(step_cxt);
 		n = take_models(&all_finished, &evaluate);
 		if (n > 0)
 		{
