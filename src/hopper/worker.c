@@ -545,9 +545,9 @@ co_member(const MopModel *best, const MopModel *j, bool evaluate)
  * rule picks it (mop_pick_model, which explain_schedule's simulation applies
  * too) from the state read under the mutex, and each is marked busy before
  * the mutex goes, so that no two workers take it.  Past the time limit the
- * models between epochs are stopped first, under the same hold.  Which worker trains or
- * evaluates a visit, when, and with which other models, changes no byte of
- * the models: a model's visits keep their order.
+ * models between epochs are stopped first, under the same hold.  Which
+ * worker trains or evaluates a visit, when, and with which other models,
+ * changes no byte of the models: a model's visits keep their order.
  */
 static int
 take_models(bool *all_finished, bool *evaluate)
