@@ -166,6 +166,14 @@ $(REL)/gpu_peak: bench/gpu_peak.c $(REL)/nn.a
 check-layout:
 	$(PYTHON) regress/layout.py
 
+# OpenBLAS against BLIS on the networks' products (libblis-dev); not linked into pgdl
+build/release/gemm_libs: bench/gemm_libs.c
+	@mkdir -p $(@D)
+	$(NN_CC) -O2 -g -Wall -I/usr/include/x86_64-linux-gnu $(filter -I%,$(NN_CPPFLAGS)) bench/gemm_libs.c $(BLAS_LIBS) -l:libblis.so.4 -lm -lpthread -o $@
+
+bench-gemm-libs: build/release/gemm_libs
+	bench/gemm_libs.sh build/release/gemm_libs
+
 bench-engine: build/release/engine_bench
 	bench/engine.sh build/release/engine_bench
 
@@ -233,7 +241,7 @@ bench-pack:
 bench-automl:
 	bench/automl.sh
 
-.PHONY: check-layout unit unit-asan fixtures bench-engine bench-bf16 bench-sql bench-mop bench-fused bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
+.PHONY: check-layout unit unit-asan fixtures bench-engine bench-gemm-libs bench-bf16 bench-sql bench-mop bench-fused bench-jobs bench-cluster bench-cache bench-predict bench-zoo bench-estimate bench-gpu bench-pack bench-fit bench-resnet bench-automl
 
 # The engine is built with its own flags in pgdl.so too: PostgreSQL's -fwrapv and
 # -fno-omit-frame-pointer cost the CNN nearly a third of its speed through pgdl.fit.
