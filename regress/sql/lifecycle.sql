@@ -157,6 +157,15 @@ SELECT lc_try($$SELECT pgdl.predict('lc_bobs', ARRAY[0.1, 0.2, 0.3, 0.4])$$) AS 
 SELECT lc_try($$SELECT * FROM pgdl.metrics('lc_bobs', 'lc_rows', 'x', 'label')$$) AS bobs_metrics;
 SELECT lc_try($$SELECT pgdl.export_onnx('lc_bobs')$$) AS bobs_export;
 SELECT array_length(pgdl.predict('lc_child', ARRAY[0.1, 0.2, 0.3, 0.4]), 1) AS without_a_dataset;
+-- served under a name, it cannot be scored against a refit: the name keeps it (deploy_if_better's notice says why)
+SELECT pgdl.deploy('lc_bob_dep', 'lc_bobs') > 0 AS deployed;
+SELECT pgdl.pack('lc_rows', 'x', 'label', 'lc_bob_valid', partitions => 1) > 0 AS packed;
+SELECT pgdl.fit('lc_bob_valid', '{"input": [4], "layers": [{"type": "dense", "units": 2}]}'::jsonb, '{"seed": 1}', 1,
+                name => 'lc_bob_new') > 0 AS trained;
+SELECT deployed, previous = pgdl.model_id('lc_bobs') AS kept_the_lost_model, score IS NULL AND previous_score IS NULL AS not_scored
+  FROM pgdl.deploy_if_better('lc_bob_dep', pgdl.model_id('lc_bob_new'), 'lc_bob_valid');
+SELECT pgdl.drop_deployment('lc_bob_dep');
+DROP TABLE lc_bob_valid;
 RESET ROLE;
 
 -- ---------------------------------------------------------------------------

@@ -129,6 +129,7 @@ deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, Pgdl
 	double		theirs;
 	double		ours;
 	char	   *difference;
+	bool		lost;			/* the served model's packed training table was dropped */
 
 	out->previous = deployed;
 	out->serves = deployed == candidate;
@@ -143,16 +144,22 @@ deploy_if_better(const char *name, int64 candidate, const PgdlDataset *vds, Pgdl
 				 errdetail("The name served no model before.")));
 		return;
 	}
-	difference = pgdl_model_by_id(deployed)->dataset == NULL ?
-		pstrdup("It has no training set in pgdl.datasets (an imported model), so nothing says how to preprocess data for it.") :
-		pgdl_dataset_preprocessing_difference(pgdl_model_by_id(deployed)->dataset, vds);
+	lost = pgdl_model_by_id(deployed)->dataset_dropped;
+	if (lost)
+		difference = pstrdup("Its packed training table was dropped, and with it how to preprocess data for it.");
+	else if (pgdl_model_by_id(deployed)->dataset == NULL)
+		difference = pstrdup("It has no training set in pgdl.datasets (an imported model), so nothing says how to preprocess data for it.");
+	else
+		difference = pgdl_dataset_preprocessing_difference(pgdl_model_by_id(deployed)->dataset, vds);
 	if (difference != NULL)
 	{
 		ereport(NOTICE,
 				(errmsg("kept model " INT64_FORMAT " as \"%s\": it cannot be scored on \"%s\"",
 						deployed, pgdl_echo(name), vname ? vname : "?"),
 				 errdetail("%s", difference),
-				 errhint("Compare the two with pgdl.metrics on data both can read, then call pgdl.deploy.")));
+				 errhint("%s", lost ?
+						 "The served model no longer predicts: deploy one that does with pgdl.deploy." :
+						 "Compare the two with pgdl.metrics on data both can read, then call pgdl.deploy.")));
 		return;
 	}
 	theirs = rank_value_on(pgdl_model_by_id(deployed), vds, r);
