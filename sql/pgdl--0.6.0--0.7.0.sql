@@ -1314,14 +1314,14 @@ CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer 
 		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
 		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
 		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL,
-		folds boolean DEFAULT false, deploy text DEFAULT NULL)
+		folds boolean DEFAULT false, deploy text DEFAULT NULL, time_limit interval DEFAULT NULL)
 	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
 				   epochs integer, train_loss double precision, train_accuracy double precision,
 				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
 				   diverged boolean)
 	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text) IS
-	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); stores the models and returns the leaderboard';
+COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text, interval) IS
+	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); with time_limit, no model starts an epoch once that much time has passed since the call (each trains one at least; those cut short end stopped); stores the models and returns the leaderboard';
 
 -- Deployments: a name that answers every function taking a model by name (predict, predict_batch,
 -- evaluate, metrics, explain, export_onnx, ...) with one model, its history, and rollback.
@@ -1968,8 +1968,9 @@ COMMENT ON FUNCTION pgdl.automl_round(regclass, regclass, text, text, integer, i
 -- The search: rounds of fit_multiple under the budget until it is spent or the pool is.  The first round
 -- may take 40% of what is left (nothing is measured yet), later ones 90%; each measured round updates the
 -- factor between the predicted and the measured time (the largest of the last two: a round that took
--- longer than planned makes the next ones smaller).  Returns how many models it trained: each is named
--- <prefix>_<configuration id>, of the set <prefix>_round<r>.
+-- longer than planned makes the next ones smaller).  The plan is a prediction; the deadline is kept by
+-- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models
+-- it trained: each is named <prefix>_<configuration id>, of the set <prefix>_round<r>.
 CREATE FUNCTION pgdl.automl_search(train regclass, valid regclass, prefix text, deadline timestamptz,
 		workers integer, strategy text, metric text)
 RETURNS integer
@@ -2008,7 +2009,8 @@ BEGIN
 		EXIT WHEN k = 0;
 		started := pg_catalog.clock_timestamp();
 		trained := trained + (SELECT pg_catalog.count(*) FROM pgdl.fit_multiple(train, prefix || '_round' || r, e, valid,
-								workers, strategy, name_prefix => prefix || '_', rank_by => metric) f);
+								workers, strategy, name_prefix => prefix || '_', rank_by => metric,
+								time_limit => GREATEST(deadline - pg_catalog.clock_timestamp(), interval '1 millisecond')) f);
 		measured := EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started);
 		RAISE DEBUG 'automl round %: % configurations, % epochs, predicted % s x %, took % s', r, k, e, predicted, factor, measured;
 		factor := GREATEST(measured / GREATEST(predicted, 1e-6), COALESCE(last_factor, 0));
@@ -2223,9 +2225,12 @@ COMMENT ON FUNCTION pgdl.automl_leaderboard(text, regclass, text, text, boolean)
 -- pgdl.retrain: the model a deployment serves refitted on new rows (its architecture and configuration,
 -- warm-started from it, packed with its training set's preprocessing), and deployed only when it beats
 -- the served model on a held-out split of those rows.  A function (pgdl.fit trains in the caller's
--- transaction), so that a pg_cron job runs it as one statement.
+-- transaction), so that a pg_cron job runs it as one statement.  A refit that is not deployed leaves
+-- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly
+-- job would otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
+-- preprocessing it predicts with and the next retrain packs with.
 CREATE FUNCTION pgdl.retrain(name text, source regclass, validation real DEFAULT 0.2, epochs integer DEFAULT NULL,
-		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true)
+		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true, keep boolean DEFAULT false)
 RETURNS TABLE (previous bigint, candidate bigint, deployed boolean, ranked_by text, score double precision,
 			   previous_score double precision, train regclass, valid regclass)
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
@@ -2237,8 +2242,8 @@ DECLARE
 	prefix text;
 	outcome record;
 BEGIN
-	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL THEN
-		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed and warm_start must not be NULL';
+	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL OR keep IS NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed, warm_start and keep must not be NULL';
 	END IF;
 	IF NOT (validation >= 0.05 AND validation <= 0.5) THEN
 		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('validation must be from 0.05 to 0.5, not %s', validation),
@@ -2272,6 +2277,13 @@ BEGIN
 						  CASE WHEN warm_start THEN m.config || pg_catalog.jsonb_build_object('warm_start', m.id) ELSE m.config END,
 						  COALESCE(epochs, m.trained_epochs, 10), valid);
 	SELECT * INTO outcome FROM pgdl.deploy_if_better(name, candidate, valid, metric);
+	IF NOT outcome.deployed AND NOT keep THEN
+		PERFORM pgdl.delete_rows('pgdl.models', ARRAY[candidate]);
+		EXECUTE pg_catalog.format('DROP TABLE %s, %s', train, valid);
+		candidate := NULL;
+		train := NULL;
+		valid := NULL;
+	END IF;
 	previous := m.id;
 	deployed := outcome.deployed;
 	ranked_by := outcome.metric;
@@ -2280,8 +2292,8 @@ BEGIN
 	RETURN NEXT;
 END
 $$;
-COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean) IS
-	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; returns both models, their scores and the new packed tables';
+COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean, boolean) IS
+	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; a refit not deployed is deleted with its packed tables unless keep; returns both models (the refit NULL when deleted), their scores and the new packed tables';
 -- ---- preprocessing that travels with the model: pack's impute, impute_value, scaling and one_hot; ----
 -- ---- pgdl.datasets.imputation, min-max and robust normalization, one-hot vocabularies ----
 -- Datasets packed before impute nothing (NULL); their normalization and vocabularies read as before.
@@ -2592,81 +2604,6 @@ ALTER TABLE pgdl.runs ADD COLUMN engine jsonb;
 ALTER TABLE pgdl.models ADD COLUMN engine jsonb;
 GRANT UPDATE (engine) ON pgdl.runs, pgdl.models TO PUBLIC;
 
--- ---- fit_multiple's time_limit, which pgdl.automl's rounds end by ----
-DROP FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text);
-CREATE FUNCTION pgdl.fit_multiple(source regclass, configs text, epochs integer DEFAULT 10,
-		validation regclass DEFAULT NULL, workers integer DEFAULT NULL, strategy text DEFAULT 'all',
-		eta integer DEFAULT 3, name_prefix text DEFAULT NULL, feature_cache text DEFAULT 'auto',
-		workers_per_node integer DEFAULT 1, priority integer DEFAULT 0, rank_by text DEFAULT NULL,
-		folds boolean DEFAULT false, deploy text DEFAULT NULL, time_limit interval DEFAULT NULL)
-	RETURNS TABLE (rank integer, model bigint, config bigint, architecture text, config_json jsonb,
-				   epochs integer, train_loss double precision, train_accuracy double precision,
-				   validation_loss double precision, validation_accuracy double precision, stopped boolean,
-				   diverged boolean)
-	AS 'MODULE_PATHNAME', 'pgdl_fit_multiple' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION pgdl.fit_multiple(regclass, text, integer, regclass, integer, text, integer, text, text, integer, integer, text, boolean, text, interval) IS
-	'trains every configuration of a set at once on a packed table with background workers (model hopper parallelism), sharing the frozen layers of configurations with a base model through feature caches (feature_cache: auto, on, off); on a distributed packed table, workers_per_node workers train on each node over libpq; a job of the server''s queue, priority (-100 to 100) ordering the caller''s own queued jobs; rank_by (NULL: the validation loss; accuracy, f1, f1_weighted, precision, recall, roc_auc, average_precision, log_loss, mse, rmse, mae, r2) ranks the leaderboard and halving''s rungs; with folds, cross-validates: each configuration once per partition held out, ranked by the mean over its folds (pgdl.cross_validation); with deploy, deploys the winner under that name when it beats the model the name serves on the validation table (pgdl.deploy); with time_limit, no model starts an epoch once that much time has passed since the call (each trains one at least; those cut short end stopped); stores the models and returns the leaderboard';
-
--- The search: rounds of fit_multiple under the budget until it is spent or the pool is.  The first round
--- may take 40% of what is left (nothing is measured yet), later ones 90%; each measured round updates the
--- factor between the predicted and the measured time (the largest of the last two: a round that took
--- longer than planned makes the next ones smaller).  The plan is a prediction; the deadline is kept by
--- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models it trained: each is named
--- <prefix>_<configuration id>, of the set <prefix>_round<r>.
-CREATE OR REPLACE FUNCTION pgdl.automl_search(train regclass, valid regclass, prefix text, deadline timestamptz,
-		workers integer, strategy text, metric text)
-RETURNS integer
-	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
-$$
-DECLARE
-	pool text := prefix || '_pool';
-	epochs integer := pgdl.automl_epochs(train);
-	pool_n integer;
-	used integer := 0;
-	r integer := 0;
-	next_k integer := GREATEST(4, 2 * workers);
-	k integer;
-	e integer;
-	predicted double precision;
-	factor double precision := 1;
-	last_factor double precision;
-	allowed double precision;
-	started timestamptz;
-	measured double precision;
-	trained integer := 0;
-BEGIN
-	IF deadline > pg_catalog.clock_timestamp() + interval '1 day' THEN
-		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'deadline must be within a day';
-	END IF;
-	SELECT pg_catalog.count(*) INTO pool_n FROM pgdl.configs c
-	 WHERE c.set_name = pool AND c.owner = pg_catalog.current_user()::regrole;
-	LOOP
-		allowed := EXTRACT(epoch FROM deadline - pg_catalog.clock_timestamp()) * CASE WHEN r = 0 THEN 0.4 ELSE 0.9 END;
-		EXIT WHEN allowed <= 0.2 OR used >= pool_n;
-		r := r + 1;
-		k := LEAST(next_k, pool_n - used);
-		e := epochs;
-		SELECT x.k, x.epochs, x.predicted INTO k, e, predicted
-		  FROM pgdl.automl_round(train, valid, pool, prefix || '_round' || r, used, k, e, workers, strategy, factor, allowed) x;
-		EXIT WHEN k = 0;
-		started := pg_catalog.clock_timestamp();
-		trained := trained + (SELECT pg_catalog.count(*) FROM pgdl.fit_multiple(train, prefix || '_round' || r, e, valid,
-								workers, strategy, name_prefix => prefix || '_', rank_by => metric,
-								time_limit => GREATEST(deadline - pg_catalog.clock_timestamp(), interval '1 millisecond')) f);
-		measured := EXTRACT(epoch FROM pg_catalog.clock_timestamp() - started);
-		RAISE DEBUG 'automl round %: % configurations, % epochs, predicted % s x %, took % s', r, k, e, predicted, factor, measured;
-		factor := GREATEST(measured / GREATEST(predicted, 1e-6), COALESCE(last_factor, 0));
-		last_factor := measured / GREATEST(predicted, 1e-6);
-		used := used + k;
-		-- a round well within what was allowed: the next one may hold more configurations
-		next_k := CASE WHEN measured < allowed / 4 THEN LEAST(2 * next_k, 32) ELSE next_k END;
-	END LOOP;
-	RETURN trained;
-END
-$$;
-COMMENT ON FUNCTION pgdl.automl_search(regclass, regclass, text, timestamptz, integer, text, text) IS
-	'internal to pgdl.automl: rounds of pgdl.fit_multiple over the configuration pool, each planned with pgdl.explain_fit_multiple and the measured factor to end before the deadline';
-
 -- ---- a model whose packed training table was dropped refuses to predict: the drop marks its origin ----
 CREATE OR REPLACE FUNCTION pgdl.forget_dropped_relations() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS
@@ -2687,78 +2624,3 @@ END
 $$;
 COMMENT ON FUNCTION pgdl.forget_dropped_relations() IS
 	'event trigger: removes the pgdl.datasets rows of dropped packed tables (marking the origin of the models trained on them) and the pgdl.feature_cache rows of dropped cache views';
-
--- ---- retrain: a refit that is not deployed leaves nothing behind unless kept ----
-DROP FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean);
--- pgdl.retrain: the model a deployment serves refitted on new rows (its architecture and configuration,
--- warm-started from it, packed with its training set's preprocessing), and deployed only when it beats
--- the served model on a held-out split of those rows.  A function (pgdl.fit trains in the caller's
--- transaction), so that a pg_cron job runs it as one statement.  A refit that is not deployed leaves
--- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly job would
--- otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
--- preprocessing it predicts with and the next retrain packs with.
-CREATE FUNCTION pgdl.retrain(name text, source regclass, validation real DEFAULT 0.2, epochs integer DEFAULT NULL,
-		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true, keep boolean DEFAULT false)
-RETURNS TABLE (previous bigint, candidate bigint, deployed boolean, ranked_by text, score double precision,
-			   previous_score double precision, train regclass, valid regclass)
-	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE AS
-$$
-DECLARE
-	d pgdl.deployment_names;
-	m record;
-	ds record;
-	prefix text;
-	outcome record;
-BEGIN
-	IF name IS NULL OR source IS NULL OR validation IS NULL OR seed IS NULL OR warm_start IS NULL OR keep IS NULL THEN
-		RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'name, source, validation, seed, warm_start and keep must not be NULL';
-	END IF;
-	IF NOT (validation >= 0.05 AND validation <= 0.5) THEN
-		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('validation must be from 0.05 to 0.5, not %s', validation),
-			DETAIL = 'It is the share of the new rows held out to compare the refitted model with the deployed one.';
-	END IF;
-	IF epochs IS NOT NULL AND NOT (epochs BETWEEN 1 AND 100000) THEN
-		RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('epochs must be from 1 to 100000, not %s', epochs);
-	END IF;
-	d := pgdl.deployment_for_update(name);		-- its owner's, locked: one retrain of a name at a time
-	SELECT x.id, x.spec, x.config, x.dataset, COALESCE((x.metrics ->> 'epochs_trained')::integer, (x.metrics ->> 'epoch')::integer) AS trained_epochs INTO m
-	  FROM pgdl.models x WHERE x.id = pgdl.deployed_model(d.id);
-	SELECT x.packed, x.features, x.label, x.task INTO ds FROM pgdl.datasets x WHERE x.id = m.dataset;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION USING ERRCODE = '55000',
-			MESSAGE = pg_catalog.format('model %s served by %s has no training set any more', m.id, pgdl.deployment_label(name)),
-			DETAIL = 'retrain packs the new rows with the preprocessing of the model''s packed training table, which was dropped.',
-			HINT = 'Train and deploy a model on a packed table that stays, then retrain.';
-	END IF;
-	metric := COALESCE(metric, 'loss');
-	IF NOT EXISTS (SELECT FROM pgdl.rank_metrics() r WHERE r.metric = retrain.metric AND r.task IN ('any', ds.task)) THEN
-		RAISE EXCEPTION USING ERRCODE = '22023',
-			MESSAGE = pg_catalog.format('metric "%s" does not rank a %s model', pg_catalog.left(metric, 64), ds.task),
-			HINT = (SELECT 'Rank it by ' || pg_catalog.string_agg(r.metric, ', ') || '.' FROM pgdl.rank_metrics() r WHERE r.task IN ('any', ds.task));
-	END IF;
-	prefix := pgdl.automl_prefix('retrain_' || pg_catalog.left(name, 24));
-	PERFORM pgdl.automl_prepare(source, ds.label, prefix, validation, seed, 1, ds.task = 'classification',
-								ds.features, reference => ds.packed);
-	train := pg_catalog.quote_ident(prefix || '_train')::regclass;
-	valid := pg_catalog.quote_ident(prefix || '_validation')::regclass;
-	candidate := pgdl.fit(train, m.spec,
-						  CASE WHEN warm_start THEN m.config || pg_catalog.jsonb_build_object('warm_start', m.id) ELSE m.config END,
-						  COALESCE(epochs, m.trained_epochs, 10), valid);
-	SELECT * INTO outcome FROM pgdl.deploy_if_better(name, candidate, valid, metric);
-	IF NOT outcome.deployed AND NOT keep THEN
-		PERFORM pgdl.delete_rows('pgdl.models', ARRAY[candidate]);
-		EXECUTE pg_catalog.format('DROP TABLE %s, %s', train, valid);
-		candidate := NULL;
-		train := NULL;
-		valid := NULL;
-	END IF;
-	previous := m.id;
-	deployed := outcome.deployed;
-	ranked_by := outcome.metric;
-	score := outcome.score;
-	previous_score := outcome.previous_score;
-	RETURN NEXT;
-END
-$$;
-COMMENT ON FUNCTION pgdl.retrain(text, regclass, real, integer, bigint, text, boolean, boolean) IS
-	'refits the model a deployment serves on new rows (its architecture and configuration, warm-started from it, with its training set''s preprocessing) and deploys the refit only when it beats the served model on a held-out split of the rows; a refit not deployed is deleted with its packed tables unless keep; returns both models (the refit NULL when deleted), their scores and the new packed tables';

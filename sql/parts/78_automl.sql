@@ -356,8 +356,8 @@ COMMENT ON FUNCTION pgdl.automl_round(regclass, regclass, text, text, integer, i
 -- may take 40% of what is left (nothing is measured yet), later ones 90%; each measured round updates the
 -- factor between the predicted and the measured time (the largest of the last two: a round that took
 -- longer than planned makes the next ones smaller).  The plan is a prediction; the deadline is kept by
--- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models it trained: each is named
--- <prefix>_<configuration id>, of the set <prefix>_round<r>.
+-- fit_multiple's time_limit, after which no model of the round starts an epoch.  Returns how many models
+-- it trained: each is named <prefix>_<configuration id>, of the set <prefix>_round<r>.
 CREATE FUNCTION pgdl.automl_search(train regclass, valid regclass, prefix text, deadline timestamptz,
 		workers integer, strategy text, metric text)
 RETURNS integer
@@ -613,8 +613,8 @@ COMMENT ON FUNCTION pgdl.automl_leaderboard(text, regclass, text, text, boolean)
 -- warm-started from it, packed with its training set's preprocessing), and deployed only when it beats
 -- the served model on a held-out split of those rows.  A function (pgdl.fit trains in the caller's
 -- transaction), so that a pg_cron job runs it as one statement.  A refit that is not deployed leaves
--- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly job would
--- otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
+-- nothing behind unless kept (its packed tables and its model; pgdl.fit keeps no checkpoints): a nightly
+-- job would otherwise copy the rows into new tables every night; a deployed one keeps its tables, whose
 -- preprocessing it predicts with and the next retrain packs with.
 CREATE FUNCTION pgdl.retrain(name text, source regclass, validation real DEFAULT 0.2, epochs integer DEFAULT NULL,
 		seed bigint DEFAULT 0, metric text DEFAULT NULL, warm_start boolean DEFAULT true, keep boolean DEFAULT false)

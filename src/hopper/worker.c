@@ -66,7 +66,8 @@ typedef struct WorkerSource
 static WorkerSource *sources;
 static MopCandidate *candidates;	/* take_models' view of the models */
 static int32 *taken;			/* the models take_models took: one, or the members of a fused unit */
-static MopDecisions *limit_decisions[2];	/* take_models' at the time limit: one pass's, and all of a take's */
+static MopDecisions *limit_pass;	/* take_models' decisions at the time limit: one pass's */
+static MopDecisions *limit_all;	/* and all of one take's, to record */
 
 /* Where this worker's time went once training began, for its DEBUG1 line at the end (train_models). */
 static double validated_seconds;
@@ -563,20 +564,20 @@ take_models(bool *all_finished, bool *evaluate)
 		candidates = MemoryContextAlloc(TopMemoryContext, sizeof(MopCandidate) * shared->n_models);
 	if (taken == NULL)
 		taken = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * shared->n_models);
-	if (out_of_time && limit_decisions[0] == NULL)
+	if (out_of_time && limit_pass == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
-		limit_decisions[0] = mop_decisions_alloc(shared->n_models);
-		limit_decisions[1] = mop_decisions_alloc(shared->n_models);
+		limit_pass = mop_decisions_alloc(shared->n_models);
+		limit_all = mop_decisions_alloc(shared->n_models);
 		MemoryContextSwitchTo(old);
 	}
 	if (out_of_time)
-		memset(limit_decisions[1]->epoch, 0, sizeof(int32) * shared->n_models);
+		memset(limit_all->epoch, 0, sizeof(int32) * shared->n_models);
 	*all_finished = true;
 	SpinLockAcquire(&shared->mutex);
 	if (out_of_time)
-		stopped = stop_at_time_limit(limit_decisions[0], limit_decisions[1]);
+		stopped = stop_at_time_limit(limit_pass, limit_all);
 	for (int i = 0; i < shared->n_models; i++)
 	{
 		MopModel   *m = &shared->models[i];
@@ -618,7 +619,7 @@ take_models(bool *all_finished, bool *evaluate)
 	SpinLockRelease(&shared->mutex);
 	if (stopped)
 	{
-		record_decisions(limit_decisions[1]);
+		record_decisions(limit_all);
 		wake_everyone();
 	}
 	return n_taken;
