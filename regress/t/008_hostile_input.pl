@@ -49,7 +49,8 @@ use PgdlTest;
 my $TIMEOUT_S = 10;             # per call
 # pgdl.calibrate(1) trains its probes for about 8 s even when the machine is idle (each probe runs at least
 # three timed windows); on the shared 2-core machine it took 17 s under load, so it gets a longer timeout.
-my %TIMEOUT_OF = ('pgdl.calibrate(double precision,integer)' => 60);
+# calibrate measures for seconds; distribute waits out connect_timeout (2 s) on each of a silent node's tries
+my %TIMEOUT_OF = ('pgdl.calibrate(double precision,integer)' => 60, 'pgdl.distribute(regclass,text[],integer)' => 30);
 my $MAX_ERROR_BYTES = 300;      # message + detail; hint
 my $MAX_CONTEXT_EXTRA = 4096;   # context beyond the statement the sweep itself ran
 my $TEN_MB = 10_000_000;
